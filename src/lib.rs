@@ -1,0 +1,8 @@
+//! unsctl: triage and remediation for the UNS notification runtime, and the runtime itself.
+
+pub mod clock;
+pub mod model;
+pub mod render;
+pub mod runtime;
+
+pub use runtime::engine;

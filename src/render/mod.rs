@@ -1,0 +1,3 @@
+//! Turning view structs into tables, timelines and JSON.
+
+pub mod time;

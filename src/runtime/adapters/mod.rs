@@ -1,0 +1,74 @@
+//! Channel adapters: one per provider, each speaking the provider's real protocol.
+//!
+//! An adapter turns one channel call into a [`DeliveryResult`] and never retries on its
+//! own: whether to try again is the engine's decision, made from the recorded outcome.
+
+pub mod email;
+pub mod webhook;
+
+use crate::engine::DeliveryResult;
+use crate::model::Channel;
+use serde_json::Value;
+use std::time::{Duration, Instant};
+
+pub use crate::runtime::engine;
+
+/// What an adapter needs to know about the call it is making.
+#[derive(Debug, Clone)]
+pub struct DeliveryRequest<'a> {
+    pub notification_id: &'a str,
+    pub cycle: i64,
+    pub attempt: i64,
+    pub channel: Channel,
+    pub payload: &'a Value,
+    /// When the lease runs out, on this process's monotonic clock.
+    pub lease_deadline: Instant,
+    /// No socket step gets less than this, so a call started near the end of a lease is
+    /// not doomed to time out; the fence catches any overrun.
+    pub min_io_timeout: Duration,
+}
+
+impl DeliveryRequest<'_> {
+    /// The timeout for the next socket step: the time left on the lease, at least
+    /// `min_io_timeout`.
+    pub fn step_timeout(&self) -> Duration {
+        self.lease_deadline
+            .saturating_duration_since(Instant::now())
+            .max(self.min_io_timeout)
+    }
+
+    /// `Idempotency-Key`: stable across attempts of one cycle, new after a replay.
+    pub fn idempotency_key(&self) -> String {
+        format!("{}:{}:{}", self.notification_id, self.channel, self.cycle)
+    }
+
+    /// The Message-ID an email for this attempt carries, so a relay log can be searched.
+    pub fn message_id(&self) -> String {
+        email::message_id(self.notification_id, self.cycle, self.attempt)
+    }
+
+    pub fn text(&self, key: &str) -> Option<&str> {
+        self.payload.get(key).and_then(Value::as_str)
+    }
+}
+
+/// Whether the worker still holds its lease; adapters ask before they commit to a send.
+pub trait LeaseCheck {
+    fn held(&self) -> bool;
+}
+
+impl<F: Fn() -> bool> LeaseCheck for F {
+    fn held(&self) -> bool {
+        self()
+    }
+}
+
+/// One provider.
+pub trait Adapter: Send + Sync {
+    fn deliver(&self, request: &DeliveryRequest<'_>, lease: &dyn LeaseCheck) -> DeliveryResult;
+}
+
+/// Installs ring as rustls's process-wide crypto provider; safe to call more than once.
+pub fn init_tls() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}

@@ -1,0 +1,311 @@
+//! The store's schema (DESIGN section 2): creating it, and refusing files that are not it.
+//!
+//! Every open checks the file before it writes anything, so pointing the tool at the wrong
+//! file never changes that file.
+
+use rusqlite::{Connection, OpenFlags};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// The schema version this build reads and writes (`PRAGMA user_version`).
+pub const SCHEMA_VERSION: i64 = 1;
+
+/// How long a writer waits for another process's write lock before giving up.
+pub const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+
+const SCHEMA_V1: &str = r#"
+CREATE TABLE uns_notifications (
+    id              TEXT PRIMARY KEY,
+    status          TEXT NOT NULL
+                    CHECK (status IN ('PENDING', 'LEASED', 'DELIVERED', 'DEAD', 'RESOLVED')),
+    dead_letter     INTEGER NOT NULL DEFAULT 0 CHECK (dead_letter IN (0, 1)),
+    attempts        INTEGER NOT NULL DEFAULT 0,
+    cycle           INTEGER NOT NULL DEFAULT 1,
+    cycle_attempts  INTEGER NOT NULL DEFAULT 0,
+    max_attempts    INTEGER NOT NULL,
+    channels        TEXT NOT NULL,
+    payload         TEXT NOT NULL,
+    idempotency_key TEXT UNIQUE,
+    lease_token     TEXT,
+    lease_until     REAL,
+    next_attempt_at REAL NOT NULL,
+    error_message   TEXT,
+    created_at      REAL NOT NULL,
+    updated_at      REAL NOT NULL
+);
+CREATE INDEX uns_notifications_due ON uns_notifications (status, next_attempt_at);
+CREATE INDEX uns_notifications_dlq ON uns_notifications (id) WHERE dead_letter = 1;
+
+CREATE TABLE uns_events (
+    id              INTEGER PRIMARY KEY AUTOINCREMENT,
+    notification_id TEXT NOT NULL REFERENCES uns_notifications (id),
+    at              REAL NOT NULL,
+    kind            TEXT NOT NULL,
+    payload         TEXT NOT NULL
+);
+CREATE INDEX uns_events_notification ON uns_events (notification_id, id);
+CREATE INDEX uns_events_kind ON uns_events (kind, at);
+
+-- The history is evidence: it is appended to, never rewritten, and no row is ever deleted.
+CREATE TRIGGER uns_events_append_only_update BEFORE UPDATE ON uns_events
+BEGIN SELECT RAISE(ABORT, 'uns_events is append-only'); END;
+CREATE TRIGGER uns_events_append_only_delete BEFORE DELETE ON uns_events
+BEGIN SELECT RAISE(ABORT, 'uns_events is append-only'); END;
+CREATE TRIGGER uns_notifications_never_deleted BEFORE DELETE ON uns_notifications
+BEGIN SELECT RAISE(ABORT, 'notifications are never deleted'); END;
+"#;
+
+/// Why a file could not be used as a store.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    #[error("{path}: no such store file")]
+    Missing { path: PathBuf },
+    #[error("{path}: not a SQLite database")]
+    NotSqlite { path: PathBuf },
+    #[error("{path}: a SQLite database, but not a UNS store (no uns_notifications table)")]
+    NotUnsStore { path: PathBuf },
+    #[error(
+        "{path}: schema version {found} is newer than this unsctl understands ({SCHEMA_VERSION}); upgrade unsctl"
+    )]
+    NewerSchema { path: PathBuf, found: i64 },
+    #[error(
+        "{path}: unknown UNS schema version {found} (this unsctl reads version {SCHEMA_VERSION})"
+    )]
+    UnknownSchema { path: PathBuf, found: i64 },
+    #[error("{path}: {source}")]
+    Sqlite {
+        path: PathBuf,
+        #[source]
+        source: rusqlite::Error,
+    },
+}
+
+/// How a store is opened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OpenMode {
+    /// Read commands: SQLite refuses every write on this connection.
+    ReadOnly,
+    /// Remediation: the file must already be a UNS store.
+    ReadWrite,
+    /// The runtime: create the schema in a new or empty file.
+    Create,
+}
+
+/// Opens `path` as a UNS store in `mode`, checking the schema before anything is written.
+pub fn open(path: &Path, mode: OpenMode) -> Result<Connection, OpenError> {
+    let sqlite = |source| OpenError::Sqlite {
+        path: path.to_path_buf(),
+        source,
+    };
+    let exists = path.exists();
+    if !exists && mode != OpenMode::Create {
+        return Err(OpenError::Missing {
+            path: path.to_path_buf(),
+        });
+    }
+    if exists {
+        check_existing(path)?;
+    }
+    let flags = match mode {
+        OpenMode::ReadOnly => OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        OpenMode::ReadWrite => OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        OpenMode::Create => {
+            OpenFlags::SQLITE_OPEN_READ_WRITE
+                | OpenFlags::SQLITE_OPEN_CREATE
+                | OpenFlags::SQLITE_OPEN_NO_MUTEX
+        }
+    };
+    let conn = Connection::open_with_flags(path, flags).map_err(sqlite)?;
+    conn.busy_timeout(BUSY_TIMEOUT).map_err(sqlite)?;
+    conn.pragma_update(None, "foreign_keys", true)
+        .map_err(sqlite)?;
+    if mode == OpenMode::ReadOnly {
+        return Ok(conn);
+    }
+    conn.pragma_update(None, "journal_mode", "WAL")
+        .map_err(sqlite)?;
+    // WAL with NORMAL sync survives a killed process (the failure this runtime is built
+    // around); only an OS crash can lose the last commits.
+    conn.pragma_update(None, "synchronous", "NORMAL")
+        .map_err(sqlite)?;
+    if mode == OpenMode::Create {
+        create_schema(&conn).map_err(sqlite)?;
+    }
+    Ok(conn)
+}
+
+/// Validates an existing file through a read-only connection, so a wrong file is untouched.
+fn check_existing(path: &Path) -> Result<(), OpenError> {
+    let empty = std::fs::metadata(path)
+        .map(|m| m.len() == 0)
+        .unwrap_or(false);
+    if empty {
+        return Ok(());
+    }
+    let conn = Connection::open_with_flags(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )
+    .map_err(|source| classify(path, source))?;
+    let version: i64 = conn
+        .query_row("PRAGMA user_version", [], |row| row.get(0))
+        .map_err(|source| classify(path, source))?;
+    let has_table: bool = conn
+        .query_row(
+            "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'uns_notifications')",
+            [],
+            |row| row.get(0),
+        )
+        .map_err(|source| classify(path, source))?;
+    let any_table: bool = conn
+        .query_row("SELECT EXISTS (SELECT 1 FROM sqlite_master)", [], |row| {
+            row.get(0)
+        })
+        .map_err(|source| classify(path, source))?;
+    let path = path.to_path_buf();
+    match version {
+        SCHEMA_VERSION if has_table => Ok(()),
+        0 if !any_table => Ok(()),
+        0 => Err(OpenError::NotUnsStore { path }),
+        found if found > SCHEMA_VERSION && has_table => Err(OpenError::NewerSchema { path, found }),
+        found if has_table => Err(OpenError::UnknownSchema { path, found }),
+        _ => Err(OpenError::NotUnsStore { path }),
+    }
+}
+
+fn classify(path: &Path, source: rusqlite::Error) -> OpenError {
+    let not_a_database = matches!(
+        &source,
+        rusqlite::Error::SqliteFailure(err, _) if err.code == rusqlite::ErrorCode::NotADatabase
+    );
+    if not_a_database {
+        OpenError::NotSqlite {
+            path: path.to_path_buf(),
+        }
+    } else {
+        OpenError::Sqlite {
+            path: path.to_path_buf(),
+            source,
+        }
+    }
+}
+
+/// Creates schema v1 in an empty database; a no-op on a v1 store.
+fn create_schema(conn: &Connection) -> rusqlite::Result<()> {
+    conn.execute_batch("BEGIN IMMEDIATE")?;
+    let result = (|| {
+        let version: i64 = conn.query_row("PRAGMA user_version", [], |row| row.get(0))?;
+        if version == 0 {
+            conn.execute_batch(SCHEMA_V1)?;
+            conn.pragma_update(None, "user_version", SCHEMA_VERSION)?;
+        }
+        Ok(())
+    })();
+    match result {
+        Ok(()) => conn.execute_batch("COMMIT"),
+        Err(err) => {
+            let _ = conn.execute_batch("ROLLBACK");
+            Err(err)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bytes(path: &Path) -> Vec<u8> {
+        std::fs::read(path).unwrap_or_default()
+    }
+
+    #[test]
+    fn creates_v1_and_reopens() -> anyhow::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let path = dir.path().join("uns.db");
+        let conn = open(&path, OpenMode::Create)?;
+        let version: i64 = conn.query_row("PRAGMA user_version", [], |row| row.get(0))?;
+        assert_eq!(version, SCHEMA_VERSION);
+        let journal: String = conn.query_row("PRAGMA journal_mode", [], |row| row.get(0))?;
+        assert_eq!(journal, "wal");
+        let foreign_keys: i64 = conn.query_row("PRAGMA foreign_keys", [], |row| row.get(0))?;
+        assert_eq!(foreign_keys, 1);
+        drop(conn);
+        open(&path, OpenMode::ReadOnly)?;
+        open(&path, OpenMode::ReadWrite)?;
+        Ok(())
+    }
+
+    #[test]
+    fn read_only_connection_cannot_write() -> anyhow::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let path = dir.path().join("uns.db");
+        drop(open(&path, OpenMode::Create)?);
+        let conn = open(&path, OpenMode::ReadOnly)?;
+        let write = conn.execute(
+            "INSERT INTO uns_events (notification_id, at, kind, payload) VALUES ('x', 0, 'K', '{}')",
+            [],
+        );
+        assert!(write.is_err());
+        Ok(())
+    }
+
+    #[test]
+    fn refuses_a_file_that_is_not_sqlite_and_leaves_it_alone() -> anyhow::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let path = dir.path().join("notes.txt");
+        std::fs::write(
+            &path,
+            b"this is not a database, just some text\n".repeat(20),
+        )?;
+        let before = bytes(&path);
+        for mode in [OpenMode::ReadOnly, OpenMode::ReadWrite, OpenMode::Create] {
+            let err = open(&path, mode).err();
+            assert!(matches!(err, Some(OpenError::NotSqlite { .. })), "{err:?}");
+        }
+        assert_eq!(bytes(&path), before);
+        Ok(())
+    }
+
+    #[test]
+    fn refuses_foreign_and_newer_schemas_unchanged() -> anyhow::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let foreign = dir.path().join("other.db");
+        Connection::open(&foreign)?
+            .execute_batch("CREATE TABLE t (x); INSERT INTO t VALUES (1);")?;
+        let newer = dir.path().join("newer.db");
+        drop(open(&newer, OpenMode::Create)?);
+        Connection::open(&newer)?.pragma_update(None, "user_version", 7)?;
+
+        let foreign_before = bytes(&foreign);
+        let newer_before = bytes(&newer);
+        for mode in [OpenMode::ReadOnly, OpenMode::ReadWrite, OpenMode::Create] {
+            let err = open(&foreign, mode).err();
+            assert!(
+                matches!(err, Some(OpenError::NotUnsStore { .. })),
+                "{err:?}"
+            );
+            let err = open(&newer, mode).err();
+            assert!(
+                matches!(err, Some(OpenError::NewerSchema { found: 7, .. })),
+                "{err:?}"
+            );
+        }
+        assert_eq!(bytes(&foreign), foreign_before);
+        assert_eq!(bytes(&newer), newer_before);
+        Ok(())
+    }
+
+    #[test]
+    fn missing_file_is_not_created_by_readers() {
+        let dir = tempfile::tempdir().ok();
+        let path = dir
+            .as_ref()
+            .map(|d| d.path().join("absent.db"))
+            .unwrap_or_default();
+        assert!(matches!(
+            open(&path, OpenMode::ReadOnly),
+            Err(OpenError::Missing { .. })
+        ));
+        assert!(!path.exists());
+    }
+}

@@ -1,0 +1,278 @@
+//! The worker: claims due rows, calls the providers outside any transaction, settles.
+//!
+//! Every loop iteration ends in a named outcome that is logged; silence from a running
+//! worker therefore only ever means it failed.
+
+use crate::clock::Clock;
+use crate::model::Channel;
+use crate::runtime::adapters::{Adapter, DeliveryRequest};
+use crate::runtime::engine::{
+    self, Backoff, ClaimOutcome, DeliveryResult, Fence, Lease, Settlement,
+};
+use rusqlite::Connection;
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+#[derive(Debug, Clone)]
+pub struct WorkerConfig {
+    /// Recorded in ATTEMPT_STARTED so operators can see how many processes share a store.
+    pub worker_id: String,
+    pub lease_seconds: f64,
+    /// Threads claiming and delivering at once.
+    pub concurrency: usize,
+    /// How long an idle thread waits before looking again.
+    pub poll_interval: Duration,
+    pub backoff: Backoff,
+    pub min_io_timeout: Duration,
+}
+
+impl Default for WorkerConfig {
+    fn default() -> Self {
+        Self {
+            worker_id: default_worker_id(),
+            lease_seconds: 60.0,
+            concurrency: 4,
+            poll_interval: Duration::from_millis(200),
+            backoff: Backoff::default(),
+            min_io_timeout: Duration::from_secs(1),
+        }
+    }
+}
+
+/// `host:pid:random`, unique per process.
+pub fn default_worker_id() -> String {
+    let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "localhost".into());
+    let suffix = uuid::Uuid::new_v4().simple().to_string();
+    format!("{host}:{}:{}", std::process::id(), &suffix[..6])
+}
+
+/// How one iteration of the loop ended.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome {
+    Idle,
+    Delivered(String),
+    RetryScheduled(String),
+    LeaseLost(String),
+    DeadLettered(String),
+}
+
+impl Outcome {
+    pub fn name(&self) -> &'static str {
+        match self {
+            Outcome::Idle => "idle",
+            Outcome::Delivered(_) => "delivered",
+            Outcome::RetryScheduled(_) => "retry-scheduled",
+            Outcome::LeaseLost(_) => "lease-lost",
+            Outcome::DeadLettered(_) => "dead-lettered",
+        }
+    }
+}
+
+/// Counts of outcomes since start, for the log and the benchmark.
+#[derive(Debug, Default)]
+pub struct Counters {
+    pub delivered: AtomicU64,
+    pub retry_scheduled: AtomicU64,
+    pub lease_lost: AtomicU64,
+    pub dead_lettered: AtomicU64,
+    pub errors: AtomicU64,
+}
+
+impl Counters {
+    fn count(&self, outcome: &Outcome) {
+        let counter = match outcome {
+            Outcome::Idle => return,
+            Outcome::Delivered(_) => &self.delivered,
+            Outcome::RetryScheduled(_) => &self.retry_scheduled,
+            Outcome::LeaseLost(_) => &self.lease_lost,
+            Outcome::DeadLettered(_) => &self.dead_lettered,
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn settled(&self) -> u64 {
+        self.delivered.load(Ordering::Relaxed)
+            + self.dead_lettered.load(Ordering::Relaxed)
+            + self.retry_scheduled.load(Ordering::Relaxed)
+            + self.lease_lost.load(Ordering::Relaxed)
+    }
+}
+
+/// The adapters by channel; a channel without one is refused, never silently dropped.
+pub type Adapters = BTreeMap<Channel, Arc<dyn Adapter>>;
+
+/// A worker over one store connection shared by its threads: within one process the
+/// threads take turns on a mutex instead of sleeping in SQLite's busy handler.
+#[derive(Clone)]
+pub struct Worker {
+    db: Arc<Mutex<Connection>>,
+    clock: Arc<dyn Clock>,
+    adapters: Arc<Adapters>,
+    config: WorkerConfig,
+    pub counters: Arc<Counters>,
+}
+
+impl Worker {
+    pub fn new(
+        db: Connection,
+        clock: Arc<dyn Clock>,
+        adapters: Adapters,
+        config: WorkerConfig,
+    ) -> Self {
+        Self {
+            db: Arc::new(Mutex::new(db)),
+            clock,
+            adapters: Arc::new(adapters),
+            config,
+            counters: Arc::new(Counters::default()),
+        }
+    }
+
+    pub fn config(&self) -> &WorkerConfig {
+        &self.config
+    }
+
+    fn db(&self) -> MutexGuard<'_, Connection> {
+        self.db
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// One iteration: claim, deliver every owed channel, settle.
+    pub fn run_once(&self) -> engine::Result<Outcome> {
+        let claimed = engine::claim(
+            &self.db(),
+            self.clock.now(),
+            &self.config.worker_id,
+            self.config.lease_seconds,
+        )?;
+        let outcome = match claimed {
+            ClaimOutcome::Idle => Outcome::Idle,
+            ClaimOutcome::RecoveryExhausted { notification_id } => {
+                Outcome::DeadLettered(notification_id)
+            }
+            ClaimOutcome::Claimed(lease) => self.attempt(&lease)?,
+        };
+        self.counters.count(&outcome);
+        Ok(outcome)
+    }
+
+    fn attempt(&self, lease: &Lease) -> engine::Result<Outcome> {
+        let id = lease.notification_id.clone();
+        let mut results: Vec<(Channel, DeliveryResult)> = Vec::new();
+        for &channel in &lease.owed {
+            let fence = engine::start_channel(&self.db(), self.clock.now(), lease, channel)?;
+            if fence == Fence::Lost {
+                return Ok(Outcome::LeaseLost(id));
+            }
+            let result = self.call(lease, channel);
+            engine::record_result(&self.db(), self.clock.now(), lease, channel, &result)?;
+            results.push((channel, result));
+        }
+        let settlement = engine::settle(
+            &self.db(),
+            self.clock.now(),
+            lease,
+            &results,
+            &self.config.backoff,
+        )?;
+        Ok(match settlement {
+            Settlement::Delivered => Outcome::Delivered(id),
+            Settlement::RetryScheduled { .. } => Outcome::RetryScheduled(id),
+            Settlement::DeadLettered { .. } => Outcome::DeadLettered(id),
+            Settlement::LeaseLost => Outcome::LeaseLost(id),
+        })
+    }
+
+    /// The provider call, outside any transaction.
+    fn call(&self, lease: &Lease, channel: Channel) -> DeliveryResult {
+        let Some(adapter) = self.adapters.get(&channel) else {
+            return DeliveryResult::rejected(
+                format!("no {channel} adapter is configured; nothing was sent"),
+                false,
+            )
+            .with("stage", "configuration");
+        };
+        let remaining = (lease.lease_until - self.clock.now()).max(0.0);
+        let request = DeliveryRequest {
+            notification_id: &lease.notification_id,
+            cycle: lease.cycle,
+            attempt: lease.attempt,
+            channel,
+            payload: &lease.payload,
+            lease_deadline: Instant::now() + Duration::from_secs_f64(remaining),
+            min_io_timeout: self.config.min_io_timeout,
+        };
+        let still_held =
+            || engine::lease_held(&self.db(), self.clock.now(), lease).unwrap_or(false);
+        adapter.deliver(&request, &still_held)
+    }
+
+    /// Loops until `shutdown` is set: no new claims after that, in-flight calls finish and
+    /// record their results.
+    pub fn run(&self, shutdown: &AtomicBool) {
+        let mut was_idle = false;
+        while !shutdown.load(Ordering::SeqCst) {
+            match self.run_once() {
+                Ok(Outcome::Idle) => {
+                    if !was_idle {
+                        tracing::info!(worker = %self.config.worker_id, outcome = "idle", "nothing due");
+                    } else {
+                        tracing::debug!(worker = %self.config.worker_id, outcome = "idle", "nothing due");
+                    }
+                    was_idle = true;
+                    sleep_unless(shutdown, self.config.poll_interval);
+                }
+                Ok(outcome) => {
+                    was_idle = false;
+                    let id = match &outcome {
+                        Outcome::Delivered(id)
+                        | Outcome::RetryScheduled(id)
+                        | Outcome::LeaseLost(id)
+                        | Outcome::DeadLettered(id) => id.as_str(),
+                        Outcome::Idle => "",
+                    };
+                    tracing::info!(worker = %self.config.worker_id, outcome = outcome.name(), notification = id);
+                }
+                Err(err) => {
+                    was_idle = false;
+                    self.counters.errors.fetch_add(1, Ordering::Relaxed);
+                    tracing::error!(worker = %self.config.worker_id, outcome = "error", error = %err, "store error; retrying");
+                    sleep_unless(shutdown, self.config.poll_interval);
+                }
+            }
+        }
+        tracing::info!(worker = %self.config.worker_id, outcome = "stopped", "worker thread stopped");
+    }
+
+    /// Starts `concurrency` threads running [`Worker::run`].
+    pub fn spawn(&self, shutdown: Arc<AtomicBool>) -> Vec<JoinHandle<()>> {
+        (0..self.config.concurrency.max(1))
+            .map(|n| {
+                let worker = self.clone();
+                let shutdown = shutdown.clone();
+                std::thread::Builder::new()
+                    .name(format!("uns-worker-{n}"))
+                    .spawn(move || worker.run(&shutdown))
+            })
+            .filter_map(|spawned| match spawned {
+                Ok(handle) => Some(handle),
+                Err(err) => {
+                    tracing::error!(error = %err, "could not start a worker thread");
+                    None
+                }
+            })
+            .collect()
+    }
+}
+
+fn sleep_unless(shutdown: &AtomicBool, total: Duration) {
+    let step = Duration::from_millis(20);
+    let start = Instant::now();
+    while !shutdown.load(Ordering::SeqCst) && start.elapsed() < total {
+        std::thread::sleep(step.min(total));
+    }
+}
