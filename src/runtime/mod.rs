@@ -1,6 +1,8 @@
-//! The bundled minimal runtime: schema, engine transitions, worker and adapters.
+//! The bundled minimal runtime: schema, engine transitions, worker, adapters and the
+//! fault-injecting provider fakes.
 
 pub mod adapters;
 pub mod engine;
+pub mod fakes;
 pub mod schema;
 pub mod worker;

@@ -1,0 +1,200 @@
+//! Fault-injecting provider fakes: an SMTP server and Slack/PagerDuty-shaped HTTP
+//! endpoints on loopback, each following a per-message script and keeping a ledger of
+//! what it really accepted. The ledger is the ground truth triage is checked against.
+
+mod http;
+mod smtp;
+
+use crate::model::Channel;
+use std::collections::{HashMap, VecDeque};
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// What a fake does with one message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Behavior {
+    Accept,
+    /// Take the message, wait, then answer that it was accepted.
+    DelayAccept(Duration),
+    /// Refuse with this code (SMTP reply code to the final dot, or HTTP status).
+    Reject(u16),
+    /// Take the message (it is in the ledger) and never answer.
+    Hang,
+    /// Close the connection without taking the message (SMTP: on DATA).
+    Drop,
+}
+
+/// One message a fake really accepted.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Accepted {
+    pub channel: Channel,
+    /// The script key it matched: the recipient for SMTP, the notification id for HTTP.
+    pub key: String,
+    pub notification_id: Option<String>,
+    pub message_id: Option<String>,
+    pub idempotency_key: Option<String>,
+    /// The HTTP request body, or the email's headers and text.
+    pub body: serde_json::Value,
+}
+
+/// Behaviours by key, consumed one per message, falling back to a default.
+#[derive(Debug, Default)]
+struct Script {
+    queues: HashMap<String, VecDeque<Behavior>>,
+    default: Option<Behavior>,
+}
+
+/// State shared between the fakes and whoever drives them.
+#[derive(Debug, Default)]
+pub struct Control {
+    script: Mutex<Script>,
+    ledger: Mutex<Vec<Accepted>>,
+}
+
+impl Control {
+    /// Queues behaviours for messages matching `key` (an email recipient, or a
+    /// notification id for Slack and PagerDuty).
+    pub fn script(&self, key: &str, behaviors: &[Behavior]) {
+        let mut script = self.script.lock().unwrap_or_else(|p| p.into_inner());
+        script
+            .queues
+            .entry(key.to_ascii_lowercase())
+            .or_default()
+            .extend(behaviors.iter().copied());
+    }
+
+    /// What to do with messages no script entry matches (Accept unless set).
+    pub fn set_default(&self, behavior: Behavior) {
+        self.script
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .default = Some(behavior);
+    }
+
+    fn next(&self, key: &str) -> Behavior {
+        let mut script = self.script.lock().unwrap_or_else(|p| p.into_inner());
+        let fallback = script.default.unwrap_or(Behavior::Accept);
+        script
+            .queues
+            .get_mut(&key.to_ascii_lowercase())
+            .and_then(VecDeque::pop_front)
+            .unwrap_or(fallback)
+    }
+
+    fn record(&self, accepted: Accepted) {
+        self.ledger
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(accepted);
+    }
+
+    /// Everything accepted so far, in order.
+    pub fn ledger(&self) -> Vec<Accepted> {
+        self.ledger
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// How many copies of `notification_id` a channel accepted.
+    pub fn accepted_count(&self, channel: Channel, notification_id: &str) -> usize {
+        self.ledger
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .filter(|a| {
+                a.channel == channel && a.notification_id.as_deref() == Some(notification_id)
+            })
+            .count()
+    }
+}
+
+/// The running fakes. Dropping this stops them.
+pub struct Fakes {
+    pub smtp: SocketAddr,
+    pub http: SocketAddr,
+    pub control: Arc<Control>,
+    runtime: Option<tokio::runtime::Runtime>,
+}
+
+impl Fakes {
+    /// Starts both fakes on 127.0.0.1 with ephemeral ports, on a runtime of their own.
+    pub fn start() -> std::io::Result<Self> {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("uns-fakes")
+            .enable_all()
+            .build()?;
+        let control = Arc::new(Control::default());
+        let (smtp, http) = runtime.block_on(async {
+            let smtp = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+            let http = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+            Ok::<_, std::io::Error>((smtp, http))
+        })?;
+        let (smtp_addr, http_addr) = (smtp.local_addr()?, http.local_addr()?);
+        runtime.spawn(smtp::serve(smtp, control.clone()));
+        runtime.spawn(http::serve(http, control.clone()));
+        Ok(Self {
+            smtp: smtp_addr,
+            http: http_addr,
+            control,
+            runtime: Some(runtime),
+        })
+    }
+
+    /// The Slack webhook URL the fake answers on.
+    pub fn slack_url(&self) -> String {
+        format!("http://{}/services/T000/B000/fake", self.http)
+    }
+
+    /// The PagerDuty Events API v2 URL the fake answers on.
+    pub fn pagerduty_url(&self) -> String {
+        format!("http://{}/v2/enqueue", self.http)
+    }
+}
+
+impl Drop for Fakes {
+    fn drop(&mut self) {
+        if let Some(runtime) = self.runtime.take() {
+            runtime.shutdown_background();
+        }
+    }
+}
+
+/// The notification id inside a Message-ID of the form `<id.cycle.attempt@uns.local>`.
+fn id_from_message_id(message_id: &str) -> Option<String> {
+    let local = message_id
+        .trim()
+        .trim_start_matches('<')
+        .split('@')
+        .next()?;
+    let mut parts = local.rsplitn(3, '.');
+    let (_attempt, _cycle, id) = (parts.next()?, parts.next()?, parts.next()?);
+    Some(id.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn message_ids_name_their_notification() {
+        assert_eq!(
+            id_from_message_id("<n-abc.2.7@uns.local>").as_deref(),
+            Some("n-abc")
+        );
+        assert_eq!(id_from_message_id("garbage"), None);
+    }
+
+    #[test]
+    fn scripts_are_consumed_per_key_then_fall_back() {
+        let control = Control::default();
+        control.script("A@x", &[Behavior::Reject(554), Behavior::Hang]);
+        control.set_default(Behavior::Drop);
+        assert_eq!(control.next("a@X"), Behavior::Reject(554));
+        assert_eq!(control.next("a@x"), Behavior::Hang);
+        assert_eq!(control.next("a@x"), Behavior::Drop);
+        assert_eq!(control.next("other"), Behavior::Drop);
+    }
+}

@@ -1,0 +1,661 @@
+//! Engine transitions under an injected clock: the exact events of DESIGN section 3.
+
+use rusqlite::Connection;
+use serde_json::{json, Value};
+use std::collections::BTreeSet;
+use unsctl::engine::{
+    self, Audit, Backoff, ClaimOutcome, DeliveryResult, EngineError, Fence, Lease, NewNotification,
+    Settlement, RECOVERY_EXHAUSTED,
+};
+use unsctl::model::Channel;
+use unsctl::runtime::schema::{self, OpenMode};
+
+const LEASE: f64 = 60.0;
+const BACKOFF: Backoff = Backoff {
+    base_seconds: 5.0,
+    max_seconds: 300.0,
+};
+
+struct Store {
+    _dir: tempfile::TempDir,
+    conn: Connection,
+}
+
+fn store() -> Store {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let conn = schema::open(&dir.path().join("uns.db"), OpenMode::Create).expect("create store");
+    Store { _dir: dir, conn }
+}
+
+fn submit(conn: &Connection, channels: &[Channel], max_attempts: i64) -> String {
+    engine::submit(
+        conn,
+        1000.0,
+        &NewNotification {
+            channels: channels.to_vec(),
+            payload: json!({"recipient": "ops@example.com", "subject": "s", "body": "b"}),
+            idempotency_key: None,
+            max_attempts,
+        },
+    )
+    .expect("submit")
+    .id
+}
+
+fn claim(conn: &Connection, now: f64, worker: &str) -> Lease {
+    match engine::claim(conn, now, worker, LEASE).expect("claim") {
+        ClaimOutcome::Claimed(lease) => lease,
+        other => panic!("expected a claim at {now}, got {other:?}"),
+    }
+}
+
+fn events(conn: &Connection, id: &str) -> Vec<(String, Value)> {
+    let mut stmt = conn
+        .prepare("SELECT kind, payload FROM uns_events WHERE notification_id = ?1 ORDER BY id")
+        .expect("prepare");
+    let rows = stmt
+        .query_map([id], |row| {
+            let payload: String = row.get(1)?;
+            Ok((
+                row.get(0)?,
+                serde_json::from_str(&payload).unwrap_or(Value::Null),
+            ))
+        })
+        .expect("query");
+    rows.map(|row| row.expect("row")).collect()
+}
+
+fn kinds(conn: &Connection, id: &str) -> Vec<String> {
+    events(conn, id).into_iter().map(|(kind, _)| kind).collect()
+}
+
+fn keys(payload: &Value) -> BTreeSet<String> {
+    payload
+        .as_object()
+        .map(|map| map.keys().cloned().collect())
+        .unwrap_or_default()
+}
+
+fn set(names: &[&str]) -> BTreeSet<String> {
+    names.iter().map(|name| name.to_string()).collect()
+}
+
+fn row(
+    conn: &Connection,
+    id: &str,
+) -> (String, bool, i64, i64, i64, Option<String>, Option<String>) {
+    conn.query_row(
+        "SELECT status, dead_letter, attempts, cycle, cycle_attempts, lease_token, error_message
+         FROM uns_notifications WHERE id = ?1",
+        [id],
+        |row| {
+            Ok((
+                row.get(0)?,
+                row.get(1)?,
+                row.get(2)?,
+                row.get(3)?,
+                row.get(4)?,
+                row.get(5)?,
+                row.get(6)?,
+            ))
+        },
+    )
+    .expect("row")
+}
+
+fn started(conn: &Connection, now: f64, lease: &Lease, channel: Channel) {
+    let fence = engine::start_channel(conn, now, lease, channel).expect("start");
+    assert!(matches!(fence, Fence::Held { .. }), "fence lost at {now}");
+}
+
+fn audit(operator: &str) -> Audit {
+    Audit {
+        operator: operator.into(),
+        reason: Some("test".into()),
+        ..Audit::default()
+    }
+}
+
+#[test]
+fn first_attempt_delivers_with_the_documented_payload_keys() {
+    let s = store();
+    let id = submit(&s.conn, &[Channel::Email], 3);
+    let lease = claim(&s.conn, 1001.0, "w1");
+    started(&s.conn, 1001.5, &lease, Channel::Email);
+    let result = DeliveryResult::accepted(Some("<m@uns.local>".into())).with("smtp_code", 250);
+    engine::record_result(&s.conn, 1002.0, &lease, Channel::Email, &result).expect("result");
+    let settled = engine::settle(
+        &s.conn,
+        1002.1,
+        &lease,
+        &[(Channel::Email, result)],
+        &BACKOFF,
+    )
+    .expect("settle");
+    assert_eq!(settled, Settlement::Delivered);
+
+    let history = events(&s.conn, &id);
+    let observed: Vec<&str> = history.iter().map(|(kind, _)| kind.as_str()).collect();
+    assert_eq!(
+        observed,
+        [
+            "SUBMITTED",
+            "ATTEMPT_STARTED",
+            "CHANNEL_ATTEMPT_STARTED",
+            "CHANNEL_ATTEMPT_RESULT",
+            "DELIVERED"
+        ]
+    );
+    let lease_keys = ["attempt", "cycle", "cycle_attempt", "lease_token"];
+    let with = |extra: &[&str]| {
+        let mut all = set(&lease_keys);
+        all.extend(set(extra));
+        all
+    };
+    assert_eq!(
+        keys(&history[0].1),
+        set(&[
+            "attempt",
+            "cycle",
+            "cycle_attempt",
+            "channels",
+            "idempotency_key"
+        ])
+    );
+    assert_eq!(
+        keys(&history[1].1),
+        with(&["worker_id", "reclaimed", "lease_until"])
+    );
+    assert_eq!(history[1].1["worker_id"], "w1");
+    assert_eq!(history[1].1["reclaimed"], false);
+    assert_eq!(
+        keys(&history[2].1),
+        with(&["channel", "provider_effect_may_have_occurred"])
+    );
+    assert_eq!(history[2].1["provider_effect_may_have_occurred"], true);
+    assert_eq!(
+        keys(&history[3].1),
+        with(&["channel", "success", "message_id", "error", "metadata"])
+    );
+    assert_eq!(history[3].1["metadata"]["provider_outcome"], "ACCEPTED");
+    assert_eq!(history[3].1["metadata"]["smtp_code"], 250);
+    assert_eq!(keys(&history[4].1), with(&[]));
+    for (_, payload) in &history[1..] {
+        assert_eq!(payload["lease_token"], json!(lease.token));
+    }
+    let (status, dead_letter, attempts, cycle, cycle_attempts, token, _) = row(&s.conn, &id);
+    assert_eq!(
+        (
+            status.as_str(),
+            dead_letter,
+            attempts,
+            cycle,
+            cycle_attempts
+        ),
+        ("DELIVERED", false, 1, 1, 1)
+    );
+    assert_eq!(token, None);
+}
+
+#[test]
+fn late_success_after_the_lease_expired_is_recorded_then_lease_lost() {
+    let s = store();
+    let id = submit(&s.conn, &[Channel::Email], 3);
+    let old = claim(&s.conn, 1000.0, "w1");
+    started(&s.conn, 1000.1, &old, Channel::Email);
+    // The provider is slow; the lease runs out and another worker reclaims the row.
+    let replacement = claim(&s.conn, 1060.2, "w2");
+    assert!(replacement.reclaimed);
+    let late = DeliveryResult::accepted(Some("<late@uns.local>".into()));
+    engine::record_result(&s.conn, 1060.5, &old, Channel::Email, &late).expect("late result");
+    let settled =
+        engine::settle(&s.conn, 1060.6, &old, &[(Channel::Email, late)], &BACKOFF).expect("settle");
+    assert_eq!(settled, Settlement::LeaseLost);
+
+    let history = events(&s.conn, &id);
+    let tail: Vec<&str> = history[history.len() - 2..]
+        .iter()
+        .map(|(k, _)| k.as_str())
+        .collect();
+    assert_eq!(tail, ["CHANNEL_ATTEMPT_RESULT", "LEASE_LOST"]);
+    let (_, lost) = &history[history.len() - 1];
+    assert_eq!(lost["lease_token"], json!(old.token));
+    assert_eq!(lost["provider_effect_may_have_occurred"], true);
+    assert_eq!(
+        keys(lost),
+        set(&[
+            "attempt",
+            "cycle",
+            "cycle_attempt",
+            "lease_token",
+            "provider_effect_may_have_occurred"
+        ])
+    );
+    // The late result never touched the aggregate row: the replacement still owns it.
+    let (status, dead_letter, attempts, _, _, token, _) = row(&s.conn, &id);
+    assert_eq!(
+        (status.as_str(), dead_letter, attempts),
+        ("LEASED", false, 2)
+    );
+    assert_eq!(token, Some(replacement.token.clone()));
+}
+
+#[test]
+fn lease_lost_before_any_channel_started_says_no_effect() {
+    let s = store();
+    let id = submit(&s.conn, &[Channel::Slack], 3);
+    let lease = claim(&s.conn, 1000.0, "w1");
+    let fence = engine::start_channel(&s.conn, 1061.0, &lease, Channel::Slack).expect("fence");
+    assert_eq!(fence, Fence::Lost);
+    let history = events(&s.conn, &id);
+    let (kind, payload) = &history[history.len() - 1];
+    assert_eq!(kind, "LEASE_LOST");
+    assert_eq!(payload["provider_effect_may_have_occurred"], false);
+}
+
+#[test]
+fn an_expired_lease_is_reclaimed_and_counts_against_the_budget() {
+    let s = store();
+    let id = submit(&s.conn, &[Channel::Email], 3);
+    let first = claim(&s.conn, 1000.0, "w1");
+    assert_eq!(
+        engine::claim(&s.conn, 1059.9, "w2", LEASE).expect("claim"),
+        ClaimOutcome::Idle
+    );
+    let second = claim(&s.conn, 1060.0, "w2");
+    assert!(second.reclaimed);
+    assert_eq!((second.attempt, second.cycle_attempt), (2, 2));
+    assert_ne!(second.token, first.token);
+    let history = events(&s.conn, &id);
+    let (kind, payload) = &history[history.len() - 1];
+    assert_eq!(kind, "ATTEMPT_STARTED");
+    assert_eq!(payload["reclaimed"], true);
+    assert_eq!(payload["worker_id"], "w2");
+    assert_eq!(payload["previous_lease_token"], json!(first.token));
+    assert!(!engine::lease_held(&s.conn, 1060.0, &first).expect("fence"));
+    assert!(engine::lease_held(&s.conn, 1060.0, &second).expect("fence"));
+}
+
+#[test]
+fn unknown_outcomes_under_lost_leases_exhaust_the_budget_with_the_exact_message() {
+    let s = store();
+    let id = submit(&s.conn, &[Channel::Email], 2);
+    let mut now = 1000.0;
+    for _ in 0..2 {
+        let lease = claim(&s.conn, now, "w1");
+        started(&s.conn, now + 0.1, &lease, Channel::Email);
+        let unknown = DeliveryResult::unknown("no reply after the message data was sent")
+            .with("stage", "message");
+        engine::record_result(&s.conn, now + 61.0, &lease, Channel::Email, &unknown)
+            .expect("result");
+        let settled = engine::settle(
+            &s.conn,
+            now + 61.0,
+            &lease,
+            &[(Channel::Email, unknown)],
+            &BACKOFF,
+        )
+        .expect("settle");
+        assert_eq!(settled, Settlement::LeaseLost);
+        now += 61.5;
+    }
+    let outcome = engine::claim(&s.conn, now, "w2", LEASE).expect("claim");
+    assert_eq!(
+        outcome,
+        ClaimOutcome::RecoveryExhausted {
+            notification_id: id.clone()
+        }
+    );
+    assert_eq!(
+        kinds(&s.conn, &id),
+        [
+            "SUBMITTED",
+            "ATTEMPT_STARTED",
+            "CHANNEL_ATTEMPT_STARTED",
+            "CHANNEL_ATTEMPT_RESULT",
+            "LEASE_LOST",
+            "ATTEMPT_STARTED",
+            "CHANNEL_ATTEMPT_STARTED",
+            "CHANNEL_ATTEMPT_RESULT",
+            "LEASE_LOST",
+            "DEAD_LETTERED",
+        ]
+    );
+    let history = events(&s.conn, &id);
+    assert_eq!(history[9].1["error_message"], RECOVERY_EXHAUSTED);
+    let (status, dead_letter, attempts, _, _, token, error) = row(&s.conn, &id);
+    assert_eq!((status.as_str(), dead_letter, attempts), ("DEAD", true, 2));
+    assert_eq!(token, None);
+    assert_eq!(
+        error.as_deref(),
+        Some("Provider outcome unknown: recovery exhausted the attempt budget")
+    );
+}
+
+#[test]
+fn an_unknown_outcome_under_a_held_lease_is_dead_lettered_at_once() {
+    let s = store();
+    let id = submit(&s.conn, &[Channel::Email], 5);
+    let lease = claim(&s.conn, 1000.0, "w1");
+    started(&s.conn, 1000.1, &lease, Channel::Email);
+    let unknown = DeliveryResult::unknown("no reply after the message data was sent: timed out");
+    engine::record_result(&s.conn, 1030.0, &lease, Channel::Email, &unknown).expect("result");
+    let settled = engine::settle(
+        &s.conn,
+        1030.0,
+        &lease,
+        &[(Channel::Email, unknown)],
+        &BACKOFF,
+    )
+    .expect("settle");
+    let expected =
+        "Provider outcome unknown: EMAIL no reply after the message data was sent: timed out";
+    assert_eq!(
+        settled,
+        Settlement::DeadLettered {
+            error_message: expected.into()
+        }
+    );
+    let (status, dead_letter, attempts, ..) = row(&s.conn, &id);
+    assert_eq!((status.as_str(), dead_letter, attempts), ("DEAD", true, 1));
+    let history = events(&s.conn, &id);
+    assert_eq!(
+        history
+            .last()
+            .map(|(k, p)| (k.as_str(), p["error_message"].clone())),
+        Some(("DEAD_LETTERED", json!(expected)))
+    );
+}
+
+#[test]
+fn a_rejection_is_retried_with_backoff_then_dead_lettered() {
+    let s = store();
+    let id = submit(&s.conn, &[Channel::Slack], 2);
+    let lease = claim(&s.conn, 1000.0, "w1");
+    started(&s.conn, 1000.0, &lease, Channel::Slack);
+    let rejected = DeliveryResult::rejected("HTTP 503: busy", true).with("http_status", 503);
+    engine::record_result(&s.conn, 1000.2, &lease, Channel::Slack, &rejected).expect("result");
+    let settled = engine::settle(
+        &s.conn,
+        1000.2,
+        &lease,
+        &[(Channel::Slack, rejected.clone())],
+        &BACKOFF,
+    )
+    .expect("settle");
+    assert_eq!(
+        settled,
+        Settlement::RetryScheduled {
+            next_attempt_at: 1005.2,
+            channels: vec![Channel::Slack]
+        }
+    );
+    let history = events(&s.conn, &id);
+    let (kind, payload) = &history[history.len() - 1];
+    assert_eq!(kind, "RETRY_SCHEDULED");
+    assert_eq!(payload["next_attempt_at"], 1005.2);
+    assert_eq!(payload["channels"], json!(["SLACK"]));
+
+    assert_eq!(
+        engine::claim(&s.conn, 1005.1, "w1", LEASE).expect("claim"),
+        ClaimOutcome::Idle
+    );
+    let retry = claim(&s.conn, 1005.2, "w1");
+    assert!(!retry.reclaimed);
+    assert_eq!(retry.cycle_attempt, 2);
+    started(&s.conn, 1005.3, &retry, Channel::Slack);
+    engine::record_result(&s.conn, 1005.4, &retry, Channel::Slack, &rejected).expect("result");
+    let settled = engine::settle(
+        &s.conn,
+        1005.4,
+        &retry,
+        &[(Channel::Slack, rejected)],
+        &BACKOFF,
+    )
+    .expect("settle");
+    assert_eq!(
+        settled,
+        Settlement::DeadLettered {
+            error_message: "Attempt budget exhausted (2 of 2): SLACK HTTP 503: busy".into()
+        }
+    );
+    assert_eq!(
+        kinds(&s.conn, &id),
+        [
+            "SUBMITTED",
+            "ATTEMPT_STARTED",
+            "CHANNEL_ATTEMPT_STARTED",
+            "CHANNEL_ATTEMPT_RESULT",
+            "RETRY_SCHEDULED",
+            "ATTEMPT_STARTED",
+            "CHANNEL_ATTEMPT_STARTED",
+            "CHANNEL_ATTEMPT_RESULT",
+            "DEAD_LETTERED",
+        ]
+    );
+}
+
+#[test]
+fn a_permanent_rejection_is_not_retried() {
+    let s = store();
+    let id = submit(&s.conn, &[Channel::Email], 5);
+    let lease = claim(&s.conn, 1000.0, "w1");
+    started(&s.conn, 1000.0, &lease, Channel::Email);
+    let rejected = DeliveryResult::rejected("rcpt: 550 no such user", false).with("smtp_code", 550);
+    engine::record_result(&s.conn, 1000.1, &lease, Channel::Email, &rejected).expect("result");
+    let settled = engine::settle(
+        &s.conn,
+        1000.1,
+        &lease,
+        &[(Channel::Email, rejected)],
+        &BACKOFF,
+    )
+    .expect("settle");
+    assert!(matches!(settled, Settlement::DeadLettered { .. }));
+    assert_eq!(row(&s.conn, &id).0, "DEAD");
+}
+
+#[test]
+fn a_channel_accepted_in_this_cycle_is_not_sent_again() {
+    let s = store();
+    let id = submit(&s.conn, &[Channel::Email, Channel::Slack], 3);
+    let lease = claim(&s.conn, 1000.0, "w1");
+    assert_eq!(lease.owed, [Channel::Email, Channel::Slack]);
+    let ok = DeliveryResult::accepted(Some("<a@uns.local>".into()));
+    let no = DeliveryResult::rejected("HTTP 500", true);
+    for (channel, result) in [(Channel::Email, &ok), (Channel::Slack, &no)] {
+        started(&s.conn, 1000.1, &lease, channel);
+        engine::record_result(&s.conn, 1000.2, &lease, channel, result).expect("result");
+    }
+    let results = [(Channel::Email, ok), (Channel::Slack, no)];
+    let settled = engine::settle(&s.conn, 1000.3, &lease, &results, &BACKOFF).expect("settle");
+    assert!(
+        matches!(settled, Settlement::RetryScheduled { ref channels, .. } if channels == &[Channel::Slack])
+    );
+    let retry = claim(&s.conn, 1006.0, "w1");
+    assert_eq!(retry.owed, [Channel::Slack]);
+
+    assert_eq!(retry.notification_id, id);
+}
+
+#[test]
+fn a_late_acceptance_is_honoured_by_the_reclaim() {
+    let s = store();
+    let id2 = submit(&s.conn, &[Channel::Email], 3);
+    let lease = claim(&s.conn, 2000.0, "w1");
+    assert_eq!(lease.notification_id, id2);
+    started(&s.conn, 2000.1, &lease, Channel::Email);
+    engine::record_result(
+        &s.conn,
+        2030.0,
+        &lease,
+        Channel::Email,
+        &DeliveryResult::accepted(None),
+    )
+    .expect("result");
+    let reclaim = claim(&s.conn, 2061.0, "w2");
+    assert_eq!(reclaim.notification_id, id2);
+    assert!(reclaim.owed.is_empty());
+    assert_eq!(
+        engine::settle(&s.conn, 2061.1, &reclaim, &[], &BACKOFF).expect("settle"),
+        Settlement::Delivered
+    );
+}
+
+fn dead_letter(conn: &Connection, channels: &[Channel]) -> String {
+    let id = submit(conn, channels, 1);
+    let lease = claim(conn, 1000.0, "w1");
+    let rejected = DeliveryResult::rejected("HTTP 400: bad", false);
+    let mut results = Vec::new();
+    for &channel in channels {
+        started(conn, 1000.1, &lease, channel);
+        engine::record_result(conn, 1000.2, &lease, channel, &rejected).expect("result");
+        results.push((channel, rejected.clone()));
+    }
+    let settled = engine::settle(conn, 1000.3, &lease, &results, &BACKOFF).expect("settle");
+    assert!(matches!(settled, Settlement::DeadLettered { .. }));
+    id
+}
+
+#[test]
+fn replay_starts_a_new_cycle_for_the_named_channels_only() {
+    let s = store();
+    let id = dead_letter(&s.conn, &[Channel::Email, Channel::Slack]);
+    let mut who = audit("alice");
+    who.triage = json!({"branch": "REPLAY"});
+    engine::replay(&s.conn, 1100.0, &id, &[Channel::Slack], &who).expect("replay");
+    let (status, dead_letter, attempts, cycle, cycle_attempts, ..) = row(&s.conn, &id);
+    assert_eq!(
+        (
+            status.as_str(),
+            dead_letter,
+            attempts,
+            cycle,
+            cycle_attempts
+        ),
+        ("PENDING", false, 1, 2, 0)
+    );
+    let history = events(&s.conn, &id);
+    let (kind, payload) = &history[history.len() - 1];
+    assert_eq!(kind, "REPLAYED");
+    assert_eq!(payload["operator"], "alice");
+    assert_eq!(payload["channels"], json!(["SLACK"]));
+    assert_eq!(payload["cycle"], 2);
+    assert_eq!(payload["triage"]["branch"], "REPLAY");
+    let lease = claim(&s.conn, 1100.0, "w1");
+    assert_eq!(
+        (lease.cycle, lease.cycle_attempt, lease.owed.clone()),
+        (2, 1, vec![Channel::Slack])
+    );
+
+    // The row is no longer in the DLQ: a second replay or a resolve is a conflict.
+    match engine::replay(&s.conn, 1101.0, &id, &[Channel::Slack], &audit("bob")) {
+        Err(EngineError::Conflict(conflict)) => {
+            assert_eq!(conflict.status, "LEASED");
+            assert_eq!(conflict.since, 1100.0);
+        }
+        other => panic!("expected a conflict, got {other:?}"),
+    }
+    assert!(matches!(
+        engine::resolve(&s.conn, 1101.0, &id, &audit("bob")),
+        Err(EngineError::Conflict(_))
+    ));
+    assert_eq!(
+        kinds(&s.conn, &id)
+            .iter()
+            .filter(|k| *k == "REPLAYED")
+            .count(),
+        1
+    );
+}
+
+#[test]
+fn resolve_keeps_the_row_and_its_history() {
+    let s = store();
+    let id = dead_letter(&s.conn, &[Channel::Pagerduty]);
+    let before = kinds(&s.conn, &id).len();
+    engine::resolve(&s.conn, 1200.0, &id, &audit("carol")).expect("resolve");
+    let (status, dead_letter, ..) = row(&s.conn, &id);
+    assert_eq!((status.as_str(), dead_letter), ("RESOLVED", false));
+    let history = events(&s.conn, &id);
+    assert_eq!(history.len(), before + 1);
+    let (kind, payload) = &history[before];
+    assert_eq!(kind, "DLQ_RESOLVED");
+    assert_eq!(
+        keys(payload),
+        set(&[
+            "operator",
+            "reason",
+            "ticket",
+            "attestation",
+            "forced",
+            "triage",
+            "cycle"
+        ])
+    );
+    match engine::resolve(&s.conn, 1201.0, &id, &audit("dave")) {
+        Err(EngineError::Conflict(conflict)) => assert_eq!(
+            (conflict.status.as_str(), conflict.since),
+            ("RESOLVED", 1200.0)
+        ),
+        other => panic!("expected a conflict, got {other:?}"),
+    }
+    assert!(matches!(
+        engine::resolve(&s.conn, 1201.0, "n-missing", &audit("dave")),
+        Err(EngineError::NotFound(_))
+    ));
+    // Nothing can delete history, even by hand.
+    assert!(s.conn.execute("DELETE FROM uns_events", []).is_err());
+    assert!(s
+        .conn
+        .execute("UPDATE uns_events SET kind = 'X'", [])
+        .is_err());
+    assert!(s.conn.execute("DELETE FROM uns_notifications", []).is_err());
+}
+
+#[test]
+fn a_stale_plan_is_refused_inside_the_transition() {
+    let s = store();
+    let id = dead_letter(&s.conn, &[Channel::Slack]);
+    let newest: i64 = s
+        .conn
+        .query_row(
+            "SELECT MAX(id) FROM uns_events WHERE notification_id = ?1",
+            [&id],
+            |row| row.get(0),
+        )
+        .expect("newest");
+    let mut stale = audit("erin");
+    stale.expected_last_event_id = Some(newest - 1);
+    assert!(matches!(
+        engine::replay(&s.conn, 1300.0, &id, &[Channel::Slack], &stale),
+        Err(EngineError::Conflict(_))
+    ));
+    assert_eq!(row(&s.conn, &id).0, "DEAD");
+    stale.expected_last_event_id = Some(newest);
+    engine::replay(&s.conn, 1300.0, &id, &[Channel::Slack], &stale).expect("fresh plan applies");
+}
+
+#[test]
+fn idempotent_submit_returns_the_first_row() {
+    let s = store();
+    let new = NewNotification {
+        channels: vec![Channel::Slack, Channel::Email, Channel::Slack],
+        payload: json!({}),
+        idempotency_key: Some("order-42".into()),
+        max_attempts: 3,
+    };
+    let first = engine::submit(&s.conn, 1.0, &new).expect("submit");
+    let again = engine::submit(&s.conn, 2.0, &new).expect("submit");
+    assert!(first.created && !again.created);
+    assert_eq!(first.id, again.id);
+    let channels: String = s
+        .conn
+        .query_row(
+            "SELECT channels FROM uns_notifications WHERE id = ?1",
+            [&first.id],
+            |row| row.get(0),
+        )
+        .expect("channels");
+    assert_eq!(channels, r#"["EMAIL","SLACK"]"#);
+}

@@ -1,0 +1,99 @@
+//! Helpers shared by the integration tests: real peers started on loopback.
+#![allow(dead_code)]
+
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub const SMTP_SINK: &str = "/usr/sbin/smtp-sink";
+
+/// A free loopback port (there is a small race between this and the bind that uses it).
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .map(|addr| addr.port())
+        .expect("a free loopback port")
+}
+
+/// Postfix's `smtp-sink` on 127.0.0.1, dumping every message it takes into a folder.
+pub struct SmtpSink {
+    pub addr: SocketAddr,
+    child: Child,
+    dumps: tempfile::TempDir,
+}
+
+impl SmtpSink {
+    /// Starts the sink with extra flags (`-W .:3`, `-f DATA`, `-q RCPT`, ...).
+    pub fn start(flags: &[&str]) -> Self {
+        assert!(
+            Path::new(SMTP_SINK).exists(),
+            "{SMTP_SINK} is missing: install Debian's postfix package (.ci/run does)"
+        );
+        let dumps = tempfile::tempdir().expect("dump dir");
+        // smtp-sink drops root privileges to -u; the dump folder must be writable then.
+        set_mode(dumps.path(), 0o777);
+        let port = free_port();
+        let addr: SocketAddr = format!("127.0.0.1:{port}").parse().expect("addr");
+        let template = format!("{}/msg.", dumps.path().display());
+        let mut command = Command::new(SMTP_SINK);
+        if is_root() {
+            command.args(["-u", "nobody"]);
+        }
+        let child = command
+            .args(["-d", &template])
+            .args(flags)
+            .arg(addr.to_string())
+            .arg("64")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start smtp-sink");
+        wait_for_port(addr);
+        Self { addr, child, dumps }
+    }
+
+    /// The messages the sink really received, as dumped.
+    pub fn received(&self) -> Vec<String> {
+        let mut files: Vec<PathBuf> = std::fs::read_dir(self.dumps.path())
+            .map(|entries| entries.filter_map(|e| e.ok().map(|e| e.path())).collect())
+            .unwrap_or_default();
+        files.sort();
+        files
+            .iter()
+            .filter_map(|path| std::fs::read_to_string(path).ok())
+            .collect()
+    }
+}
+
+impl Drop for SmtpSink {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn is_root() -> bool {
+    Command::new("id")
+        .arg("-u")
+        .output()
+        .map(|out| String::from_utf8_lossy(&out.stdout).trim() == "0")
+        .unwrap_or(false)
+}
+
+fn set_mode(path: &Path, mode: u32) {
+    use std::os::unix::fs::PermissionsExt;
+    let _ = std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode));
+}
+
+/// Waits until something listens on `addr` (at most 10 s).
+pub fn wait_for_port(addr: SocketAddr) {
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(10) {
+        if TcpStream::connect_timeout(&addr, Duration::from_millis(100)).is_ok() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    panic!("nothing listens on {addr}");
+}
