@@ -4,5 +4,6 @@ pub mod clock;
 pub mod model;
 pub mod render;
 pub mod runtime;
+pub mod triage;
 
 pub use runtime::engine;

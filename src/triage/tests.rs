@@ -1,0 +1,473 @@
+//! Table-driven triage cases: each history the issue names, and the awkward ones.
+
+use super::*;
+use serde_json::json;
+
+struct History {
+    events: Vec<Event>,
+}
+
+impl History {
+    fn new() -> Self {
+        Self { events: Vec::new() }
+    }
+
+    fn push(mut self, kind: &str, payload: Value) -> Self {
+        let id = self.events.len() as i64 + 1;
+        self.events.push(Event {
+            id,
+            at: 1000.0 + id as f64,
+            kind: kind.into(),
+            payload,
+        });
+        self
+    }
+
+    fn start(self, cycle: i64, attempt: i64, channel: &str, token: &str) -> Self {
+        self.push(
+            "CHANNEL_ATTEMPT_STARTED",
+            json!({"cycle": cycle, "attempt": attempt, "cycle_attempt": attempt, "channel": channel,
+                   "lease_token": token, "provider_effect_may_have_occurred": true}),
+        )
+    }
+
+    fn result(self, cycle: i64, attempt: i64, channel: &str, token: &str, outcome: &str) -> Self {
+        let success = outcome == "ACCEPTED";
+        let message_id = success.then(|| format!("<n-1.{cycle}.{attempt}@uns.local>"));
+        self.push(
+            "CHANNEL_ATTEMPT_RESULT",
+            json!({"cycle": cycle, "attempt": attempt, "cycle_attempt": attempt, "channel": channel,
+                   "lease_token": token, "success": success, "message_id": message_id,
+                   "error": if success { Value::Null } else { json!("boom") },
+                   "metadata": {"provider_outcome": outcome}}),
+        )
+    }
+
+    fn lease_lost(self, cycle: i64, attempt: i64, token: &str) -> Self {
+        self.push(
+            "LEASE_LOST",
+            json!({"cycle": cycle, "attempt": attempt, "lease_token": token,
+                   "provider_effect_may_have_occurred": true}),
+        )
+    }
+
+    fn replayed(self, cycle: i64, channels: &[&str]) -> Self {
+        self.push(
+            "REPLAYED",
+            json!({"cycle": cycle, "channels": channels, "operator": "op"}),
+        )
+    }
+
+    fn dead(self) -> Self {
+        self.push("DEAD_LETTERED", json!({"error_message": "dead"}))
+    }
+}
+
+fn row(channels: &[&str], cycle: i64) -> Notification {
+    Notification {
+        id: "n-1".into(),
+        status: "DEAD".into(),
+        dead_letter: true,
+        attempts: 3,
+        cycle,
+        cycle_attempts: 1,
+        max_attempts: 3,
+        channels: channels.iter().map(|c| c.to_string()).collect(),
+        payload: json!({}),
+        idempotency_key: None,
+        lease_token: None,
+        lease_until: None,
+        next_attempt_at: 0.0,
+        error_message: Some(
+            "Provider outcome unknown: recovery exhausted the attempt budget".into(),
+        ),
+        created_at: 0.0,
+        updated_at: 0.0,
+    }
+}
+
+use ChannelState::{Delivered, Failed, NotAttempted, Uncertain};
+
+struct Case {
+    name: &'static str,
+    channels: &'static [&'static str],
+    cycle: i64,
+    history: fn() -> History,
+    branch: Branch,
+    states: &'static [(&'static str, ChannelState)],
+    lease_lost: bool,
+}
+
+const CASES: &[Case] = &[
+    Case {
+        name: "late success after LEASE_LOST",
+        channels: &["EMAIL"],
+        cycle: 1,
+        history: || {
+            History::new()
+                .start(1, 1, "EMAIL", "a")
+                .result(1, 1, "EMAIL", "a", "ACCEPTED")
+                .lease_lost(1, 1, "a")
+                .dead()
+        },
+        branch: Branch::Resolve,
+        states: &[("EMAIL", Delivered)],
+        lease_lost: true,
+    },
+    Case {
+        name: "SMTP post-data timeout",
+        channels: &["EMAIL"],
+        cycle: 1,
+        history: || {
+            History::new()
+                .start(1, 1, "EMAIL", "a")
+                .result(1, 1, "EMAIL", "a", "UNKNOWN")
+                .dead()
+        },
+        branch: Branch::Verify,
+        states: &[("EMAIL", Uncertain)],
+        lease_lost: false,
+    },
+    Case {
+        name: "rejection",
+        channels: &["SLACK"],
+        cycle: 1,
+        history: || {
+            History::new()
+                .start(1, 1, "SLACK", "a")
+                .result(1, 1, "SLACK", "a", "REJECTED")
+                .dead()
+        },
+        branch: Branch::Replay,
+        states: &[("SLACK", Failed)],
+        lease_lost: false,
+    },
+    Case {
+        name: "start with no result",
+        channels: &["PAGERDUTY"],
+        cycle: 1,
+        history: || History::new().start(1, 1, "PAGERDUTY", "a").dead(),
+        branch: Branch::Verify,
+        states: &[("PAGERDUTY", Uncertain)],
+        lease_lost: false,
+    },
+    Case {
+        name: "two channels, one delivered and one rejected",
+        channels: &["EMAIL", "SLACK"],
+        cycle: 1,
+        history: || {
+            History::new()
+                .start(1, 1, "EMAIL", "a")
+                .result(1, 1, "EMAIL", "a", "ACCEPTED")
+                .start(1, 1, "SLACK", "a")
+                .result(1, 1, "SLACK", "a", "REJECTED")
+                .dead()
+        },
+        branch: Branch::Replay,
+        states: &[("EMAIL", Delivered), ("SLACK", Failed)],
+        lease_lost: false,
+    },
+    Case {
+        name: "two channels, one delivered and one unknown",
+        channels: &["EMAIL", "SLACK"],
+        cycle: 1,
+        history: || {
+            History::new()
+                .start(1, 1, "EMAIL", "a")
+                .result(1, 1, "EMAIL", "a", "UNKNOWN")
+                .start(1, 1, "SLACK", "a")
+                .result(1, 1, "SLACK", "a", "ACCEPTED")
+                .dead()
+        },
+        branch: Branch::Verify,
+        states: &[("EMAIL", Uncertain), ("SLACK", Delivered)],
+        lease_lost: false,
+    },
+    Case {
+        name: "delivered in an earlier cycle stays delivered after a replay",
+        channels: &["EMAIL", "SLACK"],
+        cycle: 2,
+        history: || {
+            History::new()
+                .start(1, 1, "EMAIL", "a")
+                .result(1, 1, "EMAIL", "a", "ACCEPTED")
+                .start(1, 1, "SLACK", "a")
+                .result(1, 1, "SLACK", "a", "REJECTED")
+                .dead()
+                .replayed(2, &["SLACK"])
+                .start(2, 2, "SLACK", "b")
+                .result(2, 2, "SLACK", "b", "REJECTED")
+                .dead()
+        },
+        branch: Branch::Replay,
+        states: &[("EMAIL", Delivered), ("SLACK", Failed)],
+        lease_lost: false,
+    },
+    Case {
+        name: "a rejection in an earlier cycle does not count in the current one",
+        channels: &["SLACK"],
+        cycle: 2,
+        history: || {
+            History::new()
+                .start(1, 1, "SLACK", "a")
+                .result(1, 1, "SLACK", "a", "REJECTED")
+                .dead()
+                .replayed(2, &["SLACK"])
+                .start(2, 2, "SLACK", "b")
+                .result(2, 2, "SLACK", "b", "UNKNOWN")
+                .dead()
+        },
+        branch: Branch::Verify,
+        states: &[("SLACK", Uncertain)],
+        lease_lost: false,
+    },
+    Case {
+        name: "an earlier cycle's rejection alone leaves the channel not attempted",
+        channels: &["SLACK"],
+        cycle: 2,
+        history: || {
+            History::new()
+                .start(1, 1, "SLACK", "a")
+                .result(1, 1, "SLACK", "a", "REJECTED")
+                .dead()
+                .replayed(2, &["SLACK"])
+                .dead()
+        },
+        branch: Branch::Replay,
+        states: &[("SLACK", NotAttempted)],
+        lease_lost: false,
+    },
+    Case {
+        name: "a malformed payload is named and gives VERIFY",
+        channels: &["EMAIL"],
+        cycle: 1,
+        history: || {
+            History::new()
+                .start(1, 1, "EMAIL", "a")
+                .result(1, 1, "EMAIL", "a", "ACCEPTED")
+                .push("CHANNEL_ATTEMPT_RESULT", Value::String("{not json".into()))
+                .dead()
+        },
+        branch: Branch::Verify,
+        states: &[("EMAIL", Delivered)],
+        lease_lost: false,
+    },
+    Case {
+        name: "an unknown event kind is named and gives VERIFY",
+        channels: &["SLACK"],
+        cycle: 1,
+        history: || {
+            History::new()
+                .start(1, 1, "SLACK", "a")
+                .result(1, 1, "SLACK", "a", "REJECTED")
+                .push("PROVIDER_CALLBACK", json!({"channel": "SLACK"}))
+                .dead()
+        },
+        branch: Branch::Verify,
+        states: &[("SLACK", Failed)],
+        lease_lost: false,
+    },
+    Case {
+        name: "a result whose success flag cannot be read is unknown",
+        channels: &["SLACK"],
+        cycle: 1,
+        history: || {
+            History::new()
+                .start(1, 1, "SLACK", "a")
+                .push("CHANNEL_ATTEMPT_RESULT", json!({"cycle": 1, "attempt": 1, "channel": "SLACK", "lease_token": "a", "success": "yes"}))
+                .dead()
+        },
+        branch: Branch::Verify,
+        states: &[("SLACK", Uncertain)],
+        lease_lost: false,
+    },
+    Case {
+        name: "a channel seen in events but missing from the row is still reported",
+        channels: &["EMAIL"],
+        cycle: 1,
+        history: || {
+            History::new()
+                .start(1, 1, "EMAIL", "a")
+                .result(1, 1, "EMAIL", "a", "ACCEPTED")
+                .start(1, 1, "PAGERDUTY", "a")
+                .result(1, 1, "PAGERDUTY", "a", "REJECTED")
+                .dead()
+        },
+        branch: Branch::Replay,
+        states: &[("EMAIL", Delivered), ("PAGERDUTY", Failed)],
+        lease_lost: false,
+    },
+    Case {
+        name: "a DLQ entry with no attempts at all",
+        channels: &["EMAIL", "SLACK"],
+        cycle: 1,
+        history: || History::new().dead(),
+        branch: Branch::Replay,
+        states: &[("EMAIL", NotAttempted), ("SLACK", NotAttempted)],
+        lease_lost: false,
+    },
+    Case {
+        name: "the late result of an old lease arrives after the replacement's rejection",
+        channels: &["EMAIL"],
+        cycle: 1,
+        history: || {
+            History::new()
+                .start(1, 1, "EMAIL", "old")
+                .start(1, 2, "EMAIL", "new")
+                .result(1, 2, "EMAIL", "new", "REJECTED")
+                .result(1, 1, "EMAIL", "old", "ACCEPTED")
+                .lease_lost(1, 1, "old")
+                .dead()
+        },
+        branch: Branch::Resolve,
+        states: &[("EMAIL", Delivered)],
+        lease_lost: true,
+    },
+    Case {
+        name: "a reclaim's rejection does not hide the lost lease's unknown call",
+        channels: &["EMAIL"],
+        cycle: 1,
+        history: || {
+            History::new()
+                .start(1, 1, "EMAIL", "old")
+                .lease_lost(1, 1, "old")
+                .start(1, 2, "EMAIL", "new")
+                .result(1, 2, "EMAIL", "new", "REJECTED")
+                .dead()
+        },
+        branch: Branch::Verify,
+        states: &[("EMAIL", Uncertain)],
+        lease_lost: true,
+    },
+    Case {
+        name: "no channels at all is never RESOLVE",
+        channels: &[],
+        cycle: 1,
+        history: || History::new().dead(),
+        branch: Branch::Verify,
+        states: &[],
+        lease_lost: false,
+    },
+];
+
+#[test]
+fn every_case_gets_its_branch_and_states() {
+    for case in CASES {
+        let history = (case.history)();
+        let verdict = triage(&row(case.channels, case.cycle), &history.events);
+        assert_eq!(verdict.branch, case.branch, "{}: {verdict:#?}", case.name);
+        let states: Vec<(&str, ChannelState)> = verdict
+            .channels
+            .iter()
+            .map(|c| (c.channel.as_str(), c.state))
+            .collect();
+        assert_eq!(states, case.states, "{}", case.name);
+        assert_eq!(verdict.lease_lost, case.lease_lost, "{}", case.name);
+        assert_eq!(
+            verdict.last_event_id,
+            history.events.last().map(|e| e.id),
+            "{}",
+            case.name
+        );
+        for channel in &verdict.channels {
+            let proven = channel.state == NotAttempted || !channel.evidence.is_empty();
+            assert!(proven, "{}: {} has no evidence", case.name, channel.channel);
+        }
+    }
+}
+
+fn verdict_of(name: &str) -> Verdict {
+    let case = CASES.iter().find(|c| c.name == name).expect("case");
+    triage(&row(case.channels, case.cycle), &(case.history)().events)
+}
+
+#[test]
+fn evidence_names_the_events_that_prove_each_state() {
+    let late = verdict_of("late success after LEASE_LOST");
+    assert_eq!(late.channels[0].evidence, [1, 2]);
+    assert_eq!(late.channels[0].message_ids, ["<n-1.1.1@uns.local>"]);
+    assert_eq!(late.next_step, "unsctl dlq resolve n-1 --confirm");
+
+    let old_lease =
+        verdict_of("the late result of an old lease arrives after the replacement's rejection");
+    assert_eq!(old_lease.channels[0].evidence, [1, 4]);
+
+    let unknown = verdict_of("start with no result");
+    assert_eq!(unknown.channels[0].evidence, [1]);
+    assert_eq!(unknown.next_step, "unsctl inspect n-1");
+}
+
+#[test]
+fn replay_covers_only_the_channels_not_delivered() {
+    let mixed = verdict_of("two channels, one delivered and one rejected");
+    assert_eq!(mixed.undelivered(), ["SLACK"]);
+    assert_eq!(
+        mixed.next_step,
+        "unsctl replay n-1 --channels SLACK --confirm"
+    );
+    let verify = verdict_of("two channels, one delivered and one unknown");
+    assert_eq!(verify.undelivered(), ["EMAIL"]);
+    let (resolve, replay) = after_verification(&verify);
+    assert_eq!(
+        resolve,
+        "unsctl dlq resolve n-1 --verified-delivered --confirm"
+    );
+    assert_eq!(
+        replay,
+        "unsctl replay n-1 --channels EMAIL --verified-not-delivered --confirm"
+    );
+}
+
+#[test]
+fn uncertain_email_names_the_message_id_to_search_for() {
+    let verdict = verdict_of("SMTP post-data timeout");
+    assert_eq!(verdict.channels[0].message_ids, ["<n-1.1.1@uns.local>"]);
+}
+
+#[test]
+fn bad_evidence_is_named_in_the_notes() {
+    let malformed = verdict_of("a malformed payload is named and gives VERIFY");
+    assert!(
+        malformed.notes.iter().any(|n| n.starts_with("event 3 ")),
+        "{:?}",
+        malformed.notes
+    );
+    let unknown_kind = verdict_of("an unknown event kind is named and gives VERIFY");
+    assert!(
+        unknown_kind
+            .notes
+            .iter()
+            .any(|n| n.contains("event 3") && n.contains("PROVIDER_CALLBACK")),
+        "{:?}",
+        unknown_kind.notes
+    );
+}
+
+#[test]
+fn success_without_a_message_id_is_delivered_but_flagged() {
+    let history = History::new().start(1, 1, "SLACK", "a").push(
+        "CHANNEL_ATTEMPT_RESULT",
+        json!({"cycle": 1, "attempt": 1, "channel": "SLACK", "lease_token": "a", "success": true,
+               "message_id": null, "metadata": {"provider_outcome": "ACCEPTED"}}),
+    );
+    let verdict = triage(&row(&["SLACK"], 1), &history.events);
+    assert_eq!(verdict.branch, Branch::Resolve);
+    assert_eq!(verdict.channels[0].state, Delivered);
+    assert!(verdict
+        .notes
+        .iter()
+        .any(|n| n.contains("event 2") && n.contains("without a message_id")));
+}
+
+#[test]
+fn summary_counts_every_branch() {
+    let verdicts: Vec<Verdict> = CASES
+        .iter()
+        .map(|c| triage(&row(c.channels, c.cycle), &(c.history)().events))
+        .collect();
+    let counts = summary(&verdicts);
+    assert_eq!(counts.len(), 3);
+    assert_eq!(counts.values().sum::<usize>(), CASES.len());
+    let empty = summary(&[]);
+    assert_eq!(empty.get(&Branch::Verify), Some(&0));
+}
