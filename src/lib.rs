@@ -1,9 +1,13 @@
 //! unsctl: triage and remediation for the UNS notification runtime, and the runtime itself.
 
+pub mod api;
+pub mod cli;
 pub mod clock;
 pub mod model;
+pub mod remediation;
 pub mod render;
 pub mod runtime;
+pub mod store;
 pub mod triage;
 
 pub use runtime::engine;

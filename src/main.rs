@@ -1,1 +1,31 @@
-fn main() {}
+//! The `unsctl` binary: parse, run, map the outcome to an exit code.
+
+use clap::Parser;
+use std::process::ExitCode;
+use unsctl::cli::{self, error::ExitKind};
+
+fn main() -> ExitCode {
+    let parsed = match cli::Cli::try_parse() {
+        Ok(parsed) => parsed,
+        Err(err) => {
+            let code = if err.use_stderr() {
+                ExitKind::Usage.code()
+            } else {
+                0
+            };
+            let _ = err.print();
+            return ExitCode::from(code as u8);
+        }
+    };
+    match cli::run(parsed) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) if err.message.contains("Broken pipe") => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("error: {}", err.message);
+            for hint in &err.hints {
+                eprintln!("hint: {hint}");
+            }
+            ExitCode::from(err.kind.code() as u8)
+        }
+    }
+}

@@ -1,3 +1,7 @@
 //! Turning view structs into tables, timelines and JSON.
 
+pub mod output;
 pub mod time;
+pub mod views;
+
+pub use output::Output;

@@ -5,4 +5,5 @@ pub mod adapters;
 pub mod engine;
 pub mod fakes;
 pub mod schema;
+pub mod server;
 pub mod worker;

@@ -131,6 +131,11 @@ impl Worker {
         }
     }
 
+    /// The connection the worker writes through, for in-process writers to share.
+    pub fn database(&self) -> Arc<Mutex<Connection>> {
+        self.db.clone()
+    }
+
     pub fn config(&self) -> &WorkerConfig {
         &self.config
     }

@@ -1,0 +1,75 @@
+//! Chooses the backend from `--db`/`UNS_DB_FILE` or `--api`/`UNS_BASE_URL`, and who the
+//! operator is.
+
+use super::error::{CliError, CliResult};
+use super::GlobalArgs;
+use crate::store::http::HttpStore;
+use crate::store::sqlite::SqliteStore;
+use crate::store::Store;
+use std::path::PathBuf;
+
+/// Where the store is, resolved from flags first, then the environment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Backend {
+    Sqlite(PathBuf),
+    Http { url: String, key: Option<String> },
+}
+
+fn env(name: &str) -> Option<String> {
+    std::env::var(name)
+        .ok()
+        .filter(|value| !value.trim().is_empty())
+}
+
+pub fn resolve(global: &GlobalArgs) -> CliResult<Backend> {
+    let key = || env("UNS_API_KEY");
+    match (&global.db, &global.api) {
+        (Some(_), Some(_)) => Err(CliError::usage(
+            "--db and --api both given: name one backend",
+        )),
+        (Some(path), None) => Ok(Backend::Sqlite(path.clone())),
+        (None, Some(url)) => Ok(Backend::Http {
+            url: url.clone(),
+            key: key(),
+        }),
+        (None, None) => match (env("UNS_DB_FILE"), env("UNS_BASE_URL")) {
+            (Some(_), Some(_)) => Err(CliError::usage(
+                "both UNS_DB_FILE and UNS_BASE_URL are set: pass --db or --api to say which to use",
+            )),
+            (Some(path), None) => Ok(Backend::Sqlite(PathBuf::from(path))),
+            (None, Some(url)) => Ok(Backend::Http { url, key: key() }),
+            (None, None) => Err(
+                CliError::usage("no store named: pass --db PATH or --api URL")
+                    .hint("or set UNS_DB_FILE or UNS_BASE_URL (with UNS_API_KEY)"),
+            ),
+        },
+    }
+}
+
+/// A store for reading: SQLite is opened read-only.
+pub fn reader(global: &GlobalArgs) -> CliResult<Box<dyn Store>> {
+    open(global, false)
+}
+
+/// A store for resolve and replay.
+pub fn writer(global: &GlobalArgs) -> CliResult<Box<dyn Store>> {
+    open(global, true)
+}
+
+fn open(global: &GlobalArgs, write: bool) -> CliResult<Box<dyn Store>> {
+    Ok(match resolve(global)? {
+        Backend::Sqlite(path) if write => Box::new(SqliteStore::open_read_write(&path)?),
+        Backend::Sqlite(path) => Box::new(SqliteStore::open_read_only(&path)?),
+        Backend::Http { url, key } => Box::new(HttpStore::new(&url, key)?),
+    })
+}
+
+/// `--operator`, else `UNS_OPERATOR`, else the login name.
+pub fn operator(flag: Option<&str>) -> String {
+    flag.map(str::to_string)
+        .filter(|o| !o.trim().is_empty())
+        .or_else(|| env("UNS_OPERATOR"))
+        .or_else(|| env("USER"))
+        .or_else(|| env("LOGNAME"))
+        .unwrap_or_else(|| "unknown".into())
+}

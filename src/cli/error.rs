@@ -1,0 +1,99 @@
+//! The CLI's one error type, and the one table that maps it to exit codes (DESIGN §5).
+
+use crate::store::StoreError;
+use std::fmt;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExitKind {
+    /// 1: anything that went wrong.
+    Error,
+    /// 2: the command line is wrong.
+    Usage,
+    /// 3: no such notification.
+    NotFound,
+    /// 4: a guardrail refused.
+    Refused,
+    /// 5: someone else changed it first.
+    Conflict,
+    /// 6: the API refused the key.
+    Auth,
+}
+
+impl ExitKind {
+    pub fn code(self) -> i32 {
+        match self {
+            ExitKind::Error => 1,
+            ExitKind::Usage => 2,
+            ExitKind::NotFound => 3,
+            ExitKind::Refused => 4,
+            ExitKind::Conflict => 5,
+            ExitKind::Auth => 6,
+        }
+    }
+}
+
+#[derive(Debug)]
+pub struct CliError {
+    pub kind: ExitKind,
+    pub message: String,
+    pub hints: Vec<String>,
+}
+
+impl CliError {
+    pub fn new(kind: ExitKind, message: impl Into<String>) -> Self {
+        Self {
+            kind,
+            message: message.into(),
+            hints: Vec::new(),
+        }
+    }
+
+    pub fn error(message: impl Into<String>) -> Self {
+        Self::new(ExitKind::Error, message)
+    }
+
+    pub fn usage(message: impl Into<String>) -> Self {
+        Self::new(ExitKind::Usage, message)
+    }
+
+    pub fn hint(mut self, hint: impl Into<String>) -> Self {
+        self.hints.push(hint.into());
+        self
+    }
+}
+
+impl fmt::Display for CliError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for CliError {}
+
+impl From<StoreError> for CliError {
+    fn from(err: StoreError) -> Self {
+        let message = err.to_string();
+        match err {
+            StoreError::NotFound(_) => CliError::new(ExitKind::NotFound, message),
+            StoreError::Conflict(_) => CliError::new(ExitKind::Conflict, message).hint(
+                "someone else acted on it first; run `unsctl inspect <ID>` to see what changed",
+            ),
+            StoreError::Refused(_) => CliError::new(ExitKind::Refused, message),
+            StoreError::Invalid(_) => CliError::new(ExitKind::Error, message),
+            StoreError::Auth(_) => CliError::new(ExitKind::Auth, message)
+                .hint("check UNS_API_KEY: it must match the key the server was started with"),
+            StoreError::Unavailable(_) => CliError::new(ExitKind::Error, message),
+            StoreError::InvalidStore(_) => CliError::new(ExitKind::Error, message)
+                .hint("--db must name a store written by the UNS runtime (schema version 1)"),
+            StoreError::Other(_) => CliError::new(ExitKind::Error, message),
+        }
+    }
+}
+
+impl From<std::io::Error> for CliError {
+    fn from(err: std::io::Error) -> Self {
+        CliError::error(format!("I/O error: {err}"))
+    }
+}
+
+pub type CliResult<T = ()> = Result<T, CliError>;

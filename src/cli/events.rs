@@ -1,0 +1,90 @@
+//! `unsctl events`: the runbook's cross-notification query, newest first.
+
+use super::error::{CliError, CliResult};
+use super::{backend, GlobalArgs};
+use crate::model::kind;
+use crate::render::output::{print, print_json, status, table, table_text};
+use crate::render::views;
+
+/// Find events of some kinds across all notifications, newest first
+///
+/// Example: unsctl --db uns.db events --kind LEASE_LOST --kind CHANNEL_ATTEMPT_RESULT --limit 25
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Event kinds to show (repeat; default LEASE_LOST and CHANNEL_ATTEMPT_RESULT)
+    #[arg(long = "kind", value_name = "KIND")]
+    pub kinds: Vec<String>,
+    /// How many rows at most
+    #[arg(long, default_value_t = 25)]
+    pub limit: usize,
+}
+
+pub fn run(global: &GlobalArgs, args: Args) -> CliResult {
+    let out = global.output();
+    if args.limit == 0 || args.limit > 10_000 {
+        return Err(CliError::usage("--limit must be between 1 and 10000"));
+    }
+    let kinds: Vec<String> = if args.kinds.is_empty() {
+        vec![kind::LEASE_LOST.into(), kind::CHANNEL_ATTEMPT_RESULT.into()]
+    } else {
+        args.kinds.iter().map(|k| k.to_ascii_uppercase()).collect()
+    };
+    for name in &kinds {
+        if !kind::ALL.contains(&name.as_str()) {
+            return Err(CliError::usage(format!("unknown event kind {name:?}"))
+                .hint(format!("kinds: {}", kind::ALL.join(", "))));
+        }
+    }
+    let store = backend::reader(global)?;
+    let response = store.events(&kinds, args.limit)?;
+    if out.json() {
+        print_json(&response)?;
+        return Ok(());
+    }
+    if response.events.is_empty() {
+        status(&format!(
+            "no {} events in {}",
+            kinds.join(" or "),
+            store.describe()
+        ));
+        return Ok(());
+    }
+    let mut rows = table(&[
+        "NOTIFICATION",
+        "STATUS",
+        "DLQ",
+        "ATTEMPTS",
+        "CYCLE",
+        "EVENT",
+        "TIME",
+        "KIND",
+        "CHANNEL",
+        "DETAIL",
+    ]);
+    for row in &response.events {
+        let event = crate::model::Event {
+            id: row.id,
+            at: row.at,
+            kind: row.kind.clone(),
+            payload: row.payload.clone(),
+        };
+        rows.add_row(vec![
+            row.notification_id.clone(),
+            row.status.clone(),
+            if row.dead_letter {
+                "yes".into()
+            } else {
+                "no".into()
+            },
+            row.attempts.to_string(),
+            row.cycle.to_string(),
+            row.id.to_string(),
+            out.time(row.at),
+            row.kind.clone(),
+            row.payload["channel"].as_str().unwrap_or("").to_string(),
+            views::detail(&event, &out),
+        ]);
+    }
+    print(&table_text(&rows))?;
+    Ok(())
+}

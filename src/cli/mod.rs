@@ -1,0 +1,75 @@
+//! The command line: one file per command, one dispatch, one exit-code table.
+
+pub mod backend;
+pub mod dlq;
+pub mod error;
+pub mod events;
+pub mod inspect;
+pub mod runtime;
+
+use crate::render::output::{ColorChoice, Format, Output};
+use clap::{Args, Parser, Subcommand};
+use error::CliResult;
+use std::path::PathBuf;
+
+/// Triage the UNS dead-letter queue: which entries are safe to resolve, verify or replay,
+/// and the events that prove it.
+#[derive(Debug, Parser)]
+#[command(
+    name = "unsctl",
+    version,
+    propagate_version = true,
+    max_term_width = 100
+)]
+#[command(
+    after_help = "Examples:\n  unsctl demo\n  unsctl --db uns.db dlq triage\n  unsctl --api http://127.0.0.1:8080 inspect n-0192..."
+)]
+pub struct Cli {
+    #[command(flatten)]
+    pub global: GlobalArgs,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct GlobalArgs {
+    /// Read the SQLite store at PATH directly (read-only for reads)
+    #[arg(long, global = true, value_name = "PATH")]
+    pub db: Option<PathBuf>,
+    /// Use the runtime's HTTP API at URL (key from UNS_API_KEY)
+    #[arg(long, global = true, value_name = "URL")]
+    pub api: Option<String>,
+    /// Output format
+    #[arg(short, long, global = true, value_enum, default_value_t = Format::Table)]
+    pub output: Format,
+    /// When to use colour (NO_COLOR is honoured)
+    #[arg(long, global = true, value_enum, default_value_t = ColorChoice::Auto)]
+    pub color: ColorChoice,
+}
+
+impl GlobalArgs {
+    pub fn output(&self) -> Output {
+        Output::new(self.output, self.color)
+    }
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    Inspect(inspect::Args),
+    Events(events::Args),
+    #[command(subcommand)]
+    Dlq(dlq::Command),
+    #[command(subcommand)]
+    Runtime(runtime::Command),
+}
+
+/// Runs one parsed command line.
+pub fn run(cli: Cli) -> CliResult {
+    let global = &cli.global;
+    match cli.command {
+        Command::Inspect(args) => inspect::run(global, args),
+        Command::Events(args) => events::run(global, args),
+        Command::Dlq(command) => dlq::run(global, command),
+        Command::Runtime(command) => runtime::run(global, command),
+    }
+}

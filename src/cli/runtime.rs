@@ -1,0 +1,369 @@
+//! `unsctl runtime serve|submit|worker`: the bundled runtime.
+
+use super::error::{CliError, CliResult};
+use super::{backend, backend::Backend, GlobalArgs};
+use crate::api::SubmitRequest;
+use crate::clock::{Clock, SystemClock};
+use crate::engine::{self, Backoff};
+use crate::model::Channel;
+use crate::render::output::{print, print_json, status};
+use crate::runtime::adapters::email::{EmailAdapter, EmailConfig, StartTls};
+use crate::runtime::adapters::webhook::{Provider, WebhookAdapter};
+use crate::runtime::adapters::Adapter;
+use crate::runtime::schema::{self, OpenMode};
+use crate::runtime::server::{self, ServeError, ServerConfig};
+use crate::runtime::worker::{self, Adapters, Worker, WorkerConfig};
+use crate::store::StoreError;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::Duration;
+
+#[derive(Debug, clap::Subcommand)]
+pub enum Command {
+    Serve(ServeArgs),
+    Submit(SubmitArgs),
+    Worker(WorkerArgs),
+}
+
+/// Where the providers are. Secrets come from the environment only.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ProviderArgs {
+    /// SMTP relay as host:port
+    #[arg(long, env = "UNS_SMTP_HOST", value_name = "HOST:PORT")]
+    pub smtp_host: Option<String>,
+    /// Envelope sender and From address
+    #[arg(long, env = "UNS_SMTP_FROM", default_value = "uns@uns.local")]
+    pub smtp_from: String,
+    /// STARTTLS: never, opportunistic or required
+    #[arg(long, env = "UNS_SMTP_STARTTLS", default_value = "never", value_parser = parse_starttls)]
+    pub smtp_starttls: StartTls,
+    /// SMTP login user (password from UNS_SMTP_PASSWORD)
+    #[arg(long, env = "UNS_SMTP_USER")]
+    pub smtp_user: Option<String>,
+    /// Slack incoming-webhook URL
+    #[arg(long, env = "UNS_SLACK_WEBHOOK_URL", hide_env_values = true)]
+    pub slack_webhook_url: Option<String>,
+    /// PagerDuty Events API v2 URL
+    #[arg(
+        long,
+        env = "UNS_PAGERDUTY_EVENTS_URL",
+        default_value = "https://events.pagerduty.com/v2/enqueue"
+    )]
+    pub pagerduty_url: String,
+    /// PagerDuty routing key (enables PAGERDUTY)
+    #[arg(long, env = "UNS_PAGERDUTY_ROUTING_KEY", hide_env_values = true)]
+    pub pagerduty_routing_key: Option<String>,
+}
+
+fn parse_starttls(text: &str) -> Result<StartTls, String> {
+    match text.to_ascii_lowercase().as_str() {
+        "never" | "off" => Ok(StartTls::Never),
+        "opportunistic" | "auto" => Ok(StartTls::Opportunistic),
+        "required" | "on" => Ok(StartTls::Required),
+        _ => Err(format!(
+            "{text:?}: expected never, opportunistic or required"
+        )),
+    }
+}
+
+/// How the worker runs.
+#[derive(Debug, Clone, clap::Args)]
+pub struct WorkerTuning {
+    /// Seconds a claim holds its row
+    #[arg(long, env = "UNS_LEASE_SECONDS", default_value_t = 60.0)]
+    pub lease_seconds: f64,
+    /// Rows delivered at once
+    #[arg(long, default_value_t = 4)]
+    pub concurrency: usize,
+    /// First retry delay in seconds (doubles per attempt)
+    #[arg(long, default_value_t = 5.0)]
+    pub backoff_base: f64,
+    /// Longest retry delay in seconds
+    #[arg(long, default_value_t = 300.0)]
+    pub backoff_max: f64,
+    /// Shortest timeout any socket step gets, in seconds
+    #[arg(long, default_value_t = 1.0)]
+    pub min_io_timeout: f64,
+    /// Idle poll interval in milliseconds
+    #[arg(long, default_value_t = 200)]
+    pub poll_ms: u64,
+    /// Name recorded in ATTEMPT_STARTED (default host:pid:random)
+    #[arg(long)]
+    pub worker_id: Option<String>,
+}
+
+impl WorkerTuning {
+    pub fn config(&self) -> CliResult<WorkerConfig> {
+        if !(self.lease_seconds > 0.0 && self.lease_seconds.is_finite()) {
+            return Err(CliError::usage("--lease-seconds must be a positive number"));
+        }
+        if self.concurrency == 0 || self.concurrency > 256 {
+            return Err(CliError::usage("--concurrency must be between 1 and 256"));
+        }
+        Ok(WorkerConfig {
+            worker_id: self
+                .worker_id
+                .clone()
+                .unwrap_or_else(worker::default_worker_id),
+            lease_seconds: self.lease_seconds,
+            concurrency: self.concurrency,
+            poll_interval: Duration::from_millis(self.poll_ms.max(1)),
+            backoff: Backoff {
+                base_seconds: self.backoff_base.max(0.0),
+                max_seconds: self.backoff_max.max(0.0),
+            },
+            min_io_timeout: Duration::from_secs_f64(self.min_io_timeout.clamp(0.01, 600.0)),
+        })
+    }
+}
+
+/// Builds the adapters the arguments configure. Must run outside any tokio runtime.
+pub fn adapters(providers: &ProviderArgs) -> CliResult<Adapters> {
+    let mut adapters = Adapters::new();
+    if let Some(relay) = &providers.smtp_host {
+        let mut config = EmailConfig::new(relay.clone());
+        config.from = providers.smtp_from.clone();
+        config.starttls = providers.smtp_starttls;
+        if let Some(user) = &providers.smtp_user {
+            let password = std::env::var("UNS_SMTP_PASSWORD").unwrap_or_default();
+            config.credentials = Some((user.clone(), password));
+        }
+        adapters.insert(
+            Channel::Email,
+            Arc::new(EmailAdapter::new(config)) as Arc<dyn Adapter>,
+        );
+    }
+    let webhook = |provider| {
+        WebhookAdapter::new(provider)
+            .map(|a| Arc::new(a) as Arc<dyn Adapter>)
+            .map_err(|err| CliError::error(format!("cannot build the HTTP client: {err}")))
+    };
+    if let Some(url) = &providers.slack_webhook_url {
+        adapters.insert(
+            Channel::Slack,
+            webhook(Provider::Slack {
+                webhook_url: url.clone(),
+            })?,
+        );
+    }
+    if let Some(key) = &providers.pagerduty_routing_key {
+        adapters.insert(
+            Channel::Pagerduty,
+            webhook(Provider::PagerDuty {
+                events_url: providers.pagerduty_url.clone(),
+                routing_key: key.clone(),
+            })?,
+        );
+    }
+    Ok(adapters)
+}
+
+fn configured(adapters: &Adapters) -> String {
+    let names: Vec<&str> = adapters.keys().map(|c| c.as_str()).collect();
+    if names.is_empty() {
+        "none (every channel will be refused)".into()
+    } else {
+        names.join(", ")
+    }
+}
+
+/// Serve the runtime's HTTP API with the worker in-process
+///
+/// Example: UNS_API_KEY=secret unsctl runtime serve --db uns.db --listen 127.0.0.1:8080
+#[derive(Debug, clap::Args)]
+pub struct ServeArgs {
+    /// Address to listen on
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    pub listen: SocketAddr,
+    /// Serve without a key (only on a loopback address)
+    #[arg(long)]
+    pub insecure_no_auth: bool,
+    /// Serve the API only; claim nothing
+    #[arg(long)]
+    pub no_worker: bool,
+    /// Attempt budget per cycle for new notifications
+    #[arg(long, default_value_t = 3)]
+    pub max_attempts: i64,
+    #[command(flatten)]
+    pub providers: ProviderArgs,
+    #[command(flatten)]
+    pub worker: WorkerTuning,
+}
+
+pub fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("UNS_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .try_init();
+}
+
+fn db_path(global: &GlobalArgs) -> CliResult<PathBuf> {
+    match backend::resolve(global) {
+        Ok(Backend::Sqlite(path)) => Ok(path),
+        Ok(Backend::Http { .. }) => Err(CliError::usage("the runtime needs --db PATH, not --api")),
+        Err(err) => Err(err),
+    }
+}
+
+fn serve(global: &GlobalArgs, args: ServeArgs) -> CliResult {
+    init_logging();
+    let db = db_path(global)?;
+    let api_key = std::env::var("UNS_API_KEY").ok().filter(|k| !k.is_empty());
+    if api_key.is_none() && !args.insecure_no_auth {
+        return Err(CliError::usage(ServeError::NoKey.to_string()));
+    }
+    let worker = if args.no_worker {
+        None
+    } else {
+        let adapters = adapters(&args.providers)?;
+        tracing::info!(channels = %configured(&adapters), "worker adapters");
+        Some((args.worker.config()?, adapters))
+    };
+    let config = ServerConfig {
+        db_path: db,
+        listen: args.listen,
+        api_key,
+        worker,
+        default_max_attempts: args.max_attempts,
+    };
+    server::serve_until_signal(config).map_err(serve_error)?;
+    Ok(())
+}
+
+fn serve_error(err: ServeError) -> CliError {
+    match err {
+        ServeError::Store(store) => store.into(),
+        ServeError::InsecureNotLoopback(_) | ServeError::NoKey => CliError::usage(err.to_string()),
+        other => CliError::error(other.to_string()),
+    }
+}
+
+/// Run a worker process against a store until SIGINT or SIGTERM
+///
+/// Example: UNS_SMTP_HOST=127.0.0.1:2525 unsctl runtime worker --db uns.db
+#[derive(Debug, clap::Args)]
+pub struct WorkerArgs {
+    #[command(flatten)]
+    pub providers: ProviderArgs,
+    #[command(flatten)]
+    pub worker: WorkerTuning,
+}
+
+fn run_worker(global: &GlobalArgs, args: WorkerArgs) -> CliResult {
+    init_logging();
+    let db = db_path(global)?;
+    let conn = schema::open(&db, OpenMode::Create).map_err(StoreError::from)?;
+    let adapters = adapters(&args.providers)?;
+    let config = args.worker.config()?;
+    tracing::info!(worker = %config.worker_id, channels = %configured(&adapters), "worker starting");
+    let worker = Worker::new(conn, Arc::new(SystemClock), adapters, config);
+    let stop = Arc::new(AtomicBool::new(false));
+    for signal in [signal_hook_consts::SIGINT, signal_hook_consts::SIGTERM] {
+        let _ = signal_flag(signal, stop.clone());
+    }
+    for thread in worker.spawn(stop) {
+        let _ = thread.join();
+    }
+    Ok(())
+}
+
+mod signal_hook_consts {
+    pub const SIGINT: i32 = 2;
+    pub const SIGTERM: i32 = 15;
+}
+
+/// Sets `flag` when `signal` arrives, from a small tokio runtime on its own thread.
+fn signal_flag(signal: i32, flag: Arc<AtomicBool>) -> std::io::Result<()> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    std::thread::Builder::new()
+        .name("uns-signal".into())
+        .spawn(move || {
+            runtime.block_on(async move {
+                use tokio::signal::unix::{signal as listen, SignalKind};
+                if let Ok(mut stream) = listen(SignalKind::from_raw(signal)) {
+                    stream.recv().await;
+                    tracing::info!(
+                        "signal received: finishing in-flight calls, claiming nothing new"
+                    );
+                    flag.store(true, std::sync::atomic::Ordering::SeqCst);
+                }
+            });
+        })?;
+    Ok(())
+}
+
+/// Submit a notification (to the store directly, or through the API)
+///
+/// Example: unsctl --db uns.db runtime submit --channel email --recipient ops@example.com --subject "Disk full"
+#[derive(Debug, clap::Args)]
+pub struct SubmitArgs {
+    /// Channels to send on (repeat, or comma-separated): email, slack, pagerduty
+    #[arg(long = "channel", value_delimiter = ',', required = true)]
+    pub channels: Vec<String>,
+    /// Email address (needed for EMAIL)
+    #[arg(long)]
+    pub recipient: Option<String>,
+    #[arg(long)]
+    pub subject: Option<String>,
+    #[arg(long)]
+    pub body: Option<String>,
+    /// Resubmitting with the same key returns the first notification
+    #[arg(long)]
+    pub idempotency_key: Option<String>,
+    /// Attempt budget per cycle
+    #[arg(long, default_value_t = 3)]
+    pub max_attempts: i64,
+}
+
+fn submit(global: &GlobalArgs, args: SubmitArgs) -> CliResult {
+    let request = SubmitRequest {
+        channels: args
+            .channels
+            .iter()
+            .map(|c| c.trim().to_ascii_uppercase())
+            .collect(),
+        recipient: args.recipient,
+        subject: args.subject,
+        body: args.body,
+        idempotency_key: args.idempotency_key,
+        max_attempts: Some(args.max_attempts),
+    };
+    let submitted = match backend::resolve(global)? {
+        Backend::Sqlite(path) => {
+            let new =
+                server::new_notification(&request, args.max_attempts).map_err(CliError::usage)?;
+            let conn = schema::open(&path, OpenMode::Create).map_err(StoreError::from)?;
+            engine::submit(&conn, SystemClock.now(), &new).map_err(StoreError::from)?
+        }
+        Backend::Http { url, key } => {
+            crate::store::http::HttpStore::new(&url, key)?.submit(&request)?
+        }
+    };
+    if global.output().json() {
+        print_json(&submitted)?;
+    } else {
+        print(&submitted.id)?;
+        let note = if submitted.created {
+            "submitted"
+        } else {
+            "already submitted with this idempotency key"
+        };
+        status(&format!("{note}: {} ({})", submitted.id, submitted.status));
+    }
+    Ok(())
+}
+
+pub fn run(global: &GlobalArgs, command: Command) -> CliResult {
+    match command {
+        Command::Serve(args) => serve(global, args),
+        Command::Submit(args) => submit(global, args),
+        Command::Worker(args) => run_worker(global, args),
+    }
+}

@@ -1,0 +1,147 @@
+//! How a run prints: table or JSON on stdout, colour decided once, status on stderr.
+
+use clap::ValueEnum;
+use owo_colors::OwoColorize;
+use std::io::{IsTerminal, Write};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Default)]
+pub enum Format {
+    #[default]
+    Table,
+    Json,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Default)]
+pub enum ColorChoice {
+    #[default]
+    Auto,
+    Always,
+    Never,
+}
+
+/// Decided once per run; commands only ask it.
+#[derive(Debug, Clone, Copy)]
+pub struct Output {
+    pub format: Format,
+    pub color: bool,
+    /// stdout is a terminal: relative times are shown beside RFC 3339.
+    pub terminal: bool,
+}
+
+impl Output {
+    pub fn new(format: Format, color: ColorChoice) -> Self {
+        let terminal = std::io::stdout().is_terminal();
+        let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
+        let color = match color {
+            ColorChoice::Always => true,
+            ColorChoice::Never => false,
+            ColorChoice::Auto => terminal && !no_color,
+        };
+        Self {
+            format,
+            color,
+            terminal,
+        }
+    }
+
+    pub fn json(&self) -> bool {
+        self.format == Format::Json
+    }
+
+    pub fn red(&self, text: &str) -> String {
+        if self.color {
+            text.red().bold().to_string()
+        } else {
+            text.to_string()
+        }
+    }
+
+    pub fn yellow(&self, text: &str) -> String {
+        if self.color {
+            text.yellow().bold().to_string()
+        } else {
+            text.to_string()
+        }
+    }
+
+    pub fn green(&self, text: &str) -> String {
+        if self.color {
+            text.green().bold().to_string()
+        } else {
+            text.to_string()
+        }
+    }
+
+    pub fn bold(&self, text: &str) -> String {
+        if self.color {
+            text.bold().to_string()
+        } else {
+            text.to_string()
+        }
+    }
+
+    pub fn dim(&self, text: &str) -> String {
+        if self.color {
+            text.dimmed().to_string()
+        } else {
+            text.to_string()
+        }
+    }
+
+    /// A time as RFC 3339, plus "(3m ago)" on a terminal.
+    pub fn time(&self, seconds: f64) -> String {
+        let absolute = crate::render::time::rfc3339(seconds);
+        if self.terminal {
+            let now = crate::clock::Clock::now(&crate::clock::SystemClock);
+            format!(
+                "{absolute} ({})",
+                crate::render::time::relative(seconds, now)
+            )
+        } else {
+            absolute
+        }
+    }
+}
+
+/// Writes a line to stdout; a closed pipe ends the run quietly.
+pub fn print(text: &str) -> std::io::Result<()> {
+    let mut stdout = std::io::stdout().lock();
+    stdout.write_all(text.as_bytes())?;
+    if !text.ends_with('\n') {
+        stdout.write_all(b"\n")?;
+    }
+    Ok(())
+}
+
+/// Pretty JSON plus a newline on stdout.
+pub fn print_json<T: serde::Serialize>(value: &T) -> std::io::Result<()> {
+    let text = serde_json::to_string_pretty(value).map_err(std::io::Error::other)?;
+    print(&text)
+}
+
+/// Status for people, on stderr.
+pub fn status(text: &str) {
+    eprintln!("{text}");
+}
+
+/// A borderless table with a header row, the kubectl way.
+pub fn table(header: &[&str]) -> comfy_table::Table {
+    let mut table = comfy_table::Table::new();
+    table
+        .load_preset(comfy_table::presets::NOTHING)
+        .set_content_arrangement(comfy_table::ContentArrangement::Disabled)
+        .set_header(header.iter().map(|h| h.to_string()).collect::<Vec<_>>());
+    for column in table.column_iter_mut() {
+        column.set_padding((0, 2));
+    }
+    table
+}
+
+/// The table as text with trailing spaces trimmed.
+pub fn table_text(table: &comfy_table::Table) -> String {
+    table
+        .lines()
+        .map(|line| line.trim_end().to_string())
+        .collect::<Vec<_>>()
+        .join("\n")
+}

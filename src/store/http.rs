@@ -1,0 +1,210 @@
+//! The HTTP backend: the runtime's API through reqwest's blocking client.
+//!
+//! GETs are retried on transport errors and 5xx; resolve and replay never are, since a
+//! retried mutation could act twice. The API key is sent, never printed.
+
+use super::{Entry, Result, Store, StoreError};
+use crate::api::{
+    self, ActionRequest, ActionResponse, DlqPage, ErrorBody, EventsResponse, NotificationDoc,
+};
+use reqwest::blocking::{Client, RequestBuilder, Response};
+use reqwest::StatusCode;
+use serde::de::DeserializeOwned;
+use std::time::Duration;
+
+const GET_ATTEMPTS: u32 = 3;
+const PAGE_SIZE: usize = 500;
+
+pub struct HttpStore {
+    base: String,
+    key: Option<String>,
+    client: Client,
+}
+
+impl HttpStore {
+    pub fn new(base_url: &str, key: Option<String>) -> Result<Self> {
+        crate::runtime::adapters::init_tls();
+        let base = base_url.trim_end_matches('/').to_string();
+        reqwest::Url::parse(&base)
+            .map_err(|err| StoreError::Invalid(format!("invalid API URL {base:?}: {err}")))?;
+        let client = Client::builder()
+            .connect_timeout(Duration::from_secs(5))
+            .timeout(Duration::from_secs(60))
+            .user_agent(concat!("unsctl/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|err| StoreError::Other(format!("cannot build the HTTP client: {err}")))?;
+        Ok(Self { base, key, client })
+    }
+
+    /// `POST /api/v1/notifications` (not part of [`Store`]: operators triage, apps submit).
+    pub fn submit(&self, request: &api::SubmitRequest) -> Result<api::SubmitResponse> {
+        let url = self.url(api::NOTIFICATIONS);
+        match self.authorized(self.client.post(&url).json(request)).send() {
+            Ok(response) => self.decode(&url, response),
+            Err(err) => Err(unreachable(&url, &err)),
+        }
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    fn authorized(&self, request: RequestBuilder) -> RequestBuilder {
+        match &self.key {
+            Some(key) => request.bearer_auth(key),
+            None => request,
+        }
+    }
+
+    fn get<T: DeserializeOwned>(&self, path: &str, query: &[(&str, String)]) -> Result<T> {
+        let url = self.url(path);
+        let mut last_error = None;
+        for attempt in 0..GET_ATTEMPTS {
+            if attempt > 0 {
+                std::thread::sleep(Duration::from_millis(200 * u64::from(attempt)));
+            }
+            match self.authorized(self.client.get(&url).query(query)).send() {
+                Ok(response) if response.status().is_server_error() => {
+                    last_error = Some(self.failure(&url, response));
+                }
+                Ok(response) => return self.decode(&url, response),
+                Err(err) => last_error = Some(unreachable(&url, &err)),
+            }
+        }
+        Err(last_error.unwrap_or_else(|| StoreError::Unavailable(format!("cannot reach {url}"))))
+    }
+
+    fn mutate(&self, request: RequestBuilder, url: &str) -> Result<ActionResponse> {
+        match self.authorized(request).send() {
+            Ok(response) => self.decode(url, response),
+            Err(err) => Err(unreachable(url, &err)),
+        }
+    }
+
+    fn decode<T: DeserializeOwned>(&self, url: &str, response: Response) -> Result<T> {
+        if !response.status().is_success() {
+            return Err(self.failure(url, response));
+        }
+        let text = response.text().map_err(|err| {
+            StoreError::Unavailable(format!("{url}: reading the answer failed: {err}"))
+        })?;
+        serde_json::from_str(&text)
+            .map_err(|err| StoreError::Other(format!("malformed answer from {url}: {err}")))
+    }
+
+    fn failure(&self, url: &str, response: Response) -> StoreError {
+        let status = response.status();
+        let body: Option<ErrorBody> = response
+            .text()
+            .ok()
+            .and_then(|text| serde_json::from_str(&text).ok());
+        let message = body
+            .as_ref()
+            .map(|b| b.error.clone())
+            .unwrap_or_else(|| status.canonical_reason().unwrap_or("error").to_string());
+        match status {
+            StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN => {
+                StoreError::Auth(format!("{url} answered {}: {message}", status.as_u16()))
+            }
+            StatusCode::NOT_FOUND => StoreError::NotFound(message),
+            StatusCode::UNPROCESSABLE_ENTITY => StoreError::Refused(message),
+            StatusCode::CONFLICT => match body.and_then(|b| b.conflict) {
+                Some(conflict) => StoreError::Conflict(conflict),
+                None => StoreError::Other(format!("{url}: conflict: {message}")),
+            },
+            s if s.is_client_error() => {
+                StoreError::Invalid(format!("{url} answered {}: {message}", s.as_u16()))
+            }
+            s => StoreError::Unavailable(format!("{url} answered {}: {message}", s.as_u16())),
+        }
+    }
+}
+
+fn unreachable(url: &str, err: &reqwest::Error) -> StoreError {
+    let mut detail = err.to_string();
+    let mut source = std::error::Error::source(err);
+    while let Some(cause) = source {
+        detail = format!("{detail}: {cause}");
+        source = cause.source();
+    }
+    StoreError::Unavailable(format!("cannot reach {url}: {detail}"))
+}
+
+fn segment(id: &str) -> String {
+    id.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            other => format!("%{other:02X}"),
+        })
+        .collect()
+}
+
+impl Store for HttpStore {
+    fn describe(&self) -> String {
+        self.base.clone()
+    }
+
+    fn notification(&self, id: &str) -> Result<NotificationDoc> {
+        self.get(
+            &format!("{}/{}", api::RUNTIME_NOTIFICATION, segment(id)),
+            &[],
+        )
+        .map_err(|err| match err {
+            StoreError::NotFound(_) => StoreError::NotFound(format!("notification {id}")),
+            other => other,
+        })
+    }
+
+    fn events(&self, kinds: &[String], limit: usize) -> Result<EventsResponse> {
+        let mut query: Vec<(&str, String)> = kinds.iter().map(|k| ("kind", k.clone())).collect();
+        query.push(("limit", limit.to_string()));
+        self.get(api::RUNTIME_EVENTS, &query)
+    }
+
+    fn dlq_page(
+        &self,
+        cursor: Option<&str>,
+        limit: usize,
+        include_events: bool,
+    ) -> Result<DlqPage> {
+        let mut query = vec![("limit", limit.to_string())];
+        if let Some(cursor) = cursor {
+            query.push(("cursor", cursor.to_string()));
+        }
+        if include_events {
+            query.push(("include", "events".to_string()));
+        }
+        self.get(api::DLQ, &query)
+    }
+
+    fn each_dlq_entry(&self, visit: &mut dyn FnMut(Entry) -> Result<()>) -> Result<()> {
+        let mut cursor: Option<String> = None;
+        loop {
+            let page = self.dlq_page(cursor.as_deref(), PAGE_SIZE, true)?;
+            for entry in page.entries {
+                let events = entry.events.unwrap_or_default();
+                visit((entry.row, events))?;
+            }
+            match page.next_cursor {
+                Some(next) => cursor = Some(next),
+                None => return Ok(()),
+            }
+        }
+    }
+
+    fn resolve(&self, id: &str, request: &ActionRequest) -> Result<ActionResponse> {
+        let url = self.url(&format!("{}/{}", api::DLQ, segment(id)));
+        self.mutate(self.client.delete(&url).json(request), &url)
+    }
+
+    fn replay(&self, id: &str, request: &ActionRequest) -> Result<ActionResponse> {
+        let url = self.url(&format!(
+            "{}/{}/replay",
+            api::RUNTIME_NOTIFICATION,
+            segment(id)
+        ));
+        self.mutate(self.client.post(&url).json(request), &url)
+    }
+}

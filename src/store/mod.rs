@@ -1,0 +1,71 @@
+//! Where the CLI reads and acts: one trait, a SQLite and an HTTP backend.
+
+pub mod http;
+pub mod sqlite;
+
+use crate::api::{ActionRequest, ActionResponse, DlqPage, EventsResponse, NotificationDoc};
+use crate::engine::Conflict;
+use crate::model::{Event, Notification};
+
+/// What can go wrong talking to a store, typed so each maps to one exit code.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("{0} not found")]
+    NotFound(String),
+    #[error("conflict: {0}")]
+    Conflict(Conflict),
+    #[error("{0}")]
+    Invalid(String),
+    #[error("refused: {0}")]
+    Refused(String),
+    #[error("authentication failed: {0}")]
+    Auth(String),
+    #[error("{0}")]
+    Unavailable(String),
+    #[error("{0}")]
+    InvalidStore(String),
+    #[error("{0}")]
+    Other(String),
+}
+
+pub type Result<T> = std::result::Result<T, StoreError>;
+
+/// One DLQ entry with its whole history, as triage needs it.
+pub type Entry = (Notification, Vec<Event>);
+
+pub trait Store {
+    /// A short name for messages: the file path or the base URL.
+    fn describe(&self) -> String;
+
+    fn notification(&self, id: &str) -> Result<NotificationDoc>;
+
+    /// Events of the given kinds across notifications, newest first.
+    fn events(&self, kinds: &[String], limit: usize) -> Result<EventsResponse>;
+
+    /// One page of the DLQ, ordered by id.
+    fn dlq_page(&self, cursor: Option<&str>, limit: usize, include_events: bool)
+        -> Result<DlqPage>;
+
+    /// Every DLQ entry with its events, in id order, streamed one at a time.
+    fn each_dlq_entry(&self, visit: &mut dyn FnMut(Entry) -> Result<()>) -> Result<()>;
+
+    fn resolve(&self, id: &str, request: &ActionRequest) -> Result<ActionResponse>;
+
+    fn replay(&self, id: &str, request: &ActionRequest) -> Result<ActionResponse>;
+}
+
+/// The opaque DLQ cursor: the last id of the previous page.
+pub fn encode_cursor(last_id: &str) -> String {
+    use base64::Engine;
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(format!("after:{last_id}"))
+}
+
+pub fn decode_cursor(cursor: &str) -> Result<String> {
+    use base64::Engine;
+    base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(cursor)
+        .ok()
+        .and_then(|bytes| String::from_utf8(bytes).ok())
+        .and_then(|text| text.strip_prefix("after:").map(str::to_string))
+        .ok_or_else(|| StoreError::Invalid(format!("invalid cursor {cursor:?}")))
+}
