@@ -6,6 +6,7 @@ pub mod clock;
 pub mod model;
 pub mod remediation;
 pub mod render;
+pub mod repro;
 pub mod runtime;
 pub mod store;
 pub mod triage;

@@ -5,6 +5,7 @@ pub mod dlq;
 pub mod error;
 pub mod events;
 pub mod inspect;
+pub mod repro;
 pub mod runtime;
 
 use crate::render::output::{ColorChoice, Format, Output};
@@ -61,6 +62,8 @@ pub enum Command {
     Dlq(dlq::Command),
     #[command(subcommand)]
     Runtime(runtime::Command),
+    Repro(repro::ReproArgs),
+    Demo(repro::DemoArgs),
 }
 
 /// Runs one parsed command line.
@@ -71,5 +74,7 @@ pub fn run(cli: Cli) -> CliResult {
         Command::Events(args) => events::run(global, args),
         Command::Dlq(command) => dlq::run(global, command),
         Command::Runtime(command) => runtime::run(global, command),
+        Command::Repro(args) => repro::run_repro(global, args),
+        Command::Demo(args) => repro::run_demo(global, args),
     }
 }

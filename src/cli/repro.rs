@@ -1,0 +1,264 @@
+//! `unsctl repro <scenario>` and `unsctl demo`: the runbook's cases, reproduced for real.
+
+use super::error::{CliError, CliResult};
+use super::GlobalArgs;
+use crate::render::output::{print, print_json, status, Output};
+use crate::render::views;
+use crate::repro::{self, ReproError, Scenario, ScenarioReport};
+use crate::runtime::fakes::Fakes;
+use crate::runtime::server::{self, ServerConfig};
+use crate::store::sqlite::SqliteStore;
+use crate::triage::Verdict;
+use std::path::{Path, PathBuf};
+
+/// Reproduce a runbook case with the real worker, a 1 s lease and fault-injecting fakes
+///
+/// Example: unsctl repro lease-lost-delivered --db /tmp/uns.db
+/// Example: unsctl repro all --keep-running
+#[derive(Debug, clap::Args)]
+pub struct ReproArgs {
+    /// Which case (or `all`)
+    #[arg(value_parser = parse_scenarios)]
+    pub scenario: ScenarioChoice,
+    /// Then serve the API on loopback so the runbook's curl commands can be tried
+    #[arg(long)]
+    pub keep_running: bool,
+}
+
+#[derive(Debug, Clone)]
+pub struct ScenarioChoice(pub Vec<Scenario>);
+
+fn parse_scenarios(text: &str) -> Result<ScenarioChoice, String> {
+    if text == "all" {
+        return Ok(ScenarioChoice(Scenario::ALL.to_vec()));
+    }
+    Scenario::ALL
+        .iter()
+        .find(|s| s.name() == text)
+        .map(|s| ScenarioChoice(vec![*s]))
+        .ok_or_else(|| {
+            let names: Vec<&str> = Scenario::ALL.iter().map(|s| s.name()).collect();
+            format!(
+                "unknown scenario {text:?}: expected all, {}",
+                names.join(", ")
+            )
+        })
+}
+
+/// Reproduce every runbook case in a temporary store and triage it
+///
+/// Example: unsctl demo
+#[derive(Debug, clap::Args)]
+pub struct DemoArgs {}
+
+fn repro_error(err: ReproError) -> CliError {
+    match err {
+        ReproError::Store(store) => store.into(),
+        other => CliError::error(other.to_string()),
+    }
+}
+
+fn scratch_store() -> CliResult<PathBuf> {
+    let dir = std::env::temp_dir().join(format!(
+        "unsctl-repro-{}-{}",
+        std::process::id(),
+        uuid::Uuid::new_v4().simple()
+    ));
+    std::fs::create_dir_all(&dir)?;
+    Ok(dir.join("uns.db"))
+}
+
+fn reproduce(db: &Path, scenarios: &[Scenario]) -> CliResult<(Vec<ScenarioReport>, Fakes)> {
+    let fakes = Fakes::start()
+        .map_err(|err| CliError::error(format!("cannot start the provider fakes: {err}")))?;
+    let binary = std::env::current_exe()?;
+    let reports = repro::run(db, scenarios, Some(&binary), &fakes).map_err(repro_error)?;
+    Ok((reports, fakes))
+}
+
+fn verdicts(db: &Path) -> CliResult<Vec<Verdict>> {
+    let store = SqliteStore::open_read_only(db)?;
+    let mut verdicts = Vec::new();
+    super::dlq::each_verdict(&store, &mut |verdict| {
+        verdicts.push(verdict);
+        Ok(())
+    })?;
+    Ok(verdicts)
+}
+
+fn report_text(reports: &[ScenarioReport], out: &Output) -> String {
+    let mut lines = Vec::new();
+    for report in reports {
+        let scenario = report.scenario;
+        lines.push(format!(
+            "{} {}",
+            out.bold(scenario.name()),
+            out.dim(&report.notification_id)
+        ));
+        lines.push(format!("  what happened: {}", scenario.story()));
+        let place = if report.dead_letter {
+            "in the DLQ"
+        } else {
+            "not in the DLQ"
+        };
+        lines.push(format!("  row:           {} ({place})", report.status));
+        if let Some(error) = &report.error_message {
+            lines.push(format!("  error:         {error}"));
+        }
+        let copies: Vec<String> = ["EMAIL", "SLACK", "PAGERDUTY"]
+            .iter()
+            .filter_map(|channel| {
+                let n = report
+                    .ledger
+                    .iter()
+                    .filter(|a| a.channel.as_str() == *channel)
+                    .count();
+                (n > 0).then(|| {
+                    format!(
+                        "{channel} accepted {n} cop{}",
+                        if n == 1 { "y" } else { "ies" }
+                    )
+                })
+            })
+            .collect();
+        let ledger = if copies.is_empty() {
+            "nothing accepted".to_string()
+        } else {
+            copies.join(", ")
+        };
+        lines.push(format!("  fakes' ledger: {ledger}"));
+        let triage = match report.branch {
+            Some(branch) => views::branch_text(branch, out),
+            None => "(not in the DLQ: nothing to triage)".into(),
+        };
+        lines.push(format!("  triage:        {triage}"));
+        lines.push(String::new());
+    }
+    lines.join("\n")
+}
+
+fn print_reports(db: &Path, reports: &[ScenarioReport], out: &Output) -> CliResult<Vec<Verdict>> {
+    let verdicts = verdicts(db)?;
+    if out.json() {
+        print_json(&serde_json::json!({
+            "store": db,
+            "scenarios": reports,
+            "triage": {
+                "entries": verdicts,
+                "summary": crate::triage::summary(&verdicts),
+            },
+        }))?;
+    } else {
+        print(&report_text(reports, out))?;
+        print(&views::triage_table(&verdicts, out))?;
+        status(&views::summary_line(&verdicts));
+    }
+    Ok(verdicts)
+}
+
+pub fn run_repro(global: &GlobalArgs, args: ReproArgs) -> CliResult {
+    let out = global.output();
+    let db = match &global.db {
+        Some(path) => path.clone(),
+        None => scratch_store()?,
+    };
+    status(&format!(
+        "reproducing {} into {} ...",
+        names(&args.scenario.0),
+        db.display()
+    ));
+    let (reports, fakes) = reproduce(&db, &args.scenario.0)?;
+    print_reports(&db, &reports, &out)?;
+    status(&format!("store left at {}", db.display()));
+    if args.keep_running {
+        keep_running(&db, &fakes)?;
+    }
+    Ok(())
+}
+
+fn names(scenarios: &[Scenario]) -> String {
+    scenarios
+        .iter()
+        .map(|s| s.name())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Serves the reproduced store on loopback, with the fakes as providers, until Ctrl-C.
+fn keep_running(db: &Path, fakes: &Fakes) -> CliResult {
+    super::runtime::init_logging();
+    let key = uuid::Uuid::new_v4().simple().to_string();
+    let config = ServerConfig {
+        db_path: db.to_path_buf(),
+        listen: "127.0.0.1:0"
+            .parse()
+            .map_err(|_| CliError::error("bad listen address"))?,
+        api_key: Some(key.clone()),
+        worker: Some((
+            repro::worker_config(4),
+            repro::fake_adapters(fakes).map_err(repro_error)?,
+        )),
+        default_max_attempts: 3,
+    };
+    let server = server::start(config).map_err(|err| CliError::error(err.to_string()))?;
+    status(&format!(
+        "\nServing the API on http://{addr} (Ctrl-C to stop). In another shell:\n\n  export UNS_BASE_URL=http://{addr} UNS_API_KEY={key} UNS_DB_FILE={db}\n  curl -sS -H \"Authorization: Bearer $UNS_API_KEY\" \"$UNS_BASE_URL/api/v1/dlq\" | jq .\n  unsctl --api \"$UNS_BASE_URL\" dlq triage\n",
+        addr = server.addr,
+        db = db.display()
+    ));
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(async {
+        let _ = tokio::signal::ctrl_c().await;
+    });
+    server.stop();
+    Ok(())
+}
+
+pub fn run_demo(global: &GlobalArgs, _args: DemoArgs) -> CliResult {
+    let out = global.output();
+    let started = std::time::Instant::now();
+    let db = scratch_store()?;
+    status(&format!(
+        "Reproducing every runbook case with the real worker (1 s lease) against fault-injecting fakes\ninto {} ...\n",
+        db.display()
+    ));
+    let (reports, _fakes) = reproduce(&db, &Scenario::ALL)?;
+    let verdicts = print_reports(&db, &reports, &out)?;
+    if !out.json() {
+        let example = |branch| {
+            verdicts
+                .iter()
+                .find(|v| v.branch == branch)
+                .map(|v| v.id.clone())
+        };
+        let db_text = db.display().to_string();
+        let mut next = vec![format!(
+            "\nDone in {:.1} s. Try next:",
+            started.elapsed().as_secs_f64()
+        )];
+        next.push(format!("  export UNS_DB_FILE={db_text}"));
+        next.push("  unsctl dlq triage                       # the table above".into());
+        if let Some(id) = example(crate::triage::Branch::Verify) {
+            next.push(format!(
+                "  unsctl inspect {id}   # a VERIFY entry: what to look for"
+            ));
+        }
+        if let Some(id) = example(crate::triage::Branch::Resolve) {
+            next.push(format!(
+                "  unsctl dlq resolve {id}   # dry run: what resolve would do"
+            ));
+        }
+        next.push(
+            "  unsctl events --kind LEASE_LOST         # the runbook's cross-notification query"
+                .into(),
+        );
+        next.push(
+            "  unsctl repro all --keep-running         # the same, with the API up for curl".into(),
+        );
+        next.push("  unsctl tsg show TSG-02                  # the runbook".into());
+        status(&next.join("\n"));
+    }
+    Ok(())
+}
