@@ -86,6 +86,20 @@ fn set_mode(path: &Path, mode: u32) {
     let _ = std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode));
 }
 
+/// A test server over `db` (no worker), with key `KEY`.
+pub fn server(db: &Path) -> unsctl::runtime::server::RunningServer {
+    unsctl::runtime::server::start(unsctl::runtime::server::ServerConfig {
+        db_path: db.to_path_buf(),
+        listen: "127.0.0.1:0".parse().expect("addr"),
+        api_key: Some(KEY.into()),
+        worker: None,
+        default_max_attempts: 3,
+    })
+    .expect("server starts")
+}
+
+pub const KEY: &str = "test-key-0123456789";
+
 /// Waits until something listens on `addr` (at most 10 s).
 pub fn wait_for_port(addr: SocketAddr) {
     let start = Instant::now();
@@ -96,4 +110,113 @@ pub fn wait_for_port(addr: SocketAddr) {
         std::thread::sleep(Duration::from_millis(20));
     }
     panic!("nothing listens on {addr}");
+}
+
+use serde_json::json;
+use unsctl::engine::{self, Backoff, ClaimOutcome, DeliveryResult, NewNotification};
+use unsctl::model::Channel;
+
+const BACKOFF: Backoff = Backoff {
+    base_seconds: 1.0,
+    max_seconds: 1.0,
+};
+
+/// Adds a notification and plays one attempt where each channel gets `results[i]`,
+/// settled under a held lease. Returns its id.
+pub fn play(
+    conn: &rusqlite::Connection,
+    now: f64,
+    channels: &[Channel],
+    results: &[DeliveryResult],
+    max_attempts: i64,
+) -> String {
+    let id = engine::submit(
+        conn,
+        now,
+        &NewNotification {
+            channels: channels.to_vec(),
+            payload: json!({"recipient": "ops@example.com", "subject": "seeded", "body": "seeded"}),
+            idempotency_key: None,
+            max_attempts,
+        },
+    )
+    .expect("submit")
+    .id;
+    let ClaimOutcome::Claimed(lease) =
+        engine::claim(conn, now, "seed-worker", 60.0).expect("claim")
+    else {
+        panic!("nothing to claim");
+    };
+    assert_eq!(
+        lease.notification_id, id,
+        "seeding expects an otherwise idle store"
+    );
+    let mut recorded = Vec::new();
+    for (channel, result) in channels.iter().zip(results) {
+        engine::start_channel(conn, now, &lease, *channel).expect("start");
+        engine::record_result(conn, now, &lease, *channel, result).expect("result");
+        recorded.push((*channel, result.clone()));
+    }
+    engine::settle(conn, now, &lease, &recorded, &BACKOFF).expect("settle");
+    id
+}
+
+/// A REPLAY-branch DLQ entry: SLACK refused (not retryable).
+pub fn replay_entry(conn: &rusqlite::Connection, now: f64) -> String {
+    play(
+        conn,
+        now,
+        &[Channel::Slack],
+        &[DeliveryResult::rejected("HTTP 400: bad", false)],
+        3,
+    )
+}
+
+/// A VERIFY-branch DLQ entry: EMAIL timed out after the data.
+pub fn verify_entry(conn: &rusqlite::Connection, now: f64) -> String {
+    play(
+        conn,
+        now,
+        &[Channel::Email],
+        &[DeliveryResult::unknown(
+            "no reply after the message data was sent",
+        )],
+        3,
+    )
+}
+
+/// A RESOLVE-branch DLQ entry: EMAIL accepted late under a lost lease, then the reclaim
+/// found the budget gone.
+pub fn resolve_entry(conn: &rusqlite::Connection, now: f64) -> String {
+    let id = engine::submit(
+        conn,
+        now,
+        &NewNotification {
+            channels: vec![Channel::Email],
+            payload: json!({"recipient": "ops@example.com"}),
+            idempotency_key: None,
+            max_attempts: 1,
+        },
+    )
+    .expect("submit")
+    .id;
+    let ClaimOutcome::Claimed(lease) =
+        engine::claim(conn, now, "seed-worker", 60.0).expect("claim")
+    else {
+        panic!("nothing to claim");
+    };
+    engine::start_channel(conn, now, &lease, Channel::Email).expect("start");
+    let late = DeliveryResult::accepted(Some(format!("<{id}.1.1@uns.local>")));
+    engine::record_result(conn, now + 61.0, &lease, Channel::Email, &late).expect("result");
+    engine::settle(
+        conn,
+        now + 61.0,
+        &lease,
+        &[(Channel::Email, late)],
+        &BACKOFF,
+    )
+    .expect("settle");
+    let exhausted = engine::claim(conn, now + 62.0, "seed-worker-2", 60.0).expect("reclaim");
+    assert!(matches!(exhausted, ClaimOutcome::RecoveryExhausted { .. }));
+    id
 }

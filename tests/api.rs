@@ -1,0 +1,423 @@
+//! The runtime's HTTP API, served for real on 127.0.0.1:0 over a temporary store.
+
+mod support;
+
+use reqwest::blocking::{Client, RequestBuilder};
+use reqwest::StatusCode;
+use serde_json::{json, Value};
+use std::collections::BTreeSet;
+use support::{replay_entry, resolve_entry, server, verify_entry, KEY};
+use unsctl::runtime::schema::{self, OpenMode};
+
+struct Api {
+    _dir: tempfile::TempDir,
+    db: std::path::PathBuf,
+    conn: rusqlite::Connection,
+    server: unsctl::runtime::server::RunningServer,
+    client: Client,
+}
+
+impl Api {
+    fn new() -> Self {
+        let dir = tempfile::tempdir().expect("dir");
+        let db = dir.path().join("uns.db");
+        let conn = schema::open(&db, OpenMode::Create).expect("store");
+        let server = server(&db);
+        unsctl::runtime::adapters::init_tls();
+        Self {
+            _dir: dir,
+            db,
+            conn,
+            server,
+            client: Client::new(),
+        }
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.server.addr)
+    }
+
+    fn send(&self, request: RequestBuilder) -> (StatusCode, Value) {
+        let response = request.send().expect("request");
+        let status = response.status();
+        let text = response.text().expect("body");
+        let body =
+            serde_json::from_str(&text).unwrap_or_else(|_| panic!("not JSON ({status}): {text}"));
+        (status, body)
+    }
+
+    fn get(&self, path: &str) -> (StatusCode, Value) {
+        self.send(self.client.get(self.url(path)).bearer_auth(KEY))
+    }
+
+    fn post(&self, path: &str, body: Value) -> (StatusCode, Value) {
+        self.send(
+            self.client
+                .post(self.url(path))
+                .bearer_auth(KEY)
+                .json(&body),
+        )
+    }
+
+    fn count(&self, id: &str, kind: &str) -> i64 {
+        self.conn
+            .query_row(
+                "SELECT COUNT(*) FROM uns_events WHERE notification_id = ?1 AND kind = ?2",
+                [id, kind],
+                |row| row.get(0),
+            )
+            .expect("count")
+    }
+}
+
+const GUARDED: &[(&str, &str)] = &[
+    ("POST", "/api/v1/notifications"),
+    ("GET", "/api/v1/runtime/notifications/n-x"),
+    ("POST", "/api/v1/runtime/notifications/n-x/replay"),
+    ("GET", "/api/v1/runtime/events?kind=LEASE_LOST"),
+    ("GET", "/api/v1/dlq"),
+    ("DELETE", "/api/v1/dlq/n-x"),
+];
+
+#[test]
+fn every_api_route_needs_the_key_and_healthz_does_not() {
+    let api = Api::new();
+    let (status, body) = api.send(api.client.get(api.url("/healthz")));
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(body["status"], "ok");
+    for (method, path) in GUARDED {
+        let method = reqwest::Method::from_bytes(method.as_bytes()).expect("method");
+        for key in [None, Some("wrong-key"), Some("test-key-012345678")] {
+            let mut request = api.client.request(method.clone(), api.url(path));
+            if let Some(key) = key {
+                request = request.bearer_auth(key);
+            }
+            let (status, body) = api.send(request);
+            assert_eq!(
+                status,
+                StatusCode::UNAUTHORIZED,
+                "{method} {path} with {key:?}"
+            );
+            let error = body["error"].as_str().unwrap_or_default();
+            assert!(!error.is_empty() && !error.contains(KEY), "{error}");
+        }
+    }
+}
+
+#[test]
+fn submit_coalesces_on_the_idempotency_key_and_validates() {
+    let api = Api::new();
+    let submission = json!({"channels": ["EMAIL", "slack"], "recipient": "ops@example.com",
+                            "subject": "Disk full", "idempotency_key": "order-7"});
+    let (status, first) = api.post("/api/v1/notifications", submission.clone());
+    assert_eq!(status, StatusCode::CREATED, "{first}");
+    assert_eq!(first["created"], true);
+    let (status, again) = api.post("/api/v1/notifications", submission);
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(
+        (again["id"].clone(), again["created"].clone()),
+        (first["id"].clone(), json!(false))
+    );
+    let rows: i64 = api
+        .conn
+        .query_row("SELECT COUNT(*) FROM uns_notifications", [], |r| r.get(0))
+        .expect("count");
+    assert_eq!(rows, 1);
+
+    let bad = [
+        json!({"channels": ["SMS"]}),
+        json!({"channels": []}),
+        json!({"channels": ["EMAIL"], "recipient": "not an address"}),
+        json!({"channels": ["SLACK"], "colour": "blue"}),
+        json!({"channels": "SLACK"}),
+    ];
+    for body in bad {
+        let (status, answer) = api.post("/api/v1/notifications", body.clone());
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{body} -> {answer}");
+        assert!(answer["error"].is_string());
+    }
+    let (status, answer) = api.send(
+        api.client
+            .post(api.url("/api/v1/notifications"))
+            .bearer_auth(KEY)
+            .header("content-type", "application/json")
+            .body("{\"channels\": [\"SLACK\""),
+    );
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{answer}");
+    let huge = json!({"channels": ["SLACK"], "body": "x".repeat(200_000)});
+    let (status, answer) = api.post("/api/v1/notifications", huge);
+    assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE, "{answer}");
+    assert!(answer["error"].is_string());
+    let rows: i64 = api
+        .conn
+        .query_row("SELECT COUNT(*) FROM uns_notifications", [], |r| r.get(0))
+        .expect("count");
+    assert_eq!(rows, 1, "no bad request changed the store");
+}
+
+#[test]
+fn the_notification_document_and_event_search() {
+    let api = Api::new();
+    let id = resolve_entry(&api.conn, 1000.0);
+    let (status, doc) = api.get(&format!("/api/v1/runtime/notifications/{id}"));
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(doc["id"], json!(id));
+    assert_eq!(doc["status"], "DEAD");
+    assert_eq!(doc["dead_letter"], true);
+    let kinds: Vec<&str> = doc["events"]
+        .as_array()
+        .expect("events")
+        .iter()
+        .filter_map(|e| e["kind"].as_str())
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "SUBMITTED",
+            "ATTEMPT_STARTED",
+            "CHANNEL_ATTEMPT_STARTED",
+            "CHANNEL_ATTEMPT_RESULT",
+            "LEASE_LOST",
+            "DEAD_LETTERED"
+        ]
+    );
+    for event in doc["events"].as_array().expect("events") {
+        let keys: BTreeSet<&str> = event
+            .as_object()
+            .expect("object")
+            .keys()
+            .map(String::as_str)
+            .collect();
+        assert_eq!(keys, BTreeSet::from(["id", "at", "kind", "payload"]));
+    }
+
+    let (status, missing) = api.get("/api/v1/runtime/notifications/n-does-not-exist");
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert!(missing["error"]
+        .as_str()
+        .unwrap_or_default()
+        .contains("n-does-not-exist"));
+
+    replay_entry(&api.conn, 2000.0);
+    let (status, found) =
+        api.get("/api/v1/runtime/events?kind=LEASE_LOST&kind=CHANNEL_ATTEMPT_RESULT&limit=10");
+    assert_eq!(status, StatusCode::OK);
+    let events = found["events"].as_array().expect("events");
+    assert_eq!(events.len(), 3);
+    let times: Vec<f64> = events.iter().filter_map(|e| e["at"].as_f64()).collect();
+    assert!(
+        times.windows(2).all(|w| w[0] >= w[1]),
+        "newest first: {times:?}"
+    );
+    for event in events {
+        for key in [
+            "notification_id",
+            "status",
+            "dead_letter",
+            "attempts",
+            "cycle",
+            "payload",
+        ] {
+            assert!(event.get(key).is_some(), "{key} missing in {event}");
+        }
+    }
+    let (status, _) = api.get("/api/v1/runtime/events?limit=0");
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    let (status, body) = api.get("/api/v1/no/such/route");
+    assert_eq!(
+        (status, body["error"].is_string()),
+        (StatusCode::NOT_FOUND, true)
+    );
+}
+
+#[test]
+fn the_dlq_pages_with_an_opaque_cursor() {
+    let api = Api::new();
+    let mut expected: Vec<String> = (0..23)
+        .map(|n| replay_entry(&api.conn, 1000.0 + f64::from(n)))
+        .collect();
+    expected.sort();
+    let mut seen = Vec::new();
+    let mut cursor: Option<String> = None;
+    let mut pages = 0;
+    loop {
+        let path = match &cursor {
+            Some(c) => format!("/api/v1/dlq?limit=10&include=events&cursor={c}"),
+            None => "/api/v1/dlq?limit=10&include=events".to_string(),
+        };
+        let (status, page) = api.get(&path);
+        assert_eq!(status, StatusCode::OK, "{page}");
+        pages += 1;
+        for entry in page["entries"].as_array().expect("entries") {
+            assert_eq!(entry["dead_letter"], true);
+            assert!(
+                entry["events"].as_array().is_some_and(|e| e.len() == 5),
+                "{entry}"
+            );
+            seen.push(entry["id"].as_str().expect("id").to_string());
+        }
+        match page["next_cursor"].as_str() {
+            Some(next) => cursor = Some(next.to_string()),
+            None => break,
+        }
+    }
+    assert_eq!(pages, 3);
+    assert_eq!(seen, expected);
+    let (_, plain) = api.get("/api/v1/dlq?limit=5");
+    assert!(plain["entries"][0].get("events").is_none());
+    let (status, _) = api.get("/api/v1/dlq?cursor=not-a-cursor");
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+}
+
+#[test]
+fn resolve_then_a_second_resolve_conflicts_with_state_and_time() {
+    let api = Api::new();
+    let id = resolve_entry(&api.conn, 1000.0);
+    let (status, done) = api.send(
+        api.client
+            .delete(api.url(&format!("/api/v1/dlq/{id}")))
+            .bearer_auth(KEY),
+    );
+    assert_eq!(status, StatusCode::OK, "{done}");
+    assert_eq!(done["action"], "resolved");
+    let (status, again) = api.send(
+        api.client
+            .delete(api.url(&format!("/api/v1/dlq/{id}")))
+            .bearer_auth(KEY),
+    );
+    assert_eq!(status, StatusCode::CONFLICT);
+    assert_eq!(again["conflict"]["status"], "RESOLVED");
+    assert!(again["conflict"]["since"].as_f64().is_some());
+    assert!(again["error"]
+        .as_str()
+        .unwrap_or_default()
+        .contains("RESOLVED"));
+    assert_eq!(api.count(&id, "DLQ_RESOLVED"), 1);
+    let (status, _) = api.send(
+        api.client
+            .delete(api.url("/api/v1/dlq/n-missing"))
+            .bearer_auth(KEY),
+    );
+    assert_eq!(status, StatusCode::NOT_FOUND);
+}
+
+#[test]
+fn replay_records_the_audit_and_guardrails_refuse_unsafe_calls() {
+    let api = Api::new();
+    let replayable = replay_entry(&api.conn, 1000.0);
+    let (status, done) = api.post(
+        &format!("/api/v1/runtime/notifications/{replayable}/replay"),
+        json!({"operator": "alice", "reason": "webhook fixed", "ticket": "INC-1"}),
+    );
+    assert_eq!(status, StatusCode::OK, "{done}");
+    assert_eq!(
+        (
+            done["action"].clone(),
+            done["cycle"].clone(),
+            done["channels"].clone()
+        ),
+        (json!("replayed"), json!(2), json!(["SLACK"]))
+    );
+    let payload: String = api
+        .conn
+        .query_row(
+            "SELECT payload FROM uns_events WHERE notification_id = ?1 AND kind = 'REPLAYED'",
+            [&replayable],
+            |r| r.get(0),
+        )
+        .expect("audit");
+    let payload: Value = serde_json::from_str(&payload).expect("json");
+    assert_eq!(payload["operator"], "alice");
+    assert_eq!(payload["ticket"], "INC-1");
+    assert_eq!(payload["triage"]["branch"], "REPLAY");
+
+    let resolvable = resolve_entry(&api.conn, 2000.0);
+    let (status, refused) = api.post(
+        &format!("/api/v1/runtime/notifications/{resolvable}/replay"),
+        json!({}),
+    );
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{refused}");
+    assert!(refused["error"]
+        .as_str()
+        .unwrap_or_default()
+        .contains("duplicate"));
+    let uncertain = verify_entry(&api.conn, 3000.0);
+    let (status, _) = api.post(
+        &format!("/api/v1/runtime/notifications/{uncertain}/replay"),
+        json!({}),
+    );
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+    let (status, _) = api.post(
+        &format!("/api/v1/runtime/notifications/{uncertain}/replay"),
+        json!({"attestation": "relay log shows no delivery", "channels": ["EMAIL"]}),
+    );
+    assert_eq!(status, StatusCode::OK);
+    let (status, bad) = api.post(
+        &format!("/api/v1/runtime/notifications/{resolvable}/replay"),
+        json!({"channels": ["FAX"], "force": true, "reason": "x"}),
+    );
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{bad}");
+    let (status, bad) = api.post(
+        &format!("/api/v1/runtime/notifications/{resolvable}/replay"),
+        json!({"operator": 7}),
+    );
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{bad}");
+    assert_eq!(api.count(&resolvable, "REPLAYED"), 0);
+}
+
+#[test]
+fn two_concurrent_replays_of_one_entry_make_exactly_one() {
+    let api = Api::new();
+    for round in 0..5 {
+        let id = replay_entry(&api.conn, 1000.0 + f64::from(round));
+        let url = api.url(&format!("/api/v1/runtime/notifications/{id}/replay"));
+        let barrier = std::sync::Arc::new(std::sync::Barrier::new(2));
+        let handles: Vec<_> = (0..2)
+            .map(|n| {
+                let (url, barrier, client) = (url.clone(), barrier.clone(), api.client.clone());
+                std::thread::spawn(move || {
+                    barrier.wait();
+                    client
+                        .post(url)
+                        .bearer_auth(KEY)
+                        .json(&json!({"operator": format!("op{n}")}))
+                        .send()
+                        .map(|r| r.status())
+                })
+            })
+            .collect();
+        let mut statuses: Vec<StatusCode> = handles
+            .into_iter()
+            .map(|h| h.join().expect("thread").expect("request"))
+            .collect();
+        statuses.sort();
+        assert_eq!(statuses, [StatusCode::OK, StatusCode::CONFLICT]);
+        assert_eq!(api.count(&id, "REPLAYED"), 1);
+    }
+}
+
+#[test]
+fn the_server_refuses_to_start_open_on_a_public_address() {
+    let dir = tempfile::tempdir().expect("dir");
+    let config = |listen: &str, key: Option<&str>| unsctl::runtime::server::ServerConfig {
+        db_path: dir.path().join("uns.db"),
+        listen: listen.parse().expect("addr"),
+        api_key: key.map(str::to_string),
+        worker: None,
+        default_max_attempts: 3,
+    };
+    let refused = unsctl::runtime::server::start(config("0.0.0.0:0", None));
+    assert!(matches!(
+        refused,
+        Err(unsctl::runtime::server::ServeError::InsecureNotLoopback(_))
+    ));
+    let open = unsctl::runtime::server::start(config("127.0.0.1:0", None))
+        .expect("loopback without a key is allowed");
+    unsctl::runtime::adapters::init_tls();
+    let status = Client::new()
+        .get(format!("http://{}/api/v1/dlq", open.addr))
+        .send()
+        .expect("get")
+        .status();
+    assert_eq!(status, StatusCode::OK);
+}
