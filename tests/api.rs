@@ -11,7 +11,6 @@ use unsctl::runtime::schema::{self, OpenMode};
 
 struct Api {
     _dir: tempfile::TempDir,
-    db: std::path::PathBuf,
     conn: rusqlite::Connection,
     server: unsctl::runtime::server::RunningServer,
     client: Client,
@@ -26,7 +25,6 @@ impl Api {
         unsctl::runtime::adapters::init_tls();
         Self {
             _dir: dir,
-            db,
             conn,
             server,
             client: Client::new(),

@@ -61,7 +61,7 @@ pub enum Command {
     #[command(subcommand)]
     Dlq(dlq::Command),
     #[command(subcommand)]
-    Runtime(runtime::Command),
+    Runtime(Box<runtime::Command>),
     Repro(repro::ReproArgs),
     Demo(repro::DemoArgs),
 }
@@ -73,7 +73,7 @@ pub fn run(cli: Cli) -> CliResult {
         Command::Inspect(args) => inspect::run(global, args),
         Command::Events(args) => events::run(global, args),
         Command::Dlq(command) => dlq::run(global, command),
-        Command::Runtime(command) => runtime::run(global, command),
+        Command::Runtime(command) => runtime::run(global, *command),
         Command::Repro(args) => repro::run_repro(global, args),
         Command::Demo(args) => repro::run_demo(global, args),
     }
