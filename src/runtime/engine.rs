@@ -7,6 +7,7 @@
 use crate::model::{kind, Channel, ProviderOutcome, Status};
 use rusqlite::{params, Connection, OptionalExtension, Transaction, TransactionBehavior};
 use serde_json::{json, Map, Value};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// The exact message of DESIGN section 3 step 7.
 pub const RECOVERY_EXHAUSTED: &str =
@@ -50,11 +51,19 @@ impl std::fmt::Display for Conflict {
 
 pub type Result<T> = std::result::Result<T, EngineError>;
 
+static COMMITS: AtomicU64 = AtomicU64::new(0);
+
+/// Write transactions this process has committed through the engine (for benchmarks).
+pub fn commits() -> u64 {
+    COMMITS.load(Ordering::Relaxed)
+}
+
 /// Runs `work` inside `BEGIN IMMEDIATE`, so a writer never has to upgrade a read lock.
 pub fn write_tx<T>(conn: &Connection, work: impl FnOnce(&Transaction) -> Result<T>) -> Result<T> {
     let tx = Transaction::new_unchecked(conn, TransactionBehavior::Immediate)?;
     let value = work(&tx)?;
     tx.commit()?;
+    COMMITS.fetch_add(1, Ordering::Relaxed);
     Ok(value)
 }
 

@@ -1,0 +1,115 @@
+//! Worker throughput against loopback providers, beside the raw commit rate of the same
+//! SQLite file: how much of the store's commit ceiling the worker reaches.
+//!
+//! Run: cargo bench --bench worker [-- NOTIFICATIONS CONCURRENCY]
+
+use serde_json::json;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use unsctl::clock::{Clock, SystemClock};
+use unsctl::engine::{self, NewNotification};
+use unsctl::model::Channel;
+use unsctl::repro;
+use unsctl::runtime::fakes::Fakes;
+use unsctl::runtime::schema::{self, OpenMode};
+use unsctl::runtime::worker::{Worker, WorkerConfig};
+
+fn arg(n: usize, default: usize) -> usize {
+    std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with('-'))
+        .nth(n)
+        .and_then(|a| a.parse().ok())
+        .unwrap_or(default)
+}
+
+fn main() -> anyhow::Result<()> {
+    let notifications = arg(0, 20_000);
+    let concurrency = arg(1, 8);
+    let dir = tempfile::tempdir()?;
+    let db = dir.path().join("bench.db");
+    let conn = schema::open(&db, OpenMode::Create)?;
+    let fakes = Fakes::start()?;
+
+    // Queue the work first so the measurement is the worker alone.
+    for n in 0..notifications {
+        engine::submit(
+            &conn,
+            SystemClock.now(),
+            &NewNotification {
+                channels: vec![Channel::Slack],
+                payload: json!({"subject": format!("bench {n}"), "body": "load"}),
+                idempotency_key: None,
+                max_attempts: 3,
+            },
+        )?;
+    }
+
+    let worker = Worker::new(
+        schema::open(&db, OpenMode::Create)?,
+        Arc::new(SystemClock),
+        repro::fake_adapters(&fakes)?,
+        WorkerConfig {
+            worker_id: "bench".into(),
+            lease_seconds: 60.0,
+            concurrency,
+            poll_interval: Duration::from_millis(5),
+            ..WorkerConfig::default()
+        },
+    );
+    let stop = Arc::new(AtomicBool::new(false));
+    let commits_before = engine::commits();
+    let start = Instant::now();
+    let threads = worker.spawn(stop.clone());
+    while worker.counters.settled() < notifications as u64
+        && start.elapsed() < Duration::from_secs(300)
+    {
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    let elapsed = start.elapsed().as_secs_f64();
+    stop.store(true, Ordering::SeqCst);
+    for thread in threads {
+        let _ = thread.join();
+    }
+    let worker_commits = engine::commits() - commits_before;
+    let delivered = worker.counters.delivered.load(Ordering::Relaxed);
+    let accepted = fakes.control.ledger().len();
+    let throughput = delivered as f64 / elapsed;
+    let per_notification = worker_commits as f64 / delivered.max(1) as f64;
+
+    // The raw ceiling: one-row write transactions on the same file, same settings.
+    let raw = schema::open(&db, OpenMode::ReadWrite)?;
+    let some_id: String =
+        raw.query_row("SELECT id FROM uns_notifications LIMIT 1", [], |r| r.get(0))?;
+    let raw_count = 20_000;
+    let raw_start = Instant::now();
+    for n in 0..raw_count {
+        engine::write_tx(&raw, |tx| {
+            engine::append_event(
+                tx,
+                &some_id,
+                SystemClock.now(),
+                "BENCH_COMMIT",
+                &json!({ "n": n }),
+            )
+        })?;
+    }
+    let raw_rate = raw_count as f64 / raw_start.elapsed().as_secs_f64();
+    let share = throughput * per_notification / raw_rate;
+
+    println!("worker benchmark: {notifications} single-channel (SLACK) notifications, concurrency {concurrency}, loopback fake provider");
+    println!("  delivered                 {delivered} in {elapsed:.2} s ({accepted} accepted by the provider)");
+    println!("  worker throughput         {throughput:.0} notifications/s   (target >= 1000)");
+    println!("  transactions/notification {per_notification:.2}");
+    println!("  raw commit rate           {raw_rate:.0} commits/s (one-row BEGIN IMMEDIATE..COMMIT, same file)");
+    println!(
+        "  share of commit ceiling   {:.0}%   (throughput x tx/notification / raw; target >= 50%)",
+        share * 100.0
+    );
+    println!(
+        "  ratio raw/worker commits  {:.2}",
+        raw_rate / (throughput * per_notification)
+    );
+    Ok(())
+}
