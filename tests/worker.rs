@@ -237,7 +237,7 @@ fn the_worker_process_logs_a_named_outcome_and_stops_on_sigterm() {
         )
         .expect("submit");
     }
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_unsctl"))
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_unsctl"))
         .arg("--db")
         .arg(&db)
         .args([
