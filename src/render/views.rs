@@ -10,6 +10,17 @@ fn text(value: &Value, key: &str) -> Option<String> {
     match value.get(key)? {
         Value::Null => None,
         Value::String(s) => Some(s.clone()),
+        Value::Array(items) => Some(
+            items
+                .iter()
+                .map(|item| {
+                    item.as_str()
+                        .map(str::to_string)
+                        .unwrap_or_else(|| item.to_string())
+                })
+                .collect::<Vec<_>>()
+                .join(","),
+        ),
         other => Some(other.to_string()),
     }
 }

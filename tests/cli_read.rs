@@ -1,0 +1,379 @@
+//! The read path through the real binary, on a real store and through the real server
+//! over the same store: both backends must print the same bytes.
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+use unsctl::repro::{self, Scenario};
+use unsctl::runtime::fakes::Fakes;
+use unsctl::runtime::schema::{self, OpenMode};
+
+fn unsctl(args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_unsctl"));
+    for name in [
+        "UNS_DB_FILE",
+        "UNS_BASE_URL",
+        "UNS_API_KEY",
+        "UNS_OPERATOR",
+        "NO_COLOR",
+    ] {
+        command.env_remove(name);
+    }
+    command
+        .args(args)
+        .envs(env.iter().copied())
+        .output()
+        .expect("run unsctl")
+}
+
+fn stdout(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+/// A store the real runtime wrote with every scenario, and the API over it.
+struct Shared {
+    _dir: tempfile::TempDir,
+    db: PathBuf,
+    url: String,
+    _server: unsctl::runtime::server::RunningServer,
+    reports: Vec<repro::ScenarioReport>,
+}
+
+fn shared() -> &'static Shared {
+    static SHARED: OnceLock<Shared> = OnceLock::new();
+    SHARED.get_or_init(|| {
+        let dir = tempfile::tempdir().expect("dir");
+        let db = dir.path().join("uns.db");
+        let fakes = Fakes::start().expect("fakes");
+        let binary = PathBuf::from(env!("CARGO_BIN_EXE_unsctl"));
+        let reports = repro::run(&db, &Scenario::ALL, Some(&binary), &fakes).expect("repro");
+        let server = support::server(&db);
+        Shared {
+            url: format!("http://{}", server.addr),
+            _dir: dir,
+            db,
+            _server: server,
+            reports,
+        }
+    })
+}
+
+fn both(shared: &Shared, args: &[&str]) -> (Output, Output) {
+    let db = shared.db.display().to_string();
+    let mut direct = vec!["--db", db.as_str()];
+    direct.extend_from_slice(args);
+    let mut remote = vec!["--api", shared.url.as_str()];
+    remote.extend_from_slice(args);
+    (
+        unsctl(&direct, &[]),
+        unsctl(&remote, &[("UNS_API_KEY", support::KEY)]),
+    )
+}
+
+#[test]
+fn every_read_command_prints_the_same_json_over_sqlite_and_http() {
+    let shared = shared();
+    let mut commands: Vec<Vec<String>> = vec![
+        vec!["dlq".into(), "triage".into()],
+        vec![
+            "dlq".into(),
+            "triage".into(),
+            "--branch".into(),
+            "verify".into(),
+        ],
+        vec!["dlq".into(), "list".into()],
+        vec![
+            "events".into(),
+            "--kind".into(),
+            "LEASE_LOST".into(),
+            "--kind".into(),
+            "CHANNEL_ATTEMPT_RESULT".into(),
+            "--limit".into(),
+            "25".into(),
+        ],
+        vec![
+            "events".into(),
+            "--kind".into(),
+            "DEAD_LETTERED".into(),
+            "--limit".into(),
+            "3".into(),
+        ],
+    ];
+    for report in &shared.reports {
+        commands.push(vec!["inspect".into(), report.notification_id.clone()]);
+    }
+    for command in commands {
+        let mut args: Vec<&str> = command.iter().map(String::as_str).collect();
+        args.extend(["-o", "json"]);
+        let (direct, remote) = both(shared, &args);
+        assert!(direct.status.success(), "{args:?}: {}", stderr(&direct));
+        assert_eq!(
+            direct.status.code(),
+            remote.status.code(),
+            "{args:?}: {}",
+            stderr(&remote)
+        );
+        assert_eq!(
+            stdout(&direct),
+            stdout(&remote),
+            "{args:?} differs between --db and --api"
+        );
+        let parsed: serde_json::Value = serde_json::from_slice(&direct.stdout).expect("valid JSON");
+        assert!(parsed.is_object());
+    }
+}
+
+#[test]
+fn triage_json_follows_the_contract_and_matches_each_scenario() {
+    let shared = shared();
+    let (direct, _) = both(shared, &["dlq", "triage", "-o", "json"]);
+    let plan: serde_json::Value = serde_json::from_slice(&direct.stdout).expect("json");
+    let entries = plan["entries"].as_array().expect("entries");
+    let ids: Vec<&str> = entries.iter().filter_map(|e| e["id"].as_str()).collect();
+    let mut sorted = ids.clone();
+    sorted.sort();
+    assert_eq!(ids, sorted, "entries are ordered by id");
+    for entry in entries {
+        for key in [
+            "id",
+            "branch",
+            "lease_lost",
+            "status",
+            "cycle",
+            "attempts",
+            "error_message",
+            "last_event_id",
+            "channels",
+            "next_step",
+        ] {
+            assert!(entry.get(key).is_some(), "{key} missing: {entry}");
+        }
+        for channel in entry["channels"].as_array().expect("channels") {
+            for key in ["channel", "state", "evidence", "message_ids"] {
+                assert!(channel.get(key).is_some(), "{key} missing: {channel}");
+            }
+        }
+    }
+    for report in &shared.reports {
+        let entry = entries
+            .iter()
+            .find(|e| e["id"] == report.notification_id.as_str());
+        match report.scenario.expected_branch() {
+            Some(branch) => {
+                let entry = entry.unwrap_or_else(|| panic!("{:?} not in the DLQ", report.scenario));
+                assert_eq!(entry["branch"], branch.as_str(), "{:?}", report.scenario);
+            }
+            None => assert!(
+                entry.is_none(),
+                "{:?} should not be in the DLQ",
+                report.scenario
+            ),
+        }
+    }
+    assert_eq!(
+        plan["summary"],
+        serde_json::json!({"RESOLVE": 1, "VERIFY": 2, "REPLAY": 2})
+    );
+}
+
+#[test]
+fn inspect_shows_the_timeline_and_the_verdict_with_evidence() {
+    let shared = shared();
+    let report = shared
+        .reports
+        .iter()
+        .find(|r| r.scenario == Scenario::LeaseLostDelivered)
+        .expect("ran");
+    let (direct, remote) = both(shared, &["inspect", &report.notification_id]);
+    let text = stdout(&direct);
+    assert_eq!(text, stdout(&remote));
+    for expected in [
+        "CHANNEL_ATTEMPT_STARTED",
+        "CHANNEL_ATTEMPT_RESULT",
+        "LEASE_LOST",
+        "Triage: RESOLVE",
+        "DELIVERED",
+        "unsctl dlq resolve",
+    ] {
+        assert!(text.contains(expected), "{expected} missing:\n{text}");
+    }
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with('!') && l.contains("LEASE_LOST")),
+        "LEASE_LOST stands out:\n{text}"
+    );
+    assert!(!text.contains('\u{1b}'), "no colour off a terminal");
+}
+
+#[test]
+fn a_read_never_writes_the_store() {
+    let shared = shared();
+    let read = |path: &Path| std::fs::read(path).unwrap_or_default();
+    let wal = PathBuf::from(format!("{}-wal", shared.db.display()));
+    let db = shared.db.display().to_string();
+    // Settle the WAL first so the comparison is of a quiet file.
+    let (before, before_wal) = (read(&shared.db), read(&wal));
+    for args in [
+        vec!["dlq", "triage"],
+        vec!["dlq", "list"],
+        vec!["events"],
+        vec!["dlq", "triage", "-o", "json"],
+    ] {
+        let mut full = vec!["--db", db.as_str()];
+        full.extend(args);
+        assert!(unsctl(&full, &[]).status.success());
+    }
+    assert!(
+        read(&shared.db) == before && read(&wal) == before_wal,
+        "a read command changed the store"
+    );
+}
+
+#[test]
+fn errors_have_distinct_exit_codes_and_clear_messages() {
+    let shared = shared();
+    let db = shared.db.display().to_string();
+    let dir = tempfile::tempdir().expect("dir");
+
+    let missing = unsctl(&["--db", &db, "inspect", "n-nope"], &[]);
+    assert_eq!(missing.status.code(), Some(3), "{}", stderr(&missing));
+    let missing = unsctl(
+        &["--api", &shared.url, "inspect", "n-nope"],
+        &[("UNS_API_KEY", support::KEY)],
+    );
+    assert_eq!(missing.status.code(), Some(3), "{}", stderr(&missing));
+
+    let text_file = dir.path().join("notes.txt");
+    std::fs::write(&text_file, "not a database at all, just words\n".repeat(50)).expect("write");
+    let foreign = dir.path().join("other.db");
+    rusqlite::Connection::open(&foreign)
+        .expect("db")
+        .execute_batch("CREATE TABLE t (x)")
+        .expect("table");
+    let newer = dir.path().join("newer.db");
+    drop(schema::open(&newer, OpenMode::Create).expect("store"));
+    rusqlite::Connection::open(&newer)
+        .expect("db")
+        .pragma_update(None, "user_version", 9)
+        .expect("version");
+    for (path, needle) in [
+        (&text_file, "not a SQLite database"),
+        (&foreign, "not a UNS store"),
+        (&newer, "newer than this unsctl"),
+    ] {
+        let before = std::fs::read(path).expect("read");
+        let out = unsctl(&["--db", &path.display().to_string(), "dlq", "triage"], &[]);
+        assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+        assert!(stderr(&out).contains(needle), "{}", stderr(&out));
+        assert!(!stderr(&out).contains("panicked"));
+        assert_eq!(
+            std::fs::read(path).expect("read"),
+            before,
+            "the file was changed"
+        );
+    }
+
+    let port = support::free_port();
+    let unreachable = format!("http://127.0.0.1:{port}");
+    let out = unsctl(&["--api", &unreachable, "dlq", "triage"], &[]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains(&unreachable), "{}", stderr(&out));
+
+    let out = unsctl(
+        &["--api", &shared.url, "dlq", "triage"],
+        &[("UNS_API_KEY", "wrong-secret-value")],
+    );
+    assert_eq!(out.status.code(), Some(6), "{}", stderr(&out));
+    assert!(stderr(&out).contains("UNS_API_KEY"));
+    assert!(
+        !stderr(&out).contains("wrong-secret-value"),
+        "the key is never printed"
+    );
+
+    let garbage = garbage_server();
+    let out = unsctl(&["--api", &garbage, "dlq", "triage"], &[]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("malformed answer"),
+        "{}",
+        stderr(&out)
+    );
+
+    let out = unsctl(&["--db", &db, "--api", &shared.url, "dlq", "list"], &[]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("--db and --api"));
+    let out = unsctl(&["dlq", "list"], &[]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("no store named"));
+    let out = unsctl(&["dlq", "list"], &[("UNS_DB_FILE", &db)]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "UNS_DB_FILE alone names the store"
+    );
+    let out = unsctl(&["--db", &db, "events", "--kind", "NOT_A_KIND"], &[]);
+    assert_eq!(out.status.code(), Some(2));
+}
+
+/// A loopback server that answers every request with 200 and a body that is not JSON.
+fn garbage_server() -> String {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            use std::io::{Read, Write};
+            let mut stream = stream;
+            let mut buffer = [0u8; 4096];
+            let _ = stream.read(&mut buffer);
+            let _ = stream.write_all(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 11\r\nconnection: close\r\n\r\nhello there");
+        }
+    });
+    format!("http://{addr}")
+}
+
+#[test]
+fn an_empty_dlq_says_there_is_nothing_to_do() {
+    let dir = tempfile::tempdir().expect("dir");
+    let db = dir.path().join("empty.db");
+    drop(schema::open(&db, OpenMode::Create).expect("store"));
+    let db = db.display().to_string();
+    for args in [vec!["dlq", "triage"], vec!["dlq", "list"]] {
+        let mut full = vec!["--db", db.as_str()];
+        full.extend(args);
+        let out = unsctl(&full, &[]);
+        assert_eq!(out.status.code(), Some(0));
+        assert!(stderr(&out).contains("nothing to do"), "{}", stderr(&out));
+    }
+    let out = unsctl(&["--db", &db, "dlq", "triage", "-o", "json"], &[]);
+    let plan: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(plan["entries"], serde_json::json!([]));
+    assert_eq!(plan["summary"]["VERIFY"], 0);
+}
+
+#[test]
+fn colour_follows_the_flag_and_no_color() {
+    let shared = shared();
+    let db = shared.db.display().to_string();
+    let always = unsctl(&["--db", &db, "--color", "always", "dlq", "triage"], &[]);
+    assert!(stdout(&always).contains('\u{1b}'), "--color always colours");
+    let never = unsctl(&["--db", &db, "--color", "never", "dlq", "triage"], &[]);
+    assert!(!stdout(&never).contains('\u{1b}'));
+    let auto = unsctl(&["--db", &db, "dlq", "triage"], &[("NO_COLOR", "1")]);
+    assert!(!stdout(&auto).contains('\u{1b}'));
+    let json = unsctl(
+        &[
+            "--db", &db, "--color", "always", "dlq", "triage", "-o", "json",
+        ],
+        &[],
+    );
+    assert!(
+        !stdout(&json).contains('\u{1b}'),
+        "JSON never carries colour"
+    );
+}
