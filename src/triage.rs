@@ -106,6 +106,10 @@ pub struct Verdict {
     pub last_event_id: Option<i64>,
     pub channels: Vec<ChannelVerdict>,
     pub next_step: String,
+    /// The plan's action for this entry: resolve, replay, or verify (nothing is done
+    /// until someone checks and changes it).
+    #[serde(default)]
+    pub action: String,
     /// Anything odd in the evidence, each naming its event.
     #[serde(default)]
     pub notes: Vec<String>,
@@ -293,6 +297,7 @@ pub fn triage(row: &Notification, events: &[Event]) -> Verdict {
         last_event_id: events.iter().map(|e| e.id).max(),
         channels,
         next_step: String::new(),
+        action: branch.as_str().to_ascii_lowercase(),
         notes,
     };
     verdict.next_step = next_step(&verdict);

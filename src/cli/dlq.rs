@@ -14,6 +14,53 @@ use std::io::Write;
 pub enum Command {
     List(ListArgs),
     Triage(TriageArgs),
+    Resolve(ResolveArgs),
+}
+
+/// Resolve DLQ entries: they leave the DLQ and keep their history (dry run unless --confirm)
+///
+/// Example: unsctl --db uns.db dlq resolve n-0192c3d4 --confirm
+#[derive(Debug, clap::Args)]
+pub struct ResolveArgs {
+    /// The entries to resolve
+    #[arg(required = true)]
+    pub ids: Vec<String>,
+    /// Attest that you checked out of band and the message arrived (VERIFY entries)
+    #[arg(long)]
+    pub verified_delivered: bool,
+    #[command(flatten)]
+    pub audit: super::remediate::AuditArgs,
+    #[command(flatten)]
+    pub confirm: super::remediate::ConfirmArgs,
+}
+
+fn resolve(global: &GlobalArgs, args: ResolveArgs) -> CliResult {
+    use super::remediate::{self, Intent};
+    remediate::check_force(&args.audit)?;
+    let out = global.output();
+    let store = if args.confirm.confirm {
+        backend::writer(global)?
+    } else {
+        backend::reader(global)?
+    };
+    let attestation = args
+        .verified_delivered
+        .then_some("verified out of band: delivered");
+    let request = remediate::base_request(&args.audit, attestation);
+    let intents = args
+        .ids
+        .iter()
+        .map(|id| {
+            remediate::verdict(store.as_ref(), id).map(|verdict| {
+                Intent::new(
+                    crate::store::sqlite::Action::Resolve,
+                    verdict,
+                    request.clone(),
+                )
+            })
+        })
+        .collect::<CliResult<Vec<_>>>()?;
+    remediate::carry_out(store.as_ref(), intents, &args.confirm, &out, "resolve")
 }
 
 /// List the DLQ: each entry's state, error, branch and next command
@@ -31,6 +78,11 @@ pub struct TriageArgs {
     /// Only entries of this branch
     #[arg(long, value_parser = parse_branch)]
     pub branch: Option<Branch>,
+    /// Walk the entries one by one and decide each (needs a terminal)
+    #[arg(long)]
+    pub interactive: bool,
+    #[command(flatten)]
+    pub audit: super::remediate::AuditArgs,
 }
 
 fn parse_branch(text: &str) -> Result<Branch, String> {
@@ -40,7 +92,9 @@ fn parse_branch(text: &str) -> Result<Branch, String> {
 pub fn run(global: &GlobalArgs, command: Command) -> CliResult {
     match command {
         Command::List(_) => list(global),
+        Command::Triage(args) if args.interactive => super::interactive::run(global, args),
         Command::Triage(args) => triage_entries(global, args),
+        Command::Resolve(args) => resolve(global, args),
     }
 }
 

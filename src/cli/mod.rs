@@ -1,10 +1,14 @@
 //! The command line: one file per command, one dispatch, one exit-code table.
 
+pub mod apply;
 pub mod backend;
 pub mod dlq;
 pub mod error;
 pub mod events;
 pub mod inspect;
+pub mod interactive;
+pub mod remediate;
+pub mod replay;
 pub mod repro;
 pub mod runtime;
 
@@ -62,6 +66,8 @@ pub enum Command {
     Dlq(dlq::Command),
     #[command(subcommand)]
     Runtime(Box<runtime::Command>),
+    Replay(replay::Args),
+    Apply(apply::Args),
     Repro(repro::ReproArgs),
     Demo(repro::DemoArgs),
 }
@@ -74,6 +80,8 @@ pub fn run(cli: Cli) -> CliResult {
         Command::Events(args) => events::run(global, args),
         Command::Dlq(command) => dlq::run(global, command),
         Command::Runtime(command) => runtime::run(global, *command),
+        Command::Replay(args) => replay::run(global, args),
+        Command::Apply(args) => apply::run(global, args),
         Command::Repro(args) => repro::run_repro(global, args),
         Command::Demo(args) => repro::run_demo(global, args),
     }

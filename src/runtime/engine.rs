@@ -789,7 +789,7 @@ fn check_not_stale(tx: &Connection, id: &str, audit: &Audit) -> Result<()> {
         tx,
         id,
         &format!(
-            "history moved since the plan (newest event {} , plan saw {expected})",
+            "history moved since it was triaged (newest event {}, triage saw {expected})",
             newest
                 .map(|n| n.to_string())
                 .unwrap_or_else(|| "none".into())
