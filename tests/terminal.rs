@@ -173,7 +173,7 @@ fn the_interactive_walk_resolves_replays_skips_and_quits() {
     let skipped = support::replay_entry(&conn, 4000.0);
     let unreached = support::replay_entry(&conn, 5000.0);
     // Ids are uuid v7, ordered by creation within one process: the walk follows this list.
-    let order = vec![
+    let order = [
         (resolvable.clone(), "resolve"),
         (replayable.clone(), "replay"),
         (uncertain.clone(), "attest"),
