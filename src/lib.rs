@@ -9,6 +9,7 @@ pub mod render;
 pub mod repro;
 pub mod runtime;
 pub mod store;
+pub mod sweep;
 pub mod triage;
 
 pub use runtime::engine;

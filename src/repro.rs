@@ -24,7 +24,7 @@ pub const LEASE_SECONDS: f64 = 1.0;
 /// Long enough that a provider answering after the lease is still heard.
 pub const MIN_IO_TIMEOUT: Duration = Duration::from_millis(2000);
 /// How long a slow provider takes: past the lease, inside the socket timeout.
-pub const SLOW: Duration = Duration::from_millis(1400);
+pub const SLOW: Duration = Duration::from_millis(1600);
 const DEADLINE: Duration = Duration::from_secs(20);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
@@ -97,7 +97,7 @@ impl Scenario {
     pub fn story(self) -> &'static str {
         match self {
             Scenario::LeaseLostDelivered => {
-                "the relay accepted the email 1.4 s into a 1 s lease; the worker recorded the late success, then LEASE_LOST; the reclaim found the budget gone"
+                "the relay accepted the email 1.6 s into a 1 s lease; the worker recorded the late success, then LEASE_LOST; the reclaim found the budget gone"
             }
             Scenario::SmtpUnknown => {
                 "the relay took the message data and never answered; the timeout came after the lease had expired, so nobody knows whether it was delivered"

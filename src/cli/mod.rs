@@ -11,6 +11,7 @@ pub mod remediate;
 pub mod replay;
 pub mod repro;
 pub mod runtime;
+pub mod sweep;
 
 use crate::render::output::{ColorChoice, Format, Output};
 use clap::{Args, Parser, Subcommand};
@@ -70,6 +71,7 @@ pub enum Command {
     Apply(apply::Args),
     Repro(repro::ReproArgs),
     Demo(repro::DemoArgs),
+    Sweep(sweep::Args),
 }
 
 /// Runs one parsed command line.
@@ -84,5 +86,6 @@ pub fn run(cli: Cli) -> CliResult {
         Command::Apply(args) => apply::run(global, args),
         Command::Repro(args) => repro::run_repro(global, args),
         Command::Demo(args) => repro::run_demo(global, args),
+        Command::Sweep(args) => sweep::run(global, args),
     }
 }

@@ -62,7 +62,9 @@ async fn connection(stream: TcpStream, control: Arc<Control>) -> std::io::Result
         } else {
             200
         };
-        match control.next(&key) {
+        // A script for "id:CHANNEL" wins over one for the whole notification.
+        let per_channel = format!("{key}:{channel}");
+        match control.next_of(&[&per_channel, &key]) {
             Behavior::Accept => {
                 control.record(accepted);
                 respond(&mut write, status_ok, &success).await?;

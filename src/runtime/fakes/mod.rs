@@ -73,12 +73,20 @@ impl Control {
     }
 
     fn next(&self, key: &str) -> Behavior {
+        self.next_of(&[key])
+    }
+
+    /// The next behaviour of the first key with one queued.
+    fn next_of(&self, keys: &[&str]) -> Behavior {
         let mut script = self.script.lock().unwrap_or_else(|p| p.into_inner());
         let fallback = script.default.unwrap_or(Behavior::Accept);
-        script
-            .queues
-            .get_mut(&key.to_ascii_lowercase())
-            .and_then(VecDeque::pop_front)
+        keys.iter()
+            .find_map(|key| {
+                script
+                    .queues
+                    .get_mut(&key.to_ascii_lowercase())
+                    .and_then(VecDeque::pop_front)
+            })
             .unwrap_or(fallback)
     }
 

@@ -1,0 +1,365 @@
+//! The safety sweep: random fault schedules through the real worker and the fakes, each
+//! DLQ verdict compared with what the providers really accepted.
+//!
+//! Triage must never say RESOLVE where a provider did not accept, nor REPLAY for a
+//! channel a provider accepted. Schedules are drawn from a seed, so a failure can be
+//! replayed exactly.
+
+use crate::clock::{Clock, SystemClock};
+use crate::engine::{self, Backoff, ClaimOutcome, NewNotification};
+use crate::model::Channel;
+use crate::repro::{self, ReproError};
+use crate::runtime::adapters::DeliveryRequest;
+use crate::runtime::fakes::{Behavior, Fakes};
+use crate::runtime::schema::{self, OpenMode};
+use crate::runtime::worker::{Adapters, Worker, WorkerConfig};
+use crate::store::sqlite;
+use crate::triage::{self, Branch, ChannelState};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use serde::Serialize;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+const LEASE_SECONDS: f64 = 0.25;
+const MIN_IO_TIMEOUT: Duration = Duration::from_millis(400);
+const SHORT: Duration = Duration::from_millis(20);
+/// Past the lease, inside the socket timeout: a late answer.
+const PAST_LEASE: Duration = Duration::from_millis(320);
+
+/// One notification's faults.
+#[derive(Debug, Clone)]
+pub struct Schedule {
+    pub channels: Vec<Channel>,
+    /// Per channel, what the provider does with each message, in order: one per attempt,
+    /// plus one for a crashed call.
+    pub behaviors: Vec<(Channel, Vec<Behavior>)>,
+    pub max_attempts: i64,
+    /// A worker process dies after starting the first channel call.
+    pub crash: bool,
+}
+
+fn draw_behavior(rng: &mut StdRng) -> Behavior {
+    match rng.random_range(0..9) {
+        0 | 1 => Behavior::Accept,
+        2 => Behavior::DelayAccept(SHORT),
+        3 => Behavior::DelayAccept(PAST_LEASE),
+        4 => Behavior::Reject(500),
+        5 => Behavior::Reject(if rng.random_bool(0.5) { 400 } else { 554 }),
+        6 => Behavior::Hang,
+        _ => Behavior::Drop,
+    }
+}
+
+fn describe(behavior: Behavior) -> String {
+    match behavior {
+        Behavior::Accept => "accept".into(),
+        Behavior::DelayAccept(d) => format!("delay {}ms then accept", d.as_millis()),
+        Behavior::Reject(code) => format!("reject {code}"),
+        Behavior::Hang => "take it and hang".into(),
+        Behavior::Drop => "drop the connection".into(),
+    }
+}
+
+/// What the sweep found.
+#[derive(Debug, Default, Clone, Serialize)]
+pub struct Counts {
+    pub seed: u64,
+    pub schedules: usize,
+    pub dead_lettered: usize,
+    pub delivered: usize,
+    pub unfinished: usize,
+    pub resolve: usize,
+    pub verify: usize,
+    pub replay: usize,
+    /// RESOLVE where some provider did not accept. Must be zero.
+    pub unsafe_resolve: usize,
+    /// REPLAY of a channel a provider accepted. Must be zero.
+    pub unsafe_replay: usize,
+    /// VERIFY entries whose truth was: every channel accepted / none / some.
+    pub verify_all_accepted: usize,
+    pub verify_none_accepted: usize,
+    pub verify_some_accepted: usize,
+    /// DELIVERED rows with a channel the provider never accepted. Must be zero.
+    pub false_delivered: usize,
+    /// Notifications some provider accepted more than once (the incident's symptom).
+    pub duplicated: usize,
+    /// The first few unsafe verdicts, to debug from.
+    pub failures: Vec<String>,
+}
+
+impl Counts {
+    pub fn safe(&self) -> bool {
+        self.unsafe_resolve == 0 && self.unsafe_replay == 0 && self.false_delivered == 0
+    }
+}
+
+/// Runs `schedules` random schedules drawn from `seed` in a store at `db`.
+pub fn run(
+    db: &Path,
+    schedules: usize,
+    seed: u64,
+    concurrency: usize,
+) -> Result<Counts, ReproError> {
+    let mut rng = StdRng::seed_from_u64(seed);
+    let fakes = Fakes::start().map_err(ReproError::Fakes)?;
+    fakes.control.set_default(Behavior::Accept);
+    let conn = schema::open(db, OpenMode::Create)?;
+    let adapters = repro::fake_adapters(&fakes)?;
+    let drawn: Vec<Schedule> = (0..schedules).map(|_| draw(&mut rng)).collect();
+
+    // Crashing schedules are submitted first, so the doomed claims take exactly them.
+    let mut order: Vec<usize> = (0..drawn.len()).collect();
+    order.sort_by_key(|&i| !drawn[i].crash);
+    let mut ids = vec![String::new(); drawn.len()];
+    for &i in &order {
+        let schedule = &drawn[i];
+        let id = engine::submit(
+            &conn,
+            SystemClock.now(),
+            &NewNotification {
+                channels: schedule.channels.clone(),
+                payload: serde_json::json!({"recipient": format!("s{i}@sweep.uns.local"), "subject": "sweep"}),
+                idempotency_key: None,
+                max_attempts: schedule.max_attempts,
+            },
+        )?;
+        ids[i] = id.id;
+    }
+    for (i, schedule) in drawn.iter().enumerate() {
+        script(&fakes, &ids[i], i, schedule);
+    }
+    let mut abandoned = Vec::new();
+    for &i in order.iter().take_while(|&&i| drawn[i].crash) {
+        abandoned.push(crash(&conn, &adapters, &ids[i])?);
+    }
+
+    let worker = Worker::new(
+        schema::open(db, OpenMode::Create)?,
+        Arc::new(SystemClock),
+        adapters,
+        WorkerConfig {
+            worker_id: format!("sweep:{seed}"),
+            lease_seconds: LEASE_SECONDS,
+            concurrency,
+            poll_interval: Duration::from_millis(10),
+            backoff: Backoff {
+                base_seconds: 0.02,
+                max_seconds: 0.1,
+            },
+            min_io_timeout: MIN_IO_TIMEOUT,
+        },
+    );
+    let stop = Arc::new(AtomicBool::new(false));
+    let threads = worker.spawn(stop.clone());
+    let start = Instant::now();
+    let deadline = Duration::from_secs(60 + schedules as u64 / 10);
+    loop {
+        let open: i64 = conn
+            .query_row(
+                "SELECT COUNT(*) FROM uns_notifications WHERE status IN ('PENDING', 'LEASED')",
+                [],
+                |r| r.get(0),
+            )
+            .map_err(crate::store::StoreError::from)?;
+        if open == 0 || start.elapsed() > deadline {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // Late answers from lost leases and abandoned calls land before the ledger is read.
+    std::thread::sleep(MIN_IO_TIMEOUT + PAST_LEASE);
+    stop.store(true, Ordering::SeqCst);
+    for thread in threads.into_iter().chain(abandoned) {
+        let _ = thread.join();
+    }
+    judge(&conn, &fakes, &ids, &drawn, seed)
+}
+
+fn draw(rng: &mut StdRng) -> Schedule {
+    let mut channels: Vec<Channel> = Channel::ALL
+        .into_iter()
+        .filter(|_| rng.random_bool(0.5))
+        .collect();
+    if channels.is_empty() {
+        channels.push(Channel::ALL[rng.random_range(0..3)]);
+    }
+    let max_attempts = rng.random_range(1..=3);
+    let behaviors = channels
+        .iter()
+        .map(|&c| (c, (0..=max_attempts).map(|_| draw_behavior(rng)).collect()))
+        .collect();
+    Schedule {
+        channels,
+        behaviors,
+        max_attempts,
+        crash: rng.random_bool(0.1),
+    }
+}
+
+impl Schedule {
+    /// "EMAIL: accept, reject 500; SLACK: hang (crash first)".
+    pub fn describe(&self) -> String {
+        let mut parts: Vec<String> = self
+            .behaviors
+            .iter()
+            .map(|(c, b)| {
+                format!(
+                    "{c}: {}",
+                    b.iter()
+                        .map(|b| describe(*b))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )
+            })
+            .collect();
+        parts.push(format!("budget {}", self.max_attempts));
+        if self.crash {
+            parts.push("a worker dies mid-call first".into());
+        }
+        parts.join("; ")
+    }
+}
+
+fn script(fakes: &Fakes, id: &str, index: usize, schedule: &Schedule) {
+    for (channel, behaviors) in &schedule.behaviors {
+        match channel {
+            Channel::Email => fakes
+                .control
+                .script(&format!("s{index}@sweep.uns.local"), behaviors),
+            other => fakes.control.script(&format!("{id}:{other}"), behaviors),
+        }
+    }
+}
+
+/// A worker that claims `id`, starts its first channel, sends, and dies: the call goes on
+/// without anyone to record its result.
+fn crash(
+    conn: &rusqlite::Connection,
+    adapters: &Adapters,
+    id: &str,
+) -> Result<std::thread::JoinHandle<()>, ReproError> {
+    let ClaimOutcome::Claimed(lease) =
+        engine::claim(conn, SystemClock.now(), "doomed-worker", LEASE_SECONDS)?
+    else {
+        return Err(ReproError::Crash(format!("{id} was not claimable")));
+    };
+    if lease.notification_id != id {
+        return Err(ReproError::Crash(format!(
+            "claimed {} instead of {id}",
+            lease.notification_id
+        )));
+    }
+    let channel = lease.owed[0];
+    engine::start_channel(conn, SystemClock.now(), &lease, channel)?;
+    let adapter = adapters.get(&channel).cloned();
+    Ok(std::thread::spawn(move || {
+        if let Some(adapter) = adapter {
+            let request = DeliveryRequest {
+                notification_id: &lease.notification_id,
+                cycle: lease.cycle,
+                attempt: lease.attempt,
+                channel,
+                payload: &lease.payload,
+                lease_deadline: Instant::now() + Duration::from_secs_f64(LEASE_SECONDS),
+                min_io_timeout: MIN_IO_TIMEOUT,
+            };
+            let _ = adapter.deliver(&request, &|| true);
+        }
+    }))
+}
+
+fn judge(
+    conn: &rusqlite::Connection,
+    fakes: &Fakes,
+    ids: &[String],
+    drawn: &[Schedule],
+    seed: u64,
+) -> Result<Counts, ReproError> {
+    let mut counts = Counts {
+        seed,
+        schedules: drawn.len(),
+        ..Counts::default()
+    };
+    for (id, schedule) in ids.iter().zip(drawn) {
+        let doc = sqlite::notification_doc(conn, id)?;
+        let accepted = |channel: Channel| fakes.control.accepted_count(channel, id);
+        if Channel::ALL.iter().any(|&c| accepted(c) > 1) {
+            counts.duplicated += 1;
+        }
+        match doc.row.status.as_str() {
+            "DELIVERED" => {
+                counts.delivered += 1;
+                let channels: Vec<Channel> = doc
+                    .row
+                    .channels
+                    .iter()
+                    .filter_map(|c| c.parse().ok())
+                    .collect();
+                if channels.iter().any(|&c| accepted(c) == 0) {
+                    counts.false_delivered += 1;
+                    counts.failures.push(format!(
+                        "{id}: DELIVERED but a provider never accepted it [{}]",
+                        schedule.describe()
+                    ));
+                }
+                continue;
+            }
+            "DEAD" => counts.dead_lettered += 1,
+            _ => {
+                counts.unfinished += 1;
+                continue;
+            }
+        }
+        let verdict = triage::triage(&doc.row, &doc.events);
+        let truth: Vec<(Channel, bool)> = verdict
+            .channels
+            .iter()
+            .filter_map(|c| c.channel.parse::<Channel>().ok())
+            .map(|c| (c, accepted(c) > 0))
+            .collect();
+        match verdict.branch {
+            Branch::Resolve => {
+                counts.resolve += 1;
+                if truth.iter().any(|(_, ok)| !ok) {
+                    counts.unsafe_resolve += 1;
+                    counts.failures.push(format!(
+                        "{id}: RESOLVE but not every provider accepted {truth:?} [{}]",
+                        schedule.describe()
+                    ));
+                }
+            }
+            Branch::Replay => {
+                counts.replay += 1;
+                let replayed_but_accepted = verdict
+                    .channels
+                    .iter()
+                    .filter(|c| c.state != ChannelState::Delivered)
+                    .filter_map(|c| c.channel.parse::<Channel>().ok())
+                    .any(|c| accepted(c) > 0);
+                if replayed_but_accepted {
+                    counts.unsafe_replay += 1;
+                    counts.failures.push(format!(
+                        "{id}: REPLAY of a channel the provider accepted {truth:?} [{}]",
+                        schedule.describe()
+                    ));
+                }
+            }
+            Branch::Verify => {
+                counts.verify += 1;
+                let n = truth.iter().filter(|(_, ok)| *ok).count();
+                if n == truth.len() {
+                    counts.verify_all_accepted += 1;
+                } else if n == 0 {
+                    counts.verify_none_accepted += 1;
+                } else {
+                    counts.verify_some_accepted += 1;
+                }
+            }
+        }
+    }
+    counts.failures.truncate(20);
+    Ok(counts)
+}
