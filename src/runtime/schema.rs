@@ -122,8 +122,9 @@ pub fn open(path: &Path, mode: OpenMode) -> Result<Connection, OpenError> {
     conn.busy_timeout(BUSY_TIMEOUT).map_err(sqlite)?;
     conn.pragma_update(None, "foreign_keys", true)
         .map_err(sqlite)?;
-    // A 64 MiB page cache keeps the hot indexes in memory; the store is read by range.
-    conn.pragma_update(None, "cache_size", -65_536)
+    // 16 MiB of page cache keeps the hot index pages in memory without letting a long
+    // scan (a triage of the whole DLQ) grow the process.
+    conn.pragma_update(None, "cache_size", -16_384)
         .map_err(sqlite)?;
     if mode == OpenMode::ReadOnly {
         return Ok(conn);

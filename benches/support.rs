@@ -1,0 +1,111 @@
+//! Shared by the benchmarks: synthetic stores written in bulk, and timing a child process
+//! with its peak memory.
+#![allow(dead_code)]
+
+use rusqlite::{params, Connection};
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+use unsctl::runtime::schema::{self, OpenMode};
+
+/// Writes `entries` DLQ rows with about ten events each, cycling through the three
+/// branches (late success after LEASE_LOST, post-data timeout, rejection), in one
+/// transaction. Returns one id of each branch.
+pub fn generate(db: &Path, entries: usize) -> anyhow::Result<Vec<String>> {
+    generate_branches(db, entries, &[0, 1, 2])
+}
+
+/// As [`generate`], cycling through only the given branches (0 RESOLVE, 1 VERIFY, 2 REPLAY).
+pub fn generate_branches(
+    db: &Path,
+    entries: usize,
+    branches: &[usize],
+) -> anyhow::Result<Vec<String>> {
+    let conn = schema::open(db, OpenMode::Create)?;
+    conn.execute_batch("BEGIN")?;
+    let mut ids = Vec::new();
+    {
+        let mut row = conn.prepare(
+            "INSERT INTO uns_notifications (id, status, dead_letter, attempts, cycle, cycle_attempts, max_attempts,
+                 channels, payload, next_attempt_at, error_message, created_at, updated_at)
+             VALUES (?1, 'DEAD', 1, 3, 1, 3, 3, ?2, '{\"recipient\":\"ops@example.com\",\"subject\":\"bench\"}', ?3, ?4, ?3, ?3)",
+        )?;
+        let mut event = conn.prepare(
+            "INSERT INTO uns_events (notification_id, at, kind, payload) VALUES (?1, ?2, ?3, ?4)",
+        )?;
+        for n in 0..entries {
+            let id = format!("n-{n:012}");
+            let at = 1_761_192_000.0 + n as f64;
+            let branch = branches[n % branches.len()];
+            let (channels, error) = match branch {
+                0 => (
+                    "[\"EMAIL\"]",
+                    "Provider outcome unknown: recovery exhausted the attempt budget",
+                ),
+                1 => (
+                    "[\"EMAIL\"]",
+                    "Provider outcome unknown: EMAIL no reply after the message data was sent",
+                ),
+                _ => (
+                    "[\"SLACK\"]",
+                    "Attempt budget exhausted (3 of 3): SLACK HTTP 500",
+                ),
+            };
+            row.execute(params![id, channels, at, error])?;
+            let mut add =
+                |kind: &str, payload: String| event.execute(params![id, at, kind, payload]);
+            add("SUBMITTED", format!("{{\"attempt\":0,\"channels\":{channels},\"cycle\":1,\"cycle_attempt\":0,\"idempotency_key\":null}}"))?;
+            let channel = if branch == 2 { "SLACK" } else { "EMAIL" };
+            for attempt in 1..=3 {
+                let token = format!("{n:08x}-0000-4000-8000-{attempt:012}");
+                let common = format!("\"attempt\":{attempt},\"cycle\":1,\"cycle_attempt\":{attempt},\"lease_token\":\"{token}\"");
+                add(
+                    "ATTEMPT_STARTED",
+                    format!(
+                        "{{{common},\"lease_until\":{},\"reclaimed\":{},\"worker_id\":\"bench\"}}",
+                        at + 60.0,
+                        attempt > 1
+                    ),
+                )?;
+                add("CHANNEL_ATTEMPT_STARTED", format!("{{{common},\"channel\":\"{channel}\",\"provider_effect_may_have_occurred\":true}}"))?;
+                let (success, outcome, message_id) = match (branch, attempt) {
+                    (0, 1) => (true, "ACCEPTED", format!("\"<{id}.1.1@uns.local>\"")),
+                    (1, _) => (false, "UNKNOWN", "null".to_string()),
+                    _ => (false, "REJECTED", "null".to_string()),
+                };
+                add("CHANNEL_ATTEMPT_RESULT", format!("{{{common},\"channel\":\"{channel}\",\"error\":null,\"message_id\":{message_id},\"metadata\":{{\"provider_outcome\":\"{outcome}\",\"retryable\":true}},\"success\":{success}}}"))?;
+            }
+            add("DEAD_LETTERED", format!("{{\"attempt\":3,\"cycle\":1,\"cycle_attempt\":3,\"error_message\":\"{error}\",\"lease_token\":null}}"))?;
+            if n < 3 {
+                ids.push(id);
+            }
+        }
+    }
+    conn.execute_batch("COMMIT")?;
+    conn.execute_batch("PRAGMA wal_checkpoint(TRUNCATE)")?;
+    Ok(ids)
+}
+
+pub struct Measured {
+    pub elapsed: Duration,
+    pub max_rss_kib: i64,
+    pub success: bool,
+}
+
+/// Runs `command` to completion with stdout to /dev/null; wall time and peak RSS.
+pub fn measure(command: &mut Command) -> anyhow::Result<Measured> {
+    let start = Instant::now();
+    let child = command.stdout(std::process::Stdio::null()).spawn()?;
+    let pid = child.id() as libc::pid_t;
+    let mut status = 0;
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: waits for our own child; `status` and `usage` are valid for writes.
+    let waited = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+    let elapsed = start.elapsed();
+    std::mem::forget(child);
+    Ok(Measured {
+        elapsed,
+        max_rss_kib: usage.ru_maxrss,
+        success: waited == pid && libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+    })
+}
