@@ -2,7 +2,7 @@
 //! with its peak memory.
 #![allow(dead_code)]
 
-use rusqlite::{params, Connection};
+use rusqlite::params;
 use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
