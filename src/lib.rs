@@ -11,5 +11,6 @@ pub mod runtime;
 pub mod store;
 pub mod sweep;
 pub mod triage;
+pub mod tsg;
 
 pub use runtime::engine;

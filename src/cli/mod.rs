@@ -2,7 +2,9 @@
 
 pub mod apply;
 pub mod backend;
+pub mod completions;
 pub mod dlq;
+pub mod doctor;
 pub mod error;
 pub mod events;
 pub mod inspect;
@@ -12,6 +14,7 @@ pub mod replay;
 pub mod repro;
 pub mod runtime;
 pub mod sweep;
+pub mod tsg;
 
 use crate::render::output::{ColorChoice, Format, Output};
 use clap::{Args, Parser, Subcommand};
@@ -72,6 +75,10 @@ pub enum Command {
     Repro(repro::ReproArgs),
     Demo(repro::DemoArgs),
     Sweep(sweep::Args),
+    #[command(subcommand)]
+    Tsg(tsg::Command),
+    Doctor(doctor::Args),
+    Completions(completions::Args),
 }
 
 /// Runs one parsed command line.
@@ -87,5 +94,8 @@ pub fn run(cli: Cli) -> CliResult {
         Command::Repro(args) => repro::run_repro(global, args),
         Command::Demo(args) => repro::run_demo(global, args),
         Command::Sweep(args) => sweep::run(global, args),
+        Command::Tsg(command) => tsg::run(global, command),
+        Command::Doctor(args) => doctor::run(global, args),
+        Command::Completions(args) => completions::run(args),
     }
 }

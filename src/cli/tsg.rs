@@ -1,0 +1,65 @@
+//! `unsctl tsg list|show`: the troubleshooting guides, embedded in the binary.
+
+use super::error::{CliError, CliResult, ExitKind};
+use super::GlobalArgs;
+use crate::render::output::{print, print_json, table, table_text};
+use crate::tsg;
+
+/// Read the troubleshooting guides (embedded; no network or checkout needed)
+///
+/// Example: unsctl tsg show TSG-02
+#[derive(Debug, clap::Subcommand)]
+pub enum Command {
+    /// List the guides
+    ///
+    /// Example: unsctl tsg list
+    List,
+    /// Show one guide, formatted for the terminal (`-o json` for the raw Markdown)
+    ///
+    /// Example: unsctl tsg show TSG-02
+    Show {
+        /// The guide id, e.g. TSG-02
+        id: String,
+    },
+}
+
+pub fn run(global: &GlobalArgs, command: Command) -> CliResult {
+    let out = global.output();
+    match command {
+        Command::List => {
+            if out.json() {
+                let guides: Vec<_> = tsg::GUIDES
+                    .iter()
+                    .map(|g| serde_json::json!({"id": g.id, "title": g.title()}))
+                    .collect();
+                print_json(&guides)?;
+            } else {
+                let mut rows = table(&["ID", "TITLE"]);
+                for guide in tsg::GUIDES {
+                    rows.add_row(vec![guide.id, guide.title()]);
+                }
+                print(&table_text(&rows))?;
+            }
+            Ok(())
+        }
+        Command::Show { id } => {
+            let guide = tsg::find(&id).ok_or_else(|| {
+                let known: Vec<&str> = tsg::GUIDES.iter().map(|g| g.id).collect();
+                CliError::new(ExitKind::NotFound, format!("no guide {id:?}"))
+                    .hint(format!("guides: {}", known.join(", ")))
+            })?;
+            if out.json() {
+                print_json(
+                    &serde_json::json!({"id": guide.id, "title": guide.title(), "markdown": guide.text}),
+                )?;
+            } else {
+                let width = console::Term::stdout()
+                    .size_checked()
+                    .map(|(_, cols)| cols as usize)
+                    .unwrap_or(100);
+                print(&tsg::render(guide.text, width, &out))?;
+            }
+            Ok(())
+        }
+    }
+}
