@@ -66,8 +66,14 @@ impl GlobalArgs {
 pub enum Command {
     Inspect(inspect::Args),
     Events(events::Args),
+    /// List, triage and resolve the dead-letter queue
+    ///
+    /// Example: unsctl --db uns.db dlq triage
     #[command(subcommand)]
     Dlq(dlq::Command),
+    /// Run the bundled runtime: the API server, a worker, submissions
+    ///
+    /// Example: UNS_API_KEY=secret unsctl runtime serve --db uns.db
     #[command(subcommand)]
     Runtime(Box<runtime::Command>),
     Replay(replay::Args),

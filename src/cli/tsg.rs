@@ -23,6 +23,17 @@ pub enum Command {
     },
 }
 
+/// The terminal's width, even when stdout is piped into a pager: stdout, then stderr,
+/// then $COLUMNS, then 80.
+fn terminal_width() -> usize {
+    console::Term::stdout()
+        .size_checked()
+        .or_else(|| console::Term::stderr().size_checked())
+        .map(|(_, columns)| columns as usize)
+        .or_else(|| std::env::var("COLUMNS").ok().and_then(|c| c.parse().ok()))
+        .unwrap_or(80)
+}
+
 pub fn run(global: &GlobalArgs, command: Command) -> CliResult {
     let out = global.output();
     match command {
@@ -53,11 +64,7 @@ pub fn run(global: &GlobalArgs, command: Command) -> CliResult {
                     &serde_json::json!({"id": guide.id, "title": guide.title(), "markdown": guide.text}),
                 )?;
             } else {
-                let width = console::Term::stdout()
-                    .size_checked()
-                    .map(|(_, cols)| cols as usize)
-                    .unwrap_or(100);
-                print(&tsg::render(guide.text, width, &out))?;
+                print(&tsg::render(guide.text, terminal_width(), &out))?;
             }
             Ok(())
         }

@@ -1,0 +1,221 @@
+//! `unsctl doctor` against a healthy setup, a slow relay, two workers on one store and a
+//! wrong API key.
+
+mod support;
+
+use serde_json::{json, Value};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+use support::SmtpSink;
+use unsctl::clock::{Clock, SystemClock};
+use unsctl::engine::{self, NewNotification};
+use unsctl::model::Channel;
+use unsctl::runtime::fakes::{Behavior, Fakes};
+use unsctl::runtime::schema::{self, OpenMode};
+
+fn doctor(
+    db: &std::path::Path,
+    url: &str,
+    key: &str,
+    smtp: &str,
+    extra: &[&str],
+) -> (Output, Vec<Value>) {
+    let out = Command::new(env!("CARGO_BIN_EXE_unsctl"))
+        .arg("--db")
+        .arg(db)
+        .args(["--api", url, "-o", "json", "doctor"])
+        .args(extra)
+        .env("UNS_API_KEY", key)
+        .env("UNS_SMTP_HOST", smtp)
+        .env_remove("UNS_DB_FILE")
+        .env_remove("UNS_BASE_URL")
+        .stdin(Stdio::null())
+        .output()
+        .expect("doctor");
+    let checks: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap_or_default();
+    (out, checks)
+}
+
+fn level<'a>(checks: &'a [Value], name: &str) -> &'a str {
+    checks
+        .iter()
+        .find(|c| c["name"] == name)
+        .and_then(|c| c["level"].as_str())
+        .unwrap_or("missing")
+}
+
+fn store_with_one_delivery() -> (tempfile::TempDir, std::path::PathBuf) {
+    let dir = tempfile::tempdir().expect("dir");
+    let db = dir.path().join("uns.db");
+    let conn = schema::open(&db, OpenMode::Create).expect("store");
+    support::play(
+        &conn,
+        SystemClock.now(),
+        &[Channel::Slack],
+        &[engine::DeliveryResult::accepted(Some("k".into()))],
+        3,
+    );
+    (dir, db)
+}
+
+#[test]
+fn a_healthy_setup_passes_every_check() {
+    let (_dir, db) = store_with_one_delivery();
+    let server = support::server(&db);
+    let sink = SmtpSink::start(&[]);
+    let (out, checks) = doctor(
+        &db,
+        &format!("http://{}", server.addr),
+        support::KEY,
+        &sink.addr.to_string(),
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(0), "{checks:#?}");
+    for name in [
+        "store",
+        "api",
+        "api key",
+        "smtp relay",
+        "workers",
+        "lease health",
+    ] {
+        assert_eq!(level(&checks, name), "ok", "{name}: {checks:#?}");
+    }
+}
+
+#[test]
+fn a_slow_relay_is_a_warning_against_the_lease() {
+    let (_dir, db) = store_with_one_delivery();
+    let server = support::server(&db);
+    let sink = SmtpSink::start(&["-W", "EHLO:2"]);
+    let (out, checks) = doctor(
+        &db,
+        &format!("http://{}", server.addr),
+        support::KEY,
+        &sink.addr.to_string(),
+        &["--lease-seconds", "10"],
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "a warning is not a failure: {checks:#?}"
+    );
+    assert_eq!(level(&checks, "smtp relay"), "warn", "{checks:#?}");
+    let detail = checks
+        .iter()
+        .find(|c| c["name"] == "smtp relay")
+        .map(|c| c["detail"].to_string())
+        .unwrap_or_default();
+    assert!(detail.contains("% of the 10 s lease"), "{detail}");
+}
+
+#[test]
+fn two_worker_processes_on_one_store_are_flagged() {
+    let dir = tempfile::tempdir().expect("dir");
+    let db = dir.path().join("uns.db");
+    let conn = schema::open(&db, OpenMode::Create).expect("store");
+    let fakes = Fakes::start().expect("fakes");
+    fakes
+        .control
+        .set_default(Behavior::DelayAccept(Duration::from_millis(150)));
+    for n in 0..8 {
+        engine::submit(
+            &conn,
+            SystemClock.now(),
+            &NewNotification {
+                channels: vec![Channel::Slack],
+                payload: json!({"subject": format!("n{n}")}),
+                idempotency_key: None,
+                max_attempts: 3,
+            },
+        )
+        .expect("submit");
+    }
+    let workers: Vec<_> = ["proc-a", "proc-b"]
+        .iter()
+        .map(|id| {
+            Command::new(env!("CARGO_BIN_EXE_unsctl"))
+                .arg("--db")
+                .arg(&db)
+                .args([
+                    "runtime",
+                    "worker",
+                    "--concurrency",
+                    "1",
+                    "--poll-ms",
+                    "10",
+                    "--worker-id",
+                    id,
+                ])
+                .env("UNS_SLACK_WEBHOOK_URL", fakes.slack_url())
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("worker")
+        })
+        .collect();
+    let start = Instant::now();
+    while fakes.control.ledger().len() < 8 && start.elapsed() < Duration::from_secs(15) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    for mut worker in workers {
+        let _ = worker.kill();
+        let _ = worker.wait();
+    }
+    let server = support::server(&db);
+    let sink = SmtpSink::start(&[]);
+    let (out, checks) = doctor(
+        &db,
+        &format!("http://{}", server.addr),
+        support::KEY,
+        &sink.addr.to_string(),
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(0), "{checks:#?}");
+    assert_eq!(level(&checks, "workers"), "warn", "{checks:#?}");
+    let detail = checks
+        .iter()
+        .find(|c| c["name"] == "workers")
+        .map(|c| c["detail"].to_string())
+        .unwrap_or_default();
+    assert!(
+        detail.contains("proc-a") && detail.contains("proc-b"),
+        "{detail}"
+    );
+}
+
+#[test]
+fn a_wrong_api_key_fails_with_exit_1() {
+    let (_dir, db) = store_with_one_delivery();
+    let server = support::server(&db);
+    let sink = SmtpSink::start(&[]);
+    let (out, checks) = doctor(
+        &db,
+        &format!("http://{}", server.addr),
+        "not-the-key",
+        &sink.addr.to_string(),
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(1), "{checks:#?}");
+    assert_eq!(level(&checks, "api"), "ok");
+    assert_eq!(level(&checks, "api key"), "fail");
+    assert!(
+        !String::from_utf8_lossy(&out.stdout).contains("not-the-key"),
+        "the key is never printed"
+    );
+    let human = Command::new(env!("CARGO_BIN_EXE_unsctl"))
+        .args(["--api", &format!("http://{}", server.addr), "doctor"])
+        .env("UNS_API_KEY", "not-the-key")
+        .env("UNS_SMTP_HOST", sink.addr.to_string())
+        .env_remove("UNS_DB_FILE")
+        .output()
+        .expect("doctor");
+    let text = String::from_utf8_lossy(&human.stdout);
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("fail") && l.contains("api key")),
+        "{text}"
+    );
+    assert!(text.contains("hint: UNS_API_KEY"), "{text}");
+}
