@@ -257,15 +257,8 @@ fn crash(
     let adapter = adapters.get(&channel).cloned();
     Ok(std::thread::spawn(move || {
         if let Some(adapter) = adapter {
-            let request = DeliveryRequest {
-                notification_id: &lease.notification_id,
-                cycle: lease.cycle,
-                attempt: lease.attempt,
-                channel,
-                payload: &lease.payload,
-                lease_deadline: Instant::now() + Duration::from_secs_f64(LEASE_SECONDS),
-                min_io_timeout: MIN_IO_TIMEOUT,
-            };
+            let request =
+                DeliveryRequest::for_lease(&lease, channel, LEASE_SECONDS, MIN_IO_TIMEOUT);
             let _ = adapter.deliver(&request, &|| true);
         }
     }))

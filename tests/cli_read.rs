@@ -377,3 +377,101 @@ fn colour_follows_the_flag_and_no_color() {
         "JSON never carries colour"
     );
 }
+
+/// A loopback server that answers 503 to the first request of each method, then a real
+/// answer; it counts what it saw.
+fn flaky_server() -> (String, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let log = seen.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            let mut reader = BufReader::new(stream.try_clone().expect("clone"));
+            let mut request_line = String::new();
+            let _ = reader.read_line(&mut request_line);
+            let mut length = 0;
+            let mut line = String::new();
+            while reader.read_line(&mut line).map(|n| n > 2).unwrap_or(false) {
+                if let Some(value) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                    length = value.trim().parse().unwrap_or(0);
+                }
+                line.clear();
+            }
+            let mut body = vec![0; length];
+            let _ = reader.read_exact(&mut body);
+            let method = request_line
+                .split_whitespace()
+                .next()
+                .unwrap_or("")
+                .to_string();
+            let first = {
+                let mut seen = log.lock().expect("log");
+                seen.push(method.clone());
+                seen.iter().filter(|m| **m == method).count() == 1
+            };
+            let (status, body) = if first {
+                (
+                    "503 Service Unavailable",
+                    "{\"error\":\"warming up\"}".to_string(),
+                )
+            } else {
+                (
+                    "200 OK",
+                    "{\"entries\":[],\"next_cursor\":null}".to_string(),
+                )
+            };
+            let mut stream = stream;
+            let _ = write!(stream, "HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}", body.len());
+        }
+    });
+    (format!("http://{addr}"), seen)
+}
+
+#[test]
+fn gets_are_retried_and_mutations_are_not() {
+    let (url, seen) = flaky_server();
+    let out = unsctl(&["--api", &url, "dlq", "triage"], &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(stderr(&out).contains("nothing to do"));
+    assert_eq!(
+        seen.lock()
+            .expect("log")
+            .iter()
+            .filter(|m| *m == "GET")
+            .count(),
+        2,
+        "one retry"
+    );
+
+    let plan = tempfile::NamedTempFile::new().expect("plan");
+    let entry = serde_json::json!({"entries": [{
+        "id": "n-1", "branch": "REPLAY", "lease_lost": false, "status": "DEAD", "cycle": 1,
+        "attempts": 1, "error_message": null, "last_event_id": 5,
+        "channels": [{"channel": "SLACK", "state": "FAILED", "evidence": [4, 5], "message_ids": []}],
+        "next_step": "unsctl replay n-1 --confirm", "action": "replay", "notes": []}]});
+    std::fs::write(plan.path(), entry.to_string()).expect("write");
+    let out = unsctl(
+        &[
+            "--api",
+            &url,
+            "apply",
+            &plan.path().display().to_string(),
+            "--confirm",
+            "--yes",
+        ],
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(stdout(&out).contains("failed"), "{}", stdout(&out));
+    assert_eq!(
+        seen.lock()
+            .expect("log")
+            .iter()
+            .filter(|m| *m == "POST")
+            .count(),
+        1,
+        "a mutation is never retried"
+    );
+}

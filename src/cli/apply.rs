@@ -1,7 +1,7 @@
 //! `unsctl apply plan.json`: carry out a triage plan, skipping entries that moved since.
 
 use super::error::{CliError, CliResult};
-use super::remediate::{self, AuditArgs, ConfirmArgs, Intent, Outcome};
+use super::remediate::{self, AuditArgs, ConfirmArgs, Intent};
 use super::{backend, GlobalArgs};
 use crate::remediation::Refusal;
 use crate::render::output::{print, status};
@@ -108,18 +108,5 @@ pub fn run(global: &GlobalArgs, args: Args) -> CliResult {
         status("Nothing was changed.");
         return Ok(());
     }
-    let mut outcomes: Vec<Outcome> = Vec::with_capacity(intents.len());
-    for intent in &intents {
-        let outcome = remediate::execute(store.as_ref(), intent);
-        print(&format!("{}  {}", intent.verdict.id, outcome.label()))?;
-        outcomes.push(outcome);
-    }
-    status(&remediate::summary(&outcomes));
-    match remediate::exit_for(&outcomes) {
-        None => Ok(()),
-        Some(kind) => Err(CliError::new(
-            kind,
-            "not every plan entry was carried out (see above)",
-        )),
-    }
+    remediate::finish(remediate::execute_all(store.as_ref(), &intents)?)
 }

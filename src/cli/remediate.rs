@@ -295,9 +295,15 @@ pub fn carry_out(
         status("Declined: nothing was changed.");
         return Ok(());
     }
+    finish(execute_all(store, &intents)?)
+}
+
+/// Runs every intent in order, one outcome line each on stdout, with a progress bar on
+/// stderr when it is a terminal.
+pub fn execute_all(store: &dyn Store, intents: &[Intent]) -> CliResult<Vec<Outcome>> {
     let progress = progress_bar(intents.len());
     let mut outcomes = Vec::with_capacity(intents.len());
-    for intent in &intents {
+    for intent in intents {
         let outcome = execute(store, intent);
         if let Some(bar) = &progress {
             bar.inc(1);
@@ -308,6 +314,11 @@ pub fn carry_out(
     if let Some(bar) = progress {
         bar.finish_and_clear();
     }
+    Ok(outcomes)
+}
+
+/// The summary line, then the exit code the outcomes call for.
+pub fn finish(outcomes: Vec<Outcome>) -> CliResult {
     status(&summary(&outcomes));
     match exit_for(&outcomes) {
         None => Ok(()),

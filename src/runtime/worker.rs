@@ -201,16 +201,9 @@ impl Worker {
             )
             .with("stage", "configuration");
         };
-        let remaining = (lease.lease_until - self.clock.now()).max(0.0);
-        let request = DeliveryRequest {
-            notification_id: &lease.notification_id,
-            cycle: lease.cycle,
-            attempt: lease.attempt,
-            channel,
-            payload: &lease.payload,
-            lease_deadline: Instant::now() + Duration::from_secs_f64(remaining),
-            min_io_timeout: self.config.min_io_timeout,
-        };
+        let remaining = lease.lease_until - self.clock.now();
+        let request =
+            DeliveryRequest::for_lease(lease, channel, remaining, self.config.min_io_timeout);
         let still_held =
             || engine::lease_held(&self.db(), self.clock.now(), lease).unwrap_or(false);
         adapter.deliver(&request, &still_held)

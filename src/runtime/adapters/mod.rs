@@ -28,7 +28,25 @@ pub struct DeliveryRequest<'a> {
     pub min_io_timeout: Duration,
 }
 
-impl DeliveryRequest<'_> {
+impl<'a> DeliveryRequest<'a> {
+    /// The call for `channel` under `lease`, with `remaining` seconds left on it.
+    pub fn for_lease(
+        lease: &'a engine::Lease,
+        channel: Channel,
+        remaining: f64,
+        min_io_timeout: Duration,
+    ) -> Self {
+        Self {
+            notification_id: &lease.notification_id,
+            cycle: lease.cycle,
+            attempt: lease.attempt,
+            channel,
+            payload: &lease.payload,
+            lease_deadline: Instant::now() + Duration::from_secs_f64(remaining.max(0.0)),
+            min_io_timeout,
+        }
+    }
+
     /// The timeout for the next socket step: the time left on the lease, at least
     /// `min_io_timeout`.
     pub fn step_timeout(&self) -> Duration {
