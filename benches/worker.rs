@@ -47,7 +47,7 @@ fn main() -> anyhow::Result<()> {
     }
 
     let worker = Worker::new(
-        schema::open(&db, OpenMode::Create)?,
+        unsctl::runtime::db::Database::open(&db)?,
         Arc::new(SystemClock),
         repro::fake_adapters(&fakes)?,
         WorkerConfig {

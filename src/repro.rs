@@ -7,6 +7,7 @@ use crate::model::{Channel, Status};
 use crate::runtime::adapters::email::{EmailAdapter, EmailConfig};
 use crate::runtime::adapters::webhook::{Provider, WebhookAdapter};
 use crate::runtime::adapters::Adapter;
+use crate::runtime::db::Database;
 use crate::runtime::fakes::{Accepted, Behavior, Fakes};
 use crate::runtime::schema::{self, OpenMode};
 use crate::runtime::worker::{Adapters, Worker, WorkerConfig};
@@ -331,7 +332,7 @@ pub fn run(
         ids.push((scenario, id));
     }
     let worker = Worker::new(
-        schema::open(db, OpenMode::Create)?,
+        Database::open(db)?,
         Arc::new(SystemClock),
         fake_adapters(fakes)?,
         worker_config(8),

@@ -10,6 +10,7 @@ use crate::engine::{self, Backoff, ClaimOutcome, NewNotification};
 use crate::model::Channel;
 use crate::repro::{self, ReproError};
 use crate::runtime::adapters::DeliveryRequest;
+use crate::runtime::db::Database;
 use crate::runtime::fakes::{Behavior, Fakes};
 use crate::runtime::schema::{self, OpenMode};
 use crate::runtime::worker::{Adapters, Worker, WorkerConfig};
@@ -137,7 +138,7 @@ pub fn run(
     }
 
     let worker = Worker::new(
-        schema::open(db, OpenMode::Create)?,
+        Database::open(db)?,
         Arc::new(SystemClock),
         adapters,
         WorkerConfig {

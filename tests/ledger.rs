@@ -77,7 +77,7 @@ fn remediation_never_duplicates_a_delivered_channel() {
     }
 
     let worker = Worker::new(
-        schema::open(&db, OpenMode::Create).expect("store"),
+        unsctl::runtime::db::Database::open(&db).expect("store"),
         Arc::new(SystemClock),
         repro::fake_adapters(&fakes).expect("adapters"),
         repro::worker_config(4),

@@ -85,7 +85,7 @@ fn workers_sharing_a_store_never_settle_under_a_stale_lease() {
             min_io_timeout: Duration::from_millis(800),
         };
         let worker = Worker::new(
-            schema::open(&db, OpenMode::Create).expect("worker connection"),
+            unsctl::runtime::db::Database::open(&db).expect("worker connection"),
             Arc::new(SystemClock),
             repro::fake_adapters(&fakes).expect("adapters"),
             config,

@@ -261,7 +261,9 @@ fn run_worker(global: &GlobalArgs, args: WorkerArgs) -> CliResult {
     let adapters = adapters(&args.providers)?;
     let config = args.worker.config()?;
     tracing::info!(worker = %config.worker_id, channels = %configured(&adapters), "worker starting");
-    let worker = Worker::new(conn, Arc::new(SystemClock), adapters, config);
+    let db = crate::runtime::db::Database::start(conn)
+        .map_err(|err| CliError::error(format!("cannot start the writer thread: {err}")))?;
+    let worker = Worker::new(db, Arc::new(SystemClock), adapters, config);
     let stop = Arc::new(AtomicBool::new(false));
     for signal in [signal_hook_consts::SIGINT, signal_hook_consts::SIGTERM] {
         let _ = signal_flag(signal, stop.clone());

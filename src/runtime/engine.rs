@@ -23,6 +23,8 @@ pub enum EngineError {
     Invalid(String),
     #[error(transparent)]
     Sqlite(#[from] rusqlite::Error),
+    #[error(transparent)]
+    WriterGone(#[from] crate::runtime::db::WriterGone),
 }
 
 /// Someone else changed the row first: what it is now, and since when.

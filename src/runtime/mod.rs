@@ -2,6 +2,7 @@
 //! fault-injecting provider fakes.
 
 pub mod adapters;
+pub mod db;
 pub mod engine;
 pub mod fakes;
 pub mod schema;

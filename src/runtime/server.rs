@@ -9,6 +9,7 @@ use crate::api::{self, ActionRequest, DlqPage, ErrorBody, SubmitRequest};
 use crate::clock::{Clock, SystemClock};
 use crate::engine::{self, NewNotification};
 use crate::model::{Channel, Message};
+use crate::runtime::db::Database;
 use crate::runtime::schema::{self, OpenMode};
 use crate::runtime::worker::{Adapters, Worker, WorkerConfig};
 use crate::store::sqlite::{self, Action};
@@ -65,7 +66,7 @@ pub enum ServeError {
 struct AppState {
     readers: Vec<Mutex<Connection>>,
     next_reader: AtomicUsize,
-    writer: Arc<Mutex<Connection>>,
+    writer: Database,
     clock: Arc<dyn Clock>,
     key: Option<Vec<u8>>,
     default_max_attempts: i64,
@@ -90,12 +91,14 @@ impl AppState {
         work(&conn)
     }
 
-    fn write<T>(
+    /// Runs `work` on the store's writer thread, shared with the in-process worker.
+    fn write<T: Send + 'static>(
         &self,
-        work: impl FnOnce(&Connection) -> Result<T, StoreError>,
+        work: impl FnOnce(&Connection) -> Result<T, StoreError> + Send + 'static,
     ) -> Result<T, StoreError> {
-        let conn = self.writer.lock().unwrap_or_else(|p| p.into_inner());
-        work(&conn)
+        self.writer
+            .run(work)
+            .map_err(|gone| StoreError::Unavailable(gone.to_string()))?
     }
 }
 
@@ -213,7 +216,8 @@ async fn submit(
     let new = new_notification(&request, state.default_max_attempts)
         .map_err(|m| ApiError::new(StatusCode::BAD_REQUEST, m))?;
     let submitted = blocking(&state, move |state| {
-        state.write(|conn| Ok(engine::submit(conn, state.clock.now(), &new)?))
+        let now = state.clock.now();
+        state.write(move |conn| Ok(engine::submit(conn, now, &new)?))
     })
     .await?;
     let status = if submitted.created {
@@ -339,7 +343,8 @@ async fn act(
     let request: ActionRequest = optional_body(body)?;
     Ok(Json(
         blocking(&state, move |state| {
-            state.write(|conn| sqlite::act(conn, state.clock.now(), &id, action, &request, "api"))
+            let now = state.clock.now();
+            state.write(move |conn| sqlite::act(conn, now, &id, action, &request, "api"))
         })
         .await?,
     ))
@@ -461,7 +466,7 @@ pub fn start_with_clock(
     clock: Arc<dyn Clock>,
 ) -> Result<RunningServer, ServeError> {
     check_auth(&config)?;
-    let writer_conn = schema::open(&config.db_path, OpenMode::Create).map_err(StoreError::from)?;
+    let writer = Database::open(&config.db_path)?;
     let readers = (0..READ_CONNECTIONS)
         .map(|_| schema::open(&config.db_path, OpenMode::ReadOnly).map(Mutex::new))
         .collect::<Result<Vec<_>, _>>()
@@ -469,11 +474,11 @@ pub fn start_with_clock(
     let worker_stop = Arc::new(AtomicBool::new(false));
     let (writer, worker, worker_threads) = match config.worker {
         Some((worker_config, adapters)) => {
-            let worker = Worker::new(writer_conn, clock.clone(), adapters, worker_config);
+            let worker = Worker::new(writer.clone(), clock.clone(), adapters, worker_config);
             let threads = worker.spawn(worker_stop.clone());
             (worker.database(), Some(worker), threads)
         }
-        None => (Arc::new(Mutex::new(writer_conn)), None, Vec::new()),
+        None => (writer, None, Vec::new()),
     };
     let state = Arc::new(AppState {
         readers,

@@ -6,13 +6,13 @@
 use crate::clock::Clock;
 use crate::model::Channel;
 use crate::runtime::adapters::{Adapter, DeliveryRequest};
+use crate::runtime::db::Database;
 use crate::runtime::engine::{
     self, Backoff, ClaimOutcome, DeliveryResult, Fence, Lease, Settlement,
 };
-use rusqlite::Connection;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -104,11 +104,11 @@ impl Counters {
 /// The adapters by channel; a channel without one is refused, never silently dropped.
 pub type Adapters = BTreeMap<Channel, Arc<dyn Adapter>>;
 
-/// A worker over one store connection shared by its threads: within one process the
-/// threads take turns on a mutex instead of sleeping in SQLite's busy handler.
+/// A worker whose threads write through the store's single writer thread: within one
+/// process they queue for it instead of sleeping in SQLite's busy handler.
 #[derive(Clone)]
 pub struct Worker {
-    db: Arc<Mutex<Connection>>,
+    db: Database,
     clock: Arc<dyn Clock>,
     adapters: Arc<Adapters>,
     config: WorkerConfig,
@@ -117,13 +117,13 @@ pub struct Worker {
 
 impl Worker {
     pub fn new(
-        db: Connection,
+        db: Database,
         clock: Arc<dyn Clock>,
         adapters: Adapters,
         config: WorkerConfig,
     ) -> Self {
         Self {
-            db: Arc::new(Mutex::new(db)),
+            db,
             clock,
             adapters: Arc::new(adapters),
             config,
@@ -131,59 +131,60 @@ impl Worker {
         }
     }
 
-    /// The connection the worker writes through, for in-process writers to share.
-    pub fn database(&self) -> Arc<Mutex<Connection>> {
-        self.db.clone()
-    }
-
     pub fn config(&self) -> &WorkerConfig {
         &self.config
     }
 
-    fn db(&self) -> MutexGuard<'_, Connection> {
-        self.db
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    /// The writer thread the worker commits through, for in-process writers to share.
+    pub fn database(&self) -> Database {
+        self.db.clone()
+    }
+
+    /// Runs one engine call on the writer thread at the clock's `now`.
+    fn write<T: Send + 'static>(
+        &self,
+        call: impl FnOnce(&rusqlite::Connection, f64) -> engine::Result<T> + Send + 'static,
+    ) -> engine::Result<T> {
+        let now = self.clock.now();
+        self.db.run(move |conn| call(conn, now))?
     }
 
     /// One iteration: claim, deliver every owed channel, settle.
     pub fn run_once(&self) -> engine::Result<Outcome> {
-        let claimed = engine::claim(
-            &self.db(),
-            self.clock.now(),
-            &self.config.worker_id,
-            self.config.lease_seconds,
-        )?;
+        let (worker_id, lease_seconds) = (self.config.worker_id.clone(), self.config.lease_seconds);
+        let claimed =
+            self.write(move |conn, now| engine::claim(conn, now, &worker_id, lease_seconds))?;
         let outcome = match claimed {
             ClaimOutcome::Idle => Outcome::Idle,
             ClaimOutcome::RecoveryExhausted { notification_id } => {
                 Outcome::DeadLettered(notification_id)
             }
-            ClaimOutcome::Claimed(lease) => self.attempt(&lease)?,
+            ClaimOutcome::Claimed(lease) => self.attempt(Arc::new(lease))?,
         };
         self.counters.count(&outcome);
         Ok(outcome)
     }
 
-    fn attempt(&self, lease: &Lease) -> engine::Result<Outcome> {
+    fn attempt(&self, lease: Arc<Lease>) -> engine::Result<Outcome> {
         let id = lease.notification_id.clone();
         let mut results: Vec<(Channel, DeliveryResult)> = Vec::new();
         for &channel in &lease.owed {
-            let fence = engine::start_channel(&self.db(), self.clock.now(), lease, channel)?;
+            let held = lease.clone();
+            let fence =
+                self.write(move |conn, now| engine::start_channel(conn, now, &held, channel))?;
             if fence == Fence::Lost {
                 return Ok(Outcome::LeaseLost(id));
             }
-            let result = self.call(lease, channel);
-            engine::record_result(&self.db(), self.clock.now(), lease, channel, &result)?;
+            let result = self.call(&lease, channel);
+            let (held, recorded) = (lease.clone(), result.clone());
+            self.write(move |conn, now| {
+                engine::record_result(conn, now, &held, channel, &recorded)
+            })?;
             results.push((channel, result));
         }
-        let settlement = engine::settle(
-            &self.db(),
-            self.clock.now(),
-            lease,
-            &results,
-            &self.config.backoff,
-        )?;
+        let backoff = self.config.backoff;
+        let settlement =
+            self.write(move |conn, now| engine::settle(conn, now, &lease, &results, &backoff))?;
         Ok(match settlement {
             Settlement::Delivered => Outcome::Delivered(id),
             Settlement::RetryScheduled { .. } => Outcome::RetryScheduled(id),
@@ -193,7 +194,7 @@ impl Worker {
     }
 
     /// The provider call, outside any transaction.
-    fn call(&self, lease: &Lease, channel: Channel) -> DeliveryResult {
+    fn call(&self, lease: &Arc<Lease>, channel: Channel) -> DeliveryResult {
         let Some(adapter) = self.adapters.get(&channel) else {
             return DeliveryResult::rejected(
                 format!("no {channel} adapter is configured; nothing was sent"),
@@ -204,8 +205,11 @@ impl Worker {
         let remaining = lease.lease_until - self.clock.now();
         let request =
             DeliveryRequest::for_lease(lease, channel, remaining, self.config.min_io_timeout);
-        let still_held =
-            || engine::lease_held(&self.db(), self.clock.now(), lease).unwrap_or(false);
+        let still_held = || {
+            let held = lease.clone();
+            self.write(move |conn, now| engine::lease_held(conn, now, &held))
+                .unwrap_or(false)
+        };
         adapter.deliver(&request, &still_held)
     }
 

@@ -43,6 +43,7 @@ impl From<EngineError> for StoreError {
             EngineError::Conflict(conflict) => StoreError::Conflict(conflict),
             EngineError::Invalid(message) => StoreError::Invalid(message),
             EngineError::Sqlite(err) => err.into(),
+            EngineError::WriterGone(gone) => StoreError::Unavailable(gone.to_string()),
         }
     }
 }
