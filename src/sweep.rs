@@ -253,7 +253,9 @@ fn crash(
             lease.notification_id
         )));
     }
-    let channel = lease.owed[0];
+    let Some(&channel) = lease.owed.first() else {
+        return Err(ReproError::Crash(format!("{id} owes no channel")));
+    };
     engine::start_channel(conn, SystemClock.now(), &lease, channel)?;
     let adapter = adapters.get(&channel).cloned();
     Ok(std::thread::spawn(move || {

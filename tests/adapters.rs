@@ -303,3 +303,53 @@ fn http_to_a_closed_port_is_rejected() {
     assert_eq!(result.outcome, ProviderOutcome::Rejected, "{result:?}");
     assert_eq!(result.metadata["stage"], "connect");
 }
+
+fn email_with(config: EmailConfig) -> DeliveryResult {
+    let payload = payload();
+    EmailAdapter::new(config).deliver(
+        &request(&payload, Channel::Email, Duration::from_secs(10)),
+        &|| true,
+    )
+}
+
+#[test]
+fn email_logs_in_when_credentials_are_configured() {
+    let sink = SmtpSink::start(&[]);
+    let mut config = EmailConfig::new(sink.addr.to_string());
+    config.credentials = Some(("uns".into(), "secret".into()));
+    let result = email_with(config.clone());
+    assert_eq!(result.outcome, ProviderOutcome::Accepted, "{result:?}");
+
+    let refusing = SmtpSink::start(&["-f", "AUTH"]);
+    config.relay = refusing.addr.to_string();
+    let refused = email_with(config);
+    assert_eq!(refused.outcome, ProviderOutcome::Rejected, "{refused:?}");
+    assert_eq!(refused.metadata["stage"], "auth");
+    std::thread::sleep(Duration::from_millis(100));
+    assert!(
+        refusing
+            .received()
+            .iter()
+            .all(|m| !m.contains("n-test.2.5")),
+        "nothing was sent"
+    );
+}
+
+#[test]
+fn email_refuses_clear_text_when_starttls_is_required_but_not_offered() {
+    use unsctl::runtime::adapters::email::StartTls;
+    let sink = SmtpSink::start(&[]);
+    let mut config = EmailConfig::new(sink.addr.to_string());
+    config.starttls = StartTls::Required;
+    let result = email_with(config.clone());
+    assert_eq!(result.outcome, ProviderOutcome::Rejected, "{result:?}");
+    assert_eq!(result.metadata["stage"], "starttls");
+    std::thread::sleep(Duration::from_millis(100));
+    assert!(
+        sink.received().iter().all(|m| !m.contains("n-test.2.5")),
+        "nothing was sent in clear text"
+    );
+    // Opportunistic falls back to clear text when the relay offers no STARTTLS.
+    config.starttls = StartTls::Opportunistic;
+    assert_eq!(email_with(config).outcome, ProviderOutcome::Accepted);
+}
