@@ -19,7 +19,7 @@ fn main() -> ExitCode {
     };
     match cli::run(parsed) {
         Ok(()) => ExitCode::SUCCESS,
-        Err(err) if err.message.contains("Broken pipe") => ExitCode::SUCCESS,
+        Err(err) if err.kind == ExitKind::Closed => ExitCode::SUCCESS,
         Err(err) => {
             eprintln!("error: {}", err.message);
             for hint in &err.hints {

@@ -217,7 +217,7 @@ fn a_read_never_writes_the_store() {
     let read = |path: &Path| std::fs::read(path).unwrap_or_default();
     let wal = PathBuf::from(format!("{}-wal", shared.db.display()));
     let db = shared.db.display().to_string();
-    // Settle the WAL first so the comparison is of a quiet file.
+    // The main file and its WAL, byte for byte.
     let (before, before_wal) = (read(&shared.db), read(&wal));
     for args in [
         vec!["dlq", "triage"],

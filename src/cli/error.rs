@@ -17,6 +17,8 @@ pub enum ExitKind {
     Conflict,
     /// 6: the API refused the key.
     Auth,
+    /// 0, silently: whoever read our output closed the pipe (`| head`).
+    Closed,
 }
 
 impl ExitKind {
@@ -28,6 +30,7 @@ impl ExitKind {
             ExitKind::Refused => 4,
             ExitKind::Conflict => 5,
             ExitKind::Auth => 6,
+            ExitKind::Closed => 0,
         }
     }
 }
@@ -92,6 +95,9 @@ impl From<StoreError> for CliError {
 
 impl From<std::io::Error> for CliError {
     fn from(err: std::io::Error) -> Self {
+        if err.kind() == std::io::ErrorKind::BrokenPipe {
+            return CliError::new(ExitKind::Closed, "output closed");
+        }
         CliError::error(format!("I/O error: {err}"))
     }
 }
