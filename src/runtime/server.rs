@@ -216,8 +216,8 @@ async fn submit(
     let new = new_notification(&request, state.default_max_attempts)
         .map_err(|m| ApiError::new(StatusCode::BAD_REQUEST, m))?;
     let submitted = blocking(&state, move |state| {
-        let now = state.clock.now();
-        state.write(move |conn| Ok(engine::submit(conn, now, &new)?))
+        let clock = state.clock.clone();
+        state.write(move |conn| Ok(engine::submit(conn, clock.now(), &new)?))
     })
     .await?;
     let status = if submitted.created {
@@ -343,8 +343,8 @@ async fn act(
     let request: ActionRequest = optional_body(body)?;
     Ok(Json(
         blocking(&state, move |state| {
-            let now = state.clock.now();
-            state.write(move |conn| sqlite::act(conn, now, &id, action, &request, "api"))
+            let clock = state.clock.clone();
+            state.write(move |conn| sqlite::act(conn, clock.now(), &id, action, &request, "api"))
         })
         .await?,
     ))

@@ -140,13 +140,15 @@ impl Worker {
         self.db.clone()
     }
 
-    /// Runs one engine call on the writer thread at the clock's `now`.
+    /// Runs one engine call on the writer thread. The clock is read there, when the
+    /// transaction starts, so a fence is never checked against a time taken while the
+    /// job waited in the queue.
     fn write<T: Send + 'static>(
         &self,
         call: impl FnOnce(&rusqlite::Connection, f64) -> engine::Result<T> + Send + 'static,
     ) -> engine::Result<T> {
-        let now = self.clock.now();
-        self.db.run(move |conn| call(conn, now))?
+        let clock = self.clock.clone();
+        self.db.run(move |conn| call(conn, clock.now()))?
     }
 
     /// One iteration: claim, deliver every owed channel, settle.
