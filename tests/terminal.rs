@@ -274,3 +274,29 @@ fn the_interactive_walk_resolves_replays_skips_and_quits() {
         .expect("attestation");
     assert_eq!(attestation, "found it in the recipient mailbox");
 }
+
+#[test]
+fn times_are_relative_on_a_terminal_and_absolute_off_it() {
+    let dir = tempfile::tempdir().expect("dir");
+    let db = dir.path().join("uns.db");
+    let conn = schema::open(&db, OpenMode::Create).expect("store");
+    let now = unsctl::clock::Clock::now(&unsctl::clock::SystemClock);
+    let id = support::replay_entry(&conn, now - 7200.0);
+    let tmux = Tmux::start(&command(&db, &format!("inspect {id}")));
+    let screen = tmux.wait_for("EXIT=0");
+    assert!(
+        screen.contains("(2h ago)"),
+        "a terminal gets relative times:\n{screen}"
+    );
+    let piped = Command::new(env!("CARGO_BIN_EXE_unsctl"))
+        .arg("--db")
+        .arg(&db)
+        .args(["inspect", &id])
+        .output()
+        .expect("run");
+    let text = String::from_utf8_lossy(&piped.stdout);
+    assert!(
+        !text.contains(" ago)") && text.contains("Z "),
+        "off a terminal, RFC 3339 only:\n{text}"
+    );
+}
