@@ -57,11 +57,7 @@ pub fn run(global: &GlobalArgs, args: Args) -> CliResult {
     remediate::check_force(&args.audit)?;
     let out = global.output();
     let plan = read_plan(&args.plan)?;
-    let store = if args.confirm.confirm {
-        backend::writer(global)?
-    } else {
-        backend::reader(global)?
-    };
+    let store = backend::for_action(global, args.confirm.confirm)?;
     let mut intents = Vec::new();
     for entry in plan.entries {
         let verdict = entry.verdict;

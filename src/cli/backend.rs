@@ -56,6 +56,11 @@ pub fn writer(global: &GlobalArgs) -> CliResult<Box<dyn Store>> {
     open(global, true)
 }
 
+/// For a command that acts only when confirmed: a dry run never opens the store for writing.
+pub fn for_action(global: &GlobalArgs, confirmed: bool) -> CliResult<Box<dyn Store>> {
+    open(global, confirmed)
+}
+
 fn open(global: &GlobalArgs, write: bool) -> CliResult<Box<dyn Store>> {
     Ok(match resolve(global)? {
         Backend::Sqlite(path) if write => Box::new(SqliteStore::open_read_write(&path)?),

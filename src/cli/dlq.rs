@@ -38,11 +38,7 @@ fn resolve(global: &GlobalArgs, args: ResolveArgs) -> CliResult {
     use super::remediate::{self, Intent};
     remediate::check_force(&args.audit)?;
     let out = global.output();
-    let store = if args.confirm.confirm {
-        backend::writer(global)?
-    } else {
-        backend::reader(global)?
-    };
+    let store = backend::for_action(global, args.confirm.confirm)?;
     let attestation = args
         .verified_delivered
         .then_some("verified out of band: delivered");

@@ -33,11 +33,7 @@ pub struct Args {
 pub fn run(global: &GlobalArgs, args: Args) -> CliResult {
     remediate::check_force(&args.audit)?;
     let out = global.output();
-    let store = if args.confirm.confirm {
-        backend::writer(global)?
-    } else {
-        backend::reader(global)?
-    };
+    let store = backend::for_action(global, args.confirm.confirm)?;
     let verdicts = match &args.branch {
         Some(_) => remediate::entries_of(store.as_ref(), Branch::Replay)?,
         None => args
