@@ -596,18 +596,6 @@ pub enum Settlement {
     LeaseLost,
 }
 
-impl Settlement {
-    /// The worker log's name for this outcome.
-    pub fn name(&self) -> &'static str {
-        match self {
-            Settlement::Delivered => "delivered",
-            Settlement::RetryScheduled { .. } => "retry-scheduled",
-            Settlement::DeadLettered { .. } => "dead-lettered",
-            Settlement::LeaseLost => "lease-lost",
-        }
-    }
-}
-
 /// Decides the outcome of an attempt from its channel results (pure).
 pub fn decide(
     lease: &Lease,
@@ -687,50 +675,53 @@ pub fn settle(
 ) -> Result<Settlement> {
     let settlement = decide(lease, results, now, backoff);
     write_tx(conn, |tx| {
-        let fenced = "WHERE id = ?1 AND lease_token = ?2 AND lease_until > ?3";
-        let key = params![lease.notification_id, lease.token, now];
-        let changed = match &settlement {
-            Settlement::Delivered => tx
-                .prepare_cached(&format!(
-                    "UPDATE uns_notifications SET status = 'DELIVERED', lease_token = NULL,
-                     lease_until = NULL, error_message = NULL, updated_at = ?3 {fenced}"
-                ))?
-                .execute(key)?,
-            Settlement::RetryScheduled {
-                next_attempt_at, ..
-            } => tx
-                .prepare_cached(&format!(
-                    "UPDATE uns_notifications SET status = 'PENDING', lease_token = NULL,
-                     lease_until = NULL, next_attempt_at = ?4, updated_at = ?3 {fenced}"
-                ))?
-                .execute(params![lease.notification_id, lease.token, now, next_attempt_at])?,
-            Settlement::DeadLettered { error_message } => tx
-                .prepare_cached(&format!(
-                    "UPDATE uns_notifications SET status = 'DEAD', dead_letter = 1, lease_token = NULL,
-                     lease_until = NULL, error_message = ?4, updated_at = ?3 {fenced}"
-                ))?
-                .execute(params![lease.notification_id, lease.token, now, error_message])?,
-            Settlement::LeaseLost => 0,
+        let (status, dead_letter, next_attempt_at, error_message, event_kind, extra) =
+            match &settlement {
+                Settlement::Delivered => ("DELIVERED", 0, None, None, kind::DELIVERED, json!({})),
+                Settlement::RetryScheduled {
+                    next_attempt_at,
+                    channels,
+                } => (
+                    "PENDING",
+                    0,
+                    Some(*next_attempt_at),
+                    None,
+                    kind::RETRY_SCHEDULED,
+                    json!({ "next_attempt_at": next_attempt_at, "channels": channels }),
+                ),
+                Settlement::DeadLettered { error_message } => (
+                    "DEAD",
+                    1,
+                    None,
+                    Some(error_message.as_str()),
+                    kind::DEAD_LETTERED,
+                    json!({ "error_message": error_message }),
+                ),
+                Settlement::LeaseLost => ("LEASED", 0, None, None, kind::LEASE_LOST, json!({})),
+            };
+        let changed = if settlement == Settlement::LeaseLost {
+            0
+        } else {
+            tx.prepare_cached(
+                "UPDATE uns_notifications
+                 SET status = ?4, dead_letter = ?5, lease_token = NULL, lease_until = NULL,
+                     next_attempt_at = COALESCE(?6, next_attempt_at), error_message = ?7, updated_at = ?3
+                 WHERE id = ?1 AND lease_token = ?2 AND lease_until > ?3",
+            )?
+            .execute(params![
+                lease.notification_id,
+                lease.token,
+                now,
+                status,
+                dead_letter,
+                next_attempt_at,
+                error_message
+            ])?
         };
         if changed == 0 {
             append_lease_lost(tx, now, lease)?;
             return Ok(Settlement::LeaseLost);
         }
-        let (event_kind, extra) = match &settlement {
-            Settlement::Delivered => (kind::DELIVERED, json!({})),
-            Settlement::RetryScheduled {
-                next_attempt_at,
-                channels,
-            } => (
-                kind::RETRY_SCHEDULED,
-                json!({ "next_attempt_at": next_attempt_at, "channels": channels }),
-            ),
-            Settlement::DeadLettered { error_message } => (
-                kind::DEAD_LETTERED,
-                json!({ "error_message": error_message }),
-            ),
-            Settlement::LeaseLost => (kind::LEASE_LOST, json!({})),
-        };
         append_event(
             tx,
             &lease.notification_id,

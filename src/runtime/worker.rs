@@ -131,10 +131,6 @@ impl Worker {
         }
     }
 
-    pub fn config(&self) -> &WorkerConfig {
-        &self.config
-    }
-
     /// The writer thread the worker commits through, for in-process writers to share.
     pub fn database(&self) -> Database {
         self.db.clone()
