@@ -104,10 +104,10 @@ fn client(addr: std::net::SocketAddr, path: String, count: usize) -> Vec<Option<
                 if line == "\r\n" || line.is_empty() {
                     break;
                 }
-                if let Some((name, value)) = line.split_once(':') {
-                    if name.eq_ignore_ascii_case("content-length") {
-                        length = value.trim().parse().unwrap_or(0);
-                    }
+                if let Some((name, value)) = line.split_once(':')
+                    && name.eq_ignore_ascii_case("content-length")
+                {
+                    length = value.trim().parse().unwrap_or(0);
                 }
             }
             let mut body = vec![0; length];
@@ -189,7 +189,10 @@ fn main() -> anyhow::Result<()> {
             .copied()
             .unwrap_or_default()
     };
-    println!("API load: {} GETs of a 50-event notification over {connections} connections, worker delivering meanwhile", per * connections);
+    println!(
+        "API load: {} GETs of a 50-event notification over {connections} connections, worker delivering meanwhile",
+        per * connections
+    );
     println!(
         "  throughput   {:.0} requests/s ({:.2} s)",
         latencies.len() as f64 / elapsed,

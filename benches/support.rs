@@ -54,11 +54,18 @@ pub fn generate_branches(
             row.execute(params![id, channels, at, error])?;
             let mut add =
                 |kind: &str, payload: String| event.execute(params![id, at, kind, payload]);
-            add("SUBMITTED", format!("{{\"attempt\":0,\"channels\":{channels},\"cycle\":1,\"cycle_attempt\":0,\"idempotency_key\":null}}"))?;
+            add(
+                "SUBMITTED",
+                format!(
+                    "{{\"attempt\":0,\"channels\":{channels},\"cycle\":1,\"cycle_attempt\":0,\"idempotency_key\":null}}"
+                ),
+            )?;
             let channel = if branch == 2 { "SLACK" } else { "EMAIL" };
             for attempt in 1..=3 {
                 let token = format!("{n:08x}-0000-4000-8000-{attempt:012}");
-                let common = format!("\"attempt\":{attempt},\"cycle\":1,\"cycle_attempt\":{attempt},\"lease_token\":\"{token}\"");
+                let common = format!(
+                    "\"attempt\":{attempt},\"cycle\":1,\"cycle_attempt\":{attempt},\"lease_token\":\"{token}\""
+                );
                 add(
                     "ATTEMPT_STARTED",
                     format!(
@@ -67,15 +74,30 @@ pub fn generate_branches(
                         attempt > 1
                     ),
                 )?;
-                add("CHANNEL_ATTEMPT_STARTED", format!("{{{common},\"channel\":\"{channel}\",\"provider_effect_may_have_occurred\":true}}"))?;
+                add(
+                    "CHANNEL_ATTEMPT_STARTED",
+                    format!(
+                        "{{{common},\"channel\":\"{channel}\",\"provider_effect_may_have_occurred\":true}}"
+                    ),
+                )?;
                 let (success, outcome, message_id) = match (branch, attempt) {
                     (0, 1) => (true, "ACCEPTED", format!("\"<{id}.1.1@uns.local>\"")),
                     (1, _) => (false, "UNKNOWN", "null".to_string()),
                     _ => (false, "REJECTED", "null".to_string()),
                 };
-                add("CHANNEL_ATTEMPT_RESULT", format!("{{{common},\"channel\":\"{channel}\",\"error\":null,\"message_id\":{message_id},\"metadata\":{{\"provider_outcome\":\"{outcome}\",\"retryable\":true}},\"success\":{success}}}"))?;
+                add(
+                    "CHANNEL_ATTEMPT_RESULT",
+                    format!(
+                        "{{{common},\"channel\":\"{channel}\",\"error\":null,\"message_id\":{message_id},\"metadata\":{{\"provider_outcome\":\"{outcome}\",\"retryable\":true}},\"success\":{success}}}"
+                    ),
+                )?;
             }
-            add("DEAD_LETTERED", format!("{{\"attempt\":3,\"cycle\":1,\"cycle_attempt\":3,\"error_message\":\"{error}\",\"lease_token\":null}}"))?;
+            add(
+                "DEAD_LETTERED",
+                format!(
+                    "{{\"attempt\":3,\"cycle\":1,\"cycle_attempt\":3,\"error_message\":\"{error}\",\"lease_token\":null}}"
+                ),
+            )?;
             if n < 3 {
                 ids.push(id);
             }

@@ -4,8 +4,8 @@
 //! Run: cargo bench --bench worker [-- NOTIFICATIONS CONCURRENCY]
 
 use serde_json::json;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 use unsctl::clock::{Clock, SystemClock};
 use unsctl::engine::{self, NewNotification};
@@ -98,11 +98,17 @@ fn main() -> anyhow::Result<()> {
     let raw_rate = raw_count as f64 / raw_start.elapsed().as_secs_f64();
     let share = throughput * per_notification / raw_rate;
 
-    println!("worker benchmark: {notifications} single-channel (SLACK) notifications, concurrency {concurrency}, loopback fake provider");
-    println!("  delivered                 {delivered} in {elapsed:.2} s ({accepted} accepted by the provider)");
+    println!(
+        "worker benchmark: {notifications} single-channel (SLACK) notifications, concurrency {concurrency}, loopback fake provider"
+    );
+    println!(
+        "  delivered                 {delivered} in {elapsed:.2} s ({accepted} accepted by the provider)"
+    );
     println!("  worker throughput         {throughput:.0} notifications/s   (target >= 1000)");
     println!("  transactions/notification {per_notification:.2}");
-    println!("  raw commit rate           {raw_rate:.0} commits/s (one-row BEGIN IMMEDIATE..COMMIT, same file)");
+    println!(
+        "  raw commit rate           {raw_rate:.0} commits/s (one-row BEGIN IMMEDIATE..COMMIT, same file)"
+    );
     println!(
         "  share of commit ceiling   {:.0}%   (throughput x tx/notification / raw; target >= 50%)",
         share * 100.0

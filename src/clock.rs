@@ -1,7 +1,7 @@
 //! Time as the runtime sees it: unix seconds as `f64`, injectable so tests can move it.
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 /// A source of the current time in unix seconds.

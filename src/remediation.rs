@@ -59,8 +59,12 @@ pub fn check(
         (Action::Replay, branch) => {
             if branch == Branch::Resolve && !forced_with_reason(request) {
                 return Err(Refusal {
-                    why: format!("{id} is RESOLVE: every channel was accepted, so a replay sends a duplicate"),
-                    allow: format!("resolve it with `unsctl dlq resolve {id} --confirm`, or pass --force --reason"),
+                    why: format!(
+                        "{id} is RESOLVE: every channel was accepted, so a replay sends a duplicate"
+                    ),
+                    allow: format!(
+                        "resolve it with `unsctl dlq resolve {id} --confirm`, or pass --force --reason"
+                    ),
                 });
             }
             if branch == Branch::Verify && !attested(request) && !forced_with_reason(request) {

@@ -4,9 +4,9 @@
 use crate::clock::SystemClock;
 use crate::engine::{self, Backoff};
 use crate::model::{Channel, Status};
+use crate::runtime::adapters::Adapter;
 use crate::runtime::adapters::email::{EmailAdapter, EmailConfig};
 use crate::runtime::adapters::webhook::{Provider, WebhookAdapter};
-use crate::runtime::adapters::Adapter;
 use crate::runtime::db::Database;
 use crate::runtime::fakes::{Accepted, Behavior, Fakes};
 use crate::runtime::schema::{self, OpenMode};
@@ -16,8 +16,8 @@ use crate::triage::{self, Branch};
 use serde::Serialize;
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
 /// The lease the reproductions run with: short, so a case takes seconds.

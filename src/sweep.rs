@@ -17,11 +17,11 @@ use crate::runtime::worker::{Adapters, Worker, WorkerConfig};
 use crate::store::sqlite;
 use crate::triage::{self, Branch, ChannelState};
 use rand::rngs::StdRng;
-use rand::{Rng, SeedableRng};
+use rand::{RngExt, SeedableRng};
 use serde::Serialize;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 const LEASE_SECONDS: f64 = 0.25;

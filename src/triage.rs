@@ -4,7 +4,7 @@
 //! RESOLVE for a channel the provider did not accept, nor REPLAY for one the provider
 //! may have acted on; evidence it cannot read makes the answer VERIFY, never silence.
 
-use crate::model::{kind, Event, Notification};
+use crate::model::{Event, Notification, kind};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::BTreeMap;

@@ -162,14 +162,13 @@ fn inline(text: &str, out: &Output) -> String {
                 rest = &body[end + 1..];
                 continue;
             }
-        } else if let Some(body) = tail.strip_prefix('[') {
-            if let Some(close) = body.find("](") {
-                if let Some(end) = body[close..].find(')') {
-                    result.push_str(&body[..close]);
-                    rest = &body[close + end + 1..];
-                    continue;
-                }
-            }
+        } else if let Some(body) = tail.strip_prefix('[')
+            && let Some(close) = body.find("](")
+            && let Some(end) = body[close..].find(')')
+        {
+            result.push_str(&body[..close]);
+            rest = &body[close + end + 1..];
+            continue;
         }
         result.push_str(&tail[..1]);
         rest = &tail[1..];

@@ -233,10 +233,12 @@ fn slack_and_pagerduty_accept_with_idempotency_keys() {
     let ledger = fakes.control.ledger();
     assert_eq!(ledger.len(), 2);
     assert_eq!(ledger[0].idempotency_key.as_deref(), Some("n-test:SLACK:2"));
-    assert!(ledger[0].body["text"]
-        .as_str()
-        .unwrap_or("")
-        .contains("n-test:SLACK:2"));
+    assert!(
+        ledger[0].body["text"]
+            .as_str()
+            .unwrap_or("")
+            .contains("n-test:SLACK:2")
+    );
     assert_eq!(
         ledger[1].idempotency_key.as_deref(),
         Some("n-test:PAGERDUTY:2")

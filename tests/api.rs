@@ -2,11 +2,11 @@
 
 mod support;
 
-use reqwest::blocking::{Client, RequestBuilder};
 use reqwest::StatusCode;
-use serde_json::{json, Value};
+use reqwest::blocking::{Client, RequestBuilder};
+use serde_json::{Value, json};
 use std::collections::BTreeSet;
-use support::{replay_entry, resolve_entry, server, verify_entry, KEY};
+use support::{KEY, replay_entry, resolve_entry, server, verify_entry};
 use unsctl::runtime::schema::{self, OpenMode};
 
 struct Api {
@@ -191,10 +191,12 @@ fn the_notification_document_and_event_search() {
 
     let (status, missing) = api.get("/api/v1/runtime/notifications/n-does-not-exist");
     assert_eq!(status, StatusCode::NOT_FOUND);
-    assert!(missing["error"]
-        .as_str()
-        .unwrap_or_default()
-        .contains("n-does-not-exist"));
+    assert!(
+        missing["error"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("n-does-not-exist")
+    );
 
     replay_entry(&api.conn, 2000.0);
     let (status, found) =
@@ -286,10 +288,12 @@ fn resolve_then_a_second_resolve_conflicts_with_state_and_time() {
     assert_eq!(status, StatusCode::CONFLICT);
     assert_eq!(again["conflict"]["status"], "RESOLVED");
     assert!(again["conflict"]["since"].as_f64().is_some());
-    assert!(again["error"]
-        .as_str()
-        .unwrap_or_default()
-        .contains("RESOLVED"));
+    assert!(
+        again["error"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("RESOLVED")
+    );
     assert_eq!(api.count(&id, "DLQ_RESOLVED"), 1);
     let (status, _) = api.send(
         api.client
@@ -335,10 +339,12 @@ fn replay_records_the_audit_and_guardrails_refuse_unsafe_calls() {
         json!({}),
     );
     assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{refused}");
-    assert!(refused["error"]
-        .as_str()
-        .unwrap_or_default()
-        .contains("duplicate"));
+    assert!(
+        refused["error"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("duplicate")
+    );
     let uncertain = verify_entry(&api.conn, 3000.0);
     let (status, _) = api.post(
         &format!("/api/v1/runtime/notifications/{uncertain}/replay"),

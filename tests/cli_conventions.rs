@@ -100,19 +100,21 @@ fn the_runbook_reads_well_in_an_80_column_terminal() {
         "{} tsg show TSG-02 | head -45; sleep 30",
         env!("CARGO_BIN_EXE_unsctl")
     );
-    assert!(tmux(&[
-        "new-session",
-        "-d",
-        "-s",
-        "t",
-        "-x",
-        "80",
-        "-y",
-        "50",
-        &command
-    ])
-    .status
-    .success());
+    assert!(
+        tmux(&[
+            "new-session",
+            "-d",
+            "-s",
+            "t",
+            "-x",
+            "80",
+            "-y",
+            "50",
+            &command
+        ])
+        .status
+        .success()
+    );
     let start = Instant::now();
     let screen = loop {
         let screen =

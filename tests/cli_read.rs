@@ -423,7 +423,11 @@ fn flaky_server() -> (String, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
                 )
             };
             let mut stream = stream;
-            let _ = write!(stream, "HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}", body.len());
+            let _ = write!(
+                stream,
+                "HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            );
         }
     });
     (format!("http://{addr}"), seen)

@@ -3,7 +3,7 @@
 
 mod support;
 
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 use support::SmtpSink;

@@ -1,11 +1,11 @@
 //! Engine transitions under an injected clock: the exact events of DESIGN section 3.
 
 use rusqlite::Connection;
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 use std::collections::BTreeSet;
 use unsctl::engine::{
     self, Audit, Backoff, ClaimOutcome, DeliveryResult, EngineError, Fence, Lease, NewNotification,
-    Settlement, RECOVERY_EXHAUSTED,
+    RECOVERY_EXHAUSTED, Settlement,
 };
 use unsctl::model::Channel;
 use unsctl::runtime::schema::{self, OpenMode};
@@ -606,10 +606,11 @@ fn resolve_keeps_the_row_and_its_history() {
     ));
     // Nothing can delete history, even by hand.
     assert!(s.conn.execute("DELETE FROM uns_events", []).is_err());
-    assert!(s
-        .conn
-        .execute("UPDATE uns_events SET kind = 'X'", [])
-        .is_err());
+    assert!(
+        s.conn
+            .execute("UPDATE uns_events SET kind = 'X'", [])
+            .is_err()
+    );
     assert!(s.conn.execute("DELETE FROM uns_notifications", []).is_err());
 }
 

@@ -6,8 +6,8 @@ mod support;
 
 use std::collections::HashMap;
 use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 use unsctl::clock::SystemClock;
 use unsctl::model::Channel;

@@ -146,10 +146,12 @@ fn mixed_channels_replays_slack_only() {
     assert_eq!((copies(&report, "EMAIL"), copies(&report, "SLACK")), (1, 0));
     let entry = entry.expect("in the DLQ");
     assert_eq!(entry["branch"], "REPLAY");
-    assert!(entry["next_step"]
-        .as_str()
-        .unwrap_or_default()
-        .contains("--channels SLACK"));
+    assert!(
+        entry["next_step"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("--channels SLACK")
+    );
 }
 
 #[test]
@@ -181,9 +183,11 @@ fn duplicate_after_reclaim_reaches_the_recipient_twice() {
         .filter(|(k, p)| k == "CHANNEL_ATTEMPT_RESULT" && p["success"] == true)
         .count();
     assert_eq!(accepted, 2);
-    assert!(events
-        .iter()
-        .any(|(k, p)| k == "ATTEMPT_STARTED" && p["reclaimed"] == true));
+    assert!(
+        events
+            .iter()
+            .any(|(k, p)| k == "ATTEMPT_STARTED" && p["reclaimed"] == true)
+    );
     assert_eq!(
         copies(&report, "EMAIL"),
         2,

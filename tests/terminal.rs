@@ -125,7 +125,7 @@ fn confirming_and_declining_at_the_prompt() {
         screen.contains(&format!("{declined}  REPLAY  replay  channels SLACK")),
         "{screen}"
     );
-    tmux.keys(&["n"]);
+    tmux.keys(&["n", "Enter"]);
     let screen = tmux.wait_for("EXIT=");
     assert!(
         screen.contains("Declined: nothing was changed."),
@@ -135,7 +135,7 @@ fn confirming_and_declining_at_the_prompt() {
 
     let tmux = Tmux::start(&command(&db, &format!("replay {confirmed} --confirm")));
     tmux.wait_for("replay 1 entry?");
-    tmux.keys(&["y"]);
+    tmux.keys(&["yes", "Enter"]);
     let screen = tmux.wait_for("EXIT=0");
     assert!(screen.contains("replayed SLACK"), "{screen}");
     assert_eq!(status(&db, &confirmed), "PENDING");
@@ -150,13 +150,13 @@ fn more_than_ten_entries_need_the_count_typed() {
         .map(|n| support::replay_entry(&conn, 1000.0 + f64::from(n)))
         .collect();
     let tmux = Tmux::start(&command(&db, "replay --branch replay --confirm"));
-    tmux.wait_for("Type 11 to go ahead");
+    tmux.wait_for("Type 11 and press Enter");
     tmux.keys(&["10", "Enter"]);
     let screen = tmux.wait_for("EXIT=");
     assert!(screen.contains("Declined"), "{screen}");
     assert!(ids.iter().all(|id| status(&db, id) == "DEAD"));
     let tmux = Tmux::start(&command(&db, "replay --branch replay --confirm"));
-    tmux.wait_for("Type 11 to go ahead");
+    tmux.wait_for("Type 11 and press Enter");
     tmux.keys(&["11", "Enter"]);
     tmux.wait_for("EXIT=0");
     assert!(ids.iter().all(|id| status(&db, id) == "PENDING"));
@@ -190,39 +190,11 @@ fn the_interactive_walk_resolves_replays_skips_and_quits() {
             screen.contains("Triage:"),
             "the evidence is shown first:\n{screen}"
         );
-        // The highlighted default is the proposed action; move from it to the choice.
-        let branch_default = if screen
-            .rsplit(&marker)
-            .next()
-            .unwrap_or("")
-            .contains("Triage: RESOLVE")
-        {
-            0
-        } else if screen
-            .rsplit(&marker)
-            .next()
-            .unwrap_or("")
-            .contains("Triage: REPLAY")
-        {
-            1
-        } else {
-            2
+        let word = match *choice {
+            "attest" => "resolve",
+            other => other,
         };
-        let target = match *choice {
-            "resolve" | "attest" => 0,
-            "replay" => 1,
-            "skip" => 2,
-            _ => 3,
-        };
-        let (key, steps) = if target >= branch_default {
-            ("Down", target - branch_default)
-        } else {
-            ("Up", branch_default - target)
-        };
-        for _ in 0..steps {
-            tmux.keys(&[key]);
-        }
-        tmux.keys(&["Enter"]);
+        tmux.keys(&[word, "Enter"]);
         if *choice == "attest" {
             tmux.wait_for("What did you check out of band?");
             tmux.keys(&["found it in the recipient mailbox", "Enter"]);

@@ -3,10 +3,10 @@
 
 mod support;
 
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 use std::collections::{BTreeMap, HashMap};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 use unsctl::clock::SystemClock;
 use unsctl::engine::{self, Backoff, NewNotification, RECOVERY_EXHAUSTED};

@@ -1,11 +1,11 @@
 //! Chooses the backend from `--db`/`UNS_DB_FILE` or `--api`/`UNS_BASE_URL`, and who the
 //! operator is.
 
-use super::error::{CliError, CliResult};
 use super::GlobalArgs;
+use super::error::{CliError, CliResult};
+use crate::store::Store;
 use crate::store::http::HttpStore;
 use crate::store::sqlite::SqliteStore;
-use crate::store::Store;
 use std::path::PathBuf;
 
 /// Where the store is, resolved from flags first, then the environment.

@@ -1,8 +1,8 @@
 //! `unsctl dlq list|triage`: every DLQ entry with its branch and next command.
 
 use super::error::{CliError, CliResult};
-use super::{backend, GlobalArgs};
-use crate::render::output::{print, status, table, table_text, Output};
+use super::{GlobalArgs, backend};
+use crate::render::output::{Output, print, status, table, table_text};
 use crate::render::views;
 use crate::store::Store;
 use crate::triage::{self, Branch, Verdict};
@@ -165,7 +165,9 @@ pub fn print_triage(store: &dyn Store, verdicts: &[Verdict], out: &Output) -> Cl
     print(&views::triage_table(verdicts, out))?;
     status(&views::summary_line(verdicts));
     if verdicts.iter().any(|v| v.branch == Branch::Verify) {
-        status("VERIFY entries need an out-of-band check first: `unsctl inspect <ID>` shows what to look for.");
+        status(
+            "VERIFY entries need an out-of-band check first: `unsctl inspect <ID>` shows what to look for.",
+        );
     }
     Ok(())
 }

@@ -1,14 +1,14 @@
 //! `unsctl doctor`: the checks the runbook's mitigation section asks for, one line each.
 
 use super::error::{CliError, CliResult};
-use super::{backend, GlobalArgs};
+use super::{GlobalArgs, backend};
 use crate::clock::{Clock, SystemClock};
-use crate::render::output::{print, print_json, Output};
+use crate::render::output::{Output, print, print_json};
 use crate::runtime::adapters::email::StartTls;
 use crate::runtime::schema::{self, OpenMode};
+use crate::store::Store;
 use crate::store::http::HttpStore;
 use crate::store::sqlite::SqliteStore;
-use crate::store::Store;
 use lettre::transport::smtp::authentication::{Credentials, Mechanism};
 use lettre::transport::smtp::client::{SmtpConnection, TlsParameters};
 use lettre::transport::smtp::extension::ClientId;
@@ -82,7 +82,7 @@ fn store_check(path: &PathBuf) -> Check {
                 Level::Fail,
                 err.to_string(),
                 Some("point --db or UNS_DB_FILE at the runtime's store"),
-            )
+            );
         }
     };
     let journal: String = conn
@@ -134,7 +134,7 @@ fn api_check(url: &str) -> Vec<Check> {
                 Level::Fail,
                 format!("{url}/healthz answered {}", response.status()),
                 Some("the server is up but its store is not"),
-            )]
+            )];
         }
         Err(err) => {
             return vec![check(
@@ -142,7 +142,7 @@ fn api_check(url: &str) -> Vec<Check> {
                 Level::Fail,
                 format!("cannot reach {url}: {err}"),
                 Some("is `unsctl runtime serve` running there?"),
-            )]
+            )];
         }
     }
     let reachable = check("api", Level::Ok, format!("{url} reachable"), None);
@@ -217,7 +217,14 @@ fn smtp_check(args: &Args) -> Check {
                 args.lease_seconds
             );
             if share >= 0.10 {
-                check("smtp relay", Level::Warn, detail, Some("a slow relay eats the lease: sends overrun it and come back as LEASE_LOST; use a local or closer relay"))
+                check(
+                    "smtp relay",
+                    Level::Warn,
+                    detail,
+                    Some(
+                        "a slow relay eats the lease: sends overrun it and come back as LEASE_LOST; use a local or closer relay",
+                    ),
+                )
             } else {
                 check("smtp relay", Level::Ok, detail, None)
             }
@@ -238,13 +245,31 @@ fn worker_check(store: &dyn Store, minutes: u64) -> Check {
         .collect();
     let names: Vec<&str> = workers.iter().map(String::as_str).collect();
     match workers.len() {
-        0 => check("workers", Level::Ok, format!("no claims in the last {minutes} min"), None),
-        1 => check("workers", Level::Ok, format!("one worker claimed rows in the last {minutes} min ({})", names[0]), None),
+        0 => check(
+            "workers",
+            Level::Ok,
+            format!("no claims in the last {minutes} min"),
+            None,
+        ),
+        1 => check(
+            "workers",
+            Level::Ok,
+            format!(
+                "one worker claimed rows in the last {minutes} min ({})",
+                names[0]
+            ),
+            None,
+        ),
         n => check(
             "workers",
             Level::Warn,
-            format!("{n} worker processes claimed rows in the last {minutes} min: {}", names.join(", ")),
-            Some("run one worker per SQLite store; `unsctl runtime serve` already runs it in-process"),
+            format!(
+                "{n} worker processes claimed rows in the last {minutes} min: {}",
+                names.join(", ")
+            ),
+            Some(
+                "run one worker per SQLite store; `unsctl runtime serve` already runs it in-process",
+            ),
         ),
     }
 }

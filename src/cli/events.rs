@@ -1,7 +1,7 @@
 //! `unsctl events`: the runbook's cross-notification query, newest first.
 
 use super::error::{CliError, CliResult};
-use super::{backend, GlobalArgs};
+use super::{GlobalArgs, backend};
 use crate::model::kind;
 use crate::render::output::{print, print_json, status, table, table_text};
 use crate::render::views;

@@ -1,7 +1,7 @@
 //! `unsctl inspect <ID>`: summary, timeline, and the verdict when the row is in the DLQ.
 
 use super::error::CliResult;
-use super::{backend, GlobalArgs};
+use super::{GlobalArgs, backend};
 use crate::api::NotificationDoc;
 use crate::render::output::print;
 use crate::render::views;

@@ -3,7 +3,7 @@
 use super::dlq::TriageArgs;
 use super::error::{CliError, CliResult, ExitKind};
 use super::remediate::{self, Intent, Outcome};
-use super::{backend, GlobalArgs};
+use super::{GlobalArgs, backend};
 use crate::render::output::{print, status};
 use crate::render::views;
 use crate::store::sqlite::Action;
@@ -18,10 +18,6 @@ fn proposed(verdict: &Verdict) -> usize {
         Branch::Replay => 1,
         Branch::Verify => 2,
     }
-}
-
-fn prompt_error(err: dialoguer::Error) -> CliError {
-    CliError::error(format!("prompt failed: {err}"))
 }
 
 pub fn run(global: &GlobalArgs, args: TriageArgs) -> CliResult {
@@ -43,18 +39,21 @@ pub fn run(global: &GlobalArgs, args: TriageArgs) -> CliResult {
         status("The DLQ is empty: nothing to do.");
         return Ok(());
     }
-    let theme = dialoguer::theme::SimpleTheme;
     let total = verdicts.len();
     let mut decisions: Vec<(String, Outcome)> = Vec::new();
     for (n, verdict) in verdicts.into_iter().enumerate() {
         eprintln!("\n[{}/{total}] {}", n + 1, verdict.id);
         eprintln!("{}", views::verdict_block(&verdict, &out));
-        let choice = dialoguer::Select::with_theme(&theme)
-            .with_prompt("Decision")
-            .items(&CHOICES)
-            .default(proposed(&verdict))
-            .interact()
-            .map_err(prompt_error)?;
+        let proposal = CHOICES[proposed(&verdict)];
+        let answer = super::prompt::ask(&format!(
+            "Decision ({}; Enter = {proposal}):",
+            CHOICES.join("/")
+        ))?;
+        let choice = match answer.as_deref() {
+            None => 3,
+            Some("") => proposed(&verdict),
+            Some(word) => CHOICES.iter().position(|c| *c == word).unwrap_or(2),
+        };
         let id = verdict.id.clone();
         let action = match CHOICES[choice] {
             "resolve" => Action::Resolve,
@@ -72,11 +71,8 @@ pub fn run(global: &GlobalArgs, args: TriageArgs) -> CliResult {
         };
         let mut attestation = None;
         if verdict.branch == Branch::Verify {
-            let checked: String = dialoguer::Input::with_theme(&theme)
-                .with_prompt("What did you check out of band? (empty to skip)")
-                .allow_empty(true)
-                .interact_text()
-                .map_err(prompt_error)?;
+            let checked = super::prompt::ask("What did you check out of band? (empty to skip)")?
+                .unwrap_or_default();
             if checked.trim().is_empty() {
                 eprintln!("{id}: skipped (no out-of-band check given)");
                 decisions.push((id, Outcome::Skipped("no out-of-band check given".into())));

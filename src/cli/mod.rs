@@ -9,6 +9,7 @@ pub mod error;
 pub mod events;
 pub mod inspect;
 pub mod interactive;
+pub mod prompt;
 pub mod remediate;
 pub mod replay;
 pub mod repro;

@@ -5,9 +5,9 @@
 use super::error::{CliError, CliResult, ExitKind};
 use crate::api::ActionRequest;
 use crate::remediation::{self, Refusal};
-use crate::render::output::{print, status, Output};
+use crate::render::output::{Output, print, status};
 use crate::render::views;
-use crate::store::sqlite::{audit_summary, Action};
+use crate::store::sqlite::{Action, audit_summary};
 use crate::store::{Store, StoreError};
 use crate::triage::{self, Branch, Verdict};
 use std::io::IsTerminal;
@@ -146,7 +146,7 @@ pub fn confirmed(count: usize, verb: &str, confirm: &ConfirmArgs) -> CliResult<b
     if confirm.yes {
         return Ok(true);
     }
-    if !(std::io::stdin().is_terminal() && std::io::stderr().is_terminal()) {
+    if !super::prompt::interactive() {
         return Err(CliError::new(
             ExitKind::Refused,
             format!(
@@ -156,25 +156,12 @@ pub fn confirmed(count: usize, verb: &str, confirm: &ConfirmArgs) -> CliResult<b
         )
         .hint("pass --yes to confirm from automation"));
     }
-    let theme = dialoguer::theme::SimpleTheme;
-    if count > 10 {
-        let typed: String = dialoguer::Input::with_theme(&theme)
-            .with_prompt(format!(
-                "This will {verb} {count} entries. Type {count} to go ahead"
-            ))
-            .allow_empty(true)
-            .interact_text()
-            .map_err(|err| CliError::error(format!("prompt failed: {err}")))?;
-        return Ok(typed.trim() == count.to_string());
-    }
-    dialoguer::Confirm::with_theme(&theme)
-        .with_prompt(format!(
-            "{verb} {count} entr{}?",
-            if count == 1 { "y" } else { "ies" }
-        ))
-        .default(false)
-        .interact()
-        .map_err(|err| CliError::error(format!("prompt failed: {err}")))
+    let word = super::prompt::confirmation_word(count);
+    let answer = super::prompt::ask(&format!(
+        "{verb} {count} entr{}? Type {word} and press Enter to go ahead (anything else does nothing):",
+        if count == 1 { "y" } else { "ies" }
+    ))?;
+    Ok(super::prompt::confirms(answer.as_deref(), count))
 }
 
 /// How one entry ended.

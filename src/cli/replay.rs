@@ -2,7 +2,7 @@
 
 use super::error::{CliError, CliResult};
 use super::remediate::{self, AuditArgs, ConfirmArgs, Intent};
-use super::{backend, GlobalArgs};
+use super::{GlobalArgs, backend};
 use crate::store::sqlite::Action;
 use crate::triage::Branch;
 

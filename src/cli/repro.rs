@@ -1,8 +1,8 @@
 //! `unsctl repro <scenario>` and `unsctl demo`: the runbook's cases, reproduced for real.
 
-use super::error::{CliError, CliResult};
 use super::GlobalArgs;
-use crate::render::output::{print, print_json, status, Output};
+use super::error::{CliError, CliResult};
+use crate::render::output::{Output, print, print_json, status};
 use crate::render::views;
 use crate::repro::{self, ReproError, Scenario, ScenarioReport};
 use crate::runtime::fakes::Fakes;

@@ -1,23 +1,23 @@
 //! `unsctl runtime serve|submit|worker`: the bundled runtime.
 
 use super::error::{CliError, CliResult};
-use super::{backend, backend::Backend, GlobalArgs};
+use super::{GlobalArgs, backend, backend::Backend};
 use crate::api::SubmitRequest;
 use crate::clock::{Clock, SystemClock};
 use crate::engine::{self, Backoff};
 use crate::model::Channel;
 use crate::render::output::{print, print_json, status};
+use crate::runtime::adapters::Adapter;
 use crate::runtime::adapters::email::{EmailAdapter, EmailConfig, StartTls};
 use crate::runtime::adapters::webhook::{Provider, WebhookAdapter};
-use crate::runtime::adapters::Adapter;
 use crate::runtime::schema::{self, OpenMode};
 use crate::runtime::server::{self, ServeError, ServerConfig};
 use crate::runtime::worker::{self, Adapters, Worker, WorkerConfig};
 use crate::store::StoreError;
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 #[derive(Debug, clap::Subcommand)]
@@ -288,7 +288,7 @@ fn signal_flag(signal: i32, flag: Arc<AtomicBool>) -> std::io::Result<()> {
         .name("uns-signal".into())
         .spawn(move || {
             runtime.block_on(async move {
-                use tokio::signal::unix::{signal as listen, SignalKind};
+                use tokio::signal::unix::{SignalKind, signal as listen};
                 if let Ok(mut stream) = listen(SignalKind::from_raw(signal)) {
                     stream.recv().await;
                     tracing::info!(

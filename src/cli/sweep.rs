@@ -1,8 +1,8 @@
 //! `unsctl sweep`: random fault schedules through the real runtime, triage checked
 //! against what the providers really accepted.
 
-use super::error::{CliError, CliResult};
 use super::GlobalArgs;
+use super::error::{CliError, CliResult};
 use crate::render::output::{print, print_json, status};
 use crate::sweep;
 

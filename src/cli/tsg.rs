@@ -1,7 +1,7 @@
 //! `unsctl tsg list|show`: the troubleshooting guides, embedded in the binary.
 
-use super::error::{CliError, CliResult, ExitKind};
 use super::GlobalArgs;
+use super::error::{CliError, CliResult, ExitKind};
 use crate::render::output::{print, print_json, table, table_text};
 use crate::tsg;
 

@@ -128,7 +128,7 @@ pub fn status(text: &str) {
 pub fn table(header: &[&str]) -> comfy_table::Table {
     let mut table = comfy_table::Table::new();
     table
-        .load_preset(comfy_table::presets::NOTHING)
+        .load_style(comfy_table::presets::NOTHING)
         .set_content_arrangement(comfy_table::ContentArrangement::Disabled)
         .set_header(header.iter().map(|h| h.to_string()).collect::<Vec<_>>());
     for column in table.column_iter_mut() {

@@ -1,7 +1,7 @@
 //! Times for people: RFC 3339 always, plus "3m ago" on a terminal.
 
-use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
+use time::format_description::well_known::Rfc3339;
 
 /// `2025-10-23T04:00:00.100Z` for unix seconds.
 pub fn rfc3339(seconds: f64) -> String {

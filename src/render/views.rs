@@ -1,8 +1,8 @@
 //! The human renderings shared by several commands: the timeline, a verdict, the triage
 //! table. Meaning never rides on colour alone: incident rows also carry a `!` marker.
 
-use super::output::{table, table_text, Output};
-use crate::model::{kind, Event, Notification};
+use super::output::{Output, table, table_text};
+use crate::model::{Event, Notification, kind};
 use crate::triage::{self, Branch, ChannelState, Verdict};
 use serde_json::Value;
 
@@ -162,9 +162,15 @@ pub fn branch_text(branch: Branch, out: &Output) -> String {
 
 fn meaning(branch: Branch) -> &'static str {
     match branch {
-        Branch::Resolve => "branch 1: every channel was accepted by its provider; resolve it, never replay",
-        Branch::Verify => "branch 2: the outcome is unknown; check out of band before resolving or replaying",
-        Branch::Replay => "branch 3: rejected or never sent; fix the cause, then replay the channels not delivered",
+        Branch::Resolve => {
+            "branch 1: every channel was accepted by its provider; resolve it, never replay"
+        }
+        Branch::Verify => {
+            "branch 2: the outcome is unknown; check out of band before resolving or replaying"
+        }
+        Branch::Replay => {
+            "branch 3: rejected or never sent; fix the cause, then replay the channels not delivered"
+        }
     }
 }
 

@@ -4,9 +4,9 @@
 //! nothing else writes to a store. Every function takes `now` from the caller's clock so
 //! tests can move time past a lease.
 
-use crate::model::{kind, Channel, ProviderOutcome, Status};
-use rusqlite::{params, Connection, OptionalExtension, Transaction, TransactionBehavior};
-use serde_json::{json, Map, Value};
+use crate::model::{Channel, ProviderOutcome, Status, kind};
+use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, params};
+use serde_json::{Map, Value, json};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// The exact message of DESIGN section 3 step 7.
@@ -398,10 +398,10 @@ fn owed_channels(
             if let Ok(names) = serde_json::from_value::<Vec<Channel>>(payload["channels"].clone()) {
                 cycle_channels = names;
             }
-        } else if payload["success"].as_bool() == Some(true) {
-            if let Some(channel) = payload["channel"].as_str().and_then(|c| c.parse().ok()) {
-                accepted.push(channel);
-            }
+        } else if payload["success"].as_bool() == Some(true)
+            && let Some(channel) = payload["channel"].as_str().and_then(|c| c.parse().ok())
+        {
+            accepted.push(channel);
         }
     }
     cycle_channels.retain(|channel| !accepted.contains(channel));

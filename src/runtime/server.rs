@@ -12,12 +12,12 @@ use crate::model::{Channel, Message};
 use crate::runtime::db::Database;
 use crate::runtime::schema::{self, OpenMode};
 use crate::runtime::worker::{Adapters, Worker, WorkerConfig};
-use crate::store::sqlite::{self, Action};
 use crate::store::StoreError;
+use crate::store::sqlite::{self, Action};
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{DefaultBodyLimit, Path, RawQuery, Request, State};
-use axum::http::{header, StatusCode};
+use axum::http::{StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, post};
@@ -48,7 +48,9 @@ pub struct ServerConfig {
 
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
-    #[error("UNS_API_KEY is not set: the API would be open to anyone who can reach it; set it, or pass --insecure-no-auth on a loopback address")]
+    #[error(
+        "UNS_API_KEY is not set: the API would be open to anyone who can reach it; set it, or pass --insecure-no-auth on a loopback address"
+    )]
     NoKey,
     #[error("--insecure-no-auth is only allowed on a loopback address, not {0}")]
     InsecureNotLoopback(SocketAddr),
@@ -544,7 +546,7 @@ pub fn serve_until_signal(config: ServerConfig) -> Result<SocketAddr, ServeError
     signals.block_on(async {
         #[cfg(unix)]
         {
-            use tokio::signal::unix::{signal, SignalKind};
+            use tokio::signal::unix::{SignalKind, signal};
             match signal(SignalKind::terminate()) {
                 Ok(mut term) => {
                     tokio::select! {

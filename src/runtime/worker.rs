@@ -11,8 +11,8 @@ use crate::runtime::engine::{
     self, Backoff, ClaimOutcome, DeliveryResult, Fence, Lease, Settlement,
 };
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 

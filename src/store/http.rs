@@ -7,8 +7,8 @@ use super::{Entry, Result, Store, StoreError};
 use crate::api::{
     self, ActionRequest, ActionResponse, DlqPage, ErrorBody, EventsResponse, NotificationDoc,
 };
-use reqwest::blocking::{Client, RequestBuilder, Response};
 use reqwest::StatusCode;
+use reqwest::blocking::{Client, RequestBuilder, Response};
 use serde::de::DeserializeOwned;
 use std::time::Duration;
 

@@ -44,7 +44,7 @@ pub trait Store {
 
     /// One page of the DLQ, ordered by id.
     fn dlq_page(&self, cursor: Option<&str>, limit: usize, include_events: bool)
-        -> Result<DlqPage>;
+    -> Result<DlqPage>;
 
     /// Every DLQ entry with its events, in id order, streamed one at a time.
     fn each_dlq_entry(&self, visit: &mut dyn FnMut(Entry) -> Result<()>) -> Result<()>;

@@ -3,7 +3,7 @@
 //! Read commands open the file read-only, so a triage cannot write even by accident.
 //! Resolve and replay go through [`act`], which the server calls too.
 
-use super::{decode_cursor, encode_cursor, Entry, Result, Store, StoreError};
+use super::{Entry, Result, Store, StoreError, decode_cursor, encode_cursor};
 use crate::api::{
     ActionRequest, ActionResponse, DlqEntry, DlqPage, EventRow, EventsResponse, NotificationDoc,
 };
@@ -12,7 +12,7 @@ use crate::engine::{self, Audit, EngineError};
 use crate::model::{Channel, Event, Notification};
 use crate::runtime::schema::{self, OpenError, OpenMode};
 use crate::triage;
-use rusqlite::{params, Connection, OptionalExtension, Row};
+use rusqlite::{Connection, OptionalExtension, Row, params};
 use std::path::{Path, PathBuf};
 
 const ROW_COLUMNS: &str = "n.id, n.status, n.dead_letter, n.attempts, n.cycle, n.cycle_attempts, \

@@ -453,10 +453,12 @@ fn success_without_a_message_id_is_delivered_but_flagged() {
     let verdict = triage(&row(&["SLACK"], 1), &history.events);
     assert_eq!(verdict.branch, Branch::Resolve);
     assert_eq!(verdict.channels[0].state, Delivered);
-    assert!(verdict
-        .notes
-        .iter()
-        .any(|n| n.contains("event 2") && n.contains("without a message_id")));
+    assert!(
+        verdict
+            .notes
+            .iter()
+            .any(|n| n.contains("event 2") && n.contains("without a message_id"))
+    );
 }
 
 #[test]

@@ -6,7 +6,7 @@
 use super::{Adapter, DeliveryRequest, LeaseCheck};
 use crate::model::Channel;
 use crate::runtime::engine::DeliveryResult;
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 use std::time::Duration;
 
 /// Which HTTP provider an adapter talks to.

@@ -1,6 +1,6 @@
 //! The fake SMTP server: EHLO, HELO, MAIL, RCPT, DATA, RSET, NOOP, QUIT.
 
-use super::{id_from_message_id, Accepted, Behavior, Control};
+use super::{Accepted, Behavior, Control, id_from_message_id};
 use crate::model::Channel;
 use std::sync::Arc;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
