@@ -14,8 +14,8 @@ use unsctl::model::Channel;
 use unsctl::repro;
 use unsctl::runtime::fakes::Fakes;
 use unsctl::runtime::schema::{self, OpenMode};
-use unsctl::runtime::server::{self, ServerConfig};
 use unsctl::runtime::worker::WorkerConfig;
+use unsctl::server::{self, ServerConfig};
 
 const KEY: &str = "load-test-key";
 
@@ -36,7 +36,7 @@ fn fifty_events(conn: &rusqlite::Connection) -> anyhow::Result<String> {
         conn,
         now,
         &NewNotification {
-            channels: vec![Channel::Slack],
+            channels: [Channel::Slack].into_iter().collect(),
             payload: json!({"subject": "load"}),
             idempotency_key: None,
             max_attempts: 12,
@@ -57,14 +57,17 @@ fn fifty_events(conn: &rusqlite::Connection) -> anyhow::Result<String> {
         engine::settle(conn, now, &lease, &[(Channel::Slack, refused)], &backoff)?;
         now += 2.0;
     }
-    engine::resolve(
+    unsctl::remediation::apply(
         conn,
         now,
         &id,
-        &engine::Audit {
-            operator: "load".into(),
-            ..engine::Audit::default()
+        unsctl::remediation::Action::Resolve,
+        &unsctl::remediation::Request {
+            force: true,
+            reason: Some("a fixture for the load test".into()),
+            ..Default::default()
         },
+        &unsctl::remediation::Actor::local("load"),
     )?;
     let events: i64 = conn.query_row(
         "SELECT COUNT(*) FROM uns_events WHERE notification_id = ?1",
@@ -132,7 +135,7 @@ fn main() -> anyhow::Result<()> {
             &conn,
             SystemClock.now(),
             &NewNotification {
-                channels: vec![Channel::Slack],
+                channels: [Channel::Slack].into_iter().collect(),
                 payload: json!({"subject": format!("background {n}")}),
                 idempotency_key: None,
                 max_attempts: 3,
@@ -143,7 +146,7 @@ fn main() -> anyhow::Result<()> {
     let running = server::start(ServerConfig {
         db_path: db.clone(),
         listen: "127.0.0.1:0".parse()?,
-        api_key: Some(KEY.into()),
+        keys: Some(unsctl::server::Keys::single(KEY).expect("key")),
         worker: Some((
             WorkerConfig {
                 worker_id: "load".into(),

@@ -91,10 +91,10 @@ fn main() -> anyhow::Result<()> {
     // Over HTTP: 10,000 entries, paged with include=events.
     let http_db = dir.path().join("http.db");
     support::generate(&http_db, 10_000)?;
-    let server = unsctl::runtime::server::start(unsctl::runtime::server::ServerConfig {
+    let server = unsctl::server::start(unsctl::server::ServerConfig {
         db_path: http_db.clone(),
         listen: "127.0.0.1:0".parse()?,
-        api_key: Some("bench-key".into()),
+        keys: Some(unsctl::server::Keys::single("bench-key-0123456789").expect("key")),
         worker: None,
         default_max_attempts: 3,
     })?;
@@ -102,7 +102,7 @@ fn main() -> anyhow::Result<()> {
     let http = best_of(3, || {
         let mut c = Command::new(unsctl);
         c.args(["--api", &url, "dlq", "triage", "-o", "json"])
-            .env("UNS_API_KEY", "bench-key");
+            .env("UNS_API_KEY", "bench-key-0123456789");
         c
     })?;
     println!(

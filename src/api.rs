@@ -1,15 +1,33 @@
 //! The HTTP API's request and response bodies, shared by the server and the client so
 //! the two cannot drift apart.
 
-use crate::engine::{Conflict, Submitted};
-use crate::model::{Event, Notification};
+use crate::model::{ChannelSet, Event, Notification};
+use crate::remediation::{Conflict, Refusal};
+use crate::runtime::engine::Submitted;
 use serde::{Deserialize, Serialize};
+
+/// The answer to resolve and replay.
+pub use crate::remediation::Done as ActionResponse;
+/// The body of resolve (`DELETE /api/v1/dlq/{id}`) and replay.
+pub use crate::remediation::Request as ActionRequest;
 
 pub const NOTIFICATIONS: &str = "/api/v1/notifications";
 pub const RUNTIME_NOTIFICATION: &str = "/api/v1/runtime/notifications";
 pub const RUNTIME_EVENTS: &str = "/api/v1/runtime/events";
 pub const DLQ: &str = "/api/v1/dlq";
 pub const HEALTHZ: &str = "/healthz";
+pub const WHOAMI: &str = "/api/v1/whoami";
+
+/// What `/healthz` and `/api/v1/whoami` call the service, so a client can tell a UNS API
+/// from whatever else answers at a URL.
+pub const SERVICE: &str = "uns-runtime";
+
+/// `GET /api/v1/whoami`: who the server records for the key presented.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WhoAmI {
+    pub operator: String,
+    pub service: String,
+}
 
 /// `GET /api/v1/runtime/notifications/{id}`: the row's fields plus its events.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -31,6 +49,9 @@ pub struct EventRow {
     pub dead_letter: bool,
     pub attempts: i64,
     pub cycle: i64,
+    /// Columns that could not be read, each "column: why".
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unreadable: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -58,7 +79,7 @@ pub struct DlqPage {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SubmitRequest {
-    pub channels: Vec<String>,
+    pub channels: ChannelSet,
     #[serde(default)]
     pub recipient: Option<String>,
     #[serde(default)]
@@ -73,48 +94,32 @@ pub struct SubmitRequest {
 
 pub type SubmitResponse = Submitted;
 
-/// The optional body of resolve (`DELETE /api/v1/dlq/{id}`) and replay.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ActionRequest {
-    #[serde(default)]
-    pub operator: Option<String>,
-    #[serde(default)]
-    pub reason: Option<String>,
-    #[serde(default)]
-    pub ticket: Option<String>,
-    #[serde(default)]
-    pub attestation: Option<String>,
-    /// Replay only; default: the channels triage did not find DELIVERED.
-    #[serde(default)]
-    pub channels: Option<Vec<String>>,
-    #[serde(default)]
-    pub force: bool,
-    /// Refuse as stale unless this is still the entry's newest event.
-    #[serde(default)]
-    pub expected_last_event_id: Option<i64>,
-    /// The verdict the caller acted on; the server triages afresh when absent.
-    #[serde(default)]
-    pub triage: Option<serde_json::Value>,
+/// What kind of error an answer is, so a client never has to read the message text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorKind {
+    Invalid,
+    Unauthorized,
+    NotFound,
+    /// Someone else changed the entry first.
+    Conflict,
+    /// The entry's history moved since the verdict the request was based on.
+    Stale,
+    /// A guardrail refused.
+    Refused,
+    TooLarge,
+    Internal,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ActionResponse {
-    pub id: String,
-    /// "resolved" or "replayed".
-    pub action: String,
-    /// The DLQ_RESOLVED or REPLAYED event.
-    pub event_id: i64,
-    pub status: String,
-    pub cycle: i64,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub channels: Vec<String>,
-}
-
-/// Every error answer: `{"error": "..."}`, plus the row's state on a conflict.
+/// Every error answer: `{"error": "..."}`, its kind, plus the row's state on a conflict
+/// and the guardrail on a refusal.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ErrorBody {
     pub error: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<ErrorKind>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub conflict: Option<Conflict>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refusal: Option<Refusal>,
 }

@@ -4,6 +4,21 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
+/// `2025-10-23T04:00:00.1Z` for unix seconds, to the millisecond.
+pub fn rfc3339(seconds: f64) -> String {
+    use time::OffsetDateTime;
+    use time::format_description::well_known::Rfc3339;
+    let nanos = (seconds * 1e9).round() as i128;
+    OffsetDateTime::from_unix_timestamp_nanos(nanos)
+        .ok()
+        .map(|t| {
+            t.replace_nanosecond((t.nanosecond() / 1_000_000) * 1_000_000)
+                .unwrap_or(t)
+        })
+        .and_then(|t| t.format(&Rfc3339).ok())
+        .unwrap_or_else(|| format!("{seconds}"))
+}
+
 /// A source of the current time in unix seconds.
 pub trait Clock: Send + Sync {
     fn now(&self) -> f64;
@@ -63,6 +78,11 @@ impl Clock for ManualClock {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn formats_unix_seconds() {
+        assert_eq!(rfc3339(1761192000.1), "2025-10-23T04:00:00.1Z");
+    }
 
     #[test]
     fn manual_clock_clones_share_time() {

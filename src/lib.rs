@@ -3,11 +3,13 @@
 pub mod api;
 pub mod cli;
 pub mod clock;
+pub mod identity;
 pub mod model;
 pub mod remediation;
 pub mod render;
 pub mod repro;
 pub mod runtime;
+pub mod server;
 pub mod store;
 pub mod sweep;
 pub mod triage;

@@ -1,14 +1,17 @@
-//! The runtime's vocabulary: channels, statuses, event kinds and the stored rows.
+//! The runtime's vocabulary: channels, statuses, event kinds, Message-IDs and stored rows.
 //!
 //! These names are the contract of DESIGN.md sections 2 and 3; the database, the API and
-//! the CLI all spell them the same way.
+//! the CLI all spell them the same way. Input is parsed into these types at the edge, so
+//! the rest of the code never compares channel or kind names as strings.
 
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Deserializer, Serialize};
+use std::collections::BTreeSet;
 use std::fmt;
 use std::str::FromStr;
 
-/// A delivery channel. Serialised upper-case, as stored in `uns_notifications.channels`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+/// A delivery channel. Serialised upper-case, as stored in `uns_notifications.channels`;
+/// parsed in any letter case with surrounding whitespace trimmed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(rename_all = "UPPERCASE")]
 pub enum Channel {
     Email,
@@ -36,19 +39,94 @@ impl fmt::Display for Channel {
 
 /// The error for a channel name that is not EMAIL, SLACK or PAGERDUTY.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown channel {0:?}: expected EMAIL, SLACK or PAGERDUTY")]
+#[error(
+    "unknown channel {0:?}: the valid channels are EMAIL, SLACK and PAGERDUTY (any letter case)"
+)]
 pub struct UnknownChannel(pub String);
 
 impl FromStr for Channel {
     type Err = UnknownChannel;
 
     fn from_str(text: &str) -> Result<Self, Self::Err> {
-        match text.trim().to_ascii_uppercase().as_str() {
-            "EMAIL" => Ok(Channel::Email),
-            "SLACK" => Ok(Channel::Slack),
-            "PAGERDUTY" => Ok(Channel::Pagerduty),
-            _ => Err(UnknownChannel(text.to_string())),
-        }
+        let name = text.trim();
+        Channel::ALL
+            .into_iter()
+            .find(|channel| channel.as_str().eq_ignore_ascii_case(name))
+            .ok_or_else(|| UnknownChannel(text.to_string()))
+    }
+}
+
+impl<'de> Deserialize<'de> for Channel {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = std::borrow::Cow::<'de, str>::deserialize(deserializer)?;
+        text.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+/// A set of channels: duplicates collapse, order is always EMAIL, SLACK, PAGERDUTY.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct ChannelSet(BTreeSet<Channel>);
+
+impl ChannelSet {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    pub fn insert(&mut self, channel: Channel) -> bool {
+        self.0.insert(channel)
+    }
+
+    pub fn contains(&self, channel: Channel) -> bool {
+        self.0.contains(&channel)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = Channel> + '_ {
+        self.0.iter().copied()
+    }
+
+    /// Whether every channel of `self` is in `other`.
+    pub fn is_subset(&self, other: &ChannelSet) -> bool {
+        self.0.is_subset(&other.0)
+    }
+
+    /// The channels of `self` that are not in `other`.
+    pub fn without(&self, other: &ChannelSet) -> ChannelSet {
+        ChannelSet(self.0.difference(&other.0).copied().collect())
+    }
+
+    /// Parses a list of names (any case, trimmed, duplicates collapse); the first unknown
+    /// name is the error.
+    pub fn parse<S: AsRef<str>>(names: &[S]) -> Result<Self, UnknownChannel> {
+        names.iter().map(|name| name.as_ref().parse()).collect()
+    }
+
+    /// "EMAIL,SLACK": the spelling `--channels` takes.
+    pub fn joined(&self, separator: &str) -> String {
+        self.iter()
+            .map(Channel::as_str)
+            .collect::<Vec<_>>()
+            .join(separator)
+    }
+}
+
+impl FromIterator<Channel> for ChannelSet {
+    fn from_iter<I: IntoIterator<Item = Channel>>(iter: I) -> Self {
+        Self(iter.into_iter().collect())
+    }
+}
+
+impl fmt::Display for ChannelSet {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.joined(","))
     }
 }
 
@@ -73,6 +151,14 @@ impl Status {
             Status::Resolved => "RESOLVED",
         }
     }
+
+    /// Whether the row has stopped moving: nothing will change it without an operator.
+    pub fn is_settled(text: &str) -> bool {
+        matches!(
+            text.parse(),
+            Ok(Status::Delivered | Status::Dead | Status::Resolved)
+        )
+    }
 }
 
 impl fmt::Display for Status {
@@ -96,32 +182,85 @@ impl FromStr for Status {
     }
 }
 
-/// Event kinds appended to `uns_events`.
-pub mod kind {
-    pub const SUBMITTED: &str = "SUBMITTED";
-    pub const ATTEMPT_STARTED: &str = "ATTEMPT_STARTED";
-    pub const CHANNEL_ATTEMPT_STARTED: &str = "CHANNEL_ATTEMPT_STARTED";
-    pub const CHANNEL_ATTEMPT_RESULT: &str = "CHANNEL_ATTEMPT_RESULT";
-    pub const LEASE_LOST: &str = "LEASE_LOST";
-    pub const RETRY_SCHEDULED: &str = "RETRY_SCHEDULED";
-    pub const DELIVERED: &str = "DELIVERED";
-    pub const DEAD_LETTERED: &str = "DEAD_LETTERED";
-    pub const DLQ_RESOLVED: &str = "DLQ_RESOLVED";
-    pub const REPLAYED: &str = "REPLAYED";
+/// The kinds of event appended to `uns_events`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum Kind {
+    Submitted,
+    AttemptStarted,
+    ChannelAttemptStarted,
+    ChannelAttemptResult,
+    LeaseLost,
+    RetryScheduled,
+    Delivered,
+    DeadLettered,
+    DlqResolved,
+    Replayed,
+    Verified,
+}
 
+impl Kind {
     /// Every kind the runtime writes; anything else in a store is unexpected.
-    pub const ALL: [&str; 10] = [
-        SUBMITTED,
-        ATTEMPT_STARTED,
-        CHANNEL_ATTEMPT_STARTED,
-        CHANNEL_ATTEMPT_RESULT,
-        LEASE_LOST,
-        RETRY_SCHEDULED,
-        DELIVERED,
-        DEAD_LETTERED,
-        DLQ_RESOLVED,
-        REPLAYED,
+    pub const ALL: [Kind; 11] = [
+        Kind::Submitted,
+        Kind::AttemptStarted,
+        Kind::ChannelAttemptStarted,
+        Kind::ChannelAttemptResult,
+        Kind::LeaseLost,
+        Kind::RetryScheduled,
+        Kind::Delivered,
+        Kind::DeadLettered,
+        Kind::DlqResolved,
+        Kind::Replayed,
+        Kind::Verified,
     ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Submitted => "SUBMITTED",
+            Kind::AttemptStarted => "ATTEMPT_STARTED",
+            Kind::ChannelAttemptStarted => "CHANNEL_ATTEMPT_STARTED",
+            Kind::ChannelAttemptResult => "CHANNEL_ATTEMPT_RESULT",
+            Kind::LeaseLost => "LEASE_LOST",
+            Kind::RetryScheduled => "RETRY_SCHEDULED",
+            Kind::Delivered => "DELIVERED",
+            Kind::DeadLettered => "DEAD_LETTERED",
+            Kind::DlqResolved => "DLQ_RESOLVED",
+            Kind::Replayed => "REPLAYED",
+            Kind::Verified => "VERIFIED",
+        }
+    }
+
+    /// The kind a stored name spells exactly, if any.
+    pub fn from_stored(name: &str) -> Option<Kind> {
+        Kind::ALL.into_iter().find(|kind| kind.as_str() == name)
+    }
+
+    /// Every kind's name, for messages and completions.
+    pub fn names() -> Vec<&'static str> {
+        Kind::ALL.iter().map(|kind| kind.as_str()).collect()
+    }
+}
+
+impl fmt::Display for Kind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for Kind {
+    type Err = String;
+
+    /// A kind as a person types it: any letter case, `-` for `_`.
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        let name = text.trim().to_ascii_uppercase().replace('-', "_");
+        Kind::from_stored(&name).ok_or_else(|| {
+            format!(
+                "unknown event kind {text:?}: the kinds are {}",
+                Kind::names().join(", ")
+            )
+        })
+    }
 }
 
 /// What the provider did with a channel call, as far as the adapter can tell.
@@ -143,6 +282,63 @@ impl ProviderOutcome {
     }
 }
 
+/// The Message-ID an email attempt carries: `<id.cycle.attempt@uns.local>`. Derived, so
+/// a relay log can be searched for any attempt without asking the runtime.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct MessageId {
+    pub notification_id: String,
+    pub cycle: i64,
+    pub attempt: i64,
+}
+
+impl MessageId {
+    pub const DOMAIN: &'static str = "uns.local";
+
+    pub fn new(notification_id: &str, cycle: i64, attempt: i64) -> Self {
+        Self {
+            notification_id: notification_id.to_string(),
+            cycle,
+            attempt,
+        }
+    }
+
+    /// Reads `<id.cycle.attempt@uns.local>` (the angle brackets are optional).
+    pub fn parse(text: &str) -> Option<Self> {
+        let inner = text.trim();
+        let inner = inner
+            .strip_prefix('<')
+            .and_then(|rest| rest.strip_suffix('>'))
+            .unwrap_or(inner);
+        let (local, domain) = inner.rsplit_once('@')?;
+        if domain != Self::DOMAIN {
+            return None;
+        }
+        let (rest, attempt) = local.rsplit_once('.')?;
+        let (id, cycle) = rest.rsplit_once('.')?;
+        if id.is_empty() {
+            return None;
+        }
+        Some(Self {
+            notification_id: id.to_string(),
+            cycle: cycle.parse().ok()?,
+            attempt: attempt.parse().ok()?,
+        })
+    }
+}
+
+impl fmt::Display for MessageId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "<{}.{}.{}@{}>",
+            self.notification_id,
+            self.cycle,
+            self.attempt,
+            Self::DOMAIN
+        )
+    }
+}
+
 /// One row of `uns_notifications`, as read back.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Notification {
@@ -153,7 +349,8 @@ pub struct Notification {
     pub cycle: i64,
     pub cycle_attempts: i64,
     pub max_attempts: i64,
-    /// Kept as stored text parsed leniently: a store may hold names this build does not know.
+    /// The stored names as written; a store may hold names this build does not know, and
+    /// triage says so rather than guessing.
     pub channels: Vec<String>,
     pub payload: serde_json::Value,
     pub idempotency_key: Option<String>,
@@ -163,16 +360,32 @@ pub struct Notification {
     pub error_message: Option<String>,
     pub created_at: f64,
     pub updated_at: f64,
+    /// Columns that could not be read, each "column: why". A row with any is VERIFY.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unreadable: Vec<String>,
 }
 
-/// One row of `uns_events`. The payload is kept raw when it is not valid JSON, so that
-/// triage can name the bad event instead of failing.
+impl Notification {
+    /// The row's channels as a set, or why they cannot be trusted.
+    pub fn channel_set(&self) -> Result<ChannelSet, String> {
+        if let Some(problem) = self.unreadable.iter().find(|u| u.starts_with("channels")) {
+            return Err(problem.clone());
+        }
+        ChannelSet::parse(&self.channels).map_err(|err| format!("channels: {err}"))
+    }
+}
+
+/// One row of `uns_events`. Columns that could not be read are named in `unreadable`,
+/// so that triage can name the bad event instead of failing the whole read.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Event {
     pub id: i64,
     pub at: f64,
     pub kind: String,
     pub payload: serde_json::Value,
+    /// Columns that could not be read, each "column: why".
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unreadable: Vec<String>,
 }
 
 /// The payload of a new notification as the API and `runtime submit` accept it.
@@ -192,13 +405,67 @@ mod tests {
     use super::*;
 
     #[test]
-    fn channel_names_round_trip() {
+    fn channel_names_parse_in_any_case_trimmed() {
         for channel in Channel::ALL {
             assert_eq!(channel.as_str().parse::<Channel>(), Ok(channel));
             let json = serde_json::to_string(&channel).unwrap_or_default();
             assert_eq!(json, format!("\"{}\"", channel.as_str()));
         }
-        assert_eq!("slack".parse::<Channel>(), Ok(Channel::Slack));
-        assert!("SMS".parse::<Channel>().is_err());
+        for spelling in ["slack", " Slack", "SLACK\t", "\nsLaCk "] {
+            assert_eq!(
+                spelling.parse::<Channel>(),
+                Ok(Channel::Slack),
+                "{spelling:?}"
+            );
+        }
+        for bad in ["SMS", "", "sla ck", "EMAILS"] {
+            assert!(bad.parse::<Channel>().is_err(), "{bad:?}");
+        }
+        let parsed: Result<Channel, _> = serde_json::from_str("\" email\"");
+        assert_eq!(parsed.ok(), Some(Channel::Email));
+    }
+
+    #[test]
+    fn a_channel_list_is_a_set() {
+        let set = ChannelSet::parse(&["slack", "SLACK", " email", "Slack"]);
+        assert_eq!(
+            set.as_ref().map(|s| s.joined(",")),
+            Ok("EMAIL,SLACK".into())
+        );
+        let from_json: Result<ChannelSet, _> =
+            serde_json::from_str(r#"["PAGERDUTY","email","EMAIL\t"]"#);
+        assert_eq!(
+            from_json.map(|s| s.joined(",")).ok().as_deref(),
+            Some("EMAIL,PAGERDUTY")
+        );
+        let unknown: Result<ChannelSet, _> = serde_json::from_str(r#"["EMAIL","SMS"]"#);
+        assert!(unknown.is_err());
+    }
+
+    #[test]
+    fn message_ids_round_trip() {
+        let id = MessageId::new("n-abc.def", 2, 7);
+        assert_eq!(id.to_string(), "<n-abc.def.2.7@uns.local>");
+        assert_eq!(MessageId::parse(&id.to_string()), Some(id));
+        assert_eq!(
+            MessageId::parse("n-1.1.3@uns.local").map(|m| m.attempt),
+            Some(3)
+        );
+        for bad in [
+            "garbage",
+            "<n-1.x.1@uns.local>",
+            "<n-1.1.1@other.test>",
+            "<.1.1@uns.local>",
+        ] {
+            assert_eq!(MessageId::parse(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn kinds_parse_as_people_type_them() {
+        assert_eq!("lease-lost".parse::<Kind>(), Ok(Kind::LeaseLost));
+        assert_eq!(Kind::from_stored("LEASE_LOST"), Some(Kind::LeaseLost));
+        assert_eq!(Kind::from_stored("lease_lost"), None);
+        assert!("PROVIDER_CALLBACK".parse::<Kind>().is_err());
     }
 }

@@ -2,13 +2,14 @@
 //! fault-injecting fakes, writing into a real store.
 
 use crate::clock::SystemClock;
-use crate::engine::{self, Backoff};
-use crate::model::{Channel, Status};
+use crate::model::{Channel, ChannelSet, Status};
 use crate::runtime::adapters::Adapter;
 use crate::runtime::adapters::email::{EmailAdapter, EmailConfig};
 use crate::runtime::adapters::webhook::{Provider, WebhookAdapter};
 use crate::runtime::db::Database;
+use crate::runtime::engine::{self, Backoff};
 use crate::runtime::fakes::{Accepted, Behavior, Fakes};
+use crate::runtime::queries;
 use crate::runtime::schema::{self, OpenMode};
 use crate::runtime::worker::{Adapters, Worker, WorkerConfig};
 use crate::store::sqlite;
@@ -17,7 +18,6 @@ use serde::Serialize;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
 /// The lease the reproductions run with: short, so a case takes seconds.
@@ -80,11 +80,11 @@ impl Scenario {
         format!("{}@repro.uns.local", self.name())
     }
 
-    fn channels(self) -> Vec<Channel> {
+    fn channels(self) -> ChannelSet {
         match self {
-            Scenario::ProviderRejected => vec![Channel::Slack],
-            Scenario::MixedChannels => vec![Channel::Email, Channel::Slack],
-            _ => vec![Channel::Email],
+            Scenario::ProviderRejected => [Channel::Slack].into_iter().collect(),
+            Scenario::MixedChannels => [Channel::Email, Channel::Slack].into_iter().collect(),
+            _ => [Channel::Email].into_iter().collect(),
         }
     }
 
@@ -138,6 +138,8 @@ pub enum ReproError {
     Engine(#[from] engine::EngineError),
     #[error(transparent)]
     Open(#[from] schema::OpenError),
+    #[error(transparent)]
+    Writer(#[from] crate::runtime::db::OpenFailed),
     #[error("worker-crash needs the unsctl binary to run a worker process: {0}")]
     Crash(String),
     #[error("timed out after {0:?} waiting for {1} to settle")]
@@ -225,23 +227,8 @@ fn submit(db: &rusqlite::Connection, scenario: Scenario) -> Result<String, Repro
 }
 
 fn settled(conn: &rusqlite::Connection, id: &str) -> Result<bool, ReproError> {
-    let row = sqlite::read_notification(conn, id)?;
-    Ok(row.is_some_and(|r| {
-        r.status == Status::Dead.as_str() || r.status == Status::Delivered.as_str()
-    }))
-}
-
-/// Quiet time after settling, so late results from lost leases land before we report.
-fn drained(conn: &rusqlite::Connection, id: &str, quiet: f64) -> Result<bool, ReproError> {
-    let newest: Option<f64> = conn
-        .query_row(
-            "SELECT MAX(at) FROM uns_events WHERE notification_id = ?1",
-            [id],
-            |row| row.get(0),
-        )
-        .map_err(crate::store::StoreError::from)?;
-    let now = crate::clock::Clock::now(&SystemClock);
-    Ok(newest.is_some_and(|at| now - at >= quiet))
+    let row = queries::read_notification(conn, id).map_err(crate::store::StoreError::from)?;
+    Ok(row.is_some_and(|r| Status::is_settled(&r.status)))
 }
 
 /// Runs a worker process until `id` has a CHANNEL_ATTEMPT_STARTED, then kills it.
@@ -337,27 +324,16 @@ pub fn run(
         fake_adapters(fakes)?,
         worker_config(8),
     );
-    let stop = Arc::new(AtomicBool::new(false));
-    let threads = worker.spawn(stop.clone());
-    let start = Instant::now();
-    let waited = loop {
-        let mut done = true;
-        for (_, id) in &ids {
-            done &= settled(&conn, id)? && drained(&conn, id, 0.5)?;
-        }
-        if done {
-            break Ok(());
-        }
-        if start.elapsed() > DEADLINE {
-            break Err(ReproError::Timeout(DEADLINE, "the scenarios".into()));
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    stop.store(true, std::sync::atomic::Ordering::SeqCst);
-    for thread in threads {
-        let _ = thread.join();
+    // Joining the worker's threads lets every call still in flight under a lost lease
+    // record its late result before anything is reported.
+    let all_settled = worker.run_until(DEADLINE, Duration::from_millis(25), || {
+        ids.iter().try_fold(true, |done, (_, id)| {
+            Ok::<bool, ReproError>(done && settled(&conn, id)?)
+        })
+    })?;
+    if !all_settled {
+        return Err(ReproError::Timeout(DEADLINE, "the scenarios".into()));
     }
-    waited?;
     let ledger = fakes.control.ledger();
     ids.sort_by(|a, b| a.1.cmp(&b.1));
     ids.into_iter()
@@ -366,7 +342,7 @@ pub fn run(
             let branch = doc
                 .row
                 .dead_letter
-                .then(|| triage::triage(&doc.row, &doc.events).branch);
+                .then(|| triage::triage_events(&doc.row, &doc.events).branch);
             Ok(ScenarioReport {
                 scenario,
                 status: doc.row.status.clone(),

@@ -6,11 +6,11 @@
 //! replayed exactly.
 
 use crate::clock::{Clock, SystemClock};
-use crate::engine::{self, Backoff, ClaimOutcome, NewNotification};
 use crate::model::Channel;
 use crate::repro::{self, ReproError};
 use crate::runtime::adapters::DeliveryRequest;
 use crate::runtime::db::Database;
+use crate::runtime::engine::{self, Backoff, ClaimOutcome, NewNotification};
 use crate::runtime::fakes::{Behavior, Fakes};
 use crate::runtime::schema::{self, OpenMode};
 use crate::runtime::worker::{Adapters, Worker, WorkerConfig};
@@ -21,8 +21,7 @@ use rand::{RngExt, SeedableRng};
 use serde::Serialize;
 use std::path::Path;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const LEASE_SECONDS: f64 = 0.25;
 const MIN_IO_TIMEOUT: Duration = Duration::from_millis(400);
@@ -121,7 +120,7 @@ pub fn run(
             &conn,
             SystemClock.now(),
             &NewNotification {
-                channels: schedule.channels.clone(),
+                channels: schedule.channels.iter().copied().collect(),
                 payload: serde_json::json!({"recipient": format!("s{i}@sweep.uns.local"), "subject": "sweep"}),
                 idempotency_key: None,
                 max_attempts: schedule.max_attempts,
@@ -153,11 +152,10 @@ pub fn run(
             min_io_timeout: MIN_IO_TIMEOUT,
         },
     );
-    let stop = Arc::new(AtomicBool::new(false));
-    let threads = worker.spawn(stop.clone());
-    let start = Instant::now();
     let deadline = Duration::from_secs(60 + schedules as u64 / 10);
-    loop {
+    // Joining the threads lets late answers under lost leases land before the ledger is
+    // read; the abandoned calls of the crashed workers are joined after.
+    worker.run_until(deadline, Duration::from_millis(50), || {
         let open: i64 = conn
             .query_row(
                 "SELECT COUNT(*) FROM uns_notifications WHERE status IN ('PENDING', 'LEASED')",
@@ -165,15 +163,9 @@ pub fn run(
                 |r| r.get(0),
             )
             .map_err(crate::store::StoreError::from)?;
-        if open == 0 || start.elapsed() > deadline {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    // Late answers from lost leases and abandoned calls land before the ledger is read.
-    std::thread::sleep(MIN_IO_TIMEOUT + PAST_LEASE);
-    stop.store(true, Ordering::SeqCst);
-    for thread in threads.into_iter().chain(abandoned) {
+        Ok::<bool, ReproError>(open == 0)
+    })?;
+    for thread in abandoned {
         let _ = thread.join();
     }
     judge(&conn, &fakes, &ids, &drawn, seed)
@@ -253,7 +245,7 @@ fn crash(
             lease.notification_id
         )));
     }
-    let Some(&channel) = lease.owed.first() else {
+    let Some(channel) = lease.owed.iter().next() else {
         return Err(ReproError::Crash(format!("{id} owes no channel")));
     };
     engine::start_channel(conn, SystemClock.now(), &lease, channel)?;
@@ -309,11 +301,11 @@ fn judge(
                 continue;
             }
         }
-        let verdict = triage::triage(&doc.row, &doc.events);
+        let verdict = triage::triage_events(&doc.row, &doc.events);
         let truth: Vec<(Channel, bool)> = verdict
             .channels
             .iter()
-            .filter_map(|c| c.channel.parse::<Channel>().ok())
+            .map(|c| c.channel)
             .map(|c| (c, accepted(c) > 0))
             .collect();
         match verdict.branch {
@@ -333,7 +325,7 @@ fn judge(
                     .channels
                     .iter()
                     .filter(|c| c.state != ChannelState::Delivered)
-                    .filter_map(|c| c.channel.parse::<Channel>().ok())
+                    .map(|c| c.channel)
                     .any(|c| accepted(c) > 0);
                 if replayed_but_accepted {
                     counts.unsafe_replay += 1;

@@ -1,12 +1,12 @@
 //! Triage (DESIGN section 4): from one row and its events, which remediation is safe.
 //!
-//! Pure: values in, a verdict out, no IO. Its one safety rule is that it never says
-//! RESOLVE for a channel the provider did not accept, nor REPLAY for one the provider
-//! may have acted on; evidence it cannot read makes the answer VERIFY, never silence.
+//! Pure: values in, a verdict out, no IO. Its safety rule is that it never says RESOLVE
+//! for a channel the provider did not accept, nor REPLAY for one the provider may have
+//! acted on; evidence it cannot read makes the answer VERIFY, never silence.
 
-use crate::model::{Event, Notification, kind};
+use crate::model::{Channel, ChannelSet, Event, Kind, MessageId, Notification};
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 /// The remediation a DLQ entry calls for.
@@ -43,19 +43,43 @@ impl std::str::FromStr for Branch {
     type Err = String;
 
     fn from_str(text: &str) -> Result<Self, Self::Err> {
-        match text.to_ascii_uppercase().as_str() {
-            "RESOLVE" => Ok(Branch::Resolve),
-            "VERIFY" => Ok(Branch::Verify),
-            "REPLAY" => Ok(Branch::Replay),
-            _ => Err(format!(
-                "unknown branch {text:?}: expected resolve, verify or replay"
-            )),
+        Branch::ALL
+            .into_iter()
+            .find(|b| b.as_str().eq_ignore_ascii_case(text.trim()))
+            .ok_or_else(|| format!("unknown branch {text:?}: expected resolve, verify or replay"))
+    }
+}
+
+/// What a plan does with an entry: the branch's action, or nothing until someone checks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PlanAction {
+    Resolve,
+    Replay,
+    /// Nothing is done until someone checks out of band and changes it.
+    Verify,
+}
+
+impl PlanAction {
+    pub fn of(branch: Branch) -> Self {
+        match branch {
+            Branch::Resolve => PlanAction::Resolve,
+            Branch::Verify => PlanAction::Verify,
+            Branch::Replay => PlanAction::Replay,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PlanAction::Resolve => "resolve",
+            PlanAction::Replay => "replay",
+            PlanAction::Verify => "verify",
         }
     }
 }
 
 /// What is known of one channel.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum ChannelState {
     Delivered,
@@ -75,7 +99,7 @@ impl ChannelState {
     }
 }
 
-/// The outcome of one channel attempt (a start and its result under one lease).
+/// The outcome of one channel attempt (a start and its results under one lease).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum AttemptOutcome {
     Rejected,
@@ -83,18 +107,22 @@ enum AttemptOutcome {
     Accepted,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ChannelVerdict {
-    pub channel: String,
+    pub channel: Channel,
     pub state: ChannelState,
     /// `uns_events.id` values that prove the state.
     pub evidence: Vec<i64>,
     /// What to search for out of band (Message-IDs, idempotency keys).
     pub message_ids: Vec<String>,
+    /// Why a channel is FAILED or UNCERTAIN, in the provider's or the adapter's words.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cause: Option<String>,
 }
 
-/// One DLQ entry's verdict: the JSON contract of DESIGN section 6.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// One DLQ entry's verdict: the JSON contract of DESIGN section 6. Only triage makes
+/// one; a verdict read back from a client or a plan is never trusted.
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Verdict {
     pub id: String,
     pub branch: Branch,
@@ -106,41 +134,166 @@ pub struct Verdict {
     pub last_event_id: Option<i64>,
     pub channels: Vec<ChannelVerdict>,
     pub next_step: String,
-    /// The plan's action for this entry: resolve, replay, or verify (nothing is done
-    /// until someone checks and changes it).
-    #[serde(default)]
-    pub action: String,
-    /// Anything odd in the evidence, each naming its event.
-    #[serde(default)]
+    /// The plan's action for this entry.
+    pub action: PlanAction,
+    /// Anything odd in the evidence, each naming its event or column.
     pub notes: Vec<String>,
 }
 
 impl Verdict {
-    /// Channels a replay should cover by default: every one not DELIVERED.
-    pub fn undelivered(&self) -> Vec<String> {
+    /// Channels in `state`.
+    pub fn in_state(&self, state: ChannelState) -> ChannelSet {
         self.channels
             .iter()
-            .filter(|c| c.state != ChannelState::Delivered)
-            .map(|c| c.channel.clone())
+            .filter(|c| c.state == state)
+            .map(|c| c.channel)
             .collect()
     }
 
-    pub fn channel(&self, name: &str) -> Option<&ChannelVerdict> {
-        self.channels.iter().find(|c| c.channel == name)
+    /// Channels a replay covers by default: every one not DELIVERED.
+    pub fn undelivered(&self) -> ChannelSet {
+        self.channels
+            .iter()
+            .filter(|c| c.state != ChannelState::Delivered)
+            .map(|c| c.channel)
+            .collect()
     }
+
+    /// FAILED and NOT_ATTEMPTED channels: nobody received these, and nothing is in doubt.
+    pub fn unsent(&self) -> ChannelSet {
+        self.channels
+            .iter()
+            .filter(|c| matches!(c.state, ChannelState::Failed | ChannelState::NotAttempted))
+            .map(|c| c.channel)
+            .collect()
+    }
+
+    pub fn channel(&self, channel: Channel) -> Option<&ChannelVerdict> {
+        self.channels.iter().find(|c| c.channel == channel)
+    }
+
+    /// Every evidence event id, in order.
+    pub fn evidence(&self) -> Vec<i64> {
+        let mut ids: Vec<i64> = self
+            .channels
+            .iter()
+            .flat_map(|c| c.evidence.iter().copied())
+            .collect();
+        ids.sort_unstable();
+        ids.dedup();
+        ids
+    }
+}
+
+/// The payload fields triage reads, borrowed from the stored text where it can be.
+/// A field of the wrong type makes the whole payload unreadable: triage never guesses.
+#[derive(Debug, Default, Deserialize)]
+pub struct Fields<'a> {
+    #[serde(borrow, default)]
+    pub channel: Option<Cow<'a, str>>,
+    #[serde(default)]
+    pub cycle: Option<i64>,
+    #[serde(default)]
+    pub attempt: Option<i64>,
+    #[serde(borrow, default)]
+    pub lease_token: Option<Cow<'a, str>>,
+    #[serde(default)]
+    pub success: Option<bool>,
+    #[serde(borrow, default)]
+    pub message_id: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    pub error: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    pub metadata: Option<Metadata<'a>>,
+    /// REPLAYED: the channels of the new cycle.
+    #[serde(borrow, default)]
+    pub channels: Option<Vec<Cow<'a, str>>>,
+    /// REPLAYED and DLQ_RESOLVED: what the operator checked out of band.
+    #[serde(borrow, default)]
+    pub attestation: Option<Cow<'a, str>>,
+    /// VERIFIED: the attempt numbers the answer covers.
+    #[serde(default)]
+    pub attempts: Option<Vec<i64>>,
+    /// VERIFIED: DELIVERED or NOT_DELIVERED.
+    #[serde(borrow, default)]
+    pub outcome: Option<Cow<'a, str>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub struct Metadata<'a> {
+    #[serde(borrow, default)]
+    pub provider_outcome: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    pub message_id: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    pub idempotency_key: Option<Cow<'a, str>>,
+}
+
+/// What triage reads of one event: its id, kind, and payload fields or why they could
+/// not be read.
+#[derive(Debug)]
+pub struct Observed<'a> {
+    pub id: i64,
+    pub kind: &'a str,
+    /// A column of the event that could not be read, with why.
+    pub unreadable: Option<&'a str>,
+    pub fields: Result<Fields<'a>, String>,
+}
+
+impl<'a> Observed<'a> {
+    /// From an event read in full (the notification document, the API).
+    pub fn from_event(event: &'a Event) -> Self {
+        let fields = if event.payload.is_object() {
+            Fields::deserialize(&event.payload).map_err(|err| format!("payload: {err}"))
+        } else {
+            Err("payload is not a JSON object".to_string())
+        };
+        Self {
+            id: event.id,
+            kind: &event.kind,
+            unreadable: event.unreadable.first().map(String::as_str),
+            fields,
+        }
+    }
+
+    /// From the stored payload text, without building a JSON tree (the bulk path).
+    pub fn from_text(id: i64, kind: &'a str, payload: &'a str) -> Self {
+        let fields = if payload.trim_start().starts_with('{') {
+            serde_json::from_str(payload).map_err(|err| format!("payload: {err}"))
+        } else {
+            Err("payload is not a JSON object".to_string())
+        };
+        Self {
+            id,
+            kind,
+            unreadable: None,
+            fields,
+        }
+    }
+}
+
+/// One channel attempt: the pair of events sharing (cycle, attempt, channel, lease).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+struct AttemptKey {
+    cycle: i64,
+    /// -1 when the payload does not say.
+    attempt: i64,
+    channel: Channel,
+    lease_token: String,
 }
 
 #[derive(Debug, Default)]
 struct Attempt {
-    cycle: i64,
     start: Option<i64>,
     results: Vec<(i64, AttemptOutcome)>,
     message_ids: Vec<String>,
+    /// The newest error text among the results.
+    error: Option<String>,
 }
 
 impl Attempt {
-    /// A start without a result means the worker died or hung mid-call.
-    fn outcome(&self) -> AttemptOutcome {
+    /// The best result wins; a start without a result means the worker died or hung.
+    fn raw_outcome(&self) -> AttemptOutcome {
         self.results
             .iter()
             .map(|(_, outcome)| *outcome)
@@ -153,128 +306,340 @@ impl Attempt {
             .into_iter()
             .chain(self.results.iter().map(|(id, _)| *id))
     }
+
+    fn newest_event(&self) -> i64 {
+        self.event_ids().max().unwrap_or(0)
+    }
 }
 
-type AttemptKey = (i64, i64, String, String);
+/// An operator's replay: which channels, and whether someone attested what they checked.
+#[derive(Debug)]
+struct Replay {
+    event_id: i64,
+    channels: ChannelSet,
+    attested: bool,
+}
 
-/// Classifies one notification from its row and full history.
-pub fn triage(row: &Notification, events: &[Event]) -> Verdict {
-    let mut notes = Vec::new();
-    let mut unreadable = false;
-    let mut lease_lost = false;
-    let mut channel_order: Vec<String> = row.channels.clone();
-    let mut attempts: BTreeMap<AttemptKey, Attempt> = BTreeMap::new();
-    let mut key_order: Vec<AttemptKey> = Vec::new();
+/// A provider's own answer, recorded by `unsctl verify --record`.
+#[derive(Debug)]
+struct Verification {
+    event_id: i64,
+    channel: Channel,
+    cycle: i64,
+    attempts: Vec<i64>,
+    delivered: bool,
+}
 
-    for event in events {
-        if !kind::ALL.contains(&event.kind.as_str()) {
-            notes.push(format!("event {}: unknown kind {:?}", event.id, event.kind));
-            unreadable = true;
-            continue;
-        }
-        let Some(payload) = event.payload.as_object() else {
-            notes.push(format!(
-                "event {} ({}): payload is not a JSON object",
-                event.id, event.kind
-            ));
-            unreadable = true;
-            continue;
+/// Everything read from one history, before any conclusion is drawn.
+#[derive(Debug, Default)]
+struct Reading {
+    notes: Vec<String>,
+    unreadable: bool,
+    lease_lost: bool,
+    last_event_id: Option<i64>,
+    channels: ChannelSet,
+    attempts: BTreeMap<AttemptKey, Attempt>,
+    replays: Vec<Replay>,
+    verifications: Vec<Verification>,
+}
+
+impl Reading {
+    fn unreadable(&mut self, note: String) {
+        self.notes.push(note);
+        self.unreadable = true;
+    }
+
+    fn read(&mut self, row_id: &str, event: Observed<'_>) {
+        self.last_event_id = Some(self.last_event_id.map_or(event.id, |id| id.max(event.id)));
+        let Some(kind) = Kind::from_stored(event.kind) else {
+            self.unreadable(format!("event {}: unknown kind {:?}", event.id, event.kind));
+            return;
         };
-        match event.kind.as_str() {
-            kind::LEASE_LOST => lease_lost = true,
-            kind::REPLAYED => {
-                for name in payload
-                    .get("channels")
-                    .and_then(Value::as_array)
-                    .into_iter()
-                    .flatten()
-                {
-                    if let Some(name) = name.as_str() {
-                        remember(&mut channel_order, name);
-                    }
-                }
+        if let Some(column) = event.unreadable {
+            self.unreadable(format!("event {} ({kind}): {column}", event.id));
+            return;
+        }
+        let fields = match event.fields {
+            Ok(fields) => fields,
+            // An unreadable verification is no verification: the doubt it would have
+            // settled stays, so ignoring it can only keep the answer cautious.
+            Err(why) if kind == Kind::Verified => {
+                self.notes.push(format!(
+                    "event {} (VERIFIED): {why}; counted as no verification",
+                    event.id
+                ));
+                return;
             }
-            kind::CHANNEL_ATTEMPT_STARTED | kind::CHANNEL_ATTEMPT_RESULT => {
-                let channel = payload.get("channel").and_then(Value::as_str);
-                let cycle = payload.get("cycle").and_then(Value::as_i64);
-                let (Some(channel), Some(cycle)) = (channel, cycle) else {
-                    notes.push(format!(
-                        "event {} ({}): no channel or cycle in the payload",
-                        event.id, event.kind
-                    ));
-                    unreadable = true;
-                    continue;
-                };
-                remember(&mut channel_order, channel);
-                let attempt_number = payload.get("attempt").and_then(Value::as_i64).unwrap_or(-1);
-                let token = payload
-                    .get("lease_token")
-                    .and_then(Value::as_str)
-                    .unwrap_or_default()
-                    .to_string();
-                let key = (cycle, attempt_number, channel.to_string(), token);
-                if !attempts.contains_key(&key) {
-                    key_order.push(key.clone());
-                }
-                let attempt = attempts.entry(key).or_default();
-                attempt.cycle = cycle;
-                if event.kind == kind::CHANNEL_ATTEMPT_STARTED {
-                    attempt.start.get_or_insert(event.id);
-                    if channel == "EMAIL" && attempt_number >= 0 {
-                        let planned = crate::runtime::adapters::email::message_id(
-                            &row.id,
-                            cycle,
-                            attempt_number,
-                        );
-                        remember(&mut attempt.message_ids, &planned);
-                    }
-                } else {
-                    let outcome = result_outcome(payload);
-                    if outcome == AttemptOutcome::Accepted && !has_text(payload.get("message_id")) {
-                        notes.push(format!(
-                            "event {}: {channel} accepted without a message_id; confirm with the provider",
-                            event.id
-                        ));
-                    }
-                    if payload.get("success").and_then(Value::as_bool).is_none() {
-                        notes.push(format!(
-                            "event {}: {channel} result has no readable success flag; treated as unknown",
-                            event.id
-                        ));
-                    }
-                    for id in [
-                        payload.get("message_id"),
-                        payload.get("metadata").and_then(|m| m.get("message_id")),
-                        payload
-                            .get("metadata")
-                            .and_then(|m| m.get("idempotency_key")),
-                    ]
-                    .into_iter()
-                    .flatten()
-                    .filter_map(Value::as_str)
-                    {
-                        remember(&mut attempt.message_ids, id);
-                    }
-                    attempt.results.push((event.id, outcome));
-                }
+            Err(why) => {
+                self.unreadable(format!("event {} ({kind}): {why}", event.id));
+                return;
+            }
+        };
+        match kind {
+            Kind::LeaseLost => self.lease_lost = true,
+            Kind::Replayed => self.read_replay(event.id, &fields),
+            Kind::Verified => self.read_verification(event.id, &fields),
+            Kind::ChannelAttemptStarted | Kind::ChannelAttemptResult => {
+                self.read_attempt(row_id, event.id, kind, fields)
             }
             _ => {}
         }
     }
 
-    let channels: Vec<ChannelVerdict> = channel_order
-        .iter()
-        .map(|channel| {
-            let all: Vec<&Attempt> = key_order
-                .iter()
-                .filter(|key| &key.2 == channel)
-                .filter_map(|key| attempts.get(key))
-                .collect();
-            channel_verdict(channel, &all, row.cycle)
-        })
-        .collect();
+    fn channel(&mut self, event_id: i64, kind: Kind, name: Option<&str>) -> Option<Channel> {
+        let Some(name) = name else {
+            self.unreadable(format!(
+                "event {event_id} ({kind}): no channel in the payload"
+            ));
+            return None;
+        };
+        match name.parse::<Channel>() {
+            Ok(channel) => {
+                self.channels.insert(channel);
+                Some(channel)
+            }
+            Err(err) => {
+                self.unreadable(format!("event {event_id} ({kind}): {err}"));
+                None
+            }
+        }
+    }
 
-    let branch = if unreadable {
+    fn read_replay(&mut self, event_id: i64, fields: &Fields<'_>) {
+        let names = fields.channels.as_deref().unwrap_or_default();
+        match ChannelSet::parse(names) {
+            Ok(channels) => {
+                for channel in channels.iter() {
+                    self.channels.insert(channel);
+                }
+                self.replays.push(Replay {
+                    event_id,
+                    channels,
+                    attested: fields
+                        .attestation
+                        .as_deref()
+                        .is_some_and(|a| !a.trim().is_empty()),
+                });
+            }
+            Err(err) => self.unreadable(format!("event {event_id} (REPLAYED): {err}")),
+        }
+    }
+
+    fn read_verification(&mut self, event_id: i64, fields: &Fields<'_>) {
+        let channel = fields.channel.as_deref().map(str::parse::<Channel>);
+        let delivered = match fields.outcome.as_deref() {
+            Some("DELIVERED") => Some(true),
+            Some("NOT_DELIVERED") => Some(false),
+            _ => None,
+        };
+        match (channel, fields.cycle, &fields.attempts, delivered) {
+            (Some(Ok(channel)), Some(cycle), Some(attempts), Some(delivered)) => {
+                self.verifications.push(Verification {
+                    event_id,
+                    channel,
+                    cycle,
+                    attempts: attempts.clone(),
+                    delivered,
+                })
+            }
+            _ => self.notes.push(format!(
+                "event {event_id} (VERIFIED): channel, cycle, attempts or outcome unreadable; counted as no verification"
+            )),
+        }
+    }
+
+    fn read_attempt(&mut self, row_id: &str, event_id: i64, kind: Kind, fields: Fields<'_>) {
+        let Some(channel) = self.channel(event_id, kind, fields.channel.as_deref()) else {
+            return;
+        };
+        let Some(cycle) = fields.cycle else {
+            self.unreadable(format!(
+                "event {event_id} ({kind}): no cycle in the payload"
+            ));
+            return;
+        };
+        let key = AttemptKey {
+            cycle,
+            attempt: fields.attempt.unwrap_or(-1),
+            channel,
+            lease_token: fields
+                .lease_token
+                .as_deref()
+                .unwrap_or_default()
+                .to_string(),
+        };
+        let attempt = self.attempts.entry(key.clone()).or_default();
+        if kind == Kind::ChannelAttemptStarted {
+            attempt.start.get_or_insert(event_id);
+            if channel == Channel::Email && key.attempt >= 0 {
+                remember(
+                    &mut attempt.message_ids,
+                    &MessageId::new(row_id, cycle, key.attempt).to_string(),
+                );
+            }
+            return;
+        }
+        let metadata = fields.metadata.unwrap_or_default();
+        let outcome = match (fields.success, metadata.provider_outcome.as_deref()) {
+            (Some(true), _) => AttemptOutcome::Accepted,
+            (Some(false), Some("UNKNOWN")) => AttemptOutcome::Unknown,
+            (Some(false), _) => AttemptOutcome::Rejected,
+            (None, _) => AttemptOutcome::Unknown,
+        };
+        let message_id = fields.message_id.as_deref().filter(|m| !m.is_empty());
+        for id in [
+            message_id,
+            metadata.message_id.as_deref(),
+            metadata.idempotency_key.as_deref(),
+        ]
+        .into_iter()
+        .flatten()
+        {
+            remember(&mut attempt.message_ids, id);
+        }
+        if let Some(error) = fields.error.as_deref().filter(|e| !e.is_empty()) {
+            attempt.error = Some(error.to_string());
+        }
+        attempt.results.push((event_id, outcome));
+        if outcome == AttemptOutcome::Accepted && message_id.is_none() {
+            self.notes.push(format!(
+                "event {event_id}: {channel} accepted without a message_id; confirm with the provider"
+            ));
+        }
+        if fields.success.is_none() {
+            self.notes.push(format!(
+                "event {event_id}: {channel} result has no readable success flag; treated as unknown"
+            ));
+        }
+    }
+
+    /// The attempt's outcome once recorded verifications are applied: a NOT_DELIVERED
+    /// answer settles an UNKNOWN outcome as REJECTED, and never overrides an acceptance.
+    fn outcome(&self, key: &AttemptKey, attempt: &Attempt) -> (AttemptOutcome, Option<i64>) {
+        let raw = attempt.raw_outcome();
+        if raw != AttemptOutcome::Unknown {
+            return (raw, None);
+        }
+        let settled_by = self
+            .verifications
+            .iter()
+            .find(|v| {
+                !v.delivered
+                    && v.channel == key.channel
+                    && v.cycle == key.cycle
+                    && v.attempts.contains(&key.attempt)
+            })
+            .map(|v| v.event_id);
+        match settled_by {
+            Some(id) => (AttemptOutcome::Rejected, Some(id)),
+            None => (raw, None),
+        }
+    }
+
+    /// Whether an operator's later replay of `channel`, with an attestation, cleared the
+    /// doubt of an attempt whose newest event is `after`. A forced replay without one
+    /// clears nothing.
+    fn cleared_by_replay(&self, channel: Channel, after: i64) -> bool {
+        self.replays
+            .iter()
+            .any(|r| r.event_id > after && r.attested && r.channels.contains(channel))
+    }
+
+    fn channel_verdict(&self, row_id: &str, channel: Channel, current: i64) -> ChannelVerdict {
+        let attempts: Vec<(&AttemptKey, &Attempt, AttemptOutcome, Option<i64>)> = self
+            .attempts
+            .iter()
+            .filter(|(key, _)| key.channel == channel)
+            .map(|(key, attempt)| {
+                let (outcome, settled_by) = self.outcome(key, attempt);
+                (key, attempt, outcome, settled_by)
+            })
+            .collect();
+        let verified_delivered: Vec<i64> = self
+            .verifications
+            .iter()
+            .filter(|v| v.delivered && v.channel == channel)
+            .map(|v| v.event_id)
+            .collect();
+        let pick = |wanted: AttemptOutcome, keep: &dyn Fn(&AttemptKey, &Attempt) -> bool| {
+            attempts
+                .iter()
+                .filter(|(key, attempt, outcome, _)| *outcome == wanted && keep(key, attempt))
+                .collect::<Vec<_>>()
+        };
+        let accepted = pick(AttemptOutcome::Accepted, &|_, _| true);
+        let uncertain = pick(AttemptOutcome::Unknown, &|key, attempt| {
+            key.cycle == current || !self.cleared_by_replay(channel, attempt.newest_event())
+        });
+        let rejected = pick(AttemptOutcome::Rejected, &|key, _| key.cycle == current);
+        let (state, proof, extra) = if !accepted.is_empty() || !verified_delivered.is_empty() {
+            (ChannelState::Delivered, accepted, verified_delivered)
+        } else if !uncertain.is_empty() {
+            (ChannelState::Uncertain, uncertain, Vec::new())
+        } else if !rejected.is_empty() {
+            let settled = rejected.iter().filter_map(|a| a.3).collect();
+            (ChannelState::Failed, rejected, settled)
+        } else {
+            (ChannelState::NotAttempted, Vec::new(), Vec::new())
+        };
+        let mut evidence: Vec<i64> = proof
+            .iter()
+            .flat_map(|(_, attempt, _, _)| attempt.event_ids())
+            .chain(extra)
+            .collect();
+        evidence.sort_unstable();
+        evidence.dedup();
+        let mut message_ids = Vec::new();
+        for (_, attempt, _, _) in &proof {
+            for id in &attempt.message_ids {
+                remember(&mut message_ids, id);
+            }
+        }
+        let cause = match state {
+            ChannelState::Uncertain | ChannelState::Failed => proof.last().map(|(_, attempt, _, settled)| {
+                match (&attempt.error, settled, attempt.results.is_empty()) {
+                    (_, Some(id), _) => format!("verified not delivered (event {id})"),
+                    (Some(error), _, _) => error.clone(),
+                    (None, _, true) => format!(
+                        "the call started (event {}) and no result was recorded: the worker died or hung mid-call",
+                        attempt.start.unwrap_or_default()
+                    ),
+                    (None, _, false) => "no detail recorded".to_string(),
+                }
+            }),
+            _ => None,
+        };
+        let _ = row_id;
+        ChannelVerdict {
+            channel,
+            state,
+            evidence,
+            message_ids,
+            cause,
+        }
+    }
+}
+
+/// Classifies one notification from its row and full history.
+pub fn triage<'a>(row: &Notification, events: impl IntoIterator<Item = Observed<'a>>) -> Verdict {
+    let mut reading = Reading::default();
+    for problem in &row.unreadable {
+        reading.unreadable(format!("row {}: {problem}", row.id));
+    }
+    match ChannelSet::parse(&row.channels) {
+        Ok(channels) => reading.channels = channels,
+        Err(err) => reading.unreadable(format!("row {}: channels column: {err}", row.id)),
+    }
+    for event in events {
+        reading.read(&row.id, event);
+    }
+    let channels: Vec<ChannelVerdict> = reading
+        .channels
+        .iter()
+        .map(|channel| reading.channel_verdict(&row.id, channel, row.cycle))
+        .collect();
+    let mut notes = std::mem::take(&mut reading.notes);
+    let branch = if reading.unreadable {
         Branch::Verify
     } else if channels.is_empty() {
         notes.push("no channels recorded for this notification".into());
@@ -289,74 +654,24 @@ pub fn triage(row: &Notification, events: &[Event]) -> Verdict {
     let mut verdict = Verdict {
         id: row.id.clone(),
         branch,
-        lease_lost,
+        lease_lost: reading.lease_lost,
         status: row.status.clone(),
         cycle: row.cycle,
         attempts: row.attempts,
         error_message: row.error_message.clone(),
-        last_event_id: events.iter().map(|e| e.id).max(),
+        last_event_id: reading.last_event_id,
         channels,
         next_step: String::new(),
-        action: branch.as_str().to_ascii_lowercase(),
+        action: PlanAction::of(branch),
         notes,
     };
     verdict.next_step = next_step(&verdict);
     verdict
 }
 
-fn channel_verdict(channel: &str, attempts: &[&Attempt], current_cycle: i64) -> ChannelVerdict {
-    let pick = |wanted: AttemptOutcome, current_only: bool| -> Vec<&Attempt> {
-        attempts
-            .iter()
-            .copied()
-            .filter(|a| a.outcome() == wanted && (!current_only || a.cycle == current_cycle))
-            .collect()
-    };
-    let (state, proof) = [
-        (
-            ChannelState::Delivered,
-            pick(AttemptOutcome::Accepted, false),
-        ),
-        (ChannelState::Uncertain, pick(AttemptOutcome::Unknown, true)),
-        (ChannelState::Failed, pick(AttemptOutcome::Rejected, true)),
-    ]
-    .into_iter()
-    .find(|(_, proof)| !proof.is_empty())
-    .unwrap_or((ChannelState::NotAttempted, Vec::new()));
-    let mut evidence: Vec<i64> = proof.iter().flat_map(|a| a.event_ids()).collect();
-    evidence.sort_unstable();
-    evidence.dedup();
-    let mut message_ids = Vec::new();
-    for attempt in &proof {
-        for id in &attempt.message_ids {
-            remember(&mut message_ids, id);
-        }
-    }
-    ChannelVerdict {
-        channel: channel.to_string(),
-        state,
-        evidence,
-        message_ids,
-    }
-}
-
-fn result_outcome(payload: &serde_json::Map<String, Value>) -> AttemptOutcome {
-    let provider_outcome = payload
-        .get("metadata")
-        .and_then(|m| m.get("provider_outcome"))
-        .and_then(Value::as_str);
-    match payload.get("success").and_then(Value::as_bool) {
-        Some(true) => AttemptOutcome::Accepted,
-        Some(false) if provider_outcome == Some("UNKNOWN") => AttemptOutcome::Unknown,
-        Some(false) => AttemptOutcome::Rejected,
-        None => AttemptOutcome::Unknown,
-    }
-}
-
-fn has_text(value: Option<&Value>) -> bool {
-    value
-        .and_then(Value::as_str)
-        .is_some_and(|text| !text.is_empty())
+/// Triage over events read in full.
+pub fn triage_events(row: &Notification, events: &[Event]) -> Verdict {
+    triage(row, events.iter().map(Observed::from_event))
 }
 
 fn remember(list: &mut Vec<String>, item: &str) {
@@ -365,8 +680,8 @@ fn remember(list: &mut Vec<String>, item: &str) {
     }
 }
 
-/// The command that carries the remediation out (for VERIFY: the one that shows what to
-/// check, since no command may act before someone has looked).
+/// The command that carries the remediation out (for VERIFY: the one that looks at the
+/// providers' own records, since nothing may act before someone has checked).
 fn next_step(verdict: &Verdict) -> String {
     let id = &verdict.id;
     match verdict.branch {
@@ -374,30 +689,56 @@ fn next_step(verdict: &Verdict) -> String {
         Branch::Verify => format!("unsctl inspect {id}"),
         Branch::Replay => format!(
             "unsctl replay {id} --channels {} --confirm",
-            verdict.undelivered().join(",")
+            verdict.undelivered().joined(",")
         ),
     }
 }
 
-/// The two commands a VERIFY entry leads to, once someone has checked out of band.
-pub fn after_verification(verdict: &Verdict) -> (String, String) {
+/// What a VERIFY entry leads to once someone has checked out of band: each a label and
+/// the command, only those that can succeed.
+pub fn after_verification(verdict: &Verdict) -> Vec<(&'static str, String)> {
     let id = &verdict.id;
-    (
-        format!("unsctl dlq resolve {id} --verified-delivered --confirm"),
-        format!(
-            "unsctl replay {id} --channels {} --verified-not-delivered --confirm",
-            verdict.undelivered().join(",")
-        ),
-    )
+    let unsent = verdict.unsent();
+    let undelivered = verdict.undelivered();
+    let mut steps = Vec::new();
+    if unsent.is_empty() {
+        steps.push((
+            "if it arrived",
+            format!("unsctl dlq resolve {id} --verified-delivered --confirm"),
+        ));
+    } else {
+        steps.push((
+            "if it arrived",
+            format!(
+                "unsctl replay {id} --channels {} --verified-delivered --confirm",
+                unsent.joined(",")
+            ),
+        ));
+    }
+    if !undelivered.is_empty() && undelivered != unsent {
+        steps.push((
+            "if it did not",
+            format!(
+                "unsctl replay {id} --channels {} --verified-not-delivered --confirm",
+                undelivered.joined(",")
+            ),
+        ));
+    }
+    steps
 }
 
 /// Counts per branch, every branch present.
 pub fn summary<'a>(verdicts: impl IntoIterator<Item = &'a Verdict>) -> BTreeMap<Branch, usize> {
-    let mut counts: BTreeMap<Branch, usize> = Branch::ALL.iter().map(|b| (*b, 0)).collect();
+    let mut counts = empty_summary();
     for verdict in verdicts {
         *counts.entry(verdict.branch).or_default() += 1;
     }
     counts
+}
+
+/// Every branch at zero.
+pub fn empty_summary() -> BTreeMap<Branch, usize> {
+    Branch::ALL.iter().map(|b| (*b, 0)).collect()
 }
 
 #[cfg(test)]

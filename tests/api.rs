@@ -12,7 +12,7 @@ use unsctl::runtime::schema::{self, OpenMode};
 struct Api {
     _dir: tempfile::TempDir,
     conn: rusqlite::Connection,
-    server: unsctl::runtime::server::RunningServer,
+    server: unsctl::server::RunningServer,
     client: Client,
 }
 
@@ -329,7 +329,9 @@ fn replay_records_the_audit_and_guardrails_refuse_unsafe_calls() {
         )
         .expect("audit");
     let payload: Value = serde_json::from_str(&payload).expect("json");
-    assert_eq!(payload["operator"], "alice");
+    // The server records its key's name; the client's claim is kept beside it.
+    assert_eq!(payload["operator"], "default");
+    assert_eq!(payload["claimed_operator"], "alice");
     assert_eq!(payload["ticket"], "INC-1");
     assert_eq!(payload["triage"]["branch"], "REPLAY");
 
@@ -403,19 +405,19 @@ fn two_concurrent_replays_of_one_entry_make_exactly_one() {
 #[test]
 fn the_server_refuses_to_start_open_on_a_public_address() {
     let dir = tempfile::tempdir().expect("dir");
-    let config = |listen: &str, key: Option<&str>| unsctl::runtime::server::ServerConfig {
+    let config = |listen: &str, key: Option<&str>| unsctl::server::ServerConfig {
         db_path: dir.path().join("uns.db"),
         listen: listen.parse().expect("addr"),
-        api_key: key.map(str::to_string),
+        keys: key.map(|k| unsctl::server::Keys::single(k).expect("key")),
         worker: None,
         default_max_attempts: 3,
     };
-    let refused = unsctl::runtime::server::start(config("0.0.0.0:0", None));
+    let refused = unsctl::server::start(config("0.0.0.0:0", None));
     assert!(matches!(
         refused,
-        Err(unsctl::runtime::server::ServeError::InsecureNotLoopback(_))
+        Err(unsctl::server::ServeError::InsecureNotLoopback(_))
     ));
-    let open = unsctl::runtime::server::start(config("127.0.0.1:0", None))
+    let open = unsctl::server::start(config("127.0.0.1:0", None))
         .expect("loopback without a key is allowed");
     unsctl::runtime::adapters::init_tls();
     let status = Client::new()

@@ -41,7 +41,7 @@ struct Shared {
     _dir: tempfile::TempDir,
     db: PathBuf,
     url: String,
-    _server: unsctl::runtime::server::RunningServer,
+    _server: unsctl::server::RunningServer,
     reports: Vec<repro::ScenarioReport>,
 }
 
@@ -411,17 +411,25 @@ fn flaky_server() -> (String, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
                 seen.push(method.clone());
                 seen.iter().filter(|m| **m == method).count() == 1
             };
-            let (status, body) = if first {
-                (
-                    "503 Service Unavailable",
-                    "{\"error\":\"warming up\"}".to_string(),
-                )
-            } else {
-                (
-                    "200 OK",
-                    "{\"entries\":[],\"next_cursor\":null}".to_string(),
-                )
-            };
+            let path = request_line
+                .split_whitespace()
+                .nth(1)
+                .unwrap_or("")
+                .to_string();
+            let (status, body) =
+                if method == "GET" && path.starts_with("/api/v1/runtime/notifications/") {
+                    ("200 OK", notification_doc())
+                } else if first {
+                    (
+                        "503 Service Unavailable",
+                        "{\"error\":\"warming up\"}".to_string(),
+                    )
+                } else {
+                    (
+                        "200 OK",
+                        "{\"entries\":[],\"next_cursor\":null}".to_string(),
+                    )
+                };
             let mut stream = stream;
             let _ = write!(
                 stream,
@@ -431,6 +439,21 @@ fn flaky_server() -> (String, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
         }
     });
     (format!("http://{addr}"), seen)
+}
+
+/// A REPLAY entry: SLACK refused at events 4 and 5.
+fn notification_doc() -> String {
+    serde_json::json!({
+        "id": "n-1", "status": "DEAD", "dead_letter": true, "attempts": 1, "cycle": 1,
+        "cycle_attempts": 1, "max_attempts": 1, "channels": ["SLACK"], "payload": {},
+        "idempotency_key": null, "lease_token": null, "lease_until": null,
+        "next_attempt_at": 0.0, "error_message": "rejected", "created_at": 0.0, "updated_at": 0.0,
+        "events": [
+            {"id": 4, "at": 1.0, "kind": "CHANNEL_ATTEMPT_STARTED", "payload": {"cycle": 1, "attempt": 1, "channel": "SLACK", "lease_token": "t"}},
+            {"id": 5, "at": 2.0, "kind": "CHANNEL_ATTEMPT_RESULT", "payload": {"cycle": 1, "attempt": 1, "channel": "SLACK", "lease_token": "t", "success": false, "metadata": {"provider_outcome": "REJECTED"}}}
+        ]
+    })
+    .to_string()
 }
 
 #[test]

@@ -123,7 +123,7 @@ fn two_worker_processes_on_one_store_are_flagged() {
             &conn,
             SystemClock.now(),
             &NewNotification {
-                channels: vec![Channel::Slack],
+                channels: [Channel::Slack].into_iter().collect(),
                 payload: json!({"subject": format!("n{n}")}),
                 idempotency_key: None,
                 max_attempts: 3,

@@ -4,10 +4,10 @@ use rusqlite::Connection;
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
 use unsctl::engine::{
-    self, Audit, Backoff, ClaimOutcome, DeliveryResult, EngineError, Fence, Lease, NewNotification,
+    self, Backoff, ClaimOutcome, Decision, DeliveryResult, Fence, Lease, NewNotification,
     RECOVERY_EXHAUSTED, Settlement,
 };
-use unsctl::model::Channel;
+use unsctl::model::{Channel, ChannelSet};
 use unsctl::runtime::schema::{self, OpenMode};
 
 const LEASE: f64 = 60.0;
@@ -32,7 +32,7 @@ fn submit(conn: &Connection, channels: &[Channel], max_attempts: i64) -> String 
         conn,
         1000.0,
         &NewNotification {
-            channels: channels.to_vec(),
+            channels: channels.iter().copied().collect(),
             payload: json!({"recipient": "ops@example.com", "subject": "s", "body": "b"}),
             idempotency_key: None,
             max_attempts,
@@ -108,12 +108,8 @@ fn started(conn: &Connection, now: f64, lease: &Lease, channel: Channel) {
     assert!(matches!(fence, Fence::Held { .. }), "fence lost at {now}");
 }
 
-fn audit(operator: &str) -> Audit {
-    Audit {
-        operator: operator.into(),
-        reason: Some("test".into()),
-        ..Audit::default()
-    }
+fn channels(list: &[Channel]) -> ChannelSet {
+    list.iter().copied().collect()
 }
 
 #[test]
@@ -132,7 +128,7 @@ fn first_attempt_delivers_with_the_documented_payload_keys() {
         &BACKOFF,
     )
     .expect("settle");
-    assert_eq!(settled, Settlement::Delivered);
+    assert_eq!(settled, Settlement::Settled(Decision::Delivered));
 
     let history = events(&s.conn, &id);
     let observed: Vec<&str> = history.iter().map(|(kind, _)| kind.as_str()).collect();
@@ -260,7 +256,7 @@ fn an_expired_lease_is_reclaimed_and_counts_against_the_budget() {
     let first = claim(&s.conn, 1000.0, "w1");
     assert_eq!(
         engine::claim(&s.conn, 1059.9, "w2", LEASE).expect("claim"),
-        ClaimOutcome::Idle
+        ClaimOutcome::Idle { declined: 0 }
     );
     let second = claim(&s.conn, 1060.0, "w2");
     assert!(second.reclaimed);
@@ -352,9 +348,9 @@ fn an_unknown_outcome_under_a_held_lease_is_dead_lettered_at_once() {
         "Provider outcome unknown: EMAIL no reply after the message data was sent: timed out";
     assert_eq!(
         settled,
-        Settlement::DeadLettered {
+        Settlement::Settled(Decision::DeadLettered {
             error_message: expected.into()
-        }
+        })
     );
     let (status, dead_letter, attempts, ..) = row(&s.conn, &id);
     assert_eq!((status.as_str(), dead_letter, attempts), ("DEAD", true, 1));
@@ -385,10 +381,10 @@ fn a_rejection_is_retried_with_backoff_then_dead_lettered() {
     .expect("settle");
     assert_eq!(
         settled,
-        Settlement::RetryScheduled {
+        Settlement::Settled(Decision::RetryScheduled {
             next_attempt_at: 1005.2,
-            channels: vec![Channel::Slack]
-        }
+            channels: [Channel::Slack].into_iter().collect()
+        })
     );
     let history = events(&s.conn, &id);
     let (kind, payload) = &history[history.len() - 1];
@@ -398,7 +394,7 @@ fn a_rejection_is_retried_with_backoff_then_dead_lettered() {
 
     assert_eq!(
         engine::claim(&s.conn, 1005.1, "w1", LEASE).expect("claim"),
-        ClaimOutcome::Idle
+        ClaimOutcome::Idle { declined: 0 }
     );
     let retry = claim(&s.conn, 1005.2, "w1");
     assert!(!retry.reclaimed);
@@ -415,9 +411,9 @@ fn a_rejection_is_retried_with_backoff_then_dead_lettered() {
     .expect("settle");
     assert_eq!(
         settled,
-        Settlement::DeadLettered {
+        Settlement::Settled(Decision::DeadLettered {
             error_message: "Attempt budget exhausted (2 of 2): SLACK HTTP 503: busy".into()
-        }
+        })
     );
     assert_eq!(
         kinds(&s.conn, &id),
@@ -451,7 +447,10 @@ fn a_permanent_rejection_is_not_retried() {
         &BACKOFF,
     )
     .expect("settle");
-    assert!(matches!(settled, Settlement::DeadLettered { .. }));
+    assert!(matches!(
+        settled,
+        Settlement::Settled(Decision::DeadLettered { .. })
+    ));
     assert_eq!(row(&s.conn, &id).0, "DEAD");
 }
 
@@ -460,7 +459,7 @@ fn a_channel_accepted_in_this_cycle_is_not_sent_again() {
     let s = store();
     let id = submit(&s.conn, &[Channel::Email, Channel::Slack], 3);
     let lease = claim(&s.conn, 1000.0, "w1");
-    assert_eq!(lease.owed, [Channel::Email, Channel::Slack]);
+    assert_eq!(lease.owed, channels(&[Channel::Email, Channel::Slack]));
     let ok = DeliveryResult::accepted(Some("<a@uns.local>".into()));
     let no = DeliveryResult::rejected("HTTP 500", true);
     for (channel, result) in [(Channel::Email, &ok), (Channel::Slack, &no)] {
@@ -470,10 +469,10 @@ fn a_channel_accepted_in_this_cycle_is_not_sent_again() {
     let results = [(Channel::Email, ok), (Channel::Slack, no)];
     let settled = engine::settle(&s.conn, 1000.3, &lease, &results, &BACKOFF).expect("settle");
     assert!(
-        matches!(settled, Settlement::RetryScheduled { ref channels, .. } if channels == &[Channel::Slack])
+        matches!(settled, Settlement::Settled(Decision::RetryScheduled { channels: ref owed, .. }) if owed == &channels(&[Channel::Slack]))
     );
     let retry = claim(&s.conn, 1006.0, "w1");
-    assert_eq!(retry.owed, [Channel::Slack]);
+    assert_eq!(retry.owed, channels(&[Channel::Slack]));
 
     assert_eq!(retry.notification_id, id);
 }
@@ -498,150 +497,17 @@ fn a_late_acceptance_is_honoured_by_the_reclaim() {
     assert!(reclaim.owed.is_empty());
     assert_eq!(
         engine::settle(&s.conn, 2061.1, &reclaim, &[], &BACKOFF).expect("settle"),
-        Settlement::Delivered
+        Settlement::Settled(Decision::Delivered)
     );
-}
-
-fn dead_letter(conn: &Connection, channels: &[Channel]) -> String {
-    let id = submit(conn, channels, 1);
-    let lease = claim(conn, 1000.0, "w1");
-    let rejected = DeliveryResult::rejected("HTTP 400: bad", false);
-    let mut results = Vec::new();
-    for &channel in channels {
-        started(conn, 1000.1, &lease, channel);
-        engine::record_result(conn, 1000.2, &lease, channel, &rejected).expect("result");
-        results.push((channel, rejected.clone()));
-    }
-    let settled = engine::settle(conn, 1000.3, &lease, &results, &BACKOFF).expect("settle");
-    assert!(matches!(settled, Settlement::DeadLettered { .. }));
-    id
-}
-
-#[test]
-fn replay_starts_a_new_cycle_for_the_named_channels_only() {
-    let s = store();
-    let id = dead_letter(&s.conn, &[Channel::Email, Channel::Slack]);
-    let mut who = audit("alice");
-    who.triage = json!({"branch": "REPLAY"});
-    engine::replay(&s.conn, 1100.0, &id, &[Channel::Slack], &who).expect("replay");
-    let (status, dead_letter, attempts, cycle, cycle_attempts, ..) = row(&s.conn, &id);
-    assert_eq!(
-        (
-            status.as_str(),
-            dead_letter,
-            attempts,
-            cycle,
-            cycle_attempts
-        ),
-        ("PENDING", false, 1, 2, 0)
-    );
-    let history = events(&s.conn, &id);
-    let (kind, payload) = &history[history.len() - 1];
-    assert_eq!(kind, "REPLAYED");
-    assert_eq!(payload["operator"], "alice");
-    assert_eq!(payload["channels"], json!(["SLACK"]));
-    assert_eq!(payload["cycle"], 2);
-    assert_eq!(payload["triage"]["branch"], "REPLAY");
-    let lease = claim(&s.conn, 1100.0, "w1");
-    assert_eq!(
-        (lease.cycle, lease.cycle_attempt, lease.owed.clone()),
-        (2, 1, vec![Channel::Slack])
-    );
-
-    // The row is no longer in the DLQ: a second replay or a resolve is a conflict.
-    match engine::replay(&s.conn, 1101.0, &id, &[Channel::Slack], &audit("bob")) {
-        Err(EngineError::Conflict(conflict)) => {
-            assert_eq!(conflict.status, "LEASED");
-            assert_eq!(conflict.since, 1100.0);
-        }
-        other => panic!("expected a conflict, got {other:?}"),
-    }
-    assert!(matches!(
-        engine::resolve(&s.conn, 1101.0, &id, &audit("bob")),
-        Err(EngineError::Conflict(_))
-    ));
-    assert_eq!(
-        kinds(&s.conn, &id)
-            .iter()
-            .filter(|k| *k == "REPLAYED")
-            .count(),
-        1
-    );
-}
-
-#[test]
-fn resolve_keeps_the_row_and_its_history() {
-    let s = store();
-    let id = dead_letter(&s.conn, &[Channel::Pagerduty]);
-    let before = kinds(&s.conn, &id).len();
-    engine::resolve(&s.conn, 1200.0, &id, &audit("carol")).expect("resolve");
-    let (status, dead_letter, ..) = row(&s.conn, &id);
-    assert_eq!((status.as_str(), dead_letter), ("RESOLVED", false));
-    let history = events(&s.conn, &id);
-    assert_eq!(history.len(), before + 1);
-    let (kind, payload) = &history[before];
-    assert_eq!(kind, "DLQ_RESOLVED");
-    assert_eq!(
-        keys(payload),
-        set(&[
-            "operator",
-            "reason",
-            "ticket",
-            "attestation",
-            "forced",
-            "triage",
-            "cycle"
-        ])
-    );
-    match engine::resolve(&s.conn, 1201.0, &id, &audit("dave")) {
-        Err(EngineError::Conflict(conflict)) => assert_eq!(
-            (conflict.status.as_str(), conflict.since),
-            ("RESOLVED", 1200.0)
-        ),
-        other => panic!("expected a conflict, got {other:?}"),
-    }
-    assert!(matches!(
-        engine::resolve(&s.conn, 1201.0, "n-missing", &audit("dave")),
-        Err(EngineError::NotFound(_))
-    ));
-    // Nothing can delete history, even by hand.
-    assert!(s.conn.execute("DELETE FROM uns_events", []).is_err());
-    assert!(
-        s.conn
-            .execute("UPDATE uns_events SET kind = 'X'", [])
-            .is_err()
-    );
-    assert!(s.conn.execute("DELETE FROM uns_notifications", []).is_err());
-}
-
-#[test]
-fn a_stale_plan_is_refused_inside_the_transition() {
-    let s = store();
-    let id = dead_letter(&s.conn, &[Channel::Slack]);
-    let newest: i64 = s
-        .conn
-        .query_row(
-            "SELECT MAX(id) FROM uns_events WHERE notification_id = ?1",
-            [&id],
-            |row| row.get(0),
-        )
-        .expect("newest");
-    let mut stale = audit("erin");
-    stale.expected_last_event_id = Some(newest - 1);
-    assert!(matches!(
-        engine::replay(&s.conn, 1300.0, &id, &[Channel::Slack], &stale),
-        Err(EngineError::Conflict(_))
-    ));
-    assert_eq!(row(&s.conn, &id).0, "DEAD");
-    stale.expected_last_event_id = Some(newest);
-    engine::replay(&s.conn, 1300.0, &id, &[Channel::Slack], &stale).expect("fresh plan applies");
 }
 
 #[test]
 fn idempotent_submit_returns_the_first_row() {
     let s = store();
     let new = NewNotification {
-        channels: vec![Channel::Slack, Channel::Email, Channel::Slack],
+        channels: [Channel::Slack, Channel::Email, Channel::Slack]
+            .into_iter()
+            .collect(),
         payload: json!({}),
         idempotency_key: Some("order-42".into()),
         max_attempts: 3,
@@ -659,4 +525,111 @@ fn idempotent_submit_returns_the_first_row() {
         )
         .expect("channels");
     assert_eq!(channels, r#"["EMAIL","SLACK"]"#);
+}
+
+fn insert_event(conn: &Connection, id: &str, at: f64, kind: &str, payload: &str) {
+    conn.execute(
+        "INSERT INTO uns_events (notification_id, at, kind, payload) VALUES (?1, ?2, ?3, ?4)",
+        rusqlite::params![id, at, kind, payload],
+    )
+    .expect("insert");
+}
+
+fn undeliverable(conn: &Connection, now: f64) -> String {
+    match engine::claim(conn, now, "w1", LEASE).expect("claim") {
+        ClaimOutcome::Undeliverable { error_message, .. } => error_message,
+        other => panic!("expected the row to be dead-lettered as undeliverable, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_row_whose_channels_cannot_be_read_is_dead_lettered_never_delivered() {
+    for (stored, named) in [
+        ("'SLACK and EMAIL'", "not a JSON array"),
+        ("'[]'", "empty"),
+        ("'[\"EMAIL\", \"SMS\"]'", "SMS"),
+        ("X'00ff'", "BLOB"),
+    ] {
+        let s = store();
+        let id = submit(&s.conn, &[Channel::Slack], 3);
+        s.conn
+            .execute(
+                &format!("UPDATE uns_notifications SET channels = {stored} WHERE id = ?1"),
+                [&id],
+            )
+            .expect("garble");
+        let error = undeliverable(&s.conn, 1001.0);
+        assert!(
+            error.contains("channels") && error.contains(named),
+            "{stored}: {error}"
+        );
+        let (status, dead_letter, .., error_message) = row(&s.conn, &id);
+        assert_eq!((status.as_str(), dead_letter), ("DEAD", true), "{stored}");
+        assert_eq!(error_message.as_deref(), Some(error.as_str()));
+        assert!(
+            !kinds(&s.conn, &id)
+                .iter()
+                .any(|k| k == "CHANNEL_ATTEMPT_STARTED" || k == "DELIVERED"),
+            "{stored}: nothing may be sent or settled"
+        );
+    }
+}
+
+#[test]
+fn a_replay_whose_channels_cannot_be_read_is_never_widened() {
+    for (payload, named) in [
+        (r#"{"cycle": 2, "channels": "SLACK"}"#, "REPLAYED"),
+        (r#"{"cycle": 2, "channels": ["SMS"]}"#, "SMS"),
+        (
+            r#"{"cycle": 2, "channels": ["PAGERDUTY"]}"#,
+            "does not have",
+        ),
+        ("not json", "cannot be read"),
+    ] {
+        let s = store();
+        let id = submit(&s.conn, &[Channel::Email, Channel::Slack], 1);
+        let lease = claim(&s.conn, 1000.0, "w1");
+        let rejected = DeliveryResult::rejected("HTTP 400", false);
+        for channel in [Channel::Email, Channel::Slack] {
+            started(&s.conn, 1000.1, &lease, channel);
+            engine::record_result(&s.conn, 1000.2, &lease, channel, &rejected).expect("result");
+        }
+        let results = [
+            (Channel::Email, rejected.clone()),
+            (Channel::Slack, rejected.clone()),
+        ];
+        engine::settle(&s.conn, 1000.3, &lease, &results, &BACKOFF).expect("settle");
+        // A replay written by hand (or by an old build) whose channels make no sense.
+        s.conn
+            .execute(
+                "UPDATE uns_notifications SET status = 'PENDING', dead_letter = 0, cycle = 2, cycle_attempts = 0, next_attempt_at = 1100 WHERE id = ?1",
+                [&id],
+            )
+            .expect("replay by hand");
+        insert_event(&s.conn, &id, 1100.0, "REPLAYED", payload);
+        let error = undeliverable(&s.conn, 1100.0);
+        assert!(error.contains(named), "{payload}: {error}");
+        assert_eq!(row(&s.conn, &id).0, "DEAD", "{payload}");
+    }
+}
+
+#[test]
+fn a_worker_without_an_adapter_leaves_the_row_untouched() {
+    let s = store();
+    let slack = submit(&s.conn, &[Channel::Slack], 3);
+    let email = submit(&s.conn, &[Channel::Email], 3);
+    let email_only: ChannelSet = [Channel::Email].into_iter().collect();
+    let first = engine::claim_for(&s.conn, 1001.0, "w1", LEASE, &email_only).expect("claim");
+    let ClaimOutcome::Claimed(lease) = first else {
+        panic!("the EMAIL row is claimable: {first:?}");
+    };
+    assert_eq!(lease.notification_id, email);
+    let idle = engine::claim_for(&s.conn, 1001.0, "w1", LEASE, &email_only).expect("claim");
+    assert_eq!(idle, ClaimOutcome::Idle { declined: 1 });
+    let (status, dead_letter, attempts, ..) = row(&s.conn, &slack);
+    assert_eq!(
+        (status.as_str(), dead_letter, attempts),
+        ("PENDING", false, 0)
+    );
+    assert_eq!(kinds(&s.conn, &slack), ["SUBMITTED"]);
 }

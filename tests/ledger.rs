@@ -52,7 +52,7 @@ fn remediation_never_duplicates_a_delivered_channel() {
     for report in &reports {
         let id = report.notification_id.as_str();
         let doc = sqlite::notification_doc(&conn, id).expect("doc");
-        let verdict = triage::triage(&doc.row, &doc.events);
+        let verdict = triage::triage_events(&doc.row, &doc.events);
         let before = count(id);
         let out = match verdict.branch {
             Branch::Resolve => {
@@ -106,7 +106,7 @@ fn remediation_never_duplicates_a_delivered_channel() {
     for (id, verdict, before) in expectations {
         let after = count(&id);
         for channel in &verdict.channels {
-            let name: Channel = channel.channel.parse().expect("channel");
+            let name: Channel = channel.channel;
             let (was, now) = (before[&name], after[&name]);
             match channel.state {
                 ChannelState::Delivered => {

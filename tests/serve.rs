@@ -34,7 +34,7 @@ fn serve_refuses_to_start_without_a_key() {
         .expect("serve");
     assert_eq!(out.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("UNS_API_KEY is not set"), "{stderr}");
+    assert!(stderr.contains("no API key"), "{stderr}");
     let out = unsctl()
         .arg("--db")
         .arg(&db)
@@ -126,13 +126,15 @@ fn serve_delivers_submissions_and_stops_gracefully_on_sigterm() {
         slow_id,
         "the key coalesces"
     );
+    // An unknown channel is a usage error that names the valid ones.
     let bad = submit(&["--channel", "fax"]);
     assert_eq!(
         bad.status.code(),
-        Some(1),
+        Some(2),
         "{}",
         String::from_utf8_lossy(&bad.stderr)
     );
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("EMAIL, SLACK and PAGERDUTY"));
 
     // Stop while the slow email is in flight.
     let start = Instant::now();
@@ -195,4 +197,119 @@ fn serve_delivers_submissions_and_stops_gracefully_on_sigterm() {
         "{}",
         String::from_utf8_lossy(&direct.stderr)
     );
+}
+
+/// A store holding one PENDING SLACK notification, due now.
+fn store_with_pending_slack() -> (tempfile::TempDir, std::path::PathBuf, String) {
+    let dir = tempfile::tempdir().expect("dir");
+    let db = dir.path().join("uns.db");
+    let conn = schema::open(&db, OpenMode::Create).expect("store");
+    let id = unsctl::engine::submit(
+        &conn,
+        unsctl::clock::Clock::now(&unsctl::clock::SystemClock),
+        &unsctl::engine::NewNotification {
+            channels: [unsctl::model::Channel::Slack].into_iter().collect(),
+            payload: serde_json::json!({"subject": "live"}),
+            idempotency_key: None,
+            max_attempts: 3,
+        },
+    )
+    .expect("submit")
+    .id;
+    (dir, db, id)
+}
+
+fn untouched(db: &std::path::Path, id: &str) {
+    let conn = schema::open(db, OpenMode::ReadOnly).expect("store");
+    let (status, attempts, events): (String, i64, i64) = conn
+        .query_row(
+            "SELECT status, attempts, (SELECT COUNT(*) FROM uns_events WHERE notification_id = n.id)
+             FROM uns_notifications n WHERE id = ?1",
+            [id],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        )
+        .expect("row");
+    assert_eq!(
+        (status.as_str(), attempts, events),
+        ("PENDING", 0, 1),
+        "the row was touched"
+    );
+}
+
+#[test]
+fn serve_on_a_busy_port_exits_before_its_worker_touches_a_row() {
+    let (_dir, db, id) = store_with_pending_slack();
+    let busy = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = busy.local_addr().expect("addr").port();
+    let out = unsctl()
+        .arg("--db")
+        .arg(&db)
+        .args([
+            "runtime",
+            "serve",
+            "--listen",
+            &format!("127.0.0.1:{port}"),
+            "--poll-ms",
+            "5",
+        ])
+        .env("UNS_API_KEY", support::KEY)
+        .output()
+        .expect("serve");
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot listen"));
+    untouched(&db, &id);
+}
+
+#[test]
+fn a_worker_without_the_rows_adapter_leaves_it_and_says_so() {
+    let (_dir, db, id) = store_with_pending_slack();
+    let port = support::free_port();
+    let mut server = unsctl()
+        .arg("--db")
+        .arg(&db)
+        .args([
+            "runtime",
+            "serve",
+            "--listen",
+            &format!("127.0.0.1:{port}"),
+            "--poll-ms",
+            "5",
+        ])
+        .env("UNS_API_KEY", support::KEY)
+        .env("NO_COLOR", "1")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("serve");
+    // Wait for the warning itself, read line by line as the server writes it.
+    let stderr = server.stderr.take().expect("stderr");
+    let (found, lines) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(stderr)
+            .lines()
+            .map_while(Result::ok)
+        {
+            if line.contains("no adapter") {
+                let _ = found.send(line);
+                return;
+            }
+        }
+    });
+    let warning = lines.recv_timeout(Duration::from_secs(20));
+    let _ = Command::new("kill")
+        .args(["-TERM", &server.id().to_string()])
+        .status();
+    let _ = server.wait();
+    let warning = warning.expect("a warning about the row the worker cannot deliver");
+    assert!(
+        warning.contains("WARN") && warning.contains("declined=1"),
+        "{warning}"
+    );
+    untouched(&db, &id);
 }

@@ -85,6 +85,51 @@ impl Tmux {
     }
 }
 
+impl Tmux {
+    /// Types `text` and presses Enter.
+    fn line(&self, text: &str) {
+        self.keys(&["-l", text]);
+        self.keys(&["Enter"]);
+    }
+
+    fn ctrl_c(&self) {
+        self.keys(&["C-c"]);
+    }
+
+    /// Whether the terminal shows its cursor (it must, once unsctl has exited).
+    fn cursor_visible(&self) -> bool {
+        let output = Command::new("tmux")
+            .args([
+                "-L",
+                &self.socket,
+                "display-message",
+                "-p",
+                "-t",
+                &self.session,
+            ])
+            .arg("#{cursor_flag}")
+            .output()
+            .expect("display-message");
+        String::from_utf8_lossy(&output.stdout).trim() == "1"
+    }
+
+    /// Waits until `text` appears `times` times on the screen.
+    fn wait_for_count(&self, text: &str, times: usize) -> String {
+        let start = Instant::now();
+        loop {
+            let screen = self.screen();
+            if screen.matches(text).count() >= times {
+                return screen;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(20),
+                "timed out waiting for {times}x {text:?}:\n{screen}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
 impl Drop for Tmux {
     fn drop(&mut self) {
         let _ = Command::new("tmux")
@@ -111,34 +156,52 @@ fn command(db: &Path, args: &str) -> String {
     )
 }
 
+fn events_of(db: &Path, id: &str, kind: &str) -> i64 {
+    let conn = schema::open(db, OpenMode::ReadOnly).expect("store");
+    conn.query_row(
+        "SELECT COUNT(*) FROM uns_events WHERE notification_id = ?1 AND kind = ?2",
+        [id, kind],
+        |r| r.get(0),
+    )
+    .expect("count")
+}
+
 #[test]
-fn confirming_and_declining_at_the_prompt() {
+fn the_prompt_names_what_it_changes_and_takes_only_the_whole_word() {
     let dir = tempfile::tempdir().expect("dir");
     let db = dir.path().join("uns.db");
     let conn = schema::open(&db, OpenMode::Create).expect("store");
-    let declined = support::replay_entry(&conn, 1000.0);
-    let confirmed = support::replay_entry(&conn, 2000.0);
-
-    let tmux = Tmux::start(&command(&db, &format!("replay {declined} --confirm")));
-    let screen = tmux.wait_for("replay 1 entry?");
-    assert!(
-        screen.contains(&format!("{declined}  REPLAY  replay  channels SLACK")),
-        "{screen}"
-    );
-    tmux.keys(&["n", "Enter"]);
-    let screen = tmux.wait_for("EXIT=");
-    assert!(
-        screen.contains("Declined: nothing was changed."),
-        "{screen}"
-    );
-    assert_eq!(status(&db, &declined), "DEAD");
-
-    let tmux = Tmux::start(&command(&db, &format!("replay {confirmed} --confirm")));
-    tmux.wait_for("replay 1 entry?");
-    tmux.keys(&["yes", "Enter"]);
+    let id = support::replay_entry(&conn, 1000.0);
+    for stray in ["y", "Y", "n", "yes please", "it is fine, go", "   "] {
+        let tmux = Tmux::start(&command(
+            &db,
+            &format!("replay {id} --confirm --operator erin"),
+        ));
+        let screen = tmux.wait_for("Type yes");
+        assert!(
+            screen.contains(&format!("{id}  REPLAY  replay  channels SLACK")),
+            "{screen}"
+        );
+        assert!(
+            screen.contains(&format!("in {} as erin", db.display()))
+                && screen.contains(&format!("{id} (SLACK)")),
+            "the prompt names the store, the operator, the entry and its channels:\n{screen}"
+        );
+        tmux.line(stray);
+        let screen = tmux.wait_for("EXIT=");
+        assert!(
+            screen.contains("Declined: nothing was changed."),
+            "{stray:?}:\n{screen}"
+        );
+        assert!(screen.contains("EXIT=0"), "{screen}");
+        assert_eq!(status(&db, &id), "DEAD", "{stray:?} must not act");
+    }
+    let tmux = Tmux::start(&command(&db, &format!("replay {id} --confirm")));
+    tmux.wait_for("Type yes");
+    tmux.line("yes");
     let screen = tmux.wait_for("EXIT=0");
     assert!(screen.contains("replayed SLACK"), "{screen}");
-    assert_eq!(status(&db, &confirmed), "PENDING");
+    assert_eq!(status(&db, &id), "PENDING");
 }
 
 #[test]
@@ -149,102 +212,216 @@ fn more_than_ten_entries_need_the_count_typed() {
     let ids: Vec<String> = (0..11)
         .map(|n| support::replay_entry(&conn, 1000.0 + f64::from(n)))
         .collect();
+    for wrong in ["yes", "10", "y"] {
+        let tmux = Tmux::start(&command(&db, "replay --branch replay --confirm"));
+        tmux.wait_for("Type 11 and press Enter");
+        tmux.line(wrong);
+        let screen = tmux.wait_for("EXIT=");
+        assert!(screen.contains("Declined"), "{screen}");
+        assert!(ids.iter().all(|id| status(&db, id) == "DEAD"));
+    }
     let tmux = Tmux::start(&command(&db, "replay --branch replay --confirm"));
     tmux.wait_for("Type 11 and press Enter");
-    tmux.keys(&["10", "Enter"]);
-    let screen = tmux.wait_for("EXIT=");
-    assert!(screen.contains("Declined"), "{screen}");
-    assert!(ids.iter().all(|id| status(&db, id) == "DEAD"));
-    let tmux = Tmux::start(&command(&db, "replay --branch replay --confirm"));
-    tmux.wait_for("Type 11 and press Enter");
-    tmux.keys(&["11", "Enter"]);
+    tmux.line("11");
     tmux.wait_for("EXIT=0");
     assert!(ids.iter().all(|id| status(&db, id) == "PENDING"));
 }
 
 #[test]
-fn the_interactive_walk_resolves_replays_skips_and_quits() {
+fn ctrl_c_at_the_prompt_restores_the_terminal_and_changes_nothing() {
+    let dir = tempfile::tempdir().expect("dir");
+    let db = dir.path().join("uns.db");
+    let conn = schema::open(&db, OpenMode::Create).expect("store");
+    let id = support::replay_entry(&conn, 1000.0);
+    let tmux = Tmux::start(&command(&db, &format!("replay {id} --confirm")));
+    tmux.wait_for("Type yes");
+    tmux.ctrl_c();
+    let screen = tmux.wait_for("EXIT=");
+    assert!(screen.contains("EXIT=130"), "{screen}");
+    assert!(
+        screen.contains("interrupted (Ctrl-C): nothing had been changed"),
+        "{screen}"
+    );
+    assert!(tmux.cursor_visible(), "the cursor is shown again");
+    assert_eq!(status(&db, &id), "DEAD");
+}
+
+#[test]
+fn ctrl_c_in_a_bulk_replay_stops_after_the_entry_in_flight_and_accounts_for_it() {
+    let dir = tempfile::tempdir().expect("dir");
+    let db = dir.path().join("uns.db");
+    let conn = schema::open(&db, OpenMode::Create).expect("store");
+    let ids: Vec<String> = (0..1500)
+        .map(|n| support::replay_entry(&conn, 1000.0 + f64::from(n)))
+        .collect();
+    drop(conn);
+    let tmux = Tmux::start(&command(&db, "replay --branch replay --confirm --yes"));
+    tmux.wait_for_count("replayed SLACK", 3);
+    tmux.ctrl_c();
+    let screen = tmux.wait_for("EXIT=");
+    assert!(screen.contains("EXIT=130"), "{screen}");
+    assert!(tmux.cursor_visible(), "the cursor is shown again");
+    let conn = schema::open(&db, OpenMode::ReadOnly).expect("store");
+    let replayed: i64 = conn
+        .query_row(
+            "SELECT COUNT(*) FROM uns_events WHERE kind = 'REPLAYED'",
+            [],
+            |r| r.get(0),
+        )
+        .expect("count");
+    assert!(
+        replayed > 0 && (replayed as usize) < ids.len(),
+        "stopped part way: {replayed}"
+    );
+    assert!(
+        screen.contains(&format!("done before the interrupt: {replayed} done")),
+        "the account matches the store ({replayed} replayed):\n{screen}"
+    );
+}
+
+#[test]
+fn the_interactive_walk_takes_typed_choices_and_a_second_yes() {
     let dir = tempfile::tempdir().expect("dir");
     let db = dir.path().join("uns.db");
     let conn = schema::open(&db, OpenMode::Create).expect("store");
     let resolvable = support::resolve_entry(&conn, 1000.0);
     let replayable = support::replay_entry(&conn, 2000.0);
     let uncertain = support::verify_entry(&conn, 3000.0);
-    let skipped = support::replay_entry(&conn, 4000.0);
-    let unreached = support::replay_entry(&conn, 5000.0);
-    // Ids are uuid v7, ordered by creation within one process: the walk follows this list.
-    let order = [
-        (resolvable.clone(), "resolve"),
-        (replayable.clone(), "replay"),
-        (uncertain.clone(), "attest"),
-        (skipped.clone(), "skip"),
-        (unreached.clone(), "quit"),
-    ];
+    let declined = support::replay_entry(&conn, 4000.0);
+    let skipped = support::replay_entry(&conn, 5000.0);
+    let unreached = support::replay_entry(&conn, 6000.0);
 
     let tmux = Tmux::start(&command(&db, "dlq triage --interactive --operator erin"));
-    for (n, (id, choice)) in order.iter().enumerate() {
-        let marker = format!("[{}/5] {id}", n + 1);
-        let screen = tmux.wait_for(&marker);
-        tmux.wait_for("Decision");
-        assert!(
-            screen.contains("Triage:"),
-            "the evidence is shown first:\n{screen}"
-        );
-        let word = match *choice {
-            "attest" => "resolve",
-            other => other,
-        };
-        tmux.keys(&[word, "Enter"]);
-        if *choice == "attest" {
-            tmux.wait_for("What did you check out of band?");
-            tmux.keys(&["found it in the recipient mailbox", "Enter"]);
-        }
-        if *choice == "quit" {
-            break;
-        }
+    // 1: stray keys and a sentence choose nothing; then `resolve` and `yes`.
+    tmux.wait_for(&format!("[1/6] {resolvable}"));
+    tmux.wait_for("Decision");
+    for stray in ["j", "k", "y", "it arrived, so resolve it"] {
+        tmux.line(stray);
     }
-    let screen = tmux.wait_for("EXIT=0");
-    let decided = |id: &str| {
-        order
-            .iter()
-            .find(|(i, _)| i == id)
-            .map(|(_, c)| *c)
-            .unwrap_or("")
-    };
-    for (id, expected_status) in [
-        (&resolvable, "RESOLVED"),
+    tmux.wait_for_count("not a choice", 3);
+    tmux.wait_for("no choice understood: skipped");
+    // The fourth stray answer was a sentence: skipped, nothing done.
+    tmux.wait_for(&format!("[2/6] {replayable}"));
+    assert_eq!(status(&db, &resolvable), "DEAD", "stray input acted");
+    // 2: replay, confirmed.
+    tmux.wait_for_count("Decision", 2);
+    tmux.line("2");
+    let screen = tmux.wait_for(&format!("replay {replayable} on SLACK in"));
+    assert!(screen.contains("as erin?"), "{screen}");
+    tmux.line("yes");
+    // 3: VERIFY needs what was checked, then a confirmation.
+    tmux.wait_for(&format!("[3/6] {uncertain}"));
+    tmux.wait_for_count("Decision", 3);
+    tmux.line("resolve");
+    tmux.wait_for("What did you check out of band");
+    tmux.line("found it in the recipient mailbox");
+    tmux.wait_for(&format!("resolve {uncertain} in"));
+    tmux.line("yes");
+    // 4: a lone y at the confirmation does not act.
+    tmux.wait_for(&format!("[4/6] {declined}"));
+    tmux.wait_for_count("Decision", 4);
+    tmux.line("replay");
+    tmux.wait_for(&format!("replay {declined} on SLACK in"));
+    tmux.line("y");
+    // 5: Enter alone skips; 6: q quits.
+    tmux.wait_for(&format!("[5/6] {skipped}"));
+    tmux.wait_for_count("Decision", 5);
+    tmux.keys(&["Enter"]);
+    tmux.wait_for(&format!("[6/6] {unreached}"));
+    tmux.wait_for_count("Decision", 6);
+    tmux.line("q");
+    let screen = tmux.wait_for("EXIT=");
+    assert!(screen.contains("EXIT=0"), "{screen}");
+    for (id, expected) in [
+        (&resolvable, "DEAD"),
         (&replayable, "PENDING"),
         (&uncertain, "RESOLVED"),
+        (&declined, "DEAD"),
         (&skipped, "DEAD"),
         (&unreached, "DEAD"),
     ] {
-        let expected = if decided(id) == "quit" {
-            "DEAD"
-        } else {
-            expected_status
-        };
-        assert_eq!(
-            status(&db, id),
-            expected,
-            "{id} ({}):\n{screen}",
-            decided(id)
-        );
+        assert_eq!(status(&db, id), expected, "{id}:\n{screen}");
     }
-    assert!(screen.contains("skipped: by the operator"), "{screen}");
-    assert!(screen.contains("skipped: quit before deciding"), "{screen}");
     assert!(
-        screen.contains("1 resolved") || screen.contains("2 resolved"),
+        screen.contains(&format!("{declined}  skipped: not confirmed")),
         "{screen}"
     );
+    assert!(screen.contains("skipped: quit before deciding"), "{screen}");
+    assert_eq!(events_of(&db, &replayable, "REPLAYED"), 1);
     let conn = schema::open(&db, OpenMode::ReadOnly).expect("store");
-    let attestation: String = conn
+    let (attestation, reason): (String, Option<String>) = conn
         .query_row(
-            "SELECT json_extract(payload, '$.attestation') FROM uns_events WHERE notification_id = ?1 AND kind = 'DLQ_RESOLVED'",
+            "SELECT json_extract(payload, '$.attestation'), json_extract(payload, '$.reason') FROM uns_events WHERE notification_id = ?1 AND kind = 'DLQ_RESOLVED'",
             [&uncertain],
-            |r| r.get(0),
+            |r| Ok((r.get(0)?, r.get(1)?)),
         )
-        .expect("attestation");
+        .expect("audit");
     assert_eq!(attestation, "found it in the recipient mailbox");
+    assert_eq!(
+        reason, None,
+        "no reason is made up on the operator's behalf"
+    );
+}
+
+#[test]
+fn ctrl_c_at_each_interactive_prompt_exits_130_with_an_account() {
+    let dir = tempfile::tempdir().expect("dir");
+    let db = dir.path().join("uns.db");
+    let conn = schema::open(&db, OpenMode::Create).expect("store");
+    let replayable = support::replay_entry(&conn, 1000.0);
+    let uncertain = support::verify_entry(&conn, 2000.0);
+    // (answers before Ctrl-C, the prompt it arrives at)
+    let walks: [(&[&str], &str); 3] = [
+        (&[], "Decision"),
+        (&["2"], "Type yes"),
+        (&["skip", "replay"], "What did you check out of band"),
+    ];
+    for (answers, at) in walks {
+        let tmux = Tmux::start(&command(&db, "dlq triage --interactive"));
+        tmux.wait_for("Decision");
+        for answer in answers {
+            tmux.line(answer);
+        }
+        tmux.wait_for(at);
+        tmux.ctrl_c();
+        let screen = tmux.wait_for("EXIT=");
+        assert!(screen.contains("EXIT=130"), "{at}:\n{screen}");
+        assert!(screen.contains("interrupted (Ctrl-C)"), "{at}:\n{screen}");
+        assert!(tmux.cursor_visible(), "{at}: the cursor is shown again");
+        assert_eq!(status(&db, &replayable), "DEAD", "{at}");
+        assert_eq!(status(&db, &uncertain), "DEAD", "{at}");
+    }
+    // After one entry was acted on, the account says so.
+    let tmux = Tmux::start(&command(&db, "dlq triage --interactive"));
+    tmux.wait_for("Decision");
+    tmux.line("replay");
+    tmux.wait_for("Type yes");
+    tmux.line("yes");
+    tmux.wait_for_count("Decision", 2);
+    tmux.ctrl_c();
+    let screen = tmux.wait_for("EXIT=");
+    assert!(screen.contains("EXIT=130"), "{screen}");
+    assert!(
+        screen.contains("done before the interrupt: 1 done"),
+        "{screen}"
+    );
+    assert_eq!(status(&db, &replayable), "PENDING");
+    assert_eq!(status(&db, &uncertain), "DEAD");
+}
+
+#[test]
+fn a_refusal_in_the_walk_exits_4() {
+    let dir = tempfile::tempdir().expect("dir");
+    let db = dir.path().join("uns.db");
+    let conn = schema::open(&db, OpenMode::Create).expect("store");
+    let resolvable = support::resolve_entry(&conn, 1000.0);
+    let tmux = Tmux::start(&command(&db, "dlq triage --interactive"));
+    tmux.wait_for("Decision");
+    tmux.line("replay");
+    let screen = tmux.wait_for("EXIT=");
+    assert!(screen.contains("refused (guardrail)"), "{screen}");
+    assert!(screen.contains("EXIT=4"), "{screen}");
+    assert_eq!(status(&db, &resolvable), "DEAD");
 }
 
 #[test]

@@ -106,7 +106,7 @@ fn every_shell_block_in_the_runbooks_runs_and_prints_what_it_says() {
     let store = SqliteStore::open_read_only(&pristine).expect("store");
     let mut by_branch = std::collections::HashMap::new();
     let mut visit = |(row, events): unsctl::store::Entry| {
-        let verdict = unsctl::triage::triage(&row, &events);
+        let verdict = unsctl::triage::triage_events(&row, &events);
         by_branch
             .entry(verdict.branch.as_str().to_string())
             .or_insert(verdict.id);
@@ -162,7 +162,7 @@ fn every_shell_block_in_the_runbooks_runs_and_prints_what_it_says() {
         // Answers for any prompt; stdin stays open until the block ends, since `script`
         // lingers for two seconds after its input reaches end of file.
         let mut stdin = child.stdin.take().expect("stdin");
-        let _ = stdin.write_all(b"y\ny\ny\n");
+        let _ = stdin.write_all(b"yes\nyes\nyes\n");
         let out = child.wait_with_output().expect("wait");
         drop(stdin);
         let printed = strip_ansi(&String::from_utf8_lossy(&out.stdout).replace('\r', ""));

@@ -49,7 +49,7 @@ fn workers_sharing_a_store_never_settle_under_a_stale_lease() {
             &conn,
             unsctl::clock::Clock::now(&SystemClock),
             &NewNotification {
-                channels,
+                channels: channels.into_iter().collect(),
                 payload: json!({"recipient": recipient, "subject": "load", "body": "load"}),
                 idempotency_key: None,
                 max_attempts: 3,
@@ -229,7 +229,7 @@ fn the_worker_process_logs_a_named_outcome_and_stops_on_sigterm() {
             &conn,
             unsctl::clock::Clock::now(&SystemClock),
             &NewNotification {
-                channels: vec![Channel::Email],
+                channels: [Channel::Email].into_iter().collect(),
                 payload: json!({"recipient": recipient}),
                 idempotency_key: None,
                 max_attempts: 1,

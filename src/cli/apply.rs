@@ -1,21 +1,27 @@
 //! `unsctl apply plan.json`: carry out a triage plan, skipping entries that moved since.
 
 use super::error::{CliError, CliResult};
-use super::remediate::{self, AuditArgs, ConfirmArgs, Intent};
+use super::remediate::{self, AuditArgs, Blocked, ConfirmArgs, Intent};
 use super::{GlobalArgs, backend};
-use crate::remediation::Refusal;
-use crate::render::output::{print, status};
-use crate::store::sqlite::Action;
-use crate::triage::Verdict;
+use crate::remediation::{Action, Claim};
+use crate::triage::PlanAction;
+use std::io::Read;
 use std::path::PathBuf;
+
+/// The largest plan read, in bytes (a triage of about 300,000 entries).
+pub const MAX_PLAN_BYTES: u64 = 256 << 20;
+/// The longest id a plan entry may hold.
+pub const MAX_ID_BYTES: usize = 256;
 
 /// Apply a plan written by `unsctl dlq triage -o json` (dry run unless --confirm)
 ///
 /// Each entry's `action` (resolve, replay or verify) is carried out; an entry whose
 /// history moved since the plan was made is skipped as stale. A VERIFY entry is only
-/// acted on once someone sets its action and adds an "attestation" to it.
+/// acted on once someone sets its action and adds an "attestation" to it. An entry with
+/// no `last_event_id` cannot be checked against the store and is refused.
 ///
-/// Example: unsctl --db uns.db dlq triage -o json > plan.json && unsctl --db uns.db apply plan.json --confirm
+/// Example: unsctl dlq triage -o json > plan.json
+/// Example: unsctl apply plan.json --confirm
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// The plan file (`-` for standard input)
@@ -31,26 +37,138 @@ struct Plan {
     entries: Vec<PlanEntry>,
 }
 
+/// What `apply` reads of a plan entry; everything else in it is for people.
 #[derive(Debug, serde::Deserialize)]
 struct PlanEntry {
-    #[serde(flatten)]
-    verdict: Verdict,
+    id: String,
+    action: PlanAction,
+    /// The newest event the plan was based on; the entry is stale if it moved.
+    #[serde(default)]
+    last_event_id: Option<serde_json::Value>,
     /// What the operator wrote down they checked (needed to act on a VERIFY entry).
     #[serde(default)]
     attestation: Option<String>,
 }
 
+/// Counts the bytes read, so a plan past the limit is told apart from a broken one.
+struct Counted<R> {
+    inner: R,
+    read: u64,
+}
+
+impl<R: Read> Read for Counted<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.read += n as u64;
+        Ok(n)
+    }
+}
+
 fn read_plan(path: &PathBuf) -> CliResult<Plan> {
-    let text = if path.as_os_str() == "-" {
-        std::io::read_to_string(std::io::stdin())?
+    let name = path.display().to_string();
+    let source: Box<dyn Read> = if path.as_os_str() == "-" {
+        Box::new(std::io::stdin())
     } else {
-        std::fs::read_to_string(path)
-            .map_err(|err| CliError::error(format!("{}: {err}", path.display())))?
+        let file =
+            std::fs::File::open(path).map_err(|err| CliError::error(format!("{name}: {err}")))?;
+        let meta = file
+            .metadata()
+            .map_err(|err| CliError::error(format!("{name}: {err}")))?;
+        if meta.is_dir() {
+            return Err(CliError::error(format!(
+                "{name} is a directory, not a plan"
+            )));
+        }
+        if meta.is_file() && meta.len() > MAX_PLAN_BYTES {
+            return Err(too_large(&name));
+        }
+        Box::new(file)
     };
-    serde_json::from_str(&text).map_err(|err| {
-        CliError::error(format!("{}: not a triage plan: {err}", path.display()))
-            .hint("write one with `unsctl dlq triage -o json > plan.json`")
-    })
+    let mut counted = Counted {
+        inner: std::io::BufReader::new(source.take(MAX_PLAN_BYTES + 1)),
+        read: 0,
+    };
+    let parsed: Result<Plan, _> = serde_json::from_reader(&mut counted);
+    match parsed {
+        Ok(plan) => Ok(plan),
+        Err(_) if counted.read > MAX_PLAN_BYTES => Err(too_large(&name)),
+        Err(err) => Err(CliError::error(format!("{name}: not a triage plan: {err}"))
+            .hint("write one with `unsctl dlq triage -o json > plan.json`")),
+    }
+}
+
+fn too_large(name: &str) -> CliError {
+    CliError::error(format!(
+        "{name}: larger than {} MiB, the most a plan may hold",
+        MAX_PLAN_BYTES >> 20
+    ))
+    .hint("split the selection, e.g. `unsctl dlq triage --branch replay -o json`")
+}
+
+fn planned(
+    store: &dyn crate::store::Store,
+    entry: PlanEntry,
+    audit: &AuditArgs,
+) -> CliResult<Intent> {
+    let action = match entry.action {
+        PlanAction::Resolve => Action::Resolve,
+        PlanAction::Replay => Action::Replay,
+        PlanAction::Verify => Action::Resolve,
+    };
+    if entry.id.is_empty() || entry.id.len() > MAX_ID_BYTES {
+        return Ok(Intent::blocked(
+            &entry.id.chars().take(64).collect::<String>(),
+            action,
+            None,
+            Blocked::Unplanned(format!(
+                "not a notification id (empty, or longer than {MAX_ID_BYTES} bytes)"
+            )),
+        ));
+    }
+    let attestation = entry
+        .attestation
+        .as_deref()
+        .map(str::trim)
+        .filter(|a| !a.is_empty());
+    let verified = attestation.map(|_| match action {
+        Action::Resolve => Claim::Delivered,
+        Action::Replay => Claim::NotDelivered,
+    });
+    let request = remediate::base_request(audit, attestation, verified);
+    let mut intent = remediate::intent(store, &entry.id, action, &request)?;
+    if entry.action == PlanAction::Verify {
+        intent.verb = "verify";
+        intent.preview = Err(Blocked::Unplanned(format!(
+            "{} is VERIFY in the plan: nothing is done without an out-of-band check; set its action to resolve or replay and add an \"attestation\" saying what you checked",
+            entry.id
+        )));
+        return Ok(intent);
+    }
+    let Some(planned_event) = entry
+        .last_event_id
+        .as_ref()
+        .and_then(serde_json::Value::as_i64)
+    else {
+        if intent.preview.is_ok() {
+            intent.preview = Err(Blocked::Unplanned(format!(
+                "{}: the plan has no usable last_event_id, so nothing shows the entry is still as it was planned",
+                entry.id
+            )));
+        }
+        return Ok(intent);
+    };
+    // The plan's view is what the operator approved: act only if it is still the newest.
+    // An entry someone else acted on since has moved too, and reads as stale.
+    intent.request.expected_last_event_id = Some(planned_event);
+    let newest = intent.verdict.as_ref().and_then(|v| v.last_event_id);
+    if intent.verdict.is_some() && newest != Some(planned_event) {
+        intent.preview = Err(Blocked::Stale(format!(
+            "{}: history moved since the plan was made (newest event {}, the plan saw {planned_event})",
+            entry.id,
+            newest.map_or_else(|| "none".into(), |n| n.to_string())
+        )));
+    }
+    Ok(intent)
 }
 
 pub fn run(global: &GlobalArgs, args: Args) -> CliResult {
@@ -58,51 +176,20 @@ pub fn run(global: &GlobalArgs, args: Args) -> CliResult {
     let out = global.output();
     let plan = read_plan(&args.plan)?;
     let store = backend::for_action(global, args.confirm.confirm)?;
-    let mut intents = Vec::new();
-    for entry in plan.entries {
-        let verdict = entry.verdict;
-        let request = remediate::base_request(&args.audit, entry.attestation.as_deref());
-        let planned = verdict.action.clone();
-        let action = match planned.as_str() {
-            "resolve" => Action::Resolve,
-            "replay" => Action::Replay,
-            other => {
-                let mut intent = Intent::new(Action::Resolve, verdict, request);
-                intent.verb = "verify";
-                intent.checked = Err(Refusal {
-                    why: format!("{} is {other}: nothing is done without an out-of-band check", intent.verdict.id),
-                    allow: "set its action to resolve or replay and add an \"attestation\" saying what you checked".into(),
-                });
-                intents.push(intent);
-                continue;
-            }
-        };
-        // The plan's own view is what the operator approved; the store re-checks it and
-        // refuses it as stale if the history has moved since.
-        intents.push(Intent::new(action, verdict, request));
-    }
+    let intents = plan
+        .entries
+        .into_iter()
+        .map(|entry| planned(store.as_ref(), entry, &args.audit))
+        .collect::<CliResult<Vec<_>>>()?;
     if intents.is_empty() {
-        status("The plan has no entries: nothing to do.");
+        crate::render::output::status("The plan has no entries: nothing to do.");
         return Ok(());
     }
-    let actionable: Vec<&Intent> = intents.iter().filter(|i| i.checked.is_ok()).collect();
-    for intent in &intents {
-        print(&intent.line(&out))?;
-    }
-    if !args.confirm.confirm {
-        print("(dry run)")?;
-        status(&format!(
-            "Nothing was changed. Add --confirm to carry out {} entr{}.",
-            actionable.len(),
-            if actionable.len() == 1 { "y" } else { "ies" }
-        ));
-        return Ok(());
-    }
-    if actionable.is_empty()
-        || !remediate::confirmed(actionable.len(), "apply the plan to", &args.confirm)?
-    {
-        status("Nothing was changed.");
-        return Ok(());
-    }
-    remediate::finish(remediate::execute_all(store.as_ref(), &intents)?)
+    remediate::carry_out(
+        store.as_ref(),
+        intents,
+        &args.confirm,
+        &out,
+        "apply the plan to",
+    )
 }

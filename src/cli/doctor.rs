@@ -234,7 +234,7 @@ fn smtp_check(args: &Args) -> Check {
 
 fn worker_check(store: &dyn Store, minutes: u64) -> Check {
     let since = SystemClock.now() - (minutes * 60) as f64;
-    let events = match store.events(&["ATTEMPT_STARTED".to_string()], 10_000) {
+    let events = match store.events(&[crate::model::Kind::AttemptStarted], 10_000) {
         Ok(events) => events.events,
         Err(err) => return check("workers", Level::Fail, err.to_string(), None),
     };
@@ -276,7 +276,7 @@ fn worker_check(store: &dyn Store, minutes: u64) -> Check {
 
 fn lease_check(store: &dyn Store) -> Check {
     let now = SystemClock.now();
-    let events = match store.events(&["LEASE_LOST".to_string()], 10_000) {
+    let events = match store.events(&[crate::model::Kind::LeaseLost], 10_000) {
         Ok(events) => events.events,
         Err(err) => return check("lease health", Level::Fail, err.to_string(), None),
     };

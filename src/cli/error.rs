@@ -81,7 +81,11 @@ impl From<StoreError> for CliError {
             StoreError::Conflict(_) => CliError::new(ExitKind::Conflict, message).hint(
                 "someone else acted on it first; run `unsctl inspect <ID>` to see what changed",
             ),
-            StoreError::Refused(_) => CliError::new(ExitKind::Refused, message),
+            StoreError::Stale(_) => CliError::new(ExitKind::Conflict, message)
+                .hint("its history moved since it was triaged; triage it again"),
+            StoreError::Refused(refusal) => {
+                CliError::new(ExitKind::Refused, refusal.why()).hint(refusal.cli_remedy())
+            }
             StoreError::Invalid(_) => CliError::new(ExitKind::Error, message),
             StoreError::Auth(_) => CliError::new(ExitKind::Auth, message)
                 .hint("check UNS_API_KEY: it must match the key the server was started with"),

@@ -2,7 +2,7 @@
 
 use super::error::{CliError, CliResult};
 use super::{GlobalArgs, backend};
-use crate::model::kind;
+use crate::model::Kind;
 use crate::render::output::{print, print_json, status, table, table_text};
 use crate::render::views;
 
@@ -12,11 +12,15 @@ use crate::render::views;
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// Event kinds to show (repeat; default LEASE_LOST and CHANNEL_ATTEMPT_RESULT)
-    #[arg(long = "kind", value_name = "KIND")]
-    pub kinds: Vec<String>,
+    #[arg(long = "kind", value_name = "KIND", value_parser = parse_kind)]
+    pub kinds: Vec<Kind>,
     /// How many rows at most
     #[arg(long, default_value_t = 25)]
     pub limit: usize,
+}
+
+fn parse_kind(text: &str) -> Result<Kind, String> {
+    text.parse()
 }
 
 pub fn run(global: &GlobalArgs, args: Args) -> CliResult {
@@ -24,17 +28,11 @@ pub fn run(global: &GlobalArgs, args: Args) -> CliResult {
     if args.limit == 0 || args.limit > 10_000 {
         return Err(CliError::usage("--limit must be between 1 and 10000"));
     }
-    let kinds: Vec<String> = if args.kinds.is_empty() {
-        vec![kind::LEASE_LOST.into(), kind::CHANNEL_ATTEMPT_RESULT.into()]
+    let kinds: Vec<Kind> = if args.kinds.is_empty() {
+        vec![Kind::LeaseLost, Kind::ChannelAttemptResult]
     } else {
-        args.kinds.iter().map(|k| k.to_ascii_uppercase()).collect()
+        args.kinds.clone()
     };
-    for name in &kinds {
-        if !kind::ALL.contains(&name.as_str()) {
-            return Err(CliError::usage(format!("unknown event kind {name:?}"))
-                .hint(format!("kinds: {}", kind::ALL.join(", "))));
-        }
-    }
     let store = backend::reader(global)?;
     let response = store.events(&kinds, args.limit)?;
     if out.json() {
@@ -44,7 +42,11 @@ pub fn run(global: &GlobalArgs, args: Args) -> CliResult {
     if response.events.is_empty() {
         status(&format!(
             "no {} events in {}",
-            kinds.join(" or "),
+            kinds
+                .iter()
+                .map(|k| k.as_str())
+                .collect::<Vec<_>>()
+                .join(" or "),
             store.describe()
         ));
         return Ok(());
@@ -67,10 +69,11 @@ pub fn run(global: &GlobalArgs, args: Args) -> CliResult {
             at: row.at,
             kind: row.kind.clone(),
             payload: row.payload.clone(),
+            unreadable: row.unreadable.clone(),
         };
         rows.add_row(vec![
-            row.notification_id.clone(),
-            row.status.clone(),
+            out.clean(&row.notification_id).into_owned(),
+            out.clean(&row.status).into_owned(),
             if row.dead_letter {
                 "yes".into()
             } else {
@@ -80,8 +83,9 @@ pub fn run(global: &GlobalArgs, args: Args) -> CliResult {
             row.cycle.to_string(),
             row.id.to_string(),
             out.time(row.at),
-            row.kind.clone(),
-            row.payload["channel"].as_str().unwrap_or("").to_string(),
+            out.clean(&row.kind).into_owned(),
+            out.clean(row.payload["channel"].as_str().unwrap_or(""))
+                .into_owned(),
             views::detail(&event, &out),
         ]);
     }

@@ -30,7 +30,7 @@ pub fn view(doc: NotificationDoc) -> InspectView {
     let triage = doc
         .row
         .dead_letter
-        .then(|| triage::triage(&doc.row, &doc.events));
+        .then(|| triage::triage_events(&doc.row, &doc.events));
     InspectView { doc, triage }
 }
 

@@ -8,12 +8,12 @@ pub mod doctor;
 pub mod error;
 pub mod events;
 pub mod inspect;
-pub mod interactive;
 pub mod prompt;
 pub mod remediate;
 pub mod replay;
 pub mod repro;
 pub mod runtime;
+pub mod selection;
 pub mod sweep;
 pub mod tsg;
 

@@ -1,21 +1,24 @@
-//! The one flow behind `dlq resolve`, `replay`, `apply` and the interactive walk:
-//! preflight every entry against the shared guardrails, show exactly what will happen,
-//! ask, then act through the engine's single transition with a staleness guard.
+//! The one flow behind `dlq resolve`, `replay`, `apply` and the interactive walk: preview
+//! every entry against the shared guardrails, show exactly what will happen, ask, then act
+//! through the guarded transition, which checks everything again where the change is made.
 
 use super::error::{CliError, CliResult, ExitKind};
+use super::prompt;
 use crate::api::ActionRequest;
-use crate::remediation::{self, Refusal};
-use crate::render::output::{Output, print, status};
+use crate::model::ChannelSet;
+use crate::remediation::{Action, Approved, Claim, Refusal, policy};
+use crate::render::output::{Output, print, print_json, status};
 use crate::render::views;
-use crate::store::sqlite::{Action, audit_summary};
 use crate::store::{Store, StoreError};
-use crate::triage::{self, Branch, Verdict};
+use crate::triage::{self, Verdict};
+use serde::Serialize;
+use std::collections::BTreeMap;
 use std::io::IsTerminal;
 
 /// Who is acting and why: recorded in every audit event.
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct AuditArgs {
-    /// Who is acting (default: UNS_OPERATOR, then the login name)
+    /// Who is acting (default: UNS_OPERATOR, then the account name)
     #[arg(long)]
     pub operator: Option<String>,
     /// Why; required with --force
@@ -33,98 +36,171 @@ pub struct AuditArgs {
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct ConfirmArgs {
     /// Carry it out (without this, print what would happen and change nothing)
-    #[arg(long)]
+    #[arg(long, conflicts_with = "dry_run")]
     pub confirm: bool,
     /// Do not prompt (automation); only with --confirm
-    #[arg(long)]
+    #[arg(long, requires = "confirm")]
     pub yes: bool,
+    /// Print what would happen and change nothing (the default without --confirm)
+    #[arg(long)]
+    pub dry_run: bool,
 }
 
-/// One entry's planned action, checked before anything changes.
+/// Why an entry will not be acted on, found before anything changes.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Blocked {
+    Refused(Refusal),
+    /// A plan entry that cannot be checked against the store (no usable last_event_id),
+    /// or left as `verify`.
+    Unplanned(String),
+    NotFound(String),
+    /// Not in the DLQ: someone else already acted on it.
+    NotInDlq(String),
+    /// The history moved since the plan was made.
+    Stale(String),
+}
+
+/// One entry's planned action, previewed before anything changes.
 #[derive(Debug, Clone)]
 pub struct Intent {
+    pub id: String,
     pub action: Action,
-    pub verdict: Verdict,
+    /// The entry's verdict, when it could be read.
+    pub verdict: Option<Verdict>,
     pub request: ActionRequest,
-    /// The channels a replay covers, or why the guardrails refuse.
-    pub checked: Result<Vec<String>, Refusal>,
+    /// What the guardrails say, computed here for the preview; the transition checks again.
+    pub preview: Result<Approved, Blocked>,
     /// What the line calls the action: resolve, replay, or verify for a plan entry left alone.
     pub verb: &'static str,
 }
 
 impl Intent {
-    pub fn new(action: Action, verdict: Verdict, mut request: ActionRequest) -> Self {
+    /// The intent for an entry whose verdict is known.
+    pub fn new(
+        action: Action,
+        verdict: Verdict,
+        row_channels: &Result<ChannelSet, String>,
+        mut request: ActionRequest,
+    ) -> Self {
         request.expected_last_event_id = verdict.last_event_id;
-        request.triage = Some(audit_summary(&verdict));
-        let checked = remediation::check(&verdict, action, &request);
-        if let (Ok(channels), Action::Replay) = (&checked, action) {
-            request.channels = Some(channels.clone());
-        }
-        let verb = match action {
-            Action::Resolve => "resolve",
-            Action::Replay => "replay",
-        };
+        let preview =
+            policy::check(&verdict, row_channels, action, &request).map_err(Blocked::Refused);
         Self {
+            id: verdict.id.clone(),
+            action,
+            verdict: Some(verdict),
+            request,
+            preview,
+            verb: action.as_str(),
+        }
+    }
+
+    /// The intent for an entry that will not be acted on.
+    pub fn blocked(id: &str, action: Action, verdict: Option<Verdict>, blocked: Blocked) -> Self {
+        Self {
+            id: id.to_string(),
             action,
             verdict,
-            request,
-            checked,
-            verb,
+            request: ActionRequest::default(),
+            preview: Err(blocked),
+            verb: action.as_str(),
         }
     }
 
     /// One line: id, branch, action, channels, evidence.
     pub fn line(&self, out: &Output) -> String {
-        let evidence: Vec<i64> = self
+        let branch = self
             .verdict
-            .channels
-            .iter()
-            .flat_map(|c| c.evidence.iter().copied())
-            .collect();
+            .as_ref()
+            .map(|v| views::branch_text(v.branch, out))
+            .unwrap_or_else(|| "-".into());
+        let id = out.clean(&self.id);
         let verb = self.verb;
-        match &self.checked {
-            Ok(channels) => {
-                let channels = if channels.is_empty() {
+        match &self.preview {
+            Ok(approved) => {
+                let channels = if approved.channels.is_empty() {
                     "-".to_string()
                 } else {
-                    channels.join(",")
+                    approved.channels.joined(",")
                 };
-                let forced = if self.request.force { "  FORCED" } else { "" };
-                format!(
-                    "{}  {}  {verb}  channels {channels}  evidence {}{forced}",
-                    self.verdict.id,
-                    views::branch_text(self.verdict.branch, out),
-                    views::join_ids(&evidence)
-                )
+                let evidence = self
+                    .verdict
+                    .as_ref()
+                    .map(|v| views::join_ids(&v.evidence()))
+                    .unwrap_or_default();
+                let forced = if approved.overridden.is_empty() {
+                    ""
+                } else {
+                    "  FORCED"
+                };
+                format!("{id}  {branch}  {verb}  channels {channels}  evidence {evidence}{forced}")
             }
-            Err(refusal) => format!(
-                "{}  {}  {verb} REFUSED: {refusal}",
-                self.verdict.id,
-                views::branch_text(self.verdict.branch, out)
-            ),
+            Err(blocked) => format!("{id}  {branch}  {verb} {}", blocked_text(blocked)),
         }
     }
 }
 
-/// Fetches and triages one entry.
-pub fn verdict(store: &dyn Store, id: &str) -> CliResult<Verdict> {
-    let doc = store.notification(id)?;
-    if !doc.row.dead_letter {
-        return Err(CliError::new(
-            ExitKind::Conflict,
-            format!("{id} is not in the DLQ (status {})", doc.row.status),
-        )
-        .hint(format!("`unsctl inspect {id}` shows its history")));
+fn blocked_text(blocked: &Blocked) -> String {
+    match blocked {
+        Blocked::Refused(refusal) => format!("REFUSED: {refusal}"),
+        Blocked::Unplanned(why) => format!("REFUSED: {why}"),
+        Blocked::NotFound(why) => format!("NOT FOUND: {why}"),
+        Blocked::NotInDlq(why) => format!("CONFLICT: {why}"),
+        Blocked::Stale(why) => format!("STALE: {why}"),
     }
-    Ok(triage::triage(&doc.row, &doc.events))
 }
 
-pub fn base_request(audit: &AuditArgs, attestation: Option<&str>) -> ActionRequest {
+/// Reads and triages one entry, and previews `action` on it with `request`.
+pub fn intent(
+    store: &dyn Store,
+    id: &str,
+    action: Action,
+    request: &ActionRequest,
+) -> CliResult<Intent> {
+    let doc = match store.notification(id) {
+        Ok(doc) => doc,
+        Err(StoreError::NotFound(what)) => {
+            return Ok(Intent::blocked(
+                id,
+                action,
+                None,
+                Blocked::NotFound(format!("{what} not found")),
+            ));
+        }
+        Err(err) => return Err(err.into()),
+    };
+    let verdict = triage::triage_events(&doc.row, &doc.events);
+    if !doc.row.dead_letter {
+        return Ok(Intent::blocked(
+            id,
+            action,
+            Some(verdict),
+            Blocked::NotInDlq(format!(
+                "{id} is not in the DLQ (status {}); `unsctl inspect {id}` shows its history",
+                doc.row.status
+            )),
+        ));
+    }
+    Ok(Intent::new(
+        action,
+        verdict,
+        &doc.row.channel_set(),
+        request.clone(),
+    ))
+}
+
+/// The request every intent of one command starts from.
+pub fn base_request(
+    audit: &AuditArgs,
+    attestation: Option<&str>,
+    verified: Option<Claim>,
+) -> ActionRequest {
     ActionRequest {
-        operator: Some(super::backend::operator(audit.operator.as_deref())),
+        operator: Some(crate::identity::operator(audit.operator.as_deref())),
         reason: audit.reason.clone(),
         ticket: audit.ticket.clone(),
         attestation: attestation.map(str::to_string),
+        verified,
         force: audit.force,
         ..ActionRequest::default()
     }
@@ -141,51 +217,58 @@ pub fn check_force(audit: &AuditArgs) -> CliResult {
     Ok(())
 }
 
-/// Asks on a terminal; refuses without one unless `--yes`.
-pub fn confirmed(count: usize, verb: &str, confirm: &ConfirmArgs) -> CliResult<bool> {
-    if confirm.yes {
-        return Ok(true);
-    }
-    if !super::prompt::interactive() {
-        return Err(CliError::new(
-            ExitKind::Refused,
-            format!(
-                "refusing to {verb} {count} entr{} without a terminal to confirm on",
-                if count == 1 { "y" } else { "ies" }
-            ),
-        )
-        .hint("pass --yes to confirm from automation"));
-    }
-    let word = super::prompt::confirmation_word(count);
-    let answer = super::prompt::ask(&format!(
-        "{verb} {count} entr{}? Type {word} and press Enter to go ahead (anything else does nothing):",
-        if count == 1 { "y" } else { "ies" }
-    ))?;
-    Ok(super::prompt::confirms(answer.as_deref(), count))
-}
-
 /// How one entry ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Outcome {
-    Resolved,
-    Replayed(Vec<String>),
-    /// Its history moved since it was triaged or planned.
+    /// Carried out: the audit event written and the channels replayed.
+    Done {
+        event_id: i64,
+        channels: ChannelSet,
+    },
+    /// Its history moved since it was previewed or planned.
     Stale(String),
     /// Someone else acted first.
     Conflict(String),
     Refused(String),
+    NotFound(String),
     Failed(String),
     Skipped(String),
 }
 
 impl Outcome {
-    pub fn label(&self) -> String {
+    /// The JSON name of the outcome.
+    pub fn name(&self) -> &'static str {
         match self {
-            Outcome::Resolved => "resolved".into(),
-            Outcome::Replayed(channels) => format!("replayed {}", channels.join(",")),
+            Outcome::Done { .. } => "done",
+            Outcome::Stale(_) => "stale",
+            Outcome::Conflict(_) => "conflict",
+            Outcome::Refused(_) => "refused",
+            Outcome::NotFound(_) => "not_found",
+            Outcome::Failed(_) => "failed",
+            Outcome::Skipped(_) => "skipped",
+        }
+    }
+
+    pub fn reason(&self) -> Option<&str> {
+        match self {
+            Outcome::Done { .. } => None,
+            Outcome::Stale(why)
+            | Outcome::Conflict(why)
+            | Outcome::Refused(why)
+            | Outcome::NotFound(why)
+            | Outcome::Failed(why)
+            | Outcome::Skipped(why) => Some(why),
+        }
+    }
+
+    pub fn label(&self, action: Action) -> String {
+        match self {
+            Outcome::Done { channels, .. } if channels.is_empty() => action.done().to_string(),
+            Outcome::Done { channels, .. } => format!("{} {}", action.done(), channels.joined(",")),
             Outcome::Stale(why) => format!("skipped (stale): {why}"),
             Outcome::Conflict(why) => format!("conflict: {why}"),
             Outcome::Refused(why) => format!("refused (guardrail): {why}"),
+            Outcome::NotFound(why) => format!("not found: {why}"),
             Outcome::Failed(why) => format!("failed: {why}"),
             Outcome::Skipped(why) => format!("skipped: {why}"),
         }
@@ -193,45 +276,182 @@ impl Outcome {
 
     fn exit(&self) -> Option<ExitKind> {
         match self {
-            Outcome::Resolved | Outcome::Replayed(_) | Outcome::Skipped(_) => None,
+            Outcome::Done { .. } | Outcome::Skipped(_) => None,
             Outcome::Stale(_) | Outcome::Conflict(_) => Some(ExitKind::Conflict),
             Outcome::Refused(_) => Some(ExitKind::Refused),
+            Outcome::NotFound(_) => Some(ExitKind::NotFound),
             Outcome::Failed(_) => Some(ExitKind::Error),
         }
     }
 }
 
-/// Carries one intent out.
-pub fn execute(store: &dyn Store, intent: &Intent) -> Outcome {
-    if let Err(refusal) = &intent.checked {
-        return Outcome::Refused(refusal.to_string());
+impl From<&Blocked> for Outcome {
+    fn from(blocked: &Blocked) -> Self {
+        match blocked {
+            Blocked::Refused(refusal) => Outcome::Refused(refusal.to_string()),
+            Blocked::Unplanned(why) => Outcome::Refused(why.clone()),
+            Blocked::NotFound(why) => Outcome::NotFound(why.clone()),
+            Blocked::NotInDlq(why) => Outcome::Conflict(why.clone()),
+            Blocked::Stale(why) => Outcome::Stale(why.clone()),
+        }
     }
-    let id = &intent.verdict.id;
+}
+
+/// Carries one intent out, through the store's guarded transition.
+pub fn execute(store: &dyn Store, intent: &Intent) -> Outcome {
+    if let Err(blocked) = &intent.preview {
+        return blocked.into();
+    }
     let result = match intent.action {
-        Action::Resolve => store.resolve(id, &intent.request),
-        Action::Replay => store.replay(id, &intent.request),
+        Action::Resolve => store.resolve(&intent.id, &intent.request),
+        Action::Replay => store.replay(&intent.id, &intent.request),
     };
     match result {
-        Ok(done) if done.action == "replayed" => Outcome::Replayed(done.channels),
-        Ok(_) => Outcome::Resolved,
-        Err(StoreError::Conflict(conflict)) if conflict.reason.starts_with("history moved") => {
-            Outcome::Stale(conflict.to_string())
-        }
+        Ok(done) => Outcome::Done {
+            event_id: done.event_id,
+            channels: done.channels,
+        },
+        Err(StoreError::Stale(conflict)) => Outcome::Stale(conflict.to_string()),
         Err(StoreError::Conflict(conflict)) => Outcome::Conflict(conflict.to_string()),
-        Err(StoreError::Refused(why)) => Outcome::Refused(why),
+        Err(StoreError::Refused(refusal)) => Outcome::Refused(refusal.to_string()),
+        Err(StoreError::NotFound(what)) => Outcome::NotFound(format!("{what} not found")),
         Err(err) => Outcome::Failed(err.to_string()),
     }
 }
 
-/// The most serious exit among the outcomes: error, then conflict, then refusal.
-pub fn exit_for(outcomes: &[Outcome]) -> Option<ExitKind> {
-    let kinds: Vec<ExitKind> = outcomes.iter().filter_map(Outcome::exit).collect();
-    [ExitKind::Error, ExitKind::Conflict, ExitKind::Refused]
-        .into_iter()
-        .find(|kind| kinds.contains(kind))
+/// The most serious exit among the outcomes: error, conflict, refusal, not found.
+pub fn exit_for<'a>(outcomes: impl IntoIterator<Item = &'a Outcome>) -> Option<ExitKind> {
+    let kinds: Vec<ExitKind> = outcomes.into_iter().filter_map(Outcome::exit).collect();
+    [
+        ExitKind::Error,
+        ExitKind::Conflict,
+        ExitKind::Refused,
+        ExitKind::NotFound,
+    ]
+    .into_iter()
+    .find(|kind| kinds.contains(kind))
 }
 
-/// Prints the plan, asks, runs it, prints each outcome and a summary.
+/// One entry's result in `-o json`.
+#[derive(Debug, Serialize)]
+struct ResultView<'a> {
+    id: &'a str,
+    action: &'a str,
+    outcome: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reason: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    event_id: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    channels: Option<&'a ChannelSet>,
+}
+
+/// `{"dry_run": .., "results": [...], "summary": {...}}`.
+fn print_results(intents: &[Intent], outcomes: &[Outcome], dry_run: bool) -> CliResult {
+    let mut summary: BTreeMap<&str, usize> = BTreeMap::new();
+    let results: Vec<ResultView> = intents
+        .iter()
+        .zip(outcomes)
+        .map(|(intent, outcome)| {
+            let name = match (dry_run, outcome) {
+                (true, Outcome::Done { .. }) => "planned",
+                _ => outcome.name(),
+            };
+            *summary.entry(name).or_default() += 1;
+            let (event_id, channels) = match (outcome, &intent.preview) {
+                (Outcome::Done { event_id, channels }, _) if !dry_run => {
+                    (Some(*event_id), Some(channels))
+                }
+                (_, Ok(approved)) if dry_run && intent.action == Action::Replay => {
+                    (None, Some(&approved.channels))
+                }
+                _ => (None, None),
+            };
+            ResultView {
+                id: &intent.id,
+                action: intent.verb,
+                outcome: name,
+                reason: outcome.reason(),
+                event_id,
+                channels,
+            }
+        })
+        .collect();
+    print_json(&serde_json::json!({
+        "dry_run": dry_run,
+        "results": results,
+        "summary": summary,
+    }))?;
+    Ok(())
+}
+
+/// What a prompt names: where the change goes and who it is recorded as.
+pub struct Target {
+    pub place: String,
+    pub operator: String,
+}
+
+impl Target {
+    pub fn of(store: &dyn Store, request: &ActionRequest) -> CliResult<Self> {
+        let claimed = request
+            .operator
+            .clone()
+            .unwrap_or_else(crate::identity::account_name);
+        Ok(Self {
+            place: store.describe(),
+            operator: store.operator(&claimed)?,
+        })
+    }
+}
+
+/// Asks on a terminal; refuses without one unless `--yes`.
+pub fn confirmed(
+    store: &dyn Store,
+    intents: &[&Intent],
+    verb: &str,
+    confirm: &ConfirmArgs,
+) -> CliResult<bool> {
+    let count = intents.len();
+    let entries = if count == 1 { "entry" } else { "entries" };
+    if confirm.yes {
+        return Ok(true);
+    }
+    if !prompt::interactive() {
+        return Err(CliError::new(
+            ExitKind::Refused,
+            format!("refusing to {verb} {count} {entries} without a terminal to confirm on"),
+        )
+        .hint("pass --yes to confirm from automation"));
+    }
+    let target = Target::of(store, &intents[0].request)?;
+    let clean = crate::render::sanitize::clean;
+    let listed: Vec<String> = intents
+        .iter()
+        .take(10)
+        .map(|intent| match &intent.preview {
+            Ok(approved) if !approved.channels.is_empty() => {
+                format!("{} ({})", clean(&intent.id), approved.channels.joined(","))
+            }
+            _ => clean(&intent.id).into_owned(),
+        })
+        .collect();
+    let more = if count > 10 {
+        format!(" and {} more", count - 10)
+    } else {
+        String::new()
+    };
+    let word = prompt::confirmation_word(count);
+    let answer = prompt::ask(&format!(
+        "{verb} {count} {entries} in {} as {}: {}{more}?\nType {word} and press Enter to go ahead (anything else does nothing):",
+        clean(&target.place),
+        clean(&target.operator),
+        listed.join(", "),
+    ))?;
+    Ok(prompt::confirms(answer.as_deref(), count))
+}
+
+/// Prints the plan, asks, runs it, prints each outcome and a summary, and exits by the
+/// most serious outcome.
 pub fn carry_out(
     store: &dyn Store,
     intents: Vec<Intent>,
@@ -241,73 +461,116 @@ pub fn carry_out(
 ) -> CliResult {
     if intents.is_empty() {
         status(&format!("Nothing to {verb}: no matching DLQ entries."));
-        return Ok(());
-    }
-    for intent in &intents {
-        print(&intent.line(out))?;
-    }
-    let refused = intents.iter().filter(|i| i.checked.is_err()).count();
-    if !confirm.confirm {
-        print("(dry run)")?;
-        status(&format!(
-            "Nothing was changed. Add --confirm to {verb} {} entr{}.",
-            intents.len() - refused,
-            if intents.len() - refused == 1 {
-                "y"
-            } else {
-                "ies"
-            }
-        ));
-        if refused > 0 {
-            return Err(CliError::new(
-                ExitKind::Refused,
-                format!(
-                    "{refused} of {} would be refused by a guardrail (see above)",
-                    intents.len()
-                ),
-            ));
+        if out.json() {
+            print_results(&[], &[], !confirm.confirm)?;
         }
         return Ok(());
     }
-    if refused > 0 {
-        return Err(CliError::new(
-            ExitKind::Refused,
-            format!(
-                "{refused} of {} refused by a guardrail (see above); nothing was changed",
-                intents.len()
-            ),
-        ));
+    let blocked: Vec<Outcome> = intents
+        .iter()
+        .map(|intent| match &intent.preview {
+            Ok(approved) => Outcome::Done {
+                event_id: 0,
+                channels: approved.channels.clone(),
+            },
+            Err(blocked) => blocked.into(),
+        })
+        .collect();
+    let actionable: Vec<&Intent> = intents.iter().filter(|i| i.preview.is_ok()).collect();
+    if !out.json() {
+        for intent in &intents {
+            print(&intent.line(out))?;
+        }
     }
-    if !confirmed(intents.len(), verb, confirm)? {
+    if !confirm.confirm {
+        if out.json() {
+            print_results(&intents, &blocked, true)?;
+        } else {
+            print("(dry run)")?;
+        }
+        status(&format!(
+            "Nothing was changed. Add --confirm to {verb} {} {}.",
+            actionable.len(),
+            if actionable.len() == 1 {
+                "entry"
+            } else {
+                "entries"
+            }
+        ));
+        return finish_dry_run(&blocked);
+    }
+    if actionable.is_empty() {
+        if out.json() {
+            print_results(&intents, &blocked, false)?;
+        }
+        status(&format!(
+            "Nothing to {verb}: every entry was refused or skipped (see above)."
+        ));
+        return finish(&blocked);
+    }
+    if !confirmed(store, &actionable, verb, confirm)? {
         status("Declined: nothing was changed.");
         return Ok(());
     }
-    finish(execute_all(store, &intents)?)
+    // Entries the preview blocked are reported, not acted on; the rest run in order.
+    let outcomes = execute_all(store, &intents, out)?;
+    if out.json() {
+        print_results(&intents[..outcomes.len()], &outcomes, false)?;
+    }
+    finish(&outcomes)
+}
+
+fn finish_dry_run(previews: &[Outcome]) -> CliResult {
+    match exit_for(previews) {
+        None => Ok(()),
+        Some(kind) => Err(CliError::new(
+            kind,
+            "not every entry could be carried out (see above)",
+        )),
+    }
 }
 
 /// Runs every intent in order, one outcome line each on stdout, with a progress bar on
-/// stderr when it is a terminal.
-pub fn execute_all(store: &dyn Store, intents: &[Intent]) -> CliResult<Vec<Outcome>> {
+/// stderr when it is a terminal. Ctrl-C lets the entry in flight finish, then stops.
+pub fn execute_all(store: &dyn Store, intents: &[Intent], out: &Output) -> CliResult<Vec<Outcome>> {
+    prompt::install_interrupt_handler();
     let progress = progress_bar(intents.len());
     let mut outcomes = Vec::with_capacity(intents.len());
     for intent in intents {
+        if prompt::interrupted() {
+            break;
+        }
         let outcome = execute(store, intent);
+        let line = format!(
+            "{}  {}",
+            out.clean(&intent.id),
+            outcome.label(intent.action)
+        );
+        outcomes.push(outcome);
+        prompt::set_progress(&summary(&outcomes));
+        if !out.json() {
+            match &progress {
+                Some(bar) => bar.suspend(|| print(&line))?,
+                None => print(&line)?,
+            }
+        }
         if let Some(bar) = &progress {
             bar.inc(1);
         }
-        print(&format!("{}  {}", intent.verdict.id, outcome.label()))?;
-        outcomes.push(outcome);
     }
     if let Some(bar) = progress {
         bar.finish_and_clear();
+    }
+    if prompt::interrupted() {
+        prompt::exit_interrupted();
     }
     Ok(outcomes)
 }
 
 /// The summary line, then the exit code the outcomes call for.
-pub fn finish(outcomes: Vec<Outcome>) -> CliResult {
-    status(&summary(&outcomes));
-    match exit_for(&outcomes) {
+pub fn finish(outcomes: &[Outcome]) -> CliResult {
+    status(&summary(outcomes));
+    match exit_for(outcomes) {
         None => Ok(()),
         Some(kind) => Err(CliError::new(
             kind,
@@ -319,12 +582,12 @@ pub fn finish(outcomes: Vec<Outcome>) -> CliResult {
 pub fn summary(outcomes: &[Outcome]) -> String {
     let count = |f: fn(&Outcome) -> bool| outcomes.iter().filter(|o| f(o)).count();
     format!(
-        "{} resolved, {} replayed, {} skipped as stale, {} conflicts, {} refused, {} failed, {} skipped",
-        count(|o| matches!(o, Outcome::Resolved)),
-        count(|o| matches!(o, Outcome::Replayed(_))),
+        "{} done, {} skipped as stale, {} conflicts, {} refused, {} not found, {} failed, {} skipped",
+        count(|o| matches!(o, Outcome::Done { .. })),
         count(|o| matches!(o, Outcome::Stale(_))),
         count(|o| matches!(o, Outcome::Conflict(_))),
         count(|o| matches!(o, Outcome::Refused(_))),
+        count(|o| matches!(o, Outcome::NotFound(_))),
         count(|o| matches!(o, Outcome::Failed(_))),
         count(|o| matches!(o, Outcome::Skipped(_))),
     )
@@ -340,16 +603,4 @@ fn progress_bar(len: usize) -> Option<indicatif::ProgressBar> {
         bar.set_style(style);
     }
     Some(bar)
-}
-
-/// Every DLQ entry of `branch`, triaged.
-pub fn entries_of(store: &dyn Store, branch: Branch) -> CliResult<Vec<Verdict>> {
-    let mut verdicts = Vec::new();
-    super::dlq::each_verdict(store, &mut |verdict| {
-        if verdict.branch == branch {
-            verdicts.push(verdict);
-        }
-        Ok(())
-    })?;
-    Ok(verdicts)
 }

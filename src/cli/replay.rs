@@ -1,15 +1,17 @@
 //! `unsctl replay`: replay DLQ entries in a new cycle, for the channels not delivered.
 
-use super::error::{CliError, CliResult};
+use super::error::CliResult;
 use super::remediate::{self, AuditArgs, ConfirmArgs, Intent};
-use super::{GlobalArgs, backend};
-use crate::store::sqlite::Action;
+use super::{GlobalArgs, backend, selection};
+use crate::model::{Channel, ChannelSet};
+use crate::remediation::{Action, Claim};
 use crate::triage::Branch;
 
 /// Replay DLQ entries (dry run unless --confirm)
 ///
-/// Example: unsctl --db uns.db replay n-0192c3d4 --confirm
-/// Example: unsctl --db uns.db replay --branch replay --confirm --yes --reason "webhook fixed"
+/// Example: unsctl replay n-0192c3d4 --confirm
+/// Example: unsctl replay n-0192c3d4 --channels slack --confirm
+/// Example: unsctl replay --branch replay --confirm --yes --reason "webhook fixed"
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// The entries to replay
@@ -18,50 +20,58 @@ pub struct Args {
     /// Every entry of this branch instead of ids (only `replay` is allowed)
     #[arg(long, value_parser = ["replay"])]
     pub branch: Option<String>,
-    /// Only these channels (default: every channel not DELIVERED)
-    #[arg(long, value_delimiter = ',')]
-    pub channels: Vec<String>,
-    /// Attest that you checked out of band and the message did not arrive (VERIFY entries)
-    #[arg(long)]
+    /// Only these channels, comma-separated, any case (default: every channel not DELIVERED)
+    #[arg(long, value_delimiter = ',', value_parser = parse_channel)]
+    pub channels: Vec<Channel>,
+    /// Attest that you checked out of band and the uncertain message did not arrive
+    #[arg(long, conflicts_with = "verified_delivered")]
     pub verified_not_delivered: bool,
+    /// Attest that the uncertain message did arrive: replay only what was never sent
+    #[arg(long)]
+    pub verified_delivered: bool,
     #[command(flatten)]
     pub audit: AuditArgs,
     #[command(flatten)]
     pub confirm: ConfirmArgs,
 }
 
+/// A channel name as typed: any case, surrounding whitespace trimmed.
+pub fn parse_channel(text: &str) -> Result<Channel, String> {
+    text.parse()
+        .map_err(|err: crate::model::UnknownChannel| err.to_string())
+}
+
 pub fn run(global: &GlobalArgs, args: Args) -> CliResult {
     remediate::check_force(&args.audit)?;
     let out = global.output();
     let store = backend::for_action(global, args.confirm.confirm)?;
-    let verdicts = match &args.branch {
-        Some(_) => remediate::entries_of(store.as_ref(), Branch::Replay)?,
+    let (attestation, verified) = if args.verified_not_delivered {
+        (
+            Some("verified out of band: not delivered"),
+            Some(Claim::NotDelivered),
+        )
+    } else if args.verified_delivered {
+        (
+            Some("verified out of band: delivered"),
+            Some(Claim::Delivered),
+        )
+    } else {
+        (None, None)
+    };
+    let mut request = remediate::base_request(&args.audit, attestation, verified);
+    if !args.channels.is_empty() {
+        request.channels = Some(args.channels.iter().copied().collect::<ChannelSet>());
+    }
+    let intents: Vec<Intent> = match &args.branch {
+        Some(_) => selection::verdicts(store.as_ref(), &|v| v.branch == Branch::Replay)?
+            .into_iter()
+            .map(|verdict| remediate::intent(store.as_ref(), &verdict.id, Action::Replay, &request))
+            .collect::<CliResult<_>>()?,
         None => args
             .ids
             .iter()
-            .map(|id| remediate::verdict(store.as_ref(), id))
-            .collect::<CliResult<Vec<_>>>()?,
+            .map(|id| remediate::intent(store.as_ref(), id, Action::Replay, &request))
+            .collect::<CliResult<_>>()?,
     };
-    let attestation = args
-        .verified_not_delivered
-        .then_some("verified out of band: not delivered");
-    let mut request = remediate::base_request(&args.audit, attestation);
-    if !args.channels.is_empty() {
-        for channel in &args.channels {
-            channel
-                .parse::<crate::model::Channel>()
-                .map_err(|err| CliError::usage(err.to_string()))?;
-        }
-        request.channels = Some(
-            args.channels
-                .iter()
-                .map(|c| c.to_ascii_uppercase())
-                .collect(),
-        );
-    }
-    let intents = verdicts
-        .into_iter()
-        .map(|verdict| Intent::new(Action::Replay, verdict, request.clone()))
-        .collect();
     remediate::carry_out(store.as_ref(), intents, &args.confirm, &out, "replay")
 }

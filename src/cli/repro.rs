@@ -6,7 +6,7 @@ use crate::render::output::{Output, print, print_json, status};
 use crate::render::views;
 use crate::repro::{self, ReproError, Scenario, ScenarioReport};
 use crate::runtime::fakes::Fakes;
-use crate::runtime::server::{self, ServerConfig};
+use crate::server::{self, Keys, ServerConfig};
 use crate::store::sqlite::SqliteStore;
 use crate::triage::Verdict;
 use std::path::{Path, PathBuf};
@@ -78,12 +78,7 @@ fn reproduce(db: &Path, scenarios: &[Scenario]) -> CliResult<(Vec<ScenarioReport
 
 fn verdicts(db: &Path) -> CliResult<Vec<Verdict>> {
     let store = SqliteStore::open_read_only(db)?;
-    let mut verdicts = Vec::new();
-    super::dlq::each_verdict(&store, &mut |verdict| {
-        verdicts.push(verdict);
-        Ok(())
-    })?;
-    Ok(verdicts)
+    super::selection::verdicts(&store, &|_| true)
 }
 
 fn report_text(reports: &[ScenarioReport], out: &Output) -> String {
@@ -171,7 +166,7 @@ pub fn run_repro(global: &GlobalArgs, args: ReproArgs) -> CliResult {
     print_reports(&db, &reports, &out)?;
     status(&format!("store left at {}", db.display()));
     if args.keep_running {
-        keep_running(&db, &fakes)?;
+        keep_running(global, &db, &fakes)?;
     }
     Ok(())
 }
@@ -185,15 +180,15 @@ fn names(scenarios: &[Scenario]) -> String {
 }
 
 /// Serves the reproduced store on loopback, with the fakes as providers, until Ctrl-C.
-fn keep_running(db: &Path, fakes: &Fakes) -> CliResult {
-    super::runtime::init_logging();
+fn keep_running(global: &GlobalArgs, db: &Path, fakes: &Fakes) -> CliResult {
+    super::runtime::init_logging(global);
     let key = uuid::Uuid::new_v4().simple().to_string();
     let config = ServerConfig {
         db_path: db.to_path_buf(),
         listen: "127.0.0.1:0"
             .parse()
             .map_err(|_| CliError::error("bad listen address"))?,
-        api_key: Some(key.clone()),
+        keys: Some(Keys::single(&key).map_err(|err| CliError::error(err.to_string()))?),
         worker: Some((
             repro::worker_config(4),
             repro::fake_adapters(fakes).map_err(repro_error)?,

@@ -4,15 +4,15 @@ use super::error::{CliError, CliResult};
 use super::{GlobalArgs, backend, backend::Backend};
 use crate::api::SubmitRequest;
 use crate::clock::{Clock, SystemClock};
-use crate::engine::{self, Backoff};
 use crate::model::Channel;
 use crate::render::output::{print, print_json, status};
 use crate::runtime::adapters::Adapter;
 use crate::runtime::adapters::email::{EmailAdapter, EmailConfig, StartTls};
 use crate::runtime::adapters::webhook::{Provider, WebhookAdapter};
+use crate::runtime::engine::{self, Backoff};
 use crate::runtime::schema::{self, OpenMode};
-use crate::runtime::server::{self, ServeError, ServerConfig};
 use crate::runtime::worker::{self, Adapters, Worker, WorkerConfig};
+use crate::server::{self, Keys, ServeError, ServerConfig};
 use crate::store::StoreError;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -163,7 +163,7 @@ pub fn adapters(providers: &ProviderArgs) -> CliResult<Adapters> {
 fn configured(adapters: &Adapters) -> String {
     let names: Vec<&str> = adapters.keys().map(|c| c.as_str()).collect();
     if names.is_empty() {
-        "none (every channel will be refused)".into()
+        "none (due rows are left untouched)".into()
     } else {
         names.join(", ")
     }
@@ -180,6 +180,10 @@ pub struct ServeArgs {
     /// Serve without a key (only on a loopback address)
     #[arg(long)]
     pub insecure_no_auth: bool,
+    /// More keys, one `name key` line each; actions are recorded under the key's name
+    /// (UNS_API_KEY is named `default`). Keys need 16 characters and no whitespace.
+    #[arg(long, env = "UNS_API_KEYS_FILE", value_name = "PATH")]
+    pub api_keys_file: Option<PathBuf>,
     /// Serve the API only; claim nothing
     #[arg(long)]
     pub no_worker: bool,
@@ -192,12 +196,16 @@ pub struct ServeArgs {
     pub worker: WorkerTuning,
 }
 
-pub fn init_logging() {
+/// Logs on stderr, coloured only when stderr is a terminal and colour is on.
+pub fn init_logging(global: &GlobalArgs) {
+    use std::io::IsTerminal;
     let filter = tracing_subscriber::EnvFilter::try_from_env("UNS_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let color = crate::render::output::color_enabled(global.color, std::io::stderr().is_terminal());
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(color)
         .with_target(false)
         .try_init();
 }
@@ -211,12 +219,22 @@ fn db_path(global: &GlobalArgs) -> CliResult<PathBuf> {
 }
 
 fn serve(global: &GlobalArgs, args: ServeArgs) -> CliResult {
-    init_logging();
+    init_logging(global);
     let db = db_path(global)?;
-    let api_key = std::env::var("UNS_API_KEY").ok().filter(|k| !k.is_empty());
-    if api_key.is_none() && !args.insecure_no_auth {
-        return Err(CliError::usage(ServeError::NoKey.to_string()));
-    }
+    let api_key = std::env::var("UNS_API_KEY").ok();
+    let keys = if args.insecure_no_auth {
+        if api_key.is_some() || args.api_keys_file.is_some() {
+            return Err(CliError::usage(
+                "--insecure-no-auth with a key configured: drop the flag, or unset UNS_API_KEY and --api-keys-file",
+            ));
+        }
+        None
+    } else {
+        Some(
+            Keys::load(api_key.as_deref(), args.api_keys_file.as_deref())
+                .map_err(|err| CliError::usage(err.to_string()))?,
+        )
+    };
     let worker = if args.no_worker {
         None
     } else {
@@ -227,7 +245,7 @@ fn serve(global: &GlobalArgs, args: ServeArgs) -> CliResult {
     let config = ServerConfig {
         db_path: db,
         listen: args.listen,
-        api_key,
+        keys,
         worker,
         default_max_attempts: args.max_attempts,
     };
@@ -237,8 +255,8 @@ fn serve(global: &GlobalArgs, args: ServeArgs) -> CliResult {
 
 fn serve_error(err: ServeError) -> CliError {
     match err {
-        ServeError::Store(store) => store.into(),
-        ServeError::InsecureNotLoopback(_) | ServeError::NoKey => CliError::usage(err.to_string()),
+        ServeError::Store(store) => StoreError::from(store).into(),
+        ServeError::InsecureNotLoopback(_) => CliError::usage(err.to_string()),
         other => CliError::error(other.to_string()),
     }
 }
@@ -255,7 +273,7 @@ pub struct WorkerArgs {
 }
 
 fn run_worker(global: &GlobalArgs, args: WorkerArgs) -> CliResult {
-    init_logging();
+    init_logging(global);
     let db = db_path(global)?;
     let conn = schema::open(&db, OpenMode::Create).map_err(StoreError::from)?;
     let adapters = adapters(&args.providers)?;
@@ -265,22 +283,17 @@ fn run_worker(global: &GlobalArgs, args: WorkerArgs) -> CliResult {
         .map_err(|err| CliError::error(format!("cannot start the writer thread: {err}")))?;
     let worker = Worker::new(db, Arc::new(SystemClock), adapters, config);
     let stop = Arc::new(AtomicBool::new(false));
-    for signal in [signal_hook_consts::SIGINT, signal_hook_consts::SIGTERM] {
-        let _ = signal_flag(signal, stop.clone());
-    }
+    stop_on_signal(stop.clone())
+        .map_err(|err| CliError::error(format!("cannot watch for signals: {err}")))?;
     for thread in worker.spawn(stop) {
         let _ = thread.join();
     }
     Ok(())
 }
 
-mod signal_hook_consts {
-    pub const SIGINT: i32 = 2;
-    pub const SIGTERM: i32 = 15;
-}
-
-/// Sets `flag` when `signal` arrives, from a small tokio runtime on its own thread.
-fn signal_flag(signal: i32, flag: Arc<AtomicBool>) -> std::io::Result<()> {
+/// Sets `flag` on SIGINT or SIGTERM, from a small tokio runtime on a thread of its own.
+fn stop_on_signal(flag: Arc<AtomicBool>) -> std::io::Result<()> {
+    use tokio::signal::unix::{SignalKind, signal};
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
@@ -288,14 +301,18 @@ fn signal_flag(signal: i32, flag: Arc<AtomicBool>) -> std::io::Result<()> {
         .name("uns-signal".into())
         .spawn(move || {
             runtime.block_on(async move {
-                use tokio::signal::unix::{SignalKind, signal as listen};
-                if let Ok(mut stream) = listen(SignalKind::from_raw(signal)) {
-                    stream.recv().await;
-                    tracing::info!(
-                        "signal received: finishing in-flight calls, claiming nothing new"
-                    );
-                    flag.store(true, std::sync::atomic::Ordering::SeqCst);
+                let (Ok(mut interrupt), Ok(mut terminate)) = (
+                    signal(SignalKind::interrupt()),
+                    signal(SignalKind::terminate()),
+                ) else {
+                    return;
+                };
+                tokio::select! {
+                    _ = interrupt.recv() => {}
+                    _ = terminate.recv() => {}
                 }
+                tracing::info!("signal received: finishing in-flight calls, claiming nothing new");
+                flag.store(true, std::sync::atomic::Ordering::SeqCst);
             });
         })?;
     Ok(())
@@ -307,8 +324,8 @@ fn signal_flag(signal: i32, flag: Arc<AtomicBool>) -> std::io::Result<()> {
 #[derive(Debug, clap::Args)]
 pub struct SubmitArgs {
     /// Channels to send on (repeat, or comma-separated): email, slack, pagerduty
-    #[arg(long = "channel", value_delimiter = ',', required = true)]
-    pub channels: Vec<String>,
+    #[arg(long = "channel", value_delimiter = ',', required = true, value_parser = super::replay::parse_channel)]
+    pub channels: Vec<Channel>,
     /// Email address (needed for EMAIL)
     #[arg(long)]
     pub recipient: Option<String>,
@@ -326,11 +343,7 @@ pub struct SubmitArgs {
 
 fn submit(global: &GlobalArgs, args: SubmitArgs) -> CliResult {
     let request = SubmitRequest {
-        channels: args
-            .channels
-            .iter()
-            .map(|c| c.trim().to_ascii_uppercase())
-            .collect(),
+        channels: args.channels.iter().copied().collect(),
         recipient: args.recipient,
         subject: args.subject,
         body: args.body,

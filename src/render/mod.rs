@@ -1,6 +1,7 @@
 //! Turning view structs into tables, timelines and JSON.
 
 pub mod output;
+pub mod sanitize;
 pub mod time;
 pub mod views;
 

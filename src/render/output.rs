@@ -28,15 +28,20 @@ pub struct Output {
     pub terminal: bool,
 }
 
+/// Whether to colour a stream: `--color`, then NO_COLOR, then whether it is a terminal.
+pub fn color_enabled(choice: ColorChoice, terminal: bool) -> bool {
+    let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
+    match choice {
+        ColorChoice::Always => true,
+        ColorChoice::Never => false,
+        ColorChoice::Auto => terminal && !no_color,
+    }
+}
+
 impl Output {
     pub fn new(format: Format, color: ColorChoice) -> Self {
         let terminal = std::io::stdout().is_terminal();
-        let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
-        let color = match color {
-            ColorChoice::Always => true,
-            ColorChoice::Never => false,
-            ColorChoice::Auto => terminal && !no_color,
-        };
+        let color = color_enabled(color, terminal);
         Self {
             format,
             color,
@@ -46,6 +51,11 @@ impl Output {
 
     pub fn json(&self) -> bool {
         self.format == Format::Json
+    }
+
+    /// Store, provider or client text made safe for a terminal (see [`super::sanitize`]).
+    pub fn clean<'t>(&self, text: &'t str) -> std::borrow::Cow<'t, str> {
+        super::sanitize::clean(text)
     }
 
     pub fn red(&self, text: &str) -> String {

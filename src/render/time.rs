@@ -1,20 +1,6 @@
 //! Times for people: RFC 3339 always, plus "3m ago" on a terminal.
 
-use time::OffsetDateTime;
-use time::format_description::well_known::Rfc3339;
-
-/// `2025-10-23T04:00:00.100Z` for unix seconds.
-pub fn rfc3339(seconds: f64) -> String {
-    let nanos = (seconds * 1e9).round() as i128;
-    OffsetDateTime::from_unix_timestamp_nanos(nanos)
-        .ok()
-        .map(|t| {
-            t.replace_nanosecond((t.nanosecond() / 1_000_000) * 1_000_000)
-                .unwrap_or(t)
-        })
-        .and_then(|t| t.format(&Rfc3339).ok())
-        .unwrap_or_else(|| format!("{seconds}"))
-}
+pub use crate::clock::rfc3339;
 
 /// "42s ago", "3m ago", "5h ago", "2d ago" (or "in 10s" for the future).
 pub fn relative(seconds: f64, now: f64) -> String {
@@ -42,7 +28,6 @@ mod tests {
 
     #[test]
     fn formats_unix_seconds() {
-        assert_eq!(rfc3339(1761192000.1), "2025-10-23T04:00:00.1Z");
         assert_eq!(relative(100.0, 142.0), "42s ago");
         assert_eq!(relative(100.0, 100.0 + 7200.0), "2h ago");
         assert_eq!(relative(200.0, 190.0), "in 10s");

@@ -2,7 +2,8 @@
 //! table. Meaning never rides on colour alone: incident rows also carry a `!` marker.
 
 use super::output::{Output, table, table_text};
-use crate::model::{Event, Notification, kind};
+use super::sanitize::clean;
+use crate::model::{Event, Kind, Notification};
 use crate::triage::{self, Branch, ChannelState, Verdict};
 use serde_json::Value;
 
@@ -27,11 +28,14 @@ fn text(value: &Value, key: &str) -> Option<String> {
 
 /// Whether an event is one this incident turns on.
 pub fn stands_out(event: &Event) -> bool {
-    match event.kind.as_str() {
-        kind::LEASE_LOST | kind::DEAD_LETTERED => true,
-        kind::CHANNEL_ATTEMPT_RESULT => event.payload["metadata"]["provider_outcome"] == "UNKNOWN",
-        kind::ATTEMPT_STARTED => event.payload["reclaimed"] == true,
-        other => !kind::ALL.contains(&other),
+    match Kind::from_stored(&event.kind) {
+        Some(Kind::LeaseLost | Kind::DeadLettered) => true,
+        Some(Kind::ChannelAttemptResult) => {
+            event.payload["metadata"]["provider_outcome"] == "UNKNOWN"
+        }
+        Some(Kind::AttemptStarted) => event.payload["reclaimed"] == true,
+        Some(_) => false,
+        None => true,
     }
 }
 
@@ -41,9 +45,15 @@ pub fn detail(event: &Event, out: &Output) -> String {
     if !p.is_object() {
         return "unreadable payload".into();
     }
-    match event.kind.as_str() {
-        kind::SUBMITTED => format!("channels {}", text(p, "channels").unwrap_or_default()),
-        kind::ATTEMPT_STARTED => {
+    let Some(kind) = Kind::from_stored(&event.kind) else {
+        return format!(
+            "unknown kind {}",
+            crate::render::sanitize::clean(&event.kind)
+        );
+    };
+    match kind {
+        Kind::Submitted => format!("channels {}", text(p, "channels").unwrap_or_default()),
+        Kind::AttemptStarted => {
             let mut parts = vec![format!(
                 "worker {}",
                 text(p, "worker_id").unwrap_or_default()
@@ -53,8 +63,8 @@ pub fn detail(event: &Event, out: &Output) -> String {
             }
             parts.join(", ")
         }
-        kind::CHANNEL_ATTEMPT_STARTED => "provider call may act from here".into(),
-        kind::CHANNEL_ATTEMPT_RESULT => {
+        Kind::ChannelAttemptStarted => "provider call may act from here".into(),
+        Kind::ChannelAttemptResult => {
             let outcome =
                 p["metadata"]["provider_outcome"]
                     .as_str()
@@ -77,14 +87,14 @@ pub fn detail(event: &Event, out: &Output) -> String {
             }
             parts.join(" ")
         }
-        kind::LEASE_LOST => {
+        Kind::LeaseLost => {
             if p["provider_effect_may_have_occurred"] == true {
                 "provider effect may have occurred".into()
             } else {
                 "no provider call had started".into()
             }
         }
-        kind::RETRY_SCHEDULED => format!(
+        Kind::RetryScheduled => format!(
             "next at {} for {}",
             p["next_attempt_at"]
                 .as_f64()
@@ -92,9 +102,9 @@ pub fn detail(event: &Event, out: &Output) -> String {
                 .unwrap_or_default(),
             text(p, "channels").unwrap_or_default()
         ),
-        kind::DELIVERED => "every channel accepted".into(),
-        kind::DEAD_LETTERED => text(p, "error_message").unwrap_or_default(),
-        kind::DLQ_RESOLVED | kind::REPLAYED => {
+        Kind::Delivered => "every channel accepted".into(),
+        Kind::DeadLettered => text(p, "error_message").unwrap_or_default(),
+        Kind::DlqResolved | Kind::Replayed => {
             let mut parts = vec![format!(
                 "by {}",
                 text(p, "operator").unwrap_or_else(|| "?".into())
@@ -102,7 +112,7 @@ pub fn detail(event: &Event, out: &Output) -> String {
             if let Some(branch) = text(&p["triage"], "branch") {
                 parts.push(format!("on {branch}"));
             }
-            if event.kind == kind::REPLAYED {
+            if kind == Kind::Replayed {
                 parts.push(format!(
                     "channels {}",
                     text(p, "channels").unwrap_or_default()
@@ -118,7 +128,12 @@ pub fn detail(event: &Event, out: &Output) -> String {
             }
             parts.join(", ")
         }
-        other => format!("unknown kind {other}"),
+        Kind::Verified => format!(
+            "{} by {}: {}",
+            text(p, "outcome").unwrap_or_else(|| "?".into()),
+            text(p, "source").unwrap_or_else(|| "?".into()),
+            text(p, "evidence").unwrap_or_default()
+        ),
     }
 }
 
@@ -222,7 +237,6 @@ pub fn verdict_block(verdict: &Verdict, out: &Output) -> String {
 pub fn next_steps(verdict: &Verdict) -> Vec<String> {
     match verdict.branch {
         Branch::Verify => {
-            let (resolve, replay) = triage::after_verification(verdict);
             let look_for: Vec<String> = verdict
                 .channels
                 .iter()
@@ -230,7 +244,7 @@ pub fn next_steps(verdict: &Verdict) -> Vec<String> {
                 .flat_map(|c| {
                     c.message_ids
                         .iter()
-                        .map(move |id| format!("{} {id}", c.channel))
+                        .map(move |id| format!("{} {}", c.channel, clean(id)))
                 })
                 .collect();
             let mut steps = Vec::new();
@@ -240,12 +254,18 @@ pub fn next_steps(verdict: &Verdict) -> Vec<String> {
                     look_for.join(", ")
                 ));
             }
-            steps.push(format!("if it arrived:    {resolve}"));
-            steps.push(format!("if it did not:    {replay}"));
+            for (label, command) in triage::after_verification(verdict) {
+                steps.push(format!("{:<17} {}", format!("{label}:"), clean(&command)));
+            }
             steps
         }
-        _ => vec![format!("next: {}", verdict.next_step)],
+        _ => vec![format!("next: {}", clean(&verdict.next_step))],
     }
+}
+
+/// What an empty DLQ says: a stated end, never silence.
+pub fn empty_dlq(place: &str) -> String {
+    format!("The DLQ in {} is empty: nothing to do.", clean(place))
 }
 
 pub fn join_ids(ids: &[i64]) -> String {

@@ -21,13 +21,20 @@ pub struct Database {
 #[error("the store's writer thread has stopped")]
 pub struct WriterGone;
 
+/// Why the writer could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenFailed {
+    #[error(transparent)]
+    Store(#[from] crate::runtime::schema::OpenError),
+    #[error("cannot start the writer thread: {0}")]
+    Thread(std::io::Error),
+}
+
 impl Database {
     /// Opens (or creates) the store at `path` and starts its writer thread.
-    pub fn open(path: &std::path::Path) -> Result<Self, crate::store::StoreError> {
+    pub fn open(path: &std::path::Path) -> Result<Self, OpenFailed> {
         let conn = crate::runtime::schema::open(path, crate::runtime::schema::OpenMode::Create)?;
-        Self::start(conn).map_err(|err| {
-            crate::store::StoreError::Unavailable(format!("cannot start the writer thread: {err}"))
-        })
+        Self::start(conn).map_err(OpenFailed::Thread)
     }
 
     /// Moves `conn` onto a new writer thread.

@@ -1,10 +1,12 @@
-//! The state transitions of DESIGN section 3, each one transaction, each written once.
+//! The worker's state transitions of DESIGN section 3, each one transaction, each
+//! written once: submit, claim, fence and start, record a result, settle.
 //!
-//! The worker, the API server and the CLI's direct-SQLite path all call these functions;
-//! nothing else writes to a store. Every function takes `now` from the caller's clock so
-//! tests can move time past a lease.
+//! Resolve and replay are in `remediation`, which builds them on [`write_tx`] and
+//! [`append_event`]. Every function takes `now` from the caller's clock so tests can move
+//! time past a lease.
 
-use crate::model::{Channel, ProviderOutcome, Status, kind};
+use crate::model::{Channel, ChannelSet, Kind, ProviderOutcome, Status};
+use crate::runtime::queries::Cells;
 use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, params};
 use serde_json::{Map, Value, json};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -15,40 +17,12 @@ pub const RECOVERY_EXHAUSTED: &str =
 
 #[derive(Debug, thiserror::Error)]
 pub enum EngineError {
-    #[error("notification {0} not found")]
-    NotFound(String),
-    #[error("{0}")]
-    Conflict(Conflict),
     #[error("{0}")]
     Invalid(String),
     #[error(transparent)]
     Sqlite(#[from] rusqlite::Error),
     #[error(transparent)]
     WriterGone(#[from] crate::runtime::db::WriterGone),
-}
-
-/// Someone else changed the row first: what it is now, and since when.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct Conflict {
-    pub id: String,
-    pub status: String,
-    pub dead_letter: bool,
-    pub since: f64,
-    pub reason: String,
-}
-
-impl std::fmt::Display for Conflict {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "{}: {} (status {}{}, since {})",
-            self.id,
-            self.reason,
-            self.status,
-            if self.dead_letter { ", in the DLQ" } else { "" },
-            crate::render::time::rfc3339(self.since)
-        )
-    }
 }
 
 pub type Result<T> = std::result::Result<T, EngineError>;
@@ -61,7 +35,11 @@ pub fn commits() -> u64 {
 }
 
 /// Runs `work` inside `BEGIN IMMEDIATE`, so a writer never has to upgrade a read lock.
-pub fn write_tx<T>(conn: &Connection, work: impl FnOnce(&Transaction) -> Result<T>) -> Result<T> {
+/// An error from `work` rolls the transaction back.
+pub fn write_tx<T, E: From<rusqlite::Error>>(
+    conn: &Connection,
+    work: impl FnOnce(&Transaction) -> std::result::Result<T, E>,
+) -> std::result::Result<T, E> {
     let tx = Transaction::new_unchecked(conn, TransactionBehavior::Immediate)?;
     let value = work(&tx)?;
     tx.commit()?;
@@ -74,16 +52,16 @@ pub fn append_event(
     conn: &Connection,
     notification_id: &str,
     at: f64,
-    event_kind: &str,
+    event_kind: Kind,
     payload: &Value,
-) -> Result<i64> {
+) -> rusqlite::Result<i64> {
     let mut stmt = conn.prepare_cached(
         "INSERT INTO uns_events (notification_id, at, kind, payload) VALUES (?1, ?2, ?3, ?4)",
     )?;
     stmt.execute(params![
         notification_id,
         at,
-        event_kind,
+        event_kind.as_str(),
         payload.to_string()
     ])?;
     Ok(conn.last_insert_rowid())
@@ -92,7 +70,7 @@ pub fn append_event(
 /// A new notification.
 #[derive(Debug, Clone)]
 pub struct NewNotification {
-    pub channels: Vec<Channel>,
+    pub channels: ChannelSet,
     pub payload: Value,
     pub idempotency_key: Option<String>,
     pub max_attempts: i64,
@@ -119,9 +97,7 @@ pub fn submit(conn: &Connection, now: f64, new: &NewNotification) -> Result<Subm
             "max_attempts must be at least 1".into(),
         ));
     }
-    let mut channels = new.channels.clone();
-    channels.sort();
-    channels.dedup();
+    let channels = &new.channels;
     write_tx(conn, |tx| {
         if let Some(key) = &new.idempotency_key {
             let existing: Option<(String, String)> = tx
@@ -140,7 +116,7 @@ pub fn submit(conn: &Connection, now: f64, new: &NewNotification) -> Result<Subm
             }
         }
         let id = format!("n-{}", uuid::Uuid::now_v7().simple());
-        let channels_json = serde_json::to_string(&channels).unwrap_or_else(|_| "[]".into());
+        let channels_json = serde_json::to_string(channels).unwrap_or_else(|_| "[]".into());
         tx.prepare_cached(
             "INSERT INTO uns_notifications (id, status, dead_letter, attempts, cycle, cycle_attempts,
                  max_attempts, channels, payload, idempotency_key, next_attempt_at, created_at, updated_at)
@@ -158,7 +134,7 @@ pub fn submit(conn: &Connection, now: f64, new: &NewNotification) -> Result<Subm
             tx,
             &id,
             now,
-            kind::SUBMITTED,
+            Kind::Submitted,
             &json!({
                 "attempt": 0,
                 "cycle": 1,
@@ -187,7 +163,7 @@ pub struct Lease {
     pub max_attempts: i64,
     pub reclaimed: bool,
     /// Channels this attempt must send: the cycle's channels without those already accepted.
-    pub owed: Vec<Channel>,
+    pub owed: ChannelSet,
     pub payload: Value,
 }
 
@@ -208,12 +184,21 @@ impl Lease {
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum ClaimOutcome {
-    /// Nothing is due.
-    Idle,
+    /// Nothing is due that this worker can deliver; `declined` due rows need a channel it
+    /// has no adapter for and were left untouched.
+    Idle {
+        declined: u64,
+    },
     Claimed(Lease),
     /// An expired lease was found with no budget left; the row is now in the DLQ.
     RecoveryExhausted {
         notification_id: String,
+    },
+    /// The row cannot be delivered as stored (its channels, or its cycle's REPLAYED
+    /// channels, cannot be read); it is now in the DLQ, with the column named.
+    Undeliverable {
+        notification_id: String,
+        error_message: String,
     },
 }
 
@@ -224,9 +209,39 @@ struct Candidate {
     cycle_attempts: i64,
     attempts: i64,
     max_attempts: i64,
-    channels: String,
-    payload: String,
+    channels: Option<String>,
+    payload: Value,
     lease_token: Option<String>,
+    /// Columns that could not be read.
+    problems: Vec<String>,
+}
+
+/// Due rows only when every channel they name has an adapter here (`?2`, a JSON array of
+/// names; NULL for every channel). A row whose channels cannot be read passes, so the
+/// claim dead-letters it with the column named.
+const SUPPORTED: &str = "(?2 IS NULL OR NOT EXISTS (
+        SELECT 1 FROM json_each(CASE WHEN json_valid(channels) AND json_type(channels) = 'array'
+                                     THEN channels ELSE '[]' END) j
+        WHERE j.type = 'text' AND upper(trim(j.value)) NOT IN (SELECT value FROM json_each(?2))))";
+
+fn read_candidate(row: &rusqlite::Row) -> Candidate {
+    let mut cells = Cells::new(row);
+    let candidate = Candidate {
+        id: cells.required_text(0, "id"),
+        status: cells.required_text(1, "status"),
+        cycle: cells.integer(2, "cycle"),
+        cycle_attempts: cells.integer(3, "cycle_attempts"),
+        attempts: cells.integer(4, "attempts"),
+        max_attempts: cells.integer(5, "max_attempts"),
+        channels: cells.text(6, "channels"),
+        payload: cells.json(7, "payload"),
+        lease_token: cells.text(8, "lease_token"),
+        problems: Vec::new(),
+    };
+    Candidate {
+        problems: cells.problems,
+        ..candidate
+    }
 }
 
 /// Claims one due row (PENDING and due, or LEASED with an expired lease) for `worker_id`.
@@ -236,46 +251,78 @@ pub fn claim(
     worker_id: &str,
     lease_seconds: f64,
 ) -> Result<ClaimOutcome> {
+    claim_for(
+        conn,
+        now,
+        worker_id,
+        lease_seconds,
+        &Channel::ALL.into_iter().collect(),
+    )
+}
+
+/// Like [`claim`], for a worker that has adapters for `supported` only: rows that need
+/// another channel are left untouched, never dead-lettered for want of an adapter.
+pub fn claim_for(
+    conn: &Connection,
+    now: f64,
+    worker_id: &str,
+    lease_seconds: f64,
+    supported: &ChannelSet,
+) -> Result<ClaimOutcome> {
+    let filter = (supported.len() < Channel::ALL.len())
+        .then(|| serde_json::to_string(supported).unwrap_or_else(|_| "[]".into()));
     write_tx(conn, |tx| {
         let columns = "id, status, cycle, cycle_attempts, attempts, max_attempts, channels, payload, lease_token";
-        let read = |row: &rusqlite::Row| {
-            Ok(Candidate {
-                id: row.get(0)?,
-                status: row.get(1)?,
-                cycle: row.get(2)?,
-                cycle_attempts: row.get(3)?,
-                attempts: row.get(4)?,
-                max_attempts: row.get(5)?,
-                channels: row.get(6)?,
-                payload: row.get(7)?,
-                lease_token: row.get(8)?,
-            })
-        };
         let expired = tx
             .prepare_cached(&format!(
                 "SELECT {columns} FROM uns_notifications
-                 WHERE status = 'LEASED' AND lease_until <= ?1 ORDER BY lease_until LIMIT 1"
+                 WHERE status = 'LEASED' AND lease_until <= ?1 AND id IS NOT NULL AND {SUPPORTED}
+                 ORDER BY lease_until LIMIT 1"
             ))?
-            .query_row([now], read)
+            .query_row(params![now, filter], |row| Ok(read_candidate(row)))
             .optional()?;
         let candidate = match expired {
             Some(candidate) => candidate,
             None => match tx
                 .prepare_cached(&format!(
                     "SELECT {columns} FROM uns_notifications
-                     WHERE status = 'PENDING' AND next_attempt_at <= ?1
+                     WHERE status = 'PENDING' AND next_attempt_at <= ?1 AND id IS NOT NULL AND {SUPPORTED}
                      ORDER BY next_attempt_at LIMIT 1"
                 ))?
-                .query_row([now], read)
+                .query_row(params![now, filter], |row| Ok(read_candidate(row)))
                 .optional()?
             {
                 Some(candidate) => candidate,
-                None => return Ok(ClaimOutcome::Idle),
+                None => {
+                    let declined = match &filter {
+                        Some(filter) => declined(tx, now, filter)?,
+                        None => 0,
+                    };
+                    return Ok(ClaimOutcome::Idle { declined });
+                }
             },
         };
         let reclaimed = candidate.status == Status::Leased.as_str();
+        let first_try = candidate.cycle == 1 && candidate.cycle_attempts == 0;
+        let owed = match deliverable(&candidate).and_then(|channels| {
+            if first_try {
+                Ok(channels)
+            } else {
+                owed_channels(tx, &candidate.id, candidate.cycle, &channels)
+            }
+        }) {
+            Ok(owed) => owed,
+            Err(why) => {
+                let error_message = format!("Cannot deliver as stored: {why}");
+                dead_letter(tx, now, &candidate, &error_message)?;
+                return Ok(ClaimOutcome::Undeliverable {
+                    notification_id: candidate.id,
+                    error_message,
+                });
+            }
+        };
         if reclaimed && candidate.cycle_attempts >= candidate.max_attempts {
-            dead_letter_exhausted(tx, now, &candidate)?;
+            dead_letter(tx, now, &candidate, RECOVERY_EXHAUSTED)?;
             return Ok(ClaimOutcome::RecoveryExhausted {
                 notification_id: candidate.id,
             });
@@ -298,15 +345,8 @@ pub fn claim(
                 candidate.lease_token
             ])?;
         if changed != 1 {
-            return Ok(ClaimOutcome::Idle);
+            return Ok(ClaimOutcome::Idle { declined: 0 });
         }
-        let row_channels = parse_channels(&candidate.channels);
-        let first_try = candidate.cycle == 1 && candidate.cycle_attempts == 0;
-        let owed = if first_try {
-            row_channels
-        } else {
-            owed_channels(tx, &candidate.id, candidate.cycle, &row_channels)?
-        };
         let lease = Lease {
             notification_id: candidate.id,
             token,
@@ -317,7 +357,7 @@ pub fn claim(
             max_attempts: candidate.max_attempts,
             reclaimed,
             owed,
-            payload: serde_json::from_str(&candidate.payload).unwrap_or(Value::Null),
+            payload: candidate.payload,
         };
         let mut extra = json!({
             "worker_id": worker_id,
@@ -331,81 +371,145 @@ pub fn claim(
             tx,
             &lease.notification_id,
             now,
-            kind::ATTEMPT_STARTED,
+            Kind::AttemptStarted,
             &lease.event_payload(extra),
         )?;
         Ok(ClaimOutcome::Claimed(lease))
     })
 }
 
-fn dead_letter_exhausted(tx: &Connection, now: f64, candidate: &Candidate) -> Result<()> {
+/// How many due rows the filter left for a worker with other adapters.
+fn declined(tx: &Connection, now: f64, filter: &str) -> Result<u64> {
+    let count: i64 = tx
+        .prepare_cached(&format!(
+            "SELECT COUNT(*) FROM uns_notifications
+             WHERE ((status = 'PENDING' AND next_attempt_at <= ?1) OR (status = 'LEASED' AND lease_until <= ?1))
+               AND id IS NOT NULL AND NOT {SUPPORTED}"
+        ))?
+        .query_row(params![now, filter], |row| row.get(0))?;
+    Ok(u64::try_from(count).unwrap_or(0))
+}
+
+/// The row's channels, or why the row cannot be delivered as stored.
+fn deliverable(candidate: &Candidate) -> std::result::Result<ChannelSet, String> {
+    if let Some(problem) = candidate.problems.first() {
+        return Err(format!("column {problem}"));
+    }
+    let text = candidate.channels.as_deref().unwrap_or("NULL");
+    let names: Vec<String> = serde_json::from_str(text)
+        .map_err(|_| format!("column channels: {text:?} is not a JSON array of channel names"))?;
+    let channels = ChannelSet::parse(&names).map_err(|err| format!("column channels: {err}"))?;
+    if channels.is_empty() {
+        return Err("column channels: the list is empty".into());
+    }
+    Ok(channels)
+}
+
+fn dead_letter(
+    tx: &Connection,
+    now: f64,
+    candidate: &Candidate,
+    error_message: &str,
+) -> Result<()> {
     tx.prepare_cached(
         "UPDATE uns_notifications
          SET status = 'DEAD', dead_letter = 1, lease_token = NULL, lease_until = NULL,
              error_message = ?1, updated_at = ?2
-         WHERE id = ?3 AND status = 'LEASED' AND lease_token IS ?4",
+         WHERE id = ?3 AND status = ?4 AND lease_token IS ?5",
     )?
     .execute(params![
-        RECOVERY_EXHAUSTED,
+        error_message,
         now,
         candidate.id,
+        candidate.status,
         candidate.lease_token
     ])?;
     append_event(
         tx,
         &candidate.id,
         now,
-        kind::DEAD_LETTERED,
+        Kind::DeadLettered,
         &json!({
             "attempt": candidate.attempts,
             "cycle": candidate.cycle,
             "cycle_attempt": candidate.cycle_attempts,
             "lease_token": candidate.lease_token,
-            "error_message": RECOVERY_EXHAUSTED,
+            "error_message": error_message,
         }),
     )?;
     Ok(())
 }
 
-fn parse_channels(text: &str) -> Vec<Channel> {
-    let names: Vec<String> = serde_json::from_str(text).unwrap_or_default();
-    names.iter().filter_map(|name| name.parse().ok()).collect()
+/// What the engine reads of a REPLAYED or CHANNEL_ATTEMPT_RESULT payload.
+#[derive(serde::Deserialize)]
+struct CycleFacts {
+    cycle: Option<i64>,
+    success: Option<bool>,
+    channel: Option<String>,
+    channels: Option<Vec<String>>,
 }
 
-/// The channels still owed in `cycle`: the cycle's channels (the row's, or those a replay
-/// named) less those with an accepted result in this cycle.
+/// The channels still owed in `cycle`: the channels its REPLAYED event named (the row's
+/// for the first cycle), less those with an accepted result in this cycle. Anything it
+/// cannot read is an error, never a guess: a replay is never widened to every channel,
+/// and an unreadable result is never taken for a refusal.
 fn owed_channels(
     conn: &Connection,
     id: &str,
     cycle: i64,
-    row_channels: &[Channel],
-) -> Result<Vec<Channel>> {
-    let mut stmt = conn.prepare_cached(
-        "SELECT kind, payload FROM uns_events
-         WHERE notification_id = ?1 AND kind IN ('REPLAYED', 'CHANNEL_ATTEMPT_RESULT')
-         ORDER BY id",
-    )?;
-    let mut rows = stmt.query([id])?;
-    let mut cycle_channels = row_channels.to_vec();
-    let mut accepted = Vec::new();
-    while let Some(row) = rows.next()? {
-        let event_kind: String = row.get(0)?;
-        let payload: Value = serde_json::from_str(&row.get::<_, String>(1)?).unwrap_or(Value::Null);
-        if payload["cycle"].as_i64() != Some(cycle) {
+    row_channels: &ChannelSet,
+) -> std::result::Result<ChannelSet, String> {
+    let read = || -> rusqlite::Result<Vec<(i64, String, Option<String>)>> {
+        let mut stmt = conn.prepare_cached(
+            "SELECT id, kind, CAST(payload AS TEXT) FROM uns_events
+             WHERE notification_id = ?1 AND kind IN ('REPLAYED', 'CHANNEL_ATTEMPT_RESULT')
+             ORDER BY id",
+        )?;
+        stmt.query_map([id], |row| {
+            Ok((row.get(0)?, row.get(1)?, row.get(2).ok().flatten()))
+        })?
+        .collect()
+    };
+    let events = read().map_err(|err| format!("its events cannot be read: {err}"))?;
+    let mut cycle_channels = (cycle == 1).then(|| row_channels.clone());
+    let mut accepted = ChannelSet::new();
+    for (event_id, event_kind, payload) in events {
+        let facts: CycleFacts = payload
+            .as_deref()
+            .and_then(|text| serde_json::from_str(text).ok())
+            .ok_or_else(|| format!("event {event_id} ({event_kind}): payload cannot be read"))?;
+        let Some(event_cycle) = facts.cycle else {
+            return Err(format!(
+                "event {event_id} ({event_kind}): no cycle in the payload"
+            ));
+        };
+        if event_cycle != cycle {
             continue;
         }
-        if event_kind == kind::REPLAYED {
-            if let Ok(names) = serde_json::from_value::<Vec<Channel>>(payload["channels"].clone()) {
-                cycle_channels = names;
+        if event_kind == Kind::Replayed.as_str() {
+            let names = facts.channels.unwrap_or_default();
+            let named = ChannelSet::parse(&names)
+                .map_err(|err| format!("event {event_id} (REPLAYED): {err}"))?;
+            let foreign = named.without(row_channels);
+            if !foreign.is_empty() {
+                return Err(format!(
+                    "event {event_id} (REPLAYED) names {}, which the notification does not have",
+                    foreign.joined(", ")
+                ));
             }
-        } else if payload["success"].as_bool() == Some(true)
-            && let Some(channel) = payload["channel"].as_str().and_then(|c| c.parse().ok())
-        {
-            accepted.push(channel);
+            cycle_channels = Some(named);
+        } else if facts.success == Some(true) {
+            let channel = facts
+                .channel
+                .as_deref()
+                .and_then(|c| c.parse::<Channel>().ok())
+                .ok_or_else(|| format!("event {event_id}: accepted, for no readable channel"))?;
+            accepted.insert(channel);
         }
     }
-    cycle_channels.retain(|channel| !accepted.contains(channel));
-    Ok(cycle_channels)
+    let cycle_channels = cycle_channels
+        .ok_or_else(|| format!("cycle {cycle} has no REPLAYED event naming its channels"))?;
+    Ok(cycle_channels.without(&accepted))
 }
 
 /// Whether `lease` still holds the row at `now`. Reads only.
@@ -446,7 +550,7 @@ pub fn start_channel(
             tx,
             &lease.notification_id,
             now,
-            kind::CHANNEL_ATTEMPT_STARTED,
+            Kind::ChannelAttemptStarted,
             &lease.event_payload(json!({
                 "channel": channel,
                 "provider_effect_may_have_occurred": true,
@@ -456,12 +560,12 @@ pub fn start_channel(
     })
 }
 
-fn append_lease_lost(tx: &Connection, now: f64, lease: &Lease) -> Result<i64> {
+fn append_lease_lost(tx: &Connection, now: f64, lease: &Lease) -> rusqlite::Result<i64> {
     let started: bool = tx
         .prepare_cached(
             "SELECT EXISTS (SELECT 1 FROM uns_events
              WHERE notification_id = ?1 AND kind = 'CHANNEL_ATTEMPT_STARTED'
-               AND json_extract(payload, '$.lease_token') = ?2)",
+               AND CASE WHEN json_valid(payload) THEN json_extract(payload, '$.lease_token') END = ?2)",
         )?
         .query_row(params![lease.notification_id, lease.token], |row| {
             row.get(0)
@@ -470,7 +574,7 @@ fn append_lease_lost(tx: &Connection, now: f64, lease: &Lease) -> Result<i64> {
         tx,
         &lease.notification_id,
         now,
-        kind::LEASE_LOST,
+        Kind::LeaseLost,
         &lease.event_payload(json!({ "provider_effect_may_have_occurred": started })),
     )
 }
@@ -548,13 +652,13 @@ pub fn record_result(
         "metadata": metadata,
     }));
     write_tx(conn, |tx| {
-        append_event(
+        Ok(append_event(
             tx,
             &lease.notification_id,
             now,
-            kind::CHANNEL_ATTEMPT_RESULT,
+            Kind::ChannelAttemptResult,
             &payload,
-        )
+        )?)
     })
 }
 
@@ -581,17 +685,23 @@ impl Backoff {
     }
 }
 
-/// How an attempt ended.
+/// What the channel results of an attempt call for (pure).
 #[derive(Debug, Clone, PartialEq)]
-pub enum Settlement {
+pub enum Decision {
     Delivered,
     RetryScheduled {
         next_attempt_at: f64,
-        channels: Vec<Channel>,
+        channels: ChannelSet,
     },
     DeadLettered {
         error_message: String,
     },
+}
+
+/// How an attempt ended.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Settlement {
+    Settled(Decision),
     /// The fenced write found the lease gone; the replacement owns the row.
     LeaseLost,
 }
@@ -602,11 +712,10 @@ pub fn decide(
     results: &[(Channel, DeliveryResult)],
     now: f64,
     backoff: &Backoff,
-) -> Settlement {
-    let still_owed: Vec<Channel> = lease
+) -> Decision {
+    let still_owed: ChannelSet = lease
         .owed
         .iter()
-        .copied()
         .filter(|channel| {
             !results
                 .iter()
@@ -614,7 +723,7 @@ pub fn decide(
         })
         .collect();
     if still_owed.is_empty() {
-        return Settlement::Delivered;
+        return Decision::Delivered;
     }
     let detail = |(channel, result): &(Channel, DeliveryResult)| {
         format!(
@@ -626,7 +735,7 @@ pub fn decide(
         .iter()
         .find(|(_, result)| result.outcome == ProviderOutcome::Unknown)
     {
-        return Settlement::DeadLettered {
+        return Decision::DeadLettered {
             error_message: format!("Provider outcome unknown: {}", detail(unknown)),
         };
     }
@@ -635,12 +744,12 @@ pub fn decide(
         .filter(|(_, result)| result.outcome == ProviderOutcome::Rejected)
         .collect();
     if let Some(permanent) = failures.iter().find(|(_, result)| !result.retryable) {
-        return Settlement::DeadLettered {
+        return Decision::DeadLettered {
             error_message: format!("Provider rejected (not retryable): {}", detail(permanent)),
         };
     }
     if lease.cycle_attempt < lease.max_attempts {
-        return Settlement::RetryScheduled {
+        return Decision::RetryScheduled {
             next_attempt_at: now + backoff.delay(lease.cycle_attempt),
             channels: still_owed,
         };
@@ -648,21 +757,13 @@ pub fn decide(
     let last = failures
         .last()
         .map(|failure| detail(failure))
-        .unwrap_or_else(|| format!("{} not delivered", join_channels(&still_owed)));
-    Settlement::DeadLettered {
+        .unwrap_or_else(|| format!("{} not delivered", still_owed.joined(",")));
+    Decision::DeadLettered {
         error_message: format!(
             "Attempt budget exhausted ({} of {}): {last}",
             lease.cycle_attempt, lease.max_attempts
         ),
     }
-}
-
-fn join_channels(channels: &[Channel]) -> String {
-    channels
-        .iter()
-        .map(|channel| channel.as_str())
-        .collect::<Vec<_>>()
-        .join(",")
 }
 
 /// Settles an attempt with one fenced UPDATE; zero rows means the lease was lost.
@@ -673,12 +774,12 @@ pub fn settle(
     results: &[(Channel, DeliveryResult)],
     backoff: &Backoff,
 ) -> Result<Settlement> {
-    let settlement = decide(lease, results, now, backoff);
+    let decision = decide(lease, results, now, backoff);
     write_tx(conn, |tx| {
         let (status, dead_letter, next_attempt_at, error_message, event_kind, extra) =
-            match &settlement {
-                Settlement::Delivered => ("DELIVERED", 0, None, None, kind::DELIVERED, json!({})),
-                Settlement::RetryScheduled {
+            match &decision {
+                Decision::Delivered => ("DELIVERED", 0, None, None, Kind::Delivered, json!({})),
+                Decision::RetryScheduled {
                     next_attempt_at,
                     channels,
                 } => (
@@ -686,23 +787,20 @@ pub fn settle(
                     0,
                     Some(*next_attempt_at),
                     None,
-                    kind::RETRY_SCHEDULED,
+                    Kind::RetryScheduled,
                     json!({ "next_attempt_at": next_attempt_at, "channels": channels }),
                 ),
-                Settlement::DeadLettered { error_message } => (
+                Decision::DeadLettered { error_message } => (
                     "DEAD",
                     1,
                     None,
                     Some(error_message.as_str()),
-                    kind::DEAD_LETTERED,
+                    Kind::DeadLettered,
                     json!({ "error_message": error_message }),
                 ),
-                Settlement::LeaseLost => ("LEASED", 0, None, None, kind::LEASE_LOST, json!({})),
             };
-        let changed = if settlement == Settlement::LeaseLost {
-            0
-        } else {
-            tx.prepare_cached(
+        let changed = tx
+            .prepare_cached(
                 "UPDATE uns_notifications
                  SET status = ?4, dead_letter = ?5, lease_token = NULL, lease_until = NULL,
                      next_attempt_at = COALESCE(?6, next_attempt_at), error_message = ?7, updated_at = ?3
@@ -716,8 +814,7 @@ pub fn settle(
                 dead_letter,
                 next_attempt_at,
                 error_message
-            ])?
-        };
+            ])?;
         if changed == 0 {
             append_lease_lost(tx, now, lease)?;
             return Ok(Settlement::LeaseLost);
@@ -729,148 +826,6 @@ pub fn settle(
             event_kind,
             &lease.event_payload(extra),
         )?;
-        Ok(settlement.clone())
-    })
-}
-
-/// Who acted on a DLQ entry, why, and on what evidence. Recorded in the audit event.
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct Audit {
-    pub operator: String,
-    pub reason: Option<String>,
-    pub ticket: Option<String>,
-    pub attestation: Option<String>,
-    pub forced: bool,
-    /// The triage verdict the action was based on.
-    pub triage: Value,
-    /// When set, the action is refused as stale unless this is still the newest event.
-    pub expected_last_event_id: Option<i64>,
-}
-
-/// The row's state, for a conflict message.
-fn conflict(tx: &Connection, id: &str, reason: &str) -> Result<EngineError> {
-    let row: Option<(String, bool, f64)> = tx
-        .query_row(
-            "SELECT status, dead_letter, updated_at FROM uns_notifications WHERE id = ?1",
-            [id],
-            |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)),
-        )
-        .optional()?;
-    Ok(match row {
-        None => EngineError::NotFound(id.to_string()),
-        Some((status, dead_letter, since)) => EngineError::Conflict(Conflict {
-            id: id.to_string(),
-            status,
-            dead_letter,
-            since,
-            reason: reason.to_string(),
-        }),
-    })
-}
-
-fn check_not_stale(tx: &Connection, id: &str, audit: &Audit) -> Result<()> {
-    let Some(expected) = audit.expected_last_event_id else {
-        return Ok(());
-    };
-    let newest: Option<i64> = tx
-        .prepare_cached("SELECT MAX(id) FROM uns_events WHERE notification_id = ?1")?
-        .query_row([id], |row| row.get(0))?;
-    if newest == Some(expected) {
-        return Ok(());
-    }
-    Err(conflict(
-        tx,
-        id,
-        &format!(
-            "history moved since it was triaged (newest event {}, triage saw {expected})",
-            newest
-                .map(|n| n.to_string())
-                .unwrap_or_else(|| "none".into())
-        ),
-    )?)
-}
-
-fn audit_payload(audit: &Audit, extra: Value) -> Value {
-    let mut payload = json!({
-        "operator": audit.operator,
-        "reason": audit.reason,
-        "ticket": audit.ticket,
-        "attestation": audit.attestation,
-        "forced": audit.forced,
-        "triage": audit.triage,
-    });
-    if let (Value::Object(map), Value::Object(extra)) = (&mut payload, extra) {
-        map.extend(extra);
-    }
-    payload
-}
-
-/// Resolves a DLQ entry: it leaves the DLQ as RESOLVED and keeps all of its history.
-pub fn resolve(conn: &Connection, now: f64, id: &str, audit: &Audit) -> Result<i64> {
-    write_tx(conn, |tx| {
-        check_not_stale(tx, id, audit)?;
-        let cycle: Option<i64> = tx
-            .prepare_cached(
-                "UPDATE uns_notifications SET status = 'RESOLVED', dead_letter = 0, updated_at = ?2
-                 WHERE id = ?1 AND dead_letter = 1 RETURNING cycle",
-            )?
-            .query_row(params![id, now], |row| row.get(0))
-            .optional()?;
-        let Some(cycle) = cycle else {
-            return Err(conflict(tx, id, "not in the DLQ")?);
-        };
-        append_event(
-            tx,
-            id,
-            now,
-            kind::DLQ_RESOLVED,
-            &audit_payload(audit, json!({ "cycle": cycle })),
-        )
-    })
-}
-
-/// Replays a DLQ entry for `channels` in a new cycle, due now.
-pub fn replay(
-    conn: &Connection,
-    now: f64,
-    id: &str,
-    channels: &[Channel],
-    audit: &Audit,
-) -> Result<i64> {
-    if channels.is_empty() {
-        return Err(EngineError::Invalid(format!(
-            "{id}: no channel to replay (every channel was delivered?)"
-        )));
-    }
-    write_tx(conn, |tx| {
-        check_not_stale(tx, id, audit)?;
-        let cycle: Option<i64> = tx
-            .prepare_cached(
-                "UPDATE uns_notifications
-                 SET status = 'PENDING', dead_letter = 0, cycle = cycle + 1, cycle_attempts = 0,
-                     next_attempt_at = ?2, lease_token = NULL, lease_until = NULL,
-                     error_message = NULL, updated_at = ?2
-                 WHERE id = ?1 AND dead_letter = 1 RETURNING cycle",
-            )?
-            .query_row(params![id, now], |row| row.get(0))
-            .optional()?;
-        let Some(cycle) = cycle else {
-            return Err(conflict(tx, id, "not in the DLQ")?);
-        };
-        append_event(
-            tx,
-            id,
-            now,
-            kind::REPLAYED,
-            &audit_payload(
-                audit,
-                json!({
-                    "cycle": cycle,
-                    "previous_cycle": cycle - 1,
-                    "cycle_attempt": 0,
-                    "channels": channels,
-                }),
-            ),
-        )
+        Ok(Settlement::Settled(decision.clone()))
     })
 }

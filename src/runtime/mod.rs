@@ -1,10 +1,10 @@
-//! The bundled minimal runtime: schema, engine transitions, worker, adapters and the
-//! fault-injecting provider fakes.
+//! The bundled minimal runtime: schema, row queries, the worker's transitions, the worker,
+//! adapters and the fault-injecting provider fakes. It imports nothing above it.
 
 pub mod adapters;
 pub mod db;
 pub mod engine;
 pub mod fakes;
+pub mod queries;
 pub mod schema;
-pub mod server;
 pub mod worker;

@@ -5,10 +5,11 @@
 
 use crate::clock::Clock;
 use crate::model::Channel;
+use crate::model::ChannelSet;
 use crate::runtime::adapters::{Adapter, DeliveryRequest};
 use crate::runtime::db::Database;
 use crate::runtime::engine::{
-    self, Backoff, ClaimOutcome, DeliveryResult, Fence, Lease, Settlement,
+    self, Backoff, ClaimOutcome, Decision, DeliveryResult, Fence, Lease, Settlement,
 };
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -101,7 +102,8 @@ impl Counters {
     }
 }
 
-/// The adapters by channel; a channel without one is refused, never silently dropped.
+/// The adapters by channel. A row that needs a channel without one is left untouched
+/// (and said so in the log), never dead-lettered for want of an adapter.
 pub type Adapters = BTreeMap<Channel, Arc<dyn Adapter>>;
 
 /// A worker whose threads write through the store's single writer thread: within one
@@ -113,6 +115,8 @@ pub struct Worker {
     adapters: Arc<Adapters>,
     config: WorkerConfig,
     pub counters: Arc<Counters>,
+    /// When the last warning about declined rows was logged (unix seconds).
+    declined_warned: Arc<AtomicU64>,
 }
 
 impl Worker {
@@ -128,6 +132,7 @@ impl Worker {
             adapters: Arc::new(adapters),
             config,
             counters: Arc::new(Counters::default()),
+            declined_warned: Arc::new(AtomicU64::new(0)),
         }
     }
 
@@ -147,14 +152,31 @@ impl Worker {
         self.db.run(move |conn| call(conn, clock.now()))?
     }
 
+    /// The channels this worker has adapters for.
+    pub fn supported(&self) -> ChannelSet {
+        self.adapters.keys().copied().collect()
+    }
+
     /// One iteration: claim, deliver every owed channel, settle.
     pub fn run_once(&self) -> engine::Result<Outcome> {
         let (worker_id, lease_seconds) = (self.config.worker_id.clone(), self.config.lease_seconds);
-        let claimed =
-            self.write(move |conn, now| engine::claim(conn, now, &worker_id, lease_seconds))?;
+        let supported = self.supported();
+        let claimed = self.write(move |conn, now| {
+            engine::claim_for(conn, now, &worker_id, lease_seconds, &supported)
+        })?;
         let outcome = match claimed {
-            ClaimOutcome::Idle => Outcome::Idle,
+            ClaimOutcome::Idle { declined } => {
+                self.warn_declined(declined);
+                Outcome::Idle
+            }
             ClaimOutcome::RecoveryExhausted { notification_id } => {
+                Outcome::DeadLettered(notification_id)
+            }
+            ClaimOutcome::Undeliverable {
+                notification_id,
+                error_message,
+            } => {
+                tracing::warn!(notification = %notification_id, error = %error_message, "dead-lettered: the row cannot be delivered as stored");
                 Outcome::DeadLettered(notification_id)
             }
             ClaimOutcome::Claimed(lease) => self.attempt(Arc::new(lease))?,
@@ -163,10 +185,33 @@ impl Worker {
         Ok(outcome)
     }
 
+    /// Says, at most every ten seconds, that due rows were left for another worker.
+    fn warn_declined(&self, declined: u64) {
+        if declined == 0 {
+            return;
+        }
+        let now = self.clock.now() as u64;
+        let last = self.declined_warned.load(Ordering::Relaxed);
+        if now >= last + 10
+            && self
+                .declined_warned
+                .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
+        {
+            let configured = self.supported();
+            tracing::warn!(
+                worker = %self.config.worker_id,
+                declined,
+                adapters = %if configured.is_empty() { "none".to_string() } else { configured.joined(",") },
+                "due rows need a channel this worker has no adapter for: left untouched for a worker that has one"
+            );
+        }
+    }
+
     fn attempt(&self, lease: Arc<Lease>) -> engine::Result<Outcome> {
         let id = lease.notification_id.clone();
         let mut results: Vec<(Channel, DeliveryResult)> = Vec::new();
-        for &channel in &lease.owed {
+        for channel in lease.owed.iter() {
             let held = lease.clone();
             let fence =
                 self.write(move |conn, now| engine::start_channel(conn, now, &held, channel))?;
@@ -184,9 +229,9 @@ impl Worker {
         let settlement =
             self.write(move |conn, now| engine::settle(conn, now, &lease, &results, &backoff))?;
         Ok(match settlement {
-            Settlement::Delivered => Outcome::Delivered(id),
-            Settlement::RetryScheduled { .. } => Outcome::RetryScheduled(id),
-            Settlement::DeadLettered { .. } => Outcome::DeadLettered(id),
+            Settlement::Settled(Decision::Delivered) => Outcome::Delivered(id),
+            Settlement::Settled(Decision::RetryScheduled { .. }) => Outcome::RetryScheduled(id),
+            Settlement::Settled(Decision::DeadLettered { .. }) => Outcome::DeadLettered(id),
             Settlement::LeaseLost => Outcome::LeaseLost(id),
         })
     }
@@ -246,6 +291,33 @@ impl Worker {
             }
         }
         tracing::info!(worker = %self.config.worker_id, outcome = "stopped", "worker thread stopped");
+    }
+
+    /// Runs the worker's threads until `done` holds (asked every `poll`) or `deadline`
+    /// passes, then stops them and waits: every call in flight has recorded its result
+    /// when this returns. Returns whether `done` held.
+    pub fn run_until<E>(
+        &self,
+        deadline: Duration,
+        poll: Duration,
+        mut done: impl FnMut() -> Result<bool, E>,
+    ) -> Result<bool, E> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let threads = self.spawn(stop.clone());
+        let started = Instant::now();
+        let finished = loop {
+            match done() {
+                Ok(true) => break Ok(true),
+                Ok(false) if started.elapsed() >= deadline => break Ok(false),
+                Ok(false) => std::thread::sleep(poll),
+                Err(err) => break Err(err),
+            }
+        };
+        stop.store(true, Ordering::SeqCst);
+        for thread in threads {
+            let _ = thread.join();
+        }
+        finished
     }
 
     /// Starts `concurrency` threads running [`Worker::run`].

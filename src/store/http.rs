@@ -5,8 +5,10 @@
 
 use super::{Entry, Result, Store, StoreError};
 use crate::api::{
-    self, ActionRequest, ActionResponse, DlqPage, ErrorBody, EventsResponse, NotificationDoc,
+    self, ActionRequest, ActionResponse, DlqPage, ErrorBody, ErrorKind, EventsResponse,
+    NotificationDoc,
 };
+use crate::model::Kind;
 use reqwest::StatusCode;
 use reqwest::blocking::{Client, RequestBuilder, Response};
 use serde::de::DeserializeOwned;
@@ -98,24 +100,41 @@ impl HttpStore {
             .text()
             .ok()
             .and_then(|text| serde_json::from_str(&text).ok());
-        let message = body
-            .as_ref()
-            .map(|b| b.error.clone())
-            .unwrap_or_else(|| status.canonical_reason().unwrap_or("error").to_string());
-        match status {
-            StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN => {
+        let Some(body) = body else {
+            // Not one of our errors: whatever answers here is not a UNS API.
+            return match status {
+                StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN => {
+                    StoreError::Auth(format!("{url} answered {}", status.as_u16()))
+                }
+                _ => StoreError::Unavailable(format!(
+                    "no UNS API at {}: {url} answered {} without a UNS error body",
+                    self.base,
+                    status.as_u16()
+                )),
+            };
+        };
+        let message = body.error.clone();
+        match (body.kind, status) {
+            (_, StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN)
+            | (Some(ErrorKind::Unauthorized), _) => {
                 StoreError::Auth(format!("{url} answered {}: {message}", status.as_u16()))
             }
-            StatusCode::NOT_FOUND => StoreError::NotFound(message),
-            StatusCode::UNPROCESSABLE_ENTITY => StoreError::Refused(message),
-            StatusCode::CONFLICT => match body.and_then(|b| b.conflict) {
+            (Some(ErrorKind::NotFound), _) => {
+                StoreError::NotFound(message.trim_end_matches(" not found").to_string())
+            }
+            (Some(ErrorKind::Refused), _) => match body.refusal {
+                Some(refusal) => StoreError::Refused(refusal),
+                None => StoreError::Other(format!("{url}: refused: {message}")),
+            },
+            (Some(kind @ (ErrorKind::Conflict | ErrorKind::Stale)), _) => match body.conflict {
+                Some(conflict) if kind == ErrorKind::Stale => StoreError::Stale(conflict),
                 Some(conflict) => StoreError::Conflict(conflict),
                 None => StoreError::Other(format!("{url}: conflict: {message}")),
             },
-            s if s.is_client_error() => {
+            (_, s) if s.is_client_error() => {
                 StoreError::Invalid(format!("{url} answered {}: {message}", s.as_u16()))
             }
-            s => StoreError::Unavailable(format!("{url} answered {}: {message}", s.as_u16())),
+            (_, s) => StoreError::Unavailable(format!("{url} answered {}: {message}", s.as_u16())),
         }
     }
 }
@@ -146,6 +165,11 @@ impl Store for HttpStore {
         self.base.clone()
     }
 
+    fn operator(&self, _claimed: &str) -> Result<String> {
+        let whoami: api::WhoAmI = self.get(api::WHOAMI, &[])?;
+        Ok(whoami.operator)
+    }
+
     fn notification(&self, id: &str) -> Result<NotificationDoc> {
         self.get(
             &format!("{}/{}", api::RUNTIME_NOTIFICATION, segment(id)),
@@ -157,8 +181,11 @@ impl Store for HttpStore {
         })
     }
 
-    fn events(&self, kinds: &[String], limit: usize) -> Result<EventsResponse> {
-        let mut query: Vec<(&str, String)> = kinds.iter().map(|k| ("kind", k.clone())).collect();
+    fn events(&self, kinds: &[Kind], limit: usize) -> Result<EventsResponse> {
+        let mut query: Vec<(&str, String)> = kinds
+            .iter()
+            .map(|k| ("kind", k.as_str().to_string()))
+            .collect();
         query.push(("limit", limit.to_string()));
         self.get(api::RUNTIME_EVENTS, &query)
     }

@@ -4,20 +4,26 @@ pub mod http;
 pub mod sqlite;
 
 use crate::api::{ActionRequest, ActionResponse, DlqPage, EventsResponse, NotificationDoc};
-use crate::engine::Conflict;
-use crate::model::{Event, Notification};
+use crate::model::{Event, Kind, Notification};
+use crate::remediation::{Conflict, Refusal, Rejection};
+use crate::runtime::engine::EngineError;
+use crate::runtime::schema::OpenError;
 
 /// What can go wrong talking to a store, typed so each maps to one exit code.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
     #[error("{0} not found")]
     NotFound(String),
+    /// Someone else changed the entry first.
     #[error("conflict: {0}")]
     Conflict(Conflict),
+    /// The entry's history moved since the verdict the action was based on.
+    #[error("stale: {0}")]
+    Stale(Conflict),
+    #[error("refused: {}", .0.why())]
+    Refused(Refusal),
     #[error("{0}")]
     Invalid(String),
-    #[error("refused: {0}")]
-    Refused(String),
     #[error("authentication failed: {0}")]
     Auth(String),
     #[error("{0}")]
@@ -30,6 +36,43 @@ pub enum StoreError {
 
 pub type Result<T> = std::result::Result<T, StoreError>;
 
+impl From<rusqlite::Error> for StoreError {
+    fn from(err: rusqlite::Error) -> Self {
+        StoreError::Other(format!("store error: {err}"))
+    }
+}
+
+impl From<OpenError> for StoreError {
+    fn from(err: OpenError) -> Self {
+        match err {
+            OpenError::Sqlite { .. } => StoreError::Unavailable(err.to_string()),
+            _ => StoreError::InvalidStore(err.to_string()),
+        }
+    }
+}
+
+impl From<EngineError> for StoreError {
+    fn from(err: EngineError) -> Self {
+        match err {
+            EngineError::Invalid(message) => StoreError::Invalid(message),
+            EngineError::Sqlite(err) => err.into(),
+            EngineError::WriterGone(gone) => StoreError::Unavailable(gone.to_string()),
+        }
+    }
+}
+
+impl From<Rejection> for StoreError {
+    fn from(rejection: Rejection) -> Self {
+        match rejection {
+            Rejection::NotFound(id) => StoreError::NotFound(format!("notification {id}")),
+            Rejection::NotInDlq(conflict) => StoreError::Conflict(conflict),
+            Rejection::Stale(conflict) => StoreError::Stale(conflict),
+            Rejection::Refused(refusal) => StoreError::Refused(refusal),
+            Rejection::Store(err) => err.into(),
+        }
+    }
+}
+
 /// One DLQ entry with its whole history, as triage needs it.
 pub type Entry = (Notification, Vec<Event>);
 
@@ -37,10 +80,13 @@ pub trait Store {
     /// A short name for messages: the file path or the base URL.
     fn describe(&self) -> String;
 
+    /// Who the store will record as the operator of an action claimed by `claimed`.
+    fn operator(&self, claimed: &str) -> Result<String>;
+
     fn notification(&self, id: &str) -> Result<NotificationDoc>;
 
     /// Events of the given kinds across notifications, newest first.
-    fn events(&self, kinds: &[String], limit: usize) -> Result<EventsResponse>;
+    fn events(&self, kinds: &[Kind], limit: usize) -> Result<EventsResponse>;
 
     /// One page of the DLQ, ordered by id.
     fn dlq_page(&self, cursor: Option<&str>, limit: usize, include_events: bool)

@@ -1,7 +1,7 @@
 //! Table-driven triage cases: each history the issue names, and the awkward ones.
 
 use super::*;
-use serde_json::json;
+use serde_json::{Value, json};
 
 struct History {
     events: Vec<Event>,
@@ -19,6 +19,7 @@ impl History {
             at: 1000.0 + id as f64,
             kind: kind.into(),
             payload,
+            unreadable: Vec::new(),
         });
         self
     }
@@ -58,6 +59,22 @@ impl History {
         )
     }
 
+    fn replayed_attested(self, cycle: i64, channels: &[&str]) -> Self {
+        self.push(
+            "REPLAYED",
+            json!({"cycle": cycle, "channels": channels, "operator": "op",
+                   "attestation": "relay log: nothing queued"}),
+        )
+    }
+
+    fn verified(self, channel: &str, cycle: i64, attempts: &[i64], outcome: &str) -> Self {
+        self.push(
+            "VERIFIED",
+            json!({"channel": channel, "cycle": cycle, "attempts": attempts, "outcome": outcome,
+                   "source": "relay-log", "evidence": "line", "operator": "op"}),
+        )
+    }
+
     fn dead(self) -> Self {
         self.push("DEAD_LETTERED", json!({"error_message": "dead"}))
     }
@@ -83,6 +100,7 @@ fn row(channels: &[&str], cycle: i64) -> Notification {
         ),
         created_at: 0.0,
         updated_at: 0.0,
+        unreadable: Vec::new(),
     }
 }
 
@@ -340,6 +358,142 @@ const CASES: &[Case] = &[
         lease_lost: true,
     },
     Case {
+        name: "doubt from an earlier cycle survives a forced replay without an attestation",
+        channels: &["EMAIL"],
+        cycle: 2,
+        history: || {
+            History::new()
+                .start(1, 1, "EMAIL", "a")
+                .result(1, 1, "EMAIL", "a", "UNKNOWN")
+                .dead()
+                .replayed(2, &["EMAIL"])
+                .start(2, 2, "EMAIL", "b")
+                .result(2, 2, "EMAIL", "b", "REJECTED")
+                .dead()
+        },
+        branch: Branch::Verify,
+        states: &[("EMAIL", Uncertain)],
+        lease_lost: false,
+    },
+    Case {
+        name: "an attested replay clears the doubt of the earlier cycle",
+        channels: &["EMAIL"],
+        cycle: 2,
+        history: || {
+            History::new()
+                .start(1, 1, "EMAIL", "a")
+                .result(1, 1, "EMAIL", "a", "UNKNOWN")
+                .dead()
+                .replayed_attested(2, &["EMAIL"])
+                .start(2, 2, "EMAIL", "b")
+                .result(2, 2, "EMAIL", "b", "REJECTED")
+                .dead()
+        },
+        branch: Branch::Replay,
+        states: &[("EMAIL", Failed)],
+        lease_lost: false,
+    },
+    Case {
+        name: "an attested replay of another channel clears nothing",
+        channels: &["EMAIL", "SLACK"],
+        cycle: 2,
+        history: || {
+            History::new()
+                .start(1, 1, "EMAIL", "a")
+                .result(1, 1, "EMAIL", "a", "UNKNOWN")
+                .start(1, 1, "SLACK", "a")
+                .result(1, 1, "SLACK", "a", "REJECTED")
+                .dead()
+                .replayed_attested(2, &["SLACK"])
+                .start(2, 2, "SLACK", "b")
+                .result(2, 2, "SLACK", "b", "REJECTED")
+                .dead()
+        },
+        branch: Branch::Verify,
+        states: &[("EMAIL", Uncertain), ("SLACK", Failed)],
+        lease_lost: false,
+    },
+    Case {
+        name: "VERIFIED NOT_DELIVERED settles the attempts it lists as refused",
+        channels: &["EMAIL"],
+        cycle: 1,
+        history: || {
+            History::new()
+                .start(1, 1, "EMAIL", "a")
+                .result(1, 1, "EMAIL", "a", "UNKNOWN")
+                .dead()
+                .verified("EMAIL", 1, &[1], "NOT_DELIVERED")
+        },
+        branch: Branch::Replay,
+        states: &[("EMAIL", Failed)],
+        lease_lost: false,
+    },
+    Case {
+        name: "VERIFIED NOT_DELIVERED for one attempt leaves another unknown",
+        channels: &["EMAIL"],
+        cycle: 1,
+        history: || {
+            History::new()
+                .start(1, 1, "EMAIL", "a")
+                .lease_lost(1, 1, "a")
+                .start(1, 2, "EMAIL", "b")
+                .result(1, 2, "EMAIL", "b", "UNKNOWN")
+                .dead()
+                .verified("EMAIL", 1, &[2], "NOT_DELIVERED")
+        },
+        branch: Branch::Verify,
+        states: &[("EMAIL", Uncertain)],
+        lease_lost: true,
+    },
+    Case {
+        name: "VERIFIED DELIVERED makes the channel DELIVERED",
+        channels: &["SLACK"],
+        cycle: 1,
+        history: || {
+            History::new()
+                .start(1, 1, "SLACK", "a")
+                .result(1, 1, "SLACK", "a", "UNKNOWN")
+                .dead()
+                .verified("SLACK", 1, &[1], "DELIVERED")
+        },
+        branch: Branch::Resolve,
+        states: &[("SLACK", Delivered)],
+        lease_lost: false,
+    },
+    Case {
+        name: "VERIFIED NOT_DELIVERED never overrides an acceptance",
+        channels: &["EMAIL"],
+        cycle: 1,
+        history: || {
+            History::new()
+                .start(1, 1, "EMAIL", "a")
+                .result(1, 1, "EMAIL", "a", "ACCEPTED")
+                .dead()
+                .verified("EMAIL", 1, &[1], "NOT_DELIVERED")
+        },
+        branch: Branch::Resolve,
+        states: &[("EMAIL", Delivered)],
+        lease_lost: false,
+    },
+    Case {
+        name: "an unreadable VERIFIED counts as no verification",
+        channels: &["EMAIL"],
+        cycle: 1,
+        history: || {
+            History::new()
+                .start(1, 1, "EMAIL", "a")
+                .result(1, 1, "EMAIL", "a", "UNKNOWN")
+                .dead()
+                .push(
+                    "VERIFIED",
+                    json!({"channel": "EMAIL", "cycle": "one", "outcome": "NOT_DELIVERED"}),
+                )
+        },
+        branch: Branch::Verify,
+        states: &[("EMAIL", Uncertain)],
+        lease_lost: false,
+    },
+    Case {
         name: "no channels at all is never RESOLVE",
         channels: &[],
         cycle: 1,
@@ -354,7 +508,7 @@ const CASES: &[Case] = &[
 fn every_case_gets_its_branch_and_states() {
     for case in CASES {
         let history = (case.history)();
-        let verdict = triage(&row(case.channels, case.cycle), &history.events);
+        let verdict = triage_events(&row(case.channels, case.cycle), &history.events);
         assert_eq!(verdict.branch, case.branch, "{}: {verdict:#?}", case.name);
         let states: Vec<(&str, ChannelState)> = verdict
             .channels
@@ -378,7 +532,7 @@ fn every_case_gets_its_branch_and_states() {
 
 fn verdict_of(name: &str) -> Verdict {
     let case = CASES.iter().find(|c| c.name == name).expect("case");
-    triage(&row(case.channels, case.cycle), &(case.history)().events)
+    triage_events(&row(case.channels, case.cycle), &(case.history)().events)
 }
 
 #[test]
@@ -400,21 +554,26 @@ fn evidence_names_the_events_that_prove_each_state() {
 #[test]
 fn replay_covers_only_the_channels_not_delivered() {
     let mixed = verdict_of("two channels, one delivered and one rejected");
-    assert_eq!(mixed.undelivered(), ["SLACK"]);
+    assert_eq!(mixed.undelivered().joined(","), "SLACK");
     assert_eq!(
         mixed.next_step,
         "unsctl replay n-1 --channels SLACK --confirm"
     );
     let verify = verdict_of("two channels, one delivered and one unknown");
-    assert_eq!(verify.undelivered(), ["EMAIL"]);
-    let (resolve, replay) = after_verification(&verify);
+    assert_eq!(verify.undelivered().joined(","), "EMAIL");
+    let steps = after_verification(&verify);
     assert_eq!(
-        resolve,
-        "unsctl dlq resolve n-1 --verified-delivered --confirm"
-    );
-    assert_eq!(
-        replay,
-        "unsctl replay n-1 --channels EMAIL --verified-not-delivered --confirm"
+        steps,
+        [
+            (
+                "if it arrived",
+                "unsctl dlq resolve n-1 --verified-delivered --confirm".to_string()
+            ),
+            (
+                "if it did not",
+                "unsctl replay n-1 --channels EMAIL --verified-not-delivered --confirm".to_string()
+            ),
+        ]
     );
 }
 
@@ -450,7 +609,7 @@ fn success_without_a_message_id_is_delivered_but_flagged() {
         json!({"cycle": 1, "attempt": 1, "channel": "SLACK", "lease_token": "a", "success": true,
                "message_id": null, "metadata": {"provider_outcome": "ACCEPTED"}}),
     );
-    let verdict = triage(&row(&["SLACK"], 1), &history.events);
+    let verdict = triage_events(&row(&["SLACK"], 1), &history.events);
     assert_eq!(verdict.branch, Branch::Resolve);
     assert_eq!(verdict.channels[0].state, Delivered);
     assert!(
@@ -462,10 +621,91 @@ fn success_without_a_message_id_is_delivered_but_flagged() {
 }
 
 #[test]
+fn the_verification_is_part_of_the_evidence() {
+    let settled = verdict_of("VERIFIED NOT_DELIVERED settles the attempts it lists as refused");
+    assert_eq!(settled.channels[0].evidence, [1, 2, 4]);
+    assert!(
+        settled.channels[0]
+            .cause
+            .as_deref()
+            .unwrap_or_default()
+            .contains("event 4")
+    );
+    let delivered = verdict_of("VERIFIED DELIVERED makes the channel DELIVERED");
+    assert!(delivered.channels[0].evidence.contains(&4));
+    let unreadable = verdict_of("an unreadable VERIFIED counts as no verification");
+    assert!(
+        unreadable
+            .notes
+            .iter()
+            .any(|n| n.contains("event 4") && n.contains("no verification"))
+    );
+}
+
+#[test]
+fn a_verify_entry_only_suggests_commands_that_can_succeed() {
+    // Every channel delivered, yet VERIFY because one event cannot be read.
+    let history = History::new()
+        .start(1, 1, "EMAIL", "a")
+        .result(1, 1, "EMAIL", "a", "ACCEPTED")
+        .push("CHANNEL_ATTEMPT_RESULT", Value::String("{oops".into()));
+    let verdict = triage_events(&row(&["EMAIL"], 1), &history.events);
+    assert_eq!(verdict.branch, Branch::Verify);
+    for (_, command) in after_verification(&verdict) {
+        assert!(
+            !command.contains("--channels  ") && !command.ends_with("--channels"),
+            "{command}"
+        );
+        assert!(!command.contains("--channels --"), "{command}");
+    }
+    assert_eq!(
+        after_verification(&verdict).len(),
+        1,
+        "nothing left to replay"
+    );
+}
+
+#[test]
+fn a_row_that_cannot_be_read_is_verify_with_the_column_named() {
+    let mut garbled = row(&[], 1);
+    garbled
+        .unreadable
+        .push("channels: \"x\" is not a JSON array of channel names".into());
+    let history = History::new()
+        .start(1, 1, "EMAIL", "a")
+        .result(1, 1, "EMAIL", "a", "ACCEPTED");
+    let verdict = triage_events(&garbled, &history.events);
+    assert_eq!(verdict.branch, Branch::Verify, "{verdict:#?}");
+    assert!(
+        verdict.notes.iter().any(|n| n.contains("channels")),
+        "{:?}",
+        verdict.notes
+    );
+
+    let unknown = row(&["EMAIL", "SMS"], 1);
+    let verdict = triage_events(&unknown, &history.events);
+    assert_eq!(verdict.branch, Branch::Verify);
+    assert!(verdict.notes.iter().any(|n| n.contains("SMS")));
+
+    let mut event = history.events.clone();
+    event[1]
+        .unreadable
+        .push("at: text \"noon\" is not a number".into());
+    let verdict = triage_events(&row(&["EMAIL"], 1), &event);
+    assert_eq!(verdict.branch, Branch::Verify);
+    assert!(
+        verdict
+            .notes
+            .iter()
+            .any(|n| n.contains("event 2") && n.contains("at:"))
+    );
+}
+
+#[test]
 fn summary_counts_every_branch() {
     let verdicts: Vec<Verdict> = CASES
         .iter()
-        .map(|c| triage(&row(c.channels, c.cycle), &(c.history)().events))
+        .map(|c| triage_events(&row(c.channels, c.cycle), &(c.history)().events))
         .collect();
     let counts = summary(&verdicts);
     assert_eq!(counts.len(), 3);

@@ -87,11 +87,11 @@ fn set_mode(path: &Path, mode: u32) {
 }
 
 /// A test server over `db` (no worker), with key `KEY`.
-pub fn server(db: &Path) -> unsctl::runtime::server::RunningServer {
-    unsctl::runtime::server::start(unsctl::runtime::server::ServerConfig {
+pub fn server(db: &Path) -> unsctl::server::RunningServer {
+    unsctl::server::start(unsctl::server::ServerConfig {
         db_path: db.to_path_buf(),
         listen: "127.0.0.1:0".parse().expect("addr"),
-        api_key: Some(KEY.into()),
+        keys: Some(unsctl::server::Keys::single(KEY).expect("key")),
         worker: None,
         default_max_attempts: 3,
     })
@@ -134,7 +134,7 @@ pub fn play(
         conn,
         now,
         &NewNotification {
-            channels: channels.to_vec(),
+            channels: channels.iter().copied().collect(),
             payload: json!({"recipient": "ops@example.com", "subject": "seeded", "body": "seeded"}),
             idempotency_key: None,
             max_attempts,
@@ -192,7 +192,7 @@ pub fn resolve_entry(conn: &rusqlite::Connection, now: f64) -> String {
         conn,
         now,
         &NewNotification {
-            channels: vec![Channel::Email],
+            channels: [Channel::Email].into_iter().collect(),
             payload: json!({"recipient": "ops@example.com"}),
             idempotency_key: None,
             max_attempts: 1,

@@ -11,11 +11,6 @@ use lettre::transport::smtp::commands::{Data, Mail, Rcpt};
 use lettre::transport::smtp::extension::ClientId;
 use lettre::{Address, Message};
 
-/// The Message-ID of an attempt: `<id.cycle.attempt@uns.local>`.
-pub fn message_id(notification_id: &str, cycle: i64, attempt: i64) -> String {
-    format!("<{notification_id}.{cycle}.{attempt}@uns.local>")
-}
-
 /// When to upgrade the connection with STARTTLS.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum StartTls {
@@ -53,13 +48,9 @@ pub struct EmailAdapter {
     config: EmailConfig,
 }
 
-/// A failed step, before or after the data went out.
-enum Failure {
-    /// The relay cannot have accepted the message.
-    Rejected(DeliveryResult),
-    /// The message data reached the relay and no verdict came back.
-    Unknown(DeliveryResult),
-}
+/// A step that failed: REJECTED before the data went out, UNKNOWN after. The result
+/// itself carries which.
+type Failure = DeliveryResult;
 
 impl EmailAdapter {
     pub fn new(config: EmailConfig) -> Self {
@@ -72,22 +63,16 @@ impl EmailAdapter {
         request: &DeliveryRequest<'_>,
         message_id: &str,
     ) -> Result<DeliveryResult, Failure> {
+        let prepare = |why: String| DeliveryResult::rejected(why, false).with("stage", "prepare");
         let recipient = request.text("recipient").unwrap_or_default();
-        let to: Address = recipient.parse().map_err(|_| {
-            Failure::Rejected(
-                DeliveryResult::rejected(format!("invalid recipient address {recipient:?}"), false)
-                    .with("stage", "prepare"),
-            )
-        })?;
-        let from: Address = self.config.from.parse().map_err(|_| {
-            Failure::Rejected(
-                DeliveryResult::rejected(
-                    format!("invalid sender address {:?}", self.config.from),
-                    false,
-                )
-                .with("stage", "prepare"),
-            )
-        })?;
+        let to: Address = recipient
+            .parse()
+            .map_err(|_| prepare(format!("invalid recipient address {recipient:?}")))?;
+        let from: Address = self
+            .config
+            .from
+            .parse()
+            .map_err(|_| prepare(format!("invalid sender address {:?}", self.config.from)))?;
         let message = Message::builder()
             .message_id(Some(message_id.to_string()))
             .from(from.clone().into())
@@ -95,22 +80,12 @@ impl EmailAdapter {
             .subject(request.text("subject").unwrap_or("(no subject)"))
             .header(ContentType::TEXT_PLAIN)
             .body(request.text("body").unwrap_or_default().to_string())
-            .map_err(|err| {
-                Failure::Rejected(
-                    DeliveryResult::rejected(format!("cannot build message: {err}"), false)
-                        .with("stage", "prepare"),
-                )
-            })?;
-        let envelope = Envelope::new(Some(from), vec![to]).map_err(|err| {
-            Failure::Rejected(
-                DeliveryResult::rejected(format!("invalid envelope: {err}"), false)
-                    .with("stage", "prepare"),
-            )
-        })?;
+            .map_err(|err| prepare(format!("cannot build message: {err}")))?;
+        let envelope = Envelope::new(Some(from), vec![to])
+            .map_err(|err| prepare(format!("invalid envelope: {err}")))?;
         let hello = ClientId::Domain(self.config.hello_name.clone());
-        let before_data = |stage: &'static str| {
-            move |err: lettre::transport::smtp::Error| Failure::Rejected(rejection(stage, &err))
-        };
+        let before_data =
+            |stage: &'static str| move |err: lettre::transport::smtp::Error| rejection(stage, &err);
 
         let mut conn = SmtpConnection::connect(
             self.config.relay.as_str(),
@@ -157,8 +132,8 @@ impl EmailAdapter {
         conn.command(Data).map_err(before_data("data"))?;
 
         // From here the relay may hold the whole message: only an explicit reply tells.
-        set_timeout(&mut conn, request, "message").map_err(|failure| match failure {
-            Failure::Rejected(result) | Failure::Unknown(result) => Failure::Unknown(result),
+        set_timeout(&mut conn, request, "message").map_err(|failure| {
+            DeliveryResult::unknown(failure.error.unwrap_or_default()).with("stage", "message")
         })?;
         match conn.message(&message.formatted()) {
             Ok(response) => {
@@ -172,18 +147,14 @@ impl EmailAdapter {
                     )
                     .with("stage", "message"))
             }
-            Err(err) if err.status().is_some() => {
-                Err(Failure::Rejected(rejection("message", &err)))
-            }
+            Err(err) if err.status().is_some() => Err(rejection("message", &err)),
             Err(err) => {
                 conn.abort();
-                Err(Failure::Unknown(
-                    DeliveryResult::unknown(format!(
-                        "no reply after the message data was sent: {err}"
-                    ))
-                    .with("stage", "message")
-                    .with("timeout", err.is_timeout() || is_io_timeout(&err)),
+                Err(DeliveryResult::unknown(format!(
+                    "no reply after the message data was sent: {err}"
                 ))
+                .with("stage", "message")
+                .with("timeout", err.is_timeout() || is_io_timeout(&err)))
             }
         }
     }
@@ -196,9 +167,7 @@ fn set_timeout(
 ) -> Result<(), Failure> {
     conn.set_timeout(Some(request.step_timeout()))
         .map_err(|err| {
-            Failure::Rejected(
-                DeliveryResult::rejected(format!("{stage}: {err}"), true).with("stage", stage),
-            )
+            DeliveryResult::rejected(format!("{stage}: {err}"), true).with("stage", stage)
         })
 }
 
@@ -229,10 +198,9 @@ impl Adapter for EmailAdapter {
             .with("stage", "lease_check")
             .with("message_id_planned", message_id);
         }
-        let result = match self.send(request, &message_id) {
-            Ok(result) => result,
-            Err(Failure::Rejected(result)) | Err(Failure::Unknown(result)) => result,
-        };
+        let result = self
+            .send(request, &message_id)
+            .unwrap_or_else(|failure| failure);
         result
             .with("message_id", message_id)
             .with("relay", self.config.relay.clone())

@@ -6,12 +6,10 @@
 pub mod email;
 pub mod webhook;
 
-use crate::engine::DeliveryResult;
 use crate::model::Channel;
+use crate::runtime::engine::{self, DeliveryResult};
 use serde_json::Value;
 use std::time::{Duration, Instant};
-
-pub use crate::runtime::engine;
 
 /// What an adapter needs to know about the call it is making.
 #[derive(Debug, Clone)]
@@ -62,7 +60,7 @@ impl<'a> DeliveryRequest<'a> {
 
     /// The Message-ID an email for this attempt carries, so a relay log can be searched.
     pub fn message_id(&self) -> String {
-        email::message_id(self.notification_id, self.cycle, self.attempt)
+        crate::model::MessageId::new(self.notification_id, self.cycle, self.attempt).to_string()
     }
 
     pub fn text(&self, key: &str) -> Option<&str> {

@@ -170,30 +170,9 @@ impl Drop for Fakes {
     }
 }
 
-/// The notification id inside a Message-ID of the form `<id.cycle.attempt@uns.local>`.
-fn id_from_message_id(message_id: &str) -> Option<String> {
-    let local = message_id
-        .trim()
-        .trim_start_matches('<')
-        .split('@')
-        .next()?;
-    let mut parts = local.rsplitn(3, '.');
-    let (_attempt, _cycle, id) = (parts.next()?, parts.next()?, parts.next()?);
-    Some(id.to_string())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn message_ids_name_their_notification() {
-        assert_eq!(
-            id_from_message_id("<n-abc.2.7@uns.local>").as_deref(),
-            Some("n-abc")
-        );
-        assert_eq!(id_from_message_id("garbage"), None);
-    }
 
     #[test]
     fn scripts_are_consumed_per_key_then_fall_back() {

@@ -1,6 +1,6 @@
 //! The fake SMTP server: EHLO, HELO, MAIL, RCPT, DATA, RSET, NOOP, QUIT.
 
-use super::{Accepted, Behavior, Control, id_from_message_id};
+use super::{Accepted, Behavior, Control};
 use crate::model::Channel;
 use std::sync::Arc;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
@@ -70,7 +70,10 @@ async fn session(stream: TcpStream, control: Arc<Control>) -> std::io::Result<()
                 let accepted = Accepted {
                     channel: Channel::Email,
                     key,
-                    notification_id: message_id.as_deref().and_then(id_from_message_id),
+                    notification_id: message_id
+                        .as_deref()
+                        .and_then(crate::model::MessageId::parse)
+                        .map(|m| m.notification_id),
                     message_id,
                     idempotency_key: None,
                     body: serde_json::Value::String(message.clone()),

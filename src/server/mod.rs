@@ -1,34 +1,38 @@
 //! The runtime's HTTP API (DESIGN section 3) on axum, with the worker in-process.
 //!
-//! Every `/api/` route needs the bearer key, compared in constant time. Store calls run on
-//! tokio's blocking pool: reads on a small pool of read-only connections, writes on the
-//! connection the worker shares, so in-process writers take turns instead of sleeping in
-//! SQLite's busy handler.
+//! Every `/api/` route needs a bearer key; the key's name is the operator recorded in the
+//! audit. Store calls run on tokio's blocking pool: reads on a small pool of read-only
+//! connections, writes on the store's writer thread, which the in-process worker shares.
+//! The listener is bound before the worker claims anything, so a server that cannot
+//! serve never touches a row.
 
-use crate::api::{self, ActionRequest, DlqPage, ErrorBody, SubmitRequest};
+pub mod keys;
+
+use crate::api::{self, DlqPage, ErrorBody, ErrorKind, SubmitRequest};
 use crate::clock::{Clock, SystemClock};
-use crate::engine::{self, NewNotification};
-use crate::model::{Channel, Message};
-use crate::runtime::db::Database;
+use crate::model::Message;
+use crate::remediation::{self, Action, Actor, Rejection, Request as ActionRequest};
+use crate::runtime::db::{Database, OpenFailed};
+use crate::runtime::engine::{self, NewNotification};
 use crate::runtime::schema::{self, OpenMode};
 use crate::runtime::worker::{Adapters, Worker, WorkerConfig};
 use crate::store::StoreError;
-use crate::store::sqlite::{self, Action};
+use crate::store::sqlite;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
-use axum::extract::{DefaultBodyLimit, Path, RawQuery, Request, State};
+use axum::extract::{DefaultBodyLimit, Extension, Path, RawQuery, Request, State};
 use axum::http::{StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, post};
 use axum::{Json, Router};
+pub use keys::Keys;
 use rusqlite::Connection;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-use subtle::ConstantTimeEq;
 
 /// Request bodies larger than this get 413.
 pub const BODY_LIMIT: usize = 64 * 1024;
@@ -40,7 +44,7 @@ pub struct ServerConfig {
     pub db_path: PathBuf,
     pub listen: SocketAddr,
     /// None only with the explicit insecure flag on a loopback address.
-    pub api_key: Option<String>,
+    pub keys: Option<Keys>,
     /// The in-process worker; None serves the API alone.
     pub worker: Option<(WorkerConfig, Adapters)>,
     pub default_max_attempts: i64,
@@ -48,10 +52,6 @@ pub struct ServerConfig {
 
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
-    #[error(
-        "UNS_API_KEY is not set: the API would be open to anyone who can reach it; set it, or pass --insecure-no-auth on a loopback address"
-    )]
-    NoKey,
     #[error("--insecure-no-auth is only allowed on a loopback address, not {0}")]
     InsecureNotLoopback(SocketAddr),
     #[error("cannot listen on {addr}: {source}")]
@@ -60,17 +60,33 @@ pub enum ServeError {
         source: std::io::Error,
     },
     #[error(transparent)]
-    Store(#[from] StoreError),
-    #[error("cannot start the server runtime: {0}")]
+    Store(#[from] schema::OpenError),
+    #[error("cannot start the server: {0}")]
     Runtime(std::io::Error),
 }
+
+impl From<OpenFailed> for ServeError {
+    fn from(err: OpenFailed) -> Self {
+        match err {
+            OpenFailed::Store(open) => ServeError::Store(open),
+            OpenFailed::Thread(io) => ServeError::Runtime(io),
+        }
+    }
+}
+
+/// Who is calling: the name of the key they presented.
+#[derive(Debug, Clone)]
+struct Principal(String);
+
+/// Recorded as the operator when the server runs without keys.
+const ANONYMOUS: &str = "anonymous";
 
 struct AppState {
     readers: Vec<Mutex<Connection>>,
     next_reader: AtomicUsize,
     writer: Database,
     clock: Arc<dyn Clock>,
-    key: Option<Vec<u8>>,
+    keys: Option<Keys>,
     default_max_attempts: i64,
     worker_running: bool,
 }
@@ -105,16 +121,30 @@ impl AppState {
 }
 
 /// An API error: status plus the JSON body.
-struct ApiError(StatusCode, ErrorBody);
+struct ApiError(StatusCode, Box<ErrorBody>);
 
 impl ApiError {
-    fn new(status: StatusCode, message: impl Into<String>) -> Self {
+    fn new(status: StatusCode, kind: ErrorKind, message: impl Into<String>) -> Self {
         Self(
             status,
-            ErrorBody {
+            Box::new(ErrorBody {
                 error: message.into(),
+                kind: Some(kind),
                 conflict: None,
-            },
+                refusal: None,
+            }),
+        )
+    }
+
+    fn invalid(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, ErrorKind::Invalid, message)
+    }
+
+    fn internal() -> Self {
+        Self::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            ErrorKind::Internal,
+            "internal error; see the server log",
         )
     }
 }
@@ -122,26 +152,53 @@ impl ApiError {
 impl From<StoreError> for ApiError {
     fn from(err: StoreError) -> Self {
         match err {
-            StoreError::NotFound(what) => {
-                ApiError::new(StatusCode::NOT_FOUND, format!("{what} not found"))
-            }
-            StoreError::Conflict(conflict) => ApiError(
-                StatusCode::CONFLICT,
-                ErrorBody {
-                    error: conflict.to_string(),
-                    conflict: Some(conflict),
-                },
+            StoreError::NotFound(what) => ApiError::new(
+                StatusCode::NOT_FOUND,
+                ErrorKind::NotFound,
+                format!("{what} not found"),
             ),
-            StoreError::Invalid(message) => ApiError::new(StatusCode::BAD_REQUEST, message),
-            StoreError::Refused(message) => {
-                ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, message)
-            }
+            StoreError::Invalid(message) => ApiError::invalid(message),
             other => {
                 tracing::error!(error = %other, "request failed");
-                ApiError::new(
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                    "internal error; see the server log",
-                )
+                ApiError::internal()
+            }
+        }
+    }
+}
+
+impl From<Rejection> for ApiError {
+    fn from(rejection: Rejection) -> Self {
+        let conflict = |kind, conflict: remediation::Conflict| {
+            ApiError(
+                StatusCode::CONFLICT,
+                Box::new(ErrorBody {
+                    error: conflict.to_string(),
+                    kind: Some(kind),
+                    conflict: Some(conflict),
+                    refusal: None,
+                }),
+            )
+        };
+        match rejection {
+            Rejection::NotFound(id) => ApiError::new(
+                StatusCode::NOT_FOUND,
+                ErrorKind::NotFound,
+                format!("notification {id} not found"),
+            ),
+            Rejection::NotInDlq(c) => conflict(ErrorKind::Conflict, c),
+            Rejection::Stale(c) => conflict(ErrorKind::Stale, c),
+            Rejection::Refused(refusal) => ApiError(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                Box::new(ErrorBody {
+                    error: format!("{}; {}", refusal.why(), refusal.api_remedy()),
+                    kind: Some(ErrorKind::Refused),
+                    conflict: None,
+                    refusal: Some(refusal),
+                }),
+            ),
+            Rejection::Store(err) => {
+                tracing::error!(error = %err, "request failed");
+                ApiError::internal()
             }
         }
     }
@@ -149,74 +206,95 @@ impl From<StoreError> for ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        (self.0, Json(self.1)).into_response()
+        (self.0, Json(*self.1)).into_response()
     }
 }
 
 type ApiResult<T> = Result<Json<T>, ApiError>;
 
-async fn blocking<T: Send + 'static>(
+async fn blocking<T: Send + 'static, E: Into<ApiError> + Send + 'static>(
     state: &Arc<AppState>,
-    work: impl FnOnce(&AppState) -> Result<T, StoreError> + Send + 'static,
+    work: impl FnOnce(&AppState) -> Result<T, E> + Send + 'static,
 ) -> Result<T, ApiError> {
     let state = state.clone();
     tokio::task::spawn_blocking(move || work(&state))
         .await
-        .map_err(|_| {
-            ApiError::new(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "internal error; see the server log",
-            )
-        })?
-        .map_err(ApiError::from)
+        .map_err(|_| ApiError::internal())?
+        .map_err(Into::into)
 }
 
-async fn require_key(State(state): State<Arc<AppState>>, request: Request, next: Next) -> Response {
-    if let Some(expected) = &state.key {
-        let presented = request
-            .headers()
-            .get(header::AUTHORIZATION)
-            .and_then(|value| value.to_str().ok())
-            .and_then(|value| value.strip_prefix("Bearer "))
-            .map(str::as_bytes)
-            .unwrap_or_default();
-        let matches = presented.len() == expected.len() && bool::from(presented.ct_eq(expected));
-        if !matches {
-            let message = if request.headers().contains_key(header::AUTHORIZATION) {
-                "invalid API key"
-            } else {
-                "missing Authorization: Bearer header"
-            };
-            return ApiError::new(StatusCode::UNAUTHORIZED, message).into_response();
+async fn require_key(
+    State(state): State<Arc<AppState>>,
+    mut request: Request,
+    next: Next,
+) -> Response {
+    let name = match &state.keys {
+        None => ANONYMOUS.to_string(),
+        Some(keys) => {
+            let presented = request
+                .headers()
+                .get(header::AUTHORIZATION)
+                .and_then(|value| value.to_str().ok())
+                .and_then(|value| value.strip_prefix("Bearer "))
+                .map(str::as_bytes)
+                .unwrap_or_default();
+            match keys.identify(presented) {
+                Some(name) => name.to_string(),
+                None => {
+                    let message = if request.headers().contains_key(header::AUTHORIZATION) {
+                        "invalid API key"
+                    } else {
+                        "missing Authorization: Bearer header"
+                    };
+                    return ApiError::new(
+                        StatusCode::UNAUTHORIZED,
+                        ErrorKind::Unauthorized,
+                        message,
+                    )
+                    .into_response();
+                }
+            }
         }
-    }
+    };
+    request.extensions_mut().insert(Principal(name));
     next.run(request).await
 }
 
-/// A JSON body that may be empty; malformed or oversized bodies get a JSON error.
-fn optional_body<T: serde::de::DeserializeOwned + Default>(
+fn body_bytes(body: Result<Bytes, BytesRejection>) -> Result<Bytes, ApiError> {
+    body.map_err(|rejection| {
+        let kind = if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            ErrorKind::TooLarge
+        } else {
+            ErrorKind::Invalid
+        };
+        ApiError::new(rejection.status(), kind, rejection.body_text())
+    })
+}
+
+/// A JSON object body; an empty body is the default. Anything else (an array, a string,
+/// malformed JSON) is a 400, so no stray body can trigger an action.
+fn object_body<T: serde::de::DeserializeOwned + Default>(
     body: Result<Bytes, BytesRejection>,
+    optional: bool,
 ) -> Result<T, ApiError> {
-    let bytes =
-        body.map_err(|rejection| ApiError::new(rejection.status(), rejection.body_text()))?;
-    if bytes.iter().all(u8::is_ascii_whitespace) {
+    let bytes = body_bytes(body)?;
+    if optional && bytes.iter().all(u8::is_ascii_whitespace) {
         return Ok(T::default());
     }
-    serde_json::from_slice(&bytes)
-        .map_err(|err| ApiError::new(StatusCode::BAD_REQUEST, format!("invalid JSON body: {err}")))
+    let value: serde_json::Value = serde_json::from_slice(&bytes)
+        .map_err(|err| ApiError::invalid(format!("invalid JSON body: {err}")))?;
+    if !value.is_object() {
+        return Err(ApiError::invalid("the body must be a JSON object"));
+    }
+    serde_json::from_value(value).map_err(|err| ApiError::invalid(format!("invalid body: {err}")))
 }
 
 async fn submit(
     State(state): State<Arc<AppState>>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
-    let bytes =
-        body.map_err(|rejection| ApiError::new(rejection.status(), rejection.body_text()))?;
-    let request: SubmitRequest = serde_json::from_slice(&bytes).map_err(|err| {
-        ApiError::new(StatusCode::BAD_REQUEST, format!("invalid JSON body: {err}"))
-    })?;
-    let new = new_notification(&request, state.default_max_attempts)
-        .map_err(|m| ApiError::new(StatusCode::BAD_REQUEST, m))?;
+    let request: SubmitRequest = object_body(body, false)?;
+    let new = new_notification(&request, state.default_max_attempts).map_err(ApiError::invalid)?;
     let submitted = blocking(&state, move |state| {
         let clock = state.clock.clone();
         state.write(move |conn| Ok(engine::submit(conn, clock.now(), &new)?))
@@ -238,12 +316,7 @@ pub fn new_notification(
     if request.channels.is_empty() {
         return Err("channels: at least one of EMAIL, SLACK, PAGERDUTY is required".into());
     }
-    let channels = request
-        .channels
-        .iter()
-        .map(|c| c.parse::<Channel>().map_err(|e| format!("channels: {e}")))
-        .collect::<Result<Vec<_>, _>>()?;
-    if channels.contains(&Channel::Email) {
+    if request.channels.contains(crate::model::Channel::Email) {
         let recipient = request.recipient.as_deref().unwrap_or_default();
         if recipient.parse::<lettre::Address>().is_err() {
             return Err(format!(
@@ -261,7 +334,7 @@ pub fn new_notification(
         body: request.body.clone(),
     };
     Ok(NewNotification {
-        channels,
+        channels: request.channels.clone(),
         payload: serde_json::to_value(message).unwrap_or_default(),
         idempotency_key: request.idempotency_key.clone().filter(|k| !k.is_empty()),
         max_attempts,
@@ -291,10 +364,9 @@ fn parse_limit(pairs: &[(String, String)], default: usize, max: usize) -> Result
         None => Ok(default),
         Some((_, value)) => match value.parse::<usize>() {
             Ok(limit) if (1..=max).contains(&limit) => Ok(limit),
-            _ => Err(ApiError::new(
-                StatusCode::BAD_REQUEST,
-                format!("limit must be a number from 1 to {max}"),
-            )),
+            _ => Err(ApiError::invalid(format!(
+                "limit must be a number from 1 to {max}"
+            ))),
         },
     }
 }
@@ -304,11 +376,12 @@ async fn events(
     RawQuery(query): RawQuery,
 ) -> ApiResult<api::EventsResponse> {
     let pairs = query_pairs(&query);
-    let kinds: Vec<String> = pairs
+    let kinds = pairs
         .iter()
         .filter(|(k, _)| k == "kind")
-        .map(|(_, v)| v.clone())
-        .collect();
+        .map(|(_, v)| v.parse::<crate::model::Kind>())
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(ApiError::invalid)?;
     let limit = parse_limit(&pairs, 25, MAX_EVENTS_LIMIT)?;
     Ok(Json(
         blocking(&state, move |state| {
@@ -338,15 +411,30 @@ async fn dlq(State(state): State<Arc<AppState>>, RawQuery(query): RawQuery) -> A
 
 async fn act(
     state: Arc<AppState>,
+    principal: Principal,
     id: String,
     action: Action,
     body: Result<Bytes, BytesRejection>,
-) -> ApiResult<api::ActionResponse> {
-    let request: ActionRequest = optional_body(body)?;
+) -> ApiResult<remediation::Done> {
+    let request: ActionRequest = object_body(body, true)?;
+    let actor = Actor {
+        operator: principal.0,
+        claimed_operator: request
+            .operator
+            .as_deref()
+            .map(str::trim)
+            .filter(|o| !o.is_empty())
+            .map(str::to_string),
+    };
     Ok(Json(
         blocking(&state, move |state| {
             let clock = state.clock.clone();
-            state.write(move |conn| sqlite::act(conn, clock.now(), &id, action, &request, "api"))
+            state
+                .writer
+                .run(move |conn| {
+                    remediation::apply(conn, clock.now(), &id, action, &request, &actor)
+                })
+                .map_err(|gone| Rejection::Store(gone.into()))?
         })
         .await?,
     ))
@@ -354,18 +442,28 @@ async fn act(
 
 async fn resolve(
     State(state): State<Arc<AppState>>,
+    Extension(principal): Extension<Principal>,
     Path(id): Path<String>,
     body: Result<Bytes, BytesRejection>,
-) -> ApiResult<api::ActionResponse> {
-    act(state, id, Action::Resolve, body).await
+) -> ApiResult<remediation::Done> {
+    act(state, principal, id, Action::Resolve, body).await
 }
 
 async fn replay(
     State(state): State<Arc<AppState>>,
+    Extension(principal): Extension<Principal>,
     Path(id): Path<String>,
     body: Result<Bytes, BytesRejection>,
-) -> ApiResult<api::ActionResponse> {
-    act(state, id, Action::Replay, body).await
+) -> ApiResult<remediation::Done> {
+    act(state, principal, id, Action::Replay, body).await
+}
+
+/// `GET /api/v1/whoami`: the name the server records for the key presented.
+async fn whoami(Extension(principal): Extension<Principal>) -> Json<api::WhoAmI> {
+    Json(api::WhoAmI {
+        operator: principal.0,
+        service: api::SERVICE.into(),
+    })
 }
 
 async fn healthz(State(state): State<Arc<AppState>>) -> Response {
@@ -375,6 +473,7 @@ async fn healthz(State(state): State<Arc<AppState>>) -> Response {
     .await
     .is_ok();
     let body = serde_json::json!({
+        "service": api::SERVICE,
         "status": if ok { "ok" } else { "store unavailable" },
         "schema_version": schema::SCHEMA_VERSION,
         "worker": state.worker_running,
@@ -388,7 +487,19 @@ async fn healthz(State(state): State<Arc<AppState>>) -> Response {
 }
 
 async fn not_found() -> ApiError {
-    ApiError::new(StatusCode::NOT_FOUND, "no such endpoint")
+    ApiError::new(
+        StatusCode::NOT_FOUND,
+        ErrorKind::NotFound,
+        "no such endpoint",
+    )
+}
+
+async fn method_not_allowed() -> ApiError {
+    ApiError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        ErrorKind::Invalid,
+        "this endpoint does not take that method",
+    )
 }
 
 fn router(state: Arc<AppState>) -> Router {
@@ -405,11 +516,13 @@ fn router(state: Arc<AppState>) -> Router {
         .route(api::RUNTIME_EVENTS, get(events))
         .route(api::DLQ, get(dlq))
         .route(&format!("{}/{{id}}", api::DLQ), delete(resolve))
+        .route(api::WHOAMI, get(whoami))
         .route_layer(middleware::from_fn_with_state(state.clone(), require_key));
     Router::new()
         .route(api::HEALTHZ, get(healthz))
         .merge(guarded)
         .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(BODY_LIMIT))
         .with_state(state)
 }
@@ -450,14 +563,6 @@ impl Drop for RunningServer {
     }
 }
 
-fn check_auth(config: &ServerConfig) -> Result<(), ServeError> {
-    match &config.api_key {
-        Some(_) => Ok(()),
-        None if config.listen.ip().is_loopback() => Ok(()),
-        None => Err(ServeError::InsecureNotLoopback(config.listen)),
-    }
-}
-
 /// Opens the store, binds, and serves on background threads until stopped.
 pub fn start(config: ServerConfig) -> Result<RunningServer, ServeError> {
     start_with_clock(config, Arc::new(SystemClock))
@@ -467,12 +572,29 @@ pub fn start_with_clock(
     config: ServerConfig,
     clock: Arc<dyn Clock>,
 ) -> Result<RunningServer, ServeError> {
-    check_auth(&config)?;
+    if config.keys.is_none() && !config.listen.ip().is_loopback() {
+        return Err(ServeError::InsecureNotLoopback(config.listen));
+    }
     let writer = Database::open(&config.db_path)?;
     let readers = (0..READ_CONNECTIONS)
         .map(|_| schema::open(&config.db_path, OpenMode::ReadOnly).map(Mutex::new))
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(StoreError::from)?;
+        .collect::<Result<Vec<_>, _>>()?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .thread_name("uns-api")
+        .enable_all()
+        .build()
+        .map_err(ServeError::Runtime)?;
+    // Bind first: a server that cannot listen must not have claimed a single row.
+    let listener = runtime
+        .block_on(tokio::net::TcpListener::bind(config.listen))
+        .map_err(|source| ServeError::Bind {
+            addr: config.listen,
+            source,
+        })?;
+    let addr = listener.local_addr().map_err(|source| ServeError::Bind {
+        addr: config.listen,
+        source,
+    })?;
     let worker_stop = Arc::new(AtomicBool::new(false));
     let (writer, worker, worker_threads) = match config.worker {
         Some((worker_config, adapters)) => {
@@ -487,25 +609,10 @@ pub fn start_with_clock(
         next_reader: AtomicUsize::new(0),
         writer,
         clock,
-        key: config.api_key.map(String::into_bytes),
+        keys: config.keys,
         default_max_attempts: config.default_max_attempts,
         worker_running: worker.is_some(),
     });
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .thread_name("uns-api")
-        .enable_all()
-        .build()
-        .map_err(ServeError::Runtime)?;
-    let listener = runtime
-        .block_on(tokio::net::TcpListener::bind(config.listen))
-        .map_err(|source| ServeError::Bind {
-            addr: config.listen,
-            source,
-        })?;
-    let addr = listener.local_addr().map_err(|source| ServeError::Bind {
-        addr: config.listen,
-        source,
-    })?;
     let (shutdown_tx, shutdown_rx) = tokio::sync::oneshot::channel::<()>();
     let app = router(state);
     let thread = std::thread::Builder::new()
@@ -544,24 +651,17 @@ pub fn serve_until_signal(config: ServerConfig) -> Result<SocketAddr, ServeError
         .build()
         .map_err(ServeError::Runtime)?;
     signals.block_on(async {
-        #[cfg(unix)]
-        {
-            use tokio::signal::unix::{SignalKind, signal};
-            match signal(SignalKind::terminate()) {
-                Ok(mut term) => {
-                    tokio::select! {
-                        _ = tokio::signal::ctrl_c() => {}
-                        _ = term.recv() => {}
-                    }
-                }
-                Err(_) => {
-                    let _ = tokio::signal::ctrl_c().await;
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = tokio::signal::ctrl_c() => {}
+                    _ = term.recv() => {}
                 }
             }
-        }
-        #[cfg(not(unix))]
-        {
-            let _ = tokio::signal::ctrl_c().await;
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
         }
     });
     tracing::info!(

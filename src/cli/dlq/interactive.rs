@@ -1,0 +1,296 @@
+//! `unsctl dlq triage --interactive`: walk the DLQ one entry at a time and decide each.
+//!
+//! A choice is a typed word or number ended by Enter; Enter alone skips; nothing acts
+//! without a second answer to a question that repeats the action, the entry, its
+//! channels, the store and the operator. Anything not understood is asked again.
+
+use crate::cli::error::{CliError, CliResult, ExitKind};
+use crate::cli::remediate::{self, AuditArgs, Intent, Outcome, Target};
+use crate::cli::{GlobalArgs, backend, prompt, selection};
+use crate::remediation::{Action, Claim};
+use crate::render::output::{Output, print, status};
+use crate::render::sanitize::clean;
+use crate::render::views;
+use crate::store::Store;
+use crate::triage::{Branch, Verdict};
+use std::collections::VecDeque;
+
+/// Where answers come from: the terminal, or a script (the safety sweep, tests).
+pub trait Ask {
+    /// Asks `question`; `None` means the input ended.
+    fn ask(&mut self, question: &str) -> std::io::Result<Option<String>>;
+    /// Tells the operator something.
+    fn say(&mut self, text: &str);
+}
+
+/// The operator at a terminal.
+struct Terminal;
+
+impl Ask for Terminal {
+    fn ask(&mut self, question: &str) -> std::io::Result<Option<String>> {
+        prompt::ask(question)
+    }
+
+    fn say(&mut self, text: &str) {
+        status(text);
+    }
+}
+
+/// Answers given in advance; what was said is kept.
+#[derive(Debug, Default)]
+pub struct Scripted {
+    answers: VecDeque<String>,
+    pub transcript: Vec<String>,
+}
+
+impl Scripted {
+    pub fn new<S: Into<String>>(answers: impl IntoIterator<Item = S>) -> Self {
+        Self {
+            answers: answers.into_iter().map(Into::into).collect(),
+            transcript: Vec::new(),
+        }
+    }
+}
+
+impl Ask for Scripted {
+    fn ask(&mut self, question: &str) -> std::io::Result<Option<String>> {
+        self.transcript.push(question.to_string());
+        Ok(self.answers.pop_front().map(|a| a.trim().to_string()))
+    }
+
+    fn say(&mut self, text: &str) {
+        self.transcript.push(text.to_string());
+    }
+}
+
+/// What the operator can decide for one entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Choice {
+    Act(Action),
+    Skip,
+    Quit,
+}
+
+/// Reads a decision: a word or its number; Enter alone skips; anything else is `None`.
+pub fn parse_choice(answer: &str) -> Option<Choice> {
+    match answer.trim().to_ascii_lowercase().as_str() {
+        "" | "3" | "skip" | "s" => Some(Choice::Skip),
+        "1" | "resolve" => Some(Choice::Act(Action::Resolve)),
+        "2" | "replay" => Some(Choice::Act(Action::Replay)),
+        "4" | "quit" | "q" => Some(Choice::Quit),
+        _ => None,
+    }
+}
+
+/// How many times a question is asked again before the entry is skipped.
+const RETRIES: usize = 3;
+
+fn proposal(verdict: &Verdict) -> &'static str {
+    match verdict.branch {
+        Branch::Resolve => "resolve",
+        Branch::Replay => "replay",
+        Branch::Verify => "check out of band first",
+    }
+}
+
+fn decide(ask: &mut dyn Ask, verdict: &Verdict) -> std::io::Result<Choice> {
+    let question = format!(
+        "Decision: 1 resolve, 2 replay, 3 skip, 4 quit (proposed: {}; Enter skips):",
+        proposal(verdict)
+    );
+    for _ in 0..RETRIES {
+        let Some(answer) = ask.ask(&question)? else {
+            return Ok(Choice::Quit);
+        };
+        match parse_choice(&answer) {
+            Some(choice) => return Ok(choice),
+            None => ask.say(&format!(
+                "not a choice: {}; type resolve, replay, skip or quit (or 1-4) and press Enter",
+                clean(&answer)
+            )),
+        }
+    }
+    ask.say("no choice understood: skipped");
+    Ok(Choice::Skip)
+}
+
+/// One decided entry.
+pub struct Decision {
+    pub id: String,
+    pub action: Option<Action>,
+    pub outcome: Outcome,
+}
+
+/// Walks `verdicts` and carries out what the operator confirms, entry by entry.
+pub fn walk(
+    store: &dyn Store,
+    verdicts: Vec<Verdict>,
+    audit: &AuditArgs,
+    ask: &mut dyn Ask,
+    out: &Output,
+) -> CliResult<Vec<Decision>> {
+    let total = verdicts.len();
+    let mut decisions: Vec<Decision> = Vec::new();
+    for (n, verdict) in verdicts.into_iter().enumerate() {
+        ask.say(&format!("\n[{}/{total}] {}", n + 1, clean(&verdict.id)));
+        ask.say(&views::verdict_block(&verdict, out));
+        let id = verdict.id.clone();
+        let mut decided = |action: Option<Action>, outcome: Outcome, ask: &mut dyn Ask| {
+            ask.say(&format!(
+                "{}: {}",
+                clean(&id),
+                outcome.label(action.unwrap_or(Action::Resolve))
+            ));
+            decisions.push(Decision {
+                id: id.clone(),
+                action,
+                outcome,
+            });
+            prompt::set_progress(&remediate::summary(
+                &decisions
+                    .iter()
+                    .map(|d| d.outcome.clone())
+                    .collect::<Vec<_>>(),
+            ));
+        };
+        let action = match decide(ask, &verdict)? {
+            Choice::Skip => {
+                decided(None, Outcome::Skipped("by the operator".into()), ask);
+                continue;
+            }
+            Choice::Quit => {
+                decided(None, Outcome::Skipped("quit before deciding".into()), ask);
+                break;
+            }
+            Choice::Act(action) => action,
+        };
+        let mut request = remediate::base_request(audit, None, None);
+        if verdict.branch == Branch::Verify {
+            let checked = ask.ask(
+                "What did you check out of band, and what did it show? (recorded in the audit; Enter skips)",
+            )?;
+            let Some(checked) = checked.filter(|c| !c.trim().is_empty()) else {
+                decided(
+                    Some(action),
+                    Outcome::Skipped("no out-of-band check given".into()),
+                    ask,
+                );
+                continue;
+            };
+            request.attestation = Some(checked);
+            request.verified = Some(match action {
+                Action::Resolve => Claim::Delivered,
+                Action::Replay => Claim::NotDelivered,
+            });
+        }
+        // Read the entry again: the decision is checked against what is stored now.
+        let intent = remediate::intent(store, &verdict.id, action, &request)?;
+        let approved = match &intent.preview {
+            Ok(approved) => approved.clone(),
+            Err(blocked) => {
+                decided(Some(action), blocked.into(), ask);
+                continue;
+            }
+        };
+        if !confirm(store, ask, &intent, &approved.channels)? {
+            decided(Some(action), Outcome::Skipped("not confirmed".into()), ask);
+            continue;
+        }
+        let outcome = remediate::execute(store, &intent);
+        decided(Some(action), outcome, ask);
+    }
+    Ok(decisions)
+}
+
+/// The second question, which repeats exactly what will happen.
+fn confirm(
+    store: &dyn Store,
+    ask: &mut dyn Ask,
+    intent: &Intent,
+    channels: &crate::model::ChannelSet,
+) -> CliResult<bool> {
+    let target = Target::of(store, &intent.request)?;
+    let what = match intent.action {
+        Action::Resolve => format!("resolve {}", clean(&intent.id)),
+        Action::Replay => format!("replay {} on {}", clean(&intent.id), channels.joined(",")),
+    };
+    let answer = ask.ask(&format!(
+        "{what} in {} as {}? Type yes and press Enter (anything else skips):",
+        clean(&target.place),
+        clean(&target.operator)
+    ))?;
+    Ok(prompt::confirms(answer.as_deref(), 1))
+}
+
+pub fn run(global: &GlobalArgs, branch: Option<Branch>, audit: AuditArgs) -> CliResult {
+    if !prompt::interactive() {
+        return Err(CliError::new(ExitKind::Refused, "--interactive needs a terminal")
+            .hint("use `unsctl dlq triage -o json > plan.json` and `unsctl apply plan.json` from automation"));
+    }
+    if audit.force {
+        return Err(CliError::usage(
+            "--force cannot be used with --interactive: a guardrail is overridden for one entry at a time, with `replay` or `dlq resolve`",
+        ));
+    }
+    let out = global.output();
+    let store = backend::writer(global)?;
+    let verdicts = selection::verdicts(store.as_ref(), &|v| branch.is_none_or(|b| b == v.branch))?;
+    if verdicts.is_empty() {
+        status(&views::empty_dlq(&store.describe()));
+        return Ok(());
+    }
+    let total = verdicts.len();
+    prompt::install_interrupt_handler();
+    let decisions = walk(store.as_ref(), verdicts, &audit, &mut Terminal, &out)?;
+    for decision in &decisions {
+        print(&format!(
+            "{}  {}",
+            clean(&decision.id),
+            decision
+                .outcome
+                .label(decision.action.unwrap_or(Action::Resolve))
+        ))?;
+    }
+    let outcomes: Vec<Outcome> = decisions.into_iter().map(|d| d.outcome).collect();
+    let mut line = remediate::summary(&outcomes);
+    if outcomes.len() < total {
+        line.push_str(&format!("; {} not reached", total - outcomes.len()));
+    }
+    status(&line);
+    match remediate::exit_for(&outcomes) {
+        None => Ok(()),
+        Some(kind) => Err(CliError::new(
+            kind,
+            "not every decision was carried out (see above)",
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_whole_words_and_numbers_are_choices() {
+        assert_eq!(parse_choice(""), Some(Choice::Skip));
+        assert_eq!(parse_choice(" Replay "), Some(Choice::Act(Action::Replay)));
+        assert_eq!(parse_choice("1"), Some(Choice::Act(Action::Resolve)));
+        assert_eq!(parse_choice("q"), Some(Choice::Quit));
+        for stray in [
+            "j",
+            "k",
+            " ",
+            "y",
+            "yes",
+            "it arrived, replay it",
+            "re",
+            "2 3",
+            "r",
+        ] {
+            assert!(
+                !matches!(parse_choice(stray), Some(Choice::Act(_))),
+                "{stray:?} must not choose an action"
+            );
+        }
+    }
+}

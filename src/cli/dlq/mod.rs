@@ -1,0 +1,27 @@
+//! `unsctl dlq`: list, triage and resolve the dead-letter queue.
+
+pub mod interactive;
+mod list;
+mod resolve;
+mod triage;
+
+use super::GlobalArgs;
+use super::error::CliResult;
+
+#[derive(Debug, clap::Subcommand)]
+pub enum Command {
+    List(list::Args),
+    Triage(triage::Args),
+    Resolve(resolve::Args),
+}
+
+pub fn run(global: &GlobalArgs, command: Command) -> CliResult {
+    match command {
+        Command::List(args) => list::run(global, args),
+        Command::Triage(args) if args.interactive => {
+            interactive::run(global, args.branch, args.audit)
+        }
+        Command::Triage(args) => triage::run(global, args),
+        Command::Resolve(args) => resolve::run(global, args),
+    }
+}

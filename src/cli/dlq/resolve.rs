@@ -1,0 +1,44 @@
+//! `unsctl dlq resolve`: entries leave the DLQ and keep their history.
+
+use crate::cli::error::CliResult;
+use crate::cli::remediate::{self, AuditArgs, ConfirmArgs};
+use crate::cli::{GlobalArgs, backend};
+use crate::remediation::{Action, Claim};
+
+/// Resolve DLQ entries: they leave the DLQ and keep their history (dry run unless --confirm)
+///
+/// Example: unsctl dlq resolve n-0192c3d4 --confirm
+/// Example: unsctl dlq resolve n-0192c3d4 --verified-delivered --ticket INC-42 --confirm
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The entries to resolve
+    #[arg(required = true)]
+    pub ids: Vec<String>,
+    /// Attest that you checked out of band and the message arrived (VERIFY entries)
+    #[arg(long)]
+    pub verified_delivered: bool,
+    #[command(flatten)]
+    pub audit: AuditArgs,
+    #[command(flatten)]
+    pub confirm: ConfirmArgs,
+}
+
+pub fn run(global: &GlobalArgs, args: Args) -> CliResult {
+    remediate::check_force(&args.audit)?;
+    let out = global.output();
+    let store = backend::for_action(global, args.confirm.confirm)?;
+    let request = match args.verified_delivered {
+        true => remediate::base_request(
+            &args.audit,
+            Some("verified out of band: delivered"),
+            Some(Claim::Delivered),
+        ),
+        false => remediate::base_request(&args.audit, None, None),
+    };
+    let intents = args
+        .ids
+        .iter()
+        .map(|id| remediate::intent(store.as_ref(), id, Action::Resolve, &request))
+        .collect::<CliResult<Vec<_>>>()?;
+    remediate::carry_out(store.as_ref(), intents, &args.confirm, &out, "resolve")
+}

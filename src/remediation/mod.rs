@@ -1,0 +1,262 @@
+//! Resolve and replay: the guarded transitions, each one transaction, each written once.
+//!
+//! Inside the transaction the entry is read and triaged afresh, and the guardrails of
+//! [`policy`] are checked against that verdict. The API server and the CLI's direct-SQLite
+//! path both call [`apply`]; there is no other way to resolve or replay, so no caller can
+//! skip a guardrail or have a verdict of its own recorded.
+
+pub mod policy;
+
+pub use policy::{Action, Approved, Claim, Refusal, Request};
+
+use crate::clock;
+use crate::model::{ChannelSet, Kind};
+use crate::runtime::engine::{self, EngineError};
+use crate::runtime::queries;
+use crate::triage::{self, Verdict};
+use rusqlite::{Connection, params};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+/// Who acts: the operator recorded, and who the client claimed to be when that differs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Actor {
+    pub operator: String,
+    pub claimed_operator: Option<String>,
+}
+
+impl Actor {
+    /// An operator acting on the store directly, who is who they say.
+    pub fn local(operator: &str) -> Self {
+        Self {
+            operator: operator.to_string(),
+            claimed_operator: None,
+        }
+    }
+}
+
+/// The row's state when someone else changed it first.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Conflict {
+    pub id: String,
+    pub status: String,
+    pub dead_letter: bool,
+    pub since: f64,
+    pub reason: String,
+}
+
+impl std::fmt::Display for Conflict {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{}: {} (status {}{}, since {})",
+            self.id,
+            self.reason,
+            self.status,
+            if self.dead_letter { ", in the DLQ" } else { "" },
+            clock::rfc3339(self.since)
+        )
+    }
+}
+
+/// Why an action did not happen. Each maps to one exit code and one HTTP status.
+#[derive(Debug, thiserror::Error)]
+pub enum Rejection {
+    #[error("notification {0} not found")]
+    NotFound(String),
+    /// The row is not in the DLQ (someone resolved or replayed it first).
+    #[error("{0}")]
+    NotInDlq(Conflict),
+    /// The history moved since the verdict the caller acted on.
+    #[error("{0}")]
+    Stale(Conflict),
+    #[error("refused: {0}")]
+    Refused(Refusal),
+    #[error(transparent)]
+    Store(#[from] EngineError),
+}
+
+impl From<rusqlite::Error> for Rejection {
+    fn from(err: rusqlite::Error) -> Self {
+        Rejection::Store(EngineError::Sqlite(err))
+    }
+}
+
+/// What an action did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Performed {
+    Resolved,
+    Replayed,
+}
+
+/// The answer to a resolve or replay: the audit event written and where the row is now.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Done {
+    pub id: String,
+    pub action: Performed,
+    /// The DLQ_RESOLVED or REPLAYED event.
+    pub event_id: i64,
+    pub status: String,
+    pub cycle: i64,
+    #[serde(default, skip_serializing_if = "ChannelSet::is_empty")]
+    pub channels: ChannelSet,
+}
+
+/// What an audit event keeps of a verdict: branch, channel states, evidence, last event.
+pub fn audit_summary(verdict: &Verdict) -> Value {
+    json!({
+        "branch": verdict.branch,
+        "lease_lost": verdict.lease_lost,
+        "last_event_id": verdict.last_event_id,
+        "channels": verdict.channels.iter().map(|c| json!({
+            "channel": c.channel, "state": c.state, "evidence": c.evidence,
+        })).collect::<Vec<_>>(),
+    })
+}
+
+fn conflict(id: &str, row: &crate::model::Notification, reason: String) -> Conflict {
+    Conflict {
+        id: id.to_string(),
+        status: row.status.clone(),
+        dead_letter: row.dead_letter,
+        since: row.updated_at,
+        reason,
+    }
+}
+
+/// Resolves or replays one DLQ entry: reads and triages it, checks the guardrails, and
+/// writes the change with its audit event, all in one transaction.
+pub fn apply(
+    conn: &Connection,
+    now: f64,
+    id: &str,
+    action: Action,
+    request: &Request,
+    actor: &Actor,
+) -> Result<Done, Rejection> {
+    engine::write_tx(conn, |tx| {
+        let row = queries::read_notification(tx, id)?
+            .ok_or_else(|| Rejection::NotFound(id.to_string()))?;
+        let events = queries::read_events(tx, id)?;
+        let newest = events.iter().map(|e| e.id).max();
+        if let Some(expected) = request.expected_last_event_id
+            && newest != Some(expected)
+        {
+            let seen = newest.map_or_else(|| "none".to_string(), |n| n.to_string());
+            return Err(Rejection::Stale(conflict(
+                id,
+                &row,
+                format!(
+                    "history moved since it was triaged (newest event {seen}, the plan saw {expected})"
+                ),
+            )));
+        }
+        if !row.dead_letter {
+            return Err(Rejection::NotInDlq(conflict(
+                id,
+                &row,
+                "not in the DLQ".into(),
+            )));
+        }
+        let verdict = triage::triage_events(&row, &events);
+        let approved = policy::check(&verdict, &row.channel_set(), action, request)
+            .map_err(Rejection::Refused)?;
+        let audit = audit(&verdict, &approved, request, actor);
+        match action {
+            Action::Resolve => resolve(tx, now, id, audit),
+            Action::Replay => replay(tx, now, id, &approved.channels, audit),
+        }
+    })
+}
+
+fn audit(verdict: &Verdict, approved: &Approved, request: &Request, actor: &Actor) -> Value {
+    let mut payload = json!({
+        "operator": actor.operator,
+        "reason": request.reason(),
+        "ticket": request.ticket.as_deref().map(str::trim).filter(|t| !t.is_empty()),
+        "attestation": request.attestation(),
+        "verified": request.verified,
+        "forced": request.force,
+        "overridden": approved.overridden,
+        "triage": audit_summary(verdict),
+    });
+    if let Some(claimed) = &actor.claimed_operator {
+        payload["claimed_operator"] = json!(claimed);
+    }
+    payload
+}
+
+fn with(mut payload: Value, extra: Value) -> Value {
+    if let (Value::Object(map), Value::Object(extra)) = (&mut payload, extra) {
+        map.extend(extra);
+    }
+    payload
+}
+
+/// The entry leaves the DLQ as RESOLVED and keeps its row and all of its history.
+fn resolve(tx: &Connection, now: f64, id: &str, audit: Value) -> Result<Done, Rejection> {
+    let cycle: i64 = tx
+        .prepare_cached(
+            "UPDATE uns_notifications SET status = 'RESOLVED', dead_letter = 0, updated_at = ?2
+             WHERE id = ?1 AND dead_letter = 1 RETURNING cycle",
+        )?
+        .query_row(params![id, now], |row| row.get(0))?;
+    let event_id = engine::append_event(
+        tx,
+        id,
+        now,
+        Kind::DlqResolved,
+        &with(audit, json!({ "cycle": cycle })),
+    )?;
+    Ok(Done {
+        id: id.to_string(),
+        action: Performed::Resolved,
+        event_id,
+        status: "RESOLVED".into(),
+        cycle,
+        channels: ChannelSet::new(),
+    })
+}
+
+/// The entry starts a new cycle for `channels`, due now.
+fn replay(
+    tx: &Connection,
+    now: f64,
+    id: &str,
+    channels: &ChannelSet,
+    audit: Value,
+) -> Result<Done, Rejection> {
+    let cycle: i64 = tx
+        .prepare_cached(
+            "UPDATE uns_notifications
+             SET status = 'PENDING', dead_letter = 0, cycle = cycle + 1, cycle_attempts = 0,
+                 next_attempt_at = ?2, lease_token = NULL, lease_until = NULL,
+                 error_message = NULL, updated_at = ?2
+             WHERE id = ?1 AND dead_letter = 1 RETURNING cycle",
+        )?
+        .query_row(params![id, now], |row| row.get(0))?;
+    let event_id = engine::append_event(
+        tx,
+        id,
+        now,
+        Kind::Replayed,
+        &with(
+            audit,
+            json!({
+                "cycle": cycle,
+                "previous_cycle": cycle - 1,
+                "cycle_attempt": 0,
+                "channels": channels,
+            }),
+        ),
+    )?;
+    Ok(Done {
+        id: id.to_string(),
+        action: Performed::Replayed,
+        event_id,
+        status: "PENDING".into(),
+        cycle,
+        channels: channels.clone(),
+    })
+}

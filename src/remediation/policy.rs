@@ -1,0 +1,451 @@
+//! The guardrails on resolve and replay, as one pure check. The transitions run it inside
+//! their own transaction on a verdict computed there, so no caller (CLI, API, plan,
+//! interactive walk) can skip it or feed it a verdict of its own.
+
+use crate::model::{Channel, ChannelSet};
+use crate::triage::{Branch, ChannelState, Verdict};
+use serde::{Deserialize, Serialize};
+
+/// Resolve or replay.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Action {
+    Resolve,
+    Replay,
+}
+
+impl Action {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Action::Resolve => "resolve",
+            Action::Replay => "replay",
+        }
+    }
+
+    /// The past tense the API answers with.
+    pub fn done(self) -> &'static str {
+        match self {
+            Action::Resolve => "resolved",
+            Action::Replay => "replayed",
+        }
+    }
+}
+
+/// What an operator says they found out of band about the UNCERTAIN channels.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum Claim {
+    Delivered,
+    NotDelivered,
+}
+
+/// A request to resolve or replay, as the API takes it and the CLI builds it. Channels
+/// are typed when the body is parsed: any case, trimmed, duplicates collapsed, and an
+/// unknown name is a 400.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Request {
+    /// Who the client says is acting. The server records its key's name as the operator
+    /// and keeps this as `claimed_operator`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub operator: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ticket: Option<String>,
+    /// What the operator checked out of band (needed to act on a VERIFY entry).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attestation: Option<String>,
+    /// What that check found about the UNCERTAIN channels.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verified: Option<Claim>,
+    /// Replay only; default: every channel not DELIVERED (without the UNCERTAIN ones when
+    /// `verified` is DELIVERED).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub channels: Option<ChannelSet>,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub force: bool,
+    /// Refuse as stale unless this is still the entry's newest event.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expected_last_event_id: Option<i64>,
+    /// Accepted for old clients and ignored: the verdict recorded is always the one
+    /// computed where the change is made.
+    #[serde(default, skip_serializing)]
+    pub triage: Option<Ignored>,
+}
+
+/// Any JSON value, accepted and dropped.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Ignored;
+
+impl<'de> Deserialize<'de> for Ignored {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        serde::de::IgnoredAny::deserialize(deserializer)?;
+        Ok(Ignored)
+    }
+}
+
+fn text(value: &Option<String>) -> Option<&str> {
+    value.as_deref().map(str::trim).filter(|t| !t.is_empty())
+}
+
+impl Request {
+    pub fn reason(&self) -> Option<&str> {
+        text(&self.reason)
+    }
+
+    pub fn attestation(&self) -> Option<&str> {
+        text(&self.attestation)
+    }
+
+    fn attested(&self) -> bool {
+        self.attestation().is_some() || self.verified.is_some()
+    }
+}
+
+/// Why a guardrail refused, typed so the CLI and the API can each say what would allow
+/// it in their own terms.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "guardrail", rename_all = "snake_case")]
+pub enum Refusal {
+    /// `force` without a reason: the audit record must say why.
+    ForceWithoutReason { id: String },
+    /// A channel the notification does not have.
+    ForeignChannel {
+        id: String,
+        named: ChannelSet,
+        has: ChannelSet,
+    },
+    /// Replaying an entry whose every channel was accepted.
+    ReplayDelivered { id: String },
+    /// Replaying channels a provider already accepted.
+    ReplayDeliveredChannels { id: String, channels: ChannelSet },
+    /// Acting on a VERIFY entry before anyone checked out of band.
+    Unverified {
+        id: String,
+        action: Action,
+        uncertain: ChannelSet,
+    },
+    /// Resolving while some channel was never delivered.
+    ResolveUnsent { id: String, unsent: ChannelSet },
+    /// Resolving what the attestation says did not arrive: that drops it.
+    ResolveAttestedUndelivered { id: String },
+    /// Replaying what the attestation says did arrive: that sends a duplicate.
+    ReplayAttestedDelivered { id: String, channels: ChannelSet },
+    /// Nothing left to replay.
+    NothingToReplay { id: String },
+    /// The row's channels cannot be read: no replay can be delivered safely.
+    UnreadableChannels { id: String, why: String },
+    /// `channels` given for a resolve, which always covers the whole entry.
+    ChannelsOnResolve { id: String },
+}
+
+impl Refusal {
+    /// Whether `force` with a reason overrides it.
+    pub fn overridable(&self) -> bool {
+        matches!(
+            self,
+            Refusal::ReplayDelivered { .. }
+                | Refusal::ReplayDeliveredChannels { .. }
+                | Refusal::Unverified { .. }
+                | Refusal::ResolveUnsent { .. }
+                | Refusal::UnreadableChannels { .. }
+        )
+    }
+
+    /// What went wrong, in words that fit both the CLI and the API.
+    pub fn why(&self) -> String {
+        match self {
+            Refusal::ForceWithoutReason { id } => {
+                format!("{id}: a forced action needs a reason, so the audit record says why")
+            }
+            Refusal::ForeignChannel { id, named, has } => format!(
+                "{id} has no {} channel (its channels: {})",
+                named.joined(", "),
+                has.joined(", ")
+            ),
+            Refusal::ReplayDelivered { id } => format!(
+                "{id} is RESOLVE: every channel was accepted, so a replay sends a duplicate"
+            ),
+            Refusal::ReplayDeliveredChannels { id, channels } => format!(
+                "{id}: {} already DELIVERED; replaying it sends a duplicate",
+                channels.joined(", ")
+            ),
+            Refusal::Unverified {
+                id,
+                action,
+                uncertain,
+            } => {
+                let what = if uncertain.is_empty() {
+                    "the outcome".to_string()
+                } else {
+                    uncertain.joined(", ")
+                };
+                match action {
+                    Action::Replay => format!(
+                        "{id} is VERIFY: {what} may already have arrived, and nobody has checked"
+                    ),
+                    Action::Resolve => {
+                        format!("{id} is VERIFY: nobody has confirmed that {what} arrived")
+                    }
+                }
+            }
+            Refusal::ResolveUnsent { id, unsent } => format!(
+                "{id}: {} was never delivered; resolving drops a message nobody received",
+                unsent.joined(", ")
+            ),
+            Refusal::ResolveAttestedUndelivered { id } => {
+                format!("{id}: the attestation says it did not arrive, so resolving drops it")
+            }
+            Refusal::ReplayAttestedDelivered { id, channels } => format!(
+                "{id}: the attestation says {} arrived, so replaying it sends a duplicate",
+                channels.joined(", ")
+            ),
+            Refusal::NothingToReplay { id } => format!("{id}: no channel left to replay"),
+            Refusal::UnreadableChannels { id, why } => {
+                format!("{id}: its channels cannot be read ({why})")
+            }
+            Refusal::ChannelsOnResolve { id } => {
+                format!("{id}: a resolve covers the whole entry and takes no channels")
+            }
+        }
+    }
+
+    /// What would allow it, in CLI flags.
+    pub fn cli_remedy(&self) -> String {
+        match self {
+            Refusal::ForceWithoutReason { .. } => "add --reason TEXT".into(),
+            Refusal::ForeignChannel { has, .. } => {
+                format!("name only its channels: --channels {}", has.joined(","))
+            }
+            Refusal::ReplayDelivered { id } => format!(
+                "resolve it with `unsctl dlq resolve {id} --confirm`, or pass --force --reason"
+            ),
+            Refusal::ReplayDeliveredChannels { .. } => {
+                "leave it out of --channels, or pass --force --reason".into()
+            }
+            Refusal::Unverified { id, action, .. } => {
+                let flag = match action {
+                    Action::Replay => "--verified-not-delivered",
+                    Action::Resolve => "--verified-delivered",
+                };
+                format!(
+                    "check out of band first (`unsctl inspect {id}` says what to look for), then pass {flag}, or --force --reason"
+                )
+            }
+            Refusal::ResolveUnsent { id, unsent } => format!(
+                "replay it instead (`unsctl replay {id} --channels {} --confirm`), or pass --force --reason to drop it on purpose",
+                unsent.joined(",")
+            ),
+            Refusal::ResolveAttestedUndelivered { id } => format!(
+                "replay it instead: `unsctl replay {id} --verified-not-delivered --confirm`"
+            ),
+            Refusal::ReplayAttestedDelivered { channels, .. } => format!(
+                "leave {} out of --channels (with --verified-delivered only FAILED and NOT_ATTEMPTED channels are replayed)",
+                channels.joined(",")
+            ),
+            Refusal::NothingToReplay { .. } => {
+                "name channels with --channels (delivered ones need --force --reason)".into()
+            }
+            Refusal::UnreadableChannels { .. } => {
+                "repair the row, or resolve it with --force --reason".into()
+            }
+            Refusal::ChannelsOnResolve { .. } => "leave out --channels".into(),
+        }
+    }
+
+    /// What would allow it, in the API's fields and routes.
+    pub fn api_remedy(&self) -> String {
+        match self {
+            Refusal::ForceWithoutReason { .. } => {
+                "send a non-empty \"reason\" with \"force\": true".into()
+            }
+            Refusal::ForeignChannel { has, .. } => format!(
+                "send only its channels in \"channels\": {}",
+                serde_json::to_string(has).unwrap_or_default()
+            ),
+            Refusal::ReplayDelivered { id } => format!(
+                "resolve it with DELETE /api/v1/dlq/{id}, or send \"force\": true with a \"reason\""
+            ),
+            Refusal::ReplayDeliveredChannels { .. } => {
+                "leave it out of \"channels\", or send \"force\": true with a \"reason\"".into()
+            }
+            Refusal::Unverified { id, action, .. } => {
+                let verified = match action {
+                    Action::Replay => "NOT_DELIVERED",
+                    Action::Resolve => "DELIVERED",
+                };
+                format!(
+                    "check out of band first (GET /api/v1/runtime/notifications/{id} lists the events), then send an \"attestation\" saying what you checked and \"verified\": \"{verified}\", or \"force\": true with a \"reason\""
+                )
+            }
+            Refusal::ResolveUnsent { id, .. } => format!(
+                "replay it with POST /api/v1/runtime/notifications/{id}/replay, or send \"force\": true with a \"reason\" to drop it on purpose"
+            ),
+            Refusal::ResolveAttestedUndelivered { id } => format!(
+                "replay it instead with POST /api/v1/runtime/notifications/{id}/replay and \"verified\": \"NOT_DELIVERED\""
+            ),
+            Refusal::ReplayAttestedDelivered { channels, .. } => format!(
+                "leave {} out of \"channels\"",
+                serde_json::to_string(channels).unwrap_or_default()
+            ),
+            Refusal::NothingToReplay { .. } => {
+                "name channels in \"channels\" (delivered ones need \"force\" and a \"reason\")"
+                    .into()
+            }
+            Refusal::UnreadableChannels { .. } => {
+                "repair the row, or resolve it with \"force\": true and a \"reason\"".into()
+            }
+            Refusal::ChannelsOnResolve { .. } => "leave out \"channels\"".into(),
+        }
+    }
+}
+
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}; {}", self.why(), self.cli_remedy())
+    }
+}
+
+impl std::error::Error for Refusal {}
+
+/// An action the guardrails let through.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Approved {
+    pub action: Action,
+    /// The channels a replay covers (empty for a resolve).
+    pub channels: ChannelSet,
+    /// The guardrails `force` overrode, for the audit record.
+    pub overridden: Vec<String>,
+}
+
+/// Checks `action` on the entry `verdict` describes, whose row lists `row_channels`.
+pub fn check(
+    verdict: &Verdict,
+    row_channels: &Result<ChannelSet, String>,
+    action: Action,
+    request: &Request,
+) -> Result<Approved, Refusal> {
+    let id = verdict.id.clone();
+    if request.force && request.reason().is_none() {
+        return Err(Refusal::ForceWithoutReason { id });
+    }
+    let mut overridden = Vec::new();
+    let mut guard = |refusal: Refusal| -> Result<(), Refusal> {
+        if request.force && refusal.overridable() {
+            overridden.push(refusal.why());
+            Ok(())
+        } else {
+            Err(refusal)
+        }
+    };
+    let uncertain = verdict.in_state(ChannelState::Uncertain);
+    let unverified = verdict.branch == Branch::Verify && !request.attested();
+    match action {
+        Action::Resolve => {
+            if request.channels.is_some() {
+                return Err(Refusal::ChannelsOnResolve { id });
+            }
+            if request.verified == Some(Claim::NotDelivered) {
+                return Err(Refusal::ResolveAttestedUndelivered { id });
+            }
+            if let Err(why) = row_channels {
+                guard(Refusal::UnreadableChannels {
+                    id: id.clone(),
+                    why: why.clone(),
+                })?;
+            }
+            let unsent = verdict.unsent();
+            if !unsent.is_empty() {
+                guard(Refusal::ResolveUnsent {
+                    id: id.clone(),
+                    unsent,
+                })?;
+            }
+            if unverified {
+                guard(Refusal::Unverified {
+                    id,
+                    action,
+                    uncertain,
+                })?;
+            }
+            Ok(Approved {
+                action,
+                channels: ChannelSet::new(),
+                overridden,
+            })
+        }
+        Action::Replay => {
+            let has = match row_channels {
+                Ok(has) => has.clone(),
+                Err(why) => {
+                    return Err(Refusal::UnreadableChannels {
+                        id,
+                        why: why.clone(),
+                    });
+                }
+            };
+            if let Some(named) = &request.channels {
+                let foreign = named.without(&has);
+                if !foreign.is_empty() {
+                    return Err(Refusal::ForeignChannel {
+                        id,
+                        named: foreign,
+                        has,
+                    });
+                }
+            }
+            if verdict.branch == Branch::Resolve {
+                guard(Refusal::ReplayDelivered { id: id.clone() })?;
+            }
+            let channels = match &request.channels {
+                Some(named) => named.clone(),
+                None if request.verified == Some(Claim::Delivered) => verdict.unsent(),
+                None => verdict.undelivered(),
+            };
+            if channels.is_empty() {
+                return Err(Refusal::NothingToReplay { id });
+            }
+            if request.verified == Some(Claim::Delivered) {
+                let resent: ChannelSet =
+                    channels.iter().filter(|c| uncertain.contains(*c)).collect();
+                if !resent.is_empty() {
+                    return Err(Refusal::ReplayAttestedDelivered {
+                        id,
+                        channels: resent,
+                    });
+                }
+            }
+            if verdict.branch != Branch::Resolve {
+                let delivered: ChannelSet = channels
+                    .iter()
+                    .filter(|c| is_delivered(verdict, *c))
+                    .collect();
+                if !delivered.is_empty() {
+                    guard(Refusal::ReplayDeliveredChannels {
+                        id: id.clone(),
+                        channels: delivered,
+                    })?;
+                }
+            }
+            if unverified {
+                guard(Refusal::Unverified {
+                    id,
+                    action,
+                    uncertain,
+                })?;
+            }
+            Ok(Approved {
+                action,
+                channels,
+                overridden,
+            })
+        }
+    }
+}
+
+fn is_delivered(verdict: &Verdict, channel: Channel) -> bool {
+    verdict
+        .channel(channel)
+        .is_some_and(|c| c.state == ChannelState::Delivered)
+}

@@ -1,0 +1,76 @@
+//! The one sanitizer: every byte of store, provider or client text that reaches a
+//! terminal in tables or plain output passes through here, so an escape sequence in an
+//! error message or an id can never move the cursor, clear the screen or retitle the
+//! window. JSON output is left exact; its encoder escapes control characters itself.
+
+use std::borrow::Cow;
+use std::fmt::Write;
+
+/// Whether `c` must not reach a terminal raw: C0 controls, DEL, C1 controls, and the
+/// Unicode controls that reorder or hide text.
+fn hostile(c: char) -> bool {
+    c.is_control()
+        || matches!(c,
+            '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{feff}')
+}
+
+/// `text` with every control character shown escaped (`\x1b`, `\n`, `\u{202e}`).
+pub fn clean(text: &str) -> Cow<'_, str> {
+    if !text.chars().any(hostile) {
+        return Cow::Borrowed(text);
+    }
+    let mut cleaned = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        match c {
+            '\n' => cleaned.push_str("\\n"),
+            '\r' => cleaned.push_str("\\r"),
+            '\t' => cleaned.push_str("\\t"),
+            c if (c as u32) < 0x100 && hostile(c) => {
+                let _ = write!(cleaned, "\\x{:02x}", c as u32);
+            }
+            c if hostile(c) => {
+                let _ = write!(cleaned, "\\u{{{:x}}}", c as u32);
+            }
+            c => cleaned.push(c),
+        }
+    }
+    Cow::Owned(cleaned)
+}
+
+/// Like [`clean`], cut to `max` characters with a marker saying how much was left out;
+/// tables use it so one huge value cannot take the screen (JSON keeps values whole).
+pub fn clip(text: &str, max: usize) -> Cow<'_, str> {
+    let count = text.chars().take(max + 1).count();
+    if count <= max {
+        return clean(text);
+    }
+    let kept: String = text.chars().take(max.saturating_sub(1)).collect();
+    let dropped = text.len() - kept.len();
+    Cow::Owned(format!("{}… (+{dropped} bytes)", clean(&kept)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn control_bytes_are_shown_escaped() {
+        assert_eq!(clean("plain text"), "plain text");
+        assert_eq!(clean("\x1b[2Jgone"), "\\x1b[2Jgone");
+        assert_eq!(clean("a\nb\tc\rd"), "a\\nb\\tc\\rd");
+        assert_eq!(clean("\u{9b}31m"), "\\x9b31m");
+        assert_eq!(clean("\x07\x7f"), "\\x07\\x7f");
+        assert_eq!(clean("abc\u{202e}cba"), "abc\\u{202e}cba");
+        assert_eq!(clean("héllo ✓"), "héllo ✓");
+    }
+
+    #[test]
+    fn long_values_are_clipped_with_a_marker() {
+        let long = "x".repeat(10_000);
+        let clipped = clip(&long, 20);
+        assert!(clipped.starts_with("xxxxxxxxxxxxxxxxxxx…"), "{clipped}");
+        assert!(clipped.ends_with("(+9981 bytes)"), "{clipped}");
+        assert_eq!(clip("short", 20), "short");
+        assert_eq!(clip("\x1b", 20), "\\x1b");
+    }
+}

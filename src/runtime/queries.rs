@@ -1,0 +1,244 @@
+//! Reading rows back, tolerantly: a value that cannot be read (a BLOB where text belongs,
+//! invalid UTF-8, text in a number column, a NULL) is named on its own row, never fatal,
+//! so one bad row cannot hide the others.
+
+use crate::model::{Event, Notification};
+use rusqlite::types::ValueRef;
+use rusqlite::{Connection, OptionalExtension, Row};
+
+/// The columns of `uns_notifications` as [`notification`] reads them, from alias `n`.
+pub const NOTIFICATION_COLUMNS: &str = "n.rowid, n.id, n.status, n.dead_letter, n.attempts, \
+    n.cycle, n.cycle_attempts, n.max_attempts, n.channels, n.payload, n.idempotency_key, \
+    n.lease_token, n.lease_until, n.next_attempt_at, n.error_message, n.created_at, n.updated_at";
+/// How many columns [`NOTIFICATION_COLUMNS`] holds.
+pub const NOTIFICATION_WIDTH: usize = 17;
+/// The columns of `uns_events` as [`event`] reads them, from alias `e`.
+pub const EVENT_COLUMNS: &str = "e.id, e.at, e.kind, e.payload";
+
+/// Longest stretch of a bad value quoted in a note.
+const QUOTE: usize = 40;
+
+/// One row's cells, read leniently; what could not be read is collected.
+pub struct Cells<'r, 's> {
+    row: &'r Row<'s>,
+    pub problems: Vec<String>,
+}
+
+fn quote(text: &str) -> String {
+    let mut quoted: String = text.chars().take(QUOTE).collect();
+    if quoted.len() < text.len() {
+        quoted.push('…');
+    }
+    format!("{quoted:?}")
+}
+
+impl<'r, 's> Cells<'r, 's> {
+    pub fn new(row: &'r Row<'s>) -> Self {
+        Self {
+            row,
+            problems: Vec::new(),
+        }
+    }
+
+    fn value(&mut self, index: usize, column: &str) -> Option<ValueRef<'r>> {
+        match self.row.get_ref(index) {
+            Ok(value) => Some(value),
+            Err(err) => {
+                self.problems.push(format!("{column}: {err}"));
+                None
+            }
+        }
+    }
+
+    /// Text, or `None` for NULL. Invalid UTF-8 and BLOBs are decoded lossily and named.
+    pub fn text(&mut self, index: usize, column: &str) -> Option<String> {
+        match self.value(index, column)? {
+            ValueRef::Null => None,
+            ValueRef::Text(bytes) => Some(match std::str::from_utf8(bytes) {
+                Ok(text) => text.to_string(),
+                Err(_) => {
+                    self.problems
+                        .push(format!("{column}: not valid UTF-8 ({} bytes)", bytes.len()));
+                    String::from_utf8_lossy(bytes).into_owned()
+                }
+            }),
+            ValueRef::Blob(bytes) => {
+                self.problems.push(format!(
+                    "{column}: a BLOB of {} bytes, not text",
+                    bytes.len()
+                ));
+                Some(String::from_utf8_lossy(bytes).into_owned())
+            }
+            ValueRef::Integer(n) => Some(n.to_string()),
+            ValueRef::Real(x) => Some(x.to_string()),
+        }
+    }
+
+    /// Text that must be present.
+    pub fn required_text(&mut self, index: usize, column: &str) -> String {
+        self.text(index, column).unwrap_or_else(|| {
+            self.problems.push(format!("{column}: NULL"));
+            String::new()
+        })
+    }
+
+    /// A number, or `None` for NULL; text that does not parse is named.
+    pub fn real(&mut self, index: usize, column: &str) -> Option<f64> {
+        match self.value(index, column)? {
+            ValueRef::Null => None,
+            ValueRef::Integer(n) => Some(n as f64),
+            ValueRef::Real(x) if x.is_finite() => Some(x),
+            ValueRef::Real(x) => {
+                self.problems.push(format!("{column}: {x} is not a time"));
+                None
+            }
+            ValueRef::Text(bytes) => {
+                let text = String::from_utf8_lossy(bytes);
+                match text.trim().parse::<f64>() {
+                    Ok(x) if x.is_finite() => Some(x),
+                    _ => {
+                        self.problems
+                            .push(format!("{column}: text {} is not a number", quote(&text)));
+                        None
+                    }
+                }
+            }
+            ValueRef::Blob(bytes) => {
+                self.problems.push(format!(
+                    "{column}: a BLOB of {} bytes, not a number",
+                    bytes.len()
+                ));
+                None
+            }
+        }
+    }
+
+    /// A number that must be present; 0 when it is not (and named).
+    pub fn required_real(&mut self, index: usize, column: &str) -> f64 {
+        self.real(index, column).unwrap_or_else(|| {
+            if !self.problems.iter().any(|p| p.starts_with(column)) {
+                self.problems.push(format!("{column}: NULL"));
+            }
+            0.0
+        })
+    }
+
+    /// An integer that must be present; 0 when it is not (and named).
+    pub fn integer(&mut self, index: usize, column: &str) -> i64 {
+        let value = match self.value(index, column) {
+            Some(ValueRef::Integer(n)) => return n,
+            Some(value) => value,
+            None => return 0,
+        };
+        let parsed = match value {
+            ValueRef::Real(x) if x.fract() == 0.0 && x.abs() < 9e15 => Some(x as i64),
+            ValueRef::Text(bytes) => String::from_utf8_lossy(bytes).trim().parse().ok(),
+            _ => None,
+        };
+        parsed.unwrap_or_else(|| {
+            let shown = match value {
+                ValueRef::Null => "NULL".to_string(),
+                ValueRef::Blob(bytes) => format!("a BLOB of {} bytes", bytes.len()),
+                ValueRef::Text(bytes) => format!("text {}", quote(&String::from_utf8_lossy(bytes))),
+                ValueRef::Real(x) => x.to_string(),
+                ValueRef::Integer(n) => n.to_string(),
+            };
+            self.problems
+                .push(format!("{column}: {shown} is not an integer"));
+            0
+        })
+    }
+
+    /// A JSON document stored as text: parsed, or kept as a string when it is not JSON
+    /// (triage then names it); a BLOB becomes null.
+    pub fn json(&mut self, index: usize, column: &str) -> serde_json::Value {
+        let before = self.problems.len();
+        match self.text(index, column) {
+            None => serde_json::Value::Null,
+            Some(_) if self.problems.len() > before => serde_json::Value::Null,
+            Some(text) => serde_json::from_str(&text).unwrap_or(serde_json::Value::String(text)),
+        }
+    }
+}
+
+/// Decodes a notification from [`NOTIFICATION_COLUMNS`] starting at column `first`.
+pub fn notification(row: &Row, first: usize) -> Notification {
+    let mut cells = Cells::new(row);
+    let rowid = cells.integer(first, "rowid");
+    let id = cells.text(first + 1, "id").unwrap_or_else(|| {
+        cells.problems.push("id: NULL".into());
+        format!("(no id: rowid {rowid})")
+    });
+    let channels_text = cells.required_text(first + 8, "channels");
+    let channels = match serde_json::from_str::<Vec<String>>(&channels_text) {
+        Ok(names) => names,
+        Err(_) => {
+            cells.problems.push(format!(
+                "channels: {} is not a JSON array of channel names",
+                quote(&channels_text)
+            ));
+            Vec::new()
+        }
+    };
+    let notification = Notification {
+        status: cells.required_text(first + 2, "status"),
+        dead_letter: cells.integer(first + 3, "dead_letter") != 0,
+        attempts: cells.integer(first + 4, "attempts"),
+        cycle: cells.integer(first + 5, "cycle"),
+        cycle_attempts: cells.integer(first + 6, "cycle_attempts"),
+        max_attempts: cells.integer(first + 7, "max_attempts"),
+        channels,
+        payload: cells.json(first + 9, "payload"),
+        idempotency_key: cells.text(first + 10, "idempotency_key"),
+        lease_token: cells.text(first + 11, "lease_token"),
+        lease_until: cells.real(first + 12, "lease_until"),
+        next_attempt_at: cells.required_real(first + 13, "next_attempt_at"),
+        error_message: cells.text(first + 14, "error_message"),
+        created_at: cells.required_real(first + 15, "created_at"),
+        updated_at: cells.required_real(first + 16, "updated_at"),
+        id,
+        unreadable: Vec::new(),
+    };
+    Notification {
+        unreadable: cells.problems,
+        ..notification
+    }
+}
+
+/// Decodes an event from [`EVENT_COLUMNS`] starting at column `first`.
+pub fn event(row: &Row, first: usize) -> Event {
+    let mut cells = Cells::new(row);
+    let event = Event {
+        id: cells.integer(first, "id"),
+        at: cells.required_real(first + 1, "at"),
+        kind: cells.required_text(first + 2, "kind"),
+        payload: cells.json(first + 3, "payload"),
+        unreadable: Vec::new(),
+    };
+    Event {
+        unreadable: cells.problems,
+        ..event
+    }
+}
+
+pub fn read_notification(conn: &Connection, id: &str) -> rusqlite::Result<Option<Notification>> {
+    conn.prepare_cached(&format!(
+        "SELECT {NOTIFICATION_COLUMNS} FROM uns_notifications n WHERE n.id = ?1"
+    ))?
+    .query_row([id], |row| Ok(notification(row, 0)))
+    .optional()
+}
+
+/// Every event of one notification, oldest first.
+pub fn read_events(conn: &Connection, id: &str) -> rusqlite::Result<Vec<Event>> {
+    let mut stmt = conn.prepare_cached(&format!(
+        "SELECT {EVENT_COLUMNS} FROM uns_events e WHERE e.notification_id = ?1 ORDER BY e.id"
+    ))?;
+    stmt.query_map([id], |row| Ok(event(row, 0)))?.collect()
+}
+
+/// The id of a notification's newest event.
+pub fn newest_event_id(conn: &Connection, id: &str) -> rusqlite::Result<Option<i64>> {
+    conn.prepare_cached("SELECT MAX(id) FROM uns_events WHERE notification_id = ?1")?
+        .query_row([id], |row| row.get(0))
+}
