@@ -19,7 +19,7 @@ use crate::triage::{self, Branch, ChannelState};
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
 use serde::Serialize;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -96,6 +96,17 @@ impl Counts {
     }
 }
 
+/// A sweep in progress: the store, the fakes and what was drawn.
+pub struct Sweep {
+    pub db: PathBuf,
+    pub conn: rusqlite::Connection,
+    pub fakes: Fakes,
+    pub ids: Vec<String>,
+    pub drawn: Vec<Schedule>,
+    pub seed: u64,
+    worker: Worker,
+}
+
 /// Runs `schedules` random schedules drawn from `seed` in a store at `db`.
 pub fn run(
     db: &Path,
@@ -103,72 +114,116 @@ pub fn run(
     seed: u64,
     concurrency: usize,
 ) -> Result<Counts, ReproError> {
-    let mut rng = StdRng::seed_from_u64(seed);
-    let fakes = Fakes::start().map_err(ReproError::Fakes)?;
-    fakes.control.set_default(Behavior::Accept);
-    let conn = schema::open(db, OpenMode::Create)?;
-    let adapters = repro::fake_adapters(&fakes)?;
-    let drawn: Vec<Schedule> = (0..schedules).map(|_| draw(&mut rng)).collect();
+    Sweep::run(db, schedules, seed, concurrency)?.judge()
+}
 
-    // Crashing schedules are submitted first, so the doomed claims take exactly them.
-    let mut order: Vec<usize> = (0..drawn.len()).collect();
-    order.sort_by_key(|&i| !drawn[i].crash);
-    let mut ids = vec![String::new(); drawn.len()];
-    for &i in &order {
-        let schedule = &drawn[i];
-        let id = engine::submit(
-            &conn,
-            SystemClock.now(),
-            &NewNotification {
-                channels: schedule.channels.iter().copied().collect(),
-                payload: serde_json::json!({"recipient": format!("s{i}@sweep.uns.local"), "subject": "sweep"}),
-                idempotency_key: None,
-                max_attempts: schedule.max_attempts,
+impl Sweep {
+    /// Submits the schedules, lets the worker run them to the end, and returns the
+    /// sweep for judging (and, for `--remediate`, for acting on).
+    pub fn run(
+        db: &Path,
+        schedules: usize,
+        seed: u64,
+        concurrency: usize,
+    ) -> Result<Self, ReproError> {
+        let mut rng = StdRng::seed_from_u64(seed);
+        let fakes = Fakes::start().map_err(ReproError::Fakes)?;
+        fakes.control.set_default(Behavior::Accept);
+        let conn = schema::open(db, OpenMode::Create)?;
+        let adapters = repro::fake_adapters(&fakes)?;
+        let drawn: Vec<Schedule> = (0..schedules).map(|_| draw(&mut rng)).collect();
+
+        // Crashing schedules are submitted first, so the doomed claims take exactly them.
+        let mut order: Vec<usize> = (0..drawn.len()).collect();
+        order.sort_by_key(|&i| !drawn[i].crash);
+        let mut ids = vec![String::new(); drawn.len()];
+        for &i in &order {
+            let schedule = &drawn[i];
+            let id = engine::submit(
+                &conn,
+                SystemClock.now(),
+                &NewNotification {
+                    channels: schedule.channels.iter().copied().collect(),
+                    payload: serde_json::json!({"recipient": format!("s{i}@sweep.uns.local"), "subject": "sweep"}),
+                    idempotency_key: None,
+                    max_attempts: schedule.max_attempts,
+                },
+            )?;
+            ids[i] = id.id;
+        }
+        for (i, schedule) in drawn.iter().enumerate() {
+            script(&fakes, &ids[i], i, schedule);
+        }
+        let mut abandoned = Vec::new();
+        for &i in order.iter().take_while(|&&i| drawn[i].crash) {
+            abandoned.push(crash(&conn, &adapters, &ids[i])?);
+        }
+        let worker = Worker::new(
+            Database::open(db)?,
+            Arc::new(SystemClock),
+            adapters,
+            WorkerConfig {
+                worker_id: format!("sweep:{seed}"),
+                lease_seconds: LEASE_SECONDS,
+                concurrency,
+                poll_interval: Duration::from_millis(10),
+                backoff: Backoff {
+                    base_seconds: 0.02,
+                    max_seconds: 0.1,
+                },
+                min_io_timeout: MIN_IO_TIMEOUT,
             },
-        )?;
-        ids[i] = id.id;
-    }
-    for (i, schedule) in drawn.iter().enumerate() {
-        script(&fakes, &ids[i], i, schedule);
-    }
-    let mut abandoned = Vec::new();
-    for &i in order.iter().take_while(|&&i| drawn[i].crash) {
-        abandoned.push(crash(&conn, &adapters, &ids[i])?);
+        );
+        let sweep = Sweep {
+            db: db.to_path_buf(),
+            conn,
+            fakes,
+            ids,
+            drawn,
+            seed,
+            worker,
+        };
+        sweep.run_worker()?;
+        for thread in abandoned {
+            let _ = thread.join();
+        }
+        Ok(sweep)
     }
 
-    let worker = Worker::new(
-        Database::open(db)?,
-        Arc::new(SystemClock),
-        adapters,
-        WorkerConfig {
-            worker_id: format!("sweep:{seed}"),
-            lease_seconds: LEASE_SECONDS,
-            concurrency,
-            poll_interval: Duration::from_millis(10),
-            backoff: Backoff {
-                base_seconds: 0.02,
-                max_seconds: 0.1,
-            },
-            min_io_timeout: MIN_IO_TIMEOUT,
-        },
-    );
-    let deadline = Duration::from_secs(60 + schedules as u64 / 10);
-    // Joining the threads lets late answers under lost leases land before the ledger is
-    // read; the abandoned calls of the crashed workers are joined after.
-    worker.run_until(deadline, Duration::from_millis(50), || {
-        let open: i64 = conn
-            .query_row(
-                "SELECT COUNT(*) FROM uns_notifications WHERE status IN ('PENDING', 'LEASED')",
-                [],
-                |r| r.get(0),
-            )
-            .map_err(crate::store::StoreError::from)?;
-        Ok::<bool, ReproError>(open == 0)
-    })?;
-    for thread in abandoned {
-        let _ = thread.join();
+    /// Runs the worker until no row is PENDING or LEASED. Joining its threads lets late
+    /// answers under lost leases land before the ledger is read.
+    pub fn run_worker(&self) -> Result<(), ReproError> {
+        let deadline = Duration::from_secs(60 + self.ids.len() as u64 / 10);
+        self.worker
+            .run_until(deadline, Duration::from_millis(50), || {
+                let open: i64 = self
+                    .conn
+                    .query_row(
+                        "SELECT COUNT(*) FROM uns_notifications WHERE status IN ('PENDING', 'LEASED')",
+                        [],
+                        |r| r.get(0),
+                    )
+                    .map_err(crate::store::StoreError::from)?;
+                Ok::<bool, ReproError>(open == 0)
+            })
+            .map(|_| ())
     }
-    judge(&conn, &fakes, &ids, &drawn, seed)
+
+    /// Every verdict compared with the fakes' ledger.
+    pub fn judge(&self) -> Result<Counts, ReproError> {
+        judge(&self.conn, &self.fakes, &self.ids, &self.drawn, self.seed)
+    }
+
+    /// How many copies each provider accepted, per notification and channel.
+    pub fn accepted(&self) -> std::collections::HashMap<(String, Channel), usize> {
+        let mut counts = std::collections::HashMap::new();
+        for accepted in self.fakes.control.ledger() {
+            if let Some(id) = accepted.notification_id {
+                *counts.entry((id, accepted.channel)).or_default() += 1;
+            }
+        }
+        counts
+    }
 }
 
 fn draw(rng: &mut StdRng) -> Schedule {

@@ -349,6 +349,7 @@ fn the_ci_sweep_finds_no_unsafe_verdict() {
             "200",
             "--seed",
             "20261129",
+            "--remediate",
             "-o",
             "json",
         ])
@@ -366,7 +367,34 @@ fn the_ci_sweep_finds_no_unsafe_verdict() {
     assert_eq!(counts["false_delivered"], 0, "{counts:#}");
     assert_eq!(counts["unfinished"], 0, "{counts:#}");
     // The schedules really exercise every branch and the incident itself.
-    for key in ["resolve", "verify", "replay", "duplicated"] {
+    for key in [
+        "resolve",
+        "verify",
+        "replay",
+        "duplicated",
+        "dead_lettered",
+        "seed",
+    ] {
         assert!(counts[key].as_u64().unwrap_or(0) > 0, "{key}: {counts:#}");
     }
+    // Past triage: every next step ran, every mistake was refused, and the providers'
+    // ledger shows no duplicate and no drop caused by an unforced action.
+    assert_eq!(counts["remediated"], true);
+    assert_eq!(counts["duplicates_caused"], 0, "{counts:#}");
+    assert_eq!(counts["drops_caused"], 0, "{counts:#}");
+    let remediation = &counts["remediation"];
+    assert_eq!(remediation["careless_acted"], 0, "{counts:#}");
+    assert_eq!(remediation["next_steps_failed"], 0, "{counts:#}");
+    assert!(
+        counts["refusals"].as_u64().unwrap_or(0) > 1000,
+        "{counts:#}"
+    );
+    assert_eq!(
+        remediation["replays_delivered"], remediation["replayed"],
+        "every replay, once the cause was fixed, was delivered: {counts:#}"
+    );
+    assert!(
+        remediation["resolved"].as_u64().unwrap_or(0) > 0,
+        "{counts:#}"
+    );
 }

@@ -64,6 +64,13 @@ impl Control {
             .extend(behaviors.iter().copied());
     }
 
+    /// Forgets every queued behaviour: the provider is fixed, and accepts by default.
+    pub fn clear_scripts(&self) {
+        let mut script = self.script.lock().unwrap_or_else(|p| p.into_inner());
+        script.queues.clear();
+        script.default = Some(Behavior::Accept);
+    }
+
     /// What to do with messages no script entry matches (Accept unless set).
     pub fn set_default(&self, behavior: Behavior) {
         self.script

@@ -1,5 +1,8 @@
 //! `unsctl sweep`: random fault schedules through the real runtime, triage checked
-//! against what the providers really accepted.
+//! against what the providers really accepted, and (with `--remediate`) every next step
+//! and every operator mistake checked against it too.
+
+mod remediate;
 
 use super::GlobalArgs;
 use super::error::{CliError, CliResult};
@@ -20,6 +23,23 @@ pub struct Args {
     /// Worker threads
     #[arg(long, default_value_t = 48)]
     pub concurrency: usize,
+    /// Go on past triage: run every next step as printed, make every operator mistake,
+    /// run the worker again, and count duplicates and drops the actions caused
+    #[arg(long)]
+    pub remediate: bool,
+}
+
+/// `sweep -o json`: the triage counts, plus what remediation caused when it ran.
+#[derive(serde::Serialize)]
+struct Report<'a> {
+    #[serde(flatten)]
+    counts: &'a sweep::Counts,
+    remediated: bool,
+    duplicates_caused: Option<usize>,
+    drops_caused: Option<usize>,
+    refusals: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    remediation: Option<&'a remediate::Remediation>,
 }
 
 pub fn run(global: &GlobalArgs, args: Args) -> CliResult {
@@ -30,15 +50,31 @@ pub fn run(global: &GlobalArgs, args: Args) -> CliResult {
         args.schedules
     ));
     let started = std::time::Instant::now();
-    let counts = sweep::run(
+    let run = sweep::Sweep::run(
         &dir.path().join("sweep.db"),
         args.schedules,
         seed,
         args.concurrency.max(1),
     )
     .map_err(|err| CliError::error(err.to_string()))?;
+    let counts = run
+        .judge()
+        .map_err(|err| CliError::error(err.to_string()))?;
+    let remediation = if args.remediate {
+        let binary = std::env::current_exe()?;
+        Some(remediate::run(&run, &binary, dir.path()).map_err(CliError::error)?)
+    } else {
+        None
+    };
     if global.output().json() {
-        print_json(&counts)?;
+        print_json(&Report {
+            counts: &counts,
+            remediated: remediation.is_some(),
+            duplicates_caused: remediation.as_ref().map(|r| r.duplicates_caused),
+            drops_caused: remediation.as_ref().map(|r| r.drops_caused),
+            refusals: remediation.as_ref().map(|r| r.refusals),
+            remediation: remediation.as_ref(),
+        })?;
     } else {
         let lines = [
             format!("schedules            {}", counts.schedules),
@@ -74,9 +110,36 @@ pub fn run(global: &GlobalArgs, args: Args) -> CliResult {
             ),
         ];
         print(&lines.join("\n"))?;
+        if let Some(r) = &remediation {
+            let lines = [
+                format!(
+                    "next steps run       {} ({} failed)",
+                    r.next_steps, r.next_steps_failed
+                ),
+                format!("  resolved           {}", r.resolved),
+                format!(
+                    "  replayed           {} ({} then delivered)",
+                    r.replayed, r.replays_delivered
+                ),
+                format!("mistakes tried       {}", r.careless_attempts),
+                format!("  refused            {}", r.refusals),
+                format!("  acted anyway       {}   (must be 0)", r.careless_acted),
+                format!("duplicates caused    {}   (must be 0)", r.duplicates_caused),
+                format!("drops caused         {}   (must be 0)", r.drops_caused),
+            ];
+            print(&lines.join("\n"))?;
+        }
         for failure in &counts.failures {
             status(&format!("unsafe: {failure}"));
         }
+        for failure in remediation.iter().flat_map(|r| &r.failures) {
+            status(&format!("remediation: {failure}"));
+        }
+    }
+    if remediation.as_ref().is_some_and(|r| !r.safe()) {
+        return Err(CliError::error(format!(
+            "remediation caused duplicates or drops, or a mistake acted, with seed {seed}"
+        )));
     }
     if counts.safe() {
         Ok(())
