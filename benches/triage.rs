@@ -97,6 +97,7 @@ fn main() -> anyhow::Result<()> {
         keys: Some(unsctl::server::Keys::single("bench-key-0123456789").expect("key")),
         worker: None,
         default_max_attempts: 3,
+        limits: unsctl::server::Limits::default(),
     })?;
     let url = format!("http://{}", server.addr);
     let http = best_of(3, || {

@@ -18,6 +18,21 @@ pub const DLQ: &str = "/api/v1/dlq";
 pub const HEALTHZ: &str = "/healthz";
 pub const WHOAMI: &str = "/api/v1/whoami";
 
+/// `url` without a `user:password@` part, for anything printed.
+pub fn without_userinfo(url: &str) -> String {
+    match url.split_once("://") {
+        Some((scheme, rest)) => {
+            let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+            let (authority, tail) = rest.split_at(authority_end);
+            match authority.rsplit_once('@') {
+                Some((_, host)) => format!("{scheme}://{host}{tail}"),
+                None => url.to_string(),
+            }
+        }
+        None => url.to_string(),
+    }
+}
+
 /// What `/healthz` and `/api/v1/whoami` call the service, so a client can tell a UNS API
 /// from whatever else answers at a URL.
 pub const SERVICE: &str = "uns-runtime";
@@ -108,11 +123,30 @@ pub enum ErrorKind {
     /// A guardrail refused.
     Refused,
     TooLarge,
+    Timeout,
+    /// The server is at its connection limit.
+    Unavailable,
     Internal,
 }
 
 /// Every error answer: `{"error": "..."}`, its kind, plus the row's state on a conflict
 /// and the guardrail on a refusal.
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn credentials_never_reach_the_screen() {
+        assert_eq!(
+            super::without_userinfo("https://ops:s3cret@uns.internal:8443/base?x=1"),
+            "https://uns.internal:8443/base?x=1"
+        );
+        assert_eq!(
+            super::without_userinfo("http://host/a@b"),
+            "http://host/a@b"
+        );
+        assert_eq!(super::without_userinfo("not a url"), "not a url");
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ErrorBody {
     pub error: String,

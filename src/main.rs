@@ -3,6 +3,8 @@
 use clap::Parser;
 use std::process::ExitCode;
 use unsctl::cli::{self, error::ExitKind};
+use unsctl::render::output::status;
+use unsctl::render::sanitize::clean;
 
 fn main() -> ExitCode {
     let parsed = match cli::Cli::try_parse() {
@@ -21,9 +23,10 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) if err.kind == ExitKind::Closed => ExitCode::SUCCESS,
         Err(err) => {
-            eprintln!("error: {}", err.message);
+            // Messages can quote store or server text: never let it reach the terminal raw.
+            status(&format!("error: {}", clean(&err.message)));
             for hint in &err.hints {
-                eprintln!("hint: {hint}");
+                status(&format!("hint: {}", clean(hint)));
             }
             ExitCode::from(err.kind.code() as u8)
         }

@@ -684,6 +684,9 @@ fn remember(list: &mut Vec<String>, item: &str) {
 /// providers' own records, since nothing may act before someone has checked).
 fn next_step(verdict: &Verdict) -> String {
     let id = &verdict.id;
+    if verdict.notes.iter().any(|n| n.ends_with(": id: NULL")) {
+        return "none: the row has no id, so no command can address it; repair the store".into();
+    }
     match verdict.branch {
         Branch::Resolve => format!("unsctl dlq resolve {id} --confirm"),
         Branch::Verify => format!("unsctl inspect {id}"),

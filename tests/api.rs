@@ -411,6 +411,7 @@ fn the_server_refuses_to_start_open_on_a_public_address() {
         keys: key.map(|k| unsctl::server::Keys::single(k).expect("key")),
         worker: None,
         default_max_attempts: 3,
+        limits: unsctl::server::Limits::default(),
     };
     let refused = unsctl::server::start(config("0.0.0.0:0", None));
     assert!(matches!(
@@ -426,4 +427,134 @@ fn the_server_refuses_to_start_open_on_a_public_address() {
         .expect("get")
         .status();
     assert_eq!(status, StatusCode::OK);
+}
+
+fn limited(db: &std::path::Path, limits: unsctl::server::Limits) -> unsctl::server::RunningServer {
+    unsctl::server::start(unsctl::server::ServerConfig {
+        db_path: db.to_path_buf(),
+        listen: "127.0.0.1:0".parse().expect("addr"),
+        keys: Some(unsctl::server::Keys::single(KEY).expect("key")),
+        worker: None,
+        default_max_attempts: 3,
+        limits,
+    })
+    .expect("server")
+}
+
+/// Reads until the server closes the connection; what it sent, and whether it closed.
+fn until_closed(stream: &mut std::net::TcpStream) -> (String, bool) {
+    use std::io::Read;
+    stream
+        .set_read_timeout(Some(std::time::Duration::from_secs(15)))
+        .expect("timeout");
+    let mut received = Vec::new();
+    let mut buffer = [0u8; 1024];
+    loop {
+        match stream.read(&mut buffer) {
+            Ok(0) => return (String::from_utf8_lossy(&received).into_owned(), true),
+            Ok(n) => received.extend_from_slice(&buffer[..n]),
+            Err(err) if err.kind() == std::io::ErrorKind::ConnectionReset => {
+                return (String::from_utf8_lossy(&received).into_owned(), true);
+            }
+            Err(_) => return (String::from_utf8_lossy(&received).into_owned(), false),
+        }
+    }
+}
+
+#[test]
+fn silent_trickling_and_idle_clients_are_closed_by_the_limits() {
+    use std::io::Write;
+    use std::time::Duration;
+    let dir = tempfile::tempdir().expect("dir");
+    let db = dir.path().join("uns.db");
+    drop(schema::open(&db, OpenMode::Create).expect("store"));
+    let server = limited(
+        &db,
+        unsctl::server::Limits {
+            max_connections: 64,
+            header_timeout: Duration::from_millis(300),
+            idle_timeout: Duration::from_secs(30),
+            request_timeout: Duration::from_millis(500),
+        },
+    );
+    // Silent: connects and says nothing.
+    let mut silent = std::net::TcpStream::connect(server.addr).expect("connect");
+    // Trickling: half a request line, and no more.
+    let mut trickling = std::net::TcpStream::connect(server.addr).expect("connect");
+    trickling
+        .write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n")
+        .expect("write");
+    // Idle: one request, then keeps the connection open and quiet.
+    let mut idle = std::net::TcpStream::connect(server.addr).expect("connect");
+    idle.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        .expect("write");
+    for (name, stream) in [
+        ("silent", &mut silent),
+        ("trickling", &mut trickling),
+        ("idle", &mut idle),
+    ] {
+        let (_, closed) = until_closed(stream);
+        assert!(closed, "{name}: the server closed the connection");
+    }
+    // A body that trickles in: the request is answered 408, as JSON.
+    let mut slow_body = std::net::TcpStream::connect(server.addr).expect("connect");
+    write!(
+        slow_body,
+        "POST /api/v1/notifications HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {KEY}\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n{{\"channels\""
+    )
+    .expect("write");
+    let (answer, _) = until_closed(&mut slow_body);
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+    assert!(answer.contains(r#""kind":"timeout""#), "{answer}");
+    // A wrong method gets the JSON error too.
+    let client = Client::new();
+    let response = client
+        .put(format!("http://{}/api/v1/dlq", server.addr))
+        .bearer_auth(KEY)
+        .send()
+        .expect("put");
+    assert_eq!(response.status(), StatusCode::METHOD_NOT_ALLOWED);
+    let body: Value = response.json().expect("json body");
+    assert!(body["error"].is_string(), "{body}");
+    // A path id past the limit is refused before any store work.
+    let long = "n".repeat(300);
+    let (status, body) = {
+        let response = client
+            .get(format!(
+                "http://{}/api/v1/runtime/notifications/{long}",
+                server.addr
+            ))
+            .bearer_auth(KEY)
+            .send()
+            .expect("get");
+        (response.status(), response.json::<Value>().expect("json"))
+    };
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+}
+
+#[test]
+fn past_the_connection_cap_the_answer_is_a_json_503() {
+    use std::time::Duration;
+    let dir = tempfile::tempdir().expect("dir");
+    let db = dir.path().join("uns.db");
+    drop(schema::open(&db, OpenMode::Create).expect("store"));
+    let server = limited(
+        &db,
+        unsctl::server::Limits {
+            max_connections: 2,
+            header_timeout: Duration::from_secs(20),
+            ..unsctl::server::Limits::default()
+        },
+    );
+    let held: Vec<std::net::TcpStream> = (0..2)
+        .map(|_| std::net::TcpStream::connect(server.addr).expect("connect"))
+        .collect();
+    // The two held connections are accepted before the third arrives: wait for the
+    // server to have them by asking for the third until it is turned away.
+    let mut third = std::net::TcpStream::connect(server.addr).expect("connect");
+    let (answer, closed) = until_closed(&mut third);
+    assert!(closed, "{answer}");
+    assert!(answer.starts_with("HTTP/1.1 503"), "{answer}");
+    assert!(answer.contains("too many connections"), "{answer}");
+    drop(held);
 }

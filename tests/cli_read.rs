@@ -283,7 +283,55 @@ fn errors_have_distinct_exit_codes_and_clear_messages() {
     let unreachable = format!("http://127.0.0.1:{port}");
     let out = unsctl(&["--api", &unreachable, "dlq", "triage"], &[]);
     assert_eq!(out.status.code(), Some(1));
-    assert!(stderr(&out).contains(&unreachable), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains(&format!(
+            "cannot connect to 127.0.0.1:{port}: connection refused"
+        )),
+        "{}",
+        stderr(&out)
+    );
+    assert!(
+        !stderr(&out).contains("error sending request"),
+        "{}",
+        stderr(&out)
+    );
+
+    // A wrong base path is not a missing notification.
+    let wrong = format!("{}/uns", shared.url);
+    let out = unsctl(
+        &["--api", &wrong, "inspect", "n-nope"],
+        &[("UNS_API_KEY", support::KEY)],
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains(&format!("no UNS API at {wrong}")),
+        "{}",
+        stderr(&out)
+    );
+    // https to a plain-HTTP port says so.
+    let https = shared.url.replace("http://", "https://");
+    let out = unsctl(
+        &["--api", &https, "dlq", "list"],
+        &[("UNS_API_KEY", support::KEY)],
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("use http:// instead of https://"),
+        "{}",
+        stderr(&out)
+    );
+    // Credentials in the URL are ignored, and never printed.
+    let with_userinfo = wrong.replace("http://", "http://ops:hunter2@");
+    let out = unsctl(
+        &["--api", &with_userinfo, "dlq", "list"],
+        &[("UNS_API_KEY", support::KEY)],
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        !stderr(&out).contains("hunter2") && !stderr(&out).contains("ops:"),
+        "{}",
+        stderr(&out)
+    );
 
     let out = unsctl(
         &["--api", &shared.url, "dlq", "triage"],
@@ -296,7 +344,10 @@ fn errors_have_distinct_exit_codes_and_clear_messages() {
         "the key is never printed"
     );
 
-    let garbage = garbage_server();
+    let (not_uns, garbage) = (garbage_server(false), garbage_server(true));
+    let out = unsctl(&["--api", &not_uns, "dlq", "triage"], &[]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(stderr(&out).contains("no UNS API at"), "{}", stderr(&out));
     let out = unsctl(&["--api", &garbage, "dlq", "triage"], &[]);
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     assert!(
@@ -321,8 +372,12 @@ fn errors_have_distinct_exit_codes_and_clear_messages() {
     assert_eq!(out.status.code(), Some(2));
 }
 
-/// A loopback server that answers every request with 200 and a body that is not JSON.
-fn garbage_server() -> String {
+/// The health document of a UNS API.
+const HEALTHY: &str = r#"{"service":"uns-runtime","status":"ok"}"#;
+
+/// A loopback server that answers every request with 200 and a body that is not JSON;
+/// when `healthy`, it answers `/healthz` as a UNS API would.
+fn garbage_server(healthy: bool) -> String {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
     let addr = listener.local_addr().expect("addr");
     std::thread::spawn(move || {
@@ -330,8 +385,18 @@ fn garbage_server() -> String {
             use std::io::{Read, Write};
             let mut stream = stream;
             let mut buffer = [0u8; 4096];
-            let _ = stream.read(&mut buffer);
-            let _ = stream.write_all(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 11\r\nconnection: close\r\n\r\nhello there");
+            let n = stream.read(&mut buffer).unwrap_or(0);
+            let body =
+                if healthy && String::from_utf8_lossy(&buffer[..n]).starts_with("GET /healthz") {
+                    HEALTHY
+                } else {
+                    "hello there"
+                };
+            let _ = write!(
+                stream,
+                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            );
         }
     });
     format!("http://{addr}")
@@ -406,7 +471,8 @@ fn flaky_server() -> (String, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
                 .next()
                 .unwrap_or("")
                 .to_string();
-            let first = {
+            let health = request_line.starts_with("GET /healthz");
+            let first = !health && {
                 let mut seen = log.lock().expect("log");
                 seen.push(method.clone());
                 seen.iter().filter(|m| **m == method).count() == 1
@@ -416,20 +482,21 @@ fn flaky_server() -> (String, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
                 .nth(1)
                 .unwrap_or("")
                 .to_string();
-            let (status, body) =
-                if method == "GET" && path.starts_with("/api/v1/runtime/notifications/") {
-                    ("200 OK", notification_doc())
-                } else if first {
-                    (
-                        "503 Service Unavailable",
-                        "{\"error\":\"warming up\"}".to_string(),
-                    )
-                } else {
-                    (
-                        "200 OK",
-                        "{\"entries\":[],\"next_cursor\":null}".to_string(),
-                    )
-                };
+            let (status, body) = if health {
+                ("200 OK", HEALTHY.to_string())
+            } else if method == "GET" && path.starts_with("/api/v1/runtime/notifications/") {
+                ("200 OK", notification_doc())
+            } else if first {
+                (
+                    "503 Service Unavailable",
+                    "{\"error\":\"warming up\"}".to_string(),
+                )
+            } else {
+                (
+                    "200 OK",
+                    "{\"entries\":[],\"next_cursor\":null}".to_string(),
+                )
+            };
             let mut stream = stream;
             let _ = write!(
                 stream,

@@ -640,6 +640,7 @@ fn the_api_records_the_keys_name_from_a_keys_file() {
         keys: Some(unsctl::server::Keys::load(Some(support::KEY), Some(&keys)).expect("keys")),
         worker: None,
         default_max_attempts: 3,
+        limits: unsctl::server::Limits::default(),
     })
     .expect("server");
     let id = support::replay_entry(&conn, 1000.0);

@@ -64,8 +64,20 @@ pub fn for_action(global: &GlobalArgs, confirmed: bool) -> CliResult<Box<dyn Sto
 fn open(global: &GlobalArgs, write: bool) -> CliResult<Box<dyn Store>> {
     Ok(match resolve(global)? {
         Backend::Sqlite(path) if write => Box::new(SqliteStore::open_read_write(&path)?),
-        Backend::Sqlite(path) => Box::new(SqliteStore::open_read_only(&path)?),
-        Backend::Http { url, key } => Box::new(HttpStore::new(&url, key)?),
+        Backend::Sqlite(path) => {
+            let store = SqliteStore::open_read_only(&path)?;
+            if let Some(note) = &store.note {
+                crate::render::output::status(note);
+            }
+            Box::new(store)
+        }
+        Backend::Http { url, key } => {
+            let store = HttpStore::new(&url, key)?;
+            if let Some(note) = &store.note {
+                crate::render::output::status(note);
+            }
+            Box::new(store)
+        }
     })
 }
 

@@ -14,7 +14,9 @@ pub struct Args {
 
 pub fn run(args: Args) -> CliResult {
     let mut command = super::Cli::command();
-    let mut stdout = std::io::stdout();
-    clap_complete::generate(args.shell, &mut command, "unsctl", &mut stdout);
+    // Into a buffer first: clap_complete panics if its own write fails (a closed pipe).
+    let mut script = Vec::new();
+    clap_complete::generate(args.shell, &mut command, "unsctl", &mut script);
+    crate::render::output::print(&String::from_utf8_lossy(&script))?;
     Ok(())
 }

@@ -72,8 +72,8 @@ pub fn run(global: &GlobalArgs, args: Args) -> CliResult {
             unreadable: row.unreadable.clone(),
         };
         rows.add_row(vec![
-            out.clean(&row.notification_id).into_owned(),
-            out.clean(&row.status).into_owned(),
+            views::shown(&row.notification_id),
+            views::shown(&row.status),
             if row.dead_letter {
                 "yes".into()
             } else {
@@ -83,9 +83,8 @@ pub fn run(global: &GlobalArgs, args: Args) -> CliResult {
             row.cycle.to_string(),
             row.id.to_string(),
             out.time(row.at),
-            out.clean(&row.kind).into_owned(),
-            out.clean(row.payload["channel"].as_str().unwrap_or(""))
-                .into_owned(),
+            views::shown(&row.kind),
+            views::shown(row.payload["channel"].as_str().unwrap_or("")),
             views::detail(&event, &out),
         ]);
     }

@@ -14,6 +14,7 @@ use serde::Serialize;
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// The notification id (the DLQ entry id is the same)
+    #[arg(value_parser = super::ids::parse_id)]
     pub id: String,
 }
 

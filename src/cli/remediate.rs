@@ -141,6 +141,10 @@ impl Intent {
 }
 
 fn blocked_text(blocked: &Blocked) -> String {
+    crate::render::sanitize::clean(&blocked_words(blocked)).into_owned()
+}
+
+fn blocked_words(blocked: &Blocked) -> String {
     match blocked {
         Blocked::Refused(refusal) => format!("REFUSED: {refusal}"),
         Blocked::Unplanned(why) => format!("REFUSED: {why}"),
@@ -261,7 +265,12 @@ impl Outcome {
         }
     }
 
+    /// The outcome in words, safe to print: reasons can quote store text.
     pub fn label(&self, action: Action) -> String {
+        crate::render::sanitize::clean(&self.words(action)).into_owned()
+    }
+
+    fn words(&self, action: Action) -> String {
         match self {
             Outcome::Done { channels, .. } if channels.is_empty() => action.done().to_string(),
             Outcome::Done { channels, .. } => format!("{} {}", action.done(), channels.joined(",")),

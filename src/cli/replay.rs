@@ -15,7 +15,7 @@ use crate::triage::Branch;
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// The entries to replay
-    #[arg(required_unless_present = "branch", conflicts_with = "branch")]
+    #[arg(required_unless_present = "branch", conflicts_with = "branch", value_parser = super::ids::parse_id)]
     pub ids: Vec<String>,
     /// Every entry of this branch instead of ids (only `replay` is allowed)
     #[arg(long, value_parser = ["replay"])]

@@ -190,6 +190,19 @@ pub struct ServeArgs {
     /// Attempt budget per cycle for new notifications
     #[arg(long, default_value_t = 3)]
     pub max_attempts: i64,
+    /// Connections open at once; past it, new ones are answered 503 and closed
+    #[arg(long, default_value_t = 512)]
+    pub max_connections: usize,
+    /// Seconds a client has to send a request's headers; also how long a keep-alive
+    /// connection may sit idle between requests
+    #[arg(long, default_value_t = 10.0)]
+    pub header_timeout: f64,
+    /// Seconds a connection may go without a byte moving either way before it is closed
+    #[arg(long, default_value_t = 60.0)]
+    pub idle_timeout: f64,
+    /// Seconds a request may take, body included, before it is answered 408
+    #[arg(long, default_value_t = 30.0)]
+    pub request_timeout: f64,
     #[command(flatten)]
     pub providers: ProviderArgs,
     #[command(flatten)]
@@ -248,9 +261,25 @@ fn serve(global: &GlobalArgs, args: ServeArgs) -> CliResult {
         keys,
         worker,
         default_max_attempts: args.max_attempts,
+        limits: server::Limits {
+            max_connections: args.max_connections,
+            header_timeout: seconds("--header-timeout", args.header_timeout)?,
+            idle_timeout: seconds("--idle-timeout", args.idle_timeout)?,
+            request_timeout: seconds("--request-timeout", args.request_timeout)?,
+        },
     };
     server::serve_until_signal(config).map_err(serve_error)?;
     Ok(())
+}
+
+fn seconds(flag: &str, value: f64) -> CliResult<Duration> {
+    if value.is_finite() && value > 0.0 && value <= 86_400.0 {
+        Ok(Duration::from_secs_f64(value))
+    } else {
+        Err(CliError::usage(format!(
+            "{flag} must be a number of seconds from 0 to 86400"
+        )))
+    }
 }
 
 fn serve_error(err: ServeError) -> CliError {

@@ -129,9 +129,11 @@ pub fn print_json<T: serde::Serialize>(value: &T) -> std::io::Result<()> {
     print(&text)
 }
 
-/// Status for people, on stderr.
+/// Status for people, on stderr. Never fails: with stderr closed there is nobody to tell.
 pub fn status(text: &str) {
-    eprintln!("{text}");
+    let mut stderr = std::io::stderr().lock();
+    let _ = stderr.write_all(text.as_bytes());
+    let _ = stderr.write_all(b"\n");
 }
 
 /// A borderless table with a header row, the kubectl way.

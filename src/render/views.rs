@@ -7,7 +7,20 @@ use crate::model::{Event, Kind, Notification};
 use crate::triage::{self, Branch, ChannelState, Verdict};
 use serde_json::Value;
 
+/// The longest value a table cell or a detail shows; JSON keeps values whole.
+pub const MAX_SHOWN: usize = 160;
+
+/// Store text as a table shows it: control characters escaped, long values cut.
+pub fn shown(text: &str) -> String {
+    super::sanitize::clip(text, MAX_SHOWN).into_owned()
+}
+
+/// A payload field as text, made safe to show.
 fn text(value: &Value, key: &str) -> Option<String> {
+    raw_text(value, key).map(|t| shown(&t))
+}
+
+fn raw_text(value: &Value, key: &str) -> Option<String> {
     match value.get(key)? {
         Value::Null => None,
         Value::String(s) => Some(s.clone()),
@@ -150,9 +163,9 @@ pub fn timeline(events: &[Event], out: &Output) -> String {
             _ => "-".into(),
         };
         let kind_text = if stands_out(event) {
-            out.yellow(&event.kind)
+            out.yellow(&shown(&event.kind))
         } else {
-            event.kind.clone()
+            shown(&event.kind)
         };
         rows.add_row(vec![
             marker.to_string(),
@@ -160,7 +173,7 @@ pub fn timeline(events: &[Event], out: &Output) -> String {
             out.time(event.at),
             kind_text,
             attempt_cycle,
-            event.payload["channel"].as_str().unwrap_or("").to_string(),
+            shown(event.payload["channel"].as_str().unwrap_or("")),
             detail(event, out),
         ]);
     }
@@ -218,12 +231,12 @@ pub fn verdict_block(verdict: &Verdict, out: &Output) -> String {
             format!("  {}", channel.channel),
             state_text(channel.state, out),
             join_ids(&channel.evidence),
-            channel.message_ids.join(" "),
+            shown(&channel.message_ids.join(" ")),
         ]);
     }
     lines.push(table_text(&channels));
     for note in &verdict.notes {
-        lines.push(format!("  note: {note}"));
+        lines.push(format!("  note: {}", shown(note)));
     }
     lines.extend(
         next_steps(verdict)
@@ -294,7 +307,7 @@ pub fn triage_table(verdicts: &[Verdict], out: &Output) -> String {
             .flat_map(|c| c.evidence.iter().copied())
             .collect();
         rows.add_row(vec![
-            verdict.id.clone(),
+            shown(&verdict.id),
             branch_text(verdict.branch, out),
             if verdict.lease_lost {
                 "yes".into()
@@ -303,7 +316,7 @@ pub fn triage_table(verdicts: &[Verdict], out: &Output) -> String {
             },
             channels.join(" "),
             join_ids(&evidence),
-            verdict.next_step.clone(),
+            shown(&verdict.next_step),
         ]);
     }
     table_text(&rows)
@@ -336,22 +349,22 @@ pub fn summary_block(row: &Notification, out: &Output) -> String {
         "no".into()
     };
     let lease = match (&row.lease_token, row.lease_until) {
-        (Some(token), Some(until)) => format!("{token} until {}", out.time(until)),
+        (Some(token), Some(until)) => format!("{} until {}", shown(token), out.time(until)),
         _ => "none".into(),
     };
     let mut lines = vec![
-        format!("Notification {}", out.bold(&row.id)),
-        format!("  status    {}", row.status),
+        format!("Notification {}", out.bold(&shown(&row.id))),
+        format!("  status    {}", shown(&row.status)),
         format!("  in DLQ    {dlq}"),
         format!(
             "  attempts  {} in all; cycle {} used {} of {}",
             row.attempts, row.cycle, row.cycle_attempts, row.max_attempts
         ),
-        format!("  channels  {}", row.channels.join(", ")),
+        format!("  channels  {}", shown(&row.channels.join(", "))),
         format!("  lease     {lease}"),
     ];
     if let Some(error) = &row.error_message {
-        lines.push(format!("  error     {}", out.red(error)));
+        lines.push(format!("  error     {}", out.red(&shown(error))));
     }
     lines.push(format!("  created   {}", out.time(row.created_at)));
     lines.push(format!("  updated   {}", out.time(row.updated_at)));

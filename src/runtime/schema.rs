@@ -63,6 +63,16 @@ BEGIN SELECT RAISE(ABORT, 'notifications are never deleted'); END;
 pub enum OpenError {
     #[error("{path}: no such store file")]
     Missing { path: PathBuf },
+    #[error("{path} is a directory, not a store file")]
+    Directory { path: PathBuf },
+    #[error(
+        "{path}: cannot write here (a read-only file, directory or mount); reads still work, changes need write access"
+    )]
+    NotWritable { path: PathBuf },
+    #[error(
+        "{path} is an empty file, not a UNS store (the runtime creates one with `unsctl runtime serve --db PATH`)"
+    )]
+    Empty { path: PathBuf },
     #[error("{path}: not a SQLite database")]
     NotSqlite { path: PathBuf },
     #[error("{path}: a SQLite database, but not a UNS store (no uns_notifications table)")]
@@ -96,64 +106,174 @@ pub enum OpenMode {
 
 /// Opens `path` as a UNS store in `mode`, checking the schema before anything is written.
 pub fn open(path: &Path, mode: OpenMode) -> Result<Connection, OpenError> {
+    match mode {
+        OpenMode::ReadOnly => open_read_only(path).map(|(conn, _)| conn),
+        _ => open_writable(path, mode),
+    }
+}
+
+/// How a read-only store was opened.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Access {
+    /// Alongside any writer, seeing every committed change.
+    Shared,
+    /// The file (or its directory) cannot be written, so SQLite cannot keep its shared
+    /// lock files; it is read as an immutable snapshot.
+    Immutable,
+}
+
+impl Access {
+    /// The one line to say about it, if any.
+    pub fn note(&self, path: &Path) -> Option<String> {
+        match self {
+            Access::Shared => None,
+            Access::Immutable => {
+                let wal = PathBuf::from(format!("{}-wal", path.display()));
+                let unseen = std::fs::metadata(&wal).is_ok_and(|m| m.len() > 0);
+                Some(format!(
+                    "note: {} is not writable here, so it is read as an immutable snapshot{}",
+                    path.display(),
+                    if unseen {
+                        " (changes still in its -wal file are not seen)"
+                    } else {
+                        ""
+                    }
+                ))
+            }
+        }
+    }
+}
+
+/// What kind of file `path` is, before SQLite touches it.
+fn inspect_file(path: &Path, mode: OpenMode) -> Result<bool, OpenError> {
+    let path_buf = || path.to_path_buf();
+    let meta = match std::fs::metadata(path) {
+        Ok(meta) => meta,
+        Err(_) if mode == OpenMode::Create => return Ok(false),
+        Err(_) => return Err(OpenError::Missing { path: path_buf() }),
+    };
+    if meta.is_dir() {
+        return Err(OpenError::Directory { path: path_buf() });
+    }
+    if meta.len() == 0 && mode != OpenMode::Create {
+        return Err(OpenError::Empty { path: path_buf() });
+    }
+    Ok(meta.len() > 0)
+}
+
+/// Opens a store for reading only. A store in a place this process cannot write to (a
+/// read-only mount, a copy kept for a post-mortem) is read as an immutable snapshot.
+pub fn open_read_only(path: &Path) -> Result<(Connection, Access), OpenError> {
+    inspect_file(path, OpenMode::ReadOnly)?;
+    let access = match check_existing(path, Access::Shared) {
+        Ok(()) => Access::Shared,
+        Err(OpenError::Sqlite { source, .. }) if cannot_share(&source) => {
+            check_existing(path, Access::Immutable)?;
+            Access::Immutable
+        }
+        Err(err) => return Err(err),
+    };
+    let conn = connect_read_only(path, &access).map_err(|source| classify(path, source))?;
     let sqlite = |source| OpenError::Sqlite {
         path: path.to_path_buf(),
         source,
     };
-    let exists = path.exists();
-    if !exists && mode != OpenMode::Create {
-        return Err(OpenError::Missing {
-            path: path.to_path_buf(),
-        });
-    }
-    if exists {
-        check_existing(path)?;
-    }
-    let flags = match mode {
-        OpenMode::ReadOnly => OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-        OpenMode::ReadWrite => OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-        OpenMode::Create => {
-            OpenFlags::SQLITE_OPEN_READ_WRITE
-                | OpenFlags::SQLITE_OPEN_CREATE
-                | OpenFlags::SQLITE_OPEN_NO_MUTEX
-        }
-    };
-    let conn = Connection::open_with_flags(path, flags).map_err(sqlite)?;
     conn.busy_timeout(BUSY_TIMEOUT).map_err(sqlite)?;
-    conn.pragma_update(None, "foreign_keys", true)
-        .map_err(sqlite)?;
     // 16 MiB of page cache keeps the hot index pages in memory without letting a long
     // scan (a triage of the whole DLQ) grow the process.
     conn.pragma_update(None, "cache_size", -16_384)
         .map_err(sqlite)?;
-    if mode == OpenMode::ReadOnly {
-        return Ok(conn);
+    Ok((conn, access))
+}
+
+/// SQLite could not set up its shared-memory files: the place is read-only.
+fn cannot_share(err: &rusqlite::Error) -> bool {
+    matches!(
+        err,
+        rusqlite::Error::SqliteFailure(e, _)
+            if matches!(e.code, rusqlite::ErrorCode::ReadOnly | rusqlite::ErrorCode::CannotOpen)
+    )
+}
+
+fn connect_read_only(path: &Path, access: &Access) -> rusqlite::Result<Connection> {
+    let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    match access {
+        Access::Shared => Connection::open_with_flags(path, flags),
+        Access::Immutable => {
+            Connection::open_with_flags(immutable_uri(path), flags | OpenFlags::SQLITE_OPEN_URI)
+        }
     }
-    conn.pragma_update(None, "journal_mode", "WAL")
+}
+
+/// `file:` URI for `path`, read-only and immutable.
+fn immutable_uri(path: &Path) -> String {
+    use std::os::unix::ffi::OsStrExt;
+    let absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+    let mut uri = String::from("file:");
+    for byte in absolute.as_os_str().as_bytes() {
+        match byte {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'/' | b'-' | b'_' | b'.' | b'~' => {
+                uri.push(*byte as char)
+            }
+            other => uri.push_str(&format!("%{other:02X}")),
+        }
+    }
+    uri.push_str("?mode=ro&immutable=1");
+    uri
+}
+
+fn open_writable(path: &Path, mode: OpenMode) -> Result<Connection, OpenError> {
+    let sqlite = |source: rusqlite::Error| {
+        if cannot_share(&source) {
+            OpenError::NotWritable {
+                path: path.to_path_buf(),
+            }
+        } else {
+            OpenError::Sqlite {
+                path: path.to_path_buf(),
+                source,
+            }
+        }
+    };
+    if inspect_file(path, mode)? {
+        match check_existing(path, Access::Shared) {
+            Err(OpenError::Sqlite { source, .. }) if cannot_share(&source) => {
+                // Still refuse a file that is not a store before saying it is read-only.
+                check_existing(path, Access::Immutable)?;
+                return Err(OpenError::NotWritable {
+                    path: path.to_path_buf(),
+                });
+            }
+            checked => checked?,
+        }
+    }
+    let mut flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    if mode == OpenMode::Create {
+        flags |= OpenFlags::SQLITE_OPEN_CREATE;
+    }
+    let conn = Connection::open_with_flags(path, flags).map_err(sqlite)?;
+    conn.busy_timeout(BUSY_TIMEOUT).map_err(sqlite)?;
+    conn.pragma_update(None, "foreign_keys", true)
         .map_err(sqlite)?;
+    conn.pragma_update(None, "cache_size", -16_384)
+        .map_err(sqlite)?;
+    if mode == OpenMode::Create {
+        // Only the runtime sets the journal mode: a mutation from the CLI changes a file
+        // only by the transaction it was asked for.
+        conn.pragma_update(None, "journal_mode", "WAL")
+            .map_err(sqlite)?;
+        create_schema(&conn).map_err(sqlite)?;
+    }
     // WAL with NORMAL sync survives a killed process (the failure this runtime is built
     // around); only an OS crash can lose the last commits.
     conn.pragma_update(None, "synchronous", "NORMAL")
         .map_err(sqlite)?;
-    if mode == OpenMode::Create {
-        create_schema(&conn).map_err(sqlite)?;
-    }
     Ok(conn)
 }
 
 /// Validates an existing file through a read-only connection, so a wrong file is untouched.
-fn check_existing(path: &Path) -> Result<(), OpenError> {
-    let empty = std::fs::metadata(path)
-        .map(|m| m.len() == 0)
-        .unwrap_or(false);
-    if empty {
-        return Ok(());
-    }
-    let conn = Connection::open_with_flags(
-        path,
-        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-    )
-    .map_err(|source| classify(path, source))?;
+fn check_existing(path: &Path, access: Access) -> Result<(), OpenError> {
+    let conn = connect_read_only(path, &access).map_err(|source| classify(path, source))?;
     let version: i64 = conn
         .query_row("PRAGMA user_version", [], |row| row.get(0))
         .map_err(|source| classify(path, source))?;

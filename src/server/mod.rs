@@ -7,6 +7,7 @@
 //! serve never touches a row.
 
 pub mod keys;
+pub mod listen;
 
 use crate::api::{self, DlqPage, ErrorBody, ErrorKind, SubmitRequest};
 use crate::clock::{Clock, SystemClock};
@@ -27,6 +28,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, post};
 use axum::{Json, Router};
 pub use keys::Keys;
+pub use listen::Limits;
 use rusqlite::Connection;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -48,6 +50,7 @@ pub struct ServerConfig {
     /// The in-process worker; None serves the API alone.
     pub worker: Option<(WorkerConfig, Adapters)>,
     pub default_max_attempts: i64,
+    pub limits: Limits,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -89,6 +92,7 @@ struct AppState {
     keys: Option<Keys>,
     default_max_attempts: i64,
     worker_running: bool,
+    request_timeout: std::time::Duration,
 }
 
 impl AppState {
@@ -341,10 +345,24 @@ pub fn new_notification(
     })
 }
 
+/// The longest id a route takes.
+const MAX_ID_BYTES: usize = 256;
+
+fn checked_id(id: &str) -> Result<(), ApiError> {
+    if id.is_empty() || id.len() > MAX_ID_BYTES {
+        return Err(ApiError::invalid(format!(
+            "an id is 1 to {MAX_ID_BYTES} bytes; this one is {}",
+            id.len()
+        )));
+    }
+    Ok(())
+}
+
 async fn notification(
     State(state): State<Arc<AppState>>,
     Path(id): Path<String>,
 ) -> ApiResult<api::NotificationDoc> {
+    checked_id(&id)?;
     Ok(Json(
         blocking(&state, move |state| {
             state.read(|conn| sqlite::notification_doc(conn, &id))
@@ -416,6 +434,7 @@ async fn act(
     action: Action,
     body: Result<Bytes, BytesRejection>,
 ) -> ApiResult<remediation::Done> {
+    checked_id(&id)?;
     let request: ActionRequest = object_body(body, true)?;
     let actor = Actor {
         operator: principal.0,
@@ -486,6 +505,26 @@ async fn healthz(State(state): State<Arc<AppState>>) -> Response {
     (status, Json(body)).into_response()
 }
 
+/// Answers 408 when a request (its body included) takes longer than the limit.
+async fn request_timeout(
+    State(state): State<Arc<AppState>>,
+    request: Request,
+    next: Next,
+) -> Response {
+    match tokio::time::timeout(state.request_timeout, next.run(request)).await {
+        Ok(response) => response,
+        Err(_) => ApiError::new(
+            StatusCode::REQUEST_TIMEOUT,
+            ErrorKind::Timeout,
+            format!(
+                "the request took longer than {} s",
+                state.request_timeout.as_secs_f64()
+            ),
+        )
+        .into_response(),
+    }
+}
+
 async fn not_found() -> ApiError {
     ApiError::new(
         StatusCode::NOT_FOUND,
@@ -524,13 +563,17 @@ fn router(state: Arc<AppState>) -> Router {
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(BODY_LIMIT))
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            request_timeout,
+        ))
         .with_state(state)
 }
 
 /// A server started in the background (tests, `repro --keep-running`, the load test).
 pub struct RunningServer {
     pub addr: SocketAddr,
-    shutdown: Option<tokio::sync::oneshot::Sender<()>>,
+    shutdown: Option<tokio::sync::watch::Sender<bool>>,
     thread: Option<JoinHandle<()>>,
     worker_stop: Arc<AtomicBool>,
     worker_threads: Vec<JoinHandle<()>>,
@@ -546,7 +589,7 @@ impl RunningServer {
     fn stop_inner(&mut self) {
         self.worker_stop.store(true, Ordering::SeqCst);
         if let Some(shutdown) = self.shutdown.take() {
-            let _ = shutdown.send(());
+            let _ = shutdown.send(true);
         }
         if let Some(thread) = self.thread.take() {
             let _ = thread.join();
@@ -612,22 +655,15 @@ pub fn start_with_clock(
         keys: config.keys,
         default_max_attempts: config.default_max_attempts,
         worker_running: worker.is_some(),
+        request_timeout: config.limits.request_timeout,
     });
-    let (shutdown_tx, shutdown_rx) = tokio::sync::oneshot::channel::<()>();
+    let (shutdown_tx, shutdown_rx) = tokio::sync::watch::channel(false);
     let app = router(state);
+    let limits = config.limits;
     let thread = std::thread::Builder::new()
         .name("uns-api".into())
         .spawn(move || {
-            runtime.block_on(async move {
-                let served = axum::serve(listener, app)
-                    .with_graceful_shutdown(async move {
-                        let _ = shutdown_rx.await;
-                    })
-                    .await;
-                if let Err(err) = served {
-                    tracing::error!(error = %err, "the API server stopped");
-                }
-            });
+            runtime.block_on(listen::serve(listener, app, limits, shutdown_rx));
             runtime.shutdown_timeout(std::time::Duration::from_secs(5));
         })
         .map_err(ServeError::Runtime)?;

@@ -17,29 +17,105 @@ use std::time::Duration;
 const GET_ATTEMPTS: u32 = 3;
 const PAGE_SIZE: usize = 500;
 
+/// How long a request may take before the answer is "no answer".
+const TIMEOUT: Duration = Duration::from_secs(60);
+
 pub struct HttpStore {
+    /// The base URL without any user:password part.
     base: String,
     key: Option<String>,
     client: Client,
+    /// Whether a UNS API answered at `base` (checked once, before the first call).
+    identified: std::cell::OnceCell<std::result::Result<(), String>>,
+    /// Said once to the operator: credentials found in the URL, and ignored.
+    pub note: Option<String>,
 }
 
 impl HttpStore {
     pub fn new(base_url: &str, key: Option<String>) -> Result<Self> {
         crate::runtime::adapters::init_tls();
-        let base = base_url.trim_end_matches('/').to_string();
-        reqwest::Url::parse(&base)
-            .map_err(|err| StoreError::Invalid(format!("invalid API URL {base:?}: {err}")))?;
+        let trimmed = base_url.trim().trim_end_matches('/');
+        let mut url = reqwest::Url::parse(trimmed).map_err(|err| {
+            StoreError::Invalid(format!(
+                "invalid API URL {:?}: {err}",
+                crate::render::sanitize::clean(&api::without_userinfo(trimmed))
+            ))
+        })?;
+        if !matches!(url.scheme(), "http" | "https") {
+            return Err(StoreError::Invalid(format!(
+                "invalid API URL {}: only http:// and https:// are spoken",
+                api::without_userinfo(trimmed)
+            )));
+        }
+        let note = (!url.username().is_empty() || url.password().is_some()).then(|| {
+            "note: the user:password part of the API URL is ignored; the key comes from UNS_API_KEY"
+                .to_string()
+        });
+        let _ = url.set_username("");
+        let _ = url.set_password(None);
+        let base = url.as_str().trim_end_matches('/').to_string();
         let client = Client::builder()
             .connect_timeout(Duration::from_secs(5))
-            .timeout(Duration::from_secs(60))
+            .timeout(TIMEOUT)
             .user_agent(concat!("unsctl/", env!("CARGO_PKG_VERSION")))
             .build()
             .map_err(|err| StoreError::Other(format!("cannot build the HTTP client: {err}")))?;
-        Ok(Self { base, key, client })
+        Ok(Self {
+            base,
+            key,
+            client,
+            identified: std::cell::OnceCell::new(),
+            note,
+        })
+    }
+
+    /// Asks `/healthz` once whether a UNS API answers here, so a wrong URL is reported
+    /// as that and not as "not found".
+    fn identify(&self) -> Result<()> {
+        let answer = self.identified.get_or_init(|| {
+            let url = self.url(api::HEALTHZ);
+            let mut last = String::new();
+            for attempt in 0..GET_ATTEMPTS {
+                if attempt > 0 {
+                    std::thread::sleep(Duration::from_millis(200 * u64::from(attempt)));
+                }
+                match self.client.get(&url).send() {
+                    Err(err) => last = unreachable(&url, &err).to_string(),
+                    Ok(response) => {
+                        let status = response.status();
+                        let body: Option<serde_json::Value> = response
+                            .text()
+                            .ok()
+                            .and_then(|t| serde_json::from_str(&t).ok());
+                        let service = body.as_ref().and_then(|b| b["service"].as_str());
+                        if service == Some(api::SERVICE) {
+                            return Ok(());
+                        }
+                        last = format!(
+                            "no UNS API at {}: GET {} answered {}{}",
+                            self.base,
+                            api::HEALTHZ,
+                            status.as_u16(),
+                            if body.is_some() {
+                                " with another service's answer"
+                            } else {
+                                ", not a UNS health document"
+                            }
+                        );
+                        if !status.is_server_error() {
+                            break;
+                        }
+                    }
+                }
+            }
+            Err(last)
+        });
+        answer.clone().map_err(StoreError::Unavailable)
     }
 
     /// `POST /api/v1/notifications` (not part of [`Store`]: operators triage, apps submit).
     pub fn submit(&self, request: &api::SubmitRequest) -> Result<api::SubmitResponse> {
+        self.identify()?;
         let url = self.url(api::NOTIFICATIONS);
         match self.authorized(self.client.post(&url).json(request)).send() {
             Ok(response) => self.decode(&url, response),
@@ -59,6 +135,7 @@ impl HttpStore {
     }
 
     fn get<T: DeserializeOwned>(&self, path: &str, query: &[(&str, String)]) -> Result<T> {
+        self.identify()?;
         let url = self.url(path);
         let mut last_error = None;
         for attempt in 0..GET_ATTEMPTS {
@@ -77,6 +154,7 @@ impl HttpStore {
     }
 
     fn mutate(&self, request: RequestBuilder, url: &str) -> Result<ActionResponse> {
+        self.identify()?;
         match self.authorized(request).send() {
             Ok(response) => self.decode(url, response),
             Err(err) => Err(unreachable(url, &err)),
@@ -139,14 +217,60 @@ impl HttpStore {
     }
 }
 
+/// A transport failure, explained by its cause rather than by the HTTP client's words.
 fn unreachable(url: &str, err: &reqwest::Error) -> StoreError {
-    let mut detail = err.to_string();
+    let mut chain = err.to_string();
     let mut source = std::error::Error::source(err);
     while let Some(cause) = source {
-        detail = format!("{detail}: {cause}");
+        chain = format!("{chain}: {cause}");
         source = cause.source();
     }
-    StoreError::Unavailable(format!("cannot reach {url}: {detail}"))
+    let parsed = reqwest::Url::parse(url).ok();
+    let place = parsed
+        .as_ref()
+        .map(|u| {
+            format!(
+                "{}:{}",
+                u.host_str().unwrap_or("?"),
+                u.port_or_known_default().unwrap_or(0)
+            )
+        })
+        .unwrap_or_else(|| url.to_string());
+    let tls = parsed.as_ref().is_some_and(|u| u.scheme() == "https");
+    let lower = chain.to_ascii_lowercase();
+    let message = if tls
+        && (lower.contains("invalidcontenttype")
+            || lower.contains("corrupt message")
+            || lower.contains("wrong version"))
+    {
+        format!("{place} answered a TLS handshake in plain HTTP: use http:// instead of https://")
+    } else if tls && lower.contains("certificate") {
+        format!(
+            "{place}: the server's TLS certificate is not trusted ({})",
+            last_cause(&chain)
+        )
+    } else if err.is_timeout() {
+        format!("no answer from {url} within {} s", TIMEOUT.as_secs())
+    } else if lower.contains("connection refused") {
+        format!(
+            "cannot connect to {place}: connection refused; is `unsctl runtime serve` running there?"
+        )
+    } else if lower.contains("dns error")
+        || lower.contains("failed to lookup")
+        || lower.contains("name or service not known")
+    {
+        format!("cannot resolve the host of {url}")
+    } else if err.is_connect() {
+        format!("cannot connect to {place}: {}", last_cause(&chain))
+    } else {
+        format!("the connection to {place} failed: {}", last_cause(&chain))
+    };
+    StoreError::Unavailable(message)
+}
+
+/// The innermost cause of an error chain: the part that says what happened.
+fn last_cause(chain: &str) -> &str {
+    chain.rsplit(": ").next().unwrap_or(chain)
 }
 
 fn segment(id: &str) -> String {

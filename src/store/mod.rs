@@ -45,7 +45,9 @@ impl From<rusqlite::Error> for StoreError {
 impl From<OpenError> for StoreError {
     fn from(err: OpenError) -> Self {
         match err {
-            OpenError::Sqlite { .. } => StoreError::Unavailable(err.to_string()),
+            OpenError::Sqlite { .. } | OpenError::NotWritable { .. } => {
+                StoreError::Unavailable(err.to_string())
+            }
             _ => StoreError::InvalidStore(err.to_string()),
         }
     }

@@ -72,17 +72,19 @@ pub fn dlq_page(
     limit: usize,
     include_events: bool,
 ) -> Result<DlqPage> {
-    let after = cursor.map(decode_cursor).transpose()?.unwrap_or_default();
+    // No cursor: from the start, rows without an id (they sort first) included.
+    let after = cursor.map(decode_cursor).transpose()?;
     let limit = limit.clamp(1, 1000);
     let mut entries = Vec::with_capacity(limit);
     if include_events {
         // One ordered join instead of a query per entry.
         let sql = format!(
-            "WITH page AS (SELECT id FROM uns_notifications WHERE dead_letter = 1 AND id > ?1 ORDER BY id LIMIT ?2)
+            "WITH page AS (SELECT rowid AS r FROM uns_notifications
+                           WHERE dead_letter = 1 AND (?1 IS NULL OR id > ?1) ORDER BY id LIMIT ?2)
              SELECT {NOTIFICATION_COLUMNS}, {EVENT_COLUMNS}
-             FROM page JOIN uns_notifications n ON n.id = page.id
+             FROM page JOIN uns_notifications n ON n.rowid = page.r
              LEFT JOIN uns_events e ON e.notification_id = n.id
-             ORDER BY n.id, e.id"
+             ORDER BY n.id, n.rowid, e.id"
         );
         let mut stmt = conn.prepare_cached(&sql)?;
         let mut rows = stmt.query(params![after, limit as i64])?;
@@ -108,7 +110,8 @@ pub fn dlq_page(
         }
     } else {
         let sql = format!(
-            "SELECT {NOTIFICATION_COLUMNS} FROM uns_notifications n WHERE n.dead_letter = 1 AND n.id > ?1 ORDER BY n.id LIMIT ?2"
+            "SELECT {NOTIFICATION_COLUMNS} FROM uns_notifications n
+             WHERE n.dead_letter = 1 AND (?1 IS NULL OR n.id > ?1) ORDER BY n.id, n.rowid LIMIT ?2"
         );
         let mut stmt = conn.prepare_cached(&sql)?;
         let rows = stmt.query_map(params![after, limit as i64], |row| {
@@ -135,7 +138,7 @@ pub fn each_dlq_entry(conn: &Connection, visit: &mut dyn FnMut(Entry) -> Result<
     let sql = format!(
         "SELECT {NOTIFICATION_COLUMNS}, {EVENT_COLUMNS}
          FROM uns_notifications n LEFT JOIN uns_events e ON e.notification_id = n.id
-         WHERE n.dead_letter = 1 ORDER BY n.id, e.id"
+         WHERE n.dead_letter = 1 ORDER BY n.id, n.rowid, e.id"
     );
     let mut stmt = conn.prepare(&sql)?;
     let mut rows = stmt.query([])?;
@@ -166,12 +169,20 @@ pub struct SqliteStore {
     path: PathBuf,
     conn: Connection,
     clock: Box<dyn Clock>,
+    /// Said once to the operator: how the file had to be opened.
+    pub note: Option<String>,
 }
 
 impl SqliteStore {
     /// Read-only: every read command uses this.
     pub fn open_read_only(path: &Path) -> Result<Self> {
-        Self::open(path, OpenMode::ReadOnly)
+        let (conn, access) = schema::open_read_only(path)?;
+        Ok(Self {
+            path: path.to_path_buf(),
+            conn,
+            clock: Box::new(SystemClock),
+            note: access.note(path),
+        })
     }
 
     /// For resolve and replay, alongside a running worker.
@@ -184,6 +195,7 @@ impl SqliteStore {
             path: path.to_path_buf(),
             conn: schema::open(path, mode)?,
             clock: Box::new(SystemClock),
+            note: None,
         })
     }
 

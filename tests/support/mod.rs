@@ -94,6 +94,7 @@ pub fn server(db: &Path) -> unsctl::server::RunningServer {
         keys: Some(unsctl::server::Keys::single(KEY).expect("key")),
         worker: None,
         default_max_attempts: 3,
+        limits: unsctl::server::Limits::default(),
     })
     .expect("server starts")
 }

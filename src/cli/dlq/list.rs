@@ -89,8 +89,8 @@ pub fn run(global: &GlobalArgs, _args: Args) -> CliResult {
                 " (unreadable)"
             };
             rows.add_row(vec![
-                format!("{}{marked}", out.clean(&entry.id)),
-                out.clean(&entry.status).into_owned(),
+                format!("{}{marked}", views::shown(&entry.id)),
+                views::shown(&entry.status),
                 entry.attempts.to_string(),
                 entry.cycle.to_string(),
                 entry
@@ -99,15 +99,14 @@ pub fn run(global: &GlobalArgs, _args: Args) -> CliResult {
                     .map(|c| {
                         c.parse::<Channel>()
                             .map(|c| c.to_string())
-                            .unwrap_or_else(|_| out.clean(c).into_owned())
+                            .unwrap_or_else(|_| views::shown(c))
                     })
                     .collect::<Vec<_>>()
                     .join(","),
                 out.time(entry.updated_at),
                 views::branch_text(entry.branch, &out),
-                out.clean(entry.error_message.as_deref().unwrap_or_default())
-                    .into_owned(),
-                out.clean(&entry.next_step).into_owned(),
+                views::shown(entry.error_message.as_deref().unwrap_or_default()),
+                views::shown(&entry.next_step),
             ]);
         }
         print(&table_text(&rows))?;

@@ -12,7 +12,7 @@ use crate::remediation::{Action, Claim};
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// The entries to resolve
-    #[arg(required = true)]
+    #[arg(required = true, value_parser = crate::cli::ids::parse_id)]
     pub ids: Vec<String>,
     /// Attest that you checked out of band and the message arrived (VERIFY entries)
     #[arg(long)]

@@ -80,7 +80,7 @@ fn triage_json(store: &dyn Store, branch: Option<Branch>) -> CliResult {
 fn notes_line(with_notes: usize) {
     if with_notes > 0 {
         status(&format!(
-            "{with_notes} entr{} with notes on evidence that could not be read (VERIFY; see `notes`)",
+            "{with_notes} entr{} notes on evidence that could not be read (VERIFY; see `notes`)",
             if with_notes == 1 { "y has" } else { "ies have" }
         ));
     }

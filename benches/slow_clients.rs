@@ -1,0 +1,135 @@
+//! 200 slow or idle connections against `runtime serve`'s limits while a normal client
+//! makes 5,000 requests: its latency must not suffer (p99 under 50 ms) and the slow
+//! connections must be closed by the timeouts.
+//!
+//! cargo bench --bench slow_clients
+
+mod support;
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::time::{Duration, Instant};
+use unsctl::server::{Keys, Limits, ServerConfig};
+
+const KEY: &str = "bench-key-0123456789";
+const SLOW: usize = 200;
+const REQUESTS: usize = 5_000;
+const HEADER_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// A connection that is silent (even `n`) or trickles a request line a byte at a time;
+/// returns how long the server took to close it.
+fn slow(addr: SocketAddr, n: usize) -> Option<Duration> {
+    let started = Instant::now();
+    let mut stream = TcpStream::connect(addr).ok()?;
+    stream
+        .set_read_timeout(Some(Duration::from_millis(100)))
+        .ok()?;
+    let line = b"GET /api/v1/dlq HTTP/1.1\r\nHost: bench\r\nX-Trickle: ";
+    let mut sent = 0;
+    let mut buffer = [0u8; 256];
+    while started.elapsed() < Duration::from_secs(60) {
+        if n % 2 == 1 {
+            let byte = line.get(sent).copied().unwrap_or(b'x');
+            if stream.write_all(&[byte]).is_err() {
+                return Some(started.elapsed());
+            }
+            sent += 1;
+        }
+        match stream.read(&mut buffer) {
+            Ok(0) => return Some(started.elapsed()),
+            Ok(_) => {}
+            Err(err)
+                if matches!(
+                    err.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) => {}
+            Err(_) => return Some(started.elapsed()),
+        }
+    }
+    None
+}
+
+fn main() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let db = dir.path().join("uns.db");
+    let ids = support::generate(&db, 30)?;
+    unsctl::runtime::adapters::init_tls();
+    let limits = Limits {
+        header_timeout: HEADER_TIMEOUT,
+        ..Limits::default()
+    };
+    let server = unsctl::server::start(ServerConfig {
+        db_path: db.clone(),
+        listen: "127.0.0.1:0".parse()?,
+        keys: Some(Keys::single(KEY)?),
+        worker: None,
+        default_max_attempts: 3,
+        limits,
+    })?;
+    let addr = server.addr;
+    let slow_clients: Vec<_> = (0..SLOW)
+        .map(|n| std::thread::spawn(move || slow(addr, n)))
+        .collect();
+    // Let the slow connections settle in before the measured client starts.
+    std::thread::sleep(Duration::from_millis(200));
+    let client = reqwest::blocking::Client::new();
+    let url = format!("http://{addr}/api/v1/runtime/notifications/{}", ids[0]);
+    let mut latencies = Vec::with_capacity(REQUESTS);
+    let started = Instant::now();
+    let mut errors = 0;
+    for _ in 0..REQUESTS {
+        let sent = Instant::now();
+        match client.get(&url).bearer_auth(KEY).send() {
+            Ok(response) if response.status().is_success() => {
+                let _ = response.bytes();
+            }
+            _ => errors += 1,
+        }
+        latencies.push(sent.elapsed());
+    }
+    let elapsed = started.elapsed();
+    latencies.sort();
+    let at = |q: f64| latencies[((latencies.len() as f64 * q) as usize).min(latencies.len() - 1)];
+    let closed: Vec<Option<Duration>> = slow_clients
+        .into_iter()
+        .map(|h| h.join().unwrap_or(None))
+        .collect();
+    let mut closed_after: Vec<Duration> = closed.iter().flatten().copied().collect();
+    closed_after.sort();
+    let still_open = closed.iter().filter(|c| c.is_none()).count();
+    println!(
+        "slow clients: {SLOW} connections (half silent, half trickling a header a byte per 100 ms) against header timeout {:.1} s",
+        HEADER_TIMEOUT.as_secs_f64()
+    );
+    println!(
+        "  normal client      {REQUESTS} GETs of a notification in {:.2} s ({:.0} req/s), {errors} errors",
+        elapsed.as_secs_f64(),
+        REQUESTS as f64 / elapsed.as_secs_f64()
+    );
+    println!(
+        "  latency            p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms   (target p99 < 50 ms)",
+        at(0.50).as_secs_f64() * 1e3,
+        at(0.99).as_secs_f64() * 1e3,
+        latencies[latencies.len() - 1].as_secs_f64() * 1e3
+    );
+    if let (Some(first), Some(last)) = (closed_after.first(), closed_after.last()) {
+        println!(
+            "  slow connections   {} of {SLOW} closed by the server, after {:.2}-{:.2} s; {still_open} still open",
+            closed_after.len(),
+            first.as_secs_f64(),
+            last.as_secs_f64()
+        );
+    }
+    server.stop();
+    anyhow::ensure!(errors == 0, "{errors} requests failed");
+    anyhow::ensure!(
+        still_open == 0,
+        "{still_open} slow connections were never closed"
+    );
+    anyhow::ensure!(
+        at(0.99) < Duration::from_millis(50),
+        "p99 {:?} over 50 ms",
+        at(0.99)
+    );
+    Ok(())
+}

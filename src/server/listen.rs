@@ -1,0 +1,193 @@
+//! Accepting connections with limits, so slow or silent clients cannot hold the server:
+//! a cap on open connections, a deadline for each request's headers (which also closes a
+//! keep-alive connection left idle between requests), and an inactivity timeout on the
+//! socket (a client that stops reading its answer, or trickles a body).
+
+use axum::Router;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::service::TowerToHyperService;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{Semaphore, watch};
+
+/// The limits of one server.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Limits {
+    /// Connections open at once; more are answered 503 and closed.
+    pub max_connections: usize,
+    /// A request's headers must arrive within this, counted from when the server starts
+    /// waiting for them (so it also bounds a keep-alive connection's idle time).
+    pub header_timeout: Duration,
+    /// A connection with no bytes moving either way for this long is closed.
+    pub idle_timeout: Duration,
+    /// A whole request, body included, must be answered within this.
+    pub request_timeout: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            max_connections: 512,
+            header_timeout: Duration::from_secs(10),
+            idle_timeout: Duration::from_secs(60),
+            request_timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+/// A socket that remembers when bytes last moved.
+struct Watched {
+    stream: TcpStream,
+    origin: Instant,
+    /// Milliseconds since `origin` at the last read or write.
+    last: Arc<AtomicU64>,
+}
+
+impl Watched {
+    fn touch(&self) {
+        let now = self.origin.elapsed().as_millis() as u64;
+        self.last.store(now, Ordering::Relaxed);
+    }
+}
+
+impl AsyncRead for Watched {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let before = buf.filled().len();
+        let polled = Pin::new(&mut self.stream).poll_read(cx, buf);
+        if matches!(polled, Poll::Ready(Ok(()))) && buf.filled().len() > before {
+            self.touch();
+        }
+        polled
+    }
+}
+
+impl AsyncWrite for Watched {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        data: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        let polled = Pin::new(&mut self.stream).poll_write(cx, data);
+        if matches!(polled, Poll::Ready(Ok(n)) if n > 0) {
+            self.touch();
+        }
+        polled
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.stream).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.stream).poll_shutdown(cx)
+    }
+}
+
+/// Resolves once nothing has moved on the socket for `limit`.
+async fn idle(origin: Instant, last: Arc<AtomicU64>, limit: Duration) {
+    loop {
+        let quiet = origin
+            .elapsed()
+            .saturating_sub(Duration::from_millis(last.load(Ordering::Relaxed)));
+        if quiet >= limit {
+            return;
+        }
+        tokio::time::sleep(limit - quiet).await;
+    }
+}
+
+/// The answer to a connection past the cap: a JSON 503, then the socket is closed.
+async fn turn_away(mut stream: TcpStream) {
+    let body = r#"{"error":"too many connections; try again shortly","kind":"unavailable"}"#;
+    let answer = format!(
+        "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\ncontent-length: {}\r\nretry-after: 1\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let _ = tokio::time::timeout(Duration::from_secs(1), stream.write_all(answer.as_bytes())).await;
+    let _ = stream.shutdown().await;
+}
+
+/// Serves `app` on `listener` until `shutdown` turns true, then lets open connections
+/// finish their requests.
+pub async fn serve(
+    listener: TcpListener,
+    app: Router,
+    limits: Limits,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let permits = Arc::new(Semaphore::new(limits.max_connections.max(1)));
+    let mut turned_away_logged = Instant::now() - Duration::from_secs(60);
+    loop {
+        let accepted = tokio::select! {
+            accepted = listener.accept() => accepted,
+            _ = shutdown.changed() => break,
+        };
+        let stream = match accepted {
+            Ok((stream, _)) => stream,
+            Err(err) => {
+                // Out of file descriptors and the like: wait a moment rather than spin.
+                tracing::warn!(error = %err, "accept failed");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let Ok(permit) = permits.clone().try_acquire_owned() else {
+            if turned_away_logged.elapsed() > Duration::from_secs(10) {
+                tracing::warn!(
+                    limit = limits.max_connections,
+                    "connection limit reached: answering 503"
+                );
+                turned_away_logged = Instant::now();
+            }
+            tokio::spawn(turn_away(stream));
+            continue;
+        };
+        let _ = stream.set_nodelay(true);
+        let origin = Instant::now();
+        let last = Arc::new(AtomicU64::new(0));
+        let io = TokioIo::new(Watched {
+            stream,
+            origin,
+            last: last.clone(),
+        });
+        let service = TowerToHyperService::new(app.clone());
+        let mut shutdown = shutdown.clone();
+        tokio::spawn(async move {
+            let _permit = permit;
+            let mut builder = hyper::server::conn::http1::Builder::new();
+            builder
+                .timer(TokioTimer::new())
+                .header_read_timeout(limits.header_timeout)
+                .keep_alive(true);
+            let connection = builder.serve_connection(io, service);
+            tokio::pin!(connection);
+            let quiet = idle(origin, last, limits.idle_timeout);
+            tokio::pin!(quiet);
+            let mut stopping = false;
+            loop {
+                tokio::select! {
+                    _ = connection.as_mut() => break,
+                    _ = &mut quiet => break,
+                    changed = shutdown.changed(), if !stopping => {
+                        stopping = true;
+                        if changed.is_ok() {
+                            connection.as_mut().graceful_shutdown();
+                        }
+                    }
+                }
+            }
+        });
+    }
+    // No new connections; the ones open finish the requests they are in, for a while.
+    let all = permits.acquire_many(limits.max_connections.max(1) as u32);
+    let _ = tokio::time::timeout(Duration::from_secs(5), all).await;
+}
