@@ -59,6 +59,7 @@ fn describe(behavior: Behavior) -> String {
         Behavior::DelayAccept(d) => format!("delay {}ms then accept", d.as_millis()),
         Behavior::Reject(code) => format!("reject {code}"),
         Behavior::Hang => "take it and hang".into(),
+        Behavior::Hold => "take it and answer when released".into(),
         Behavior::Drop => "drop the connection".into(),
     }
 }

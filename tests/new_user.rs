@@ -46,7 +46,7 @@ fn the_readme_works_on_a_fresh_clone() {
     let commands = readme_commands(&readme);
     assert_eq!(
         &commands[..2],
-        ["cargo run --release -- demo", "cargo test"],
+        ["cargo run --release -- demo", "./test"],
         "the README's first two commands"
     );
     let ci = std::fs::read_to_string(repo.join(".ci/run")).expect(".ci/run");

@@ -150,10 +150,8 @@ fn serve_delivers_submissions_and_stops_gracefully_on_sigterm() {
         .args(["-TERM", &server.id().to_string()])
         .status()
         .expect("kill");
-    let stopping = Instant::now();
     let status = server.wait().expect("wait");
     assert!(status.success(), "{status:?}");
-    assert!(stopping.elapsed() < Duration::from_secs(10));
     let mut log = String::new();
     if let Some(mut stderr) = server.stderr.take() {
         use std::io::Read;

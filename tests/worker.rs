@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
-use unsctl::clock::SystemClock;
+use unsctl::clock::{Clock, ManualClock, SystemClock};
 use unsctl::engine::{self, Backoff, NewNotification, RECOVERY_EXHAUSTED};
 use unsctl::model::Channel;
 use unsctl::repro;
@@ -30,14 +30,33 @@ fn snapshot(conn: &rusqlite::Connection) -> Snapshot {
     .collect()
 }
 
+/// Waits (bounded) for `condition`, polling the store.
+fn wait_until(what: &str, mut condition: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !condition() {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "timed out waiting for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+fn count(conn: &rusqlite::Connection, sql: &str, now: f64) -> i64 {
+    conn.query_row(sql, [now], |r| r.get(0)).expect("count")
+}
+
 #[test]
 fn workers_sharing_a_store_never_settle_under_a_stale_lease() {
     let dir = tempfile::tempdir().expect("dir");
     let db = dir.path().join("uns.db");
     let conn = schema::open(&db, OpenMode::Create).expect("store");
     let fakes = Fakes::start().expect("fakes");
+    // Time moves only when the test says so: leases run out on cue, never by chance.
+    let clock = ManualClock::new(1_000_000.0);
     let total = 60;
     let mut ids = Vec::new();
+    let mut held = 0;
     for n in 0..total {
         let recipient = format!("user{n}@example.com");
         let channels = if n % 3 == 0 {
@@ -47,7 +66,7 @@ fn workers_sharing_a_store_never_settle_under_a_stale_lease() {
         };
         let id = engine::submit(
             &conn,
-            unsctl::clock::Clock::now(&SystemClock),
+            clock.now(),
             &NewNotification {
                 channels: channels.into_iter().collect(),
                 payload: json!({"recipient": recipient, "subject": "load", "body": "load"}),
@@ -57,12 +76,11 @@ fn workers_sharing_a_store_never_settle_under_a_stale_lease() {
         )
         .expect("submit")
         .id;
-        // Every fourth first send stalls past the lease; some Slack calls are refused once.
-        if n % 4 == 0 {
-            fakes.control.script(
-                &recipient,
-                &[Behavior::DelayAccept(Duration::from_millis(500))],
-            );
+        // Every tenth first send is held by the provider past its lease; some Slack
+        // calls are refused once.
+        if n % 10 == 0 {
+            fakes.control.script(&recipient, &[Behavior::Hold]);
+            held += 1;
         }
         if n % 6 == 0 {
             fakes.control.script(&id, &[Behavior::Reject(503)]);
@@ -75,48 +93,77 @@ fn workers_sharing_a_store_never_settle_under_a_stale_lease() {
     for w in 0..3 {
         let config = WorkerConfig {
             worker_id: format!("w{w}"),
-            lease_seconds: 0.3,
+            lease_seconds: 60.0,
             concurrency: 3,
-            poll_interval: Duration::from_millis(10),
+            poll_interval: Duration::from_millis(5),
             backoff: Backoff {
-                base_seconds: 0.05,
-                max_seconds: 0.2,
+                base_seconds: 5.0,
+                max_seconds: 5.0,
             },
-            min_io_timeout: Duration::from_millis(800),
+            min_io_timeout: Duration::from_secs(30),
         };
         let worker = Worker::new(
             unsctl::runtime::db::Database::open(&db).expect("worker connection"),
-            Arc::new(SystemClock),
+            Arc::new(clock.clone()),
             repro::fake_adapters(&fakes).expect("adapters"),
             config,
         );
         threads.extend(worker.spawn(stop.clone()));
     }
 
-    std::thread::sleep(Duration::from_millis(700));
+    // 1. Everything that can move now has: the held sends are with the provider, every
+    //    other row is delivered or waiting for its retry.
+    wait_until("the first round", || {
+        let with_provider = fakes.control.ledger().len();
+        let due = count(
+            &conn,
+            "SELECT COUNT(*) FROM uns_notifications WHERE status = 'PENDING' AND next_attempt_at <= ?1",
+            clock.now(),
+        );
+        let leased = count(
+            &conn,
+            "SELECT COUNT(*) FROM uns_notifications WHERE status = 'LEASED' AND ?1 > 0",
+            clock.now(),
+        );
+        due == 0 && leased == held && with_provider >= held as usize
+    });
     let early = snapshot(&conn);
-    let start = Instant::now();
-    loop {
-        let open: i64 = conn
-            .query_row(
-                "SELECT COUNT(*) FROM uns_notifications WHERE status IN ('PENDING', 'LEASED')",
-                [],
-                |r| r.get(0),
-            )
-            .expect("count");
-        if open == 0 || start.elapsed() > Duration::from_secs(30) {
-            break;
+    // 2. The held leases run out and the retries fall due: other threads reclaim and send.
+    //    Whenever nothing is left to do at the current time, time moves on, until every
+    //    row is delivered.
+    clock.advance(61.0);
+    wait_until("every row delivered", || {
+        let now = clock.now();
+        let open = count(
+            &conn,
+            "SELECT COUNT(*) FROM uns_notifications WHERE status != 'DELIVERED' AND ?1 > 0",
+            now,
+        );
+        let busy = count(
+            &conn,
+            "SELECT COUNT(*) FROM uns_notifications WHERE status = 'LEASED' OR (status = 'PENDING' AND next_attempt_at <= ?1)",
+            now,
+        );
+        if open > 0 && busy == 0 {
+            clock.advance(10.0);
         }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    // Let late results from lost leases land.
-    std::thread::sleep(Duration::from_millis(900));
+        open == 0
+    });
+    // 3. The slow provider answers the first sends at last: each late result is kept,
+    //    and each first worker finds its lease gone.
+    fakes.control.release();
+    wait_until("the late results", || {
+        count(
+            &conn,
+            "SELECT COUNT(*) FROM uns_events WHERE kind = 'LEASE_LOST' AND ?1 > 0",
+            clock.now(),
+        ) == held
+    });
     stop.store(true, Ordering::SeqCst);
     for thread in threads {
         thread.join().expect("worker thread");
     }
 
-    // No submitted notification is lost: each row exists and is terminal or in progress.
     let statuses: HashMap<String, String> = {
         let mut stmt = conn
             .prepare("SELECT id, status FROM uns_notifications")
@@ -128,17 +175,12 @@ fn workers_sharing_a_store_never_settle_under_a_stale_lease() {
     };
     assert_eq!(statuses.len(), total);
     for id in &ids {
-        let status = statuses.get(id).map(String::as_str);
-        assert!(
-            matches!(status, Some("DELIVERED" | "DEAD" | "PENDING" | "LEASED")),
-            "{id}: {status:?}"
+        assert_eq!(
+            statuses.get(id).map(String::as_str),
+            Some("DELIVERED"),
+            "{id}"
         );
     }
-    let delivered = statuses.values().filter(|s| *s == "DELIVERED").count();
-    assert!(
-        delivered > total / 2,
-        "most notifications get through: {delivered}/{total}"
-    );
 
     let events = snapshot(&conn);
     // No event was rewritten or removed.
@@ -211,7 +253,10 @@ fn workers_sharing_a_store_never_settle_under_a_stale_lease() {
             assert!(matched, "{notification}: start {id} has no result");
         }
     }
-    assert!(lease_lost > 0, "the stalls really did cost leases");
+    assert_eq!(
+        lease_lost, held,
+        "each held send cost its lease, and nothing else did"
+    );
 }
 
 #[test]
@@ -220,10 +265,7 @@ fn the_worker_process_logs_a_named_outcome_and_stops_on_sigterm() {
     let db = dir.path().join("uns.db");
     let conn = schema::open(&db, OpenMode::Create).expect("store");
     let fakes = Fakes::start().expect("fakes");
-    fakes.control.script(
-        "slow@example.com",
-        &[Behavior::DelayAccept(Duration::from_millis(800))],
-    );
+    fakes.control.script("slow@example.com", &[Behavior::Hold]);
     for recipient in ["fast@example.com", "slow@example.com"] {
         engine::submit(
             &conn,
@@ -256,16 +298,45 @@ fn the_worker_process_logs_a_named_outcome_and_stops_on_sigterm() {
         .spawn()
         .expect("worker");
     // Stop while the slow send is in flight: it must still record its result.
-    let start = Instant::now();
-    while fakes.control.ledger().len() < 2 && start.elapsed() < Duration::from_secs(10) {
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let pid = child.id().to_string();
+    let mut child = child;
+    let stderr = child.stderr.take().expect("stderr");
+    let (lines, log) = std::sync::mpsc::channel::<String>();
+    let reader = std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(stderr)
+            .lines()
+            .map_while(Result::ok)
+        {
+            let _ = lines.send(line);
+        }
+    });
+    wait_until("both sends with the provider", || {
+        fakes.control.ledger().len() == 2
+    });
     std::process::Command::new("kill")
-        .args(["-TERM", &pid])
+        .args(["-TERM", &child.id().to_string()])
         .status()
         .expect("kill");
-    let output = child.wait_with_output().expect("wait");
+    let mut seen = Vec::new();
+    loop {
+        let line = log
+            .recv_timeout(Duration::from_secs(30))
+            .expect("the worker acknowledges the signal");
+        let acknowledged = line.contains("signal received");
+        seen.push(line);
+        if acknowledged {
+            break;
+        }
+    }
+    fakes.control.release();
+    let status = child.wait().expect("wait");
+    let _ = reader.join();
+    seen.extend(log.try_iter());
+    let output = std::process::Output {
+        status,
+        stdout: Vec::new(),
+        stderr: seen.join("\n").into_bytes(),
+    };
     assert!(output.status.success(), "{:?}", output.status);
     let log = String::from_utf8_lossy(&output.stderr);
     assert!(log.contains("outcome=\"delivered\""), "{log}");

@@ -74,6 +74,11 @@ async fn connection(stream: TcpStream, control: Arc<Control>) -> std::io::Result
                 tokio::time::sleep(delay).await;
                 respond(&mut write, status_ok, &success).await?;
             }
+            Behavior::Hold => {
+                control.record(accepted);
+                control.held().await;
+                respond(&mut write, status_ok, &success).await?;
+            }
             Behavior::Reject(code) => {
                 respond(&mut write, code, "{\"error\":\"rejected by fake\"}").await?;
             }

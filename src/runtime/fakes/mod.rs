@@ -21,6 +21,9 @@ pub enum Behavior {
     Reject(u16),
     /// Take the message (it is in the ledger) and never answer.
     Hang,
+    /// Take the message (it is in the ledger) and answer that it was accepted only once
+    /// the driver calls [`Control::release`]: a provider slower than any lease, on cue.
+    Hold,
     /// Close the connection without taking the message (SMTP: on DATA).
     Drop,
 }
@@ -46,10 +49,21 @@ struct Script {
 }
 
 /// State shared between the fakes and whoever drives them.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Control {
     script: Mutex<Script>,
     ledger: Mutex<Vec<Accepted>>,
+    released: tokio::sync::watch::Sender<bool>,
+}
+
+impl Default for Control {
+    fn default() -> Self {
+        Self {
+            script: Mutex::default(),
+            ledger: Mutex::default(),
+            released: tokio::sync::watch::Sender::new(false),
+        }
+    }
 }
 
 impl Control {
@@ -102,6 +116,17 @@ impl Control {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .push(accepted);
+    }
+
+    /// Lets every held message (and any held later) be answered.
+    pub fn release(&self) {
+        self.released.send_replace(true);
+    }
+
+    /// Waits until [`Control::release`] is called.
+    async fn held(&self) {
+        let mut released = self.released.subscribe();
+        let _ = released.wait_for(|released| *released).await;
     }
 
     /// Everything accepted so far, in order.

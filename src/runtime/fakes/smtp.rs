@@ -88,6 +88,11 @@ async fn session(stream: TcpStream, control: Arc<Control>) -> std::io::Result<()
                         tokio::time::sleep(delay).await;
                         write.write_all(b"250 2.0.0 Ok: queued\r\n").await?;
                     }
+                    Behavior::Hold => {
+                        control.record(accepted);
+                        control.held().await;
+                        write.write_all(b"250 2.0.0 Ok: queued\r\n").await?;
+                    }
                     Behavior::Reject(code) => {
                         let reply = format!("{code} {}.0.0 Error: message refused\r\n", code / 100);
                         write.write_all(reply.as_bytes()).await?;
