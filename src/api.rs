@@ -53,13 +53,13 @@ pub struct NotificationDoc {
 }
 
 /// One row of the cross-notification event search, joined with its notification.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct EventRow {
     pub id: i64,
     pub notification_id: String,
     pub at: f64,
     pub kind: String,
-    pub payload: serde_json::Value,
+    pub payload: crate::model::Payload,
     pub status: String,
     pub dead_letter: bool,
     pub attempts: i64,
@@ -69,7 +69,7 @@ pub struct EventRow {
     pub unreadable: Vec<String>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct EventsResponse {
     pub events: Vec<EventRow>,
 }

@@ -19,6 +19,52 @@ pub fn rfc3339(seconds: f64) -> String {
         .unwrap_or_else(|| format!("{seconds}"))
 }
 
+/// An instant as a person gives it: RFC 3339 (`2026-11-29T03:00:00Z`), unix seconds, or
+/// a duration back from `now` (`90s`, `30m`, `2h`, `1d`, `1h30m`).
+pub fn parse_instant(text: &str, now: f64) -> Result<f64, String> {
+    use time::OffsetDateTime;
+    use time::format_description::well_known::Rfc3339;
+    let text = text.trim();
+    if let Ok(at) = OffsetDateTime::parse(text, &Rfc3339) {
+        return Ok(at.unix_timestamp_nanos() as f64 / 1e9);
+    }
+    if let Ok(seconds) = text.parse::<f64>()
+        && seconds.is_finite()
+    {
+        return Ok(seconds);
+    }
+    parse_duration(text)
+        .map(|ago| now - ago)
+        .ok_or_else(|| {
+            format!("{text:?} is not a time: give RFC 3339 (2026-11-29T03:00:00Z) or a duration such as 2h, 30m, 1d")
+        })
+}
+
+/// `1h30m` as seconds.
+fn parse_duration(text: &str) -> Option<f64> {
+    let mut total = 0.0;
+    let mut number = String::new();
+    let mut any = false;
+    for c in text.chars() {
+        if c.is_ascii_digit() || c == '.' {
+            number.push(c);
+            continue;
+        }
+        let unit = match c {
+            's' => 1.0,
+            'm' => 60.0,
+            'h' => 3600.0,
+            'd' => 86_400.0,
+            'w' => 604_800.0,
+            _ => return None,
+        };
+        total += number.parse::<f64>().ok()? * unit;
+        number.clear();
+        any = true;
+    }
+    (any && number.is_empty() && total.is_finite()).then_some(total)
+}
+
 /// A source of the current time in unix seconds.
 pub trait Clock: Send + Sync {
     fn now(&self) -> f64;
@@ -78,6 +124,22 @@ impl Clock for ManualClock {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn instants_parse_as_people_write_them() {
+        let now = 1_761_192_000.0;
+        assert_eq!(parse_instant("2h", now), Ok(now - 7200.0));
+        assert_eq!(parse_instant("1h30m", now), Ok(now - 5400.0));
+        assert_eq!(parse_instant("90s", now), Ok(now - 90.0));
+        assert_eq!(
+            parse_instant("2025-10-23T04:00:00Z", now),
+            Ok(1_761_192_000.0)
+        );
+        assert_eq!(parse_instant("1761192000.5", now), Ok(1_761_192_000.5));
+        for bad in ["", "yesterday", "2x", "h", "2h3"] {
+            assert!(parse_instant(bad, now).is_err(), "{bad:?}");
+        }
+    }
 
     #[test]
     fn formats_unix_seconds() {

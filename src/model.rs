@@ -375,17 +375,79 @@ impl Notification {
     }
 }
 
+/// An event payload exactly as stored: JSON text, kept verbatim so every reader (the
+/// store, the API, a plan) triages the same bytes. Text that is not JSON is kept as a
+/// JSON string and the event names the column as unreadable.
+pub type Payload = Box<serde_json::value::RawValue>;
+
+/// The payload for stored `text`: verbatim when it is JSON, else the text as a JSON
+/// string and why it could not be read.
+pub fn payload_of(text: &str) -> (Payload, Option<String>) {
+    match serde_json::value::RawValue::from_string(text.to_string()) {
+        Ok(raw) => (raw, None),
+        Err(_) => (json_string(text), payload_problem(text)),
+    }
+}
+
+/// Why stored payload `text` is not JSON, in the words every reader uses.
+pub fn payload_problem(text: &str) -> Option<String> {
+    serde_json::from_str::<serde::de::IgnoredAny>(text)
+        .err()
+        .map(|err| format!("payload: not valid JSON ({})", without_position(&err)))
+}
+
+/// The payload a JSON tree would be stored as.
+pub fn payload_from_value(value: &serde_json::Value) -> Payload {
+    serde_json::value::to_raw_value(value).unwrap_or_default()
+}
+
+/// `text` as a JSON string value.
+pub fn json_string(text: &str) -> Payload {
+    let quoted = serde_json::to_string(text).unwrap_or_else(|_| "null".to_string());
+    serde_json::value::RawValue::from_string(quoted).unwrap_or_else(|_| empty_payload())
+}
+
+/// `null`, for a payload that could not be read at all.
+pub fn empty_payload() -> Payload {
+    Payload::default()
+}
+
+/// A JSON error without its "at line L column C": the same fault reads the same
+/// whatever the bytes around it.
+pub fn without_position(err: &serde_json::Error) -> String {
+    let text = err.to_string();
+    let suffix = format!(" at line {} column {}", err.line(), err.column());
+    text.strip_suffix(&suffix).unwrap_or(&text).to_string()
+}
+
 /// One row of `uns_events`. Columns that could not be read are named in `unreadable`,
 /// so that triage can name the bad event instead of failing the whole read.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Event {
     pub id: i64,
     pub at: f64,
     pub kind: String,
-    pub payload: serde_json::Value,
+    pub payload: Payload,
     /// Columns that could not be read, each "column: why".
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub unreadable: Vec<String>,
+}
+
+impl Event {
+    /// The payload as a JSON tree, for showing its fields (`null` when it is not JSON).
+    pub fn payload_value(&self) -> serde_json::Value {
+        serde_json::from_str(self.payload.get()).unwrap_or(serde_json::Value::Null)
+    }
+}
+
+impl PartialEq for Event {
+    fn eq(&self, other: &Self) -> bool {
+        self.id == other.id
+            && self.at == other.at
+            && self.kind == other.kind
+            && self.payload.get() == other.payload.get()
+            && self.unreadable == other.unreadable
+    }
 }
 
 /// The payload of a new notification as the API and `runtime submit` accept it.

@@ -243,23 +243,16 @@ pub struct Observed<'a> {
 impl<'a> Observed<'a> {
     /// From an event read in full (the notification document, the API).
     pub fn from_event(event: &'a Event) -> Self {
-        let fields = if event.payload.is_object() {
-            Fields::deserialize(&event.payload).map_err(|err| format!("payload: {err}"))
-        } else {
-            Err("payload is not a JSON object".to_string())
-        };
-        Self {
-            id: event.id,
-            kind: &event.kind,
-            unreadable: event.unreadable.first().map(String::as_str),
-            fields,
-        }
+        Self::from_text(event.id, &event.kind, event.payload.get())
+            .with_unreadable(event.unreadable.first().map(String::as_str))
     }
 
-    /// From the stored payload text, without building a JSON tree (the bulk path).
+    /// From the stored payload text, without building a JSON tree. Every reader comes
+    /// here, so the same bytes always give the same verdict and the same notes.
     pub fn from_text(id: i64, kind: &'a str, payload: &'a str) -> Self {
         let fields = if payload.trim_start().starts_with('{') {
-            serde_json::from_str(payload).map_err(|err| format!("payload: {err}"))
+            serde_json::from_str(payload)
+                .map_err(|err| format!("payload: {}", crate::model::without_position(&err)))
         } else {
             Err("payload is not a JSON object".to_string())
         };
@@ -269,6 +262,12 @@ impl<'a> Observed<'a> {
             unreadable: None,
             fields,
         }
+    }
+
+    /// The same, with a column the reader could not read.
+    pub fn with_unreadable(mut self, column: Option<&'a str>) -> Self {
+        self.unreadable = column;
+        self
     }
 }
 
@@ -620,53 +619,81 @@ impl Reading {
     }
 }
 
+/// The triage of one entry, fed its events one at a time in id order.
+pub struct Triage {
+    row: Notification,
+    reading: Reading,
+}
+
+impl Triage {
+    pub fn start(row: Notification) -> Self {
+        let mut reading = Reading::default();
+        for problem in &row.unreadable {
+            reading.unreadable(format!("row {}: {problem}", row.id));
+        }
+        match ChannelSet::parse(&row.channels) {
+            Ok(channels) => reading.channels = channels,
+            Err(err) => reading.unreadable(format!("row {}: channels column: {err}", row.id)),
+        }
+        Self { row, reading }
+    }
+
+    pub fn read(&mut self, event: Observed<'_>) {
+        self.reading.read(&self.row.id, event);
+    }
+
+    /// The row this triage is about.
+    pub fn row(&self) -> &Notification {
+        &self.row
+    }
+
+    /// The verdict, and the row back.
+    pub fn finish(self) -> (Verdict, Notification) {
+        let Triage { row, mut reading } = self;
+        let channels: Vec<ChannelVerdict> = reading
+            .channels
+            .iter()
+            .map(|channel| reading.channel_verdict(&row.id, channel, row.cycle))
+            .collect();
+        let mut notes = std::mem::take(&mut reading.notes);
+        let branch = if reading.unreadable {
+            Branch::Verify
+        } else if channels.is_empty() {
+            notes.push("no channels recorded for this notification".into());
+            Branch::Verify
+        } else if channels.iter().all(|c| c.state == ChannelState::Delivered) {
+            Branch::Resolve
+        } else if channels.iter().any(|c| c.state == ChannelState::Uncertain) {
+            Branch::Verify
+        } else {
+            Branch::Replay
+        };
+        let mut verdict = Verdict {
+            id: row.id.clone(),
+            branch,
+            lease_lost: reading.lease_lost,
+            status: row.status.clone(),
+            cycle: row.cycle,
+            attempts: row.attempts,
+            error_message: row.error_message.clone(),
+            last_event_id: reading.last_event_id,
+            channels,
+            next_step: String::new(),
+            action: PlanAction::of(branch),
+            notes,
+        };
+        verdict.next_step = next_step(&verdict);
+        (verdict, row)
+    }
+}
+
 /// Classifies one notification from its row and full history.
 pub fn triage<'a>(row: &Notification, events: impl IntoIterator<Item = Observed<'a>>) -> Verdict {
-    let mut reading = Reading::default();
-    for problem in &row.unreadable {
-        reading.unreadable(format!("row {}: {problem}", row.id));
-    }
-    match ChannelSet::parse(&row.channels) {
-        Ok(channels) => reading.channels = channels,
-        Err(err) => reading.unreadable(format!("row {}: channels column: {err}", row.id)),
-    }
+    let mut triage = Triage::start(row.clone());
     for event in events {
-        reading.read(&row.id, event);
+        triage.read(event);
     }
-    let channels: Vec<ChannelVerdict> = reading
-        .channels
-        .iter()
-        .map(|channel| reading.channel_verdict(&row.id, channel, row.cycle))
-        .collect();
-    let mut notes = std::mem::take(&mut reading.notes);
-    let branch = if reading.unreadable {
-        Branch::Verify
-    } else if channels.is_empty() {
-        notes.push("no channels recorded for this notification".into());
-        Branch::Verify
-    } else if channels.iter().all(|c| c.state == ChannelState::Delivered) {
-        Branch::Resolve
-    } else if channels.iter().any(|c| c.state == ChannelState::Uncertain) {
-        Branch::Verify
-    } else {
-        Branch::Replay
-    };
-    let mut verdict = Verdict {
-        id: row.id.clone(),
-        branch,
-        lease_lost: reading.lease_lost,
-        status: row.status.clone(),
-        cycle: row.cycle,
-        attempts: row.attempts,
-        error_message: row.error_message.clone(),
-        last_event_id: reading.last_event_id,
-        channels,
-        next_step: String::new(),
-        action: PlanAction::of(branch),
-        notes,
-    };
-    verdict.next_step = next_step(&verdict);
-    verdict
+    triage.finish().0
 }
 
 /// Triage over events read in full.

@@ -152,7 +152,7 @@ proptest! {
                 id: n as i64 + 1,
                 at: 1000.0 + n as f64,
                 kind: d.kind.clone(),
-                payload: d.payload.clone(),
+                payload: unsctl::model::payload_from_value(&d.payload),
                 unreadable: if d.unreadable_column { vec!["payload: a BLOB of 3 bytes, not text".into()] } else { Vec::new() },
             })
             .collect();

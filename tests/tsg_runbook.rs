@@ -105,14 +105,14 @@ fn every_shell_block_in_the_runbooks_runs_and_prints_what_it_says() {
         .expect("checkpoint");
     let store = SqliteStore::open_read_only(&pristine).expect("store");
     let mut by_branch = std::collections::HashMap::new();
-    let mut visit = |(row, events): unsctl::store::Entry| {
-        let verdict = unsctl::triage::triage_events(&row, &events);
+    let mut visit = |triaged: unsctl::store::Triaged| {
+        let verdict = triaged.verdict;
         by_branch
             .entry(verdict.branch.as_str().to_string())
             .or_insert(verdict.id);
         Ok(())
     };
-    unsctl::store::Store::each_dlq_entry(&store, &mut visit).expect("triage");
+    unsctl::store::Store::each_triaged(&store, &Default::default(), &mut visit).expect("triage");
     let path = format!(
         "{}:{}",
         binary.parent().expect("bin dir").display(),

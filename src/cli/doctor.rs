@@ -146,23 +146,24 @@ fn api_check(url: &str) -> Vec<Check> {
         }
     }
     let reachable = check("api", Level::Ok, format!("{url} reachable"), None);
-    let authorized =
-        match HttpStore::new(url, key.clone()).and_then(|store| store.dlq_page(None, 1, false)) {
-            Ok(_) => check("api key", Level::Ok, "accepted", None),
-            Err(crate::store::StoreError::Auth(_)) if key.is_none() => check(
-                "api key",
-                Level::Fail,
-                "UNS_API_KEY is not set",
-                Some("export UNS_API_KEY with the server's key"),
-            ),
-            Err(crate::store::StoreError::Auth(_)) => check(
-                "api key",
-                Level::Fail,
-                "refused (401)",
-                Some("UNS_API_KEY does not match the key the server was started with"),
-            ),
-            Err(err) => check("api key", Level::Fail, err.to_string(), None),
-        };
+    let authorized = match HttpStore::new(url, key.clone())
+        .and_then(|store| store.dlq_page(&Default::default(), None, 1, false))
+    {
+        Ok(_) => check("api key", Level::Ok, "accepted", None),
+        Err(crate::store::StoreError::Auth(_)) if key.is_none() => check(
+            "api key",
+            Level::Fail,
+            "UNS_API_KEY is not set",
+            Some("export UNS_API_KEY with the server's key"),
+        ),
+        Err(crate::store::StoreError::Auth(_)) => check(
+            "api key",
+            Level::Fail,
+            "refused (401)",
+            Some("UNS_API_KEY does not match the key the server was started with"),
+        ),
+        Err(err) => check("api key", Level::Fail, err.to_string(), None),
+    };
     vec![reachable, authorized]
 }
 
@@ -234,14 +235,22 @@ fn smtp_check(args: &Args) -> Check {
 
 fn worker_check(store: &dyn Store, minutes: u64) -> Check {
     let since = SystemClock.now() - (minutes * 60) as f64;
-    let events = match store.events(&[crate::model::Kind::AttemptStarted], 10_000) {
+    let events = match store.events(&crate::store::EventQuery {
+        kinds: vec![crate::model::Kind::AttemptStarted],
+        limit: 10_000,
+        ..Default::default()
+    }) {
         Ok(events) => events.events,
         Err(err) => return check("workers", Level::Fail, err.to_string(), None),
     };
     let workers: BTreeSet<String> = events
         .iter()
         .filter(|e| e.at >= since)
-        .filter_map(|e| e.payload["worker_id"].as_str().map(str::to_string))
+        .filter_map(|e| {
+            serde_json::from_str::<serde_json::Value>(e.payload.get())
+                .ok()
+                .and_then(|p| p["worker_id"].as_str().map(str::to_string))
+        })
         .collect();
     let names: Vec<&str> = workers.iter().map(String::as_str).collect();
     match workers.len() {
@@ -276,7 +285,11 @@ fn worker_check(store: &dyn Store, minutes: u64) -> Check {
 
 fn lease_check(store: &dyn Store) -> Check {
     let now = SystemClock.now();
-    let events = match store.events(&[crate::model::Kind::LeaseLost], 10_000) {
+    let events = match store.events(&crate::store::EventQuery {
+        kinds: vec![crate::model::Kind::LeaseLost],
+        limit: 10_000,
+        ..Default::default()
+    }) {
         Ok(events) => events.events,
         Err(err) => return check("lease health", Level::Fail, err.to_string(), None),
     };

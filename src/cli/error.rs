@@ -92,7 +92,7 @@ impl From<StoreError> for CliError {
             StoreError::Unavailable(_) => CliError::new(ExitKind::Error, message),
             StoreError::InvalidStore(_) => CliError::new(ExitKind::Error, message)
                 .hint("--db must name a store written by the UNS runtime (schema version 1)"),
-            StoreError::Other(_) => CliError::new(ExitKind::Error, message),
+            StoreError::Other(_) | StoreError::Stopped => CliError::new(ExitKind::Error, message),
         }
     }
 }

@@ -1,32 +1,54 @@
 //! `unsctl events`: the runbook's cross-notification query, newest first.
 
 use super::error::{CliError, CliResult};
+use super::selection::SelectArgs;
 use super::{GlobalArgs, backend};
-use crate::model::Kind;
-use crate::render::output::{print, print_json, status, table, table_text};
+use crate::model::{Event, Kind};
+use crate::render::output::{Output, print_json, status};
+use crate::render::table::{Column, Text};
 use crate::render::views;
+use crate::store::EventQuery;
 
 /// Find events of some kinds across all notifications, newest first
 ///
-/// Example: unsctl --db uns.db events --kind LEASE_LOST --kind CHANNEL_ATTEMPT_RESULT --limit 25
+/// Example: unsctl events --kind LEASE_LOST --kind CHANNEL_ATTEMPT_RESULT --limit 25
+/// Example: unsctl events --kind channel-attempt-result --channel email --since 1h
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Event kinds to show (repeat; default LEASE_LOST and CHANNEL_ATTEMPT_RESULT)
+    /// Event kinds to show, in any case (repeat; default LEASE_LOST and CHANNEL_ATTEMPT_RESULT)
     #[arg(long = "kind", value_name = "KIND", value_parser = parse_kind)]
     pub kinds: Vec<Kind>,
-    /// How many rows at most
-    #[arg(long, default_value_t = 25)]
-    pub limit: usize,
+    #[command(flatten)]
+    pub select: SelectArgs,
 }
 
 fn parse_kind(text: &str) -> Result<Kind, String> {
     text.parse()
 }
 
+/// The longest answer asked for at once.
+pub const MAX_LIMIT: usize = 10_000;
+
+const COLUMNS: &[Column] = &[
+    Column::new("EVENT", 0),
+    Column::new("TIME", 1),
+    Column::new("KIND", 0),
+    Column::new("NOTIFICATION", 0),
+    Column::new("CHANNEL", 2),
+    Column::new("DETAIL", 3).max(80),
+    Column::new("STATUS", 4),
+    Column::new("DLQ", 5),
+    Column::new("ATTEMPTS", 6),
+    Column::new("CYCLE", 7),
+];
+
 pub fn run(global: &GlobalArgs, args: Args) -> CliResult {
     let out = global.output();
-    if args.limit == 0 || args.limit > 10_000 {
-        return Err(CliError::usage("--limit must be between 1 and 10000"));
+    let limit = args.select.limit.unwrap_or(25);
+    if limit == 0 || limit > MAX_LIMIT {
+        return Err(CliError::usage(format!(
+            "--limit must be between 1 and {MAX_LIMIT}"
+        )));
     }
     let kinds: Vec<Kind> = if args.kinds.is_empty() {
         vec![Kind::LeaseLost, Kind::ChannelAttemptResult]
@@ -34,60 +56,61 @@ pub fn run(global: &GlobalArgs, args: Args) -> CliResult {
         args.kinds.clone()
     };
     let store = backend::reader(global)?;
-    let response = store.events(&kinds, args.limit)?;
+    let query = EventQuery {
+        kinds: kinds.clone(),
+        selection: args.select.selection()?,
+        limit,
+        after: None,
+    };
+    let response = store.events(&query)?;
     if out.json() {
         print_json(&response)?;
         return Ok(());
     }
     if response.events.is_empty() {
         status(&format!(
-            "no {} events in {}",
+            "no {} events in {}{}",
             kinds
                 .iter()
                 .map(|k| k.as_str())
                 .collect::<Vec<_>>()
                 .join(" or "),
-            store.describe()
+            views::shown(&store.describe()),
+            if query.selection.is_empty() {
+                ""
+            } else {
+                " that match the selection"
+            }
         ));
         return Ok(());
     }
-    let mut rows = table(&[
-        "NOTIFICATION",
-        "STATUS",
-        "DLQ",
-        "ATTEMPTS",
-        "CYCLE",
-        "EVENT",
-        "TIME",
-        "KIND",
-        "CHANNEL",
-        "DETAIL",
-    ]);
-    for row in &response.events {
-        let event = crate::model::Event {
-            id: row.id,
-            at: row.at,
-            kind: row.kind.clone(),
-            payload: row.payload.clone(),
-            unreadable: row.unreadable.clone(),
-        };
-        rows.add_row(vec![
-            views::shown(&row.notification_id),
-            views::shown(&row.status),
-            if row.dead_letter {
-                "yes".into()
-            } else {
-                "no".into()
-            },
-            row.attempts.to_string(),
-            row.cycle.to_string(),
-            row.id.to_string(),
-            out.time(row.at),
-            views::shown(&row.kind),
-            views::shown(row.payload["channel"].as_str().unwrap_or("")),
-            views::detail(&event, &out),
-        ]);
-    }
-    print(&table_text(&rows))?;
+    let rows: Vec<Vec<Text>> = response
+        .events
+        .iter()
+        .map(|row| event_row(row, &out))
+        .collect();
+    crate::render::table::print_all(COLUMNS, rows, &out)?;
     Ok(())
+}
+
+fn event_row(row: &crate::api::EventRow, out: &Output) -> Vec<Text> {
+    let event = Event {
+        id: row.id,
+        at: row.at,
+        kind: row.kind.clone(),
+        payload: row.payload.clone(),
+        unreadable: row.unreadable.clone(),
+    };
+    vec![
+        row.id.to_string().into(),
+        out.time(row.at).into(),
+        views::shown(&row.kind).into(),
+        views::shown(&row.notification_id).into(),
+        views::shown(event.payload_value()["channel"].as_str().unwrap_or("")).into(),
+        views::detail(&event, out).into(),
+        views::shown(&row.status).into(),
+        if row.dead_letter { "yes" } else { "no" }.into(),
+        row.attempts.to_string().into(),
+        row.cycle.to_string().into(),
+    ]
 }

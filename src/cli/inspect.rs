@@ -14,7 +14,7 @@ use serde::Serialize;
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// The notification id (the DLQ entry id is the same)
-    #[arg(value_parser = super::ids::parse_id)]
+    #[arg(value_parser = super::values::parse_id)]
     pub id: String,
 }
 

@@ -7,7 +7,6 @@ pub mod dlq;
 pub mod doctor;
 pub mod error;
 pub mod events;
-pub mod ids;
 pub mod inspect;
 pub mod prompt;
 pub mod remediate;
@@ -17,6 +16,7 @@ pub mod runtime;
 pub mod selection;
 pub mod sweep;
 pub mod tsg;
+pub mod values;
 
 use crate::render::output::{ColorChoice, Format, Output};
 use clap::{Args, Parser, Subcommand};

@@ -2,7 +2,8 @@
 
 use super::error::CliResult;
 use super::remediate::{self, AuditArgs, ConfirmArgs, Intent};
-use super::{GlobalArgs, backend, selection};
+use super::selection::{self, SelectArgs};
+use super::{GlobalArgs, backend};
 use crate::model::{Channel, ChannelSet};
 use crate::remediation::{Action, Claim};
 use crate::triage::Branch;
@@ -12,16 +13,20 @@ use crate::triage::Branch;
 /// Example: unsctl replay n-0192c3d4 --confirm
 /// Example: unsctl replay n-0192c3d4 --channels slack --confirm
 /// Example: unsctl replay --branch replay --confirm --yes --reason "webhook fixed"
+/// Example: unsctl replay --branch replay --channel slack --since 1h --confirm
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// The entries to replay
-    #[arg(required_unless_present = "branch", conflicts_with = "branch", value_parser = super::ids::parse_id)]
+    #[arg(required_unless_present = "branch", conflicts_with = "branch", value_parser = super::values::parse_id)]
     pub ids: Vec<String>,
-    /// Every entry of this branch instead of ids (only `replay` is allowed)
+    /// Every entry of this branch instead of ids (only `replay` is allowed), narrowed by
+    /// the selection flags
     #[arg(long, value_parser = ["replay"])]
     pub branch: Option<String>,
+    #[command(flatten)]
+    pub select: SelectArgs,
     /// Only these channels, comma-separated, any case (default: every channel not DELIVERED)
-    #[arg(long, value_delimiter = ',', value_parser = parse_channel)]
+    #[arg(long, value_delimiter = ',', value_parser = super::values::parse_channel)]
     pub channels: Vec<Channel>,
     /// Attest that you checked out of band and the uncertain message did not arrive
     #[arg(long, conflicts_with = "verified_delivered")]
@@ -33,12 +38,6 @@ pub struct Args {
     pub audit: AuditArgs,
     #[command(flatten)]
     pub confirm: ConfirmArgs,
-}
-
-/// A channel name as typed: any case, surrounding whitespace trimmed.
-pub fn parse_channel(text: &str) -> Result<Channel, String> {
-    text.parse()
-        .map_err(|err: crate::model::UnknownChannel| err.to_string())
 }
 
 pub fn run(global: &GlobalArgs, args: Args) -> CliResult {
@@ -62,11 +61,21 @@ pub fn run(global: &GlobalArgs, args: Args) -> CliResult {
     if !args.channels.is_empty() {
         request.channels = Some(args.channels.iter().copied().collect::<ChannelSet>());
     }
+    if !args.ids.is_empty() && args.select.narrows() {
+        return Err(super::error::CliError::usage(
+            "name entries by id, or select them with --branch replay and the selection flags, not both",
+        ));
+    }
     let intents: Vec<Intent> = match &args.branch {
-        Some(_) => selection::verdicts(store.as_ref(), &|v| v.branch == Branch::Replay)?
-            .into_iter()
-            .map(|verdict| remediate::intent(store.as_ref(), &verdict.id, Action::Replay, &request))
-            .collect::<CliResult<_>>()?,
+        Some(_) => selection::verdicts(
+            store.as_ref(),
+            &args.select.selection()?,
+            &selection::of_branch(Some(Branch::Replay)),
+            args.select.limit,
+        )?
+        .into_iter()
+        .map(|verdict| remediate::intent(store.as_ref(), &verdict.id, Action::Replay, &request))
+        .collect::<CliResult<_>>()?,
         None => args
             .ids
             .iter()

@@ -78,7 +78,7 @@ fn reproduce(db: &Path, scenarios: &[Scenario]) -> CliResult<(Vec<ScenarioReport
 
 fn verdicts(db: &Path) -> CliResult<Vec<Verdict>> {
     let store = SqliteStore::open_read_only(db)?;
-    super::selection::verdicts(&store, &|_| true)
+    super::selection::verdicts(&store, &Default::default(), &|_| true, None)
 }
 
 fn report_text(reports: &[ScenarioReport], out: &Output) -> String {
@@ -145,7 +145,7 @@ fn print_reports(db: &Path, reports: &[ScenarioReport], out: &Output) -> CliResu
         }))?;
     } else {
         print(&report_text(reports, out))?;
-        print(&views::triage_table(&verdicts, out))?;
+        views::triage_table(&verdicts, out)?;
         status(&views::summary_line(&verdicts));
     }
     Ok(verdicts)

@@ -1,32 +1,132 @@
-//! Which DLQ entries a command reads or acts on, triaged one at a time as they stream.
+//! Which DLQ entries a command reads or acts on, and streaming them: the store is read
+//! and triaged on this thread while another renders, so the two cores share the work
+//! and only a few entries are in memory at a time.
 
 use super::error::{CliError, CliResult};
-use crate::store::{Store, StoreError};
-use crate::triage::{self, Verdict};
+use crate::clock::{Clock, SystemClock};
+use crate::model::Channel;
+use crate::store::{Selection, Store, StoreError, Triaged};
+use crate::triage::{Branch, Verdict};
+use std::sync::mpsc::{Receiver, sync_channel};
 
-/// Calls `visit` with the verdict of every DLQ entry, in id order, one at a time.
-pub fn each_verdict(store: &dyn Store, visit: &mut dyn FnMut(Verdict) -> CliResult) -> CliResult {
-    let mut failure: Option<CliError> = None;
-    let streamed = store.each_dlq_entry(&mut |(row, events)| {
-        visit(triage::triage_events(&row, &events)).map_err(|err| {
-            failure = Some(err);
-            StoreError::Other("stopped".into())
-        })
-    });
-    match failure {
-        Some(err) => Err(err),
-        None => streamed.map_err(CliError::from),
+/// The selection flags shared by `dlq list`, `dlq triage`, `dlq resolve`, `replay` and
+/// `events`.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct SelectArgs {
+    /// Only entries with this channel (events: about it)
+    #[arg(long, value_parser = super::values::parse_channel)]
+    pub channel: Option<Channel>,
+    /// Only entries whose error message contains TEXT, in any letter case
+    #[arg(long, value_name = "TEXT")]
+    pub error: Option<String>,
+    /// Only entries dead-lettered since TIME: RFC 3339, or a duration back from now (2h, 30m, 1d)
+    #[arg(long, value_name = "TIME")]
+    pub since: Option<String>,
+    /// Only entries dead-lettered before TIME
+    #[arg(long, value_name = "TIME")]
+    pub until: Option<String>,
+    /// At most N entries (the first by id)
+    #[arg(long, value_name = "N")]
+    pub limit: Option<usize>,
+}
+
+impl SelectArgs {
+    /// The typed selection; times are resolved against the clock now, so both backends
+    /// see the same instants.
+    pub fn selection(&self) -> CliResult<Selection> {
+        let now = SystemClock.now();
+        let instant = |flag: &str, text: &Option<String>| {
+            text.as_deref()
+                .map(|t| crate::clock::parse_instant(t, now))
+                .transpose()
+                .map_err(|err| CliError::usage(format!("{flag}: {err}")))
+        };
+        let selection = Selection {
+            channel: self.channel,
+            error: self.error.clone().filter(|e| !e.is_empty()),
+            since: instant("--since", &self.since)?,
+            until: instant("--until", &self.until)?,
+        };
+        selection.check().map_err(CliError::usage)?;
+        if self.limit == Some(0) {
+            return Err(CliError::usage("--limit must be at least 1"));
+        }
+        Ok(selection)
+    }
+
+    /// Whether any flag narrows the selection.
+    pub fn narrows(&self) -> bool {
+        self.channel.is_some()
+            || self.error.is_some()
+            || self.since.is_some()
+            || self.until.is_some()
+            || self.limit.is_some()
     }
 }
 
-/// Every DLQ entry `keep` accepts, triaged.
-pub fn verdicts(store: &dyn Store, keep: &dyn Fn(&Verdict) -> bool) -> CliResult<Vec<Verdict>> {
-    let mut verdicts = Vec::new();
-    each_verdict(store, &mut |verdict| {
-        if keep(&verdict) {
-            verdicts.push(verdict);
+/// Entries handed to the renderer at a time.
+const BATCH: usize = 64;
+
+/// Streams the selected entries that `keep` accepts (at most `limit`) to `render`, which
+/// runs on a second thread and receives them in batches, in id order.
+pub fn stream<R: Send>(
+    store: &dyn Store,
+    selection: &Selection,
+    keep: &dyn Fn(&Triaged) -> bool,
+    limit: Option<usize>,
+    render: impl FnOnce(Receiver<Vec<Triaged>>) -> CliResult<R> + Send,
+) -> CliResult<R> {
+    std::thread::scope(|scope| {
+        let (batches, arriving) = sync_channel::<Vec<Triaged>>(4);
+        let renderer = scope.spawn(move || render(arriving));
+        let mut batch = Vec::with_capacity(BATCH);
+        let mut kept = 0usize;
+        let read = store.each_triaged(selection, &mut |entry| {
+            if !keep(&entry) {
+                return Ok(());
+            }
+            batch.push(entry);
+            kept += 1;
+            let full = limit.is_some_and(|limit| kept >= limit);
+            if batch.len() >= BATCH || full {
+                let sent = batches.send(std::mem::replace(&mut batch, Vec::with_capacity(BATCH)));
+                if sent.is_err() || full {
+                    return Err(StoreError::Stopped);
+                }
+            }
+            Ok(())
+        });
+        if !batch.is_empty() {
+            let _ = batches.send(batch);
         }
-        Ok(())
-    })?;
-    Ok(verdicts)
+        drop(batches);
+        let rendered = renderer
+            .join()
+            .unwrap_or_else(|_| Err(CliError::error("the output thread failed")));
+        match read {
+            Ok(()) | Err(StoreError::Stopped) => rendered,
+            Err(err) => {
+                rendered?;
+                Err(err.into())
+            }
+        }
+    })
+}
+
+/// Every selected DLQ entry `keep` accepts, triaged, in memory (the walk, the bulk
+/// mutations: they act on the exact list they print).
+pub fn verdicts(
+    store: &dyn Store,
+    selection: &Selection,
+    keep: &dyn Fn(&Verdict) -> bool,
+    limit: Option<usize>,
+) -> CliResult<Vec<Verdict>> {
+    stream(store, selection, &|t| keep(&t.verdict), limit, |arriving| {
+        Ok(arriving.into_iter().flatten().map(|t| t.verdict).collect())
+    })
+}
+
+/// Keeps entries of `branch` (all when None).
+pub fn of_branch(branch: Option<Branch>) -> impl Fn(&Verdict) -> bool {
+    move |verdict| branch.is_none_or(|b| b == verdict.branch)
 }

@@ -2,6 +2,7 @@
 
 pub mod output;
 pub mod sanitize;
+pub mod table;
 pub mod time;
 pub mod views;
 

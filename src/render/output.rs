@@ -6,8 +6,12 @@ use std::io::{IsTerminal, Write};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Default)]
 pub enum Format {
+    /// Tables that fit the terminal
     #[default]
     Table,
+    /// Every column, nothing cut to fit
+    Wide,
+    /// The stable JSON contract
     Json,
 }
 
@@ -26,6 +30,8 @@ pub struct Output {
     pub color: bool,
     /// stdout is a terminal: relative times are shown beside RFC 3339.
     pub terminal: bool,
+    /// The terminal's width in columns, when stdout is one.
+    pub columns: Option<u16>,
 }
 
 /// Whether to colour a stream: `--color`, then NO_COLOR, then whether it is a terminal.
@@ -42,10 +48,27 @@ impl Output {
     pub fn new(format: Format, color: ColorChoice) -> Self {
         let terminal = std::io::stdout().is_terminal();
         let color = color_enabled(color, terminal);
+        let columns = terminal
+            .then(|| console::Term::stdout().size_checked().map(|(_, w)| w))
+            .flatten()
+            .or_else(|| {
+                terminal
+                    .then(|| std::env::var("COLUMNS").ok()?.parse().ok())
+                    .flatten()
+            });
         Self {
             format,
             color,
             terminal,
+            columns,
+        }
+    }
+
+    /// The width a table must fit: the terminal's, unless `-o wide` or not a terminal.
+    pub fn fit_width(&self) -> Option<u16> {
+        match self.format {
+            Format::Wide => None,
+            _ => self.columns,
         }
     }
 

@@ -3,6 +3,7 @@
 
 use super::output::{Output, table, table_text};
 use super::sanitize::clean;
+use super::table::{Column, Text, Tone, print_all, toned};
 use crate::model::{Event, Kind, Notification};
 use crate::triage::{self, Branch, ChannelState, Verdict};
 use serde_json::Value;
@@ -41,12 +42,11 @@ fn raw_text(value: &Value, key: &str) -> Option<String> {
 
 /// Whether an event is one this incident turns on.
 pub fn stands_out(event: &Event) -> bool {
+    let payload = event.payload_value();
     match Kind::from_stored(&event.kind) {
         Some(Kind::LeaseLost | Kind::DeadLettered) => true,
-        Some(Kind::ChannelAttemptResult) => {
-            event.payload["metadata"]["provider_outcome"] == "UNKNOWN"
-        }
-        Some(Kind::AttemptStarted) => event.payload["reclaimed"] == true,
+        Some(Kind::ChannelAttemptResult) => payload["metadata"]["provider_outcome"] == "UNKNOWN",
+        Some(Kind::AttemptStarted) => payload["reclaimed"] == true,
         Some(_) => false,
         None => true,
     }
@@ -54,7 +54,8 @@ pub fn stands_out(event: &Event) -> bool {
 
 /// The key payload fields of an event, in a few words.
 pub fn detail(event: &Event, out: &Output) -> String {
-    let p = &event.payload;
+    let payload = event.payload_value();
+    let p = &payload;
     if !p.is_object() {
         return "unreadable payload".into();
     }
@@ -155,8 +156,9 @@ pub fn timeline(events: &[Event], out: &Output) -> String {
     let mut rows = table(&["", "EVENT", "TIME", "KIND", "ATT/CYC", "CHANNEL", "DETAIL"]);
     for event in events {
         let marker = if stands_out(event) { "!" } else { "" };
-        let attempt = event.payload["attempt"].as_i64();
-        let cycle = event.payload["cycle"].as_i64();
+        let payload = event.payload_value();
+        let attempt = payload["attempt"].as_i64();
+        let cycle = payload["cycle"].as_i64();
         let attempt_cycle = match (attempt, cycle) {
             (Some(a), Some(c)) => format!("{a}/{c}"),
             (None, Some(c)) => format!("-/{c}"),
@@ -173,7 +175,7 @@ pub fn timeline(events: &[Event], out: &Output) -> String {
             out.time(event.at),
             kind_text,
             attempt_cycle,
-            shown(event.payload["channel"].as_str().unwrap_or("")),
+            shown(payload["channel"].as_str().unwrap_or("")),
             detail(event, out),
         ]);
     }
@@ -285,60 +287,130 @@ pub fn join_ids(ids: &[i64]) -> String {
     ids.iter().map(i64::to_string).collect::<Vec<_>>().join(",")
 }
 
-/// The triage table: one row per entry, with its next command.
-pub fn triage_table(verdicts: &[Verdict], out: &Output) -> String {
-    let mut rows = table(&[
-        "ID",
-        "BRANCH",
-        "LEASE LOST",
-        "CHANNELS",
-        "EVIDENCE",
-        "NEXT STEP",
-    ]);
-    for verdict in verdicts {
-        let channels: Vec<String> = verdict
-            .channels
-            .iter()
-            .map(|c| format!("{}={}", c.channel, c.state.as_str()))
-            .collect();
-        let evidence: Vec<i64> = verdict
-            .channels
-            .iter()
-            .flat_map(|c| c.evidence.iter().copied())
-            .collect();
-        rows.add_row(vec![
-            shown(&verdict.id),
-            branch_text(verdict.branch, out),
-            if verdict.lease_lost {
-                "yes".into()
-            } else {
-                "no".into()
-            },
-            channels.join(" "),
-            join_ids(&evidence),
-            shown(&verdict.next_step),
-        ]);
+/// The triage table's columns, most important first to stay when space runs out.
+pub const TRIAGE_COLUMNS: &[Column] = &[
+    Column::new("ID", 0),
+    Column::new("BRANCH", 0),
+    Column::new("CHANNELS", 1).max(48),
+    Column::new("CAUSE", 2).max(56),
+    Column::new("NEXT STEP", 3).max(96),
+    Column::new("LEASE LOST", 4),
+    Column::new("EVIDENCE", 5).max(24),
+];
+
+fn branch_tone(branch: Branch) -> Tone {
+    match branch {
+        Branch::Resolve => Tone::Good,
+        Branch::Verify => Tone::Warn,
+        Branch::Replay => Tone::Bad,
     }
-    table_text(&rows)
+}
+
+/// Why an entry is not simply RESOLVE, in a few words: the first failed or uncertain
+/// channel's cause, or the first note.
+pub fn cause(verdict: &Verdict) -> String {
+    verdict
+        .channels
+        .iter()
+        .find_map(|c| {
+            c.cause
+                .as_ref()
+                .map(|cause| format!("{}: {cause}", c.channel))
+        })
+        .or_else(|| verdict.notes.first().cloned())
+        .map(|text| shown(&text))
+        .unwrap_or_default()
+}
+
+/// One row of the triage table.
+pub fn triage_row(verdict: &Verdict, _out: &Output) -> Vec<Text> {
+    let channels: Vec<String> = verdict
+        .channels
+        .iter()
+        .map(|c| format!("{}={}", c.channel, c.state.as_str()))
+        .collect();
+    vec![
+        shown(&verdict.id).into(),
+        toned(verdict.branch.as_str(), branch_tone(verdict.branch)),
+        channels.join(" ").into(),
+        cause(verdict).into(),
+        shown(&verdict.next_step).into(),
+        if verdict.lease_lost { "yes" } else { "no" }.into(),
+        join_ids(&verdict.evidence()).into(),
+    ]
+}
+
+/// The DLQ list's columns.
+pub const LIST_COLUMNS: &[Column] = &[
+    Column::new("ID", 0),
+    Column::new("BRANCH", 0),
+    Column::new("STATUS", 4),
+    Column::new("CHANNELS", 2).max(28),
+    Column::new("ERROR", 1).max(60),
+    Column::new("UPDATED", 3),
+    Column::new("ATTEMPTS", 5),
+    Column::new("CYCLE", 6),
+    Column::new("NEXT STEP", 3).max(96),
+];
+
+/// One row of the DLQ list.
+pub fn list_row(
+    row: &Notification,
+    verdict: &Verdict,
+    unreadable: bool,
+    out: &Output,
+) -> Vec<Text> {
+    let marked = if unreadable { " (unreadable)" } else { "" };
+    vec![
+        format!("{}{marked}", shown(&row.id)).into(),
+        toned(verdict.branch.as_str(), branch_tone(verdict.branch)),
+        shown(&row.status).into(),
+        shown(&row.channels.join(",")).into(),
+        shown(row.error_message.as_deref().unwrap_or_default()).into(),
+        out.time(row.updated_at).into(),
+        row.attempts.to_string().into(),
+        row.cycle.to_string().into(),
+        shown(&verdict.next_step).into(),
+    ]
+}
+
+/// The triage table of `verdicts`, all at once.
+pub fn triage_table(verdicts: &[Verdict], out: &Output) -> std::io::Result<()> {
+    print_all(
+        TRIAGE_COLUMNS,
+        verdicts.iter().map(|v| triage_row(v, out)).collect(),
+        out,
+    )
 }
 
 /// "3 entries: 1 RESOLVE, 1 VERIFY, 1 REPLAY".
-pub fn summary_line(verdicts: &[Verdict]) -> String {
-    let counts = triage::summary(verdicts);
-    let parts: Vec<String> = counts
+pub fn summary_counts(counts: &std::collections::BTreeMap<Branch, usize>) -> String {
+    let total: usize = counts.values().sum();
+    let parts: Vec<String> = Branch::ALL
         .iter()
-        .map(|(branch, n)| format!("{n} {branch}"))
+        .map(|branch| format!("{} {branch}", counts.get(branch).copied().unwrap_or(0)))
         .collect();
     format!(
-        "{} {}: {}",
-        verdicts.len(),
-        if verdicts.len() == 1 {
-            "entry"
-        } else {
-            "entries"
-        },
+        "{total} {}: {}",
+        if total == 1 { "entry" } else { "entries" },
         parts.join(", ")
     )
+}
+
+pub fn summary_line(verdicts: &[Verdict]) -> String {
+    summary_counts(&triage::summary(verdicts))
+}
+
+/// What an empty answer says: a stated end, never silence.
+pub fn nothing_selected(place: &str, narrowed: bool) -> String {
+    if narrowed {
+        format!(
+            "No DLQ entry in {} matches the selection: nothing to do.",
+            clean(place)
+        )
+    } else {
+        empty_dlq(place)
+    }
 }
 
 /// The summary block of `inspect`.

@@ -74,6 +74,35 @@ impl<'r, 's> Cells<'r, 's> {
         }
     }
 
+    /// Text borrowed from the row when it is valid UTF-8 (no copy), as [`Cells::text`]
+    /// otherwise; empty and named when NULL.
+    pub fn text_ref(&mut self, index: usize, column: &str) -> std::borrow::Cow<'r, str> {
+        match self.value(index, column) {
+            Some(ValueRef::Text(bytes)) => match std::str::from_utf8(bytes) {
+                Ok(text) => std::borrow::Cow::Borrowed(text),
+                Err(_) => {
+                    self.problems
+                        .push(format!("{column}: not valid UTF-8 ({} bytes)", bytes.len()));
+                    std::borrow::Cow::Owned(String::from_utf8_lossy(bytes).into_owned())
+                }
+            },
+            Some(ValueRef::Null) => {
+                self.problems.push(format!("{column}: NULL"));
+                std::borrow::Cow::Borrowed("")
+            }
+            Some(ValueRef::Blob(bytes)) => {
+                self.problems.push(format!(
+                    "{column}: a BLOB of {} bytes, not text",
+                    bytes.len()
+                ));
+                std::borrow::Cow::Owned(String::from_utf8_lossy(bytes).into_owned())
+            }
+            Some(ValueRef::Integer(n)) => std::borrow::Cow::Owned(n.to_string()),
+            Some(ValueRef::Real(x)) => std::borrow::Cow::Owned(x.to_string()),
+            None => std::borrow::Cow::Borrowed(""),
+        }
+    }
+
     /// Text that must be present.
     pub fn required_text(&mut self, index: usize, column: &str) -> String {
         self.text(index, column).unwrap_or_else(|| {
@@ -149,6 +178,24 @@ impl<'r, 's> Cells<'r, 's> {
         })
     }
 
+    /// An event payload: the stored text verbatim when it is JSON; otherwise kept as a
+    /// string and named (a BLOB becomes null).
+    pub fn payload(&mut self, index: usize, column: &str) -> crate::model::Payload {
+        let before = self.problems.len();
+        match self.text(index, column) {
+            None => {
+                self.problems.push(format!("{column}: NULL"));
+                crate::model::empty_payload()
+            }
+            Some(_) if self.problems.len() > before => crate::model::empty_payload(),
+            Some(text) => {
+                let (payload, problem) = crate::model::payload_of(&text);
+                self.problems.extend(problem);
+                payload
+            }
+        }
+    }
+
     /// A JSON document stored as text: parsed, or kept as a string when it is not JSON
     /// (triage then names it); a BLOB becomes null.
     pub fn json(&mut self, index: usize, column: &str) -> serde_json::Value {
@@ -212,7 +259,7 @@ pub fn event(row: &Row, first: usize) -> Event {
         id: cells.integer(first, "id"),
         at: cells.required_real(first + 1, "at"),
         kind: cells.required_text(first + 2, "kind"),
-        payload: cells.json(first + 3, "payload"),
+        payload: cells.payload(first + 3, "payload"),
         unreadable: Vec::new(),
     };
     Event {

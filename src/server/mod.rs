@@ -400,13 +400,34 @@ async fn events(
         .map(|(_, v)| v.parse::<crate::model::Kind>())
         .collect::<Result<Vec<_>, _>>()
         .map_err(ApiError::invalid)?;
-    let limit = parse_limit(&pairs, 25, MAX_EVENTS_LIMIT)?;
+    let after = match pairs.iter().find(|(k, _)| k == "after") {
+        None => None,
+        Some((_, value)) => Some(
+            value
+                .parse::<i64>()
+                .map_err(|_| ApiError::invalid("after must be an event id"))?,
+        ),
+    };
+    let query = crate::store::EventQuery {
+        kinds,
+        selection: selection(&state, &pairs)?,
+        limit: parse_limit(&pairs, 25, MAX_EVENTS_LIMIT)?,
+        after,
+    };
     Ok(Json(
         blocking(&state, move |state| {
-            state.read(|conn| sqlite::search_events(conn, &kinds, limit))
+            state.read(|conn| sqlite::search_events(conn, &query))
         })
         .await?,
     ))
+}
+
+/// The selection query parameters of the DLQ and event routes.
+fn selection(
+    state: &AppState,
+    pairs: &[(String, String)],
+) -> Result<crate::store::Selection, ApiError> {
+    crate::store::Selection::from_query(pairs, state.clock.now()).map_err(ApiError::invalid)
 }
 
 async fn dlq(State(state): State<Arc<AppState>>, RawQuery(query): RawQuery) -> ApiResult<DlqPage> {
@@ -419,9 +440,12 @@ async fn dlq(State(state): State<Arc<AppState>>, RawQuery(query): RawQuery) -> A
     let include_events = pairs
         .iter()
         .any(|(k, v)| k == "include" && v.split(',').any(|part| part == "events"));
+    let selection = selection(&state, &pairs)?;
     Ok(Json(
         blocking(&state, move |state| {
-            state.read(|conn| sqlite::dlq_page(conn, cursor.as_deref(), limit, include_events))
+            state.read(|conn| {
+                sqlite::dlq_page(conn, &selection, cursor.as_deref(), limit, include_events)
+            })
         })
         .await?,
     ))

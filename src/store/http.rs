@@ -3,12 +3,12 @@
 //! GETs are retried on transport errors and 5xx; resolve and replay never are, since a
 //! retried mutation could act twice. The API key is sent, never printed.
 
-use super::{Entry, Result, Store, StoreError};
+use super::{EventQuery, Result, Selection, Store, StoreError, Triaged};
 use crate::api::{
     self, ActionRequest, ActionResponse, DlqPage, ErrorBody, ErrorKind, EventsResponse,
     NotificationDoc,
 };
-use crate::model::Kind;
+use crate::triage::{Observed, Triage};
 use reqwest::StatusCode;
 use reqwest::blocking::{Client, RequestBuilder, Response};
 use serde::de::DeserializeOwned;
@@ -26,7 +26,7 @@ pub struct HttpStore {
     key: Option<String>,
     client: Client,
     /// Whether a UNS API answered at `base` (checked once, before the first call).
-    identified: std::cell::OnceCell<std::result::Result<(), String>>,
+    identified: std::sync::OnceLock<std::result::Result<(), String>>,
     /// Said once to the operator: credentials found in the URL, and ignored.
     pub note: Option<String>,
 }
@@ -38,7 +38,7 @@ impl HttpStore {
         let mut url = reqwest::Url::parse(trimmed).map_err(|err| {
             StoreError::Invalid(format!(
                 "invalid API URL {:?}: {err}",
-                crate::render::sanitize::clean(&api::without_userinfo(trimmed))
+                api::without_userinfo(trimmed)
             ))
         })?;
         if !matches!(url.scheme(), "http" | "https") {
@@ -64,7 +64,7 @@ impl HttpStore {
             base,
             key,
             client,
-            identified: std::cell::OnceCell::new(),
+            identified: std::sync::OnceLock::new(),
             note,
         })
     }
@@ -305,17 +305,13 @@ impl Store for HttpStore {
         })
     }
 
-    fn events(&self, kinds: &[Kind], limit: usize) -> Result<EventsResponse> {
-        let mut query: Vec<(&str, String)> = kinds
-            .iter()
-            .map(|k| ("kind", k.as_str().to_string()))
-            .collect();
-        query.push(("limit", limit.to_string()));
-        self.get(api::RUNTIME_EVENTS, &query)
+    fn events(&self, query: &EventQuery) -> Result<EventsResponse> {
+        self.get(api::RUNTIME_EVENTS, &query.query())
     }
 
     fn dlq_page(
         &self,
+        selection: &Selection,
         cursor: Option<&str>,
         limit: usize,
         include_events: bool,
@@ -327,22 +323,57 @@ impl Store for HttpStore {
         if include_events {
             query.push(("include", "events".to_string()));
         }
+        query.extend(selection.query());
         self.get(api::DLQ, &query)
     }
 
-    fn each_dlq_entry(&self, visit: &mut dyn FnMut(Entry) -> Result<()>) -> Result<()> {
-        let mut cursor: Option<String> = None;
-        loop {
-            let page = self.dlq_page(cursor.as_deref(), PAGE_SIZE, true)?;
-            for entry in page.entries {
-                let events = entry.events.unwrap_or_default();
-                visit((entry.row, events))?;
+    /// Pages of entries with their events, the next page fetched while this one is
+    /// triaged.
+    fn each_triaged(
+        &self,
+        selection: &Selection,
+        visit: &mut dyn FnMut(Triaged) -> Result<()>,
+    ) -> Result<()> {
+        std::thread::scope(|scope| {
+            let (pages, arriving) = std::sync::mpsc::sync_channel::<Result<DlqPage>>(1);
+            scope.spawn(move || {
+                let mut cursor: Option<String> = None;
+                loop {
+                    let page = self.dlq_page(selection, cursor.as_deref(), PAGE_SIZE, true);
+                    let next = page.as_ref().ok().and_then(|p| p.next_cursor.clone());
+                    if pages.send(page).is_err() {
+                        return;
+                    }
+                    match next {
+                        Some(next) => cursor = Some(next),
+                        None => return,
+                    }
+                }
+            });
+            for page in arriving {
+                for entry in page?.entries {
+                    let events = entry.events.unwrap_or_default();
+                    let mut unreadable = entry.row.unreadable.clone();
+                    let mut triage = Triage::start(entry.row);
+                    for event in &events {
+                        unreadable.extend(
+                            event
+                                .unreadable
+                                .iter()
+                                .map(|u| format!("event {}: {u}", event.id)),
+                        );
+                        triage.read(Observed::from_event(event));
+                    }
+                    let (verdict, row) = triage.finish();
+                    visit(Triaged {
+                        row,
+                        verdict,
+                        unreadable,
+                    })?;
+                }
             }
-            match page.next_cursor {
-                Some(next) => cursor = Some(next),
-                None => return Ok(()),
-            }
-        }
+            Ok(())
+        })
     }
 
     fn resolve(&self, id: &str, request: &ActionRequest) -> Result<ActionResponse> {

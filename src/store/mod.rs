@@ -1,13 +1,17 @@
 //! Where the CLI reads and acts: one trait, a SQLite and an HTTP backend.
 
 pub mod http;
+pub mod selection;
 pub mod sqlite;
 
+pub use selection::Selection;
+
 use crate::api::{ActionRequest, ActionResponse, DlqPage, EventsResponse, NotificationDoc};
-use crate::model::{Event, Kind, Notification};
+use crate::model::{Kind, Notification};
 use crate::remediation::{Conflict, Refusal, Rejection};
 use crate::runtime::engine::EngineError;
 use crate::runtime::schema::OpenError;
+use crate::triage::Verdict;
 
 /// What can go wrong talking to a store, typed so each maps to one exit code.
 #[derive(Debug, thiserror::Error)]
@@ -32,6 +36,9 @@ pub enum StoreError {
     InvalidStore(String),
     #[error("{0}")]
     Other(String),
+    /// A reader asked a stream to stop early; not a failure.
+    #[error("stopped")]
+    Stopped,
 }
 
 pub type Result<T> = std::result::Result<T, StoreError>;
@@ -75,8 +82,43 @@ impl From<Rejection> for StoreError {
     }
 }
 
-/// One DLQ entry with its whole history, as triage needs it.
-pub type Entry = (Notification, Vec<Event>);
+/// One DLQ entry, triaged as it streamed past.
+#[derive(Debug, Clone)]
+pub struct Triaged {
+    pub row: Notification,
+    pub verdict: Verdict,
+    /// Values that could not be read: the row's, then each event's ("event N: ...").
+    pub unreadable: Vec<String>,
+}
+
+/// What the cross-notification event search asks for.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct EventQuery {
+    /// Only these kinds (none: every kind).
+    pub kinds: Vec<Kind>,
+    pub selection: Selection,
+    pub limit: usize,
+    /// Only events after this id, oldest first (a cursor for following); without it,
+    /// the newest first.
+    pub after: Option<i64>,
+}
+
+impl EventQuery {
+    /// The query string of `GET /api/v1/runtime/events`.
+    pub fn query(&self) -> Vec<(&'static str, String)> {
+        let mut pairs: Vec<(&'static str, String)> = self
+            .kinds
+            .iter()
+            .map(|k| ("kind", k.as_str().to_string()))
+            .collect();
+        pairs.push(("limit", self.limit.to_string()));
+        if let Some(after) = self.after {
+            pairs.push(("after", after.to_string()));
+        }
+        pairs.extend(self.selection.query());
+        pairs
+    }
+}
 
 pub trait Store {
     /// A short name for messages: the file path or the base URL.
@@ -87,15 +129,24 @@ pub trait Store {
 
     fn notification(&self, id: &str) -> Result<NotificationDoc>;
 
-    /// Events of the given kinds across notifications, newest first.
-    fn events(&self, kinds: &[Kind], limit: usize) -> Result<EventsResponse>;
+    /// Events across notifications (see [`EventQuery`]).
+    fn events(&self, query: &EventQuery) -> Result<EventsResponse>;
 
-    /// One page of the DLQ, ordered by id.
-    fn dlq_page(&self, cursor: Option<&str>, limit: usize, include_events: bool)
-    -> Result<DlqPage>;
+    /// One page of the selected DLQ entries, ordered by id.
+    fn dlq_page(
+        &self,
+        selection: &Selection,
+        cursor: Option<&str>,
+        limit: usize,
+        include_events: bool,
+    ) -> Result<DlqPage>;
 
-    /// Every DLQ entry with its events, in id order, streamed one at a time.
-    fn each_dlq_entry(&self, visit: &mut dyn FnMut(Entry) -> Result<()>) -> Result<()>;
+    /// Every selected DLQ entry, triaged, in id order, streamed one at a time.
+    fn each_triaged(
+        &self,
+        selection: &Selection,
+        visit: &mut dyn FnMut(Triaged) -> Result<()>,
+    ) -> Result<()>;
 
     fn resolve(&self, id: &str, request: &ActionRequest) -> Result<ActionResponse>;
 

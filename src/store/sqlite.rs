@@ -3,16 +3,19 @@
 //! Read commands open the file read-only, so a triage cannot write even by accident.
 //! Resolve and replay go through `remediation::apply`, which the server calls too.
 
-use super::{Entry, Result, Store, StoreError, decode_cursor, encode_cursor};
+use super::{
+    EventQuery, Result, Selection, Store, StoreError, Triaged, decode_cursor, encode_cursor,
+};
 use crate::api::{
     ActionRequest, ActionResponse, DlqEntry, DlqPage, EventRow, EventsResponse, NotificationDoc,
 };
 use crate::clock::{Clock, SystemClock};
-use crate::model::Kind;
+use crate::model::{Event, payload_problem};
 use crate::remediation::{self, Action, Actor};
 use crate::runtime::queries::{self, EVENT_COLUMNS, NOTIFICATION_COLUMNS, NOTIFICATION_WIDTH};
 use crate::runtime::schema::{self, OpenMode};
-use rusqlite::{Connection, params};
+use crate::triage::{Observed, Triage};
+use rusqlite::{Connection, OptionalExtension};
 use std::path::{Path, PathBuf};
 
 pub fn notification_doc(conn: &Connection, id: &str) -> Result<NotificationDoc> {
@@ -24,50 +27,124 @@ pub fn notification_doc(conn: &Connection, id: &str) -> Result<NotificationDoc> 
     })
 }
 
-/// Events of `kinds` across notifications, newest first, joined with their row.
-pub fn search_events(conn: &Connection, kinds: &[Kind], limit: usize) -> Result<EventsResponse> {
-    let placeholders = vec!["?"; kinds.len()].join(", ");
-    let filter = if kinds.is_empty() {
-        String::new()
-    } else {
-        format!("WHERE e.kind IN ({placeholders})")
+/// Events across notifications. Newest first: one walk of the (kind, at) index per kind,
+/// merged, so the newest N cost N steps per kind whatever the store's size. After a
+/// cursor: oldest first by id.
+pub fn search_events(conn: &Connection, query: &EventQuery) -> Result<EventsResponse> {
+    let (filter, filter_params) = query.selection.events_sql();
+    let limit = query.limit.max(1);
+    let mut found: Vec<(Event, String)> = Vec::new();
+    let read = |row: &rusqlite::Row| -> rusqlite::Result<(Event, String)> {
+        let notification_id = queries::Cells::new(row).required_text(4, "notification_id");
+        Ok((queries::event(row, 0), notification_id))
     };
-    let sql = format!(
-        "SELECT e.id, e.notification_id, e.at, e.kind, e.payload, n.status, n.dead_letter, n.attempts, n.cycle
-         FROM uns_events e JOIN uns_notifications n ON n.id = e.notification_id
-         {filter} ORDER BY e.at DESC, e.id DESC LIMIT {limit}"
-    );
-    let mut stmt = conn.prepare(&sql)?;
-    let events = stmt
-        .query_map(
-            rusqlite::params_from_iter(kinds.iter().map(|k| k.as_str())),
-            |row| {
+    if let Some(after) = query.after {
+        let kinds = placeholders(query.kinds.len());
+        let kind_filter = if query.kinds.is_empty() {
+            String::new()
+        } else {
+            format!(" AND e.kind IN ({kinds})")
+        };
+        let sql = format!(
+            "SELECT {EVENT_COLUMNS}, e.notification_id FROM uns_events e
+             WHERE e.id > ?{kind_filter}{filter} ORDER BY e.id LIMIT {limit}"
+        );
+        let mut params: Vec<rusqlite::types::Value> = vec![after.into()];
+        params.extend(query.kinds.iter().map(|k| k.as_str().to_string().into()));
+        params.extend(filter_params);
+        let mut stmt = conn.prepare_cached(&sql)?;
+        found = stmt
+            .query_map(rusqlite::params_from_iter(params), read)?
+            .collect::<rusqlite::Result<_>>()?;
+    } else {
+        let kinds: Vec<String> = if query.kinds.is_empty() {
+            stored_kinds(conn)?
+        } else {
+            query.kinds.iter().map(|k| k.as_str().to_string()).collect()
+        };
+        let sql = format!(
+            "SELECT {EVENT_COLUMNS}, e.notification_id FROM uns_events e
+             WHERE e.kind = ?{filter} ORDER BY e.at DESC, e.id DESC LIMIT {limit}"
+        );
+        let mut stmt = conn.prepare_cached(&sql)?;
+        for kind in kinds {
+            let mut params: Vec<rusqlite::types::Value> = vec![kind.into()];
+            params.extend(filter_params.iter().cloned());
+            let rows = stmt.query_map(rusqlite::params_from_iter(params), read)?;
+            for row in rows {
+                found.push(row?);
+            }
+        }
+        found.sort_by(|(a, _), (b, _)| b.at.total_cmp(&a.at).then(b.id.cmp(&a.id)));
+        found.truncate(limit);
+    }
+    let mut rows = conn.prepare_cached(
+        "SELECT status, dead_letter, attempts, cycle FROM uns_notifications WHERE id = ?1",
+    )?;
+    let mut events = Vec::with_capacity(found.len());
+    for (event, notification_id) in found {
+        let joined = rows
+            .query_row([&notification_id], |row| {
                 let mut cells = queries::Cells::new(row);
-                let event = EventRow {
-                    id: cells.integer(0, "id"),
-                    notification_id: cells.required_text(1, "notification_id"),
-                    at: cells.required_real(2, "at"),
-                    kind: cells.required_text(3, "kind"),
-                    payload: cells.json(4, "payload"),
-                    status: cells.required_text(5, "status"),
-                    dead_letter: cells.integer(6, "dead_letter") != 0,
-                    attempts: cells.integer(7, "attempts"),
-                    cycle: cells.integer(8, "cycle"),
-                    unreadable: Vec::new(),
-                };
-                Ok(EventRow {
-                    unreadable: cells.problems,
-                    ..event
-                })
-            },
-        )?
-        .collect::<rusqlite::Result<Vec<_>>>()?;
+                Ok((
+                    cells.required_text(0, "status"),
+                    cells.integer(1, "dead_letter") != 0,
+                    cells.integer(2, "attempts"),
+                    cells.integer(3, "cycle"),
+                    cells.problems,
+                ))
+            })
+            .optional()?;
+        // The join of the runbook's query: an event whose row is gone is not shown.
+        let Some((status, dead_letter, attempts, cycle, problems)) = joined else {
+            continue;
+        };
+        let mut unreadable = event.unreadable;
+        unreadable.extend(problems.into_iter().map(|p| format!("row {p}")));
+        events.push(EventRow {
+            id: event.id,
+            notification_id,
+            at: event.at,
+            kind: event.kind,
+            payload: event.payload,
+            status,
+            dead_letter,
+            attempts,
+            cycle,
+            unreadable,
+        });
+    }
     Ok(EventsResponse { events })
 }
 
-/// One page of the DLQ after `cursor`, by id.
+fn placeholders(n: usize) -> String {
+    vec!["?"; n].join(", ")
+}
+
+/// Every kind stored, by seeking the (kind, at) index from one kind to the next.
+fn stored_kinds(conn: &Connection) -> Result<Vec<String>> {
+    let mut stmt =
+        conn.prepare_cached("SELECT kind FROM uns_events WHERE kind > ?1 ORDER BY kind LIMIT 1")?;
+    let mut kinds = Vec::new();
+    let mut after = String::new();
+    while let Some(kind) = stmt
+        .query_row([&after], |row| Ok(queries::Cells::new(row).text(0, "kind")))
+        .optional()?
+        .flatten()
+    {
+        if kinds.len() > 1000 {
+            break;
+        }
+        after = kind.clone();
+        kinds.push(kind);
+    }
+    Ok(kinds)
+}
+
+/// One page of the selected DLQ entries after `cursor`, by id.
 pub fn dlq_page(
     conn: &Connection,
+    selection: &Selection,
     cursor: Option<&str>,
     limit: usize,
     include_events: bool,
@@ -75,24 +152,33 @@ pub fn dlq_page(
     // No cursor: from the start, rows without an id (they sort first) included.
     let after = cursor.map(decode_cursor).transpose()?;
     let limit = limit.clamp(1, 1000);
-    let mut entries = Vec::with_capacity(limit);
+    let (filter, filter_params) = selection.dlq_sql();
+    let mut params: Vec<rusqlite::types::Value> =
+        vec![after.map_or(rusqlite::types::Value::Null, Into::into)];
+    params.extend(filter_params);
+    params.push((limit as i64).into());
+    let page = format!(
+        "SELECT n.rowid AS r FROM uns_notifications n
+         WHERE n.dead_letter = 1 AND (?1 IS NULL OR n.id > ?1){filter}
+         ORDER BY n.id, n.rowid LIMIT ?"
+    );
+    let mut entries: Vec<DlqEntry> = Vec::with_capacity(limit);
+    let mut rowids: Vec<i64> = Vec::new();
     if include_events {
         // One ordered join instead of a query per entry.
         let sql = format!(
-            "WITH page AS (SELECT rowid AS r FROM uns_notifications
-                           WHERE dead_letter = 1 AND (?1 IS NULL OR id > ?1) ORDER BY id LIMIT ?2)
+            "WITH page AS ({page})
              SELECT {NOTIFICATION_COLUMNS}, {EVENT_COLUMNS}
              FROM page JOIN uns_notifications n ON n.rowid = page.r
              LEFT JOIN uns_events e ON e.notification_id = n.id
              ORDER BY n.id, n.rowid, e.id"
         );
         let mut stmt = conn.prepare_cached(&sql)?;
-        let mut rows = stmt.query(params![after, limit as i64])?;
-        let mut last_rowid = None;
+        let mut rows = stmt.query(rusqlite::params_from_iter(params))?;
         while let Some(row) = rows.next()? {
             let rowid: i64 = row.get(0)?;
-            if last_rowid != Some(rowid) {
-                last_rowid = Some(rowid);
+            if rowids.last() != Some(&rowid) {
+                rowids.push(rowid);
                 entries.push(DlqEntry {
                     row: queries::notification(row, 0),
                     events: Some(Vec::new()),
@@ -110,11 +196,12 @@ pub fn dlq_page(
         }
     } else {
         let sql = format!(
-            "SELECT {NOTIFICATION_COLUMNS} FROM uns_notifications n
-             WHERE n.dead_letter = 1 AND (?1 IS NULL OR n.id > ?1) ORDER BY n.id, n.rowid LIMIT ?2"
+            "WITH page AS ({page})
+             SELECT {NOTIFICATION_COLUMNS} FROM page JOIN uns_notifications n ON n.rowid = page.r
+             ORDER BY n.id, n.rowid"
         );
         let mut stmt = conn.prepare_cached(&sql)?;
-        let rows = stmt.query_map(params![after, limit as i64], |row| {
+        let rows = stmt.query_map(rusqlite::params_from_iter(params), |row| {
             Ok(queries::notification(row, 0))
         })?;
         for row in rows {
@@ -124,44 +211,116 @@ pub fn dlq_page(
             });
         }
     }
+    // The page is full when the SQL limit was reached; the channel test below may thin it.
     let next_cursor = (entries.len() == limit)
         .then(|| entries.last().map(|e| encode_cursor(&e.row.id)))
         .flatten();
+    entries.retain(|e| selection.keeps_channels(&e.row.channels, !e.row.unreadable.is_empty()));
     Ok(DlqPage {
         entries,
         next_cursor,
     })
 }
 
-/// Streams every DLQ entry with its events: one ordered join, one entry in memory.
-pub fn each_dlq_entry(conn: &Connection, visit: &mut dyn FnMut(Entry) -> Result<()>) -> Result<()> {
+/// Streams every selected DLQ entry, triaged straight from SQLite's row buffers: each
+/// payload is read where SQLite holds it, parsed once into the few fields triage reads,
+/// and only one entry is in memory at a time.
+pub fn each_triaged(
+    conn: &Connection,
+    selection: &Selection,
+    visit: &mut dyn FnMut(Triaged) -> Result<()>,
+) -> Result<()> {
+    let (filter, params) = selection.dlq_sql();
+    // Only the event columns ride on the join; each row is read once, by rowid, when its
+    // first event arrives. Repeating the row's columns on every event costs more than
+    // the whole triage.
     let sql = format!(
-        "SELECT {NOTIFICATION_COLUMNS}, {EVENT_COLUMNS}
+        "SELECT n.rowid, {EVENT_COLUMNS}
          FROM uns_notifications n LEFT JOIN uns_events e ON e.notification_id = n.id
-         WHERE n.dead_letter = 1 ORDER BY n.id, n.rowid, e.id"
+         WHERE n.dead_letter = 1{filter} ORDER BY n.id, n.rowid, e.id"
     );
     let mut stmt = conn.prepare(&sql)?;
-    let mut rows = stmt.query([])?;
-    let mut current: Option<(i64, Entry)> = None;
+    let mut by_rowid = conn.prepare(&format!(
+        "SELECT {NOTIFICATION_COLUMNS} FROM uns_notifications n WHERE n.rowid = ?1"
+    ))?;
+    let mut rows = stmt.query(rusqlite::params_from_iter(params))?;
+    let mut current: Option<(i64, Triage, Vec<String>)> = None;
+    let finish = |(_, triage, unreadable): (i64, Triage, Vec<String>),
+                  visit: &mut dyn FnMut(Triaged) -> Result<()>|
+     -> Result<()> {
+        if !selection.keeps_channels(&triage.row().channels, !triage.row().unreadable.is_empty()) {
+            return Ok(());
+        }
+        let (verdict, row) = triage.finish();
+        let mut all = row.unreadable.clone();
+        all.extend(unreadable);
+        visit(Triaged {
+            row,
+            verdict,
+            unreadable: all,
+        })
+    };
     while let Some(row) = rows.next()? {
         let rowid: i64 = row.get(0)?;
-        if current.as_ref().map(|(r, _)| *r != rowid).unwrap_or(true) {
-            if let Some((_, done)) = current.take() {
-                visit(done)?;
+        if current.as_ref().is_none_or(|(r, _, _)| *r != rowid) {
+            if let Some(done) = current.take() {
+                finish(done, visit)?;
             }
-            current = Some((rowid, (queries::notification(row, 0), Vec::new())));
+            let notification = by_rowid.query_row([rowid], |n| Ok(queries::notification(n, 0)))?;
+            current = Some((rowid, Triage::start(notification), Vec::new()));
         }
-        if let (Some((_, (_, events))), Some(_)) = (
-            current.as_mut(),
-            row.get::<_, Option<i64>>(NOTIFICATION_WIDTH)?,
-        ) {
-            events.push(queries::event(row, NOTIFICATION_WIDTH));
+        let Some((_, triage, unreadable)) = current.as_mut() else {
+            continue;
+        };
+        if row.get_ref(1)? == rusqlite::types::ValueRef::Null {
+            continue;
         }
+        // The same checks, in the same order, as queries::event, without copying.
+        let mut cells = queries::Cells::new(row);
+        let id = cells.integer(1, "id");
+        cells.required_real(2, "at");
+        let kind = cells.text_ref(3, "kind");
+        let payload = cells.text_ref(4, "payload");
+        let mut observed = Observed::from_text(id, &kind, &payload);
+        if observed.fields.is_err()
+            && let Some(problem) = payload_problem(&payload)
+        {
+            cells.problems.push(problem);
+        }
+        unreadable.extend(cells.problems.iter().map(|p| format!("event {id}: {p}")));
+        observed = observed.with_unreadable(cells.problems.first().map(String::as_str));
+        triage.read(observed);
     }
-    if let Some((_, done)) = current {
-        visit(done)?;
+    if let Some(done) = current {
+        finish(done, visit)?;
     }
     Ok(())
+}
+
+/// Resolve and replay on the store itself, through the guarded transition.
+fn act(
+    conn: &Connection,
+    clock: &dyn Clock,
+    id: &str,
+    action: Action,
+    request: &ActionRequest,
+) -> Result<ActionResponse> {
+    // On the store itself the operator is who the process runs as, as the CLI says.
+    let operator = request
+        .operator
+        .as_deref()
+        .map(str::trim)
+        .filter(|o| !o.is_empty())
+        .map(str::to_string)
+        .unwrap_or_else(crate::identity::account_name);
+    Ok(remediation::apply(
+        conn,
+        clock.now(),
+        id,
+        action,
+        request,
+        &Actor::local(&operator),
+    )?)
 }
 
 /// A store file opened directly.
@@ -198,25 +357,6 @@ impl SqliteStore {
             note: None,
         })
     }
-
-    fn act(&self, id: &str, action: Action, request: &ActionRequest) -> Result<ActionResponse> {
-        // On the store itself the operator is who the process runs as, as the CLI says.
-        let operator = request
-            .operator
-            .as_deref()
-            .map(str::trim)
-            .filter(|o| !o.is_empty())
-            .map(str::to_string)
-            .unwrap_or_else(crate::identity::account_name);
-        Ok(remediation::apply(
-            &self.conn,
-            self.clock.now(),
-            id,
-            action,
-            request,
-            &Actor::local(&operator),
-        )?)
-    }
 }
 
 impl Store for SqliteStore {
@@ -232,28 +372,39 @@ impl Store for SqliteStore {
         notification_doc(&self.conn, id)
     }
 
-    fn events(&self, kinds: &[Kind], limit: usize) -> Result<EventsResponse> {
-        search_events(&self.conn, kinds, limit)
+    fn events(&self, query: &EventQuery) -> Result<EventsResponse> {
+        search_events(&self.conn, query)
     }
 
     fn dlq_page(
         &self,
+        selection: &Selection,
         cursor: Option<&str>,
         limit: usize,
         include_events: bool,
     ) -> Result<DlqPage> {
-        dlq_page(&self.conn, cursor, limit, include_events)
+        dlq_page(&self.conn, selection, cursor, limit, include_events)
     }
 
-    fn each_dlq_entry(&self, visit: &mut dyn FnMut(Entry) -> Result<()>) -> Result<()> {
-        each_dlq_entry(&self.conn, visit)
+    fn each_triaged(
+        &self,
+        selection: &Selection,
+        visit: &mut dyn FnMut(Triaged) -> Result<()>,
+    ) -> Result<()> {
+        each_triaged(&self.conn, selection, visit)
     }
 
     fn resolve(&self, id: &str, request: &ActionRequest) -> Result<ActionResponse> {
-        self.act(id, Action::Resolve, request)
+        act(
+            &self.conn,
+            self.clock.as_ref(),
+            id,
+            Action::Resolve,
+            request,
+        )
     }
 
     fn replay(&self, id: &str, request: &ActionRequest) -> Result<ActionResponse> {
-        self.act(id, Action::Replay, request)
+        act(&self.conn, self.clock.as_ref(), id, Action::Replay, request)
     }
 }

@@ -18,7 +18,7 @@ impl History {
             id,
             at: 1000.0 + id as f64,
             kind: kind.into(),
-            payload,
+            payload: crate::model::payload_from_value(&payload),
             unreadable: Vec::new(),
         });
         self

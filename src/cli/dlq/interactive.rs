@@ -222,7 +222,12 @@ fn confirm(
     Ok(prompt::confirms(answer.as_deref(), 1))
 }
 
-pub fn run(global: &GlobalArgs, branch: Option<Branch>, audit: AuditArgs) -> CliResult {
+pub fn run(
+    global: &GlobalArgs,
+    branch: Option<Branch>,
+    select: &selection::SelectArgs,
+    audit: AuditArgs,
+) -> CliResult {
     if !prompt::interactive() {
         return Err(CliError::new(ExitKind::Refused, "--interactive needs a terminal")
             .hint("use `unsctl dlq triage -o json > plan.json` and `unsctl apply plan.json` from automation"));
@@ -234,7 +239,12 @@ pub fn run(global: &GlobalArgs, branch: Option<Branch>, audit: AuditArgs) -> Cli
     }
     let out = global.output();
     let store = backend::writer(global)?;
-    let verdicts = selection::verdicts(store.as_ref(), &|v| branch.is_none_or(|b| b == v.branch))?;
+    let verdicts = selection::verdicts(
+        store.as_ref(),
+        &select.selection()?,
+        &selection::of_branch(branch),
+        select.limit,
+    )?;
     if verdicts.is_empty() {
         status(&views::empty_dlq(&store.describe()));
         return Ok(());

@@ -1,126 +1,154 @@
-//! `unsctl dlq list`: every DLQ entry's state, error, branch and next command.
+//! `unsctl dlq list`: every DLQ entry's state, error, branch and next command, streamed.
 
 use crate::cli::error::CliResult;
+use crate::cli::selection::{self, SelectArgs};
 use crate::cli::{GlobalArgs, backend};
-use crate::model::Channel;
-use crate::render::output::{print, print_json, status, table, table_text};
+use crate::render::output::{Output, status};
+use crate::render::table::Grid;
 use crate::render::views;
+use crate::store::Triaged;
 use crate::triage::{self, Branch};
 use serde::Serialize;
 use std::collections::BTreeMap;
+use std::io::Write;
+use std::sync::mpsc::Receiver;
 
 /// List the DLQ: each entry's state, error, branch and next command
 ///
 /// Example: unsctl dlq list
+/// Example: unsctl dlq list --error timeout --since 2h
 #[derive(Debug, clap::Args)]
-pub struct Args {}
+pub struct Args {
+    #[command(flatten)]
+    pub select: SelectArgs,
+}
 
 /// One row of `dlq list -o json`.
 #[derive(Debug, Serialize)]
-struct ListEntry {
-    id: String,
-    status: String,
+struct ListEntry<'a> {
+    id: &'a str,
+    status: &'a str,
     attempts: i64,
     cycle: i64,
-    channels: Vec<String>,
-    error_message: Option<String>,
+    channels: &'a [String],
+    error_message: Option<&'a str>,
     updated_at: f64,
     branch: Branch,
-    next_step: String,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    unreadable: Vec<String>,
+    next_step: &'a str,
+    #[serde(skip_serializing_if = "<[String]>::is_empty")]
+    unreadable: &'a [String],
 }
 
-#[derive(Debug, Serialize)]
-struct ListView {
-    entries: Vec<ListEntry>,
-    summary: BTreeMap<Branch, usize>,
+impl<'a> From<&'a Triaged> for ListEntry<'a> {
+    fn from(t: &'a Triaged) -> Self {
+        ListEntry {
+            id: &t.row.id,
+            status: &t.row.status,
+            attempts: t.row.attempts,
+            cycle: t.row.cycle,
+            channels: &t.row.channels,
+            error_message: t.row.error_message.as_deref(),
+            updated_at: t.row.updated_at,
+            branch: t.verdict.branch,
+            next_step: &t.verdict.next_step,
+            unreadable: &t.unreadable,
+        }
+    }
 }
 
-pub fn run(global: &GlobalArgs, _args: Args) -> CliResult {
+#[derive(Default)]
+struct Listed {
+    counts: BTreeMap<Branch, usize>,
+    unreadable: usize,
+}
+
+pub fn run(global: &GlobalArgs, args: Args) -> CliResult {
     let out = global.output();
     let store = backend::reader(global)?;
-    let mut entries = Vec::new();
-    let mut verdicts = Vec::new();
-    store.each_dlq_entry(&mut |(row, events)| {
-        let verdict = triage::triage_events(&row, &events);
-        let mut unreadable = row.unreadable.clone();
-        unreadable.extend(events.iter().flat_map(|e| {
-            e.unreadable
-                .iter()
-                .map(move |u| format!("event {}: {u}", e.id))
-        }));
-        entries.push(ListEntry {
-            id: row.id,
-            status: row.status,
-            attempts: row.attempts,
-            cycle: row.cycle,
-            channels: row.channels,
-            error_message: row.error_message,
-            updated_at: row.updated_at,
-            branch: verdict.branch,
-            next_step: verdict.next_step.clone(),
-            unreadable,
-        });
-        verdicts.push(verdict);
-        Ok(())
-    })?;
-    let unreadable = entries.iter().filter(|e| !e.unreadable.is_empty()).count();
-    let empty = entries.is_empty();
-    if out.json() {
-        let summary = triage::summary(&verdicts);
-        print_json(&ListView { entries, summary })?;
-    } else if !entries.is_empty() {
-        let mut rows = table(&[
-            "ID",
-            "STATUS",
-            "ATTEMPTS",
-            "CYCLE",
-            "CHANNELS",
-            "UPDATED",
-            "BRANCH",
-            "ERROR",
-            "NEXT STEP",
-        ]);
-        for entry in &entries {
-            let marked = if entry.unreadable.is_empty() {
-                ""
-            } else {
-                " (unreadable)"
-            };
-            rows.add_row(vec![
-                format!("{}{marked}", views::shown(&entry.id)),
-                views::shown(&entry.status),
-                entry.attempts.to_string(),
-                entry.cycle.to_string(),
-                entry
-                    .channels
-                    .iter()
-                    .map(|c| {
-                        c.parse::<Channel>()
-                            .map(|c| c.to_string())
-                            .unwrap_or_else(|_| views::shown(c))
-                    })
-                    .collect::<Vec<_>>()
-                    .join(","),
-                out.time(entry.updated_at),
-                views::branch_text(entry.branch, &out),
-                views::shown(entry.error_message.as_deref().unwrap_or_default()),
-                views::shown(&entry.next_step),
-            ]);
-        }
-        print(&table_text(&rows))?;
-    }
-    if empty {
-        status(&views::empty_dlq(&store.describe()));
+    let selection = args.select.selection()?;
+    let listed = selection::stream(
+        store.as_ref(),
+        &selection,
+        &|_| true,
+        args.select.limit,
+        |arriving| match out.json() {
+            true => write_json(arriving),
+            false => write_table(arriving, &out),
+        },
+    )?;
+    let total: usize = listed.counts.values().sum();
+    if total == 0 {
+        status(&views::nothing_selected(
+            &store.describe(),
+            args.select.narrows(),
+        ));
         return Ok(());
     }
-    status(&views::summary_line(&verdicts));
-    if unreadable > 0 {
+    if !out.json() {
+        status(&views::summary_counts(&listed.counts));
+    }
+    if listed.unreadable > 0 {
         status(&format!(
-            "{unreadable} entr{} with unreadable values (marked; `unsctl inspect <ID>` names them)",
-            if unreadable == 1 { "y has" } else { "ies have" }
+            "{} entr{} with unreadable values (marked; `unsctl inspect <ID>` names them)",
+            listed.unreadable,
+            if listed.unreadable == 1 {
+                "y has"
+            } else {
+                "ies have"
+            }
         ));
     }
     Ok(())
+}
+
+fn count(listed: &mut Listed, t: &Triaged) {
+    *listed.counts.entry(t.verdict.branch).or_default() += 1;
+    if !t.unreadable.is_empty() {
+        listed.unreadable += 1;
+    }
+}
+
+fn write_json(arriving: Receiver<Vec<Triaged>>) -> CliResult<Listed> {
+    let stdout = std::io::stdout();
+    let mut writer = std::io::BufWriter::with_capacity(1 << 16, stdout.lock());
+    let mut listed = Listed {
+        counts: triage::empty_summary(),
+        ..Listed::default()
+    };
+    let mut first = true;
+    writer.write_all(b"{\n  \"entries\": [")?;
+    for triaged in arriving.into_iter().flatten() {
+        count(&mut listed, &triaged);
+        writer.write_all(if first { b"\n    " } else { b",\n    " })?;
+        first = false;
+        serde_json::to_writer(&mut writer, &ListEntry::from(&triaged))
+            .map_err(std::io::Error::other)?;
+    }
+    writer.write_all(if first { b"],\n" } else { b"\n  ],\n" })?;
+    let summary = serde_json::to_string(&listed.counts).map_err(std::io::Error::other)?;
+    writer.write_all(format!("  \"summary\": {summary}\n}}\n").as_bytes())?;
+    writer.flush()?;
+    Ok(listed)
+}
+
+fn write_table(arriving: Receiver<Vec<Triaged>>, out: &Output) -> CliResult<Listed> {
+    let stdout = std::io::stdout();
+    let mut writer = std::io::BufWriter::new(stdout.lock());
+    let mut grid = Grid::new(views::LIST_COLUMNS, out);
+    let mut listed = Listed::default();
+    for triaged in arriving.into_iter().flatten() {
+        count(&mut listed, &triaged);
+        grid.row(
+            views::list_row(
+                &triaged.row,
+                &triaged.verdict,
+                !triaged.unreadable.is_empty(),
+                out,
+            ),
+            &mut writer,
+        )?;
+    }
+    grid.finish(&mut writer)?;
+    writer.flush()?;
+    Ok(listed)
 }

@@ -19,7 +19,7 @@ pub fn run(global: &GlobalArgs, command: Command) -> CliResult {
     match command {
         Command::List(args) => list::run(global, args),
         Command::Triage(args) if args.interactive => {
-            interactive::run(global, args.branch, args.audit)
+            interactive::run(global, args.branch, &args.select, args.audit)
         }
         Command::Triage(args) => triage::run(global, args),
         Command::Resolve(args) => resolve::run(global, args),

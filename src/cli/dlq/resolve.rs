@@ -9,11 +9,18 @@ use crate::remediation::{Action, Claim};
 ///
 /// Example: unsctl dlq resolve n-0192c3d4 --confirm
 /// Example: unsctl dlq resolve n-0192c3d4 --verified-delivered --ticket INC-42 --confirm
+/// Example: unsctl dlq resolve --branch resolve --since 2h --confirm
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// The entries to resolve
-    #[arg(required = true, value_parser = crate::cli::ids::parse_id)]
+    #[arg(required_unless_present = "branch", conflicts_with = "branch", value_parser = crate::cli::values::parse_id)]
     pub ids: Vec<String>,
+    /// Every entry of this branch instead of ids (only `resolve` is allowed), narrowed by
+    /// the selection flags
+    #[arg(long, value_parser = ["resolve"])]
+    pub branch: Option<String>,
+    #[command(flatten)]
+    pub select: crate::cli::selection::SelectArgs,
     /// Attest that you checked out of band and the message arrived (VERIFY entries)
     #[arg(long)]
     pub verified_delivered: bool,
@@ -35,8 +42,24 @@ pub fn run(global: &GlobalArgs, args: Args) -> CliResult {
         ),
         false => remediate::base_request(&args.audit, None, None),
     };
-    let intents = args
-        .ids
+    if !args.ids.is_empty() && args.select.narrows() {
+        return Err(crate::cli::error::CliError::usage(
+            "name entries by id, or select them with --branch resolve and the selection flags, not both",
+        ));
+    }
+    let ids: Vec<String> = match &args.branch {
+        Some(_) => crate::cli::selection::verdicts(
+            store.as_ref(),
+            &args.select.selection()?,
+            &crate::cli::selection::of_branch(Some(crate::triage::Branch::Resolve)),
+            args.select.limit,
+        )?
+        .into_iter()
+        .map(|v| v.id)
+        .collect(),
+        None => args.ids.clone(),
+    };
+    let intents = ids
         .iter()
         .map(|id| remediate::intent(store.as_ref(), id, Action::Resolve, &request))
         .collect::<CliResult<Vec<_>>>()?;

@@ -1,19 +1,23 @@
 //! `unsctl dlq triage`: every DLQ entry's branch, the events that prove it, and the next
-//! command. Its JSON is also a plan for `unsctl apply`.
+//! command. Its JSON is also a plan for `unsctl apply`. Both outputs stream.
 
 use crate::cli::error::CliResult;
 use crate::cli::remediate::AuditArgs;
-use crate::cli::selection;
+use crate::cli::selection::{self, SelectArgs};
 use crate::cli::{GlobalArgs, backend};
-use crate::render::output::{Output, print, status};
+use crate::render::output::{Output, status};
+use crate::render::table::Grid;
 use crate::render::views;
-use crate::store::Store;
+use crate::store::Triaged;
 use crate::triage::{self, Branch, Verdict};
+use std::collections::BTreeMap;
 use std::io::Write;
+use std::sync::mpsc::Receiver;
 
 /// Triage every DLQ entry: RESOLVE, VERIFY or REPLAY, with the events that prove it
 ///
 /// Example: unsctl dlq triage --branch verify
+/// Example: unsctl dlq triage --channel slack --since 1h
 /// Example: unsctl dlq triage -o json > plan.json
 /// Example: unsctl dlq triage --interactive
 #[derive(Debug, clap::Args)]
@@ -21,6 +25,8 @@ pub struct Args {
     /// Only entries of this branch
     #[arg(long, value_parser = parse_branch)]
     pub branch: Option<Branch>,
+    #[command(flatten)]
+    pub select: SelectArgs,
     /// Walk the entries one by one and decide each (needs a terminal)
     #[arg(long)]
     pub interactive: bool,
@@ -28,76 +34,126 @@ pub struct Args {
     pub audit: AuditArgs,
 }
 
-fn parse_branch(text: &str) -> Result<Branch, String> {
+pub fn parse_branch(text: &str) -> Result<Branch, String> {
     text.parse()
+}
+
+/// What a run counted, for the lines on stderr.
+#[derive(Default)]
+struct Tally {
+    counts: BTreeMap<Branch, usize>,
+    with_notes: usize,
+}
+
+impl Tally {
+    fn add(&mut self, verdict: &Verdict) {
+        *self.counts.entry(verdict.branch).or_default() += 1;
+        if !verdict.notes.is_empty() {
+            self.with_notes += 1;
+        }
+    }
+
+    fn total(&self) -> usize {
+        self.counts.values().sum()
+    }
 }
 
 pub fn run(global: &GlobalArgs, args: Args) -> CliResult {
     let out = global.output();
     let store = backend::reader(global)?;
-    if out.json() {
-        return triage_json(store.as_ref(), args.branch);
-    }
-    let verdicts = selection::verdicts(store.as_ref(), &|v| {
-        args.branch.is_none_or(|b| b == v.branch)
-    })?;
-    print_triage(store.as_ref(), &verdicts, &out)
-}
-
-/// Streams `{"entries": [...], "summary": {...}}` so a large DLQ is never held at once.
-fn triage_json(store: &dyn Store, branch: Option<Branch>) -> CliResult {
-    let stdout = std::io::stdout();
-    let mut writer = std::io::BufWriter::with_capacity(1 << 16, stdout.lock());
-    let mut counts = triage::empty_summary();
-    let mut unreadable = 0usize;
-    writer.write_all(b"{\n  \"entries\": [")?;
-    let mut first = true;
-    selection::each_verdict(store, &mut |verdict| {
-        if branch.is_some_and(|b| b != verdict.branch) {
-            return Ok(());
-        }
-        *counts.entry(verdict.branch).or_default() += 1;
-        if !verdict.notes.is_empty() {
-            unreadable += 1;
-        }
-        writer.write_all(if first { b"\n    " } else { b",\n    " })?;
-        first = false;
-        let text = serde_json::to_string_pretty(&verdict).map_err(std::io::Error::other)?;
-        writer.write_all(text.replace('\n', "\n    ").as_bytes())?;
-        Ok(())
-    })?;
-    writer.write_all(if first { b"],\n" } else { b"\n  ],\n" })?;
-    let summary = serde_json::to_string(&counts).map_err(std::io::Error::other)?;
-    writer.write_all(format!("  \"summary\": {summary}\n}}\n").as_bytes())?;
-    writer.flush()?;
-    if first {
-        status(&views::empty_dlq(&store.describe()));
-    }
-    notes_line(unreadable);
-    Ok(())
-}
-
-fn notes_line(with_notes: usize) {
-    if with_notes > 0 {
-        status(&format!(
-            "{with_notes} entr{} notes on evidence that could not be read (VERIFY; see `notes`)",
-            if with_notes == 1 { "y has" } else { "ies have" }
+    let selection = args.select.selection()?;
+    let keep = selection::of_branch(args.branch);
+    let tally = selection::stream(
+        store.as_ref(),
+        &selection,
+        &|t: &Triaged| keep(&t.verdict),
+        args.select.limit,
+        |arriving| match out.json() {
+            true => write_json(arriving),
+            false => write_table(arriving, &out),
+        },
+    )?;
+    if tally.total() == 0 {
+        status(&views::nothing_selected(
+            &store.describe(),
+            args.select.narrows() || args.branch.is_some(),
         ));
-    }
-}
-
-pub fn print_triage(store: &dyn Store, verdicts: &[Verdict], out: &Output) -> CliResult {
-    if verdicts.is_empty() {
-        status(&views::empty_dlq(&store.describe()));
         return Ok(());
     }
-    print(&views::triage_table(verdicts, out))?;
-    status(&views::summary_line(verdicts));
-    notes_line(verdicts.iter().filter(|v| !v.notes.is_empty()).count());
-    if verdicts.iter().any(|v| v.branch == Branch::Verify) {
+    if !out.json() {
+        status(&views::summary_counts(&tally.counts));
+    }
+    if tally.with_notes > 0 {
+        status(&format!(
+            "{} entr{} notes on evidence that could not be read (VERIFY; see `notes`)",
+            tally.with_notes,
+            if tally.with_notes == 1 {
+                "y has"
+            } else {
+                "ies have"
+            }
+        ));
+    }
+    if !out.json() && tally.counts.get(&Branch::Verify).is_some_and(|n| *n > 0) {
         status(
             "VERIFY entries need an out-of-band check first: `unsctl inspect <ID>` shows what to look for.",
         );
     }
     Ok(())
+}
+
+/// `{"entries": [...], "summary": {...}}`, written as the verdicts arrive.
+fn write_json(arriving: Receiver<Vec<Triaged>>) -> CliResult<Tally> {
+    let stdout = std::io::stdout();
+    let mut writer = std::io::BufWriter::with_capacity(1 << 16, stdout.lock());
+    let mut tally = Tally {
+        counts: triage::empty_summary(),
+        ..Tally::default()
+    };
+    let mut buffer = Vec::with_capacity(4096);
+    writer.write_all(b"{\n  \"entries\": [")?;
+    for triaged in arriving.into_iter().flatten() {
+        let verdict = triaged.verdict;
+        writer.write_all(if tally.total() == 0 {
+            b"\n    "
+        } else {
+            b",\n    "
+        })?;
+        tally.add(&verdict);
+        buffer.clear();
+        serde_json::to_writer_pretty(&mut buffer, &verdict).map_err(std::io::Error::other)?;
+        // Each entry sits four spaces in: indent every line after the first.
+        let mut lines = buffer.split(|b| *b == b'\n');
+        if let Some(first) = lines.next() {
+            writer.write_all(first)?;
+        }
+        for line in lines {
+            writer.write_all(b"\n    ")?;
+            writer.write_all(line)?;
+        }
+    }
+    writer.write_all(if tally.total() == 0 {
+        b"],\n"
+    } else {
+        b"\n  ],\n"
+    })?;
+    let summary = serde_json::to_string(&tally.counts).map_err(std::io::Error::other)?;
+    writer.write_all(format!("  \"summary\": {summary}\n}}\n").as_bytes())?;
+    writer.flush()?;
+    Ok(tally)
+}
+
+/// The triage table, printed a chunk at a time.
+fn write_table(arriving: Receiver<Vec<Triaged>>, out: &Output) -> CliResult<Tally> {
+    let stdout = std::io::stdout();
+    let mut writer = std::io::BufWriter::new(stdout.lock());
+    let mut grid = Grid::new(views::TRIAGE_COLUMNS, out);
+    let mut tally = Tally::default();
+    for triaged in arriving.into_iter().flatten() {
+        tally.add(&triaged.verdict);
+        grid.row(views::triage_row(&triaged.verdict, out), &mut writer)?;
+    }
+    grid.finish(&mut writer)?;
+    writer.flush()?;
+    Ok(tally)
 }

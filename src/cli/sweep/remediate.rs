@@ -338,7 +338,8 @@ pub fn run(sweep: &Sweep, binary: &Path, work: &Path) -> Result<Remediation, Str
     };
     let mut report = Remediation::default();
     let store = SqliteStore::open_read_write(&sweep.db).map_err(|e| e.to_string())?;
-    let verdicts = selection::verdicts(&store, &|_| true).map_err(|e| e.message)?;
+    let verdicts =
+        selection::verdicts(&store, &Default::default(), &|_| true, None).map_err(|e| e.message)?;
     let row_channels: HashMap<String, ChannelSet> = verdicts
         .iter()
         .filter_map(|v| {
@@ -527,7 +528,7 @@ pub fn run(sweep: &Sweep, binary: &Path, work: &Path) -> Result<Remediation, Str
             .ok_or_else(|| format!("{} vanished", verdict.id))?;
         let audits = queries::read_events(&sweep.conn, &verdict.id).map_err(|e| e.to_string())?;
         let resolved_unforced = audits.iter().any(|e| {
-            e.kind == Kind::DlqResolved.as_str() && e.payload["forced"] != Value::Bool(true)
+            e.kind == Kind::DlqResolved.as_str() && e.payload_value()["forced"] != Value::Bool(true)
         });
         let channels = row.channel_set().unwrap_or_default();
         if resolved_unforced

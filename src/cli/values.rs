@@ -1,4 +1,4 @@
-//! Notification ids as typed on the command line: bounded, and free of control bytes.
+//! Values as typed on the command line, parsed into types before any command runs.
 
 /// The longest id accepted, in bytes; the runtime's own are 34.
 pub const MAX_ID_BYTES: usize = 256;
@@ -18,6 +18,12 @@ pub fn parse_id(text: &str) -> Result<String, String> {
         return Err("an id holds no spaces or control characters".into());
     }
     Ok(text.to_string())
+}
+
+/// A channel name as typed: any case, surrounding whitespace trimmed.
+pub fn parse_channel(text: &str) -> Result<crate::model::Channel, String> {
+    text.parse()
+        .map_err(|err: crate::model::UnknownChannel| err.to_string())
 }
 
 #[cfg(test)]

@@ -1,0 +1,160 @@
+//! Which entries and events a command reads or acts on: by channel, error text and time.
+//! Both backends apply the same selection in SQL, so they return the same rows.
+
+use crate::model::Channel;
+use serde::{Deserialize, Serialize};
+
+/// A selection, typed at the edge: times are unix seconds by now.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Selection {
+    /// Entries that have this channel; events about it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub channel: Option<Channel>,
+    /// A substring of the error message (any letter case).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// Entries dead-lettered (last changed) at or after this; events at or after it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since: Option<f64>,
+    /// And before this.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub until: Option<f64>,
+}
+
+/// The longest error text a selection takes.
+pub const MAX_ERROR_TEXT: usize = 1024;
+
+impl Selection {
+    pub fn is_empty(&self) -> bool {
+        self == &Selection::default()
+    }
+
+    /// The query string of the matching API routes.
+    pub fn query(&self) -> Vec<(&'static str, String)> {
+        let mut pairs = Vec::new();
+        if let Some(channel) = self.channel {
+            pairs.push(("channel", channel.to_string()));
+        }
+        if let Some(error) = &self.error {
+            pairs.push(("error", error.clone()));
+        }
+        if let Some(since) = self.since {
+            pairs.push(("since", since.to_string()));
+        }
+        if let Some(until) = self.until {
+            pairs.push(("until", until.to_string()));
+        }
+        pairs
+    }
+
+    /// Reads the selection from API query pairs: times as RFC 3339, unix seconds or a
+    /// duration back from `now`.
+    pub fn from_query(pairs: &[(String, String)], now: f64) -> Result<Self, String> {
+        let get = |key: &str| {
+            pairs
+                .iter()
+                .find(|(k, _)| k == key)
+                .map(|(_, v)| v.as_str())
+        };
+        let selection = Selection {
+            channel: get("channel")
+                .map(str::parse::<Channel>)
+                .transpose()
+                .map_err(|err| format!("channel: {err}"))?,
+            error: get("error").map(str::to_string),
+            since: get("since")
+                .map(|t| crate::clock::parse_instant(t, now))
+                .transpose()
+                .map_err(|err| format!("since: {err}"))?,
+            until: get("until")
+                .map(|t| crate::clock::parse_instant(t, now))
+                .transpose()
+                .map_err(|err| format!("until: {err}"))?,
+        };
+        selection.check()?;
+        Ok(selection)
+    }
+
+    /// Refuses what cannot select anything sensible.
+    pub fn check(&self) -> Result<(), String> {
+        if self
+            .error
+            .as_ref()
+            .is_some_and(|e| e.len() > MAX_ERROR_TEXT)
+        {
+            return Err(format!("error: at most {MAX_ERROR_TEXT} bytes of text"));
+        }
+        if let (Some(since), Some(until)) = (self.since, self.until)
+            && since >= until
+        {
+            return Err("since must come before until".into());
+        }
+        Ok(())
+    }
+
+    /// SQL conditions on `uns_notifications n` for DLQ entries, and their parameters.
+    /// The channel test is a superset (it also keeps rows whose channels cannot be read:
+    /// those are shown, marked, in every selection); [`Selection::keeps_channels`] is exact.
+    pub fn dlq_sql(&self) -> (String, Vec<rusqlite::types::Value>) {
+        use rusqlite::types::Value;
+        let mut sql = String::new();
+        let mut params = Vec::new();
+        if let Some(channel) = self.channel {
+            sql.push_str(" AND (upper(n.channels) LIKE ? OR NOT json_valid(n.channels))");
+            params.push(Value::Text(format!("%{channel}%")));
+        }
+        if let Some(error) = &self.error {
+            sql.push_str(" AND instr(lower(n.error_message), lower(?)) > 0");
+            params.push(Value::Text(error.clone()));
+        }
+        if let Some(since) = self.since {
+            sql.push_str(" AND n.updated_at >= ?");
+            params.push(Value::Real(since));
+        }
+        if let Some(until) = self.until {
+            sql.push_str(" AND n.updated_at < ?");
+            params.push(Value::Real(until));
+        }
+        (sql, params)
+    }
+
+    /// The exact channel test on a row's stored channel names.
+    pub fn keeps_channels(&self, names: &[String], unreadable: bool) -> bool {
+        match self.channel {
+            None => true,
+            Some(_) if unreadable => true,
+            Some(channel) => match crate::model::ChannelSet::parse(names) {
+                Ok(set) => set.contains(channel),
+                Err(_) => true,
+            },
+        }
+    }
+
+    /// SQL conditions on `uns_events e` for the event search, and their parameters.
+    pub fn events_sql(&self) -> (String, Vec<rusqlite::types::Value>) {
+        use rusqlite::types::Value;
+        let mut sql = String::new();
+        let mut params = Vec::new();
+        if let Some(channel) = self.channel {
+            sql.push_str(
+                " AND CASE WHEN json_valid(e.payload) THEN upper(trim(json_extract(e.payload, '$.channel'))) END = ?",
+            );
+            params.push(Value::Text(channel.to_string()));
+        }
+        if let Some(error) = &self.error {
+            sql.push_str(
+                " AND instr(lower(CASE WHEN json_valid(e.payload) THEN coalesce(json_extract(e.payload, '$.error'), json_extract(e.payload, '$.error_message')) END), lower(?)) > 0",
+            );
+            params.push(Value::Text(error.clone()));
+        }
+        if let Some(since) = self.since {
+            sql.push_str(" AND e.at >= ?");
+            params.push(Value::Real(since));
+        }
+        if let Some(until) = self.until {
+            sql.push_str(" AND e.at < ?");
+            params.push(Value::Real(until));
+        }
+        (sql, params)
+    }
+}
