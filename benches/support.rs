@@ -10,7 +10,8 @@ use unsctl::runtime::schema::{self, OpenMode};
 
 /// Writes `entries` DLQ rows with about ten events each, cycling through the three
 /// branches (late success after LEASE_LOST, post-data timeout, rejection), in one
-/// transaction. Returns one id of each branch.
+/// transaction. They died one a second up to now, so `--since 1h` selects the newest
+/// 3,600. Returns one id of each branch.
 pub fn generate(db: &Path, entries: usize) -> anyhow::Result<Vec<String>> {
     generate_branches(db, entries, &[0, 1, 2])
 }
@@ -22,6 +23,10 @@ pub fn generate_branches(
     branches: &[usize],
 ) -> anyhow::Result<Vec<String>> {
     let conn = schema::open(db, OpenMode::Create)?;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)?
+        .as_secs() as f64;
+    let first = now - entries as f64;
     conn.execute_batch("BEGIN")?;
     let mut ids = Vec::new();
     {
@@ -35,7 +40,7 @@ pub fn generate_branches(
         )?;
         for n in 0..entries {
             let id = format!("n-{n:012}");
-            let at = 1_761_192_000.0 + n as f64;
+            let at = first + n as f64;
             let branch = branches[n % branches.len()];
             let (channels, error) = match branch {
                 0 => (
@@ -85,6 +90,13 @@ pub fn generate_branches(
                     (1, _) => (false, "UNKNOWN", "null".to_string()),
                     _ => (false, "REJECTED", "null".to_string()),
                 };
+                if branch < 2 && attempt == 1 {
+                    // The lease ran out mid-call: the two lease-loss cases.
+                    add(
+                        "LEASE_LOST",
+                        format!("{{{common},\"provider_effect_may_have_occurred\":true}}"),
+                    )?;
+                }
                 add(
                     "CHANNEL_ATTEMPT_RESULT",
                     format!(
@@ -114,10 +126,13 @@ pub struct Measured {
     pub success: bool,
 }
 
-/// Runs `command` to completion with stdout to /dev/null; wall time and peak RSS.
+/// Runs `command` to completion with its output to /dev/null; wall time and peak RSS.
 pub fn measure(command: &mut Command) -> anyhow::Result<Measured> {
     let start = Instant::now();
-    let child = command.stdout(std::process::Stdio::null()).spawn()?;
+    let child = command
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()?;
     let pid = child.id() as libc::pid_t;
     let mut status = 0;
     let mut usage: libc::rusage = unsafe { std::mem::zeroed() };

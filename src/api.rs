@@ -44,6 +44,10 @@ pub struct WhoAmI {
     pub service: String,
 }
 
+/// The response header of a DLQ page that carries `next_cursor` too, so that a client
+/// can ask for the next page before it has read this one.
+pub const NEXT_CURSOR: &str = "uns-next-cursor";
+
 /// `GET /api/v1/runtime/notifications/{id}`: the row's fields plus its events.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct NotificationDoc {
@@ -88,6 +92,36 @@ pub struct DlqPage {
     pub entries: Vec<DlqEntry>,
     /// Opaque; absent on the last page.
     pub next_cursor: Option<String>,
+}
+
+/// A DLQ page read in place: the events borrow from the response's bytes, since the
+/// HTTP backend's triage reads a million of them.
+#[derive(Debug, Deserialize)]
+pub struct DlqPageView<'a> {
+    #[serde(borrow)]
+    pub entries: Vec<DlqEntryView<'a>>,
+    pub next_cursor: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct DlqEntryView<'a> {
+    #[serde(flatten)]
+    pub row: Notification,
+    #[serde(borrow, default)]
+    pub events: Option<Vec<EventView<'a>>>,
+}
+
+/// [`Event`], borrowed.
+#[derive(Debug, Deserialize)]
+pub struct EventView<'a> {
+    pub id: i64,
+    pub at: f64,
+    #[serde(borrow)]
+    pub kind: std::borrow::Cow<'a, str>,
+    #[serde(borrow)]
+    pub payload: &'a serde_json::value::RawValue,
+    #[serde(default)]
+    pub unreadable: Vec<String>,
 }
 
 /// `POST /api/v1/notifications`.

@@ -302,6 +302,22 @@ impl MessageId {
         }
     }
 
+    /// Whether `text` is exactly the Message-ID of this attempt, as [`fmt::Display`]
+    /// writes it, without building it.
+    pub fn is(text: &str, notification_id: &str, cycle: i64, attempt: i64) -> bool {
+        let matched = || -> Option<()> {
+            let rest = text.strip_prefix('<')?.strip_suffix('>')?;
+            let rest = rest.strip_prefix(notification_id)?.strip_prefix('.')?;
+            let rest = rest.strip_suffix(Self::DOMAIN)?.strip_suffix('@')?;
+            let (c, a) = rest.split_once('.')?;
+            let canonical = |digits: &str, n: i64| {
+                digits.parse::<i64>().ok() == Some(n) && digits.len() == n.to_string().len()
+            };
+            (canonical(c, cycle) && canonical(a, attempt)).then_some(())
+        };
+        matched().is_some()
+    }
+
     /// Reads `<id.cycle.attempt@uns.local>` (the angle brackets are optional).
     pub fn parse(text: &str) -> Option<Self> {
         let inner = text.trim();
@@ -485,6 +501,24 @@ mod tests {
         }
         let parsed: Result<Channel, _> = serde_json::from_str("\" email\"");
         assert_eq!(parsed.ok(), Some(Channel::Email));
+    }
+
+    #[test]
+    fn a_message_id_is_recognised_exactly_as_written() {
+        let written = MessageId::new("n-1", 2, 13).to_string();
+        assert!(MessageId::is(&written, "n-1", 2, 13));
+        for other in [
+            "<n-1.2.13@uns.local",
+            "n-1.2.13@uns.local>",
+            "<n-1.2.013@uns.local>",
+            "<n-1.2.13@uns.localx>",
+            "<n-1.2.14@uns.local>",
+            "<n-12.2.13@uns.local>",
+            "<n-1.2.1.3@uns.local>",
+            "<n-1.+2.13@uns.local>",
+        ] {
+            assert!(!MessageId::is(other, "n-1", 2, 13), "{other}");
+        }
     }
 
     #[test]

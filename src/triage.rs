@@ -5,6 +5,7 @@
 //! acted on; evidence it cannot read makes the answer VERIFY, never silence.
 
 use crate::model::{Channel, ChannelSet, Event, Kind, MessageId, Notification};
+pub use fields::{Fields, Metadata};
 use serde::{Deserialize, Serialize};
 use std::borrow::Cow;
 use std::collections::BTreeMap;
@@ -185,59 +186,17 @@ impl Verdict {
     }
 }
 
-/// The payload fields triage reads, borrowed from the stored text where it can be.
-/// A field of the wrong type makes the whole payload unreadable: triage never guesses.
-#[derive(Debug, Default, Deserialize)]
-pub struct Fields<'a> {
-    #[serde(borrow, default)]
-    pub channel: Option<Cow<'a, str>>,
-    #[serde(default)]
-    pub cycle: Option<i64>,
-    #[serde(default)]
-    pub attempt: Option<i64>,
-    #[serde(borrow, default)]
-    pub lease_token: Option<Cow<'a, str>>,
-    #[serde(default)]
-    pub success: Option<bool>,
-    #[serde(borrow, default)]
-    pub message_id: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
-    pub error: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
-    pub metadata: Option<Metadata<'a>>,
-    /// REPLAYED: the channels of the new cycle.
-    #[serde(borrow, default)]
-    pub channels: Option<Vec<Cow<'a, str>>>,
-    /// REPLAYED and DLQ_RESOLVED: what the operator checked out of band.
-    #[serde(borrow, default)]
-    pub attestation: Option<Cow<'a, str>>,
-    /// VERIFIED: the attempt numbers the answer covers.
-    #[serde(default)]
-    pub attempts: Option<Vec<i64>>,
-    /// VERIFIED: DELIVERED or NOT_DELIVERED.
-    #[serde(borrow, default)]
-    pub outcome: Option<Cow<'a, str>>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-pub struct Metadata<'a> {
-    #[serde(borrow, default)]
-    pub provider_outcome: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
-    pub message_id: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
-    pub idempotency_key: Option<Cow<'a, str>>,
-}
-
-/// What triage reads of one event: its id, kind, and payload fields or why they could
-/// not be read.
-#[derive(Debug)]
+/// What triage reads of one event: its id, kind and payload text, or which column
+/// could not be read.
+#[derive(Debug, Clone, Copy)]
 pub struct Observed<'a> {
     pub id: i64,
     pub kind: &'a str,
     /// A column of the event that could not be read, with why.
     pub unreadable: Option<&'a str>,
-    pub fields: Result<Fields<'a>, String>,
+    /// The stored payload, parsed only by triage itself: every reader comes here, so
+    /// the same bytes always give the same verdict and the same notes.
+    pub payload: &'a str,
 }
 
 impl<'a> Observed<'a> {
@@ -247,20 +206,12 @@ impl<'a> Observed<'a> {
             .with_unreadable(event.unreadable.first().map(String::as_str))
     }
 
-    /// From the stored payload text, without building a JSON tree. Every reader comes
-    /// here, so the same bytes always give the same verdict and the same notes.
     pub fn from_text(id: i64, kind: &'a str, payload: &'a str) -> Self {
-        let fields = if payload.trim_start().starts_with('{') {
-            serde_json::from_str(payload)
-                .map_err(|err| format!("payload: {}", crate::model::without_position(&err)))
-        } else {
-            Err("payload is not a JSON object".to_string())
-        };
         Self {
             id,
             kind,
             unreadable: None,
-            fields,
+            payload,
         }
     }
 
@@ -284,6 +235,9 @@ struct AttemptKey {
 #[derive(Debug, Default)]
 struct Attempt {
     start: Option<i64>,
+    /// Where among `message_ids` the Message-ID the start implies goes (EMAIL only):
+    /// it is made only for attempts that end up as proof.
+    implied_message_id: Option<usize>,
     results: Vec<(i64, AttemptOutcome)>,
     message_ids: Vec<String>,
     /// The newest error text among the results.
@@ -308,6 +262,26 @@ impl Attempt {
 
     fn newest_event(&self) -> i64 {
         self.event_ids().max().unwrap_or(0)
+    }
+
+    /// What to search for out of band, the implied Message-ID in its place.
+    fn message_ids(&self, row_id: &str, key: &AttemptKey) -> impl Iterator<Item = String> + '_ {
+        let implied = self.implied_message_id.map(|at| {
+            (
+                at,
+                MessageId::new(row_id, key.cycle, key.attempt).to_string(),
+            )
+        });
+        let mut implied = implied.into_iter().peekable();
+        let mut stored = self.message_ids.iter().cloned().enumerate().peekable();
+        std::iter::from_fn(move || {
+            let next_stored = stored.peek().map(|(at, _)| *at);
+            match (implied.peek(), next_stored) {
+                (Some((at, _)), Some(next)) if *at > next => stored.next().map(|(_, id)| id),
+                (Some(_), _) => implied.next().map(|(_, id)| id),
+                (None, _) => stored.next().map(|(_, id)| id),
+            }
+        })
     }
 }
 
@@ -337,7 +311,8 @@ struct Reading {
     lease_lost: bool,
     last_event_id: Option<i64>,
     channels: ChannelSet,
-    attempts: BTreeMap<AttemptKey, Attempt>,
+    /// In the order first seen; few per entry, so a list beats a map.
+    attempts: Vec<(AttemptKey, Attempt)>,
     replays: Vec<Replay>,
     verifications: Vec<Verification>,
 }
@@ -348,18 +323,29 @@ impl Reading {
         self.unreadable = true;
     }
 
-    fn read(&mut self, row_id: &str, event: Observed<'_>) {
+    /// Reads one event; false when its payload is not a JSON object triage can read.
+    fn read(&mut self, row_id: &str, event: Observed<'_>) -> bool {
         self.last_event_id = Some(self.last_event_id.map_or(event.id, |id| id.max(event.id)));
+        let mut fields = Fields::default();
+        let parsed = fields::parse(event.payload, &mut fields);
+        let readable = parsed.is_ok();
         let Some(kind) = Kind::from_stored(event.kind) else {
             self.unreadable(format!("event {}: unknown kind {:?}", event.id, event.kind));
-            return;
+            return readable;
         };
-        if let Some(column) = event.unreadable {
+        // Text that is not JSON at all reads as an unreadable column, in the words the
+        // store's readers use, so every backend notes it the same way.
+        let column = match (event.unreadable, &parsed) {
+            (Some(column), _) => Some(Cow::Borrowed(column)),
+            (None, Err(_)) => crate::model::payload_problem(event.payload).map(Cow::Owned),
+            (None, Ok(_)) => None,
+        };
+        if let Some(column) = column {
             self.unreadable(format!("event {} ({kind}): {column}", event.id));
-            return;
+            return readable;
         }
-        let fields = match event.fields {
-            Ok(fields) => fields,
+        match parsed {
+            Ok(()) => {}
             // An unreadable verification is no verification: the doubt it would have
             // settled stays, so ignoring it can only keep the answer cautious.
             Err(why) if kind == Kind::Verified => {
@@ -367,22 +353,23 @@ impl Reading {
                     "event {} (VERIFIED): {why}; counted as no verification",
                     event.id
                 ));
-                return;
+                return readable;
             }
             Err(why) => {
                 self.unreadable(format!("event {} ({kind}): {why}", event.id));
-                return;
+                return readable;
             }
-        };
+        }
         match kind {
             Kind::LeaseLost => self.lease_lost = true,
             Kind::Replayed => self.read_replay(event.id, &fields),
             Kind::Verified => self.read_verification(event.id, &fields),
             Kind::ChannelAttemptStarted | Kind::ChannelAttemptResult => {
-                self.read_attempt(row_id, event.id, kind, fields)
+                self.read_attempt(row_id, event.id, kind, &fields)
             }
             _ => {}
         }
+        readable
     }
 
     fn channel(&mut self, event_id: i64, kind: Kind, name: Option<&str>) -> Option<Channel> {
@@ -447,7 +434,7 @@ impl Reading {
         }
     }
 
-    fn read_attempt(&mut self, row_id: &str, event_id: i64, kind: Kind, fields: Fields<'_>) {
+    fn read_attempt(&mut self, row_id: &str, event_id: i64, kind: Kind, fields: &Fields<'_>) {
         let Some(channel) = self.channel(event_id, kind, fields.channel.as_deref()) else {
             return;
         };
@@ -457,28 +444,39 @@ impl Reading {
             ));
             return;
         };
-        let key = AttemptKey {
-            cycle,
-            attempt: fields.attempt.unwrap_or(-1),
-            channel,
-            lease_token: fields
-                .lease_token
-                .as_deref()
-                .unwrap_or_default()
-                .to_string(),
-        };
-        let attempt = self.attempts.entry(key.clone()).or_default();
+        let number = fields.attempt.unwrap_or(-1);
+        let lease_token = fields.lease_token.as_deref().unwrap_or_default();
+        let found = self.attempts.iter().position(|(key, _)| {
+            key.cycle == cycle
+                && key.attempt == number
+                && key.channel == channel
+                && key.lease_token == lease_token
+        });
+        let at = found.unwrap_or_else(|| {
+            let key = AttemptKey {
+                cycle,
+                attempt: number,
+                channel,
+                lease_token: lease_token.to_string(),
+            };
+            self.attempts.push((key, Attempt::default()));
+            self.attempts.len() - 1
+        });
+        let attempt = &mut self.attempts[at].1;
         if kind == Kind::ChannelAttemptStarted {
             attempt.start.get_or_insert(event_id);
-            if channel == Channel::Email && key.attempt >= 0 {
-                remember(
-                    &mut attempt.message_ids,
-                    &MessageId::new(row_id, cycle, key.attempt).to_string(),
-                );
+            let implied = |id: &String| MessageId::is(id, row_id, cycle, number);
+            if channel == Channel::Email
+                && number >= 0
+                && attempt.implied_message_id.is_none()
+                && !attempt.message_ids.iter().any(implied)
+            {
+                attempt.implied_message_id = Some(attempt.message_ids.len());
             }
             return;
         }
-        let metadata = fields.metadata.unwrap_or_default();
+        let unsaid = Metadata::default();
+        let metadata = fields.metadata.as_ref().unwrap_or(&unsaid);
         let outcome = match (fields.success, metadata.provider_outcome.as_deref()) {
             (Some(true), _) => AttemptOutcome::Accepted,
             (Some(false), Some("UNKNOWN")) => AttemptOutcome::Unknown,
@@ -494,7 +492,11 @@ impl Reading {
         .into_iter()
         .flatten()
         {
-            remember(&mut attempt.message_ids, id);
+            let implied =
+                attempt.implied_message_id.is_some() && MessageId::is(id, row_id, cycle, number);
+            if !implied {
+                remember(&mut attempt.message_ids, id);
+            }
         }
         if let Some(error) = fields.error.as_deref().filter(|e| !e.is_empty()) {
             attempt.error = Some(error.to_string());
@@ -545,7 +547,7 @@ impl Reading {
     }
 
     fn channel_verdict(&self, row_id: &str, channel: Channel, current: i64) -> ChannelVerdict {
-        let attempts: Vec<(&AttemptKey, &Attempt, AttemptOutcome, Option<i64>)> = self
+        let mut attempts: Vec<(&AttemptKey, &Attempt, AttemptOutcome, Option<i64>)> = self
             .attempts
             .iter()
             .filter(|(key, _)| key.channel == channel)
@@ -554,6 +556,7 @@ impl Reading {
                 (key, attempt, outcome, settled_by)
             })
             .collect();
+        attempts.sort_by(|a, b| a.0.cmp(b.0));
         let verified_delivered: Vec<i64> = self
             .verifications
             .iter()
@@ -589,9 +592,11 @@ impl Reading {
         evidence.sort_unstable();
         evidence.dedup();
         let mut message_ids = Vec::new();
-        for (_, attempt, _, _) in &proof {
-            for id in &attempt.message_ids {
-                remember(&mut message_ids, id);
+        for (key, attempt, _, _) in &proof {
+            for id in attempt.message_ids(row_id, key) {
+                if !message_ids.contains(&id) {
+                    message_ids.push(id);
+                }
             }
         }
         let cause = match state {
@@ -608,7 +613,6 @@ impl Reading {
             }),
             _ => None,
         };
-        let _ = row_id;
         ChannelVerdict {
             channel,
             state,
@@ -638,8 +642,10 @@ impl Triage {
         Self { row, reading }
     }
 
-    pub fn read(&mut self, event: Observed<'_>) {
-        self.reading.read(&self.row.id, event);
+    /// Reads the next event; false when its payload is not a JSON object triage can
+    /// read (the caller may want to say why in its own words).
+    pub fn read(&mut self, event: Observed<'_>) -> bool {
+        self.reading.read(&self.row.id, event)
     }
 
     /// The row this triage is about.
@@ -771,5 +777,6 @@ pub fn empty_summary() -> BTreeMap<Branch, usize> {
     Branch::ALL.iter().map(|b| (*b, 0)).collect()
 }
 
+mod fields;
 #[cfg(test)]
 mod tests;

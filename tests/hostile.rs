@@ -296,6 +296,78 @@ fn every_hostile_store_is_read_and_refused_without_harm() {
     }
 }
 
+/// Each page of the API's DLQ, as the server writes it, holds what the one-entry readers
+/// (`inspect`'s) read of the same rows, byte for byte; paging visits every row once.
+#[test]
+fn every_page_holds_what_the_single_entry_readers_read() {
+    use unsctl::api::{DlqEntry, DlqPage};
+    use unsctl::runtime::queries;
+    let dir = tempfile::tempdir().expect("dir");
+    for case in CASES {
+        let db = build(dir.path(), case.patch);
+        let conn = schema::open(&db, OpenMode::ReadOnly).expect("store");
+        let rows: Vec<(i64, Option<String>)> = conn
+            .prepare(
+                "SELECT rowid, id FROM uns_notifications WHERE dead_letter = 1 ORDER BY id, rowid",
+            )
+            .expect("rows")
+            .query_map([], |r| Ok((r.get(0)?, r.get(1).ok())))
+            .expect("rows")
+            .map(|r| r.expect("row"))
+            .collect();
+        let expected = |(rowid, id): &(i64, Option<String>), events: bool| DlqEntry {
+            row: conn
+                .query_row(
+                    &format!(
+                        "SELECT {} FROM uns_notifications n WHERE n.rowid = ?1",
+                        queries::NOTIFICATION_COLUMNS
+                    ),
+                    [rowid],
+                    |r| Ok(queries::notification(r, 0)),
+                )
+                .expect("row"),
+            events: events.then(|| {
+                id.as_deref()
+                    .map(|id| queries::read_events(&conn, id).expect("events"))
+                    .unwrap_or_default()
+            }),
+        };
+        for events in [false, true] {
+            let mut cursor: Option<String> = None;
+            let mut seen = 0;
+            loop {
+                let (json, next) = unsctl::store::page::dlq_page_json(
+                    &conn,
+                    &Default::default(),
+                    cursor.as_deref(),
+                    2,
+                    events,
+                )
+                .expect("page");
+                let page = DlqPage {
+                    entries: rows[seen..(seen + 2).min(rows.len())]
+                        .iter()
+                        .map(|row| expected(row, events))
+                        .collect(),
+                    next_cursor: next.clone(),
+                };
+                assert_eq!(
+                    String::from_utf8_lossy(&json),
+                    serde_json::to_string(&page).expect("json"),
+                    "{} (events: {events}) from row {seen}",
+                    case.patch
+                );
+                seen += page.entries.len();
+                match next {
+                    Some(next) => cursor = Some(next),
+                    None => break,
+                }
+            }
+            assert_eq!(seen, rows.len(), "{}: every row once", case.patch);
+        }
+    }
+}
+
 #[test]
 fn files_that_are_not_stores_are_named_and_left_alone() {
     let dir = tempfile::tempdir().expect("dir");

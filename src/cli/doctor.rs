@@ -89,11 +89,17 @@ fn store_check(path: &PathBuf) -> Check {
         .query_row("PRAGMA journal_mode", [], |r| r.get(0))
         .unwrap_or_default();
     let writable = std::fs::OpenOptions::new().write(true).open(path).is_ok();
-    let mut detail = format!(
-        "{}: schema v{}, journal {journal}, ",
-        path.display(),
-        schema::SCHEMA_VERSION
-    );
+    let version: i64 = conn
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .unwrap_or_default();
+    let mut detail = format!("{}: schema v{version}", path.display());
+    if version < schema::SCHEMA_VERSION {
+        detail.push_str(&format!(
+            " (the runtime brings it to v{} when it next starts)",
+            schema::SCHEMA_VERSION
+        ));
+    }
+    detail.push_str(&format!(", journal {journal}, "));
     detail.push_str(if writable { "writable" } else { "read-only" });
     if journal != "wal" {
         return check(

@@ -304,7 +304,7 @@ pub struct WorkerArgs {
 fn run_worker(global: &GlobalArgs, args: WorkerArgs) -> CliResult {
     init_logging(global);
     let db = db_path(global)?;
-    let conn = schema::open(&db, OpenMode::Create).map_err(StoreError::from)?;
+    let conn = schema::open(&db, OpenMode::Runtime).map_err(StoreError::from)?;
     let adapters = adapters(&args.providers)?;
     let config = args.worker.config()?;
     tracing::info!(worker = %config.worker_id, channels = %configured(&adapters), "worker starting");

@@ -72,13 +72,16 @@ const BATCH: usize = 64;
 pub fn stream<R: Send>(
     store: &dyn Store,
     selection: &Selection,
-    keep: &dyn Fn(&Triaged) -> bool,
+    keep: &(dyn Fn(&Triaged) -> bool + Sync),
     limit: Option<usize>,
     render: impl FnOnce(Receiver<Vec<Triaged>>) -> CliResult<R> + Send,
 ) -> CliResult<R> {
     std::thread::scope(|scope| {
         let (batches, arriving) = sync_channel::<Vec<Triaged>>(4);
-        let renderer = scope.spawn(move || render(arriving));
+        let renderer = std::thread::Builder::new()
+            .name("render".into())
+            .spawn_scoped(scope, move || render(arriving))
+            .map_err(|err| CliError::error(format!("cannot start the output thread: {err}")))?;
         let mut batch = Vec::with_capacity(BATCH);
         let mut kept = 0usize;
         let read = store.each_triaged(selection, &mut |entry| {
@@ -118,7 +121,7 @@ pub fn stream<R: Send>(
 pub fn verdicts(
     store: &dyn Store,
     selection: &Selection,
-    keep: &dyn Fn(&Verdict) -> bool,
+    keep: &(dyn Fn(&Verdict) -> bool + Sync),
     limit: Option<usize>,
 ) -> CliResult<Vec<Verdict>> {
     stream(store, selection, &|t| keep(&t.verdict), limit, |arriving| {

@@ -1,10 +1,9 @@
 //! Tables that stream and fit: rows are printed in chunks as they arrive (the first chunk
 //! fixes the layout, so memory stays flat however long the table), columns are dropped
-//! by priority when the terminal is too narrow, and cells are styled by comfy-table, so
-//! colour never counts toward a column's width.
+//! by priority when the terminal is too narrow, and colour wraps the text only, so it
+//! never counts toward a column's width.
 
 use super::output::Output;
-use comfy_table::{Cell, Color, ColumnConstraint, ContentArrangement, Row, Table, Width};
 use std::io::Write;
 
 /// Rows held before a chunk is printed.
@@ -188,90 +187,104 @@ impl Grid {
         if self.pending.is_empty() && self.layout.is_some() {
             return Ok(());
         }
-        let first = self.layout.is_none();
-        if first {
-            self.layout = Some(self.plan());
+        let mut line = String::new();
+        if self.layout.is_none() {
+            let layout = self.plan();
+            let header: Vec<Text> = self.columns.iter().map(|c| Text::from(c.header)).collect();
+            layout.write(&header, false, &mut line);
+            self.layout = Some(layout);
         }
         let Some(layout) = &self.layout else {
             return Ok(());
         };
-        let mut table = Table::new();
-        table
-            .load_style(comfy_table::presets::NOTHING)
-            .set_content_arrangement(ContentArrangement::Disabled);
-        if self.color {
-            table.enforce_styling();
-        } else {
-            table.force_no_tty();
-        }
-        if first {
-            let mut header = Row::from(
-                self.columns
-                    .iter()
-                    .map(|c| Cell::new(c.header))
-                    .collect::<Vec<_>>(),
-            );
-            header.max_height(1);
-            table.set_header(header);
-        }
         for cells in self.pending.drain(..) {
-            let mut row = Row::from(
-                cells
-                    .into_iter()
-                    .map(|cell| styled(cell, self.color))
-                    .collect::<Vec<_>>(),
-            );
-            row.max_height(1);
-            table.add_row(row);
+            layout.write(&cells, self.color, &mut line);
         }
-        table.set_constraints(
-            layout
-                .shown
-                .iter()
-                .zip(&layout.widths)
-                .map(|(shown, width)| {
-                    if *shown {
-                        // The constraint counts the padding too.
-                        ColumnConstraint::Absolute(Width::Fixed(*width + GAP))
-                    } else {
-                        ColumnConstraint::Hidden
-                    }
-                }),
-        );
-        for column in table.column_iter_mut() {
-            column.set_padding((0, GAP));
-        }
-        for line in table.lines() {
-            to.write_all(line.trim_end().as_bytes())?;
-            to.write_all(b"\n")?;
-        }
-        Ok(())
+        to.write_all(line.as_bytes())
     }
 }
 
-fn styled(cell: Text, color: bool) -> Cell {
-    let base = Cell::new(cell.text);
-    if !color {
-        return base;
+impl Layout {
+    /// Appends one line: each shown cell cut to its column and padded, colour around the
+    /// text only, no trailing spaces.
+    fn write(&self, cells: &[Text], color: bool, line: &mut String) {
+        let mut owed = 0usize;
+        let columns = self.shown.iter().zip(&self.widths);
+        for ((shown, width), cell) in columns.zip(cells) {
+            if !shown {
+                continue;
+            }
+            let width = usize::from(*width);
+            let (text, used) = fit(&cell.text, width);
+            if used > 0 {
+                line.extend(std::iter::repeat_n(' ', owed));
+                match (color, escape(cell.tone)) {
+                    (true, Some(start)) => {
+                        line.push_str(start);
+                        line.push_str(&text);
+                        line.push_str(RESET);
+                    }
+                    _ => line.push_str(&text),
+                }
+                owed = 0;
+            }
+            owed += width - used + usize::from(GAP);
+        }
+        line.push('\n');
     }
-    match cell.tone {
-        Tone::Plain => base,
-        Tone::Good => base
-            .fg(Color::Green)
-            .add_attribute(comfy_table::Attribute::Bold),
-        Tone::Warn => base
-            .fg(Color::Yellow)
-            .add_attribute(comfy_table::Attribute::Bold),
-        Tone::Bad => base
-            .fg(Color::Red)
-            .add_attribute(comfy_table::Attribute::Bold),
-        Tone::Dim => base.add_attribute(comfy_table::Attribute::Dim),
+}
+
+const RESET: &str = "\x1b[0m";
+
+/// The SGR sequence a tone starts with (none for plain text).
+fn escape(tone: Tone) -> Option<&'static str> {
+    match tone {
+        Tone::Plain => None,
+        Tone::Good => Some("\x1b[1;32m"),
+        Tone::Warn => Some("\x1b[1;33m"),
+        Tone::Bad => Some("\x1b[1;31m"),
+        Tone::Dim => Some("\x1b[2m"),
     }
+}
+
+/// `text` cut to `width` columns, an ellipsis marking the cut; and the columns it takes.
+fn fit(text: &str, width: usize) -> (std::borrow::Cow<'_, str>, usize) {
+    use unicode_width::UnicodeWidthChar;
+    let whole = unicode_width::UnicodeWidthStr::width(text);
+    if whole <= width {
+        return (std::borrow::Cow::Borrowed(text), whole);
+    }
+    let mut cut = String::new();
+    let mut taken = 0;
+    let mut rest = text.chars().peekable();
+    while let Some(&c) = rest.peek() {
+        let w = c.width().unwrap_or(0);
+        if taken + w + 1 > width {
+            break;
+        }
+        cut.push(c);
+        taken += w;
+        rest.next();
+    }
+    // End on a whole word when one fits: "exhausted the…", not "exhausted the att…".
+    let mid_word =
+        rest.peek().is_some_and(|c| !c.is_whitespace()) && !cut.ends_with(char::is_whitespace);
+    if mid_word && let Some(space) = cut.rfind(' ') {
+        cut.truncate(space);
+    }
+    let kept = cut.trim_end().len();
+    cut.truncate(kept);
+    let mut used = unicode_width::UnicodeWidthStr::width(cut.as_str());
+    if width > 0 {
+        cut.push('…');
+        used += 1;
+    }
+    (std::borrow::Cow::Owned(cut), used)
 }
 
 /// Columns a string takes on a terminal.
 pub fn display_width(text: &str) -> u16 {
-    console::measure_text_width(text).min(u16::MAX as usize) as u16
+    unicode_width::UnicodeWidthStr::width(text).min(u16::MAX as usize) as u16
 }
 
 /// Prints rows as one table (small tables whose rows are all at hand).
@@ -343,6 +356,28 @@ mod tests {
         assert!(!narrow.contains("EXTRA"), "{narrow}");
         let wide = render(None, false, 3);
         assert!(wide.contains("EXTRA"), "{wide}");
+    }
+
+    #[test]
+    fn cut_text_ends_on_a_word_and_never_passes_the_width() {
+        let text = "Provider outcome unknown: EMAIL no reply after the message data was sent";
+        assert_eq!(
+            fit(text, 60),
+            (
+                "Provider outcome unknown: EMAIL no reply after the message…".into(),
+                59
+            )
+        );
+        assert_eq!(fit(text, 30), ("Provider outcome unknown:…".into(), 26));
+        assert_eq!(fit("short", 30), ("short".into(), 5));
+        assert_eq!(fit("averyveryverylongword", 8), ("averyve…".into(), 8));
+        // Wide characters count double, and a cut never splits one.
+        assert_eq!(fit("日本語のテキスト", 7), ("日本語…".into(), 7));
+        for width in 1..40 {
+            let (cut, used) = fit(text, width);
+            assert_eq!(display_width(&cut) as usize, used);
+            assert!(used <= width, "{width}: {cut}");
+        }
     }
 
     #[test]

@@ -33,7 +33,7 @@ pub enum OpenFailed {
 impl Database {
     /// Opens (or creates) the store at `path` and starts its writer thread.
     pub fn open(path: &std::path::Path) -> Result<Self, OpenFailed> {
-        let conn = crate::runtime::schema::open(path, crate::runtime::schema::OpenMode::Create)?;
+        let conn = crate::runtime::schema::open(path, crate::runtime::schema::OpenMode::Runtime)?;
         Self::start(conn).map_err(OpenFailed::Thread)
     }
 

@@ -18,9 +18,104 @@ pub const EVENT_COLUMNS: &str = "e.id, e.at, e.kind, e.payload";
 /// Longest stretch of a bad value quoted in a note.
 const QUOTE: usize = 40;
 
+/// Where cells come from: a statement's current row, or a copy of one.
+pub trait Source {
+    fn cell(&self, index: usize) -> rusqlite::Result<ValueRef<'_>>;
+}
+
+impl Source for Row<'_> {
+    fn cell(&self, index: usize) -> rusqlite::Result<ValueRef<'_>> {
+        self.get_ref(index)
+    }
+}
+
+/// Rows copied out of a statement into one buffer, so that another thread can decode
+/// them while the statement steps on. Cleared and refilled, the buffer is reused.
+#[derive(Debug, Default)]
+pub struct Copies {
+    bytes: Vec<u8>,
+    cells: Vec<Copied>,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Copied {
+    Null,
+    Integer(i64),
+    Real(f64),
+    Text(usize, usize),
+    Blob(usize, usize),
+}
+
+impl Copies {
+    /// Appends `columns` of `row`; returns where the copy starts, for [`Copies::row`].
+    pub fn push(&mut self, row: &Row, columns: std::ops::Range<usize>) -> rusqlite::Result<usize> {
+        let start = self.cells.len();
+        for index in columns {
+            let cell = match row.get_ref(index)? {
+                ValueRef::Null => Copied::Null,
+                ValueRef::Integer(n) => Copied::Integer(n),
+                ValueRef::Real(x) => Copied::Real(x),
+                ValueRef::Text(bytes) => {
+                    self.bytes.extend_from_slice(bytes);
+                    Copied::Text(self.bytes.len() - bytes.len(), self.bytes.len())
+                }
+                ValueRef::Blob(bytes) => {
+                    self.bytes.extend_from_slice(bytes);
+                    Copied::Blob(self.bytes.len() - bytes.len(), self.bytes.len())
+                }
+            };
+            self.cells.push(cell);
+        }
+        Ok(start)
+    }
+
+    /// The copy that starts at `start`, its first column at index 0.
+    pub fn row(&self, start: usize) -> CopiedRow<'_> {
+        CopiedRow {
+            copies: self,
+            start,
+        }
+    }
+
+    pub fn clear(&mut self) {
+        self.bytes.clear();
+        self.cells.clear();
+    }
+
+    /// Bytes held, to bound a batch.
+    pub fn size(&self) -> usize {
+        self.bytes.len() + self.cells.len() * std::mem::size_of::<Copied>()
+    }
+}
+
+/// One copied row, read through [`Cells`] like the statement's own.
+#[derive(Clone, Copy)]
+pub struct CopiedRow<'a> {
+    copies: &'a Copies,
+    start: usize,
+}
+
+impl Source for CopiedRow<'_> {
+    fn cell(&self, index: usize) -> rusqlite::Result<ValueRef<'_>> {
+        let cell = self
+            .copies
+            .cells
+            .get(self.start + index)
+            .ok_or_else(|| rusqlite::Error::InvalidColumnIndex(index))?;
+        let bytes = |from: usize, to: usize| self.copies.bytes.get(from..to).unwrap_or_default();
+        Ok(match *cell {
+            Copied::Null => ValueRef::Null,
+            Copied::Integer(n) => ValueRef::Integer(n),
+            Copied::Real(x) => ValueRef::Real(x),
+            Copied::Text(from, to) => ValueRef::Text(bytes(from, to)),
+            Copied::Blob(from, to) => ValueRef::Blob(bytes(from, to)),
+        })
+    }
+}
+
 /// One row's cells, read leniently; what could not be read is collected.
-pub struct Cells<'r, 's> {
-    row: &'r Row<'s>,
+pub struct Cells<'r, S: Source + ?Sized> {
+    row: &'r S,
     pub problems: Vec<String>,
 }
 
@@ -32,8 +127,8 @@ fn quote(text: &str) -> String {
     format!("{quoted:?}")
 }
 
-impl<'r, 's> Cells<'r, 's> {
-    pub fn new(row: &'r Row<'s>) -> Self {
+impl<'r, S: Source + ?Sized> Cells<'r, S> {
+    pub fn new(row: &'r S) -> Self {
         Self {
             row,
             problems: Vec::new(),
@@ -41,7 +136,7 @@ impl<'r, 's> Cells<'r, 's> {
     }
 
     fn value(&mut self, index: usize, column: &str) -> Option<ValueRef<'r>> {
-        match self.row.get_ref(index) {
+        match self.row.cell(index) {
             Ok(value) => Some(value),
             Err(err) => {
                 self.problems.push(format!("{column}: {err}"));
@@ -196,6 +291,35 @@ impl<'r, 's> Cells<'r, 's> {
         }
     }
 
+    /// As [`Cells::payload`], borrowed from the row when the stored text is JSON.
+    pub fn payload_ref(
+        &mut self,
+        index: usize,
+        column: &str,
+    ) -> std::borrow::Cow<'r, serde_json::value::RawValue> {
+        use std::borrow::Cow;
+        let before = self.problems.len();
+        let text = self.text_ref(index, column);
+        if self.problems.len() > before {
+            return Cow::Owned(crate::model::empty_payload());
+        }
+        match text {
+            Cow::Borrowed(text) => match serde_json::from_str::<&serde_json::value::RawValue>(text)
+            {
+                Ok(raw) => Cow::Borrowed(raw),
+                Err(_) => {
+                    self.problems.extend(crate::model::payload_problem(text));
+                    Cow::Owned(crate::model::json_string(text))
+                }
+            },
+            Cow::Owned(text) => {
+                let (payload, problem) = crate::model::payload_of(&text);
+                self.problems.extend(problem);
+                Cow::Owned(payload)
+            }
+        }
+    }
+
     /// A JSON document stored as text: parsed, or kept as a string when it is not JSON
     /// (triage then names it); a BLOB becomes null.
     pub fn json(&mut self, index: usize, column: &str) -> serde_json::Value {
@@ -209,7 +333,7 @@ impl<'r, 's> Cells<'r, 's> {
 }
 
 /// Decodes a notification from [`NOTIFICATION_COLUMNS`] starting at column `first`.
-pub fn notification(row: &Row, first: usize) -> Notification {
+pub fn notification(row: &(impl Source + ?Sized), first: usize) -> Notification {
     let mut cells = Cells::new(row);
     let rowid = cells.integer(first, "rowid");
     let id = cells.text(first + 1, "id").unwrap_or_else(|| {
@@ -253,7 +377,7 @@ pub fn notification(row: &Row, first: usize) -> Notification {
 }
 
 /// Decodes an event from [`EVENT_COLUMNS`] starting at column `first`.
-pub fn event(row: &Row, first: usize) -> Event {
+pub fn event(row: &(impl Source + ?Sized), first: usize) -> Event {
     let mut cells = Cells::new(row);
     let event = Event {
         id: cells.integer(first, "id"),

@@ -7,8 +7,12 @@ use rusqlite::{Connection, OpenFlags};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-/// The schema version this build reads and writes (`PRAGMA user_version`).
-pub const SCHEMA_VERSION: i64 = 1;
+/// The schema version this build creates, and migrates older stores to when the
+/// runtime opens them (`PRAGMA user_version`).
+pub const SCHEMA_VERSION: i64 = 2;
+
+/// The oldest version this build reads and changes as it is, without migrating.
+pub const OLDEST_VERSION: i64 = 1;
 
 /// How long a writer waits for another process's write lock before giving up.
 pub const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
@@ -58,6 +62,14 @@ CREATE TRIGGER uns_notifications_never_deleted BEFORE DELETE ON uns_notification
 BEGIN SELECT RAISE(ABORT, 'notifications are never deleted'); END;
 "#;
 
+/// Version 2: dead letters by when they died, for `--since` and `--until` on a large DLQ.
+const SCHEMA_V2: &str = r#"
+CREATE INDEX uns_notifications_dlq_updated ON uns_notifications (updated_at) WHERE dead_letter = 1;
+"#;
+
+/// Each version's change, applied in order from the store's version up.
+const MIGRATIONS: [(i64, &str); 2] = [(1, SCHEMA_V1), (2, SCHEMA_V2)];
+
 /// Why a file could not be used as a store.
 #[derive(Debug, thiserror::Error)]
 pub enum OpenError {
@@ -82,7 +94,7 @@ pub enum OpenError {
     )]
     NewerSchema { path: PathBuf, found: i64 },
     #[error(
-        "{path}: unknown UNS schema version {found} (this unsctl reads version {SCHEMA_VERSION})"
+        "{path}: unknown UNS schema version {found} (this unsctl reads versions {OLDEST_VERSION} to {SCHEMA_VERSION})"
     )]
     UnknownSchema { path: PathBuf, found: i64 },
     #[error("{path}: {source}")]
@@ -100,8 +112,18 @@ pub enum OpenMode {
     ReadOnly,
     /// Remediation: the file must already be a UNS store.
     ReadWrite,
-    /// The runtime: create the schema in a new or empty file.
+    /// Create the schema in a new or empty file; an existing store is used at its
+    /// version (`runtime submit`, the demo's and the sweep's own stores).
     Create,
+    /// The runtime (`runtime serve`, `runtime worker`): as `Create`, and an older
+    /// store's schema is brought up to this build's version. Nothing else migrates.
+    Runtime,
+}
+
+impl OpenMode {
+    fn creates(self) -> bool {
+        matches!(self, OpenMode::Create | OpenMode::Runtime)
+    }
 }
 
 /// Opens `path` as a UNS store in `mode`, checking the schema before anything is written.
@@ -149,13 +171,13 @@ fn inspect_file(path: &Path, mode: OpenMode) -> Result<bool, OpenError> {
     let path_buf = || path.to_path_buf();
     let meta = match std::fs::metadata(path) {
         Ok(meta) => meta,
-        Err(_) if mode == OpenMode::Create => return Ok(false),
+        Err(_) if mode.creates() => return Ok(false),
         Err(_) => return Err(OpenError::Missing { path: path_buf() }),
     };
     if meta.is_dir() {
         return Err(OpenError::Directory { path: path_buf() });
     }
-    if meta.len() == 0 && mode != OpenMode::Create {
+    if meta.len() == 0 && !mode.creates() {
         return Err(OpenError::Empty { path: path_buf() });
     }
     Ok(meta.len() > 0)
@@ -248,7 +270,7 @@ fn open_writable(path: &Path, mode: OpenMode) -> Result<Connection, OpenError> {
         }
     }
     let mut flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
-    if mode == OpenMode::Create {
+    if mode.creates() {
         flags |= OpenFlags::SQLITE_OPEN_CREATE;
     }
     let conn = Connection::open_with_flags(path, flags).map_err(sqlite)?;
@@ -257,12 +279,12 @@ fn open_writable(path: &Path, mode: OpenMode) -> Result<Connection, OpenError> {
         .map_err(sqlite)?;
     conn.pragma_update(None, "cache_size", -16_384)
         .map_err(sqlite)?;
-    if mode == OpenMode::Create {
+    if mode.creates() {
         // Only the runtime sets the journal mode: a mutation from the CLI changes a file
         // only by the transaction it was asked for.
         conn.pragma_update(None, "journal_mode", "WAL")
             .map_err(sqlite)?;
-        create_schema(&conn).map_err(sqlite)?;
+        create_schema(&conn, path, mode == OpenMode::Runtime).map_err(sqlite)?;
     }
     // WAL with NORMAL sync survives a killed process (the failure this runtime is built
     // around); only an OS crash can lose the last commits.
@@ -291,7 +313,7 @@ fn check_existing(path: &Path, access: Access) -> Result<(), OpenError> {
         .map_err(|source| classify(path, source))?;
     let path = path.to_path_buf();
     match version {
-        SCHEMA_VERSION if has_table => Ok(()),
+        OLDEST_VERSION..=SCHEMA_VERSION if has_table => Ok(()),
         0 if !any_table => Ok(()),
         0 => Err(OpenError::NotUnsStore { path }),
         found if found > SCHEMA_VERSION && has_table => Err(OpenError::NewerSchema { path, found }),
@@ -317,14 +339,29 @@ fn classify(path: &Path, source: rusqlite::Error) -> OpenError {
     }
 }
 
-/// Creates schema v1 in an empty database; a no-op on a v1 store.
-fn create_schema(conn: &Connection) -> rusqlite::Result<()> {
+/// Creates the schema in an empty database, or (when `migrate`) brings an older store to
+/// this build's version: in one transaction, so a store is at one version or the next,
+/// never between.
+fn create_schema(conn: &Connection, path: &Path, migrate: bool) -> rusqlite::Result<()> {
     conn.execute_batch("BEGIN IMMEDIATE")?;
     let result = (|| {
         let version: i64 = conn.query_row("PRAGMA user_version", [], |row| row.get(0))?;
-        if version == 0 {
-            conn.execute_batch(SCHEMA_V1)?;
-            conn.pragma_update(None, "user_version", SCHEMA_VERSION)?;
+        if version == SCHEMA_VERSION || (version > 0 && !migrate) {
+            return Ok(());
+        }
+        for (target, change) in MIGRATIONS {
+            if version < target {
+                conn.execute_batch(change)?;
+            }
+        }
+        conn.pragma_update(None, "user_version", SCHEMA_VERSION)?;
+        if version > 0 {
+            tracing::info!(
+                store = %path.display(),
+                from = version,
+                to = SCHEMA_VERSION,
+                "migrated the store's schema"
+            );
         }
         Ok(())
     })();
@@ -346,7 +383,7 @@ mod tests {
     }
 
     #[test]
-    fn creates_v1_and_reopens() -> anyhow::Result<()> {
+    fn creates_the_current_schema_and_reopens() -> anyhow::Result<()> {
         let dir = tempfile::tempdir()?;
         let path = dir.path().join("uns.db");
         let conn = open(&path, OpenMode::Create)?;
@@ -359,6 +396,79 @@ mod tests {
         drop(conn);
         open(&path, OpenMode::ReadOnly)?;
         open(&path, OpenMode::ReadWrite)?;
+        Ok(())
+    }
+
+    /// A store as schema version 1 left it, with one dead letter.
+    fn v1_store(path: &Path) -> anyhow::Result<()> {
+        let conn = Connection::open(path)?;
+        conn.execute_batch(SCHEMA_V1)?;
+        conn.pragma_update(None, "user_version", 1)?;
+        conn.execute(
+            "INSERT INTO uns_notifications (id, status, dead_letter, max_attempts, channels, payload,
+               next_attempt_at, created_at, updated_at)
+             VALUES ('n-1', 'DEAD', 1, 3, '[\"EMAIL\"]', '{}', 0, 1, 2)",
+            [],
+        )?;
+        Ok(())
+    }
+
+    fn version_and_index(path: &Path) -> anyhow::Result<(i64, bool)> {
+        let conn = Connection::open(path)?;
+        let version = conn.query_row("PRAGMA user_version", [], |row| row.get(0))?;
+        let index = conn.query_row(
+            "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE name = 'uns_notifications_dlq_updated')",
+            [],
+            |row| row.get(0),
+        )?;
+        Ok((version, index))
+    }
+
+    #[test]
+    fn only_the_runtime_migrates_a_v1_store() -> anyhow::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let path = dir.path().join("v1.db");
+        v1_store(&path)?;
+        let before = bytes(&path);
+        for mode in [OpenMode::ReadOnly, OpenMode::ReadWrite, OpenMode::Create] {
+            let conn = open(&path, mode)?;
+            let dead: i64 = conn.query_row(
+                "SELECT COUNT(*) FROM uns_notifications WHERE dead_letter = 1",
+                [],
+                |row| row.get(0),
+            )?;
+            assert_eq!(dead, 1, "{mode:?} reads the v1 store");
+            drop(conn);
+            assert_eq!(version_and_index(&path)?, (1, false), "{mode:?} migrated");
+        }
+        assert_eq!(bytes(&path).len(), before.len());
+        drop(open(&path, OpenMode::Runtime)?);
+        assert_eq!(version_and_index(&path)?, (SCHEMA_VERSION, true));
+        let conn = open(&path, OpenMode::ReadOnly)?;
+        let id: String =
+            conn.query_row("SELECT id FROM uns_notifications", [], |row| row.get(0))?;
+        assert_eq!(id, "n-1");
+        Ok(())
+    }
+
+    #[test]
+    fn a_migration_that_fails_leaves_the_store_as_it_was() -> anyhow::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let path = dir.path().join("v1.db");
+        v1_store(&path)?;
+        // Something in the way of the new index: the migration cannot finish.
+        Connection::open(&path)?
+            .execute_batch("CREATE TABLE uns_notifications_dlq_updated (x);")?;
+        let err = open(&path, OpenMode::Runtime).err();
+        assert!(matches!(err, Some(OpenError::Sqlite { .. })), "{err:?}");
+        assert_eq!(version_and_index(&path)?.0, 1);
+        let conn = open(&path, OpenMode::ReadOnly)?;
+        let indexes: i64 = conn.query_row(
+            "SELECT COUNT(*) FROM sqlite_master WHERE type = 'index' AND name LIKE 'uns_%'",
+            [],
+            |row| row.get(0),
+        )?;
+        assert_eq!(indexes, 5, "no index of version 2 was left behind");
         Ok(())
     }
 

@@ -9,7 +9,7 @@
 pub mod keys;
 pub mod listen;
 
-use crate::api::{self, DlqPage, ErrorBody, ErrorKind, SubmitRequest};
+use crate::api::{self, ErrorBody, ErrorKind, SubmitRequest};
 use crate::clock::{Clock, SystemClock};
 use crate::model::Message;
 use crate::remediation::{self, Action, Actor, Rejection, Request as ActionRequest};
@@ -430,7 +430,12 @@ fn selection(
     crate::store::Selection::from_query(pairs, state.clock.now()).map_err(ApiError::invalid)
 }
 
-async fn dlq(State(state): State<Arc<AppState>>, RawQuery(query): RawQuery) -> ApiResult<DlqPage> {
+/// One page of the DLQ. Written as the store is read; the next page's cursor is also
+/// in the `UNS-Next-Cursor` header, so a client can ask for it before parsing this one.
+async fn dlq(
+    State(state): State<Arc<AppState>>,
+    RawQuery(query): RawQuery,
+) -> Result<Response, ApiError> {
     let pairs = query_pairs(&query);
     let limit = parse_limit(&pairs, 100, 1000)?;
     let cursor = pairs
@@ -441,14 +446,27 @@ async fn dlq(State(state): State<Arc<AppState>>, RawQuery(query): RawQuery) -> A
         .iter()
         .any(|(k, v)| k == "include" && v.split(',').any(|part| part == "events"));
     let selection = selection(&state, &pairs)?;
-    Ok(Json(
-        blocking(&state, move |state| {
-            state.read(|conn| {
-                sqlite::dlq_page(conn, &selection, cursor.as_deref(), limit, include_events)
-            })
+    let (json, next) = blocking(&state, move |state| {
+        state.read(|conn| {
+            crate::store::page::dlq_page_json(
+                conn,
+                &selection,
+                cursor.as_deref(),
+                limit,
+                include_events,
+            )
         })
-        .await?,
-    ))
+    })
+    .await?;
+    let mut response = (
+        [(header::CONTENT_TYPE, "application/json")],
+        Bytes::from(json),
+    )
+        .into_response();
+    if let Some(next) = next.and_then(|n| header::HeaderValue::from_str(&n).ok()) {
+        response.headers_mut().insert(api::NEXT_CURSOR, next);
+    }
+    Ok(response)
 }
 
 async fn act(

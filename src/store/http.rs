@@ -5,9 +5,10 @@
 
 use super::{EventQuery, Result, Selection, Store, StoreError, Triaged};
 use crate::api::{
-    self, ActionRequest, ActionResponse, DlqPage, ErrorBody, ErrorKind, EventsResponse,
-    NotificationDoc,
+    self, ActionRequest, ActionResponse, DlqEntryView, DlqPage, DlqPageView, ErrorBody, ErrorKind,
+    EventsResponse, NotificationDoc,
 };
+use crate::model::Notification;
 use crate::triage::{Observed, Triage};
 use reqwest::StatusCode;
 use reqwest::blocking::{Client, RequestBuilder, Response};
@@ -135,6 +136,13 @@ impl HttpStore {
     }
 
     fn get<T: DeserializeOwned>(&self, path: &str, query: &[(&str, String)]) -> Result<T> {
+        let (url, response) = self.send_get(path, query)?;
+        self.decode(&url, response)
+    }
+
+    /// A GET, tried again after a pause when the server fails or cannot be reached;
+    /// any other answer is returned as it came.
+    fn send_get(&self, path: &str, query: &[(&str, String)]) -> Result<(String, Response)> {
         self.identify()?;
         let url = self.url(path);
         let mut last_error = None;
@@ -146,11 +154,58 @@ impl HttpStore {
                 Ok(response) if response.status().is_server_error() => {
                     last_error = Some(self.failure(&url, response));
                 }
-                Ok(response) => return self.decode(&url, response),
+                Ok(response) => return Ok((url, response)),
                 Err(err) => last_error = Some(unreachable(&url, &err)),
             }
         }
         Err(last_error.unwrap_or_else(|| StoreError::Unavailable(format!("cannot reach {url}"))))
+    }
+
+    /// A DLQ page with its events as the server sent it (read into `buffer`, reused from
+    /// an earlier page), and the next page's cursor.
+    fn page_bytes(
+        &self,
+        selection: &Selection,
+        cursor: Option<&str>,
+        mut buffer: Vec<u8>,
+    ) -> Result<(Vec<u8>, Option<String>)> {
+        let mut query = vec![
+            ("limit", PAGE_SIZE.to_string()),
+            ("include", "events".to_string()),
+        ];
+        if let Some(cursor) = cursor {
+            query.push(("cursor", cursor.to_string()));
+        }
+        query.extend(selection.query());
+        let (url, response) = self.send_get(api::DLQ, &query)?;
+        if !response.status().is_success() {
+            return Err(self.failure(&url, response));
+        }
+        let header = response
+            .headers()
+            .get(api::NEXT_CURSOR)
+            .and_then(|value| value.to_str().ok())
+            .map(str::to_string);
+        buffer.clear();
+        let mut response = response;
+        std::io::Read::read_to_end(&mut response, &mut buffer).map_err(|err| {
+            StoreError::Unavailable(format!("{url}: reading the answer failed: {err}"))
+        })?;
+        let body = buffer;
+        let next = match header {
+            Some(next) => Some(next),
+            // A server that does not send the header: read the cursor from the page.
+            None => {
+                #[derive(serde::Deserialize)]
+                struct Next {
+                    next_cursor: Option<String>,
+                }
+                serde_json::from_slice::<Next>(&body)
+                    .map_err(|err| malformed(&url, &err))?
+                    .next_cursor
+            }
+        };
+        Ok((body, next))
     }
 
     fn mutate(&self, request: RequestBuilder, url: &str) -> Result<ActionResponse> {
@@ -165,11 +220,7 @@ impl HttpStore {
         if !response.status().is_success() {
             return Err(self.failure(url, response));
         }
-        let text = response.text().map_err(|err| {
-            StoreError::Unavailable(format!("{url}: reading the answer failed: {err}"))
-        })?;
-        serde_json::from_str(&text)
-            .map_err(|err| StoreError::Other(format!("malformed answer from {url}: {err}")))
+        serde_json::from_slice(&body(url, response)?).map_err(|err| malformed(url, &err))
     }
 
     fn failure(&self, url: &str, response: Response) -> StoreError {
@@ -327,21 +378,24 @@ impl Store for HttpStore {
         self.get(api::DLQ, &query)
     }
 
-    /// Pages of entries with their events, the next page fetched while this one is
-    /// triaged.
-    fn each_triaged(
-        &self,
-        selection: &Selection,
-        visit: &mut dyn FnMut(Triaged) -> Result<()>,
-    ) -> Result<()> {
+    /// Pages of entries with their events, the next page fetched while this one is read
+    /// in place and triaged.
+    fn each_triaged(&self, selection: &Selection, visit: &mut super::Visit<'_>) -> Result<()> {
         std::thread::scope(|scope| {
-            let (pages, arriving) = std::sync::mpsc::sync_channel::<Result<DlqPage>>(1);
-            scope.spawn(move || {
+            let (pages, arriving) = std::sync::mpsc::sync_channel::<Result<Vec<u8>>>(1);
+            let (spare, returned) = std::sync::mpsc::channel::<Vec<u8>>();
+            let fetch = move || {
                 let mut cursor: Option<String> = None;
                 loop {
-                    let page = self.dlq_page(selection, cursor.as_deref(), PAGE_SIZE, true);
-                    let next = page.as_ref().ok().and_then(|p| p.next_cursor.clone());
-                    if pages.send(page).is_err() {
+                    let buffer = returned.try_recv().unwrap_or_default();
+                    let (body, next) = match self.page_bytes(selection, cursor.as_deref(), buffer) {
+                        Ok(page) => page,
+                        Err(err) => {
+                            let _ = pages.send(Err(err));
+                            return;
+                        }
+                    };
+                    if pages.send(Ok(body)).is_err() {
                         return;
                     }
                     match next {
@@ -349,28 +403,22 @@ impl Store for HttpStore {
                         None => return,
                     }
                 }
-            });
-            for page in arriving {
-                for entry in page?.entries {
-                    let events = entry.events.unwrap_or_default();
-                    let mut unreadable = entry.row.unreadable.clone();
-                    let mut triage = Triage::start(entry.row);
-                    for event in &events {
-                        unreadable.extend(
-                            event
-                                .unreadable
-                                .iter()
-                                .map(|u| format!("event {}: {u}", event.id)),
-                        );
-                        triage.read(Observed::from_event(event));
-                    }
-                    let (verdict, row) = triage.finish();
-                    visit(Triaged {
-                        row,
-                        verdict,
-                        unreadable,
-                    })?;
+            };
+            std::thread::Builder::new()
+                .name("fetch".into())
+                .spawn_scoped(scope, fetch)
+                .map_err(|err| {
+                    StoreError::Other(format!("cannot start the fetch thread: {err}"))
+                })?;
+            let url = self.url(api::DLQ);
+            for body in arriving {
+                let body = body?;
+                let page: DlqPageView<'_> =
+                    serde_json::from_slice(&body).map_err(|err| malformed(&url, &err))?;
+                for entry in page.entries {
+                    triage_entry(entry, visit)?;
                 }
+                let _ = spare.send(body);
             }
             Ok(())
         })
@@ -389,4 +437,44 @@ impl Store for HttpStore {
         ));
         self.mutate(self.client.post(&url).json(request), &url)
     }
+}
+
+/// Triages one entry of a page read in place.
+fn triage_entry(entry: DlqEntryView<'_>, visit: &mut super::Visit<'_>) -> Result<()> {
+    let events = entry.events.unwrap_or_default();
+    let mut unreadable = entry.row.unreadable.clone();
+    // As the SQLite walk: the message is not read (see Triaged).
+    let row = Notification {
+        payload: serde_json::Value::Null,
+        ..entry.row
+    };
+    let mut triage = Triage::start(row);
+    for event in &events {
+        unreadable.extend(
+            event
+                .unreadable
+                .iter()
+                .map(|u| format!("event {}: {u}", event.id)),
+        );
+        let observed = Observed::from_text(event.id, &event.kind, event.payload.get())
+            .with_unreadable(event.unreadable.first().map(String::as_str));
+        triage.read(observed);
+    }
+    let (verdict, row) = triage.finish();
+    visit(Triaged {
+        row,
+        verdict,
+        unreadable,
+    })
+}
+
+fn body(url: &str, response: Response) -> Result<Vec<u8>> {
+    response
+        .bytes()
+        .map(|bytes| bytes.to_vec())
+        .map_err(|err| StoreError::Unavailable(format!("{url}: reading the answer failed: {err}")))
+}
+
+fn malformed(url: &str, err: &serde_json::Error) -> StoreError {
+    StoreError::Other(format!("malformed answer from {url}: {err}"))
 }

@@ -1,8 +1,10 @@
 //! Where the CLI reads and acts: one trait, a SQLite and an HTTP backend.
 
 pub mod http;
+pub mod page;
 pub mod selection;
 pub mod sqlite;
+mod walk;
 
 pub use selection::Selection;
 
@@ -85,11 +87,16 @@ impl From<Rejection> for StoreError {
 /// One DLQ entry, triaged as it streamed past.
 #[derive(Debug, Clone)]
 pub struct Triaged {
+    /// The row, without its message: `payload` is null, since nothing a walk shows
+    /// reads it and reading it costs more than the triage.
     pub row: Notification,
     pub verdict: Verdict,
     /// Values that could not be read: the row's, then each event's ("event N: ...").
     pub unreadable: Vec<String>,
 }
+
+/// What receives each triaged entry.
+pub type Visit<'a> = dyn FnMut(Triaged) -> Result<()> + Send + 'a;
 
 /// What the cross-notification event search asks for.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -141,30 +148,31 @@ pub trait Store {
         include_events: bool,
     ) -> Result<DlqPage>;
 
-    /// Every selected DLQ entry, triaged, in id order, streamed one at a time.
-    fn each_triaged(
-        &self,
-        selection: &Selection,
-        visit: &mut dyn FnMut(Triaged) -> Result<()>,
-    ) -> Result<()>;
+    /// Every selected DLQ entry, triaged, in id order, streamed one at a time. `visit`
+    /// may run on another thread than the caller's; an error from it stops the walk.
+    fn each_triaged(&self, selection: &Selection, visit: &mut Visit<'_>) -> Result<()>;
 
     fn resolve(&self, id: &str, request: &ActionRequest) -> Result<ActionResponse>;
 
     fn replay(&self, id: &str, request: &ActionRequest) -> Result<ActionResponse>;
 }
 
-/// The opaque DLQ cursor: the last id of the previous page.
-pub fn encode_cursor(last_id: &str) -> String {
+/// The opaque DLQ cursor: where the previous page ended, by id and then row, so that
+/// even a damaged store holding one id twice pages through every row once.
+pub fn encode_cursor(rowid: i64, last_id: &str) -> String {
     use base64::Engine;
-    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(format!("after:{last_id}"))
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(format!("after:{rowid}:{last_id}"))
 }
 
-pub fn decode_cursor(cursor: &str) -> Result<String> {
+pub fn decode_cursor(cursor: &str) -> Result<(i64, String)> {
     use base64::Engine;
     base64::engine::general_purpose::URL_SAFE_NO_PAD
         .decode(cursor)
         .ok()
         .and_then(|bytes| String::from_utf8(bytes).ok())
-        .and_then(|text| text.strip_prefix("after:").map(str::to_string))
+        .and_then(|text| {
+            let (rowid, id) = text.strip_prefix("after:")?.split_once(':')?;
+            Some((rowid.parse().ok()?, id.to_string()))
+        })
         .ok_or_else(|| StoreError::Invalid(format!("invalid cursor {cursor:?}")))
 }

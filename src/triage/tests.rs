@@ -584,6 +584,45 @@ fn uncertain_email_names_the_message_id_to_search_for() {
 }
 
 #[test]
+fn message_ids_keep_the_order_they_were_seen_in_once_each() {
+    let result = |message_id: &str, key: &str| {
+        json!({"cycle": 1, "attempt": 1, "channel": "EMAIL", "lease_token": "t1",
+               "success": true, "message_id": message_id,
+               "metadata": {"provider_outcome": "ACCEPTED", "idempotency_key": key}})
+    };
+    let in_order = History::new().start(1, 1, "EMAIL", "t1").push(
+        "CHANNEL_ATTEMPT_RESULT",
+        result("<n-1.1.1@uns.local>", "k-1"),
+    );
+    let verdict = triage_events(&row(&["EMAIL"], 1), &in_order.events);
+    assert_eq!(
+        verdict.channels[0].message_ids,
+        ["<n-1.1.1@uns.local>", "k-1"]
+    );
+    // A result stored before its start (clock skew, a hand-edited store) still names
+    // each id once, the provider's first.
+    let reversed = History::new()
+        .push("CHANNEL_ATTEMPT_RESULT", result("<relay-42@mx>", "k-1"))
+        .start(1, 1, "EMAIL", "t1");
+    let verdict = triage_events(&row(&["EMAIL"], 1), &reversed.events);
+    assert_eq!(
+        verdict.channels[0].message_ids,
+        ["<relay-42@mx>", "k-1", "<n-1.1.1@uns.local>"]
+    );
+    let same = History::new()
+        .push(
+            "CHANNEL_ATTEMPT_RESULT",
+            result("<n-1.1.1@uns.local>", "k-1"),
+        )
+        .start(1, 1, "EMAIL", "t1");
+    let verdict = triage_events(&row(&["EMAIL"], 1), &same.events);
+    assert_eq!(
+        verdict.channels[0].message_ids,
+        ["<n-1.1.1@uns.local>", "k-1"]
+    );
+}
+
+#[test]
 fn bad_evidence_is_named_in_the_notes() {
     let malformed = verdict_of("a malformed payload is named and gives VERIFY");
     assert!(

@@ -1,0 +1,205 @@
+//! A page of the DLQ as the API's JSON (`DlqPage`), written as the store is read.
+//!
+//! A large triage over HTTP moves every event through here, so an entry's events are
+//! copied once into a reused buffer and written from it; no event becomes a struct of
+//! its own. The typed page is read back from the same bytes, so the server and the
+//! SQLite backend can never disagree about what a page holds.
+
+use super::{Result, Selection, decode_cursor, encode_cursor};
+use crate::api::DlqPage;
+use crate::model::Notification;
+use crate::runtime::queries::{self, Copies, EVENT_COLUMNS, NOTIFICATION_COLUMNS};
+use rusqlite::Connection;
+use rusqlite::types::ValueRef;
+use serde::Serialize;
+use serde::ser::{SerializeSeq, Serializer};
+
+/// The columns of one event in the page's rows, after the row id.
+const EVENT_WIDTH: usize = 4;
+
+/// One page of the selected DLQ entries, ordered by id.
+pub fn dlq_page(
+    conn: &Connection,
+    selection: &Selection,
+    cursor: Option<&str>,
+    limit: usize,
+    include_events: bool,
+) -> Result<DlqPage> {
+    let (json, _) = dlq_page_json(conn, selection, cursor, limit, include_events)?;
+    serde_json::from_slice(&json)
+        .map_err(|err| super::StoreError::Other(format!("a page did not read back: {err}")))
+}
+
+/// The page as JSON, and the cursor of the next page (also in the JSON).
+pub fn dlq_page_json(
+    conn: &Connection,
+    selection: &Selection,
+    cursor: Option<&str>,
+    limit: usize,
+    include_events: bool,
+) -> Result<(Vec<u8>, Option<String>)> {
+    let limit = limit.clamp(1, 1000);
+    let (filter, filter_params) = selection.dlq_sql();
+    // No cursor: from the start, rows without an id (they sort first) included. After
+    // one: a range of the DLQ index, so every page costs the same.
+    let (position, mut params): (&str, Vec<rusqlite::types::Value>) =
+        match cursor.map(decode_cursor).transpose()? {
+            None => ("", Vec::new()),
+            Some((rowid, id)) => (
+                " AND n.id >= ?1 AND (n.id > ?1 OR n.rowid > ?2)",
+                vec![id.into(), rowid.into()],
+            ),
+        };
+    params.extend(filter_params);
+    let (events, order) = if include_events {
+        (
+            format!(
+                "{EVENT_COLUMNS} FROM uns_notifications n
+                 LEFT JOIN uns_events e ON e.notification_id = n.id"
+            ),
+            ", e.id",
+        )
+    } else {
+        ("NULL FROM uns_notifications n".to_string(), "")
+    };
+    // In index order with no sort: the row's columns are read once per entry, by rowid.
+    let mut stmt = conn.prepare_cached(&format!(
+        "SELECT n.rowid, {events} WHERE n.dead_letter = 1{position}{filter}
+         ORDER BY n.id, n.rowid{order}"
+    ))?;
+    let mut by_rowid = conn.prepare_cached(&format!(
+        "SELECT {NOTIFICATION_COLUMNS} FROM uns_notifications n WHERE n.rowid = ?1"
+    ))?;
+    // Room for a typical page up front: growing a page of megabytes copies it again.
+    let mut json = Vec::with_capacity(limit * if include_events { 4096 } else { 512 });
+    json.extend_from_slice(b"{\"entries\":[");
+    let mut page = Writer {
+        json,
+        first: true,
+        selection,
+        include_events,
+        events: Copies::default(),
+        starts: Vec::new(),
+    };
+    let mut rows = stmt.query(rusqlite::params_from_iter(params))?;
+    let mut current: Option<(i64, Notification)> = None;
+    let mut taken = 0;
+    let mut next = None;
+    while let Some(row) = rows.next()? {
+        let rowid: i64 = row.get(0)?;
+        if current.as_ref().is_none_or(|(last, _)| *last != rowid) {
+            if let Some((last, entry)) = current.take() {
+                if taken == limit {
+                    next = Some(encode_cursor(last, &entry.id));
+                    page.entry(&entry)?;
+                    break;
+                }
+                page.entry(&entry)?;
+            }
+            taken += 1;
+            let notification = by_rowid.query_row([rowid], |n| Ok(queries::notification(n, 0)))?;
+            current = Some((rowid, notification));
+        }
+        if include_events && row.get_ref(1)? != ValueRef::Null {
+            let start = page.events.push(row, 1..1 + EVENT_WIDTH)?;
+            page.starts.push(start);
+        }
+    }
+    if next.is_none()
+        && let Some((_, entry)) = current
+    {
+        page.entry(&entry)?;
+    }
+    let mut json = page.json;
+    json.extend_from_slice(b"],\"next_cursor\":");
+    serde_json::to_writer(&mut json, &next).map_err(unwritable)?;
+    json.push(b'}');
+    Ok((json, next))
+}
+
+fn unwritable(err: serde_json::Error) -> super::StoreError {
+    super::StoreError::Other(format!("cannot write a page: {err}"))
+}
+
+/// The page being written, and the current entry's events.
+struct Writer<'s> {
+    json: Vec<u8>,
+    first: bool,
+    selection: &'s Selection,
+    include_events: bool,
+    events: Copies,
+    starts: Vec<usize>,
+}
+
+impl Writer<'_> {
+    /// Writes one entry (unless the exact channel test drops it) and clears its events.
+    fn entry(&mut self, row: &Notification) -> Result<()> {
+        if self
+            .selection
+            .keeps_channels(&row.channels, !row.unreadable.is_empty())
+        {
+            if !self.first {
+                self.json.push(b',');
+            }
+            self.first = false;
+            let entry = Entry {
+                row,
+                events: self.include_events.then_some(Events {
+                    copies: &self.events,
+                    starts: &self.starts,
+                }),
+            };
+            serde_json::to_writer(&mut self.json, &entry).map_err(unwritable)?;
+        }
+        self.events.clear();
+        self.starts.clear();
+        Ok(())
+    }
+}
+
+/// `DlqEntry`, borrowing its row and events.
+#[derive(Serialize)]
+struct Entry<'a> {
+    #[serde(flatten)]
+    row: &'a Notification,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    events: Option<Events<'a>>,
+}
+
+struct Events<'a> {
+    copies: &'a Copies,
+    starts: &'a [usize],
+}
+
+impl Serialize for Events<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> std::result::Result<S::Ok, S::Error> {
+        let mut seq = serializer.serialize_seq(Some(self.starts.len()))?;
+        for start in self.starts {
+            let copy = self.copies.row(*start);
+            let mut cells = queries::Cells::new(&copy);
+            let event = Event {
+                id: cells.integer(0, "id"),
+                at: cells.required_real(1, "at"),
+                kind: cells.text_ref(2, "kind"),
+                payload: cells.payload_ref(3, "payload"),
+                unreadable: Vec::new(),
+            };
+            seq.serialize_element(&Event {
+                unreadable: cells.problems,
+                ..event
+            })?;
+        }
+        seq.end()
+    }
+}
+
+/// `model::Event`, borrowing what it can from the copied row.
+#[derive(Serialize)]
+struct Event<'a> {
+    id: i64,
+    at: f64,
+    kind: std::borrow::Cow<'a, str>,
+    payload: std::borrow::Cow<'a, serde_json::value::RawValue>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    unreadable: Vec<String>,
+}

@@ -1,0 +1,220 @@
+//! The triage of every selected DLQ entry of a SQLite store, in id order, in two stages:
+//! the calling thread steps SQLite and copies raw cells into batches; a second thread
+//! decodes, triages and hands each entry on. Batches go back to be refilled, so a walk
+//! of any length allocates little after the first few and holds a few MiB at most.
+
+use super::{Result, Selection, StoreError, Triaged, Visit};
+use crate::model::payload_problem;
+use crate::runtime::queries::{
+    self, Copies, EVENT_COLUMNS, NOTIFICATION_COLUMNS, NOTIFICATION_WIDTH,
+};
+use crate::triage::{Observed, Triage};
+use rusqlite::types::ValueRef;
+use rusqlite::{Connection, Row, Statement};
+use std::sync::mpsc::{Receiver, Sender, SyncSender, channel, sync_channel};
+
+/// Bytes of copied rows handed from the reading thread to the triaging one at a time.
+const BATCH_BYTES: usize = 1 << 20;
+
+/// The columns of one event in a walk's rows, after the row id.
+const EVENT_WIDTH: usize = 4;
+
+/// The index schema version 2 keeps of dead letters by time.
+const BY_TIME: &str = "uns_notifications_dlq_updated";
+
+pub fn each_triaged(conn: &Connection, selection: &Selection, visit: &mut Visit<'_>) -> Result<()> {
+    let (full, arriving) = sync_channel::<Batch>(2);
+    let (spare, returned) = channel::<Batch>();
+    std::thread::scope(|scope| {
+        let triager = std::thread::Builder::new()
+            .name("triage".into())
+            .spawn_scoped(scope, move || {
+                triage_batches(arriving, spare, selection, visit)
+            })
+            .map_err(|err| StoreError::Other(format!("cannot start the triage thread: {err}")))?;
+        let read = read(conn, selection, full, returned);
+        let triaged = triager
+            .join()
+            .unwrap_or_else(|_| Err(StoreError::Other("the triage thread failed".into())));
+        // The visitor's error comes first: it is why the reading stopped.
+        triaged.and(read)
+    })
+}
+
+/// Rows copied by the reading thread: each entry's row, then its events' cells.
+#[derive(Default)]
+struct Batch {
+    copies: Copies,
+    /// Where each entry's row copy starts, and how many events follow it.
+    entries: Vec<(usize, usize)>,
+}
+
+/// Steps the store and fills batches. Rows come in the walk's shape: the row id, then
+/// [`EVENT_COLUMNS`] (NULL when the entry has no events).
+fn read(
+    conn: &Connection,
+    selection: &Selection,
+    full: SyncSender<Batch>,
+    returned: Receiver<Batch>,
+) -> Result<()> {
+    let (filter, params) = selection.dlq_sql();
+    let walk_sql = |which: &str| {
+        format!(
+            "SELECT n.rowid, {EVENT_COLUMNS}
+             FROM uns_notifications n LEFT JOIN uns_events e ON e.notification_id = n.id
+             WHERE {which} ORDER BY n.id, n.rowid, e.id"
+        )
+    };
+    // The walk never shows a notification's message, so it is not read (see Triaged).
+    let columns = NOTIFICATION_COLUMNS.replace("n.payload", "NULL");
+    let mut batcher = Batcher {
+        batch: Batch::default(),
+        full,
+        returned,
+        by_rowid: conn.prepare(&format!(
+            "SELECT {columns} FROM uns_notifications n WHERE n.rowid = ?1"
+        ))?,
+        current: None,
+    };
+    let windowed = selection.since.is_some() || selection.until.is_some();
+    if windowed && has_index(conn, BY_TIME)? {
+        // A time window: find its entries by the index of dead letters by time, then
+        // read each, so a window costs what it holds, not what the DLQ holds.
+        let mut window = conn.prepare(&format!(
+            "SELECT n.rowid FROM uns_notifications n INDEXED BY {BY_TIME}
+             WHERE n.dead_letter = 1{filter} ORDER BY n.id, n.rowid"
+        ))?;
+        let rowids: Vec<i64> = window
+            .query_map(rusqlite::params_from_iter(params), |row| row.get(0))?
+            .collect::<rusqlite::Result<_>>()?;
+        let mut entry = conn.prepare(&walk_sql("n.rowid = ?1"))?;
+        for rowid in rowids {
+            let mut rows = entry.query([rowid])?;
+            while let Some(row) = rows.next()? {
+                if !batcher.take(row)? {
+                    return Ok(());
+                }
+            }
+        }
+    } else {
+        let mut walk = conn.prepare(&walk_sql(&format!("n.dead_letter = 1{filter}")))?;
+        let mut rows = walk.query(rusqlite::params_from_iter(params))?;
+        while let Some(row) = rows.next()? {
+            if !batcher.take(row)? {
+                return Ok(());
+            }
+        }
+    }
+    batcher.finish();
+    Ok(())
+}
+
+fn has_index(conn: &Connection, name: &str) -> Result<bool> {
+    Ok(conn.query_row(
+        "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'index' AND name = ?1)",
+        [name],
+        |row| row.get(0),
+    )?)
+}
+
+/// Fills batches from the walk's rows and hands them over when full.
+struct Batcher<'c> {
+    batch: Batch,
+    full: SyncSender<Batch>,
+    returned: Receiver<Batch>,
+    by_rowid: Statement<'c>,
+    current: Option<i64>,
+}
+
+impl Batcher<'_> {
+    /// Copies one row of the walk; false when the triage side has stopped listening.
+    fn take(&mut self, row: &Row) -> Result<bool> {
+        let rowid: i64 = row.get(0)?;
+        if self.current != Some(rowid) {
+            if self.batch.copies.size() >= BATCH_BYTES {
+                let next = self.returned.try_recv().unwrap_or_default();
+                if self
+                    .full
+                    .send(std::mem::replace(&mut self.batch, next))
+                    .is_err()
+                {
+                    return Ok(false);
+                }
+                self.batch.copies.clear();
+                self.batch.entries.clear();
+            }
+            self.current = Some(rowid);
+            let copies = &mut self.batch.copies;
+            let start = self
+                .by_rowid
+                .query_row([rowid], |n| copies.push(n, 0..NOTIFICATION_WIDTH))?;
+            self.batch.entries.push((start, 0));
+        }
+        if row.get_ref(1)? == ValueRef::Null {
+            return Ok(true);
+        }
+        self.batch.copies.push(row, 1..1 + EVENT_WIDTH)?;
+        if let Some((_, events)) = self.batch.entries.last_mut() {
+            *events += 1;
+        }
+        Ok(true)
+    }
+
+    fn finish(self) {
+        if !self.batch.entries.is_empty() {
+            let _ = self.full.send(self.batch);
+        }
+    }
+}
+
+fn triage_batches(
+    arriving: Receiver<Batch>,
+    spare: Sender<Batch>,
+    selection: &Selection,
+    visit: &mut Visit<'_>,
+) -> Result<()> {
+    for batch in arriving {
+        triage_batch(&batch, selection, visit)?;
+        let _ = spare.send(batch);
+    }
+    Ok(())
+}
+
+/// Decodes and triages one batch of copied rows, with the checks and notes of
+/// `queries::notification` and `queries::event`.
+fn triage_batch(batch: &Batch, selection: &Selection, visit: &mut Visit<'_>) -> Result<()> {
+    for &(start, events) in &batch.entries {
+        let row = queries::notification(&batch.copies.row(start), 0);
+        if !selection.keeps_channels(&row.channels, !row.unreadable.is_empty()) {
+            continue;
+        }
+        let mut triage = Triage::start(row);
+        let mut unreadable = Vec::new();
+        for event in 0..events {
+            let copy = batch
+                .copies
+                .row(start + NOTIFICATION_WIDTH + event * EVENT_WIDTH);
+            let mut cells = queries::Cells::new(&copy);
+            let id = cells.integer(0, "id");
+            cells.required_real(1, "at");
+            let kind = cells.text_ref(2, "kind");
+            let payload = cells.text_ref(3, "payload");
+            let observed = Observed::from_text(id, &kind, &payload)
+                .with_unreadable(cells.problems.first().map(String::as_str));
+            let readable = triage.read(observed);
+            if !readable && let Some(problem) = payload_problem(&payload) {
+                cells.problems.push(problem);
+            }
+            unreadable.extend(cells.problems.iter().map(|p| format!("event {id}: {p}")));
+        }
+        let (verdict, row) = triage.finish();
+        let mut all = row.unreadable.clone();
+        all.extend(unreadable);
+        visit(Triaged {
+            row,
+            verdict,
+            unreadable: all,
+        })?;
+    }
+    Ok(())
+}
