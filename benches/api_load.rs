@@ -144,6 +144,7 @@ fn main() -> anyhow::Result<()> {
     }
     let fakes = Fakes::start()?;
     let running = server::start(ServerConfig {
+        verify: Default::default(),
         db_path: db.clone(),
         listen: "127.0.0.1:0".parse()?,
         keys: Some(unsctl::server::Keys::single(KEY).expect("key")),

@@ -59,6 +59,7 @@ fn main() -> anyhow::Result<()> {
         ..Limits::default()
     };
     let server = unsctl::server::start(ServerConfig {
+        verify: Default::default(),
         db_path: db.clone(),
         listen: "127.0.0.1:0".parse()?,
         keys: Some(Keys::single(KEY)?),

@@ -160,6 +160,7 @@ fn main() -> anyhow::Result<()> {
 
     // 3. The HTTP backend against the SQLite backend, on the same store.
     let server = unsctl::server::start(unsctl::server::ServerConfig {
+        verify: Default::default(),
         db_path: db.clone(),
         listen: "127.0.0.1:0".parse()?,
         keys: Some(unsctl::server::Keys::single(KEY).map_err(anyhow::Error::msg)?),

@@ -124,6 +124,40 @@ pub struct EventView<'a> {
     pub unreadable: Vec<String>,
 }
 
+/// `POST /api/v1/runtime/notifications/{id}/verify`: the server asks the providers'
+/// records it is configured with; with `record`, it appends the answers as VERIFIED
+/// events. The answers are always the server's own: a client sends none.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VerifyRequest {
+    #[serde(default)]
+    pub record: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// Who the client says is acting; the server records the key's name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub operator: Option<String>,
+}
+
+/// An entry verify had nothing to ask about, and why.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Skipped {
+    pub id: String,
+    pub reason: String,
+}
+
+/// The answer to a verify request.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct VerifyResponse {
+    pub answers: Vec<crate::verify::Answer>,
+    pub summary: std::collections::BTreeMap<crate::verify::Outcome, usize>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub skipped: Vec<Skipped>,
+    /// With `record`: what was written.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recorded: Option<crate::remediation::verified::Recorded>,
+}
+
 /// `POST /api/v1/notifications`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -14,5 +14,6 @@ pub mod store;
 pub mod sweep;
 pub mod triage;
 pub mod tsg;
+pub mod verify;
 
 pub use runtime::engine;

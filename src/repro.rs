@@ -1,7 +1,7 @@
 //! Reproducing the runbook's cases for real: the real worker, a short lease, and the
 //! fault-injecting fakes, writing into a real store.
 
-use crate::clock::SystemClock;
+use crate::clock::{Clock, SystemClock};
 use crate::model::{Channel, ChannelSet, Status};
 use crate::runtime::adapters::Adapter;
 use crate::runtime::adapters::email::{EmailAdapter, EmailConfig};
@@ -126,6 +126,9 @@ pub struct ScenarioReport {
     pub branch: Option<Branch>,
     /// What the fakes really accepted for this notification.
     pub ledger: Vec<Accepted>,
+    /// For a VERIFY entry: what the fakes' own records say (`unsctl verify`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub verify: Vec<crate::verify::Answer>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -144,6 +147,26 @@ pub enum ReproError {
     Crash(String),
     #[error("timed out after {0:?} waiting for {1} to settle")]
     Timeout(Duration, String),
+}
+
+/// Where verify looks when the providers are the fakes: their relay log, incident list
+/// and channel history. Both sides use this machine's clock, so the margin is small.
+pub fn fake_sources(fakes: &Fakes, skew: f64) -> crate::verify::Sources {
+    use crate::runtime::fakes::{PAGERDUTY_TOKEN, SLACK_CHANNEL, SLACK_TOKEN};
+    crate::verify::Sources {
+        relay_logs: vec![fakes.maillog.clone()],
+        zone: crate::verify::relay_log::Zone::Fixed(0),
+        pagerduty: Some(crate::verify::pagerduty::Config {
+            api_url: fakes.pagerduty_api_url(),
+            token: PAGERDUTY_TOKEN.into(),
+        }),
+        slack: Some(crate::verify::slack::Config {
+            api_url: fakes.slack_api_url(),
+            token: SLACK_TOKEN.into(),
+            channel: SLACK_CHANNEL.into(),
+        }),
+        skew,
+    }
 }
 
 /// The adapters pointed at the fakes.
@@ -336,6 +359,12 @@ pub fn run(
     }
     let ledger = fakes.control.ledger();
     ids.sort_by(|a, b| a.1.cmp(&b.1));
+    // What verify finds in the fakes' records: the relay log (marked now, so it is seen
+    // to run past every window), the incident list, the channel history.
+    fakes.control.mark_log();
+    let all: Vec<String> = ids.iter().map(|(_, id)| id.clone()).collect();
+    let asked = crate::verify::ask(&conn, &all, &fake_sources(fakes, 1.0), SystemClock.now())
+        .map_err(crate::store::StoreError::from)?;
     ids.into_iter()
         .map(|(scenario, id)| {
             let doc = sqlite::notification_doc(&conn, &id)?;
@@ -352,6 +381,12 @@ pub fn run(
                 ledger: ledger
                     .iter()
                     .filter(|a| a.notification_id.as_deref() == Some(id.as_str()))
+                    .cloned()
+                    .collect(),
+                verify: asked
+                    .answers
+                    .iter()
+                    .filter(|a| a.id == id)
                     .cloned()
                     .collect(),
                 notification_id: id,

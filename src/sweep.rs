@@ -61,6 +61,7 @@ fn describe(behavior: Behavior) -> String {
         Behavior::Hang => "take it and hang".into(),
         Behavior::Hold => "take it and answer when released".into(),
         Behavior::Drop => "drop the connection".into(),
+        Behavior::Lose => "read the data, then lose the connection".into(),
     }
 }
 
@@ -97,6 +98,34 @@ impl Counts {
     }
 }
 
+/// The clock-skew margin `--verify` uses: the fakes and the store share this clock.
+const VERIFY_SKEW: f64 = 0.05;
+
+/// What `sweep --verify` found.
+#[derive(Debug, Default, Clone, Serialize)]
+pub struct Verification {
+    /// VERIFY entries before the answers were recorded, and after.
+    pub verify_before: usize,
+    pub verify_after: usize,
+    /// The answers, by kind.
+    pub answers: std::collections::BTreeMap<crate::verify::Outcome, usize>,
+    /// Answers the ledger contradicts. Must be zero.
+    pub wrong_answers: usize,
+    /// VERIFIED events written.
+    pub recorded: usize,
+    /// The whole judgement again, with the answers recorded.
+    pub after: Counts,
+    pub failures: Vec<String>,
+    /// Why the first few CANNOT_TELL answers could not tell.
+    pub cannot_tell: Vec<String>,
+}
+
+impl Verification {
+    pub fn safe(&self) -> bool {
+        self.wrong_answers == 0 && self.after.safe()
+    }
+}
+
 /// A sweep in progress: the store, the fakes and what was drawn.
 pub struct Sweep {
     pub db: PathBuf,
@@ -130,6 +159,9 @@ impl Sweep {
         let mut rng = StdRng::seed_from_u64(seed);
         let fakes = Fakes::start().map_err(ReproError::Fakes)?;
         fakes.control.set_default(Behavior::Accept);
+        // The fake relay's log must be seen running a clock-skew margin before the first
+        // message, or no missing message could be proved missing.
+        std::thread::sleep(Duration::from_secs_f64(2.0 * VERIFY_SKEW));
         let conn = schema::open(db, OpenMode::Create)?;
         let adapters = repro::fake_adapters(&fakes)?;
         let drawn: Vec<Schedule> = (0..schedules).map(|_| draw(&mut rng)).collect();
@@ -208,6 +240,102 @@ impl Sweep {
                 Ok::<bool, ReproError>(open == 0)
             })
             .map(|_| ())
+    }
+
+    /// Asks the fakes' records about every VERIFY entry (as `unsctl verify` does), checks
+    /// each answer against the ledger, records the answers, and judges again.
+    pub fn verify(&self, before: &Counts) -> Result<Verification, ReproError> {
+        // Every window must be past before anything can be said to be missing.
+        let latest: Option<f64> = self
+            .conn
+            .query_row(
+                "SELECT MAX(json_extract(payload, '$.lease_until')) FROM uns_events
+                 WHERE kind = 'ATTEMPT_STARTED' AND json_valid(payload)",
+                [],
+                |r| r.get(0),
+            )
+            .map_err(crate::store::StoreError::from)?;
+        let skew = VERIFY_SKEW;
+        if let Some(latest) = latest {
+            let wait = latest + skew - SystemClock.now();
+            if wait > 0.0 {
+                std::thread::sleep(Duration::from_secs_f64(wait.min(5.0)));
+            }
+        }
+        self.fakes.control.mark_log();
+        let ids: Vec<String> = self
+            .ids
+            .iter()
+            .filter(|id| {
+                sqlite::notification_doc(&self.conn, id)
+                    .map(|doc| {
+                        doc.row.dead_letter
+                            && triage::triage_events(&doc.row, &doc.events).branch == Branch::Verify
+                    })
+                    .unwrap_or(false)
+            })
+            .cloned()
+            .collect();
+        let sources = repro::fake_sources(&self.fakes, skew);
+        let asked = crate::verify::ask(&self.conn, &ids, &sources, SystemClock.now())
+            .map_err(crate::store::StoreError::from)?;
+        let ledger = self.fakes.control.ledger();
+        let mut verification = Verification {
+            verify_before: before.verify,
+            answers: crate::verify::summary(&asked.answers),
+            ..Verification::default()
+        };
+        for answer in &asked.answers {
+            let accepted = ledger.iter().any(|a| {
+                a.channel == answer.channel
+                    && a.notification_id.as_deref() == Some(answer.id.as_str())
+                    && (answer.channel != Channel::Email || a.message_id == answer.message_id)
+            });
+            let wrong = match answer.answer {
+                crate::verify::Outcome::Delivered => !accepted,
+                crate::verify::Outcome::NotDelivered => accepted,
+                crate::verify::Outcome::CannotTell => false,
+            };
+            if answer.answer == crate::verify::Outcome::CannotTell
+                && verification.cannot_tell.len() < 10
+            {
+                verification.cannot_tell.push(format!(
+                    "{} {} attempt {}: {}",
+                    answer.id, answer.channel, answer.attempt, answer.evidence
+                ));
+            }
+            if wrong {
+                verification.wrong_answers += 1;
+                verification.failures.push(format!(
+                    "{} {} attempt {}: answered {} but the fake {} it",
+                    answer.id,
+                    answer.channel,
+                    answer.attempt,
+                    answer.answer,
+                    if accepted { "took" } else { "never took" }
+                ));
+            }
+        }
+        let actor = crate::remediation::Actor::local("sweep");
+        for result in crate::verify::record(
+            &self.conn,
+            SystemClock.now(),
+            &asked,
+            &actor,
+            Some("sweep --verify"),
+        ) {
+            match result {
+                Ok(done) => verification.recorded += done.event_ids.len(),
+                Err((id, err)) => verification
+                    .failures
+                    .push(format!("{id}: not recorded: {err}")),
+            }
+        }
+        let after = self.judge()?;
+        verification.verify_after = after.verify;
+        verification.after = after;
+        verification.failures.truncate(20);
+        Ok(verification)
     }
 
     /// Every verdict compared with the fakes' ledger.

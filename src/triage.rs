@@ -575,7 +575,18 @@ impl Reading {
         });
         let rejected = pick(AttemptOutcome::Rejected, &|key, _| key.cycle == current);
         let (state, proof, extra) = if !accepted.is_empty() || !verified_delivered.is_empty() {
-            (ChannelState::Delivered, accepted, verified_delivered)
+            // The attempts a DELIVERED answer was about are part of its proof.
+            let verified = attempts.iter().filter(|(key, _, outcome, _)| {
+                *outcome != AttemptOutcome::Accepted
+                    && self.verifications.iter().any(|v| {
+                        v.delivered
+                            && v.channel == channel
+                            && v.cycle == key.cycle
+                            && v.attempts.contains(&key.attempt)
+                    })
+            });
+            let proof = accepted.into_iter().chain(verified).collect();
+            (ChannelState::Delivered, proof, verified_delivered)
         } else if !uncertain.is_empty() {
             (ChannelState::Uncertain, uncertain, Vec::new())
         } else if !rejected.is_empty() {
@@ -713,7 +724,7 @@ fn remember(list: &mut Vec<String>, item: &str) {
     }
 }
 
-/// The command that carries the remediation out (for VERIFY: the one that looks at the
+/// The command that carries the remediation out (for VERIFY: the one that asks the
 /// providers' own records, since nothing may act before someone has checked).
 fn next_step(verdict: &Verdict) -> String {
     let id = &verdict.id;
@@ -722,7 +733,7 @@ fn next_step(verdict: &Verdict) -> String {
     }
     match verdict.branch {
         Branch::Resolve => format!("unsctl dlq resolve {id} --confirm"),
-        Branch::Verify => format!("unsctl inspect {id}"),
+        Branch::Verify => format!("unsctl verify {id}"),
         Branch::Replay => format!(
             "unsctl replay {id} --channels {} --confirm",
             verdict.undelivered().joined(",")

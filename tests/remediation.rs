@@ -635,6 +635,7 @@ fn the_api_records_the_keys_name_from_a_keys_file() {
     )
     .expect("keys");
     let server = unsctl::server::start(unsctl::server::ServerConfig {
+        verify: Default::default(),
         db_path: db.clone(),
         listen: "127.0.0.1:0".parse().expect("addr"),
         keys: Some(unsctl::server::Keys::load(Some(support::KEY), Some(&keys)).expect("keys")),

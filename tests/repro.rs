@@ -345,6 +345,7 @@ fn the_ci_sweep_finds_no_unsafe_verdict() {
             "200",
             "--seed",
             "20261129",
+            "--verify",
             "--remediate",
             "-o",
             "json",
@@ -373,8 +374,21 @@ fn the_ci_sweep_finds_no_unsafe_verdict() {
     ] {
         assert!(counts[key].as_u64().unwrap_or(0) > 0, "{key}: {counts:#}");
     }
-    // Past triage: every next step ran, every mistake was refused, and the providers'
-    // ledger shows no duplicate and no drop caused by an unforced action.
+    // verify asked the fakes' records about every VERIFY entry: no answer the ledger
+    // contradicts, no unsafe verdict after recording, at most 5% still VERIFY.
+    let verification = &counts["verification"];
+    assert_eq!(verification["wrong_answers"], 0, "{counts:#}");
+    assert_eq!(verification["after"]["unsafe_resolve"], 0, "{counts:#}");
+    assert_eq!(verification["after"]["unsafe_replay"], 0, "{counts:#}");
+    let before = counts["verify_before"].as_u64().unwrap_or(0);
+    let after = counts["verify_after"].as_u64().unwrap_or(u64::MAX);
+    let dead = counts["dead_lettered"].as_u64().unwrap_or(0);
+    assert!(
+        before > 0 && after * 20 <= dead,
+        "{before} -> {after} of {dead}: {counts:#}"
+    );
+    // Past triage (and verification): every next step ran, every mistake was refused, and
+    // the providers' ledger shows no duplicate and no drop caused by an unforced action.
     assert_eq!(counts["remediated"], true);
     assert_eq!(counts["duplicates_caused"], 0, "{counts:#}");
     assert_eq!(counts["drops_caused"], 0, "{counts:#}");

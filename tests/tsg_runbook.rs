@@ -124,7 +124,17 @@ fn every_shell_block_in_the_runbooks_runs_and_prints_what_it_says() {
         std::fs::create_dir_all(&work).expect("dir");
         let db = work.join("uns.db");
         std::fs::copy(&pristine, &db).expect("copy store");
-        let server = support::server(&db);
+        // The API server asks the fakes' records, as `runtime serve --relay-log` would.
+        let server = unsctl::server::start(unsctl::server::ServerConfig {
+            db_path: db.clone(),
+            verify: repro::fake_sources(&fakes, 1.0),
+            listen: "127.0.0.1:0".parse().expect("addr"),
+            keys: Some(unsctl::server::Keys::single(support::KEY).expect("key")),
+            worker: None,
+            default_max_attempts: 3,
+            limits: unsctl::server::Limits::default(),
+        })
+        .expect("server");
         let script = work.join("block.sh");
         std::fs::write(&script, &block.script).expect("script");
         let notif_id = block
@@ -153,6 +163,7 @@ fn every_shell_block_in_the_runbooks_runs_and_prints_what_it_says() {
             .env("NO_COLOR", "1")
             .env("TERM", "xterm")
             .env("UNS_OPERATOR", "runbook-test")
+            .env("UNS_RELAY_LOG", &fakes.maillog)
             .env_remove("UNS_SMTP_HOST")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())

@@ -73,6 +73,17 @@ impl fmt::Display for CliError {
 
 impl std::error::Error for CliError {}
 
+/// The exit a store error calls for.
+pub fn exit_kind(err: &StoreError) -> ExitKind {
+    match err {
+        StoreError::NotFound(_) => ExitKind::NotFound,
+        StoreError::Conflict(_) | StoreError::Stale(_) => ExitKind::Conflict,
+        StoreError::Refused(_) => ExitKind::Refused,
+        StoreError::Auth(_) => ExitKind::Auth,
+        _ => ExitKind::Error,
+    }
+}
+
 impl From<StoreError> for CliError {
     fn from(err: StoreError) -> Self {
         let message = err.to_string();
@@ -91,7 +102,7 @@ impl From<StoreError> for CliError {
                 .hint("check UNS_API_KEY: it must match the key the server was started with"),
             StoreError::Unavailable(_) => CliError::new(ExitKind::Error, message),
             StoreError::InvalidStore(_) => CliError::new(ExitKind::Error, message)
-                .hint("--db must name a store written by the UNS runtime (schema version 1)"),
+                .hint("--db must name a store written by the UNS runtime"),
             StoreError::Other(_) | StoreError::Stopped => CliError::new(ExitKind::Error, message),
         }
     }

@@ -49,6 +49,12 @@ pub fn run(global: &GlobalArgs, args: Args) -> CliResult {
         view.doc.events.len()
     ));
     text.push(views::timeline(&view.doc.events, &out));
+    let verified = views::verification_lines(&view.doc.events);
+    if !verified.is_empty() {
+        text.push(String::new());
+        text.push("Verified out of band (the providers' own records):".into());
+        text.extend(verified.into_iter().map(|line| format!("  {line}")));
+    }
     if let Some(verdict) = &view.triage {
         text.push(String::new());
         text.push(views::verdict_block(verdict, &out));

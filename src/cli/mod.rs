@@ -17,6 +17,7 @@ pub mod selection;
 pub mod sweep;
 pub mod tsg;
 pub mod values;
+pub mod verify;
 
 use crate::render::output::{ColorChoice, Format, Output};
 use clap::{Args, Parser, Subcommand};
@@ -83,6 +84,7 @@ pub enum Command {
     Repro(repro::ReproArgs),
     Demo(repro::DemoArgs),
     Sweep(sweep::Args),
+    Verify(verify::Args),
     #[command(subcommand)]
     Tsg(tsg::Command),
     Doctor(doctor::Args),
@@ -102,6 +104,7 @@ pub fn run(cli: Cli) -> CliResult {
         Command::Repro(args) => repro::run_repro(global, args),
         Command::Demo(args) => repro::run_demo(global, args),
         Command::Sweep(args) => sweep::run(global, args),
+        Command::Verify(args) => verify::run(global, args),
         Command::Tsg(command) => tsg::run(global, command),
         Command::Doctor(args) => doctor::run(global, args),
         Command::Completions(args) => completions::run(args),

@@ -127,6 +127,16 @@ fn report_text(reports: &[ScenarioReport], out: &Output) -> String {
             None => "(not in the DLQ: nothing to triage)".into(),
         };
         lines.push(format!("  triage:        {triage}"));
+        for answer in &report.verify {
+            lines.push(format!(
+                "  verify:        {} attempt {}: {} ({}): {}",
+                answer.channel,
+                answer.attempt,
+                answer.answer,
+                answer.source,
+                out.clean(&answer.evidence)
+            ));
+        }
         lines.push(String::new());
     }
     lines.join("\n")
@@ -185,6 +195,7 @@ fn keep_running(global: &GlobalArgs, db: &Path, fakes: &Fakes) -> CliResult {
     let key = uuid::Uuid::new_v4().simple().to_string();
     let config = ServerConfig {
         db_path: db.to_path_buf(),
+        verify: repro::fake_sources(fakes, 1.0),
         listen: "127.0.0.1:0"
             .parse()
             .map_err(|_| CliError::error("bad listen address"))?,
@@ -220,7 +231,11 @@ pub fn run_demo(global: &GlobalArgs, _args: DemoArgs) -> CliResult {
         "Reproducing every runbook case with the real worker (1 s lease) against fault-injecting fakes\ninto {} ...\n",
         db.display()
     ));
-    let (reports, _fakes) = reproduce(&db, &Scenario::ALL)?;
+    let (reports, fakes) = reproduce(&db, &Scenario::ALL)?;
+    // The fakes go when the demo ends; their relay log stays next to the store.
+    let maillog = db.with_file_name("maillog");
+    std::fs::copy(&fakes.maillog, &maillog)?;
+    drop(fakes);
     let verdicts = print_reports(&db, &reports, &out)?;
     if !out.json() {
         let example = |branch| {
@@ -239,6 +254,10 @@ pub fn run_demo(global: &GlobalArgs, _args: DemoArgs) -> CliResult {
         if let Some(id) = example(crate::triage::Branch::Verify) {
             next.push(format!(
                 "  unsctl inspect {id}   # a VERIFY entry: what to look for"
+            ));
+            next.push(format!(
+                "  unsctl verify --relay-log {}   # ask the relay's log; add --record --confirm to write the answers down",
+                maillog.display()
             ));
         }
         if let Some(id) = example(crate::triage::Branch::Resolve) {

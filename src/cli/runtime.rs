@@ -22,7 +22,7 @@ use std::time::Duration;
 
 #[derive(Debug, clap::Subcommand)]
 pub enum Command {
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     Submit(SubmitArgs),
     Worker(WorkerArgs),
 }
@@ -39,6 +39,9 @@ pub struct ProviderArgs {
     /// STARTTLS: never, opportunistic or required
     #[arg(long, env = "UNS_SMTP_STARTTLS", default_value = "never", value_parser = parse_starttls)]
     pub smtp_starttls: StartTls,
+    /// Trust this CA (PEM) for STARTTLS instead of the public roots
+    #[arg(long, env = "UNS_SMTP_CA_FILE", value_name = "PATH")]
+    pub smtp_ca_file: Option<PathBuf>,
     /// SMTP login user (password from UNS_SMTP_PASSWORD)
     #[arg(long, env = "UNS_SMTP_USER")]
     pub smtp_user: Option<String>,
@@ -126,6 +129,15 @@ pub fn adapters(providers: &ProviderArgs) -> CliResult<Adapters> {
         let mut config = EmailConfig::new(relay.clone());
         config.from = providers.smtp_from.clone();
         config.starttls = providers.smtp_starttls;
+        if let Some(path) = &providers.smtp_ca_file {
+            let pem = std::fs::read(path).map_err(|err| {
+                CliError::usage(format!("--smtp-ca-file {}: {err}", path.display()))
+            })?;
+            crate::runtime::adapters::email::check_ca(&pem).map_err(|why| {
+                CliError::usage(format!("--smtp-ca-file {}: {why}", path.display()))
+            })?;
+            config.ca_pem = Some(pem);
+        }
         if let Some(user) = &providers.smtp_user {
             let password = std::env::var("UNS_SMTP_PASSWORD").unwrap_or_default();
             config.credentials = Some((user.clone(), password));
@@ -207,6 +219,9 @@ pub struct ServeArgs {
     pub providers: ProviderArgs,
     #[command(flatten)]
     pub worker: WorkerTuning,
+    /// What `POST .../verify` reads
+    #[command(flatten)]
+    pub verify: super::verify::SourceArgs,
 }
 
 /// Logs on stderr, coloured only when stderr is a terminal and colour is on.
@@ -257,6 +272,7 @@ fn serve(global: &GlobalArgs, args: ServeArgs) -> CliResult {
     };
     let config = ServerConfig {
         db_path: db,
+        verify: args.verify.sources(),
         listen: args.listen,
         keys,
         worker,
@@ -406,7 +422,7 @@ fn submit(global: &GlobalArgs, args: SubmitArgs) -> CliResult {
 
 pub fn run(global: &GlobalArgs, command: Command) -> CliResult {
     match command {
-        Command::Serve(args) => serve(global, args),
+        Command::Serve(args) => serve(global, *args),
         Command::Submit(args) => submit(global, args),
         Command::Worker(args) => run_worker(global, args),
     }

@@ -6,6 +6,7 @@
 //! skip a guardrail or have a verdict of its own recorded.
 
 pub mod policy;
+pub mod verified;
 
 pub use policy::{Action, Approved, Claim, Refusal, Request};
 

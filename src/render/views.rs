@@ -262,10 +262,11 @@ pub fn next_steps(verdict: &Verdict) -> Vec<String> {
                         .map(move |id| format!("{} {}", c.channel, clean(id)))
                 })
                 .collect();
-            let mut steps = Vec::new();
+            let mut steps = vec![format!("{:<17} {}", "verify:", clean(&verdict.next_step))];
             if !look_for.is_empty() {
                 steps.push(format!(
-                    "check: search the provider for {}",
+                    "{:<17} search the provider for {}",
+                    "by hand:",
                     look_for.join(", ")
                 ));
             }
@@ -276,6 +277,37 @@ pub fn next_steps(verdict: &Verdict) -> Vec<String> {
         }
         _ => vec![format!("next: {}", clean(&verdict.next_step))],
     }
+}
+
+/// What the providers' records said, as VERIFIED events recorded it: one line each.
+pub fn verification_lines(events: &[Event]) -> Vec<String> {
+    events
+        .iter()
+        .filter(|e| e.kind == Kind::Verified.as_str())
+        .map(|event| {
+            let p = event.payload_value();
+            let attempts = p["attempts"]
+                .as_array()
+                .map(|a| {
+                    a.iter()
+                        .map(|n| n.to_string())
+                        .collect::<Vec<_>>()
+                        .join(",")
+                })
+                .unwrap_or_default();
+            format!(
+                "event {}: {} cycle {} attempt {}: {} (by {}, recorded by {}): {}",
+                event.id,
+                shown(p["channel"].as_str().unwrap_or("?")),
+                p["cycle"].as_i64().map_or("?".into(), |c| c.to_string()),
+                shown(&attempts),
+                shown(p["outcome"].as_str().unwrap_or("?")),
+                shown(p["source"].as_str().unwrap_or("?")),
+                shown(p["operator"].as_str().unwrap_or("?")),
+                shown(p["evidence"].as_str().unwrap_or(""))
+            )
+        })
+        .collect()
 }
 
 /// What an empty DLQ says: a stated end, never silence.

@@ -44,6 +44,8 @@ const MAX_EVENTS_LIMIT: usize = 10_000;
 /// Everything `runtime serve` needs.
 pub struct ServerConfig {
     pub db_path: PathBuf,
+    /// What `POST .../verify` reads: relay logs, provider tokens.
+    pub verify: crate::verify::Sources,
     pub listen: SocketAddr,
     /// None only with the explicit insecure flag on a loopback address.
     pub keys: Option<Keys>,
@@ -85,6 +87,7 @@ struct Principal(String);
 const ANONYMOUS: &str = "anonymous";
 
 struct AppState {
+    verify: crate::verify::Sources,
     readers: Vec<Mutex<Connection>>,
     next_reader: AtomicUsize,
     writer: Database,
@@ -519,6 +522,86 @@ async fn replay(
     act(state, principal, id, Action::Replay, body).await
 }
 
+/// `POST /api/v1/runtime/notifications/{id}/verify`: the providers' records, asked here
+/// with this server's logs and tokens, and with `record` the answers appended.
+async fn verify(
+    State(state): State<Arc<AppState>>,
+    Extension(principal): Extension<Principal>,
+    Path(id): Path<String>,
+    body: Result<Bytes, BytesRejection>,
+) -> ApiResult<api::VerifyResponse> {
+    checked_id(&id)?;
+    let request: api::VerifyRequest = object_body(body, true)?;
+    let actor = Actor {
+        operator: principal.0,
+        claimed_operator: request
+            .operator
+            .as_deref()
+            .map(str::trim)
+            .filter(|o| !o.is_empty())
+            .map(str::to_string),
+    };
+    Ok(Json(
+        blocking(&state, move |state| {
+            verify_here(state, id, &request, &actor)
+        })
+        .await?,
+    ))
+}
+
+fn verify_here(
+    state: &AppState,
+    id: String,
+    request: &api::VerifyRequest,
+    actor: &Actor,
+) -> Result<api::VerifyResponse, ApiError> {
+    let now = state.clock.now();
+    let ids = [id];
+    // The lookups use a blocking HTTP client, which wants a thread of its own.
+    let mut asked = std::thread::scope(|scope| {
+        scope
+            .spawn(|| state.read(|conn| Ok(crate::verify::ask(conn, &ids, &state.verify, now)?)))
+            .join()
+            .unwrap_or_else(|_| Err(StoreError::Other("the verify thread failed".into())))
+    })?;
+    if let Some((id, _)) = asked.skipped.iter().find(|(_, why)| why == "not found") {
+        return Err(StoreError::NotFound(format!("notification {id}")).into());
+    }
+    let recorded = if request.record {
+        let reason = request.reason.clone();
+        let actor = actor.clone();
+        let (results, back) = state.write(move |conn| {
+            let results = crate::verify::record(conn, now, &asked, &actor, reason.as_deref());
+            Ok((results, asked))
+        })?;
+        asked = back;
+        let mut recorded = None;
+        for result in results {
+            recorded = Some(result.map_err(|(_, rejection)| ApiError::from(rejection))?);
+        }
+        recorded
+    } else {
+        None
+    };
+    Ok(response(asked, recorded))
+}
+
+fn response(
+    asked: crate::verify::Asked,
+    recorded: Option<crate::remediation::verified::Recorded>,
+) -> api::VerifyResponse {
+    api::VerifyResponse {
+        summary: crate::verify::summary(&asked.answers),
+        answers: asked.answers,
+        skipped: asked
+            .skipped
+            .into_iter()
+            .map(|(id, reason)| api::Skipped { id, reason })
+            .collect(),
+        recorded,
+    }
+}
+
 /// `GET /api/v1/whoami`: the name the server records for the key presented.
 async fn whoami(Extension(principal): Extension<Principal>) -> Json<api::WhoAmI> {
     Json(api::WhoAmI {
@@ -593,6 +676,10 @@ fn router(state: Arc<AppState>) -> Router {
         .route(
             &format!("{}/{{id}}/replay", api::RUNTIME_NOTIFICATION),
             post(replay),
+        )
+        .route(
+            &format!("{}/{{id}}/verify", api::RUNTIME_NOTIFICATION),
+            post(verify),
         )
         .route(api::RUNTIME_EVENTS, get(events))
         .route(api::DLQ, get(dlq))
@@ -690,6 +777,7 @@ pub fn start_with_clock(
         None => (writer, None, Vec::new()),
     };
     let state = Arc::new(AppState {
+        verify: config.verify,
         readers,
         next_reader: AtomicUsize::new(0),
         writer,

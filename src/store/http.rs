@@ -161,6 +161,16 @@ impl HttpStore {
         Err(last_error.unwrap_or_else(|| StoreError::Unavailable(format!("cannot reach {url}"))))
     }
 
+    /// `POST .../{id}/verify`: the server's answers, and with `record` what it wrote.
+    fn verify_one(&self, id: &str, request: &api::VerifyRequest) -> Result<api::VerifyResponse> {
+        let url = self.url(&format!(
+            "{}/{}/verify",
+            api::RUNTIME_NOTIFICATION,
+            segment(id)
+        ));
+        self.mutate(self.client.post(&url).json(request), &url)
+    }
+
     /// A DLQ page with its events as the server sent it (read into `buffer`, reused from
     /// an earlier page), and the next page's cursor.
     fn page_bytes(
@@ -208,7 +218,7 @@ impl HttpStore {
         Ok((body, next))
     }
 
-    fn mutate(&self, request: RequestBuilder, url: &str) -> Result<ActionResponse> {
+    fn mutate<T: DeserializeOwned>(&self, request: RequestBuilder, url: &str) -> Result<T> {
         self.identify()?;
         match self.authorized(request).send() {
             Ok(response) => self.decode(url, response),
@@ -422,6 +432,56 @@ impl Store for HttpStore {
             }
             Ok(())
         })
+    }
+
+    fn verify(
+        &self,
+        ids: &[String],
+        _sources: &crate::verify::Sources,
+    ) -> Result<crate::verify::Asked> {
+        let mut asked = crate::verify::Asked::default();
+        for id in ids {
+            match self.verify_one(id, &api::VerifyRequest::default()) {
+                Ok(response) => {
+                    asked.answers.extend(response.answers);
+                    asked
+                        .skipped
+                        .extend(response.skipped.into_iter().map(|s| (s.id, s.reason)));
+                }
+                Err(StoreError::NotFound(_)) => {
+                    asked.skipped.push((id.clone(), "not found".into()))
+                }
+                Err(err) => return Err(err),
+            }
+        }
+        Ok(asked)
+    }
+
+    fn record_verified(
+        &self,
+        asked: &crate::verify::Asked,
+        operator: &str,
+        reason: Option<&str>,
+    ) -> Vec<std::result::Result<crate::remediation::verified::Recorded, (String, StoreError)>>
+    {
+        let mut ids: Vec<&str> = asked
+            .answers
+            .iter()
+            .filter(|a| a.answer.finding().is_some())
+            .map(|a| a.id.as_str())
+            .collect();
+        ids.dedup();
+        let request = api::VerifyRequest {
+            record: true,
+            reason: reason.map(str::to_string),
+            operator: Some(operator.to_string()),
+        };
+        ids.into_iter()
+            .filter_map(|id| match self.verify_one(id, &request) {
+                Ok(response) => response.recorded.map(Ok),
+                Err(err) => Some(Err((id.to_string(), err))),
+            })
+            .collect()
     }
 
     fn resolve(&self, id: &str, request: &ActionRequest) -> Result<ActionResponse> {

@@ -152,6 +152,24 @@ pub trait Store {
     /// may run on another thread than the caller's; an error from it stops the walk.
     fn each_triaged(&self, selection: &Selection, visit: &mut Visit<'_>) -> Result<()>;
 
+    /// Asks the providers' own records about the UNCERTAIN attempts of these entries
+    /// (DESIGN §7). SQLite: asked here, with `sources`; API: the server asks with its own.
+    fn verify(
+        &self,
+        ids: &[String],
+        sources: &crate::verify::Sources,
+    ) -> Result<crate::verify::Asked>;
+
+    /// Appends the answers of `asked` that are not CANNOT_TELL as VERIFIED events, one
+    /// transaction per entry. SQLite: exactly those answers; API: the server asks again
+    /// and records its own, since it never takes an answer from a client.
+    fn record_verified(
+        &self,
+        asked: &crate::verify::Asked,
+        operator: &str,
+        reason: Option<&str>,
+    ) -> Vec<std::result::Result<crate::remediation::verified::Recorded, (String, StoreError)>>;
+
     fn resolve(&self, id: &str, request: &ActionRequest) -> Result<ActionResponse>;
 
     fn replay(&self, id: &str, request: &ActionRequest) -> Result<ActionResponse>;

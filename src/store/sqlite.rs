@@ -227,6 +227,38 @@ impl Store for SqliteStore {
         super::walk::each_triaged(&self.conn, selection, visit)
     }
 
+    fn verify(
+        &self,
+        ids: &[String],
+        sources: &crate::verify::Sources,
+    ) -> Result<crate::verify::Asked> {
+        Ok(crate::verify::ask(
+            &self.conn,
+            ids,
+            sources,
+            self.clock.now(),
+        )?)
+    }
+
+    fn record_verified(
+        &self,
+        asked: &crate::verify::Asked,
+        operator: &str,
+        reason: Option<&str>,
+    ) -> Vec<std::result::Result<crate::remediation::verified::Recorded, (String, StoreError)>>
+    {
+        crate::verify::record(
+            &self.conn,
+            self.clock.now(),
+            asked,
+            &Actor::local(operator),
+            reason,
+        )
+        .into_iter()
+        .map(|result| result.map_err(|(id, rejection)| (id, rejection.into())))
+        .collect()
+    }
+
     fn resolve(&self, id: &str, request: &ActionRequest) -> Result<ActionResponse> {
         act(
             &self.conn,

@@ -548,7 +548,7 @@ fn evidence_names_the_events_that_prove_each_state() {
 
     let unknown = verdict_of("start with no result");
     assert_eq!(unknown.channels[0].evidence, [1]);
-    assert_eq!(unknown.next_step, "unsctl inspect n-1");
+    assert_eq!(unknown.next_step, "unsctl verify n-1");
 }
 
 #[test]

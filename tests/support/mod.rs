@@ -1,6 +1,8 @@
 //! Helpers shared by the integration tests: real peers started on loopback.
 #![allow(dead_code)]
 
+pub mod relay;
+
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -89,6 +91,7 @@ fn set_mode(path: &Path, mode: u32) {
 /// A test server over `db` (no worker), with key `KEY`.
 pub fn server(db: &Path) -> unsctl::server::RunningServer {
     unsctl::server::start(unsctl::server::ServerConfig {
+        verify: Default::default(),
         db_path: db.to_path_buf(),
         listen: "127.0.0.1:0".parse().expect("addr"),
         keys: Some(unsctl::server::Keys::single(KEY).expect("key")),

@@ -13,6 +13,7 @@ use crate::render::sanitize::clean;
 use crate::render::views;
 use crate::store::Store;
 use crate::triage::{Branch, Verdict};
+use crate::verify::Sources;
 use std::collections::VecDeque;
 
 /// Where answers come from: the terminal, or a script (the safety sweep, tests).
@@ -67,6 +68,8 @@ impl Ask for Scripted {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Choice {
     Act(Action),
+    /// Ask the providers' records (VERIFY entries), then decide again.
+    Verify,
     Skip,
     Quit,
 }
@@ -78,6 +81,7 @@ pub fn parse_choice(answer: &str) -> Option<Choice> {
         "1" | "resolve" => Some(Choice::Act(Action::Resolve)),
         "2" | "replay" => Some(Choice::Act(Action::Replay)),
         "4" | "quit" | "q" => Some(Choice::Quit),
+        "5" | "verify" => Some(Choice::Verify),
         _ => None,
     }
 }
@@ -89,13 +93,18 @@ fn proposal(verdict: &Verdict) -> &'static str {
     match verdict.branch {
         Branch::Resolve => "resolve",
         Branch::Replay => "replay",
-        Branch::Verify => "check out of band first",
+        Branch::Verify => "verify: ask the providers' records",
     }
 }
 
 fn decide(ask: &mut dyn Ask, verdict: &Verdict) -> std::io::Result<Choice> {
+    let verify = if verdict.branch == Branch::Verify {
+        ", 5 verify"
+    } else {
+        ""
+    };
     let question = format!(
-        "Decision: 1 resolve, 2 replay, 3 skip, 4 quit (proposed: {}; Enter skips):",
+        "Decision: 1 resolve, 2 replay, 3 skip, 4 quit{verify} (proposed: {}; Enter skips):",
         proposal(verdict)
     );
     for _ in 0..RETRIES {
@@ -103,9 +112,12 @@ fn decide(ask: &mut dyn Ask, verdict: &Verdict) -> std::io::Result<Choice> {
             return Ok(Choice::Quit);
         };
         match parse_choice(&answer) {
+            Some(Choice::Verify) if verdict.branch != Branch::Verify => {
+                ask.say("nothing is uncertain here, so there is nothing to verify")
+            }
             Some(choice) => return Ok(choice),
             None => ask.say(&format!(
-                "not a choice: {}; type resolve, replay, skip or quit (or 1-4) and press Enter",
+                "not a choice: {}; type resolve, replay, skip, quit or verify (or 1-5) and press Enter",
                 clean(&answer)
             )),
         }
@@ -121,11 +133,68 @@ pub struct Decision {
     pub outcome: Outcome,
 }
 
+/// Asks the providers' records about one entry, offers to record the answers, and
+/// returns the entry's verdict afterwards.
+fn verify_one(
+    store: &dyn Store,
+    verdict: Verdict,
+    sources: &Sources,
+    audit: &AuditArgs,
+    ask: &mut dyn Ask,
+    out: &Output,
+) -> CliResult<Verdict> {
+    let asked = store.verify(std::slice::from_ref(&verdict.id), sources)?;
+    for answer in &asked.answers {
+        ask.say(&format!(
+            "  {} cycle {} attempt {}: {} ({}): {}",
+            answer.channel,
+            answer.cycle,
+            answer.attempt,
+            answer.answer,
+            answer.source,
+            clean(&answer.evidence)
+        ));
+    }
+    for (_, why) in &asked.skipped {
+        ask.say(&format!("  {}", clean(why)));
+    }
+    if !asked.answers.iter().any(|a| a.answer.finding().is_some()) {
+        ask.say("No record proves it either way: check by hand (TSG-02, branch 2).");
+        return Ok(verdict);
+    }
+    let operator = crate::identity::operator(audit.operator.as_deref());
+    let answer = ask.ask(&format!(
+        "Record these answers on {} in {} as {}? Type yes and press Enter (anything else does not):",
+        clean(&verdict.id),
+        clean(&store.describe()),
+        clean(&store.operator(&operator)?)
+    ))?;
+    if !prompt::confirms(answer.as_deref(), 1) {
+        ask.say("Not recorded.");
+        return Ok(verdict);
+    }
+    for result in store.record_verified(&asked, &operator, audit.reason.as_deref()) {
+        match result {
+            Ok(done) => ask.say(&format!(
+                "Recorded {} VERIFIED event(s); the entry is now {}.",
+                done.event_ids.len(),
+                done.branch
+            )),
+            Err((_, err)) => ask.say(&format!("Not recorded: {}", clean(&err.to_string()))),
+        }
+    }
+    let doc = store.notification(&verdict.id)?;
+    let now = crate::triage::triage_events(&doc.row, &doc.events);
+    ask.say(&views::verdict_block(&now, out));
+    Ok(now)
+}
+
 /// Walks `verdicts` and carries out what the operator confirms, entry by entry.
 pub fn walk(
     store: &dyn Store,
     verdicts: Vec<Verdict>,
     audit: &AuditArgs,
+    sources: &Sources,
     ask: &mut dyn Ask,
     out: &Output,
 ) -> CliResult<Vec<Decision>> {
@@ -133,7 +202,17 @@ pub fn walk(
     let mut decisions: Vec<Decision> = Vec::new();
     for (n, verdict) in verdicts.into_iter().enumerate() {
         ask.say(&format!("\n[{}/{total}] {}", n + 1, clean(&verdict.id)));
+        if let Ok(doc) = store.notification(&verdict.id) {
+            let verified = views::verification_lines(&doc.events);
+            if !verified.is_empty() {
+                ask.say("Verified out of band (the providers' own records):");
+                for line in verified {
+                    ask.say(&format!("  {line}"));
+                }
+            }
+        }
         ask.say(&views::verdict_block(&verdict, out));
+        let mut verdict = verdict;
         let id = verdict.id.clone();
         let mut decided = |action: Option<Action>, outcome: Outcome, ask: &mut dyn Ask| {
             ask.say(&format!(
@@ -153,8 +232,13 @@ pub fn walk(
                     .collect::<Vec<_>>(),
             ));
         };
-        let action = match decide(ask, &verdict)? {
-            Choice::Skip => {
+        let mut choice = decide(ask, &verdict)?;
+        while choice == Choice::Verify {
+            verdict = verify_one(store, verdict, sources, audit, ask, out)?;
+            choice = decide(ask, &verdict)?;
+        }
+        let action = match choice {
+            Choice::Skip | Choice::Verify => {
                 decided(None, Outcome::Skipped("by the operator".into()), ask);
                 continue;
             }
@@ -227,6 +311,7 @@ pub fn run(
     branch: Option<Branch>,
     select: &selection::SelectArgs,
     audit: AuditArgs,
+    sources: &Sources,
 ) -> CliResult {
     if !prompt::interactive() {
         return Err(CliError::new(ExitKind::Refused, "--interactive needs a terminal")
@@ -251,7 +336,14 @@ pub fn run(
     }
     let total = verdicts.len();
     prompt::install_interrupt_handler();
-    let decisions = walk(store.as_ref(), verdicts, &audit, &mut Terminal, &out)?;
+    let decisions = walk(
+        store.as_ref(),
+        verdicts,
+        &audit,
+        sources,
+        &mut Terminal,
+        &out,
+    )?;
     for decision in &decisions {
         print(&format!(
             "{}  {}",
@@ -286,6 +378,7 @@ mod tests {
         assert_eq!(parse_choice(" Replay "), Some(Choice::Act(Action::Replay)));
         assert_eq!(parse_choice("1"), Some(Choice::Act(Action::Resolve)));
         assert_eq!(parse_choice("q"), Some(Choice::Quit));
+        assert_eq!(parse_choice(" verify"), Some(Choice::Verify));
         for stray in [
             "j",
             "k",

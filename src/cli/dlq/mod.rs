@@ -18,9 +18,13 @@ pub enum Command {
 pub fn run(global: &GlobalArgs, command: Command) -> CliResult {
     match command {
         Command::List(args) => list::run(global, args),
-        Command::Triage(args) if args.interactive => {
-            interactive::run(global, args.branch, &args.select, args.audit)
-        }
+        Command::Triage(args) if args.interactive => interactive::run(
+            global,
+            args.branch,
+            &args.select,
+            args.audit,
+            &args.verify.sources(),
+        ),
         Command::Triage(args) => triage::run(global, args),
         Command::Resolve(args) => resolve::run(global, args),
     }

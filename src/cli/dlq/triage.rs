@@ -32,6 +32,9 @@ pub struct Args {
     pub interactive: bool,
     #[command(flatten)]
     pub audit: AuditArgs,
+    /// Where `verify` looks, in the interactive walk
+    #[command(flatten, next_help_heading = "Verify in the walk (with --interactive)")]
+    pub verify: crate::cli::verify::SourceArgs,
 }
 
 pub fn parse_branch(text: &str) -> Result<Branch, String> {
@@ -96,7 +99,7 @@ pub fn run(global: &GlobalArgs, args: Args) -> CliResult {
     }
     if !out.json() && tally.counts.get(&Branch::Verify).is_some_and(|n| *n > 0) {
         status(
-            "VERIFY entries need an out-of-band check first: `unsctl inspect <ID>` shows what to look for.",
+            "VERIFY entries need an out-of-band check first: `unsctl verify` asks the providers' own records.",
         );
     }
     Ok(())

@@ -27,6 +27,10 @@ pub struct Args {
     /// run the worker again, and count duplicates and drops the actions caused
     #[arg(long)]
     pub remediate: bool,
+    /// Ask the fakes' records about every VERIFY entry (as `unsctl verify` does), record
+    /// the answers, check each against the ledger, and judge again
+    #[arg(long)]
+    pub verify: bool,
 }
 
 /// `sweep -o json`: the triage counts, plus what remediation caused when it ran.
@@ -40,6 +44,12 @@ struct Report<'a> {
     refusals: Option<usize>,
     #[serde(skip_serializing_if = "Option::is_none")]
     remediation: Option<&'a remediate::Remediation>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    verify_before: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    verify_after: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    verification: Option<&'a sweep::Verification>,
 }
 
 pub fn run(global: &GlobalArgs, args: Args) -> CliResult {
@@ -60,6 +70,14 @@ pub fn run(global: &GlobalArgs, args: Args) -> CliResult {
     let counts = run
         .judge()
         .map_err(|err| CliError::error(err.to_string()))?;
+    let verification = if args.verify {
+        Some(
+            run.verify(&counts)
+                .map_err(|err| CliError::error(err.to_string()))?,
+        )
+    } else {
+        None
+    };
     let remediation = if args.remediate {
         let binary = std::env::current_exe()?;
         Some(remediate::run(&run, &binary, dir.path()).map_err(CliError::error)?)
@@ -74,6 +92,9 @@ pub fn run(global: &GlobalArgs, args: Args) -> CliResult {
             drops_caused: remediation.as_ref().map(|r| r.drops_caused),
             refusals: remediation.as_ref().map(|r| r.refusals),
             remediation: remediation.as_ref(),
+            verify_before: verification.as_ref().map(|v| v.verify_before),
+            verify_after: verification.as_ref().map(|v| v.verify_after),
+            verification: verification.as_ref(),
         })?;
     } else {
         let lines = [
@@ -110,6 +131,47 @@ pub fn run(global: &GlobalArgs, args: Args) -> CliResult {
             ),
         ];
         print(&lines.join("\n"))?;
+        if let Some(v) = &verification {
+            let share = |n: usize| {
+                if counts.dead_lettered == 0 {
+                    0.0
+                } else {
+                    100.0 * n as f64 / counts.dead_lettered as f64
+                }
+            };
+            let answer = |o| v.answers.get(&o).copied().unwrap_or(0);
+            let lines = [
+                format!(
+                    "verify answers       {} DELIVERED, {} NOT_DELIVERED, {} CANNOT_TELL",
+                    answer(crate::verify::Outcome::Delivered),
+                    answer(crate::verify::Outcome::NotDelivered),
+                    answer(crate::verify::Outcome::CannotTell)
+                ),
+                format!("  wrong by ledger    {}   (must be 0)", v.wrong_answers),
+                format!("  recorded           {} VERIFIED events", v.recorded),
+                format!(
+                    "VERIFY before        {} ({:.1}% of dead letters)",
+                    v.verify_before,
+                    share(v.verify_before)
+                ),
+                format!(
+                    "VERIFY after         {} ({:.1}%)",
+                    v.verify_after,
+                    share(v.verify_after)
+                ),
+                format!(
+                    "unsafe after         {} RESOLVE, {} REPLAY   (must be 0)",
+                    v.after.unsafe_resolve, v.after.unsafe_replay
+                ),
+            ];
+            print(&lines.join("\n"))?;
+            for failure in &v.failures {
+                status(&format!("verify: {failure}"));
+            }
+            for why in &v.cannot_tell {
+                status(&format!("cannot tell: {why}"));
+            }
+        }
         if let Some(r) = &remediation {
             let lines = [
                 format!(
@@ -135,6 +197,11 @@ pub fn run(global: &GlobalArgs, args: Args) -> CliResult {
         for failure in remediation.iter().flat_map(|r| &r.failures) {
             status(&format!("remediation: {failure}"));
         }
+    }
+    if verification.as_ref().is_some_and(|v| !v.safe()) {
+        return Err(CliError::error(format!(
+            "verify gave an answer the ledger contradicts, or left an unsafe verdict, with seed {seed}"
+        )));
     }
     if remediation.as_ref().is_some_and(|r| !r.safe()) {
         return Err(CliError::error(format!(

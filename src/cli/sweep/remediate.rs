@@ -322,6 +322,7 @@ pub fn run(sweep: &Sweep, binary: &Path, work: &Path) -> Result<Remediation, Str
     crate::runtime::adapters::init_tls();
     let server = server::start(ServerConfig {
         db_path: sweep.db.clone(),
+        verify: crate::verify::Sources::default(),
         listen: "127.0.0.1:0"
             .parse()
             .map_err(|_| "listen address".to_string())?,
@@ -441,6 +442,7 @@ pub fn run(sweep: &Sweep, binary: &Path, work: &Path) -> Result<Remediation, Str
         &store,
         verdicts.clone(),
         &AuditArgs::default(),
+        &crate::verify::Sources::default(),
         &mut stray,
         &quiet,
     )

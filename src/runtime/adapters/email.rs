@@ -6,7 +6,9 @@ use crate::runtime::engine::DeliveryResult;
 use lettre::address::Envelope;
 use lettre::message::header::ContentType;
 use lettre::transport::smtp::authentication::{Credentials, Mechanism};
-use lettre::transport::smtp::client::{SmtpConnection, TlsParameters};
+use lettre::transport::smtp::client::{
+    Certificate, CertificateStore, SmtpConnection, TlsParameters,
+};
 use lettre::transport::smtp::commands::{Data, Mail, Rcpt};
 use lettre::transport::smtp::extension::ClientId;
 use lettre::{Address, Message};
@@ -30,6 +32,8 @@ pub struct EmailConfig {
     pub starttls: StartTls,
     pub credentials: Option<(String, String)>,
     pub hello_name: String,
+    /// A CA (PEM) to trust instead of the public roots, for a relay with a private CA.
+    pub ca_pem: Option<Vec<u8>>,
 }
 
 impl EmailConfig {
@@ -40,8 +44,16 @@ impl EmailConfig {
             starttls: StartTls::Never,
             credentials: None,
             hello_name: "uns.local".into(),
+            ca_pem: None,
         }
     }
+}
+
+/// Whether `pem` holds a certificate the adapter can trust, or why not.
+pub fn check_ca(pem: &[u8]) -> Result<(), String> {
+    Certificate::from_pem(pem)
+        .map(|_| ())
+        .map_err(|err| format!("not a PEM certificate: {err}"))
 }
 
 pub struct EmailAdapter {
@@ -107,7 +119,16 @@ impl EmailAdapter {
                 .relay
                 .rsplit_once(':')
                 .map_or(self.config.relay.as_str(), |(host, _)| host);
-            let tls = TlsParameters::new(host.to_string()).map_err(before_data("starttls"))?;
+            let tls = match &self.config.ca_pem {
+                Some(pem) => Certificate::from_pem(pem).and_then(|ca| {
+                    TlsParameters::builder(host.to_string())
+                        .certificate_store(CertificateStore::None)
+                        .add_root_certificate(ca)
+                        .build_rustls()
+                }),
+                None => TlsParameters::new(host.to_string()),
+            }
+            .map_err(before_data("starttls"))?;
             set_timeout(&mut conn, request, "starttls")?;
             conn.starttls(&tls, &hello)
                 .map_err(before_data("starttls"))?;

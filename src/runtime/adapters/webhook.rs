@@ -9,6 +9,9 @@ use crate::runtime::engine::DeliveryResult;
 use serde_json::{Value, json};
 use std::time::Duration;
 
+/// The message-metadata event type on every Slack message the adapter posts.
+pub const SLACK_EVENT_TYPE: &str = "uns_notification";
+
 /// Which HTTP provider an adapter talks to.
 #[derive(Debug, Clone)]
 pub enum Provider {
@@ -53,8 +56,20 @@ impl WebhookAdapter {
         match &self.provider {
             Provider::Slack { webhook_url } => (
                 webhook_url.clone(),
-                // The key is in the text so the channel can be searched for it.
-                json!({ "text": format!("*{subject}*\n{body}\n_uns {key}_") }),
+                // The key is in the text so a person can search the channel for it, and in
+                // the message metadata so `unsctl verify` can read it back from history.
+                json!({
+                    "text": format!("*{subject}*\n{body}\n_uns {key}_"),
+                    "metadata": {
+                        "event_type": SLACK_EVENT_TYPE,
+                        "event_payload": {
+                            "idempotency_key": key,
+                            "notification_id": request.notification_id,
+                            "cycle": request.cycle,
+                            "attempt": request.attempt,
+                        },
+                    },
+                }),
             ),
             Provider::PagerDuty {
                 events_url,

@@ -1,5 +1,7 @@
-//! The fake Slack webhook and PagerDuty Events API v2: a small HTTP/1.1 server with
-//! keep-alive, written by hand so it can also drop a connection mid-request.
+//! The fake Slack webhook and PagerDuty Events API v2, and the read side verify uses:
+//! PagerDuty's `GET /incidents` and Slack's `GET /api/conversations.history`, in the real
+//! APIs' shapes (auth headers, query parameters, pagination). A small HTTP/1.1 server
+//! with keep-alive, written by hand so it can also drop a connection mid-request.
 
 use super::{Accepted, Behavior, Control};
 use crate::model::Channel;
@@ -17,15 +19,33 @@ pub(super) async fn serve(listener: TcpListener, control: Arc<Control>) {
 }
 
 struct Request {
+    method: String,
     path: String,
+    query: Vec<(String, String)>,
+    authorization: Option<String>,
     idempotency_key: Option<String>,
     body: Vec<u8>,
+}
+
+fn now() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
 }
 
 async fn connection(stream: TcpStream, control: Arc<Control>) -> std::io::Result<()> {
     let (read, mut write) = stream.into_split();
     let mut reader = BufReader::new(read);
     while let Some(request) = read_request(&mut reader).await? {
+        if request.method == "GET" {
+            let (status, body) = match request.path.as_str() {
+                "/incidents" => incidents(&request, &control),
+                "/api/conversations.history" => history(&request, &control),
+                _ => (404, "{\"error\":\"not found\"}".to_string()),
+            };
+            respond(&mut write, status, &body).await?;
+            continue;
+        }
         let channel = if request.path.starts_with("/v2/enqueue") {
             Channel::Pagerduty
         } else if request.path.starts_with("/services/") {
@@ -49,6 +69,7 @@ async fn connection(stream: TcpStream, control: Arc<Control>) -> std::io::Result
             message_id: None,
             idempotency_key: request.idempotency_key.clone(),
             body: body.clone(),
+            at: now(),
         };
         let success = match channel {
             Channel::Pagerduty => format!(
@@ -88,10 +109,148 @@ async fn connection(stream: TcpStream, control: Arc<Control>) -> std::io::Result
                 let _ = reader.read_to_end(&mut sink).await;
                 return Ok(());
             }
-            Behavior::Drop => return Ok(()),
+            Behavior::Drop | Behavior::Lose => return Ok(()),
         }
     }
     Ok(())
+}
+
+fn query<'r>(request: &'r Request, name: &str) -> Option<&'r str> {
+    request
+        .query
+        .iter()
+        .find(|(k, _)| k == name)
+        .map(|(_, v)| v.as_str())
+}
+
+/// `GET /incidents`: one incident per dedup key the fake took a trigger for (later
+/// triggers with the key fold into it, as PagerDuty does), paged by offset.
+fn incidents(request: &Request, control: &Control) -> (u16, String) {
+    let expected = format!("Token token={}", super::PAGERDUTY_TOKEN);
+    if request.authorization.as_deref() != Some(expected.as_str()) {
+        return (
+            401,
+            serde_json::json!({"error": {"message": "Unauthorized", "code": 2006}}).to_string(),
+        );
+    }
+    let key = query(request, "incident_key");
+    let mut seen: Vec<(String, f64, String)> = Vec::new();
+    for accepted in control.ledger() {
+        if accepted.channel != Channel::Pagerduty {
+            continue;
+        }
+        let dedup = accepted.body["dedup_key"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        if key.is_some_and(|k| k != dedup) || seen.iter().any(|(d, _, _)| *d == dedup) {
+            continue;
+        }
+        let title = accepted.body["payload"]["summary"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        seen.push((dedup, accepted.at, title));
+    }
+    let offset: usize = query(request, "offset")
+        .and_then(|o| o.parse().ok())
+        .unwrap_or(0);
+    let limit: usize = query(request, "limit")
+        .and_then(|l| l.parse().ok())
+        .unwrap_or(25)
+        .clamp(1, 100);
+    let page: Vec<serde_json::Value> = seen
+        .iter()
+        .enumerate()
+        .skip(offset)
+        .take(limit)
+        .map(|(n, (dedup, at, title))| {
+            serde_json::json!({
+                "id": format!("PFAKE{n:04}"),
+                "type": "incident",
+                "incident_number": n + 1,
+                "incident_key": dedup,
+                "title": title,
+                "status": "triggered",
+                // To the second, as PagerDuty writes it.
+                "created_at": crate::clock::rfc3339(at.floor()),
+                "html_url": format!("https://fake.pagerduty.com/incidents/PFAKE{n:04}"),
+            })
+        })
+        .collect();
+    let body = serde_json::json!({
+        "incidents": page,
+        "limit": limit,
+        "offset": offset,
+        "more": offset + limit < seen.len(),
+        "total": null,
+    });
+    (200, body.to_string())
+}
+
+/// `GET /api/conversations.history`: the messages the webhook took, newest first, within
+/// `oldest`..`latest`, with their metadata when asked for, paged by cursor. Errors come
+/// back as Slack's do: HTTP 200 and `ok: false`.
+fn history(request: &Request, control: &Control) -> (u16, String) {
+    let failed = |error: &str| {
+        (
+            200,
+            serde_json::json!({"ok": false, "error": error}).to_string(),
+        )
+    };
+    let expected = format!("Bearer {}", super::SLACK_TOKEN);
+    if request.authorization.as_deref() != Some(expected.as_str()) {
+        return failed("invalid_auth");
+    }
+    if query(request, "channel") != Some(super::SLACK_CHANNEL) {
+        return failed("channel_not_found");
+    }
+    let bound = |name: &str, default: f64| {
+        query(request, name)
+            .and_then(|v| v.parse::<f64>().ok())
+            .unwrap_or(default)
+    };
+    let (oldest, latest) = (bound("oldest", 0.0), bound("latest", f64::MAX));
+    let metadata = query(request, "include_all_metadata") == Some("true");
+    let mut messages: Vec<(f64, serde_json::Value)> = control
+        .ledger()
+        .into_iter()
+        .filter(|a| a.channel == Channel::Slack && a.at >= oldest && a.at <= latest)
+        .map(|a| {
+            let mut message = serde_json::json!({
+                "type": "message",
+                "ts": format!("{:.6}", a.at),
+                "text": a.body["text"],
+            });
+            if metadata && !a.body["metadata"].is_null() {
+                message["metadata"] = a.body["metadata"].clone();
+            }
+            (a.at, message)
+        })
+        .collect();
+    messages.sort_by(|a, b| b.0.total_cmp(&a.0));
+    let start: usize = query(request, "cursor")
+        .and_then(|c| c.strip_prefix("next:"))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0);
+    let limit: usize = query(request, "limit")
+        .and_then(|l| l.parse().ok())
+        .unwrap_or(100)
+        .clamp(1, 999);
+    let page: Vec<serde_json::Value> = messages
+        .iter()
+        .skip(start)
+        .take(limit)
+        .map(|(_, m)| m.clone())
+        .collect();
+    let more = start + limit < messages.len();
+    let body = serde_json::json!({
+        "ok": true,
+        "messages": page,
+        "has_more": more,
+        "response_metadata": {"next_cursor": if more { format!("next:{}", start + limit) } else { String::new() }},
+    });
+    (200, body.to_string())
 }
 
 async fn read_request<R: AsyncBufReadExt + Unpin>(
@@ -101,9 +260,21 @@ async fn read_request<R: AsyncBufReadExt + Unpin>(
     if reader.read_line(&mut line).await? == 0 {
         return Ok(None);
     }
-    let path = line.split_whitespace().nth(1).unwrap_or("/").to_string();
+    let mut words = line.split_whitespace();
+    let method = words.next().unwrap_or("GET").to_ascii_uppercase();
+    let target = words.next().unwrap_or("/").to_string();
+    let (path, query) = match target.split_once('?') {
+        Some((path, query)) => (
+            path.to_string(),
+            form_urlencoded::parse(query.as_bytes())
+                .into_owned()
+                .collect(),
+        ),
+        None => (target, Vec::new()),
+    };
     let mut content_length = 0usize;
     let mut idempotency_key = None;
+    let mut authorization = None;
     loop {
         line.clear();
         if reader.read_line(&mut line).await? == 0 {
@@ -119,6 +290,8 @@ async fn read_request<R: AsyncBufReadExt + Unpin>(
                 content_length = value.parse().unwrap_or(0);
             } else if name.eq_ignore_ascii_case("idempotency-key") {
                 idempotency_key = Some(value.to_string());
+            } else if name.eq_ignore_ascii_case("authorization") {
+                authorization = Some(value.to_string());
             }
         }
     }
@@ -128,7 +301,10 @@ async fn read_request<R: AsyncBufReadExt + Unpin>(
     let mut body = vec![0; content_length];
     reader.read_exact(&mut body).await?;
     Ok(Some(Request {
+        method,
         path,
+        query,
+        authorization,
         idempotency_key,
         body,
     }))
@@ -143,6 +319,7 @@ async fn respond<W: AsyncWriteExt + Unpin>(
         200 => "OK",
         202 => "Accepted",
         400 => "Bad Request",
+        401 => "Unauthorized",
         404 => "Not Found",
         429 => "Too Many Requests",
         500 => "Internal Server Error",

@@ -3,6 +3,7 @@
 //! what it really accepted. The ledger is the ground truth triage is checked against.
 
 mod http;
+mod maillog;
 mod smtp;
 
 use crate::model::Channel;
@@ -26,6 +27,9 @@ pub enum Behavior {
     Hold,
     /// Close the connection without taking the message (SMTP: on DATA).
     Drop,
+    /// SMTP: read the message data, then close before any reply and queue nothing, as a
+    /// relay does when the connection is lost before the final dot.
+    Lose,
 }
 
 /// One message a fake really accepted.
@@ -39,6 +43,8 @@ pub struct Accepted {
     pub idempotency_key: Option<String>,
     /// The HTTP request body, or the email's headers and text.
     pub body: serde_json::Value,
+    /// When it was taken, in unix seconds.
+    pub at: f64,
 }
 
 /// Behaviours by key, consumed one per message, falling back to a default.
@@ -48,12 +54,25 @@ struct Script {
     default: Option<Behavior>,
 }
 
+/// The token the fake PagerDuty REST API takes (`Authorization: Token token=...`).
+pub const PAGERDUTY_TOKEN: &str = "fake-pagerduty-api-token";
+/// The bot token the fake Slack Web API takes (`Authorization: Bearer ...`).
+pub const SLACK_TOKEN: &str = "xoxb-fake-slack-bot-token";
+/// The channel the fake Slack webhook posts to.
+pub const SLACK_CHANNEL: &str = "C0UNSFAKE";
+
 /// State shared between the fakes and whoever drives them.
-#[derive(Debug)]
 pub struct Control {
     script: Mutex<Script>,
     ledger: Mutex<Vec<Accepted>>,
     released: tokio::sync::watch::Sender<bool>,
+    maillog: Option<maillog::MailLog>,
+}
+
+impl std::fmt::Debug for Control {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Control").finish_non_exhaustive()
+    }
 }
 
 impl Default for Control {
@@ -62,6 +81,7 @@ impl Default for Control {
             script: Mutex::default(),
             ledger: Mutex::default(),
             released: tokio::sync::watch::Sender::new(false),
+            maillog: None,
         }
     }
 }
@@ -111,6 +131,28 @@ impl Control {
             .unwrap_or(fallback)
     }
 
+    /// A line of the fake relay's log (when it keeps one).
+    fn log(&self, daemon: &str, text: &str) {
+        if let Some(log) = &self.maillog {
+            log.line(daemon, text);
+        }
+    }
+
+    fn queue_id(&self) -> String {
+        self.maillog
+            .as_ref()
+            .map_or_else(|| "7E4000000".to_string(), maillog::MailLog::queue_id)
+    }
+
+    /// A line in the relay log now, as Postfix's anvil writes its statistics: a quiet
+    /// relay's log still shows it was running up to this moment.
+    pub fn mark_log(&self) {
+        self.log(
+            "anvil",
+            "statistics: max connection rate 1/60s for (smtp:127.0.0.1)",
+        );
+    }
+
     fn record(&self, accepted: Accepted) {
         self.ledger
             .lock()
@@ -155,7 +197,10 @@ pub struct Fakes {
     pub smtp: SocketAddr,
     pub http: SocketAddr,
     pub control: Arc<Control>,
+    /// Where the fake relay writes its log.
+    pub maillog: std::path::PathBuf,
     runtime: Option<tokio::runtime::Runtime>,
+    _dir: tempfile::TempDir,
 }
 
 impl Fakes {
@@ -166,7 +211,12 @@ impl Fakes {
             .thread_name("uns-fakes")
             .enable_all()
             .build()?;
-        let control = Arc::new(Control::default());
+        let dir = tempfile::tempdir()?;
+        let maillog = dir.path().join("maillog");
+        let control = Arc::new(Control {
+            maillog: Some(maillog::MailLog::create(&maillog)?),
+            ..Control::default()
+        });
         let (smtp, http) = runtime.block_on(async {
             let smtp = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
             let http = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
@@ -179,8 +229,20 @@ impl Fakes {
             smtp: smtp_addr,
             http: http_addr,
             control,
+            maillog,
             runtime: Some(runtime),
+            _dir: dir,
         })
+    }
+
+    /// The base URL of the fake PagerDuty REST API (`GET /incidents`).
+    pub fn pagerduty_api_url(&self) -> String {
+        format!("http://{}", self.http)
+    }
+
+    /// The base URL of the fake Slack Web API (`GET /api/conversations.history`).
+    pub fn slack_api_url(&self) -> String {
+        format!("http://{}/api", self.http)
     }
 
     /// The Slack webhook URL the fake answers on.

@@ -16,10 +16,40 @@ pub(super) async fn serve(listener: TcpListener, control: Arc<Control>) {
     }
 }
 
+const CLIENT: &str = "localhost[127.0.0.1]";
+
 async fn session(stream: TcpStream, control: Arc<Control>) -> std::io::Result<()> {
+    control.log("smtpd", &format!("connect from {CLIENT}"));
+    let result = conversation(stream, &control).await;
+    control.log("smtpd", &format!("disconnect from {CLIENT}"));
+    result
+}
+
+/// The address in `MAIL FROM:<a>` or `RCPT TO:<a>`.
+fn address(line: &str) -> String {
+    line.split_once(':')
+        .map(|(_, rest)| {
+            rest.split_whitespace()
+                .next()
+                .unwrap_or("")
+                .trim_start_matches('<')
+                .trim_end_matches('>')
+                .to_string()
+        })
+        .unwrap_or_default()
+}
+
+fn now() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
+}
+
+async fn conversation(stream: TcpStream, control: &Control) -> std::io::Result<()> {
     let (read, mut write) = stream.into_split();
     let mut reader = BufReader::new(read);
     write.write_all(b"220 uns-fake ESMTP ready\r\n").await?;
+    let mut sender = String::new();
     let mut recipients: Vec<String> = Vec::new();
     let mut line = String::new();
     loop {
@@ -37,28 +67,26 @@ async fn session(stream: TcpStream, control: Arc<Control>) -> std::io::Result<()
             }
             "HELO" => write.write_all(b"250 uns-fake\r\n").await?,
             "MAIL" => {
+                sender = address(&line);
                 recipients.clear();
                 write.write_all(b"250 2.1.0 Ok\r\n").await?;
             }
             "RCPT" => {
-                let address = line
-                    .split_once(':')
-                    .map(|(_, rest)| {
-                        rest.trim()
-                            .trim_start_matches('<')
-                            .trim_end_matches('>')
-                            .to_string()
-                    })
-                    .unwrap_or_default();
-                recipients.push(address);
+                recipients.push(address(&line));
                 write.write_all(b"250 2.1.5 Ok\r\n").await?;
             }
             "DATA" => {
                 let key = recipients.first().cloned().unwrap_or_default();
                 let behavior = control.next(&key);
                 if behavior == Behavior::Drop {
+                    control.log(
+                        "smtpd",
+                        &format!("lost connection after DATA from {CLIENT}"),
+                    );
                     return Ok(());
                 }
+                let queue_id = control.queue_id();
+                control.log("smtpd", &format!("{queue_id}: client={CLIENT}"));
                 write
                     .write_all(b"354 End data with <CR><LF>.<CR><LF>\r\n")
                     .await?;
@@ -67,6 +95,26 @@ async fn session(stream: TcpStream, control: Arc<Control>) -> std::io::Result<()
                     return Ok(());
                 };
                 let message_id = header(&message, "message-id");
+                // Postfix's cleanup logs the Message-ID as the header goes by, queued or not.
+                control.log(
+                    "cleanup",
+                    &format!(
+                        "{queue_id}: message-id={}",
+                        message_id
+                            .clone()
+                            .unwrap_or_else(|| format!("<{queue_id}@fake>"))
+                    ),
+                );
+                let queued = || {
+                    control.log(
+                        "qmgr",
+                        &format!(
+                            "{queue_id}: from=<{sender}>, size={}, nrcpt={} (queue active)",
+                            message.len(),
+                            recipients.len()
+                        ),
+                    );
+                };
                 let accepted = Accepted {
                     channel: Channel::Email,
                     key,
@@ -77,33 +125,54 @@ async fn session(stream: TcpStream, control: Arc<Control>) -> std::io::Result<()
                     message_id,
                     idempotency_key: None,
                     body: serde_json::Value::String(message.clone()),
+                    at: now(),
                 };
                 match behavior {
                     Behavior::Accept => {
                         control.record(accepted);
+                        queued();
                         write.write_all(b"250 2.0.0 Ok: queued\r\n").await?;
                     }
                     Behavior::DelayAccept(delay) => {
                         control.record(accepted);
+                        queued();
                         tokio::time::sleep(delay).await;
                         write.write_all(b"250 2.0.0 Ok: queued\r\n").await?;
                     }
                     Behavior::Hold => {
                         control.record(accepted);
+                        queued();
                         control.held().await;
                         write.write_all(b"250 2.0.0 Ok: queued\r\n").await?;
                     }
                     Behavior::Reject(code) => {
+                        control.log(
+                            "cleanup",
+                            &format!(
+                                "{queue_id}: milter-reject: END-OF-MESSAGE from {CLIENT}: {code} message refused"
+                            ),
+                        );
                         let reply = format!("{code} {}.0.0 Error: message refused\r\n", code / 100);
                         write.write_all(reply.as_bytes()).await?;
                     }
                     Behavior::Hang => {
                         control.record(accepted);
+                        queued();
                         // Hold the connection open without a word until the client leaves.
                         let mut rest = String::new();
                         while reader.read_line(&mut rest).await? > 0 {
                             rest.clear();
                         }
+                        return Ok(());
+                    }
+                    Behavior::Lose => {
+                        control.log(
+                            "smtpd",
+                            &format!(
+                                "lost connection after DATA ({} bytes) from {CLIENT}",
+                                message.len()
+                            ),
+                        );
                         return Ok(());
                     }
                     Behavior::Drop => return Ok(()),

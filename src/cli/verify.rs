@@ -1,0 +1,490 @@
+//! `unsctl verify`: ask each provider's own record about VERIFY entries, and with
+//! `--record` write the answers down so triage can move them to RESOLVE or REPLAY.
+
+use super::error::{CliError, CliResult, ExitKind};
+use super::remediate::ConfirmArgs;
+use super::selection::{self, SelectArgs};
+use super::{GlobalArgs, backend, prompt};
+use crate::remediation::verified::Recorded;
+use crate::render::output::{Output, print, print_json, status};
+use crate::render::table::{Column, Grid, Text, Tone, toned};
+use crate::store::{Store, StoreError};
+use crate::triage::Branch;
+use crate::verify::{self, Answer, Asked, Outcome, Sources, relay_log::Zone};
+use std::path::PathBuf;
+
+/// Where verify looks: the relay's log, PagerDuty's incidents, Slack's history
+#[derive(Debug, Clone, clap::Args)]
+pub struct SourceArgs {
+    /// The relay's log, Postfix format, plain or gzip (repeat for rotated files)
+    #[arg(
+        long = "relay-log",
+        value_name = "PATH",
+        env = "UNS_RELAY_LOG",
+        value_delimiter = ','
+    )]
+    pub relay_logs: Vec<PathBuf>,
+    /// The zone of syslog stamps in the relay log: local, or an offset such as +02:00
+    #[arg(long, value_name = "ZONE", default_value = "local", value_parser = parse_zone)]
+    pub relay_log_zone: Zone,
+    /// How far clocks may disagree; windows are widened by it and must be that far past
+    #[arg(long, value_name = "DURATION", default_value = "2m", value_parser = parse_span)]
+    pub clock_skew: f64,
+    /// PagerDuty REST API (token from UNS_PAGERDUTY_API_TOKEN)
+    #[arg(
+        long,
+        env = "UNS_PAGERDUTY_API_URL",
+        default_value = "https://api.pagerduty.com"
+    )]
+    pub pagerduty_api_url: String,
+    /// Slack Web API (bot token from UNS_SLACK_BOT_TOKEN)
+    #[arg(
+        long,
+        env = "UNS_SLACK_API_URL",
+        default_value = "https://slack.com/api"
+    )]
+    pub slack_api_url: String,
+    /// The Slack channel the webhook posts to, by id (C0123456)
+    #[arg(long, env = "UNS_SLACK_CHANNEL", value_name = "ID")]
+    pub slack_channel: Option<String>,
+}
+
+fn secret(name: &str) -> Option<String> {
+    std::env::var(name)
+        .ok()
+        .map(|v| v.trim().to_string())
+        .filter(|v| !v.is_empty())
+}
+
+impl SourceArgs {
+    pub fn sources(&self) -> Sources {
+        Sources {
+            relay_logs: self.relay_logs.clone(),
+            zone: self.relay_log_zone,
+            pagerduty: secret("UNS_PAGERDUTY_API_TOKEN").map(|token| verify::pagerduty::Config {
+                api_url: self.pagerduty_api_url.clone(),
+                token,
+            }),
+            slack: match (secret("UNS_SLACK_BOT_TOKEN"), &self.slack_channel) {
+                (Some(token), Some(channel)) => Some(verify::slack::Config {
+                    api_url: self.slack_api_url.clone(),
+                    token,
+                    channel: channel.clone(),
+                }),
+                _ => None,
+            },
+            skew: self.clock_skew,
+        }
+    }
+}
+
+fn parse_zone(text: &str) -> Result<Zone, String> {
+    let text = text.trim();
+    if text.eq_ignore_ascii_case("local") {
+        return Ok(Zone::Local);
+    }
+    if text.eq_ignore_ascii_case("utc") || text == "Z" {
+        return Ok(Zone::Fixed(0));
+    }
+    let (sign, rest) = match text.as_bytes().first() {
+        Some(b'+') => (1, &text[1..]),
+        Some(b'-') => (-1, &text[1..]),
+        _ => {
+            return Err(format!(
+                "{text:?}: expected local, UTC or an offset such as +02:00"
+            ));
+        }
+    };
+    let (hours, minutes) = rest.split_once(':').unwrap_or((rest, "0"));
+    match (hours.parse::<i32>(), minutes.parse::<i32>()) {
+        (Ok(h), Ok(m)) if h <= 14 && m < 60 => Ok(Zone::Fixed(sign * (h * 3600 + m * 60))),
+        _ => Err(format!("{text:?}: expected an offset such as +02:00")),
+    }
+}
+
+/// A length of time: `90s`, `2m`, `1h`, or plain seconds.
+fn parse_span(text: &str) -> Result<f64, String> {
+    let text = text.trim();
+    let (number, unit) = text
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .map_or((text, "s"), |at| text.split_at(at));
+    let value: f64 = number
+        .parse()
+        .map_err(|_| format!("{text:?}: expected a duration such as 90s or 2m"))?;
+    let seconds = match unit {
+        "s" | "" => value,
+        "m" => value * 60.0,
+        "h" => value * 3600.0,
+        _ => return Err(format!("{text:?}: the unit is s, m or h")),
+    };
+    if seconds.is_finite() && (0.0..=86_400.0).contains(&seconds) {
+        Ok(seconds)
+    } else {
+        Err(format!("{text:?}: between 0s and 24h"))
+    }
+}
+
+/// Ask each provider's own record whether VERIFY entries' uncertain attempts arrived
+///
+/// EMAIL is looked up in the relay's log by Message-ID (DELIVERED only if the relay queued
+/// it), PAGERDUTY in the incident list by dedup key, SLACK in the channel's history by the
+/// message metadata. Without proof either way the answer is CANNOT_TELL: check by hand.
+///
+/// Example: unsctl verify --relay-log /var/log/mail.log --relay-log /var/log/mail.log.1.gz
+/// Example: unsctl verify n-0192... -o json
+/// Example: unsctl verify --relay-log /var/log/mail.log --record --confirm --reason "INC-42"
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Entries to verify (default: every VERIFY entry the selection picks)
+    #[arg(value_parser = super::values::parse_id)]
+    pub ids: Vec<String>,
+    #[command(flatten)]
+    pub select: SelectArgs,
+    #[command(flatten)]
+    pub sources: SourceArgs,
+    /// Write each answer other than CANNOT_TELL down as a VERIFIED event (a change: a dry
+    /// run unless --confirm)
+    #[arg(long)]
+    pub record: bool,
+    #[command(flatten)]
+    pub confirm: ConfirmArgs,
+    /// Why, recorded with each answer
+    #[arg(long)]
+    pub reason: Option<String>,
+    /// Who is acting (default: UNS_OPERATOR, then the account name)
+    #[arg(long)]
+    pub operator: Option<String>,
+}
+
+const COLUMNS: &[Column] = &[
+    Column::new("ID", 0),
+    Column::new("CHANNEL", 0),
+    Column::new("CYCLE", 3),
+    Column::new("ATTEMPT", 2),
+    Column::new("ANSWER", 0),
+    Column::new("SOURCE", 4),
+    Column::new("EVIDENCE", 1).max(100),
+];
+
+pub fn run(global: &GlobalArgs, args: Args) -> CliResult {
+    if args.confirm.confirm && !args.record {
+        return Err(CliError::usage(
+            "--confirm goes with --record: verify alone changes nothing",
+        ));
+    }
+    let remote = matches!(backend::resolve(global)?, backend::Backend::Http { .. });
+    if remote && !args.sources.relay_logs.is_empty() {
+        return Err(CliError::usage(
+            "--relay-log reads a file on this machine; over the API the server reads its own (runtime serve --relay-log)",
+        ));
+    }
+    if !args.ids.is_empty() && args.select.narrows() {
+        return Err(CliError::usage(
+            "name entries by id, or select them with the selection flags, not both",
+        ));
+    }
+    let out = global.output();
+    let writing = args.record && args.confirm.confirm;
+    let store = backend::for_action(global, writing)?;
+    let ids = if args.ids.is_empty() {
+        selection::verdicts(
+            store.as_ref(),
+            &args.select.selection()?,
+            &selection::of_branch(Some(Branch::Verify)),
+            args.select.limit,
+        )?
+        .into_iter()
+        .map(|v| v.id)
+        .collect()
+    } else {
+        args.ids.clone()
+    };
+    if ids.is_empty() {
+        if out.json() {
+            print_json(&report(&Asked::default(), None))?;
+        }
+        status(&format!(
+            "Nothing to verify: no VERIFY entries in {}.",
+            store.describe()
+        ));
+        return Ok(());
+    }
+    let sources = args.sources.sources();
+    let asked = store.verify(&ids, &sources)?;
+    let recordable = asked
+        .answers
+        .iter()
+        .filter(|a| a.answer.finding().is_some())
+        .count();
+    if !out.json() {
+        print_answers(&asked, &out)?;
+    }
+    let recorded = if args.record {
+        Some(record(store.as_ref(), &asked, &args, recordable, &out)?)
+    } else {
+        None
+    };
+    if out.json() {
+        print_json(&report(&asked, recorded.as_ref()))?;
+    } else {
+        advise(&asked, recorded.as_ref(), args.record);
+    }
+    match recorded.iter().flat_map(|r| &r.failed).next() {
+        Some((_, err)) => Err(CliError::new(
+            super::error::exit_kind(err),
+            "not every answer was recorded (see above)",
+        )),
+        None => Ok(()),
+    }
+}
+
+/// What `--record` did.
+struct Recording {
+    dry_run: bool,
+    planned: usize,
+    done: Vec<Recorded>,
+    failed: Vec<(String, StoreError)>,
+}
+
+fn record(
+    store: &dyn Store,
+    asked: &Asked,
+    args: &Args,
+    recordable: usize,
+    out: &Output,
+) -> CliResult<Recording> {
+    let mut recording = Recording {
+        dry_run: !args.confirm.confirm,
+        planned: recordable,
+        done: Vec::new(),
+        failed: Vec::new(),
+    };
+    if recordable == 0 {
+        status("Nothing to record: every answer is CANNOT_TELL.");
+        return Ok(recording);
+    }
+    let entries: Vec<&str> = {
+        let mut ids: Vec<&str> = asked
+            .answers
+            .iter()
+            .filter(|a| a.answer.finding().is_some())
+            .map(|a| a.id.as_str())
+            .collect();
+        ids.dedup();
+        ids
+    };
+    if recording.dry_run {
+        status(&format!(
+            "(dry run) Would record {recordable} answer{} as VERIFIED events on {} entr{}. Add --confirm to record.",
+            if recordable == 1 { "" } else { "s" },
+            entries.len(),
+            if entries.len() == 1 { "y" } else { "ies" }
+        ));
+        return Ok(recording);
+    }
+    let operator = crate::identity::operator(args.operator.as_deref());
+    if !confirmed(store, &entries, &operator, &args.confirm)? {
+        status("Declined: nothing was recorded.");
+        recording.dry_run = true;
+        return Ok(recording);
+    }
+    for result in store.record_verified(asked, &operator, args.reason.as_deref()) {
+        match result {
+            Ok(done) => {
+                if !out.json() {
+                    print(&recorded_line(&done, out))?;
+                }
+                recording.done.push(done);
+            }
+            Err((id, err)) => {
+                if !out.json() {
+                    print(&format!(
+                        "{}  not recorded: {}",
+                        out.clean(&id),
+                        out.clean(&err.to_string())
+                    ))?;
+                }
+                recording.failed.push((id, err));
+            }
+        }
+    }
+    Ok(recording)
+}
+
+fn confirmed(
+    store: &dyn Store,
+    entries: &[&str],
+    operator: &str,
+    confirm: &ConfirmArgs,
+) -> CliResult<bool> {
+    let count = entries.len();
+    if confirm.yes {
+        return Ok(true);
+    }
+    if !prompt::interactive() {
+        return Err(CliError::new(
+            ExitKind::Refused,
+            format!(
+                "refusing to record answers on {count} entries without a terminal to confirm on"
+            ),
+        )
+        .hint("pass --yes to confirm from automation"));
+    }
+    let clean = crate::render::sanitize::clean;
+    let listed: Vec<String> = entries
+        .iter()
+        .take(10)
+        .map(|id| clean(id).into_owned())
+        .collect();
+    let more = if count > 10 {
+        format!(" and {} more", count - 10)
+    } else {
+        String::new()
+    };
+    let word = prompt::confirmation_word(count);
+    let answer = prompt::ask(&format!(
+        "Record the answers above as VERIFIED events on {count} entr{} in {} as {}: {}{more}?\nType {word} and press Enter to go ahead (anything else does nothing):",
+        if count == 1 { "y" } else { "ies" },
+        clean(&store.describe()),
+        clean(&store.operator(operator)?),
+        listed.join(", "),
+    ))?;
+    Ok(prompt::confirms(answer.as_deref(), count))
+}
+
+fn tone(outcome: Outcome) -> Tone {
+    match outcome {
+        Outcome::Delivered => Tone::Good,
+        Outcome::NotDelivered => Tone::Bad,
+        Outcome::CannotTell => Tone::Warn,
+    }
+}
+
+fn print_answers(asked: &Asked, out: &Output) -> CliResult {
+    let stdout = std::io::stdout();
+    let mut to = stdout.lock();
+    if !asked.answers.is_empty() {
+        let mut grid = Grid::new(COLUMNS, out);
+        for answer in &asked.answers {
+            grid.row(row(answer, out), &mut to)?;
+        }
+        grid.finish(&mut to)?;
+    }
+    for (id, why) in &asked.skipped {
+        status(&format!("{}  skipped: {}", out.clean(id), out.clean(why)));
+    }
+    Ok(())
+}
+
+fn row(answer: &Answer, out: &Output) -> Vec<Text> {
+    vec![
+        out.clean(&answer.id).into_owned().into(),
+        answer.channel.as_str().into(),
+        answer.cycle.to_string().into(),
+        answer.attempt.to_string().into(),
+        toned(answer.answer.as_str(), tone(answer.answer)),
+        answer.source.as_str().into(),
+        out.clean(&answer.evidence).into_owned().into(),
+    ]
+}
+
+fn recorded_line(done: &Recorded, out: &Output) -> String {
+    let id = out.clean(&done.id);
+    let next = match done.branch {
+        Branch::Resolve => format!("next: unsctl dlq resolve {id} --confirm"),
+        Branch::Replay => format!("next: unsctl replay {id} --confirm"),
+        Branch::Verify => "still VERIFY: check the rest by hand (`unsctl inspect`)".to_string(),
+    };
+    let mut line = format!(
+        "{id}  recorded {} VERIFIED event{} ({})  now {}  {next}",
+        done.event_ids.len(),
+        if done.event_ids.len() == 1 { "" } else { "s" },
+        done.event_ids
+            .iter()
+            .map(i64::to_string)
+            .collect::<Vec<_>>()
+            .join(","),
+        done.branch
+    );
+    for skipped in &done.skipped {
+        line.push_str(&format!("\n    skipped: {}", out.clean(skipped)));
+    }
+    line
+}
+
+/// What to do next, on stderr.
+fn advise(asked: &Asked, recorded: Option<&Recording>, recording: bool) {
+    let counts = verify::summary(&asked.answers);
+    status(&format!(
+        "{} attempt{} checked: {} DELIVERED, {} NOT_DELIVERED, {} CANNOT_TELL",
+        asked.answers.len(),
+        if asked.answers.len() == 1 { "" } else { "s" },
+        counts[&Outcome::Delivered],
+        counts[&Outcome::NotDelivered],
+        counts[&Outcome::CannotTell],
+    ));
+    if counts[&Outcome::CannotTell] > 0 {
+        status(
+            "CANNOT_TELL: no record proves it either way; check those by hand (TSG-02, branch 2).",
+        );
+    }
+    let answered = counts[&Outcome::Delivered] + counts[&Outcome::NotDelivered];
+    if answered > 0 && !recording {
+        status(
+            "Write the answers down with --record --confirm; triage then moves those entries to RESOLVE or REPLAY.",
+        );
+    }
+    if let Some(recorded) = recorded
+        && !recorded.dry_run
+        && !recorded.done.is_empty()
+    {
+        status(
+            "Recorded. `unsctl dlq triage` shows the new branches; `unsctl apply` or the next steps above carry them out.",
+        );
+    }
+}
+
+/// `verify -o json`: `{"answers": [...], "summary": {...}}`, and with `--record` what
+/// was (or would be) written.
+fn report(asked: &Asked, recorded: Option<&Recording>) -> serde_json::Value {
+    let mut value = serde_json::json!({
+        "answers": asked.answers,
+        "summary": verify::summary(&asked.answers),
+    });
+    if !asked.skipped.is_empty() {
+        value["skipped"] = asked
+            .skipped
+            .iter()
+            .map(|(id, reason)| serde_json::json!({"id": id, "reason": reason}))
+            .collect();
+    }
+    if let Some(recorded) = recorded {
+        value["record"] = serde_json::json!({
+            "dry_run": recorded.dry_run,
+            "planned": recorded.planned,
+            "recorded": recorded.done,
+            "failed": recorded.failed.iter().map(|(id, err)| serde_json::json!({"id": id, "error": err.to_string()})).collect::<Vec<_>>(),
+        });
+    }
+    value
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn zones_and_spans_parse_or_say_why() {
+        assert_eq!(parse_zone("local"), Ok(Zone::Local));
+        assert_eq!(parse_zone("UTC"), Ok(Zone::Fixed(0)));
+        assert_eq!(parse_zone("+02:00"), Ok(Zone::Fixed(7200)));
+        assert_eq!(parse_zone("-05:30"), Ok(Zone::Fixed(-19800)));
+        assert!(parse_zone("Europe/Paris").is_err());
+        assert!(parse_zone("+25:00").is_err());
+        assert_eq!(parse_span("2m"), Ok(120.0));
+        assert_eq!(parse_span("90"), Ok(90.0));
+        assert_eq!(parse_span("0.5s"), Ok(0.5));
+        assert!(parse_span("2d").is_err());
+        assert!(parse_span("-1s").is_err());
+    }
+}

@@ -1,0 +1,114 @@
+//! Recording what a provider's own record said (DESIGN §7): one VERIFIED event per
+//! answer, appended in one transaction after the entry is read and triaged again.
+//!
+//! Only the verifier makes findings, on the machine whose logs and tokens it used (the
+//! CLI on its store, the server for the API); none is ever taken from a client. A
+//! finding about a channel that is no longer UNCERTAIN is skipped and says so: the
+//! doubt it would have settled is gone, so recording it again can only add noise.
+
+use super::{Actor, Rejection, audit_summary, conflict};
+use crate::model::{Channel, Kind};
+use crate::runtime::engine;
+use crate::runtime::queries;
+use crate::triage::{self, Branch, ChannelState};
+use rusqlite::Connection;
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+/// Longest evidence text kept in an event.
+pub const EVIDENCE_CHARS: usize = 2_000;
+
+/// What a provider's record proved about a channel's attempts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum Finding {
+    Delivered,
+    NotDelivered,
+}
+
+/// One answer to record.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Verified {
+    pub channel: Channel,
+    pub cycle: i64,
+    /// The attempts the answer covers: one Message-ID's for EMAIL; the cycle's for the
+    /// channels whose key the cycle shares.
+    pub attempts: Vec<i64>,
+    pub outcome: Finding,
+    /// relay-log, pagerduty or slack.
+    pub source: String,
+    pub evidence: String,
+}
+
+/// What recording did for one entry.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Recorded {
+    pub id: String,
+    /// The VERIFIED events written.
+    pub event_ids: Vec<i64>,
+    /// Findings not recorded, and why.
+    pub skipped: Vec<String>,
+    /// The entry's branch with them.
+    pub branch: Branch,
+}
+
+/// Appends `findings` about DLQ entry `id` as VERIFIED events.
+pub fn record(
+    conn: &Connection,
+    now: f64,
+    id: &str,
+    findings: &[Verified],
+    actor: &Actor,
+    reason: Option<&str>,
+) -> Result<Recorded, Rejection> {
+    engine::write_tx(conn, |tx| {
+        let row = queries::read_notification(tx, id)?
+            .ok_or_else(|| Rejection::NotFound(id.to_string()))?;
+        if !row.dead_letter {
+            return Err(Rejection::NotInDlq(conflict(
+                id,
+                &row,
+                "not in the DLQ".into(),
+            )));
+        }
+        let events = queries::read_events(tx, id)?;
+        let verdict = triage::triage_events(&row, &events);
+        let mut event_ids = Vec::new();
+        let mut skipped = Vec::new();
+        for finding in findings {
+            let state = verdict.channel(finding.channel).map(|c| c.state);
+            if state != Some(ChannelState::Uncertain) {
+                skipped.push(format!(
+                    "{}: {} is {} now; nothing to settle",
+                    id,
+                    finding.channel,
+                    state.map_or("not a channel of this notification", |s| s.as_str())
+                ));
+                continue;
+            }
+            let evidence: String = finding.evidence.chars().take(EVIDENCE_CHARS).collect();
+            let mut payload = json!({
+                "channel": finding.channel,
+                "cycle": finding.cycle,
+                "attempts": finding.attempts,
+                "outcome": finding.outcome,
+                "source": finding.source,
+                "evidence": evidence,
+                "operator": actor.operator,
+                "reason": reason.map(str::trim).filter(|r| !r.is_empty()),
+                "triage": audit_summary(&verdict),
+            });
+            if let Some(claimed) = &actor.claimed_operator {
+                payload["claimed_operator"] = json!(claimed);
+            }
+            event_ids.push(engine::append_event(tx, id, now, Kind::Verified, &payload)?);
+        }
+        let after = triage::triage_events(&row, &queries::read_events(tx, id)?);
+        Ok(Recorded {
+            id: id.to_string(),
+            event_ids,
+            skipped,
+            branch: after.branch,
+        })
+    })
+}

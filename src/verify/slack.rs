@@ -1,0 +1,125 @@
+//! Slack's `conversations.history`, read with message metadata for one channel and a
+//! window of time, page by page. Incoming webhooks cannot be read back; the adapter
+//! tags each message it posts with metadata (`event_type: uns_notification`, the
+//! Idempotency-Key in its payload), and that is what is looked for here.
+
+use super::http::{self, Client};
+use serde::Deserialize;
+use serde_json::Value;
+
+use crate::runtime::adapters::webhook::SLACK_EVENT_TYPE as EVENT_TYPE;
+
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// `https://slack.com/api` unless set (`UNS_SLACK_API_URL`).
+    pub api_url: String,
+    /// `UNS_SLACK_BOT_TOKEN` (`channels:history`); never printed.
+    pub token: String,
+    /// The channel the webhook posts to (`UNS_SLACK_CHANNEL`, an id such as C0123456).
+    pub channel: String,
+}
+
+/// A message carrying our metadata.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Tagged {
+    pub ts: String,
+    pub idempotency_key: String,
+}
+
+/// What reading a window found.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Window {
+    pub tagged: Vec<Tagged>,
+    /// Messages read in all.
+    pub read: usize,
+}
+
+#[derive(Deserialize)]
+struct Page {
+    ok: bool,
+    #[serde(default)]
+    error: Option<String>,
+    #[serde(default)]
+    messages: Vec<Value>,
+    #[serde(default)]
+    has_more: bool,
+    #[serde(default)]
+    response_metadata: Option<Cursor>,
+}
+
+#[derive(Deserialize)]
+struct Cursor {
+    #[serde(default)]
+    next_cursor: Option<String>,
+}
+
+const MAX_PAGES: usize = 50;
+const PAGE: usize = 200;
+
+/// Every message of the channel between `oldest` and `latest` (unix seconds) that
+/// carries our metadata.
+pub fn history(
+    client: &Client,
+    config: &Config,
+    oldest: f64,
+    latest: f64,
+) -> Result<Window, String> {
+    let url = format!(
+        "{}/conversations.history",
+        config.api_url.trim_end_matches('/')
+    );
+    let mut window = Window {
+        tagged: Vec::new(),
+        read: 0,
+    };
+    let mut cursor: Option<String> = None;
+    for _ in 0..MAX_PAGES {
+        let mut query = vec![
+            ("channel", config.channel.clone()),
+            ("oldest", format!("{oldest:.6}")),
+            ("latest", format!("{latest:.6}")),
+            ("inclusive", "true".to_string()),
+            ("include_all_metadata", "true".to_string()),
+            ("limit", PAGE.to_string()),
+        ];
+        if let Some(cursor) = &cursor {
+            query.push(("cursor", cursor.clone()));
+        }
+        let request = client.get(&url).query(&query).bearer_auth(&config.token);
+        let page: Page = http::json(request, "Slack")?;
+        if !page.ok {
+            return Err(format!(
+                "Slack: {}",
+                page.error.as_deref().unwrap_or("the answer was not ok")
+            ));
+        }
+        window.read += page.messages.len();
+        window
+            .tagged
+            .extend(page.messages.iter().filter_map(tagged));
+        cursor = page
+            .response_metadata
+            .and_then(|m| m.next_cursor)
+            .filter(|c| !c.is_empty());
+        if !page.has_more || cursor.is_none() {
+            return Ok(window);
+        }
+    }
+    Err(format!(
+        "Slack: more than {} messages in the window; not all were read",
+        MAX_PAGES * PAGE
+    ))
+}
+
+fn tagged(message: &Value) -> Option<Tagged> {
+    let metadata = &message["metadata"];
+    if metadata["event_type"] != EVENT_TYPE {
+        return None;
+    }
+    Some(Tagged {
+        ts: message["ts"].as_str()?.to_string(),
+        idempotency_key: metadata["event_payload"]["idempotency_key"]
+            .as_str()?
+            .to_string(),
+    })
+}

@@ -1,0 +1,351 @@
+//! A real Postfix relay on loopback (in front of `smtp-sink`), a fault-injecting TCP proxy
+//! to put between the email adapter and it, and a private CA for STARTTLS.
+
+use super::{SmtpSink, free_port, wait_for_port};
+use std::io::{Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Starting Postfix edits the default configuration: one at a time.
+static STARTING: Mutex<()> = Mutex::new(());
+
+/// The relay tool: the one beside the repository when it is there, else our copy.
+fn tool() -> PathBuf {
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let shared = manifest.join("../shared/tools/postfix-relay");
+    if shared.exists() && std::env::var_os("UNS_OWN_RELAY_TOOL").is_none() {
+        shared
+    } else {
+        manifest.join("tests/tools/postfix-relay")
+    }
+}
+
+/// A running relay: Postfix on `addr`, relaying to `sink`, logging to `maillog`.
+pub struct Relay {
+    pub addr: SocketAddr,
+    pub sink: SmtpSink,
+    pub maillog: PathBuf,
+    dir: tempfile::TempDir,
+}
+
+impl Relay {
+    /// Starts one; with `tls` (certificate and key PEM files) it offers STARTTLS.
+    pub fn start(tls: Option<(&Path, &Path)>) -> Self {
+        assert!(
+            super::is_root(),
+            "a real Postfix relay needs root (.ci/run runs the tests as root)"
+        );
+        let sink = SmtpSink::start(&[]);
+        let dir = tempfile::tempdir().expect("relay dir");
+        // Postfix's own user must reach the queue: the folder is searchable by all.
+        super::set_mode(dir.path(), 0o755);
+        let port = free_port();
+        let mut command = Command::new(tool());
+        command
+            .arg("start")
+            .arg(dir.path())
+            .arg(port.to_string())
+            .arg(sink.addr.to_string());
+        if let Some((cert, key)) = tls {
+            command.env("TLS_CERT", cert).env("TLS_KEY", key);
+        }
+        let out = {
+            let _one = STARTING.lock().unwrap_or_else(|p| p.into_inner());
+            command.output().expect("postfix-relay")
+        };
+        assert!(
+            out.status.success(),
+            "postfix-relay start: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let addr: SocketAddr = format!("127.0.0.1:{port}").parse().expect("addr");
+        wait_for_port(addr);
+        Self {
+            addr,
+            sink,
+            maillog: dir.path().join("maillog"),
+            dir,
+        }
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.maillog).unwrap_or_default()
+    }
+
+    /// Sends a message straight to the relay (a marker, to move its log on).
+    pub fn send_marker(&self) {
+        let mut stream = TcpStream::connect(self.addr).expect("relay");
+        stream
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .expect("timeout");
+        let reply = |stream: &mut TcpStream| {
+            let mut buffer = [0u8; 1024];
+            let mut text = String::new();
+            // Read until a final reply line ("250 " rather than "250-").
+            while !text
+                .lines()
+                .last()
+                .is_some_and(|l| l.len() > 3 && l.as_bytes()[3] == b' ')
+                || !text.ends_with('\n')
+            {
+                let n = stream.read(&mut buffer).expect("reply");
+                assert!(n > 0, "the relay closed the connection");
+                text.push_str(&String::from_utf8_lossy(&buffer[..n]));
+            }
+            text
+        };
+        reply(&mut stream);
+        for command in [
+            "EHLO marker.test\r\n",
+            "MAIL FROM:<marker@marker.test>\r\n",
+            "RCPT TO:<marker@sink.test>\r\n",
+            "DATA\r\n",
+            "Message-ID: <marker@marker.test>\r\nSubject: marker\r\n\r\nmarker\r\n.\r\n",
+            "QUIT\r\n",
+        ] {
+            stream.write_all(command.as_bytes()).expect("write");
+            reply(&mut stream);
+        }
+    }
+
+    /// Waits until the log has a line stamped at or after `at` (unix seconds), sending
+    /// markers to make one.
+    pub fn log_past(&self, at: f64) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_secs_f64())
+                .unwrap_or(0.0);
+            // Syslog stamps say the second: the line must be in a second past `at`.
+            if now >= at.ceil() {
+                self.send_marker();
+                std::thread::sleep(Duration::from_millis(300));
+                return;
+            }
+            assert!(Instant::now() < deadline, "the clock did not move on");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+}
+
+impl Drop for Relay {
+    fn drop(&mut self) {
+        let _ = Command::new(tool())
+            .arg("stop")
+            .arg(self.dir.path())
+            .output();
+    }
+}
+
+/// What the proxy does to a conversation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fault {
+    /// Passes everything.
+    None,
+    /// Passes the message and its final dot, then never passes the relay's reply.
+    HoldReplyToDot,
+    /// Passes the message but not its final dot, then cuts both connections.
+    CutBeforeDot,
+}
+
+/// A TCP proxy on loopback in front of `upstream`.
+pub struct Proxy {
+    pub addr: SocketAddr,
+    fault: Arc<Mutex<Fault>>,
+    stop: Arc<AtomicBool>,
+}
+
+const END_OF_DATA: &[u8] = b"\r\n.\r\n";
+
+impl Proxy {
+    pub fn start(upstream: SocketAddr, fault: Fault) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("proxy");
+        let addr = listener.local_addr().expect("addr");
+        let fault = Arc::new(Mutex::new(fault));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (faults, stopping) = (fault.clone(), stop.clone());
+        std::thread::spawn(move || {
+            for client in listener.incoming() {
+                if stopping.load(Ordering::Relaxed) {
+                    return;
+                }
+                let Ok(client) = client else { continue };
+                let Ok(server) = TcpStream::connect(upstream) else {
+                    continue;
+                };
+                let fault = *faults.lock().unwrap_or_else(|p| p.into_inner());
+                std::thread::spawn(move || conversation(client, server, fault));
+            }
+        });
+        Self { addr, fault, stop }
+    }
+
+    pub fn set(&self, fault: Fault) {
+        *self.fault.lock().unwrap_or_else(|p| p.into_inner()) = fault;
+    }
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        let _ = TcpStream::connect(self.addr);
+    }
+}
+
+fn conversation(client: TcpStream, server: TcpStream, fault: Fault) {
+    let dot_sent = Arc::new(AtomicBool::new(false));
+    // Relay to client: everything, until the final dot has gone up under HoldReplyToDot.
+    let (mut from_server, mut to_client) = (
+        server.try_clone().expect("clone"),
+        client.try_clone().expect("clone"),
+    );
+    let held = dot_sent.clone();
+    let down = std::thread::spawn(move || {
+        let mut buffer = [0u8; 8192];
+        while let Ok(n) = from_server.read(&mut buffer) {
+            if n == 0 {
+                break;
+            }
+            if fault == Fault::HoldReplyToDot && held.load(Ordering::SeqCst) {
+                continue;
+            }
+            if to_client.write_all(&buffer[..n]).is_err() {
+                break;
+            }
+        }
+        let _ = to_client.shutdown(Shutdown::Write);
+    });
+    // Client to relay: watched for the end of the message data.
+    let (mut from_client, mut to_server) = (client, server);
+    let mut buffer = [0u8; 8192];
+    let mut tail: Vec<u8> = Vec::new();
+    while let Ok(n) = from_client.read(&mut buffer) {
+        if n == 0 {
+            break;
+        }
+        let chunk = &buffer[..n];
+        let mut seen: Vec<u8> = tail.clone();
+        seen.extend_from_slice(chunk);
+        let found = seen
+            .windows(END_OF_DATA.len())
+            .position(|w| w == END_OF_DATA)
+            .filter(|_| !dot_sent.load(Ordering::SeqCst));
+        match (fault, found) {
+            (Fault::CutBeforeDot, Some(at)) => {
+                // Up to the last line's CRLF, not the dot: then both connections go.
+                let upto = (at + 2).saturating_sub(tail.len());
+                let _ = to_server.write_all(&chunk[..upto.min(chunk.len())]);
+                std::thread::sleep(Duration::from_millis(200));
+                let _ = to_server.shutdown(Shutdown::Both);
+                let _ = from_client.shutdown(Shutdown::Both);
+                break;
+            }
+            (_, Some(_)) => {
+                dot_sent.store(true, Ordering::SeqCst);
+                if to_server.write_all(chunk).is_err() {
+                    break;
+                }
+            }
+            (_, None) => {
+                if to_server.write_all(chunk).is_err() {
+                    break;
+                }
+            }
+        }
+        tail = seen[seen.len().saturating_sub(END_OF_DATA.len() - 1)..].to_vec();
+    }
+    let _ = to_server.shutdown(Shutdown::Write);
+    let _ = down.join();
+}
+
+/// A private CA and a certificate for 127.0.0.1 it signed, made with the openssl tool.
+pub struct Ca {
+    pub dir: tempfile::TempDir,
+    pub ca_cert: PathBuf,
+    pub server_cert: PathBuf,
+    pub server_key: PathBuf,
+}
+
+fn openssl(dir: &Path, args: &[&str]) {
+    let out = Command::new("openssl")
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("openssl (./test installs it)");
+    assert!(
+        out.status.success(),
+        "openssl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+impl Ca {
+    pub fn new(name: &str) -> Self {
+        let dir = tempfile::tempdir().expect("ca dir");
+        super::set_mode(dir.path(), 0o755);
+        let subject = format!("/CN={name} test CA");
+        openssl(
+            dir.path(),
+            &[
+                "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", &subject,
+                "-keyout", "ca.key", "-out", "ca.pem",
+            ],
+        );
+        openssl(
+            dir.path(),
+            &[
+                "req",
+                "-newkey",
+                "rsa:2048",
+                "-nodes",
+                "-subj",
+                "/CN=localhost",
+                "-keyout",
+                "server.key",
+                "-out",
+                "server.csr",
+            ],
+        );
+        std::fs::write(
+            dir.path().join("san.ext"),
+            "subjectAltName=IP:127.0.0.1,DNS:localhost\n",
+        )
+        .expect("ext");
+        openssl(
+            dir.path(),
+            &[
+                "x509",
+                "-req",
+                "-in",
+                "server.csr",
+                "-CA",
+                "ca.pem",
+                "-CAkey",
+                "ca.key",
+                "-CAcreateserial",
+                "-days",
+                "2",
+                "-extfile",
+                "san.ext",
+                "-out",
+                "server.pem",
+            ],
+        );
+        Self {
+            ca_cert: dir.path().join("ca.pem"),
+            server_cert: dir.path().join("server.pem"),
+            server_key: dir.path().join("server.key"),
+            dir,
+        }
+    }
+}

@@ -1,0 +1,568 @@
+//! `unsctl verify` against a real Postfix relay, with a fault-injecting proxy between the
+//! email adapter and it, and against the fakes' PagerDuty and Slack lookups; STARTTLS
+//! against the same real relay with a private CA.
+//!
+//! Each relay case goes the whole way: the attempt is UNKNOWN, verify answers from the
+//! relay's own log, the answer is recorded, triage moves (or does not), `apply` acts, and
+//! the relay's log and the sink's dumps show what was really sent.
+
+mod support;
+
+use serde_json::{Value, json};
+use std::net::SocketAddr;
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+use support::relay::{Ca, Fault, Proxy, Relay};
+use unsctl::clock::{Clock, SystemClock};
+use unsctl::engine::{self, Backoff, ClaimOutcome, DeliveryResult, NewNotification};
+use unsctl::model::Channel;
+use unsctl::runtime::adapters::email::{EmailAdapter, EmailConfig, StartTls};
+use unsctl::runtime::adapters::{Adapter, DeliveryRequest};
+use unsctl::runtime::schema::{self, OpenMode};
+
+const LEASE: f64 = 1.0;
+const MIN_IO: Duration = Duration::from_millis(300);
+const BACKOFF: Backoff = Backoff {
+    base_seconds: 0.0,
+    max_seconds: 0.0,
+};
+
+fn now() -> f64 {
+    SystemClock.now()
+}
+
+fn adapter(relay: SocketAddr, starttls: StartTls, ca: Option<&Path>) -> EmailAdapter {
+    let mut config = EmailConfig::new(relay.to_string());
+    config.starttls = starttls;
+    config.ca_pem = ca.map(|path| std::fs::read(path).expect("ca"));
+    EmailAdapter::new(config)
+}
+
+/// Claims the due row and makes one attempt through `adapter`, recorded as the worker
+/// records it; a lost lease is recovered, so a budget of one ends in the DLQ.
+fn deliver_due(db: &Path, adapter: &EmailAdapter) -> DeliveryResult {
+    let conn = schema::open(db, OpenMode::Create).expect("store");
+    let ClaimOutcome::Claimed(lease) =
+        engine::claim(&conn, now(), "verify-test", LEASE).expect("claim")
+    else {
+        panic!("nothing due");
+    };
+    engine::start_channel(&conn, now(), &lease, Channel::Email).expect("start");
+    let request = DeliveryRequest::for_lease(&lease, Channel::Email, LEASE, MIN_IO);
+    let result = adapter.deliver(&request, &|| true);
+    engine::record_result(&conn, now(), &lease, Channel::Email, &result).expect("result");
+    let _ = engine::settle(
+        &conn,
+        now(),
+        &lease,
+        &[(Channel::Email, result.clone())],
+        &BACKOFF,
+    );
+    let status: String = conn
+        .query_row(
+            "SELECT status FROM uns_notifications WHERE id = ?1",
+            [&lease.notification_id],
+            |r| r.get(0),
+        )
+        .expect("row");
+    if status == "LEASED" {
+        // The lease ran out mid-call: the next claim finds the budget gone.
+        let later = lease.lease_until + 0.01;
+        let outcome =
+            engine::claim(&conn, later.max(now()), "verify-test-2", LEASE).expect("reclaim");
+        assert!(
+            matches!(outcome, ClaimOutcome::RecoveryExhausted { .. }),
+            "{outcome:?}"
+        );
+    }
+    result
+}
+
+fn submit(db: &Path, recipient: &str) -> String {
+    let conn = schema::open(db, OpenMode::Create).expect("store");
+    engine::submit(
+        &conn,
+        now(),
+        &NewNotification {
+            channels: [Channel::Email].into_iter().collect(),
+            payload: json!({"recipient": recipient, "subject": "verify", "body": "hello"}),
+            idempotency_key: None,
+            max_attempts: 1,
+        },
+    )
+    .expect("submit")
+    .id
+}
+
+fn unsctl(db: &Path, args: &[&str]) -> Output {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_unsctl"));
+    for name in [
+        "UNS_DB_FILE",
+        "UNS_BASE_URL",
+        "UNS_API_KEY",
+        "UNS_RELAY_LOG",
+        "NO_COLOR",
+    ] {
+        command.env_remove(name);
+    }
+    command
+        .arg("--db")
+        .arg(db)
+        .args(args)
+        .env("USER", "verify-test")
+        .stdin(Stdio::null())
+        .output()
+        .expect("unsctl")
+}
+
+fn json(out: &Output, what: &str) -> Value {
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{what}: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|err| panic!("{what}: {err}"))
+}
+
+fn verify(db: &Path, id: &str, logs: &[&Path], record: bool) -> Value {
+    let mut args = vec!["verify", id, "--clock-skew", "0s", "-o", "json"];
+    let logs: Vec<String> = logs.iter().map(|l| l.display().to_string()).collect();
+    for log in &logs {
+        args.extend(["--relay-log", log.as_str()]);
+    }
+    if record {
+        args.extend([
+            "--record",
+            "--confirm",
+            "--yes",
+            "--reason",
+            "relay log read",
+        ]);
+    }
+    json(&unsctl(db, &args), "verify")
+}
+
+fn branch(db: &Path, id: &str) -> String {
+    let triage = json(&unsctl(db, &["dlq", "triage", "-o", "json"]), "triage");
+    triage["entries"]
+        .as_array()
+        .and_then(|entries| entries.iter().find(|e| e["id"] == id))
+        .map(|e| e["branch"].as_str().unwrap_or_default().to_string())
+        .unwrap_or_else(|| "(not in the DLQ)".into())
+}
+
+/// `dlq triage -o json > plan.json`, then `apply plan.json --confirm --yes`.
+fn apply(db: &Path, dir: &Path) -> Value {
+    let plan = unsctl(db, &["dlq", "triage", "-o", "json"]);
+    let path = dir.join("plan.json");
+    std::fs::write(&path, &plan.stdout).expect("plan");
+    let out = unsctl(
+        db,
+        &[
+            "apply",
+            &path.display().to_string(),
+            "--confirm",
+            "--yes",
+            "-o",
+            "json",
+        ],
+    );
+    serde_json::from_slice(&out.stdout).unwrap_or(Value::Null)
+}
+
+fn message_id(id: &str, cycle: i64, attempt: i64) -> String {
+    format!("<{id}.{cycle}.{attempt}@uns.local>")
+}
+
+/// The log lines naming `queue_id`s of the message with `message_id`.
+fn queued(log: &str, message_id: &str) -> bool {
+    let queue_ids: Vec<&str> = log
+        .lines()
+        .filter(|l| l.ends_with(&format!("message-id={message_id}")))
+        .filter_map(|l| l.split(": ").nth(1))
+        .collect();
+    log.lines().any(|l| {
+        l.contains("postfix/qmgr[")
+            && l.contains("(queue active)")
+            && queue_ids.iter().any(|q| l.contains(&format!(": {q}: ")))
+    })
+}
+
+#[test]
+fn the_relays_own_log_settles_what_the_adapter_could_not_tell() {
+    let work = tempfile::tempdir().expect("dir");
+    let db = work.path().join("uns.db");
+    let relay = Relay::start(None);
+    let proxy = Proxy::start(relay.addr, Fault::HoldReplyToDot);
+    let via_proxy = adapter(proxy.addr, StartTls::Never, None);
+    // A line in an earlier second than any attempt, so the log is seen to start before.
+    relay.send_marker();
+    std::thread::sleep(Duration::from_millis(1100));
+
+    // 1. The relay queues the message; its reply to the final dot is held past the lease.
+    let held = submit(&db, "held@example.test");
+    let result = deliver_due(&db, &via_proxy);
+    assert_eq!(result.outcome.as_str(), "UNKNOWN", "{result:?}");
+    // 2. The connection is cut before the final dot: nothing is queued.
+    proxy.set(Fault::CutBeforeDot);
+    let cut = submit(&db, "cut@example.test");
+    let result = deliver_due(&db, &via_proxy);
+    assert_eq!(result.outcome.as_str(), "UNKNOWN", "{result:?}");
+    let rotated_at = std::fs::metadata(&relay.maillog).expect("log").len();
+    // 3. The same fault, but the log that covered it is rotated away before anyone looks.
+    let lost = submit(&db, "lost@example.test");
+    let result = deliver_due(&db, &via_proxy);
+    assert_eq!(result.outcome.as_str(), "UNKNOWN", "{result:?}");
+    for id in [&held, &cut, &lost] {
+        assert_eq!(branch(&db, id), "VERIFY");
+    }
+    // The log runs on past every attempt's lease.
+    relay.log_past(now() + LEASE);
+    let log = relay.log();
+    assert!(queued(&log, &message_id(&held, 1, 1)), "{log}");
+    assert!(!queued(&log, &message_id(&cut, 1, 1)), "{log}");
+    assert!(
+        log.contains(&format!("message-id={}", message_id(&cut, 1, 1))),
+        "{log}"
+    );
+
+    let answer = |value: &Value| {
+        value["answers"][0]["answer"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    };
+    let current = relay.maillog.as_path();
+    assert_eq!(answer(&verify(&db, &held, &[current], false)), "DELIVERED");
+    assert_eq!(
+        answer(&verify(&db, &cut, &[current], false)),
+        "NOT_DELIVERED"
+    );
+    // Rotated: only what was written after case 2 is left, which cannot cover case 2 or 3.
+    let rest = std::fs::read(current).expect("log");
+    let after_rotation = work.path().join("maillog");
+    std::fs::write(&after_rotation, &rest[rotated_at as usize..]).expect("rotated log");
+    let cannot = verify(&db, &lost, &[&after_rotation], false);
+    assert_eq!(answer(&cannot), "CANNOT_TELL", "{cannot:#}");
+    assert!(
+        cannot["answers"][0]["evidence"]
+            .as_str()
+            .is_some_and(|e| e.contains("not all of the attempt's window")),
+        "{cannot:#}"
+    );
+
+    // Recorded, triage follows: RESOLVE, REPLAY, and VERIFY left alone.
+    let recorded = verify(&db, &held, &[current], true);
+    assert_eq!(
+        recorded["record"]["recorded"][0]["branch"], "RESOLVE",
+        "{recorded:#}"
+    );
+    verify(&db, &cut, &[current], true);
+    let nothing = verify(&db, &lost, &[&after_rotation], true);
+    assert_eq!(
+        nothing["record"]["planned"], 0,
+        "CANNOT_TELL records nothing"
+    );
+    assert_eq!(branch(&db, &held), "RESOLVE");
+    assert_eq!(branch(&db, &cut), "REPLAY");
+    assert_eq!(branch(&db, &lost), "VERIFY");
+    let conn = rusqlite::Connection::open(&db).expect("db");
+    let verified: i64 = conn
+        .query_row(
+            "SELECT COUNT(*) FROM uns_events WHERE kind = 'VERIFIED'",
+            [],
+            |r| r.get(0),
+        )
+        .expect("count");
+    assert_eq!(verified, 2);
+
+    // apply: the held one is resolved and never sent again; the cut one is replayed and
+    // sent once; the lost one is left for a person.
+    let applied = apply(&db, work.path());
+    assert!(applied["results"].is_array(), "{applied:#}");
+    proxy.set(Fault::None);
+    let replayed = deliver_due(&db, &via_proxy);
+    assert_eq!(replayed.outcome.as_str(), "ACCEPTED", "{replayed:?}");
+    assert_eq!(branch(&db, &held), "(not in the DLQ)");
+    assert_eq!(branch(&db, &lost), "VERIFY");
+    relay.send_marker();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let copies = |id: &str| {
+        relay
+            .sink
+            .received()
+            .iter()
+            .filter(|m| m.contains(&format!("{id}.")))
+            .count()
+    };
+    while copies(&cut) == 0 && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let log = relay.log();
+    assert_eq!(
+        copies(&held),
+        1,
+        "the held message reached the sink once: {log}"
+    );
+    assert_eq!(copies(&cut), 1, "the replay reached the sink once");
+    assert_eq!(copies(&lost), 0, "the lost message never reached the sink");
+    assert!(
+        queued(&log, &message_id(&cut, 2, 2)),
+        "the replay was queued: {log}"
+    );
+    assert!(!queued(&log, &message_id(&cut, 1, 1)));
+}
+
+#[test]
+fn starttls_against_the_real_relay_trusts_only_the_given_ca() {
+    let ca = Ca::new("relay");
+    let other = Ca::new("stranger");
+    let relay = Relay::start(Some((&ca.server_cert, &ca.server_key)));
+    let work = tempfile::tempdir().expect("dir");
+    let db = work.path().join("uns.db");
+    let cases = [
+        (
+            "required@example.test",
+            StartTls::Required,
+            &ca.ca_cert,
+            "ACCEPTED",
+        ),
+        (
+            "opportunistic@example.test",
+            StartTls::Opportunistic,
+            &ca.ca_cert,
+            "ACCEPTED",
+        ),
+        (
+            "wrong-ca@example.test",
+            StartTls::Required,
+            &other.ca_cert,
+            "REJECTED",
+        ),
+    ];
+    for (recipient, mode, trusted, expected) in cases {
+        let id = submit(&db, recipient);
+        let result = deliver_due(&db, &adapter(relay.addr, mode, Some(trusted)));
+        assert_eq!(result.outcome.as_str(), expected, "{recipient}: {result:?}");
+        if expected == "REJECTED" {
+            assert_eq!(result.metadata["stage"], "starttls", "{result:?}");
+            assert!(
+                !relay.log().contains(&message_id(&id, 1, 1)),
+                "no data went out before the handshake failed"
+            );
+        }
+    }
+    relay.send_marker();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let delivered = |to: &str| relay.sink.received().iter().any(|m| m.contains(to));
+    while !(delivered("required@") && delivered("opportunistic@"))
+        && std::time::Instant::now() < deadline
+    {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let log = relay.log();
+    assert!(delivered("required@example.test"), "{log}");
+    assert!(delivered("opportunistic@example.test"), "{log}");
+    assert!(
+        !delivered("wrong-ca@example.test"),
+        "nothing reached the sink"
+    );
+    assert!(
+        log.matches("TLS connection established from").count() >= 2,
+        "both accepted sends were encrypted: {log}"
+    );
+}
+
+/// The PagerDuty and Slack lookups, against the fakes' APIs over HTTP: DELIVERED where
+/// the fake took the message, NOT_DELIVERED where it dropped the connection unread.
+#[test]
+fn pagerduty_and_slack_are_asked_by_key_with_their_own_auth() {
+    use unsctl::runtime::fakes::{Behavior, Fakes, PAGERDUTY_TOKEN, SLACK_CHANNEL, SLACK_TOKEN};
+    let fakes = Fakes::start().expect("fakes");
+    let work = tempfile::tempdir().expect("dir");
+    let db = work.path().join("uns.db");
+    let conn = schema::open(&db, OpenMode::Create).expect("store");
+    let adapters = unsctl::repro::fake_adapters(&fakes).expect("adapters");
+    // Each notification: one channel, one attempt; `hang` answers nothing but takes it,
+    // `drop` closes the connection without taking it. Both are UNKNOWN to the worker.
+    let mut ids = Vec::new();
+    for (channel, behavior) in [
+        (Channel::Pagerduty, Behavior::Hang),
+        (Channel::Pagerduty, Behavior::Drop),
+        (Channel::Slack, Behavior::Hang),
+        (Channel::Slack, Behavior::Drop),
+    ] {
+        let id = engine::submit(
+            &conn,
+            now(),
+            &NewNotification {
+                channels: [channel].into_iter().collect(),
+                payload: json!({"subject": "verify", "body": "hello"}),
+                idempotency_key: None,
+                max_attempts: 1,
+            },
+        )
+        .expect("submit")
+        .id;
+        fakes
+            .control
+            .script(&format!("{id}:{channel}"), &[behavior]);
+        let ClaimOutcome::Claimed(lease) =
+            engine::claim(&conn, now(), "verify-test", LEASE).expect("claim")
+        else {
+            panic!("nothing due");
+        };
+        engine::start_channel(&conn, now(), &lease, channel).expect("start");
+        let request = DeliveryRequest::for_lease(&lease, channel, LEASE, MIN_IO);
+        let result = adapters[&channel].deliver(&request, &|| true);
+        assert_eq!(
+            result.outcome.as_str(),
+            "UNKNOWN",
+            "{channel} {behavior:?}: {result:?}"
+        );
+        engine::record_result(&conn, now(), &lease, channel, &result).expect("result");
+        let _ = engine::settle(&conn, now(), &lease, &[(channel, result)], &BACKOFF);
+        let _ = engine::claim(&conn, lease.lease_until + 0.01, "verify-test-2", LEASE);
+        ids.push((id, channel, behavior));
+    }
+    let base = format!("http://{}", fakes.http);
+    let run = |token_pd: &str, token_slack: &str| {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_unsctl"));
+        for name in ["UNS_DB_FILE", "UNS_BASE_URL", "UNS_API_KEY"] {
+            command.env_remove(name);
+        }
+        command
+            .arg("--db")
+            .arg(&db)
+            .args(["verify", "--clock-skew", "0s", "-o", "json"])
+            .env("UNS_PAGERDUTY_API_URL", &base)
+            .env("UNS_PAGERDUTY_API_TOKEN", token_pd)
+            .env("UNS_SLACK_API_URL", format!("{base}/api"))
+            .env("UNS_SLACK_BOT_TOKEN", token_slack)
+            .env("UNS_SLACK_CHANNEL", SLACK_CHANNEL)
+            .stdin(Stdio::null())
+            .output()
+            .expect("unsctl")
+    };
+    // Every window is past: the lease was one second.
+    std::thread::sleep(Duration::from_secs_f64(LEASE + 0.1));
+    let report = json(&run(PAGERDUTY_TOKEN, SLACK_TOKEN), "verify");
+    for (id, channel, behavior) in &ids {
+        let answer = report["answers"]
+            .as_array()
+            .and_then(|a| a.iter().find(|x| x["id"] == id.as_str()))
+            .cloned()
+            .unwrap_or_default();
+        let expected = if *behavior == Behavior::Hang {
+            "DELIVERED"
+        } else {
+            "NOT_DELIVERED"
+        };
+        assert_eq!(
+            answer["answer"], expected,
+            "{channel} {behavior:?}: {answer:#}"
+        );
+        assert_eq!(answer["source"], channel.as_str().to_ascii_lowercase());
+    }
+    // Wrong tokens: the providers refuse, and nothing is guessed.
+    let refused = json(&run("wrong", "xoxb-wrong"), "verify with bad tokens");
+    assert_eq!(refused["summary"]["CANNOT_TELL"], 4, "{refused:#}");
+    let evidence = refused["answers"].to_string();
+    assert!(
+        evidence.contains("401") && evidence.contains("invalid_auth"),
+        "{evidence}"
+    );
+    assert!(
+        !evidence.contains("wrong"),
+        "a token never appears: {evidence}"
+    );
+}
+
+/// Over the API the server asks with its own sources and records under the key's name;
+/// a client's relay log is refused, and a client never supplies an answer.
+#[test]
+fn over_the_api_the_server_asks_and_records_its_own_answers() {
+    use unsctl::runtime::fakes::{Behavior, Fakes};
+    let fakes = Fakes::start().expect("fakes");
+    let work = tempfile::tempdir().expect("dir");
+    let db = work.path().join("uns.db");
+    fakes.control.script("hung@example.test", &[Behavior::Hang]);
+    let id = submit(&db, "hung@example.test");
+    let result = deliver_due(&db, &adapter(fakes.smtp, StartTls::Never, None));
+    assert_eq!(result.outcome.as_str(), "UNKNOWN");
+    fakes.control.mark_log();
+    let server = unsctl::server::start(unsctl::server::ServerConfig {
+        db_path: db.clone(),
+        verify: unsctl::repro::fake_sources(&fakes, 0.0),
+        listen: "127.0.0.1:0".parse().expect("addr"),
+        keys: Some(unsctl::server::Keys::single(support::KEY).expect("key")),
+        worker: None,
+        default_max_attempts: 3,
+        limits: unsctl::server::Limits::default(),
+    })
+    .expect("server");
+    let api = |args: &[&str]| {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_unsctl"));
+        for name in ["UNS_DB_FILE", "UNS_BASE_URL", "UNS_RELAY_LOG"] {
+            command.env_remove(name);
+        }
+        command
+            .args(["--api", &format!("http://{}", server.addr)])
+            .args(args)
+            .env("UNS_API_KEY", support::KEY)
+            .stdin(Stdio::null())
+            .output()
+            .expect("unsctl")
+    };
+    let refused = api(&["verify", "--relay-log", "/var/log/mail.log"]);
+    assert_eq!(
+        refused.status.code(),
+        Some(2),
+        "a local log with --api is a usage error"
+    );
+    let asked = json(&api(&["verify", "-o", "json"]), "verify over the API");
+    assert_eq!(asked["answers"][0]["id"], id.as_str());
+    assert_eq!(asked["answers"][0]["answer"], "DELIVERED", "{asked:#}");
+    assert_eq!(branch(&db, &id), "VERIFY", "asking changes nothing");
+    let done = json(
+        &api(&[
+            "verify",
+            &id,
+            "--record",
+            "--confirm",
+            "--yes",
+            "-o",
+            "json",
+        ]),
+        "record over the API",
+    );
+    assert_eq!(
+        done["record"]["recorded"][0]["branch"], "RESOLVE",
+        "{done:#}"
+    );
+    let conn = rusqlite::Connection::open(&db).expect("db");
+    let operator: String = conn
+        .query_row(
+            "SELECT json_extract(payload, '$.operator') FROM uns_events WHERE kind = 'VERIFIED'",
+            [],
+            |r| r.get(0),
+        )
+        .expect("VERIFIED");
+    assert_eq!(operator, "default", "recorded under the key's name");
+    // The route takes no answers: an unknown field is refused.
+    let client = reqwest::blocking::Client::new();
+    let response = client
+        .post(format!(
+            "http://{}/api/v1/runtime/notifications/{id}/verify",
+            server.addr
+        ))
+        .bearer_auth(support::KEY)
+        .json(&json!({"record": true, "answers": [{"answer": "DELIVERED"}]}))
+        .send()
+        .expect("post");
+    assert_eq!(response.status().as_u16(), 400);
+    server.stop();
+}
