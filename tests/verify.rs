@@ -428,6 +428,18 @@ fn pagerduty_and_slack_are_asked_by_key_with_their_own_auth() {
         let _ = engine::claim(&conn, lease.lease_until + 0.01, "verify-test-2", LEASE);
         ids.push((id, channel, behavior));
     }
+    // Other traffic in the channel: the history runs to several pages of 200.
+    let client = reqwest::blocking::Client::new();
+    for n in 0..450 {
+        let sent = client
+            .post(fakes.slack_url())
+            .json(&json!({"text": format!("other {n}"), "metadata": {
+                "event_type": "uns_notification",
+                "event_payload": {"idempotency_key": format!("other-{n}:SLACK:1")}}}))
+            .send()
+            .expect("post");
+        assert!(sent.status().is_success());
+    }
     let base = format!("http://{}", fakes.http);
     let run = |token_pd: &str, token_slack: &str| {
         let mut command = Command::new(env!("CARGO_BIN_EXE_unsctl"));
