@@ -158,6 +158,7 @@ fn main() -> anyhow::Result<()> {
             repro::fake_adapters(&fakes)?,
         )),
         default_max_attempts: 3,
+        metrics: None,
         limits: unsctl::server::Limits::default(),
     })?;
     let path = format!("/api/v1/runtime/notifications/{id}");

@@ -65,6 +65,7 @@ fn main() -> anyhow::Result<()> {
         keys: Some(Keys::single(KEY)?),
         worker: None,
         default_max_attempts: 3,
+        metrics: None,
         limits,
     })?;
     let addr = server.addr;

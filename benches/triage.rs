@@ -166,6 +166,7 @@ fn main() -> anyhow::Result<()> {
         keys: Some(unsctl::server::Keys::single(KEY).map_err(anyhow::Error::msg)?),
         worker: None,
         default_max_attempts: 3,
+        metrics: None,
         limits: unsctl::server::Limits::default(),
     })?;
     let url = format!("http://{}", server.addr);

@@ -12,6 +12,7 @@ use unsctl::engine::{self, NewNotification};
 use unsctl::model::Channel;
 use unsctl::repro;
 use unsctl::runtime::fakes::Fakes;
+use unsctl::runtime::metrics::Metrics;
 use unsctl::runtime::schema::{self, OpenMode};
 use unsctl::runtime::worker::{Worker, WorkerConfig};
 
@@ -24,15 +25,26 @@ fn arg(n: usize, default: usize) -> usize {
         .unwrap_or(default)
 }
 
-fn main() -> anyhow::Result<()> {
-    let notifications = arg(0, 20_000);
-    let concurrency = arg(1, 8);
+/// One run on a fresh store: the worker's throughput (notifications/s), its commits per
+/// notification, and the store file, for the raw-commit comparison.
+struct Run {
+    throughput: f64,
+    per_notification: f64,
+    delivered: u64,
+    accepted: usize,
+    elapsed: f64,
+    _dir: tempfile::TempDir,
+    db: std::path::PathBuf,
+}
+
+fn run(notifications: usize, concurrency: usize, counted: bool) -> anyhow::Result<Run> {
     let dir = tempfile::tempdir()?;
     let db = dir.path().join("bench.db");
     let conn = schema::open(&db, OpenMode::Create)?;
     let fakes = Fakes::start()?;
 
     // Queue the work first so the measurement is the worker alone.
+    conn.execute_batch("BEGIN")?;
     for n in 0..notifications {
         engine::submit(
             &conn,
@@ -45,8 +57,9 @@ fn main() -> anyhow::Result<()> {
             },
         )?;
     }
+    conn.execute_batch("COMMIT")?;
 
-    let worker = Worker::new(
+    let mut worker = Worker::new(
         unsctl::runtime::db::Database::open(&db)?,
         Arc::new(SystemClock),
         repro::fake_adapters(&fakes)?,
@@ -58,6 +71,9 @@ fn main() -> anyhow::Result<()> {
             ..WorkerConfig::default()
         },
     );
+    if counted {
+        worker = worker.with_metrics(Arc::new(Metrics::new(60.0)));
+    }
     let stop = Arc::new(AtomicBool::new(false));
     let commits_before = engine::commits();
     let start = Instant::now();
@@ -74,9 +90,43 @@ fn main() -> anyhow::Result<()> {
     }
     let worker_commits = engine::commits() - commits_before;
     let delivered = worker.counters.delivered.load(Ordering::Relaxed);
-    let accepted = fakes.control.ledger().len();
-    let throughput = delivered as f64 / elapsed;
-    let per_notification = worker_commits as f64 / delivered.max(1) as f64;
+    Ok(Run {
+        throughput: delivered as f64 / elapsed,
+        per_notification: worker_commits as f64 / delivered.max(1) as f64,
+        delivered,
+        accepted: fakes.control.ledger().len(),
+        elapsed,
+        _dir: dir,
+        db,
+    })
+}
+
+fn main() -> anyhow::Result<()> {
+    let notifications = arg(0, 20_000);
+    let concurrency = arg(1, 8);
+    let rounds = 3;
+    // Interleaved, best of each: the machine's noise hits both the same way.
+    let mut plain: Option<Run> = None;
+    let mut counted: Option<Run> = None;
+    for _ in 0..rounds {
+        for with_metrics in [false, true] {
+            let this = run(notifications, concurrency, with_metrics)?;
+            let best = if with_metrics { &mut counted } else { &mut plain };
+            if best.as_ref().is_none_or(|b| this.throughput > b.throughput) {
+                *best = Some(this);
+            }
+        }
+    }
+    let (plain, counted) = (plain.expect("a run"), counted.expect("a run"));
+    let Run {
+        throughput,
+        per_notification,
+        delivered,
+        accepted,
+        elapsed,
+        ..
+    } = counted;
+    let db = counted.db.clone();
 
     // The raw ceiling: one-row write transactions on the same file, same settings.
     let raw = schema::open(&db, OpenMode::ReadWrite)?;
@@ -114,6 +164,12 @@ fn main() -> anyhow::Result<()> {
     println!(
         "  ratio raw/worker commits  {:.2}",
         raw_rate / (throughput * per_notification)
+    );
+    println!(
+        "  metrics' cost             {:.1}%   (best of {rounds}, interleaved: {:.0}/s without, {:.0}/s counting into /metrics; target < 5%)",
+        (1.0 - throughput / plain.throughput) * 100.0,
+        plain.throughput,
+        throughput
     );
     Ok(())
 }

@@ -16,6 +16,8 @@ pub const RUNTIME_NOTIFICATION: &str = "/api/v1/runtime/notifications";
 pub const RUNTIME_EVENTS: &str = "/api/v1/runtime/events";
 pub const DLQ: &str = "/api/v1/dlq";
 pub const HEALTHZ: &str = "/healthz";
+pub const METRICS: &str = "/metrics";
+pub const RUNTIME_STATS: &str = "/api/v1/runtime/stats";
 pub const WHOAMI: &str = "/api/v1/whoami";
 
 /// `url` without a `user:password@` part, for anything printed.

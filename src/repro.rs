@@ -327,6 +327,17 @@ pub fn run(
     binary: Option<&Path>,
     fakes: &Fakes,
 ) -> Result<Vec<ScenarioReport>, ReproError> {
+    run_counted(db, scenarios, binary, fakes, None)
+}
+
+/// [`run`], with the worker counting into `metrics` (a server's `/metrics`) as it goes.
+pub fn run_counted(
+    db: &Path,
+    scenarios: &[Scenario],
+    binary: Option<&Path>,
+    fakes: &Fakes,
+    metrics: Option<Arc<crate::runtime::metrics::Metrics>>,
+) -> Result<Vec<ScenarioReport>, ReproError> {
     let conn = schema::open(db, OpenMode::Create)?;
     let mut ids: Vec<(Scenario, String)> = Vec::new();
     if scenarios.contains(&Scenario::WorkerCrash) {
@@ -341,12 +352,15 @@ pub fn run(
         script(fakes, scenario, &id);
         ids.push((scenario, id));
     }
-    let worker = Worker::new(
+    let mut worker = Worker::new(
         Database::open(db)?,
         Arc::new(SystemClock),
         fake_adapters(fakes)?,
         worker_config(8),
     );
+    if let Some(metrics) = metrics {
+        worker = worker.with_metrics(metrics);
+    }
     // Joining the worker's threads lets every call still in flight under a lost lease
     // record its late result before anything is reported.
     let all_settled = worker.run_until(DEADLINE, Duration::from_millis(25), || {

@@ -9,10 +9,76 @@ pub struct Guide {
     pub text: &'static str,
 }
 
-pub const GUIDES: &[Guide] = &[Guide {
-    id: "TSG-02",
-    text: include_str!("../tsg/TSG-02.md"),
-}];
+pub const GUIDES: &[Guide] = &[
+    Guide {
+        id: "TSG-02",
+        text: include_str!("../tsg/TSG-02.md"),
+    },
+    Guide {
+        id: "TSG-03",
+        text: include_str!("../tsg/TSG-03.md"),
+    },
+];
+
+/// The Prometheus alert rules shipped in `tsg/alerts/`.
+pub const ALERT_RULES: &str = include_str!("../tsg/alerts/uns.rules.yml");
+
+/// One alert rule and the guide section its `runbook_url` names.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Alert {
+    pub alert: String,
+    pub severity: String,
+    pub runbook_url: String,
+    pub guide: String,
+    /// The heading the URL's anchor names, or None when no heading has that anchor.
+    pub section: Option<String>,
+}
+
+/// The alerts of [`ALERT_RULES`], in file order. The file is ours and embedded, so a
+/// line reader serves: `- alert:`, `severity:` and `runbook_url:` are each one line.
+pub fn alerts() -> Vec<Alert> {
+    let mut found: Vec<Alert> = Vec::new();
+    for line in ALERT_RULES.lines().map(str::trim) {
+        if let Some(name) = line.strip_prefix("- alert:") {
+            found.push(Alert {
+                alert: name.trim().to_string(),
+                severity: String::new(),
+                runbook_url: String::new(),
+                guide: String::new(),
+                section: None,
+            });
+        } else if let Some(alert) = found.last_mut() {
+            if let Some(severity) = line.strip_prefix("severity:") {
+                alert.severity = severity.trim().to_string();
+            } else if let Some(url) = line.strip_prefix("runbook_url:") {
+                alert.runbook_url = url.trim().to_string();
+                let (file, anchor) = alert
+                    .runbook_url
+                    .split_once('#')
+                    .unwrap_or((&alert.runbook_url, ""));
+                alert.guide = file
+                    .rsplit('/')
+                    .next()
+                    .unwrap_or_default()
+                    .trim_end_matches(".md")
+                    .to_string();
+                alert.section = find(&alert.guide).and_then(|guide| guide.section(anchor));
+            }
+        }
+    }
+    found
+}
+
+/// GitHub's anchor for a heading: lower case, punctuation dropped, spaces to hyphens.
+pub fn anchor(heading: &str) -> String {
+    heading
+        .trim()
+        .to_lowercase()
+        .chars()
+        .filter(|c| c.is_alphanumeric() || *c == ' ' || *c == '-' || *c == '_')
+        .map(|c| if c == ' ' { '-' } else { c })
+        .collect()
+}
 
 impl Guide {
     /// The first heading, without the id prefix.
@@ -28,6 +94,27 @@ impl Guide {
             .strip_prefix(self.id)
             .map(|rest| rest.trim_start_matches(':').trim())
             .unwrap_or(heading)
+    }
+}
+
+impl Guide {
+    /// The heading whose anchor is `anchor`, as written.
+    pub fn section(&self, anchor_wanted: &str) -> Option<String> {
+        self.text
+            .lines()
+            .filter(|line| line.starts_with('#'))
+            .map(|line| line.trim_start_matches('#').trim())
+            .find(|heading| anchor(heading) == anchor_wanted)
+            .map(str::to_string)
+    }
+
+    /// The alerts whose runbook is this guide.
+    pub fn alerts(&self) -> Vec<String> {
+        alerts()
+            .into_iter()
+            .filter(|a| a.guide == self.id)
+            .map(|a| a.alert)
+            .collect()
     }
 }
 
@@ -199,6 +286,31 @@ fn wrap(text: &str, width: usize) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_alert_names_a_heading_of_an_embedded_guide() {
+        let alerts = alerts();
+        assert_eq!(alerts.len(), 6, "{alerts:?}");
+        for alert in &alerts {
+            assert!(find(&alert.guide).is_some(), "{alert:?}");
+            assert!(
+                alert.section.is_some(),
+                "no heading has this anchor: {alert:?}"
+            );
+            assert!(
+                ["warning", "critical"].contains(&alert.severity.as_str()),
+                "{alert:?}"
+            );
+        }
+        assert_eq!(
+            anchor("3.1 Triage the whole DLQ"),
+            "31-triage-the-whole-dlq"
+        );
+        assert_eq!(
+            anchor("Branch 2: the outcome is unknown (VERIFY)"),
+            "branch-2-the-outcome-is-unknown-verify"
+        );
+    }
     use crate::render::output::{ColorChoice, Format};
 
     #[test]
@@ -216,8 +328,8 @@ mod tests {
             {
                 assert!(console::measure_text_width(line) <= 80, "{line:?}");
             }
-            assert!(text.contains("Remediate"));
         }
+        assert!(render(GUIDES[0].text, 80, &out).contains("Remediate"));
         assert_eq!(
             find("tsg-02").map(|g| g.title()),
             Some("Lost worker leases and provider calls with an unknown outcome")

@@ -412,6 +412,7 @@ fn the_server_refuses_to_start_open_on_a_public_address() {
         keys: key.map(|k| unsctl::server::Keys::single(k).expect("key")),
         worker: None,
         default_max_attempts: 3,
+        metrics: None,
         limits: unsctl::server::Limits::default(),
     };
     let refused = unsctl::server::start(config("0.0.0.0:0", None));
@@ -438,6 +439,7 @@ fn limited(db: &std::path::Path, limits: unsctl::server::Limits) -> unsctl::serv
         keys: Some(unsctl::server::Keys::single(KEY).expect("key")),
         worker: None,
         default_max_attempts: 3,
+        metrics: None,
         limits,
     })
     .expect("server")

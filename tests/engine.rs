@@ -349,6 +349,7 @@ fn an_unknown_outcome_under_a_held_lease_is_dead_lettered_at_once() {
     assert_eq!(
         settled,
         Settlement::Settled(Decision::DeadLettered {
+            reason: unsctl::engine::DeadReason::UnknownOutcome,
             error_message: expected.into()
         })
     );
@@ -412,6 +413,7 @@ fn a_rejection_is_retried_with_backoff_then_dead_lettered() {
     assert_eq!(
         settled,
         Settlement::Settled(Decision::DeadLettered {
+            reason: unsctl::engine::DeadReason::BudgetExhausted,
             error_message: "Attempt budget exhausted (2 of 2): SLACK HTTP 503: busy".into()
         })
     );

@@ -641,6 +641,7 @@ fn the_api_records_the_keys_name_from_a_keys_file() {
         keys: Some(unsctl::server::Keys::load(Some(support::KEY), Some(&keys)).expect("keys")),
         worker: None,
         default_max_attempts: 3,
+        metrics: None,
         limits: unsctl::server::Limits::default(),
     })
     .expect("server");

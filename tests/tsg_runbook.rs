@@ -132,6 +132,7 @@ fn every_shell_block_in_the_runbooks_runs_and_prints_what_it_says() {
             keys: Some(unsctl::server::Keys::single(support::KEY).expect("key")),
             worker: None,
             default_max_attempts: 3,
+            metrics: None,
             limits: unsctl::server::Limits::default(),
         })
         .expect("server");

@@ -513,6 +513,7 @@ fn over_the_api_the_server_asks_and_records_its_own_answers() {
         keys: Some(unsctl::server::Keys::single(support::KEY).expect("key")),
         worker: None,
         default_max_attempts: 3,
+        metrics: None,
         limits: unsctl::server::Limits::default(),
     })
     .expect("server");

@@ -21,6 +21,25 @@ fn env(name: &str) -> Option<String> {
         .filter(|value| !value.trim().is_empty())
 }
 
+/// Every store the flags and the environment name, flags first: `doctor` checks each.
+#[derive(Debug, Clone, Default)]
+pub struct Named {
+    pub db: Option<PathBuf>,
+    /// The URL and the key for it.
+    pub api: Option<(String, Option<String>)>,
+}
+
+pub fn named(global: &GlobalArgs) -> Named {
+    let (db, api) = match (&global.db, &global.api) {
+        (None, None) => (env("UNS_DB_FILE").map(PathBuf::from), env("UNS_BASE_URL")),
+        (db, api) => (db.clone(), api.clone()),
+    };
+    Named {
+        db,
+        api: api.map(|url| (url, env("UNS_API_KEY"))),
+    }
+}
+
 pub fn resolve(global: &GlobalArgs) -> CliResult<Backend> {
     let key = || env("UNS_API_KEY");
     match (&global.db, &global.api) {
@@ -33,9 +52,9 @@ pub fn resolve(global: &GlobalArgs) -> CliResult<Backend> {
             key: key(),
         }),
         (None, None) => match (env("UNS_DB_FILE"), env("UNS_BASE_URL")) {
-            (Some(_), Some(_)) => Err(CliError::usage(
-                "both UNS_DB_FILE and UNS_BASE_URL are set: pass --db or --api to say which to use",
-            )),
+            // The runbook's environment exports both: the API is the runtime's own
+            // door, and the one that also works from another host.
+            (Some(_), Some(url)) => Ok(Backend::Http { url, key: key() }),
             (Some(path), None) => Ok(Backend::Sqlite(PathBuf::from(path))),
             (None, Some(url)) => Ok(Backend::Http { url, key: key() }),
             (None, None) => Err(
@@ -61,8 +80,24 @@ pub fn for_action(global: &GlobalArgs, confirmed: bool) -> CliResult<Box<dyn Sto
     open(global, confirmed)
 }
 
+/// Said once, on stderr, when the environment names both stores.
+fn both_named_note(global: &GlobalArgs) -> Option<String> {
+    let both = global.db.is_none()
+        && global.api.is_none()
+        && env("UNS_DB_FILE").is_some()
+        && env("UNS_BASE_URL").is_some();
+    both.then(|| {
+        "note: UNS_DB_FILE and UNS_BASE_URL are both set; using the API (pass --db to read the file)"
+            .to_string()
+    })
+}
+
 fn open(global: &GlobalArgs, write: bool) -> CliResult<Box<dyn Store>> {
-    Ok(match resolve(global)? {
+    let backend = resolve(global)?;
+    if let Some(note) = both_named_note(global) {
+        crate::render::output::status(&note);
+    }
+    Ok(match backend {
         Backend::Sqlite(path) if write => Box::new(SqliteStore::open_read_write(&path)?),
         Backend::Sqlite(path) => {
             let store = SqliteStore::open_read_only(&path)?;

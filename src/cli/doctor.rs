@@ -2,18 +2,19 @@
 
 use super::error::{CliError, CliResult};
 use super::{GlobalArgs, backend};
-use crate::clock::{Clock, SystemClock};
 use crate::render::output::{Output, print, print_json};
+use crate::render::time;
 use crate::runtime::adapters::email::StartTls;
+use crate::runtime::queries::Health;
 use crate::runtime::schema::{self, OpenMode};
 use crate::store::Store;
+use crate::store::StoreError;
 use crate::store::http::HttpStore;
 use crate::store::sqlite::SqliteStore;
 use lettre::transport::smtp::authentication::{Credentials, Mechanism};
 use lettre::transport::smtp::client::{SmtpConnection, TlsParameters};
 use lettre::transport::smtp::extension::ClientId;
 use serde::Serialize;
-use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -37,9 +38,12 @@ pub struct Args {
     /// The workers' lease, to judge the relay's latency against
     #[arg(long, env = "UNS_LEASE_SECONDS", default_value_t = 60.0)]
     pub lease_seconds: f64,
-    /// How far back to count the workers that claimed rows, in minutes
+    /// How far back to count claims, lease losses and provider calls, in minutes
     #[arg(long, default_value_t = 15)]
     pub interval_minutes: u64,
+    /// A due row waiting this long, in seconds, means the worker is stalled
+    #[arg(long, default_value_t = 120.0)]
+    pub stall_seconds: f64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -122,55 +126,62 @@ fn store_check(path: &PathBuf) -> Check {
     check("store", Level::Ok, detail, None)
 }
 
-fn api_check(url: &str) -> Vec<Check> {
+/// The API's checks and, when it answers, its reading of the runtime. Failures are
+/// explained by their cause (refused, timed out, wrong path, wrong key), never by the
+/// HTTP client's own text.
+fn api_check(url: &str, window: f64) -> (Vec<Check>, Option<Health>) {
     let key = env("UNS_API_KEY");
-    let health = reqwest::blocking::Client::builder()
-        .timeout(Duration::from_secs(5))
-        .build()
-        .and_then(|client| {
-            client
-                .get(format!("{}/healthz", url.trim_end_matches('/')))
-                .send()
-        });
-    match health {
-        Ok(response) if response.status().is_success() => {}
-        Ok(response) => {
-            return vec![check(
+    let read = HttpStore::new(url, key.clone()).and_then(|store| store.health(window));
+    let shown = crate::api::without_userinfo(url);
+    match read {
+        Ok(health) => (
+            vec![
+                check("api", Level::Ok, format!("{shown} answers"), None),
+                check("api key", Level::Ok, "accepted", None),
+            ],
+            Some(health),
+        ),
+        Err(StoreError::Auth(_)) => (
+            vec![
+                check("api", Level::Ok, format!("{shown} answers"), None),
+                match key {
+                    None => check(
+                        "api key",
+                        Level::Fail,
+                        "UNS_API_KEY is not set",
+                        Some("export UNS_API_KEY with the server's key"),
+                    ),
+                    Some(_) => check(
+                        "api key",
+                        Level::Fail,
+                        "refused (401)",
+                        Some("UNS_API_KEY does not match the key the server was started with"),
+                    ),
+                },
+            ],
+            None,
+        ),
+        Err(err @ StoreError::Unavailable(_)) => (
+            vec![check(
                 "api",
                 Level::Fail,
-                format!("{url}/healthz answered {}", response.status()),
-                Some("the server is up but its store is not"),
-            )];
-        }
-        Err(err) => {
-            return vec![check(
+                err.to_string(),
+                Some("see TSG-03 §3"),
+            )],
+            None,
+        ),
+        Err(err) => (
+            vec![check(
                 "api",
                 Level::Fail,
-                format!("cannot reach {url}: {err}"),
-                Some("is `unsctl runtime serve` running there?"),
-            )];
-        }
+                err.to_string(),
+                Some(
+                    "check the URL: UNS_BASE_URL is the server's root, e.g. http://127.0.0.1:8080",
+                ),
+            )],
+            None,
+        ),
     }
-    let reachable = check("api", Level::Ok, format!("{url} reachable"), None);
-    let authorized = match HttpStore::new(url, key.clone())
-        .and_then(|store| store.dlq_page(&Default::default(), None, 1, false))
-    {
-        Ok(_) => check("api key", Level::Ok, "accepted", None),
-        Err(crate::store::StoreError::Auth(_)) if key.is_none() => check(
-            "api key",
-            Level::Fail,
-            "UNS_API_KEY is not set",
-            Some("export UNS_API_KEY with the server's key"),
-        ),
-        Err(crate::store::StoreError::Auth(_)) => check(
-            "api key",
-            Level::Fail,
-            "refused (401)",
-            Some("UNS_API_KEY does not match the key the server was started with"),
-        ),
-        Err(err) => check("api key", Level::Fail, err.to_string(), None),
-    };
-    vec![reachable, authorized]
 }
 
 fn smtp_check(args: &Args) -> Check {
@@ -239,131 +250,213 @@ fn smtp_check(args: &Args) -> Check {
     }
 }
 
-fn worker_check(store: &dyn Store, minutes: u64) -> Check {
-    let since = SystemClock.now() - (minutes * 60) as f64;
-    let events = match store.events(&crate::store::EventQuery {
-        kinds: vec![crate::model::Kind::AttemptStarted],
-        limit: 10_000,
-        ..Default::default()
-    }) {
-        Ok(events) => events.events,
-        Err(err) => return check("workers", Level::Fail, err.to_string(), None),
-    };
-    let workers: BTreeSet<String> = events
-        .iter()
-        .filter(|e| e.at >= since)
-        .filter_map(|e| {
-            serde_json::from_str::<serde_json::Value>(e.payload.get())
-                .ok()
-                .and_then(|p| p["worker_id"].as_str().map(str::to_string))
-        })
-        .collect();
-    let names: Vec<&str> = workers.iter().map(String::as_str).collect();
-    match workers.len() {
-        0 => check(
-            "workers",
-            Level::Ok,
-            format!("no claims in the last {minutes} min"),
-            None,
-        ),
-        1 => check(
-            "workers",
-            Level::Ok,
+/// Worker liveness: a row that is due and waits while nobody claims anything means no
+/// worker is running, whatever the history says about the past.
+fn worker_check(health: &Health, args: &Args) -> Check {
+    let stats = &health.stats;
+    let window = time::duration(health.window_seconds);
+    let last_claim = stats
+        .last_claim_at
+        .map(|at| format!("last claim {} ago", time::duration(stats.at - at)));
+    let stalled = stats.due > 0
+        && stats
+            .last_claim_at
+            .is_none_or(|at| stats.at - at > args.stall_seconds);
+    if stalled {
+        return check(
+            "worker",
+            Level::Fail,
             format!(
-                "one worker claimed rows in the last {minutes} min ({})",
-                names[0]
+                "{} due, none claimed: {}",
+                plural(stats.due, "row"),
+                last_claim.unwrap_or_else(|| "no claim ever recorded".into())
             ),
-            None,
-        ),
-        n => check(
-            "workers",
+            Some(
+                "no worker is claiming: start `unsctl runtime serve` (it runs the worker); see TSG-03 §2",
+            ),
+        );
+    }
+    match health.workers.len() {
+        n if n > 1 => check(
+            "worker",
             Level::Warn,
             format!(
-                "{n} worker processes claimed rows in the last {minutes} min: {}",
-                names.join(", ")
+                "{n} workers claimed rows in the last {window}: {}",
+                health.workers.join(", ")
             ),
             Some(
                 "run one worker per SQLite store; `unsctl runtime serve` already runs it in-process",
             ),
         ),
+        _ => {
+            let who = health
+                .workers
+                .first()
+                .map(|w| format!(" by {w}"))
+                .unwrap_or_default();
+            let detail = match last_claim {
+                Some(claim) => format!("{claim}{who}; {} due", plural(stats.due, "row")),
+                None => "nothing due, no claims recorded".into(),
+            };
+            check("worker", Level::Ok, detail, None)
+        }
     }
 }
 
-fn lease_check(store: &dyn Store) -> Check {
-    let now = SystemClock.now();
-    let events = match store.events(&crate::store::EventQuery {
-        kinds: vec![crate::model::Kind::LeaseLost],
-        limit: 10_000,
-        ..Default::default()
-    }) {
-        Ok(events) => events.events,
-        Err(err) => return check("lease health", Level::Fail, err.to_string(), None),
+fn backlog_check(health: &Health, args: &Args) -> Check {
+    let stats = &health.stats;
+    let Some(oldest) = stats.oldest_due_at else {
+        return check("backlog", Level::Ok, "nothing due", None);
     };
-    let hour = events.iter().filter(|e| e.at >= now - 3600.0).count();
-    let day = events.iter().filter(|e| e.at >= now - 86_400.0).count();
-    let detail = format!("LEASE_LOST: {hour} in the last hour, {day} in the last day");
-    if hour > 0 {
+    let waited = (stats.at - oldest).max(0.0);
+    let detail = format!(
+        "{} due, the oldest waiting {}",
+        plural(stats.due, "row"),
+        time::duration(waited)
+    );
+    if waited > args.stall_seconds {
         check(
-            "lease health",
+            "backlog",
             Level::Warn,
             detail,
-            Some("see TSG-02: `unsctl dlq triage` says what each affected entry needs"),
+            Some("the worker falls behind or is stalled; see TSG-03 §2"),
         )
     } else {
-        check("lease health", Level::Ok, detail, None)
+        check("backlog", Level::Ok, detail, None)
     }
 }
 
-fn db_path(global: &GlobalArgs) -> Option<PathBuf> {
-    global
-        .db
-        .clone()
-        .or_else(|| env("UNS_DB_FILE").map(PathBuf::from))
+fn dlq_check(health: &Health) -> Check {
+    let stats = &health.stats;
+    if stats.dlq_entries == 0 {
+        return check("dlq", Level::Ok, "empty", None);
+    }
+    let oldest = stats
+        .oldest_dlq_at
+        .map(|at| format!(", the oldest there {}", time::duration(stats.at - at)))
+        .unwrap_or_default();
+    check(
+        "dlq",
+        Level::Warn,
+        format!("{}{oldest}", plural(stats.dlq_entries, "entry")),
+        Some("`unsctl dlq triage` says what each one needs (TSG-02 §3)"),
+    )
 }
 
-fn api_url(global: &GlobalArgs) -> Option<String> {
-    global.api.clone().or_else(|| env("UNS_BASE_URL"))
+/// Provider call p99 by channel, from the events, against the lease.
+fn calls_check(health: &Health, args: &Args) -> Check {
+    let lease = health.lease_seconds.unwrap_or(args.lease_seconds);
+    if health.calls.is_empty() {
+        return check(
+            "provider calls",
+            Level::Ok,
+            format!("none in the last {}", time::duration(health.window_seconds)),
+            None,
+        );
+    }
+    let parts: Vec<String> = health
+        .calls
+        .iter()
+        .map(|c| {
+            format!(
+                "{} p99 {} over {} ({:.0}% of the {} lease)",
+                c.channel,
+                time::duration(c.p99_seconds),
+                plural(c.calls as i64, "call"),
+                c.p99_seconds / lease * 100.0,
+                time::duration(lease)
+            )
+        })
+        .collect();
+    let slow = health.calls.iter().any(|c| c.p99_seconds > lease / 2.0);
+    if slow {
+        check(
+            "provider calls",
+            Level::Warn,
+            parts.join("; "),
+            Some(
+                "calls past half the lease are close to losing it: find the slow provider (TSG-02 §5)",
+            ),
+        )
+    } else {
+        check("provider calls", Level::Ok, parts.join("; "), None)
+    }
+}
+
+fn lease_check(health: &Health) -> Check {
+    let detail = format!(
+        "{} in {} in the last {}{}",
+        plural(health.lease_lost, "LEASE_LOST"),
+        plural(health.claims, "claim"),
+        time::duration(health.window_seconds),
+        if health.claims > 0 {
+            format!(
+                " ({:.1}%)",
+                health.lease_lost as f64 / health.claims as f64 * 100.0
+            )
+        } else {
+            String::new()
+        }
+    );
+    if health.lease_lost > 0 {
+        check(
+            "lease losses",
+            Level::Warn,
+            detail,
+            Some("each one may have sent a duplicate; `unsctl dlq triage` (TSG-02 §3)"),
+        )
+    } else {
+        check("lease losses", Level::Ok, detail, None)
+    }
+}
+
+fn plural(n: i64, noun: &str) -> String {
+    match (n, noun) {
+        (1, _) => format!("1 {noun}"),
+        (_, "entry") => format!("{n} entries"),
+        (_, "LEASE_LOST") => format!("{n} LEASE_LOST"),
+        _ => format!("{n} {noun}s"),
+    }
 }
 
 pub fn run(global: &GlobalArgs, args: Args) -> CliResult {
     let out: Output = global.output();
     crate::runtime::adapters::init_tls();
-    let (db, url) = (db_path(global), api_url(global));
-    if db.is_none() && url.is_none() {
+    let named = backend::named(global);
+    if named.db.is_none() && named.api.is_none() {
         return Err(backend::resolve(global)
             .err()
             .unwrap_or_else(|| CliError::usage("no store named")));
     }
+    let window = (args.interval_minutes.max(1) * 60) as f64;
     let mut checks = Vec::new();
-    if let Some(path) = &db {
-        checks.push(store_check(path));
+    let mut health = None;
+    if let Some((url, _)) = &named.api {
+        let (api, read) = api_check(url, window);
+        checks.extend(api);
+        health = read;
     }
-    if let Some(url) = &url {
-        checks.extend(api_check(url));
+    if let Some(path) = &named.db {
+        checks.push(store_check(path));
+        if health.is_none() {
+            health = SqliteStore::open_read_only(path)
+                .and_then(|store| store.health(window))
+                .ok();
+        }
     }
     checks.push(smtp_check(&args));
-    let store: Option<Box<dyn Store>> = match (&db, &url) {
-        (Some(path), _) => SqliteStore::open_read_only(path)
-            .ok()
-            .map(|s| Box::new(s) as Box<dyn Store>),
-        (None, Some(url)) => HttpStore::new(url, env("UNS_API_KEY"))
-            .ok()
-            .map(|s| Box::new(s) as Box<dyn Store>),
-        _ => None,
-    };
-    match store {
-        Some(store) => {
-            checks.push(worker_check(store.as_ref(), args.interval_minutes));
-            checks.push(lease_check(store.as_ref()));
+    match &health {
+        Some(health) => {
+            checks.push(worker_check(health, &args));
+            checks.push(backlog_check(health, &args));
+            checks.push(dlq_check(health));
+            checks.push(calls_check(health, &args));
+            checks.push(lease_check(health));
         }
         None => {
-            checks.push(check("workers", Level::Skip, "no readable store", None));
-            checks.push(check(
-                "lease health",
-                Level::Skip,
-                "no readable store",
-                None,
-            ));
+            for name in ["worker", "backlog", "dlq", "provider calls", "lease losses"] {
+                checks.push(check(name, Level::Skip, "no readable store", None));
+            }
         }
     }
     if out.json() {
@@ -378,9 +471,9 @@ pub fn run(global: &GlobalArgs, args: Args) -> CliResult {
                     Level::Warn => out.yellow("warn"),
                     Level::Fail => out.red("fail"),
                 };
-                let mut lines = vec![format!("{level}  {:<13} {}", c.name, c.detail)];
+                let mut lines = vec![format!("{level}  {:<14} {}", c.name, out.clean(&c.detail))];
                 if let Some(hint) = &c.hint {
-                    lines.push(format!("      {:<13} hint: {hint}", ""));
+                    lines.push(format!("      {:<14} hint: {hint}", ""));
                 }
                 lines
             })

@@ -13,6 +13,7 @@ use crate::store::EventQuery;
 ///
 /// Example: unsctl events --kind LEASE_LOST --kind CHANNEL_ATTEMPT_RESULT --limit 25
 /// Example: unsctl events --kind channel-attempt-result --channel email --since 1h
+/// Example: unsctl events --follow
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// Event kinds to show, in any case (repeat; default LEASE_LOST and CHANNEL_ATTEMPT_RESULT)
@@ -20,6 +21,13 @@ pub struct Args {
     pub kinds: Vec<Kind>,
     #[command(flatten)]
     pub select: SelectArgs,
+    /// Then keep printing new events as they are written, oldest first, until Ctrl-C
+    /// (JSON: one event per line)
+    #[arg(long, short = 'f')]
+    pub follow: bool,
+    /// Seconds between looks at the store, with --follow
+    #[arg(long, default_value_t = 1.0, requires = "follow")]
+    pub interval: f64,
 }
 
 fn parse_kind(text: &str) -> Result<Kind, String> {
@@ -62,6 +70,10 @@ pub fn run(global: &GlobalArgs, args: Args) -> CliResult {
         limit,
         after: None,
     };
+    if args.follow {
+        let every = super::follow::interval(args.interval)?;
+        return super::follow::follow_events(store.as_ref(), query, limit, every, &out);
+    }
     let response = store.events(&query)?;
     if out.json() {
         print_json(&response)?;

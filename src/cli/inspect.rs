@@ -11,11 +11,19 @@ use serde::Serialize;
 /// Show one notification: its state, every event, and the triage verdict
 ///
 /// Example: unsctl --db uns.db inspect n-0192c3d4e5f6
+/// Example: unsctl inspect n-0192c3d4e5f6 --follow
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// The notification id (the DLQ entry id is the same)
     #[arg(value_parser = super::values::parse_id)]
     pub id: String,
+    /// Then print its new events as they are written, until it settles (delivered,
+    /// dead-lettered or resolved); JSON: one event per line, then the final document
+    #[arg(long, short = 'f')]
+    pub follow: bool,
+    /// Seconds between looks at the store, with --follow
+    #[arg(long, default_value_t = 1.0, requires = "follow")]
+    pub interval: f64,
 }
 
 /// The API's notification document plus the verdict when in the DLQ.
@@ -38,17 +46,54 @@ pub fn view(doc: NotificationDoc) -> InspectView {
 pub fn run(global: &GlobalArgs, args: Args) -> CliResult {
     let out = global.output();
     let store = backend::reader(global)?;
-    let view = view(store.notification(&args.id)?);
+    let mut doc = store.notification(&args.id)?;
+    if args.follow {
+        let every = super::follow::interval(args.interval)?;
+        if !out.json() {
+            show(&view(doc.clone()), &out)?;
+        }
+        doc = super::follow::follow_notification(store.as_ref(), doc, every, &out)?;
+        let view = view(doc);
+        if out.json() {
+            crate::render::output::print_json_line(&view)?;
+        } else {
+            print(&settled_block(&view, &out))?;
+        }
+        return Ok(());
+    }
+    let view = view(doc);
     if out.json() {
         crate::render::output::print_json(&view)?;
         return Ok(());
     }
-    let mut text = vec![views::summary_block(&view.doc.row, &out), String::new()];
+    show(&view, &out)
+}
+
+/// How a followed notification ended: its status, and the verdict if it is in the DLQ.
+fn settled_block(view: &InspectView, out: &crate::render::output::Output) -> String {
+    let row = &view.doc.row;
+    let mut text = vec![
+        String::new(),
+        format!(
+            "Settled: {} (attempt {}, cycle {})",
+            views::shown(&row.status),
+            row.attempts,
+            row.cycle
+        ),
+    ];
+    if let Some(verdict) = &view.triage {
+        text.push(views::verdict_block(verdict, out));
+    }
+    text.join("\n")
+}
+
+fn show(view: &InspectView, out: &crate::render::output::Output) -> CliResult {
+    let mut text = vec![views::summary_block(&view.doc.row, out), String::new()];
     text.push(format!(
         "Timeline ({} events; ! marks what this incident turns on)",
         view.doc.events.len()
     ));
-    text.push(views::timeline(&view.doc.events, &out));
+    text.push(views::timeline(&view.doc.events, out));
     let verified = views::verification_lines(&view.doc.events);
     if !verified.is_empty() {
         text.push(String::new());
@@ -57,7 +102,7 @@ pub fn run(global: &GlobalArgs, args: Args) -> CliResult {
     }
     if let Some(verdict) = &view.triage {
         text.push(String::new());
-        text.push(views::verdict_block(verdict, &out));
+        text.push(views::verdict_block(verdict, out));
     } else {
         text.push(String::new());
         text.push(format!(

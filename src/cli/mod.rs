@@ -7,6 +7,7 @@ pub mod dlq;
 pub mod doctor;
 pub mod error;
 pub mod events;
+pub mod follow;
 pub mod inspect;
 pub mod prompt;
 pub mod remediate;

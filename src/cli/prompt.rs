@@ -60,6 +60,16 @@ pub fn exit_interrupted() -> ! {
     std::process::exit(INTERRUPTED_EXIT)
 }
 
+/// Ends the process after Ctrl-C when the caller has already said what was done: the
+/// cursor shown again, exit 130.
+pub fn exit_interrupted_quietly() -> ! {
+    if std::io::stderr().is_terminal() {
+        let _ = std::io::stderr().write_all(b"\x1b[?25h");
+    }
+    let _ = std::io::stdout().flush();
+    std::process::exit(INTERRUPTED_EXIT)
+}
+
 /// Installs the Ctrl-C handler once. At a prompt it ends the run at once; while acting it
 /// lets the entry in flight finish, then the loop stops and reports.
 pub fn install_interrupt_handler() {

@@ -468,6 +468,18 @@ pub fn carry_out(
     out: &Output,
     verb: &str,
 ) -> CliResult {
+    carry_out_into(store, intents, confirm, out, verb, &mut Vec::new())
+}
+
+/// [`carry_out`], adding the id of every entry it carried out to `done`.
+pub fn carry_out_into(
+    store: &dyn Store,
+    intents: Vec<Intent>,
+    confirm: &ConfirmArgs,
+    out: &Output,
+    verb: &str,
+    done: &mut Vec<String>,
+) -> CliResult {
     if intents.is_empty() {
         status(&format!("Nothing to {verb}: no matching DLQ entries."));
         if out.json() {
@@ -523,6 +535,13 @@ pub fn carry_out(
     }
     // Entries the preview blocked are reported, not acted on; the rest run in order.
     let outcomes = execute_all(store, &intents, out)?;
+    done.extend(
+        intents
+            .iter()
+            .zip(&outcomes)
+            .filter(|(_, outcome)| matches!(outcome, Outcome::Done { .. }))
+            .map(|(intent, _)| intent.id.clone()),
+    );
     if out.json() {
         print_results(&intents[..outcomes.len()], &outcomes, false)?;
     }

@@ -1,6 +1,6 @@
 //! `unsctl replay`: replay DLQ entries in a new cycle, for the channels not delivered.
 
-use super::error::CliResult;
+use super::error::{CliError, CliResult};
 use super::remediate::{self, AuditArgs, ConfirmArgs, Intent};
 use super::selection::{self, SelectArgs};
 use super::{GlobalArgs, backend};
@@ -14,6 +14,7 @@ use crate::triage::Branch;
 /// Example: unsctl replay n-0192c3d4 --channels slack --confirm
 /// Example: unsctl replay --branch replay --confirm --yes --reason "webhook fixed"
 /// Example: unsctl replay --branch replay --channel slack --since 1h --confirm
+/// Example: unsctl replay n-0192c3d4 --confirm --wait
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// The entries to replay
@@ -38,6 +39,16 @@ pub struct Args {
     pub audit: AuditArgs,
     #[command(flatten)]
     pub confirm: ConfirmArgs,
+    /// Then wait until every replayed notification settles, report each, and exit 0
+    /// only if all were delivered (JSON: a second object, `waited`)
+    #[arg(long, requires = "confirm")]
+    pub wait: bool,
+    /// How long --wait waits, in seconds
+    #[arg(long, default_value_t = 300.0, requires = "wait")]
+    pub timeout: f64,
+    /// Seconds between looks at the store, with --wait
+    #[arg(long, default_value_t = 1.0, requires = "wait")]
+    pub interval: f64,
 }
 
 pub fn run(global: &GlobalArgs, args: Args) -> CliResult {
@@ -62,7 +73,7 @@ pub fn run(global: &GlobalArgs, args: Args) -> CliResult {
         request.channels = Some(args.channels.iter().copied().collect::<ChannelSet>());
     }
     if !args.ids.is_empty() && args.select.narrows() {
-        return Err(super::error::CliError::usage(
+        return Err(CliError::usage(
             "name entries by id, or select them with --branch replay and the selection flags, not both",
         ));
     }
@@ -82,5 +93,34 @@ pub fn run(global: &GlobalArgs, args: Args) -> CliResult {
             .map(|id| remediate::intent(store.as_ref(), id, Action::Replay, &request))
             .collect::<CliResult<_>>()?,
     };
-    remediate::carry_out(store.as_ref(), intents, &args.confirm, &out, "replay")
+    if !args.wait {
+        return remediate::carry_out(store.as_ref(), intents, &args.confirm, &out, "replay");
+    }
+    let every = super::follow::interval(args.interval)?;
+    if !(args.timeout.is_finite() && args.timeout > 0.0 && args.timeout <= 86_400.0) {
+        return Err(CliError::usage(
+            "--timeout must be seconds, more than 0 and at most a day",
+        ));
+    }
+    let mut replayed = Vec::new();
+    let acted = remediate::carry_out_into(
+        store.as_ref(),
+        intents,
+        &args.confirm,
+        &out,
+        "replay",
+        &mut replayed,
+    );
+    if replayed.is_empty() {
+        return acted;
+    }
+    let waited = super::follow::wait_for_delivery(
+        store.as_ref(),
+        &replayed,
+        every,
+        std::time::Duration::from_secs_f64(args.timeout),
+        &out,
+    );
+    // A refusal among the entries outranks what the wait found.
+    acted.and(waited)
 }

@@ -205,6 +205,7 @@ fn keep_running(global: &GlobalArgs, db: &Path, fakes: &Fakes) -> CliResult {
             repro::fake_adapters(fakes).map_err(repro_error)?,
         )),
         default_max_attempts: 3,
+        metrics: None,
         limits: crate::server::Limits::default(),
     };
     let server = server::start(config).map_err(|err| CliError::error(err.to_string()))?;

@@ -277,6 +277,7 @@ fn serve(global: &GlobalArgs, args: ServeArgs) -> CliResult {
         keys,
         worker,
         default_max_attempts: args.max_attempts,
+        metrics: None,
         limits: server::Limits {
             max_connections: args.max_connections,
             header_timeout: seconds("--header-timeout", args.header_timeout)?,

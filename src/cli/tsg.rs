@@ -10,10 +10,14 @@ use crate::tsg;
 /// Example: unsctl tsg show TSG-02
 #[derive(Debug, clap::Subcommand)]
 pub enum Command {
-    /// List the guides
+    /// List the guides, and the alerts that lead to each
     ///
     /// Example: unsctl tsg list
     List,
+    /// Which alert of tsg/alerts/uns.rules.yml leads to which guide section
+    ///
+    /// Example: unsctl tsg alerts
+    Alerts,
     /// Show one guide, formatted for the terminal (`-o json` for the raw Markdown)
     ///
     /// Example: unsctl tsg show TSG-02
@@ -41,15 +45,41 @@ pub fn run(global: &GlobalArgs, command: Command) -> CliResult {
             if out.json() {
                 let guides: Vec<_> = tsg::GUIDES
                     .iter()
-                    .map(|g| serde_json::json!({"id": g.id, "title": g.title()}))
+                    .map(|g| serde_json::json!({"id": g.id, "title": g.title(), "alerts": g.alerts()}))
                     .collect();
                 print_json(&guides)?;
             } else {
-                let mut rows = table(&["ID", "TITLE"]);
+                let mut rows = table(&["ID", "TITLE", "ALERTS"]);
                 for guide in tsg::GUIDES {
-                    rows.add_row(vec![guide.id, guide.title()]);
+                    rows.add_row(vec![
+                        guide.id.to_string(),
+                        guide.title().to_string(),
+                        guide.alerts().join(", "),
+                    ]);
                 }
                 print(&table_text(&rows))?;
+            }
+            Ok(())
+        }
+        Command::Alerts => {
+            let alerts = tsg::alerts();
+            if out.json() {
+                print_json(&alerts)?;
+            } else {
+                let mut rows = table(&["ALERT", "SEVERITY", "GUIDE", "SECTION"]);
+                for alert in &alerts {
+                    rows.add_row(vec![
+                        alert.alert.clone(),
+                        alert.severity.clone(),
+                        alert.guide.clone(),
+                        alert
+                            .section
+                            .clone()
+                            .unwrap_or_else(|| alert.runbook_url.clone()),
+                    ]);
+                }
+                print(&table_text(&rows))?;
+                print("\nRead one: unsctl tsg show GUIDE. Rules: tsg/alerts/uns.rules.yml")?;
             }
             Ok(())
         }

@@ -180,3 +180,12 @@ pub fn table_text(table: &comfy_table::Table) -> String {
         .collect::<Vec<_>>()
         .join("\n")
 }
+
+/// One compact JSON value per line on stdout, for streams (`--follow`, `--watch`).
+pub fn print_json_line<T: serde::Serialize>(value: &T) -> std::io::Result<()> {
+    let text = serde_json::to_string(value).map_err(std::io::Error::other)?;
+    let mut stdout = std::io::stdout().lock();
+    stdout.write_all(text.as_bytes())?;
+    stdout.write_all(b"\n")?;
+    stdout.flush()
+}

@@ -22,9 +22,48 @@ pub fn relative(seconds: f64, now: f64) -> String {
     }
 }
 
+/// A span for people: "850 ms", "1.6 s", "4m 12s", "2h 5m", "3d 4h".
+pub fn duration(seconds: f64) -> String {
+    let seconds = if seconds.is_finite() {
+        seconds.max(0.0)
+    } else {
+        0.0
+    };
+    if seconds < 1.0 {
+        return format!("{} ms", (seconds * 1e3).round() as i64);
+    }
+    if seconds < 60.0 {
+        return format!("{seconds:.1} s");
+    }
+    let whole = seconds.round() as i64;
+    let (big, small, units) = if whole < 3600 {
+        (whole / 60, whole % 60, ("m", "s"))
+    } else if whole < 86_400 {
+        (whole / 3600, whole % 3600 / 60, ("h", "m"))
+    } else {
+        (whole / 86_400, whole % 86_400 / 3600, ("d", "h"))
+    };
+    if small == 0 {
+        format!("{big}{}", units.0)
+    } else {
+        format!("{big}{} {small}{}", units.0, units.1)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn spans_read_at_their_own_scale() {
+        assert_eq!(duration(0.0123), "12 ms");
+        assert_eq!(duration(1.62), "1.6 s");
+        assert_eq!(duration(252.0), "4m 12s");
+        assert_eq!(duration(7500.0), "2h 5m");
+        assert_eq!(duration(900.0), "15m");
+        assert_eq!(duration(3.0 * 86_400.0 + 4.0 * 3600.0), "3d 4h");
+        assert_eq!(duration(f64::NAN), "0 ms");
+    }
 
     #[test]
     fn formats_unix_seconds() {

@@ -685,6 +685,41 @@ impl Backoff {
     }
 }
 
+/// Why a row went to the DLQ, in a word (the `reason` label of the dead-letter metric).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum DeadReason {
+    /// A provider's outcome is unknown: nobody can say whether it acted.
+    UnknownOutcome,
+    /// A provider refused in a way another try cannot fix.
+    Rejected,
+    /// The cycle's attempt budget ran out on retryable failures.
+    BudgetExhausted,
+    /// An expired lease was found with no budget left.
+    RecoveryExhausted,
+    /// The row cannot be delivered as stored.
+    Undeliverable,
+}
+
+impl DeadReason {
+    pub const ALL: [DeadReason; 5] = [
+        DeadReason::UnknownOutcome,
+        DeadReason::Rejected,
+        DeadReason::BudgetExhausted,
+        DeadReason::RecoveryExhausted,
+        DeadReason::Undeliverable,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DeadReason::UnknownOutcome => "unknown_outcome",
+            DeadReason::Rejected => "rejected",
+            DeadReason::BudgetExhausted => "budget_exhausted",
+            DeadReason::RecoveryExhausted => "recovery_exhausted",
+            DeadReason::Undeliverable => "undeliverable",
+        }
+    }
+}
+
 /// What the channel results of an attempt call for (pure).
 #[derive(Debug, Clone, PartialEq)]
 pub enum Decision {
@@ -694,6 +729,7 @@ pub enum Decision {
         channels: ChannelSet,
     },
     DeadLettered {
+        reason: DeadReason,
         error_message: String,
     },
 }
@@ -736,6 +772,7 @@ pub fn decide(
         .find(|(_, result)| result.outcome == ProviderOutcome::Unknown)
     {
         return Decision::DeadLettered {
+            reason: DeadReason::UnknownOutcome,
             error_message: format!("Provider outcome unknown: {}", detail(unknown)),
         };
     }
@@ -745,6 +782,7 @@ pub fn decide(
         .collect();
     if let Some(permanent) = failures.iter().find(|(_, result)| !result.retryable) {
         return Decision::DeadLettered {
+            reason: DeadReason::Rejected,
             error_message: format!("Provider rejected (not retryable): {}", detail(permanent)),
         };
     }
@@ -759,6 +797,7 @@ pub fn decide(
         .map(|failure| detail(failure))
         .unwrap_or_else(|| format!("{} not delivered", still_owed.joined(",")));
     Decision::DeadLettered {
+        reason: DeadReason::BudgetExhausted,
         error_message: format!(
             "Attempt budget exhausted ({} of {}): {last}",
             lease.cycle_attempt, lease.max_attempts
@@ -790,7 +829,7 @@ pub fn settle(
                     Kind::RetryScheduled,
                     json!({ "next_attempt_at": next_attempt_at, "channels": channels }),
                 ),
-                Decision::DeadLettered { error_message } => (
+                Decision::DeadLettered { error_message, .. } => (
                     "DEAD",
                     1,
                     None,

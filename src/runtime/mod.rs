@@ -5,6 +5,7 @@ pub mod adapters;
 pub mod db;
 pub mod engine;
 pub mod fakes;
+pub mod metrics;
 pub mod queries;
 pub mod schema;
 pub mod worker;

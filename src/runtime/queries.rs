@@ -413,3 +413,169 @@ pub fn newest_event_id(conn: &Connection, id: &str) -> rusqlite::Result<Option<i
     conn.prepare_cached("SELECT MAX(id) FROM uns_events WHERE notification_id = ?1")?
         .query_row([id], |row| row.get(0))
 }
+
+/// The runtime's state in a few numbers: what `/metrics`, `doctor` and the API's stats
+/// show. Each is read from an index where one serves it, so it stays cheap on a large
+/// store.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Stats {
+    /// When these were read (unix seconds).
+    pub at: f64,
+    /// Rows by status, as stored.
+    pub by_status: std::collections::BTreeMap<String, i64>,
+    pub dlq_entries: i64,
+    /// When the longest-waiting DLQ entry got there.
+    pub oldest_dlq_at: Option<f64>,
+    /// Rows waiting to be claimed now: PENDING and due, or LEASED with the lease run out.
+    pub due: i64,
+    /// Since when the longest-waiting of them has been due.
+    pub oldest_due_at: Option<f64>,
+    /// The newest claim (ATTEMPT_STARTED) by any worker.
+    pub last_claim_at: Option<f64>,
+}
+
+pub fn stats(conn: &Connection, now: f64) -> rusqlite::Result<Stats> {
+    let mut stats = Stats {
+        at: now,
+        ..Stats::default()
+    };
+    let mut by_status =
+        conn.prepare_cached("SELECT status, COUNT(*) FROM uns_notifications GROUP BY status")?;
+    let mut rows = by_status.query([])?;
+    while let Some(row) = rows.next()? {
+        let status = Cells::new(row)
+            .text(0, "status")
+            .unwrap_or_else(|| "NULL".into());
+        stats.by_status.insert(status, row.get(1)?);
+    }
+    let (entries, oldest): (i64, Option<f64>) = conn
+        .prepare_cached(
+            "SELECT COUNT(*), MIN(updated_at) FROM uns_notifications WHERE dead_letter = 1",
+        )?
+        .query_row([], |r| Ok((r.get(0)?, r.get(1).ok().flatten())))?;
+    stats.dlq_entries = entries;
+    stats.oldest_dlq_at = oldest;
+    for (status, column) in [("PENDING", "next_attempt_at"), ("LEASED", "lease_until")] {
+        let (due, oldest): (i64, Option<f64>) = conn
+            .prepare_cached(&format!(
+                "SELECT COUNT(*), MIN({column}) FROM uns_notifications
+                 WHERE status = '{status}' AND {column} <= ?1"
+            ))?
+            .query_row([now], |r| Ok((r.get(0)?, r.get(1).ok().flatten())))?;
+        stats.due += due;
+        stats.oldest_due_at = match (stats.oldest_due_at, oldest) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+    }
+    stats.last_claim_at = conn
+        .prepare_cached("SELECT MAX(at) FROM uns_events WHERE kind = 'ATTEMPT_STARTED'")?
+        .query_row([], |r| Ok(r.get::<_, Option<f64>>(0).ok().flatten()))?;
+    Ok(stats)
+}
+
+/// How the runtime has been doing over a recent window: what `doctor` judges it by.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Health {
+    #[serde(flatten)]
+    pub stats: Stats,
+    /// The window the counts below cover, in seconds back from `at`.
+    pub window_seconds: f64,
+    /// Claims (ATTEMPT_STARTED) in the window.
+    pub claims: i64,
+    /// LEASE_LOST events in the window.
+    pub lease_lost: i64,
+    /// The workers that claimed rows in the window, by id.
+    pub workers: Vec<String>,
+    /// The lease the newest claim was given, in seconds.
+    pub lease_seconds: Option<f64>,
+    /// Provider calls that ended in the window, by channel.
+    pub calls: Vec<ChannelCalls>,
+}
+
+/// How long one channel's provider calls took: CHANNEL_ATTEMPT_STARTED to its result.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct ChannelCalls {
+    pub channel: String,
+    pub calls: usize,
+    pub p99_seconds: f64,
+    pub max_seconds: f64,
+}
+
+/// The most call results one health reading pairs with their starts.
+const CALLS_READ: i64 = 50_000;
+
+pub fn health(conn: &Connection, now: f64, window_seconds: f64) -> rusqlite::Result<Health> {
+    let since = now - window_seconds;
+    let count = |kind: &str| -> rusqlite::Result<i64> {
+        conn.prepare_cached("SELECT COUNT(*) FROM uns_events WHERE kind = ?1 AND at >= ?2")?
+            .query_row(rusqlite::params![kind, since], |r| r.get(0))
+    };
+    let mut health = Health {
+        stats: stats(conn, now)?,
+        window_seconds,
+        claims: count("ATTEMPT_STARTED")?,
+        lease_lost: count("LEASE_LOST")?,
+        ..Health::default()
+    };
+    let mut workers = conn.prepare_cached(
+        "SELECT DISTINCT json_extract(payload, '$.worker_id') FROM uns_events
+         WHERE kind = 'ATTEMPT_STARTED' AND at >= ?1 AND json_valid(payload)",
+    )?;
+    let mut rows = workers.query([since])?;
+    while let Some(row) = rows.next()? {
+        if let Some(worker) = Cells::new(row).text(0, "worker_id") {
+            health.workers.push(worker);
+        }
+    }
+    health.workers.sort();
+    health.lease_seconds = conn
+        .prepare_cached(
+            "SELECT json_extract(payload, '$.lease_until') - at FROM uns_events
+             WHERE kind = 'ATTEMPT_STARTED' AND json_valid(payload)
+             ORDER BY at DESC LIMIT 1",
+        )?
+        .query_row([], |r| Ok(r.get::<_, Option<f64>>(0).ok().flatten()))
+        .optional()?
+        .flatten()
+        .filter(|s| s.is_finite() && *s > 0.0);
+    // Each result is paired with the newest start of the same channel under the same
+    // lease before it: a late result is never paired with a reclaiming worker's start.
+    let mut calls = conn.prepare_cached(
+        "SELECT json_extract(r.payload, '$.channel'),
+                r.at - (SELECT s.at FROM uns_events s
+                        WHERE s.notification_id = r.notification_id AND s.id < r.id
+                          AND s.kind = 'CHANNEL_ATTEMPT_STARTED' AND json_valid(s.payload)
+                          AND json_extract(s.payload, '$.channel')
+                              = json_extract(r.payload, '$.channel')
+                          AND json_extract(s.payload, '$.lease_token')
+                              IS json_extract(r.payload, '$.lease_token')
+                        ORDER BY s.id DESC LIMIT 1)
+         FROM uns_events r
+         WHERE r.kind = 'CHANNEL_ATTEMPT_RESULT' AND r.at >= ?1 AND json_valid(r.payload)
+         ORDER BY r.at DESC LIMIT ?2",
+    )?;
+    let mut by_channel: std::collections::BTreeMap<String, Vec<f64>> = Default::default();
+    let mut rows = calls.query(rusqlite::params![since, CALLS_READ])?;
+    while let Some(row) = rows.next()? {
+        let channel = Cells::new(row).text(0, "channel");
+        let took = row.get::<_, Option<f64>>(1).ok().flatten();
+        if let (Some(channel), Some(took)) = (channel, took)
+            && took.is_finite()
+            && took >= 0.0
+        {
+            by_channel.entry(channel).or_default().push(took);
+        }
+    }
+    for (channel, mut took) in by_channel {
+        took.sort_by(f64::total_cmp);
+        let rank = ((took.len() as f64) * 0.99).ceil() as usize;
+        health.calls.push(ChannelCalls {
+            channel,
+            calls: took.len(),
+            p99_seconds: took[rank.clamp(1, took.len()) - 1],
+            max_seconds: took[took.len() - 1],
+        });
+    }
+    Ok(health)
+}

@@ -9,8 +9,9 @@ use crate::model::ChannelSet;
 use crate::runtime::adapters::{Adapter, DeliveryRequest};
 use crate::runtime::db::Database;
 use crate::runtime::engine::{
-    self, Backoff, ClaimOutcome, Decision, DeliveryResult, Fence, Lease, Settlement,
+    self, Backoff, ClaimOutcome, DeadReason, Decision, DeliveryResult, Fence, Lease, Settlement,
 };
+use crate::runtime::metrics::Metrics;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -115,6 +116,8 @@ pub struct Worker {
     adapters: Arc<Adapters>,
     config: WorkerConfig,
     pub counters: Arc<Counters>,
+    /// What `GET /metrics` shows, counted here as each transition happens.
+    metrics: Option<Arc<Metrics>>,
     /// When the last warning about declined rows was logged (unix seconds).
     declined_warned: Arc<AtomicU64>,
 }
@@ -132,7 +135,24 @@ impl Worker {
             adapters: Arc::new(adapters),
             config,
             counters: Arc::new(Counters::default()),
+            metrics: None,
             declined_warned: Arc::new(AtomicU64::new(0)),
+        }
+    }
+
+    /// Counts into `metrics` from now on.
+    pub fn with_metrics(mut self, metrics: Arc<Metrics>) -> Self {
+        self.metrics = Some(metrics);
+        self
+    }
+
+    pub fn lease_seconds(&self) -> f64 {
+        self.config.lease_seconds
+    }
+
+    fn count(&self, what: impl FnOnce(&Metrics)) {
+        if let Some(metrics) = &self.metrics {
+            what(metrics);
         }
     }
 
@@ -170,16 +190,23 @@ impl Worker {
                 Outcome::Idle
             }
             ClaimOutcome::RecoveryExhausted { notification_id } => {
+                self.count(|m| m.dead_lettered(DeadReason::RecoveryExhausted));
                 Outcome::DeadLettered(notification_id)
             }
             ClaimOutcome::Undeliverable {
                 notification_id,
                 error_message,
             } => {
+                self.count(|m| m.dead_lettered(DeadReason::Undeliverable));
                 tracing::warn!(notification = %notification_id, error = %error_message, "dead-lettered: the row cannot be delivered as stored");
                 Outcome::DeadLettered(notification_id)
             }
-            ClaimOutcome::Claimed(lease) => self.attempt(Arc::new(lease))?,
+            ClaimOutcome::Claimed(lease) => {
+                if lease.reclaimed {
+                    self.count(Metrics::reclaim);
+                }
+                self.attempt(Arc::new(lease))?
+            }
         };
         self.counters.count(&outcome);
         Ok(outcome)
@@ -216,9 +243,13 @@ impl Worker {
             let fence =
                 self.write(move |conn, now| engine::start_channel(conn, now, &held, channel))?;
             if fence == Fence::Lost {
+                self.count(Metrics::lease_lost);
                 return Ok(Outcome::LeaseLost(id));
             }
+            let started = Instant::now();
             let result = self.call(&lease, channel);
+            let took = started.elapsed().as_secs_f64();
+            self.count(|m| m.call(channel, result.outcome, took));
             let (held, recorded) = (lease.clone(), result.clone());
             self.write(move |conn, now| {
                 engine::record_result(conn, now, &held, channel, &recorded)
@@ -231,8 +262,14 @@ impl Worker {
         Ok(match settlement {
             Settlement::Settled(Decision::Delivered) => Outcome::Delivered(id),
             Settlement::Settled(Decision::RetryScheduled { .. }) => Outcome::RetryScheduled(id),
-            Settlement::Settled(Decision::DeadLettered { .. }) => Outcome::DeadLettered(id),
-            Settlement::LeaseLost => Outcome::LeaseLost(id),
+            Settlement::Settled(Decision::DeadLettered { reason, .. }) => {
+                self.count(|m| m.dead_lettered(reason));
+                Outcome::DeadLettered(id)
+            }
+            Settlement::LeaseLost => {
+                self.count(Metrics::lease_lost);
+                Outcome::LeaseLost(id)
+            }
         })
     }
 

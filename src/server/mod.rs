@@ -15,6 +15,7 @@ use crate::model::Message;
 use crate::remediation::{self, Action, Actor, Rejection, Request as ActionRequest};
 use crate::runtime::db::{Database, OpenFailed};
 use crate::runtime::engine::{self, NewNotification};
+use crate::runtime::metrics::Metrics;
 use crate::runtime::schema::{self, OpenMode};
 use crate::runtime::worker::{Adapters, Worker, WorkerConfig};
 use crate::store::StoreError;
@@ -52,6 +53,9 @@ pub struct ServerConfig {
     /// The in-process worker; None serves the API alone.
     pub worker: Option<(WorkerConfig, Adapters)>,
     pub default_max_attempts: i64,
+    /// Where `GET /metrics` reads from; None makes a fresh set for this server's
+    /// worker. Given, it is shared with a worker that runs elsewhere in the process.
+    pub metrics: Option<Arc<Metrics>>,
     pub limits: Limits,
 }
 
@@ -87,6 +91,7 @@ struct Principal(String);
 const ANONYMOUS: &str = "anonymous";
 
 struct AppState {
+    metrics: Arc<Metrics>,
     verify: crate::verify::Sources,
     readers: Vec<Mutex<Connection>>,
     next_reader: AtomicUsize,
@@ -602,6 +607,62 @@ fn response(
     }
 }
 
+/// `GET /metrics`: Prometheus's text format, open like `/healthz` (it holds no id and no
+/// payload). The store gauges are read at most every few seconds.
+/// OpenMetrics goes to a scraper that asks for it; anything else gets the classic format.
+async fn metrics(
+    State(state): State<Arc<AppState>>,
+    headers: axum::http::HeaderMap,
+) -> Result<Response, ApiError> {
+    let open_metrics = headers
+        .get_all(header::ACCEPT)
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .any(|value| value.contains("application/openmetrics-text"));
+    let text = blocking(&state, move |state| {
+        let now = state.clock.now();
+        state.read(|conn| Ok(state.metrics.refresh(conn, now)?))?;
+        Ok::<_, StoreError>(if open_metrics {
+            state.metrics.encode()
+        } else {
+            state.metrics.encode_classic()
+        })
+    })
+    .await?;
+    let content_type = if open_metrics {
+        "application/openmetrics-text; version=1.0.0; charset=utf-8"
+    } else {
+        "text/plain; version=0.0.4; charset=utf-8"
+    };
+    Ok(([(header::CONTENT_TYPE, content_type)], text).into_response())
+}
+
+/// `GET /api/v1/runtime/stats?window=SECONDS`: the numbers `doctor` judges the runtime
+/// by (default window 15 min, at most a week).
+async fn stats(
+    State(state): State<Arc<AppState>>,
+    RawQuery(query): RawQuery,
+) -> ApiResult<crate::runtime::queries::Health> {
+    let pairs = query_pairs(&query);
+    let window = match pairs.iter().find(|(k, _)| k == "window") {
+        None => 900.0,
+        Some((_, value)) => value
+            .parse::<f64>()
+            .ok()
+            .filter(|w| w.is_finite() && *w > 0.0 && *w <= 7.0 * 86_400.0)
+            .ok_or_else(|| {
+                ApiError::invalid("window must be seconds, more than 0 and at most a week")
+            })?,
+    };
+    Ok(Json(
+        blocking(&state, move |state| {
+            let now = state.clock.now();
+            state.read(|conn| Ok(crate::runtime::queries::health(conn, now, window)?))
+        })
+        .await?,
+    ))
+}
+
 /// `GET /api/v1/whoami`: the name the server records for the key presented.
 async fn whoami(Extension(principal): Extension<Principal>) -> Json<api::WhoAmI> {
     Json(api::WhoAmI {
@@ -682,12 +743,14 @@ fn router(state: Arc<AppState>) -> Router {
             post(verify),
         )
         .route(api::RUNTIME_EVENTS, get(events))
+        .route(api::RUNTIME_STATS, get(stats))
         .route(api::DLQ, get(dlq))
         .route(&format!("{}/{{id}}", api::DLQ), delete(resolve))
         .route(api::WHOAMI, get(whoami))
         .route_layer(middleware::from_fn_with_state(state.clone(), require_key));
     Router::new()
         .route(api::HEALTHZ, get(healthz))
+        .route(api::METRICS, get(metrics))
         .merge(guarded)
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
@@ -768,15 +831,26 @@ pub fn start_with_clock(
         source,
     })?;
     let worker_stop = Arc::new(AtomicBool::new(false));
+    let lease_seconds = config
+        .worker
+        .as_ref()
+        .map_or(WorkerConfig::default().lease_seconds, |(c, _)| {
+            c.lease_seconds
+        });
+    let metrics = config
+        .metrics
+        .unwrap_or_else(|| Arc::new(Metrics::new(lease_seconds)));
     let (writer, worker, worker_threads) = match config.worker {
         Some((worker_config, adapters)) => {
-            let worker = Worker::new(writer.clone(), clock.clone(), adapters, worker_config);
+            let worker = Worker::new(writer.clone(), clock.clone(), adapters, worker_config)
+                .with_metrics(metrics.clone());
             let threads = worker.spawn(worker_stop.clone());
             (worker.database(), Some(worker), threads)
         }
         None => (writer, None, Vec::new()),
     };
     let state = Arc::new(AppState {
+        metrics,
         verify: config.verify,
         readers,
         next_reader: AtomicUsize::new(0),

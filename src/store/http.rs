@@ -346,6 +346,13 @@ fn segment(id: &str) -> String {
 }
 
 impl Store for HttpStore {
+    fn health(&self, window_seconds: f64) -> Result<crate::runtime::queries::Health> {
+        self.get(
+            api::RUNTIME_STATS,
+            &[("window", window_seconds.to_string())],
+        )
+    }
+
     fn describe(&self) -> String {
         self.base.clone()
     }

@@ -173,6 +173,10 @@ pub trait Store {
     fn resolve(&self, id: &str, request: &ActionRequest) -> Result<ActionResponse>;
 
     fn replay(&self, id: &str, request: &ActionRequest) -> Result<ActionResponse>;
+
+    /// The runtime's numbers now, and its claims, lease losses and provider calls over
+    /// the last `window_seconds` (`doctor`, `GET /api/v1/runtime/stats`).
+    fn health(&self, window_seconds: f64) -> Result<crate::runtime::queries::Health>;
 }
 
 /// The opaque DLQ cursor: where the previous page ended, by id and then row, so that

@@ -57,6 +57,10 @@ pub fn search_events(conn: &Connection, query: &EventQuery) -> Result<EventsResp
         } else {
             query.kinds.iter().map(|k| k.as_str().to_string()).collect()
         };
+        if kinds.is_empty() {
+            // Nothing stored yet.
+            return Ok(EventsResponse { events: Vec::new() });
+        }
         if kinds.len() > MERGED_KINDS {
             params.extend(filter_params);
             format!(
@@ -197,6 +201,14 @@ impl SqliteStore {
 }
 
 impl Store for SqliteStore {
+    fn health(&self, window_seconds: f64) -> Result<queries::Health> {
+        Ok(queries::health(
+            &self.conn,
+            self.clock.now(),
+            window_seconds,
+        )?)
+    }
+
     fn describe(&self) -> String {
         self.path.display().to_string()
     }

@@ -97,6 +97,7 @@ pub fn server(db: &Path) -> unsctl::server::RunningServer {
         keys: Some(unsctl::server::Keys::single(KEY).expect("key")),
         worker: None,
         default_max_attempts: 3,
+        metrics: None,
         limits: unsctl::server::Limits::default(),
     })
     .expect("server starts")

@@ -20,6 +20,7 @@ use std::sync::mpsc::Receiver;
 /// Example: unsctl dlq triage --channel slack --since 1h
 /// Example: unsctl dlq triage -o json > plan.json
 /// Example: unsctl dlq triage --interactive
+/// Example: unsctl dlq triage --watch
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// Only entries of this branch
@@ -28,8 +29,15 @@ pub struct Args {
     #[command(flatten)]
     pub select: SelectArgs,
     /// Walk the entries one by one and decide each (needs a terminal)
-    #[arg(long)]
+    #[arg(long, conflicts_with = "watch")]
     pub interactive: bool,
+    /// Then print a line whenever an entry enters, leaves or changes branch, until
+    /// Ctrl-C (JSON: one change per line)
+    #[arg(long, short = 'w')]
+    pub watch: bool,
+    /// Seconds between looks at the store, with --watch
+    #[arg(long, default_value_t = 1.0, requires = "watch")]
+    pub interval: f64,
     #[command(flatten)]
     pub audit: AuditArgs,
     /// Where `verify` looks, in the interactive walk
@@ -46,10 +54,22 @@ pub fn parse_branch(text: &str) -> Result<Branch, String> {
 struct Tally {
     counts: BTreeMap<Branch, usize>,
     with_notes: usize,
+    /// Each entry's branch, kept only for --watch.
+    seen: Option<crate::cli::follow::Branches>,
 }
 
 impl Tally {
+    fn watching(watch: bool) -> Self {
+        Tally {
+            seen: watch.then(Default::default),
+            ..Tally::default()
+        }
+    }
+
     fn add(&mut self, verdict: &Verdict) {
+        if let Some(seen) = self.seen.as_mut() {
+            seen.insert(verdict.id.clone(), verdict.branch);
+        }
         *self.counts.entry(verdict.branch).or_default() += 1;
         if !verdict.notes.is_empty() {
             self.with_notes += 1;
@@ -66,22 +86,50 @@ pub fn run(global: &GlobalArgs, args: Args) -> CliResult {
     let store = backend::reader(global)?;
     let selection = args.select.selection()?;
     let keep = selection::of_branch(args.branch);
-    let tally = selection::stream(
+    // Where watching starts: taken before the first reading, so nothing written while
+    // it runs is missed.
+    let cursor = match args.watch {
+        true => Some((
+            crate::cli::follow::interval(args.interval)?,
+            crate::cli::follow::event_cursor(store.as_ref())?,
+        )),
+        false => None,
+    };
+    let mut tally = selection::stream(
         store.as_ref(),
         &selection,
         &|t: &Triaged| keep(&t.verdict),
         args.select.limit,
         |arriving| match out.json() {
-            true => write_json(arriving),
-            false => write_table(arriving, &out),
+            true => write_json(arriving, Tally::watching(args.watch)),
+            false => write_table(arriving, &out, Tally::watching(args.watch)),
         },
     )?;
+    if let Some((every, cursor)) = cursor {
+        report(&tally, &store.describe(), &args, &out);
+        return crate::cli::follow::watch_dlq(
+            store.as_ref(),
+            &selection,
+            &keep,
+            args.select.limit,
+            tally.seen.take().unwrap_or_default(),
+            cursor,
+            every,
+            &out,
+        );
+    }
+    report(&tally, &store.describe(), &args, &out);
+    Ok(())
+}
+
+/// The lines on stderr after the entries.
+fn report(tally: &Tally, place: &str, args: &Args, out: &Output) {
     if tally.total() == 0 {
         status(&views::nothing_selected(
-            &store.describe(),
+            place,
             args.select.narrows() || args.branch.is_some(),
         ));
-        return Ok(());
+        return;
     }
     if !out.json() {
         status(&views::summary_counts(&tally.counts));
@@ -102,16 +150,15 @@ pub fn run(global: &GlobalArgs, args: Args) -> CliResult {
             "VERIFY entries need an out-of-band check first: `unsctl verify` asks the providers' own records.",
         );
     }
-    Ok(())
 }
 
 /// `{"entries": [...], "summary": {...}}`, written as the verdicts arrive.
-fn write_json(arriving: Receiver<Vec<Triaged>>) -> CliResult<Tally> {
+fn write_json(arriving: Receiver<Vec<Triaged>>, tally: Tally) -> CliResult<Tally> {
     let stdout = std::io::stdout();
     let mut writer = std::io::BufWriter::with_capacity(1 << 16, stdout.lock());
     let mut tally = Tally {
         counts: triage::empty_summary(),
-        ..Tally::default()
+        ..tally
     };
     let mut buffer = Vec::with_capacity(4096);
     writer.write_all(b"{\n  \"entries\": [")?;
@@ -147,11 +194,11 @@ fn write_json(arriving: Receiver<Vec<Triaged>>) -> CliResult<Tally> {
 }
 
 /// The triage table, printed a chunk at a time.
-fn write_table(arriving: Receiver<Vec<Triaged>>, out: &Output) -> CliResult<Tally> {
+fn write_table(arriving: Receiver<Vec<Triaged>>, out: &Output, tally: Tally) -> CliResult<Tally> {
     let stdout = std::io::stdout();
     let mut writer = std::io::BufWriter::new(stdout.lock());
     let mut grid = Grid::new(views::TRIAGE_COLUMNS, out);
-    let mut tally = Tally::default();
+    let mut tally = tally;
     for triaged in arriving.into_iter().flatten() {
         tally.add(&triaged.verdict);
         grid.row(views::triage_row(&triaged.verdict, out), &mut writer)?;

@@ -329,6 +329,7 @@ pub fn run(sweep: &Sweep, binary: &Path, work: &Path) -> Result<Remediation, Str
         keys: Some(Keys::single(KEY).map_err(|e| e.to_string())?),
         worker: None,
         default_max_attempts: 3,
+        metrics: None,
         limits: crate::server::Limits::default(),
     })
     .map_err(|err| err.to_string())?;

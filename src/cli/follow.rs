@@ -1,0 +1,530 @@
+//! Watching the runtime: `events --follow`, `inspect --follow`, `replay --wait` and
+//! `dlq triage --watch`. Each polls the store (either backend) through the same event
+//! cursor, prints what changed as it changes, and stops on Ctrl-C with an account.
+
+use super::error::{CliError, CliResult};
+use super::prompt;
+use crate::api::{EventRow, NotificationDoc};
+use crate::model::Event;
+use crate::render::output::{Output, print, print_json_line, status};
+use crate::render::{time, views};
+use crate::store::{EventQuery, Selection, Store, StoreError};
+use crate::triage::{Branch, Verdict};
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+/// How often the store is asked again, unless `--interval` says otherwise.
+pub const DEFAULT_INTERVAL: Duration = Duration::from_millis(1000);
+
+/// The most events one poll reads; more wait for the next poll.
+const POLL_EVENTS: usize = 1000;
+
+/// `--interval SECONDS`, checked.
+pub fn interval(seconds: f64) -> CliResult<Duration> {
+    if !(0.05..=60.0).contains(&seconds) {
+        return Err(CliError::usage(
+            "--interval must be between 0.05 and 60 seconds",
+        ));
+    }
+    Ok(Duration::from_secs_f64(seconds))
+}
+
+/// Sleeps for `interval`, waking early for Ctrl-C. False once Ctrl-C was pressed.
+pub fn pause(interval: Duration) -> bool {
+    let until = Instant::now() + interval;
+    while Instant::now() < until {
+        if prompt::interrupted() {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(25).min(interval));
+    }
+    !prompt::interrupted()
+}
+
+/// Whether a row has come to rest: delivered, dead-lettered or resolved.
+pub fn settled(doc: &NotificationDoc) -> bool {
+    doc.row.dead_letter || matches!(doc.row.status.as_str(), "DELIVERED" | "RESOLVED")
+}
+
+/// The newest event id in the store now (0 for none): where following starts.
+fn newest_event(store: &dyn Store, query: &EventQuery) -> CliResult<i64> {
+    let newest = store.events(&EventQuery {
+        limit: 1,
+        after: None,
+        ..query.clone()
+    })?;
+    Ok(newest.events.first().map_or(0, |e| e.id))
+}
+
+/// Events after `cursor`, oldest first, and the cursor past them.
+fn events_after(
+    store: &dyn Store,
+    query: &EventQuery,
+    cursor: i64,
+) -> CliResult<(Vec<EventRow>, i64)> {
+    let page = store.events(&EventQuery {
+        limit: POLL_EVENTS,
+        after: Some(cursor),
+        ..query.clone()
+    })?;
+    let next = page.events.iter().map(|e| e.id).max().unwrap_or(cursor);
+    Ok((page.events, next))
+}
+
+/// One event as one line: a followed stream cannot align columns it has not seen.
+fn event_line(row: &EventRow, out: &Output) -> String {
+    let event = Event {
+        id: row.id,
+        at: row.at,
+        kind: row.kind.clone(),
+        payload: row.payload.clone(),
+        unreadable: row.unreadable.clone(),
+    };
+    let channel = event.payload_value()["channel"]
+        .as_str()
+        .map(views::shown)
+        .unwrap_or_default();
+    format!(
+        "{:>8}  {}  {:<24}  {}  {:<9}  {}",
+        row.id,
+        time::rfc3339(row.at),
+        views::shown(&row.kind),
+        views::shown(&row.notification_id),
+        channel,
+        views::detail(&event, out)
+    )
+    .trim_end()
+    .to_string()
+}
+
+/// `events --follow`: the newest `backlog` events, oldest first, then every new one as it
+/// is written, until Ctrl-C.
+pub fn follow_events(
+    store: &dyn Store,
+    query: EventQuery,
+    backlog: usize,
+    every: Duration,
+    out: &Output,
+) -> CliResult {
+    prompt::install_interrupt_handler();
+    let started = Instant::now();
+    let recent = store.events(&EventQuery {
+        limit: backlog,
+        after: None,
+        ..query.clone()
+    })?;
+    let mut cursor = match recent.events.first() {
+        Some(newest) => newest.id,
+        None => newest_event(store, &query)?,
+    };
+    let mut shown = 0usize;
+    for row in recent.events.iter().rev() {
+        emit_event(row, out)?;
+        shown += 1;
+    }
+    status(&format!(
+        "following {} (Ctrl-C to stop) ...",
+        views::shown(&store.describe())
+    ));
+    while pause(every) {
+        let (rows, next) = match events_after(store, &query, cursor) {
+            Ok(read) => read,
+            Err(err) if transient(&err) => {
+                status(&format!("cannot read: {err}; trying again"));
+                continue;
+            }
+            Err(err) => return Err(err),
+        };
+        for row in &rows {
+            emit_event(row, out)?;
+        }
+        shown += rows.len();
+        cursor = next;
+    }
+    status(&format!(
+        "\nstopped (Ctrl-C) after {}: {shown} events shown, the last id {cursor}",
+        time::duration(started.elapsed().as_secs_f64())
+    ));
+    Ok(())
+}
+
+fn emit_event(row: &EventRow, out: &Output) -> CliResult {
+    if out.json() {
+        print_json_line(row)?;
+    } else {
+        print(&event_line(row, out))?;
+    }
+    Ok(())
+}
+
+/// A failure that may pass: the server restarting, a busy store.
+fn transient(err: &CliError) -> bool {
+    err.kind == super::error::ExitKind::Error
+}
+
+/// `inspect ID --follow`: the notification's new events as they are written, until it
+/// settles. A settled notification is reported at once.
+pub fn follow_notification(
+    store: &dyn Store,
+    doc: NotificationDoc,
+    every: Duration,
+    out: &Output,
+) -> CliResult<NotificationDoc> {
+    prompt::install_interrupt_handler();
+    let id = doc.row.id.clone();
+    let mut last = doc.events.iter().map(|e| e.id).max().unwrap_or(0);
+    let mut doc = doc;
+    if !settled(&doc) {
+        status(&format!(
+            "following {} until it settles (Ctrl-C to stop) ...",
+            views::shown(&id)
+        ));
+    }
+    while !settled(&doc) {
+        if !pause(every) {
+            status(&format!(
+                "\nstopped (Ctrl-C): {} is still {} after attempt {} of cycle {}",
+                views::shown(&id),
+                views::shown(&doc.row.status),
+                doc.row.attempts,
+                doc.row.cycle
+            ));
+            prompt::exit_interrupted_quietly();
+        }
+        doc = match store.notification(&id) {
+            Ok(doc) => doc,
+            Err(err @ StoreError::Unavailable(_)) => {
+                status(&format!("cannot read: {err}; trying again"));
+                continue;
+            }
+            Err(err) => return Err(err.into()),
+        };
+        let fresh: Vec<Event> = doc.events.iter().filter(|e| e.id > last).cloned().collect();
+        if let Some(newest) = fresh.iter().map(|e| e.id).max() {
+            last = newest;
+            if out.json() {
+                for event in &fresh {
+                    print_json_line(event)?;
+                }
+            } else {
+                print(&views::timeline(&fresh, out))?;
+            }
+        }
+    }
+    Ok(doc)
+}
+
+/// What became of one replayed notification.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Settlement {
+    pub id: String,
+    /// DELIVERED, DEAD, RESOLVED, or the status it still had when the wait ended.
+    pub status: String,
+    pub delivered: bool,
+    pub settled: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error_message: Option<String>,
+    /// Seconds from the start of the wait to the settlement.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub seconds: Option<f64>,
+}
+
+/// `replay --wait`: waits for each of `ids` to settle, one line each as it does. Ok only
+/// when every one was delivered.
+pub fn wait_for_delivery(
+    store: &dyn Store,
+    ids: &[String],
+    every: Duration,
+    timeout: Duration,
+    out: &Output,
+) -> CliResult {
+    prompt::install_interrupt_handler();
+    let started = Instant::now();
+    let mut open: Vec<String> = ids.to_vec();
+    let mut done: Vec<Settlement> = Vec::new();
+    status(&format!(
+        "waiting for {} to settle (at most {}; Ctrl-C to stop) ...",
+        plural(ids.len(), "replayed notification"),
+        time::duration(timeout.as_secs_f64())
+    ));
+    let mut stopped = false;
+    while !open.is_empty() {
+        let mut still = Vec::new();
+        for id in open {
+            match store.notification(&id) {
+                Ok(doc) if settled(&doc) => {
+                    let settlement = Settlement {
+                        id: id.clone(),
+                        status: doc.row.status.clone(),
+                        delivered: doc.row.status == "DELIVERED",
+                        settled: true,
+                        error_message: doc.row.error_message.clone(),
+                        seconds: Some(started.elapsed().as_secs_f64()),
+                    };
+                    if !out.json() {
+                        print(&settlement_line(&settlement, out))?;
+                    }
+                    done.push(settlement);
+                }
+                Ok(_) => still.push(id),
+                Err(err @ StoreError::Unavailable(_)) => {
+                    status(&format!(
+                        "cannot read {}: {err}; trying again",
+                        views::shown(&id)
+                    ));
+                    still.push(id);
+                }
+                Err(err) => return Err(err.into()),
+            }
+        }
+        open = still;
+        if open.is_empty() {
+            break;
+        }
+        if started.elapsed() >= timeout || !pause(every) {
+            stopped = prompt::interrupted();
+            break;
+        }
+    }
+    for id in &open {
+        let status_now = store
+            .notification(id)
+            .map(|doc| doc.row.status)
+            .unwrap_or_else(|_| "UNKNOWN".into());
+        let settlement = Settlement {
+            id: id.clone(),
+            status: status_now,
+            delivered: false,
+            settled: false,
+            error_message: None,
+            seconds: None,
+        };
+        if !out.json() {
+            print(&settlement_line(&settlement, out))?;
+        }
+        done.push(settlement);
+    }
+    let delivered = done.iter().filter(|s| s.delivered).count();
+    let unsettled = open.len();
+    if out.json() {
+        print_json_line(&serde_json::json!({
+            "waited": done,
+            "delivered": delivered,
+            "not_delivered": done.len() - delivered - unsettled,
+            "unsettled": unsettled,
+        }))?;
+    }
+    let account = format!(
+        "{delivered} of {} delivered{}",
+        done.len(),
+        match (unsettled, stopped) {
+            (0, _) => String::new(),
+            (n, true) => format!(", {n} still in flight when Ctrl-C stopped the wait"),
+            (n, false) => format!(
+                ", {n} not settled within {}",
+                time::duration(timeout.as_secs_f64())
+            ),
+        }
+    );
+    if stopped {
+        status(&format!("\nstopped (Ctrl-C): {account}"));
+        prompt::exit_interrupted_quietly();
+    }
+    if delivered == done.len() {
+        status(&account);
+        return Ok(());
+    }
+    Err(CliError::error(account).hint(
+        "`unsctl inspect ID` shows what happened; `unsctl dlq triage` says what each needs now",
+    ))
+}
+
+fn settlement_line(s: &Settlement, out: &Output) -> String {
+    let state = match (s.settled, s.delivered) {
+        (true, true) => out.green("DELIVERED"),
+        (true, false) => out.red(&views::shown(&s.status)),
+        (false, _) => out.yellow(&format!("still {}", views::shown(&s.status))),
+    };
+    let after = s
+        .seconds
+        .map(|secs| format!(" after {}", time::duration(secs)))
+        .unwrap_or_default();
+    let error = s
+        .error_message
+        .as_deref()
+        .filter(|_| !s.delivered)
+        .map(|e| format!(": {}", views::shown(e)))
+        .unwrap_or_default();
+    format!("{}  {state}{after}{error}", views::shown(&s.id))
+}
+
+fn plural(n: usize, noun: &str) -> String {
+    if n == 1 {
+        format!("1 {noun}")
+    } else {
+        format!("{n} {noun}s")
+    }
+}
+
+/// A change in the DLQ that `dlq triage --watch` reports.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[serde(tag = "change", rename_all = "snake_case")]
+pub enum Change {
+    Entered {
+        id: String,
+        branch: Branch,
+    },
+    Left {
+        id: String,
+        was: Branch,
+        status: String,
+    },
+    Branch {
+        id: String,
+        from: Branch,
+        to: Branch,
+    },
+}
+
+/// The branch of each selected entry.
+pub type Branches = BTreeMap<String, Branch>;
+
+/// What changed between two readings of the DLQ, in id order.
+pub fn changes(
+    before: &Branches,
+    after: &Branches,
+    status_of: impl Fn(&str) -> String,
+) -> Vec<Change> {
+    let mut found = Vec::new();
+    for (id, branch) in after {
+        match before.get(id) {
+            None => found.push(Change::Entered {
+                id: id.clone(),
+                branch: *branch,
+            }),
+            Some(old) if old != branch => found.push(Change::Branch {
+                id: id.clone(),
+                from: *old,
+                to: *branch,
+            }),
+            Some(_) => {}
+        }
+    }
+    for (id, was) in before {
+        if !after.contains_key(id) {
+            found.push(Change::Left {
+                id: id.clone(),
+                was: *was,
+                status: status_of(id),
+            });
+        }
+    }
+    found
+}
+
+fn any_event() -> EventQuery {
+    EventQuery {
+        kinds: Vec::new(),
+        selection: Selection::default(),
+        limit: 1,
+        after: None,
+    }
+}
+
+/// The newest event id of the store now: a watch started here misses nothing after it.
+pub fn event_cursor(store: &dyn Store) -> CliResult<i64> {
+    newest_event(store, &any_event())
+}
+
+/// `dlq triage --watch`: after the first triage, one line whenever an entry enters the
+/// selection, leaves it or changes branch. The DLQ is triaged again only when an event
+/// was written since the last look.
+#[allow(clippy::too_many_arguments)]
+pub fn watch_dlq(
+    store: &dyn Store,
+    selection: &Selection,
+    keep: &(dyn Fn(&Verdict) -> bool + Sync),
+    limit: Option<usize>,
+    mut known: Branches,
+    mut cursor: i64,
+    every: Duration,
+    out: &Output,
+) -> CliResult {
+    prompt::install_interrupt_handler();
+    let started = Instant::now();
+    let any = any_event();
+    let mut counts = [0usize; 3];
+    status(&format!(
+        "watching the DLQ of {} (Ctrl-C to stop) ...",
+        views::shown(&store.describe())
+    ));
+    while pause(every) {
+        let moved = match events_after(store, &any, cursor) {
+            Ok((_, next)) => next,
+            Err(err) if transient(&err) => {
+                status(&format!("cannot read: {err}; trying again"));
+                continue;
+            }
+            Err(err) => return Err(err),
+        };
+        if moved == cursor {
+            continue;
+        }
+        cursor = moved;
+        let now: Branches = super::selection::verdicts(store, selection, keep, limit)?
+            .into_iter()
+            .map(|v| (v.id, v.branch))
+            .collect();
+        let status_of = |id: &str| {
+            store
+                .notification(id)
+                .map(|doc| doc.row.status)
+                .unwrap_or_else(|_| "gone".into())
+        };
+        for change in changes(&known, &now, status_of) {
+            match change {
+                Change::Entered { .. } => counts[0] += 1,
+                Change::Left { .. } => counts[1] += 1,
+                Change::Branch { .. } => counts[2] += 1,
+            }
+            if out.json() {
+                print_json_line(&change)?;
+            } else {
+                print(&change_line(&change, out))?;
+            }
+        }
+        known = now;
+    }
+    status(&format!(
+        "\nstopped (Ctrl-C) after {}: {} entered, {} left, {} changed branch; {} in the selection now",
+        time::duration(started.elapsed().as_secs_f64()),
+        counts[0],
+        counts[1],
+        counts[2],
+        known.len()
+    ));
+    Ok(())
+}
+
+fn change_line(change: &Change, out: &Output) -> String {
+    let stamp = time::rfc3339(crate::clock::Clock::now(&crate::clock::SystemClock));
+    match change {
+        Change::Entered { id, branch } => format!(
+            "{stamp}  + {}  entered: {}",
+            views::shown(id),
+            views::branch_text(*branch, out)
+        ),
+        Change::Left { id, was, status } => format!(
+            "{stamp}  - {}  left ({} now; was {})",
+            views::shown(id),
+            views::shown(status),
+            was.as_str()
+        ),
+        Change::Branch { id, from, to } => format!(
+            "{stamp}  ~ {}  {} -> {}",
+            views::shown(id),
+            from.as_str(),
+            views::branch_text(*to, out)
+        ),
+    }
+}
