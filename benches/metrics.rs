@@ -40,25 +40,44 @@ fn main() -> anyhow::Result<()> {
         first.contains(&format!("uns_dlq_entries {rows}")),
         "the scrape does not show the store: {first}"
     );
-    let mut cold = Vec::new();
-    let mut warm = Vec::new();
+    let mut stale = Vec::new();
+    let mut fresh = Vec::new();
     for _ in 0..5 {
         std::thread::sleep(STORE_GAUGES_TTL + Duration::from_millis(100));
-        cold.push(scrape()?.0.as_secs_f64() * 1e3);
-        warm.push(scrape()?.0.as_secs_f64() * 1e3);
+        stale.push(scrape()?.0.as_secs_f64() * 1e3);
+        fresh.push(scrape()?.0.as_secs_f64() * 1e3);
     }
-    cold.sort_by(f64::total_cmp);
-    warm.sort_by(f64::total_cmp);
-    println!("metrics benchmark: {rows} rows in the store ({} events)", rows * 10);
+    // What the background read costs, and what the very first scrape of a server waits.
+    let conn = unsctl::runtime::schema::open(&db, unsctl::runtime::schema::OpenMode::ReadOnly)?;
+    let metrics = unsctl::runtime::metrics::Metrics::new(60.0);
+    let mut read = Vec::new();
+    for _ in 0..5 {
+        let start = Instant::now();
+        metrics.refresh(&conn, 0.0)?;
+        read.push(start.elapsed().as_secs_f64() * 1e3);
+    }
+    for list in [&mut stale, &mut fresh, &mut read] {
+        list.sort_by(f64::total_cmp);
+    }
     println!(
-        "  scrape, store gauges read   median {:.1} ms, worst {:.1} ms   (target < 50 ms)",
-        cold[2], cold[4]
+        "metrics benchmark: {rows} rows in the store ({} events)",
+        rows * 10
     );
     println!(
-        "  scrape, gauges from cache   median {:.2} ms, worst {:.2} ms",
-        warm[2], warm[4]
+        "  scrape, gauges older than {} s  median {:.2} ms, worst {:.2} ms   (target < 50 ms; renewed in the background)",
+        STORE_GAUGES_TTL.as_secs(),
+        stale[2],
+        stale[4]
     );
-    println!("  text size                   {} bytes", first.len());
+    println!(
+        "  scrape, gauges fresh            median {:.2} ms, worst {:.2} ms",
+        fresh[2], fresh[4]
+    );
+    println!(
+        "  reading the store gauges        median {:.1} ms, worst {:.1} ms   (a server's first scrape waits for this once)",
+        read[2], read[4]
+    );
+    println!("  text size                       {} bytes", first.len());
     server.stop();
     Ok(())
 }

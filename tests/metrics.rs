@@ -211,6 +211,14 @@ fn a_real_scrape_counts_each_transition_and_passes_promtool() {
     );
     let all = sample(&text, "uns_provider_call_seconds_count{channel=\"EMAIL\"}");
     assert!(within_lease < all, "{text}");
+    assert_eq!(
+        sample(
+            &text,
+            "uns_provider_call_seconds_bucket{le=\"+Inf\",channel=\"EMAIL\"}"
+        ),
+        all,
+        "{text}"
+    );
     assert_eq!(sample(&gauges, "uns_dlq_entries"), Some(3.0), "{gauges}");
     assert_eq!(
         sample(&gauges, "uns_oldest_due_seconds"),

@@ -48,6 +48,9 @@ struct PlanEntry {
     /// What the operator wrote down they checked (needed to act on a VERIFY entry).
     #[serde(default)]
     attestation: Option<String>,
+    /// The context the entry was read from, in a plan made with `--all-contexts`.
+    #[serde(default)]
+    context: Option<String>,
 }
 
 /// Counts the bytes read, so a plan past the limit is told apart from a broken one.
@@ -173,23 +176,69 @@ fn planned(
 
 pub fn run(global: &GlobalArgs, args: Args) -> CliResult {
     remediate::check_force(&args.audit)?;
-    let out = global.output();
     let plan = read_plan(&args.plan)?;
-    let store = backend::for_action(global, args.confirm.confirm)?;
-    let intents = plan
-        .entries
-        .into_iter()
-        .map(|entry| planned(store.as_ref(), entry, &args.audit))
-        .collect::<CliResult<Vec<_>>>()?;
-    if intents.is_empty() {
+    if plan.entries.is_empty() {
         crate::render::output::status("The plan has no entries: nothing to do.");
         return Ok(());
     }
-    remediate::carry_out(
-        store.as_ref(),
-        intents,
-        &args.confirm,
-        &out,
-        "apply the plan to",
-    )
+    if plan.entries.iter().all(|e| e.context.is_none()) {
+        let store = backend::for_action(global, args.confirm.confirm)?;
+        return apply_in(store.as_ref(), plan.entries, &args, global);
+    }
+    // A plan made across contexts acts context by context, each with its own prompt.
+    if global.db.is_some() || global.api.is_some() || global.context.is_some() {
+        return Err(CliError::usage(
+            "this plan names the context of each entry; leave out --db, --api and --context",
+        ));
+    }
+    if plan.entries.iter().any(|e| e.context.is_none()) {
+        return Err(CliError::usage(
+            "this plan names a context for some entries and not for others; make it again with `unsctl dlq triage --all-contexts -o json`",
+        ));
+    }
+    let config = backend::required_config()?;
+    let mut groups: Vec<(String, Vec<PlanEntry>)> = Vec::new();
+    for entry in plan.entries {
+        let name = entry.context.clone().unwrap_or_default();
+        match groups.iter_mut().find(|(n, _)| *n == name) {
+            Some((_, entries)) => entries.push(entry),
+            None => groups.push((name, vec![entry])),
+        }
+    }
+    let mut first_error = None;
+    for (name, entries) in groups {
+        crate::render::output::status(&format!(
+            "\ncontext {}: {} plan entr{}",
+            crate::render::sanitize::clean(&name),
+            entries.len(),
+            if entries.len() == 1 { "y" } else { "ies" }
+        ));
+        let acted = backend::from_context(&config, &name)
+            .and_then(|resolved| backend::open_resolved(resolved, args.confirm.confirm))
+            .and_then(|store| apply_in(store.as_ref(), entries, &args, global));
+        if let Err(err) = acted {
+            crate::render::output::status(&format!(
+                "context {}: {}",
+                crate::render::sanitize::clean(&name),
+                crate::render::sanitize::clean(&err.message)
+            ));
+            first_error.get_or_insert(err);
+        }
+    }
+    first_error.map_or(Ok(()), Err)
+}
+
+/// Carries out `entries` against one store, with one prompt that names it.
+fn apply_in(
+    store: &dyn crate::store::Store,
+    entries: Vec<PlanEntry>,
+    args: &Args,
+    global: &GlobalArgs,
+) -> CliResult {
+    let out = global.output();
+    let intents = entries
+        .into_iter()
+        .map(|entry| planned(store, entry, &args.audit))
+        .collect::<CliResult<Vec<_>>>()?;
+    remediate::carry_out(store, intents, &args.confirm, &out, "apply the plan to")
 }

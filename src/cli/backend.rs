@@ -1,18 +1,28 @@
-//! Chooses the backend from `--db`/`UNS_DB_FILE` or `--api`/`UNS_BASE_URL`, and who the
-//! operator is.
+//! Chooses the backend, and who the operator is.
+//!
+//! Flags first (`--db`, `--api`, `--context`), then the environment (`UNS_CONTEXT`, then
+//! `UNS_DB_FILE`/`UNS_BASE_URL`), then the config file's current context.
 
 use super::GlobalArgs;
-use super::error::{CliError, CliResult};
+use super::error::{CliError, CliResult, ExitKind};
+use crate::config::{Config, Place};
 use crate::store::Store;
 use crate::store::http::HttpStore;
 use crate::store::sqlite::SqliteStore;
 use std::path::PathBuf;
 
-/// Where the store is, resolved from flags first, then the environment.
+/// Where the store is.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Backend {
     Sqlite(PathBuf),
     Http { url: String, key: Option<String> },
+}
+
+/// The backend, and the config context it came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Resolved {
+    pub backend: Backend,
+    pub context: Option<String>,
 }
 
 fn env(name: &str) -> Option<String> {
@@ -21,48 +31,156 @@ fn env(name: &str) -> Option<String> {
         .filter(|value| !value.trim().is_empty())
 }
 
-/// Every store the flags and the environment name, flags first: `doctor` checks each.
+/// Every store the flags, the environment or the context name: `doctor` checks each.
 #[derive(Debug, Clone, Default)]
 pub struct Named {
     pub db: Option<PathBuf>,
     /// The URL and the key for it.
     pub api: Option<(String, Option<String>)>,
+    pub context: Option<String>,
 }
 
-pub fn named(global: &GlobalArgs) -> Named {
-    let (db, api) = match (&global.db, &global.api) {
-        (None, None) => (env("UNS_DB_FILE").map(PathBuf::from), env("UNS_BASE_URL")),
-        (db, api) => (db.clone(), api.clone()),
+pub fn named(global: &GlobalArgs) -> CliResult<Named> {
+    let explicit = global.db.is_some() || global.api.is_some();
+    let (db, api) = if explicit {
+        (global.db.clone(), global.api.clone())
+    } else if global.context.is_none() && env("UNS_CONTEXT").is_none() {
+        (env("UNS_DB_FILE").map(PathBuf::from), env("UNS_BASE_URL"))
+    } else {
+        (None, None)
     };
-    Named {
-        db,
-        api: api.map(|url| (url, env("UNS_API_KEY"))),
+    if db.is_some() || api.is_some() {
+        return Ok(Named {
+            db,
+            api: api.map(|url| (url, env("UNS_API_KEY"))),
+            context: None,
+        });
     }
+    let Resolved { backend, context } = resolve_with_context(global)?;
+    Ok(match backend {
+        Backend::Sqlite(path) => Named {
+            db: Some(path),
+            api: None,
+            context,
+        },
+        Backend::Http { url, key } => Named {
+            db: None,
+            api: Some((url, key)),
+            context,
+        },
+    })
+}
+
+/// The config file, when there is one; a broken one is an error.
+pub fn config() -> CliResult<Option<Config>> {
+    crate::config::load().map_err(config_error)
+}
+
+/// The config file, which the command cannot do without.
+pub fn required_config() -> CliResult<Config> {
+    config()?.ok_or_else(|| {
+        CliError::usage(format!(
+            "no config file at {}",
+            crate::config::path()
+                .map(|p| p.display().to_string())
+                .unwrap_or_else(|| "$XDG_CONFIG_HOME/unsctl/config.toml".into())
+        ))
+        .hint("write one with a [contexts.NAME] table each (db = PATH, or api = URL with api_key_env = VAR); see the README")
+    })
+}
+
+pub fn config_error(err: crate::config::ConfigError) -> CliError {
+    match err {
+        crate::config::ConfigError::Unknown { .. } => {
+            CliError::new(ExitKind::NotFound, err.to_string())
+                .hint("`unsctl context list` shows them")
+        }
+        other => CliError::usage(other.to_string()),
+    }
+}
+
+/// The context called `name`, as a backend.
+pub fn from_context(config: &Config, name: &str) -> CliResult<Resolved> {
+    let context = config.get(name).map_err(config_error)?;
+    let backend = match &context.place {
+        Place::Db(path) => Backend::Sqlite(path.clone()),
+        Place::Api { url, key_env } => {
+            let key = context.api_key();
+            if let (Some(var), None) = (key_env, &key) {
+                return Err(CliError::new(
+                    ExitKind::Auth,
+                    format!("context {name}: its key variable {var} is not set"),
+                )
+                .hint(format!(
+                    "export {var} with the key of {}",
+                    crate::api::without_userinfo(url)
+                )));
+            }
+            Backend::Http {
+                url: url.clone(),
+                key,
+            }
+        }
+    };
+    Ok(Resolved {
+        backend,
+        context: Some(name.to_string()),
+    })
+}
+
+pub fn resolve_with_context(global: &GlobalArgs) -> CliResult<Resolved> {
+    let plain = |backend| {
+        Ok(Resolved {
+            backend,
+            context: None,
+        })
+    };
+    let key = || env("UNS_API_KEY");
+    if global.context.is_some() && (global.db.is_some() || global.api.is_some()) {
+        return Err(CliError::usage(
+            "--context names a store already: leave out --db and --api",
+        ));
+    }
+    match (&global.db, &global.api) {
+        (Some(_), Some(_)) => {
+            return Err(CliError::usage(
+                "--db and --api both given: name one backend",
+            ));
+        }
+        (Some(path), None) => return plain(Backend::Sqlite(path.clone())),
+        (None, Some(url)) => {
+            return plain(Backend::Http {
+                url: url.clone(),
+                key: key(),
+            });
+        }
+        (None, None) => {}
+    }
+    if let Some(name) = global.context.clone().or_else(|| env("UNS_CONTEXT")) {
+        return from_context(&required_config()?, &name);
+    }
+    match (env("UNS_DB_FILE"), env("UNS_BASE_URL")) {
+        // The runbook's environment exports both: the API is the runtime's own door,
+        // and the one that also works from another host.
+        (Some(_), Some(url)) => return plain(Backend::Http { url, key: key() }),
+        (Some(path), None) => return plain(Backend::Sqlite(PathBuf::from(path))),
+        (None, Some(url)) => return plain(Backend::Http { url, key: key() }),
+        (None, None) => {}
+    }
+    if let Some(config) = config()?
+        && let Some(current) = &config.current
+    {
+        return from_context(&config, current);
+    }
+    Err(
+        CliError::usage("no store named: pass --db PATH or --api URL").hint(
+            "or set UNS_DB_FILE or UNS_BASE_URL (with UNS_API_KEY), or pick a context: `unsctl context list`",
+        ),
+    )
 }
 
 pub fn resolve(global: &GlobalArgs) -> CliResult<Backend> {
-    let key = || env("UNS_API_KEY");
-    match (&global.db, &global.api) {
-        (Some(_), Some(_)) => Err(CliError::usage(
-            "--db and --api both given: name one backend",
-        )),
-        (Some(path), None) => Ok(Backend::Sqlite(path.clone())),
-        (None, Some(url)) => Ok(Backend::Http {
-            url: url.clone(),
-            key: key(),
-        }),
-        (None, None) => match (env("UNS_DB_FILE"), env("UNS_BASE_URL")) {
-            // The runbook's environment exports both: the API is the runtime's own
-            // door, and the one that also works from another host.
-            (Some(_), Some(url)) => Ok(Backend::Http { url, key: key() }),
-            (Some(path), None) => Ok(Backend::Sqlite(PathBuf::from(path))),
-            (None, Some(url)) => Ok(Backend::Http { url, key: key() }),
-            (None, None) => Err(
-                CliError::usage("no store named: pass --db PATH or --api URL")
-                    .hint("or set UNS_DB_FILE or UNS_BASE_URL (with UNS_API_KEY)"),
-            ),
-        },
-    }
+    resolve_with_context(global).map(|r| r.backend)
 }
 
 /// A store for reading: SQLite is opened read-only.
@@ -84,6 +202,8 @@ pub fn for_action(global: &GlobalArgs, confirmed: bool) -> CliResult<Box<dyn Sto
 fn both_named_note(global: &GlobalArgs) -> Option<String> {
     let both = global.db.is_none()
         && global.api.is_none()
+        && global.context.is_none()
+        && env("UNS_CONTEXT").is_none()
         && env("UNS_DB_FILE").is_some()
         && env("UNS_BASE_URL").is_some();
     both.then(|| {
@@ -93,35 +213,56 @@ fn both_named_note(global: &GlobalArgs) -> Option<String> {
 }
 
 fn open(global: &GlobalArgs, write: bool) -> CliResult<Box<dyn Store>> {
-    let backend = resolve(global)?;
+    if global.all_contexts {
+        return Err(CliError::usage(
+            "--all-contexts reads only, with dlq list, dlq triage, events and doctor; anything that changes a store acts in one context: pass --context NAME",
+        ));
+    }
+    let resolved = resolve_with_context(global)?;
     if let Some(note) = both_named_note(global) {
         crate::render::output::status(&note);
     }
+    open_resolved(resolved, write)
+}
+
+/// Opens a resolved backend; its context is named in everything it describes.
+pub fn open_resolved(resolved: Resolved, write: bool) -> CliResult<Box<dyn Store>> {
+    let Resolved { backend, context } = resolved;
     Ok(match backend {
-        Backend::Sqlite(path) if write => Box::new(SqliteStore::open_read_write(&path)?),
         Backend::Sqlite(path) => {
-            let store = SqliteStore::open_read_only(&path)?;
+            let mut store = if write {
+                SqliteStore::open_read_write(&path)?
+            } else {
+                SqliteStore::open_read_only(&path)?
+            };
             if let Some(note) = &store.note {
                 crate::render::output::status(note);
             }
+            store.context = context;
             Box::new(store)
         }
         Backend::Http { url, key } => {
-            let store = HttpStore::new(&url, key)?;
+            let mut store = HttpStore::new(&url, key)?;
             if let Some(note) = &store.note {
                 crate::render::output::status(note);
             }
+            store.context = context;
             Box::new(store)
         }
     })
 }
 
-/// `--operator`, else `UNS_OPERATOR`, else the login name.
+/// Who an action is recorded as: `--operator`, then `UNS_OPERATOR`, then the config
+/// file's `operator`, then the account the process runs as.
 pub fn operator(flag: Option<&str>) -> String {
-    flag.map(str::to_string)
-        .filter(|o| !o.trim().is_empty())
-        .or_else(|| env("UNS_OPERATOR"))
-        .or_else(|| env("USER"))
-        .or_else(|| env("LOGNAME"))
-        .unwrap_or_else(|| "unknown".into())
+    let given = flag.is_some_and(|f| !f.trim().is_empty()) || env("UNS_OPERATOR").is_some();
+    if !given
+        && let Some(configured) = crate::config::load()
+            .ok()
+            .flatten()
+            .and_then(|config| config.operator)
+    {
+        return configured;
+    }
+    crate::identity::operator(flag)
 }

@@ -1,7 +1,8 @@
 //! `unsctl doctor`: the checks the runbook's mitigation section asks for, one line each.
 
+use super::GlobalArgs;
+use super::backend::{self, Named};
 use super::error::{CliError, CliResult};
-use super::{GlobalArgs, backend};
 use crate::render::output::{Output, print, print_json};
 use crate::render::time;
 use crate::runtime::adapters::email::StartTls;
@@ -129,8 +130,7 @@ fn store_check(path: &PathBuf) -> Check {
 /// The API's checks and, when it answers, its reading of the runtime. Failures are
 /// explained by their cause (refused, timed out, wrong path, wrong key), never by the
 /// HTTP client's own text.
-fn api_check(url: &str, window: f64) -> (Vec<Check>, Option<Health>) {
-    let key = env("UNS_API_KEY");
+fn api_check(url: &str, key: Option<String>, window: f64) -> (Vec<Check>, Option<Health>) {
     let read = HttpStore::new(url, key.clone()).and_then(|store| store.health(window));
     let shown = crate::api::without_userinfo(url);
     match read {
@@ -148,8 +148,8 @@ fn api_check(url: &str, window: f64) -> (Vec<Check>, Option<Health>) {
                     None => check(
                         "api key",
                         Level::Fail,
-                        "UNS_API_KEY is not set",
-                        Some("export UNS_API_KEY with the server's key"),
+                        "no key given (UNS_API_KEY, or the context's api_key_env, is not set)",
+                        Some("export the server's key"),
                     ),
                     Some(_) => check(
                         "api key",
@@ -419,20 +419,12 @@ fn plural(n: i64, noun: &str) -> String {
     }
 }
 
-pub fn run(global: &GlobalArgs, args: Args) -> CliResult {
-    let out: Output = global.output();
-    crate::runtime::adapters::init_tls();
-    let named = backend::named(global);
-    if named.db.is_none() && named.api.is_none() {
-        return Err(backend::resolve(global)
-            .err()
-            .unwrap_or_else(|| CliError::usage("no store named")));
-    }
-    let window = (args.interval_minutes.max(1) * 60) as f64;
+/// The checks of one store: the API and the file it names, then what its numbers say.
+fn store_checks(named: &Named, args: &Args, window: f64) -> Vec<Check> {
     let mut checks = Vec::new();
     let mut health = None;
-    if let Some((url, _)) = &named.api {
-        let (api, read) = api_check(url, window);
+    if let Some((url, key)) = &named.api {
+        let (api, read) = api_check(url, key.clone(), window);
         checks.extend(api);
         health = read;
     }
@@ -444,13 +436,12 @@ pub fn run(global: &GlobalArgs, args: Args) -> CliResult {
                 .ok();
         }
     }
-    checks.push(smtp_check(&args));
     match &health {
         Some(health) => {
-            checks.push(worker_check(health, &args));
-            checks.push(backlog_check(health, &args));
+            checks.push(worker_check(health, args));
+            checks.push(backlog_check(health, args));
             checks.push(dlq_check(health));
-            checks.push(calls_check(health, &args));
+            checks.push(calls_check(health, args));
             checks.push(lease_check(health));
         }
         None => {
@@ -459,27 +450,33 @@ pub fn run(global: &GlobalArgs, args: Args) -> CliResult {
             }
         }
     }
-    if out.json() {
-        print_json(&checks)?;
-    } else {
-        let lines: Vec<String> = checks
-            .iter()
-            .flat_map(|c| {
-                let level = match c.level {
-                    Level::Ok => out.green("ok  "),
-                    Level::Skip => out.dim("skip"),
-                    Level::Warn => out.yellow("warn"),
-                    Level::Fail => out.red("fail"),
-                };
-                let mut lines = vec![format!("{level}  {:<14} {}", c.name, out.clean(&c.detail))];
-                if let Some(hint) = &c.hint {
-                    lines.push(format!("      {:<14} hint: {hint}", ""));
-                }
-                lines
-            })
-            .collect();
-        print(&lines.join("\n"))?;
-    }
+    checks
+}
+
+fn lines(checks: &[Check], out: &Output, indent: &str) -> Vec<String> {
+    checks
+        .iter()
+        .flat_map(|c| {
+            let level = match c.level {
+                Level::Ok => out.green("ok  "),
+                Level::Skip => out.dim("skip"),
+                Level::Warn => out.yellow("warn"),
+                Level::Fail => out.red("fail"),
+            };
+            let mut lines = vec![format!(
+                "{indent}{level}  {:<14} {}",
+                c.name,
+                out.clean(&c.detail)
+            )];
+            if let Some(hint) = &c.hint {
+                lines.push(format!("{indent}      {:<14} hint: {hint}", ""));
+            }
+            lines
+        })
+        .collect()
+}
+
+fn failed(checks: &[Check]) -> CliResult {
     let failed = checks.iter().filter(|c| c.level == Level::Fail).count();
     if failed > 0 {
         return Err(CliError::error(format!(
@@ -488,4 +485,113 @@ pub fn run(global: &GlobalArgs, args: Args) -> CliResult {
         )));
     }
     Ok(())
+}
+
+pub fn run(global: &GlobalArgs, args: Args) -> CliResult {
+    let out: Output = global.output();
+    crate::runtime::adapters::init_tls();
+    let window = (args.interval_minutes.max(1) * 60) as f64;
+    if global.all_contexts {
+        return run_fleet(&args, window, &out);
+    }
+    let named = backend::named(global)?;
+    let mut checks = store_checks(&named, &args, window);
+    checks.push(smtp_check(&args));
+    if out.json() {
+        print_json(&checks)?;
+    } else {
+        print(&lines(&checks, &out, "").join("\n"))?;
+    }
+    failed(&checks)
+}
+
+/// `doctor --all-contexts`: every context's checks, concurrently, then the relay once.
+fn run_fleet(args: &Args, window: f64, out: &Output) -> CliResult {
+    let config = backend::required_config()?;
+    let per_context: Vec<(String, String, Vec<Check>)> = std::thread::scope(|scope| {
+        let running: Vec<_> = config
+            .contexts
+            .iter()
+            .map(|context| {
+                let config = &config;
+                scope.spawn(move || {
+                    let checks = match backend::from_context(config, &context.name) {
+                        Ok(resolved) => {
+                            let named = match resolved.backend {
+                                backend::Backend::Sqlite(path) => Named {
+                                    db: Some(path),
+                                    ..Named::default()
+                                },
+                                backend::Backend::Http { url, key } => Named {
+                                    api: Some((url, key)),
+                                    ..Named::default()
+                                },
+                            };
+                            store_checks(&named, args, window)
+                        }
+                        Err(err) => vec![check(
+                            "context",
+                            Level::Fail,
+                            err.message.clone(),
+                            err.hints.first().map(String::as_str),
+                        )],
+                    };
+                    (context.name.clone(), context.target(), checks)
+                })
+            })
+            .collect();
+        running
+            .into_iter()
+            .map(|handle| {
+                handle.join().unwrap_or_else(|_| {
+                    (
+                        "?".into(),
+                        String::new(),
+                        vec![check(
+                            "context",
+                            Level::Fail,
+                            "the checks failed unexpectedly",
+                            None,
+                        )],
+                    )
+                })
+            })
+            .collect()
+    });
+    let smtp = smtp_check(args);
+    if out.json() {
+        let contexts: Vec<_> = per_context
+            .iter()
+            .map(|(name, target, checks)| {
+                serde_json::json!({"context": name, "store": target, "checks": checks})
+            })
+            .collect();
+        print_json(&serde_json::json!({"contexts": contexts, "smtp relay": smtp}))?;
+    } else {
+        let mut text = Vec::new();
+        for (name, target, checks) in &per_context {
+            text.push(format!(
+                "{} ({})",
+                out.bold(&format!("context {}", out.clean(name))),
+                out.clean(target)
+            ));
+            text.extend(lines(checks, out, "  "));
+        }
+        text.extend(lines(std::slice::from_ref(&smtp), out, ""));
+        print(&text.join("\n"))?;
+    }
+    let unhealthy: Vec<&str> = per_context
+        .iter()
+        .filter(|(_, _, checks)| checks.iter().any(|c| c.level == Level::Fail))
+        .map(|(name, _, _)| name.as_str())
+        .collect();
+    if !unhealthy.is_empty() {
+        return Err(CliError::error(format!(
+            "{} of {} contexts failed a check: {}",
+            unhealthy.len(),
+            per_context.len(),
+            unhealthy.join(", ")
+        )));
+    }
+    failed(std::slice::from_ref(&smtp))
 }

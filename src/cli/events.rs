@@ -63,6 +63,14 @@ pub fn run(global: &GlobalArgs, args: Args) -> CliResult {
     } else {
         args.kinds.clone()
     };
+    if global.all_contexts {
+        if args.follow {
+            return Err(CliError::usage(
+                "--follow works in one context: pass --context NAME",
+            ));
+        }
+        return run_fleet(global, &args, kinds, limit, &out);
+    }
     let store = backend::reader(global)?;
     let query = EventQuery {
         kinds: kinds.clone(),
@@ -125,4 +133,64 @@ fn event_row(row: &crate::api::EventRow, out: &Output) -> Vec<Text> {
         row.attempts.to_string().into(),
         row.cycle.to_string().into(),
     ]
+}
+
+/// `events --all-contexts`: the newest events of every context, merged in the runbook
+/// query's order, each tagged with its context.
+fn run_fleet(
+    global: &GlobalArgs,
+    args: &Args,
+    kinds: Vec<Kind>,
+    limit: usize,
+    out: &Output,
+) -> CliResult {
+    use crate::cli::fleet;
+    let _ = global;
+    let query = EventQuery {
+        kinds,
+        selection: args.select.selection()?,
+        limit,
+        after: None,
+    };
+    let mut readings = fleet::read_each(&|store| Ok(store.events(&query)?.events))?;
+    let contexts = fleet::statuses(&readings);
+    let mut rows: Vec<(String, crate::api::EventRow)> = Vec::new();
+    for reading in &mut readings {
+        if let Ok(events) = reading.result.as_mut() {
+            rows.extend(
+                std::mem::take(events)
+                    .into_iter()
+                    .map(|e| (reading.context.clone(), e)),
+            );
+        }
+    }
+    rows.sort_by(|(ca, a), (cb, b)| {
+        b.at.total_cmp(&a.at)
+            .then_with(|| a.kind.cmp(&b.kind))
+            .then_with(|| ca.cmp(cb))
+            .then_with(|| a.id.cmp(&b.id))
+    });
+    rows.truncate(limit);
+    if out.json() {
+        let tagged: Vec<fleet::Tagged<'_, crate::api::EventRow>> = rows
+            .iter()
+            .map(|(context, value)| fleet::Tagged { context, value })
+            .collect();
+        crate::render::output::print_json(&serde_json::json!({
+            "events": tagged,
+            "contexts": contexts,
+        }))?;
+    } else {
+        let columns = fleet::with_context_column(COLUMNS);
+        let table: Vec<Vec<Text>> = rows
+            .iter()
+            .map(|(context, row)| {
+                let mut cells = vec![views::shown(context).into()];
+                cells.extend(event_row(row, out));
+                cells
+            })
+            .collect();
+        crate::render::table::print_all(&columns, table, out)?;
+    }
+    fleet::conclude(&readings)
 }

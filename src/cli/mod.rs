@@ -3,10 +3,12 @@
 pub mod apply;
 pub mod backend;
 pub mod completions;
+pub mod context;
 pub mod dlq;
 pub mod doctor;
 pub mod error;
 pub mod events;
+pub mod fleet;
 pub mod follow;
 pub mod inspect;
 pub mod prompt;
@@ -52,6 +54,12 @@ pub struct GlobalArgs {
     /// Use the runtime's HTTP API at URL (key from UNS_API_KEY)
     #[arg(long, global = true, value_name = "URL")]
     pub api: Option<String>,
+    /// Use this context of the config file (else UNS_CONTEXT, else the current one)
+    #[arg(long, global = true, value_name = "NAME")]
+    pub context: Option<String>,
+    /// Read every context of the config file at once (dlq list, dlq triage, events, doctor)
+    #[arg(long, global = true, conflicts_with_all = ["db", "api", "context"])]
+    pub all_contexts: bool,
     /// Output format
     #[arg(short, long, global = true, value_enum, default_value_t = Format::Table)]
     pub output: Format,
@@ -89,6 +97,8 @@ pub enum Command {
     #[command(subcommand)]
     Tsg(tsg::Command),
     Doctor(doctor::Args),
+    #[command(subcommand)]
+    Context(context::Command),
     Completions(completions::Args),
 }
 
@@ -108,6 +118,7 @@ pub fn run(cli: Cli) -> CliResult {
         Command::Verify(args) => verify::run(global, args),
         Command::Tsg(command) => tsg::run(global, command),
         Command::Doctor(args) => doctor::run(global, args),
+        Command::Context(command) => context::run(global, command),
         Command::Completions(args) => completions::run(args),
     }
 }

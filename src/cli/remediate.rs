@@ -200,7 +200,7 @@ pub fn base_request(
     verified: Option<Claim>,
 ) -> ActionRequest {
     ActionRequest {
-        operator: Some(crate::identity::operator(audit.operator.as_deref())),
+        operator: Some(crate::cli::backend::operator(audit.operator.as_deref())),
         reason: audit.reason.clone(),
         ticket: audit.ticket.clone(),
         attestation: attestation.map(str::to_string),
@@ -510,7 +510,8 @@ pub fn carry_out_into(
             print("(dry run)")?;
         }
         status(&format!(
-            "Nothing was changed. Add --confirm to {verb} {} {}.",
+            "Nothing was changed in {}. Add --confirm to {verb} {} {}.",
+            crate::render::sanitize::clean(&store.describe()),
             actionable.len(),
             if actionable.len() == 1 {
                 "entry"
@@ -527,7 +528,7 @@ pub fn carry_out_into(
         status(&format!(
             "Nothing to {verb}: every entry was refused or skipped (see above)."
         ));
-        return finish(&blocked);
+        return finish(&store.describe(), &blocked);
     }
     if !confirmed(store, &actionable, verb, confirm)? {
         status("Declined: nothing was changed.");
@@ -545,7 +546,7 @@ pub fn carry_out_into(
     if out.json() {
         print_results(&intents[..outcomes.len()], &outcomes, false)?;
     }
-    finish(&outcomes)
+    finish(&store.describe(), &outcomes)
 }
 
 fn finish_dry_run(previews: &[Outcome]) -> CliResult {
@@ -596,8 +597,12 @@ pub fn execute_all(store: &dyn Store, intents: &[Intent], out: &Output) -> CliRe
 }
 
 /// The summary line, then the exit code the outcomes call for.
-pub fn finish(outcomes: &[Outcome]) -> CliResult {
-    status(&summary(outcomes));
+pub fn finish(place: &str, outcomes: &[Outcome]) -> CliResult {
+    status(&format!(
+        "{}: {}",
+        crate::render::sanitize::clean(place),
+        summary(outcomes)
+    ));
     match exit_for(outcomes) {
         None => Ok(()),
         Some(kind) => Err(CliError::new(

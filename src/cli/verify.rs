@@ -282,7 +282,7 @@ fn record(
         ));
         return Ok(recording);
     }
-    let operator = crate::identity::operator(args.operator.as_deref());
+    let operator = crate::cli::backend::operator(args.operator.as_deref());
     if !confirmed(store, &entries, &operator, &args.confirm)? {
         status("Declined: nothing was recorded.");
         recording.dry_run = true;

@@ -619,16 +619,34 @@ async fn metrics(
         .iter()
         .filter_map(|value| value.to_str().ok())
         .any(|value| value.contains("application/openmetrics-text"));
-    let text = blocking(&state, move |state| {
-        let now = state.clock.now();
-        state.read(|conn| Ok(state.metrics.refresh(conn, now)?))?;
-        Ok::<_, StoreError>(if open_metrics {
-            state.metrics.encode()
-        } else {
-            state.metrics.encode_classic()
-        })
-    })
-    .await?;
+    use crate::runtime::metrics::Freshness;
+    match state.metrics.freshness() {
+        Freshness::Fresh => {}
+        Freshness::Never => {
+            blocking(&state, |state| {
+                let now = state.clock.now();
+                state.read(|conn| Ok(state.metrics.refresh(conn, now)?))
+            })
+            .await?;
+        }
+        Freshness::Stale => {
+            if state.metrics.begin_refresh() {
+                let state = state.clone();
+                tokio::task::spawn_blocking(move || {
+                    let now = state.clock.now();
+                    if let Err(err) = state.read(|conn| Ok(state.metrics.refresh(conn, now)?)) {
+                        tracing::warn!(error = %err, "cannot read the store gauges for /metrics");
+                    }
+                    state.metrics.end_refresh();
+                });
+            }
+        }
+    }
+    let text = if open_metrics {
+        state.metrics.encode()
+    } else {
+        state.metrics.encode_classic()
+    };
     let content_type = if open_metrics {
         "application/openmetrics-text; version=1.0.0; charset=utf-8"
     } else {

@@ -30,6 +30,8 @@ pub struct HttpStore {
     identified: std::sync::OnceLock<std::result::Result<(), String>>,
     /// Said once to the operator: credentials found in the URL, and ignored.
     pub note: Option<String>,
+    /// The config context it was opened for, named in every prompt and summary.
+    pub context: Option<String>,
 }
 
 impl HttpStore {
@@ -67,6 +69,7 @@ impl HttpStore {
             client,
             identified: std::sync::OnceLock::new(),
             note,
+            context: None,
         })
     }
 
@@ -354,7 +357,7 @@ impl Store for HttpStore {
     }
 
     fn describe(&self) -> String {
-        self.base.clone()
+        crate::store::in_context(self.context.as_deref(), &self.base)
     }
 
     fn operator(&self, _claimed: &str) -> Result<String> {

@@ -127,6 +127,14 @@ impl EventQuery {
     }
 }
 
+/// How a store is named to the operator: with its context when it came from one.
+pub fn in_context(context: Option<&str>, place: &str) -> String {
+    match context {
+        Some(name) => format!("context {name} ({place})"),
+        None => place.to_string(),
+    }
+}
+
 pub trait Store {
     /// A short name for messages: the file path or the base URL.
     fn describe(&self) -> String;

@@ -171,6 +171,8 @@ pub struct SqliteStore {
     clock: Box<dyn Clock>,
     /// Said once to the operator: how the file had to be opened.
     pub note: Option<String>,
+    /// The config context it was opened for, named in every prompt and summary.
+    pub context: Option<String>,
 }
 
 impl SqliteStore {
@@ -182,6 +184,7 @@ impl SqliteStore {
             conn,
             clock: Box::new(SystemClock),
             note: access.note(path),
+            context: None,
         })
     }
 
@@ -196,6 +199,7 @@ impl SqliteStore {
             conn: schema::open(path, mode)?,
             clock: Box::new(SystemClock),
             note: None,
+            context: None,
         })
     }
 }
@@ -210,7 +214,7 @@ impl Store for SqliteStore {
     }
 
     fn describe(&self) -> String {
-        self.path.display().to_string()
+        crate::store::in_context(self.context.as_deref(), &self.path.display().to_string())
     }
 
     fn operator(&self, claimed: &str) -> Result<String> {

@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 pub mod relay;
+pub mod tmux;
 
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};

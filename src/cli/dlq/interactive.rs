@@ -162,7 +162,7 @@ fn verify_one(
         ask.say("No record proves it either way: check by hand (TSG-02, branch 2).");
         return Ok(verdict);
     }
-    let operator = crate::identity::operator(audit.operator.as_deref());
+    let operator = crate::cli::backend::operator(audit.operator.as_deref());
     let answer = ask.ask(&format!(
         "Record these answers on {} in {} as {}? Type yes and press Enter (anything else does not):",
         clean(&verdict.id),

@@ -63,6 +63,9 @@ struct Listed {
 }
 
 pub fn run(global: &GlobalArgs, args: Args) -> CliResult {
+    if global.all_contexts {
+        return run_fleet(global, &args);
+    }
     let out = global.output();
     let store = backend::reader(global)?;
     let selection = args.select.selection()?;
@@ -151,4 +154,68 @@ fn write_table(arriving: Receiver<Vec<Triaged>>, out: &Output) -> CliResult<List
     grid.finish(&mut writer)?;
     writer.flush()?;
     Ok(listed)
+}
+
+/// `dlq list --all-contexts`: every context's entries, tagged.
+fn run_fleet(global: &GlobalArgs, args: &Args) -> CliResult {
+    use crate::cli::fleet;
+    let out = global.output();
+    let selection = args.select.selection()?;
+    let limit = args.select.limit;
+    let mut readings = fleet::read_each(&|store| {
+        selection::stream(store, &selection, &|_| true, limit, |arriving| {
+            Ok(arriving.into_iter().flatten().collect::<Vec<Triaged>>())
+        })
+    })?;
+    let contexts = fleet::statuses(&readings);
+    let mut entries: Vec<(String, Triaged)> = Vec::new();
+    for reading in &mut readings {
+        if let Ok(listed) = reading.result.as_mut() {
+            for mut triaged in std::mem::take(listed) {
+                triaged.verdict.next_step =
+                    fleet::in_context(&triaged.verdict.next_step, &reading.context);
+                entries.push((reading.context.clone(), triaged));
+            }
+        }
+    }
+    let mut listed = Listed {
+        counts: triage::empty_summary(),
+        ..Listed::default()
+    };
+    for (_, triaged) in &entries {
+        count(&mut listed, triaged);
+    }
+    if out.json() {
+        let rows: Vec<(String, ListEntry<'_>)> = entries
+            .iter()
+            .map(|(context, t)| (context.clone(), ListEntry::from(t)))
+            .collect();
+        fleet::print_document(
+            &rows,
+            Some((
+                "summary",
+                serde_json::to_value(&listed.counts).map_err(std::io::Error::other)?,
+            )),
+            contexts,
+        )?;
+    } else {
+        let columns = fleet::with_context_column(views::LIST_COLUMNS);
+        let stdout = std::io::stdout();
+        let mut writer = std::io::BufWriter::new(stdout.lock());
+        let mut grid = Grid::new(&columns, &out);
+        for (context, t) in &entries {
+            let mut row = vec![views::shown(context).into()];
+            row.extend(views::list_row(
+                &t.row,
+                &t.verdict,
+                !t.unreadable.is_empty(),
+                &out,
+            ));
+            grid.row(row, &mut writer)?;
+        }
+        grid.finish(&mut writer)?;
+        writer.flush()?;
+        status(&views::summary_counts(&listed.counts));
+    }
+    fleet::conclude(&readings)
 }

@@ -82,6 +82,9 @@ impl Tally {
 }
 
 pub fn run(global: &GlobalArgs, args: Args) -> CliResult {
+    if global.all_contexts {
+        return run_fleet(global, &args);
+    }
     let out = global.output();
     let store = backend::reader(global)?;
     let selection = args.select.selection()?;
@@ -206,4 +209,59 @@ fn write_table(arriving: Receiver<Vec<Triaged>>, out: &Output, tally: Tally) -> 
     grid.finish(&mut writer)?;
     writer.flush()?;
     Ok(tally)
+}
+
+/// `dlq triage --all-contexts`: every context's entries, tagged, with next steps that
+/// name their context. A plan written this way carries each entry's context for `apply`.
+fn run_fleet(global: &GlobalArgs, args: &Args) -> CliResult {
+    use crate::cli::fleet;
+    if args.interactive || args.watch {
+        return Err(crate::cli::error::CliError::usage(
+            "--interactive and --watch work in one context: pass --context NAME",
+        ));
+    }
+    let out = global.output();
+    let selection = args.select.selection()?;
+    let keep = selection::of_branch(args.branch);
+    let limit = args.select.limit;
+    let mut readings =
+        fleet::read_each(&|store| selection::verdicts(store, &selection, &keep, limit))?;
+    let contexts = fleet::statuses(&readings);
+    let mut entries: Vec<(String, Verdict)> = Vec::new();
+    for reading in &mut readings {
+        if let Ok(verdicts) = reading.result.as_mut() {
+            for mut verdict in std::mem::take(verdicts) {
+                verdict.next_step = fleet::in_context(&verdict.next_step, &reading.context);
+                entries.push((reading.context.clone(), verdict));
+            }
+        }
+    }
+    let mut counts = triage::empty_summary();
+    for (_, verdict) in &entries {
+        *counts.entry(verdict.branch).or_default() += 1;
+    }
+    if out.json() {
+        fleet::print_document(
+            &entries,
+            Some((
+                "summary",
+                serde_json::to_value(&counts).map_err(std::io::Error::other)?,
+            )),
+            contexts,
+        )?;
+    } else {
+        let columns = fleet::with_context_column(views::TRIAGE_COLUMNS);
+        let stdout = std::io::stdout();
+        let mut writer = std::io::BufWriter::new(stdout.lock());
+        let mut grid = Grid::new(&columns, &out);
+        for (context, verdict) in &entries {
+            let mut row = vec![views::shown(context).into()];
+            row.extend(views::triage_row(verdict, &out));
+            grid.row(row, &mut writer)?;
+        }
+        grid.finish(&mut writer)?;
+        writer.flush()?;
+        status(&views::summary_counts(&counts));
+    }
+    fleet::conclude(&readings)
 }

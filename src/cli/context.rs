@@ -1,0 +1,223 @@
+//! `unsctl context list|show|use`: the runtimes of the config file, and which one
+//! commands act on.
+
+use super::error::CliResult;
+use super::{GlobalArgs, backend};
+use crate::config::{Config, Context, Place};
+use crate::render::output::{print, print_json, status};
+use crate::render::sanitize::clean;
+use crate::render::table::{Column, Text};
+use serde::Serialize;
+
+/// The runtimes of the config file ($UNSCTL_CONFIG, else
+/// $XDG_CONFIG_HOME/unsctl/config.toml)
+///
+/// Example: unsctl context list
+/// Example: unsctl context use eu-west
+/// Example: unsctl --context eu-west dlq triage
+#[derive(Debug, clap::Subcommand)]
+pub enum Command {
+    /// Every context, the current one marked
+    ///
+    /// Example: unsctl context list
+    List,
+    /// The context commands act on now, and why (flag, environment or config)
+    ///
+    /// Example: unsctl context show
+    Show {
+        /// A context to show instead of the one in effect
+        name: Option<String>,
+    },
+    /// Make NAME the current context (written to the config file)
+    ///
+    /// Example: unsctl context use eu-west
+    Use {
+        /// The context's name
+        name: String,
+    },
+}
+
+/// One context, as `list` and `show` print it. The key is never shown: only its
+/// variable, and whether it is set.
+#[derive(Debug, Serialize)]
+struct Shown {
+    name: String,
+    current: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    db: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    api: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    api_key_env: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    api_key_set: Option<bool>,
+}
+
+fn shown(context: &Context, config: &Config) -> Shown {
+    let (db, api, key_env) = match &context.place {
+        Place::Db(path) => (Some(path.display().to_string()), None, None),
+        Place::Api { url, key_env } => (
+            None,
+            Some(crate::api::without_userinfo(url)),
+            key_env.clone(),
+        ),
+    };
+    Shown {
+        name: context.name.clone(),
+        current: config.current.as_deref() == Some(context.name.as_str()),
+        api_key_set: key_env.as_ref().map(|_| context.api_key().is_some()),
+        db,
+        api,
+        api_key_env: key_env,
+    }
+}
+
+fn key_text(shown: &Shown) -> String {
+    match (&shown.api_key_env, shown.api_key_set) {
+        (Some(var), Some(true)) => format!("{var} (set)"),
+        (Some(var), _) => format!("{var} (not set)"),
+        (None, _) if shown.api.is_some() => "none".into(),
+        _ => "-".into(),
+    }
+}
+
+const COLUMNS: &[Column] = &[
+    Column::new("CURRENT", 0),
+    Column::new("NAME", 0),
+    Column::new("STORE", 0),
+    Column::new("KEY", 1),
+];
+
+pub fn run(global: &GlobalArgs, command: Command) -> CliResult {
+    let out = global.output();
+    match command {
+        Command::List => {
+            let config = backend::required_config()?;
+            let all: Vec<Shown> = config.contexts.iter().map(|c| shown(c, &config)).collect();
+            if out.json() {
+                print_json(&serde_json::json!({
+                    "config": config.path,
+                    "current": config.current,
+                    "contexts": all,
+                }))?;
+                return Ok(());
+            }
+            if all.is_empty() {
+                status(&format!("{} has no contexts", config.path.display()));
+                return Ok(());
+            }
+            let rows: Vec<Vec<Text>> = all
+                .iter()
+                .map(|s| {
+                    vec![
+                        if s.current { "*" } else { "" }.into(),
+                        clean(&s.name).into_owned().into(),
+                        clean(
+                            &s.db
+                                .as_ref()
+                                .map(|d| format!("db {d}"))
+                                .or_else(|| s.api.as_ref().map(|a| format!("api {a}")))
+                                .unwrap_or_default(),
+                        )
+                        .into_owned()
+                        .into(),
+                        key_text(s).into(),
+                    ]
+                })
+                .collect();
+            crate::render::table::print_all(COLUMNS, rows, &out)?;
+            Ok(())
+        }
+        Command::Show { name } => {
+            let (context, why) = match name {
+                Some(name) => (Some(name), "asked for".to_string()),
+                None => in_effect(global)?,
+            };
+            let Some(name) = context else {
+                status(&why);
+                return Ok(());
+            };
+            let config = backend::required_config()?;
+            let context = config.get(&name).map_err(backend::config_error)?;
+            let shown = shown(context, &config);
+            if out.json() {
+                print_json(&serde_json::json!({"context": shown, "why": why}))?;
+            } else {
+                let mut lines = vec![
+                    format!("context  {}", clean(&shown.name)),
+                    format!("store    {}", clean(&context.target())),
+                ];
+                if shown.api.is_some() {
+                    lines.push(format!("key      {}", key_text(&shown)));
+                }
+                lines.push(format!("why      {why}"));
+                lines.push(format!("config   {}", config.path.display()));
+                print(&lines.join("\n"))?;
+            }
+            Ok(())
+        }
+        Command::Use { name } => {
+            let mut config = backend::required_config()?;
+            config.set_current(&name).map_err(backend::config_error)?;
+            let context = config.get(&name).map_err(backend::config_error)?;
+            status(&format!(
+                "current context is now {} ({}); written to {}",
+                clean(&name),
+                clean(&context.target()),
+                config.path.display()
+            ));
+            if let Some(flag) = overridden(global) {
+                status(&format!(
+                    "note: {flag} is set and still takes precedence over the current context"
+                ));
+            }
+            Ok(())
+        }
+    }
+}
+
+fn env(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.trim().is_empty())
+}
+
+/// What outranks the current context right now, if anything.
+fn overridden(global: &GlobalArgs) -> Option<String> {
+    if global.db.is_some() || global.api.is_some() {
+        return Some("--db/--api".into());
+    }
+    if global.context.is_some() {
+        return Some("--context".into());
+    }
+    ["UNS_CONTEXT", "UNS_DB_FILE", "UNS_BASE_URL"]
+        .into_iter()
+        .find(|name| env(name).is_some())
+        .map(str::to_string)
+}
+
+/// The context commands would use now, and why; None with the reason when the store
+/// comes from elsewhere.
+fn in_effect(global: &GlobalArgs) -> CliResult<(Option<String>, String)> {
+    if global.db.is_some() || global.api.is_some() {
+        return Ok((None, "no context: --db or --api names the store".into()));
+    }
+    if let Some(name) = &global.context {
+        return Ok((Some(name.clone()), "the --context flag".into()));
+    }
+    if let Some(name) = env("UNS_CONTEXT") {
+        return Ok((Some(name), "UNS_CONTEXT is set".into()));
+    }
+    if env("UNS_DB_FILE").is_some() || env("UNS_BASE_URL").is_some() {
+        return Ok((
+            None,
+            "no context: UNS_DB_FILE or UNS_BASE_URL names the store".into(),
+        ));
+    }
+    let config = backend::required_config()?;
+    Ok(match config.current {
+        Some(name) => (Some(name), "the current context of the config file".into()),
+        None => (
+            None,
+            "no context in effect: none is current (`unsctl context use NAME`)".into(),
+        ),
+    })
+}

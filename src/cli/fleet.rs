@@ -1,0 +1,154 @@
+//! `--all-contexts`: the same read against every context of the config file at once,
+//! each entry tagged with its context. A context that cannot be read shows its error,
+//! the others are still listed, and the command exits 1: a partial answer is never
+//! passed off as the whole.
+
+use super::backend;
+use super::error::{CliError, CliResult};
+use crate::render::output::{print_json, status};
+use crate::render::sanitize::clean;
+use crate::store::Store;
+use serde::Serialize;
+
+/// What one context gave: its result, or why it could not be read.
+pub struct Reading<T> {
+    pub context: String,
+    pub result: Result<T, CliError>,
+}
+
+/// A value with its context, as JSON shows it: `{"context": NAME, ...value}`.
+#[derive(Serialize)]
+pub struct Tagged<'a, T: Serialize> {
+    pub context: &'a str,
+    #[serde(flatten)]
+    pub value: &'a T,
+}
+
+/// Runs `work` against every context concurrently, one thread each, in the config's
+/// order of names.
+pub fn read_each<T: Send>(
+    work: &(dyn Fn(&dyn Store) -> CliResult<T> + Sync),
+) -> CliResult<Vec<Reading<T>>> {
+    let config = backend::required_config()?;
+    if config.contexts.is_empty() {
+        return Err(CliError::usage(format!(
+            "{} has no contexts to read",
+            config.path.display()
+        )));
+    }
+    let names: Vec<String> = config.contexts.iter().map(|c| c.name.clone()).collect();
+    let config = &config;
+    Ok(std::thread::scope(|scope| {
+        let running: Vec<_> = names
+            .iter()
+            .map(|name| {
+                let handle = std::thread::Builder::new()
+                    .name(format!("context {name}"))
+                    .spawn_scoped(scope, move || {
+                        let resolved = backend::from_context(config, name)?;
+                        let store = backend::open_resolved(resolved, false)?;
+                        work(store.as_ref())
+                    });
+                (name.clone(), handle)
+            })
+            .collect();
+        running
+            .into_iter()
+            .map(|(context, handle)| Reading {
+                result: match handle {
+                    Ok(handle) => handle
+                        .join()
+                        .unwrap_or_else(|_| Err(CliError::error("the read failed unexpectedly"))),
+                    Err(err) => Err(CliError::error(format!("cannot start a thread: {err}"))),
+                },
+                context,
+            })
+            .collect()
+    }))
+}
+
+/// One line per context that failed, on stderr, then the exit the whole calls for.
+pub fn conclude<T>(readings: &[Reading<T>]) -> CliResult {
+    let failed: Vec<&Reading<T>> = readings.iter().filter(|r| r.result.is_err()).collect();
+    for reading in &failed {
+        if let Err(err) = &reading.result {
+            status(&format!(
+                "context {}: cannot read: {}",
+                clean(&reading.context),
+                clean(&err.message)
+            ));
+        }
+    }
+    if failed.is_empty() {
+        status(&format!("read all {} contexts", readings.len()));
+        return Ok(());
+    }
+    Err(CliError::error(format!(
+        "partial answer: read {} of {} contexts; {} could not be read ({})",
+        readings.len() - failed.len(),
+        readings.len(),
+        failed.len(),
+        failed
+            .iter()
+            .map(|r| clean(&r.context).into_owned())
+            .collect::<Vec<_>>()
+            .join(", ")
+    )))
+}
+
+/// The per-context part of a fleet JSON document: entries counted, or the error.
+#[derive(Serialize)]
+pub struct ContextStatus {
+    pub context: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub entries: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+pub fn statuses<T>(readings: &[Reading<Vec<T>>]) -> Vec<ContextStatus> {
+    readings
+        .iter()
+        .map(|r| ContextStatus {
+            context: r.context.clone(),
+            entries: r.result.as_ref().ok().map(Vec::len),
+            error: r.result.as_ref().err().map(|e| e.message.clone()),
+        })
+        .collect()
+}
+
+/// A next-step command that runs in `context`: `unsctl --context NAME ...`.
+pub fn in_context(command: &str, context: &str) -> String {
+    match command.strip_prefix("unsctl ") {
+        Some(rest) => format!("unsctl --context {context} {rest}"),
+        None => command.to_string(),
+    }
+}
+
+/// Prints a JSON document of tagged entries and per-context statuses.
+pub fn print_document<T: Serialize>(
+    entries: &[(String, T)],
+    extra: Option<(&str, serde_json::Value)>,
+    contexts: Vec<ContextStatus>,
+) -> CliResult {
+    let tagged: Vec<Tagged<'_, T>> = entries
+        .iter()
+        .map(|(context, value)| Tagged { context, value })
+        .collect();
+    let mut document = serde_json::json!({ "entries": tagged });
+    if let Some((key, value)) = extra {
+        document[key] = value;
+    }
+    document["contexts"] = serde_json::to_value(contexts).map_err(std::io::Error::other)?;
+    print_json(&document)?;
+    Ok(())
+}
+
+/// `columns` with a CONTEXT column first.
+pub fn with_context_column(
+    columns: &[crate::render::table::Column],
+) -> Vec<crate::render::table::Column> {
+    std::iter::once(crate::render::table::Column::new("CONTEXT", 0))
+        .chain(columns.iter().cloned())
+        .collect()
+}

@@ -1,0 +1,135 @@
+//! A real terminal for the tests: a private tmux server, read back as the operator
+//! would see it.
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+pub struct Tmux {
+    socket: String,
+    session: String,
+}
+
+impl Tmux {
+    pub fn start(command: &str) -> Self {
+        let socket = format!(
+            "unsctl-test-{}-{}",
+            std::process::id(),
+            uuid::Uuid::new_v4().simple()
+        );
+        let session = "t".to_string();
+        let status = Command::new("tmux")
+            .args([
+                "-L",
+                &socket,
+                "new-session",
+                "-d",
+                "-s",
+                &session,
+                "-x",
+                "220",
+                "-y",
+                "60",
+            ])
+            .arg(format!("env -u NO_COLOR {command}; echo EXIT=$?; sleep 60"))
+            .status()
+            .expect("tmux (apt-get install tmux)");
+        assert!(status.success());
+        Self { socket, session }
+    }
+
+    pub fn screen(&self) -> String {
+        let output = Command::new("tmux")
+            .args([
+                "-L",
+                &self.socket,
+                "capture-pane",
+                "-p",
+                "-J",
+                "-S",
+                "-200",
+                "-t",
+                &self.session,
+            ])
+            .output()
+            .expect("capture");
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    }
+
+    pub fn wait_for(&self, text: &str) -> String {
+        let start = Instant::now();
+        loop {
+            let screen = self.screen();
+            if screen.contains(text) {
+                return screen;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(20),
+                "timed out waiting for {text:?}:\n{screen}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    pub fn keys(&self, keys: &[&str]) {
+        let status = Command::new("tmux")
+            .args(["-L", &self.socket, "send-keys", "-t", &self.session])
+            .args(keys)
+            .status()
+            .expect("send-keys");
+        assert!(status.success());
+        std::thread::sleep(Duration::from_millis(150));
+    }
+}
+
+impl Tmux {
+    /// Types `text` and presses Enter.
+    pub fn line(&self, text: &str) {
+        self.keys(&["-l", text]);
+        self.keys(&["Enter"]);
+    }
+
+    pub fn ctrl_c(&self) {
+        self.keys(&["C-c"]);
+    }
+
+    /// Whether the terminal shows its cursor (it must, once unsctl has exited).
+    pub fn cursor_visible(&self) -> bool {
+        let output = Command::new("tmux")
+            .args([
+                "-L",
+                &self.socket,
+                "display-message",
+                "-p",
+                "-t",
+                &self.session,
+            ])
+            .arg("#{cursor_flag}")
+            .output()
+            .expect("display-message");
+        String::from_utf8_lossy(&output.stdout).trim() == "1"
+    }
+
+    /// Waits until `text` appears `times` times on the screen.
+    pub fn wait_for_count(&self, text: &str, times: usize) -> String {
+        let start = Instant::now();
+        loop {
+            let screen = self.screen();
+            if screen.matches(text).count() >= times {
+                return screen;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(20),
+                "timed out waiting for {times}x {text:?}:\n{screen}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = Command::new("tmux")
+            .args(["-L", &self.socket, "kill-server"])
+            .status();
+    }
+}
