@@ -5,7 +5,7 @@
 
 use super::backend;
 use super::error::{CliError, CliResult};
-use crate::render::output::{print_json, status};
+use crate::render::output::status;
 use crate::render::sanitize::clean;
 use crate::store::Store;
 use serde::Serialize;
@@ -125,22 +125,45 @@ pub fn in_context(command: &str, context: &str) -> String {
     }
 }
 
-/// Prints a JSON document of tagged entries and per-context statuses.
+/// Writes a JSON document of tagged entries and per-context statuses, one entry at a
+/// time (a fleet holds hundreds of thousands), in the layout of the one-context output.
 pub fn print_document<T: Serialize>(
     entries: &[(String, T)],
     extra: Option<(&str, serde_json::Value)>,
     contexts: Vec<ContextStatus>,
 ) -> CliResult {
-    let tagged: Vec<Tagged<'_, T>> = entries
-        .iter()
-        .map(|(context, value)| Tagged { context, value })
-        .collect();
-    let mut document = serde_json::json!({ "entries": tagged });
-    if let Some((key, value)) = extra {
-        document[key] = value;
+    use std::io::Write;
+    let stdout = std::io::stdout();
+    let mut writer = std::io::BufWriter::with_capacity(1 << 16, stdout.lock());
+    let mut buffer = Vec::with_capacity(4096);
+    writer.write_all(b"{\n  \"entries\": [")?;
+    for (n, (context, value)) in entries.iter().enumerate() {
+        writer.write_all(if n == 0 { b"\n    " } else { b",\n    " })?;
+        buffer.clear();
+        serde_json::to_writer_pretty(&mut buffer, &Tagged { context, value })
+            .map_err(std::io::Error::other)?;
+        let mut lines = buffer.split(|b| *b == b'\n');
+        if let Some(first) = lines.next() {
+            writer.write_all(first)?;
+        }
+        for line in lines {
+            writer.write_all(b"\n    ")?;
+            writer.write_all(line)?;
+        }
     }
-    document["contexts"] = serde_json::to_value(contexts).map_err(std::io::Error::other)?;
-    print_json(&document)?;
+    writer.write_all(if entries.is_empty() {
+        b"],\n"
+    } else {
+        b"\n  ],\n"
+    })?;
+    if let Some((key, value)) = extra {
+        let key = serde_json::to_string(key).map_err(std::io::Error::other)?;
+        let value = serde_json::to_string(&value).map_err(std::io::Error::other)?;
+        writer.write_all(format!("  {key}: {value},\n").as_bytes())?;
+    }
+    let contexts = serde_json::to_string(&contexts).map_err(std::io::Error::other)?;
+    writer.write_all(format!("  \"contexts\": {contexts}\n}}\n").as_bytes())?;
+    writer.flush()?;
     Ok(())
 }
 
