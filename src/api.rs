@@ -58,6 +58,13 @@ pub struct NotificationDoc {
     pub events: Vec<Event>,
 }
 
+/// `GET /api/v1/runtime/notifications?id_prefix=P[&dlq=true][&limit=N]`: the ids that
+/// start with P, in order.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct IdsResponse {
+    pub ids: Vec<String>,
+}
+
 /// One row of the cross-notification event search, joined with its notification.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct EventRow {

@@ -122,165 +122,9 @@ pub fn find(id: &str) -> Option<&'static Guide> {
     GUIDES.iter().find(|g| g.id.eq_ignore_ascii_case(id))
 }
 
-/// Renders Markdown for a terminal `width` columns wide: headings underlined, prose
-/// wrapped, code indented, markup removed.
+/// Renders a guide for a terminal `width` columns wide (40 to 100).
 pub fn render(text: &str, width: usize, out: &Output) -> String {
-    let width = width.clamp(40, 100);
-    let mut lines: Vec<String> = Vec::new();
-    let mut in_code = false;
-    let mut paragraph: Vec<String> = Vec::new();
-    let flush = |paragraph: &mut Vec<String>, lines: &mut Vec<String>| {
-        if paragraph.is_empty() {
-            return;
-        }
-        let joined = paragraph.join(" ");
-        let (first, rest) = match joined.strip_prefix("- ") {
-            Some(item) => ("  - ".to_string(), item.to_string()),
-            None => numbered(&joined).unwrap_or_else(|| (String::new(), joined.clone())),
-        };
-        let hang = " ".repeat(first.len());
-        for (n, line) in wrap(&inline(&rest, out), width.saturating_sub(first.len()))
-            .into_iter()
-            .enumerate()
-        {
-            lines.push(format!(
-                "{}{line}",
-                if n == 0 {
-                    first.as_str()
-                } else {
-                    hang.as_str()
-                }
-            ));
-        }
-        paragraph.clear();
-    };
-    for raw in text.lines() {
-        if raw.trim_start().starts_with("```") {
-            flush(&mut paragraph, &mut lines);
-            in_code = !in_code;
-            continue;
-        }
-        if in_code {
-            let line = if raw.trim_start().starts_with("# prints:") {
-                out.dim(raw)
-            } else {
-                raw.to_string()
-            };
-            lines.push(format!("    {line}"));
-            continue;
-        }
-        let trimmed = raw.trim();
-        if trimmed.starts_with("<!--") {
-            continue;
-        }
-        if trimmed.is_empty() {
-            flush(&mut paragraph, &mut lines);
-            if lines.last().is_some_and(|l| !l.is_empty()) {
-                lines.push(String::new());
-            }
-            continue;
-        }
-        if let Some(heading) = trimmed.strip_prefix('#') {
-            flush(&mut paragraph, &mut lines);
-            let level = 1 + heading.chars().take_while(|c| *c == '#').count();
-            let title = inline(heading.trim_start_matches('#').trim(), out);
-            lines.push(out.bold(&title));
-            let rule = if level == 1 {
-                '='
-            } else if level == 2 {
-                '-'
-            } else {
-                '.'
-            };
-            lines.push(
-                rule.to_string()
-                    .repeat(console::measure_text_width(&title).min(width)),
-            );
-            continue;
-        }
-        if trimmed.starts_with('|') {
-            flush(&mut paragraph, &mut lines);
-            if !trimmed.chars().all(|c| matches!(c, '|' | '-' | ' ' | ':')) {
-                let cells: Vec<String> = trimmed
-                    .trim_matches('|')
-                    .split('|')
-                    .map(|c| inline(c.trim(), out))
-                    .collect();
-                lines.push(format!("  {}", cells.join("  |  ")));
-            }
-            continue;
-        }
-        if (trimmed.starts_with("- ") || numbered(trimmed).is_some()) && !paragraph.is_empty() {
-            flush(&mut paragraph, &mut lines);
-        }
-        paragraph.push(trimmed.to_string());
-    }
-    flush(&mut paragraph, &mut lines);
-    while lines.last().is_some_and(|l| l.is_empty()) {
-        lines.pop();
-    }
-    lines.join("\n")
-}
-
-/// "1. text" as a list item: its number stays, continuation lines hang under the text.
-fn numbered(line: &str) -> Option<(String, String)> {
-    let (number, rest) = line.split_once(". ")?;
-    let is_number =
-        !number.is_empty() && number.len() <= 2 && number.chars().all(|c| c.is_ascii_digit());
-    is_number.then(|| (format!("  {number}. "), rest.to_string()))
-}
-
-/// Inline markup: `code` and **bold** lose their markers; links keep their text.
-fn inline(text: &str, out: &Output) -> String {
-    let mut result = String::new();
-    let mut rest = text;
-    while let Some(start) = rest.find(['`', '*', '[']) {
-        result.push_str(&rest[..start]);
-        let tail = &rest[start..];
-        if let Some(body) = tail.strip_prefix("**") {
-            if let Some(end) = body.find("**") {
-                result.push_str(&out.bold(&body[..end]));
-                rest = &body[end + 2..];
-                continue;
-            }
-        } else if let Some(body) = tail.strip_prefix('`') {
-            if let Some(end) = body.find('`') {
-                result.push_str(&body[..end]);
-                rest = &body[end + 1..];
-                continue;
-            }
-        } else if let Some(body) = tail.strip_prefix('[')
-            && let Some(close) = body.find("](")
-            && let Some(end) = body[close..].find(')')
-        {
-            result.push_str(&body[..close]);
-            rest = &body[close + end + 1..];
-            continue;
-        }
-        result.push_str(&tail[..1]);
-        rest = &tail[1..];
-    }
-    result.push_str(rest);
-    result
-}
-
-fn wrap(text: &str, width: usize) -> Vec<String> {
-    let mut lines = Vec::new();
-    let mut line = String::new();
-    for word in text.split_whitespace() {
-        let needed = console::measure_text_width(&line) + 1 + console::measure_text_width(word);
-        if !line.is_empty() && needed > width {
-            lines.push(std::mem::take(&mut line));
-        }
-        if !line.is_empty() {
-            line.push(' ');
-        }
-        line.push_str(word);
-    }
-    if !line.is_empty() {
-        lines.push(line);
-    }
-    lines
+    crate::render::markdown::render(text, width.clamp(40, 100), out)
 }
 
 #[cfg(test)]
@@ -319,8 +163,15 @@ mod tests {
         for guide in GUIDES {
             let text = render(guide.text, 80, &out);
             assert!(
-                !text.contains("```") && !text.contains("<!--") && !text.contains("**"),
+                !text.contains("```")
+                    && !text.contains("<!--")
+                    && !text.contains("**")
+                    && !text.contains("# prints:"),
                 "{text}"
+            );
+            assert!(
+                text.lines().all(|l| !l.starts_with('|')),
+                "a table left as raw pipes: {text}"
             );
             for line in text
                 .lines()

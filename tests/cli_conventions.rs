@@ -41,7 +41,42 @@ fn every_command_has_a_summary_and_an_example() {
             "{args:?} has no summary:\n{help}"
         );
         assert!(help.contains("Example"), "{args:?} has no example:\n{help}");
+        // Examples one per line, each a command that starts the line.
+        for line in help.lines().filter(|l| l.contains("Example:")) {
+            assert!(
+                (line.starts_with("Example: unsctl ") || line.starts_with("Example: UNS_"))
+                    && line.matches("Example:").count() == 1,
+                "{args:?}: examples run together: {line:?}"
+            );
+        }
+        // The summary is one line, with the detail after a blank line.
+        assert!(
+            help.lines().nth(1).is_none_or(|l| l.trim().is_empty()),
+            "{args:?}: the summary runs onto a second line:\n{help}"
+        );
     }
+}
+
+#[test]
+fn conventions_of_mutations_dry_run_and_yes() {
+    // --dry-run is the explicit default; --yes without --confirm is a usage error.
+    let dir = tempfile::tempdir().expect("dir");
+    let db = dir.path().join("uns.db");
+    unsctl::runtime::schema::open(&db, unsctl::runtime::schema::OpenMode::Create).expect("store");
+    let db = db.to_string_lossy().to_string();
+    let out = unsctl(&["--db", &db, "replay", "n-0000", "--dry-run"]);
+    assert_ne!(
+        out.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = unsctl(&["--db", &db, "replay", "n-0000", "--yes"]);
+    assert_eq!(out.status.code(), Some(2));
+    let out = unsctl(&["--db", &db, "replay", "n-0000", "--dry-run", "--confirm"]);
+    assert_eq!(out.status.code(), Some(2));
+    let out = unsctl(&["--db", &db, "dlq", "resolve", "n-0000", "--yes"]);
+    assert_eq!(out.status.code(), Some(2));
 }
 
 #[test]

@@ -23,6 +23,7 @@ pub const MAX_ID_BYTES: usize = 256;
 /// Example: unsctl dlq triage -o json > plan.json
 /// Example: unsctl apply plan.json --confirm
 #[derive(Debug, clap::Args)]
+#[command(verbatim_doc_comment)]
 pub struct Args {
     /// The plan file (`-` for standard input)
     pub plan: PathBuf,

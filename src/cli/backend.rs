@@ -266,3 +266,68 @@ pub fn operator(flag: Option<&str>) -> String {
     }
     crate::identity::operator(flag)
 }
+
+/// The shortest id prefix accepted.
+pub const MIN_PREFIX: usize = 4;
+
+/// Turns what the operator typed into ids, as git does with commits: a whole id, or a
+/// unique prefix of one. An ambiguous prefix is a usage error that lists the candidates;
+/// no match is "not found". With `dlq_only`, only DLQ entries are candidates.
+///
+/// A prefix that matches nothing is kept as typed, so a bulk command reports that one
+/// entry as not found and carries on with the rest.
+pub fn expand_ids(store: &dyn Store, typed: &[String], dlq_only: bool) -> CliResult<Vec<String>> {
+    typed
+        .iter()
+        .map(|t| match expand_id(store, t, dlq_only) {
+            Err(err) if err.kind == ExitKind::NotFound => Ok(t.clone()),
+            other => other,
+        })
+        .collect()
+}
+
+pub fn expand_id(store: &dyn Store, typed: &str, dlq_only: bool) -> CliResult<String> {
+    use crate::render::sanitize::clean;
+    const SHOWN: usize = 10;
+    if typed.chars().count() < MIN_PREFIX {
+        return Err(CliError::usage(format!(
+            "{:?} is too short to name an id: type at least {MIN_PREFIX} characters",
+            clean(typed)
+        )));
+    }
+    let found = store.ids_with_prefix(typed, dlq_only, SHOWN + 1)?;
+    if found.iter().any(|id| id == typed) {
+        return Ok(typed.to_string());
+    }
+    let what = if dlq_only {
+        "DLQ entry"
+    } else {
+        "notification"
+    };
+    match found.as_slice() {
+        [] => Err(CliError::new(
+            ExitKind::NotFound,
+            format!("no {what} id starts with {}", clean(typed)),
+        )),
+        [one] => Ok(one.clone()),
+        many => {
+            let listed: Vec<String> = many
+                .iter()
+                .take(SHOWN)
+                .map(|id| clean(id).into_owned())
+                .collect();
+            let more = if many.len() > SHOWN { ", and more" } else { "" };
+            Err(CliError::usage(format!(
+                "{} is ambiguous: it starts {} {what} ids: {}{more}",
+                clean(typed),
+                if many.len() > SHOWN {
+                    format!("more than {SHOWN}")
+                } else {
+                    many.len().to_string()
+                },
+                listed.join(", ")
+            ))
+            .hint("type more of the id"))
+        }
+    }
+}

@@ -9,13 +9,15 @@ use crate::render::sanitize::clean;
 use crate::render::table::{Column, Text};
 use serde::Serialize;
 
-/// The runtimes of the config file ($UNSCTL_CONFIG, else
-/// $XDG_CONFIG_HOME/unsctl/config.toml)
+/// Name the runtimes you look after, and pick the one commands act on
+///
+/// Contexts live in $UNSCTL_CONFIG, else $XDG_CONFIG_HOME/unsctl/config.toml.
 ///
 /// Example: unsctl context list
 /// Example: unsctl context use eu-west
 /// Example: unsctl --context eu-west dlq triage
 #[derive(Debug, clap::Subcommand)]
+#[command(verbatim_doc_comment)]
 pub enum Command {
     /// Every context, the current one marked
     ///

@@ -15,6 +15,7 @@ use crate::store::EventQuery;
 /// Example: unsctl events --kind channel-attempt-result --channel email --since 1h
 /// Example: unsctl events --follow
 #[derive(Debug, clap::Args)]
+#[command(verbatim_doc_comment)]
 pub struct Args {
     /// Event kinds to show, in any case (repeat; default LEASE_LOST and CHANNEL_ATTEMPT_RESULT)
     #[arg(long = "kind", value_name = "KIND", value_parser = parse_kind)]

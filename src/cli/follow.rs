@@ -207,7 +207,7 @@ pub fn follow_notification(
                     print_json_line(event)?;
                 }
             } else {
-                print(&views::timeline(&fresh, out))?;
+                print(&views::timeline(&fresh, &[], out))?;
             }
         }
     }

@@ -13,6 +13,7 @@ use serde::Serialize;
 /// Example: unsctl --db uns.db inspect n-0192c3d4e5f6
 /// Example: unsctl inspect n-0192c3d4e5f6 --follow
 #[derive(Debug, clap::Args)]
+#[command(verbatim_doc_comment)]
 pub struct Args {
     /// The notification id (the DLQ entry id is the same)
     #[arg(value_parser = super::values::parse_id)]
@@ -46,7 +47,8 @@ pub fn view(doc: NotificationDoc) -> InspectView {
 pub fn run(global: &GlobalArgs, args: Args) -> CliResult {
     let out = global.output();
     let store = backend::reader(global)?;
-    let mut doc = store.notification(&args.id)?;
+    let id = backend::expand_id(store.as_ref(), &args.id, false)?;
+    let mut doc = store.notification(&id)?;
     if args.follow {
         let every = super::follow::interval(args.interval)?;
         if !out.json() {
@@ -89,11 +91,25 @@ fn settled_block(view: &InspectView, out: &crate::render::output::Output) -> Str
 
 fn show(view: &InspectView, out: &crate::render::output::Output) -> CliResult {
     let mut text = vec![views::summary_block(&view.doc.row, out), String::new()];
-    text.push(format!(
-        "Timeline ({} events; ! marks what this incident turns on)",
-        view.doc.events.len()
-    ));
-    text.push(views::timeline(&view.doc.events, out));
+    let evidence: Vec<i64> = view
+        .triage
+        .as_ref()
+        .map(|v| {
+            v.channels
+                .iter()
+                .flat_map(|c| c.evidence.iter().copied())
+                .collect()
+        })
+        .unwrap_or_default();
+    text.push(if evidence.is_empty() {
+        format!("Timeline ({} events)", view.doc.events.len())
+    } else {
+        format!(
+            "Timeline ({} events; * marks the evidence the verdict rests on)",
+            view.doc.events.len()
+        )
+    });
+    text.push(views::timeline(&view.doc.events, &evidence, out));
     let verified = views::verification_lines(&view.doc.events);
     if !verified.is_empty() {
         text.push(String::new());

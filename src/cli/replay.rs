@@ -16,6 +16,7 @@ use crate::triage::Branch;
 /// Example: unsctl replay --branch replay --channel slack --since 1h --confirm
 /// Example: unsctl replay n-0192c3d4 --confirm --wait
 #[derive(Debug, clap::Args)]
+#[command(verbatim_doc_comment)]
 pub struct Args {
     /// The entries to replay
     #[arg(required_unless_present = "branch", conflicts_with = "branch", value_parser = super::values::parse_id)]
@@ -87,8 +88,7 @@ pub fn run(global: &GlobalArgs, args: Args) -> CliResult {
         .into_iter()
         .map(|verdict| remediate::intent(store.as_ref(), &verdict.id, Action::Replay, &request))
         .collect::<CliResult<_>>()?,
-        None => args
-            .ids
+        None => backend::expand_ids(store.as_ref(), &args.ids, true)?
             .iter()
             .map(|id| remediate::intent(store.as_ref(), id, Action::Replay, &request))
             .collect::<CliResult<_>>()?,

@@ -16,6 +16,7 @@ use std::path::{Path, PathBuf};
 /// Example: unsctl repro lease-lost-delivered --db /tmp/uns.db
 /// Example: unsctl repro all --keep-running
 #[derive(Debug, clap::Args)]
+#[command(verbatim_doc_comment)]
 pub struct ReproArgs {
     /// Which case (or `all`)
     #[arg(value_parser = parse_scenarios)]

@@ -2,7 +2,8 @@
 
 use super::GlobalArgs;
 use super::error::{CliError, CliResult, ExitKind};
-use crate::render::output::{print, print_json, table, table_text};
+use crate::render::output::{print, print_json};
+use crate::render::table::{Column, Text, print_all};
 use crate::tsg;
 
 /// Read the troubleshooting guides (embedded; no network or checkout needed)
@@ -49,15 +50,22 @@ pub fn run(global: &GlobalArgs, command: Command) -> CliResult {
                     .collect();
                 print_json(&guides)?;
             } else {
-                let mut rows = table(&["ID", "TITLE", "ALERTS"]);
-                for guide in tsg::GUIDES {
-                    rows.add_row(vec![
-                        guide.id.to_string(),
-                        guide.title().to_string(),
-                        guide.alerts().join(", "),
-                    ]);
-                }
-                print(&table_text(&rows))?;
+                const COLUMNS: &[Column] = &[
+                    Column::new("ID", 0),
+                    Column::new("TITLE", 0),
+                    Column::new("ALERTS", 1),
+                ];
+                let rows: Vec<Vec<Text>> = tsg::GUIDES
+                    .iter()
+                    .map(|guide| {
+                        vec![
+                            guide.id.into(),
+                            guide.title().into(),
+                            guide.alerts().join(", ").into(),
+                        ]
+                    })
+                    .collect();
+                print_all(COLUMNS, rows, &out)?;
             }
             Ok(())
         }
@@ -66,19 +74,28 @@ pub fn run(global: &GlobalArgs, command: Command) -> CliResult {
             if out.json() {
                 print_json(&alerts)?;
             } else {
-                let mut rows = table(&["ALERT", "SEVERITY", "GUIDE", "SECTION"]);
-                for alert in &alerts {
-                    rows.add_row(vec![
-                        alert.alert.clone(),
-                        alert.severity.clone(),
-                        alert.guide.clone(),
-                        alert
-                            .section
-                            .clone()
-                            .unwrap_or_else(|| alert.runbook_url.clone()),
-                    ]);
-                }
-                print(&table_text(&rows))?;
+                const COLUMNS: &[Column] = &[
+                    Column::new("ALERT", 0),
+                    Column::new("SEVERITY", 1),
+                    Column::new("GUIDE", 0),
+                    Column::new("SECTION", 1),
+                ];
+                let rows: Vec<Vec<Text>> = alerts
+                    .iter()
+                    .map(|alert| {
+                        vec![
+                            alert.alert.clone().into(),
+                            alert.severity.clone().into(),
+                            alert.guide.clone().into(),
+                            alert
+                                .section
+                                .clone()
+                                .unwrap_or_else(|| alert.runbook_url.clone())
+                                .into(),
+                        ]
+                    })
+                    .collect();
+                print_all(COLUMNS, rows, &out)?;
                 print("\nRead one: unsctl tsg show GUIDE. Rules: tsg/alerts/uns.rules.yml")?;
             }
             Ok(())

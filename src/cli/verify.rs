@@ -134,6 +134,7 @@ fn parse_span(text: &str) -> Result<f64, String> {
 /// Example: unsctl verify n-0192... -o json
 /// Example: unsctl verify --relay-log /var/log/mail.log --record --confirm --reason "INC-42"
 #[derive(Debug, clap::Args)]
+#[command(verbatim_doc_comment)]
 pub struct Args {
     /// Entries to verify (default: every VERIFY entry the selection picks)
     #[arg(value_parser = super::values::parse_id)]
@@ -197,7 +198,7 @@ pub fn run(global: &GlobalArgs, args: Args) -> CliResult {
         .map(|v| v.id)
         .collect()
     } else {
-        args.ids.clone()
+        backend::expand_ids(store.as_ref(), &args.ids, true)?
     };
     if ids.is_empty() {
         if out.json() {

@@ -1,5 +1,6 @@
 //! Turning view structs into tables, timelines and JSON.
 
+pub mod markdown;
 pub mod output;
 pub mod sanitize;
 pub mod table;

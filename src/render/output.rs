@@ -159,28 +159,6 @@ pub fn status(text: &str) {
     let _ = stderr.write_all(b"\n");
 }
 
-/// A borderless table with a header row, the kubectl way.
-pub fn table(header: &[&str]) -> comfy_table::Table {
-    let mut table = comfy_table::Table::new();
-    table
-        .load_style(comfy_table::presets::NOTHING)
-        .set_content_arrangement(comfy_table::ContentArrangement::Disabled)
-        .set_header(header.iter().map(|h| h.to_string()).collect::<Vec<_>>());
-    for column in table.column_iter_mut() {
-        column.set_padding((0, 2));
-    }
-    table
-}
-
-/// The table as text with trailing spaces trimmed.
-pub fn table_text(table: &comfy_table::Table) -> String {
-    table
-        .lines()
-        .map(|line| line.trim_end().to_string())
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
 /// One compact JSON value per line on stdout, for streams (`--follow`, `--watch`).
 pub fn print_json_line<T: serde::Serialize>(value: &T) -> std::io::Result<()> {
     let text = serde_json::to_string(value).map_err(std::io::Error::other)?;

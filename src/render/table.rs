@@ -298,6 +298,20 @@ pub fn print_all(columns: &[Column], rows: Vec<Vec<Text>>, out: &Output) -> std:
     grid.finish(&mut to)
 }
 
+/// Renders rows as one table into a string, laid out as [`print_all`] would print it.
+pub fn render_all(columns: &[Column], rows: Vec<Vec<Text>>, out: &Output) -> String {
+    let mut text = Vec::new();
+    let mut grid = Grid::new(columns, out);
+    for row in rows {
+        // Writing to a Vec cannot fail.
+        let _ = grid.row(row, &mut text);
+    }
+    let _ = grid.finish(&mut text);
+    String::from_utf8_lossy(&text)
+        .trim_end_matches('\n')
+        .to_string()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

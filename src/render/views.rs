@@ -1,7 +1,7 @@
 //! The human renderings shared by several commands: the timeline, a verdict, the triage
 //! table. Meaning never rides on colour alone: incident rows also carry a `!` marker.
 
-use super::output::{Output, table, table_text};
+use super::output::Output;
 use super::sanitize::clean;
 use super::table::{Column, Text, Tone, print_all, toned};
 use crate::model::{Event, Kind, Notification};
@@ -151,35 +151,97 @@ pub fn detail(event: &Event, out: &Output) -> String {
     }
 }
 
-/// One row per event: id, time, kind, attempt/cycle, channel, detail.
-pub fn timeline(events: &[Event], out: &Output) -> String {
-    let mut rows = table(&["", "EVENT", "TIME", "KIND", "ATT/CYC", "CHANNEL", "DETAIL"]);
-    for event in events {
-        let marker = if stands_out(event) { "!" } else { "" };
-        let payload = event.payload_value();
-        let attempt = payload["attempt"].as_i64();
-        let cycle = payload["cycle"].as_i64();
-        let attempt_cycle = match (attempt, cycle) {
-            (Some(a), Some(c)) => format!("{a}/{c}"),
-            (None, Some(c)) => format!("-/{c}"),
-            _ => "-".into(),
-        };
-        let kind_text = if stands_out(event) {
-            out.yellow(&shown(&event.kind))
-        } else {
-            shown(&event.kind)
-        };
-        rows.add_row(vec![
-            marker.to_string(),
-            event.id.to_string(),
-            out.time(event.at),
-            kind_text,
-            attempt_cycle,
-            shown(payload["channel"].as_str().unwrap_or("")),
-            detail(event, out),
-        ]);
+/// The timeline's columns: what each event is, when, how long after the one before, and
+/// where it fell against the lease it was written under.
+pub const TIMELINE_COLUMNS: &[Column] = &[
+    Column::new("", 0),
+    Column::new("EVENT", 0),
+    Column::new("TIME", 1),
+    Column::new("GAP", 2),
+    Column::new("LEASE", 1),
+    Column::new("KIND", 0),
+    Column::new("ATT/CYC", 3),
+    Column::new("CHANNEL", 2),
+    Column::new("DETAIL", 1),
+];
+
+/// Where `at` falls against the lease `until`: "12.3 s left" or "0.6 s after it ran out".
+pub fn lease_position(at: f64, until: f64) -> String {
+    if at <= until {
+        format!("{} left", crate::render::time::duration(until - at))
+    } else {
+        format!(
+            "{} after it ran out",
+            crate::render::time::duration(at - until)
+        )
     }
-    table_text(&rows)
+}
+
+/// One row per event. `evidence` (the verdict's events) are marked `*`; the gap to the
+/// event before and the position against the event's lease show the timing a lease
+/// incident is about.
+pub fn timeline(events: &[Event], evidence: &[i64], out: &Output) -> String {
+    let mut leases: std::collections::HashMap<String, f64> = Default::default();
+    for event in events {
+        let payload = event.payload_value();
+        if Kind::from_stored(&event.kind) == Some(Kind::AttemptStarted)
+            && let (Some(token), Some(until)) = (
+                payload["lease_token"].as_str(),
+                payload["lease_until"].as_f64(),
+            )
+        {
+            leases.insert(token.to_string(), until);
+        }
+    }
+    let mut previous: Option<f64> = None;
+    let rows: Vec<Vec<Text>> = events
+        .iter()
+        .map(|event| {
+            let payload = event.payload_value();
+            let attempt_cycle = match (payload["attempt"].as_i64(), payload["cycle"].as_i64()) {
+                (Some(a), Some(c)) => format!("{a}/{c}"),
+                (None, Some(c)) => format!("-/{c}"),
+                _ => "-".into(),
+            };
+            let gap = previous
+                .map(|before| format!("+{}", crate::render::time::duration(event.at - before)))
+                .unwrap_or_default();
+            previous = Some(event.at);
+            let until = payload["lease_token"]
+                .as_str()
+                .and_then(|token| leases.get(token));
+            let lease = match (Kind::from_stored(&event.kind), until) {
+                (Some(Kind::AttemptStarted), Some(until)) => {
+                    format!("{} lease", crate::render::time::duration(until - event.at))
+                }
+                (_, Some(until)) => lease_position(event.at, *until),
+                (_, None) => String::new(),
+            };
+            let marked = evidence.contains(&event.id);
+            let late = until.is_some_and(|until| event.at > *until);
+            vec![
+                if marked { "*" } else { "" }.into(),
+                event.id.to_string().into(),
+                crate::render::time::rfc3339(event.at).into(),
+                gap.into(),
+                toned(lease, if late { Tone::Bad } else { Tone::Plain }),
+                toned(
+                    shown(&event.kind),
+                    if marked {
+                        Tone::Warn
+                    } else if stands_out(event) {
+                        Tone::Bad
+                    } else {
+                        Tone::Plain
+                    },
+                ),
+                attempt_cycle.into(),
+                shown(payload["channel"].as_str().unwrap_or("")).into(),
+                detail(event, out).into(),
+            ]
+        })
+        .collect();
+    super::table::render_all(TIMELINE_COLUMNS, rows, out)
 }
 
 pub fn branch_text(branch: Branch, out: &Output) -> String {
@@ -204,11 +266,11 @@ fn meaning(branch: Branch) -> &'static str {
     }
 }
 
-fn state_text(state: ChannelState, out: &Output) -> String {
+fn state_tone(state: ChannelState) -> Tone {
     match state {
-        ChannelState::Delivered => out.green(state.as_str()),
-        ChannelState::Uncertain => out.yellow(state.as_str()),
-        ChannelState::Failed | ChannelState::NotAttempted => out.red(state.as_str()),
+        ChannelState::Delivered => Tone::Good,
+        ChannelState::Uncertain => Tone::Warn,
+        ChannelState::Failed | ChannelState::NotAttempted => Tone::Bad,
     }
 }
 
@@ -224,19 +286,28 @@ pub fn verdict_block(verdict: &Verdict, out: &Output) -> String {
         if verdict.lease_lost {
             "yes (a worker lost its lease mid-call)"
         } else {
-            "no"
+            "no LEASE_LOST event (a worker that dies mid-call records none)"
         }
     ));
-    let mut channels = table(&["  CHANNEL", "STATE", "EVIDENCE", "LOOK FOR"]);
-    for channel in &verdict.channels {
-        channels.add_row(vec![
-            format!("  {}", channel.channel),
-            state_text(channel.state, out),
-            join_ids(&channel.evidence),
-            shown(&channel.message_ids.join(" ")),
-        ]);
-    }
-    lines.push(table_text(&channels));
+    const CHANNELS: &[Column] = &[
+        Column::new("  CHANNEL", 0),
+        Column::new("STATE", 0),
+        Column::new("EVIDENCE", 1),
+        Column::new("LOOK FOR", 2),
+    ];
+    let rows: Vec<Vec<Text>> = verdict
+        .channels
+        .iter()
+        .map(|channel| {
+            vec![
+                format!("  {}", channel.channel).into(),
+                toned(channel.state.as_str(), state_tone(channel.state)),
+                join_ids(&channel.evidence).into(),
+                shown(&channel.message_ids.join(" ")).into(),
+            ]
+        })
+        .collect();
+    lines.push(super::table::render_all(CHANNELS, rows, out));
     for note in &verdict.notes {
         lines.push(format!("  note: {}", shown(note)));
     }

@@ -579,3 +579,29 @@ pub fn health(conn: &Connection, now: f64, window_seconds: f64) -> rusqlite::Res
     }
     Ok(health)
 }
+
+/// The ids that start with `prefix`, in order, at most `limit` (DLQ entries only when
+/// `dlq_only`): one walk of the id index from the prefix on.
+pub fn ids_with_prefix(
+    conn: &Connection,
+    prefix: &str,
+    dlq_only: bool,
+    limit: usize,
+) -> rusqlite::Result<Vec<String>> {
+    // Every id that starts with the prefix sorts before prefix + the last code point.
+    let upper = format!("{prefix}\u{10FFFF}");
+    let sql = if dlq_only {
+        "SELECT id FROM uns_notifications WHERE dead_letter = 1 AND id >= ?1 AND id < ?2 ORDER BY id LIMIT ?3"
+    } else {
+        "SELECT id FROM uns_notifications WHERE id >= ?1 AND id < ?2 ORDER BY id LIMIT ?3"
+    };
+    let mut stmt = conn.prepare_cached(sql)?;
+    let mut rows = stmt.query(rusqlite::params![prefix, upper, limit as i64])?;
+    let mut ids = Vec::new();
+    while let Some(row) = rows.next()? {
+        if let Some(id) = Cells::new(row).text(0, "id") {
+            ids.push(id);
+        }
+    }
+    Ok(ids)
+}

@@ -397,6 +397,42 @@ fn parse_limit(pairs: &[(String, String)], default: usize, max: usize) -> Result
     }
 }
 
+/// `GET /api/v1/runtime/notifications?id_prefix=P`: how a client turns a typed prefix
+/// into an id (`dlq=true` for DLQ entries only; at most `limit`, 1 to 100, default 10).
+async fn ids_with_prefix(
+    State(state): State<Arc<AppState>>,
+    RawQuery(query): RawQuery,
+) -> ApiResult<api::IdsResponse> {
+    let pairs = query_pairs(&query);
+    let prefix = pairs
+        .iter()
+        .find(|(k, _)| k == "id_prefix")
+        .map(|(_, v)| v.clone())
+        .filter(|p| !p.is_empty() && p.len() <= 256)
+        .ok_or_else(|| {
+            ApiError::invalid("id_prefix is required: 1 to 256 bytes of the id's start")
+        })?;
+    let dlq_only = match pairs
+        .iter()
+        .find(|(k, _)| k == "dlq")
+        .map(|(_, v)| v.as_str())
+    {
+        None | Some("false") => false,
+        Some("true") => true,
+        Some(_) => return Err(ApiError::invalid("dlq must be true or false")),
+    };
+    let limit = parse_limit(&pairs, 10, 100)?;
+    let ids = blocking(&state, move |state| {
+        state.read(|conn| {
+            Ok(crate::runtime::queries::ids_with_prefix(
+                conn, &prefix, dlq_only, limit,
+            )?)
+        })
+    })
+    .await?;
+    Ok(Json(api::IdsResponse { ids }))
+}
+
 async fn events(
     State(state): State<Arc<AppState>>,
     RawQuery(query): RawQuery,
@@ -748,6 +784,7 @@ async fn method_not_allowed() -> ApiError {
 fn router(state: Arc<AppState>) -> Router {
     let guarded = Router::new()
         .route(api::NOTIFICATIONS, post(submit))
+        .route(api::RUNTIME_NOTIFICATION, get(ids_with_prefix))
         .route(
             &format!("{}/{{id}}", api::RUNTIME_NOTIFICATION),
             get(notification),

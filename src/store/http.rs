@@ -349,6 +349,18 @@ fn segment(id: &str) -> String {
 }
 
 impl Store for HttpStore {
+    fn ids_with_prefix(&self, prefix: &str, dlq_only: bool, limit: usize) -> Result<Vec<String>> {
+        let mut query = vec![
+            ("id_prefix", prefix.to_string()),
+            ("limit", limit.to_string()),
+        ];
+        if dlq_only {
+            query.push(("dlq", "true".to_string()));
+        }
+        let found: api::IdsResponse = self.get(api::RUNTIME_NOTIFICATION, &query)?;
+        Ok(found.ids)
+    }
+
     fn health(&self, window_seconds: f64) -> Result<crate::runtime::queries::Health> {
         self.get(
             api::RUNTIME_STATS,

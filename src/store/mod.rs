@@ -182,6 +182,10 @@ pub trait Store {
 
     fn replay(&self, id: &str, request: &ActionRequest) -> Result<ActionResponse>;
 
+    /// The ids that start with `prefix` (DLQ entries only when `dlq_only`), in order, at
+    /// most `limit`: how a typed prefix becomes an id.
+    fn ids_with_prefix(&self, prefix: &str, dlq_only: bool, limit: usize) -> Result<Vec<String>>;
+
     /// The runtime's numbers now, and its claims, lease losses and provider calls over
     /// the last `window_seconds` (`doctor`, `GET /api/v1/runtime/stats`).
     fn health(&self, window_seconds: f64) -> Result<crate::runtime::queries::Health>;

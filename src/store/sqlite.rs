@@ -205,6 +205,12 @@ impl SqliteStore {
 }
 
 impl Store for SqliteStore {
+    fn ids_with_prefix(&self, prefix: &str, dlq_only: bool, limit: usize) -> Result<Vec<String>> {
+        Ok(queries::ids_with_prefix(
+            &self.conn, prefix, dlq_only, limit,
+        )?)
+    }
+
     fn health(&self, window_seconds: f64) -> Result<queries::Health> {
         Ok(queries::health(
             &self.conn,

@@ -18,6 +18,7 @@ use std::sync::mpsc::Receiver;
 /// Example: unsctl dlq list
 /// Example: unsctl dlq list --error timeout --since 2h
 #[derive(Debug, clap::Args)]
+#[command(verbatim_doc_comment)]
 pub struct Args {
     #[command(flatten)]
     pub select: SelectArgs,

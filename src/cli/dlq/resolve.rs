@@ -11,6 +11,7 @@ use crate::remediation::{Action, Claim};
 /// Example: unsctl dlq resolve n-0192c3d4 --verified-delivered --ticket INC-42 --confirm
 /// Example: unsctl dlq resolve --branch resolve --since 2h --confirm
 #[derive(Debug, clap::Args)]
+#[command(verbatim_doc_comment)]
 pub struct Args {
     /// The entries to resolve
     #[arg(required_unless_present = "branch", conflicts_with = "branch", value_parser = crate::cli::values::parse_id)]
@@ -57,7 +58,7 @@ pub fn run(global: &GlobalArgs, args: Args) -> CliResult {
         .into_iter()
         .map(|v| v.id)
         .collect(),
-        None => args.ids.clone(),
+        None => crate::cli::backend::expand_ids(store.as_ref(), &args.ids, true)?,
     };
     let intents = ids
         .iter()

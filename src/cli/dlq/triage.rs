@@ -22,6 +22,7 @@ use std::sync::mpsc::Receiver;
 /// Example: unsctl dlq triage --interactive
 /// Example: unsctl dlq triage --watch
 #[derive(Debug, clap::Args)]
+#[command(verbatim_doc_comment)]
 pub struct Args {
     /// Only entries of this branch
     #[arg(long, value_parser = parse_branch)]

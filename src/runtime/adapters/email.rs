@@ -96,12 +96,16 @@ impl EmailAdapter {
         let envelope = Envelope::new(Some(from), vec![to])
             .map_err(|err| prepare(format!("invalid envelope: {err}")))?;
         let hello = ClientId::Domain(self.config.hello_name.clone());
-        let before_data =
-            |stage: &'static str| move |err: lettre::transport::smtp::Error| rejection(stage, &err);
+        // The socket timeout of the step in flight, for the words of a timeout.
+        let armed = std::cell::Cell::new(request.step_timeout());
+        let before_data = |stage: &'static str| {
+            let armed = &armed;
+            move |err: lettre::transport::smtp::Error| rejection(stage, &err, armed.get())
+        };
 
         let mut conn = SmtpConnection::connect(
             self.config.relay.as_str(),
-            Some(request.step_timeout()),
+            Some(armed.get()),
             &hello,
             None,
             None,
@@ -129,31 +133,31 @@ impl EmailAdapter {
                 None => TlsParameters::new(host.to_string()),
             }
             .map_err(before_data("starttls"))?;
-            set_timeout(&mut conn, request, "starttls")?;
+            armed.set(set_timeout(&mut conn, request, "starttls")?);
             conn.starttls(&tls, &hello)
                 .map_err(before_data("starttls"))?;
         }
         if let Some((user, password)) = &self.config.credentials {
-            set_timeout(&mut conn, request, "auth")?;
+            armed.set(set_timeout(&mut conn, request, "auth")?);
             conn.auth(
                 &[Mechanism::Plain, Mechanism::Login],
                 &Credentials::new(user.clone(), password.clone()),
             )
             .map_err(before_data("auth"))?;
         }
-        set_timeout(&mut conn, request, "mail")?;
+        armed.set(set_timeout(&mut conn, request, "mail")?);
         conn.command(Mail::new(envelope.from().cloned(), vec![]))
             .map_err(before_data("mail"))?;
         for recipient in envelope.to() {
-            set_timeout(&mut conn, request, "rcpt")?;
+            armed.set(set_timeout(&mut conn, request, "rcpt")?);
             conn.command(Rcpt::new(recipient.clone(), vec![]))
                 .map_err(before_data("rcpt"))?;
         }
-        set_timeout(&mut conn, request, "data")?;
+        armed.set(set_timeout(&mut conn, request, "data")?);
         conn.command(Data).map_err(before_data("data"))?;
 
         // From here the relay may hold the whole message: only an explicit reply tells.
-        set_timeout(&mut conn, request, "message").map_err(|failure| {
+        let message_timeout = set_timeout(&mut conn, request, "message").map_err(|failure| {
             DeliveryResult::unknown(failure.error.unwrap_or_default()).with("stage", "message")
         })?;
         match conn.message(&message.formatted()) {
@@ -168,28 +172,55 @@ impl EmailAdapter {
                     )
                     .with("stage", "message"))
             }
-            Err(err) if err.status().is_some() => Err(rejection("message", &err)),
+            Err(err) if err.status().is_some() => Err(rejection("message", &err, message_timeout)),
             Err(err) => {
                 conn.abort();
+                let timeout = err.is_timeout() || is_io_timeout(&err);
+                let what = if timeout {
+                    format!(
+                        "none to the end of data within {:.1} s",
+                        message_timeout.as_secs_f64()
+                    )
+                } else {
+                    err.to_string()
+                };
                 Err(DeliveryResult::unknown(format!(
-                    "no reply after the message data was sent: {err}"
+                    "no reply after the message data was sent: {what}"
                 ))
                 .with("stage", "message")
-                .with("timeout", err.is_timeout() || is_io_timeout(&err)))
+                .with("timeout", timeout)
+                .with("io_error", err.to_string()))
             }
         }
     }
 }
 
+/// Arms the socket timeout for the next step with the time left on the lease, and says
+/// what it was.
 fn set_timeout(
     conn: &mut SmtpConnection,
     request: &DeliveryRequest<'_>,
     stage: &'static str,
-) -> Result<(), Failure> {
-    conn.set_timeout(Some(request.step_timeout()))
-        .map_err(|err| {
-            DeliveryResult::rejected(format!("{stage}: {err}"), true).with("stage", stage)
-        })
+) -> Result<std::time::Duration, Failure> {
+    let timeout = request.step_timeout();
+    conn.set_timeout(Some(timeout)).map_err(|err| {
+        DeliveryResult::rejected(format!("{stage}: {err}"), true).with("stage", stage)
+    })?;
+    Ok(timeout)
+}
+
+/// What a step is called in a sentence.
+fn step_name(stage: &str) -> &str {
+    match stage {
+        "connect" => "the connection",
+        "ehlo" => "EHLO",
+        "starttls" => "STARTTLS",
+        "auth" => "the login",
+        "mail" => "MAIL FROM",
+        "rcpt" => "RCPT TO",
+        "data" => "DATA",
+        other => other,
+    }
 }
 
 fn is_io_timeout(err: &lettre::transport::smtp::Error) -> bool {
@@ -197,10 +228,23 @@ fn is_io_timeout(err: &lettre::transport::smtp::Error) -> bool {
     text.contains("timed out") || text.contains("Resource temporarily unavailable")
 }
 
-/// A failure before the data went out: the relay cannot have accepted the message.
-fn rejection(stage: &'static str, err: &lettre::transport::smtp::Error) -> DeliveryResult {
-    let mut result = DeliveryResult::rejected(format!("{stage}: {err}"), !err.is_permanent())
-        .with("stage", stage);
+/// A failure before the data went out: the relay cannot have accepted the message. A
+/// timeout is worded as one, not as the socket's "Resource temporarily unavailable".
+fn rejection(
+    stage: &'static str,
+    err: &lettre::transport::smtp::Error,
+    timeout: std::time::Duration,
+) -> DeliveryResult {
+    let text = if err.is_timeout() || is_io_timeout(err) {
+        format!(
+            "{stage}: no reply to {} within {:.1} s",
+            step_name(stage),
+            timeout.as_secs_f64()
+        )
+    } else {
+        format!("{stage}: {err}")
+    };
+    let mut result = DeliveryResult::rejected(text, !err.is_permanent()).with("stage", stage);
     if let Some(code) = err.status() {
         let code: u16 = code.into();
         result = result.with("smtp_code", code);

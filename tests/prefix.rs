@@ -1,0 +1,113 @@
+//! Ids can be typed as unique prefixes, as git takes commits, over both backends: a
+//! unique prefix is the id, an ambiguous one is a usage error listing the candidates,
+//! and one that matches nothing is "not found".
+
+mod support;
+
+use std::process::{Command, Output, Stdio};
+use unsctl::clock::{Clock, SystemClock};
+use unsctl::runtime::schema::{self, OpenMode};
+
+fn unsctl(backend: &[String], args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_unsctl"))
+        .args(backend)
+        .args(args)
+        .env("UNS_API_KEY", support::KEY)
+        .env_remove("UNS_DB_FILE")
+        .env_remove("UNS_BASE_URL")
+        .env_remove("UNS_CONTEXT")
+        .env("UNSCTL_CONFIG", "/nonexistent/unsctl.toml")
+        .stdin(Stdio::null())
+        .output()
+        .expect("unsctl")
+}
+
+/// The shortest prefix of `id` that no other id in `all` starts with.
+fn unique_prefix(id: &str, all: &[String]) -> String {
+    (4..=id.len())
+        .map(|n| &id[..n])
+        .find(|p| all.iter().filter(|other| other.starts_with(p)).count() == 1)
+        .expect("a unique prefix")
+        .to_string()
+}
+
+fn common_prefix(a: &str, b: &str) -> String {
+    a.chars()
+        .zip(b.chars())
+        .take_while(|(x, y)| x == y)
+        .map(|(x, _)| x)
+        .collect()
+}
+
+#[test]
+fn unique_ambiguous_and_unknown_prefixes_on_both_backends() {
+    let dir = tempfile::tempdir().expect("dir");
+    let db = dir.path().join("uns.db");
+    let conn = schema::open(&db, OpenMode::Create).expect("store");
+    let now = SystemClock.now();
+    let mut ids: Vec<String> = (0..3).map(|_| support::replay_entry(&conn, now)).collect();
+    ids.push(support::verify_entry(&conn, now));
+    ids.sort();
+    let server = support::server(&db);
+    let backends = [
+        vec!["--db".to_string(), db.to_string_lossy().into_owned()],
+        vec!["--api".to_string(), format!("http://{}", server.addr)],
+    ];
+    let target = &ids[1];
+    let short = unique_prefix(target, &ids);
+    assert!(short.len() < target.len());
+    let shared = common_prefix(&ids[0], &ids[1]);
+    assert!(
+        shared.len() >= 4,
+        "ids made together share a prefix: {shared}"
+    );
+    for backend in &backends {
+        // Unique: it is the id, for reading and for acting.
+        let out = unsctl(backend, &["-o", "json", "inspect", &short]);
+        assert!(
+            out.status.success(),
+            "{backend:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+        assert_eq!(
+            doc["notification"]["id"].as_str().or(doc["id"].as_str()),
+            Some(target.as_str()),
+            "{doc}"
+        );
+        let out = unsctl(backend, &["--color", "never", "replay", &short]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(String::from_utf8_lossy(&out.stdout).contains(target.as_str()));
+
+        // Ambiguous: a usage error that lists the candidates, and nothing is done.
+        let out = unsctl(backend, &["inspect", &shared]);
+        assert_eq!(out.status.code(), Some(2), "{backend:?}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains("is ambiguous"), "{stderr}");
+        for id in ids.iter().filter(|id| id.starts_with(&shared)) {
+            assert!(stderr.contains(id.as_str()), "{id} not listed: {stderr}");
+        }
+        let out = unsctl(backend, &["replay", &shared, "--confirm", "--yes"]);
+        assert_eq!(out.status.code(), Some(2), "{backend:?}");
+
+        // Unknown, and too short.
+        let out = unsctl(backend, &["inspect", "zzzz-not-an-id"]);
+        assert_eq!(out.status.code(), Some(3), "{backend:?}");
+        assert!(String::from_utf8_lossy(&out.stderr).contains("no notification id starts with"));
+        let out = unsctl(backend, &["inspect", "n-0"]);
+        assert_eq!(out.status.code(), Some(2), "{backend:?}");
+    }
+    let conn = rusqlite::Connection::open(&db).expect("open");
+    let replayed: i64 = conn
+        .query_row(
+            "SELECT COUNT(*) FROM uns_events WHERE kind = 'REPLAYED'",
+            [],
+            |r| r.get(0),
+        )
+        .expect("count");
+    assert_eq!(replayed, 0, "dry runs and refusals only");
+}
