@@ -95,6 +95,28 @@ impl Scenario {
         }
     }
 
+    /// What the fakes' ledger shows beside the verdict, and why that is right.
+    pub fn expected(self) -> &'static str {
+        match self {
+            Scenario::LeaseLostDelivered => {
+                "one copy accepted, and the history records it: RESOLVE; a replay would send a second"
+            }
+            Scenario::SmtpUnknown => {
+                "the relay did take the message, but the worker never heard back, so the history alone cannot tell: VERIFY is right, and the relay's log settles it"
+            }
+            Scenario::ProviderRejected => {
+                "nothing accepted, every attempt refused: REPLAY once Slack is fixed"
+            }
+            Scenario::MixedChannels => "EMAIL's copy is recorded, so a replay sends SLACK only",
+            Scenario::WorkerCrash => {
+                "the relay accepted it, but a killed process writes nothing: no result and no LEASE_LOST; a start without a result is VERIFY"
+            }
+            Scenario::DuplicateAfterReclaim => {
+                "two copies: the duplicate this runbook is about; the reclaim delivered the row, so it is not in the DLQ"
+            }
+        }
+    }
+
     pub fn story(self) -> &'static str {
         match self {
             Scenario::LeaseLostDelivered => {

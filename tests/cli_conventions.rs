@@ -94,6 +94,18 @@ fn version_and_completions() {
             script.contains("unsctl") && script.contains("triage"),
             "{shell}"
         );
+        // Values are completed, not file names: branches, channels, kinds, guides, cases.
+        let positional: &[&str] = if shell == "fish" {
+            &[]
+        } else {
+            &["TSG-03", "worker-crash"]
+        };
+        for value in ["verify", "pagerduty", "LEASE_LOST"]
+            .iter()
+            .chain(positional)
+        {
+            assert!(script.contains(value), "{shell} does not complete {value}");
+        }
     }
     let out = unsctl(&["completions", "tcsh"]);
     assert_eq!(

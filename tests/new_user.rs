@@ -75,7 +75,7 @@ fn the_readme_works_on_a_fresh_clone() {
         output.contains("5 entries: 1 RESOLVE, 2 VERIFY, 2 REPLAY"),
         "{output}"
     );
-    assert!(output.contains("Try next"), "{output}");
+    assert!(output.contains("demo --keep"), "{output}");
 
     let (ok, output) = run(&commands[1], &clone, &target);
     assert!(ok, "{}:\n{output}", commands[1]);

@@ -223,11 +223,71 @@ fn the_demo_runs_on_a_fresh_directory() {
         stderr.contains("5 entries: 1 RESOLVE, 2 VERIFY, 2 REPLAY"),
         "{stderr}"
     );
-    assert!(stderr.contains("Try next"), "{stderr}");
     assert!(
         stdout.contains("EMAIL accepted 2 copies"),
         "the duplicate is shown:\n{stdout}"
     );
+    // Every case says why what the fakes accepted matches its verdict.
+    assert_eq!(stdout.matches("  expected:").count(), 6, "{stdout}");
+    assert!(
+        stdout.contains("a killed process writes nothing"),
+        "{stdout}"
+    );
+    // It cleans up after itself, and says how to keep the store instead.
+    assert!(
+        stderr.contains("The temporary store was removed"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("cargo install --path ."),
+        "not on PATH here: {stderr}"
+    );
+    let left: Vec<_> = std::fs::read_dir(dir.path())
+        .expect("tmp")
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().starts_with("unsctl-repro-"))
+        .collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
+
+    // Kept, the commands it prints run as printed.
+    let out = unsctl()
+        .env("TMPDIR", dir.path())
+        .current_dir(dir.path())
+        .args(["demo", "--keep"])
+        .output()
+        .expect("demo");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let export = stderr
+        .lines()
+        .find(|l| l.trim_start().starts_with("export UNS_DB_FILE="))
+        .expect("the export line");
+    let mut ran = 0;
+    for line in stderr
+        .lines()
+        .filter(|l| l.starts_with("  ") && !l.contains("export "))
+    {
+        let command = line.split("   #").next().unwrap_or_default().trim();
+        if command.starts_with("rm ")
+            || command.contains("--keep-running")
+            || command.contains("demo")
+        {
+            continue;
+        }
+        let run = std::process::Command::new("bash")
+            .arg("-c")
+            .arg(format!("{}; {command}", export.trim()))
+            .env_remove("UNS_BASE_URL")
+            .output()
+            .expect("bash");
+        assert!(
+            run.status.success(),
+            "{command}: {}",
+            String::from_utf8_lossy(&run.stderr)
+        );
+        ran += 1;
+    }
+    assert!(ran >= 5, "{stderr}");
 }
 
 #[test]

@@ -463,13 +463,18 @@ fn lines(checks: &[Check], out: &Output, indent: &str) -> Vec<String> {
                 Level::Warn => out.yellow("warn"),
                 Level::Fail => out.red("fail"),
             };
-            let mut lines = vec![format!(
-                "{indent}{level}  {:<14} {}",
-                c.name,
-                out.clean(&c.detail)
-            )];
+            let hang = indent.len() + 21;
+            let mut lines = crate::render::output::wrapped(
+                &format!("{indent}{level}  {:<14} {}", c.name, out.clean(&c.detail)),
+                out,
+                hang,
+            );
             if let Some(hint) = &c.hint {
-                lines.push(format!("{indent}      {:<14} hint: {hint}", ""));
+                lines.extend(crate::render::output::wrapped(
+                    &format!("{indent}      {:<14} hint: {hint}", ""),
+                    out,
+                    hang + 6,
+                ));
             }
             lines
         })

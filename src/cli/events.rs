@@ -18,7 +18,7 @@ use crate::store::EventQuery;
 #[command(verbatim_doc_comment)]
 pub struct Args {
     /// Event kinds to show, in any case (repeat; default LEASE_LOST and CHANNEL_ATTEMPT_RESULT)
-    #[arg(long = "kind", value_name = "KIND", value_parser = parse_kind)]
+    #[arg(long = "kind", value_name = "KIND", value_parser = super::values::Listed::new(parse_kind, || Kind::ALL.iter().map(|k| k.as_str()).collect()))]
     pub kinds: Vec<Kind>,
     #[command(flatten)]
     pub select: SelectArgs,

@@ -59,7 +59,10 @@ pub fn run(global: &GlobalArgs, args: Args) -> CliResult {
         if out.json() {
             crate::render::output::print_json_line(&view)?;
         } else {
-            print(&settled_block(&view, &out))?;
+            print(&crate::render::output::fit_lines(
+                &settled_block(&view, &out),
+                &out,
+            ))?;
         }
         return Ok(());
     }
@@ -126,6 +129,6 @@ fn show(view: &InspectView, out: &crate::render::output::Output) -> CliResult {
             view.doc.row.status
         ));
     }
-    print(&text.join("\n"))?;
+    print(&crate::render::output::fit_lines(&text.join("\n"), out))?;
     Ok(())
 }

@@ -500,7 +500,7 @@ pub fn carry_out_into(
     let actionable: Vec<&Intent> = intents.iter().filter(|i| i.preview.is_ok()).collect();
     if !out.json() {
         for intent in &intents {
-            print(&intent.line(out))?;
+            print(&crate::render::output::fit_lines(&intent.line(out), out))?;
         }
     }
     if !confirm.confirm {
@@ -570,10 +570,13 @@ pub fn execute_all(store: &dyn Store, intents: &[Intent], out: &Output) -> CliRe
             break;
         }
         let outcome = execute(store, intent);
-        let line = format!(
-            "{}  {}",
-            out.clean(&intent.id),
-            outcome.label(intent.action)
+        let line = crate::render::output::fit_lines(
+            &format!(
+                "{}  {}",
+                out.clean(&intent.id),
+                outcome.label(intent.action)
+            ),
+            out,
         );
         outcomes.push(outcome);
         prompt::set_progress(&summary(&outcomes));

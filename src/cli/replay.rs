@@ -28,7 +28,7 @@ pub struct Args {
     #[command(flatten)]
     pub select: SelectArgs,
     /// Only these channels, comma-separated, any case (default: every channel not DELIVERED)
-    #[arg(long, value_delimiter = ',', value_parser = super::values::parse_channel)]
+    #[arg(long, value_delimiter = ',', value_parser = super::values::channel())]
     pub channels: Vec<Channel>,
     /// Attest that you checked out of band and the uncertain message did not arrive
     #[arg(long, conflicts_with = "verified_delivered")]

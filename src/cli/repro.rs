@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 #[command(verbatim_doc_comment)]
 pub struct ReproArgs {
     /// Which case (or `all`)
-    #[arg(value_parser = parse_scenarios)]
+    #[arg(value_parser = super::values::Listed::new(parse_scenarios, scenario_names))]
     pub scenario: ScenarioChoice,
     /// Then serve the API on loopback so the runbook's curl commands can be tried
     #[arg(long)]
@@ -28,6 +28,12 @@ pub struct ReproArgs {
 
 #[derive(Debug, Clone)]
 pub struct ScenarioChoice(pub Vec<Scenario>);
+
+fn scenario_names() -> Vec<&'static str> {
+    std::iter::once("all")
+        .chain(Scenario::ALL.iter().map(|s| s.name()))
+        .collect()
+}
 
 fn parse_scenarios(text: &str) -> Result<ScenarioChoice, String> {
     if text == "all" {
@@ -50,7 +56,37 @@ fn parse_scenarios(text: &str) -> Result<ScenarioChoice, String> {
 ///
 /// Example: unsctl demo
 #[derive(Debug, clap::Args)]
-pub struct DemoArgs {}
+pub struct DemoArgs {
+    /// Keep the temporary store (and its relay log) to explore afterwards
+    #[arg(long)]
+    pub keep: bool,
+}
+
+/// Removes the demo's scratch folder when the demo ends, unless it is kept.
+struct Scratch {
+    dir: PathBuf,
+    keep: bool,
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        if !self.keep {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+}
+
+/// How to run unsctl from here: `unsctl` when it is on the PATH, else this binary's path.
+fn invocation() -> String {
+    let on_path = std::env::var_os("PATH")
+        .is_some_and(|path| std::env::split_paths(&path).any(|dir| dir.join("unsctl").is_file()));
+    if on_path {
+        return "unsctl".into();
+    }
+    std::env::current_exe()
+        .map(|exe| exe.display().to_string())
+        .unwrap_or_else(|_| "unsctl".into())
+}
 
 fn repro_error(err: ReproError) -> CliError {
     match err {
@@ -123,6 +159,7 @@ fn report_text(reports: &[ScenarioReport], out: &Output) -> String {
             copies.join(", ")
         };
         lines.push(format!("  fakes' ledger: {ledger}"));
+        lines.push(format!("  expected:      {}", scenario.expected()));
         let triage = match report.branch {
             Some(branch) => views::branch_text(branch, out),
             None => "(not in the DLQ: nothing to triage)".into(),
@@ -225,10 +262,14 @@ fn keep_running(global: &GlobalArgs, db: &Path, fakes: &Fakes) -> CliResult {
     Ok(())
 }
 
-pub fn run_demo(global: &GlobalArgs, _args: DemoArgs) -> CliResult {
+pub fn run_demo(global: &GlobalArgs, args: DemoArgs) -> CliResult {
     let out = global.output();
     let started = std::time::Instant::now();
     let db = scratch_store()?;
+    let _scratch = Scratch {
+        dir: db.parent().map(Path::to_path_buf).unwrap_or_default(),
+        keep: args.keep,
+    };
     status(&format!(
         "Reproducing every runbook case with the real worker (1 s lease) against fault-injecting fakes\ninto {} ...\n",
         db.display()
@@ -247,34 +288,57 @@ pub fn run_demo(global: &GlobalArgs, _args: DemoArgs) -> CliResult {
                 .map(|v| v.id.clone())
         };
         let db_text = db.display().to_string();
+        let unsctl = invocation();
         let mut next = vec![format!(
-            "\nDone in {:.1} s. Try next:",
+            "\nDone in {:.1} s.",
             started.elapsed().as_secs_f64()
         )];
-        next.push(format!("  export UNS_DB_FILE={db_text}"));
-        next.push("  unsctl dlq triage                       # the table above".into());
-        if let Some(id) = example(crate::triage::Branch::Verify) {
+        if unsctl != "unsctl" {
             next.push(format!(
-                "  unsctl inspect {id}   # a VERIFY entry: what to look for"
-            ));
-            next.push(format!(
-                "  unsctl verify --relay-log {}   # ask the relay's log; add --record --confirm to write the answers down",
-                maillog.display()
+                "unsctl is not on your PATH: `cargo install --path .` puts it there; below it is called as {unsctl}."
             ));
         }
-        if let Some(id) = example(crate::triage::Branch::Resolve) {
+        if !args.keep {
+            next.push("The temporary store was removed. To explore it, keep it:".into());
+            next.push(format!("  {unsctl} demo --keep"));
+            next.push("Or try:".into());
+        } else {
+            next.push(format!("The store is kept in {db_text}. Try next:"));
+            next.push(format!("  export UNS_DB_FILE={db_text}"));
             next.push(format!(
-                "  unsctl dlq resolve {id}   # dry run: what resolve would do"
+                "  {unsctl} dlq triage                       # the table above"
+            ));
+            if let Some(id) = example(crate::triage::Branch::Verify) {
+                next.push(format!(
+                    "  {unsctl} inspect {id}   # a VERIFY entry: what to look for"
+                ));
+                next.push(format!(
+                    "  {unsctl} verify --relay-log {}   # ask the relay's log; add --record --confirm to write the answers down",
+                    maillog.display()
+                ));
+            }
+            if let Some(id) = example(crate::triage::Branch::Resolve) {
+                next.push(format!(
+                    "  {unsctl} dlq resolve {id}   # dry run: what resolve would do"
+                ));
+            }
+            next.push(format!(
+                "  {unsctl} events --kind LEASE_LOST         # the runbook's cross-notification query"
+            ));
+            next.push(format!(
+                "  rm -r {}   # when done",
+                db.parent()
+                    .map(Path::display)
+                    .map(|d| d.to_string())
+                    .unwrap_or_default()
             ));
         }
-        next.push(
-            "  unsctl events --kind LEASE_LOST         # the runbook's cross-notification query"
-                .into(),
-        );
-        next.push(
-            "  unsctl repro all --keep-running         # the same, with the API up for curl".into(),
-        );
-        next.push("  unsctl tsg show TSG-02                  # the runbook".into());
+        next.push(format!(
+            "  {unsctl} repro all --keep-running         # the same, with the API up for curl"
+        ));
+        next.push(format!(
+            "  {unsctl} tsg show TSG-02                  # the runbook"
+        ));
         status(&next.join("\n"));
     }
     Ok(())

@@ -370,7 +370,7 @@ fn stop_on_signal(flag: Arc<AtomicBool>) -> std::io::Result<()> {
 #[derive(Debug, clap::Args)]
 pub struct SubmitArgs {
     /// Channels to send on (repeat, or comma-separated): email, slack, pagerduty
-    #[arg(long = "channel", value_delimiter = ',', required = true, value_parser = super::values::parse_channel)]
+    #[arg(long = "channel", value_delimiter = ',', required = true, value_parser = super::values::channel())]
     pub channels: Vec<Channel>,
     /// Email address (needed for EMAIL)
     #[arg(long)]

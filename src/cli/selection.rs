@@ -14,7 +14,7 @@ use std::sync::mpsc::{Receiver, sync_channel};
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct SelectArgs {
     /// Only entries with this channel (events: about it)
-    #[arg(long, value_parser = super::values::parse_channel)]
+    #[arg(long, value_parser = super::values::channel())]
     pub channel: Option<Channel>,
     /// Only entries whose error message contains TEXT, in any letter case
     #[arg(long, value_name = "TEXT")]

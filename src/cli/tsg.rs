@@ -24,6 +24,7 @@ pub enum Command {
     /// Example: unsctl tsg show TSG-02
     Show {
         /// The guide id, e.g. TSG-02
+        #[arg(value_parser = crate::cli::values::Listed::new(|t| Ok(t.to_string()), || crate::tsg::GUIDES.iter().map(|g| g.id).collect()))]
         id: String,
     },
 }

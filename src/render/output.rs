@@ -152,11 +152,65 @@ pub fn print_json<T: serde::Serialize>(value: &T) -> std::io::Result<()> {
     print(&text)
 }
 
-/// Status for people, on stderr. Never fails: with stderr closed there is nobody to tell.
+/// Status for people, on stderr, wrapped to the terminal when stderr is one (a long
+/// line continues two columns in). Never fails: with stderr closed there is nobody to
+/// tell.
 pub fn status(text: &str) {
+    let width = std::io::stderr()
+        .is_terminal()
+        .then(|| {
+            console::Term::stderr()
+                .size_checked()
+                .map(|(_, w)| w as usize)
+                .or_else(|| std::env::var("COLUMNS").ok()?.parse().ok())
+        })
+        .flatten();
     let mut stderr = std::io::stderr().lock();
-    let _ = stderr.write_all(text.as_bytes());
-    let _ = stderr.write_all(b"\n");
+    match width {
+        Some(width) if width >= 20 => {
+            let options = textwrap::Options::new(width)
+                .subsequent_indent("  ")
+                .break_words(true);
+            for line in text.split('\n') {
+                for part in textwrap::wrap(line, &options) {
+                    let _ = stderr.write_all(part.trim_end().as_bytes());
+                    let _ = stderr.write_all(b"\n");
+                }
+            }
+        }
+        _ => {
+            let _ = stderr.write_all(text.as_bytes());
+            let _ = stderr.write_all(b"\n");
+        }
+    }
+}
+
+/// `line` wrapped to the terminal's width (when there is one), each continuation
+/// `hang` columns in.
+pub fn wrapped(line: &str, out: &Output, hang: usize) -> Vec<String> {
+    match out.fit_width() {
+        Some(width) if width as usize > hang + 20 => {
+            let indent = " ".repeat(hang);
+            let options = textwrap::Options::new(width as usize).subsequent_indent(&indent);
+            textwrap::wrap(line, &options)
+                .into_iter()
+                .map(|l| l.trim_end().to_string())
+                .collect()
+        }
+        _ => vec![line.to_string()],
+    }
+}
+
+/// Every line of `text` that is wider than the terminal, wrapped under its own indent
+/// (tables already fit, so this is for prose).
+pub fn fit_lines(text: &str, out: &Output) -> String {
+    text.lines()
+        .flat_map(|line| {
+            let lead = line.len() - line.trim_start().len();
+            wrapped(line, out, lead + 2)
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// One compact JSON value per line on stdout, for streams (`--follow`, `--watch`).

@@ -286,7 +286,7 @@ pub fn verdict_block(verdict: &Verdict, out: &Output) -> String {
         if verdict.lease_lost {
             "yes (a worker lost its lease mid-call)"
         } else {
-            "no LEASE_LOST event (a worker that dies mid-call records none)"
+            "no LEASE_LOST event"
         }
     ));
     const CHANNELS: &[Column] = &[
@@ -396,7 +396,8 @@ pub const TRIAGE_COLUMNS: &[Column] = &[
     Column::new("BRANCH", 0),
     Column::new("CHANNELS", 1).max(48),
     Column::new("CAUSE", 2).max(56),
-    Column::new("NEXT STEP", 3).max(96),
+    // A command is shown whole or not at all: cut, it would not run as printed.
+    Column::new("NEXT STEP", 3),
     Column::new("LEASE LOST", 4),
     Column::new("EVIDENCE", 5).max(24),
 ];
@@ -443,6 +444,45 @@ pub fn triage_row(verdict: &Verdict, _out: &Output) -> Vec<Text> {
     ]
 }
 
+/// Shortens ids in a table of every DLQ entry in id order, as git shortens hashes: each
+/// to the shortest prefix no neighbour shares (never under 12 characters). Needs one
+/// row of look-ahead; only exact when the rows are the whole DLQ, so callers use it
+/// only then.
+#[derive(Default)]
+pub struct ShortIds {
+    previous: Option<String>,
+}
+
+/// The shortest id prefix shown.
+const SHORT_ID: usize = 12;
+
+impl ShortIds {
+    /// The prefix to show for `id`, given the id after it (None at the end).
+    pub fn next(&mut self, id: &str, following: Option<&str>) -> String {
+        let shared = |other: Option<&str>| {
+            other.map_or(0, |o| {
+                id.chars()
+                    .zip(o.chars())
+                    .take_while(|(a, b)| a == b)
+                    .count()
+            })
+        };
+        let keep = (shared(self.previous.as_deref()).max(shared(following)) + 1).max(SHORT_ID);
+        self.previous = Some(id.to_string());
+        id.chars().take(keep).collect()
+    }
+}
+
+/// A triage row whose id, in the ID and NEXT STEP columns, is `short`.
+pub fn triage_row_short(verdict: &Verdict, short: &str, out: &Output) -> Vec<Text> {
+    let mut row = triage_row(verdict, out);
+    if short.len() < verdict.id.len() {
+        row[0] = shown(short).into();
+        row[4] = shown(&verdict.next_step.replace(&verdict.id, short)).into();
+    }
+    row
+}
+
 /// The DLQ list's columns.
 pub const LIST_COLUMNS: &[Column] = &[
     Column::new("ID", 0),
@@ -453,7 +493,7 @@ pub const LIST_COLUMNS: &[Column] = &[
     Column::new("UPDATED", 3),
     Column::new("ATTEMPTS", 5),
     Column::new("CYCLE", 6),
-    Column::new("NEXT STEP", 3).max(96),
+    Column::new("NEXT STEP", 3),
 ];
 
 /// One row of the DLQ list.

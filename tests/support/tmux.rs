@@ -11,6 +11,11 @@ pub struct Tmux {
 
 impl Tmux {
     pub fn start(command: &str) -> Self {
+        Self::start_sized(command, 220, 60)
+    }
+
+    /// A terminal `columns` wide and `rows` high running `command`.
+    pub fn start_sized(command: &str, columns: u16, rows: u16) -> Self {
         let socket = format!(
             "unsctl-test-{}-{}",
             std::process::id(),
@@ -26,9 +31,9 @@ impl Tmux {
                 "-s",
                 &session,
                 "-x",
-                "220",
+                &columns.to_string(),
                 "-y",
-                "60",
+                &rows.to_string(),
             ])
             .arg(format!("env -u NO_COLOR {command}; echo EXIT=$?; sleep 60"))
             .status()

@@ -25,7 +25,7 @@ use std::sync::mpsc::Receiver;
 #[command(verbatim_doc_comment)]
 pub struct Args {
     /// Only entries of this branch
-    #[arg(long, value_parser = parse_branch)]
+    #[arg(long, value_parser = crate::cli::values::Listed::new(parse_branch, || vec!["resolve", "verify", "replay"]))]
     pub branch: Option<Branch>,
     #[command(flatten)]
     pub select: SelectArgs,
@@ -106,7 +106,12 @@ pub fn run(global: &GlobalArgs, args: Args) -> CliResult {
         args.select.limit,
         |arriving| match out.json() {
             true => write_json(arriving, Tally::watching(args.watch)),
-            false => write_table(arriving, &out, Tally::watching(args.watch)),
+            false => write_table(
+                arriving,
+                &out,
+                Tally::watching(args.watch),
+                !args.select.narrows() && args.branch.is_none() && out.fit_width().is_some(),
+            ),
         },
     )?;
     if let Some((every, cursor)) = cursor {
@@ -198,14 +203,35 @@ fn write_json(arriving: Receiver<Vec<Triaged>>, tally: Tally) -> CliResult<Tally
 }
 
 /// The triage table, printed a chunk at a time.
-fn write_table(arriving: Receiver<Vec<Triaged>>, out: &Output, tally: Tally) -> CliResult<Tally> {
+/// The triage table, printed a chunk at a time. With `shorten` (the rows are the whole
+/// DLQ), ids show as unique prefixes, which every command accepts.
+fn write_table(
+    arriving: Receiver<Vec<Triaged>>,
+    out: &Output,
+    tally: Tally,
+    shorten: bool,
+) -> CliResult<Tally> {
     let stdout = std::io::stdout();
     let mut writer = std::io::BufWriter::new(stdout.lock());
     let mut grid = Grid::new(views::TRIAGE_COLUMNS, out);
     let mut tally = tally;
+    let mut short = views::ShortIds::default();
+    let mut held: Option<Verdict> = None;
     for triaged in arriving.into_iter().flatten() {
         tally.add(&triaged.verdict);
-        grid.row(views::triage_row(&triaged.verdict, out), &mut writer)?;
+        if !shorten {
+            grid.row(views::triage_row(&triaged.verdict, out), &mut writer)?;
+            continue;
+        }
+        if let Some(verdict) = held.take() {
+            let id = short.next(&verdict.id, Some(&triaged.verdict.id));
+            grid.row(views::triage_row_short(&verdict, &id, out), &mut writer)?;
+        }
+        held = Some(triaged.verdict);
+    }
+    if let Some(verdict) = held {
+        let id = short.next(&verdict.id, None);
+        grid.row(views::triage_row_short(&verdict, &id, out), &mut writer)?;
     }
     grid.finish(&mut writer)?;
     writer.flush()?;

@@ -1,0 +1,199 @@
+//! Every table fits the terminal: each table command, at 80 and 160 columns, colour on
+//! and off, under a pseudo-terminal (`script`), and at 80 columns in a real tmux; no line
+//! is wider than the terminal. Snapshots pin what `dlq triage` looks like at both widths.
+
+mod support;
+
+use std::path::Path;
+use std::process::Command;
+use support::tmux::Tmux;
+use unsctl::clock::{Clock, SystemClock};
+use unsctl::runtime::schema::{self, OpenMode};
+
+struct Store {
+    _dir: tempfile::TempDir,
+    db: String,
+    config: String,
+    ids: Vec<String>,
+}
+
+fn store() -> Store {
+    let dir = tempfile::tempdir().expect("dir");
+    let db = dir.path().join("uns.db");
+    let conn = schema::open(&db, OpenMode::Create).expect("store");
+    let now = SystemClock.now();
+    let ids = vec![
+        support::resolve_entry(&conn, now),
+        support::verify_entry(&conn, now),
+        support::replay_entry(&conn, now),
+    ];
+    let config = dir.path().join("config.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[contexts.a-long-context-name-for-eu-west]\ndb = \"{}\"\n[contexts.b]\napi = \"http://127.0.0.1:1/a/rather/long/path/to/the/runtime\"\napi_key_env = \"SOME_RATHER_LONG_VARIABLE_NAME_FOR_THE_KEY\"\n",
+            db.display()
+        ),
+    )
+    .expect("config");
+    Store {
+        db: db.to_string_lossy().into_owned(),
+        config: config.to_string_lossy().into_owned(),
+        _dir: dir,
+        ids,
+    }
+}
+
+/// Every command that prints a table, as a shell line.
+fn table_commands(store: &Store) -> Vec<String> {
+    let bin = env!("CARGO_BIN_EXE_unsctl");
+    let db = &store.db;
+    let mut commands: Vec<String> = [
+        "dlq list",
+        "dlq triage",
+        "events",
+        "events --kind channel_attempt_result --kind attempt_started --kind dead_lettered",
+        "doctor",
+        "verify",
+        "tsg list",
+        "tsg alerts",
+        "context list",
+        "--all-contexts dlq triage",
+    ]
+    .iter()
+    .map(|args| {
+        if args.starts_with("tsg") || args.starts_with("context") || args.starts_with("--all") {
+            format!("{bin} {args}")
+        } else {
+            format!("{bin} --db {db} {args}")
+        }
+    })
+    .collect();
+    for id in &store.ids {
+        commands.push(format!("{bin} --db {db} inspect {id}"));
+        commands.push(format!("{bin} --db {db} replay {id}"));
+    }
+    commands
+}
+
+fn strip_ansi(text: &str) -> String {
+    let mut out = String::new();
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '\x1b' {
+            if chars.peek() == Some(&'[') {
+                chars.next();
+                for c in chars.by_ref() {
+                    if c.is_ascii_alphabetic() {
+                        break;
+                    }
+                }
+            }
+            continue;
+        }
+        out.push(c);
+    }
+    out
+}
+
+fn width(line: &str) -> usize {
+    unicode_width::UnicodeWidthStr::width(line)
+}
+
+/// Runs `command` under a pseudo-terminal `columns` wide; its output as the terminal got it.
+fn in_pty(command: &str, columns: u16, color: &str, config: &str) -> String {
+    let out = Command::new("script")
+        .args(["-qec", &format!("{command} --color {color}"), "/dev/null"])
+        .env("COLUMNS", columns.to_string())
+        .env("TERM", "xterm-256color")
+        .env("UNSCTL_CONFIG", config)
+        .env_remove("NO_COLOR")
+        .env_remove("UNS_DB_FILE")
+        .env_remove("UNS_BASE_URL")
+        .output()
+        .expect("script (bsdutils)");
+    String::from_utf8_lossy(&out.stdout).replace('\r', "")
+}
+
+#[test]
+fn every_table_fits_80_and_160_columns_with_and_without_colour() {
+    let store = store();
+    for command in table_commands(&store) {
+        for columns in [80u16, 160] {
+            for color in ["never", "always"] {
+                let text = in_pty(&command, columns, color, &store.config);
+                assert!(!text.trim().is_empty(), "{command}: no output");
+                if color == "always" && command.contains("dlq triage") && !command.contains("--all")
+                {
+                    assert!(
+                        text.contains('\x1b'),
+                        "{command}: colour asked for:\n{text}"
+                    );
+                }
+                for line in strip_ansi(&text).lines() {
+                    assert!(
+                        width(line) <= columns as usize,
+                        "{command} at {columns} columns, colour {color}: {} wide:\n{line}\n\n{text}",
+                        width(line)
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn triage_snapshots_at_80_and_160_columns() {
+    let store = store();
+    let command = format!(
+        "{} --db {} dlq triage",
+        env!("CARGO_BIN_EXE_unsctl"),
+        store.db
+    );
+    let mut settings = insta::Settings::clone_current();
+    settings.add_filter(r"n-[0-9a-f]{10,32}", "[ID]");
+    settings.add_filter(r"\b\d+(,\d+)*\b", "[N]");
+    // Id lengths vary from run to run, and the padding with them.
+    settings.add_filter(r" {2,}", "  ");
+    settings.bind(|| {
+        for columns in [80u16, 160] {
+            for color in ["never", "always"] {
+                let text = in_pty(&command, columns, color, &store.config).replace('\x1b', "\\e");
+                insta::assert_snapshot!(format!("triage_{columns}_{color}"), text);
+            }
+        }
+    });
+}
+
+#[test]
+fn every_table_fits_a_real_80_column_terminal() {
+    let store = store();
+    let commands = table_commands(&store);
+    let script = commands
+        .iter()
+        .map(|c| format!("{c} 2>&1"))
+        .collect::<Vec<_>>()
+        .join("; ");
+    let term = Tmux::start_sized(
+        &format!(
+            "env UNSCTL_CONFIG={} bash -c {}",
+            store.config,
+            shell_quote(&script)
+        ),
+        80,
+        200,
+    );
+    let screen = term.wait_for("EXIT=");
+    assert!(
+        screen.contains("BRANCH") && screen.contains("Timeline"),
+        "{screen}"
+    );
+    for line in screen.lines() {
+        assert!(width(line) <= 80, "{} wide:\n{line}", width(line));
+    }
+    let _ = Path::new(&store.db);
+}
+
+fn shell_quote(text: &str) -> String {
+    format!("'{}'", text.replace('\'', "'\\''"))
+}
