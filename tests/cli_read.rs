@@ -203,11 +203,14 @@ fn inspect_shows_the_timeline_and_the_verdict_with_evidence() {
     ] {
         assert!(text.contains(expected), "{expected} missing:\n{text}");
     }
+    // The evidence the verdict rests on is marked: the start and the late result.
     assert!(
         text.lines()
-            .any(|l| l.starts_with('!') && l.contains("LEASE_LOST")),
-        "LEASE_LOST stands out:\n{text}"
+            .any(|l| l.starts_with('*') && l.contains("CHANNEL_ATTEMPT_RESULT")),
+        "the evidence is marked:\n{text}"
     );
+    // Timing is shown: the late result fell after the lease ran out.
+    assert!(text.contains("after it ran out"), "{text}");
     assert!(!text.contains('\u{1b}'), "no colour off a terminal");
 }
 
