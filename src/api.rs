@@ -82,6 +82,19 @@ pub struct EventRow {
     pub unreadable: Vec<String>,
 }
 
+impl EventRow {
+    /// The event itself, without its notification's columns.
+    pub fn event(&self) -> crate::model::Event {
+        crate::model::Event {
+            id: self.id,
+            at: self.at,
+            kind: self.kind.clone(),
+            payload: self.payload.clone(),
+            unreadable: self.unreadable.clone(),
+        }
+    }
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct EventsResponse {
     pub events: Vec<EventRow>,

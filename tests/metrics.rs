@@ -60,7 +60,23 @@ fn promtool_accepts_the_rules_and_every_alert_has_a_passing_test() {
     }
 }
 
-/// A runtime whose worker counts into `metrics`, with the fakes as providers.
+/// A server with no worker of its own whose `/metrics` shows `metrics`, which a worker
+/// elsewhere in this process counts into.
+fn counted_server(db: &Path, metrics: Arc<Metrics>) -> unsctl::server::RunningServer {
+    unsctl::server::start(unsctl::server::ServerConfig {
+        verify: Default::default(),
+        db_path: db.to_path_buf(),
+        listen: "127.0.0.1:0".parse().expect("addr"),
+        keys: Some(unsctl::server::Keys::single(support::KEY).expect("key")),
+        worker: None,
+        default_max_attempts: 3,
+        metrics: Some(metrics),
+        limits: unsctl::server::Limits::default(),
+    })
+    .expect("server")
+}
+
+/// `GET /metrics`, with `accept` as the Accept header; the content type and the text.
 fn scrape(addr: std::net::SocketAddr, accept: Option<&str>) -> (String, String) {
     unsctl::runtime::adapters::init_tls();
     let client = reqwest::blocking::Client::new();
@@ -91,17 +107,7 @@ fn a_real_scrape_counts_each_transition_and_passes_promtool() {
     unsctl::runtime::schema::open(&db, unsctl::runtime::schema::OpenMode::Create).expect("store");
     let fakes = Fakes::start().expect("fakes");
     let metrics = Arc::new(Metrics::new(repro::LEASE_SECONDS));
-    let server = unsctl::server::start(unsctl::server::ServerConfig {
-        verify: Default::default(),
-        db_path: db.clone(),
-        listen: "127.0.0.1:0".parse().expect("addr"),
-        keys: Some(unsctl::server::Keys::single(support::KEY).expect("key")),
-        worker: None,
-        default_max_attempts: 3,
-        metrics: Some(metrics.clone()),
-        limits: unsctl::server::Limits::default(),
-    })
-    .expect("server");
+    let server = counted_server(&db, metrics.clone());
     let (_, before) = scrape(server.addr, None);
     assert_eq!(
         sample(&before, "uns_lease_lost_total"),
@@ -355,17 +361,7 @@ fn a_real_prometheus_fires_the_lease_loss_alert_with_its_runbook() {
     unsctl::runtime::schema::open(&db, unsctl::runtime::schema::OpenMode::Create).expect("store");
     let fakes = Fakes::start().expect("fakes");
     let metrics = Arc::new(Metrics::new(repro::LEASE_SECONDS));
-    let server = unsctl::server::start(unsctl::server::ServerConfig {
-        verify: Default::default(),
-        db_path: db.clone(),
-        listen: "127.0.0.1:0".parse().expect("addr"),
-        keys: Some(unsctl::server::Keys::single(support::KEY).expect("key")),
-        worker: None,
-        default_max_attempts: 3,
-        metrics: Some(metrics.clone()),
-        limits: unsctl::server::Limits::default(),
-    })
-    .expect("server");
+    let server = counted_server(&db, metrics.clone());
     let prometheus = Prometheus::start(server.addr);
     // The counter must be seen at zero first, or the loss is not an increase.
     prometheus.wait_until(

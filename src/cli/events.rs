@@ -3,7 +3,7 @@
 use super::error::{CliError, CliResult};
 use super::selection::SelectArgs;
 use super::{GlobalArgs, backend};
-use crate::model::{Event, Kind};
+use crate::model::Kind;
 use crate::render::output::{Output, print_json, status};
 use crate::render::table::{Column, Text};
 use crate::render::views;
@@ -115,13 +115,7 @@ pub fn run(global: &GlobalArgs, args: Args) -> CliResult {
 }
 
 fn event_row(row: &crate::api::EventRow, out: &Output) -> Vec<Text> {
-    let event = Event {
-        id: row.id,
-        at: row.at,
-        kind: row.kind.clone(),
-        payload: row.payload.clone(),
-        unreadable: row.unreadable.clone(),
-    };
+    let event = row.event();
     vec![
         row.id.to_string().into(),
         out.time(row.at).into(),

@@ -139,17 +139,11 @@ pub fn print_document<T: Serialize>(
     writer.write_all(b"{\n  \"entries\": [")?;
     for (n, (context, value)) in entries.iter().enumerate() {
         writer.write_all(if n == 0 { b"\n    " } else { b",\n    " })?;
-        buffer.clear();
-        serde_json::to_writer_pretty(&mut buffer, &Tagged { context, value })
-            .map_err(std::io::Error::other)?;
-        let mut lines = buffer.split(|b| *b == b'\n');
-        if let Some(first) = lines.next() {
-            writer.write_all(first)?;
-        }
-        for line in lines {
-            writer.write_all(b"\n    ")?;
-            writer.write_all(line)?;
-        }
+        crate::render::output::write_indented_entry(
+            &mut writer,
+            &mut buffer,
+            &Tagged { context, value },
+        )?;
     }
     writer.write_all(if entries.is_empty() {
         b"],\n"

@@ -73,13 +73,7 @@ fn events_after(
 
 /// One event as one line: a followed stream cannot align columns it has not seen.
 fn event_line(row: &EventRow, out: &Output) -> String {
-    let event = Event {
-        id: row.id,
-        at: row.at,
-        kind: row.kind.clone(),
-        payload: row.payload.clone(),
-        unreadable: row.unreadable.clone(),
-    };
+    let event = row.event();
     let channel = event.payload_value()["channel"]
         .as_str()
         .map(views::shown)

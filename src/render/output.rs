@@ -221,3 +221,23 @@ pub fn print_json_line<T: serde::Serialize>(value: &T) -> std::io::Result<()> {
     stdout.write_all(b"\n")?;
     stdout.flush()
 }
+
+/// Writes `value` as pretty JSON four spaces in, as one entry of an `"entries": [...]`
+/// array written a piece at a time; `buffer` is reused between entries.
+pub fn write_indented_entry<T: serde::Serialize>(
+    writer: &mut dyn Write,
+    buffer: &mut Vec<u8>,
+    value: &T,
+) -> std::io::Result<()> {
+    buffer.clear();
+    serde_json::to_writer_pretty(&mut *buffer, value).map_err(std::io::Error::other)?;
+    let mut lines = buffer.split(|b| *b == b'\n');
+    if let Some(first) = lines.next() {
+        writer.write_all(first)?;
+    }
+    for line in lines {
+        writer.write_all(b"\n    ")?;
+        writer.write_all(line)?;
+    }
+    Ok(())
+}

@@ -179,17 +179,7 @@ fn write_json(arriving: Receiver<Vec<Triaged>>, tally: Tally) -> CliResult<Tally
             b",\n    "
         })?;
         tally.add(&verdict);
-        buffer.clear();
-        serde_json::to_writer_pretty(&mut buffer, &verdict).map_err(std::io::Error::other)?;
-        // Each entry sits four spaces in: indent every line after the first.
-        let mut lines = buffer.split(|b| *b == b'\n');
-        if let Some(first) = lines.next() {
-            writer.write_all(first)?;
-        }
-        for line in lines {
-            writer.write_all(b"\n    ")?;
-            writer.write_all(line)?;
-        }
+        crate::render::output::write_indented_entry(&mut writer, &mut buffer, &verdict)?;
     }
     writer.write_all(if tally.total() == 0 {
         b"],\n"
