@@ -56,19 +56,24 @@ pub fn named(global: &GlobalArgs) -> CliResult<Named> {
             context: None,
         });
     }
-    let Resolved { backend, context } = resolve_with_context(global)?;
-    Ok(match backend {
-        Backend::Sqlite(path) => Named {
-            db: Some(path),
-            api: None,
-            context,
-        },
-        Backend::Http { url, key } => Named {
-            db: None,
-            api: Some((url, key)),
-            context,
-        },
-    })
+    resolve_with_context(global).map(Named::from)
+}
+
+impl From<Resolved> for Named {
+    fn from(Resolved { backend, context }: Resolved) -> Self {
+        match backend {
+            Backend::Sqlite(path) => Named {
+                db: Some(path),
+                api: None,
+                context,
+            },
+            Backend::Http { url, key } => Named {
+                db: None,
+                api: Some((url, key)),
+                context,
+            },
+        }
+    }
 }
 
 /// The config file, when there is one; a broken one is an error.

@@ -521,19 +521,7 @@ fn run_fleet(args: &Args, window: f64, out: &Output) -> CliResult {
                 let config = &config;
                 scope.spawn(move || {
                     let checks = match backend::from_context(config, &context.name) {
-                        Ok(resolved) => {
-                            let named = match resolved.backend {
-                                backend::Backend::Sqlite(path) => Named {
-                                    db: Some(path),
-                                    ..Named::default()
-                                },
-                                backend::Backend::Http { url, key } => Named {
-                                    api: Some((url, key)),
-                                    ..Named::default()
-                                },
-                            };
-                            store_checks(&named, args, window)
-                        }
+                        Ok(resolved) => store_checks(&Named::from(resolved), args, window),
                         Err(err) => vec![check(
                             "context",
                             Level::Fail,

@@ -234,7 +234,11 @@ pub fn wait_for_delivery(
 ) -> CliResult {
     prompt::install_interrupt_handler();
     let started = Instant::now();
-    let mut open: Vec<String> = ids.to_vec();
+    // Each id still open, with the status it had when last read.
+    let mut open: Vec<(String, String)> = ids
+        .iter()
+        .map(|id| (id.clone(), "UNKNOWN".into()))
+        .collect();
     let mut done: Vec<Settlement> = Vec::new();
     status(&format!(
         "waiting for {} to settle (at most {}; Ctrl-C to stop) ...",
@@ -244,7 +248,7 @@ pub fn wait_for_delivery(
     let mut stopped = false;
     while !open.is_empty() {
         let mut still = Vec::new();
-        for id in open {
+        for (id, last) in open {
             match store.notification(&id) {
                 Ok(doc) if settled(&doc) => {
                     let settlement = Settlement {
@@ -260,13 +264,13 @@ pub fn wait_for_delivery(
                     }
                     done.push(settlement);
                 }
-                Ok(_) => still.push(id),
+                Ok(doc) => still.push((id, doc.row.status)),
                 Err(err @ StoreError::Unavailable(_)) => {
                     status(&format!(
                         "cannot read {}: {err}; trying again",
                         views::shown(&id)
                     ));
-                    still.push(id);
+                    still.push((id, last));
                 }
                 Err(err) => return Err(err.into()),
             }
@@ -280,14 +284,10 @@ pub fn wait_for_delivery(
             break;
         }
     }
-    for id in &open {
-        let status_now = store
-            .notification(id)
-            .map(|doc| doc.row.status)
-            .unwrap_or_else(|_| "UNKNOWN".into());
+    for (id, last) in &open {
         let settlement = Settlement {
             id: id.clone(),
-            status: status_now,
+            status: last.clone(),
             delivered: false,
             settled: false,
             error_message: None,

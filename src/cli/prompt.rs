@@ -148,6 +148,24 @@ pub fn confirmation_word(count: usize) -> String {
     }
 }
 
+/// Asks "`head`: first ten labels and N more?" and whether the typed answer is the
+/// confirmation word for `count` (the count itself past ten). `labels` are already
+/// made safe to show.
+pub fn confirm_listed(head: &str, labels: &[String], count: usize) -> std::io::Result<bool> {
+    let shown: Vec<&str> = labels.iter().take(10).map(String::as_str).collect();
+    let more = if count > 10 {
+        format!(" and {} more", count - 10)
+    } else {
+        String::new()
+    };
+    let word = confirmation_word(count);
+    let answer = ask(&format!(
+        "{head}: {}{more}?\nType {word} and press Enter to go ahead (anything else does nothing):",
+        shown.join(", ")
+    ))?;
+    Ok(confirms(answer.as_deref(), count))
+}
+
 /// Whether `answer` is exactly the confirmation word (case-insensitive for `yes`).
 pub fn confirms(answer: Option<&str>, count: usize) -> bool {
     let expected = confirmation_word(count);

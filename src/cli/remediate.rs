@@ -444,19 +444,12 @@ pub fn confirmed(
             _ => clean(&intent.id).into_owned(),
         })
         .collect();
-    let more = if count > 10 {
-        format!(" and {} more", count - 10)
-    } else {
-        String::new()
-    };
-    let word = prompt::confirmation_word(count);
-    let answer = prompt::ask(&format!(
-        "{verb} {count} {entries} in {} as {}: {}{more}?\nType {word} and press Enter to go ahead (anything else does nothing):",
+    let head = format!(
+        "{verb} {count} {entries} in {} as {}",
         clean(&target.place),
         clean(&target.operator),
-        listed.join(", "),
-    ))?;
-    Ok(prompt::confirms(answer.as_deref(), count))
+    );
+    Ok(prompt::confirm_listed(&head, &listed, count)?)
 }
 
 /// Prints the plan, asks, runs it, prints each outcome and a summary, and exits by the

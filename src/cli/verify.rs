@@ -337,20 +337,13 @@ fn confirmed(
         .take(10)
         .map(|id| clean(id).into_owned())
         .collect();
-    let more = if count > 10 {
-        format!(" and {} more", count - 10)
-    } else {
-        String::new()
-    };
-    let word = prompt::confirmation_word(count);
-    let answer = prompt::ask(&format!(
-        "Record the answers above as VERIFIED events on {count} entr{} in {} as {}: {}{more}?\nType {word} and press Enter to go ahead (anything else does nothing):",
+    let head = format!(
+        "Record the answers above as VERIFIED events on {count} entr{} in {} as {}",
         if count == 1 { "y" } else { "ies" },
         clean(&store.describe()),
         clean(&store.operator(operator)?),
-        listed.join(", "),
-    ))?;
-    Ok(prompt::confirms(answer.as_deref(), count))
+    );
+    Ok(prompt::confirm_listed(&head, &listed, count)?)
 }
 
 fn tone(outcome: Outcome) -> Tone {

@@ -522,15 +522,7 @@ async fn act(
 ) -> ApiResult<remediation::Done> {
     checked_id(&id)?;
     let request: ActionRequest = object_body(body, true)?;
-    let actor = Actor {
-        operator: principal.0,
-        claimed_operator: request
-            .operator
-            .as_deref()
-            .map(str::trim)
-            .filter(|o| !o.is_empty())
-            .map(str::to_string),
-    };
+    let actor = actor(principal, request.operator.as_deref());
     Ok(Json(
         blocking(&state, move |state| {
             let clock = state.clock.clone();
@@ -543,6 +535,17 @@ async fn act(
         })
         .await?,
     ))
+}
+
+/// Who acts: the key's name is recorded; what the client claims is kept beside it.
+fn actor(principal: Principal, claimed: Option<&str>) -> Actor {
+    Actor {
+        operator: principal.0,
+        claimed_operator: claimed
+            .map(str::trim)
+            .filter(|o| !o.is_empty())
+            .map(str::to_string),
+    }
 }
 
 async fn resolve(
@@ -573,15 +576,7 @@ async fn verify(
 ) -> ApiResult<api::VerifyResponse> {
     checked_id(&id)?;
     let request: api::VerifyRequest = object_body(body, true)?;
-    let actor = Actor {
-        operator: principal.0,
-        claimed_operator: request
-            .operator
-            .as_deref()
-            .map(str::trim)
-            .filter(|o| !o.is_empty())
-            .map(str::to_string),
-    };
+    let actor = actor(principal, request.operator.as_deref());
     Ok(Json(
         blocking(&state, move |state| {
             verify_here(state, id, &request, &actor)
