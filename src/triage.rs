@@ -139,6 +139,10 @@ pub struct Verdict {
     pub action: PlanAction,
     /// Anything odd in the evidence, each naming its event or column.
     pub notes: Vec<String>,
+    /// The row's `channels` column could not be read: no resolve or replay can pass the
+    /// guardrails without `--force`, so no such step is suggested.
+    #[serde(skip)]
+    pub channels_unreadable: bool,
 }
 
 impl Verdict {
@@ -308,6 +312,7 @@ struct Verification {
 struct Reading {
     notes: Vec<String>,
     unreadable: bool,
+    channels_unreadable: bool,
     lease_lost: bool,
     last_event_id: Option<i64>,
     channels: ChannelSet,
@@ -650,6 +655,7 @@ impl Triage {
             Ok(channels) => reading.channels = channels,
             Err(err) => reading.unreadable(format!("row {}: channels column: {err}", row.id)),
         }
+        reading.channels_unreadable = row.channel_set().is_err();
         Self { row, reading }
     }
 
@@ -698,6 +704,7 @@ impl Triage {
             next_step: String::new(),
             action: PlanAction::of(branch),
             notes,
+            channels_unreadable: reading.channels_unreadable,
         };
         verdict.next_step = next_step(&verdict);
         (verdict, row)
@@ -725,7 +732,9 @@ fn remember(list: &mut Vec<String>, item: &str) {
 }
 
 /// The command that carries the remediation out (for VERIFY: the one that asks the
-/// providers' own records, since nothing may act before someone has checked).
+/// providers' own records, since nothing may act before someone has checked; when no
+/// channel is UNCERTAIN and the doubt comes from evidence that cannot be read, the one
+/// that shows it).
 fn next_step(verdict: &Verdict) -> String {
     let id = &verdict.id;
     if verdict.notes.iter().any(|n| n.ends_with(": id: NULL")) {
@@ -733,6 +742,10 @@ fn next_step(verdict: &Verdict) -> String {
     }
     match verdict.branch {
         Branch::Resolve => format!("unsctl dlq resolve {id} --confirm"),
+        // Nothing a provider could answer: the doubt is in the store itself.
+        Branch::Verify if verdict.in_state(ChannelState::Uncertain).is_empty() => {
+            format!("unsctl inspect {id}")
+        }
         Branch::Verify => format!("unsctl verify {id}"),
         Branch::Replay => format!(
             "unsctl replay {id} --channels {} --confirm",
@@ -748,6 +761,9 @@ pub fn after_verification(verdict: &Verdict) -> Vec<(&'static str, String)> {
     let unsent = verdict.unsent();
     let undelivered = verdict.undelivered();
     let mut steps = Vec::new();
+    if verdict.channels_unreadable {
+        return steps;
+    }
     if unsent.is_empty() {
         steps.push((
             "if it arrived",

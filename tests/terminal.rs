@@ -185,9 +185,16 @@ fn the_interactive_walk_takes_typed_choices_and_a_second_yes() {
     tmux.wait_for(&format!("[3/6] {uncertain}"));
     tmux.wait_for_count("Decision", 3);
     tmux.line("resolve");
-    tmux.wait_for("What did you check out of band");
+    tmux.wait_for("Where did you look out of band");
+    // A lone `y` is not an account of a check: asked again.
+    tmux.line("y");
+    tmux.wait_for("does not say what was checked");
     tmux.line("found it in the recipient mailbox");
-    tmux.wait_for(&format!("resolve {uncertain} in"));
+    let screen = tmux.wait_for(&format!("resolve {uncertain} on your word that it arrived"));
+    assert!(
+        screen.contains("(\"found it in the recipient mailbox\") in"),
+        "the confirmation repeats the account:\n{screen}"
+    );
     tmux.line("yes");
     // 4: a lone y at the confirmation does not act.
     tmux.wait_for(&format!("[4/6] {declined}"));
@@ -246,7 +253,7 @@ fn ctrl_c_at_each_interactive_prompt_exits_130_with_an_account() {
     let walks: [(&[&str], &str); 3] = [
         (&[], "Decision"),
         (&["2"], "Type yes"),
-        (&["skip", "replay"], "What did you check out of band"),
+        (&["skip", "replay"], "Where did you look out of band"),
     ];
     for (answers, at) in walks {
         let tmux = Tmux::start(&command(&db, "dlq triage --interactive"));

@@ -720,6 +720,10 @@ fn a_row_that_cannot_be_read_is_verify_with_the_column_named() {
         "{:?}",
         verdict.notes
     );
+    // No provider can answer for a column, and the guardrails refuse every unforced
+    // action on it: the next step shows the row, and nothing else is suggested.
+    assert_eq!(verdict.next_step, format!("unsctl inspect {}", verdict.id));
+    assert!(after_verification(&verdict).is_empty());
 
     let unknown = row(&["EMAIL", "SMS"], 1);
     let verdict = triage_events(&unknown, &history.events);

@@ -250,10 +250,7 @@ pub fn walk(
         };
         let mut request = remediate::base_request(audit, None, None);
         if verdict.branch == Branch::Verify {
-            let checked = ask.ask(
-                "What did you check out of band, and what did it show? (recorded in the audit; Enter skips)",
-            )?;
-            let Some(checked) = checked.filter(|c| !c.trim().is_empty()) else {
+            let Some(checked) = account_of_check(ask, action)? else {
                 decided(
                     Some(action),
                     Outcome::Skipped("no out-of-band check given".into()),
@@ -286,6 +283,43 @@ pub fn walk(
     Ok(decisions)
 }
 
+/// What counts as an account of an out-of-band check: a few words saying where one looked
+/// and what one found. A stray key, `y` or `ok` is not one.
+pub fn is_account(text: &str) -> bool {
+    let text = text.trim();
+    text.split_whitespace().count() >= 2
+        && text.chars().filter(|c| c.is_alphanumeric()).count() >= 8
+}
+
+/// Asks what the operator checked before acting on a VERIFY entry; `None` when they gave no
+/// account (Enter, the input ended, or three answers too short to be one).
+fn account_of_check(ask: &mut dyn Ask, action: Action) -> std::io::Result<Option<String>> {
+    let found = match action {
+        Action::Resolve => "that it arrived",
+        Action::Replay => "that it did not arrive",
+    };
+    let question = format!(
+        "Where did you look out of band, and what shows {found}? (a few words, recorded in the audit; Enter skips)"
+    );
+    for _ in 0..RETRIES {
+        let Some(answer) = ask.ask(&question)? else {
+            return Ok(None);
+        };
+        let answer = answer.trim();
+        if answer.is_empty() {
+            return Ok(None);
+        }
+        if is_account(answer) {
+            return Ok(Some(answer.to_string()));
+        }
+        ask.say(&format!(
+            "{:?} does not say what was checked; for example: relay log has no line for the Message-ID",
+            clean(answer)
+        ));
+    }
+    Ok(None)
+}
+
 /// The second question, which repeats exactly what will happen.
 fn confirm(
     store: &dyn Store,
@@ -294,10 +328,20 @@ fn confirm(
     channels: &crate::model::ChannelSet,
 ) -> CliResult<bool> {
     let target = Target::of(store, &intent.request)?;
-    let what = match intent.action {
+    let mut what = match intent.action {
         Action::Resolve => format!("resolve {}", clean(&intent.id)),
         Action::Replay => format!("replay {} on {}", clean(&intent.id), channels.joined(",")),
     };
+    if let Some(checked) = intent.request.attestation() {
+        let claim = match intent.request.verified {
+            Some(Claim::Delivered) => "it arrived",
+            _ => "it did not arrive",
+        };
+        what.push_str(&format!(
+            " on your word that {claim} (\"{}\")",
+            clean(checked)
+        ));
+    }
     let answer = ask.ask(&format!(
         "{what} in {} as {}? Type yes and press Enter (anything else skips):",
         clean(&target.place),
@@ -394,6 +438,20 @@ mod tests {
                 !matches!(parse_choice(stray), Some(Choice::Act(_))),
                 "{stray:?} must not choose an action"
             );
+        }
+    }
+
+    #[test]
+    fn a_stray_answer_is_not_an_account_of_a_check() {
+        for stray in ["y", "yes", "ok", "  ", "yes yes", "it ok", "n"] {
+            assert!(!is_account(stray), "{stray:?}");
+        }
+        for account in [
+            "relay log has no line for the Message-ID",
+            "mailbox: not there",
+            "asked Bob, nothing arrived",
+        ] {
+            assert!(is_account(account), "{account:?}");
         }
     }
 }

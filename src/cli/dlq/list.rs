@@ -93,12 +93,12 @@ pub fn run(global: &GlobalArgs, args: Args) -> CliResult {
     }
     if listed.unreadable > 0 {
         status(&format!(
-            "{} entr{} with unreadable values (marked; `unsctl inspect <ID>` names them)",
+            "{} {} unreadable values (marked; `unsctl inspect <ID>` names them)",
             listed.unreadable,
             if listed.unreadable == 1 {
-                "y has"
+                "entry has"
             } else {
-                "ies have"
+                "entries have"
             }
         ));
     }
