@@ -1,22 +1,31 @@
 //! The `unsctl` binary: parse, run, map the outcome to an exit code.
 
 use clap::Parser;
+use std::io::Write;
 use std::process::ExitCode;
 use unsctl::cli::{self, error::ExitKind};
 use unsctl::render::output::status;
-use unsctl::render::sanitize::clean;
+use unsctl::render::sanitize::{clean, clip};
+
+/// The most characters of one line of a usage error that are shown.
+const MAX_USAGE_LINE: usize = 400;
 
 fn main() -> ExitCode {
     let parsed = match cli::Cli::try_parse() {
         Ok(parsed) => parsed,
-        Err(err) => {
-            let code = if err.use_stderr() {
-                ExitKind::Usage.code()
-            } else {
-                0
-            };
+        Err(err) if !err.use_stderr() => {
+            // --help, --version: our own text, printed as clap styles it.
             let _ = err.print();
-            return ExitCode::from(code as u8);
+            return ExitCode::SUCCESS;
+        }
+        Err(err) => {
+            // A usage error quotes the argument as typed, which may hold control bytes
+            // pasted from anywhere, or be huge: shown escaped and clipped, without style.
+            let mut stderr = std::io::stderr().lock();
+            for line in err.render().to_string().lines() {
+                let _ = writeln!(stderr, "{}", clip(line, MAX_USAGE_LINE));
+            }
+            return ExitCode::from(ExitKind::Usage.code() as u8);
         }
     };
     match cli::run(parsed) {

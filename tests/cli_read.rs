@@ -335,6 +335,12 @@ fn errors_have_distinct_exit_codes_and_clear_messages() {
         "{}",
         stderr(&out)
     );
+    // A read that failed prints no table, not even an empty header.
+    assert!(
+        out.stdout.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
 
     let out = unsctl(
         &["--api", &shared.url, "dlq", "triage"],

@@ -528,6 +528,7 @@ fn no_command_panics_when_its_output_goes_away() {
         vec!["tsg", "show", "TSG-02"],
         vec!["doctor"],
         vec!["completions", "bash"],
+        vec!["inspect", "n-\u{1b}[2J"],
         vec!["--help"],
         vec!["runtime", "serve", "--help"],
         vec!["repro", "provider-rejected"],
@@ -545,22 +546,6 @@ fn no_command_panics_when_its_output_goes_away() {
         // Closed outright, and a reader that goes away after one byte.
         for shell in [
             format!("{line} >&- 2>&-"),
-            format!("{line} 2>&1 >/dev/null | head -c1 >/dev/null"),
-            format!("{line} | head -c1 >/dev/null"),
-        ] {
-            let status = Command::new("bash")
-                .args([
-                    "-c",
-                    &format!("set -o pipefail; {shell}; echo $? >&3"),
-                    "--",
-                ])
-                .stdin(Stdio::null())
-                .output()
-                .expect("bash");
-            let _ = status;
-        }
-        for shell in [
-            format!("{line} >&- 2>&-"),
             format!("{line} 2>&1 >/dev/null | head -c1 >/dev/null; exit ${{PIPESTATUS[0]}}"),
             format!("{line} | head -c1 >/dev/null; exit ${{PIPESTATUS[0]}}"),
         ] {
@@ -571,6 +556,49 @@ fn no_command_panics_when_its_output_goes_away() {
                 .expect("bash");
             assert_ne!(out.status.code(), Some(101), "{shell}: panicked");
             assert!(out.status.code().is_some(), "{shell}: killed by a signal");
+        }
+    }
+}
+
+/// A usage error quotes what was typed; on a terminal that must not carry a control byte
+/// (an id pasted with an escape sequence in it) or a screenful of one huge argument.
+#[test]
+fn usage_errors_reach_a_terminal_escaped_and_clipped() {
+    let huge = "a".repeat(5_000);
+    // As the shell would be given them: bash's $'...' makes the control bytes.
+    for (arg, clipped) in [
+        (r"$'n-abcd\e[2J\e]0;owned\a'", false),
+        (huge.as_str(), true),
+    ] {
+        let dir = tempfile::tempdir().expect("dir");
+        let captured = dir.path().join("tty");
+        // `script` gives the command a pseudo-terminal and keeps every byte it wrote.
+        let out = Command::new("script")
+            .args(["-qe", "-c"])
+            .arg(format!(
+                "env -u NO_COLOR {} --db /nonexistent inspect {arg}",
+                env!("CARGO_BIN_EXE_unsctl")
+            ))
+            .arg(&captured)
+            .env("SHELL", "/bin/bash")
+            .stdin(Stdio::null())
+            .output()
+            .expect("script (bsdutils)");
+        let _ = out;
+        let bytes = std::fs::read(&captured).expect("typescript");
+        let text = String::from_utf8_lossy(&bytes);
+        let shown = text
+            .lines()
+            .skip_while(|l| !l.contains("error:"))
+            .collect::<Vec<_>>()
+            .join("\n");
+        assert!(shown.contains("invalid value"), "{text}");
+        assert!(
+            !shown.contains('\u{1b}') && !shown.contains('\u{7}'),
+            "raw control bytes on the terminal: {shown:?}"
+        );
+        if clipped {
+            assert!(shown.len() < 1_000, "{} bytes", shown.len());
         }
     }
 }

@@ -122,8 +122,12 @@ impl Grid {
         Ok(())
     }
 
-    /// Prints what is left.
+    /// Prints what is left. A table that never got a row prints nothing, not even its
+    /// header: the caller says why it is empty (nothing selected, or the read failed).
     pub fn finish(mut self, to: &mut dyn Write) -> std::io::Result<()> {
+        if self.rows == 0 {
+            return Ok(());
+        }
         self.flush(to)
     }
 
