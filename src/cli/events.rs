@@ -115,14 +115,16 @@ pub fn run(global: &GlobalArgs, args: Args) -> CliResult {
 }
 
 fn event_row(row: &crate::api::EventRow, out: &Output) -> Vec<Text> {
-    let event = row.event();
+    // Parsed once, without copying the row: a payload may be megabytes.
+    let payload: serde_json::Value =
+        serde_json::from_str(row.payload.get()).unwrap_or(serde_json::Value::Null);
     vec![
         row.id.to_string().into(),
         out.time(row.at).into(),
         views::shown(&row.kind).into(),
         views::shown(&row.notification_id).into(),
-        views::shown(event.payload_value()["channel"].as_str().unwrap_or("")).into(),
-        views::detail(&event, out).into(),
+        views::shown(payload["channel"].as_str().unwrap_or("")).into(),
+        views::detail_of(&row.kind, &payload, out).into(),
         views::shown(&row.status).into(),
         if row.dead_letter { "yes" } else { "no" }.into(),
         row.attempts.to_string().into(),

@@ -16,9 +16,12 @@ pub fn shown(text: &str) -> String {
     super::sanitize::clip(text, MAX_SHOWN).into_owned()
 }
 
-/// A payload field as text, made safe to show.
+/// A payload field as text, made safe to show (a long string is cut, never copied whole).
 fn text(value: &Value, key: &str) -> Option<String> {
-    raw_text(value, key).map(|t| shown(&t))
+    match value.get(key)? {
+        Value::String(s) => Some(shown(s)),
+        _ => raw_text(value, key).map(|t| shown(&t)),
+    }
 }
 
 fn raw_text(value: &Value, key: &str) -> Option<String> {
@@ -41,9 +44,8 @@ fn raw_text(value: &Value, key: &str) -> Option<String> {
 }
 
 /// Whether an event is one this incident turns on.
-pub fn stands_out(event: &Event) -> bool {
-    let payload = event.payload_value();
-    match Kind::from_stored(&event.kind) {
+fn stands_out_of(kind: &str, payload: &Value) -> bool {
+    match Kind::from_stored(kind) {
         Some(Kind::LeaseLost | Kind::DeadLettered) => true,
         Some(Kind::ChannelAttemptResult) => payload["metadata"]["provider_outcome"] == "UNKNOWN",
         Some(Kind::AttemptStarted) => payload["reclaimed"] == true,
@@ -54,16 +56,16 @@ pub fn stands_out(event: &Event) -> bool {
 
 /// The key payload fields of an event, in a few words.
 pub fn detail(event: &Event, out: &Output) -> String {
-    let payload = event.payload_value();
-    let p = &payload;
+    detail_of(&event.kind, &event.payload_value(), out)
+}
+
+/// [`detail`] of an event of `kind` whose payload is parsed already.
+pub fn detail_of(kind: &str, p: &Value, out: &Output) -> String {
     if !p.is_object() {
         return "unreadable payload".into();
     }
-    let Some(kind) = Kind::from_stored(&event.kind) else {
-        return format!(
-            "unknown kind {}",
-            crate::render::sanitize::clean(&event.kind)
-        );
+    let Some(kind) = Kind::from_stored(kind) else {
+        return format!("unknown kind {}", crate::render::sanitize::clean(kind));
     };
     match kind {
         Kind::Submitted => format!("channels {}", text(p, "channels").unwrap_or_default()),
@@ -181,9 +183,10 @@ pub fn lease_position(at: f64, until: f64) -> String {
 /// event before and the position against the event's lease show the timing a lease
 /// incident is about.
 pub fn timeline(events: &[Event], evidence: &[i64], out: &Output) -> String {
+    // Each payload is parsed once: a payload may be megabytes.
+    let payloads: Vec<Value> = events.iter().map(Event::payload_value).collect();
     let mut leases: std::collections::HashMap<String, f64> = Default::default();
-    for event in events {
-        let payload = event.payload_value();
+    for (event, payload) in events.iter().zip(&payloads) {
         if Kind::from_stored(&event.kind) == Some(Kind::AttemptStarted)
             && let (Some(token), Some(until)) = (
                 payload["lease_token"].as_str(),
@@ -196,8 +199,8 @@ pub fn timeline(events: &[Event], evidence: &[i64], out: &Output) -> String {
     let mut previous: Option<f64> = None;
     let rows: Vec<Vec<Text>> = events
         .iter()
-        .map(|event| {
-            let payload = event.payload_value();
+        .zip(&payloads)
+        .map(|(event, payload)| {
             let attempt_cycle = match (payload["attempt"].as_i64(), payload["cycle"].as_i64()) {
                 (Some(a), Some(c)) => format!("{a}/{c}"),
                 (None, Some(c)) => format!("-/{c}"),
@@ -229,7 +232,7 @@ pub fn timeline(events: &[Event], evidence: &[i64], out: &Output) -> String {
                     shown(&event.kind),
                     if marked {
                         Tone::Warn
-                    } else if stands_out(event) {
+                    } else if stands_out_of(&event.kind, payload) {
                         Tone::Bad
                     } else {
                         Tone::Plain
@@ -237,7 +240,7 @@ pub fn timeline(events: &[Event], evidence: &[i64], out: &Output) -> String {
                 ),
                 attempt_cycle.into(),
                 shown(payload["channel"].as_str().unwrap_or("")).into(),
-                detail(event, out).into(),
+                detail_of(&event.kind, payload, out).into(),
             ]
         })
         .collect();
