@@ -49,6 +49,43 @@ fn slow(addr: SocketAddr, n: usize) -> Option<Duration> {
     None
 }
 
+/// One run of the normal client: each request's latency, sorted.
+struct Run {
+    latencies: Vec<Duration>,
+    elapsed: Duration,
+    errors: usize,
+}
+
+impl Run {
+    fn at(&self, q: f64) -> Duration {
+        let n = self.latencies.len();
+        self.latencies[((n as f64 * q) as usize).min(n - 1)]
+    }
+}
+
+fn requests(client: &reqwest::blocking::Client, url: &str) -> Run {
+    let mut latencies = Vec::with_capacity(REQUESTS);
+    let started = Instant::now();
+    let mut errors = 0;
+    for _ in 0..REQUESTS {
+        let sent = Instant::now();
+        match client.get(url).bearer_auth(KEY).send() {
+            Ok(response) if response.status().is_success() => {
+                let _ = response.bytes();
+            }
+            _ => errors += 1,
+        }
+        latencies.push(sent.elapsed());
+    }
+    let elapsed = started.elapsed();
+    latencies.sort();
+    Run {
+        latencies,
+        elapsed,
+        errors,
+    }
+}
+
 fn main() -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
     let db = dir.path().join("uns.db");
@@ -69,29 +106,18 @@ fn main() -> anyhow::Result<()> {
         limits,
     })?;
     let addr = server.addr;
+    let client = reqwest::blocking::Client::new();
+    let url = format!("http://{addr}/api/v1/runtime/notifications/{}", ids[0]);
+    // The same client alone first, for comparison in the same run.
+    let alone = requests(&client, &url);
     let slow_clients: Vec<_> = (0..SLOW)
         .map(|n| std::thread::spawn(move || slow(addr, n)))
         .collect();
     // Let the slow connections settle in before the measured client starts.
     std::thread::sleep(Duration::from_millis(200));
-    let client = reqwest::blocking::Client::new();
-    let url = format!("http://{addr}/api/v1/runtime/notifications/{}", ids[0]);
-    let mut latencies = Vec::with_capacity(REQUESTS);
-    let started = Instant::now();
-    let mut errors = 0;
-    for _ in 0..REQUESTS {
-        let sent = Instant::now();
-        match client.get(&url).bearer_auth(KEY).send() {
-            Ok(response) if response.status().is_success() => {
-                let _ = response.bytes();
-            }
-            _ => errors += 1,
-        }
-        latencies.push(sent.elapsed());
-    }
-    let elapsed = started.elapsed();
-    latencies.sort();
-    let at = |q: f64| latencies[((latencies.len() as f64 * q) as usize).min(latencies.len() - 1)];
+    let crowded = requests(&client, &url);
+    let (latencies, elapsed, errors) = (&crowded.latencies, crowded.elapsed, crowded.errors);
+    let at = |q: f64| crowded.at(q);
     let closed: Vec<Option<Duration>> = slow_clients
         .into_iter()
         .map(|h| h.join().unwrap_or(None))
@@ -113,6 +139,13 @@ fn main() -> anyhow::Result<()> {
         at(0.50).as_secs_f64() * 1e3,
         at(0.99).as_secs_f64() * 1e3,
         latencies[latencies.len() - 1].as_secs_f64() * 1e3
+    );
+    println!(
+        "  alone, same run    p50 {:.2} ms, p99 {:.2} ms, {} errors; p99 with the slow clients / alone: {:.2}x",
+        alone.at(0.50).as_secs_f64() * 1e3,
+        alone.at(0.99).as_secs_f64() * 1e3,
+        alone.errors,
+        at(0.99).as_secs_f64() / alone.at(0.99).as_secs_f64()
     );
     if let (Some(first), Some(last)) = (closed_after.first(), closed_after.last()) {
         println!(

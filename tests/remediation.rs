@@ -623,6 +623,51 @@ fn each_allowed_action_is_carried_out_once_and_audited() {
     }
 }
 
+/// A bulk replay naming a channel: each entry is checked on its own, and one without that
+/// channel is refused rather than replayed onto it.
+#[test]
+fn a_bulk_replay_never_puts_an_entry_on_a_channel_it_does_not_have() {
+    for backend in BACKENDS {
+        let f = Fixture::new();
+        let email_only = f.email_replay_entry();
+        let slack = f.replay_entry();
+        let out = f.run(
+            backend,
+            &[
+                "replay",
+                "--branch",
+                "replay",
+                "--channels",
+                "slack",
+                "--confirm",
+                "--yes",
+                "-o",
+                "json",
+            ],
+        );
+        assert_eq!(out.status.code(), Some(4), "{backend:?}: {}", text(&out));
+        assert_eq!(f.status(&email_only), "DEAD", "{backend:?}");
+        assert_eq!(f.actions(&email_only), 0, "{backend:?}");
+        assert_eq!(f.status(&slack), "PENDING", "{backend:?}");
+        let replayed = f.audit(&slack, "REPLAYED");
+        assert_eq!(replayed.len(), 1);
+        assert_eq!(replayed[0]["channels"], json!(["SLACK"]));
+        let results: Value = serde_json::from_slice(&out.stdout).expect("json");
+        let refused = results["results"]
+            .as_array()
+            .and_then(|r| r.iter().find(|r| r["id"] == email_only.as_str()))
+            .cloned()
+            .unwrap_or_default();
+        assert_eq!(refused["outcome"], "refused", "{results:#}");
+        assert!(
+            refused["reason"]
+                .as_str()
+                .is_some_and(|r| r.contains("has no SLACK channel")),
+            "{results:#}"
+        );
+    }
+}
+
 #[test]
 fn the_api_records_the_keys_name_from_a_keys_file() {
     let dir = tempfile::tempdir().expect("dir");
