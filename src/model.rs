@@ -355,6 +355,10 @@ impl fmt::Display for MessageId {
     }
 }
 
+/// The longest notification id any input may carry (an argument, a plan entry, an API
+/// route), in bytes; the runtime's own are 34.
+pub const MAX_ID_BYTES: usize = 256;
+
 /// One row of `uns_notifications`, as read back.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Notification {

@@ -371,6 +371,60 @@ fn replay_records_the_audit_and_guardrails_refuse_unsafe_calls() {
     assert_eq!(api.count(&resolvable, "REPLAYED"), 0);
 }
 
+/// Every input has a stated bound, and past it the answer is a JSON error that says which;
+/// nothing is acted on.
+#[test]
+fn bodies_and_ids_past_their_limits_are_refused_with_the_limit_named() {
+    let api = Api::new();
+    let replayable = replay_entry(&api.conn, 1000.0);
+    // A valid object, padded past 64 KiB.
+    let padded = format!(
+        "{{\"reason\": \"webhook fixed\"{}}}",
+        " ".repeat(unsctl::server::BODY_LIMIT)
+    );
+    for path in [
+        format!("/api/v1/runtime/notifications/{replayable}/replay"),
+        "/api/v1/notifications".to_string(),
+    ] {
+        let (status, body) = api.send(
+            api.client
+                .post(api.url(&path))
+                .bearer_auth(KEY)
+                .header("content-type", "application/json")
+                .body(padded.clone()),
+        );
+        assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE, "{path}: {body}");
+        assert_eq!(body["kind"], "too_large", "{body}");
+        assert!(
+            body["error"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("64 KiB"),
+            "{body}"
+        );
+    }
+    assert_eq!(api.count(&replayable, "REPLAYED"), 0);
+    let long = "n".repeat(unsctl::model::MAX_ID_BYTES + 1);
+    for path in [
+        format!("/api/v1/runtime/notifications/{long}"),
+        format!("/api/v1/runtime/notifications/{long}/replay"),
+    ] {
+        let (status, body) = if path.ends_with("replay") {
+            api.post(&path, json!({}))
+        } else {
+            api.get(&path)
+        };
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+        assert!(
+            body["error"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("256 bytes"),
+            "{body}"
+        );
+    }
+}
+
 #[test]
 fn two_concurrent_replays_of_one_entry_make_exactly_one() {
     let api = Api::new();

@@ -602,3 +602,46 @@ fn usage_errors_reach_a_terminal_escaped_and_clipped() {
         }
     }
 }
+
+/// A plan is read up to its stated limit, and an entry's id up to its own; past either,
+/// the plan is refused before anything is done, and the store is left as it was.
+#[test]
+fn plans_past_their_limits_are_refused_before_anything_is_done() {
+    let dir = tempfile::tempdir().expect("dir");
+    let db = build(dir.path(), "terminal-escapes");
+    let target = ["--db".to_string(), db.display().to_string()];
+    let before = bytes(&db);
+
+    // Larger than 256 MiB, as a sparse file: refused by its size, nothing read.
+    let huge = dir.path().join("huge.json");
+    std::fs::File::create(&huge)
+        .and_then(|f| f.set_len((256 << 20) + 1))
+        .expect("sparse plan");
+    let out = unsctl(
+        &target,
+        &["apply", &huge.display().to_string(), "--confirm", "--yes"],
+    );
+    sane("huge plan", &out, 1);
+    assert!(all(&out).contains("larger than 256 MiB"), "{}", all(&out));
+    assert!(bytes(&db) == before, "the huge plan wrote to the store");
+
+    // A plan whose only entry carries an id of 300 bytes: refused, and named.
+    let out = unsctl(&target, &["dlq", "triage", "-o", "json"]);
+    assert!(bytes(&db) == before, "triage wrote to the store");
+    let mut plan: Value = serde_json::from_slice(&out.stdout).expect("plan");
+    let mut entry = plan["entries"][0].clone();
+    entry["id"] = Value::String("n".repeat(300));
+    plan["entries"] = Value::Array(vec![entry]);
+    let edited = dir.path().join("long-id.json");
+    std::fs::write(&edited, plan.to_string()).expect("plan");
+    let out = unsctl(
+        &target,
+        &["apply", &edited.display().to_string(), "--confirm", "--yes"],
+    );
+    sane("long id", &out, 4);
+    assert!(all(&out).contains("256 bytes"), "{}", all(&out));
+    assert!(
+        bytes(&db) == before,
+        "the plan with a long id wrote to the store"
+    );
+}

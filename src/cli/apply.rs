@@ -3,6 +3,7 @@
 use super::error::{CliError, CliResult};
 use super::remediate::{self, AuditArgs, Blocked, ConfirmArgs, Intent};
 use super::{GlobalArgs, backend};
+use crate::model::MAX_ID_BYTES;
 use crate::remediation::{Action, Claim};
 use crate::triage::PlanAction;
 use std::io::Read;
@@ -10,15 +11,15 @@ use std::path::PathBuf;
 
 /// The largest plan read, in bytes (a triage of about 300,000 entries).
 pub const MAX_PLAN_BYTES: u64 = 256 << 20;
-/// The longest id a plan entry may hold.
-pub const MAX_ID_BYTES: usize = 256;
 
 /// Apply a plan written by `unsctl dlq triage -o json` (dry run unless --confirm)
 ///
 /// Each entry's `action` (resolve, replay or verify) is carried out; an entry whose
 /// history moved since the plan was made is skipped as stale. A VERIFY entry is only
 /// acted on once someone sets its action and adds an "attestation" to it. An entry with
-/// no `last_event_id` cannot be checked against the store and is refused.
+/// no `last_event_id` cannot be checked against the store and is refused. A plan is read
+/// up to 256 MiB (about 300,000 entries): past that, nothing is done. An entry whose id
+/// is empty or longer than 256 bytes is refused; the others still run.
 ///
 /// Example: unsctl dlq triage -o json > plan.json
 /// Example: unsctl apply plan.json --confirm
@@ -88,14 +89,20 @@ fn read_plan(path: &PathBuf) -> CliResult<Plan> {
         }
         Box::new(file)
     };
+    parse_plan(source, MAX_PLAN_BYTES, &name)
+}
+
+/// Parses a plan from `source` as it streams in, reading at most `limit` bytes (a pipe
+/// or a device has no size to check first).
+fn parse_plan(source: impl Read, limit: u64, name: &str) -> CliResult<Plan> {
     let mut counted = Counted {
-        inner: std::io::BufReader::new(source.take(MAX_PLAN_BYTES + 1)),
+        inner: std::io::BufReader::new(source.take(limit + 1)),
         read: 0,
     };
     let parsed: Result<Plan, _> = serde_json::from_reader(&mut counted);
     match parsed {
         Ok(plan) => Ok(plan),
-        Err(_) if counted.read > MAX_PLAN_BYTES => Err(too_large(&name)),
+        Err(_) if counted.read > limit => Err(too_large(name)),
         Err(err) => Err(CliError::error(format!("{name}: not a triage plan: {err}"))
             .hint("write one with `unsctl dlq triage -o json > plan.json`")),
     }
@@ -242,4 +249,33 @@ fn apply_in(
         .map(|entry| planned(store, entry, &args.audit))
         .collect::<CliResult<Vec<_>>>()?;
     remediate::carry_out(store, intents, &args.confirm, &out, "apply the plan to")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A stream without end (a pipe, `/dev/zero`, `yes`) is read only up to the limit.
+    #[test]
+    fn a_stream_past_the_limit_is_refused_after_reading_the_limit() {
+        let mut endless = std::io::repeat(b' ');
+        let mut read = Counted {
+            inner: &mut endless,
+            read: 0,
+        };
+        let err = match parse_plan(&mut read, 4096, "/dev/stdin") {
+            Err(err) => err,
+            Ok(_) => panic!("an endless stream is not a plan"),
+        };
+        assert!(err.message.contains("larger than"), "{}", err.message);
+        assert!(read.read <= 4096 + 8192, "read {} bytes", read.read);
+
+        let plan = br#"{"entries": [], "summary": {}}"#;
+        assert!(parse_plan(&plan[..], 4096, "plan.json").is_ok());
+        let err = match parse_plan(&[0u8; 16][..], 4096, "zeros") {
+            Err(err) => err,
+            Ok(_) => panic!("zeros are not a plan"),
+        };
+        assert!(err.message.contains("not a triage plan"), "{}", err.message);
+    }
 }

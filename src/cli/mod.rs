@@ -85,7 +85,7 @@ pub enum Command {
     Dlq(dlq::Command),
     /// Run the bundled runtime: the API server, a worker, submissions
     ///
-    /// Example: UNS_API_KEY=secret unsctl runtime serve --db uns.db
+    /// Example: UNS_API_KEY=$(openssl rand -hex 16) unsctl runtime serve --db uns.db
     #[command(subcommand)]
     Runtime(Box<runtime::Command>),
     Replay(replay::Args),

@@ -183,7 +183,12 @@ fn configured(adapters: &Adapters) -> String {
 
 /// Serve the runtime's HTTP API with the worker in-process
 ///
-/// Example: UNS_API_KEY=secret unsctl runtime serve --db uns.db --listen 127.0.0.1:8080
+/// Keys are at least 16 characters, without whitespace. A request body is at most 64 KiB
+/// and must be a JSON object; an id in a route at most 256 bytes; past a limit the answer
+/// is a JSON error (400, 413), and slow or idle connections are closed by the timeouts
+/// below.
+///
+/// Example: UNS_API_KEY=$(openssl rand -hex 16) unsctl runtime serve --db uns.db --listen 127.0.0.1:8080
 #[derive(Debug, clap::Args)]
 pub struct ServeArgs {
     /// Address to listen on

@@ -1,7 +1,6 @@
 //! Values as typed on the command line, parsed into types before any command runs.
 
-/// The longest id accepted, in bytes; the runtime's own are 34.
-pub const MAX_ID_BYTES: usize = 256;
+use crate::model::MAX_ID_BYTES;
 
 /// An id argument: 1 to 256 bytes, no whitespace or control characters.
 pub fn parse_id(text: &str) -> Result<String, String> {

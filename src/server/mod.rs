@@ -274,12 +274,19 @@ async fn require_key(
 
 fn body_bytes(body: Result<Bytes, BytesRejection>) -> Result<Bytes, ApiError> {
     body.map_err(|rejection| {
-        let kind = if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
-            ErrorKind::TooLarge
+        if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            ApiError::new(
+                rejection.status(),
+                ErrorKind::TooLarge,
+                format!("a request body is at most {} KiB", BODY_LIMIT / 1024),
+            )
         } else {
-            ErrorKind::Invalid
-        };
-        ApiError::new(rejection.status(), kind, rejection.body_text())
+            ApiError::new(
+                rejection.status(),
+                ErrorKind::Invalid,
+                rejection.body_text(),
+            )
+        }
     })
 }
 
@@ -353,10 +360,8 @@ pub fn new_notification(
     })
 }
 
-/// The longest id a route takes.
-const MAX_ID_BYTES: usize = 256;
-
 fn checked_id(id: &str) -> Result<(), ApiError> {
+    use crate::model::MAX_ID_BYTES;
     if id.is_empty() || id.len() > MAX_ID_BYTES {
         return Err(ApiError::invalid(format!(
             "an id is 1 to {MAX_ID_BYTES} bytes; this one is {}",
