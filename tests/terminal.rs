@@ -111,7 +111,7 @@ fn ctrl_c_at_the_prompt_restores_the_terminal_and_changes_nothing() {
     let screen = tmux.wait_for("EXIT=");
     assert!(screen.contains("EXIT=130"), "{screen}");
     assert!(
-        screen.contains("interrupted (Ctrl-C): nothing had been changed"),
+        screen.contains("interrupted (Ctrl-C): nothing was changed"),
         "{screen}"
     );
     assert!(tmux.cursor_visible(), "the cursor is shown again");

@@ -48,14 +48,11 @@ pub fn exit_interrupted() -> ! {
         let _ = stderr.write_all(b"\x1b[?25h");
     }
     let done = if account.is_empty() {
-        "nothing had been changed".to_string()
+        "nothing was changed".to_string()
     } else {
-        format!("done before the interrupt: {account}")
+        format!("done before the interrupt: {account}; nothing else was changed")
     };
-    let _ = writeln!(
-        stderr,
-        "\ninterrupted (Ctrl-C): {done}; nothing else was changed"
-    );
+    let _ = writeln!(stderr, "\ninterrupted (Ctrl-C): {done}");
     let _ = stderr.flush();
     std::process::exit(INTERRUPTED_EXIT)
 }
