@@ -1,6 +1,7 @@
 //! unsctl: triage and remediation for the UNS notification runtime, and the runtime itself.
 
 pub mod api;
+pub mod bounded;
 pub mod cli;
 pub mod clock;
 pub mod config;

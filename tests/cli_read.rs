@@ -364,6 +364,11 @@ fn errors_have_distinct_exit_codes_and_clear_messages() {
         "{}",
         stderr(&out)
     );
+    // A server that answers without end is read up to a bound, not until memory runs
+    // out or the request times out.
+    let out = unsctl(&["--api", &endless_server(), "dlq", "triage"], &[]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(stderr(&out).contains("no UNS API at"), "{}", stderr(&out));
 
     let out = unsctl(&["--db", &db, "--api", &shared.url, "dlq", "list"], &[]);
     assert_eq!(out.status.code(), Some(2));
@@ -386,6 +391,28 @@ const HEALTHY: &str = r#"{"service":"uns-runtime","status":"ok"}"#;
 
 /// A loopback server that answers every request with 200 and a body that is not JSON;
 /// when `healthy`, it answers `/healthz` as a UNS API would.
+/// Answers every request with a body that never ends.
+fn endless_server() -> String {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            std::thread::spawn(move || {
+                use std::io::{Read, Write};
+                let mut stream = stream;
+                let mut buffer = [0u8; 4096];
+                let _ = stream.read(&mut buffer);
+                let _ = stream.write_all(
+                    b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\nconnection: close\r\n\r\n",
+                );
+                let chunk = [b' '; 65536];
+                while stream.write_all(&chunk).is_ok() {}
+            });
+        }
+    });
+    format!("http://{addr}")
+}
+
 fn garbage_server(healthy: bool) -> String {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
     let addr = listener.local_addr().expect("addr");

@@ -21,6 +21,13 @@ const PAGE_SIZE: usize = 500;
 /// How long a request may take before the answer is "no answer".
 const TIMEOUT: Duration = Duration::from_secs(60);
 
+/// The largest answer read from a server; past it the answer is refused, so a server that
+/// streams without end cannot exhaust memory.
+const MAX_ANSWER_BYTES: u64 = 1 << 30;
+
+/// The most of an error answer read: enough for any message of ours.
+const MAX_ERROR_BYTES: u64 = 64 << 10;
+
 pub struct HttpStore {
     /// The base URL without any user:password part.
     base: String,
@@ -87,10 +94,8 @@ impl HttpStore {
                     Err(err) => last = unreachable(&url, &err).to_string(),
                     Ok(response) => {
                         let status = response.status();
-                        let body: Option<serde_json::Value> = response
-                            .text()
-                            .ok()
-                            .and_then(|t| serde_json::from_str(&t).ok());
+                        let text = crate::bounded::text_at_most(response, MAX_ERROR_BYTES);
+                        let body: Option<serde_json::Value> = serde_json::from_str(&text).ok();
                         let service = body.as_ref().and_then(|b| b["service"].as_str());
                         if service == Some(api::SERVICE) {
                             return Ok(());
@@ -200,10 +205,7 @@ impl HttpStore {
             .and_then(|value| value.to_str().ok())
             .map(str::to_string);
         buffer.clear();
-        let mut response = response;
-        std::io::Read::read_to_end(&mut response, &mut buffer).map_err(|err| {
-            StoreError::Unavailable(format!("{url}: reading the answer failed: {err}"))
-        })?;
+        read_capped(&url, response, &mut buffer)?;
         let body = buffer;
         let next = match header {
             Some(next) => Some(next),
@@ -238,10 +240,8 @@ impl HttpStore {
 
     fn failure(&self, url: &str, response: Response) -> StoreError {
         let status = response.status();
-        let body: Option<ErrorBody> = response
-            .text()
-            .ok()
-            .and_then(|text| serde_json::from_str(&text).ok());
+        let text = crate::bounded::text_at_most(response, MAX_ERROR_BYTES);
+        let body: Option<ErrorBody> = serde_json::from_str(&text).ok();
         let Some(body) = body else {
             // Not one of our errors: whatever answers here is not a UNS API.
             return match status {
@@ -551,10 +551,24 @@ fn triage_entry(entry: DlqEntryView<'_>, visit: &mut super::Visit<'_>) -> Result
 }
 
 fn body(url: &str, response: Response) -> Result<Vec<u8>> {
-    response
-        .bytes()
-        .map(|bytes| bytes.to_vec())
-        .map_err(|err| StoreError::Unavailable(format!("{url}: reading the answer failed: {err}")))
+    let mut buffer = Vec::new();
+    read_capped(url, response, &mut buffer)?;
+    Ok(buffer)
+}
+
+/// Reads the whole answer into `buffer`, refusing one past [`MAX_ANSWER_BYTES`].
+fn read_capped(url: &str, response: Response, buffer: &mut Vec<u8>) -> Result<()> {
+    let whole =
+        crate::bounded::read_to_end_at_most(response, MAX_ANSWER_BYTES, buffer).map_err(|err| {
+            StoreError::Unavailable(format!("{url}: reading the answer failed: {err}"))
+        })?;
+    if !whole {
+        return Err(StoreError::Other(format!(
+            "{url} answered with more than {} MiB: not a UNS API answer",
+            MAX_ANSWER_BYTES >> 20
+        )));
+    }
+    Ok(())
 }
 
 fn malformed(url: &str, err: &serde_json::Error) -> StoreError {

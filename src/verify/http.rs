@@ -21,6 +21,8 @@ pub fn client() -> Result<Client, String> {
 const RATE_LIMITED_TRIES: u32 = 3;
 /// Longest wait a Retry-After may ask for.
 const LONGEST_WAIT: Duration = Duration::from_secs(30);
+/// The largest answer read: a page of Slack history or PagerDuty incidents is far less.
+const MAX_ANSWER_BYTES: u64 = 32 << 20;
 
 /// Sends `request` and reads a JSON answer; errors name `provider` and never a token.
 pub fn json<T: DeserializeOwned>(
@@ -47,9 +49,15 @@ pub fn json<T: DeserializeOwned>(
             std::thread::sleep(wait.min(LONGEST_WAIT));
             continue;
         }
-        let body = response
-            .bytes()
-            .map_err(|err| format!("{provider}: reading the answer: {}", chain(&err)))?;
+        let mut body = Vec::new();
+        let whole = crate::bounded::read_to_end_at_most(response, MAX_ANSWER_BYTES, &mut body)
+            .map_err(|err| format!("{provider}: reading the answer: {err}"))?;
+        if !whole {
+            return Err(format!(
+                "{provider} answered with more than {} MiB: not an answer to read",
+                MAX_ANSWER_BYTES >> 20
+            ));
+        }
         if !status.is_success() {
             let text = String::from_utf8_lossy(&body);
             let snippet: String = text.chars().take(200).collect();

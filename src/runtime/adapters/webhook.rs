@@ -9,6 +9,9 @@ use crate::runtime::engine::DeliveryResult;
 use serde_json::{Value, json};
 use std::time::Duration;
 
+/// The most of a provider's answer read: it carries a status and perhaps a key.
+const MAX_ANSWER_BYTES: u64 = 64 << 10;
+
 /// The message-metadata event type on every Slack message the adapter posts.
 pub const SLACK_EVENT_TYPE: &str = "uns_notification";
 
@@ -106,7 +109,8 @@ impl Adapter for WebhookAdapter {
         let result = match response {
             Ok(response) => {
                 let status = response.status();
-                let text = response.text().unwrap_or_default();
+                // A provider's answer is read up to a bound: it only ever carries a key.
+                let text = crate::bounded::text_at_most(response, MAX_ANSWER_BYTES);
                 if status.is_success() {
                     let message_id = match self.provider {
                         Provider::PagerDuty { .. } => serde_json::from_str::<Value>(&text)
