@@ -140,6 +140,41 @@ struct Scan<'w> {
     findings: Findings,
 }
 
+/// The most of one log line kept: Postfix's are a few hundred bytes; the rest of a longer
+/// one (a damaged or hostile file, a line that never ends) is skipped, not held.
+const MAX_LINE: usize = 64 << 10;
+
+/// Reads one line into `line`, keeping at most `max` bytes of it; returns the bytes
+/// consumed, 0 at the end.
+fn read_line_at_most(
+    reader: &mut impl BufRead,
+    line: &mut Vec<u8>,
+    max: usize,
+) -> std::io::Result<usize> {
+    let mut consumed = 0;
+    loop {
+        let available = match reader.fill_buf() {
+            Ok(available) => available,
+            Err(err) if err.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(err) => return Err(err),
+        };
+        if available.is_empty() {
+            return Ok(consumed);
+        }
+        let (used, ended) = match memchr::memchr(b'\n', available) {
+            Some(at) => (at + 1, true),
+            None => (available.len(), false),
+        };
+        let room = max.saturating_sub(line.len());
+        line.extend_from_slice(&available[..used.min(room)]);
+        reader.consume(used);
+        consumed += used;
+        if ended {
+            return Ok(consumed);
+        }
+    }
+}
+
 impl Scan<'_> {
     fn file(&mut self, path: &Path, changed: f64, zone: Zone) -> std::io::Result<()> {
         let mut raw = std::fs::File::open(path)?;
@@ -158,7 +193,7 @@ impl Scan<'_> {
         let mut first: Option<Stamp> = None;
         loop {
             line.clear();
-            let read = reader.read_until(b'\n', &mut line)?;
+            let read = read_line_at_most(&mut reader, &mut line, MAX_LINE)?;
             if read == 0 {
                 break;
             }
@@ -551,6 +586,28 @@ Nov 29 22:00:02 relay postfix/qmgr[4]: AAAAAA1: from=<x@y>, size=1, nrcpt=1 (que
         let log = write(dir.path(), "maillog", text, false, CHANGED);
         let found = search(&[log], &wanted(&["<n-1.1.1@uns.local>"]), Zone::Fixed(0));
         assert_eq!(found.sightings["<n-1.1.1@uns.local>"][0].committed, None);
+    }
+
+    #[test]
+    fn a_line_that_never_ends_is_kept_only_up_to_the_bound() {
+        let endless =
+            std::io::Read::chain(&b"short line\n"[..], std::io::repeat(b'x').take(1 << 20));
+        let mut reader = BufReader::with_capacity(4096, endless);
+        let mut line = Vec::new();
+        assert_eq!(
+            read_line_at_most(&mut reader, &mut line, 100).expect("read"),
+            11
+        );
+        assert_eq!(line, b"short line\n");
+        line.clear();
+        let read = read_line_at_most(&mut reader, &mut line, 100).expect("read");
+        assert_eq!(read, 1 << 20, "the whole line is consumed");
+        assert_eq!(line.len(), 100, "only the bound is kept");
+        line.clear();
+        assert_eq!(
+            read_line_at_most(&mut reader, &mut line, 100).expect("read"),
+            0
+        );
     }
 
     #[test]
