@@ -190,3 +190,45 @@ fn the_runbook_reads_well_in_an_80_column_terminal() {
     // Prose is wrapped, not cut by the terminal: no line runs to the last column.
     assert!(screen.lines().all(|l| l.chars().count() < 80), "{screen}");
 }
+
+/// Every word a flag or argument takes from a list (a branch, a channel, a format, a
+/// scenario) is accepted in any letter case: an operator typing REPLAY or Json at 3 a.m.
+/// is not making a mistake worth an error.
+#[test]
+fn every_listed_value_is_accepted_in_any_case() {
+    let root = unsctl::cli::Cli::command();
+    let mut found = vec![Vec::new()];
+    paths(&root, Vec::new(), &mut found);
+    let mut checked = 0;
+    for path in found {
+        let mut command = &root;
+        for name in &path {
+            command = command.find_subcommand(name).expect("subcommand");
+        }
+        for arg in command.get_arguments() {
+            for value in arg.get_possible_values() {
+                let name = value.get_name();
+                for spelled in [
+                    name.to_uppercase(),
+                    format!("{}{}", &name[..1].to_uppercase(), &name[1..]),
+                ] {
+                    let mut argv = vec!["unsctl".to_string()];
+                    argv.extend(path.iter().cloned());
+                    match arg.get_long() {
+                        Some(long) => argv.push(format!("--{long}={spelled}")),
+                        None => argv.push(spelled.clone()),
+                    }
+                    if let Err(err) = unsctl::cli::Cli::command().try_get_matches_from(&argv) {
+                        assert_ne!(
+                            err.kind(),
+                            clap::error::ErrorKind::InvalidValue,
+                            "{argv:?}: {err}"
+                        );
+                    }
+                    checked += 1;
+                }
+            }
+        }
+    }
+    assert!(checked > 50, "only {checked} values checked");
+}

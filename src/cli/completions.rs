@@ -9,6 +9,7 @@ use clap::CommandFactory;
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// bash, zsh, fish, elvish or powershell
+    #[arg(ignore_case = true)]
     pub shell: clap_complete::Shell,
 }
 

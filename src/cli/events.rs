@@ -31,8 +31,9 @@ pub struct Args {
     pub interval: f64,
 }
 
+/// A kind as typed: any case, surrounding space ignored.
 fn parse_kind(text: &str) -> Result<Kind, String> {
-    text.parse()
+    text.trim().to_ascii_uppercase().parse()
 }
 
 /// The longest answer asked for at once.

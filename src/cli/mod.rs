@@ -61,10 +61,10 @@ pub struct GlobalArgs {
     #[arg(long, global = true, conflicts_with_all = ["db", "api", "context"])]
     pub all_contexts: bool,
     /// Output format
-    #[arg(short, long, global = true, value_enum, default_value_t = Format::Table)]
+    #[arg(short, long, global = true, value_enum, ignore_case = true, default_value_t = Format::Table)]
     pub output: Format,
     /// When to use colour (NO_COLOR is honoured)
-    #[arg(long, global = true, value_enum, default_value_t = ColorChoice::Auto)]
+    #[arg(long, global = true, value_enum, ignore_case = true, default_value_t = ColorChoice::Auto)]
     pub color: ColorChoice,
 }
 

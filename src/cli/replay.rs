@@ -23,7 +23,7 @@ pub struct Args {
     pub ids: Vec<String>,
     /// Every entry of this branch instead of ids (only `replay` is allowed), narrowed by
     /// the selection flags
-    #[arg(long, value_parser = ["replay"])]
+    #[arg(long, ignore_case = true, value_parser = ["replay"])]
     pub branch: Option<String>,
     #[command(flatten)]
     pub select: SelectArgs,

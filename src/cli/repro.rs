@@ -36,6 +36,7 @@ fn scenario_names() -> Vec<&'static str> {
 }
 
 fn parse_scenarios(text: &str) -> Result<ScenarioChoice, String> {
+    let text = text.trim().to_ascii_lowercase();
     if text == "all" {
         return Ok(ScenarioChoice(Scenario::ALL.to_vec()));
     }

@@ -18,7 +18,7 @@ pub struct Args {
     pub ids: Vec<String>,
     /// Every entry of this branch instead of ids (only `resolve` is allowed), narrowed by
     /// the selection flags
-    #[arg(long, value_parser = ["resolve"])]
+    #[arg(long, ignore_case = true, value_parser = ["resolve"])]
     pub branch: Option<String>,
     #[command(flatten)]
     pub select: crate::cli::selection::SelectArgs,
