@@ -504,7 +504,7 @@ impl Reading {
             }
         }
         if let Some(error) = fields.error.as_deref().filter(|e| !e.is_empty()) {
-            attempt.error = Some(error.to_string());
+            attempt.error = Some(cause_text(error));
         }
         attempt.results.push((event_id, outcome));
         if outcome == AttemptOutcome::Accepted && message_id.is_none() {
@@ -637,6 +637,26 @@ impl Reading {
             cause,
         }
     }
+}
+
+/// The longest cause a verdict carries: it is read in a table cell or a JSON field, and
+/// the provider's whole text stays in its event.
+const MAX_CAUSE_BYTES: usize = 4096;
+
+/// `error` as a verdict's cause: whole when short, else cut with a note of what was left.
+fn cause_text(error: &str) -> String {
+    if error.len() <= MAX_CAUSE_BYTES {
+        return error.to_string();
+    }
+    let mut end = MAX_CAUSE_BYTES;
+    while !error.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!(
+        "{}… (+{} bytes; the whole text is in the event)",
+        &error[..end],
+        error.len() - end
+    )
 }
 
 /// The triage of one entry, fed its events one at a time in id order.

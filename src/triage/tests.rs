@@ -756,3 +756,20 @@ fn summary_counts_every_branch() {
     let empty = summary(&[]);
     assert_eq!(empty.get(&Branch::Verify), Some(&0));
 }
+
+#[test]
+fn a_cause_of_megabytes_is_cut_in_the_verdict_and_kept_whole_in_its_event() {
+    let huge = "é".repeat(3_000_000);
+    let history = History::new().start(1, 1, "SLACK", "a").push(
+        "CHANNEL_ATTEMPT_RESULT",
+        json!({"cycle": 1, "attempt": 1, "cycle_attempt": 1, "channel": "SLACK",
+               "lease_token": "a", "success": false, "error": huge,
+               "metadata": {"provider_outcome": "REJECTED"}}),
+    );
+    let verdict = triage_events(&row(&["SLACK"], 1), &history.events);
+    assert_eq!(verdict.branch, Branch::Replay);
+    let cause = verdict.channels[0].cause.as_deref().unwrap_or_default();
+    assert!(cause.len() < 5_000, "{} bytes", cause.len());
+    assert!(cause.starts_with("éé") && cause.contains("whole text is in the event"));
+    assert!(history.events[1].payload.get().len() > 6_000_000);
+}
