@@ -495,6 +495,57 @@ fn a_store_in_a_read_only_place_is_read_as_a_snapshot() {
         std::slice::from_ref(&db),
         "nothing was created beside it"
     );
+
+    // A hot copy: a change still in the -wal, and no -shm beside it. An immutable read
+    // would miss the change; a private copy of both is read instead, and removed after.
+    std::fs::set_permissions(&db, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+    let writer = rusqlite::Connection::open(&db).expect("db");
+    writer
+        .execute_batch(
+            "PRAGMA wal_autocheckpoint = 0;
+             UPDATE uns_notifications SET error_message = 'seen only in the wal'
+             WHERE json_extract(payload, '$.recipient') = 'smtp-unknown@repro.uns.local';",
+        )
+        .expect("write into the wal");
+    // Left open, as a crashed or copied writer leaves it: the change stays in the -wal.
+    std::mem::forget(writer);
+    std::fs::remove_file(format!("{}-shm", db.display())).expect("no shm");
+    assert!(std::fs::metadata(format!("{}-wal", db.display())).is_ok_and(|m| m.len() > 0));
+    let private = dir.path().join("tmp");
+    std::fs::create_dir(&private).expect("tmp");
+    std::fs::set_permissions(&private, std::fs::Permissions::from_mode(0o777)).expect("chmod");
+    std::fs::set_permissions(&db, std::fs::Permissions::from_mode(0o444)).expect("chmod");
+    std::fs::set_permissions(&place, std::fs::Permissions::from_mode(0o555)).expect("chmod");
+    let before = bytes(&db);
+    let out = {
+        let mut command = if is_root() {
+            let mut c = Command::new("runuser");
+            c.args(["-u", "nobody", "--", env!("CARGO_BIN_EXE_unsctl")]);
+            c
+        } else {
+            Command::new(env!("CARGO_BIN_EXE_unsctl"))
+        };
+        command
+            .arg("--db")
+            .arg(&db)
+            .args(["dlq", "list", "-o", "json"])
+            .env("TMPDIR", &private)
+            .env_remove("UNS_DB_FILE")
+            .env_remove("UNS_BASE_URL")
+            .stdin(Stdio::null())
+            .output()
+            .expect("unsctl")
+    };
+    sane("read-only store with a -wal", &out, 0);
+    assert!(all(&out).contains("private copy"), "{}", all(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("seen only in the wal"),
+        "the change in the -wal is seen: {}",
+        all(&out)
+    );
+    std::fs::set_permissions(&place, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    assert!(bytes(&db) == before, "the read-only store was changed");
+    assert!(listing(&private).is_empty(), "the private copy was removed");
 }
 
 fn is_root() -> bool {

@@ -7,7 +7,7 @@ use crate::render::output::{Output, print, print_json};
 use crate::render::time;
 use crate::runtime::adapters::email::StartTls;
 use crate::runtime::queries::Health;
-use crate::runtime::schema::{self, OpenMode};
+use crate::runtime::schema;
 use crate::store::Store;
 use crate::store::StoreError;
 use crate::store::http::HttpStore;
@@ -79,8 +79,9 @@ fn env(name: &str) -> Option<String> {
 }
 
 fn store_check(path: &PathBuf) -> Check {
-    let conn = match schema::open(path, OpenMode::ReadOnly) {
-        Ok(conn) => conn,
+    // The access is kept while the connection is used: it may own a private copy.
+    let (conn, _access) = match schema::open_read_only(path) {
+        Ok(opened) => opened,
         Err(err) => {
             return check(
                 "store",

@@ -129,19 +129,30 @@ impl OpenMode {
 /// Opens `path` as a UNS store in `mode`, checking the schema before anything is written.
 pub fn open(path: &Path, mode: OpenMode) -> Result<Connection, OpenError> {
     match mode {
-        OpenMode::ReadOnly => open_read_only(path).map(|(conn, _)| conn),
+        // Only where the place is writable (the server's readers, tests): a private copy
+        // would be removed with the access dropped here.
+        OpenMode::ReadOnly => match open_read_only(path)? {
+            (conn, Access::Shared | Access::Immutable) => Ok(conn),
+            (_, Access::Copy(_)) => Err(OpenError::NotWritable {
+                path: path.to_path_buf(),
+            }),
+        },
         _ => open_writable(path, mode),
     }
 }
 
 /// How a read-only store was opened.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub enum Access {
     /// Alongside any writer, seeing every committed change.
     Shared,
     /// The file (or its directory) cannot be written, so SQLite cannot keep its shared
     /// lock files; it is read as an immutable snapshot.
     Immutable,
+    /// As `Immutable`, but its -wal file holds changes an immutable read would miss: the
+    /// file and its -wal were copied to a private directory (kept while this lives) and
+    /// the copy is read, with those changes.
+    Copy(std::sync::Arc<tempfile::TempDir>),
 }
 
 impl Access {
@@ -149,6 +160,10 @@ impl Access {
     pub fn note(&self, path: &Path) -> Option<String> {
         match self {
             Access::Shared => None,
+            Access::Copy(_) => Some(format!(
+                "note: {} is not writable here, so a private copy of it and its -wal file is read",
+                path.display()
+            )),
             Access::Immutable => {
                 let wal = PathBuf::from(format!("{}-wal", path.display()));
                 let unseen = std::fs::metadata(&wal).is_ok_and(|m| m.len() > 0);
@@ -187,11 +202,11 @@ fn inspect_file(path: &Path, mode: OpenMode) -> Result<bool, OpenError> {
 /// read-only mount, a copy kept for a post-mortem) is read as an immutable snapshot.
 pub fn open_read_only(path: &Path) -> Result<(Connection, Access), OpenError> {
     inspect_file(path, OpenMode::ReadOnly)?;
-    let access = match check_existing(path, Access::Shared) {
+    let access = match check_existing(path, &Access::Shared) {
         Ok(()) => Access::Shared,
         Err(OpenError::Sqlite { source, .. }) if cannot_share(&source) => {
-            check_existing(path, Access::Immutable)?;
-            Access::Immutable
+            check_existing(path, &Access::Immutable)?;
+            copy_with_wal(path).map_or(Access::Immutable, |dir| Access::Copy(dir.into()))
         }
         Err(err) => return Err(err),
     };
@@ -217,10 +232,31 @@ fn cannot_share(err: &rusqlite::Error) -> bool {
     )
 }
 
+/// The store's file name inside a private copy.
+const COPY_NAME: &str = "store.db";
+
+/// Copies `path` and its -wal file into a private directory, when the -wal holds
+/// anything; `None` when there is nothing to gain or the copy cannot be made.
+fn copy_with_wal(path: &Path) -> Option<tempfile::TempDir> {
+    let wal = PathBuf::from(format!("{}-wal", path.display()));
+    if !std::fs::metadata(&wal).is_ok_and(|m| m.len() > 0) {
+        return None;
+    }
+    let dir = tempfile::Builder::new()
+        .prefix("unsctl-copy-")
+        .tempdir()
+        .ok()?;
+    let copy = dir.path().join(COPY_NAME);
+    std::fs::copy(path, &copy).ok()?;
+    std::fs::copy(&wal, dir.path().join(format!("{COPY_NAME}-wal"))).ok()?;
+    Some(dir)
+}
+
 fn connect_read_only(path: &Path, access: &Access) -> rusqlite::Result<Connection> {
     let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
     match access {
         Access::Shared => Connection::open_with_flags(path, flags),
+        Access::Copy(dir) => Connection::open_with_flags(dir.path().join(COPY_NAME), flags),
         Access::Immutable => {
             Connection::open_with_flags(immutable_uri(path), flags | OpenFlags::SQLITE_OPEN_URI)
         }
@@ -258,10 +294,10 @@ fn open_writable(path: &Path, mode: OpenMode) -> Result<Connection, OpenError> {
         }
     };
     if inspect_file(path, mode)? {
-        match check_existing(path, Access::Shared) {
+        match check_existing(path, &Access::Shared) {
             Err(OpenError::Sqlite { source, .. }) if cannot_share(&source) => {
                 // Still refuse a file that is not a store before saying it is read-only.
-                check_existing(path, Access::Immutable)?;
+                check_existing(path, &Access::Immutable)?;
                 return Err(OpenError::NotWritable {
                     path: path.to_path_buf(),
                 });
@@ -294,8 +330,8 @@ fn open_writable(path: &Path, mode: OpenMode) -> Result<Connection, OpenError> {
 }
 
 /// Validates an existing file through a read-only connection, so a wrong file is untouched.
-fn check_existing(path: &Path, access: Access) -> Result<(), OpenError> {
-    let conn = connect_read_only(path, &access).map_err(|source| classify(path, source))?;
+fn check_existing(path: &Path, access: &Access) -> Result<(), OpenError> {
+    let conn = connect_read_only(path, access).map_err(|source| classify(path, source))?;
     let version: i64 = conn
         .query_row("PRAGMA user_version", [], |row| row.get(0))
         .map_err(|source| classify(path, source))?;
