@@ -457,6 +457,10 @@ fn a_store_in_a_read_only_place_is_read_as_a_snapshot() {
     std::fs::set_permissions(&db, std::fs::Permissions::from_mode(0o444)).expect("chmod");
     std::fs::set_permissions(&place, std::fs::Permissions::from_mode(0o555)).expect("chmod");
     let before = bytes(&db);
+    // Where a private copy would go, so the test can see it removed.
+    let private = dir.path().join("tmp");
+    std::fs::create_dir(&private).expect("tmp");
+    std::fs::set_permissions(&private, std::fs::Permissions::from_mode(0o777)).expect("chmod");
     // Root may write anywhere; run as an account that may not, as on a read-only mount.
     let as_user = |args: &[&str]| {
         let mut command = if is_root() {
@@ -470,6 +474,7 @@ fn a_store_in_a_read_only_place_is_read_as_a_snapshot() {
             .arg("--db")
             .arg(&db)
             .args(args)
+            .env("TMPDIR", &private)
             .env_remove("UNS_DB_FILE")
             .env_remove("UNS_BASE_URL")
             .stdin(Stdio::null())
@@ -511,31 +516,10 @@ fn a_store_in_a_read_only_place_is_read_as_a_snapshot() {
     std::mem::forget(writer);
     std::fs::remove_file(format!("{}-shm", db.display())).expect("no shm");
     assert!(std::fs::metadata(format!("{}-wal", db.display())).is_ok_and(|m| m.len() > 0));
-    let private = dir.path().join("tmp");
-    std::fs::create_dir(&private).expect("tmp");
-    std::fs::set_permissions(&private, std::fs::Permissions::from_mode(0o777)).expect("chmod");
     std::fs::set_permissions(&db, std::fs::Permissions::from_mode(0o444)).expect("chmod");
     std::fs::set_permissions(&place, std::fs::Permissions::from_mode(0o555)).expect("chmod");
     let before = bytes(&db);
-    let out = {
-        let mut command = if is_root() {
-            let mut c = Command::new("runuser");
-            c.args(["-u", "nobody", "--", env!("CARGO_BIN_EXE_unsctl")]);
-            c
-        } else {
-            Command::new(env!("CARGO_BIN_EXE_unsctl"))
-        };
-        command
-            .arg("--db")
-            .arg(&db)
-            .args(["dlq", "list", "-o", "json"])
-            .env("TMPDIR", &private)
-            .env_remove("UNS_DB_FILE")
-            .env_remove("UNS_BASE_URL")
-            .stdin(Stdio::null())
-            .output()
-            .expect("unsctl")
-    };
+    let out = as_user(&["dlq", "list", "-o", "json"]);
     sane("read-only store with a -wal", &out, 0);
     assert!(all(&out).contains("private copy"), "{}", all(&out));
     assert!(
