@@ -118,6 +118,48 @@ fn ctrl_c_at_the_prompt_restores_the_terminal_and_changes_nothing() {
     assert_eq!(status(&db, &id), "DEAD");
 }
 
+/// Every command that changes the store asks the same way: a lone `y` or a sentence does
+/// nothing, Ctrl-C ends it with the terminal restored, and only `yes` acts.
+#[test]
+fn every_mutation_prompt_takes_only_yes_and_ctrl_c_changes_nothing() {
+    let dir = tempfile::tempdir().expect("dir");
+    let db = dir.path().join("uns.db");
+    let conn = schema::open(&db, OpenMode::Create).expect("store");
+    let resolvable = support::resolve_entry(&conn, 1000.0);
+    let replayable = support::replay_entry(&conn, 2000.0);
+    let plan = dir.path().join("plan.json");
+    let out = Command::new(env!("CARGO_BIN_EXE_unsctl"))
+        .arg("--db")
+        .arg(&db)
+        .args(["dlq", "triage", "-o", "json"])
+        .output()
+        .expect("plan");
+    std::fs::write(&plan, &out.stdout).expect("plan");
+    let commands = [
+        (format!("dlq resolve {resolvable} --confirm"), &resolvable),
+        (format!("replay {replayable} --confirm"), &replayable),
+        (format!("apply {} --confirm", plan.display()), &replayable),
+    ];
+    for (args, id) in &commands {
+        for stray in ["y", "go ahead"] {
+            let tmux = Tmux::start(&command(&db, args));
+            tmux.wait_for("Type yes");
+            tmux.line(stray);
+            let screen = tmux.wait_for("EXIT=");
+            assert!(screen.contains("EXIT=0"), "{args} {stray:?}:\n{screen}");
+            assert!(screen.contains("nothing was changed"), "{args}:\n{screen}");
+        }
+        let tmux = Tmux::start(&command(&db, args));
+        tmux.wait_for("Type yes");
+        tmux.ctrl_c();
+        let screen = tmux.wait_for("EXIT=");
+        assert!(screen.contains("EXIT=130"), "{args}:\n{screen}");
+        assert!(tmux.cursor_visible(), "{args}: the cursor is shown again");
+        assert_eq!(status(&db, id), "DEAD", "{args}");
+        assert_eq!(status(&db, &resolvable), "DEAD", "{args}");
+    }
+}
+
 #[test]
 fn ctrl_c_in_a_bulk_replay_stops_after_the_entry_in_flight_and_accounts_for_it() {
     let dir = tempfile::tempdir().expect("dir");
