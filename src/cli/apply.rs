@@ -216,10 +216,9 @@ pub fn run(global: &GlobalArgs, args: Args) -> CliResult {
     let mut first_error = None;
     for (name, entries) in groups {
         crate::render::output::status(&format!(
-            "\ncontext {}: {} plan entr{}",
+            "\ncontext {}: {}",
             crate::render::sanitize::clean(&name),
-            entries.len(),
-            if entries.len() == 1 { "y" } else { "ies" }
+            crate::render::output::counted(entries.len() as i64, "plan entry"),
         ));
         let acted = backend::from_context(&config, &name)
             .and_then(|resolved| backend::open_resolved(resolved, args.confirm.confirm))

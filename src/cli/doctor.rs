@@ -3,7 +3,7 @@
 use super::GlobalArgs;
 use super::backend::{self, Named};
 use super::error::{CliError, CliResult};
-use crate::render::output::{Output, print, print_json};
+use crate::render::output::{Output, counted, print, print_json};
 use crate::render::time;
 use crate::runtime::adapters::email::StartTls;
 use crate::runtime::queries::Health;
@@ -269,7 +269,7 @@ fn worker_check(health: &Health, args: &Args) -> Check {
             Level::Fail,
             format!(
                 "{} due, none claimed: {}",
-                plural(stats.due, "row"),
+                counted(stats.due, "row"),
                 last_claim.unwrap_or_else(|| "no claim ever recorded".into())
             ),
             Some(
@@ -296,7 +296,7 @@ fn worker_check(health: &Health, args: &Args) -> Check {
                 .map(|w| format!(" by {w}"))
                 .unwrap_or_default();
             let detail = match last_claim {
-                Some(claim) => format!("{claim}{who}; {} due", plural(stats.due, "row")),
+                Some(claim) => format!("{claim}{who}; {} due", counted(stats.due, "row")),
                 None => "nothing due, no claims recorded".into(),
             };
             check("worker", Level::Ok, detail, None)
@@ -312,7 +312,7 @@ fn backlog_check(health: &Health, args: &Args) -> Check {
     let waited = (stats.at - oldest).max(0.0);
     let detail = format!(
         "{} due, the oldest waiting {}",
-        plural(stats.due, "row"),
+        counted(stats.due, "row"),
         time::duration(waited)
     );
     if waited > args.stall_seconds {
@@ -339,7 +339,7 @@ fn dlq_check(health: &Health) -> Check {
     check(
         "dlq",
         Level::Warn,
-        format!("{}{oldest}", plural(stats.dlq_entries, "entry")),
+        format!("{}{oldest}", counted(stats.dlq_entries, "entry")),
         Some("`unsctl dlq triage` says what each one needs (TSG-02 §3)"),
     )
 }
@@ -363,7 +363,7 @@ fn calls_check(health: &Health, args: &Args) -> Check {
                 "{} p99 {} over {} ({:.0}% of the {} lease)",
                 c.channel,
                 time::duration(c.p99_seconds),
-                plural(c.calls as i64, "call"),
+                counted(c.calls as i64, "call"),
                 c.p99_seconds / lease * 100.0,
                 time::duration(lease)
             )
@@ -387,8 +387,8 @@ fn calls_check(health: &Health, args: &Args) -> Check {
 fn lease_check(health: &Health) -> Check {
     let detail = format!(
         "{} in {} in the last {}{}",
-        plural(health.lease_lost, "LEASE_LOST"),
-        plural(health.claims, "claim"),
+        counted(health.lease_lost, "LEASE_LOST"),
+        counted(health.claims, "claim"),
         time::duration(health.window_seconds),
         if health.claims > 0 {
             format!(
@@ -408,15 +408,6 @@ fn lease_check(health: &Health) -> Check {
         )
     } else {
         check("lease losses", Level::Ok, detail, None)
-    }
-}
-
-fn plural(n: i64, noun: &str) -> String {
-    match (n, noun) {
-        (1, _) => format!("1 {noun}"),
-        (_, "entry") => format!("{n} entries"),
-        (_, "LEASE_LOST") => format!("{n} LEASE_LOST"),
-        _ => format!("{n} {noun}s"),
     }
 }
 

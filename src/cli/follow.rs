@@ -6,7 +6,7 @@ use super::error::{CliError, CliResult};
 use super::prompt;
 use crate::api::{EventRow, NotificationDoc};
 use crate::model::Event;
-use crate::render::output::{Output, print, print_json_line, status};
+use crate::render::output::{Output, counted, print, print_json_line, status};
 use crate::render::{time, views};
 use crate::store::{EventQuery, Selection, Store, StoreError};
 use crate::triage::{Branch, Verdict};
@@ -242,7 +242,7 @@ pub fn wait_for_delivery(
     let mut done: Vec<Settlement> = Vec::new();
     status(&format!(
         "waiting for {} to settle (at most {}; Ctrl-C to stop) ...",
-        plural(ids.len(), "replayed notification"),
+        counted(ids.len() as i64, "replayed notification"),
         time::duration(timeout.as_secs_f64())
     ));
     let mut stopped = false;
@@ -350,14 +350,6 @@ fn settlement_line(s: &Settlement, out: &Output) -> String {
         .map(|e| format!(": {}", views::shown(e)))
         .unwrap_or_default();
     format!("{}  {state}{after}{error}", views::shown(&s.id))
-}
-
-fn plural(n: usize, noun: &str) -> String {
-    if n == 1 {
-        format!("1 {noun}")
-    } else {
-        format!("{n} {noun}s")
-    }
 }
 
 /// A change in the DLQ that `dlq triage --watch` reports.

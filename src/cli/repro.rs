@@ -148,8 +148,8 @@ fn report_text(reports: &[ScenarioReport], out: &Output) -> String {
                     .count();
                 (n > 0).then(|| {
                     format!(
-                        "{channel} accepted {n} cop{}",
-                        if n == 1 { "y" } else { "ies" }
+                        "{channel} accepted {}",
+                        crate::render::output::counted(n as i64, "copy")
                     )
                 })
             })

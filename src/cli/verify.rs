@@ -6,7 +6,7 @@ use super::remediate::ConfirmArgs;
 use super::selection::{self, SelectArgs};
 use super::{GlobalArgs, backend, prompt};
 use crate::remediation::verified::Recorded;
-use crate::render::output::{Output, print, print_json, status};
+use crate::render::output::{Output, counted, print, print_json, status};
 use crate::render::table::{Column, Grid, Text, Tone, toned};
 use crate::store::{Store, StoreError};
 use crate::triage::Branch;
@@ -276,10 +276,9 @@ fn record(
     };
     if recording.dry_run {
         status(&format!(
-            "(dry run) Would record {recordable} answer{} as VERIFIED events on {} entr{}. Add --confirm to record.",
-            if recordable == 1 { "" } else { "s" },
-            entries.len(),
-            if entries.len() == 1 { "y" } else { "ies" }
+            "(dry run) Would record {} as VERIFIED events on {}. Add --confirm to record.",
+            counted(recordable as i64, "answer"),
+            counted(entries.len() as i64, "entry"),
         ));
         return Ok(recording);
     }
@@ -338,8 +337,8 @@ fn confirmed(
         .map(|id| clean(id).into_owned())
         .collect();
     let head = format!(
-        "Record the answers above as VERIFIED events on {count} entr{} in {} as {}",
-        if count == 1 { "y" } else { "ies" },
+        "Record the answers above as VERIFIED events on {} in {} as {}",
+        counted(count as i64, "entry"),
         clean(&store.describe()),
         clean(&store.operator(operator)?),
     );

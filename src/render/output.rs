@@ -137,6 +137,18 @@ impl Output {
 }
 
 /// Writes a line to stdout; a closed pipe ends the run quietly.
+/// `n` and `noun`, the noun plural unless `n` is 1 ("1 entry", "3 entries", "2 copies").
+/// A name in capitals (an event kind) stays as it is.
+pub fn counted(n: i64, noun: &str) -> String {
+    if n == 1 || !noun.chars().any(char::is_lowercase) {
+        return format!("{n} {noun}");
+    }
+    match noun.strip_suffix('y') {
+        Some(stem) if !stem.ends_with(['a', 'e', 'i', 'o', 'u']) => format!("{n} {stem}ies"),
+        _ => format!("{n} {noun}s"),
+    }
+}
+
 pub fn print(text: &str) -> std::io::Result<()> {
     let mut stdout = std::io::stdout().lock();
     stdout.write_all(text.as_bytes())?;
@@ -240,4 +252,22 @@ pub fn write_indented_entry<T: serde::Serialize>(
         writer.write_all(line)?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::counted;
+
+    #[test]
+    fn nouns_are_plural_unless_there_is_one() {
+        assert_eq!(counted(1, "entry"), "1 entry");
+        assert_eq!(counted(3, "entry"), "3 entries");
+        assert_eq!(counted(0, "copy"), "0 copies");
+        assert_eq!(counted(2, "day"), "2 days");
+        assert_eq!(
+            counted(2, "replayed notification"),
+            "2 replayed notifications"
+        );
+        assert_eq!(counted(4, "LEASE_LOST"), "4 LEASE_LOST");
+    }
 }

@@ -3,7 +3,7 @@
 use crate::cli::error::CliResult;
 use crate::cli::selection::{self, SelectArgs};
 use crate::cli::{GlobalArgs, backend};
-use crate::render::output::{Output, status};
+use crate::render::output::{Output, counted, status};
 use crate::render::table::Grid;
 use crate::render::views;
 use crate::store::Triaged;
@@ -94,11 +94,11 @@ pub fn run(global: &GlobalArgs, args: Args) -> CliResult {
     if listed.unreadable > 0 {
         status(&format!(
             "{} {} unreadable values (marked; `unsctl inspect <ID>` names them)",
-            listed.unreadable,
+            counted(listed.unreadable as i64, "entry"),
             if listed.unreadable == 1 {
-                "entry has"
+                "has"
             } else {
-                "entries have"
+                "have"
             }
         ));
     }

@@ -145,13 +145,9 @@ fn report(tally: &Tally, place: &str, args: &Args, out: &Output) {
     }
     if tally.with_notes > 0 {
         status(&format!(
-            "{} entr{} notes on evidence that could not be read (VERIFY; see `notes`)",
-            tally.with_notes,
-            if tally.with_notes == 1 {
-                "y has"
-            } else {
-                "ies have"
-            }
+            "{} {} notes on evidence that could not be read (VERIFY; see `notes`)",
+            crate::render::output::counted(tally.with_notes as i64, "entry"),
+            if tally.with_notes == 1 { "has" } else { "have" }
         ));
     }
     if !out.json() && tally.counts.get(&Branch::Verify).is_some_and(|n| *n > 0) {
