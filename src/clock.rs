@@ -4,7 +4,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-/// `2025-10-23T04:00:00.1Z` for unix seconds, to the millisecond.
+/// `2025-10-23T04:00:00.1Z` for unix seconds, to the millisecond; a value no calendar
+/// holds (a damaged row) is shown short, as `unix 1e300 (out of range)`.
 pub fn rfc3339(seconds: f64) -> String {
     use time::OffsetDateTime;
     use time::format_description::well_known::Rfc3339;
@@ -16,7 +17,7 @@ pub fn rfc3339(seconds: f64) -> String {
                 .unwrap_or(t)
         })
         .and_then(|t| t.format(&Rfc3339).ok())
-        .unwrap_or_else(|| format!("{seconds}"))
+        .unwrap_or_else(|| format!("unix {seconds:e} (out of range)"))
 }
 
 /// An instant as a person gives it: RFC 3339 (`2026-11-29T03:00:00Z`), unix seconds, or
@@ -124,6 +125,14 @@ impl Clock for ManualClock {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn times_no_calendar_holds_are_shown_short() {
+        assert_eq!(rfc3339(1_761_192_000.1), "2025-10-23T04:00:00.1Z");
+        assert_eq!(rfc3339(1e300), "unix 1e300 (out of range)");
+        assert_eq!(rfc3339(-9e18), "unix -9e18 (out of range)");
+        assert!(rfc3339(f64::INFINITY).len() < 40);
+    }
 
     #[test]
     fn instants_parse_as_people_write_them() {

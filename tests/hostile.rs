@@ -77,6 +77,12 @@ const CASES: &[Case] = &[
         entries: 5,
     },
     Case {
+        patch: "out-of-range",
+        bad: Bad::Recipient("smtp-unknown"),
+        note: "at: inf is not a time",
+        entries: 5,
+    },
+    Case {
         patch: "huge-value",
         bad: Bad::Recipient("provider-rejected"),
         note: "",

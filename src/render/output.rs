@@ -124,7 +124,8 @@ impl Output {
     /// A time as RFC 3339, plus "(3m ago)" on a terminal.
     pub fn time(&self, seconds: f64) -> String {
         let absolute = crate::render::time::rfc3339(seconds);
-        if self.terminal {
+        let in_range = seconds.is_finite() && seconds.abs() < 1e11;
+        if self.terminal && in_range {
             let now = crate::clock::Clock::now(&crate::clock::SystemClock);
             format!(
                 "{absolute} ({})",
