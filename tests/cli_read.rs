@@ -369,6 +369,14 @@ fn errors_have_distinct_exit_codes_and_clear_messages() {
     let out = unsctl(&["--api", &endless_server(), "dlq", "triage"], &[]);
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     assert!(stderr(&out).contains("no UNS API at"), "{}", stderr(&out));
+    // One that hands back a cursor it gave before would be paged forever.
+    let out = unsctl(&["--api", &looping_server(), "dlq", "triage"], &[]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("page cursor it had given before"),
+        "{}",
+        stderr(&out)
+    );
 
     let out = unsctl(&["--db", &db, "--api", &shared.url, "dlq", "list"], &[]);
     assert_eq!(out.status.code(), Some(2));
@@ -391,6 +399,31 @@ const HEALTHY: &str = r#"{"service":"uns-runtime","status":"ok"}"#;
 
 /// A loopback server that answers every request with 200 and a body that is not JSON;
 /// when `healthy`, it answers `/healthz` as a UNS API would.
+/// A UNS health answer, then DLQ pages that are empty and always point to the same next.
+fn looping_server() -> String {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            use std::io::{Read, Write};
+            let mut stream = stream;
+            let mut buffer = [0u8; 4096];
+            let n = stream.read(&mut buffer).unwrap_or(0);
+            let body = if String::from_utf8_lossy(&buffer[..n]).starts_with("GET /healthz") {
+                HEALTHY
+            } else {
+                r#"{"entries": [], "next_cursor": "again"}"#
+            };
+            let _ = write!(
+                stream,
+                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\nuns-next-cursor: again\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    format!("http://{addr}")
+}
+
 /// Answers every request with a body that never ends.
 fn endless_server() -> String {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");

@@ -418,6 +418,8 @@ impl Store for HttpStore {
             let (spare, returned) = std::sync::mpsc::channel::<Vec<u8>>();
             let fetch = move || {
                 let mut cursor: Option<String> = None;
+                // A cursor seen before would page forever: a UNS API's only move forward.
+                let mut seen = std::collections::HashSet::new();
                 loop {
                     let buffer = returned.try_recv().unwrap_or_default();
                     let (body, next) = match self.page_bytes(selection, cursor.as_deref(), buffer) {
@@ -431,6 +433,13 @@ impl Store for HttpStore {
                         return;
                     }
                     match next {
+                        Some(next) if !seen.insert(next.clone()) => {
+                            let _ = pages.send(Err(StoreError::Other(format!(
+                                "{} gave a page cursor it had given before: not a UNS API answer",
+                                self.url(api::DLQ)
+                            ))));
+                            return;
+                        }
                         Some(next) => cursor = Some(next),
                         None => return,
                     }
