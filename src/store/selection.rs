@@ -82,7 +82,9 @@ impl Selection {
             .as_ref()
             .is_some_and(|e| e.len() > MAX_ERROR_TEXT)
         {
-            return Err(format!("error: at most {MAX_ERROR_TEXT} bytes of text"));
+            return Err(format!(
+                "the error text to match is at most {MAX_ERROR_TEXT} bytes"
+            ));
         }
         if let (Some(since), Some(until)) = (self.since, self.until)
             && since >= until
