@@ -371,6 +371,32 @@ fn replay_records_the_audit_and_guardrails_refuse_unsafe_calls() {
     assert_eq!(api.count(&resolvable, "REPLAYED"), 0);
 }
 
+/// A kind named many times is still one kind: the search never widens to every kind.
+#[test]
+fn a_kind_named_a_hundred_times_is_searched_as_one() {
+    let api = Api::new();
+    let _ = replay_entry(&api.conn, 1000.0);
+    let _ = verify_entry(&api.conn, 2000.0);
+    let query = "kind=DEAD_LETTERED&".repeat(100);
+    let (status, body) = api.get(&format!("/api/v1/runtime/events?{query}limit=100"));
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let kinds: BTreeSet<String> = body["events"]
+        .as_array()
+        .map(|events| {
+            events
+                .iter()
+                .filter_map(|e| e["kind"].as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default();
+    assert_eq!(
+        kinds,
+        BTreeSet::from(["DEAD_LETTERED".to_string()]),
+        "{body}"
+    );
+    assert_eq!(body["events"].as_array().map(Vec::len), Some(2), "{body}");
+}
+
 /// Every input has a stated bound, and past it the answer is a JSON error that says which;
 /// nothing is acted on.
 #[test]

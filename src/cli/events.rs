@@ -63,7 +63,11 @@ pub fn run(global: &GlobalArgs, args: Args) -> CliResult {
     let kinds: Vec<Kind> = if args.kinds.is_empty() {
         vec![Kind::LeaseLost, Kind::ChannelAttemptResult]
     } else {
-        args.kinds.clone()
+        // A set, in the order first named.
+        let mut kinds = args.kinds.clone();
+        let mut seen = std::collections::HashSet::new();
+        kinds.retain(|kind| seen.insert(*kind));
+        kinds
     };
     if global.all_contexts {
         if args.follow {

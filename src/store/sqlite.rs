@@ -98,7 +98,11 @@ fn pick_events(conn: &Connection, query: &EventQuery) -> Result<Vec<i64>> {
         let kinds: Vec<String> = if query.kinds.is_empty() {
             stored_kinds(conn)?
         } else {
-            query.kinds.iter().map(|k| k.as_str().to_string()).collect()
+            // A set: a kind named twice is one walk, and never enough walks to fall back
+            // to the search of every kind below.
+            let named: std::collections::BTreeSet<&str> =
+                query.kinds.iter().map(|k| k.as_str()).collect();
+            named.into_iter().map(str::to_string).collect()
         };
         if kinds.is_empty() {
             // Nothing stored yet.
