@@ -969,6 +969,46 @@ fn plan_exit_codes_say_what_happened() {
             "{results}"
         );
         assert_eq!(results["summary"]["done"], 1, "{results}");
+
+        // The same entry written twice is acted on once; an id listed with two different
+        // actions is refused both times.
+        let mut plan = plan_of(&f, backend);
+        let entries = plan["entries"].as_array_mut().expect("entries");
+        entries.retain(|e| e["id"] == replayable.as_str());
+        entries.push(entries[0].clone());
+        let out = apply(&f, backend, &plan, &[]);
+        assert_eq!(out.status.code(), Some(0), "{backend:?}: {}", text(&out));
+        assert_eq!(f.audit(&replayable, "REPLAYED").len(), 1);
+        let torn = f.replay_entry();
+        let mut plan = plan_of(&f, backend);
+        let entries = plan["entries"].as_array_mut().expect("entries");
+        entries.retain(|e| e["id"] == torn.as_str());
+        let mut other = entries[0].clone();
+        other["action"] = "resolve".into();
+        entries.push(other);
+        let out = apply(&f, backend, &plan, &["--force", "--reason", "both ways"]);
+        assert_eq!(out.status.code(), Some(4), "{backend:?}: {}", text(&out));
+        assert!(
+            text(&out).contains("listed more than once"),
+            "{}",
+            text(&out)
+        );
+        assert_eq!((f.status(&torn), f.actions(&torn)), ("DEAD".to_string(), 0));
+
+        // Two prefixes of one id on the command line are one entry.
+        let twice = f.replay_entry();
+        let out = f.run(
+            backend,
+            &[
+                "replay",
+                &twice,
+                &twice[..twice.len() - 2],
+                "--confirm",
+                "--yes",
+            ],
+        );
+        assert_eq!(out.status.code(), Some(0), "{backend:?}: {}", text(&out));
+        assert_eq!(f.audit(&twice, "REPLAYED").len(), 1);
     }
 }
 

@@ -40,7 +40,7 @@ struct Plan {
 }
 
 /// What `apply` reads of a plan entry; everything else in it is for people.
-#[derive(Debug, serde::Deserialize)]
+#[derive(Debug, PartialEq, serde::Deserialize)]
 struct PlanEntry {
     id: String,
     action: PlanAction,
@@ -243,11 +243,57 @@ fn apply_in(
     global: &GlobalArgs,
 ) -> CliResult {
     let out = global.output();
-    let intents = entries
+    let intents = once_each(entries)
         .into_iter()
-        .map(|entry| planned(store, entry, &args.audit))
+        .map(|entry| match entry {
+            Ok(entry) => planned(store, entry, &args.audit),
+            Err(refused) => Ok(refused),
+        })
         .collect::<CliResult<Vec<_>>>()?;
     remediate::carry_out(store, intents, &args.confirm, &out, "apply the plan to")
+}
+
+/// Each id once. The same entry written twice is one; an id listed with different
+/// actions or bases is refused, every time it appears: which one was meant cannot be told.
+fn once_each(entries: Vec<PlanEntry>) -> Vec<Result<PlanEntry, Intent>> {
+    let mut kept: Vec<Result<PlanEntry, Intent>> = Vec::with_capacity(entries.len());
+    let mut seen: std::collections::HashMap<String, usize> = Default::default();
+    for entry in entries {
+        let Some(&first) = seen.get(&entry.id) else {
+            seen.insert(entry.id.clone(), kept.len());
+            kept.push(Ok(entry));
+            continue;
+        };
+        let same = matches!(&kept[first], Ok(earlier) if *earlier == entry);
+        if same {
+            continue;
+        }
+        let why = || {
+            Blocked::Unplanned(format!(
+                "{} is listed more than once in the plan, with different actions or bases; make the plan again",
+                entry.id
+            ))
+        };
+        let action = |a: PlanAction| match a {
+            PlanAction::Replay => Action::Replay,
+            _ => Action::Resolve,
+        };
+        if let Ok(earlier) = &kept[first] {
+            kept[first] = Err(Intent::blocked(
+                &earlier.id,
+                action(earlier.action),
+                None,
+                why(),
+            ));
+        }
+        kept.push(Err(Intent::blocked(
+            &entry.id,
+            action(entry.action),
+            None,
+            why(),
+        )));
+    }
+    kept
 }
 
 #[cfg(test)]

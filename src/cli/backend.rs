@@ -281,14 +281,20 @@ pub const MIN_PREFIX: usize = 4;
 ///
 /// A prefix that matches nothing is kept as typed, so a bulk command reports that one
 /// entry as not found and carries on with the rest.
+/// The full ids `typed` names, each once (two prefixes of one id are one entry), in the
+/// order first named.
 pub fn expand_ids(store: &dyn Store, typed: &[String], dlq_only: bool) -> CliResult<Vec<String>> {
-    typed
-        .iter()
-        .map(|t| match expand_id(store, t, dlq_only) {
-            Err(err) if err.kind == ExitKind::NotFound => Ok(t.clone()),
-            other => other,
-        })
-        .collect()
+    let mut ids: Vec<String> = Vec::with_capacity(typed.len());
+    for t in typed {
+        let id = match expand_id(store, t, dlq_only) {
+            Err(err) if err.kind == ExitKind::NotFound => t.clone(),
+            other => other?,
+        };
+        if !ids.contains(&id) {
+            ids.push(id);
+        }
+    }
+    Ok(ids)
 }
 
 pub fn expand_id(store: &dyn Store, typed: &str, dlq_only: bool) -> CliResult<String> {
