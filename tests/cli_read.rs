@@ -397,10 +397,9 @@ fn errors_have_distinct_exit_codes_and_clear_messages() {
 /// The health document of a UNS API.
 const HEALTHY: &str = r#"{"service":"uns-runtime","status":"ok"}"#;
 
-/// A loopback server that answers every request with 200 and a body that is not JSON;
-/// when `healthy`, it answers `/healthz` as a UNS API would.
-/// A UNS health answer, then DLQ pages that are empty and always point to the same next.
-fn looping_server() -> String {
+/// A loopback server that answers each request with 200 and the extra header lines and
+/// body that `answer` picks for the request's first bytes.
+fn canned_server(answer: fn(&str) -> (&'static str, &'static str)) -> String {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
     let addr = listener.local_addr().expect("addr");
     std::thread::spawn(move || {
@@ -409,19 +408,39 @@ fn looping_server() -> String {
             let mut stream = stream;
             let mut buffer = [0u8; 4096];
             let n = stream.read(&mut buffer).unwrap_or(0);
-            let body = if String::from_utf8_lossy(&buffer[..n]).starts_with("GET /healthz") {
-                HEALTHY
-            } else {
-                r#"{"entries": [], "next_cursor": "again"}"#
-            };
+            let (headers, body) = answer(&String::from_utf8_lossy(&buffer[..n]));
             let _ = write!(
                 stream,
-                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\nuns-next-cursor: again\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n{headers}content-length: {}\r\nconnection: close\r\n\r\n{body}",
                 body.len()
             );
         }
     });
     format!("http://{addr}")
+}
+
+/// Answers every request with a body that is not JSON; when `healthy`, it answers
+/// `/healthz` as a UNS API would.
+fn garbage_server(healthy: bool) -> String {
+    if healthy {
+        canned_server(|request| match request.starts_with("GET /healthz") {
+            true => ("", HEALTHY),
+            false => ("", "hello there"),
+        })
+    } else {
+        canned_server(|_| ("", "hello there"))
+    }
+}
+
+/// A UNS health answer, then DLQ pages that are empty and always point to the same next.
+fn looping_server() -> String {
+    canned_server(|request| match request.starts_with("GET /healthz") {
+        true => ("", HEALTHY),
+        false => (
+            "uns-next-cursor: again\r\n",
+            r#"{"entries": [], "next_cursor": "again"}"#,
+        ),
+    })
 }
 
 /// Answers every request with a body that never ends.
@@ -441,31 +460,6 @@ fn endless_server() -> String {
                 let chunk = [b' '; 65536];
                 while stream.write_all(&chunk).is_ok() {}
             });
-        }
-    });
-    format!("http://{addr}")
-}
-
-fn garbage_server(healthy: bool) -> String {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-    let addr = listener.local_addr().expect("addr");
-    std::thread::spawn(move || {
-        for stream in listener.incoming().flatten() {
-            use std::io::{Read, Write};
-            let mut stream = stream;
-            let mut buffer = [0u8; 4096];
-            let n = stream.read(&mut buffer).unwrap_or(0);
-            let body =
-                if healthy && String::from_utf8_lossy(&buffer[..n]).starts_with("GET /healthz") {
-                    HEALTHY
-                } else {
-                    "hello there"
-                };
-            let _ = write!(
-                stream,
-                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
-                body.len()
-            );
         }
     });
     format!("http://{addr}")
