@@ -394,12 +394,32 @@ fn files_that_are_not_stores_are_named_and_left_alone() {
         .expect("version");
     let directory = dir.path().join("a-directory");
     std::fs::create_dir(&directory).expect("dir");
-    let cases: [(&Path, &str); 5] = [
+    // Stores of a known version that someone cut down: a table or a column gone.
+    let damaged = |name: &str, sql: &str| {
+        let path = dir.path().join(name);
+        drop(schema::open(&path, OpenMode::Create).expect("store"));
+        let conn = rusqlite::Connection::open(&path).expect("db");
+        conn.execute_batch(sql).expect("damage");
+        conn.execute_batch("PRAGMA journal_mode = DELETE")
+            .expect("no wal");
+        path
+    };
+    let no_events = damaged("no-events.db", "DROP TABLE uns_events;");
+    let no_column = damaged(
+        "no-column.db",
+        "DROP INDEX IF EXISTS uns_notifications_dlq_updated; ALTER TABLE uns_notifications DROP COLUMN error_message;",
+    );
+    let cases: [(&Path, &str); 7] = [
         (&empty, "is an empty file, not a UNS store"),
         (&text, "not a SQLite database"),
         (&foreign, "not a UNS store"),
         (&newer, "newer than this unsctl"),
         (&directory, "is a directory, not a store file"),
+        (&no_events, "damaged UNS store: table uns_events is missing"),
+        (
+            &no_column,
+            "damaged UNS store: uns_notifications lacks error_message",
+        ),
     ];
     for (path, message) in cases {
         let before: Vec<PathBuf> = listing(dir.path());

@@ -97,6 +97,8 @@ pub enum OpenError {
         "{path}: unknown UNS schema version {found} (this unsctl reads versions {OLDEST_VERSION} to {SCHEMA_VERSION})"
     )]
     UnknownSchema { path: PathBuf, found: i64 },
+    #[error("{path}: a damaged UNS store: {missing}")]
+    Damaged { path: PathBuf, missing: String },
     #[error("{path}: {source}")]
     Sqlite {
         path: PathBuf,
@@ -330,6 +332,63 @@ fn open_writable(path: &Path, mode: OpenMode) -> Result<Connection, OpenError> {
 }
 
 /// Validates an existing file through a read-only connection, so a wrong file is untouched.
+/// The columns every reader and the engine rely on (DESIGN section 2), by table.
+const REQUIRED: &[(&str, &[&str])] = &[
+    (
+        "uns_notifications",
+        &[
+            "id",
+            "status",
+            "dead_letter",
+            "attempts",
+            "cycle",
+            "cycle_attempts",
+            "max_attempts",
+            "channels",
+            "payload",
+            "idempotency_key",
+            "lease_token",
+            "lease_until",
+            "next_attempt_at",
+            "error_message",
+            "created_at",
+            "updated_at",
+        ],
+    ),
+    (
+        "uns_events",
+        &["id", "notification_id", "at", "kind", "payload"],
+    ),
+];
+
+/// What a store of a known version lacks (a table or columns someone dropped), said in
+/// words; `None` when it has all it should.
+fn missing_columns(conn: &Connection) -> Option<String> {
+    let mut missing = Vec::new();
+    for (table, columns) in REQUIRED {
+        let present: Vec<String> = conn
+            .prepare(&format!("PRAGMA table_info({table})"))
+            .and_then(|mut stmt| {
+                stmt.query_map([], |row| row.get::<_, String>(1))?
+                    .collect::<rusqlite::Result<_>>()
+            })
+            .unwrap_or_default();
+        if present.is_empty() {
+            missing.push(format!("table {table} is missing"));
+            continue;
+        }
+        let lacking: Vec<&str> = columns
+            .iter()
+            .filter(|c| !present.iter().any(|p| p == *c))
+            .copied()
+            .collect();
+        if !lacking.is_empty() {
+            missing.push(format!("{table} lacks {}", lacking.join(", ")));
+        }
+    }
+    (!missing.is_empty()).then(|| missing.join("; "))
+}
+
 fn check_existing(path: &Path, access: &Access) -> Result<(), OpenError> {
     let conn = connect_read_only(path, access).map_err(|source| classify(path, source))?;
     let version: i64 = conn
@@ -349,7 +408,10 @@ fn check_existing(path: &Path, access: &Access) -> Result<(), OpenError> {
         .map_err(|source| classify(path, source))?;
     let path = path.to_path_buf();
     match version {
-        OLDEST_VERSION..=SCHEMA_VERSION if has_table => Ok(()),
+        OLDEST_VERSION..=SCHEMA_VERSION if has_table => match missing_columns(&conn) {
+            Some(missing) => Err(OpenError::Damaged { path, missing }),
+            None => Ok(()),
+        },
         0 if !any_table => Ok(()),
         0 => Err(OpenError::NotUnsStore { path }),
         found if found > SCHEMA_VERSION && has_table => Err(OpenError::NewerSchema { path, found }),
