@@ -369,6 +369,12 @@ fn errors_have_distinct_exit_codes_and_clear_messages() {
     let out = unsctl(&["--api", &endless_server(), "dlq", "triage"], &[]);
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     assert!(stderr(&out).contains("no UNS API at"), "{}", stderr(&out));
+    // A URL that cannot be an API is a usage error, whatever the command.
+    for url in ["not a url", "ftp://127.0.0.1/uns", "http://[::1"] {
+        let out = unsctl(&["--api", url, "dlq", "list"], &[]);
+        assert_eq!(out.status.code(), Some(2), "{url}: {}", stderr(&out));
+        assert!(stderr(&out).contains("invalid API URL"), "{}", stderr(&out));
+    }
     // One that hands back a cursor it gave before would be paged forever.
     let out = unsctl(&["--api", &looping_server(), "dlq", "triage"], &[]);
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));

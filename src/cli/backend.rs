@@ -247,13 +247,22 @@ pub fn open_resolved(resolved: Resolved, write: bool) -> CliResult<Box<dyn Store
             Box::new(store)
         }
         Backend::Http { url, key } => {
-            let mut store = HttpStore::new(&url, key)?;
+            let mut store = http_store(&url, key)?;
             if let Some(note) = &store.note {
                 crate::render::output::status(note);
             }
             store.context = context;
             Box::new(store)
         }
+    })
+}
+
+/// The API at `url`; a URL that cannot be one (not http or https, not a URL at all) is a
+/// usage error, wherever it was given.
+pub fn http_store(url: &str, key: Option<String>) -> CliResult<HttpStore> {
+    HttpStore::new(url, key).map_err(|err| match err {
+        crate::store::StoreError::Invalid(message) => CliError::usage(message),
+        other => other.into(),
     })
 }
 

@@ -408,9 +408,7 @@ fn submit(global: &GlobalArgs, args: SubmitArgs) -> CliResult {
             let conn = schema::open(&path, OpenMode::Create).map_err(StoreError::from)?;
             engine::submit(&conn, SystemClock.now(), &new).map_err(StoreError::from)?
         }
-        Backend::Http { url, key } => {
-            crate::store::http::HttpStore::new(&url, key)?.submit(&request)?
-        }
+        Backend::Http { url, key } => backend::http_store(&url, key)?.submit(&request)?,
     };
     if global.output().json() {
         print_json(&submitted)?;
