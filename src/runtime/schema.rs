@@ -77,6 +77,8 @@ pub enum OpenError {
     Missing { path: PathBuf },
     #[error("{path} is a directory, not a store file")]
     Directory { path: PathBuf },
+    #[error("{path} is a device, pipe or socket, not a store file")]
+    NotAFile { path: PathBuf },
     #[error(
         "{path}: cannot write here (a read-only file, directory or mount); reads still work, changes need write access"
     )]
@@ -193,6 +195,9 @@ fn inspect_file(path: &Path, mode: OpenMode) -> Result<bool, OpenError> {
     };
     if meta.is_dir() {
         return Err(OpenError::Directory { path: path_buf() });
+    }
+    if !meta.is_file() {
+        return Err(OpenError::NotAFile { path: path_buf() });
     }
     if meta.len() == 0 && !mode.creates() {
         return Err(OpenError::Empty { path: path_buf() });
