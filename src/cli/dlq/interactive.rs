@@ -12,7 +12,7 @@ use crate::render::output::{Output, print, status};
 use crate::render::sanitize::clean;
 use crate::render::views;
 use crate::store::Store;
-use crate::triage::{Branch, Verdict};
+use crate::triage::{Branch, ChannelState, Verdict};
 use crate::verify::Sources;
 use std::collections::VecDeque;
 
@@ -93,6 +93,9 @@ fn proposal(verdict: &Verdict) -> &'static str {
     match verdict.branch {
         Branch::Resolve => "resolve",
         Branch::Replay => "replay",
+        Branch::Verify if verdict.in_state(ChannelState::Uncertain).is_empty() => {
+            "skip: the doubt is in the store itself (see the notes), not at a provider"
+        }
         Branch::Verify => "verify: ask the providers' records",
     }
 }
