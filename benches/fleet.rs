@@ -24,16 +24,10 @@ fn main() -> anyhow::Result<()> {
     for n in 0..contexts {
         let db = dir.path().join(format!("region-{n}.db"));
         support::generate(&db, entries)?;
-        let server = unsctl::server::start(unsctl::server::ServerConfig {
-            verify: Default::default(),
-            db_path: db,
-            listen: "127.0.0.1:0".parse()?,
-            keys: Some(unsctl::server::Keys::single(KEY).map_err(anyhow::Error::msg)?),
-            worker: None,
-            default_max_attempts: 3,
-            metrics: None,
-            limits: unsctl::server::Limits::default(),
-        })?;
+        let server = unsctl::server::start(unsctl::server::ServerConfig::api_only(
+            db,
+            Some(unsctl::server::Keys::single(KEY).map_err(anyhow::Error::msg)?),
+        ))?;
         config.push_str(&format!(
             "[contexts.region-{n}]\napi = \"http://{}\"\napi_key_env = \"FLEET_KEY\"\n",
             server.addr

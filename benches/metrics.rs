@@ -18,16 +18,7 @@ fn main() -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
     let db = dir.path().join("bench.db");
     support::generate(&db, rows)?;
-    let server = unsctl::server::start(unsctl::server::ServerConfig {
-        verify: Default::default(),
-        db_path: db.clone(),
-        listen: "127.0.0.1:0".parse()?,
-        keys: None,
-        worker: None,
-        default_max_attempts: 3,
-        metrics: None,
-        limits: unsctl::server::Limits::default(),
-    })?;
+    let server = unsctl::server::start(unsctl::server::ServerConfig::api_only(db.clone(), None))?;
     let url = format!("http://{}/metrics", server.addr);
     let client = reqwest::blocking::Client::new();
     let scrape = || -> anyhow::Result<(Duration, String)> {

@@ -96,14 +96,8 @@ fn main() -> anyhow::Result<()> {
         ..Limits::default()
     };
     let server = unsctl::server::start(ServerConfig {
-        verify: Default::default(),
-        db_path: db.clone(),
-        listen: "127.0.0.1:0".parse()?,
-        keys: Some(Keys::single(KEY)?),
-        worker: None,
-        default_max_attempts: 3,
-        metrics: None,
         limits,
+        ..ServerConfig::api_only(db.clone(), Some(Keys::single(KEY)?))
     })?;
     let addr = server.addr;
     let client = reqwest::blocking::Client::new();

@@ -159,16 +159,10 @@ fn main() -> anyhow::Result<()> {
     );
 
     // 3. The HTTP backend against the SQLite backend, on the same store.
-    let server = unsctl::server::start(unsctl::server::ServerConfig {
-        verify: Default::default(),
-        db_path: db.clone(),
-        listen: "127.0.0.1:0".parse()?,
-        keys: Some(unsctl::server::Keys::single(KEY).map_err(anyhow::Error::msg)?),
-        worker: None,
-        default_max_attempts: 3,
-        metrics: None,
-        limits: unsctl::server::Limits::default(),
-    })?;
+    let server = unsctl::server::start(unsctl::server::ServerConfig::api_only(
+        db.clone(),
+        Some(unsctl::server::Keys::single(KEY).map_err(anyhow::Error::msg)?),
+    ))?;
     let url = format!("http://{}", server.addr);
     let over_http = {
         let url = url.clone();

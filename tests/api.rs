@@ -486,14 +486,11 @@ fn two_concurrent_replays_of_one_entry_make_exactly_one() {
 fn the_server_refuses_to_start_open_on_a_public_address() {
     let dir = tempfile::tempdir().expect("dir");
     let config = |listen: &str, key: Option<&str>| unsctl::server::ServerConfig {
-        verify: Default::default(),
-        db_path: dir.path().join("uns.db"),
         listen: listen.parse().expect("addr"),
-        keys: key.map(|k| unsctl::server::Keys::single(k).expect("key")),
-        worker: None,
-        default_max_attempts: 3,
-        metrics: None,
-        limits: unsctl::server::Limits::default(),
+        ..unsctl::server::ServerConfig::api_only(
+            dir.path().join("uns.db"),
+            key.map(|k| unsctl::server::Keys::single(k).expect("key")),
+        )
     };
     let refused = unsctl::server::start(config("0.0.0.0:0", None));
     assert!(matches!(
@@ -513,14 +510,11 @@ fn the_server_refuses_to_start_open_on_a_public_address() {
 
 fn limited(db: &std::path::Path, limits: unsctl::server::Limits) -> unsctl::server::RunningServer {
     unsctl::server::start(unsctl::server::ServerConfig {
-        verify: Default::default(),
-        db_path: db.to_path_buf(),
-        listen: "127.0.0.1:0".parse().expect("addr"),
-        keys: Some(unsctl::server::Keys::single(KEY).expect("key")),
-        worker: None,
-        default_max_attempts: 3,
-        metrics: None,
         limits,
+        ..unsctl::server::ServerConfig::api_only(
+            db.to_path_buf(),
+            Some(unsctl::server::Keys::single(KEY).expect("key")),
+        )
     })
     .expect("server")
 }

@@ -64,14 +64,11 @@ fn promtool_accepts_the_rules_and_every_alert_has_a_passing_test() {
 /// elsewhere in this process counts into.
 fn counted_server(db: &Path, metrics: Arc<Metrics>) -> unsctl::server::RunningServer {
     unsctl::server::start(unsctl::server::ServerConfig {
-        verify: Default::default(),
-        db_path: db.to_path_buf(),
-        listen: "127.0.0.1:0".parse().expect("addr"),
-        keys: Some(unsctl::server::Keys::single(support::KEY).expect("key")),
-        worker: None,
-        default_max_attempts: 3,
         metrics: Some(metrics),
-        limits: unsctl::server::Limits::default(),
+        ..unsctl::server::ServerConfig::api_only(
+            db.to_path_buf(),
+            Some(unsctl::server::Keys::single(support::KEY).expect("key")),
+        )
     })
     .expect("server")
 }

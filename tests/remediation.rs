@@ -679,16 +679,10 @@ fn the_api_records_the_keys_name_from_a_keys_file() {
         "# the on-call rotation\nalice aaaaaaaaaaaaaaaaaaaaaaaa\nbob bbbbbbbbbbbbbbbbbbbbbbbb\n",
     )
     .expect("keys");
-    let server = unsctl::server::start(unsctl::server::ServerConfig {
-        verify: Default::default(),
-        db_path: db.clone(),
-        listen: "127.0.0.1:0".parse().expect("addr"),
-        keys: Some(unsctl::server::Keys::load(Some(support::KEY), Some(&keys)).expect("keys")),
-        worker: None,
-        default_max_attempts: 3,
-        metrics: None,
-        limits: unsctl::server::Limits::default(),
-    })
+    let server = unsctl::server::start(unsctl::server::ServerConfig::api_only(
+        db.clone(),
+        Some(unsctl::server::Keys::load(Some(support::KEY), Some(&keys)).expect("keys")),
+    ))
     .expect("server");
     let id = support::replay_entry(&conn, 1000.0);
     let out = Command::new(env!("CARGO_BIN_EXE_unsctl"))

@@ -126,14 +126,11 @@ fn every_shell_block_in_the_runbooks_runs_and_prints_what_it_says() {
         std::fs::copy(&pristine, &db).expect("copy store");
         // The API server asks the fakes' records, as `runtime serve --relay-log` would.
         let server = unsctl::server::start(unsctl::server::ServerConfig {
-            db_path: db.clone(),
             verify: repro::fake_sources(&fakes, 1.0),
-            listen: "127.0.0.1:0".parse().expect("addr"),
-            keys: Some(unsctl::server::Keys::single(support::KEY).expect("key")),
-            worker: None,
-            default_max_attempts: 3,
-            metrics: None,
-            limits: unsctl::server::Limits::default(),
+            ..unsctl::server::ServerConfig::api_only(
+                db.clone(),
+                Some(unsctl::server::Keys::single(support::KEY).expect("key")),
+            )
         })
         .expect("server");
         let script = work.join("block.sh");

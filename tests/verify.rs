@@ -507,14 +507,11 @@ fn over_the_api_the_server_asks_and_records_its_own_answers() {
     assert_eq!(result.outcome.as_str(), "UNKNOWN");
     fakes.control.mark_log();
     let server = unsctl::server::start(unsctl::server::ServerConfig {
-        db_path: db.clone(),
         verify: unsctl::repro::fake_sources(&fakes, 0.0),
-        listen: "127.0.0.1:0".parse().expect("addr"),
-        keys: Some(unsctl::server::Keys::single(support::KEY).expect("key")),
-        worker: None,
-        default_max_attempts: 3,
-        metrics: None,
-        limits: unsctl::server::Limits::default(),
+        ..unsctl::server::ServerConfig::api_only(
+            db.clone(),
+            Some(unsctl::server::Keys::single(support::KEY).expect("key")),
+        )
     })
     .expect("server");
     let api = |args: &[&str]| {

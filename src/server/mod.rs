@@ -59,6 +59,23 @@ pub struct ServerConfig {
     pub limits: Limits,
 }
 
+impl ServerConfig {
+    /// The API alone over `db_path`, on a free loopback port, with `keys` and the default
+    /// limits: what tests, benchmarks and the sweep serve. Fields can be set after.
+    pub fn api_only(db_path: PathBuf, keys: Option<Keys>) -> Self {
+        Self {
+            db_path,
+            verify: crate::verify::Sources::default(),
+            listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+            keys,
+            worker: None,
+            default_max_attempts: 3,
+            metrics: None,
+            limits: Limits::default(),
+        }
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
     #[error("--insecure-no-auth is only allowed on a loopback address, not {0}")]

@@ -91,16 +91,10 @@ fn set_mode(path: &Path, mode: u32) {
 
 /// A test server over `db` (no worker), with key `KEY`.
 pub fn server(db: &Path) -> unsctl::server::RunningServer {
-    unsctl::server::start(unsctl::server::ServerConfig {
-        verify: Default::default(),
-        db_path: db.to_path_buf(),
-        listen: "127.0.0.1:0".parse().expect("addr"),
-        keys: Some(unsctl::server::Keys::single(KEY).expect("key")),
-        worker: None,
-        default_max_attempts: 3,
-        metrics: None,
-        limits: unsctl::server::Limits::default(),
-    })
+    unsctl::server::start(unsctl::server::ServerConfig::api_only(
+        db.to_path_buf(),
+        Some(unsctl::server::Keys::single(KEY).expect("key")),
+    ))
     .expect("server starts")
 }
 

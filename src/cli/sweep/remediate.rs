@@ -320,18 +320,10 @@ fn write_plan(dir: &Path, name: &str, plan: &Value) -> std::io::Result<PathBuf> 
 /// counts what their actions caused according to the providers' own ledger.
 pub fn run(sweep: &Sweep, binary: &Path, work: &Path) -> Result<Remediation, String> {
     crate::runtime::adapters::init_tls();
-    let server = server::start(ServerConfig {
-        db_path: sweep.db.clone(),
-        verify: crate::verify::Sources::default(),
-        listen: "127.0.0.1:0"
-            .parse()
-            .map_err(|_| "listen address".to_string())?,
-        keys: Some(Keys::single(KEY).map_err(|e| e.to_string())?),
-        worker: None,
-        default_max_attempts: 3,
-        metrics: None,
-        limits: crate::server::Limits::default(),
-    })
+    let server = server::start(ServerConfig::api_only(
+        sweep.db.clone(),
+        Some(Keys::single(KEY).map_err(|e| e.to_string())?),
+    ))
     .map_err(|err| err.to_string())?;
     let operator = Operator {
         binary,
