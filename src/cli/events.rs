@@ -183,16 +183,12 @@ fn run_fleet(
             "contexts": contexts,
         }))?;
     } else {
-        let columns = fleet::with_context_column(COLUMNS);
-        let table: Vec<Vec<Text>> = rows
-            .iter()
-            .map(|(context, row)| {
-                let mut cells = vec![views::shown(context).into()];
-                cells.extend(event_row(row, out));
-                cells
-            })
-            .collect();
-        crate::render::table::print_all(&columns, table, out)?;
+        fleet::print_table(
+            COLUMNS,
+            rows.iter()
+                .map(|(context, row)| (context.as_str(), event_row(row, out))),
+            out,
+        )?;
     }
     fleet::conclude(&readings)
 }

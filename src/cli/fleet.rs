@@ -161,11 +161,26 @@ pub fn print_document<T: Serialize>(
     Ok(())
 }
 
-/// `columns` with a CONTEXT column first.
-pub fn with_context_column(
+/// Prints `rows` as a table of `columns` with a CONTEXT column first, each row tagged
+/// with the context it was read from; streamed, as the single-store tables are.
+pub fn print_table<'a>(
     columns: &[crate::render::table::Column],
-) -> Vec<crate::render::table::Column> {
-    std::iter::once(crate::render::table::Column::new("CONTEXT", 0))
+    rows: impl IntoIterator<Item = (&'a str, Vec<crate::render::table::Text>)>,
+    out: &crate::render::output::Output,
+) -> std::io::Result<()> {
+    use crate::render::table::{Column, Grid};
+    use std::io::Write;
+    let columns: Vec<Column> = std::iter::once(Column::new("CONTEXT", 0))
         .chain(columns.iter().cloned())
-        .collect()
+        .collect();
+    let stdout = std::io::stdout();
+    let mut writer = std::io::BufWriter::new(stdout.lock());
+    let mut grid = Grid::new(&columns, out);
+    for (context, cells) in rows {
+        let mut row = vec![crate::render::views::shown(context).into()];
+        row.extend(cells);
+        grid.row(row, &mut writer)?;
+    }
+    grid.finish(&mut writer)?;
+    writer.flush()
 }

@@ -430,9 +430,12 @@ async fn ids_with_prefix(
         .iter()
         .find(|(k, _)| k == "id_prefix")
         .map(|(_, v)| v.clone())
-        .filter(|p| !p.is_empty() && p.len() <= 256)
+        .filter(|p| !p.is_empty() && p.len() <= crate::model::MAX_ID_BYTES)
         .ok_or_else(|| {
-            ApiError::invalid("id_prefix is required: 1 to 256 bytes of the id's start")
+            ApiError::invalid(format!(
+                "id_prefix is required: 1 to {} bytes of the id's start",
+                crate::model::MAX_ID_BYTES
+            ))
         })?;
     let dlq_only = match pairs
         .iter()

@@ -200,22 +200,14 @@ fn run_fleet(global: &GlobalArgs, args: &Args) -> CliResult {
             contexts,
         )?;
     } else {
-        let columns = fleet::with_context_column(views::LIST_COLUMNS);
-        let stdout = std::io::stdout();
-        let mut writer = std::io::BufWriter::new(stdout.lock());
-        let mut grid = Grid::new(&columns, &out);
-        for (context, t) in &entries {
-            let mut row = vec![views::shown(context).into()];
-            row.extend(views::list_row(
-                &t.row,
-                &t.verdict,
-                !t.unreadable.is_empty(),
-                &out,
-            ));
-            grid.row(row, &mut writer)?;
-        }
-        grid.finish(&mut writer)?;
-        writer.flush()?;
+        fleet::print_table(
+            views::LIST_COLUMNS,
+            entries.iter().map(|(context, t)| {
+                let cells = views::list_row(&t.row, &t.verdict, !t.unreadable.is_empty(), &out);
+                (context.as_str(), cells)
+            }),
+            &out,
+        )?;
         status(&views::summary_counts(&listed.counts));
     }
     fleet::conclude(&readings)

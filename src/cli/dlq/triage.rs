@@ -263,17 +263,13 @@ fn run_fleet(global: &GlobalArgs, args: &Args) -> CliResult {
             contexts,
         )?;
     } else {
-        let columns = fleet::with_context_column(views::TRIAGE_COLUMNS);
-        let stdout = std::io::stdout();
-        let mut writer = std::io::BufWriter::new(stdout.lock());
-        let mut grid = Grid::new(&columns, &out);
-        for (context, verdict) in &entries {
-            let mut row = vec![views::shown(context).into()];
-            row.extend(views::triage_row(verdict, &out));
-            grid.row(row, &mut writer)?;
-        }
-        grid.finish(&mut writer)?;
-        writer.flush()?;
+        fleet::print_table(
+            views::TRIAGE_COLUMNS,
+            entries
+                .iter()
+                .map(|(context, verdict)| (context.as_str(), views::triage_row(verdict, &out))),
+            &out,
+        )?;
         status(&views::summary_counts(&counts));
     }
     fleet::conclude(&readings)
