@@ -60,17 +60,40 @@ fn promtool_accepts_the_rules_and_every_alert_has_a_passing_test() {
     }
 }
 
-/// A server with no worker of its own whose `/metrics` shows `metrics`, which a worker
-/// elsewhere in this process counts into.
-fn counted_server(db: &Path, metrics: Arc<Metrics>) -> unsctl::server::RunningServer {
-    unsctl::server::start(unsctl::server::ServerConfig {
-        metrics: Some(metrics),
-        ..unsctl::server::ServerConfig::api_only(
-            db.to_path_buf(),
-            Some(unsctl::server::Keys::single(support::KEY).expect("key")),
-        )
-    })
-    .expect("server")
+/// A new store, the provider fakes, and a server with no worker of its own whose
+/// `/metrics` shows `metrics`, which a worker elsewhere in this process counts into.
+struct Counted {
+    _dir: tempfile::TempDir,
+    db: std::path::PathBuf,
+    fakes: Fakes,
+    metrics: Arc<Metrics>,
+    server: unsctl::server::RunningServer,
+}
+
+impl Counted {
+    fn start() -> Self {
+        let dir = tempfile::tempdir().expect("dir");
+        let db = dir.path().join("uns.db");
+        unsctl::runtime::schema::open(&db, unsctl::runtime::schema::OpenMode::Create)
+            .expect("store");
+        let fakes = Fakes::start().expect("fakes");
+        let metrics = Arc::new(Metrics::new(repro::LEASE_SECONDS));
+        let server = unsctl::server::start(unsctl::server::ServerConfig {
+            metrics: Some(metrics.clone()),
+            ..unsctl::server::ServerConfig::api_only(
+                db.clone(),
+                Some(unsctl::server::Keys::single(support::KEY).expect("key")),
+            )
+        })
+        .expect("server");
+        Self {
+            _dir: dir,
+            db,
+            fakes,
+            metrics,
+            server,
+        }
+    }
 }
 
 /// `GET /metrics`, with `accept` as the Accept header; the content type and the text.
@@ -99,12 +122,13 @@ fn sample(text: &str, series: &str) -> Option<f64> {
 
 #[test]
 fn a_real_scrape_counts_each_transition_and_passes_promtool() {
-    let dir = tempfile::tempdir().expect("dir");
-    let db = dir.path().join("uns.db");
-    unsctl::runtime::schema::open(&db, unsctl::runtime::schema::OpenMode::Create).expect("store");
-    let fakes = Fakes::start().expect("fakes");
-    let metrics = Arc::new(Metrics::new(repro::LEASE_SECONDS));
-    let server = counted_server(&db, metrics.clone());
+    let Counted {
+        _dir,
+        db,
+        fakes,
+        metrics,
+        server,
+    } = Counted::start();
     let (_, before) = scrape(server.addr, None);
     assert_eq!(
         sample(&before, "uns_lease_lost_total"),
@@ -353,12 +377,13 @@ impl Prometheus {
 
 #[test]
 fn a_real_prometheus_fires_the_lease_loss_alert_with_its_runbook() {
-    let dir = tempfile::tempdir().expect("dir");
-    let db = dir.path().join("uns.db");
-    unsctl::runtime::schema::open(&db, unsctl::runtime::schema::OpenMode::Create).expect("store");
-    let fakes = Fakes::start().expect("fakes");
-    let metrics = Arc::new(Metrics::new(repro::LEASE_SECONDS));
-    let server = counted_server(&db, metrics.clone());
+    let Counted {
+        _dir,
+        db,
+        fakes,
+        metrics,
+        server,
+    } = Counted::start();
     let prometheus = Prometheus::start(server.addr);
     // The counter must be seen at zero first, or the loss is not an increase.
     prometheus.wait_until(
