@@ -146,7 +146,7 @@ pub fn open(path: &Path, mode: OpenMode) -> Result<Connection, OpenError> {
 }
 
 /// How a read-only store was opened.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub enum Access {
     /// Alongside any writer, seeing every committed change.
     Shared,
@@ -156,7 +156,7 @@ pub enum Access {
     /// As `Immutable`, but its -wal file holds changes an immutable read would miss: the
     /// file and its -wal were copied to a private directory (kept while this lives) and
     /// the copy is read, with those changes.
-    Copy(std::sync::Arc<tempfile::TempDir>),
+    Copy(tempfile::TempDir),
 }
 
 impl Access {
@@ -213,7 +213,7 @@ pub fn open_read_only(path: &Path) -> Result<(Connection, Access), OpenError> {
         Ok(()) => Access::Shared,
         Err(OpenError::Sqlite { source, .. }) if cannot_share(&source) => {
             check_existing(path, &Access::Immutable)?;
-            copy_with_wal(path).map_or(Access::Immutable, |dir| Access::Copy(dir.into()))
+            copy_with_wal(path).map_or(Access::Immutable, Access::Copy)
         }
         Err(err) => return Err(err),
     };
@@ -336,7 +336,6 @@ fn open_writable(path: &Path, mode: OpenMode) -> Result<Connection, OpenError> {
     Ok(conn)
 }
 
-/// Validates an existing file through a read-only connection, so a wrong file is untouched.
 /// The columns every reader and the engine rely on (DESIGN section 2), by table.
 const REQUIRED: &[(&str, &[&str])] = &[
     (
@@ -394,6 +393,7 @@ fn missing_columns(conn: &Connection) -> Option<String> {
     (!missing.is_empty()).then(|| missing.join("; "))
 }
 
+/// Validates an existing file through a read-only connection, so a wrong file is untouched.
 fn check_existing(path: &Path, access: &Access) -> Result<(), OpenError> {
     let conn = connect_read_only(path, access).map_err(|source| classify(path, source))?;
     let version: i64 = conn

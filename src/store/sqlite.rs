@@ -198,6 +198,9 @@ pub struct SqliteStore {
     pub note: Option<String>,
     /// The config context it was opened for, named in every prompt and summary.
     pub context: Option<String>,
+    /// How the file was opened; kept while the connection is, since it may own the
+    /// private copy the connection reads.
+    _access: schema::Access,
 }
 
 impl SqliteStore {
@@ -210,6 +213,7 @@ impl SqliteStore {
             clock: Box::new(SystemClock),
             note: access.note(path),
             context: None,
+            _access: access,
         })
     }
 
@@ -225,6 +229,7 @@ impl SqliteStore {
             clock: Box::new(SystemClock),
             note: None,
             context: None,
+            _access: schema::Access::Shared,
         })
     }
 }
