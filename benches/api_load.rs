@@ -51,7 +51,7 @@ fn fifty_events(conn: &rusqlite::Connection) -> anyhow::Result<String> {
         let ClaimOutcome::Claimed(lease) = engine::claim(conn, now, "load", 60.0)? else {
             anyhow::bail!("nothing to claim");
         };
-        engine::start_channel(conn, now, &lease, Channel::Slack)?;
+        engine::start_channel(conn, now, &lease, Channel::Slack, &Default::default())?;
         let refused = DeliveryResult::rejected("HTTP 503", true);
         engine::record_result(conn, now, &lease, Channel::Slack, &refused)?;
         engine::settle(conn, now, &lease, &[(Channel::Slack, refused)], &backoff)?;

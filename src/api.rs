@@ -156,6 +156,8 @@ pub struct VerifyRequest {
     pub record: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ticket: Option<String>,
     /// Who the client says is acting; the server records the key's name.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub operator: Option<String>,

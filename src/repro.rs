@@ -174,10 +174,12 @@ pub enum ReproError {
 /// Where verify looks when the providers are the fakes: their relay log, incident list
 /// and channel history. Both sides use this machine's clock, so the margin is small.
 pub fn fake_sources(fakes: &Fakes, skew: f64) -> crate::verify::Sources {
-    use crate::runtime::fakes::{PAGERDUTY_TOKEN, SLACK_CHANNEL, SLACK_TOKEN};
+    use crate::runtime::fakes::{PAGERDUTY_TOKEN, SLACK_BOT_ID, SLACK_CHANNEL, SLACK_TOKEN};
     crate::verify::Sources {
         relay_logs: vec![fakes.maillog.clone()],
         zone: crate::verify::relay_log::Zone::Fixed(0),
+        smtp_from: None,
+        max_log_gap: crate::verify::DEFAULT_MAX_LOG_GAP,
         pagerduty: Some(crate::verify::pagerduty::Config {
             api_url: fakes.pagerduty_api_url(),
             token: PAGERDUTY_TOKEN.into(),
@@ -186,6 +188,7 @@ pub fn fake_sources(fakes: &Fakes, skew: f64) -> crate::verify::Sources {
             api_url: fakes.slack_api_url(),
             token: SLACK_TOKEN.into(),
             channel: SLACK_CHANNEL.into(),
+            bot_id: Some(SLACK_BOT_ID.into()),
         }),
         skew,
     }

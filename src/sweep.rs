@@ -322,7 +322,10 @@ impl Sweep {
             SystemClock.now(),
             &asked,
             &actor,
-            Some("sweep --verify"),
+            crate::remediation::verified::Why {
+                reason: Some("sweep --verify"),
+                ticket: None,
+            },
         ) {
             match result {
                 Ok(done) => verification.recorded += done.event_ids.len(),
@@ -432,8 +435,9 @@ fn crash(
     let Some(channel) = lease.owed.iter().next() else {
         return Err(ReproError::Crash(format!("{id} owes no channel")));
     };
-    engine::start_channel(conn, SystemClock.now(), &lease, channel)?;
     let adapter = adapters.get(&channel).cloned();
+    let details = adapter.as_ref().map(|a| a.started()).unwrap_or_default();
+    engine::start_channel(conn, SystemClock.now(), &lease, channel, &details)?;
     Ok(std::thread::spawn(move || {
         if let Some(adapter) = adapter {
             let request =

@@ -104,7 +104,8 @@ fn row(
 }
 
 fn started(conn: &Connection, now: f64, lease: &Lease, channel: Channel) {
-    let fence = engine::start_channel(conn, now, lease, channel).expect("start");
+    let fence =
+        engine::start_channel(conn, now, lease, channel, &Default::default()).expect("start");
     assert!(matches!(fence, Fence::Held { .. }), "fence lost at {now}");
 }
 
@@ -241,7 +242,8 @@ fn lease_lost_before_any_channel_started_says_no_effect() {
     let s = store();
     let id = submit(&s.conn, &[Channel::Slack], 3);
     let lease = claim(&s.conn, 1000.0, "w1");
-    let fence = engine::start_channel(&s.conn, 1061.0, &lease, Channel::Slack).expect("fence");
+    let fence = engine::start_channel(&s.conn, 1061.0, &lease, Channel::Slack, &Default::default())
+        .expect("fence");
     assert_eq!(fence, Fence::Lost);
     let history = events(&s.conn, &id);
     let (kind, payload) = &history[history.len() - 1];

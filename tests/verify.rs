@@ -48,7 +48,7 @@ fn deliver_due(db: &Path, adapter: &EmailAdapter) -> DeliveryResult {
     else {
         panic!("nothing due");
     };
-    engine::start_channel(&conn, now(), &lease, Channel::Email).expect("start");
+    engine::start_channel(&conn, now(), &lease, Channel::Email, &adapter.started()).expect("start");
     let request = DeliveryRequest::for_lease(&lease, Channel::Email, LEASE, MIN_IO);
     let result = adapter.deliver(&request, &|| true);
     engine::record_result(&conn, now(), &lease, Channel::Email, &result).expect("result");
@@ -415,7 +415,7 @@ fn pagerduty_and_slack_are_asked_by_key_with_their_own_auth() {
         else {
             panic!("nothing due");
         };
-        engine::start_channel(&conn, now(), &lease, channel).expect("start");
+        engine::start_channel(&conn, now(), &lease, channel, &Default::default()).expect("start");
         let request = DeliveryRequest::for_lease(&lease, channel, LEASE, MIN_IO);
         let result = adapters[&channel].deliver(&request, &|| true);
         assert_eq!(

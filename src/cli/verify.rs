@@ -16,13 +16,9 @@ use std::path::PathBuf;
 /// Where verify looks: the relay's log, PagerDuty's incidents, Slack's history
 #[derive(Debug, Clone, clap::Args)]
 pub struct SourceArgs {
-    /// The relay's log, Postfix format, plain or gzip (repeat for rotated files)
-    #[arg(
-        long = "relay-log",
-        value_name = "PATH",
-        env = "UNS_RELAY_LOG",
-        value_delimiter = ','
-    )]
+    /// The relay's log, Postfix format, plain or gzip (repeat for rotated files; default:
+    /// UNS_RELAY_LOG, comma-separated, which over the API is left to the server)
+    #[arg(long = "relay-log", value_name = "PATH", value_delimiter = ',')]
     pub relay_logs: Vec<PathBuf>,
     /// The zone of syslog stamps in the relay log: local, or an offset such as +02:00
     #[arg(long, value_name = "ZONE", default_value = "local", value_parser = parse_zone)]
@@ -30,6 +26,14 @@ pub struct SourceArgs {
     /// How far clocks may disagree; windows are widened by it and must be that far past
     #[arg(long, value_name = "DURATION", default_value = "2m", value_parser = parse_span)]
     pub clock_skew: f64,
+    /// The longest stretch without a relay-log line that still counts as covered: a
+    /// longer one inside a window is a hole, and absence there proves nothing
+    #[arg(long, value_name = "DURATION", default_value = "5m", value_parser = parse_span)]
+    pub max_log_gap: f64,
+    /// The runtime's envelope sender, for attempts whose start does not record it (older
+    /// stores); a message from any other sender is not the runtime's
+    #[arg(long, env = "UNS_SMTP_FROM", value_name = "ADDRESS")]
+    pub smtp_from: Option<String>,
     /// PagerDuty REST API (token from UNS_PAGERDUTY_API_TOKEN)
     #[arg(
         long,
@@ -47,6 +51,25 @@ pub struct SourceArgs {
     /// The Slack channel the webhook posts to, by id (C0123456)
     #[arg(long, env = "UNS_SLACK_CHANNEL", value_name = "ID")]
     pub slack_channel: Option<String>,
+    /// The webhook's bot or app id (B0123456): a message posted by anyone else is not
+    /// proof
+    #[arg(long, env = "UNS_SLACK_BOT_ID", value_name = "ID")]
+    pub slack_bot_id: Option<String>,
+}
+
+/// The relay logs UNS_RELAY_LOG names, comma-separated.
+fn relay_logs_from_env() -> Vec<PathBuf> {
+    std::env::var_os("UNS_RELAY_LOG")
+        .map(|value| {
+            value
+                .to_string_lossy()
+                .split(',')
+                .map(str::trim)
+                .filter(|p| !p.is_empty())
+                .map(PathBuf::from)
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 fn secret(name: &str) -> Option<String> {
@@ -57,10 +80,23 @@ fn secret(name: &str) -> Option<String> {
 }
 
 impl SourceArgs {
+    /// The sources to read on this machine: the logs named, or else UNS_RELAY_LOG's.
     pub fn sources(&self) -> Sources {
+        let relay_logs = if self.relay_logs.is_empty() {
+            relay_logs_from_env()
+        } else {
+            self.relay_logs.clone()
+        };
         Sources {
-            relay_logs: self.relay_logs.clone(),
+            relay_logs,
             zone: self.relay_log_zone,
+            smtp_from: self
+                .smtp_from
+                .as_deref()
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+                .map(str::to_string),
+            max_log_gap: self.max_log_gap,
             pagerduty: secret("UNS_PAGERDUTY_API_TOKEN").map(|token| verify::pagerduty::Config {
                 api_url: self.pagerduty_api_url.clone(),
                 token,
@@ -70,6 +106,7 @@ impl SourceArgs {
                     api_url: self.slack_api_url.clone(),
                     token,
                     channel: channel.clone(),
+                    bot_id: self.slack_bot_id.clone(),
                 }),
                 _ => None,
             },
@@ -152,6 +189,9 @@ pub struct Args {
     /// Why, recorded with each answer
     #[arg(long)]
     pub reason: Option<String>,
+    /// Incident or ticket reference, recorded with each answer
+    #[arg(long)]
+    pub ticket: Option<String>,
     /// Who is acting (default: UNS_OPERATOR, then the account name)
     #[arg(long)]
     pub operator: Option<String>,
@@ -178,6 +218,11 @@ pub fn run(global: &GlobalArgs, args: Args) -> CliResult {
         return Err(CliError::usage(
             "--relay-log reads a file on this machine; over the API the server reads its own (runtime serve --relay-log)",
         ));
+    }
+    if remote && !relay_logs_from_env().is_empty() {
+        status(
+            "note: UNS_RELAY_LOG is left alone: over the API the server reads its own relay log (runtime serve --relay-log); pick the store with --db to read this one here.",
+        );
     }
     if !args.ids.is_empty() && args.select.narrows() {
         return Err(CliError::usage(
@@ -288,7 +333,14 @@ fn record(
         recording.dry_run = true;
         return Ok(recording);
     }
-    for result in store.record_verified(asked, &operator, args.reason.as_deref()) {
+    for result in store.record_verified(
+        asked,
+        &operator,
+        crate::remediation::verified::Why {
+            reason: args.reason.as_deref(),
+            ticket: args.ticket.as_deref(),
+        },
+    ) {
         match result {
             Ok(done) => {
                 if !out.json() {

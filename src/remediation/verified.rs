@@ -40,6 +40,13 @@ pub struct Verified {
     pub evidence: String,
 }
 
+/// Why the answers are recorded: kept with each VERIFIED event, as with every change.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Why<'a> {
+    pub reason: Option<&'a str>,
+    pub ticket: Option<&'a str>,
+}
+
 /// What recording did for one entry.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Recorded {
@@ -59,7 +66,7 @@ pub fn record(
     id: &str,
     findings: &[Verified],
     actor: &Actor,
-    reason: Option<&str>,
+    why: Why<'_>,
 ) -> Result<Recorded, Rejection> {
     engine::write_tx(conn, |tx| {
         let row = queries::read_notification(tx, id)?
@@ -95,7 +102,8 @@ pub fn record(
                 "source": finding.source,
                 "evidence": evidence,
                 "operator": actor.operator,
-                "reason": reason.map(str::trim).filter(|r| !r.is_empty()),
+                "reason": why.reason.map(str::trim).filter(|r| !r.is_empty()),
+                "ticket": why.ticket.map(str::trim).filter(|t| !t.is_empty()),
                 "triage": audit_summary(&verdict),
             });
             if let Some(claimed) = &actor.claimed_operator {

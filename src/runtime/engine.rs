@@ -535,26 +535,28 @@ pub enum Fence {
 }
 
 /// Fence check, then commits CHANNEL_ATTEMPT_STARTED: from here the provider may act.
+/// `details` are the adapter's (EMAIL: `smtp_from`).
 pub fn start_channel(
     conn: &Connection,
     now: f64,
     lease: &Lease,
     channel: Channel,
+    details: &Map<String, Value>,
 ) -> Result<Fence> {
     write_tx(conn, |tx| {
         if !lease_held(tx, now, lease)? {
             append_lease_lost(tx, now, lease)?;
             return Ok(Fence::Lost);
         }
+        let mut payload = details.clone();
+        payload.insert("channel".into(), json!(channel));
+        payload.insert("provider_effect_may_have_occurred".into(), json!(true));
         let event_id = append_event(
             tx,
             &lease.notification_id,
             now,
             Kind::ChannelAttemptStarted,
-            &lease.event_payload(json!({
-                "channel": channel,
-                "provider_effect_may_have_occurred": true,
-            })),
+            &lease.event_payload(Value::Object(payload)),
         )?;
         Ok(Fence::Held { event_id })
     })

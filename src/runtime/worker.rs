@@ -240,8 +240,14 @@ impl Worker {
         let mut results: Vec<(Channel, DeliveryResult)> = Vec::new();
         for channel in lease.owed.iter() {
             let held = lease.clone();
-            let fence =
-                self.write(move |conn, now| engine::start_channel(conn, now, &held, channel))?;
+            let details = self
+                .adapters
+                .get(&channel)
+                .map(|adapter| adapter.started())
+                .unwrap_or_default();
+            let fence = self.write(move |conn, now| {
+                engine::start_channel(conn, now, &held, channel, &details)
+            })?;
             if fence == Fence::Lost {
                 self.count(Metrics::lease_lost);
                 return Ok(Outcome::LeaseLost(id));

@@ -629,10 +629,14 @@ fn verify_here(
         return Err(StoreError::NotFound(format!("notification {id}")).into());
     }
     let recorded = if request.record {
-        let reason = request.reason.clone();
+        let (reason, ticket) = (request.reason.clone(), request.ticket.clone());
         let actor = actor.clone();
         let (results, back) = state.write(move |conn| {
-            let results = crate::verify::record(conn, now, &asked, &actor, reason.as_deref());
+            let why = crate::remediation::verified::Why {
+                reason: reason.as_deref(),
+                ticket: ticket.as_deref(),
+            };
+            let results = crate::verify::record(conn, now, &asked, &actor, why);
             Ok((results, asked))
         })?;
         asked = back;

@@ -492,7 +492,7 @@ impl Store for HttpStore {
         &self,
         asked: &crate::verify::Asked,
         operator: &str,
-        reason: Option<&str>,
+        why: crate::remediation::verified::Why<'_>,
     ) -> Vec<std::result::Result<crate::remediation::verified::Recorded, (String, StoreError)>>
     {
         let mut ids: Vec<&str> = asked
@@ -504,7 +504,8 @@ impl Store for HttpStore {
         ids.dedup();
         let request = api::VerifyRequest {
             record: true,
-            reason: reason.map(str::to_string),
+            reason: why.reason.map(str::to_string),
+            ticket: why.ticket.map(str::to_string),
             operator: Some(operator.to_string()),
         };
         ids.into_iter()

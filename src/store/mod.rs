@@ -175,7 +175,7 @@ pub trait Store {
         &self,
         asked: &crate::verify::Asked,
         operator: &str,
-        reason: Option<&str>,
+        why: crate::remediation::verified::Why<'_>,
     ) -> Vec<std::result::Result<crate::remediation::verified::Recorded, (String, StoreError)>>;
 
     fn resolve(&self, id: &str, request: &ActionRequest) -> Result<ActionResponse>;

@@ -296,7 +296,7 @@ impl Store for SqliteStore {
         &self,
         asked: &crate::verify::Asked,
         operator: &str,
-        reason: Option<&str>,
+        why: crate::remediation::verified::Why<'_>,
     ) -> Vec<std::result::Result<crate::remediation::verified::Recorded, (String, StoreError)>>
     {
         crate::verify::record(
@@ -304,7 +304,7 @@ impl Store for SqliteStore {
             self.clock.now(),
             asked,
             &Actor::local(operator),
-            reason,
+            why,
         )
         .into_iter()
         .map(|result| result.map_err(|(id, rejection)| (id, rejection.into())))

@@ -95,6 +95,8 @@ pub struct Attempt {
     pub attempt: i64,
     /// EMAIL: the Message-ID the attempt's message carried.
     pub message_id: Option<String>,
+    /// EMAIL: the envelope sender the adapter recorded on the attempt's start, if it did.
+    pub sender: Option<String>,
     /// When the call started.
     pub started: f64,
     /// When its lease ran out, or its late result came, whichever was later.
@@ -168,9 +170,15 @@ pub fn questions(row: &Notification, events: &[Event], verdict: &Verdict) -> Vec
                     attempt: number,
                     message_id: (channel.channel == Channel::Email)
                         .then(|| MessageId::new(&row.id, cycle, number).to_string()),
+                    sender: None,
                     started: event.at,
                     ended: lease_until.unwrap_or(event.at),
                 });
+            if kind == Some(Kind::ChannelAttemptStarted)
+                && let Some(sender) = payload["smtp_from"].as_str()
+            {
+                entry.sender = Some(sender.to_string());
+            }
             entry.started = entry.started.min(event.at);
             entry.ended = entry.ended.max(event.at);
         }
@@ -226,10 +234,16 @@ fn cycle_attempts(events: &[Event], channel: Channel, cycle: i64) -> Vec<i64> {
 }
 
 /// Where to look, and how much the clocks may disagree.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct Sources {
     pub relay_logs: Vec<PathBuf>,
     pub zone: relay_log::Zone,
+    /// The runtime's envelope sender, for attempts whose start does not record it (stores
+    /// written before the adapter recorded it).
+    pub smtp_from: Option<String>,
+    /// The longest stretch without a line that a relay log may have and still cover a
+    /// window.
+    pub max_log_gap: f64,
     pub pagerduty: Option<pagerduty::Config>,
     pub slack: Option<slack::Config>,
     /// Seconds added either side of an attempt's window: clocks that disagree, and
@@ -237,18 +251,82 @@ pub struct Sources {
     pub skew: f64,
 }
 
+impl Default for Sources {
+    fn default() -> Self {
+        Self {
+            relay_logs: Vec::new(),
+            zone: relay_log::Zone::default(),
+            smtp_from: None,
+            max_log_gap: DEFAULT_MAX_LOG_GAP,
+            pagerduty: None,
+            slack: None,
+            skew: DEFAULT_SKEW,
+        }
+    }
+}
+
 /// The default clock-skew margin: two minutes.
 pub const DEFAULT_SKEW: f64 = 120.0;
 
+/// The default longest stretch without a relay-log line: five minutes.
+pub const DEFAULT_MAX_LOG_GAP: f64 = 300.0;
+
+/// Attempts further apart than this are read against separate passes of the logs, so
+/// that each syslog stamp takes the year nearest its own attempts.
+const YEAR_CLUSTER: f64 = 30.0 * 86_400.0;
+
+/// The relay logs read once per cluster of attempts close in time.
+struct Logs {
+    passes: Vec<(HashSet<String>, relay_log::Findings)>,
+}
+
+impl Logs {
+    fn read(questions: &[Question], sources: &Sources) -> Option<Self> {
+        let mut attempts: Vec<(f64, &str)> = questions
+            .iter()
+            .filter(|q| q.channel == Channel::Email)
+            .flat_map(|q| &q.attempts)
+            .filter_map(|a| Some((a.started, a.message_id.as_deref()?)))
+            .collect();
+        if attempts.is_empty() || sources.relay_logs.is_empty() {
+            return None;
+        }
+        attempts.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let mut clusters: Vec<Vec<(f64, &str)>> = Vec::new();
+        for attempt in attempts {
+            match clusters.last_mut() {
+                Some(cluster) if attempt.0 - cluster[0].0 <= YEAR_CLUSTER => cluster.push(attempt),
+                _ => clusters.push(vec![attempt]),
+            }
+        }
+        let passes = clusters
+            .into_iter()
+            .map(|cluster| {
+                let near = cluster[cluster.len() / 2].0;
+                let wanted: HashSet<String> = cluster.iter().map(|a| a.1.to_string()).collect();
+                let options = relay_log::Options {
+                    zone: sources.zone,
+                    near,
+                    max_gap: sources.max_log_gap,
+                };
+                let findings = relay_log::search(&sources.relay_logs, &wanted, options);
+                (wanted, findings)
+            })
+            .collect();
+        Some(Self { passes })
+    }
+
+    fn for_message(&self, message_id: &str) -> Option<&relay_log::Findings> {
+        self.passes
+            .iter()
+            .find(|(wanted, _)| wanted.contains(message_id))
+            .map(|(_, findings)| findings)
+    }
+}
+
 /// Answers every question; one pass over the relay logs serves every EMAIL attempt.
 pub fn check(questions: &[Question], sources: &Sources, now: f64) -> Vec<Answer> {
-    let wanted: HashSet<String> = questions
-        .iter()
-        .filter(|q| q.channel == Channel::Email)
-        .flat_map(|q| q.attempts.iter().filter_map(|a| a.message_id.clone()))
-        .collect();
-    let logs = (!wanted.is_empty() && !sources.relay_logs.is_empty())
-        .then(|| relay_log::search(&sources.relay_logs, &wanted, sources.zone));
+    let logs = Logs::read(questions, sources);
     let needs_http = questions.iter().any(|q| q.channel != Channel::Email);
     let client = if needs_http {
         Some(http::client())
@@ -311,17 +389,17 @@ fn window_text(from: f64, to: f64) -> String {
 fn email(
     question: &Question,
     attempt: &Attempt,
-    logs: Option<&relay_log::Findings>,
+    logs: Option<&Logs>,
     sources: &Sources,
     now: f64,
 ) -> Answer {
     let message_id = attempt.message_id.clone().unwrap_or_default();
-    let (answer, evidence) = match logs {
+    let (answer, evidence) = match logs.and_then(|l| l.for_message(&message_id)) {
         None => (
             Outcome::CannotTell,
             "no relay log to read (give one with --relay-log PATH)".to_string(),
         ),
-        Some(logs) => email_answer(&message_id, attempt, logs, sources.skew, now),
+        Some(logs) => email_answer(&message_id, attempt, logs, sources, now),
     };
     Answer {
         id: question.id.clone(),
@@ -335,75 +413,171 @@ fn email(
     }
 }
 
+/// How one message carrying the attempt's Message-ID bears on the attempt.
+enum Bearing {
+    /// The runtime's message, committed by the relay.
+    Committed,
+    /// The relay's own word that it committed nothing (the sender may be unknown: a
+    /// session lost during DATA names none, and no other sender's message is committed).
+    Refused,
+    /// Inside the window, and nothing says whose it is or what became of it.
+    Unsettled(String),
+    /// About something else: outside the window, or another sender's.
+    Elsewhere(String),
+}
+
+fn bearing(message: &relay_log::Message, sender: Option<&str>, (from, to): (f64, f64)) -> Bearing {
+    use relay_log::{Fate, Sender};
+    let at = clock::rfc3339(message.at.lo);
+    let queue_id = &message.queue_id;
+    if message.at.hi <= from || message.at.lo > to {
+        return Bearing::Elsewhere(format!(
+            "queue id {queue_id} carried it at {at}, outside the attempt's window: not this attempt"
+        ));
+    }
+    match (&message.sender, sender) {
+        (Sender::Known(seen), Some(ours)) if seen != ours => {
+            return Bearing::Elsewhere(format!(
+                "queue id {queue_id} at {at} came from <{}>, not the runtime's <{}>: not this attempt",
+                clean(seen),
+                clean(ours)
+            ));
+        }
+        (Sender::Ambiguous, _) if message.fate.committed() => {
+            return Bearing::Unsettled(format!(
+                "queue id {queue_id} at {at} was committed, but its line names its sender more than one way"
+            ));
+        }
+        (Sender::Known(_), None) if message.fate.committed() => {
+            return Bearing::Unsettled(format!(
+                "queue id {queue_id} at {at} was committed, but the runtime's sender is not known (give it with --smtp-from)"
+            ));
+        }
+        _ => {}
+    }
+    match message.fate {
+        Fate::Queued | Fate::Held => Bearing::Committed,
+        Fate::Rejected | Fate::Discarded | Fate::Lost => Bearing::Refused,
+        Fate::Open => Bearing::Unsettled(format!(
+            "queue id {queue_id} at {at} carried it, and no line says what became of it"
+        )),
+    }
+}
+
+fn clean(text: &str) -> String {
+    crate::render::sanitize::clean(text).into_owned()
+}
+
 fn email_answer(
     message_id: &str,
     attempt: &Attempt,
     logs: &relay_log::Findings,
-    skew: f64,
+    sources: &Sources,
     now: f64,
 ) -> (Outcome, String) {
-    let sightings = logs
-        .sightings
-        .get(message_id)
-        .map(Vec::as_slice)
-        .unwrap_or_default();
-    if let Some(queued) = sightings.iter().find(|s| s.committed.is_some()) {
+    let window = (attempt.started - sources.skew, attempt.ended + sources.skew);
+    let sender = attempt.sender.as_deref().or(sources.smtp_from.as_deref());
+    let mut elsewhere = Vec::new();
+    let mut unsettled = Vec::new();
+    let mut refused = Vec::new();
+    for message in logs.seen(message_id) {
+        match bearing(message, sender, window) {
+            Bearing::Committed => return (Outcome::Delivered, committed_text(message)),
+            Bearing::Refused => refused.push(message),
+            Bearing::Unsettled(why) => unsettled.push(why),
+            Bearing::Elsewhere(why) => elsewhere.push(why),
+        }
+    }
+    let (from, to) = window;
+    let mut notes = elsewhere;
+    if !logs.problems.is_empty() {
+        notes.push(format!(
+            "could not be read to the end: {}",
+            logs.problems.join("; ")
+        ));
+    }
+    let with_notes = |text: String| {
+        if notes.is_empty() {
+            text
+        } else {
+            format!("{text}; {}", notes.join("; "))
+        }
+    };
+    if !unsettled.is_empty() {
+        return (Outcome::CannotTell, with_notes(unsettled.join("; ")));
+    }
+    if to > now {
         return (
-            Outcome::Delivered,
-            format!(
-                "the relay queued it as {} ({}): {} | {}",
-                queued.queue_id,
-                queued.path.display(),
-                queued.line,
-                queued.committed.as_deref().unwrap_or_default()
-            ),
+            Outcome::CannotTell,
+            with_notes(format!(
+                "the attempt's window ends at {}, not yet past",
+                clock::rfc3339(to)
+            )),
         );
     }
-    let (from, to) = (attempt.started - skew, attempt.ended + skew);
-    let seen = sightings
-        .first()
-        .map(|s| {
-            format!(
-                "; its message-id line was logged ({}) but queue id {} never reached the queue manager: the data never ended",
-                s.line, s.queue_id
-            )
-        })
-        .unwrap_or_default();
-    if to <= now && logs.covers(from, to, skew) {
+    if !logs.problems.is_empty() {
+        return (
+            Outcome::CannotTell,
+            with_notes(format!(
+                "a log that cannot be read may hold the attempt's {message_id}"
+            )),
+        );
+    }
+    if let Some(message) = refused.first() {
         return (
             Outcome::NotDelivered,
-            format!(
-                "the relay log covers {} and never queued {message_id}{seen}",
-                window_text(from, to)
-            ),
+            with_notes(format!(
+                "the relay's own record: queue id {} carried {message_id} ({}) and was never committed: {}",
+                message.queue_id,
+                message.line,
+                message.fate_line.as_deref().unwrap_or_default()
+            )),
+        );
+    }
+    if logs.covers(from, to) {
+        return (
+            Outcome::NotDelivered,
+            with_notes(format!(
+                "the relay log covers {} without a gap longer than {}s, and no message of the runtime's carried {message_id}",
+                window_text(from, to),
+                sources.max_log_gap
+            )),
         );
     }
     let covered: Vec<String> = logs
-        .runs(skew)
+        .covered
         .iter()
-        .map(|(first, last)| window_text(first.lo, last.hi))
+        .map(|(start, end)| window_text(*start, *end))
         .collect();
-    let mut why = if to > now {
-        format!(
-            "the attempt's window ends at {}, not yet past",
-            clock::rfc3339(to)
-        )
-    } else {
-        format!(
-            "the logs cover {} but not all of the attempt's window, {}",
+    (
+        Outcome::CannotTell,
+        with_notes(format!(
+            "the logs cover {} (gaps over {}s break them) but not all of the attempt's window, {}",
             if covered.is_empty() {
                 "nothing".to_string()
             } else {
                 covered.join(", ")
             },
+            sources.max_log_gap,
             window_text(from, to)
-        )
+        )),
+    )
+}
+
+fn committed_text(message: &relay_log::Message) -> String {
+    let how = match message.fate {
+        relay_log::Fate::Held => {
+            "holds it (held by the relay: committed, and `postsuper -H` sends it on)"
+        }
+        _ => "queued it",
     };
-    why.push_str(&seen);
-    if !logs.problems.is_empty() {
-        why.push_str(&format!("; unreadable: {}", logs.problems.join("; ")));
-    }
-    (Outcome::CannotTell, why)
+    format!(
+        "the relay {how} as {} ({}): {} | {}",
+        message.queue_id,
+        message.path.display(),
+        message.line,
+        message.fate_line.as_deref().unwrap_or_default()
+    )
 }
 
 /// PAGERDUTY: the incidents the notification's dedup key opened.
@@ -426,45 +600,51 @@ fn by_incident(
         Err(err) => return (Outcome::CannotTell, source, err),
     };
     let (started, ended) = question.window();
-    let (from, to) = (started - sources.skew, ended + sources.skew);
-    let created = |i: &pagerduty::Incident| clock::parse_instant(&i.created_at, now).ok();
-    let describe = |i: &pagerduty::Incident| {
-        format!(
-            "incident {}{} created {}, status {}",
-            i.id,
-            i.incident_number
-                .map(|n| format!(" (#{n})"))
-                .unwrap_or_default(),
-            i.created_at,
-            i.status.as_deref().unwrap_or("unknown")
-        )
-    };
-    // PagerDuty stamps `created_at` to the second: an incident of the window's first
-    // second counts as the window's.
-    if let Some(incident) = incidents
-        .iter()
-        .find(|i| created(i).is_some_and(|at| at + 1.0 >= from))
-    {
-        return (
-            Outcome::Delivered,
-            source,
-            format!("incident_key {}: {}", question.id, describe(incident)),
-        );
+    let window = (started - sources.skew, ended + sources.skew);
+    let (answer, evidence) = incident_answer(&question.id, &incidents, window, now);
+    (answer, source, evidence)
+}
+
+/// The rules for PagerDuty's answer: an incident is proof only with the exact key and an
+/// RFC 3339 `created_at` inside the window, or as the open incident a trigger inside the
+/// window was merged into; NOT_DELIVERED only when no incident at all came back.
+pub fn incident_answer(
+    key: &str,
+    incidents: &[pagerduty::Incident],
+    (from, to): (f64, f64),
+    now: f64,
+) -> (Outcome, String) {
+    use pagerduty::Standing;
+    let mut doubts = Vec::new();
+    for incident in incidents {
+        match pagerduty::standing(incident, key, (from, to), now) {
+            Standing::Opened => {
+                return (
+                    Outcome::Delivered,
+                    format!(
+                        "incident_key {key}: {} opened inside the attempt's window",
+                        incident.describe()
+                    ),
+                );
+            }
+            Standing::MergedInto => {
+                return (
+                    Outcome::Delivered,
+                    format!(
+                        "incident_key {key}: merged into open incident {}: it was open through the attempt's window, and PagerDuty folds a trigger with its key into it",
+                        incident.describe()
+                    ),
+                );
+            }
+            Standing::Doubt(why) => doubts.push(why),
+        }
     }
-    if let Some(earlier) = incidents.first() {
-        return (
-            Outcome::CannotTell,
-            source,
-            format!(
-                "only an earlier cycle's {}; PagerDuty folds a trigger with the same key into an open incident, so whether this cycle's reached it cannot be told",
-                describe(earlier)
-            ),
-        );
+    if !doubts.is_empty() {
+        return (Outcome::CannotTell, doubts.join("; "));
     }
     if to > now {
         return (
             Outcome::CannotTell,
-            source,
             format!(
                 "no incident yet, but the window ends at {}: too soon to say none will appear",
                 clock::rfc3339(to)
@@ -473,11 +653,9 @@ fn by_incident(
     }
     (
         Outcome::NotDelivered,
-        source,
         format!(
-            "no incident with incident_key {} (all dates searched); the attempts ran {}",
-            question.id,
-            window_text(started, ended)
+            "no incident with incident_key {key} (every page read, all dates searched); the attempts ran {}",
+            window_text(from, to)
         ),
     )
 }
@@ -504,20 +682,60 @@ fn by_history(
         Ok(window) => window,
         Err(err) => return (Outcome::CannotTell, source, err),
     };
-    if let Some(message) = window.tagged.iter().find(|m| m.idempotency_key == key) {
+    let (answer, evidence) = history_answer(&key, config, &window, (from, to), now);
+    (answer, source, evidence)
+}
+
+/// The rules for Slack's answer: a message is proof only with the exact Idempotency-Key,
+/// a `ts` inside the window and, where the webhook's bot is known, posted by it.
+pub fn history_answer(
+    key: &str,
+    config: &slack::Config,
+    window: &slack::Window,
+    (from, to): (f64, f64),
+    now: f64,
+) -> (Outcome, String) {
+    let mut doubts = Vec::new();
+    for message in window.tagged.iter().filter(|m| m.idempotency_key == key) {
+        let ts = clean(&message.ts);
+        let Some(at) = slack::parse_ts(&message.ts) else {
+            doubts.push(format!(
+                "a message carries Idempotency-Key {key}, but its ts {ts:?} is not a Slack time"
+            ));
+            continue;
+        };
+        if at < from || at > to {
+            doubts.push(format!(
+                "message ts {ts} carries Idempotency-Key {key} but was posted at {}, outside the attempt's window {}",
+                clock::rfc3339(at),
+                window_text(from, to)
+            ));
+            continue;
+        }
+        if let Some(bot) = &config.bot_id
+            && !message.posted_by(bot)
+        {
+            doubts.push(format!(
+                "message ts {ts} carries Idempotency-Key {key} but was posted by {}, not the webhook's bot {}",
+                clean(message.poster().unwrap_or("nobody named")),
+                clean(bot)
+            ));
+            continue;
+        }
         return (
             Outcome::Delivered,
-            source,
             format!(
-                "message ts {} in {} carries Idempotency-Key {key}",
-                message.ts, config.channel
+                "message ts {ts} in {} carries Idempotency-Key {key}",
+                config.channel
             ),
         );
+    }
+    if !doubts.is_empty() {
+        return (Outcome::CannotTell, doubts.join("; "));
     }
     if to > now {
         return (
             Outcome::CannotTell,
-            source,
             format!(
                 "nothing yet, but the window ends at {}: too soon to say",
                 clock::rfc3339(to)
@@ -526,9 +744,8 @@ fn by_history(
     }
     (
         Outcome::NotDelivered,
-        source,
         format!(
-            "no message with Idempotency-Key {key} in {} from {} ({} messages read)",
+            "no message with Idempotency-Key {key} in {} from {} ({} messages read, every page)",
             config.channel,
             window_text(from, to),
             window.read
@@ -633,12 +850,12 @@ pub fn record(
     now: f64,
     asked: &Asked,
     actor: &Actor,
-    reason: Option<&str>,
+    why: crate::remediation::verified::Why<'_>,
 ) -> Vec<Result<Recorded, (String, Rejection)>> {
     findings(&asked.answers, &asked.questions)
         .into_iter()
         .map(|(id, findings)| {
-            crate::remediation::verified::record(conn, now, &id, &findings, actor, reason)
+            crate::remediation::verified::record(conn, now, &id, &findings, actor, why)
                 .map_err(|err| (id, err))
         })
         .collect()

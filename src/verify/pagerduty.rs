@@ -13,10 +13,12 @@ pub struct Config {
     pub token: String,
 }
 
-/// One incident, as much of it as the evidence names.
+/// One incident, as much of it as the evidence names. Every field is optional here, so
+/// that an answer missing one is named for what it lacks rather than refused whole.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct Incident {
-    pub id: String,
+    #[serde(default)]
+    pub id: Option<String>,
     #[serde(default)]
     pub incident_number: Option<i64>,
     #[serde(default)]
@@ -24,9 +26,99 @@ pub struct Incident {
     #[serde(default)]
     pub status: Option<String>,
     /// RFC 3339.
-    pub created_at: String,
+    #[serde(default)]
+    pub created_at: Option<String>,
+    /// RFC 3339: when it was acknowledged or resolved last.
+    #[serde(default)]
+    pub last_status_change_at: Option<String>,
     #[serde(default)]
     pub html_url: Option<String>,
+}
+
+impl Incident {
+    /// `incident P123 (#7) created ..., status ...`, for evidence.
+    pub fn describe(&self) -> String {
+        let clean = |t: &str| crate::render::sanitize::clean(t).into_owned();
+        format!(
+            "incident {}{} created {}, status {}",
+            clean(self.id.as_deref().unwrap_or("(no id)")),
+            self.incident_number
+                .map(|n| format!(" (#{n})"))
+                .unwrap_or_default(),
+            clean(self.created_at.as_deref().unwrap_or("(no time)")),
+            clean(self.status.as_deref().unwrap_or("unknown"))
+        )
+    }
+
+    fn open(&self) -> bool {
+        matches!(self.status.as_deref(), Some("triggered" | "acknowledged"))
+    }
+}
+
+/// What one incident says about an attempt's window.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Standing {
+    /// Opened by a trigger inside the window.
+    Opened,
+    /// Opened before the window and open through all of it: a trigger inside the window
+    /// was folded into it.
+    MergedInto,
+    /// Not proof, and not nothing either: why.
+    Doubt(String),
+}
+
+/// An RFC 3339 time and nothing else (no durations, no unix seconds).
+pub fn parse_time(text: &str) -> Option<f64> {
+    let at =
+        time::OffsetDateTime::parse(text, &time::format_description::well_known::Rfc3339).ok()?;
+    Some(at.unix_timestamp_nanos() as f64 / 1e9)
+}
+
+/// How `incident` bears on a trigger with dedup key `key` inside `[from, to]`.
+pub fn standing(incident: &Incident, key: &str, (from, to): (f64, f64), now: f64) -> Standing {
+    let what = incident.describe();
+    match incident.incident_key.as_deref() {
+        None => {
+            return Standing::Doubt(format!(
+                "{what} carries no incident_key: the answer is not about this key"
+            ));
+        }
+        Some(other) if other != key => {
+            return Standing::Doubt(format!(
+                "{what} has incident_key {:?}, not {key}: the answer is not about this key",
+                crate::render::sanitize::clean(other)
+            ));
+        }
+        Some(_) => {}
+    }
+    let Some(created) = incident.created_at.as_deref().and_then(parse_time) else {
+        return Standing::Doubt(format!("{what}: created_at is not an RFC 3339 time"));
+    };
+    if created > now + 1.0 {
+        return Standing::Doubt(format!("{what}: created in the future, so not a record"));
+    }
+    // PagerDuty stamps `created_at` to the second: one of the window's first second
+    // counts as the window's.
+    if created + 1.0 >= from && created <= to {
+        return Standing::Opened;
+    }
+    if created > to {
+        return Standing::Doubt(format!(
+            "{what}: created after the attempt's window, by a later trigger"
+        ));
+    }
+    // Opened before the window: a trigger inside it was merged if it stayed open.
+    let changed = incident
+        .last_status_change_at
+        .as_deref()
+        .and_then(parse_time);
+    let resolved = incident.status.as_deref() == Some("resolved");
+    if incident.open() || (resolved && changed.is_some_and(|at| at >= to)) {
+        return Standing::MergedInto;
+    }
+    Standing::Doubt(format!(
+        "only {what}, opened before the attempt's window and not shown open through it: whether this attempt's trigger reached PagerDuty cannot be told"
+    ))
 }
 
 #[derive(Deserialize)]
@@ -41,7 +133,8 @@ struct Page {
 const MAX_PAGES: usize = 20;
 const PAGE: usize = 100;
 
-/// Every incident whose `incident_key` is `key`, over all dates.
+/// Every incident the API gives for `key`, over all dates; which of them are proof is
+/// for [`standing`] to say.
 pub fn incidents(client: &Client, config: &Config, key: &str) -> Result<Vec<Incident>, String> {
     let url = format!("{}/incidents", config.api_url.trim_end_matches('/'));
     let mut found = Vec::new();
@@ -59,14 +152,15 @@ pub fn incidents(client: &Client, config: &Config, key: &str) -> Result<Vec<Inci
             .header("Authorization", format!("Token token={}", config.token))
             .header("Accept", "application/vnd.pagerduty+json;version=2");
         let body: Page = http::json(request, "PagerDuty")?;
-        // The filter is the server's; a stray incident of another key is not evidence.
-        found.extend(
-            body.incidents
-                .into_iter()
-                .filter(|i| i.incident_key.as_deref().is_none_or(|k| k == key)),
-        );
+        let empty = body.incidents.is_empty();
+        found.extend(body.incidents);
         if !body.more {
             return Ok(found);
+        }
+        if empty {
+            return Err(
+                "PagerDuty said there were more incidents but sent an empty page: not every page could be read".into(),
+            );
         }
     }
     Err(format!(

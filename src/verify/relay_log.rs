@@ -1,20 +1,28 @@
-//! Reading a Postfix relay's log for Message-IDs, in one pass over every file given.
+//! Reading a Postfix relay's log by the rules of evidence (DESIGN §7), in one pass over
+//! every file given.
 //!
-//! What counts is whether the relay *committed* a message, not whether its Message-ID
-//! appears: the cleanup daemon logs `message-id=<...>` while the data is still arriving,
-//! and that line stays behind when the connection drops before the final dot and
-//! nothing is queued. So a sighting counts as committed only once its queue id reaches
-//! the queue manager (`qmgr: ID: from=<...> (queue active)`) or a delivery agent logs a
-//! `status=` for it. Which stretch of time each file covers is recorded too, since a
-//! message can only be said to be missing from a log that covers its whole window.
+//! Anyone who can send through the relay controls a Subject and can put any Message-ID in
+//! a header, so a line counts only as what its program and its exact shape say it is:
+//! cleanup's `QID: message-id=`, `QID: hold:`, `QID: reject:` and `QID: discard:`; qmgr's
+//! `QID: from=<...>, size=N, nrcpt=N (queue active)`; smtpd's `connect from`, `QID:
+//! client=`, `lost connection after DATA`, `timeout after DATA` and `disconnect ...
+//! data=0/N`. A `status=` quoted in a header warning, or any other line, says nothing.
+//!
+//! What is kept, for each wanted Message-ID, is every message that carried it: its queue
+//! id, when cleanup saw it, the envelope sender where a line names it, and its fate
+//! (queued, held, rejected, discarded, lost with its session, or nothing said). Which
+//! stretches of time the files cover is kept too, split wherever no line was written for
+//! longer than the allowed gap, so a hole, a missing rotation or a stray early line can
+//! never pass for coverage.
 //!
 //! Files may be plain or gzip (detected by content, not name), rotated or not, and
-//! stamped the syslog way (`Nov 29 22:15:57`, no year, local time) or RFC 3339.
+//! stamped the syslog way (`Nov 29 22:15:57`, no year) or RFC 3339. A syslog stamp's year
+//! is the one that puts the line nearest the attempts asked about, never one taken from a
+//! file's mtime, so a copied log answers as the original does.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
-use time::{Date, Month, OffsetDateTime, PrimitiveDateTime, Time, UtcOffset};
 
 /// When a line was written: some instant in `[lo, hi)` (a syslog stamp says only the
 /// second), in unix seconds.
@@ -27,122 +35,143 @@ pub struct Stamp {
 /// How to read syslog stamps, which carry no zone.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Zone {
-    /// This machine's local time (at each file's last change).
+    /// This machine's local time.
     #[default]
     Local,
     /// A fixed offset from UTC, in seconds.
     Fixed(i32),
 }
 
-/// The stretch of time one file's lines cover.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Span {
-    pub path: PathBuf,
-    pub first: Stamp,
-    pub last: Stamp,
+/// How to read the files.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Options {
+    pub zone: Zone,
+    /// The instant the attempts asked about ran near: a syslog stamp takes the year that
+    /// puts it nearest this.
+    pub near: f64,
+    /// The longest stretch without a line that still counts as covered.
+    pub max_gap: f64,
 }
 
-/// One line saying a wanted Message-ID went through the relay's cleanup daemon.
+/// The envelope sender of a message, as far as a line of the right shape names it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Sender {
+    /// No line names it (a session lost during DATA names none).
+    Unknown,
+    Known(String),
+    /// Lines name different senders, or a line could be read more than one way.
+    Ambiguous,
+}
+
+/// What became of a message, by the relay's own lines.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fate {
+    /// The queue manager took it: committed.
+    Queued,
+    /// Cleanup put it on hold: committed, and delivered once released.
+    Held,
+    /// Cleanup rejected it: nothing committed.
+    Rejected,
+    /// Cleanup discarded it: nothing committed.
+    Discarded,
+    /// Its session ended during DATA (lost connection, timeout, `data=0/N`).
+    Lost,
+    /// No line says.
+    Open,
+}
+
+impl Fate {
+    pub fn committed(self) -> bool {
+        matches!(self, Fate::Queued | Fate::Held)
+    }
+
+    /// The relay's own word that nothing was committed.
+    pub fn refused(self) -> bool {
+        matches!(self, Fate::Rejected | Fate::Discarded | Fate::Lost)
+    }
+}
+
+/// One message whose cleanup line carried a wanted Message-ID.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Sighting {
+pub struct Message {
     pub queue_id: String,
+    /// When cleanup logged the Message-ID.
     pub at: Stamp,
-    pub line: String,
     pub path: PathBuf,
-    /// The line proving the relay queued it, when one was found.
-    pub committed: Option<String>,
+    /// The cleanup line, for evidence.
+    pub line: String,
+    pub sender: Sender,
+    pub fate: Fate,
+    /// The line that settled its fate.
+    pub fate_line: Option<String>,
 }
 
 /// What a search found.
 #[derive(Debug, Default)]
 pub struct Findings {
     /// By Message-ID (with its angle brackets), in log order.
-    pub sightings: HashMap<String, Vec<Sighting>>,
-    /// One per readable file, oldest first.
-    pub spans: Vec<Span>,
-    /// Files that could not be read, and why.
+    pub messages: HashMap<String, Vec<Message>>,
+    /// The stretches the files cover without a gap longer than the allowed one, merged
+    /// across files, oldest first.
+    pub covered: Vec<(f64, f64)>,
+    /// Files that could not be read to their end, and why.
     pub problems: Vec<String>,
     pub lines: u64,
     pub bytes: u64,
 }
 
 impl Findings {
-    /// Whether the logs cover `[from, to]`: one run of files, with gaps no longer than
-    /// `gap`, has a line before `from` and a line after `to`.
-    pub fn covers(&self, from: f64, to: f64, gap: f64) -> bool {
-        self.runs(gap)
+    /// Whether one stretch covers all of `[from, to]`.
+    pub fn covers(&self, from: f64, to: f64) -> bool {
+        self.covered
             .iter()
-            .any(|(first, last)| first.hi <= from && last.lo >= to)
+            .any(|(start, end)| *start <= from && *end >= to)
     }
 
-    /// The files' spans joined where one starts within `gap` of the previous one's end.
-    pub fn runs(&self, gap: f64) -> Vec<(Stamp, Stamp)> {
-        let mut spans: Vec<&Span> = self.spans.iter().collect();
-        spans.sort_by(|a, b| a.first.lo.total_cmp(&b.first.lo));
-        let mut runs: Vec<(Stamp, Stamp)> = Vec::new();
-        for span in spans {
-            match runs.last_mut() {
-                Some((_, last)) if span.first.lo <= last.hi + gap => {
-                    if span.last.lo > last.lo {
-                        *last = span.last;
-                    }
-                }
-                _ => runs.push((span.first, span.last)),
-            }
-        }
-        runs
+    /// Every message seen with `message_id`.
+    pub fn seen(&self, message_id: &str) -> &[Message] {
+        self.messages
+            .get(message_id)
+            .map(Vec::as_slice)
+            .unwrap_or_default()
     }
 }
 
-/// Reads every file once, oldest first, looking for the `wanted` Message-IDs.
-pub fn search(paths: &[PathBuf], wanted: &HashSet<String>, zone: Zone) -> Findings {
-    let mut files: Vec<(PathBuf, f64)> = Vec::new();
-    let mut findings = Findings::default();
+/// Reads every file once, in the order of their first lines, looking for the `wanted`
+/// Message-IDs.
+pub fn search(paths: &[PathBuf], wanted: &HashSet<String>, options: Options) -> Findings {
+    let mut scan = Scan::new(wanted, options);
+    let mut files: Vec<(f64, &PathBuf)> = Vec::new();
     for path in paths {
         match std::fs::metadata(path) {
-            Ok(meta) if meta.is_file() => {
-                let changed = meta
-                    .modified()
-                    .ok()
-                    .and_then(|m| m.duration_since(std::time::UNIX_EPOCH).ok())
-                    .map_or(0.0, |d| d.as_secs_f64());
-                files.push((path.clone(), changed));
-            }
-            Ok(_) => findings
-                .problems
-                .push(format!("{}: not a file", path.display())),
-            Err(err) => findings.problems.push(format!("{}: {err}", path.display())),
+            Ok(meta) if meta.is_file() => match first_stamp(path, &scan.clock) {
+                Ok(first) => files.push((first.unwrap_or(f64::NEG_INFINITY), path)),
+                Err(err) => scan.problem(path, &err.to_string()),
+            },
+            Ok(_) => scan.problem(path, "not a file"),
+            Err(err) => scan.problem(path, &err.to_string()),
         }
     }
-    // Rotated files keep the time of their last line: oldest first, so a message queued
-    // just before a rotation is followed across it.
-    files.sort_by(|a, b| a.1.total_cmp(&b.1));
-    let mut scan = Scan {
-        wanted,
-        pending: HashMap::new(),
-        findings,
-    };
-    for (path, changed) in files {
-        if let Err(err) = scan.file(&path, changed, zone) {
-            scan.findings
-                .problems
-                .push(format!("{}: {err}", path.display()));
+    // Oldest first, so a message whose lines straddle a rotation is followed across it.
+    files.sort_by(|a, b| a.0.total_cmp(&b.0));
+    for (_, path) in files {
+        if let Err(err) = scan.file(path) {
+            scan.problem(path, &err.to_string());
         }
     }
-    scan.findings
-}
-
-/// The state of one pass: sightings whose queue id has not yet been seen queued.
-struct Scan<'w> {
-    wanted: &'w HashSet<String>,
-    /// Queue id to (Message-ID, index of its sighting).
-    pending: HashMap<String, (String, usize)>,
-    findings: Findings,
+    scan.finish()
 }
 
 /// The most of one log line kept: Postfix's are a few hundred bytes; the rest of a longer
 /// one (a damaged or hostile file, a line that never ends) is skipped, not held.
 const MAX_LINE: usize = 64 << 10;
+
+/// How far back in time a line may step before the run of lines is taken as broken:
+/// Postfix's daemons write to one log, a little out of order at most.
+const BACKWARDS: f64 = 1.0;
+
+/// A queue id whose message-id line has not come yet is forgotten after this long.
+const PENDING_FOR: f64 = 3600.0;
 
 /// Reads one line into `line`, keeping at most `max` bytes of it; returns the bytes
 /// consumed, 0 at the end.
@@ -175,111 +204,358 @@ fn read_line_at_most(
     }
 }
 
-impl Scan<'_> {
-    fn file(&mut self, path: &Path, changed: f64, zone: Zone) -> std::io::Result<()> {
-        let mut raw = std::fs::File::open(path)?;
-        let mut magic = [0u8; 2];
-        let gzip = raw.read(&mut magic)? == 2 && magic == [0x1f, 0x8b];
-        let raw = std::fs::File::open(path)?;
-        let reader: Box<dyn Read> = if gzip {
-            Box::new(flate2::read::MultiGzDecoder::new(raw))
-        } else {
-            Box::new(raw)
-        };
-        let mut reader = BufReader::with_capacity(1 << 18, reader);
-        let clock = Stamps::new(changed, zone);
+/// A file opened for reading, decompressed when it is gzip.
+fn open(path: &Path) -> std::io::Result<BufReader<Box<dyn Read>>> {
+    let mut raw = std::fs::File::open(path)?;
+    let mut magic = [0u8; 2];
+    let gzip = raw.read(&mut magic)? == 2 && magic == [0x1f, 0x8b];
+    let raw = std::fs::File::open(path)?;
+    let reader: Box<dyn Read> = if gzip {
+        Box::new(flate2::read::MultiGzDecoder::new(raw))
+    } else {
+        Box::new(raw)
+    };
+    Ok(BufReader::with_capacity(1 << 18, reader))
+}
+
+/// The stamp of a file's first stamped line among its first few thousand.
+fn first_stamp(path: &Path, clock: &Clock) -> std::io::Result<Option<f64>> {
+    let mut reader = open(path)?;
+    let mut line = Vec::new();
+    for _ in 0..4096 {
+        line.clear();
+        if read_line_at_most(&mut reader, &mut line, MAX_LINE)? == 0 {
+            break;
+        }
+        if let Some((end, _)) = split_stamp(&line)
+            && let Some(stamp) = clock.parse(&line[..end])
+        {
+            return Ok(Some(stamp.lo));
+        }
+    }
+    Ok(None)
+}
+
+/// What is known of a queue id while its lines come in.
+#[derive(Debug)]
+struct Track {
+    /// Index into `Scan::found` once its message-id line named a wanted Message-ID.
+    message: Option<usize>,
+    sender: Sender,
+    fate: Fate,
+    fate_line: Option<String>,
+}
+
+impl Track {
+    fn new() -> Self {
+        Self {
+            message: None,
+            sender: Sender::Unknown,
+            fate: Fate::Open,
+            fate_line: None,
+        }
+    }
+}
+
+/// The state of one pass.
+struct Scan<'w> {
+    wanted: &'w HashSet<String>,
+    clock: Clock,
+    max_gap: f64,
+    /// Queue ids being followed.
+    tracks: HashMap<String, Track>,
+    /// Queue ids with no message-id line yet, by when they appeared, to forget them.
+    pending: VecDeque<(f64, String)>,
+    /// smtpd sessions (host and process) to the queue ids they carried.
+    sessions: HashMap<String, Vec<String>>,
+    /// Messages with a wanted Message-ID, in log order.
+    found: Vec<(String, Message)>,
+    /// Stretches without a long gap, as each file's lines gave them.
+    runs: Vec<(f64, f64)>,
+    problems: Vec<String>,
+    lines: u64,
+    bytes: u64,
+}
+
+/// One line taken apart: ` host program[pid]: text`.
+struct Line<'a> {
+    /// `host program[pid]`, which names one process.
+    process: &'a [u8],
+    daemon: &'a [u8],
+    text: &'a [u8],
+}
+
+impl<'w> Scan<'w> {
+    fn new(wanted: &'w HashSet<String>, options: Options) -> Self {
+        Self {
+            wanted,
+            clock: Clock::new(options.zone, options.near),
+            max_gap: options.max_gap,
+            tracks: HashMap::new(),
+            pending: VecDeque::new(),
+            sessions: HashMap::new(),
+            found: Vec::new(),
+            runs: Vec::new(),
+            problems: Vec::new(),
+            lines: 0,
+            bytes: 0,
+        }
+    }
+
+    fn problem(&mut self, path: &Path, why: &str) {
+        self.problems.push(format!("{}: {why}", path.display()));
+    }
+
+    fn file(&mut self, path: &Path) -> std::io::Result<()> {
+        let mut reader = open(path)?;
         let mut line = Vec::with_capacity(512);
-        let mut last = Vec::with_capacity(512);
-        let mut first: Option<Stamp> = None;
-        loop {
+        let mut run: Option<(Stamp, Stamp)> = None;
+        let mut stamped = 0u64;
+        let mut read_any = false;
+        let result = loop {
             line.clear();
-            let read = read_line_at_most(&mut reader, &mut line, MAX_LINE)?;
-            if read == 0 {
-                break;
-            }
-            self.findings.bytes += read as u64;
-            self.findings.lines += 1;
+            let read = match read_line_at_most(&mut reader, &mut line, MAX_LINE) {
+                Ok(0) => break Ok(()),
+                Ok(read) => read,
+                Err(err) => break Err(err),
+            };
+            read_any = true;
+            self.bytes += read as u64;
+            self.lines += 1;
             let Some((stamp_end, rest)) = split_stamp(&line) else {
                 continue;
             };
-            if first.is_none() {
-                first = clock.parse(&line[..stamp_end]);
-            }
-            self.line(path, &clock, &line[..stamp_end], rest);
-            std::mem::swap(&mut line, &mut last);
-        }
-        let last = split_stamp(&last).and_then(|(end, _)| clock.parse(&last[..end]));
-        if let (Some(first), Some(last)) = (first, last) {
-            self.findings.spans.push(Span {
-                path: path.to_path_buf(),
-                first,
-                last,
+            let Some(stamp) = self.clock.parse(&line[..stamp_end]) else {
+                continue;
+            };
+            stamped += 1;
+            run = Some(match run {
+                None => (stamp, stamp),
+                Some((first, last))
+                    if stamp.hi - last.lo > self.max_gap || stamp.lo < last.lo - BACKWARDS =>
+                {
+                    self.runs.push((first.hi, last.lo));
+                    (stamp, stamp)
+                }
+                Some((first, last)) => (first, if stamp.lo > last.lo { stamp } else { last }),
             });
+            if let Some(parsed) = parse_line(rest) {
+                self.line(path, stamp, &line[..stamp_end], rest, &parsed);
+            }
+        };
+        if let Some((first, last)) = run {
+            self.runs.push((first.hi, last.lo));
+        }
+        result?;
+        if read_any && stamped == 0 {
+            self.problem(path, "no stamped line in it: not a relay log");
         }
         Ok(())
     }
 
-    /// One line, its stamp split off: ` host program[pid]: QUEUEID: text`.
-    fn line(&mut self, path: &Path, clock: &Stamps, stamp: &[u8], rest: &[u8]) {
-        let Some(colon) = memchr::memmem::find(rest, b": ") else {
-            return;
-        };
-        let program = &rest[..colon];
-        let message = &rest[colon + 2..];
-        let Some(qid_end) = memchr::memmem::find(message, b": ") else {
-            return;
-        };
-        let Ok(queue_id) = std::str::from_utf8(&message[..qid_end]) else {
-            return;
-        };
-        if !is_queue_id(queue_id) {
-            return;
-        }
-        let text = &message[qid_end + 2..];
-        if let Some(value) = text.strip_prefix(b"message-id=") {
-            let value = std::str::from_utf8(value).unwrap_or("").trim_end();
-            if !self.wanted.contains(value) {
-                return;
-            }
-            let sightings = self
-                .findings
-                .sightings
-                .entry(value.to_string())
-                .or_default();
-            sightings.push(Sighting {
-                queue_id: queue_id.to_string(),
-                at: clock.parse(stamp).unwrap_or(Stamp { lo: 0.0, hi: 0.0 }),
-                line: whole(stamp, rest),
-                path: path.to_path_buf(),
-                committed: None,
-            });
-            self.pending.insert(
-                queue_id.to_string(),
-                (value.to_string(), sightings.len() - 1),
-            );
-            return;
-        }
-        let Some((message_id, index)) = self.pending.get(queue_id).cloned() else {
-            return;
-        };
-        let daemon = daemon(program);
-        let queued = (daemon == b"qmgr" && text.starts_with(b"from=<"))
-            || memchr::memmem::find(text, b"status=").is_some();
-        if queued {
-            if let Some(sighting) = self
-                .findings
-                .sightings
-                .get_mut(&message_id)
-                .and_then(|s| s.get_mut(index))
-                && sighting.committed.is_none()
-            {
-                sighting.committed = Some(whole(stamp, rest));
-            }
-        } else if text.starts_with(b"removed") || text.starts_with(b"client=") {
-            // Done with, or the id taken by a new message: later lines are not this one's.
-            self.pending.remove(queue_id);
+    fn line(&mut self, path: &Path, stamp: Stamp, raw_stamp: &[u8], rest: &[u8], line: &Line) {
+        let whole = || whole(raw_stamp, rest);
+        match line.daemon {
+            b"smtpd" => self.smtpd(stamp, line, whole),
+            b"cleanup" => self.cleanup(path, stamp, line, whole),
+            b"qmgr" => self.qmgr(line, whole),
+            _ => {}
         }
     }
+
+    fn smtpd(&mut self, stamp: Stamp, line: &Line, whole: impl Fn() -> String) {
+        let process = String::from_utf8_lossy(line.process).into_owned();
+        let text = line.text;
+        if text.starts_with(b"connect from ") {
+            self.sessions.insert(process, Vec::new());
+            return;
+        }
+        if let Some((queue_id, after)) = queue_id(text) {
+            if after.starts_with(b"client=") {
+                self.sessions
+                    .entry(process)
+                    .or_default()
+                    .push(queue_id.to_string());
+                // A queue id seen again is a new message: the old one's lines are done.
+                self.tracks.insert(queue_id.to_string(), Track::new());
+                self.pending.push_back((stamp.lo, queue_id.to_string()));
+                self.forget_pending(stamp.lo);
+            }
+            return;
+        }
+        let during_data = [
+            &b"lost connection after DATA"[..],
+            b"timeout after DATA",
+            b"lost connection after BDAT",
+            b"timeout after BDAT",
+        ]
+        .iter()
+        .any(|prefix| text.starts_with(prefix));
+        if during_data {
+            // The message in transfer when the session ended is its last one.
+            if let Some(queue_id) = self.sessions.get(&process).and_then(|s| s.last()).cloned() {
+                self.settle(&queue_id, Fate::Lost, None, whole());
+            }
+            return;
+        }
+        if text.starts_with(b"disconnect from ") {
+            let session = self.sessions.remove(&process).unwrap_or_default();
+            if no_data_accepted(text) {
+                for queue_id in session {
+                    self.settle(&queue_id, Fate::Lost, None, whole());
+                }
+            }
+        }
+    }
+
+    fn cleanup(&mut self, path: &Path, stamp: Stamp, line: &Line, whole: impl Fn() -> String) {
+        let Some((queue_id, after)) = queue_id(line.text) else {
+            return;
+        };
+        if let Some(value) = after.strip_prefix(b"message-id=") {
+            let value = String::from_utf8_lossy(value);
+            let value = value.trim_end();
+            if self
+                .tracks
+                .get(queue_id)
+                .is_some_and(|t| t.message.is_some())
+            {
+                return;
+            }
+            if !self.wanted.contains(value) {
+                self.tracks.remove(queue_id);
+                return;
+            }
+            let index = self.found.len();
+            let track = self
+                .tracks
+                .entry(queue_id.to_string())
+                .or_insert_with(Track::new);
+            track.message = Some(index);
+            let message = Message {
+                queue_id: queue_id.to_string(),
+                at: stamp,
+                path: path.to_path_buf(),
+                line: whole(),
+                sender: track.sender.clone(),
+                fate: track.fate,
+                fate_line: track.fate_line.clone(),
+            };
+            self.found.push((value.to_string(), message));
+            return;
+        }
+        let fate = if after.starts_with(b"hold: ") {
+            Fate::Held
+        } else if after.starts_with(b"reject: ") {
+            Fate::Rejected
+        } else if after.starts_with(b"discard: ") {
+            Fate::Discarded
+        } else {
+            return;
+        };
+        let sender = check_sender(after);
+        self.settle(queue_id, fate, Some(sender), whole());
+    }
+
+    fn qmgr(&mut self, line: &Line, whole: impl Fn() -> String) {
+        let Some((queue_id, after)) = queue_id(line.text) else {
+            return;
+        };
+        if after == b"removed" {
+            self.tracks.remove(queue_id);
+            return;
+        }
+        if let Some(sender) = queue_active_sender(after) {
+            self.settle(queue_id, Fate::Queued, Some(Sender::Known(sender)), whole());
+        }
+    }
+
+    /// Records what a line says became of `queue_id`: a commitment always stands; a
+    /// refusal only where nothing was said before.
+    fn settle(&mut self, queue_id: &str, fate: Fate, sender: Option<Sender>, line: String) {
+        let Some(track) = self.tracks.get_mut(queue_id) else {
+            return;
+        };
+        let (current, current_sender, current_line) = match track.message {
+            Some(index) => {
+                let message = &mut self.found[index].1;
+                (
+                    &mut message.fate,
+                    &mut message.sender,
+                    &mut message.fate_line,
+                )
+            }
+            None => (&mut track.fate, &mut track.sender, &mut track.fate_line),
+        };
+        if let Some(sender) = sender {
+            *current_sender = merge(current_sender, sender);
+        }
+        let takes = match (*current, fate) {
+            (now, _) if now.committed() => false,
+            (_, new) if new.committed() => true,
+            (Fate::Open, _) => true,
+            _ => false,
+        };
+        if takes {
+            *current = fate;
+            *current_line = Some(line);
+        }
+    }
+
+    /// Drops queue ids that never got a message-id line within [`PENDING_FOR`].
+    fn forget_pending(&mut self, now: f64) {
+        while let Some((born, _)) = self.pending.front() {
+            if now - born < PENDING_FOR {
+                break;
+            }
+            if let Some((_, queue_id)) = self.pending.pop_front()
+                && self
+                    .tracks
+                    .get(&queue_id)
+                    .is_some_and(|t| t.message.is_none())
+            {
+                self.tracks.remove(&queue_id);
+            }
+        }
+    }
+
+    fn finish(self) -> Findings {
+        let mut messages: HashMap<String, Vec<Message>> = HashMap::new();
+        for (message_id, message) in self.found {
+            messages.entry(message_id).or_default().push(message);
+        }
+        Findings {
+            messages,
+            covered: merge_runs(self.runs, self.max_gap),
+            problems: self.problems,
+            lines: self.lines,
+            bytes: self.bytes,
+        }
+    }
+}
+
+fn merge(current: &Sender, new: Sender) -> Sender {
+    match (current, new) {
+        (Sender::Unknown, new) => new,
+        (Sender::Known(a), Sender::Known(b)) if *a == b => Sender::Known(b),
+        (_, Sender::Unknown) => current.clone(),
+        _ => Sender::Ambiguous,
+    }
+}
+
+/// Runs from every file, merged where they overlap or meet within `gap`.
+fn merge_runs(mut runs: Vec<(f64, f64)>, gap: f64) -> Vec<(f64, f64)> {
+    runs.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let mut merged: Vec<(f64, f64)> = Vec::new();
+    for (start, end) in runs {
+        match merged.last_mut() {
+            Some((_, last_end)) if start <= *last_end + gap => {
+                *last_end = last_end.max(end);
+            }
+            _ => merged.push((start, end)),
+        }
+    }
+    merged
 }
 
 /// The line as text again, trimmed, for evidence.
@@ -289,11 +565,38 @@ fn whole(stamp: &[u8], rest: &[u8]) -> String {
     text.trim_end().to_string()
 }
 
-/// `postfix/qmgr[123]` gives `qmgr`.
-fn daemon(program: &[u8]) -> &[u8] {
-    let token = program.rsplit(|b| *b == b' ').next().unwrap_or(program);
-    let token = token.split(|b| *b == b'[').next().unwrap_or(token);
-    token.rsplit(|b| *b == b'/').next().unwrap_or(token)
+/// ` host program[pid]: text` taken apart; None for any other shape, or a program that is
+/// not one of Postfix's (`postfix/qmgr`, `postfix-out/smtpd`, `postfix/submission/smtpd`).
+fn parse_line(rest: &[u8]) -> Option<Line<'_>> {
+    let rest = rest.strip_prefix(b" ")?;
+    let host_end = memchr::memchr(b' ', rest)?;
+    let after_host = &rest[host_end + 1..];
+    let tag_end = memchr::memmem::find(after_host, b"]: ")?;
+    let tag = &after_host[..tag_end];
+    let open = memchr::memrchr(b'[', tag)?;
+    let (program, pid) = (&tag[..open], &tag[open + 1..]);
+    if pid.is_empty() || !pid.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    if program.contains(&b' ') || !program.starts_with(b"postfix") {
+        return None;
+    }
+    let daemon = &program[memchr::memrchr(b'/', program)? + 1..];
+    let text = &after_host[tag_end + 3..];
+    let text = text.strip_suffix(b"\n").unwrap_or(text);
+    let text = text.strip_suffix(b"\r").unwrap_or(text);
+    Some(Line {
+        process: &rest[..host_end + 1 + tag_end + 1],
+        daemon,
+        text,
+    })
+}
+
+/// `QID: rest`, where QID has the shape of a Postfix queue id.
+fn queue_id(text: &[u8]) -> Option<(&str, &[u8])> {
+    let end = memchr::memmem::find(text, b": ")?;
+    let id = std::str::from_utf8(&text[..end]).ok()?;
+    is_queue_id(id).then(|| (id, &text[end + 2..]))
 }
 
 /// Postfix queue ids: short (upper-case hex) or long (letters and digits); never a word
@@ -303,6 +606,51 @@ fn is_queue_id(text: &str) -> bool {
         && text.bytes().all(|b| b.is_ascii_alphanumeric())
         && text != "NOQUEUE"
         && !text.bytes().all(|b| b.is_ascii_lowercase())
+}
+
+/// smtpd's `disconnect from ... data=0/N ...`: the session's DATA never succeeded.
+fn no_data_accepted(text: &[u8]) -> bool {
+    text.split(|b| *b == b' ').any(|token| {
+        token
+            .strip_prefix(b"data=0/")
+            .is_some_and(|n| !n.is_empty() && n.iter().all(u8::is_ascii_digit) && n != b"0")
+    })
+}
+
+/// qmgr's `from=<S>, size=N, nrcpt=N (queue active)`, read from its end so a sender
+/// that quotes the shape cannot move it; the sender, or None for any other line.
+fn queue_active_sender(text: &[u8]) -> Option<String> {
+    let rest = text.strip_suffix(b" (queue active)")?;
+    let rest = strip_number_field(rest, b", nrcpt=")?;
+    let rest = strip_number_field(rest, b", size=")?;
+    let sender = rest.strip_prefix(b"from=<")?.strip_suffix(b">")?;
+    String::from_utf8(sender.to_vec()).ok()
+}
+
+/// `rest` without a trailing `<name>DIGITS`.
+fn strip_number_field<'a>(text: &'a [u8], name: &[u8]) -> Option<&'a [u8]> {
+    let at = memchr::memmem::rfind(text, name)?;
+    let digits = &text[at + name.len()..];
+    (!digits.is_empty() && digits.iter().all(u8::is_ascii_digit)).then(|| &text[..at])
+}
+
+/// The sender of cleanup's `hold:`, `reject:` or `discard:` line: `...; from=<S> to=<R>
+/// proto=...`. The text before it quotes a header the submitter wrote, so a line where
+/// the shape occurs more than once cannot be read and names no sender.
+fn check_sender(text: &[u8]) -> Sender {
+    let mut found = memchr::memmem::find_iter(text, b"; from=<");
+    let (Some(at), None) = (found.next(), found.next()) else {
+        return Sender::Ambiguous;
+    };
+    let tail = &text[at + b"; from=<".len()..];
+    let mut ends = memchr::memmem::find_iter(tail, b"> to=<");
+    let (Some(end), None) = (ends.next(), ends.next()) else {
+        return Sender::Ambiguous;
+    };
+    match std::str::from_utf8(&tail[..end]) {
+        Ok(sender) => Sender::Known(sender.to_string()),
+        Err(_) => Sender::Ambiguous,
+    }
 }
 
 /// Where the stamp ends, and the rest of the line. Syslog (`Nov 29 22:15:57`, or with a
@@ -319,82 +667,189 @@ fn split_stamp(line: &[u8]) -> Option<(usize, &[u8])> {
     Some((end, &line[end..]))
 }
 
-/// Turns stamps into instants for one file.
-struct Stamps {
-    /// When the file last changed (no line is later), and its year there.
-    changed: f64,
-    year: i32,
-    offset: UtcOffset,
+/// Turns stamps into instants.
+struct Clock {
+    zone: Zone,
+    /// The year of `near`, and `near` itself.
+    year: i64,
+    near: f64,
+    /// The last stamp read and what it was, since many lines share a second.
+    last: std::cell::RefCell<(Vec<u8>, Option<Stamp>)>,
 }
 
-impl Stamps {
-    fn new(changed: f64, zone: Zone) -> Self {
-        let seconds = match zone {
-            Zone::Fixed(seconds) => seconds,
-            Zone::Local => local_offset(changed as i64),
-        };
-        let offset = UtcOffset::from_whole_seconds(seconds).unwrap_or(UtcOffset::UTC);
-        let year = OffsetDateTime::from_unix_timestamp(changed as i64)
-            .map(|t| t.to_offset(offset).year())
-            .unwrap_or(1970);
+impl Clock {
+    fn new(zone: Zone, near: f64) -> Self {
+        let near = if near.is_finite() { near } else { 0.0 };
+        let (year, _, _) = civil_from_days((near / 86_400.0).floor() as i64);
         Self {
-            changed,
+            zone,
             year,
-            offset,
+            near,
+            last: std::cell::RefCell::new((Vec::new(), None)),
         }
     }
 
     fn parse(&self, stamp: &[u8]) -> Option<Stamp> {
-        let text = std::str::from_utf8(stamp).ok()?;
-        if text.as_bytes().first()?.is_ascii_digit() {
-            let at =
-                OffsetDateTime::parse(text, &time::format_description::well_known::Rfc3339).ok()?;
-            let lo = at.unix_timestamp() as f64 + f64::from(at.nanosecond()) / 1e9;
-            // The stamp says the instant to its last digit.
-            let digits = text
-                .split_once('.')
-                .map_or(0, |(_, f)| f.bytes().take_while(u8::is_ascii_digit).count());
-            return Some(Stamp {
-                lo,
-                hi: lo + 10f64.powi(-(digits as i32)),
-            });
+        let mut last = self.last.borrow_mut();
+        if last.0 == stamp {
+            return last.1;
         }
-        let month = match &text[..3] {
-            "Jan" => Month::January,
-            "Feb" => Month::February,
-            "Mar" => Month::March,
-            "Apr" => Month::April,
-            "May" => Month::May,
-            "Jun" => Month::June,
-            "Jul" => Month::July,
-            "Aug" => Month::August,
-            "Sep" => Month::September,
-            "Oct" => Month::October,
-            "Nov" => Month::November,
-            "Dec" => Month::December,
-            _ => return None,
+        let parsed = if stamp.first()?.is_ascii_digit() {
+            parse_rfc3339(stamp)
+        } else {
+            self.parse_syslog(stamp)
         };
-        let day: u8 = text.get(4..6)?.trim().parse().ok()?;
-        let clock = text.get(7..15)?;
-        let hour: u8 = clock.get(0..2)?.parse().ok()?;
-        let minute: u8 = clock.get(3..5)?.parse().ok()?;
-        let second: u8 = clock.get(6..8)?.parse().ok()?;
-        let time = Time::from_hms(hour, minute, second).ok()?;
-        // No year: the latest one that does not put the line after the file's last change
-        // (a day's grace for clocks), so a file spanning New Year reads right.
-        for year in [self.year, self.year - 1] {
-            let Ok(date) = Date::from_calendar_date(year, month, day) else {
+        last.0.clear();
+        last.0.extend_from_slice(stamp);
+        last.1 = parsed;
+        parsed
+    }
+
+    /// `Nov 29 22:15:57` in the year that puts it nearest `near`.
+    fn parse_syslog(&self, stamp: &[u8]) -> Option<Stamp> {
+        if stamp.len() != 15 || stamp[3] != b' ' || stamp[6] != b' ' {
+            return None;
+        }
+        let month = MONTHS.iter().position(|m| *m == &stamp[..3])? as i64 + 1;
+        let day = match stamp[4] {
+            b' ' => digits(&stamp[5..6])?,
+            _ => digits(&stamp[4..6])?,
+        };
+        let seconds = clock_seconds(&stamp[7..15])?;
+        let mut best: Option<f64> = None;
+        for year in [self.year - 1, self.year, self.year + 1] {
+            if day < 1 || day > days_in_month(year, month) {
                 continue;
-            };
-            let lo = PrimitiveDateTime::new(date, time)
-                .assume_offset(self.offset)
-                .unix_timestamp() as f64;
-            if lo <= self.changed + 86_400.0 {
-                return Some(Stamp { lo, hi: lo + 1.0 });
+            }
+            let naive = (days_from_civil(year, month, day) * 86_400 + seconds) as f64;
+            let at = naive - f64::from(self.offset(naive));
+            if best.is_none_or(|b| (at - self.near).abs() < (b - self.near).abs()) {
+                best = Some(at);
             }
         }
-        None
+        best.map(|lo| Stamp { lo, hi: lo + 1.0 })
     }
+
+    /// Seconds east of UTC for a local time `naive` (seconds as if it were UTC).
+    fn offset(&self, naive: f64) -> i32 {
+        match self.zone {
+            Zone::Fixed(seconds) => seconds,
+            Zone::Local => {
+                let guess = local_offset(naive as i64);
+                local_offset(naive as i64 - i64::from(guess))
+            }
+        }
+    }
+}
+
+const MONTHS: [&[u8]; 12] = [
+    b"Jan", b"Feb", b"Mar", b"Apr", b"May", b"Jun", b"Jul", b"Aug", b"Sep", b"Oct", b"Nov", b"Dec",
+];
+
+fn digits(text: &[u8]) -> Option<i64> {
+    if text.is_empty() || !text.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    Some(text.iter().fold(0i64, |n, d| n * 10 + i64::from(d - b'0')))
+}
+
+/// `HH:MM:SS` as seconds into the day.
+fn clock_seconds(text: &[u8]) -> Option<i64> {
+    if text.len() != 8 || text[2] != b':' || text[5] != b':' {
+        return None;
+    }
+    let (hour, minute, second) = (
+        digits(&text[0..2])?,
+        digits(&text[3..5])?,
+        digits(&text[6..8])?,
+    );
+    (hour < 24 && minute < 60 && second < 61).then_some(hour * 3600 + minute * 60 + second)
+}
+
+/// `2026-11-29T22:15:57[.ffffff](Z|+hh:mm|-hh:mm)`; the stamp says the instant to its
+/// last digit.
+fn parse_rfc3339(text: &[u8]) -> Option<Stamp> {
+    if text.len() < 20 || text[4] != b'-' || text[7] != b'-' || !matches!(text[10], b'T' | b't') {
+        return None;
+    }
+    let (year, month, day) = (
+        digits(&text[0..4])?,
+        digits(&text[5..7])?,
+        digits(&text[8..10])?,
+    );
+    if !(1..=12).contains(&month) || day < 1 || day > days_in_month(year, month) {
+        return None;
+    }
+    let seconds = clock_seconds(&text[11..19])?;
+    let mut rest = &text[19..];
+    let mut fraction = 0.0;
+    let mut precision = 1.0;
+    if let Some(after) = rest.strip_prefix(b".") {
+        let count = after.iter().take_while(|b| b.is_ascii_digit()).count();
+        if count == 0 || count > 9 {
+            return None;
+        }
+        fraction = digits(&after[..count])? as f64 / 10f64.powi(count as i32);
+        precision = 10f64.powi(-(count as i32));
+        rest = &after[count..];
+    }
+    let offset = match rest {
+        b"Z" | b"z" => 0,
+        [sign @ (b'+' | b'-'), h1, h2, b':', m1, m2] => {
+            let hours = digits(&[*h1, *h2])?;
+            let minutes = digits(&[*m1, *m2])?;
+            if hours > 23 || minutes > 59 {
+                return None;
+            }
+            let value = hours * 3600 + minutes * 60;
+            if *sign == b'-' { -value } else { value }
+        }
+        _ => return None,
+    };
+    let lo = (days_from_civil(year, month, day) * 86_400 + seconds - offset) as f64 + fraction;
+    Some(Stamp {
+        lo,
+        hi: lo + precision,
+    })
+}
+
+fn is_leap(year: i64) -> bool {
+    (year % 4 == 0 && year % 100 != 0) || year % 400 == 0
+}
+
+fn days_in_month(year: i64, month: i64) -> i64 {
+    match month {
+        1 | 3 | 5 | 7 | 8 | 10 | 12 => 31,
+        4 | 6 | 9 | 11 => 30,
+        2 if is_leap(year) => 29,
+        2 => 28,
+        _ => 0,
+    }
+}
+
+/// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm).
+fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
+    let year = if month <= 2 { year - 1 } else { year };
+    let era = year.div_euclid(400);
+    let year_of_era = year - era * 400;
+    let day_of_year = (153 * (if month > 2 { month - 3 } else { month + 9 }) + 2) / 5 + day - 1;
+    let day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
+    era * 146_097 + day_of_era - 719_468
+}
+
+/// The date of a day since 1970-01-01.
+fn civil_from_days(days: i64) -> (i64, i64, i64) {
+    let days = days + 719_468;
+    let era = days.div_euclid(146_097);
+    let day_of_era = days - era * 146_097;
+    let year_of_era =
+        (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
+    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
+    let mp = (5 * day_of_year + 2) / 153;
+    let day = day_of_year - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = year_of_era + era * 400 + i64::from(month <= 2);
+    (year, month, day)
 }
 
 /// This machine's offset from UTC at `at`, in seconds.
@@ -411,222 +866,4 @@ fn local_offset(at: i64) -> i32 {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use std::io::Write;
-
-    /// Lines as the real relay wrote them (tests/verify.rs runs one): a message queued and
-    /// sent, then one whose connection was lost before the final dot.
-    const REAL: &str = "\
-Nov 29 22:15:54 relay postfix/master[23874]: daemon started -- version 3.7.11, configuration /tmp/relay1/conf
-Nov 29 22:15:57 relay postfix/smtpd[23879]: connect from localhost[127.0.0.1]
-Nov 29 22:15:57 relay postfix/smtpd[23879]: 7E4029C0029: client=localhost[127.0.0.1]
-Nov 29 22:15:57 relay postfix/cleanup[23938]: 7E4029C0029: message-id=<n-1.1.1@uns.local>
-Nov 29 22:15:57 relay postfix/qmgr[23876]: 7E4029C0029: from=<uns@uns.local>, size=280, nrcpt=1 (queue active)
-Nov 29 22:15:57 relay postfix/smtpd[23879]: 7EB8E9C0053: client=localhost[127.0.0.1]
-Nov 29 22:15:57 relay postfix/smtp[23939]: 7E4029C0029: to=<a@b.test>, relay=127.0.0.1[127.0.0.1]:2625, delay=0.02, delays=0.01/0.01/0/0, dsn=2.0.0, status=sent (250 2.0.0 Ok)
-Nov 29 22:15:57 relay postfix/qmgr[23876]: 7E4029C0029: removed
-Nov 29 22:15:58 relay postfix/smtpd[23879]: lost connection after DATA (58 bytes) from localhost[127.0.0.1]
-Nov 29 22:15:58 relay postfix/cleanup[23938]: 7EB8E9C0053: message-id=<n-2.1.1@uns.local>
-Nov 29 22:16:30 relay postfix/anvil[23877]: statistics: max connection rate 2/60s for (smtp:127.0.0.1) at Nov 29 22:15:57
-";
-
-    fn wanted(ids: &[&str]) -> HashSet<String> {
-        ids.iter().map(|s| s.to_string()).collect()
-    }
-
-    fn write(dir: &Path, name: &str, text: &str, gzip: bool, changed: i64) -> PathBuf {
-        let path = dir.join(name);
-        let file = std::fs::File::create(&path).expect("file");
-        if gzip {
-            let mut encoder = flate2::write::GzEncoder::new(file, flate2::Compression::fast());
-            encoder.write_all(text.as_bytes()).expect("write");
-            encoder.finish().expect("finish");
-        } else {
-            let mut file = file;
-            file.write_all(text.as_bytes()).expect("write");
-        }
-        let when = std::time::UNIX_EPOCH + std::time::Duration::from_secs(changed as u64);
-        std::fs::File::options()
-            .write(true)
-            .open(&path)
-            .and_then(|f| f.set_modified(when))
-            .expect("mtime");
-        path
-    }
-
-    /// 2026-11-29T22:20:00Z, a few minutes after the lines above.
-    const CHANGED: i64 = 1_795_990_800;
-
-    #[test]
-    fn only_a_queued_message_counts_as_committed() {
-        let dir = tempfile::tempdir().expect("dir");
-        let log = write(dir.path(), "maillog", REAL, false, CHANGED);
-        let found = search(
-            &[log],
-            &wanted(&[
-                "<n-1.1.1@uns.local>",
-                "<n-2.1.1@uns.local>",
-                "<n-3.1.1@uns.local>",
-            ]),
-            Zone::Fixed(0),
-        );
-        let queued = &found.sightings["<n-1.1.1@uns.local>"][0];
-        assert_eq!(queued.queue_id, "7E4029C0029");
-        assert!(
-            queued
-                .committed
-                .as_deref()
-                .is_some_and(|l| l.contains("qmgr") && l.contains("queue active")),
-            "{queued:?}"
-        );
-        let lost = &found.sightings["<n-2.1.1@uns.local>"][0];
-        assert_eq!(lost.committed, None, "a lost connection queues nothing");
-        assert!(!found.sightings.contains_key("<n-3.1.1@uns.local>"));
-        // 22:15:57 on 29 November of the year the file last changed, in UTC.
-        let expected = 1_795_990_557.0;
-        assert_eq!(
-            queued.at,
-            Stamp {
-                lo: expected,
-                hi: expected + 1.0
-            }
-        );
-        assert_eq!(found.spans.len(), 1);
-        assert_eq!(found.spans[0].first.lo, 1_795_990_554.0);
-        assert_eq!(found.spans[0].last.lo, 1_795_990_590.0);
-        assert_eq!(found.lines, 11);
-    }
-
-    #[test]
-    fn rotated_gzip_and_rfc3339_files_read_as_one_log() {
-        let dir = tempfile::tempdir().expect("dir");
-        // The message-id line in the older, compressed file; its queueing in the newer.
-        let old = "\
-Nov 29 21:00:00 relay postfix/master[1]: daemon started
-Nov 29 22:00:00 relay postfix/cleanup[2]: ABCDEF123: message-id=<n-9.2.3@uns.local>
-";
-        let new = "\
-2026-11-29T22:00:00.250000+00:00 relay postfix/qmgr[3]: ABCDEF123: from=<uns@uns.local>, size=1, nrcpt=1 (queue active)
-2026-11-29T23:00:00.000000+00:00 relay postfix/anvil[4]: statistics: max cache size 1 at Nov 29 22:00:00
-";
-        let older = write(dir.path(), "maillog.1.gz", old, true, CHANGED - 1200);
-        let newer = write(dir.path(), "maillog", new, false, CHANGED + 3000);
-        // Given newest first: the files are still read oldest first.
-        let found = search(
-            &[newer, older],
-            &wanted(&["<n-9.2.3@uns.local>"]),
-            Zone::Fixed(0),
-        );
-        assert!(found.problems.is_empty(), "{:?}", found.problems);
-        let sighting = &found.sightings["<n-9.2.3@uns.local>"][0];
-        assert!(sighting.committed.is_some(), "{sighting:?}");
-        assert!(sighting.path.ends_with("maillog.1.gz"));
-        // Covered from 21:00 to 23:00, the files joined across the rotation.
-        let at = |h: f64| 1_795_986_000.0 + (h - 21.0) * 3600.0;
-        assert!(found.covers(at(21.5), at(22.5), 120.0));
-        assert!(
-            !found.covers(at(20.5), at(22.5), 120.0),
-            "nothing before 21:00"
-        );
-        assert!(
-            !found.covers(at(21.5), at(23.5), 120.0),
-            "nothing after 23:00"
-        );
-        let stamp = found
-            .spans
-            .iter()
-            .find(|s| s.path.ends_with("maillog"))
-            .map(|s| s.first)
-            .expect("span");
-        // Six digits after the second: the line was written within that microsecond.
-        assert_eq!(stamp.lo, at(22.0) + 0.25);
-        assert!((stamp.hi - stamp.lo - 1e-6).abs() < 1e-7, "{stamp:?}");
-    }
-
-    #[test]
-    fn a_syslog_stamp_without_a_year_is_read_in_the_files_year() {
-        // The file changed on 2 January 2027: December lines belong to 2026.
-        let january = 1_798_848_000; // 2027-01-02T00:00:00Z
-        let clock = Stamps::new(january as f64, Zone::Fixed(0));
-        let december = clock.parse(b"Dec 31 23:59:59").expect("stamp");
-        assert_eq!(december.lo, 1_798_761_599.0);
-        let new_year = clock.parse(b"Jan  1 00:00:01").expect("stamp");
-        assert_eq!(new_year.lo, 1_798_761_601.0);
-        // An offset moves the instant, not the date.
-        let east = Stamps::new(january as f64, Zone::Fixed(3600));
-        assert_eq!(
-            east.parse(b"Jan  1 00:00:01").map(|s| s.lo),
-            Some(1_798_758_001.0)
-        );
-        assert_eq!(clock.parse(b"Foo  1 00:00:01"), None);
-        assert_eq!(clock.parse(b"Feb 30 00:00:01"), None);
-    }
-
-    #[test]
-    fn words_and_noqueue_are_not_queue_ids() {
-        for id in ["7E4029C0029", "4Kz5bC0sN8z1y2W", "ABCDEF"] {
-            assert!(is_queue_id(id), "{id}");
-        }
-        for word in ["warning", "NOQUEUE", "error", "statistics", "AB", "x-y-z-w"] {
-            assert!(!is_queue_id(word), "{word}");
-        }
-        assert_eq!(daemon(b" relay postfix/qmgr[23876]"), b"qmgr");
-        assert_eq!(daemon(b" relay postfix-out/smtp[1]"), b"smtp");
-    }
-
-    #[test]
-    fn a_reused_queue_id_does_not_commit_an_earlier_message() {
-        let dir = tempfile::tempdir().expect("dir");
-        let text = "\
-Nov 29 22:00:00 relay postfix/cleanup[2]: AAAAAA1: message-id=<n-1.1.1@uns.local>
-Nov 29 22:00:01 relay postfix/smtpd[3]: AAAAAA1: client=localhost[127.0.0.1]
-Nov 29 22:00:02 relay postfix/qmgr[4]: AAAAAA1: from=<x@y>, size=1, nrcpt=1 (queue active)
-";
-        let log = write(dir.path(), "maillog", text, false, CHANGED);
-        let found = search(&[log], &wanted(&["<n-1.1.1@uns.local>"]), Zone::Fixed(0));
-        assert_eq!(found.sightings["<n-1.1.1@uns.local>"][0].committed, None);
-    }
-
-    #[test]
-    fn a_line_that_never_ends_is_kept_only_up_to_the_bound() {
-        let endless =
-            std::io::Read::chain(&b"short line\n"[..], std::io::repeat(b'x').take(1 << 20));
-        let mut reader = BufReader::with_capacity(4096, endless);
-        let mut line = Vec::new();
-        assert_eq!(
-            read_line_at_most(&mut reader, &mut line, 100).expect("read"),
-            11
-        );
-        assert_eq!(line, b"short line\n");
-        line.clear();
-        let read = read_line_at_most(&mut reader, &mut line, 100).expect("read");
-        assert_eq!(read, 1 << 20, "the whole line is consumed");
-        assert_eq!(line.len(), 100, "only the bound is kept");
-        line.clear();
-        assert_eq!(
-            read_line_at_most(&mut reader, &mut line, 100).expect("read"),
-            0
-        );
-    }
-
-    #[test]
-    fn unreadable_files_are_named_and_the_rest_still_read() {
-        let dir = tempfile::tempdir().expect("dir");
-        let log = write(dir.path(), "maillog", REAL, false, CHANGED);
-        let broken = dir.path().join("broken.gz");
-        std::fs::write(&broken, [0x1f, 0x8b, 0, 1, 2, 3]).expect("write");
-        let missing = dir.path().join("missing");
-        let found = search(
-            &[missing, broken, log],
-            &wanted(&["<n-1.1.1@uns.local>"]),
-            Zone::Fixed(0),
-        );
-        assert_eq!(found.problems.len(), 2, "{:?}", found.problems);
-        assert!(
-            found.sightings["<n-1.1.1@uns.local>"][0]
-                .committed
-                .is_some()
-        );
-    }
-}
+mod tests;

@@ -17,6 +17,9 @@ pub struct Config {
     pub token: String,
     /// The channel the webhook posts to (`UNS_SLACK_CHANNEL`, an id such as C0123456).
     pub channel: String,
+    /// The webhook's bot or app id (`UNS_SLACK_BOT_ID`), when known: a message by anyone
+    /// else is not proof.
+    pub bot_id: Option<String>,
 }
 
 /// A message carrying our metadata.
@@ -24,6 +27,34 @@ pub struct Config {
 pub struct Tagged {
     pub ts: String,
     pub idempotency_key: String,
+    pub bot_id: Option<String>,
+    pub app_id: Option<String>,
+    pub user: Option<String>,
+}
+
+impl Tagged {
+    /// Whether the bot or app `id` posted it.
+    pub fn posted_by(&self, id: &str) -> bool {
+        self.bot_id.as_deref() == Some(id) || self.app_id.as_deref() == Some(id)
+    }
+
+    /// Who the message says posted it.
+    pub fn poster(&self) -> Option<&str> {
+        self.bot_id
+            .as_deref()
+            .or(self.app_id.as_deref())
+            .or(self.user.as_deref())
+    }
+}
+
+/// A Slack `ts` (`1700000000.123456`) as unix seconds; nothing else is one.
+pub fn parse_ts(ts: &str) -> Option<f64> {
+    let (seconds, micros) = ts.split_once('.')?;
+    let digits = |t: &str| !t.is_empty() && t.len() <= 12 && t.bytes().all(|b| b.is_ascii_digit());
+    if !digits(seconds) || !digits(micros) {
+        return None;
+    }
+    ts.parse().ok()
 }
 
 /// What reading a window found.
@@ -93,6 +124,7 @@ pub fn history(
                 page.error.as_deref().unwrap_or("the answer was not ok")
             ));
         }
+        let empty = page.messages.is_empty();
         window.read += page.messages.len();
         window
             .tagged
@@ -103,6 +135,11 @@ pub fn history(
             .filter(|c| !c.is_empty());
         if !page.has_more || cursor.is_none() {
             return Ok(window);
+        }
+        if empty {
+            return Err(
+                "Slack said there were more messages but sent an empty page: not every page could be read".into(),
+            );
         }
     }
     Err(format!(
@@ -116,10 +153,15 @@ fn tagged(message: &Value) -> Option<Tagged> {
     if metadata["event_type"] != EVENT_TYPE {
         return None;
     }
+    let text = |field: &Value| field.as_str().map(str::to_string);
     Some(Tagged {
-        ts: message["ts"].as_str()?.to_string(),
+        // A ts that is not a string is kept as written, so the message is named, not lost.
+        ts: text(&message["ts"]).unwrap_or_else(|| message["ts"].to_string()),
         idempotency_key: metadata["event_payload"]["idempotency_key"]
             .as_str()?
             .to_string(),
+        bot_id: text(&message["bot_id"]),
+        app_id: text(&message["app_id"]),
+        user: text(&message["user"]),
     })
 }

@@ -76,6 +76,7 @@ fn each_unknown_attempt_is_asked_about_over_its_whole_window() {
             Attempt {
                 attempt: 1,
                 message_id: Some("<n-1.1.1@uns.local>".into()),
+                sender: None,
                 started: 1001.0,
                 ended: 1060.0,
             },
@@ -83,6 +84,7 @@ fn each_unknown_attempt_is_asked_about_over_its_whole_window() {
             Attempt {
                 attempt: 2,
                 message_id: Some("<n-1.1.2@uns.local>".into()),
+                sender: None,
                 started: 1101.0,
                 ended: 1175.0,
             },
@@ -90,83 +92,429 @@ fn each_unknown_attempt_is_asked_about_over_its_whole_window() {
     );
 }
 
-fn logs(spans: &[(f64, f64)], committed: Option<&str>) -> relay_log::Findings {
-    let mut findings = relay_log::Findings::default();
-    for (first, last) in spans {
-        findings.spans.push(relay_log::Span {
-            path: "maillog".into(),
-            first: relay_log::Stamp {
-                lo: *first,
-                hi: first + 1.0,
-            },
-            last: relay_log::Stamp {
-                lo: *last,
-                hi: last + 1.0,
-            },
-        });
+const ID: &str = "<n-1.1.1@uns.local>";
+const OURS: &str = "uns@uns.local";
+
+fn message(at: f64, sender: relay_log::Sender, fate: relay_log::Fate) -> relay_log::Message {
+    relay_log::Message {
+        queue_id: "ABC123".into(),
+        at: relay_log::Stamp {
+            lo: at,
+            hi: at + 1.0,
+        },
+        path: "maillog".into(),
+        line: format!("cleanup: ABC123: message-id={ID}"),
+        sender,
+        fate,
+        fate_line: Some("the fate line".into()),
     }
-    if let Some(message_id) = committed {
-        findings.sightings.insert(
-            message_id.into(),
-            vec![relay_log::Sighting {
-                queue_id: "ABC123".into(),
-                at: relay_log::Stamp {
-                    lo: 1002.0,
-                    hi: 1003.0,
-                },
-                line: "cleanup: ABC123: message-id=<...>".into(),
-                path: "maillog".into(),
-                committed: Some("qmgr: ABC123: from=<...> (queue active)".into()),
-            }],
-        );
+}
+
+fn logs(covered: &[(f64, f64)], messages: Vec<relay_log::Message>) -> relay_log::Findings {
+    let mut findings = relay_log::Findings {
+        covered: covered.to_vec(),
+        ..Default::default()
+    };
+    if !messages.is_empty() {
+        findings.messages.insert(ID.into(), messages);
     }
     findings
 }
 
-#[test]
-fn an_email_answer_needs_a_queued_line_or_a_log_covering_the_window() {
-    let attempt = Attempt {
+fn attempt(sender: Option<&str>) -> Attempt {
+    Attempt {
         attempt: 1,
-        message_id: Some("<n-1.1.1@uns.local>".into()),
+        message_id: Some(ID.into()),
+        sender: sender.map(str::to_string),
         started: 1001.0,
         ended: 1060.0,
+    }
+}
+
+fn sources() -> Sources {
+    Sources {
+        skew: 10.0,
+        ..Sources::default()
+    }
+}
+
+#[test]
+fn an_email_answer_follows_the_rules_of_evidence() {
+    use relay_log::{Fate, Sender};
+    let ours = || Sender::Known(OURS.into());
+    let theirs = || Sender::Known("attacker@evil.test".into());
+    let covering = [(900.0, 2000.0)];
+    // (what, covered, messages, expected, a word the evidence must hold)
+    let cases: Vec<(&str, &[(f64, f64)], Vec<relay_log::Message>, Outcome, &str)> = vec![
+        (
+            "queued from our sender",
+            &[],
+            vec![message(1002.0, ours(), Fate::Queued)],
+            Outcome::Delivered,
+            "queued it as ABC123",
+        ),
+        (
+            "held by the relay",
+            &[],
+            vec![message(1002.0, ours(), Fate::Held)],
+            Outcome::Delivered,
+            "held by the relay",
+        ),
+        (
+            "a forged sender, queued in the window",
+            &covering,
+            vec![message(1002.0, theirs(), Fate::Queued)],
+            Outcome::NotDelivered,
+            "not the runtime's",
+        ),
+        (
+            "a forged sender, with no coverage",
+            &[],
+            vec![message(1002.0, theirs(), Fate::Queued)],
+            Outcome::CannotTell,
+            "not the runtime's",
+        ),
+        (
+            "ours, queued 21 minutes after the window",
+            &covering,
+            vec![message(1060.0 + 10.0 + 1260.0, ours(), Fate::Queued)],
+            Outcome::NotDelivered,
+            "outside the attempt's window",
+        ),
+        (
+            "ours, three days before",
+            &[],
+            vec![message(1001.0 - 3.0 * 86_400.0, ours(), Fate::Queued)],
+            Outcome::CannotTell,
+            "outside the attempt's window",
+        ),
+        (
+            "a session lost during DATA",
+            &[],
+            vec![message(1002.0, Sender::Unknown, Fate::Lost)],
+            Outcome::NotDelivered,
+            "the relay's own record",
+        ),
+        (
+            "rejected by cleanup",
+            &[],
+            vec![message(1002.0, ours(), Fate::Rejected)],
+            Outcome::NotDelivered,
+            "never committed",
+        ),
+        (
+            "seen, fate unknown",
+            &covering,
+            vec![message(1002.0, ours(), Fate::Open)],
+            Outcome::CannotTell,
+            "no line says",
+        ),
+        (
+            "committed, sender ambiguous",
+            &covering,
+            vec![message(1002.0, Sender::Ambiguous, Fate::Held)],
+            Outcome::CannotTell,
+            "more than one way",
+        ),
+        (
+            "lost and, in a second session, queued",
+            &[],
+            vec![
+                message(1002.0, Sender::Unknown, Fate::Lost),
+                message(1003.0, ours(), Fate::Queued),
+            ],
+            Outcome::Delivered,
+            "queued",
+        ),
+        (
+            "no line, the log covers the window",
+            &covering,
+            vec![],
+            Outcome::NotDelivered,
+            "covers",
+        ),
+        (
+            "no line, the log starts inside the margin",
+            &[(995.0, 2000.0)],
+            vec![],
+            Outcome::CannotTell,
+            "not all of the attempt's window",
+        ),
+        (
+            "no line, the log ends before the lease ran out",
+            &[(900.0, 1050.0)],
+            vec![],
+            Outcome::CannotTell,
+            "not all of the attempt's window",
+        ),
+        (
+            "no line, a hole across the window",
+            &[(900.0, 1020.0), (1040.0, 2000.0)],
+            vec![],
+            Outcome::CannotTell,
+            "not all of the attempt's window",
+        ),
+    ];
+    for (what, covered, messages, expected, word) in cases {
+        let (answer, evidence) = email_answer(
+            ID,
+            &attempt(Some(OURS)),
+            &logs(covered, messages),
+            &sources(),
+            5000.0,
+        );
+        assert_eq!(answer, expected, "{what}: {evidence}");
+        assert!(evidence.contains(word), "{what}: {evidence}");
+    }
+}
+
+#[test]
+fn an_email_answer_without_a_known_sender_or_a_readable_log_proves_less() {
+    use relay_log::{Fate, Sender};
+    let queued = || vec![message(1002.0, Sender::Known(OURS.into()), Fate::Queued)];
+    // The sender comes from the attempt's start, or else --smtp-from.
+    let (answer, evidence) =
+        email_answer(ID, &attempt(None), &logs(&[], queued()), &sources(), 5000.0);
+    assert_eq!(answer, Outcome::CannotTell, "{evidence}");
+    assert!(evidence.contains("--smtp-from"), "{evidence}");
+    let named = Sources {
+        smtp_from: Some(OURS.into()),
+        ..sources()
     };
-    let id = "<n-1.1.1@uns.local>";
-    let skew = 10.0;
-    // Queued: delivered, whatever the log covers.
-    let (answer, evidence) = email_answer(id, &attempt, &logs(&[], Some(id)), skew, 5000.0);
-    assert_eq!(answer, Outcome::Delivered);
-    assert!(evidence.contains("ABC123"), "{evidence}");
-    // Not queued, and the log covers the window with the margin: not delivered.
-    let covering = logs(&[(900.0, 2000.0)], None);
     assert_eq!(
-        email_answer(id, &attempt, &covering, skew, 5000.0).0,
-        Outcome::NotDelivered
+        email_answer(ID, &attempt(None), &logs(&[], queued()), &named, 5000.0).0,
+        Outcome::Delivered
     );
-    // The log starts inside the margin before the attempt: cannot tell.
-    let late_start = logs(&[(995.0, 2000.0)], None);
+    // A file that could not be read may hold the commit: absence and refusals prove nothing.
+    for messages in [vec![], vec![message(1002.0, Sender::Unknown, Fate::Lost)]] {
+        let mut found = logs(&[(900.0, 2000.0)], messages);
+        found
+            .problems
+            .push("maillog.1: Permission denied (os error 13)".into());
+        let (answer, evidence) = email_answer(ID, &attempt(Some(OURS)), &found, &sources(), 5000.0);
+        assert_eq!(answer, Outcome::CannotTell, "{evidence}");
+        assert!(
+            evidence.contains("maillog.1: Permission denied"),
+            "{evidence}"
+        );
+    }
+    // A commit read from a readable file stands beside an unreadable one.
+    let mut found = logs(&[], queued());
+    found.problems.push("maillog.1: Permission denied".into());
     assert_eq!(
-        email_answer(id, &attempt, &late_start, skew, 5000.0).0,
-        Outcome::CannotTell
-    );
-    // The log ends before the lease ran out (rotated away): cannot tell.
-    let early_end = logs(&[(900.0, 1050.0)], None);
-    let (answer, evidence) = email_answer(id, &attempt, &early_end, skew, 5000.0);
-    assert_eq!(answer, Outcome::CannotTell);
-    assert!(
-        evidence.contains("not all of the attempt's window"),
-        "{evidence}"
-    );
-    // Two files meeting across the window count as one log.
-    let rotated = logs(&[(900.0, 1030.0), (1031.0, 2000.0)], None);
-    assert_eq!(
-        email_answer(id, &attempt, &rotated, skew, 5000.0).0,
-        Outcome::NotDelivered
+        email_answer(ID, &attempt(Some(OURS)), &found, &sources(), 5000.0).0,
+        Outcome::Delivered
     );
     // A window not yet past is never NOT_DELIVERED, whatever the log.
     assert_eq!(
-        email_answer(id, &attempt, &covering, skew, 1065.0).0,
+        email_answer(
+            ID,
+            &attempt(Some(OURS)),
+            &logs(&[(900.0, 2000.0)], vec![]),
+            &sources(),
+            1065.0
+        )
+        .0,
         Outcome::CannotTell
+    );
+}
+
+fn incident(
+    key: Option<&str>,
+    created: &str,
+    status: &str,
+    changed: Option<&str>,
+) -> pagerduty::Incident {
+    pagerduty::Incident {
+        id: Some("PABC".into()),
+        incident_number: Some(7),
+        incident_key: key.map(str::to_string),
+        status: Some(status.into()),
+        created_at: Some(created.into()),
+        last_status_change_at: changed.map(str::to_string),
+        html_url: None,
+    }
+}
+
+#[test]
+fn a_pagerduty_incident_is_proof_only_with_its_key_inside_the_window() {
+    // The window: 2026-11-29T22:00:00Z to 22:05:00Z; now is an hour later.
+    let (from, to) = (1_795_989_600.0, 1_795_989_900.0);
+    let now = to + 3600.0;
+    let inside = "2026-11-29T22:01:00Z";
+    let cases: Vec<(&str, Vec<pagerduty::Incident>, Outcome, &str)> = vec![
+        (
+            "exact key, inside",
+            vec![incident(Some("n-1"), inside, "resolved", None)],
+            Outcome::Delivered,
+            "opened inside",
+        ),
+        (
+            "no key",
+            vec![incident(None, inside, "triggered", None)],
+            Outcome::CannotTell,
+            "no incident_key",
+        ),
+        (
+            "another key",
+            vec![incident(Some("n-2"), inside, "triggered", None)],
+            Outcome::CannotTell,
+            "not n-1",
+        ),
+        (
+            "created in 2099",
+            vec![incident(
+                Some("n-1"),
+                "2099-01-01T00:00:00Z",
+                "triggered",
+                None,
+            )],
+            Outcome::CannotTell,
+            "future",
+        ),
+        (
+            "created_at 1s",
+            vec![incident(Some("n-1"), "1s", "triggered", None)],
+            Outcome::CannotTell,
+            "not an RFC 3339",
+        ),
+        (
+            "after the window",
+            vec![incident(
+                Some("n-1"),
+                "2026-11-29T22:30:00Z",
+                "triggered",
+                None,
+            )],
+            Outcome::CannotTell,
+            "after the attempt's window",
+        ),
+        (
+            "open before the window",
+            vec![incident(
+                Some("n-1"),
+                "2026-11-29T20:00:00Z",
+                "acknowledged",
+                None,
+            )],
+            Outcome::Delivered,
+            "merged into open incident",
+        ),
+        (
+            "resolved after the window",
+            vec![incident(
+                Some("n-1"),
+                "2026-11-29T20:00:00Z",
+                "resolved",
+                Some("2026-11-29T22:10:00Z"),
+            )],
+            Outcome::Delivered,
+            "merged into open incident",
+        ),
+        (
+            "resolved before the window",
+            vec![incident(
+                Some("n-1"),
+                "2026-11-29T20:00:00Z",
+                "resolved",
+                Some("2026-11-29T21:00:00Z"),
+            )],
+            Outcome::CannotTell,
+            "cannot be told",
+        ),
+        ("nothing", vec![], Outcome::NotDelivered, "every page read"),
+    ];
+    for (what, incidents, expected, word) in cases {
+        let (answer, evidence) = incident_answer("n-1", &incidents, (from, to), now);
+        assert_eq!(answer, expected, "{what}: {evidence}");
+        assert!(evidence.contains(word), "{what}: {evidence}");
+    }
+    assert_eq!(
+        incident_answer("n-1", &[], (from, to), to - 1.0).0,
+        Outcome::CannotTell,
+        "too soon"
+    );
+}
+
+#[test]
+fn a_slack_message_is_proof_only_with_its_key_inside_the_window_and_from_the_bot() {
+    let (from, to) = (1_795_989_600.0, 1_795_989_900.0);
+    let now = to + 3600.0;
+    let key = "n-1:SLACK:1";
+    let config = slack::Config {
+        api_url: String::new(),
+        token: String::new(),
+        channel: "C1".into(),
+        bot_id: Some("B1".into()),
+    };
+    let tagged = |ts: &str, key: &str, bot: Option<&str>| slack::Tagged {
+        ts: ts.into(),
+        idempotency_key: key.into(),
+        bot_id: bot.map(str::to_string),
+        app_id: None,
+        user: None,
+    };
+    let inside = "1795989700.000100";
+    let cases: Vec<(&str, Vec<slack::Tagged>, Outcome, &str)> = vec![
+        (
+            "ours",
+            vec![tagged(inside, key, Some("B1"))],
+            Outcome::Delivered,
+            "carries Idempotency-Key",
+        ),
+        (
+            "another cycle's key",
+            vec![tagged(inside, "n-1:SLACK:2", Some("B1"))],
+            Outcome::NotDelivered,
+            "no message",
+        ),
+        (
+            "another bot",
+            vec![tagged(inside, key, Some("B666"))],
+            Outcome::CannotTell,
+            "not the webhook's bot",
+        ),
+        (
+            "no bot named",
+            vec![tagged(inside, key, None)],
+            Outcome::CannotTell,
+            "not the webhook's bot",
+        ),
+        (
+            "outside the window",
+            vec![tagged("1795990000.000000", key, Some("B1"))],
+            Outcome::CannotTell,
+            "outside the attempt's window",
+        ),
+        (
+            "a ts that is not one",
+            vec![tagged("soon", key, Some("B1"))],
+            Outcome::CannotTell,
+            "not a Slack time",
+        ),
+        ("nothing", vec![], Outcome::NotDelivered, "every page"),
+    ];
+    for (what, messages, expected, word) in cases {
+        let window = slack::Window {
+            tagged: messages,
+            read: 3,
+        };
+        let (answer, evidence) = history_answer(key, &config, &window, (from, to), now);
+        assert_eq!(answer, expected, "{what}: {evidence}");
+        assert!(evidence.contains(word), "{what}: {evidence}");
+    }
+    // Where the bot is not known, the key and the time are what count.
+    let anyone = slack::Config {
+        bot_id: None,
+        ..config
+    };
+    let window = slack::Window {
+        tagged: vec![tagged(inside, key, None)],
+        read: 1,
+    };
+    assert_eq!(
+        history_answer(key, &anyone, &window, (from, to), now).0,
+        Outcome::Delivered
     );
 }
 
@@ -181,6 +529,7 @@ fn findings_group_a_cycle_wide_key_once_and_skip_cannot_tell() {
             .map(|&attempt| Attempt {
                 attempt,
                 message_id: None,
+                sender: None,
                 started: 0.0,
                 ended: 1.0,
             })

@@ -153,7 +153,7 @@ pub fn play(
     );
     let mut recorded = Vec::new();
     for (channel, result) in channels.iter().zip(results) {
-        engine::start_channel(conn, now, &lease, *channel).expect("start");
+        engine::start_channel(conn, now, &lease, *channel, &Default::default()).expect("start");
         engine::record_result(conn, now, &lease, *channel, result).expect("result");
         recorded.push((*channel, result.clone()));
     }
@@ -205,7 +205,7 @@ pub fn resolve_entry(conn: &rusqlite::Connection, now: f64) -> String {
     else {
         panic!("nothing to claim");
     };
-    engine::start_channel(conn, now, &lease, Channel::Email).expect("start");
+    engine::start_channel(conn, now, &lease, Channel::Email, &Default::default()).expect("start");
     let late = DeliveryResult::accepted(Some(format!("<{id}.1.1@uns.local>")));
     engine::record_result(conn, now + 61.0, &lease, Channel::Email, &late).expect("result");
     engine::settle(

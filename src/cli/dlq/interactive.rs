@@ -176,7 +176,14 @@ fn verify_one(
         ask.say("Not recorded.");
         return Ok(verdict);
     }
-    for result in store.record_verified(&asked, &operator, audit.reason.as_deref()) {
+    for result in store.record_verified(
+        &asked,
+        &operator,
+        crate::remediation::verified::Why {
+            reason: audit.reason.as_deref(),
+            ticket: audit.ticket.as_deref(),
+        },
+    ) {
         match result {
             Ok(done) => ask.say(&format!(
                 "Recorded {} VERIFIED event(s); the entry is now {}.",

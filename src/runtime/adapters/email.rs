@@ -253,6 +253,12 @@ fn rejection(
 }
 
 impl Adapter for EmailAdapter {
+    fn started(&self) -> serde_json::Map<String, serde_json::Value> {
+        let mut details = serde_json::Map::new();
+        details.insert("smtp_from".into(), self.config.from.clone().into());
+        details
+    }
+
     fn deliver(&self, request: &DeliveryRequest<'_>, lease: &dyn LeaseCheck) -> DeliveryResult {
         let message_id = request.message_id();
         if !lease.held() {

@@ -82,6 +82,13 @@ impl<F: Fn() -> bool> LeaseCheck for F {
 /// One provider.
 pub trait Adapter: Send + Sync {
     fn deliver(&self, request: &DeliveryRequest<'_>, lease: &dyn LeaseCheck) -> DeliveryResult;
+
+    /// What the call's CHANNEL_ATTEMPT_STARTED records about how it will send, so the
+    /// provider's record can be matched to it even if no result is ever written (EMAIL:
+    /// the envelope sender).
+    fn started(&self) -> serde_json::Map<String, Value> {
+        serde_json::Map::new()
+    }
 }
 
 /// Installs ring as rustls's process-wide crypto provider; safe to call more than once.

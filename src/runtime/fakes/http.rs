@@ -174,6 +174,7 @@ fn incidents(request: &Request, control: &Control) -> (u16, String) {
                 "status": "triggered",
                 // To the second, as PagerDuty writes it.
                 "created_at": crate::clock::rfc3339(at.floor()),
+                "last_status_change_at": crate::clock::rfc3339(at.floor()),
                 "html_url": format!("https://fake.pagerduty.com/incidents/PFAKE{n:04}"),
             })
         })
@@ -221,6 +222,7 @@ fn history(request: &Request, control: &Control) -> (u16, String) {
                 "type": "message",
                 "ts": format!("{:.6}", a.at),
                 "text": a.body["text"],
+                "bot_id": super::SLACK_BOT_ID,
             });
             if metadata && !a.body["metadata"].is_null() {
                 message["metadata"] = a.body["metadata"].clone();

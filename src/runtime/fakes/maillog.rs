@@ -10,10 +10,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 pub struct MailLog {
     file: Mutex<std::fs::File>,
     next: AtomicU64,
+    sessions: AtomicU64,
 }
 
-/// The process id the fake's lines name.
-const PID: u32 = 4242;
+/// The process id the fake's lines name for every daemon but smtpd.
+const PID: u64 = 4242;
 
 impl MailLog {
     pub fn create(path: &Path) -> std::io::Result<Self> {
@@ -24,6 +25,7 @@ impl MailLog {
         let log = Self {
             file: Mutex::new(file),
             next: AtomicU64::new(0x09C0_0000),
+            sessions: AtomicU64::new(5000),
         };
         log.line(
             "master",
@@ -37,12 +39,23 @@ impl MailLog {
         format!("7E4{:08X}", self.next.fetch_add(1, Ordering::Relaxed))
     }
 
+    /// A process id for a new smtpd session: Postfix runs concurrent sessions in
+    /// separate smtpd processes, and a session's lines are told apart by it.
+    pub fn session_pid(&self) -> u64 {
+        self.sessions.fetch_add(1, Ordering::Relaxed)
+    }
+
     /// Appends `<stamp> fake postfix/<daemon>[pid]: <text>`.
     pub fn line(&self, daemon: &str, text: &str) {
+        self.line_as(daemon, PID, text);
+    }
+
+    /// Appends a line of the process `pid`.
+    pub fn line_as(&self, daemon: &str, pid: u64, text: &str) {
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0.0, |d| d.as_secs_f64());
-        let line = format!("{} fake postfix/{daemon}[{PID}]: {text}\n", stamp(now));
+        let line = format!("{} fake postfix/{daemon}[{pid}]: {text}\n", stamp(now));
         let mut file = self.file.lock().unwrap_or_else(|p| p.into_inner());
         let _ = file.write_all(line.as_bytes());
     }

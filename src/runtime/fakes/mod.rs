@@ -60,6 +60,8 @@ pub const PAGERDUTY_TOKEN: &str = "fake-pagerduty-api-token";
 pub const SLACK_TOKEN: &str = "xoxb-fake-slack-bot-token";
 /// The channel the fake Slack webhook posts to.
 pub const SLACK_CHANNEL: &str = "C0UNSFAKE";
+/// The bot the fake Slack webhook posts as.
+pub const SLACK_BOT_ID: &str = "B0UNSFAKE";
 
 /// State shared between the fakes and whoever drives them.
 pub struct Control {
@@ -136,6 +138,19 @@ impl Control {
         if let Some(log) = &self.maillog {
             log.line(daemon, text);
         }
+    }
+
+    /// A line of smtpd session `pid`.
+    fn log_session(&self, pid: u64, text: &str) {
+        if let Some(log) = &self.maillog {
+            log.line_as("smtpd", pid, text);
+        }
+    }
+
+    fn session_pid(&self) -> u64 {
+        self.maillog
+            .as_ref()
+            .map_or(0, maillog::MailLog::session_pid)
     }
 
     fn queue_id(&self) -> String {

@@ -1,0 +1,458 @@
+//! The relay-log reader on lines as Postfix writes them, and on lines written to fool it.
+
+use super::*;
+use std::io::Write;
+
+/// Lines as the real relay wrote them (tests/verify.rs runs one): a message queued and
+/// sent, then one whose connection was lost before the final dot.
+const REAL: &str = "\
+Nov 29 22:15:54 relay postfix/master[23874]: daemon started -- version 3.7.11, configuration /tmp/relay1/conf
+Nov 29 22:15:57 relay postfix/smtpd[23879]: connect from localhost[127.0.0.1]
+Nov 29 22:15:57 relay postfix/smtpd[23879]: 7E4029C0029: client=localhost[127.0.0.1]
+Nov 29 22:15:57 relay postfix/cleanup[23938]: 7E4029C0029: message-id=<n-1.1.1@uns.local>
+Nov 29 22:15:57 relay postfix/qmgr[23876]: 7E4029C0029: from=<uns@uns.local>, size=280, nrcpt=1 (queue active)
+Nov 29 22:15:57 relay postfix/smtpd[23879]: 7EB8E9C0053: client=localhost[127.0.0.1]
+Nov 29 22:15:57 relay postfix/smtp[23939]: 7E4029C0029: to=<a@b.test>, relay=127.0.0.1[127.0.0.1]:2625, delay=0.02, delays=0.01/0.01/0/0, dsn=2.0.0, status=sent (250 2.0.0 Ok)
+Nov 29 22:15:57 relay postfix/qmgr[23876]: 7E4029C0029: removed
+Nov 29 22:15:58 relay postfix/smtpd[23879]: lost connection after DATA (58 bytes) from localhost[127.0.0.1]
+Nov 29 22:15:58 relay postfix/cleanup[23938]: 7EB8E9C0053: message-id=<n-2.1.1@uns.local>
+Nov 29 22:15:58 relay postfix/smtpd[23879]: disconnect from localhost[127.0.0.1] ehlo=1 mail=2 rcpt=2 data=1/2 commands=6/7
+Nov 29 22:16:30 relay postfix/anvil[23877]: statistics: max connection rate 2/60s for (smtp:127.0.0.1) at Nov 29 22:15:57
+";
+
+/// 2026-11-29T22:20:00Z, a few minutes after the lines above.
+const NEAR: f64 = 1_795_990_800.0;
+/// 2026-11-29T22:15:57Z.
+const AT: f64 = 1_795_990_557.0;
+
+fn wanted(ids: &[&str]) -> HashSet<String> {
+    ids.iter().map(|s| s.to_string()).collect()
+}
+
+fn options() -> Options {
+    Options {
+        zone: Zone::Fixed(0),
+        near: NEAR,
+        max_gap: 300.0,
+    }
+}
+
+fn write(dir: &Path, name: &str, text: &str, gzip: bool) -> PathBuf {
+    let path = dir.join(name);
+    let file = std::fs::File::create(&path).expect("file");
+    if gzip {
+        let mut encoder = flate2::write::GzEncoder::new(file, flate2::Compression::fast());
+        encoder.write_all(text.as_bytes()).expect("write");
+        encoder.finish().expect("finish");
+    } else {
+        let mut file = file;
+        file.write_all(text.as_bytes()).expect("write");
+    }
+    path
+}
+
+fn search_text(text: &str, ids: &[&str]) -> Findings {
+    let dir = tempfile::tempdir().expect("dir");
+    let log = write(dir.path(), "maillog", text, false);
+    search(&[log], &wanted(ids), options())
+}
+
+fn only<'a>(found: &'a Findings, id: &str) -> &'a Message {
+    let seen = found.seen(id);
+    assert_eq!(seen.len(), 1, "{id}: {seen:?}");
+    &seen[0]
+}
+
+#[test]
+fn a_queued_message_is_committed_and_a_lost_one_is_refused() {
+    let found = search_text(
+        REAL,
+        &[
+            "<n-1.1.1@uns.local>",
+            "<n-2.1.1@uns.local>",
+            "<n-3.1.1@uns.local>",
+        ],
+    );
+    let queued = only(&found, "<n-1.1.1@uns.local>");
+    assert_eq!(queued.queue_id, "7E4029C0029");
+    assert_eq!(queued.fate, Fate::Queued);
+    assert_eq!(queued.sender, Sender::Known("uns@uns.local".into()));
+    assert!(
+        queued
+            .fate_line
+            .as_deref()
+            .is_some_and(|l| l.contains("qmgr") && l.contains("queue active"))
+    );
+    assert_eq!(
+        queued.at,
+        Stamp {
+            lo: AT,
+            hi: AT + 1.0
+        }
+    );
+    // The lost connection came before cleanup's line about the same queue id.
+    let lost = only(&found, "<n-2.1.1@uns.local>");
+    assert_eq!(lost.fate, Fate::Lost, "{lost:?}");
+    assert_eq!(lost.sender, Sender::Unknown);
+    assert!(found.seen("<n-3.1.1@uns.local>").is_empty());
+    assert_eq!(found.covered, vec![(AT - 3.0 + 1.0, AT + 33.0)]);
+    assert_eq!(found.lines, 12);
+}
+
+#[test]
+fn a_status_quoted_in_a_warning_commits_nothing() {
+    // header_checks WARN quotes the Subject, which the submitter wrote.
+    let text = "\
+Nov 29 22:15:57 relay postfix/smtpd[10]: connect from localhost[127.0.0.1]
+Nov 29 22:15:57 relay postfix/smtpd[10]: ABCDEF0001: client=localhost[127.0.0.1]
+Nov 29 22:15:57 relay postfix/cleanup[11]: ABCDEF0001: message-id=<n-1.1.1@uns.local>
+Nov 29 22:15:57 relay postfix/cleanup[11]: ABCDEF0001: warning: header Subject: x status=sent (250 ok) ABCDEF0001: from=<uns@uns.local>, size=1, nrcpt=1 (queue active) from localhost[127.0.0.1]; from=<uns@uns.local> to=<a@b.test> proto=ESMTP helo=<uns.local>
+Nov 29 22:15:58 relay postfix/qmgr[12]: ABCDEF0001: warning: from=<uns@uns.local>, size=1, nrcpt=1 (queue active)
+Nov 29 22:15:58 relay postfix/smtp[13]: ABCDEF0001: to=<a@b.test>, status=sent (250 2.0.0 Ok)
+Nov 29 22:15:58 relay postfix/pickup[14]: ABCDEF0001: from=<uns@uns.local>, size=1, nrcpt=1 (queue active)
+Nov 29 22:15:58 relay evil/qmgr[15]: ABCDEF0001: from=<uns@uns.local>, size=1, nrcpt=1 (queue active)
+Nov 29 22:15:58 relay postfix/qmgr[x]: ABCDEF0001: from=<uns@uns.local>, size=1, nrcpt=1 (queue active)
+";
+    let found = search_text(text, &["<n-1.1.1@uns.local>"]);
+    assert_eq!(only(&found, "<n-1.1.1@uns.local>").fate, Fate::Open);
+}
+
+#[test]
+fn a_sender_that_quotes_the_shape_cannot_move_it() {
+    assert_eq!(
+        queue_active_sender(b"from=<uns@uns.local>, size=280, nrcpt=1 (queue active)"),
+        Some("uns@uns.local".into())
+    );
+    // Read from the end: the sender is everything up to the real fields.
+    assert_eq!(
+        queue_active_sender(
+            b"from=<\"uns@uns.local>, size=1, nrcpt=1 (queue active)\"@evil.test>, size=9, nrcpt=1 (queue active)"
+        ),
+        Some("\"uns@uns.local>, size=1, nrcpt=1 (queue active)\"@evil.test".into())
+    );
+    assert_eq!(
+        queue_active_sender(b"from=<>, size=9, nrcpt=1 (queue active)"),
+        Some(String::new())
+    );
+    assert_eq!(
+        queue_active_sender(b"from=<a@b>, size=x, nrcpt=1 (queue active)"),
+        None
+    );
+    assert_eq!(
+        queue_active_sender(b"from=<a@b>, status=expired, returned to sender"),
+        None
+    );
+    // A hold line whose quoted header repeats the shape names no sender.
+    assert_eq!(
+        check_sender(b"hold: header Subject: HOLDME from localhost[127.0.0.1]; from=<uns@uns.local> to=<a@b.test> proto=ESMTP helo=<uns.local>: held"),
+        Sender::Known("uns@uns.local".into())
+    );
+    assert_eq!(
+        check_sender(b"hold: header Subject: x; from=<uns@uns.local> to=<a> proto=ESMTP from localhost[127.0.0.1]; from=<evil@evil.test> to=<a@b.test> proto=ESMTP helo=<x>"),
+        Sender::Ambiguous
+    );
+}
+
+#[test]
+fn hold_reject_discard_and_data_zero_are_read_with_their_senders() {
+    let text = "\
+Nov 29 22:15:57 relay postfix/smtpd[10]: connect from localhost[127.0.0.1]
+Nov 29 22:15:57 relay postfix/smtpd[10]: AAAAAA0001: client=localhost[127.0.0.1]
+Nov 29 22:15:57 relay postfix/cleanup[11]: AAAAAA0001: message-id=<n-1.1.1@uns.local>
+Nov 29 22:15:57 relay postfix/cleanup[11]: AAAAAA0001: hold: header Subject: HOLDME from localhost[127.0.0.1]; from=<uns@uns.local> to=<a@b.test> proto=ESMTP helo=<uns.local>: held for review
+Nov 29 22:15:57 relay postfix/smtpd[10]: disconnect from localhost[127.0.0.1] ehlo=1 mail=1 rcpt=1 data=1 quit=1 commands=5
+Nov 29 22:15:58 relay postfix/smtpd[10]: connect from localhost[127.0.0.1]
+Nov 29 22:15:58 relay postfix/smtpd[10]: AAAAAA0002: client=localhost[127.0.0.1]
+Nov 29 22:15:58 relay postfix/cleanup[11]: AAAAAA0002: message-id=<n-2.1.1@uns.local>
+Nov 29 22:15:58 relay postfix/cleanup[11]: AAAAAA0002: reject: header Subject: NOPE from localhost[127.0.0.1]; from=<uns@uns.local> to=<a@b.test> proto=ESMTP helo=<uns.local>: 5.7.1 refused
+Nov 29 22:15:58 relay postfix/smtpd[10]: disconnect from localhost[127.0.0.1] ehlo=1 mail=1 rcpt=1 data=0/1 quit=1 commands=4/5
+Nov 29 22:15:59 relay postfix/smtpd[10]: connect from localhost[127.0.0.1]
+Nov 29 22:15:59 relay postfix/smtpd[10]: AAAAAA0003: client=localhost[127.0.0.1]
+Nov 29 22:15:59 relay postfix/cleanup[11]: AAAAAA0003: message-id=<n-3.1.1@uns.local>
+Nov 29 22:16:00 relay postfix/smtpd[10]: timeout after DATA (100 bytes) from localhost[127.0.0.1]
+Nov 29 22:16:00 relay postfix/smtpd[10]: disconnect from localhost[127.0.0.1] ehlo=1 mail=1 rcpt=1 data=0/1 commands=3/4
+Nov 29 22:16:01 relay postfix/smtpd[20]: connect from localhost[127.0.0.1]
+Nov 29 22:16:01 relay postfix/smtpd[20]: AAAAAA0004: client=localhost[127.0.0.1]
+Nov 29 22:16:01 relay postfix/cleanup[11]: AAAAAA0004: message-id=<n-4.1.1@uns.local>
+Nov 29 22:16:01 relay postfix/smtpd[20]: disconnect from localhost[127.0.0.1] ehlo=1 mail=1 rcpt=1 data=0/1 commands=3/4
+Nov 29 22:16:02 relay postfix/smtpd[21]: connect from localhost[127.0.0.1]
+Nov 29 22:16:02 relay postfix/smtpd[21]: AAAAAA0005: client=localhost[127.0.0.1]
+Nov 29 22:16:02 relay postfix/cleanup[11]: AAAAAA0005: message-id=<n-5.1.1@uns.local>
+Nov 29 22:16:02 relay postfix/smtpd[21]: lost connection after END-OF-MESSAGE from localhost[127.0.0.1]
+";
+    let found = search_text(
+        text,
+        &[
+            "<n-1.1.1@uns.local>",
+            "<n-2.1.1@uns.local>",
+            "<n-3.1.1@uns.local>",
+            "<n-4.1.1@uns.local>",
+            "<n-5.1.1@uns.local>",
+        ],
+    );
+    let held = only(&found, "<n-1.1.1@uns.local>");
+    assert_eq!(
+        (held.fate, held.sender.clone()),
+        (Fate::Held, Sender::Known("uns@uns.local".into()))
+    );
+    let rejected = only(&found, "<n-2.1.1@uns.local>");
+    assert_eq!(rejected.fate, Fate::Rejected);
+    assert_eq!(
+        only(&found, "<n-3.1.1@uns.local>").fate,
+        Fate::Lost,
+        "timeout during DATA"
+    );
+    assert_eq!(
+        only(&found, "<n-4.1.1@uns.local>").fate,
+        Fate::Lost,
+        "data=0/1"
+    );
+    // After the final dot the relay may have committed it: nothing is said.
+    assert_eq!(only(&found, "<n-5.1.1@uns.local>").fate, Fate::Open);
+}
+
+#[test]
+fn a_reused_queue_id_does_not_commit_an_earlier_message() {
+    let text = "\
+Nov 29 22:00:00 relay postfix/smtpd[1]: AAAAAA1: client=localhost[127.0.0.1]
+Nov 29 22:00:00 relay postfix/cleanup[2]: AAAAAA1: message-id=<n-1.1.1@uns.local>
+Nov 29 22:00:01 relay postfix/smtpd[3]: AAAAAA1: client=localhost[127.0.0.1]
+Nov 29 22:00:02 relay postfix/qmgr[4]: AAAAAA1: from=<uns@uns.local>, size=1, nrcpt=1 (queue active)
+";
+    let found = search_text(text, &["<n-1.1.1@uns.local>"]);
+    assert_eq!(only(&found, "<n-1.1.1@uns.local>").fate, Fate::Open);
+}
+
+#[test]
+fn coverage_breaks_at_every_hole_and_at_a_stray_line() {
+    let lines = |stamps: &[&str]| -> String {
+        stamps
+            .iter()
+            .map(|s| format!("{s} relay postfix/anvil[1]: statistics: nothing\n"))
+            .collect()
+    };
+    // Two lines three hours apart cover neither the hours between nor the window.
+    let found = search_text(&lines(&["Nov 29 19:00:00", "Nov 29 22:00:00"]), &["<x@y>"]);
+    let at = |h: f64| 1_795_986_000.0 + (h - 21.0) * 3600.0;
+    assert!(!found.covers(at(20.0), at(20.01)), "{:?}", found.covered);
+    // A stray early line, then lines from after the window on.
+    let found = search_text(
+        &lines(&[
+            "Nov 29 08:00:00",
+            "Nov 29 22:00:00",
+            "Nov 29 22:04:00",
+            "Nov 29 22:08:00",
+        ]),
+        &["<x@y>"],
+    );
+    assert!(!found.covers(at(21.0), at(21.01)));
+    assert!(found.covers(at(22.0) + 1.0, at(22.0) + 400.0));
+    // Lines every four minutes cover the stretch; one jump of six does not.
+    let found = search_text(
+        &lines(&[
+            "Nov 29 22:00:00",
+            "Nov 29 22:04:00",
+            "Nov 29 22:10:00",
+            "Nov 29 22:14:00",
+        ]),
+        &["<x@y>"],
+    );
+    assert!(found.covers(at(22.0) + 1.0, at(22.0) + 240.0));
+    assert!(!found.covers(at(22.0) + 1.0, at(22.0) + 700.0));
+    // Lines out of order cover what the same lines in order cover, no more.
+    let shuffled = search_text(
+        &lines(&["Nov 29 22:00:00", "Nov 29 22:08:00", "Nov 29 22:04:00"]),
+        &["<x@y>"],
+    );
+    assert!(
+        shuffled.covers(at(22.0) + 1.0, at(22.0) + 480.0),
+        "{:?}",
+        shuffled.covered
+    );
+    let shuffled = search_text(
+        &lines(&["Nov 29 22:00:00", "Nov 29 22:12:00", "Nov 29 22:06:00"]),
+        &["<x@y>"],
+    );
+    assert!(
+        !shuffled.covers(at(22.0) + 1.0, at(22.0) + 700.0),
+        "{:?}",
+        shuffled.covered
+    );
+}
+
+#[test]
+fn rotated_gzip_and_rfc3339_files_read_as_one_log_in_the_order_of_their_lines() {
+    let dir = tempfile::tempdir().expect("dir");
+    let old = "\
+Nov 29 21:00:00 relay postfix/master[1]: daemon started
+Nov 29 21:04:00 relay postfix/smtpd[5]: ABCDEF123: client=localhost[127.0.0.1]
+Nov 29 21:58:00 relay postfix/anvil[5]: statistics
+Nov 29 22:00:00 relay postfix/cleanup[2]: ABCDEF123: message-id=<n-9.2.3@uns.local>
+";
+    let new = "\
+2026-11-29T22:00:00.250000+00:00 relay postfix/qmgr[3]: ABCDEF123: from=<uns@uns.local>, size=1, nrcpt=1 (queue active)
+2026-11-29T22:03:00.000000+00:00 relay postfix/anvil[4]: statistics
+2026-11-29T22:07:00.000000Z relay postfix/anvil[4]: statistics
+";
+    let older = write(dir.path(), "maillog.1.gz", old, true);
+    let newer = write(dir.path(), "maillog", new, false);
+    // Given newest first, and with mtimes that say the opposite: read oldest line first.
+    let touch = |path: &Path, at: u64| {
+        std::fs::File::options()
+            .write(true)
+            .open(path)
+            .and_then(|f| {
+                f.set_modified(std::time::UNIX_EPOCH + std::time::Duration::from_secs(at))
+            })
+            .expect("mtime");
+    };
+    touch(&older, 2_000_000_000);
+    touch(&newer, 1_000_000_000);
+    let found = search(
+        &[newer, older],
+        &wanted(&["<n-9.2.3@uns.local>"]),
+        options(),
+    );
+    assert!(found.problems.is_empty(), "{:?}", found.problems);
+    let message = only(&found, "<n-9.2.3@uns.local>");
+    assert_eq!(message.fate, Fate::Queued);
+    assert!(message.path.ends_with("maillog.1.gz"));
+    let at = |h: f64| 1_795_986_000.0 + (h - 21.0) * 3600.0;
+    // 21:04 to 21:58 is a hole; 21:58 across the rotation to 22:07 is not.
+    assert!(!found.covers(at(21.0) + 10.0, at(21.5)));
+    assert!(found.covers(at(21.97), at(22.1)));
+}
+
+#[test]
+fn unreadable_and_truncated_files_are_named_and_the_rest_still_read() {
+    let dir = tempfile::tempdir().expect("dir");
+    let log = write(dir.path(), "maillog", REAL, false);
+    let broken = dir.path().join("broken.gz");
+    std::fs::write(&broken, [0x1f, 0x8b, 0, 1, 2, 3]).expect("write");
+    // A gzip file cut short: its lines up to the cut are read, the cut is named.
+    let whole = write(dir.path(), "whole.gz", REAL, true);
+    let bytes = std::fs::read(&whole).expect("read");
+    let cut = dir.path().join("cut.gz");
+    std::fs::write(&cut, &bytes[..bytes.len() - 12]).expect("write");
+    let garbage = write(dir.path(), "garbage", "not\na log\n", false);
+    let missing = dir.path().join("missing");
+    let found = search(
+        &[missing, broken, cut, garbage, log],
+        &wanted(&["<n-1.1.1@uns.local>"]),
+        options(),
+    );
+    assert_eq!(found.problems.len(), 4, "{:?}", found.problems);
+    for name in ["missing", "broken.gz", "cut.gz", "garbage"] {
+        assert!(
+            found.problems.iter().any(|p| p.contains(name)),
+            "{name}: {:?}",
+            found.problems
+        );
+    }
+    assert!(
+        found
+            .seen("<n-1.1.1@uns.local>")
+            .iter()
+            .any(|m| m.fate == Fate::Queued)
+    );
+}
+
+#[test]
+fn a_syslog_year_is_the_one_nearest_the_attempt() {
+    let clock = Clock::new(Zone::Fixed(0), 1_798_761_000.0); // 2026-12-31T23:50:00Z
+    assert_eq!(
+        clock.parse(b"Dec 31 23:59:59").map(|s| s.lo),
+        Some(1_798_761_599.0)
+    );
+    // Just after New Year, the next year is nearer.
+    assert_eq!(
+        clock.parse(b"Jan  1 00:00:01").map(|s| s.lo),
+        Some(1_798_761_601.0)
+    );
+    // In March, a December line is last year's.
+    let march = Clock::new(Zone::Fixed(0), 1_772_323_200.0); // 2026-03-01T00:00:00Z
+    assert_eq!(
+        march.parse(b"Dec 31 23:59:59").map(|s| s.lo),
+        Some(1_767_225_599.0)
+    );
+    // An offset moves the instant, not the date.
+    let east = Clock::new(Zone::Fixed(3600), 1_798_761_000.0);
+    assert_eq!(
+        east.parse(b"Jan  1 00:00:01").map(|s| s.lo),
+        Some(1_798_758_001.0)
+    );
+    assert_eq!(clock.parse(b"Foo  1 00:00:01"), None);
+    assert_eq!(clock.parse(b"Feb 30 00:00:01"), None);
+    assert_eq!(clock.parse(b"Nov 29 25:00:00"), None);
+    // Leap days only where the year has one.
+    let leap = Clock::new(Zone::Fixed(0), 1_835_000_000.0); // 2028-02-24
+    assert!(leap.parse(b"Feb 29 12:00:00").is_some());
+    assert_eq!(civil_from_days(days_from_civil(2028, 2, 29)), (2028, 2, 29));
+}
+
+#[test]
+fn rfc3339_stamps_keep_their_precision_and_refuse_other_shapes() {
+    let stamp = parse_rfc3339(b"2026-11-29T22:00:00.250000+00:00").expect("stamp");
+    assert_eq!(stamp.lo, 1_795_989_600.25);
+    assert!((stamp.hi - stamp.lo - 1e-6).abs() < 1e-7);
+    assert_eq!(
+        parse_rfc3339(b"2026-11-29T23:00:00+01:00").map(|s| s.lo),
+        Some(1_795_989_600.0)
+    );
+    for bad in [
+        &b"2026-11-29 22:00:00Z"[..],
+        b"2026-13-29T22:00:00Z",
+        b"2026-11-29T22:00:00",
+        b"2026-11-29T22:00:00+1:00",
+        b"1s",
+    ] {
+        assert_eq!(parse_rfc3339(bad), None, "{}", String::from_utf8_lossy(bad));
+    }
+}
+
+#[test]
+fn words_and_noqueue_are_not_queue_ids_and_programs_must_be_postfix() {
+    for id in ["7E4029C0029", "4Kz5bC0sN8z1y2W", "ABCDEF"] {
+        assert!(is_queue_id(id), "{id}");
+    }
+    for word in ["warning", "NOQUEUE", "error", "statistics", "AB", "x-y-z-w"] {
+        assert!(!is_queue_id(word), "{word}");
+    }
+    let daemon = |rest: &[u8]| parse_line(rest).map(|l| l.daemon.to_vec());
+    assert_eq!(
+        daemon(b" relay postfix/qmgr[23876]: x"),
+        Some(b"qmgr".to_vec())
+    );
+    assert_eq!(
+        daemon(b" relay postfix-out/smtpd[1]: x"),
+        Some(b"smtpd".to_vec())
+    );
+    assert_eq!(
+        daemon(b" relay postfix/submission/smtpd[1]: x"),
+        Some(b"smtpd".to_vec())
+    );
+    assert_eq!(daemon(b" relay evil/qmgr[1]: x"), None);
+    assert_eq!(daemon(b" relay postfix/qmgr: x"), None);
+    assert_eq!(daemon(b"relay postfix/qmgr[1]: x"), None);
+}
+
+#[test]
+fn a_line_that_never_ends_is_kept_only_up_to_the_bound() {
+    let endless = std::io::Read::chain(&b"short line\n"[..], std::io::repeat(b'x').take(1 << 20));
+    let mut reader = BufReader::with_capacity(4096, endless);
+    let mut line = Vec::new();
+    assert_eq!(
+        read_line_at_most(&mut reader, &mut line, 100).expect("read"),
+        11
+    );
+    assert_eq!(line, b"short line\n");
+    line.clear();
+    let read = read_line_at_most(&mut reader, &mut line, 100).expect("read");
+    assert_eq!(read, 1 << 20, "the whole line is consumed");
+    assert_eq!(line.len(), 100, "only the bound is kept");
+    line.clear();
+    assert_eq!(
+        read_line_at_most(&mut reader, &mut line, 100).expect("read"),
+        0
+    );
+}
