@@ -775,38 +775,29 @@ fn next_step(verdict: &Verdict) -> String {
 }
 
 /// What a VERIFY entry leads to once someone has checked out of band: each a label and
-/// the command, only those that can succeed.
+/// the command, only those that can succeed. "If it arrived" only ever resolves: where a
+/// channel is still owed, or the doubt is in the store rather than at a provider, an
+/// operator's word that something arrived must not be the ground for sending anything.
 pub fn after_verification(verdict: &Verdict) -> Vec<(&'static str, String)> {
     let id = &verdict.id;
-    let unsent = verdict.unsent();
-    let undelivered = verdict.undelivered();
-    let mut steps = Vec::new();
-    if verdict.channels_unreadable {
-        return steps;
+    let uncertain = verdict.in_state(ChannelState::Uncertain);
+    if verdict.channels_unreadable || uncertain.is_empty() {
+        return Vec::new();
     }
-    if unsent.is_empty() {
+    let mut steps = Vec::new();
+    if verdict.unsent().is_empty() {
         steps.push((
             "if it arrived",
             format!("unsctl dlq resolve {id} --verified-delivered --confirm"),
         ));
-    } else {
-        steps.push((
-            "if it arrived",
-            format!(
-                "unsctl replay {id} --channels {} --verified-delivered --confirm",
-                unsent.joined(",")
-            ),
-        ));
     }
-    if !undelivered.is_empty() && undelivered != unsent {
-        steps.push((
-            "if it did not",
-            format!(
-                "unsctl replay {id} --channels {} --verified-not-delivered --confirm",
-                undelivered.joined(",")
-            ),
-        ));
-    }
+    steps.push((
+        "if it did not",
+        format!(
+            "unsctl replay {id} --channels {} --verified-not-delivered --confirm",
+            verdict.undelivered().joined(",")
+        ),
+    ));
     steps
 }
 

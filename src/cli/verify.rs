@@ -435,11 +435,7 @@ fn row(answer: &Answer, out: &Output) -> Vec<Text> {
 
 fn recorded_line(done: &Recorded, out: &Output) -> String {
     let id = out.clean(&done.id);
-    let next = match done.branch {
-        Branch::Resolve => format!("next: unsctl dlq resolve {id} --confirm"),
-        Branch::Replay => format!("next: unsctl replay {id} --confirm"),
-        Branch::Verify => "still VERIFY: check the rest by hand (`unsctl inspect`)".to_string(),
-    };
+    let next = format!("next: {}", out.clean(&done.next_step));
     let mut line = format!(
         "{id}  recorded {} VERIFIED event{} ({})  now {}  {next}",
         done.event_ids.len(),
@@ -472,6 +468,15 @@ fn advise(asked: &Asked, recorded: Option<&Recording>, recording: bool) {
         status(
             "CANNOT_TELL: no record proves it either way; check those by hand (TSG-02, branch 2).",
         );
+    }
+    if !recording {
+        for (id, step) in verify::next_steps(&asked.answers) {
+            status(&format!(
+                "{}  next: {}",
+                crate::render::sanitize::clean(&id),
+                crate::render::sanitize::clean(&step)
+            ));
+        }
     }
     let answered = counts[&Outcome::Delivered] + counts[&Outcome::NotDelivered];
     if answered > 0 && !recording {

@@ -57,6 +57,22 @@ pub struct Recorded {
     pub skipped: Vec<String>,
     /// The entry's branch with them.
     pub branch: Branch,
+    /// What to do now, by [`next_step`].
+    #[serde(default)]
+    pub next_step: String,
+}
+
+/// The next step once answers are recorded, one rule per branch: RESOLVE resolves,
+/// REPLAY replays what was not delivered (the VERIFIED events are its attestation), and
+/// VERIFY is left for the out-of-band check.
+pub fn next_step(verdict: &triage::Verdict) -> String {
+    match verdict.branch {
+        Branch::Resolve | Branch::Replay => verdict.next_step.clone(),
+        Branch::Verify => format!(
+            "check out of band (TSG-02 branch 2): `unsctl inspect {}` names what to search for",
+            verdict.id
+        ),
+    }
 }
 
 /// Appends `findings` about DLQ entry `id` as VERIFIED events.
@@ -117,6 +133,7 @@ pub fn record(
             event_ids,
             skipped,
             branch: after.branch,
+            next_step: next_step(&after),
         })
     })
 }

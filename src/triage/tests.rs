@@ -697,11 +697,46 @@ fn a_verify_entry_only_suggests_commands_that_can_succeed() {
         );
         assert!(!command.contains("--channels --"), "{command}");
     }
-    assert_eq!(
-        after_verification(&verdict).len(),
-        1,
-        "nothing left to replay"
-    );
+    // No provider holds the doubt: the store does, so nothing but `inspect` is offered.
+    assert_eq!(verdict.next_step, "unsctl inspect n-1");
+    assert!(after_verification(&verdict).is_empty());
+}
+
+#[test]
+fn if_it_arrived_never_replays_whatever_the_other_channels_are() {
+    // EMAIL unknown beside SLACK in every state, with and without an unreadable event.
+    let slack_states: [(&str, Option<&str>); 3] = [
+        ("delivered", Some("ACCEPTED")),
+        ("failed", Some("REJECTED")),
+        ("not attempted", None),
+    ];
+    for (slack, outcome) in slack_states {
+        for unreadable in [false, true] {
+            let mut history = History::new().start(1, 1, "EMAIL", "a");
+            history = history.result(1, 1, "EMAIL", "a", "UNKNOWN");
+            if let Some(outcome) = outcome {
+                history = history
+                    .start(1, 1, "SLACK", "a")
+                    .result(1, 1, "SLACK", "a", outcome);
+            }
+            if unreadable {
+                history = history.push("CHANNEL_ATTEMPT_RESULT", Value::String("{oops".into()));
+            }
+            let verdict = triage_events(&row(&["EMAIL", "SLACK"], 1), &history.events);
+            let what = format!("SLACK {slack}, unreadable {unreadable}");
+            assert_eq!(verdict.branch, Branch::Verify, "{what}");
+            let steps = after_verification(&verdict);
+            for (label, command) in &steps {
+                if *label == "if it arrived" {
+                    assert!(command.starts_with("unsctl dlq resolve"), "{what}: {command}");
+                    assert_eq!(slack, "delivered", "{what}: resolve only with nothing owed");
+                } else {
+                    assert!(command.contains("--channels EMAIL") && command.contains("--verified-not-delivered"), "{what}: {command}");
+                }
+            }
+            assert!(steps.iter().any(|(label, _)| *label == "if it did not"), "{what}");
+        }
+    }
 }
 
 #[test]

@@ -789,6 +789,41 @@ pub fn findings(answers: &[Answer], questions: &[Question]) -> BTreeMap<String, 
     by_entry
 }
 
+/// What to do about each entry once its answers are in, before they are recorded: one
+/// rule per answer. An entry with any CANNOT_TELL goes to the out-of-band check, naming
+/// what to search for; one answered in full is recorded, after which triage gives RESOLVE
+/// (every answer DELIVERED) or REPLAY (a NOT_DELIVERED, attested by the VERIFIED event).
+pub fn next_steps(answers: &[Answer]) -> Vec<(String, String)> {
+    let mut by_entry: BTreeMap<&str, Vec<&Answer>> = BTreeMap::new();
+    for answer in answers {
+        by_entry.entry(&answer.id).or_default().push(answer);
+    }
+    by_entry
+        .into_iter()
+        .map(|(id, answers)| {
+            let unsettled: Vec<String> = answers
+                .iter()
+                .filter(|a| a.answer == Outcome::CannotTell)
+                .map(|a| match &a.message_id {
+                    Some(message_id) => format!("{} {message_id}", a.channel),
+                    None => format!("{} {}:{}:{}", a.channel, a.id, a.channel, a.cycle),
+                })
+                .collect();
+            let step = if unsettled.is_empty() {
+                format!("unsctl verify {id} --record --confirm")
+            } else {
+                let mut unique = unsettled;
+                unique.dedup();
+                format!(
+                    "check out of band (TSG-02 branch 2): search the provider for {}",
+                    unique.join(", ")
+                )
+            };
+            (id.to_string(), step)
+        })
+        .collect()
+}
+
 /// What asking found for a set of entries.
 #[derive(Debug, Default)]
 pub struct Asked {

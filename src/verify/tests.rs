@@ -519,6 +519,41 @@ fn a_slack_message_is_proof_only_with_its_key_inside_the_window_and_from_the_bot
 }
 
 #[test]
+fn each_answer_has_one_next_step_and_cannot_tell_names_what_to_search_for() {
+    let answer = |id: &str, channel, attempt, outcome| Answer {
+        id: id.into(),
+        channel,
+        cycle: 1,
+        attempt,
+        message_id: (channel == Channel::Email).then(|| format!("<{id}.1.{attempt}@uns.local>")),
+        answer: outcome,
+        source: "test".into(),
+        evidence: "e".into(),
+    };
+    let steps = next_steps(&[
+        answer("n-1", Channel::Email, 1, Outcome::Delivered),
+        answer("n-2", Channel::Email, 1, Outcome::NotDelivered),
+        answer("n-3", Channel::Email, 1, Outcome::Delivered),
+        answer("n-3", Channel::Slack, 1, Outcome::CannotTell),
+        answer("n-3", Channel::Slack, 2, Outcome::CannotTell),
+    ]);
+    assert_eq!(
+        steps,
+        [
+            ("n-1".to_string(), "unsctl verify n-1 --record --confirm".to_string()),
+            ("n-2".to_string(), "unsctl verify n-2 --record --confirm".to_string()),
+            (
+                "n-3".to_string(),
+                "check out of band (TSG-02 branch 2): search the provider for SLACK n-3:SLACK:1".to_string()
+            ),
+        ]
+    );
+    for (_, step) in &steps {
+        assert!(!step.contains("replay"), "{step}");
+    }
+}
+
+#[test]
 fn findings_group_a_cycle_wide_key_once_and_skip_cannot_tell() {
     let question = |channel, attempts: &[i64]| Question {
         id: "n-1".into(),
