@@ -80,13 +80,17 @@ fn deliver_due(db: &Path, adapter: &EmailAdapter) -> DeliveryResult {
 }
 
 fn submit(db: &Path, recipient: &str) -> String {
+    submit_with(db, recipient, "verify")
+}
+
+fn submit_with(db: &Path, recipient: &str, subject: &str) -> String {
     let conn = schema::open(db, OpenMode::Create).expect("store");
     engine::submit(
         &conn,
         now(),
         &NewNotification {
             channels: [Channel::Email].into_iter().collect(),
-            payload: json!({"recipient": recipient, "subject": "verify", "body": "hello"}),
+            payload: json!({"recipient": recipient, "subject": subject, "body": "hello"}),
             idempotency_key: None,
             max_attempts: 1,
         },
@@ -128,7 +132,12 @@ fn json(out: &Output, what: &str) -> Value {
 }
 
 fn verify(db: &Path, id: &str, logs: &[&Path], record: bool) -> Value {
-    let mut args = vec!["verify", id, "--clock-skew", "0s", "-o", "json"];
+    verify_with(db, id, logs, record, &["--clock-skew", "0s"])
+}
+
+fn verify_with(db: &Path, id: &str, logs: &[&Path], record: bool, extra: &[&str]) -> Value {
+    let mut args = vec!["verify", id, "-o", "json"];
+    args.extend(extra);
     let logs: Vec<String> = logs.iter().map(|l| l.display().to_string()).collect();
     for log in &logs {
         args.extend(["--relay-log", log.as_str()]);
@@ -211,11 +220,19 @@ fn the_relays_own_log_settles_what_the_adapter_could_not_tell() {
     let cut = submit(&db, "cut@example.test");
     let result = deliver_due(&db, &via_proxy);
     assert_eq!(result.outcome.as_str(), "UNKNOWN", "{result:?}");
-    let rotated_at = std::fs::metadata(&relay.maillog).expect("log").len();
-    // 3. The same fault, but the log that covered it is rotated away before anyone looks.
+    // 3. The same fault, but the log that held it is rotated away before anyone looks.
     let lost = submit(&db, "lost@example.test");
     let result = deliver_due(&db, &via_proxy);
     assert_eq!(result.outcome.as_str(), "UNKNOWN", "{result:?}");
+    // Wait for the relay to log all of the session, so the rotation keeps none of it.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    // Postfix's cleanup logs the Message-ID after smtpd logged the session's end.
+    let lost_ended = |log: &str| log.contains(&format!("message-id={}", message_id(&lost, 1, 1)));
+    while !lost_ended(&relay.log()) && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(lost_ended(&relay.log()), "{}", relay.log());
+    let rotated_at = std::fs::metadata(&relay.maillog).expect("log").len();
     for id in [&held, &cut, &lost] {
         assert_eq!(branch(&db, id), "VERIFY");
     }
@@ -241,7 +258,7 @@ fn the_relays_own_log_settles_what_the_adapter_could_not_tell() {
         answer(&verify(&db, &cut, &[current], false)),
         "NOT_DELIVERED"
     );
-    // Rotated: only what was written after case 2 is left, which cannot cover case 2 or 3.
+    // Rotated: only what was written after case 3 is left, which cannot cover it.
     let rest = std::fs::read(current).expect("log");
     let after_rotation = work.path().join("maillog");
     std::fs::write(&after_rotation, &rest[rotated_at as usize..]).expect("rotated log");
@@ -314,6 +331,147 @@ fn the_relays_own_log_settles_what_the_adapter_could_not_tell() {
         "the replay was queued: {log}"
     );
     assert!(!queued(&log, &message_id(&cut, 1, 1)));
+}
+
+/// The one answer of a verify document, and its evidence.
+fn answer_of(value: &Value) -> (String, String) {
+    let answer = &value["answers"][0];
+    (
+        answer["answer"].as_str().unwrap_or_default().to_string(),
+        answer["evidence"].as_str().unwrap_or_default().to_string(),
+    )
+}
+
+#[test]
+fn the_rules_of_evidence_hold_against_a_real_relay() {
+    let work = tempfile::tempdir().expect("dir");
+    let db = work.path().join("uns.db");
+    let relay = Relay::start_with(
+        None,
+        Some("/^Subject:.*HOLDME/ HOLD held for review\n/^Subject:.*WARNME/ WARN\n"),
+    );
+    let proxy = Proxy::start(relay.addr, Fault::HoldReplyToDot);
+    let via_proxy = adapter(proxy.addr, StartTls::Never, None);
+    relay.send_marker();
+    std::thread::sleep(Duration::from_millis(1100));
+    let unknown = |recipient: &str, subject: &str| {
+        let id = submit_with(&db, recipient, subject);
+        let result = deliver_due(&db, &via_proxy);
+        assert_eq!(result.outcome.as_str(), "UNKNOWN", "{recipient}: {result:?}");
+        id
+    };
+
+    // 1. The relay holds it (header_checks HOLD) and answers 250; the answer is held back.
+    let held = unknown("held@example.test", "HOLDME please");
+    // 2. A WARN line quotes a Subject that says status=sent, and the session is cut
+    //    before the final dot.
+    proxy.set(Fault::CutBeforeDot);
+    let warned = unknown(
+        "warned@example.test",
+        "WARNME status=sent (250 2.0.0 Ok: queued as 7E4029C0029)",
+    );
+    // 3. Cut before the dot too, and a forger sends its Message-ID: once at once, inside
+    //    the window, and once after the window.
+    let forged = unknown("forged@example.test", "hello");
+    let forgery = format!(
+        "Message-ID: {}\r\nSubject: x\r\n\r\nforged\r\n",
+        message_id(&forged, 1, 1)
+    );
+    relay.submit("attacker@evil.test", &forgery, true);
+    relay.log_past(now() + LEASE + 2.5);
+    relay.submit("attacker@evil.test", &forgery, true);
+    // 4. A session cut before the dot whose lines sit in a rotated file that goes missing.
+    std::thread::sleep(Duration::from_millis(2500));
+    relay.send_marker();
+    relay.wait_for_log("marker@marker.test>, size=");
+    let before_gone = std::fs::metadata(&relay.maillog).expect("log").len() as usize;
+    let gone = unknown("gone@example.test", "hello");
+    relay.wait_for_log(&format!("message-id={}", message_id(&gone, 1, 1)));
+    std::thread::sleep(Duration::from_millis(2500));
+    let after_gone = std::fs::metadata(&relay.maillog).expect("log").len() as usize;
+    relay.log_past(now() + LEASE + 2.5);
+    relay.wait_for_log(&format!("message-id={}", message_id(&forged, 1, 1)));
+
+    let log = relay.log();
+    assert!(log.contains("hold: header Subject: HOLDME"), "{log}");
+    assert!(log.contains("warning: header Subject: WARNME status=sent"), "{log}");
+    let current = relay.maillog.as_path();
+    let skew = ["--clock-skew", "2s"];
+
+    let (answer, evidence) = answer_of(&verify_with(&db, &held, &[current], false, &skew));
+    assert_eq!(answer, "DELIVERED", "{evidence}");
+    assert!(evidence.contains("held by the relay"), "{evidence}");
+
+    let (answer, evidence) = answer_of(&verify_with(&db, &warned, &[current], false, &skew));
+    assert_eq!(answer, "NOT_DELIVERED", "a quoted status= is no commitment: {evidence}");
+    assert!(evidence.contains("lost connection after DATA"), "{evidence}");
+
+    let (answer, evidence) = answer_of(&verify_with(&db, &forged, &[current], false, &skew));
+    assert_eq!(answer, "NOT_DELIVERED", "{evidence}");
+    assert!(
+        evidence.contains("<attacker@evil.test>, not the runtime's <uns@uns.local>"),
+        "{evidence}"
+    );
+    assert!(evidence.contains("outside the attempt's window"), "{evidence}");
+
+    // The rotation: the files before and after, without the one between.
+    let bytes = std::fs::read(current).expect("log");
+    let first = work.path().join("maillog.2");
+    let last = work.path().join("maillog");
+    std::fs::write(&first, &bytes[..before_gone]).expect("first");
+    std::fs::write(&last, &bytes[after_gone..]).expect("last");
+    let tight = ["--clock-skew", "0s", "--max-log-gap", "2s"];
+    let (answer, evidence) = answer_of(&verify_with(&db, &gone, &[&first, &last], false, &tight));
+    assert_eq!(answer, "CANNOT_TELL", "{evidence}");
+    assert!(evidence.contains("not all of the attempt's window"), "{evidence}");
+    let (answer, evidence) = answer_of(&verify_with(&db, &gone, &[current], false, &tight));
+    assert_eq!(answer, "NOT_DELIVERED", "the whole log holds the relay's record: {evidence}");
+    // A file that cannot be read beside one that covers: named, and no absence is proof.
+    let broken = work.path().join("maillog.1.gz");
+    std::fs::write(&broken, [0x1f, 0x8b, 8, 0, 1, 2, 3]).expect("broken");
+    let (answer, evidence) =
+        answer_of(&verify_with(&db, &gone, &[current, &broken], false, &tight));
+    assert_eq!(answer, "CANNOT_TELL", "{evidence}");
+    assert!(evidence.contains("maillog.1.gz"), "{evidence}");
+    // Copied elsewhere with a new mtime, the log answers as before.
+    let copy = work.path().join("copied-maillog");
+    std::fs::copy(current, &copy).expect("copy");
+    let (answer, _) = answer_of(&verify_with(&db, &held, &[&copy], false, &skew));
+    assert_eq!(answer, "DELIVERED");
+
+    // Recorded, triage follows the answers.
+    for id in [&held, &warned, &forged] {
+        verify_with(&db, id, &[current], true, &skew);
+    }
+    assert_eq!(branch(&db, &held), "RESOLVE");
+    assert_eq!(branch(&db, &warned), "REPLAY");
+    assert_eq!(branch(&db, &forged), "REPLAY");
+    assert_eq!(branch(&db, &gone), "VERIFY");
+    // Released, the held message goes on to the sink: a replay would have been a copy.
+    let released = Command::new("postsuper")
+        .arg("-c")
+        .arg(relay.dir().join("conf"))
+        .args(["-H", "ALL"])
+        .output()
+        .expect("postsuper");
+    assert!(released.status.success(), "{released:?}");
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let arrived = || {
+        relay
+            .sink
+            .received()
+            .iter()
+            .any(|m| m.contains(&message_id(&held, 1, 1)))
+    };
+    while !arrived() && std::time::Instant::now() < deadline {
+        let _ = Command::new("postqueue")
+            .arg("-c")
+            .arg(relay.dir().join("conf"))
+            .arg("-f")
+            .output();
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert!(arrived(), "the held message reached the sink once released: {}", relay.log());
 }
 
 #[test]

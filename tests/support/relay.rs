@@ -35,6 +35,11 @@ pub struct Relay {
 impl Relay {
     /// Starts one; with `tls` (certificate and key PEM files) it offers STARTTLS.
     pub fn start(tls: Option<(&Path, &Path)>) -> Self {
+        Self::start_with(tls, None)
+    }
+
+    /// Starts one that applies `header_checks` (Postfix regexp lines: HOLD, WARN, ...).
+    pub fn start_with(tls: Option<(&Path, &Path)>, header_checks: Option<&str>) -> Self {
         assert!(
             super::is_root(),
             "a real Postfix relay needs root (.ci/run runs the tests as root)"
@@ -52,6 +57,11 @@ impl Relay {
             .arg(sink.addr.to_string());
         if let Some((cert, key)) = tls {
             command.env("TLS_CERT", cert).env("TLS_KEY", key);
+        }
+        let checks = dir.path().join("header_checks.in");
+        if let Some(lines) = header_checks {
+            std::fs::write(&checks, lines).expect("header checks");
+            command.env("HEADER_CHECKS", &checks);
         }
         let out = {
             let _one = STARTING.lock().unwrap_or_else(|p| p.into_inner());
@@ -79,6 +89,17 @@ impl Relay {
 
     /// Sends a message straight to the relay (a marker, to move its log on).
     pub fn send_marker(&self) {
+        self.submit(
+            "marker@marker.test",
+            "Message-ID: <marker@marker.test>\r\nSubject: marker\r\n\r\nmarker\r\n",
+            true,
+        );
+    }
+
+    /// Sends a message straight to the relay as `from`, with `text` (headers, a blank
+    /// line, the body). With `finish` false the connection is closed inside DATA, before
+    /// the final dot, as a client that died would leave it.
+    pub fn submit(&self, from: &str, text: &str, finish: bool) {
         let mut stream = TcpStream::connect(self.addr).expect("relay");
         stream
             .set_read_timeout(Some(Duration::from_secs(10)))
@@ -101,15 +122,31 @@ impl Relay {
         };
         reply(&mut stream);
         for command in [
-            "EHLO marker.test\r\n",
-            "MAIL FROM:<marker@marker.test>\r\n",
-            "RCPT TO:<marker@sink.test>\r\n",
-            "DATA\r\n",
-            "Message-ID: <marker@marker.test>\r\nSubject: marker\r\n\r\nmarker\r\n.\r\n",
-            "QUIT\r\n",
+            "EHLO marker.test\r\n".to_string(),
+            format!("MAIL FROM:<{from}>\r\n"),
+            "RCPT TO:<marker@sink.test>\r\n".to_string(),
+            "DATA\r\n".to_string(),
         ] {
             stream.write_all(command.as_bytes()).expect("write");
             reply(&mut stream);
+        }
+        stream.write_all(text.as_bytes()).expect("write");
+        if !finish {
+            let _ = stream.shutdown(Shutdown::Both);
+            return;
+        }
+        stream.write_all(b".\r\n").expect("write");
+        reply(&mut stream);
+        stream.write_all(b"QUIT\r\n").expect("write");
+        reply(&mut stream);
+    }
+
+    /// Waits until the log holds `text`.
+    pub fn wait_for_log(&self, text: &str) {
+        let deadline = Instant::now() + Duration::from_secs(15);
+        while !self.log().contains(text) {
+            assert!(Instant::now() < deadline, "{text:?} never logged: {}", self.log());
+            std::thread::sleep(Duration::from_millis(50));
         }
     }
 
