@@ -651,6 +651,124 @@ fn pagerduty_and_slack_are_asked_by_key_with_their_own_auth() {
     );
 }
 
+/// A loopback server that answers every request with 200 and what `answer` makes of the
+/// request line.
+fn lying_server(answer: impl Fn(&str) -> String + Send + Sync + 'static) -> String {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let answer = std::sync::Arc::new(answer);
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            use std::io::{Read, Write};
+            let mut stream = stream;
+            let mut buffer = [0u8; 8192];
+            let n = stream.read(&mut buffer).unwrap_or(0);
+            let request = String::from_utf8_lossy(&buffer[..n]);
+            let body = answer(request.lines().next().unwrap_or_default());
+            let _ = write!(
+                stream,
+                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    format!("http://{addr}")
+}
+
+/// PagerDuty and Slack stand-ins that lie: each lie is CANNOT_TELL, with the reason.
+#[test]
+fn providers_that_lie_are_never_taken_at_their_word() {
+    let work = tempfile::tempdir().expect("dir");
+    let db = work.path().join("uns.db");
+    let conn = schema::open(&db, OpenMode::Create).expect("store");
+    // One PAGERDUTY and one SLACK attempt whose calls started and never answered.
+    let mut ids = Vec::new();
+    for channel in [Channel::Pagerduty, Channel::Slack] {
+        let id = engine::submit(
+            &conn,
+            now(),
+            &NewNotification {
+                channels: [channel].into_iter().collect(),
+                payload: json!({"subject": "verify", "body": "hello"}),
+                idempotency_key: None,
+                max_attempts: 1,
+            },
+        )
+        .expect("submit")
+        .id;
+        let ClaimOutcome::Claimed(lease) =
+            engine::claim(&conn, now(), "verify-test", LEASE).expect("claim")
+        else {
+            panic!("nothing due");
+        };
+        engine::start_channel(&conn, now(), &lease, channel, &Default::default()).expect("start");
+        let _ = engine::claim(&conn, lease.lease_until + 0.01, "verify-test-2", LEASE);
+        ids.push(id);
+    }
+    assert_eq!(branch(&db, &ids[0]), "VERIFY");
+    std::thread::sleep(Duration::from_secs_f64(LEASE + 0.1));
+    let (pd, slack) = (ids[0].clone(), ids[1].clone());
+    let inside = unsctl::clock::rfc3339(now() - LEASE / 2.0);
+    let ts_inside = format!("{:.6}", now() - LEASE / 2.0);
+    let incident = |key: serde_json::Value, created: &str| {
+        json!({"incidents": [{"id": "PLIE", "incident_number": 9, "incident_key": key,
+            "status": "triggered", "created_at": created}], "more": false})
+        .to_string()
+    };
+    let message = |key: &str, ts: &str, bot: &str| {
+        json!({"ok": true, "has_more": false, "messages": [{"type": "message", "ts": ts,
+            "bot_id": bot, "metadata": {"event_type": "uns_notification",
+            "event_payload": {"idempotency_key": key}}}]})
+        .to_string()
+    };
+    let our_key = format!("{slack}:SLACK:1");
+    let cases: Vec<(&str, String, &str)> = vec![
+        ("pagerduty: no key", incident(Value::Null, &inside), "no incident_key"),
+        ("pagerduty: another key", incident(json!("n-someone-else"), &inside), "the answer is not about this key"),
+        ("pagerduty: created in 2099", incident(json!(pd), "2099-01-01T00:00:00Z"), "future"),
+        ("pagerduty: created_at 1s", incident(json!(pd), "1s"), "not an RFC 3339 time"),
+        ("pagerduty: a day before, resolved", json!({"incidents": [{"id": "PLIE", "incident_key": pd,
+            "status": "resolved", "created_at": unsctl::clock::rfc3339(now() - 86_400.0),
+            "last_status_change_at": unsctl::clock::rfc3339(now() - 80_000.0)}], "more": false}).to_string(),
+            "not shown open through it"),
+        ("pagerduty: pages that never end", json!({"incidents": [{"id": "PX", "incident_key": "other",
+            "created_at": inside}], "more": true}).to_string(), "not all were read"),
+        ("slack: another bot", message(&our_key, &ts_inside, "B666"), "not the webhook's bot"),
+        ("slack: outside the window", message(&our_key, &format!("{:.6}", now() - 86_400.0), "B0UNSFAKE"), "outside the attempt's window"),
+        ("slack: pages that never end", json!({"ok": true, "has_more": true, "messages": [{"type": "message", "ts": ts_inside}],
+            "response_metadata": {"next_cursor": "more"}}).to_string(), "not all were read"),
+    ];
+    for (what, body, reason) in cases {
+        let base = lying_server(move |_| body.clone());
+        let out = Command::new(env!("CARGO_BIN_EXE_unsctl"))
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("UNSCTL_CONFIG", work.path().join("no-config.toml"))
+            .arg("--db")
+            .arg(&db)
+            .args(["verify", "--clock-skew", "0s", "-o", "json"])
+            .args(["--slack-bot-id", "B0UNSFAKE", "--slack-channel", "C0LIE"])
+            .env("UNS_PAGERDUTY_API_URL", &base)
+            .env("UNS_PAGERDUTY_API_TOKEN", "pd-token-for-the-liar")
+            .env("UNS_SLACK_API_URL", &base)
+            .env("UNS_SLACK_BOT_TOKEN", "xoxb-token-for-the-liar")
+            .stdin(Stdio::null())
+            .output()
+            .expect("unsctl");
+        let report = json(&out, what);
+        let channel = if what.starts_with("pagerduty") { &pd } else { &slack };
+        let answer = report["answers"]
+            .as_array()
+            .and_then(|a| a.iter().find(|x| x["id"] == channel.as_str()))
+            .cloned()
+            .unwrap_or_default();
+        assert_eq!(answer["answer"], "CANNOT_TELL", "{what}: {answer:#}");
+        let evidence = answer["evidence"].as_str().unwrap_or_default();
+        assert!(evidence.contains(reason), "{what}: {evidence}");
+        assert!(!report.to_string().contains("token-for-the-liar"), "{what}");
+    }
+}
+
 /// Over the API the server asks with its own sources and records under the key's name;
 /// a client's relay log is refused, and a client never supplies an answer.
 #[test]
