@@ -357,7 +357,11 @@ fn the_rules_of_evidence_hold_against_a_real_relay() {
     let unknown = |recipient: &str, subject: &str| {
         let id = submit_with(&db, recipient, subject);
         let result = deliver_due(&db, &via_proxy);
-        assert_eq!(result.outcome.as_str(), "UNKNOWN", "{recipient}: {result:?}");
+        assert_eq!(
+            result.outcome.as_str(),
+            "UNKNOWN",
+            "{recipient}: {result:?}"
+        );
         id
     };
 
@@ -394,7 +398,10 @@ fn the_rules_of_evidence_hold_against_a_real_relay() {
 
     let log = relay.log();
     assert!(log.contains("hold: header Subject: HOLDME"), "{log}");
-    assert!(log.contains("warning: header Subject: WARNME status=sent"), "{log}");
+    assert!(
+        log.contains("warning: header Subject: WARNME status=sent"),
+        "{log}"
+    );
     let current = relay.maillog.as_path();
     let skew = ["--clock-skew", "2s"];
 
@@ -403,8 +410,14 @@ fn the_rules_of_evidence_hold_against_a_real_relay() {
     assert!(evidence.contains("held by the relay"), "{evidence}");
 
     let (answer, evidence) = answer_of(&verify_with(&db, &warned, &[current], false, &skew));
-    assert_eq!(answer, "NOT_DELIVERED", "a quoted status= is no commitment: {evidence}");
-    assert!(evidence.contains("lost connection after DATA"), "{evidence}");
+    assert_eq!(
+        answer, "NOT_DELIVERED",
+        "a quoted status= is no commitment: {evidence}"
+    );
+    assert!(
+        evidence.contains("lost connection after DATA"),
+        "{evidence}"
+    );
 
     let (answer, evidence) = answer_of(&verify_with(&db, &forged, &[current], false, &skew));
     assert_eq!(answer, "NOT_DELIVERED", "{evidence}");
@@ -412,7 +425,10 @@ fn the_rules_of_evidence_hold_against_a_real_relay() {
         evidence.contains("<attacker@evil.test>, not the runtime's <uns@uns.local>"),
         "{evidence}"
     );
-    assert!(evidence.contains("outside the attempt's window"), "{evidence}");
+    assert!(
+        evidence.contains("outside the attempt's window"),
+        "{evidence}"
+    );
 
     // The rotation: the files before and after, without the one between.
     let bytes = std::fs::read(current).expect("log");
@@ -423,9 +439,15 @@ fn the_rules_of_evidence_hold_against_a_real_relay() {
     let tight = ["--clock-skew", "0s", "--max-log-gap", "2s"];
     let (answer, evidence) = answer_of(&verify_with(&db, &gone, &[&first, &last], false, &tight));
     assert_eq!(answer, "CANNOT_TELL", "{evidence}");
-    assert!(evidence.contains("not all of the attempt's window"), "{evidence}");
+    assert!(
+        evidence.contains("not all of the attempt's window"),
+        "{evidence}"
+    );
     let (answer, evidence) = answer_of(&verify_with(&db, &gone, &[current], false, &tight));
-    assert_eq!(answer, "NOT_DELIVERED", "the whole log holds the relay's record: {evidence}");
+    assert_eq!(
+        answer, "NOT_DELIVERED",
+        "the whole log holds the relay's record: {evidence}"
+    );
     // A file that cannot be read beside one that covers: named, and no absence is proof.
     let broken = work.path().join("maillog.1.gz");
     std::fs::write(&broken, [0x1f, 0x8b, 8, 0, 1, 2, 3]).expect("broken");
@@ -471,7 +493,11 @@ fn the_rules_of_evidence_hold_against_a_real_relay() {
             .output();
         std::thread::sleep(Duration::from_millis(200));
     }
-    assert!(arrived(), "the held message reached the sink once released: {}", relay.log());
+    assert!(
+        arrived(),
+        "the held message reached the sink once released: {}",
+        relay.log()
+    );
 }
 
 #[test]
@@ -756,7 +782,11 @@ fn providers_that_lie_are_never_taken_at_their_word() {
             .output()
             .expect("unsctl");
         let report = json(&out, what);
-        let channel = if what.starts_with("pagerduty") { &pd } else { &slack };
+        let channel = if what.starts_with("pagerduty") {
+            &pd
+        } else {
+            &slack
+        };
         let answer = report["answers"]
             .as_array()
             .and_then(|a| a.iter().find(|x| x["id"] == channel.as_str()))

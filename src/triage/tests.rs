@@ -728,13 +728,23 @@ fn if_it_arrived_never_replays_whatever_the_other_channels_are() {
             let steps = after_verification(&verdict);
             for (label, command) in &steps {
                 if *label == "if it arrived" {
-                    assert!(command.starts_with("unsctl dlq resolve"), "{what}: {command}");
+                    assert!(
+                        command.starts_with("unsctl dlq resolve"),
+                        "{what}: {command}"
+                    );
                     assert_eq!(slack, "delivered", "{what}: resolve only with nothing owed");
                 } else {
-                    assert!(command.contains("--channels EMAIL") && command.contains("--verified-not-delivered"), "{what}: {command}");
+                    assert!(
+                        command.contains("--channels EMAIL")
+                            && command.contains("--verified-not-delivered"),
+                        "{what}: {command}"
+                    );
                 }
             }
-            assert!(steps.iter().any(|(label, _)| *label == "if it did not"), "{what}");
+            assert!(
+                steps.iter().any(|(label, _)| *label == "if it did not"),
+                "{what}"
+            );
         }
     }
 }

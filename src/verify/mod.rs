@@ -430,7 +430,7 @@ fn bearing(message: &relay_log::Message, sender: Option<&str>, (from, to): (f64,
     use relay_log::{Fate, Sender};
     let at = clock::rfc3339(message.at.lo);
     let queue_id = &message.queue_id;
-    if message.at.hi <= from || message.at.lo > to {
+    if message.span.1 <= from || message.span.0 > to {
         return Bearing::Elsewhere(format!(
             "queue id {queue_id} carried it at {at}, outside the attempt's window: not this attempt"
         ));
@@ -520,6 +520,15 @@ fn email_answer(
             Outcome::CannotTell,
             with_notes(format!(
                 "a log that cannot be read may hold the attempt's {message_id}"
+            )),
+        );
+    }
+    if let Some(queue_id) = logs.orphan_within(from, to) {
+        return (
+            Outcome::CannotTell,
+            with_notes(format!(
+                "queue id {} inside the attempt's window was taken with no message-id line: lines are missing from the log, and it may be this attempt's message",
+                clean(queue_id)
             )),
         );
     }

@@ -97,6 +97,9 @@ pub struct Message {
     pub queue_id: String,
     /// When cleanup logged the Message-ID.
     pub at: Stamp,
+    /// From the first to the last of the lines about it: a message is inside a window
+    /// when any of them is, so one line stamped elsewhere cannot move it out.
+    pub span: (f64, f64),
     pub path: PathBuf,
     /// The cleanup line, for evidence.
     pub line: String,
@@ -116,6 +119,11 @@ pub struct Findings {
     pub covered: Vec<(f64, f64)>,
     /// Files that could not be read to their end, and why.
     pub problems: Vec<String>,
+    /// When a message the relay took or may have committed appears without any
+    /// message-id line: a log with lines missing. Any of them could be the attempt's.
+    pub orphans: Vec<(f64, String)>,
+    /// More orphans than are kept: every window counts as having one.
+    pub orphans_overflow: bool,
     pub lines: u64,
     pub bytes: u64,
 }
@@ -126,6 +134,17 @@ impl Findings {
         self.covered
             .iter()
             .any(|(start, end)| *start <= from && *end >= to)
+    }
+
+    /// A queue id inside `[from, to]` whose message-id line is missing, if any.
+    pub fn orphan_within(&self, from: f64, to: f64) -> Option<&str> {
+        if self.orphans_overflow {
+            return Some("(too many to keep)");
+        }
+        self.orphans
+            .iter()
+            .find(|(at, _)| *at >= from && *at <= to)
+            .map(|(_, queue_id)| queue_id.as_str())
     }
 
     /// Every message seen with `message_id`.
@@ -170,8 +189,13 @@ const MAX_LINE: usize = 64 << 10;
 /// Postfix's daemons write to one log, a little out of order at most.
 const BACKWARDS: f64 = 1.0;
 
-/// A queue id whose message-id line has not come yet is forgotten after this long.
+/// A queue id whose message-id line has not come yet is forgotten after this long, and
+/// one whose line named another Message-ID is remembered this long, so the queue
+/// manager's later lines about it are not taken for a message without one.
 const PENDING_FOR: f64 = 3600.0;
+
+/// The most orphans kept; past it, no absence is taken as proof.
+const MAX_ORPHANS: usize = 100_000;
 
 /// Reads one line into `line`, keeping at most `max` bytes of it; returns the bytes
 /// consumed, 0 at the end.
@@ -239,6 +263,10 @@ fn first_stamp(path: &Path, clock: &Clock) -> std::io::Result<Option<f64>> {
 /// What is known of a queue id while its lines come in.
 #[derive(Debug)]
 struct Track {
+    /// When its first line was written.
+    since: f64,
+    /// From its first line to its last.
+    span: (f64, f64),
     /// Index into `Scan::found` once its message-id line named a wanted Message-ID.
     message: Option<usize>,
     sender: Sender,
@@ -247,8 +275,10 @@ struct Track {
 }
 
 impl Track {
-    fn new() -> Self {
+    fn new(since: f64) -> Self {
         Self {
+            since,
+            span: (since, since),
             message: None,
             sender: Sender::Unknown,
             fate: Fate::Open,
@@ -266,8 +296,13 @@ struct Scan<'w> {
     tracks: HashMap<String, Track>,
     /// Queue ids with no message-id line yet, by when they appeared, to forget them.
     pending: VecDeque<(f64, String)>,
-    /// smtpd sessions (host and process) to the queue ids they carried.
-    sessions: HashMap<String, Vec<String>>,
+    /// Queue ids whose message-id line named another Message-ID, for a while.
+    identified: HashSet<String>,
+    identified_order: VecDeque<(f64, String)>,
+    orphans: Vec<(f64, String)>,
+    orphans_overflow: bool,
+    /// smtpd sessions (host and process) under way.
+    sessions: HashMap<String, Session>,
     /// Messages with a wanted Message-ID, in log order.
     found: Vec<(String, Message)>,
     /// Stretches without a long gap, as each file's lines gave them.
@@ -275,6 +310,13 @@ struct Scan<'w> {
     problems: Vec<String>,
     lines: u64,
     bytes: u64,
+}
+
+/// One smtpd session under way: when it connected, and the queue ids it carried.
+#[derive(Debug, Default)]
+struct Session {
+    since: f64,
+    queue_ids: Vec<String>,
 }
 
 /// One line taken apart: ` host program[pid]: text`.
@@ -293,6 +335,10 @@ impl<'w> Scan<'w> {
             max_gap: options.max_gap,
             tracks: HashMap::new(),
             pending: VecDeque::new(),
+            identified: HashSet::new(),
+            identified_order: VecDeque::new(),
+            orphans: Vec::new(),
+            orphans_overflow: false,
             sessions: HashMap::new(),
             found: Vec::new(),
             runs: Vec::new(),
@@ -358,7 +404,7 @@ impl<'w> Scan<'w> {
         match line.daemon {
             b"smtpd" => self.smtpd(stamp, line, whole),
             b"cleanup" => self.cleanup(path, stamp, line, whole),
-            b"qmgr" => self.qmgr(line, whole),
+            b"qmgr" => self.qmgr(stamp, line, whole),
             _ => {}
         }
     }
@@ -367,17 +413,34 @@ impl<'w> Scan<'w> {
         let process = String::from_utf8_lossy(line.process).into_owned();
         let text = line.text;
         if text.starts_with(b"connect from ") {
-            self.sessions.insert(process, Vec::new());
+            let session = Session {
+                since: stamp.lo,
+                queue_ids: Vec::new(),
+            };
+            // A session that never ended may have carried anything.
+            if let Some(open) = self.sessions.insert(process.clone(), session) {
+                self.orphan(open.since, &format!("(a session of {process} with no end)"));
+            }
             return;
         }
         if let Some((queue_id, after)) = queue_id(text) {
             if after.starts_with(b"client=") {
                 self.sessions
                     .entry(process)
-                    .or_default()
+                    .or_insert_with(|| Session {
+                        since: stamp.lo,
+                        queue_ids: Vec::new(),
+                    })
+                    .queue_ids
                     .push(queue_id.to_string());
                 // A queue id seen again is a new message: the old one's lines are done.
-                self.tracks.insert(queue_id.to_string(), Track::new());
+                if let Some(old) = self
+                    .tracks
+                    .insert(queue_id.to_string(), Track::new(stamp.lo))
+                {
+                    self.orphan_if_unnamed(queue_id, &old);
+                }
+                self.identified.remove(queue_id);
                 self.pending.push_back((stamp.lo, queue_id.to_string()));
                 self.forget_pending(stamp.lo);
             }
@@ -393,17 +456,29 @@ impl<'w> Scan<'w> {
         .any(|prefix| text.starts_with(prefix));
         if during_data {
             // The message in transfer when the session ended is its last one.
-            if let Some(queue_id) = self.sessions.get(&process).and_then(|s| s.last()).cloned() {
-                self.settle(&queue_id, Fate::Lost, None, whole());
+            let last = self
+                .sessions
+                .get(&process)
+                .and_then(|s| s.queue_ids.last())
+                .cloned();
+            if let Some(queue_id) = last {
+                self.settle(&queue_id, Fate::Lost, None, whole(), stamp);
             }
             return;
         }
         if text.starts_with(b"disconnect from ") {
             let session = self.sessions.remove(&process).unwrap_or_default();
-            if no_data_accepted(text) {
-                for queue_id in session {
-                    self.settle(&queue_id, Fate::Lost, None, whole());
+            let taken = messages_taken(text);
+            if taken == 0 {
+                for queue_id in &session.queue_ids {
+                    self.settle(queue_id, Fate::Lost, None, whole(), stamp);
                 }
+            } else if taken > session.queue_ids.len() {
+                // It took a message whose queue id no line names.
+                self.orphan(
+                    stamp.lo,
+                    &format!("(a message of {process} with no queue id)"),
+                );
             }
         }
     }
@@ -424,17 +499,21 @@ impl<'w> Scan<'w> {
             }
             if !self.wanted.contains(value) {
                 self.tracks.remove(queue_id);
+                self.identified.insert(queue_id.to_string());
+                self.identified_order
+                    .push_back((stamp.lo, queue_id.to_string()));
                 return;
             }
             let index = self.found.len();
             let track = self
                 .tracks
                 .entry(queue_id.to_string())
-                .or_insert_with(Track::new);
+                .or_insert_with(|| Track::new(stamp.lo));
             track.message = Some(index);
             let message = Message {
                 queue_id: queue_id.to_string(),
                 at: stamp,
+                span: (track.span.0.min(stamp.lo), track.span.1.max(stamp.hi)),
                 path: path.to_path_buf(),
                 line: whole(),
                 sender: track.sender.clone(),
@@ -454,39 +533,81 @@ impl<'w> Scan<'w> {
             return;
         };
         let sender = check_sender(after);
-        self.settle(queue_id, fate, Some(sender), whole());
+        self.settle(queue_id, fate, Some(sender), whole(), stamp);
     }
 
-    fn qmgr(&mut self, line: &Line, whole: impl Fn() -> String) {
+    fn qmgr(&mut self, stamp: Stamp, line: &Line, whole: impl Fn() -> String) {
         let Some((queue_id, after)) = queue_id(line.text) else {
             return;
         };
         if after == b"removed" {
-            self.tracks.remove(queue_id);
+            if let Some(old) = self.tracks.remove(queue_id) {
+                self.orphan_if_unnamed(queue_id, &old);
+            }
             return;
         }
         if let Some(sender) = queue_active_sender(after) {
-            self.settle(queue_id, Fate::Queued, Some(Sender::Known(sender)), whole());
+            if !self.tracks.contains_key(queue_id) && !self.identified.contains(queue_id) {
+                // Queued, and no line ever said what it carried.
+                self.orphan(stamp.lo, queue_id);
+                return;
+            }
+            self.settle(
+                queue_id,
+                Fate::Queued,
+                Some(Sender::Known(sender)),
+                whole(),
+                stamp,
+            );
+        }
+    }
+
+    /// A message that may have been committed though no message-id line names it.
+    fn orphan_if_unnamed(&mut self, queue_id: &str, track: &Track) {
+        if track.message.is_none() && !track.fate.refused() {
+            self.orphan(track.since, queue_id);
+        }
+    }
+
+    fn orphan(&mut self, at: f64, queue_id: &str) {
+        if self.orphans.len() < MAX_ORPHANS {
+            self.orphans.push((at, queue_id.to_string()));
+        } else {
+            self.orphans_overflow = true;
         }
     }
 
     /// Records what a line says became of `queue_id`: a commitment always stands; a
     /// refusal only where nothing was said before.
-    fn settle(&mut self, queue_id: &str, fate: Fate, sender: Option<Sender>, line: String) {
+    fn settle(
+        &mut self,
+        queue_id: &str,
+        fate: Fate,
+        sender: Option<Sender>,
+        line: String,
+        stamp: Stamp,
+    ) {
         let Some(track) = self.tracks.get_mut(queue_id) else {
             return;
         };
-        let (current, current_sender, current_line) = match track.message {
+        let (current, current_sender, current_line, span) = match track.message {
             Some(index) => {
                 let message = &mut self.found[index].1;
                 (
                     &mut message.fate,
                     &mut message.sender,
                     &mut message.fate_line,
+                    &mut message.span,
                 )
             }
-            None => (&mut track.fate, &mut track.sender, &mut track.fate_line),
+            None => (
+                &mut track.fate,
+                &mut track.sender,
+                &mut track.fate_line,
+                &mut track.span,
+            ),
         };
+        *span = (span.0.min(stamp.lo), span.1.max(stamp.hi));
         if let Some(sender) = sender {
             *current_sender = merge(current_sender, sender);
         }
@@ -502,24 +623,47 @@ impl<'w> Scan<'w> {
         }
     }
 
-    /// Drops queue ids that never got a message-id line within [`PENDING_FOR`].
+    /// Drops queue ids that never got a message-id line within [`PENDING_FOR`], and
+    /// forgets the identified ones as old.
     fn forget_pending(&mut self, now: f64) {
         while let Some((born, _)) = self.pending.front() {
             if now - born < PENDING_FOR {
                 break;
             }
             if let Some((_, queue_id)) = self.pending.pop_front()
-                && self
-                    .tracks
-                    .get(&queue_id)
-                    .is_some_and(|t| t.message.is_none())
+                && let Some(track) = self.tracks.get(&queue_id)
+                && track.message.is_none()
+                && let Some(old) = self.tracks.remove(&queue_id)
             {
-                self.tracks.remove(&queue_id);
+                self.orphan_if_unnamed(&queue_id, &old);
+            }
+        }
+        while let Some((born, _)) = self.identified_order.front() {
+            if now - born < PENDING_FOR {
+                break;
+            }
+            if let Some((_, queue_id)) = self.identified_order.pop_front() {
+                self.identified.remove(&queue_id);
             }
         }
     }
 
-    fn finish(self) -> Findings {
+    fn finish(mut self) -> Findings {
+        let unnamed: Vec<(String, Track)> = self
+            .tracks
+            .drain()
+            .filter(|(_, track)| track.message.is_none())
+            .collect();
+        for (queue_id, track) in unnamed {
+            self.orphan_if_unnamed(&queue_id, &track);
+        }
+        let open: Vec<(String, Session)> = self.sessions.drain().collect();
+        for (process, session) in open {
+            self.orphan(
+                session.since,
+                &format!("(a session of {process} with no end)"),
+            );
+        }
         let mut messages: HashMap<String, Vec<Message>> = HashMap::new();
         for (message_id, message) in self.found {
             messages.entry(message_id).or_default().push(message);
@@ -528,6 +672,8 @@ impl<'w> Scan<'w> {
             messages,
             covered: merge_runs(self.runs, self.max_gap),
             problems: self.problems,
+            orphans: self.orphans,
+            orphans_overflow: self.orphans_overflow,
             lines: self.lines,
             bytes: self.bytes,
         }
@@ -608,13 +754,24 @@ fn is_queue_id(text: &str) -> bool {
         && !text.bytes().all(|b| b.is_ascii_lowercase())
 }
 
-/// smtpd's `disconnect from ... data=0/N ...`: the session's DATA never succeeded.
-fn no_data_accepted(text: &[u8]) -> bool {
-    text.split(|b| *b == b' ').any(|token| {
-        token
-            .strip_prefix(b"data=0/")
-            .is_some_and(|n| !n.is_empty() && n.iter().all(u8::is_ascii_digit) && n != b"0")
-    })
+/// How many messages smtpd's `disconnect from ... data=K[/N] ...` says the session took:
+/// 0 when it never sent DATA (or BDAT) or none succeeded. A count that cannot be read is
+/// taken as many, so it never stands for "nothing taken".
+fn messages_taken(text: &[u8]) -> usize {
+    text.split(|b| *b == b' ')
+        .filter_map(|token| {
+            [&b"data="[..], b"bdat="]
+                .iter()
+                .find_map(|name| token.strip_prefix(*name))
+        })
+        .map(|count| {
+            let succeeded = count.split(|b| *b == b'/').next().unwrap_or(count);
+            std::str::from_utf8(succeeded)
+                .ok()
+                .and_then(|n| n.parse::<usize>().ok())
+                .unwrap_or(usize::MAX)
+        })
+        .fold(0, usize::saturating_add)
 }
 
 /// qmgr's `from=<S>, size=N, nrcpt=N (queue active)`, read from its end so a sender

@@ -102,6 +102,7 @@ fn message(at: f64, sender: relay_log::Sender, fate: relay_log::Fate) -> relay_l
             lo: at,
             hi: at + 1.0,
         },
+        span: (at, at + 1.0),
         path: "maillog".into(),
         line: format!("cleanup: ABC123: message-id={ID}"),
         sender,
@@ -540,11 +541,18 @@ fn each_answer_has_one_next_step_and_cannot_tell_names_what_to_search_for() {
     assert_eq!(
         steps,
         [
-            ("n-1".to_string(), "unsctl verify n-1 --record --confirm".to_string()),
-            ("n-2".to_string(), "unsctl verify n-2 --record --confirm".to_string()),
+            (
+                "n-1".to_string(),
+                "unsctl verify n-1 --record --confirm".to_string()
+            ),
+            (
+                "n-2".to_string(),
+                "unsctl verify n-2 --record --confirm".to_string()
+            ),
             (
                 "n-3".to_string(),
-                "check out of band (TSG-02 branch 2): search the provider for SLACK n-3:SLACK:1".to_string()
+                "check out of band (TSG-02 branch 2): search the provider for SLACK n-3:SLACK:1"
+                    .to_string()
             ),
         ]
     );
@@ -599,4 +607,234 @@ fn findings_group_a_cycle_wide_key_once_and_skip_cannot_tell() {
     assert_eq!(recorded[1].channel, Channel::Email);
     assert_eq!(recorded[1].attempts, [1], "one Message-ID's attempt");
     assert_eq!(summary(&answers)[&Outcome::CannotTell], 1);
+}
+
+/// The property of issue 22: start from a relay log that proves an answer, then delete
+/// lines, split it into rotated files and drop or shuffle them, insert what an attacker
+/// can make the relay write (sessions of its own carrying the attempt's Message-ID, lines
+/// quoting `status=sent`), or shift stamps elsewhere in time. The answer may stay or fall
+/// back to CANNOT_TELL; DELIVERED never becomes NOT_DELIVERED, nor the reverse.
+mod evidence_holds {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// 2026-11-29T22:00:00Z: the attempt starts here, and its lease runs 60 s.
+    const T0: f64 = 1_795_989_600.0;
+    const OUR_QUEUE_ID: &str = "AAAA0001";
+
+    #[derive(Debug, Clone, Copy, PartialEq)]
+    enum Base {
+        /// The relay queued the attempt's message.
+        Delivered,
+        /// Its session was lost during DATA.
+        Lost,
+        /// Nothing of it, in a log that covers the window.
+        Absent,
+    }
+
+    impl Base {
+        fn answer(self) -> Outcome {
+            match self {
+                Base::Delivered => Outcome::Delivered,
+                Base::Lost | Base::Absent => Outcome::NotDelivered,
+            }
+        }
+    }
+
+    type Lines = Vec<(f64, String)>;
+
+    fn session(at: f64, pid: u32, queue_id: &str, from: &str, fate: u8) -> Lines {
+        let smtpd = format!("postfix/smtpd[{pid}]");
+        let mut lines = vec![
+            (at, format!("{smtpd}: connect from app[10.0.0.5]")),
+            (at, format!("{smtpd}: {queue_id}: client=app[10.0.0.5]")),
+            (
+                at,
+                format!("postfix/cleanup[2]: {queue_id}: message-id={ID}"),
+            ),
+        ];
+        match fate % 5 {
+            0 => lines.push((at + 1.0, format!("postfix/qmgr[3]: {queue_id}: from=<{from}>, size=9, nrcpt=1 (queue active)"))),
+            1 => lines.push((at + 1.0, format!("{smtpd}: lost connection after DATA (9 bytes) from app[10.0.0.5]"))),
+            2 => lines.push((at + 1.0, format!("postfix/cleanup[2]: {queue_id}: hold: header Subject: x; from=<{OURS}> to=<a@b> proto=ESMTP from app[10.0.0.5]; from=<{from}> to=<a@b.test> proto=ESMTP helo=<x>: held"))),
+            3 => lines.push((at + 1.0, format!("postfix/cleanup[2]: {queue_id}: hold: header Subject: x from app[10.0.0.5]; from=<{from}> to=<a@b.test> proto=ESMTP helo=<x>: held"))),
+            _ => {}
+        }
+        let data = if fate % 5 == 1 { "data=0/1" } else { "data=1" };
+        lines.push((
+            at + 2.0,
+            format!(
+                "{smtpd}: disconnect from app[10.0.0.5] ehlo=1 mail=1 rcpt=1 {data} commands=4"
+            ),
+        ));
+        lines
+    }
+
+    fn base(kind: Base) -> Lines {
+        let mut lines: Lines = Vec::new();
+        let mut at = T0 - 1800.0;
+        while at <= T0 + 1800.0 {
+            // Around a session the heartbeat is sparse, so that losing the session's
+            // lines leaves a hole longer than the allowed gap.
+            if kind == Base::Absent || (at - T0).abs() > 200.0 {
+                lines.push((
+                    at,
+                    "postfix/anvil[9]: statistics: max connection rate 1/60s".into(),
+                ));
+            }
+            at += 60.0;
+        }
+        match kind {
+            Base::Delivered => lines.extend(session(T0 + 1.0, 100, OUR_QUEUE_ID, OURS, 0)),
+            Base::Lost => lines.extend(session(T0 + 1.0, 100, OUR_QUEUE_ID, OURS, 1)),
+            Base::Absent => {}
+        }
+        lines.sort_by(|a, b| a.0.total_cmp(&b.0));
+        lines
+    }
+
+    fn syslog(at: f64) -> String {
+        let t = time::OffsetDateTime::from_unix_timestamp(at.floor() as i64).expect("time");
+        const MONTHS: [&str; 12] = [
+            "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+        ];
+        format!(
+            "{} {:>2} {:02}:{:02}:{:02}",
+            MONTHS[u8::from(t.month()) as usize - 1],
+            t.day(),
+            t.hour(),
+            t.minute(),
+            t.second()
+        )
+    }
+
+    fn answer(files: &[Lines]) -> (Outcome, String) {
+        let dir = tempfile::tempdir().expect("dir");
+        let paths: Vec<PathBuf> = files
+            .iter()
+            .enumerate()
+            .map(|(n, lines)| {
+                let path = dir.path().join(format!("maillog.{n}"));
+                let text: String = lines
+                    .iter()
+                    .map(|(at, text)| format!("{} relay {text}\n", syslog(*at)))
+                    .collect();
+                std::fs::write(&path, text).expect("write");
+                path
+            })
+            .collect();
+        let wanted: HashSet<String> = [ID.to_string()].into();
+        let options = relay_log::Options {
+            zone: relay_log::Zone::Fixed(0),
+            near: T0,
+            max_gap: 300.0,
+        };
+        let found = relay_log::search(&paths, &wanted, options);
+        let attempt = Attempt {
+            attempt: 1,
+            message_id: Some(ID.into()),
+            sender: Some(OURS.into()),
+            started: T0,
+            ended: T0 + 60.0,
+        };
+        email_answer(ID, &attempt, &found, &sources(), T0 + 10_000.0)
+    }
+
+    const SHIFTS: [f64; 6] = [-259_200.0, -86_400.0, -3600.0, 1260.0, 86_400.0, 259_200.0];
+    const ATTACKS: [f64; 6] = [-259_200.0, -3600.0, 5.0, 30.0, 1260.0, 3600.0];
+
+    fn mutate(kind: Base, family: u8, seeds: &[u32]) -> Vec<Lines> {
+        let mut lines = base(kind);
+        let seed = |n: usize| seeds.get(n % seeds.len().max(1)).copied().unwrap_or(0);
+        match family % 4 {
+            // Lines deleted, any of them.
+            0 => {
+                let mut n = 0;
+                lines.retain(|_| {
+                    n += 1;
+                    seed(n) % 4 != 0
+                });
+                vec![lines]
+            }
+            // Rotated files, split anywhere, one perhaps missing, given in any order.
+            1 => {
+                let mut cuts: Vec<usize> = (0..3).map(|n| seed(n) as usize % lines.len()).collect();
+                cuts.sort_unstable();
+                cuts.dedup();
+                let mut files = Vec::new();
+                let mut rest = lines.as_slice();
+                let mut taken = 0;
+                for cut in cuts {
+                    let (head, tail) = rest.split_at(cut - taken);
+                    files.push(head.to_vec());
+                    rest = tail;
+                    taken = cut;
+                }
+                files.push(rest.to_vec());
+                if seed(3) % 2 == 0 && files.len() > 1 {
+                    files.remove(seed(4) as usize % files.len());
+                }
+                let turn = seed(5) as usize % files.len();
+                files.rotate_left(turn);
+                if seed(6) % 2 == 0 {
+                    files.reverse();
+                }
+                files
+            }
+            // What an attacker can make the relay write.
+            2 => {
+                for n in 0..(1 + seed(0) as usize % 3) {
+                    let at = T0 + ATTACKS[seed(n + 1) as usize % ATTACKS.len()];
+                    let queue_id = format!("BBBB{n:04}");
+                    let mut forged = session(
+                        at,
+                        700 + n as u32,
+                        &queue_id,
+                        "attacker@evil.test",
+                        seed(n + 4) as u8,
+                    );
+                    forged.push((at, format!("postfix/cleanup[2]: {OUR_QUEUE_ID}: warning: header Subject: status=sent (250 2.0.0 Ok) {OUR_QUEUE_ID}: from=<{OURS}>, size=1, nrcpt=1 (queue active) from app[10.0.0.5]; from=<{OURS}> to=<a@b> proto=ESMTP helo=<x>")));
+                    for line in forged {
+                        let position = seed(n + 7) as usize % (lines.len() + 1);
+                        lines.insert(position, line);
+                    }
+                }
+                vec![lines]
+            }
+            // Stamps moved elsewhere in time.
+            _ => {
+                for (n, line) in lines.iter_mut().enumerate() {
+                    if seed(n) % 3 == 0 {
+                        line.0 += SHIFTS[seed(n + 1) as usize % SHIFTS.len()];
+                    }
+                }
+                vec![lines]
+            }
+        }
+    }
+
+    #[test]
+    fn each_base_log_proves_its_answer() {
+        for kind in [Base::Delivered, Base::Lost, Base::Absent] {
+            let (answer, evidence) = answer(&[base(kind)]);
+            assert_eq!(answer, kind.answer(), "{kind:?}: {evidence}");
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(400))]
+        #[test]
+        fn no_mutation_turns_one_answer_into_the_other(
+            kind in prop_oneof![Just(Base::Delivered), Just(Base::Lost), Just(Base::Absent)],
+            family in 0u8..4,
+            seeds in prop::collection::vec(any::<u32>(), 1..64),
+        ) {
+            let files = mutate(kind, family, &seeds);
+            let (answer, evidence) = answer(&files);
+            prop_assert!(
+                answer == kind.answer() || answer == Outcome::CannotTell,
+                "{kind:?}, family {family}: {answer} ({evidence})"
+            );
+        }
+    }
 }

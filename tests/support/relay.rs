@@ -145,7 +145,11 @@ impl Relay {
     pub fn wait_for_log(&self, text: &str) {
         let deadline = Instant::now() + Duration::from_secs(15);
         while !self.log().contains(text) {
-            assert!(Instant::now() < deadline, "{text:?} never logged: {}", self.log());
+            assert!(
+                Instant::now() < deadline,
+                "{text:?} never logged: {}",
+                self.log()
+            );
             std::thread::sleep(Duration::from_millis(50));
         }
     }
