@@ -500,6 +500,119 @@ fn the_rules_of_evidence_hold_against_a_real_relay() {
     );
 }
 
+/// A relay log line the verifier reads, with what varies (stamps, hosts, pids, queue ids,
+/// addresses, numbers) taken out; None for the lines it does not read.
+fn shape(line: &str) -> Option<String> {
+    let (_, rest) = line.split_once(" postfix/")?;
+    let (program, text) = rest.split_once(": ")?;
+    let daemon = program.split('[').next()?.rsplit('/').next()?;
+    if !matches!(daemon, "smtpd" | "cleanup" | "qmgr") {
+        return None;
+    }
+    let text = match text.split_once(": ") {
+        Some((id, after))
+            if id.len() >= 6
+                && id.bytes().all(|b| b.is_ascii_alphanumeric())
+                && id.bytes().any(|b| b.is_ascii_uppercase()) =>
+        {
+            format!("QID: {after}")
+        }
+        _ => text.to_string(),
+    };
+    let mut shaped = String::new();
+    let mut in_angle = false;
+    for c in text.chars() {
+        match c {
+            '<' => {
+                in_angle = true;
+                shaped.push_str("<X");
+            }
+            '>' => {
+                in_angle = false;
+                shaped.push('>');
+            }
+            _ if in_angle => {}
+            c if c.is_ascii_digit() => {
+                if !shaped.ends_with('N') {
+                    shaped.push('N');
+                }
+            }
+            c => shaped.push(c),
+        }
+    }
+    (!shaped.starts_with("warning:") && !shaped.starts_with("error:") && shaped != "QID: removed")
+        .then(|| format!("{daemon}: {}", shaped.replace("N.N.N.N", "IP")))
+}
+
+/// The fake relay writes each SMTP session as the real Postfix does: the same lines, in
+/// the shapes the verifier reads, and the verifier answers both logs alike.
+#[test]
+fn the_fake_relay_logs_sessions_as_postfix_does() {
+    use unsctl::runtime::fakes::{Behavior, Fakes};
+    let work = tempfile::tempdir().expect("dir");
+    // The real relay: one message queued, one cut before the final dot.
+    let real_db = work.path().join("real.db");
+    let relay = Relay::start(None);
+    let proxy = Proxy::start(relay.addr, Fault::CutBeforeDot);
+    relay.send_marker();
+    submit(&real_db, "sent@example.test");
+    let result = deliver_due(&real_db, &adapter(relay.addr, StartTls::Never, None));
+    assert_eq!(result.outcome.as_str(), "ACCEPTED", "{result:?}");
+    let real_lost = submit(&real_db, "lost@example.test");
+    let result = deliver_due(&real_db, &adapter(proxy.addr, StartTls::Never, None));
+    assert_eq!(result.outcome.as_str(), "UNKNOWN", "{result:?}");
+    relay.wait_for_log(&format!("message-id={}", message_id(&real_lost, 1, 1)));
+    relay.log_past(now() + LEASE);
+    // The fake: the same two.
+    let fake_db = work.path().join("fake.db");
+    let fakes = Fakes::start().expect("fakes");
+    fakes.control.script("lost@example.test", &[Behavior::Lose]);
+    submit(&fake_db, "sent@example.test");
+    let result = deliver_due(&fake_db, &adapter(fakes.smtp, StartTls::Never, None));
+    assert_eq!(result.outcome.as_str(), "ACCEPTED", "{result:?}");
+    let fake_lost = submit(&fake_db, "lost@example.test");
+    let result = deliver_due(&fake_db, &adapter(fakes.smtp, StartTls::Never, None));
+    assert_eq!(result.outcome.as_str(), "UNKNOWN", "{result:?}");
+    std::thread::sleep(Duration::from_secs_f64(LEASE + 0.2));
+    fakes.control.mark_log();
+
+    let real_log = relay.log();
+    let fake_log = std::fs::read_to_string(&fakes.maillog).expect("fake log");
+    let real: std::collections::BTreeSet<String> = real_log.lines().filter_map(shape).collect();
+    let fake: Vec<String> = fake_log.lines().filter_map(shape).collect();
+    for expected in [
+        "smtpd: connect from localhost[IP]",
+        "smtpd: QID: client=localhost[IP]",
+        "cleanup: QID: message-id=<X>",
+        "qmgr: QID: from=<X>, size=N, nrcpt=N (queue active)",
+        "smtpd: lost connection after DATA (N bytes) from localhost[IP]",
+        "smtpd: disconnect from localhost[IP] ehlo=N mail=N rcpt=N data=N/N commands=N/N",
+    ] {
+        assert!(
+            real.contains(expected),
+            "real relay: {expected}\n{real_log}"
+        );
+        assert!(
+            fake.iter().any(|l| l == expected),
+            "fake relay: {expected}\n{fake_log}"
+        );
+    }
+    for line in &fake {
+        assert!(
+            real.contains(line),
+            "the fake wrote {line:?}, which Postfix does not:\n{real_log}"
+        );
+    }
+    // The lost messages are the ones in the DLQ: both logs answer for them alike.
+    let answer = |db: &Path, id: &str, log: &Path| {
+        answer_of(&verify_with(db, id, &[log], false, &["--clock-skew", "0s"])).0
+    };
+    let real_answer = answer(&real_db, &real_lost, &relay.maillog);
+    let fake_answer = answer(&fake_db, &fake_lost, &fakes.maillog);
+    assert_eq!(real_answer, "NOT_DELIVERED");
+    assert_eq!(fake_answer, real_answer);
+}
+
 #[test]
 fn starttls_against_the_real_relay_trusts_only_the_given_ca() {
     let ca = Ca::new("relay");
@@ -843,6 +956,21 @@ fn over_the_api_the_server_asks_and_records_its_own_answers() {
     assert_eq!(asked["answers"][0]["id"], id.as_str());
     assert_eq!(asked["answers"][0]["answer"], "DELIVERED", "{asked:#}");
     assert_eq!(branch(&db, &id), "VERIFY", "asking changes nothing");
+    // The runbook's environment: both stores named, and a local relay log. The printed
+    // next step runs as printed; the server reads its own log, and a note says so.
+    let in_runbook = Command::new(env!("CARGO_BIN_EXE_unsctl"))
+        .args(["verify", &id, "-o", "json"])
+        .env("UNS_DB_FILE", &db)
+        .env("UNS_BASE_URL", format!("http://{}", server.addr))
+        .env("UNS_API_KEY", support::KEY)
+        .env("UNS_RELAY_LOG", "/var/log/mail.log")
+        .stdin(Stdio::null())
+        .output()
+        .expect("unsctl");
+    let report = json(&in_runbook, "verify in the runbook's environment");
+    assert_eq!(report["answers"][0]["answer"], "DELIVERED", "{report:#}");
+    let said = String::from_utf8_lossy(&in_runbook.stderr);
+    assert!(said.contains("UNS_RELAY_LOG is left alone"), "{said}");
     let done = json(
         &api(&[
             "verify",
@@ -850,10 +978,19 @@ fn over_the_api_the_server_asks_and_records_its_own_answers() {
             "--record",
             "--confirm",
             "--yes",
+            "--reason",
+            "relay log",
+            "--ticket",
+            "INC-7",
             "-o",
             "json",
         ]),
         "record over the API",
+    );
+    assert_eq!(
+        done["record"]["recorded"][0]["next_step"],
+        format!("unsctl dlq resolve {id} --confirm"),
+        "{done:#}"
     );
     assert_eq!(
         done["record"]["recorded"][0]["branch"], "RESOLVE",
@@ -868,6 +1005,14 @@ fn over_the_api_the_server_asks_and_records_its_own_answers() {
         )
         .expect("VERIFIED");
     assert_eq!(operator, "default", "recorded under the key's name");
+    let ticket: String = conn
+        .query_row(
+            "SELECT json_extract(payload, '$.ticket') FROM uns_events WHERE kind = 'VERIFIED'",
+            [],
+            |r| r.get(0),
+        )
+        .expect("VERIFIED");
+    assert_eq!(ticket, "INC-7", "--ticket is recorded as with every change");
     // The route takes no answers: an unknown field is refused.
     let client = reqwest::blocking::Client::new();
     let response = client
