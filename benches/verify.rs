@@ -54,17 +54,21 @@ fn write_log(
             }
             queue += 1;
             let stamp = syslog(*when);
+            // The runtime's own session, as Postfix logs it, in an smtpd process of its own.
             let mut lines = format!(
-                "{stamp} relay postfix/smtpd[2001]: {queue:X}: client=app.internal[10.0.0.5]\n\
+                "{stamp} relay postfix/smtpd[2005]: connect from uns.internal[10.0.0.7]\n\
+                 {stamp} relay postfix/smtpd[2005]: {queue:X}: client=uns.internal[10.0.0.7]\n\
                  {stamp} relay postfix/cleanup[2002]: {queue:X}: message-id={message_id}\n"
             );
             if *queued {
                 lines.push_str(&format!(
-                    "{stamp} relay postfix/qmgr[2003]: {queue:X}: from=<uns@uns.local>, size=812, nrcpt=1 (queue active)\n"
+                    "{stamp} relay postfix/qmgr[2003]: {queue:X}: from=<uns@uns.local>, size=812, nrcpt=1 (queue active)\n\
+                     {stamp} relay postfix/smtpd[2005]: disconnect from uns.internal[10.0.0.7] ehlo=1 mail=1 rcpt=1 data=1 commands=4\n"
                 ));
             } else {
                 lines.push_str(&format!(
-                    "{stamp} relay postfix/smtpd[2001]: lost connection after DATA (512 bytes) from app.internal[10.0.0.5]\n"
+                    "{stamp} relay postfix/smtpd[2005]: lost connection after DATA (512 bytes) from uns.internal[10.0.0.7]\n\
+                     {stamp} relay postfix/smtpd[2005]: disconnect from uns.internal[10.0.0.7] ehlo=1 mail=1 rcpt=1 data=0/1 commands=3/4\n"
                 ));
             }
             out.write_all(lines.as_bytes())?;

@@ -523,7 +523,7 @@ fn email_answer(
             )),
         );
     }
-    if let Some(queue_id) = logs.orphan_within(from, to) {
+    if let Some(queue_id) = logs.orphan_within(from, to, sender) {
         return (
             Outcome::CannotTell,
             with_notes(format!(

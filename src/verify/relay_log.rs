@@ -109,6 +109,16 @@ pub struct Message {
     pub fate_line: Option<String>,
 }
 
+/// A message no message-id line names.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Orphan {
+    pub at: f64,
+    /// Its queue id, or what else stands for it.
+    pub what: String,
+    /// Its envelope sender, where a line names it.
+    pub sender: Option<String>,
+}
+
 /// What a search found.
 #[derive(Debug, Default)]
 pub struct Findings {
@@ -119,9 +129,10 @@ pub struct Findings {
     pub covered: Vec<(f64, f64)>,
     /// Files that could not be read to their end, and why.
     pub problems: Vec<String>,
-    /// When a message the relay took or may have committed appears without any
-    /// message-id line: a log with lines missing. Any of them could be the attempt's.
-    pub orphans: Vec<(f64, String)>,
+    /// Messages the relay took or may have committed that no message-id line names: a
+    /// log with lines missing. Any of them could be an attempt's, unless a line names
+    /// another sender.
+    pub orphans: Vec<Orphan>,
     /// More orphans than are kept: every window counts as having one.
     pub orphans_overflow: bool,
     pub lines: u64,
@@ -136,15 +147,23 @@ impl Findings {
             .any(|(start, end)| *start <= from && *end >= to)
     }
 
-    /// A queue id inside `[from, to]` whose message-id line is missing, if any.
-    pub fn orphan_within(&self, from: f64, to: f64) -> Option<&str> {
+    /// A message inside `[from, to]` that no message-id line names and that could be
+    /// from `sender` (any, when the sender is not known), if there is one.
+    pub fn orphan_within(&self, from: f64, to: f64, sender: Option<&str>) -> Option<&str> {
         if self.orphans_overflow {
             return Some("(too many to keep)");
         }
         self.orphans
             .iter()
-            .find(|(at, _)| *at >= from && *at <= to)
-            .map(|(_, queue_id)| queue_id.as_str())
+            .find(|orphan| {
+                orphan.at >= from
+                    && orphan.at <= to
+                    && match (&orphan.sender, sender) {
+                        (Some(seen), Some(ours)) => seen == ours,
+                        _ => true,
+                    }
+            })
+            .map(|orphan| orphan.what.as_str())
     }
 
     /// Every message seen with `message_id`.
@@ -189,10 +208,14 @@ const MAX_LINE: usize = 64 << 10;
 /// Postfix's daemons write to one log, a little out of order at most.
 const BACKWARDS: f64 = 1.0;
 
-/// A queue id whose message-id line has not come yet is forgotten after this long, and
-/// one whose line named another Message-ID is remembered this long, so the queue
-/// manager's later lines about it are not taken for a message without one.
+/// A queue id whose message-id line has not come yet is forgotten after this long.
 const PENDING_FOR: f64 = 3600.0;
+
+/// A queue id whose message-id line named another Message-ID is remembered this long, so
+/// the queue manager's first line about it, which comes within seconds, is not taken for
+/// a message without one. A deferred message's later retries are, and only a window
+/// with such a retry from the runtime's own sender is kept from an absence answer.
+const IDENTIFIED_FOR: f64 = 600.0;
 
 /// The most orphans kept; past it, no absence is taken as proof.
 const MAX_ORPHANS: usize = 100_000;
@@ -299,7 +322,7 @@ struct Scan<'w> {
     /// Queue ids whose message-id line named another Message-ID, for a while.
     identified: HashSet<String>,
     identified_order: VecDeque<(f64, String)>,
-    orphans: Vec<(f64, String)>,
+    orphans: Vec<Orphan>,
     orphans_overflow: bool,
     /// smtpd sessions (host and process) under way.
     sessions: HashMap<String, Session>,
@@ -419,7 +442,11 @@ impl<'w> Scan<'w> {
             };
             // A session that never ended may have carried anything.
             if let Some(open) = self.sessions.insert(process.clone(), session) {
-                self.orphan(open.since, &format!("(a session of {process} with no end)"));
+                self.orphan(
+                    open.since,
+                    &format!("(a session of {process} with no end)"),
+                    None,
+                );
             }
             return;
         }
@@ -478,6 +505,7 @@ impl<'w> Scan<'w> {
                 self.orphan(
                     stamp.lo,
                     &format!("(a message of {process} with no queue id)"),
+                    None,
                 );
             }
         }
@@ -549,7 +577,7 @@ impl<'w> Scan<'w> {
         if let Some(sender) = queue_active_sender(after) {
             if !self.tracks.contains_key(queue_id) && !self.identified.contains(queue_id) {
                 // Queued, and no line ever said what it carried.
-                self.orphan(stamp.lo, queue_id);
+                self.orphan(stamp.lo, queue_id, Some(sender));
                 return;
             }
             self.settle(
@@ -565,13 +593,21 @@ impl<'w> Scan<'w> {
     /// A message that may have been committed though no message-id line names it.
     fn orphan_if_unnamed(&mut self, queue_id: &str, track: &Track) {
         if track.message.is_none() && !track.fate.refused() {
-            self.orphan(track.since, queue_id);
+            let sender = match &track.sender {
+                Sender::Known(sender) => Some(sender.clone()),
+                _ => None,
+            };
+            self.orphan(track.since, queue_id, sender);
         }
     }
 
-    fn orphan(&mut self, at: f64, queue_id: &str) {
+    fn orphan(&mut self, at: f64, what: &str, sender: Option<String>) {
         if self.orphans.len() < MAX_ORPHANS {
-            self.orphans.push((at, queue_id.to_string()));
+            self.orphans.push(Orphan {
+                at,
+                what: what.to_string(),
+                sender,
+            });
         } else {
             self.orphans_overflow = true;
         }
@@ -639,7 +675,7 @@ impl<'w> Scan<'w> {
             }
         }
         while let Some((born, _)) = self.identified_order.front() {
-            if now - born < PENDING_FOR {
+            if now - born < IDENTIFIED_FOR {
                 break;
             }
             if let Some((_, queue_id)) = self.identified_order.pop_front() {
@@ -662,6 +698,7 @@ impl<'w> Scan<'w> {
             self.orphan(
                 session.since,
                 &format!("(a session of {process} with no end)"),
+                None,
             );
         }
         let mut messages: HashMap<String, Vec<Message>> = HashMap::new();
