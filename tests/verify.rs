@@ -395,6 +395,22 @@ fn the_rules_of_evidence_hold_against_a_real_relay() {
     let after_gone = std::fs::metadata(&relay.maillog).expect("log").len() as usize;
     relay.log_past(now() + LEASE + 2.5);
     relay.wait_for_log(&format!("message-id={}", message_id(&forged, 1, 1)));
+    // 5. A call that started and never reached the relay, which stays quiet for a while.
+    let quiet = submit_with(&db, "quiet@example.test", "hello");
+    {
+        let conn = schema::open(&db, OpenMode::Create).expect("store");
+        let ClaimOutcome::Claimed(lease) =
+            engine::claim(&conn, now(), "verify-test", LEASE).expect("claim")
+        else {
+            panic!("nothing due");
+        };
+        engine::start_channel(&conn, now(), &lease, Channel::Email, &via_proxy.started())
+            .expect("start");
+        let _ = engine::claim(&conn, lease.lease_until + 0.01, "verify-test-2", LEASE);
+    }
+    std::thread::sleep(Duration::from_millis(3000));
+    relay.send_marker();
+    relay.log_past(now() + 0.5);
 
     let log = relay.log();
     assert!(log.contains("hold: header Subject: HOLDME"), "{log}");
@@ -455,6 +471,13 @@ fn the_rules_of_evidence_hold_against_a_real_relay() {
         answer_of(&verify_with(&db, &gone, &[current, &broken], false, &tight));
     assert_eq!(answer, "CANNOT_TELL", "{evidence}");
     assert!(evidence.contains("maillog.1.gz"), "{evidence}");
+    // A relay quiet for longer than the allowed gap proves no absence; a shorter quiet does.
+    let (answer, evidence) = answer_of(&verify_with(&db, &quiet, &[current], false, &tight));
+    assert_eq!(answer, "CANNOT_TELL", "{evidence}");
+    assert!(evidence.contains("gaps over 2s"), "{evidence}");
+    let patient = ["--clock-skew", "0s", "--max-log-gap", "1m"];
+    let (answer, evidence) = answer_of(&verify_with(&db, &quiet, &[current], false, &patient));
+    assert_eq!(answer, "NOT_DELIVERED", "{evidence}");
     // Copied elsewhere with a new mtime, the log answers as before.
     let copy = work.path().join("copied-maillog");
     std::fs::copy(current, &copy).expect("copy");

@@ -277,7 +277,11 @@ fn serve(global: &GlobalArgs, args: ServeArgs) -> CliResult {
     };
     let config = ServerConfig {
         db_path: db,
-        verify: args.verify.sources(),
+        // The server's own sender is the one its adapter records and its relay sees.
+        verify: crate::verify::Sources {
+            smtp_from: Some(args.providers.smtp_from.clone()),
+            ..args.verify.sources()
+        },
         listen: args.listen,
         keys,
         worker,

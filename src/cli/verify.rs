@@ -30,10 +30,6 @@ pub struct SourceArgs {
     /// longer one inside a window is a hole, and absence there proves nothing
     #[arg(long, value_name = "DURATION", default_value = "5m", value_parser = parse_span)]
     pub max_log_gap: f64,
-    /// The runtime's envelope sender, for attempts whose start does not record it (older
-    /// stores); a message from any other sender is not the runtime's
-    #[arg(long, env = "UNS_SMTP_FROM", value_name = "ADDRESS")]
-    pub smtp_from: Option<String>,
     /// PagerDuty REST API (token from UNS_PAGERDUTY_API_TOKEN)
     #[arg(
         long,
@@ -72,7 +68,7 @@ fn relay_logs_from_env() -> Vec<PathBuf> {
         .unwrap_or_default()
 }
 
-fn secret(name: &str) -> Option<String> {
+fn env_value(name: &str) -> Option<String> {
     std::env::var(name)
         .ok()
         .map(|v| v.trim().to_string())
@@ -90,18 +86,15 @@ impl SourceArgs {
         Sources {
             relay_logs,
             zone: self.relay_log_zone,
-            smtp_from: self
-                .smtp_from
-                .as_deref()
-                .map(str::trim)
-                .filter(|s| !s.is_empty())
-                .map(str::to_string),
+            smtp_from: env_value("UNS_SMTP_FROM"),
             max_log_gap: self.max_log_gap,
-            pagerduty: secret("UNS_PAGERDUTY_API_TOKEN").map(|token| verify::pagerduty::Config {
-                api_url: self.pagerduty_api_url.clone(),
-                token,
+            pagerduty: env_value("UNS_PAGERDUTY_API_TOKEN").map(|token| {
+                verify::pagerduty::Config {
+                    api_url: self.pagerduty_api_url.clone(),
+                    token,
+                }
             }),
-            slack: match (secret("UNS_SLACK_BOT_TOKEN"), &self.slack_channel) {
+            slack: match (env_value("UNS_SLACK_BOT_TOKEN"), &self.slack_channel) {
                 (Some(token), Some(channel)) => Some(verify::slack::Config {
                     api_url: self.slack_api_url.clone(),
                     token,
@@ -192,6 +185,11 @@ pub struct Args {
     /// Incident or ticket reference, recorded with each answer
     #[arg(long)]
     pub ticket: Option<String>,
+    /// The runtime's envelope sender, for attempts whose start does not record it (older
+    /// stores; default: UNS_SMTP_FROM); a message from any other sender is not the
+    /// runtime's
+    #[arg(long, value_name = "ADDRESS")]
+    pub smtp_from: Option<String>,
     /// Who is acting (default: UNS_OPERATOR, then the account name)
     #[arg(long)]
     pub operator: Option<String>,
@@ -255,7 +253,15 @@ pub fn run(global: &GlobalArgs, args: Args) -> CliResult {
         ));
         return Ok(());
     }
-    let sources = args.sources.sources();
+    let mut sources = args.sources.sources();
+    if let Some(sender) = args
+        .smtp_from
+        .as_deref()
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+    {
+        sources.smtp_from = Some(sender.to_string());
+    }
     let asked = store.verify(&ids, &sources)?;
     let recordable = asked
         .answers
