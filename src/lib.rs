@@ -7,6 +7,7 @@ pub mod clock;
 pub mod config;
 pub mod identity;
 pub mod model;
+pub mod redact;
 pub mod remediation;
 pub mod render;
 pub mod repro;

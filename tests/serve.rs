@@ -311,3 +311,173 @@ fn a_worker_without_the_rows_adapter_leaves_it_and_says_so() {
     );
     untouched(&db, &id);
 }
+
+/// A loopback server that answers every request with HTTP 400 and the request it got, as
+/// a provider that echoes what it was sent in its error.
+fn echoing_server() -> String {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            use std::io::{Read, Write};
+            let mut stream = stream;
+            let mut buffer = [0u8; 16 << 10];
+            let n = stream.read(&mut buffer).unwrap_or(0);
+            let body = String::from_utf8_lossy(&buffer[..n]).into_owned();
+            let _ = write!(
+                stream,
+                "HTTP/1.1 400 Bad Request\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    format!("http://{addr}")
+}
+
+/// Known secrets planted in every place the runtime holds one (webhook URL, routing key,
+/// SMTP password, API key) never reach the store, any command's output or the server's
+/// log, though every call fails in a way that makes the libraries quote what they sent.
+#[test]
+fn planted_secrets_reach_no_store_output_or_log() {
+    let dir = tempfile::tempdir().expect("dir");
+    let db = dir.path().join("uns.db");
+    let closed = support::free_port();
+    let webhook_secret = "Slack-Webhook-Planted-Secret-9f2c";
+    let routing_secret = "PagerDuty-Routing-Planted-Secret-77ab";
+    let password_secret = "Smtp-Password-Planted-Secret-41d0";
+    let key = "Api-Key-Planted-Secret-0123456789abcdef";
+    let secrets = [webhook_secret, routing_secret, password_secret, key];
+    let port = support::free_port();
+    let url = format!("http://127.0.0.1:{port}");
+    let log = dir.path().join("serve.log");
+    let server = unsctl()
+        .arg("--db")
+        .arg(&db)
+        .args(["runtime", "serve", "--listen", &format!("127.0.0.1:{port}")])
+        .args(["--poll-ms", "20", "--max-attempts", "1"])
+        .env("UNS_API_KEY", key)
+        .env("UNS_SMTP_HOST", format!("127.0.0.1:{closed}"))
+        .env("UNS_SMTP_USER", "uns")
+        .env("UNS_SMTP_PASSWORD", password_secret)
+        .env(
+            "UNS_SLACK_WEBHOOK_URL",
+            format!("http://127.0.0.1:{closed}/services/T0/B0/{webhook_secret}"),
+        )
+        .env(
+            "UNS_PAGERDUTY_EVENTS_URL",
+            format!("{}/v2/enqueue", echoing_server()),
+        )
+        .env("UNS_PAGERDUTY_ROUTING_KEY", routing_secret)
+        .stdout(std::fs::File::create(&log).expect("log"))
+        .stderr(
+            std::fs::File::options()
+                .append(true)
+                .open(&log)
+                .expect("log"),
+        )
+        .spawn()
+        .expect("serve");
+    let pid = server.id().to_string();
+    support::wait_for_port(format!("127.0.0.1:{port}").parse().expect("addr"));
+    let submitted = unsctl()
+        .args(["--api", &url, "runtime", "submit"])
+        .args([
+            "--channel",
+            "email",
+            "--channel",
+            "slack",
+            "--channel",
+            "pagerduty",
+        ])
+        .args(["--recipient", "a@example.test", "--subject", "planted"])
+        .env("UNS_API_KEY", key)
+        .output()
+        .expect("submit");
+    assert!(
+        submitted.status.success(),
+        "{}",
+        String::from_utf8_lossy(&submitted.stderr)
+    );
+    let id = String::from_utf8_lossy(&submitted.stdout)
+        .trim()
+        .to_string();
+    // Every channel fails: refused connections for EMAIL and SLACK, a 400 for PAGERDUTY.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let conn = schema::open(&db, OpenMode::ReadOnly).expect("store");
+        let status: String = conn
+            .query_row(
+                "SELECT status FROM uns_notifications WHERE id = ?1",
+                [&id],
+                |r| r.get(0),
+            )
+            .expect("row");
+        if status == "DEAD" {
+            break;
+        }
+        assert!(Instant::now() < deadline, "never dead-lettered: {status}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let mut seen: Vec<(String, String)> = Vec::new();
+    for name in ["uns.db", "uns.db-wal"] {
+        let bytes = std::fs::read(dir.path().join(name)).unwrap_or_default();
+        seen.push((name.into(), String::from_utf8_lossy(&bytes).into_owned()));
+    }
+    let errors: String = {
+        let conn = schema::open(&db, OpenMode::ReadOnly).expect("store");
+        let mut stmt = conn
+            .prepare("SELECT payload FROM uns_events WHERE kind = 'CHANNEL_ATTEMPT_RESULT'")
+            .expect("query");
+        let rows = stmt.query_map([], |r| r.get::<_, String>(0)).expect("rows");
+        rows.flatten().collect::<Vec<_>>().join("\n")
+    };
+    assert!(
+        errors.contains("connect"),
+        "the failures were recorded: {errors}"
+    );
+    assert!(
+        errors.contains("HTTP 400"),
+        "the echo was recorded: {errors}"
+    );
+    for backend in [
+        vec!["--db".to_string(), db.display().to_string()],
+        vec!["--api".into(), url.clone()],
+    ] {
+        for command in [
+            vec!["inspect", id.as_str()],
+            vec!["inspect", id.as_str(), "-o", "json"],
+            vec!["events", "--kind", "CHANNEL_ATTEMPT_RESULT"],
+            vec!["dlq", "list", "-o", "json"],
+            vec!["dlq", "triage"],
+            vec!["dlq", "triage", "-o", "json"],
+        ] {
+            let out = unsctl()
+                .args(&backend)
+                .args(&command)
+                .env("UNS_API_KEY", key)
+                .output()
+                .expect("unsctl");
+            let text = format!(
+                "{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+            seen.push((format!("{} {}", backend[0], command.join(" ")), text));
+        }
+    }
+    Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .expect("kill");
+    let mut server = server;
+    let _ = server.wait();
+    seen.push((
+        "serve log".into(),
+        std::fs::read_to_string(&log).unwrap_or_default(),
+    ));
+    for (place, text) in &seen {
+        for secret in secrets {
+            assert!(!text.contains(secret), "{secret} in {place}");
+        }
+    }
+}

@@ -632,6 +632,17 @@ impl DeliveryResult {
     pub fn success(&self) -> bool {
         self.outcome == ProviderOutcome::Accepted
     }
+
+    /// The result with `secrets` hidden in its error and every text of its metadata.
+    pub fn redacted(mut self, secrets: &crate::redact::Secrets) -> Self {
+        self.error = self.error.map(|error| secrets.clean(&error));
+        for value in self.metadata.values_mut() {
+            if let Value::String(text) = value {
+                *text = secrets.clean(text);
+            }
+        }
+        self
+    }
 }
 
 /// Appends CHANNEL_ATTEMPT_RESULT. Not fenced: a late observation is evidence too, and it

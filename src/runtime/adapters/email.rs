@@ -58,6 +58,7 @@ pub fn check_ca(pem: &[u8]) -> Result<(), String> {
 
 pub struct EmailAdapter {
     config: EmailConfig,
+    secrets: crate::redact::Secrets,
 }
 
 /// A step that failed: REJECTED before the data went out, UNKNOWN after. The result
@@ -67,7 +68,11 @@ type Failure = DeliveryResult;
 impl EmailAdapter {
     pub fn new(config: EmailConfig) -> Self {
         super::init_tls();
-        Self { config }
+        let mut secrets = crate::redact::Secrets::new();
+        if let Some((_, password)) = &config.credentials {
+            secrets.add(password);
+        }
+        Self { config, secrets }
     }
 
     fn send(
@@ -253,13 +258,17 @@ fn rejection(
 }
 
 impl Adapter for EmailAdapter {
+    fn secrets(&self) -> &crate::redact::Secrets {
+        &self.secrets
+    }
+
     fn started(&self) -> serde_json::Map<String, serde_json::Value> {
         let mut details = serde_json::Map::new();
         details.insert("smtp_from".into(), self.config.from.clone().into());
         details
     }
 
-    fn deliver(&self, request: &DeliveryRequest<'_>, lease: &dyn LeaseCheck) -> DeliveryResult {
+    fn send(&self, request: &DeliveryRequest<'_>, lease: &dyn LeaseCheck) -> DeliveryResult {
         let message_id = request.message_id();
         if !lease.held() {
             return DeliveryResult::rejected(

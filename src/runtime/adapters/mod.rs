@@ -81,7 +81,18 @@ impl<F: Fn() -> bool> LeaseCheck for F {
 
 /// One provider.
 pub trait Adapter: Send + Sync {
-    fn deliver(&self, request: &DeliveryRequest<'_>, lease: &dyn LeaseCheck) -> DeliveryResult;
+    /// Makes the call.
+    fn send(&self, request: &DeliveryRequest<'_>, lease: &dyn LeaseCheck) -> DeliveryResult;
+
+    /// What this adapter holds that must never be stored or shown: webhook URLs, routing
+    /// keys, passwords.
+    fn secrets(&self) -> &crate::redact::Secrets;
+
+    /// Makes the call, and hides the adapter's secrets in whatever the result says (the
+    /// HTTP and SMTP libraries quote URLs and replies in their errors).
+    fn deliver(&self, request: &DeliveryRequest<'_>, lease: &dyn LeaseCheck) -> DeliveryResult {
+        self.send(request, lease).redacted(self.secrets())
+    }
 
     /// What the call's CHANNEL_ATTEMPT_STARTED records about how it will send, so the
     /// provider's record can be matched to it even if no result is ever written (EMAIL:

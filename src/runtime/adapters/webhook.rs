@@ -30,6 +30,7 @@ pub enum Provider {
 pub struct WebhookAdapter {
     provider: Provider,
     client: reqwest::blocking::Client,
+    secrets: crate::redact::Secrets,
 }
 
 impl WebhookAdapter {
@@ -42,7 +43,23 @@ impl WebhookAdapter {
             .pool_max_idle_per_host(64)
             .user_agent(concat!("uns-runtime/", env!("CARGO_PKG_VERSION")))
             .build()?;
-        Ok(Self { provider, client })
+        let mut secrets = crate::redact::Secrets::new();
+        match &provider {
+            Provider::Slack { webhook_url } => {
+                secrets.add_url(webhook_url);
+            }
+            Provider::PagerDuty {
+                events_url,
+                routing_key,
+            } => {
+                secrets.add_url(events_url).add(routing_key);
+            }
+        }
+        Ok(Self {
+            provider,
+            client,
+            secrets,
+        })
     }
 
     pub fn channel(&self) -> Channel {
@@ -96,7 +113,11 @@ impl WebhookAdapter {
 }
 
 impl Adapter for WebhookAdapter {
-    fn deliver(&self, request: &DeliveryRequest<'_>, _lease: &dyn LeaseCheck) -> DeliveryResult {
+    fn secrets(&self) -> &crate::redact::Secrets {
+        &self.secrets
+    }
+
+    fn send(&self, request: &DeliveryRequest<'_>, _lease: &dyn LeaseCheck) -> DeliveryResult {
         let (url, body) = self.body(request);
         let key = request.idempotency_key();
         let response = self
@@ -151,20 +172,7 @@ impl Adapter for WebhookAdapter {
         };
         result
             .with("idempotency_key", key)
-            .with("url", redact(&url))
-    }
-}
-
-/// The URL without its path: webhook paths are secrets.
-fn redact(url: &str) -> String {
-    match reqwest::Url::parse(url) {
-        Ok(parsed) => format!(
-            "{}://{}{}",
-            parsed.scheme(),
-            parsed.host_str().unwrap_or(""),
-            parsed.port().map(|p| format!(":{p}")).unwrap_or_default()
-        ),
-        Err(_) => "(invalid url)".into(),
+            .with("url", crate::redact::origin(&url))
     }
 }
 
