@@ -42,7 +42,7 @@ pub fn parse_instant(text: &str, now: f64) -> Result<f64, String> {
 }
 
 /// `1h30m` as seconds.
-fn parse_duration(text: &str) -> Option<f64> {
+pub fn parse_duration(text: &str) -> Option<f64> {
     let mut total = 0.0;
     let mut number = String::new();
     let mut any = false;
@@ -64,6 +64,18 @@ fn parse_duration(text: &str) -> Option<f64> {
         any = true;
     }
     (any && number.is_empty() && total.is_finite()).then_some(total)
+}
+
+/// A request deadline: a duration such as `30s` or `2m` (or plain seconds), between 1 s
+/// and 1 h.
+pub fn parse_deadline(text: &str) -> Result<std::time::Duration, String> {
+    let seconds = parse_duration(text.trim())
+        .or_else(|| text.trim().parse::<f64>().ok())
+        .ok_or_else(|| format!("{text:?}: expected a duration such as 30s or 2m"))?;
+    if !(1.0..=3600.0).contains(&seconds) {
+        return Err(format!("{text:?}: between 1s and 1h"));
+    }
+    Ok(std::time::Duration::from_secs_f64(seconds))
 }
 
 /// A source of the current time in unix seconds.

@@ -69,6 +69,8 @@ pub enum Place {
 pub struct Context {
     pub name: String,
     pub place: Place,
+    /// The most one request to its API may take (`timeout = "30s"`).
+    pub timeout: Option<std::time::Duration>,
 }
 
 impl Context {
@@ -115,6 +117,7 @@ struct ContextShape {
     db: Option<PathBuf>,
     api: Option<String>,
     api_key_env: Option<String>,
+    timeout: Option<String>,
 }
 
 /// The config file's path, whether or not it exists.
@@ -233,7 +236,18 @@ pub fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
                 }
             }
         };
-        contexts.push(Context { name, place });
+        let timeout = match &context.timeout {
+            None => None,
+            Some(text) => Some(
+                crate::clock::parse_deadline(text)
+                    .map_err(|why| invalid(path, format!("context {name}: timeout {why}")))?,
+            ),
+        };
+        contexts.push(Context {
+            name,
+            place,
+            timeout,
+        });
     }
     let config = Config {
         path: path.to_path_buf(),

@@ -508,3 +508,110 @@ fn a_fleet_plan_is_applied_context_by_context_with_one_prompt_each() {
         "declined: {screen}"
     );
 }
+
+/// A server that is a UNS API as far as `/healthz` goes. Its DLQ either trickles its
+/// answer a byte every half second (`trickle`) or gives empty pages, each with a new
+/// cursor, for ever.
+fn hostile_api(trickle: bool) -> String {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let pages = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            let pages = pages.clone();
+            std::thread::spawn(move || {
+                use std::io::{Read, Write};
+                let mut stream = stream;
+                let mut buffer = [0u8; 4096];
+                let n = stream.read(&mut buffer).unwrap_or(0);
+                let request = String::from_utf8_lossy(&buffer[..n]).into_owned();
+                if request.starts_with("GET /healthz") {
+                    let body = r#"{"service":"uns-runtime","status":"ok"}"#;
+                    let _ = write!(
+                        stream,
+                        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                        body.len()
+                    );
+                } else if trickle {
+                    let _ = write!(
+                        stream,
+                        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 100000\r\nconnection: close\r\n\r\n"
+                    );
+                    for _ in 0..240 {
+                        if stream.write_all(b" ").is_err() {
+                            return;
+                        }
+                        std::thread::sleep(std::time::Duration::from_millis(500));
+                    }
+                } else {
+                    let page = pages.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    let body = format!(r#"{{"entries":[],"next_cursor":"c{page}"}}"#);
+                    let _ = write!(
+                        stream,
+                        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\nuns-next-cursor: c{page}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                        body.len()
+                    );
+                }
+            });
+        }
+    });
+    format!("http://{addr}")
+}
+
+/// One context trickles, one pages without end, two answer: the two are printed, the
+/// others named, exit 1, and all within the stated deadline.
+#[test]
+fn a_trickling_or_endless_context_holds_up_only_itself() {
+    let fleet = Fleet::start();
+    let text_config = format!(
+        "[contexts.eu]\napi = \"{}\"\napi_key_env = \"KEY_EU\"\n\
+         [contexts.lab]\ndb = \"{}\"\n\
+         [contexts.trickle]\napi = \"{}\"\napi_key_env = \"KEY_EU\"\n\
+         [contexts.endless]\napi = \"{}\"\napi_key_env = \"KEY_EU\"\ntimeout = \"30s\"\n",
+        fleet.servers[0].url,
+        fleet.dbs["lab"].display(),
+        hostile_api(true),
+        hostile_api(false),
+    );
+    std::fs::write(fleet.config("hostile.toml"), text_config).expect("config");
+    let started = std::time::Instant::now();
+    let out = fleet.run(
+        "hostile.toml",
+        &[
+            "--all-contexts",
+            "--timeout",
+            "2s",
+            "-o",
+            "json",
+            "dlq",
+            "triage",
+        ],
+    );
+    let took = started.elapsed();
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    let doc: Value = serde_json::from_slice(&out.stdout).expect("json");
+    let mut seen: Vec<String> = doc["entries"]
+        .as_array()
+        .expect("entries")
+        .iter()
+        .map(|e| e["id"].as_str().unwrap_or_default().to_string())
+        .collect();
+    seen.sort();
+    let mut expected: Vec<String> = fleet.ids["eu"]
+        .iter()
+        .chain(&fleet.ids["lab"])
+        .cloned()
+        .collect();
+    expected.sort();
+    assert_eq!(seen, expected, "{stderr}");
+    assert!(stderr.contains("context trickle: cannot read"), "{stderr}");
+    assert!(stderr.contains("deadline"), "{stderr}");
+    assert!(stderr.contains("context endless: cannot read"), "{stderr}");
+    assert!(stderr.contains("empty page"), "{stderr}");
+    // The deadline is 2 s a request; the GETs are tried again a few times.
+    assert!(
+        took < std::time::Duration::from_secs(20),
+        "took {took:?}: {stderr}"
+    );
+}

@@ -10,12 +10,26 @@ use crate::store::Store;
 use crate::store::http::HttpStore;
 use crate::store::sqlite::SqliteStore;
 use std::path::PathBuf;
+use std::time::Duration;
 
 /// Where the store is.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Backend {
     Sqlite(PathBuf),
-    Http { url: String, key: Option<String> },
+    Http {
+        url: String,
+        key: Option<String>,
+        /// The context's own deadline for each request, when it sets one.
+        deadline: Option<Duration>,
+    },
+}
+
+/// `--timeout`, when given: it wins over any context's.
+static DEADLINE: std::sync::OnceLock<Duration> = std::sync::OnceLock::new();
+
+/// Sets the deadline `--timeout` gave, for every API store this process opens.
+pub fn set_deadline(deadline: Duration) {
+    let _ = DEADLINE.set(deadline);
 }
 
 /// The backend, and the config context it came from.
@@ -67,7 +81,7 @@ impl From<Resolved> for Named {
                 api: None,
                 context,
             },
-            Backend::Http { url, key } => Named {
+            Backend::Http { url, key, .. } => Named {
                 db: None,
                 api: Some((url, key)),
                 context,
@@ -124,6 +138,7 @@ pub fn from_context(config: &Config, name: &str) -> CliResult<Resolved> {
             Backend::Http {
                 url: url.clone(),
                 key,
+                deadline: context.timeout,
             }
         }
     };
@@ -157,6 +172,7 @@ pub fn resolve_with_context(global: &GlobalArgs) -> CliResult<Resolved> {
             return plain(Backend::Http {
                 url: url.clone(),
                 key: key(),
+                deadline: None,
             });
         }
         (None, None) => {}
@@ -167,9 +183,14 @@ pub fn resolve_with_context(global: &GlobalArgs) -> CliResult<Resolved> {
     match (env("UNS_DB_FILE"), env("UNS_BASE_URL")) {
         // The runbook's environment exports both: the API is the runtime's own door,
         // and the one that also works from another host.
-        (Some(_), Some(url)) => return plain(Backend::Http { url, key: key() }),
+        (Some(_), Some(url)) | (None, Some(url)) => {
+            return plain(Backend::Http {
+                url,
+                key: key(),
+                deadline: None,
+            });
+        }
         (Some(path), None) => return plain(Backend::Sqlite(PathBuf::from(path))),
-        (None, Some(url)) => return plain(Backend::Http { url, key: key() }),
         (None, None) => {}
     }
     if let Some(config) = config()?
@@ -246,8 +267,8 @@ pub fn open_resolved(resolved: Resolved, write: bool) -> CliResult<Box<dyn Store
             store.context = context;
             Box::new(store)
         }
-        Backend::Http { url, key } => {
-            let mut store = http_store(&url, key)?;
+        Backend::Http { url, key, deadline } => {
+            let mut store = http_store(&url, key, deadline)?;
             if let Some(note) = &store.note {
                 crate::render::output::status(note);
             }
@@ -259,11 +280,22 @@ pub fn open_resolved(resolved: Resolved, write: bool) -> CliResult<Box<dyn Store
 
 /// The API at `url`; a URL that cannot be one (not http or https, not a URL at all) is a
 /// usage error, wherever it was given.
-pub fn http_store(url: &str, key: Option<String>) -> CliResult<HttpStore> {
-    HttpStore::new(url, key).map_err(|err| match err {
-        crate::store::StoreError::Invalid(message) => CliError::usage(message),
-        other => other.into(),
-    })
+pub fn http_store(
+    url: &str,
+    key: Option<String>,
+    deadline: Option<Duration>,
+) -> CliResult<HttpStore> {
+    let deadline = DEADLINE
+        .get()
+        .copied()
+        .or(deadline)
+        .unwrap_or(crate::store::http::DEFAULT_DEADLINE);
+    HttpStore::new(url, key)
+        .map(|store| store.with_deadline(deadline))
+        .map_err(|err| match err {
+            crate::store::StoreError::Invalid(message) => CliError::usage(message),
+            other => other.into(),
+        })
 }
 
 /// Who an action is recorded as: `--operator`, then `UNS_OPERATOR`, then the config

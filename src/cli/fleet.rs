@@ -24,8 +24,13 @@ pub struct Tagged<'a, T: Serialize> {
     pub value: &'a T,
 }
 
-/// Runs `work` against every context concurrently, one thread each, in the config's
-/// order of names.
+/// Contexts read at once: enough to hide each one's round trips, few enough that file
+/// descriptors, threads and memory stay flat however many contexts the file names.
+const AT_ONCE: usize = 16;
+
+/// Runs `work` against every context, [`AT_ONCE`] at a time, and gives the readings in
+/// the config's order of names. Each API context's requests keep to their deadline, so
+/// one that trickles or never answers holds up only itself, and only that long.
 pub fn read_each<T: Send>(
     work: &(dyn Fn(&dyn Store) -> CliResult<T> + Sync),
 ) -> CliResult<Vec<Reading<T>>> {
@@ -38,33 +43,54 @@ pub fn read_each<T: Send>(
     }
     let names: Vec<String> = config.contexts.iter().map(|c| c.name.clone()).collect();
     let config = &config;
-    Ok(std::thread::scope(|scope| {
-        let running: Vec<_> = names
-            .iter()
-            .map(|name| {
-                let handle = std::thread::Builder::new()
-                    .name(format!("context {name}"))
-                    .spawn_scoped(scope, move || {
-                        let resolved = backend::from_context(config, name)?;
-                        let store = backend::open_resolved(resolved, false)?;
-                        work(store.as_ref())
-                    });
-                (name.clone(), handle)
-            })
-            .collect();
-        running
-            .into_iter()
-            .map(|(context, handle)| Reading {
-                result: match handle {
-                    Ok(handle) => handle
-                        .join()
-                        .unwrap_or_else(|_| Err(CliError::error("the read failed unexpectedly"))),
-                    Err(err) => Err(CliError::error(format!("cannot start a thread: {err}"))),
-                },
-                context,
-            })
-            .collect()
-    }))
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let slots: Vec<std::sync::Mutex<Option<CliResult<T>>>> =
+        names.iter().map(|_| std::sync::Mutex::new(None)).collect();
+    let read_one = |name: &str| -> CliResult<T> {
+        let resolved = backend::from_context(config, name)?;
+        let store = backend::open_resolved(resolved, false)?;
+        work(store.as_ref())
+    };
+    let reader = || {
+        loop {
+            let index = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let Some(name) = names.get(index) else {
+                return;
+            };
+            let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| read_one(name)))
+                .unwrap_or_else(|_| Err(CliError::error("the read failed unexpectedly")));
+            *slots[index].lock().unwrap_or_else(|p| p.into_inner()) = Some(result);
+        }
+    };
+    let started = std::thread::scope(|scope| {
+        let mut started = 0;
+        for n in 0..AT_ONCE.min(names.len()) {
+            if std::thread::Builder::new()
+                .name(format!("contexts {n}"))
+                .spawn_scoped(scope, reader)
+                .is_ok()
+            {
+                started += 1;
+            }
+        }
+        started
+    });
+    if started == 0 {
+        return Err(CliError::error(
+            "cannot start a thread to read the contexts",
+        ));
+    }
+    Ok(names
+        .into_iter()
+        .zip(slots)
+        .map(|(context, slot)| Reading {
+            result: slot
+                .into_inner()
+                .unwrap_or_else(|p| p.into_inner())
+                .unwrap_or_else(|| Err(CliError::error("the read never ran"))),
+            context,
+        })
+        .collect())
 }
 
 /// One line per context that failed, on stderr, then the exit the whole calls for.

@@ -66,6 +66,10 @@ pub struct GlobalArgs {
     /// When to use colour (NO_COLOR is honoured)
     #[arg(long, global = true, value_enum, ignore_case = true, default_value_t = ColorChoice::Auto)]
     pub color: ColorChoice,
+    /// The most one request to an API may take, its whole answer read (default: the
+    /// context's timeout, else 60s); each read also gives up after it
+    #[arg(long, global = true, env = "UNS_TIMEOUT", value_name = "DURATION", value_parser = values::parse_deadline)]
+    pub timeout: Option<std::time::Duration>,
 }
 
 impl GlobalArgs {
@@ -105,6 +109,9 @@ pub enum Command {
 /// Runs one parsed command line.
 pub fn run(cli: Cli) -> CliResult {
     let global = &cli.global;
+    if let Some(deadline) = global.timeout {
+        backend::set_deadline(deadline);
+    }
     match cli.command {
         Command::Inspect(args) => inspect::run(global, args),
         Command::Events(args) => events::run(global, args),

@@ -412,7 +412,9 @@ fn submit(global: &GlobalArgs, args: SubmitArgs) -> CliResult {
             let conn = schema::open(&path, OpenMode::Create).map_err(StoreError::from)?;
             engine::submit(&conn, SystemClock.now(), &new).map_err(StoreError::from)?
         }
-        Backend::Http { url, key } => backend::http_store(&url, key)?.submit(&request)?,
+        Backend::Http { url, key, deadline } => {
+            backend::http_store(&url, key, deadline)?.submit(&request)?
+        }
     };
     if global.output().json() {
         print_json(&submitted)?;

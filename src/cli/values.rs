@@ -116,3 +116,8 @@ mod tests {
         assert!(parse_id("n 1").is_err());
     }
 }
+
+/// A request deadline, for clap: see [`crate::clock::parse_deadline`].
+pub fn parse_deadline(text: &str) -> Result<std::time::Duration, String> {
+    crate::clock::parse_deadline(text)
+}

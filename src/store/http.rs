@@ -13,17 +13,18 @@ use crate::triage::{Observed, Triage};
 use reqwest::StatusCode;
 use reqwest::blocking::{Client, RequestBuilder, Response};
 use serde::de::DeserializeOwned;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 const GET_ATTEMPTS: u32 = 3;
 const PAGE_SIZE: usize = 500;
 
-/// How long a request may take before the answer is "no answer".
-const TIMEOUT: Duration = Duration::from_secs(60);
+/// How long a request may take, its whole answer read, before the answer is "no answer"
+/// (`--timeout`, or a context's `timeout`).
+pub const DEFAULT_DEADLINE: Duration = Duration::from_secs(60);
 
 /// The largest answer read from a server; past it the answer is refused, so a server that
 /// streams without end cannot exhaust memory.
-const MAX_ANSWER_BYTES: u64 = 1 << 30;
+const MAX_ANSWER_BYTES: u64 = 256 << 20;
 
 /// The most of an error answer read: enough for any message of ours.
 const MAX_ERROR_BYTES: u64 = 64 << 10;
@@ -39,6 +40,41 @@ pub struct HttpStore {
     pub note: Option<String>,
     /// The config context it was opened for, named in every prompt and summary.
     pub context: Option<String>,
+    /// How long one request may take in all, its answer read to the end.
+    deadline: Duration,
+}
+
+/// A server's answer, read against its request's whole deadline: a server that trickles
+/// its answer a byte at a time is cut off when the deadline passes, not waited on.
+struct Answer {
+    response: Response,
+    until: Instant,
+    deadline: Duration,
+}
+
+impl Answer {
+    fn status(&self) -> reqwest::StatusCode {
+        self.response.status()
+    }
+
+    fn headers(&self) -> &reqwest::header::HeaderMap {
+        self.response.headers()
+    }
+}
+
+impl std::io::Read for Answer {
+    fn read(&mut self, buffer: &mut [u8]) -> std::io::Result<usize> {
+        if Instant::now() >= self.until {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                format!(
+                    "the answer was not complete within the {} s deadline",
+                    self.deadline.as_secs_f64()
+                ),
+            ));
+        }
+        self.response.read(buffer)
+    }
 }
 
 impl HttpStore {
@@ -66,7 +102,7 @@ impl HttpStore {
         let base = url.as_str().trim_end_matches('/').to_string();
         let client = Client::builder()
             .connect_timeout(Duration::from_secs(5))
-            .timeout(TIMEOUT)
+            .timeout(DEFAULT_DEADLINE)
             .user_agent(concat!("unsctl/", env!("CARGO_PKG_VERSION")))
             .build()
             .map_err(|err| StoreError::Other(format!("cannot build the HTTP client: {err}")))?;
@@ -77,7 +113,27 @@ impl HttpStore {
             identified: std::sync::OnceLock::new(),
             note,
             context: None,
+            deadline: DEFAULT_DEADLINE,
         })
+    }
+
+    /// The same store with another deadline for each request.
+    pub fn with_deadline(mut self, deadline: Duration) -> Self {
+        self.deadline = deadline;
+        self
+    }
+
+    /// Sends `request` with the deadline; its answer is read against the same deadline.
+    fn send(&self, request: RequestBuilder) -> reqwest::Result<Answer> {
+        let until = Instant::now() + self.deadline;
+        request
+            .timeout(self.deadline)
+            .send()
+            .map(|response| Answer {
+                response,
+                until,
+                deadline: self.deadline,
+            })
     }
 
     /// Asks `/healthz` once whether a UNS API answers here, so a wrong URL is reported
@@ -90,7 +146,7 @@ impl HttpStore {
                 if attempt > 0 {
                     std::thread::sleep(Duration::from_millis(200 * u64::from(attempt)));
                 }
-                match self.client.get(&url).send() {
+                match self.send(self.client.get(&url)) {
                     Err(err) => last = unreachable(&url, &err).to_string(),
                     Ok(response) => {
                         let status = response.status();
@@ -126,7 +182,7 @@ impl HttpStore {
     pub fn submit(&self, request: &api::SubmitRequest) -> Result<api::SubmitResponse> {
         self.identify()?;
         let url = self.url(api::NOTIFICATIONS);
-        match self.authorized(self.client.post(&url).json(request)).send() {
+        match self.send(self.authorized(self.client.post(&url).json(request))) {
             Ok(response) => self.decode(&url, response),
             Err(err) => Err(unreachable(&url, &err)),
         }
@@ -150,7 +206,7 @@ impl HttpStore {
 
     /// A GET, tried again after a pause when the server fails or cannot be reached;
     /// any other answer is returned as it came.
-    fn send_get(&self, path: &str, query: &[(&str, String)]) -> Result<(String, Response)> {
+    fn send_get(&self, path: &str, query: &[(&str, String)]) -> Result<(String, Answer)> {
         self.identify()?;
         let url = self.url(path);
         let mut last_error = None;
@@ -158,7 +214,7 @@ impl HttpStore {
             if attempt > 0 {
                 std::thread::sleep(Duration::from_millis(200 * u64::from(attempt)));
             }
-            match self.authorized(self.client.get(&url).query(query)).send() {
+            match self.send(self.authorized(self.client.get(&url).query(query))) {
                 Ok(response) if response.status().is_server_error() => {
                     last_error = Some(self.failure(&url, response));
                 }
@@ -225,20 +281,20 @@ impl HttpStore {
 
     fn mutate<T: DeserializeOwned>(&self, request: RequestBuilder, url: &str) -> Result<T> {
         self.identify()?;
-        match self.authorized(request).send() {
+        match self.send(self.authorized(request)) {
             Ok(response) => self.decode(url, response),
             Err(err) => Err(unreachable(url, &err)),
         }
     }
 
-    fn decode<T: DeserializeOwned>(&self, url: &str, response: Response) -> Result<T> {
+    fn decode<T: DeserializeOwned>(&self, url: &str, response: Answer) -> Result<T> {
         if !response.status().is_success() {
             return Err(self.failure(url, response));
         }
         serde_json::from_slice(&body(url, response)?).map_err(|err| malformed(url, &err))
     }
 
-    fn failure(&self, url: &str, response: Response) -> StoreError {
+    fn failure(&self, url: &str, response: Answer) -> StoreError {
         let status = response.status();
         let text = crate::bounded::text_at_most(response, MAX_ERROR_BYTES);
         let body: Option<ErrorBody> = serde_json::from_str(&text).ok();
@@ -314,7 +370,7 @@ fn unreachable(url: &str, err: &reqwest::Error) -> StoreError {
             last_cause(&chain)
         )
     } else if err.is_timeout() {
-        format!("no answer from {url} within {} s", TIMEOUT.as_secs())
+        format!("no answer from {url} within its deadline")
     } else if lower.contains("connection refused") {
         format!(
             "cannot connect to {place}: connection refused; is `unsctl runtime serve` running there?"
@@ -429,6 +485,15 @@ impl Store for HttpStore {
                             return;
                         }
                     };
+                    // A UNS API never sends an empty page that points to another: a server
+                    // that does would be paged forever.
+                    if next.is_some() && page_is_empty(&body) {
+                        let _ = pages.send(Err(StoreError::Other(format!(
+                            "{} gave an empty page with a cursor to another: not a UNS API answer",
+                            self.url(api::DLQ)
+                        ))));
+                        return;
+                    }
                     if pages.send(Ok(body)).is_err() {
                         return;
                     }
@@ -560,17 +625,36 @@ fn triage_entry(entry: DlqEntryView<'_>, visit: &mut super::Visit<'_>) -> Result
     })
 }
 
-fn body(url: &str, response: Response) -> Result<Vec<u8>> {
+/// Whether a DLQ page holds no entry (only a small page is looked at: a large one has some).
+fn page_is_empty(body: &[u8]) -> bool {
+    #[derive(serde::Deserialize)]
+    struct Count {
+        #[serde(default)]
+        entries: Vec<serde::de::IgnoredAny>,
+    }
+    body.len() <= 64 << 10
+        && serde_json::from_slice::<Count>(body).is_ok_and(|page| page.entries.is_empty())
+}
+
+fn body(url: &str, response: Answer) -> Result<Vec<u8>> {
     let mut buffer = Vec::new();
     read_capped(url, response, &mut buffer)?;
     Ok(buffer)
 }
 
 /// Reads the whole answer into `buffer`, refusing one past [`MAX_ANSWER_BYTES`].
-fn read_capped(url: &str, response: Response, buffer: &mut Vec<u8>) -> Result<()> {
-    let whole =
-        crate::bounded::read_to_end_at_most(response, MAX_ANSWER_BYTES, buffer).map_err(|err| {
-            StoreError::Unavailable(format!("{url}: reading the answer failed: {err}"))
+fn read_capped(url: &str, mut response: Answer, buffer: &mut Vec<u8>) -> Result<()> {
+    let whole = crate::bounded::read_to_end_at_most(&mut response, MAX_ANSWER_BYTES, buffer)
+        .map_err(|err| {
+            // The client's own timeout and ours end the same wait: say which rule it was.
+            if Instant::now() + Duration::from_millis(200) >= response.until {
+                StoreError::Unavailable(format!(
+                    "{url}: no complete answer within the {} s deadline (--timeout)",
+                    response.deadline.as_secs_f64()
+                ))
+            } else {
+                StoreError::Unavailable(format!("{url}: reading the answer failed: {err}"))
+            }
         })?;
     if !whole {
         return Err(StoreError::Other(format!(

@@ -147,7 +147,13 @@ fn an_email_answer_follows_the_rules_of_evidence() {
     let covering = [(900.0, 2000.0)];
     // (what, covered, messages, expected, a word the evidence must hold)
     // (what, covered, messages, expected, a word the evidence must hold)
-    type Case<'a> = (&'a str, &'a [(f64, f64)], Vec<relay_log::Message>, Outcome, &'a str);
+    type Case<'a> = (
+        &'a str,
+        &'a [(f64, f64)],
+        Vec<relay_log::Message>,
+        Outcome,
+        &'a str,
+    );
     let cases: Vec<Case> = vec![
         (
             "queued from our sender",
