@@ -103,6 +103,11 @@ pub fn channel() -> Listed<crate::model::Channel> {
     Listed::new(parse_channel, channel_names)
 }
 
+/// A request deadline, for clap: see [`crate::clock::parse_deadline`].
+pub fn parse_deadline(text: &str) -> Result<std::time::Duration, String> {
+    crate::clock::parse_deadline(text)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -117,7 +122,3 @@ mod tests {
     }
 }
 
-/// A request deadline, for clap: see [`crate::clock::parse_deadline`].
-pub fn parse_deadline(text: &str) -> Result<std::time::Duration, String> {
-    crate::clock::parse_deadline(text)
-}
