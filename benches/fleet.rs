@@ -29,7 +29,7 @@ fn main() -> anyhow::Result<()> {
             Some(unsctl::server::Keys::single(KEY).map_err(anyhow::Error::msg)?),
         ))?;
         config.push_str(&format!(
-            "[contexts.region-{n}]\napi = \"http://{}\"\napi_key_env = \"FLEET_KEY\"\n",
+            "[contexts.region-{n}]\napi = \"http://{}\"\napi_key_env = \"UNS_FLEET_KEY\"\n",
             server.addr
         ));
         servers.push(server);
@@ -41,7 +41,7 @@ fn main() -> anyhow::Result<()> {
         let mut c = Command::new(unsctl);
         c.args(args)
             .env("UNSCTL_CONFIG", &config_path)
-            .env("FLEET_KEY", KEY)
+            .env("UNS_FLEET_KEY", KEY)
             .env_remove("UNS_DB_FILE")
             .env_remove("UNS_BASE_URL")
             .env_remove("UNS_CONTEXT");
@@ -92,7 +92,7 @@ fn main() -> anyhow::Result<()> {
             .arg(unsctl)
             .args(args)
             .env("UNSCTL_CONFIG", &config_path)
-            .env("FLEET_KEY", KEY)
+            .env("UNS_FLEET_KEY", KEY)
             .stdout(std::process::Stdio::null())
             .output()?;
         let text = String::from_utf8_lossy(&out.stderr);

@@ -13,9 +13,14 @@
 //! db = "/srv/uns/lab.db"
 //! ```
 //!
-//! A context names where its API key is (`api_key_env`), never the key: a file that
-//! holds one is refused. It lives at `$UNSCTL_CONFIG`, else
-//! `$XDG_CONFIG_HOME/unsctl/config.toml`, else `~/.config/unsctl/config.toml`.
+//! A context names where its API key is (`api_key_env`, a `UNS_*` variable unless the
+//! context says `api_key_env_any = true`), never the key: a file that holds one, or an
+//! `api` URL with a query or userinfo, is refused, and no error quotes the file's text.
+//! The file is trusted as ssh trusts its own: owned by this user (or root) and writable
+//! by nobody else, in a directory nobody else can write (`--trust-config-owner` lets
+//! root read a file someone else owns). A relative `db` is read from the file's
+//! directory. It lives at `$UNSCTL_CONFIG`, else `$XDG_CONFIG_HOME/unsctl/config.toml`,
+//! else `~/.config/unsctl/config.toml`.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -23,17 +28,41 @@ use std::path::{Path, PathBuf};
 /// The largest config file read.
 const MAX_BYTES: u64 = 1 << 20;
 
-/// Keys that would put a secret in the file.
-const SECRET_KEYS: &[&str] = &[
-    "api_key",
-    "apikey",
+/// Words that, anywhere in a key's name, would put a secret in the file.
+const SECRET_WORDS: &[&str] = &[
     "key",
     "token",
-    "password",
+    "passw",
+    "passwd",
     "secret",
     "bearer",
-    "authorization",
+    "auth",
+    "credential",
+    "cookie",
+    "session",
+    "private",
 ];
+
+/// The keys the file may have; any other whose name has a secret word is refused as one,
+/// before its value could be read or quoted.
+const KNOWN_KEYS: &[&str] = &[
+    "current_context",
+    "operator",
+    "contexts",
+    "db",
+    "api",
+    "api_key_env",
+    "api_key_env_any",
+    "timeout",
+];
+
+/// Whether root may read a config file another user owns (`--trust-config-owner`).
+static TRUST_OWNER: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Lets root read a config file owned by another user, for this process.
+pub fn trust_owner() {
+    TRUST_OWNER.store(true, std::sync::atomic::Ordering::Relaxed);
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -117,6 +146,8 @@ struct ContextShape {
     db: Option<PathBuf>,
     api: Option<String>,
     api_key_env: Option<String>,
+    #[serde(default)]
+    api_key_env_any: bool,
     timeout: Option<String>,
 }
 
@@ -147,13 +178,93 @@ pub fn load() -> Result<Option<Config>, ConfigError> {
             path: path.display().to_string(),
             message: format!("larger than {} KiB; not a config file", MAX_BYTES >> 10),
         }),
-        Ok(_) => {
+        Ok(meta) => {
+            trusted(&path, &meta)?;
             let text = std::fs::read_to_string(&path).map_err(|source| ConfigError::Io {
                 path: path.display().to_string(),
                 source,
             })?;
             parse(&path, &text).map(Some)
         }
+    }
+}
+
+/// Whether a file with this owner and mode, in a directory with these, may be trusted:
+/// the reason when not.
+pub fn distrust(
+    (owner, mode): (u32, u32),
+    (dir_owner, dir_mode): (u32, u32),
+    me: u32,
+    trust_owner: bool,
+) -> Option<String> {
+    let someone_else = |uid: u32| uid != me && uid != 0;
+    if owner != me && (someone_else(owner) || me == 0) && !trust_owner {
+        return Some(format!(
+            "owned by uid {owner}, not by this user (uid {me}): someone else could have written it{}",
+            if me == 0 {
+                "; pass --trust-config-owner to read it as root anyway"
+            } else {
+                ""
+            }
+        ));
+    }
+    if mode & 0o022 != 0 {
+        return Some(format!(
+            "writable by {} (mode {:o}): anyone who can write it picks where your commands go and which variable is sent as a key; chmod go-w it",
+            if mode & 0o002 != 0 {
+                "anyone"
+            } else {
+                "its group"
+            },
+            mode & 0o7777
+        ));
+    }
+    if someone_else(dir_owner) && !trust_owner {
+        return Some(format!(
+            "its directory is owned by uid {dir_owner}, who could replace it"
+        ));
+    }
+    // A sticky directory (such as /tmp) lets nobody replace another's file.
+    if dir_mode & 0o022 != 0 && dir_mode & 0o1000 == 0 {
+        return Some(format!(
+            "its directory is writable by others (mode {:o}), who could replace it",
+            dir_mode & 0o7777
+        ));
+    }
+    None
+}
+
+fn trusted(path: &Path, meta: &std::fs::Metadata) -> Result<(), ConfigError> {
+    use std::os::unix::fs::MetadataExt;
+    let dir = std::fs::canonicalize(path)
+        .ok()
+        .and_then(|p| p.parent().map(Path::to_path_buf))
+        .unwrap_or_else(|| PathBuf::from("."));
+    let dir_meta = std::fs::metadata(&dir).map_err(|source| ConfigError::Io {
+        path: dir.display().to_string(),
+        source,
+    })?;
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let me = unsafe { libc::geteuid() };
+    match distrust(
+        (meta.uid(), meta.mode()),
+        (dir_meta.uid(), dir_meta.mode()),
+        me,
+        TRUST_OWNER.load(std::sync::atomic::Ordering::Relaxed),
+    ) {
+        Some(why) => Err(invalid(path, format!("not trusted: {why}"))),
+        None => Ok(()),
+    }
+}
+
+/// A TOML error without the text it quotes (the line it points at may hold a secret):
+/// what is wrong, and on which line.
+fn toml_error(text: &str, message: &str, span: Option<std::ops::Range<usize>>) -> String {
+    let line = span.map(|span| text[..span.start.min(text.len())].matches('\n').count() + 1);
+    let first = message.lines().next().unwrap_or("not TOML").trim();
+    match line {
+        Some(line) => format!("line {line}: {first}"),
+        None => first.to_string(),
     }
 }
 
@@ -167,9 +278,12 @@ fn invalid(path: &Path, message: impl Into<String>) -> ConfigError {
 /// Parses and checks a config file's text.
 pub fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
     // Secrets first, by name, so the refusal says why rather than "unknown field".
-    let raw: toml::Table = toml::from_str(text).map_err(|err| invalid(path, err.to_string()))?;
+    let raw: toml::Table = toml::from_str(text)
+        .map_err(|err| invalid(path, toml_error(text, err.message(), err.span())))?;
     refuse_secrets(path, "", &raw)?;
-    let shape: FileShape = toml::from_str(text).map_err(|err| invalid(path, err.to_string()))?;
+    let shape: FileShape = toml::from_str(text)
+        .map_err(|err| invalid(path, toml_error(text, err.message(), err.span())))?;
+    let home = path.parent().unwrap_or(Path::new("."));
     let mut contexts = Vec::new();
     for (name, context) in shape.contexts {
         if !valid_name(&name) {
@@ -198,7 +312,8 @@ pub fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
                         format!("context {name}: api_key_env goes with api, not db"),
                     ));
                 }
-                Place::Db(db)
+                // Relative to the file, so a context names one store wherever it is used.
+                Place::Db(if db.is_relative() { home.join(db) } else { db })
             }
             (None, Some(url)) => {
                 if !(url.starts_with("http://") || url.starts_with("https://")) {
@@ -207,16 +322,24 @@ pub fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
                         format!("context {name}: api must be an http:// or https:// URL"),
                     ));
                 }
-                if url.split_once("://").is_some_and(|(_, rest)| {
-                    rest.split(['/', '?', '#'])
-                        .next()
-                        .unwrap_or("")
-                        .contains('@')
-                }) {
+                if let Some(why) = url_secret(&url) {
                     return Err(invalid(
                         path,
                         format!(
-                            "context {name}: the api URL holds credentials (user:password@); keys are never stored in this file: set api_key_env and export the key"
+                            "context {name}: the api URL {why}; keys are never stored in this file: set api_key_env and export the key"
+                        ),
+                    ));
+                }
+                if let Some(var) = &context.api_key_env
+                    && valid_env_name(var)
+                    && !var.starts_with("UNS_")
+                    && !var.starts_with("UNSCTL_")
+                    && !context.api_key_env_any
+                {
+                    return Err(invalid(
+                        path,
+                        format!(
+                            "context {name}: api_key_env {var} is not a UNS_ variable: a file that names any variable can send, say, a cloud secret as a bearer token; name a UNS_ variable, or add api_key_env_any = true to this context if {var} really holds its key"
                         ),
                     ));
                 }
@@ -266,18 +389,29 @@ pub fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
     Ok(config)
 }
 
+/// Why an `api` URL would carry a secret: a query string or userinfo.
+fn url_secret(url: &str) -> Option<&'static str> {
+    let rest = url.split_once("://").map_or(url, |(_, rest)| rest);
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+    if authority.contains('@') {
+        return Some("holds credentials (user:password@)");
+    }
+    if rest.contains('?') || rest.contains('#') {
+        return Some("has a query or fragment, where keys hide (?api_key=...)");
+    }
+    None
+}
+
 fn refuse_secrets(path: &Path, at: &str, table: &toml::Table) -> Result<(), ConfigError> {
     for (key, value) in table {
+        let lower = key.to_ascii_lowercase().replace('-', "_");
+        let known = KNOWN_KEYS.contains(&lower.as_str());
         if let toml::Value::Table(inner) = value {
             refuse_secrets(path, &format!("{at}{key}."), inner)?;
             continue;
         }
-        let lower = key.to_ascii_lowercase();
-        if lower != "api_key_env"
-            && SECRET_KEYS
-                .iter()
-                .any(|s| lower == *s || lower.ends_with(&format!("_{s}")))
-        {
+        let secret = SECRET_WORDS.iter().any(|word| lower.contains(word));
+        if !known && secret {
             return Err(invalid(
                 path,
                 format!(
@@ -342,22 +476,210 @@ impl Config {
             .parse()
             .map_err(|err: toml_edit::TomlError| invalid(&self.path, err.to_string()))?;
         doc["current_context"] = toml_edit::value(name);
-        // Written beside and renamed over, so a crash never leaves half a file.
-        let fresh = self.path.with_extension("toml.new");
-        std::fs::write(&fresh, doc.to_string())
-            .and_then(|()| std::fs::rename(&fresh, &self.path))
-            .map_err(|source| ConfigError::Io {
+        replace_contents(&self.path, doc.to_string().as_bytes()).map_err(|source| {
+            ConfigError::Io {
                 path: self.path.display().to_string(),
                 source,
-            })?;
+            }
+        })?;
         self.current = Some(name.to_string());
         Ok(())
     }
 }
 
+/// Replaces the file at `path` with `contents`, so a crash never leaves half a file: a
+/// new file beside the real one (through any symlink), created exclusively so nothing
+/// planted there is followed or overwritten, with the old file's mode, then renamed
+/// over it. The symlink, if any, stays a symlink.
+fn replace_contents(path: &Path, contents: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    let target = std::fs::canonicalize(path)?;
+    let mode = std::fs::metadata(&target)?.permissions().mode() & 0o7777;
+    let dir = target.parent().unwrap_or(Path::new("."));
+    let name = target
+        .file_name()
+        .map_or_else(|| "config".into(), |n| n.to_string_lossy().into_owned());
+    let mut last = None;
+    for attempt in 0..16u32 {
+        let fresh = dir.join(format!(".{name}.{}.{attempt}.new", std::process::id()));
+        let created = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(mode)
+            .open(&fresh);
+        let mut file = match created {
+            Ok(file) => file,
+            Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => {
+                last = Some(err);
+                continue;
+            }
+            Err(err) => return Err(err),
+        };
+        let written = file
+            .write_all(contents)
+            .and_then(|()| file.set_permissions(std::fs::Permissions::from_mode(mode)))
+            .and_then(|()| file.sync_all())
+            .and_then(|()| std::fs::rename(&fresh, &target));
+        if written.is_err() {
+            let _ = std::fs::remove_file(&fresh);
+        }
+        return written;
+    }
+    Err(last.unwrap_or_else(|| std::io::Error::other("no free name for the new file")))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_file_is_trusted_as_ssh_trusts_its_own() {
+        let me = 1000;
+        let dir = (me, 0o40700);
+        assert_eq!(distrust((me, 0o100600), dir, me, false), None);
+        assert_eq!(
+            distrust((0, 0o100644), dir, me, false),
+            None,
+            "root's own file"
+        );
+        let why = distrust((1001, 0o100600), dir, me, false).expect("refused");
+        assert!(why.contains("owned by uid 1001"), "{why}");
+        assert!(distrust((me, 0o100666), dir, me, false).is_some_and(|w| w.contains("anyone")));
+        assert!(distrust((me, 0o100620), dir, me, false).is_some_and(|w| w.contains("group")));
+        assert!(distrust((me, 0o100600), (me, 0o40777), me, false).is_some());
+        assert_eq!(
+            distrust((me, 0o100600), (0, 0o41777), me, false),
+            None,
+            "a sticky dir"
+        );
+        assert!(distrust((me, 0o100600), (1001, 0o40755), me, false).is_some());
+        // Root reading another user's file: refused unless told to.
+        let why = distrust((1000, 0o100600), (1000, 0o40700), 0, false).expect("refused");
+        assert!(why.contains("--trust-config-owner"), "{why}");
+        assert_eq!(distrust((1000, 0o100600), (1000, 0o40700), 0, true), None);
+        // Trust never overrides a mode that lets others write.
+        assert!(distrust((1000, 0o100666), (1000, 0o40700), 0, true).is_some());
+    }
+
+    #[test]
+    fn secrets_under_any_name_are_refused_and_never_echoed() {
+        for text in [
+            "[contexts.eu]\napi = \"http://a\"\npasswd = \"s3cret-value\"\n",
+            "[contexts.eu]\napi = \"http://a\"\napi-key = \"s3cret-value\"\n",
+            "[contexts.eu]\napi = \"http://a\"\nauth = \"s3cret-value\"\n",
+            "[contexts.eu]\napi = \"http://a\"\ncredentials = \"s3cret-value\"\n",
+            "[contexts.eu]\napi = \"http://a\"\nx_api_key_value = \"s3cret-value\"\n",
+            "keys = [\"s3cret-value\", \"another\"]\n",
+        ] {
+            let err = parsed(text).unwrap_err();
+            assert!(err.contains("never stored"), "{text}: {err}");
+            assert!(!err.contains("s3cret-value"), "{err}");
+        }
+        // Text TOML cannot read is named by line, never quoted.
+        for text in [
+            "[contexts.eu]\napi = \"http://a\"\napi_key = s3cret-value\n",
+            "s3cret-value\n",
+            "[contexts.eu]\napi = \"http://a\"\nfoo = s3cret-value\n",
+        ] {
+            let err = parsed(text).unwrap_err();
+            assert!(!err.contains("s3cret-value"), "{err}");
+            assert!(err.contains("line "), "{err}");
+        }
+        for url in [
+            "http://a/?api_key=s3cret-value",
+            "http://a/#s3cret-value",
+            "http://u:s3cret-value@a",
+        ] {
+            let err = parsed(&format!("[contexts.eu]\napi = \"{url}\"\n")).unwrap_err();
+            assert!(!err.contains("s3cret-value"), "{err}");
+            assert!(err.contains("keys are never stored"), "{err}");
+        }
+    }
+
+    #[test]
+    fn a_key_variable_must_be_this_tools_unless_the_context_says_so() {
+        let err =
+            parsed("[contexts.eu]\napi = \"http://a\"\napi_key_env = \"AWS_SECRET_ACCESS_KEY\"\n")
+                .unwrap_err();
+        assert!(err.contains("not a UNS_ variable"), "{err}");
+        let config = parsed(
+            "[contexts.eu]\napi = \"http://a\"\napi_key_env = \"VAULT_UNS\"\napi_key_env_any = true\n",
+        )
+        .expect("allowed when said");
+        assert!(
+            matches!(&config.get("eu").expect("eu").place, Place::Api { key_env: Some(v), .. } if v == "VAULT_UNS")
+        );
+    }
+
+    #[test]
+    fn a_relative_store_is_the_config_files_neighbour_and_a_timeout_parses() {
+        let config = parse(
+            Path::new("/etc/unsctl/config.toml"),
+            "[contexts.lab]\ndb = \"stores/uns.db\"\n[contexts.eu]\napi = \"http://a\"\ntimeout = \"30s\"\n",
+        )
+        .expect("valid");
+        assert_eq!(
+            config.get("lab").expect("lab").place,
+            Place::Db("/etc/unsctl/stores/uns.db".into())
+        );
+        assert_eq!(
+            config.get("eu").expect("eu").timeout,
+            Some(std::time::Duration::from_secs(30))
+        );
+        assert!(parsed("[contexts.eu]\napi = \"http://a\"\ntimeout = \"forever\"\n").is_err());
+    }
+
+    #[test]
+    fn context_use_writes_through_a_symlink_keeping_its_mode_and_ignores_planted_files() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().expect("dir");
+        let real = dir.path().join("real.toml");
+        std::fs::write(
+            &real,
+            "[contexts.a]\ndb = \"a.db\"\n[contexts.b]\ndb = \"b.db\"\n",
+        )
+        .expect("write");
+        std::fs::set_permissions(&real, std::fs::Permissions::from_mode(0o600)).expect("mode");
+        let link = dir.path().join("config.toml");
+        std::os::unix::fs::symlink(&real, &link).expect("symlink");
+        // Someone planted a symlink where a careless writer would put its new file.
+        let victim = dir.path().join("victim");
+        std::fs::write(&victim, "untouched").expect("victim");
+        std::os::unix::fs::symlink(&victim, dir.path().join("config.toml.new")).expect("plant");
+        std::os::unix::fs::symlink(&victim, dir.path().join("real.toml.new")).expect("plant");
+        let text = std::fs::read_to_string(&link).expect("read");
+        let mut config = parse(&link, &text).expect("valid");
+        config.set_current("b").expect("use b");
+        assert!(
+            std::fs::symlink_metadata(&link)
+                .expect("link")
+                .file_type()
+                .is_symlink()
+        );
+        assert!(
+            std::fs::read_to_string(&real)
+                .expect("real")
+                .contains("current_context = \"b\"")
+        );
+        assert_eq!(
+            std::fs::metadata(&real).expect("real").permissions().mode() & 0o777,
+            0o600
+        );
+        assert_eq!(
+            std::fs::read_to_string(&victim).expect("victim"),
+            "untouched"
+        );
+        let leftovers: Vec<_> = std::fs::read_dir(dir.path())
+            .expect("dir")
+            .flatten()
+            .filter(|e| {
+                e.file_name().to_string_lossy().ends_with(".new")
+                    && e.file_name().to_string_lossy().starts_with('.')
+            })
+            .collect();
+        assert!(leftovers.is_empty(), "no temporary file is left behind");
+    }
 
     fn parsed(text: &str) -> Result<Config, String> {
         parse(Path::new("config.toml"), text).map_err(|e| e.to_string())

@@ -638,3 +638,74 @@ fn gets_are_retried_and_mutations_are_not() {
         "a mutation is never retried"
     );
 }
+
+/// A UNS health answer, then a 307 for every other request: to `to` when given (another
+/// origin), else to the same path with `/moved` in front (the same origin).
+fn redirecting_server(to: Option<String>) -> String {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            use std::io::{Read, Write};
+            let mut stream = stream;
+            let mut buffer = [0u8; 4096];
+            let n = stream.read(&mut buffer).unwrap_or(0);
+            let request = String::from_utf8_lossy(&buffer[..n]).into_owned();
+            let path = request.split_whitespace().nth(1).unwrap_or("/").to_string();
+            let reply = if request.starts_with("GET /healthz") {
+                format!(
+                    "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{HEALTHY}",
+                    HEALTHY.len()
+                )
+            } else if path.starts_with("/moved") {
+                let body = r#"{"entries": [], "next_cursor": null}"#;
+                format!(
+                    "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                    body.len()
+                )
+            } else {
+                let location = match &to {
+                    Some(other) => format!("{other}{path}"),
+                    None => format!("/moved{path}"),
+                };
+                format!(
+                    "HTTP/1.1 307 Temporary Redirect\r\nlocation: {location}\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
+                )
+            };
+            let _ = stream.write_all(reply.as_bytes());
+        }
+    });
+    format!("http://{addr}")
+}
+
+/// A redirect to another origin is never followed, so another store's entries are never
+/// shown as this one's; one within the origin is followed and named; a key in the URL is
+/// refused before any request.
+#[test]
+fn redirects_and_keys_in_the_url_are_refused_or_named() {
+    let other = redirecting_server(None);
+    let cross = redirecting_server(Some(other.clone()));
+    let out = unsctl(&["--api", &cross, "dlq", "list"], &[]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_ne!(out.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("redirected to another origin"), "{stderr}");
+    assert!(out.stdout.is_empty());
+    let same = redirecting_server(None);
+    let out = unsctl(&["--api", &same, "dlq", "list"], &[]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("redirected to /moved/api/v1/dlq on the same origin"),
+        "{stderr}"
+    );
+    for url in [
+        format!("{same}/?api_key=planted-key-0123"),
+        format!("{same}/#planted-key-0123"),
+    ] {
+        let out = unsctl(&["--api", &url, "dlq", "list"], &[]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{stderr}");
+        assert!(stderr.contains("query or fragment"), "{stderr}");
+        assert!(!stderr.contains("planted-key"), "{stderr}");
+    }
+}

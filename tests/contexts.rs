@@ -105,7 +105,7 @@ impl Fleet {
         let mut text = String::from("operator = \"fleet-test\"\n");
         for (name, server) in ["eu", "us", "ap"].iter().zip(&self.servers) {
             text.push_str(&format!(
-                "[contexts.{name}]\napi = \"{}\"\napi_key_env = \"KEY_{}\"\n",
+                "[contexts.{name}]\napi = \"{}\"\napi_key_env = \"UNS_KEY_{}\"\n",
                 server.url,
                 name.to_uppercase()
             ));
@@ -116,7 +116,7 @@ impl Fleet {
         ));
         if with_down {
             text.push_str(&format!(
-                "[contexts.down]\napi = \"http://127.0.0.1:{}\"\napi_key_env = \"KEY_DOWN\"\n",
+                "[contexts.down]\napi = \"http://127.0.0.1:{}\"\napi_key_env = \"UNS_KEY_DOWN\"\n",
                 self.down_port
             ));
         }
@@ -140,7 +140,7 @@ impl Fleet {
             .stdin(Stdio::null());
         for name in ["eu", "us", "ap", "down"] {
             command.env(
-                format!("KEY_{}", name.to_uppercase()),
+                format!("UNS_KEY_{}", name.to_uppercase()),
                 format!("key-of-{name}-0123456789"),
             );
         }
@@ -331,7 +331,7 @@ fn one_context_at_a_time_by_flag_environment_or_current_and_mutations_never_span
             .any(|l| l.starts_with('*') && l.contains("us"))
     );
     assert!(
-        text(&list.stdout).contains("KEY_EU (set)"),
+        text(&list.stdout).contains("UNS_KEY_EU (set)"),
         "{}",
         text(&list.stdout)
     );
@@ -465,7 +465,7 @@ fn a_fleet_plan_is_applied_context_by_context_with_one_prompt_each() {
     std::fs::write(&plan, &out.stdout).expect("plan");
     // Replay entries are in eu (2), us (1) and lab (1): three contexts, three prompts.
     let command = format!(
-        "env UNSCTL_CONFIG={config} KEY_EU=key-of-eu-0123456789 KEY_US=key-of-us-0123456789 KEY_AP=key-of-ap-0123456789 {bin} --color never apply {plan} --confirm",
+        "env UNSCTL_CONFIG={config} UNS_KEY_EU=key-of-eu-0123456789 UNS_KEY_US=key-of-us-0123456789 UNS_KEY_AP=key-of-ap-0123456789 {bin} --color never apply {plan} --confirm",
         config = fleet.config("up.toml").display(),
         bin = env!("CARGO_BIN_EXE_unsctl"),
         plan = plan.display()
@@ -564,10 +564,10 @@ fn hostile_api(trickle: bool) -> String {
 fn a_trickling_or_endless_context_holds_up_only_itself() {
     let fleet = Fleet::start();
     let text_config = format!(
-        "[contexts.eu]\napi = \"{}\"\napi_key_env = \"KEY_EU\"\n\
+        "[contexts.eu]\napi = \"{}\"\napi_key_env = \"UNS_KEY_EU\"\n\
          [contexts.lab]\ndb = \"{}\"\n\
-         [contexts.trickle]\napi = \"{}\"\napi_key_env = \"KEY_EU\"\n\
-         [contexts.endless]\napi = \"{}\"\napi_key_env = \"KEY_EU\"\ntimeout = \"30s\"\n",
+         [contexts.trickle]\napi = \"{}\"\napi_key_env = \"UNS_KEY_EU\"\n\
+         [contexts.endless]\napi = \"{}\"\napi_key_env = \"UNS_KEY_EU\"\ntimeout = \"30s\"\n",
         fleet.servers[0].url,
         fleet.dbs["lab"].display(),
         hostile_api(true),
@@ -579,7 +579,7 @@ fn a_trickling_or_endless_context_holds_up_only_itself() {
         "hostile.toml",
         &[
             "--all-contexts",
-            "--timeout",
+            "--api-timeout",
             "2s",
             "-o",
             "json",
@@ -614,4 +614,57 @@ fn a_trickling_or_endless_context_holds_up_only_itself() {
         took < std::time::Duration::from_secs(20),
         "took {took:?}: {stderr}"
     );
+}
+
+/// A config file someone else could have written is refused with the reason, before any
+/// of it is used; root reads another user's file only when told to.
+#[test]
+fn a_config_file_others_could_write_is_refused() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().expect("dir");
+    let config = dir.path().join("config.toml");
+    std::fs::write(&config, "[contexts.lab]\ndb = \"lab.db\"\n").expect("config");
+    let run = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_unsctl"))
+            .args(args)
+            .env("UNSCTL_CONFIG", &config)
+            .env_remove("UNS_DB_FILE")
+            .env_remove("UNS_BASE_URL")
+            .env_remove("UNS_CONTEXT")
+            .stdin(Stdio::null())
+            .output()
+            .expect("unsctl")
+    };
+    let listed = run(&["context", "list"]);
+    assert_eq!(listed.status.code(), Some(0), "{}", text(&listed.stderr));
+    assert!(
+        text(&listed.stdout).contains(&dir.path().join("lab.db").display().to_string()),
+        "relative to the file"
+    );
+    std::fs::set_permissions(&config, std::fs::Permissions::from_mode(0o666)).expect("mode");
+    let refused = run(&["context", "list"]);
+    assert_eq!(refused.status.code(), Some(2));
+    assert!(
+        text(&refused.stderr).contains("writable by anyone"),
+        "{}",
+        text(&refused.stderr)
+    );
+    std::fs::set_permissions(&config, std::fs::Permissions::from_mode(0o644)).expect("mode");
+    if support::is_root() {
+        let chowned = Command::new("chown")
+            .arg("nobody")
+            .arg(&config)
+            .status()
+            .expect("chown");
+        assert!(chowned.success());
+        let refused = run(&["context", "list"]);
+        assert_eq!(refused.status.code(), Some(2));
+        assert!(
+            text(&refused.stderr).contains("--trust-config-owner"),
+            "{}",
+            text(&refused.stderr)
+        );
+        let trusted = run(&["--trust-config-owner", "context", "list"]);
+        assert_eq!(trusted.status.code(), Some(0), "{}", text(&trusted.stderr));
+    }
 }

@@ -53,7 +53,7 @@ fn store() -> Store {
     std::fs::write(
         &config,
         format!(
-            "[contexts.a-long-context-name-for-eu-west]\ndb = \"{}\"\n[contexts.b]\napi = \"http://127.0.0.1:1/a/rather/long/path/to/the/runtime\"\napi_key_env = \"SOME_RATHER_LONG_VARIABLE_NAME_FOR_THE_KEY\"\n",
+            "[contexts.a-long-context-name-for-eu-west]\ndb = \"{}\"\n[contexts.b]\napi = \"http://127.0.0.1:1/a/rather/long/path/to/the/runtime\"\napi_key_env = \"UNS_SOME_RATHER_LONG_VARIABLE_NAME_FOR_THE_KEY\"\n",
             db.display()
         ),
     )

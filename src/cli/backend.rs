@@ -24,10 +24,10 @@ pub enum Backend {
     },
 }
 
-/// `--timeout`, when given: it wins over any context's.
+/// `--api-timeout`, when given: it wins over any context's.
 static DEADLINE: std::sync::OnceLock<Duration> = std::sync::OnceLock::new();
 
-/// Sets the deadline `--timeout` gave, for every API store this process opens.
+/// Sets the deadline `--api-timeout` gave, for every API store this process opens.
 pub fn set_deadline(deadline: Duration) {
     let _ = DEADLINE.set(deadline);
 }

@@ -68,8 +68,11 @@ pub struct GlobalArgs {
     pub color: ColorChoice,
     /// The most one request to an API may take, its whole answer read (default: the
     /// context's timeout, else 60s); each read also gives up after it
-    #[arg(long, global = true, env = "UNS_TIMEOUT", value_name = "DURATION", value_parser = values::parse_deadline)]
-    pub timeout: Option<std::time::Duration>,
+    #[arg(long, global = true, env = "UNS_API_TIMEOUT", value_name = "DURATION", value_parser = values::parse_deadline)]
+    pub api_timeout: Option<std::time::Duration>,
+    /// Read the config file even when another user owns it (root only needs this)
+    #[arg(long, global = true)]
+    pub trust_config_owner: bool,
 }
 
 impl GlobalArgs {
@@ -109,8 +112,11 @@ pub enum Command {
 /// Runs one parsed command line.
 pub fn run(cli: Cli) -> CliResult {
     let global = &cli.global;
-    if let Some(deadline) = global.timeout {
+    if let Some(deadline) = global.api_timeout {
         backend::set_deadline(deadline);
+    }
+    if global.trust_config_owner {
+        crate::config::trust_owner();
     }
     match cli.command {
         Command::Inspect(args) => inspect::run(global, args),

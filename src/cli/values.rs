@@ -121,4 +121,3 @@ mod tests {
         assert!(parse_id("n 1").is_err());
     }
 }
-

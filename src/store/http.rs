@@ -19,7 +19,7 @@ const GET_ATTEMPTS: u32 = 3;
 const PAGE_SIZE: usize = 500;
 
 /// How long a request may take, its whole answer read, before the answer is "no answer"
-/// (`--timeout`, or a context's `timeout`).
+/// (`--api-timeout`, or a context's `timeout`).
 pub const DEFAULT_DEADLINE: Duration = Duration::from_secs(60);
 
 /// The largest answer read from a server; past it the answer is refused, so a server that
@@ -93,6 +93,12 @@ impl HttpStore {
                 api::without_userinfo(trimmed)
             )));
         }
+        if url.query().is_some() || url.fragment().is_some() {
+            return Err(StoreError::Invalid(format!(
+                "invalid API URL {}: it has a query or fragment, where keys hide; the key comes from UNS_API_KEY",
+                crate::redact::origin(trimmed)
+            )));
+        }
         let note = (!url.username().is_empty() || url.password().is_some()).then(|| {
             "note: the user:password part of the API URL is ignored; the key comes from UNS_API_KEY"
                 .to_string()
@@ -100,9 +106,27 @@ impl HttpStore {
         let _ = url.set_username("");
         let _ = url.set_password(None);
         let base = url.as_str().trim_end_matches('/').to_string();
+        let origin = url.origin();
         let client = Client::builder()
             .connect_timeout(Duration::from_secs(5))
             .timeout(DEFAULT_DEADLINE)
+            .redirect(reqwest::redirect::Policy::custom(move |attempt| {
+                // Another origin's entries would be shown as this store's: never followed.
+                if attempt.url().origin() != origin {
+                    let to = crate::redact::origin(attempt.url().as_str());
+                    return attempt.error(format!(
+                        "the API redirected to another origin ({to}), which is not followed; name that URL if it is the store you mean"
+                    ));
+                }
+                if attempt.previous().len() >= 5 {
+                    return attempt.error("the API redirected more than 5 times");
+                }
+                eprintln!(
+                    "note: the API redirected to {} on the same origin",
+                    attempt.url().path()
+                );
+                attempt.follow()
+            }))
             .user_agent(concat!("unsctl/", env!("CARGO_PKG_VERSION")))
             .build()
             .map_err(|err| StoreError::Other(format!("cannot build the HTTP client: {err}")))?;
@@ -344,6 +368,13 @@ fn unreachable(url: &str, err: &reqwest::Error) -> StoreError {
     while let Some(cause) = source {
         chain = format!("{chain}: {cause}");
         source = cause.source();
+    }
+    if err.is_redirect() {
+        return StoreError::Unavailable(format!(
+            "{}: {}",
+            crate::redact::origin(url),
+            last_cause(&chain)
+        ));
     }
     let parsed = reqwest::Url::parse(url).ok();
     let place = parsed
@@ -649,7 +680,7 @@ fn read_capped(url: &str, mut response: Answer, buffer: &mut Vec<u8>) -> Result<
             // The client's own timeout and ours end the same wait: say which rule it was.
             if Instant::now() + Duration::from_millis(200) >= response.until {
                 StoreError::Unavailable(format!(
-                    "{url}: no complete answer within the {} s deadline (--timeout)",
+                    "{url}: no complete answer within the {} s deadline (--api-timeout)",
                     response.deadline.as_secs_f64()
                 ))
             } else {

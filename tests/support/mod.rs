@@ -76,7 +76,7 @@ impl Drop for SmtpSink {
     }
 }
 
-fn is_root() -> bool {
+pub fn is_root() -> bool {
     Command::new("id")
         .arg("-u")
         .output()
