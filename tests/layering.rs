@@ -215,10 +215,11 @@ fn the_low_rooms_import_nothing_above_them() {
     let allowed: &[(&str, &[&str])] = &[
         ("model", &[]),
         ("bounded", &[]),
+        ("redact", &[]),
         ("clock", &[]),
         ("identity", &[]),
         ("triage", &["model"]),
-        ("runtime", &["model", "clock", "bounded"]),
+        ("runtime", &["model", "clock", "bounded", "redact"]),
         ("remediation", &["model", "clock", "triage", "runtime"]),
         ("render", &["model", "clock", "triage"]),
     ];

@@ -507,6 +507,7 @@ impl Store for HttpStore {
                 let mut cursor: Option<String> = None;
                 // A cursor seen before would page forever: a UNS API's only move forward.
                 let mut seen = std::collections::HashSet::new();
+                let mut empty_in_a_row = 0;
                 loop {
                     let buffer = returned.try_recv().unwrap_or_default();
                     let (body, next) = match self.page_bytes(selection, cursor.as_deref(), buffer) {
@@ -516,11 +517,25 @@ impl Store for HttpStore {
                             return;
                         }
                     };
-                    // A UNS API never sends an empty page that points to another: a server
-                    // that does would be paged forever.
-                    if next.is_some() && page_is_empty(&body) {
+                    if let Some(next) = &next
+                        && !seen.insert(next.clone())
+                    {
                         let _ = pages.send(Err(StoreError::Other(format!(
-                            "{} gave an empty page with a cursor to another: not a UNS API answer",
+                            "{} gave a page cursor it had given before: not a UNS API answer",
+                            self.url(api::DLQ)
+                        ))));
+                        return;
+                    }
+                    // A UNS API never sends empty pages that point to others: a server that
+                    // does would be paged forever. One is let pass, as a filter might leave.
+                    empty_in_a_row = if next.is_some() && page_is_empty(&body) {
+                        empty_in_a_row + 1
+                    } else {
+                        0
+                    };
+                    if empty_in_a_row > 1 {
+                        let _ = pages.send(Err(StoreError::Other(format!(
+                            "{} gave empty pages, each with a cursor to another: not a UNS API answer",
                             self.url(api::DLQ)
                         ))));
                         return;
@@ -529,13 +544,6 @@ impl Store for HttpStore {
                         return;
                     }
                     match next {
-                        Some(next) if !seen.insert(next.clone()) => {
-                            let _ = pages.send(Err(StoreError::Other(format!(
-                                "{} gave a page cursor it had given before: not a UNS API answer",
-                                self.url(api::DLQ)
-                            ))));
-                            return;
-                        }
                         Some(next) => cursor = Some(next),
                         None => return,
                     }

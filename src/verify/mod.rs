@@ -430,19 +430,36 @@ fn bearing(message: &relay_log::Message, sender: Option<&str>, (from, to): (f64,
     use relay_log::{Fate, Sender};
     let at = clock::rfc3339(message.at.lo);
     let queue_id = &message.queue_id;
-    if message.span.1 <= from || message.span.0 > to {
+    let outside = message.span.1 <= from || message.span.0 > to;
+    let when = if outside {
+        format!("{at}, outside the attempt's window,")
+    } else {
+        at.clone()
+    };
+    if let (Sender::Known(seen), Some(ours)) = (&message.sender, sender)
+        && seen != ours
+    {
         return Bearing::Elsewhere(format!(
-            "queue id {queue_id} carried it at {at}, outside the attempt's window: not this attempt"
+            "queue id {queue_id} at {when} came from <{}>, not the runtime's <{}>: not this attempt",
+            clean(seen),
+            clean(ours)
         ));
     }
+    if outside {
+        // The attempt's own Message-ID from no other sender, at another time: a clock
+        // further off than the margin, or a forger who also took the sender. Neither
+        // proves it arrived, and neither lets its absence in the window prove it did not.
+        return if message.fate.refused() {
+            Bearing::Elsewhere(format!(
+                "queue id {queue_id} carried it at {when} and was not committed: not this attempt"
+            ))
+        } else {
+            Bearing::Unsettled(format!(
+                "queue id {queue_id} carried it at {when} from the runtime's sender or an unknown one: a clock further off than --clock-skew, or a forgery; neither proof nor absence"
+            ))
+        };
+    }
     match (&message.sender, sender) {
-        (Sender::Known(seen), Some(ours)) if seen != ours => {
-            return Bearing::Elsewhere(format!(
-                "queue id {queue_id} at {at} came from <{}>, not the runtime's <{}>: not this attempt",
-                clean(seen),
-                clean(ours)
-            ));
-        }
         (Sender::Ambiguous, _) if message.fate.committed() => {
             return Bearing::Unsettled(format!(
                 "queue id {queue_id} at {at} was committed, but its line names its sender more than one way"

@@ -452,19 +452,17 @@ impl<'w> Scan<'w> {
         }
         if let Some((queue_id, after)) = queue_id(text) {
             if after.starts_with(b"client=") {
-                self.sessions
-                    .entry(process)
-                    .or_insert_with(|| Session {
-                        since: stamp.lo,
-                        queue_ids: Vec::new(),
-                    })
-                    .queue_ids
-                    .push(queue_id.to_string());
+                let session = self.sessions.entry(process).or_insert_with(|| Session {
+                    since: stamp.lo,
+                    queue_ids: Vec::new(),
+                });
+                session.queue_ids.push(queue_id.to_string());
+                // The session's lines are the message's too: one of them stamped elsewhere
+                // cannot move the message out of the session's time.
+                let mut track = Track::new(stamp.lo);
+                track.span = (stamp.lo.min(session.since), stamp.hi.max(session.since));
                 // A queue id seen again is a new message: the old one's lines are done.
-                if let Some(old) = self
-                    .tracks
-                    .insert(queue_id.to_string(), Track::new(stamp.lo))
-                {
+                if let Some(old) = self.tracks.insert(queue_id.to_string(), track) {
                     self.orphan_if_unnamed(queue_id, &old);
                 }
                 self.identified.remove(queue_id);
@@ -495,6 +493,9 @@ impl<'w> Scan<'w> {
         }
         if text.starts_with(b"disconnect from ") {
             let session = self.sessions.remove(&process).unwrap_or_default();
+            for queue_id in &session.queue_ids {
+                self.touch(queue_id, stamp);
+            }
             let taken = messages_taken(text);
             if taken == 0 {
                 for queue_id in &session.queue_ids {
@@ -611,6 +612,18 @@ impl<'w> Scan<'w> {
         } else {
             self.orphans_overflow = true;
         }
+    }
+
+    /// Widens what `queue_id`'s lines span to `stamp`.
+    fn touch(&mut self, queue_id: &str, stamp: Stamp) {
+        let Some(track) = self.tracks.get_mut(queue_id) else {
+            return;
+        };
+        let span = match track.message {
+            Some(index) => &mut self.found[index].1.span,
+            None => &mut track.span,
+        };
+        *span = (span.0.min(stamp.lo), span.1.max(stamp.hi));
     }
 
     /// Records what a line says became of `queue_id`: a commitment always stands; a

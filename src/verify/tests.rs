@@ -187,6 +187,13 @@ fn an_email_answer_follows_the_rules_of_evidence() {
             "ours, queued 21 minutes after the window",
             &covering,
             vec![message(1060.0 + 10.0 + 1260.0, ours(), Fate::Queued)],
+            Outcome::CannotTell,
+            "outside the attempt's window",
+        ),
+        (
+            "a forger's, 21 minutes after the window",
+            &covering,
+            vec![message(1060.0 + 10.0 + 1260.0, theirs(), Fate::Queued)],
             Outcome::NotDelivered,
             "outside the attempt's window",
         ),
