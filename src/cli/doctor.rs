@@ -78,6 +78,24 @@ fn env(name: &str) -> Option<String> {
     std::env::var(name).ok().filter(|v| !v.trim().is_empty())
 }
 
+/// The journal mode the SQLite file's header records: bytes 18 and 19 are 2 in WAL mode,
+/// 1 in rollback mode.
+fn journal_in_header(path: &std::path::Path) -> Option<&'static str> {
+    use std::io::Read;
+    let mut header = [0u8; 20];
+    std::fs::File::open(path)
+        .and_then(|mut file| file.read_exact(&mut header))
+        .ok()?;
+    if !header.starts_with(b"SQLite format 3\0") {
+        return None;
+    }
+    match (header[18], header[19]) {
+        (2, 2) => Some("wal"),
+        (1, 1) => Some("delete"),
+        _ => None,
+    }
+}
+
 fn store_check(path: &PathBuf) -> Check {
     // The access is kept while the connection is used: it may own a private copy.
     let (conn, _access) = match schema::open_read_only(path) {
@@ -91,9 +109,14 @@ fn store_check(path: &PathBuf) -> Check {
             );
         }
     };
-    let journal: String = conn
-        .query_row("PRAGMA journal_mode", [], |r| r.get(0))
-        .unwrap_or_default();
+    // An immutable snapshot (a store this process cannot write) reports "delete" whatever
+    // the file is: the file's own header says whether it is in WAL mode.
+    let journal: String = match journal_in_header(path) {
+        Some(mode) => mode.to_string(),
+        None => conn
+            .query_row("PRAGMA journal_mode", [], |r| r.get(0))
+            .unwrap_or_default(),
+    };
     let writable = std::fs::OpenOptions::new().write(true).open(path).is_ok();
     let version: i64 = conn
         .query_row("PRAGMA user_version", [], |r| r.get(0))
@@ -579,4 +602,38 @@ fn run_fleet(args: &Args, window: f64, out: &Output) -> CliResult {
         )));
     }
     failed(std::slice::from_ref(&smtp))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_journal_mode_is_read_from_the_file_not_the_snapshot() {
+        let dir = tempfile::tempdir().expect("dir");
+        let wal = dir.path().join("wal.db");
+        let conn = rusqlite::Connection::open(&wal).expect("open");
+        conn.pragma_update(None, "journal_mode", "WAL").expect("wal");
+        conn.execute("CREATE TABLE t (x)", []).expect("table");
+        drop(conn);
+        assert_eq!(journal_in_header(&wal), Some("wal"));
+        // Read as an immutable snapshot, SQLite itself says "delete".
+        let uri = format!("file:{}?immutable=1", wal.display());
+        let snapshot = rusqlite::Connection::open_with_flags(
+            &uri,
+            rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_URI,
+        )
+        .expect("snapshot");
+        let said: String = snapshot
+            .query_row("PRAGMA journal_mode", [], |r| r.get(0))
+            .expect("pragma");
+        assert_ne!(said, "wal", "why the header is read");
+        let rollback = dir.path().join("rollback.db");
+        let conn = rusqlite::Connection::open(&rollback).expect("open");
+        conn.execute("CREATE TABLE t (x)", []).expect("table");
+        drop(conn);
+        assert_eq!(journal_in_header(&rollback), Some("delete"));
+        std::fs::write(dir.path().join("text"), "not a store at all").expect("text");
+        assert_eq!(journal_in_header(&dir.path().join("text")), None);
+    }
 }
