@@ -111,3 +111,70 @@ fn unique_ambiguous_and_unknown_prefixes_on_both_backends() {
         .expect("count");
     assert_eq!(replayed, 0, "dry runs and refusals only");
 }
+
+/// One rule on every command: a prefix is unique among all notifications or it is
+/// ambiguous, in the DLQ or not; a prefix of a row outside the DLQ is that row, and a
+/// mutation refuses it for what it is, never as "not found".
+#[test]
+fn a_prefix_follows_one_rule_on_every_command() {
+    let dir = tempfile::tempdir().expect("dir");
+    let db = dir.path().join("uns.db");
+    let conn = schema::open(&db, OpenMode::Create).expect("store");
+    let now = SystemClock.now();
+    let entry = support::replay_entry(&conn, now);
+    // Rows outside the DLQ whose ids share a prefix with one in it, and one alone.
+    for (id, dead) in [
+        ("n-zzzz-in-dlq", 1),
+        ("n-zzzz-delivered-1", 0),
+        ("n-zzzz-delivered-2", 0),
+        ("n-yyyy-delivered-only", 0),
+    ] {
+        conn.execute(
+            "INSERT INTO uns_notifications (id, status, dead_letter, attempts, cycle, cycle_attempts,
+                 max_attempts, channels, payload, next_attempt_at, created_at, updated_at)
+             SELECT ?1, CASE WHEN ?2 = 1 THEN status ELSE 'DELIVERED' END, ?2, attempts, cycle,
+                 cycle_attempts, max_attempts, channels, payload, next_attempt_at, created_at,
+                 updated_at FROM uns_notifications WHERE id = ?3",
+            rusqlite::params![id, dead, entry],
+        )
+        .expect("insert");
+    }
+    drop(conn);
+    let server = support::server(&db);
+    for backend in [
+        vec!["--db".to_string(), db.to_string_lossy().into_owned()],
+        vec!["--api".to_string(), format!("http://{}", server.addr)],
+    ] {
+        for command in [
+            vec!["inspect", "n-zzzz"],
+            vec!["replay", "n-zzzz"],
+            vec!["dlq", "resolve", "n-zzzz"],
+            vec!["verify", "n-zzzz"],
+        ] {
+            let out = unsctl(&backend, &command);
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(
+                out.status.code(),
+                Some(2),
+                "{command:?} {backend:?}: {stderr}"
+            );
+            assert!(stderr.contains("is ambiguous"), "{command:?}: {stderr}");
+        }
+        let inspected = unsctl(&backend, &["inspect", "n-yyyy"]);
+        assert_eq!(inspected.status.code(), Some(0));
+        let out = unsctl(
+            &backend,
+            &["dlq", "resolve", "n-yyyy", "--confirm", "--yes"],
+        );
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(
+            out.status.code(),
+            Some(5),
+            "a conflict, not 'not found': {stderr}"
+        );
+        assert!(
+            stderr.contains("1 conflicts, 0 refused, 0 not found"),
+            "{stderr}"
+        );
+    }
+}

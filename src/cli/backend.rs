@@ -318,16 +318,16 @@ pub const MIN_PREFIX: usize = 4;
 
 /// Turns what the operator typed into ids, as git does with commits: a whole id, or a
 /// unique prefix of one. An ambiguous prefix is a usage error that lists the candidates;
-/// no match is "not found". With `dlq_only`, only DLQ entries are candidates.
+/// no match is "not found". Every notification is a candidate, in the DLQ or not.
 ///
 /// A prefix that matches nothing is kept as typed, so a bulk command reports that one
 /// entry as not found and carries on with the rest.
 /// The full ids `typed` names, each once (two prefixes of one id are one entry), in the
 /// order first named.
-pub fn expand_ids(store: &dyn Store, typed: &[String], dlq_only: bool) -> CliResult<Vec<String>> {
+pub fn expand_ids(store: &dyn Store, typed: &[String]) -> CliResult<Vec<String>> {
     let mut ids: Vec<String> = Vec::with_capacity(typed.len());
     for t in typed {
-        let id = match expand_id(store, t, dlq_only) {
+        let id = match expand_id(store, t) {
             Err(err) if err.kind == ExitKind::NotFound => t.clone(),
             other => other?,
         };
@@ -338,7 +338,10 @@ pub fn expand_ids(store: &dyn Store, typed: &[String], dlq_only: bool) -> CliRes
     Ok(ids)
 }
 
-pub fn expand_id(store: &dyn Store, typed: &str, dlq_only: bool) -> CliResult<String> {
+/// One rule for every command: a prefix names the one notification, in the DLQ or not,
+/// whose id it starts; what the command then does with a row outside the DLQ is its own
+/// refusal, never a "not found" or a different choice than another command would make.
+pub fn expand_id(store: &dyn Store, typed: &str) -> CliResult<String> {
     use crate::render::sanitize::clean;
     const SHOWN: usize = 10;
     if typed.chars().count() < MIN_PREFIX {
@@ -347,15 +350,11 @@ pub fn expand_id(store: &dyn Store, typed: &str, dlq_only: bool) -> CliResult<St
             clean(typed)
         )));
     }
-    let found = store.ids_with_prefix(typed, dlq_only, SHOWN + 1)?;
+    let found = store.ids_with_prefix(typed, false, SHOWN + 1)?;
     if found.iter().any(|id| id == typed) {
         return Ok(typed.to_string());
     }
-    let what = if dlq_only {
-        "DLQ entry"
-    } else {
-        "notification"
-    };
+    let what = "notification";
     match found.as_slice() {
         [] => Err(CliError::new(
             ExitKind::NotFound,

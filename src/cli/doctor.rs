@@ -613,7 +613,8 @@ mod tests {
         let dir = tempfile::tempdir().expect("dir");
         let wal = dir.path().join("wal.db");
         let conn = rusqlite::Connection::open(&wal).expect("open");
-        conn.pragma_update(None, "journal_mode", "WAL").expect("wal");
+        conn.pragma_update(None, "journal_mode", "WAL")
+            .expect("wal");
         conn.execute("CREATE TABLE t (x)", []).expect("table");
         drop(conn);
         assert_eq!(journal_in_header(&wal), Some("wal"));

@@ -47,7 +47,7 @@ pub fn view(doc: NotificationDoc) -> InspectView {
 pub fn run(global: &GlobalArgs, args: Args) -> CliResult {
     let out = global.output();
     let store = backend::reader(global)?;
-    let id = backend::expand_id(store.as_ref(), &args.id, false)?;
+    let id = backend::expand_id(store.as_ref(), &args.id)?;
     let mut doc = store.notification(&id)?;
     if args.follow {
         let every = super::follow::interval(args.interval)?;

@@ -88,7 +88,7 @@ pub fn run(global: &GlobalArgs, args: Args) -> CliResult {
         .into_iter()
         .map(|verdict| remediate::intent(store.as_ref(), &verdict.id, Action::Replay, &request))
         .collect::<CliResult<_>>()?,
-        None => backend::expand_ids(store.as_ref(), &args.ids, true)?
+        None => backend::expand_ids(store.as_ref(), &args.ids)?
             .iter()
             .map(|id| remediate::intent(store.as_ref(), id, Action::Replay, &request))
             .collect::<CliResult<_>>()?,

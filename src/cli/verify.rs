@@ -241,7 +241,7 @@ pub fn run(global: &GlobalArgs, args: Args) -> CliResult {
         .map(|v| v.id)
         .collect()
     } else {
-        backend::expand_ids(store.as_ref(), &args.ids, true)?
+        backend::expand_ids(store.as_ref(), &args.ids)?
     };
     if ids.is_empty() {
         if out.json() {

@@ -58,7 +58,7 @@ pub fn run(global: &GlobalArgs, args: Args) -> CliResult {
         .into_iter()
         .map(|v| v.id)
         .collect(),
-        None => crate::cli::backend::expand_ids(store.as_ref(), &args.ids, true)?,
+        None => crate::cli::backend::expand_ids(store.as_ref(), &args.ids)?,
     };
     let intents = ids
         .iter()
