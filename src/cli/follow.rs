@@ -223,11 +223,37 @@ pub struct Settlement {
     pub seconds: Option<f64>,
 }
 
-/// `replay --wait`: waits for each of `ids` to settle, one line each as it does. Ok only
-/// when every one was delivered.
+/// How a notification's document stands against the replay that was waited on: settled
+/// only in the cycle that replay started, so a store swapped for an older copy, where the
+/// row settled before it, never passes for a delivery.
+fn settled_since(doc: &NotificationDoc, replayed: i64) -> Result<bool, String> {
+    let Some(event) = doc.events.iter().find(|e| e.id == replayed) else {
+        return Err(format!(
+            "the store no longer shows the replay (event {replayed}): it was replaced or restored from a copy"
+        ));
+    };
+    if event.kind != crate::model::Kind::Replayed.as_str() {
+        return Err(format!(
+            "event {replayed} is no longer the replay but {}: the store was replaced",
+            views::shown(&event.kind)
+        ));
+    }
+    let cycle = event.payload_value()["cycle"].as_i64();
+    if cycle.is_some_and(|cycle| doc.row.cycle < cycle) {
+        return Err(format!(
+            "the row is in cycle {}, before the replay's: the store was replaced",
+            doc.row.cycle
+        ));
+    }
+    Ok(settled(doc))
+}
+
+/// `replay --wait`: waits for each replayed notification (its id, and the id of the
+/// REPLAYED event) to settle in the cycle the replay started, one line each as it does.
+/// Ok only when every one was delivered.
 pub fn wait_for_delivery(
     store: &dyn Store,
-    ids: &[String],
+    ids: &[(String, i64)],
     every: Duration,
     timeout: Duration,
     out: &Output,
@@ -235,9 +261,13 @@ pub fn wait_for_delivery(
     prompt::install_interrupt_handler();
     let started = Instant::now();
     // Each id still open, with the status it had when last read.
+    let replays: std::collections::HashMap<&str, i64> = ids
+        .iter()
+        .map(|(id, event)| (id.as_str(), *event))
+        .collect();
     let mut open: Vec<(String, String)> = ids
         .iter()
-        .map(|id| (id.clone(), "UNKNOWN".into()))
+        .map(|(id, _)| (id.clone(), "UNKNOWN".into()))
         .collect();
     let mut done: Vec<Settlement> = Vec::new();
     status(&format!(
@@ -249,7 +279,23 @@ pub fn wait_for_delivery(
     while !open.is_empty() {
         let mut still = Vec::new();
         for (id, last) in open {
+            let replayed = replays.get(id.as_str()).copied().unwrap_or_default();
             match store.notification(&id) {
+                Ok(doc) if settled_since(&doc, replayed).is_err() => {
+                    let why = settled_since(&doc, replayed).err().unwrap_or_default();
+                    let settlement = Settlement {
+                        id: id.clone(),
+                        status: "UNKNOWN".into(),
+                        delivered: false,
+                        settled: true,
+                        error_message: Some(why),
+                        seconds: Some(started.elapsed().as_secs_f64()),
+                    };
+                    if !out.json() {
+                        print(&settlement_line(&settlement, out))?;
+                    }
+                    done.push(settlement);
+                }
                 Ok(doc) if settled(&doc) => {
                     let settlement = Settlement {
                         id: id.clone(),
@@ -512,5 +558,63 @@ fn change_line(change: &Change, out: &Output) -> String {
             from.as_str(),
             views::branch_text(*to, out)
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{Notification, payload_from_value};
+
+    fn doc(status: &str, cycle: i64, events: &[(i64, &str, i64)]) -> NotificationDoc {
+        NotificationDoc {
+            row: Notification {
+                id: "n-1".into(),
+                status: status.into(),
+                dead_letter: false,
+                attempts: 2,
+                cycle,
+                cycle_attempts: 1,
+                max_attempts: 1,
+                channels: vec!["EMAIL".into()],
+                payload: serde_json::json!({}),
+                idempotency_key: None,
+                lease_token: None,
+                lease_until: None,
+                next_attempt_at: 0.0,
+                error_message: None,
+                created_at: 0.0,
+                updated_at: 0.0,
+                unreadable: Vec::new(),
+            },
+            events: events
+                .iter()
+                .map(|(id, kind, cycle)| Event {
+                    id: *id,
+                    at: 0.0,
+                    kind: (*kind).into(),
+                    payload: payload_from_value(&serde_json::json!({"cycle": cycle})),
+                    unreadable: Vec::new(),
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn a_wait_judges_the_cycle_its_replay_started() {
+        // Delivered in the replay's cycle.
+        let after = doc("DELIVERED", 2, &[(7, "REPLAYED", 2), (9, "DELIVERED", 2)]);
+        assert_eq!(settled_since(&after, 7), Ok(true));
+        // Still due in it.
+        let pending = doc("PENDING", 2, &[(7, "REPLAYED", 2)]);
+        assert_eq!(settled_since(&pending, 7), Ok(false));
+        // A store swapped for an older copy: DELIVERED, but in a cycle before the replay,
+        // or without the replay at all.
+        let older = doc("DELIVERED", 1, &[(7, "REPLAYED", 2)]);
+        assert!(settled_since(&older, 7).is_err_and(|why| why.contains("before the replay")));
+        let copy = doc("DELIVERED", 1, &[(3, "DELIVERED", 1)]);
+        assert!(settled_since(&copy, 7).is_err_and(|why| why.contains("replaced")));
+        let other = doc("DELIVERED", 1, &[(7, "DELIVERED", 1)]);
+        assert!(settled_since(&other, 7).is_err_and(|why| why.contains("no longer the replay")));
     }
 }

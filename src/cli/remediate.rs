@@ -464,14 +464,15 @@ pub fn carry_out(
     carry_out_into(store, intents, confirm, out, verb, &mut Vec::new())
 }
 
-/// [`carry_out`], adding the id of every entry it carried out to `done`.
+/// [`carry_out`], adding every entry it carried out to `done`: its id and the id of the
+/// event the change wrote.
 pub fn carry_out_into(
     store: &dyn Store,
     intents: Vec<Intent>,
     confirm: &ConfirmArgs,
     out: &Output,
     verb: &str,
-    done: &mut Vec<String>,
+    done: &mut Vec<(String, i64)>,
 ) -> CliResult {
     if intents.is_empty() {
         status(&format!("Nothing to {verb}: no matching DLQ entries."));
@@ -533,8 +534,10 @@ pub fn carry_out_into(
         intents
             .iter()
             .zip(&outcomes)
-            .filter(|(_, outcome)| matches!(outcome, Outcome::Done { .. }))
-            .map(|(intent, _)| intent.id.clone()),
+            .filter_map(|(intent, outcome)| match outcome {
+                Outcome::Done { event_id, .. } => Some((intent.id.clone(), *event_id)),
+                _ => None,
+            }),
     );
     if out.json() {
         print_results(&intents[..outcomes.len()], &outcomes, false)?;
