@@ -668,3 +668,89 @@ fn a_config_file_others_could_write_is_refused() {
         assert_eq!(trusted.status.code(), Some(0), "{}", text(&trusted.stderr));
     }
 }
+
+/// A plan carries the identity of the store it was made on: applied to a copy, or to a
+/// context that now names another store, it is refused and nothing changes.
+#[test]
+fn a_plan_is_never_applied_to_another_store() {
+    let dir = tempfile::tempdir().expect("dir");
+    let (db, ids) = store(dir.path(), "a", 2, 0);
+    let copy = dir.path().join("copy.db");
+    std::fs::copy(&db, &copy).expect("copy");
+    let config = dir.path().join("config.toml");
+    let run = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_unsctl"))
+            .args(args)
+            .env("UNSCTL_CONFIG", &config)
+            .env_remove("UNS_DB_FILE")
+            .env_remove("UNS_BASE_URL")
+            .env_remove("UNS_CONTEXT")
+            .env("UNS_OPERATOR", "plan-test")
+            .stdin(Stdio::null())
+            .output()
+            .expect("unsctl")
+    };
+    std::fs::write(
+        &config,
+        format!("[contexts.a]\ndb = \"{}\"\n", db.display()),
+    )
+    .expect("config");
+    let plan = run(&["--context", "a", "dlq", "triage", "-o", "json"]);
+    assert_eq!(plan.status.code(), Some(0), "{}", text(&plan.stderr));
+    let doc: Value = serde_json::from_slice(&plan.stdout).expect("plan");
+    assert!(
+        doc["store"].as_str().is_some_and(|s| s.len() == 16),
+        "{doc}"
+    );
+    let plan_path = dir.path().join("plan.json");
+    std::fs::write(&plan_path, &plan.stdout).expect("plan");
+    let plan_arg = plan_path.display().to_string();
+    let before = std::fs::read(&copy).expect("copy");
+    // The same store by another way in is the same store; a copy is not.
+    let refused = run(&[
+        "--db",
+        &copy.display().to_string(),
+        "apply",
+        &plan_arg,
+        "--confirm",
+        "--yes",
+    ]);
+    assert_eq!(refused.status.code(), Some(4), "{}", text(&refused.stderr));
+    assert!(
+        text(&refused.stderr).contains("made on another store"),
+        "{}",
+        text(&refused.stderr)
+    );
+    // The context edited to name the copy: refused as well.
+    std::fs::write(
+        &config,
+        format!("[contexts.a]\ndb = \"{}\"\n", copy.display()),
+    )
+    .expect("config");
+    let refused = run(&["--context", "a", "apply", &plan_arg, "--confirm", "--yes"]);
+    assert_eq!(refused.status.code(), Some(4), "{}", text(&refused.stderr));
+    assert_eq!(
+        std::fs::read(&copy).expect("copy"),
+        before,
+        "the copy is untouched"
+    );
+    // On the store it was made on, it acts.
+    let applied = run(&[
+        "--db",
+        &db.display().to_string(),
+        "apply",
+        &plan_arg,
+        "--confirm",
+        "--yes",
+    ]);
+    assert_eq!(applied.status.code(), Some(0), "{}", text(&applied.stderr));
+    let conn = schema::open(&db, OpenMode::ReadOnly).expect("store");
+    let replayed: i64 = conn
+        .query_row(
+            "SELECT COUNT(*) FROM uns_events WHERE kind = 'REPLAYED'",
+            [],
+            |r| r.get(0),
+        )
+        .expect("count");
+    assert_eq!(replayed, ids.len() as i64);
+}

@@ -41,6 +41,8 @@ fn settings(ids: &[String]) -> insta::Settings {
         settings.add_filter(&regex_escape(id), format!("[ID{}]", n + 1));
     }
     settings.add_filter(r"n-[0-9a-f]{32}", "[ID]");
+    // Which store a plan was made on: its path is a temporary one.
+    settings.add_filter(r#""store": "[0-9a-f]{16}""#, r#""store": "[STORE]""#);
     settings.add_filter(
         r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}",
         "[TOKEN]",

@@ -1,6 +1,6 @@
 //! `unsctl apply plan.json`: carry out a triage plan, skipping entries that moved since.
 
-use super::error::{CliError, CliResult};
+use super::error::{CliError, CliResult, ExitKind};
 use super::remediate::{self, AuditArgs, Blocked, ConfirmArgs, Intent};
 use super::{GlobalArgs, backend};
 use crate::model::MAX_ID_BYTES;
@@ -37,6 +37,47 @@ pub struct Args {
 #[derive(Debug, serde::Deserialize)]
 struct Plan {
     entries: Vec<PlanEntry>,
+    /// The store it was made on, in a plan of one context.
+    #[serde(default)]
+    store: Option<String>,
+    /// Each context's store, in a plan made with `--all-contexts`.
+    #[serde(default)]
+    contexts: Vec<PlanContext>,
+}
+
+#[derive(Debug, serde::Deserialize)]
+struct PlanContext {
+    context: String,
+    #[serde(default)]
+    store: Option<String>,
+}
+
+/// Refuses a plan made on another store than the one `store` is now: a context edited to
+/// name a copy, a server moved to another file. Without an identity on either side
+/// (an empty store, a plan from an older unsctl), nothing can be compared: a note says so.
+fn same_store(store: &dyn crate::store::Store, planned: Option<&str>) -> CliResult {
+    let Some(planned) = planned else {
+        return Ok(());
+    };
+    match store.identity()? {
+        Some(now) if now == planned => Ok(()),
+        Some(now) => Err(CliError::new(
+            ExitKind::Refused,
+            format!(
+                "this plan was made on another store (identity {}); {} is {now}",
+                crate::render::sanitize::clean(planned),
+                crate::render::sanitize::clean(&store.describe())
+            ),
+        )
+        .hint("make the plan again against the store you mean: `unsctl dlq triage -o json > plan.json`")),
+        None => {
+            crate::render::output::status(&format!(
+                "note: {} cannot say which store it is; the plan's entries are checked one by one",
+                crate::render::sanitize::clean(&store.describe())
+            ));
+            Ok(())
+        }
+    }
 }
 
 /// What `apply` reads of a plan entry; everything else in it is for people.
@@ -191,6 +232,7 @@ pub fn run(global: &GlobalArgs, args: Args) -> CliResult {
     }
     if plan.entries.iter().all(|e| e.context.is_none()) {
         let store = backend::for_action(global, args.confirm.confirm)?;
+        same_store(store.as_ref(), plan.store.as_deref())?;
         return apply_in(store.as_ref(), plan.entries, &args, global);
     }
     // A plan made across contexts acts context by context, each with its own prompt.
@@ -205,14 +247,24 @@ pub fn run(global: &GlobalArgs, args: Args) -> CliResult {
         ));
     }
     let config = backend::required_config()?;
+    // In the order contexts first appear, found by name: linear in the plan's size.
     let mut groups: Vec<(String, Vec<PlanEntry>)> = Vec::new();
+    let mut index: std::collections::HashMap<String, usize> = Default::default();
     for entry in plan.entries {
         let name = entry.context.clone().unwrap_or_default();
-        match groups.iter_mut().find(|(n, _)| *n == name) {
-            Some((_, entries)) => entries.push(entry),
-            None => groups.push((name, vec![entry])),
+        match index.get(&name) {
+            Some(&at) => groups[at].1.push(entry),
+            None => {
+                index.insert(name.clone(), groups.len());
+                groups.push((name, vec![entry]));
+            }
         }
     }
+    let planned_stores: std::collections::HashMap<&str, &str> = plan
+        .contexts
+        .iter()
+        .filter_map(|c| Some((c.context.as_str(), c.store.as_deref()?)))
+        .collect();
     let mut first_error = None;
     for (name, entries) in groups {
         crate::render::output::status(&format!(
@@ -222,7 +274,10 @@ pub fn run(global: &GlobalArgs, args: Args) -> CliResult {
         ));
         let acted = backend::from_context(&config, &name)
             .and_then(|resolved| backend::open_resolved(resolved, args.confirm.confirm))
-            .and_then(|store| apply_in(store.as_ref(), entries, &args, global));
+            .and_then(|store| {
+                same_store(store.as_ref(), planned_stores.get(name.as_str()).copied())?;
+                apply_in(store.as_ref(), entries, &args, global)
+            });
         if let Err(err) = acted {
             crate::render::output::status(&format!(
                 "context {}: {}",

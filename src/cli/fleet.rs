@@ -130,6 +130,9 @@ pub struct ContextStatus {
     pub entries: Option<usize>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// Which store the context named when it was read ([`crate::store::Store::identity`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub store: Option<String>,
 }
 
 pub fn statuses<T>(readings: &[Reading<Vec<T>>]) -> Vec<ContextStatus> {
@@ -139,6 +142,7 @@ pub fn statuses<T>(readings: &[Reading<Vec<T>>]) -> Vec<ContextStatus> {
             context: r.context.clone(),
             entries: r.result.as_ref().ok().map(Vec::len),
             error: r.result.as_ref().err().map(|e| e.message.clone()),
+            store: None,
         })
         .collect()
 }

@@ -605,3 +605,34 @@ pub fn ids_with_prefix(
     }
     Ok(ids)
 }
+
+/// Which store this is, the same however it is reached (directly or through its API): a
+/// hash of the file's real path and its first event, which never changes. A copy of the
+/// store elsewhere, or another store at the same path, has another. None when the store
+/// has no event yet.
+pub fn store_identity(
+    conn: &Connection,
+    path: &std::path::Path,
+) -> rusqlite::Result<Option<String>> {
+    let first: Option<(i64, f64, Option<String>)> = conn
+        .query_row(
+            "SELECT id, CAST(at AS REAL), CAST(notification_id AS TEXT) FROM uns_events ORDER BY id LIMIT 1",
+            [],
+            |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)),
+        )
+        .optional()?;
+    let Some((id, at, notification)) = first else {
+        return Ok(None);
+    };
+    let place = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+    let text = format!(
+        "{}|{id}|{at:.6}|{}",
+        place.display(),
+        notification.unwrap_or_default()
+    );
+    // FNV-1a, 64 bits: an identity to compare, not a secret to keep.
+    let hash = text.bytes().fold(0xcbf2_9ce4_8422_2325u64, |hash, byte| {
+        (hash ^ u64::from(byte)).wrapping_mul(0x0000_0100_0000_01b3)
+    });
+    Ok(Some(format!("{hash:016x}")))
+}

@@ -118,6 +118,7 @@ struct AppState {
     default_max_attempts: i64,
     worker_running: bool,
     request_timeout: std::time::Duration,
+    db_path: std::path::PathBuf,
 }
 
 impl AppState {
@@ -750,16 +751,23 @@ async fn whoami(Extension(principal): Extension<Principal>) -> Json<api::WhoAmI>
 }
 
 async fn healthz(State(state): State<Arc<AppState>>) -> Response {
-    let ok = blocking(&state, |state| {
-        state.read(|conn| Ok(conn.query_row("SELECT 1", [], |row| row.get::<_, i64>(0))?))
+    let identity = blocking(&state, |state| {
+        state.read(|conn| {
+            Ok(crate::runtime::queries::store_identity(
+                conn,
+                &state.db_path,
+            )?)
+        })
     })
-    .await
-    .is_ok();
+    .await;
+    let ok = identity.is_ok();
+    // Which store this server serves, so a plan made on it is never applied to another.
     let body = serde_json::json!({
         "service": api::SERVICE,
         "status": if ok { "ok" } else { "store unavailable" },
         "schema_version": schema::SCHEMA_VERSION,
         "worker": state.worker_running,
+        "store": identity.ok().flatten(),
     });
     let status = if ok {
         StatusCode::OK
@@ -939,6 +947,7 @@ pub fn start_with_clock(
         default_max_attempts: config.default_max_attempts,
         worker_running: worker.is_some(),
         request_timeout: config.limits.request_timeout,
+        db_path: config.db_path.clone(),
     });
     let (shutdown_tx, shutdown_rx) = tokio::sync::watch::channel(false);
     let app = router(state);

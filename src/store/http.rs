@@ -436,6 +436,13 @@ fn segment(id: &str) -> String {
 }
 
 impl Store for HttpStore {
+    fn identity(&self) -> Result<Option<String>> {
+        self.identify()?;
+        let (_, answer) = self.send_get(api::HEALTHZ, &[])?;
+        let health: serde_json::Value = self.decode(api::HEALTHZ, answer)?;
+        Ok(health["store"].as_str().map(str::to_string))
+    }
+
     fn ids_with_prefix(&self, prefix: &str, dlq_only: bool, limit: usize) -> Result<Vec<String>> {
         let mut query = vec![
             ("id_prefix", prefix.to_string()),

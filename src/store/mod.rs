@@ -186,6 +186,11 @@ pub trait Store {
     /// most `limit`: how a typed prefix becomes an id.
     fn ids_with_prefix(&self, prefix: &str, dlq_only: bool, limit: usize) -> Result<Vec<String>>;
 
+    /// Which store this is, the same over both backends
+    /// ([`crate::runtime::queries::store_identity`]); None when it cannot say (an empty
+    /// store, or a server too old to tell).
+    fn identity(&self) -> Result<Option<String>>;
+
     /// The runtime's numbers now, and its claims, lease losses and provider calls over
     /// the last `window_seconds` (`doctor`, `GET /api/v1/runtime/stats`).
     fn health(&self, window_seconds: f64) -> Result<crate::runtime::queries::Health>;

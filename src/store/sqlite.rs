@@ -235,6 +235,12 @@ impl SqliteStore {
 }
 
 impl Store for SqliteStore {
+    fn identity(&self) -> Result<Option<String>> {
+        Ok(crate::runtime::queries::store_identity(
+            &self.conn, &self.path,
+        )?)
+    }
+
     fn ids_with_prefix(&self, prefix: &str, dlq_only: bool, limit: usize) -> Result<Vec<String>> {
         Ok(queries::ids_with_prefix(
             &self.conn, prefix, dlq_only, limit,

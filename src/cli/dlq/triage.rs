@@ -99,13 +99,18 @@ pub fn run(global: &GlobalArgs, args: Args) -> CliResult {
         )),
         false => None,
     };
+    // Which store the plan is made on, so `apply` never acts on another.
+    let identity = match out.json() {
+        true => store.identity()?,
+        false => None,
+    };
     let mut tally = selection::stream(
         store.as_ref(),
         &selection,
         &|t: &Triaged| keep(&t.verdict),
         args.select.limit,
         |arriving| match out.json() {
-            true => write_json(arriving, Tally::watching(args.watch)),
+            true => write_json(arriving, Tally::watching(args.watch), identity.as_deref()),
             false => write_table(
                 arriving,
                 &out,
@@ -157,8 +162,12 @@ fn report(tally: &Tally, place: &str, args: &Args, out: &Output) {
     }
 }
 
-/// `{"entries": [...], "summary": {...}}`, written as the verdicts arrive.
-fn write_json(arriving: Receiver<Vec<Triaged>>, tally: Tally) -> CliResult<Tally> {
+/// `{"entries": [...], "summary": {...}, "store": ID}`, written as the verdicts arrive.
+fn write_json(
+    arriving: Receiver<Vec<Triaged>>,
+    tally: Tally,
+    identity: Option<&str>,
+) -> CliResult<Tally> {
     let stdout = std::io::stdout();
     let mut writer = std::io::BufWriter::with_capacity(1 << 16, stdout.lock());
     let mut tally = Tally {
@@ -183,7 +192,12 @@ fn write_json(arriving: Receiver<Vec<Triaged>>, tally: Tally) -> CliResult<Tally
         b"\n  ],\n"
     })?;
     let summary = serde_json::to_string(&tally.counts).map_err(std::io::Error::other)?;
-    writer.write_all(format!("  \"summary\": {summary}\n}}\n").as_bytes())?;
+    writer.write_all(format!("  \"summary\": {summary}").as_bytes())?;
+    if let Some(identity) = identity {
+        let identity = serde_json::to_string(identity).map_err(std::io::Error::other)?;
+        writer.write_all(format!(",\n  \"store\": {identity}").as_bytes())?;
+    }
+    writer.write_all(b"\n}\n")?;
     writer.flush()?;
     Ok(tally)
 }
@@ -237,12 +251,30 @@ fn run_fleet(global: &GlobalArgs, args: &Args) -> CliResult {
     let selection = args.select.selection()?;
     let keep = selection::of_branch(args.branch);
     let limit = args.select.limit;
-    let mut readings =
-        fleet::read_each(&|store| selection::verdicts(store, &selection, &keep, limit))?;
-    let contexts = fleet::statuses(&readings);
+    // Each context's store identity with its verdicts, so `apply` acts on no other.
+    let mut readings = fleet::read_each(&|store| {
+        let identity = store.identity()?;
+        Ok((
+            identity,
+            selection::verdicts(store, &selection, &keep, limit)?,
+        ))
+    })?;
+    let mut contexts: Vec<fleet::ContextStatus> = Vec::new();
+    for reading in &readings {
+        contexts.push(fleet::ContextStatus {
+            context: reading.context.clone(),
+            entries: reading.result.as_ref().ok().map(|(_, v)| v.len()),
+            error: reading.result.as_ref().err().map(|e| e.message.clone()),
+            store: reading
+                .result
+                .as_ref()
+                .ok()
+                .and_then(|(identity, _)| identity.clone()),
+        });
+    }
     let mut entries: Vec<(String, Verdict)> = Vec::new();
     for reading in &mut readings {
-        if let Ok(verdicts) = reading.result.as_mut() {
+        if let Ok((_, verdicts)) = reading.result.as_mut() {
             for mut verdict in std::mem::take(verdicts) {
                 verdict.next_step = fleet::in_context(&verdict.next_step, &reading.context);
                 entries.push((reading.context.clone(), verdict));
