@@ -610,6 +610,46 @@ fn silent_trickling_and_idle_clients_are_closed_by_the_limits() {
     assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
 }
 
+/// One keep-alive request on `stream`, with the key when `key`; its answer's head.
+fn ask(stream: &mut std::net::TcpStream, key: bool) -> String {
+    use std::io::{Read, Write};
+    let auth = if key {
+        format!("Authorization: Bearer {KEY}\r\n")
+    } else {
+        String::new()
+    };
+    write!(
+        stream,
+        "GET /api/v1/dlq?limit=1 HTTP/1.1\r\nHost: uns\r\n{auth}\r\n"
+    )
+    .expect("write");
+    stream
+        .set_read_timeout(Some(std::time::Duration::from_secs(15)))
+        .expect("timeout");
+    let mut received = Vec::new();
+    let mut buffer = [0u8; 4096];
+    loop {
+        let n = stream.read(&mut buffer).expect("read");
+        assert!(n > 0, "closed: {}", String::from_utf8_lossy(&received));
+        received.extend_from_slice(&buffer[..n]);
+        let text = String::from_utf8_lossy(&received).into_owned();
+        if let Some((head, body)) = text.split_once("\r\n\r\n") {
+            let length: usize = head
+                .lines()
+                .find_map(|l| {
+                    l.to_ascii_lowercase()
+                        .strip_prefix("content-length: ")
+                        .map(str::to_string)
+                })
+                .and_then(|n| n.trim().parse().ok())
+                .unwrap_or(0);
+            if body.len() >= length {
+                return head.to_string();
+            }
+        }
+    }
+}
+
 #[test]
 fn past_the_connection_cap_the_answer_is_a_json_503() {
     use std::time::Duration;
@@ -624,15 +664,55 @@ fn past_the_connection_cap_the_answer_is_a_json_503() {
             ..unsctl::server::Limits::default()
         },
     );
-    let held: Vec<std::net::TcpStream> = (0..2)
+    // Two clients with the key, their connections kept alive: the cap is theirs.
+    let mut held: Vec<std::net::TcpStream> = (0..2)
         .map(|_| std::net::TcpStream::connect(server.addr).expect("connect"))
         .collect();
-    // The two held connections are accepted before the third arrives: wait for the
-    // server to have them by asking for the third until it is turned away.
+    for stream in &mut held {
+        assert!(ask(stream, true).starts_with("HTTP/1.1 200"));
+    }
     let mut third = std::net::TcpStream::connect(server.addr).expect("connect");
     let (answer, closed) = until_closed(&mut third);
     assert!(closed, "{answer}");
     assert!(answer.starts_with("HTTP/1.1 503"), "{answer}");
     assert!(answer.contains("too many connections"), "{answer}");
     drop(held);
+}
+
+/// Connections that never send a request, or only ones without a key, cannot crowd out a
+/// client with one: at the cap, a new connection takes the place of the oldest of them.
+#[test]
+fn idle_and_keyless_connections_make_room_for_a_client_with_a_key() {
+    use std::time::Duration;
+    let dir = tempfile::tempdir().expect("dir");
+    let db = dir.path().join("uns.db");
+    drop(schema::open(&db, OpenMode::Create).expect("store"));
+    let server = limited(
+        &db,
+        unsctl::server::Limits {
+            max_connections: 3,
+            header_timeout: Duration::from_secs(20),
+            ..unsctl::server::Limits::default()
+        },
+    );
+    let mut keyed = std::net::TcpStream::connect(server.addr).expect("connect");
+    assert!(ask(&mut keyed, true).starts_with("HTTP/1.1 200"));
+    let mut idle = std::net::TcpStream::connect(server.addr).expect("connect");
+    let mut keyless = std::net::TcpStream::connect(server.addr).expect("connect");
+    assert!(ask(&mut keyless, false).starts_with("HTTP/1.1 401"));
+    // The cap is reached; a new client with the key still gets in, twice.
+    let mut newcomers = Vec::new();
+    for _ in 0..2 {
+        let mut newcomer = std::net::TcpStream::connect(server.addr).expect("connect");
+        let head = ask(&mut newcomer, true);
+        assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+        newcomers.push(newcomer);
+    }
+    // The idle and the keyless connections made the room; the keyed one is still served.
+    assert!(until_closed(&mut idle).1, "the idle connection was closed");
+    assert!(
+        until_closed(&mut keyless).1,
+        "the keyless connection was closed"
+    );
+    assert!(ask(&mut keyed, true).starts_with("HTTP/1.1 200"));
 }

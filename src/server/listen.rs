@@ -2,6 +2,11 @@
 //! a cap on open connections, a deadline for each request's headers (which also closes a
 //! keep-alive connection left idle between requests), and an inactivity timeout on the
 //! socket (a client that stops reading its answer, or trickles a body).
+//!
+//! At the cap, a new connection takes the place of the oldest one that has not yet been
+//! answered anything but a refusal (unauthenticated, or silent since it connected), so
+//! connections that never send a valid request cannot crowd out clients that do: a
+//! client with a key keeps its connection, and a new one still gets in.
 
 use axum::Router;
 use hyper_util::rt::{TokioIo, TokioTimer};
@@ -105,6 +110,37 @@ async fn idle(origin: Instant, last: Arc<AtomicU64>, limit: Duration) {
     }
 }
 
+/// One open connection, as the cap sees it.
+struct Admitted {
+    /// Set once it was answered something other than a refusal: a client that holds a key.
+    proven: std::sync::atomic::AtomicBool,
+    /// Told when it must make room for a new connection.
+    evicted: tokio::sync::Notify,
+}
+
+/// The connections not yet proven, oldest first.
+type Unproven = std::sync::Mutex<std::collections::VecDeque<std::sync::Weak<Admitted>>>;
+
+/// Closes the oldest connection still unproven; false when every open one is proven.
+fn evict_oldest(unproven: &Unproven) -> bool {
+    let mut queue = unproven.lock().unwrap_or_else(|p| p.into_inner());
+    while let Some(oldest) = queue.pop_front() {
+        if let Some(admitted) = oldest.upgrade()
+            && !admitted.proven.load(Ordering::Relaxed)
+        {
+            admitted.evicted.notify_one();
+            return true;
+        }
+    }
+    false
+}
+
+/// Whether an answer proves the client holds a key (anything but a refusal of the request
+/// itself, or a missing or wrong key).
+fn proves(status: u16) -> bool {
+    !matches!(status, 400 | 401 | 403 | 405 | 408 | 413 | 414 | 431 | 503)
+}
+
 /// The answer to a connection past the cap: a JSON 503, then the socket is closed.
 async fn turn_away(mut stream: TcpStream) {
     let body = r#"{"error":"too many connections; try again shortly","kind":"unavailable"}"#;
@@ -125,6 +161,7 @@ pub async fn serve(
     mut shutdown: watch::Receiver<bool>,
 ) {
     let permits = Arc::new(Semaphore::new(limits.max_connections.max(1)));
+    let unproven: Arc<Unproven> = Arc::default();
     let mut turned_away_logged = Instant::now() - Duration::from_secs(60);
     loop {
         let accepted = tokio::select! {
@@ -140,7 +177,16 @@ pub async fn serve(
                 continue;
             }
         };
-        let Ok(permit) = permits.clone().try_acquire_owned() else {
+        let mut permit = permits.clone().try_acquire_owned().ok();
+        if permit.is_none() && evict_oldest(&unproven) {
+            // The evicted connection gives its place back as it closes.
+            permit =
+                tokio::time::timeout(Duration::from_millis(200), permits.clone().acquire_owned())
+                    .await
+                    .ok()
+                    .and_then(Result::ok);
+        }
+        let Some(permit) = permit else {
             if turned_away_logged.elapsed() > Duration::from_secs(10) {
                 tracing::warn!(
                     limit = limits.max_connections,
@@ -159,7 +205,34 @@ pub async fn serve(
             origin,
             last: last.clone(),
         });
-        let service = TowerToHyperService::new(app.clone());
+        let admitted = Arc::new(Admitted {
+            proven: std::sync::atomic::AtomicBool::new(false),
+            evicted: tokio::sync::Notify::new(),
+        });
+        {
+            let mut queue = unproven.lock().unwrap_or_else(|p| p.into_inner());
+            // Closed and proven connections leave the queue from time to time.
+            if queue.len() > 2 * limits.max_connections.max(1) {
+                queue.retain(|w| {
+                    w.upgrade()
+                        .is_some_and(|a| !a.proven.load(Ordering::Relaxed))
+                });
+            }
+            queue.push_back(Arc::downgrade(&admitted));
+        }
+        let inner = TowerToHyperService::new(app.clone());
+        let marks = admitted.clone();
+        let service = hyper::service::service_fn(move |request| {
+            let answer = hyper::service::Service::call(&inner, request);
+            let marks = marks.clone();
+            async move {
+                let response = answer.await?;
+                if proves(response.status().as_u16()) {
+                    marks.proven.store(true, Ordering::Relaxed);
+                }
+                Ok::<_, std::convert::Infallible>(response)
+            }
+        });
         let mut shutdown = shutdown.clone();
         tokio::spawn(async move {
             let _permit = permit;
@@ -177,6 +250,7 @@ pub async fn serve(
                 tokio::select! {
                     _ = connection.as_mut() => break,
                     _ = &mut quiet => break,
+                    _ = admitted.evicted.notified() => break,
                     changed = shutdown.changed(), if !stopping => {
                         stopping = true;
                         if changed.is_ok() {
