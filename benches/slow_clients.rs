@@ -1,6 +1,8 @@
 //! 200 slow or idle connections against `runtime serve`'s limits while a normal client
 //! makes 5,000 requests: its latency must not suffer (p99 under 50 ms) and the slow
-//! connections must be closed by the timeouts.
+//! connections must be closed by the timeouts. Then 1,000 idle connections without a key,
+//! twice the connection cap, held open under a long header timeout while a client with
+//! the key makes its requests: none of them may fail.
 //!
 //! cargo bench --bench slow_clients
 
@@ -86,6 +88,64 @@ fn requests(client: &reqwest::blocking::Client, url: &str) -> Run {
     }
 }
 
+const IDLE: usize = 1_000;
+
+fn url_path(id: &str) -> String {
+    format!("/api/v1/runtime/notifications/{id}")
+}
+
+/// Lets this process hold the idle crowd and the server's side of it.
+fn raise_fd_limit() {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: both calls get a valid pointer to a rlimit for the duration of the call.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0 {
+            limit.rlim_cur = limit.rlim_max.min(65_536);
+            libc::setrlimit(libc::RLIMIT_NOFILE, &limit);
+        }
+    }
+}
+
+/// 1,000 idle connections without a key against a server whose cap is 512 and whose
+/// header timeout (20 s) outlasts the run, then a client with the key.
+fn idle_crowd(db: &std::path::Path, path: &str) -> anyhow::Result<Run> {
+    raise_fd_limit();
+    let limits = Limits {
+        header_timeout: Duration::from_secs(20),
+        ..Limits::default()
+    };
+    let server = unsctl::server::start(ServerConfig {
+        limits,
+        ..ServerConfig::api_only(db.to_path_buf(), Some(Keys::single(KEY)?))
+    })?;
+    let addr = server.addr;
+    let crowd: Vec<TcpStream> = (0..IDLE)
+        .filter_map(|_| TcpStream::connect(addr).ok())
+        .collect();
+    std::thread::sleep(Duration::from_millis(300));
+    let client = reqwest::blocking::Client::new();
+    let run = requests(&client, &format!("http://{addr}{path}"));
+    println!(
+        "idle crowd: {} idle connections without a key (cap {}, header timeout 20 s), then a client with the key",
+        crowd.len(),
+        limits.max_connections
+    );
+    println!(
+        "  keyed client       {REQUESTS} GETs in {:.2} s, {} errors (target 0); p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
+        run.elapsed.as_secs_f64(),
+        run.errors,
+        run.at(0.50).as_secs_f64() * 1e3,
+        run.at(0.99).as_secs_f64() * 1e3,
+        run.latencies[run.latencies.len() - 1].as_secs_f64() * 1e3
+    );
+    drop(crowd);
+    server.stop();
+    Ok(run)
+}
+
 fn main() -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
     let db = dir.path().join("uns.db");
@@ -150,6 +210,12 @@ fn main() -> anyhow::Result<()> {
         );
     }
     server.stop();
+    let idle = idle_crowd(&db, &url_path(&ids[0]))?;
+    anyhow::ensure!(
+        idle.errors == 0,
+        "{} keyed requests failed beside the idle crowd",
+        idle.errors
+    );
     anyhow::ensure!(errors == 0, "{errors} requests failed");
     anyhow::ensure!(
         still_open == 0,

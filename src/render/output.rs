@@ -76,6 +76,11 @@ impl Output {
         self.format == Format::Json
     }
 
+    /// `-o wide`: every value whole, however wide the table grows.
+    pub fn wide(&self) -> bool {
+        self.format == Format::Wide
+    }
+
     /// Store, provider or client text made safe for a terminal (see [`super::sanitize`]).
     pub fn clean<'t>(&self, text: &'t str) -> std::borrow::Cow<'t, str> {
         super::sanitize::clean(text)

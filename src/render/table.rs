@@ -89,6 +89,8 @@ pub struct Grid {
     columns: Vec<Column>,
     /// The width to fit, when output is a terminal and not `-o wide`.
     width: Option<u16>,
+    /// `-o wide`: no column is cut at its usual widest either.
+    wide: bool,
     color: bool,
     layout: Option<Layout>,
     pending: Vec<Vec<Text>>,
@@ -100,6 +102,7 @@ impl Grid {
         Self {
             columns: columns.to_vec(),
             width: out.fit_width(),
+            wide: out.wide(),
             color: out.color,
             layout: None,
             pending: Vec::new(),
@@ -142,7 +145,10 @@ impl Grid {
                     .max()
                     .unwrap_or(0);
                 let wanted = content.max(display_width(self.columns[i].header));
-                self.columns[i].max.map_or(wanted, |max| wanted.min(max))
+                match self.columns[i].max {
+                    Some(max) if !self.wide => wanted.min(max),
+                    _ => wanted,
+                }
             })
             .collect();
         let mut shown = vec![true; self.columns.len()];
@@ -339,6 +345,10 @@ mod tests {
     use crate::render::output::{ColorChoice, Format};
 
     fn render(width: Option<u16>, color: bool, rows: usize) -> String {
+        render_as(width, false, color, rows)
+    }
+
+    fn render_as(width: Option<u16>, wide: bool, color: bool, rows: usize) -> String {
         let columns = [
             Column::new("ID", 0),
             Column::new("BRANCH", 0),
@@ -348,6 +358,7 @@ mod tests {
         let mut grid = Grid {
             columns: columns.to_vec(),
             width,
+            wide,
             color,
             layout: None,
             pending: Vec::new(),
@@ -368,6 +379,19 @@ mod tests {
         }
         grid.finish(&mut text).expect("finish");
         String::from_utf8_lossy(&text).into_owned()
+    }
+
+    #[test]
+    fn wide_output_cuts_no_value() {
+        // DETAIL's usual widest is 40; the rows hold up to 89 characters of it.
+        let piped = render_as(None, false, false, 90);
+        assert!(
+            !piped.contains(&"x".repeat(89)),
+            "cut at its widest when piped"
+        );
+        let wide = render_as(None, true, false, 90);
+        assert!(wide.contains(&"x".repeat(89)), "{wide}");
+        assert!(!wide.contains('…'), "{wide}");
     }
 
     #[test]

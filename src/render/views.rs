@@ -206,13 +206,19 @@ pub fn timeline(events: &[Event], evidence: &[i64], out: &Output) -> String {
                 (None, Some(c)) => format!("-/{c}"),
                 _ => "-".into(),
             };
-            let gap = previous
-                .map(|before| format!("+{}", crate::render::time::duration(event.at - before)))
-                .unwrap_or_default();
-            previous = Some(event.at);
+            // A time that could not be read is shown as such, and measures nothing.
+            let at_unreadable = event.unreadable.iter().any(|u| u.starts_with("at:"));
+            let gap = match (previous, at_unreadable) {
+                (Some(before), false) => {
+                    format!("+{}", crate::render::time::duration(event.at - before))
+                }
+                _ => String::new(),
+            };
+            previous = (!at_unreadable).then_some(event.at).or(previous);
             let until = payload["lease_token"]
                 .as_str()
-                .and_then(|token| leases.get(token));
+                .and_then(|token| leases.get(token))
+                .filter(|_| !at_unreadable);
             let lease = match (Kind::from_stored(&event.kind), until) {
                 (Some(Kind::AttemptStarted), Some(until)) => {
                     format!("{} lease", crate::render::time::duration(until - event.at))
@@ -222,10 +228,22 @@ pub fn timeline(events: &[Event], evidence: &[i64], out: &Output) -> String {
             };
             let marked = evidence.contains(&event.id);
             let late = until.is_some_and(|until| event.at > *until);
+            let when = if at_unreadable {
+                "(time unreadable)".to_string()
+            } else {
+                crate::render::time::rfc3339(event.at)
+            };
             vec![
                 if marked { "*" } else { "" }.into(),
                 event.id.to_string().into(),
-                crate::render::time::rfc3339(event.at).into(),
+                toned(
+                    when,
+                    if at_unreadable {
+                        Tone::Bad
+                    } else {
+                        Tone::Plain
+                    },
+                ),
                 gap.into(),
                 toned(lease, if late { Tone::Bad } else { Tone::Plain }),
                 toned(
@@ -587,4 +605,36 @@ pub fn summary_block(row: &Notification, out: &Output) -> String {
     lines.push(format!("  created   {}", out.time(row.created_at)));
     lines.push(format!("  updated   {}", out.time(row.updated_at)));
     lines.join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::payload_from_value;
+    use crate::render::output::{ColorChoice, Format};
+
+    #[test]
+    fn an_unreadable_time_is_shown_as_unreadable_and_measures_nothing() {
+        let event = |id: i64, at: f64, unreadable: &[&str]| Event {
+            id,
+            at,
+            kind: "ATTEMPT_STARTED".into(),
+            payload: payload_from_value(&serde_json::json!({"attempt": 1, "cycle": 1})),
+            unreadable: unreadable.iter().map(|u| u.to_string()).collect(),
+        };
+        let events = [
+            event(1, 1_795_989_600.0, &[]),
+            event(2, 0.0, &["at: text \"noon\" is not a number"]),
+            event(3, 1_795_989_601.0, &[]),
+        ];
+        let text = timeline(&events, &[], &Output::new(Format::Wide, ColorChoice::Never));
+        assert!(text.contains("(time unreadable)"), "{text}");
+        assert!(!text.contains("1970-01-01"), "{text}");
+        // The gap skips the unreadable one: event 3 is a second after event 1.
+        let third = text
+            .lines()
+            .find(|l| l.contains("2026-11-29T22:00:01"))
+            .unwrap_or_default();
+        assert!(third.contains("+1.0 s") || third.contains("+1 s"), "{text}");
+    }
 }
