@@ -482,3 +482,68 @@ fn dlq_triage_watch_prints_entries_entering_and_leaving() {
         );
     }
 }
+
+/// `events --follow` through an API whose server comes back on an older copy of the store:
+/// it says so, and the events the copy writes next are shown, not skipped for having ids
+/// below the last one seen.
+#[test]
+fn events_follow_notices_a_store_replaced_by_an_older_copy() {
+    use unsctl::clock::{Clock, SystemClock};
+    let dir = tempfile::tempdir().expect("dir");
+    let db = dir.path().join("uns.db");
+    let old = dir.path().join("old.db");
+    {
+        let conn = schema::open(&db, OpenMode::Create).expect("store");
+        support::replay_entry(&conn, SystemClock.now());
+    }
+    std::fs::copy(&db, &old).expect("copy");
+    {
+        let conn = schema::open(&db, OpenMode::Create).expect("store");
+        for _ in 0..3 {
+            support::replay_entry(&conn, SystemClock.now());
+        }
+    }
+    let addr: std::net::SocketAddr = format!("127.0.0.1:{}", support::free_port())
+        .parse()
+        .expect("addr");
+    let serve = |path: &Path| {
+        unsctl::server::start(unsctl::server::ServerConfig {
+            listen: addr,
+            ..unsctl::server::ServerConfig::api_only(
+                path.to_path_buf(),
+                Some(unsctl::server::Keys::single(support::KEY).expect("key")),
+            )
+        })
+        .expect("server")
+    };
+    let first = serve(&db);
+    let mut command = Command::new(env!("CARGO_BIN_EXE_unsctl"));
+    command
+        .args([
+            "--api",
+            &format!("http://{addr}"),
+            "-o",
+            "json",
+            "events",
+            "--follow",
+            "--interval",
+            "0.1",
+        ])
+        .env("UNS_API_KEY", support::KEY)
+        .env("UNSCTL_CONFIG", dir.path().join("none.toml"))
+        .env_remove("UNS_DB_FILE")
+        .env_remove("UNS_BASE_URL")
+        .stdin(Stdio::null());
+    let mut follow = Streaming::spawn(command, dir.path());
+    follow.expect_stderr("following");
+    first.stop();
+    let _second = serve(&old);
+    let written = {
+        let conn = schema::open(&old, OpenMode::Create).expect("store");
+        support::replay_entry(&conn, SystemClock.now())
+    };
+    follow.expect_stderr("older copy");
+    follow.expect("an event of the copy", |line| line.contains(&written));
+    let (code, stderr) = follow.interrupt();
+    assert_eq!(code, Some(0), "{stderr}");
+}

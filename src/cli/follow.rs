@@ -120,6 +120,7 @@ pub fn follow_events(
         "following {} (Ctrl-C to stop) ...",
         views::shown(&store.describe())
     ));
+    let mut identity = store.identity().ok().flatten();
     while pause(every) {
         let (rows, next) = match events_after(store, &query, cursor) {
             Ok(read) => read,
@@ -134,12 +135,42 @@ pub fn follow_events(
         }
         shown += rows.len();
         cursor = next;
+        if rows.is_empty()
+            && let Some(moved) = replaced(store, &mut identity, &mut cursor)
+        {
+            status(&moved);
+        }
     }
     status(&format!(
         "\nstopped (Ctrl-C) after {}: {shown} events shown, the last id {cursor}",
         time::duration(started.elapsed().as_secs_f64())
     ));
     Ok(())
+}
+
+/// When nothing new came: whether the store was replaced under the follow (another store,
+/// or an older copy whose events end before the last one shown), said in words, with the
+/// cursor moved to the store's newest event so that what it writes next is shown.
+fn replaced(store: &dyn Store, identity: &mut Option<String>, cursor: &mut i64) -> Option<String> {
+    let now = store.identity().ok()?;
+    let newest = event_cursor(store).ok()?;
+    let other = identity.is_some() && now.is_some() && *identity != now;
+    let behind = newest < *cursor;
+    if !other && !behind {
+        return None;
+    }
+    let said = format!(
+        "note: {} is {}: the events shown so far were another store's; following from its event {newest}",
+        views::shown(&store.describe()),
+        if other {
+            "another store now".to_string()
+        } else {
+            format!("now an older copy, ending at event {newest}, before the last shown ({cursor})")
+        }
+    );
+    *identity = now;
+    *cursor = newest;
+    Some(said)
 }
 
 fn emit_event(row: &EventRow, out: &Output) -> CliResult {
