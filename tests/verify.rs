@@ -827,9 +827,14 @@ fn lying_server(answer: impl Fn(&str) -> String + Send + Sync + 'static) -> Stri
             let n = stream.read(&mut buffer).unwrap_or(0);
             let request = String::from_utf8_lossy(&buffer[..n]);
             let body = answer(request.lines().next().unwrap_or_default());
+            // An answer that starts "401 " is sent as a refusal with the rest as its body.
+            let (status, body) = match body.strip_prefix("401 ") {
+                Some(rest) => ("401 Unauthorized", rest.to_string()),
+                None => ("200 OK", body),
+            };
             let _ = write!(
                 stream,
-                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                "HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
                 body.len()
             );
         }
@@ -899,6 +904,8 @@ fn providers_that_lie_are_never_taken_at_their_word() {
         ("slack: outside the window", message(&our_key, &format!("{:.6}", now() - 86_400.0), "B0UNSFAKE"), "outside the attempt's window"),
         ("slack: pages that never end", json!({"ok": true, "has_more": true, "messages": [{"type": "message", "ts": ts_inside}],
             "response_metadata": {"next_cursor": "more"}}).to_string(), "not all were read"),
+        // An answer that is not the API's and quotes the tokens it was sent.
+        ("pagerduty: echoes the token", "401 {\"error\": \"bad token pd-token-for-the-liar\"}".into(), "answered HTTP 401"),
     ];
     for (what, body, reason) in cases {
         let base = lying_server(move |_| body.clone());

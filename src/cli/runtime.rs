@@ -207,7 +207,10 @@ pub struct ServeArgs {
     /// Attempt budget per cycle for new notifications
     #[arg(long, default_value_t = 3)]
     pub max_attempts: i64,
-    /// Connections open at once; past it, new ones are answered 503 and closed
+    /// Connections open at once. Past it, a new connection takes the place of the oldest
+    /// one never answered anything but a refusal (silent, or without a valid key), so a
+    /// pile of those cannot shut out a client with a key; only when every open
+    /// connection has been served is a new one answered 503 and closed
     #[arg(long, default_value_t = 512)]
     pub max_connections: usize,
     /// Seconds a client has to send a request's headers; also how long a keep-alive

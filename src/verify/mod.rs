@@ -324,8 +324,24 @@ impl Logs {
     }
 }
 
-/// Answers every question; one pass over the relay logs serves every EMAIL attempt.
+/// Answers every question; one pass over the relay logs serves every EMAIL attempt. No
+/// answer quotes a token, whichever provider's answer echoed it.
 pub fn check(questions: &[Question], sources: &Sources, now: f64) -> Vec<Answer> {
+    let mut secrets = crate::redact::Secrets::new();
+    if let Some(config) = &sources.pagerduty {
+        secrets.add(&config.token);
+    }
+    if let Some(config) = &sources.slack {
+        secrets.add(&config.token);
+    }
+    let mut answers = ask_each(questions, sources, now);
+    for answer in &mut answers {
+        answer.evidence = secrets.clean(&answer.evidence);
+    }
+    answers
+}
+
+fn ask_each(questions: &[Question], sources: &Sources, now: f64) -> Vec<Answer> {
     let logs = Logs::read(questions, sources);
     let needs_http = questions.iter().any(|q| q.channel != Channel::Email);
     let client = if needs_http {
