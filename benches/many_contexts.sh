@@ -13,10 +13,9 @@ trap 'rm -rf "$work"' EXIT
 store="$work/one.db"
 "$bin" --db "$store" repro provider-rejected >/dev/null 2>&1
 [ -s "$store" ] || { echo "could not make a store" >&2; exit 1; }
-measure() { # label command...
-  local out
-  out=$( { /usr/bin/time -f '%e %M' "$@" >/dev/null 2>/dev/null; } 2>&1 | tail -n 1 ) || true
-  echo "$out"
+measure() { # command...: prints "seconds peak-KiB"
+  /usr/bin/time -o "$work/time" -f '%e %M' "$@" >/dev/null 2>&1 || true
+  tail -n 1 "$work/time"
 }
 for n in 1000 10000; do
   config="$work/contexts-$n.toml"
