@@ -650,20 +650,26 @@ fn ask(stream: &mut std::net::TcpStream, key: bool) -> String {
     }
 }
 
-#[test]
-fn past_the_connection_cap_the_answer_is_a_json_503() {
-    use std::time::Duration;
+/// A server on an empty store that takes `cap` connections at once, with a header
+/// timeout longer than any test here waits.
+fn capped(cap: usize) -> (tempfile::TempDir, unsctl::server::RunningServer) {
     let dir = tempfile::tempdir().expect("dir");
     let db = dir.path().join("uns.db");
     drop(schema::open(&db, OpenMode::Create).expect("store"));
     let server = limited(
         &db,
         unsctl::server::Limits {
-            max_connections: 2,
-            header_timeout: Duration::from_secs(20),
+            max_connections: cap,
+            header_timeout: std::time::Duration::from_secs(20),
             ..unsctl::server::Limits::default()
         },
     );
+    (dir, server)
+}
+
+#[test]
+fn past_the_connection_cap_the_answer_is_a_json_503() {
+    let (_dir, server) = capped(2);
     // Two clients with the key, their connections kept alive: the cap is theirs.
     let mut held: Vec<std::net::TcpStream> = (0..2)
         .map(|_| std::net::TcpStream::connect(server.addr).expect("connect"))
@@ -683,18 +689,7 @@ fn past_the_connection_cap_the_answer_is_a_json_503() {
 /// client with one: at the cap, a new connection takes the place of the oldest of them.
 #[test]
 fn idle_and_keyless_connections_make_room_for_a_client_with_a_key() {
-    use std::time::Duration;
-    let dir = tempfile::tempdir().expect("dir");
-    let db = dir.path().join("uns.db");
-    drop(schema::open(&db, OpenMode::Create).expect("store"));
-    let server = limited(
-        &db,
-        unsctl::server::Limits {
-            max_connections: 3,
-            header_timeout: Duration::from_secs(20),
-            ..unsctl::server::Limits::default()
-        },
-    );
+    let (_dir, server) = capped(3);
     let mut keyed = std::net::TcpStream::connect(server.addr).expect("connect");
     assert!(ask(&mut keyed, true).starts_with("HTTP/1.1 200"));
     let mut idle = std::net::TcpStream::connect(server.addr).expect("connect");

@@ -616,6 +616,20 @@ fn a_trickling_or_endless_context_holds_up_only_itself() {
     );
 }
 
+/// unsctl with `config` as its config file and no store named by the environment.
+fn with_config(config: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_unsctl"))
+        .args(args)
+        .env("UNSCTL_CONFIG", config)
+        .env_remove("UNS_DB_FILE")
+        .env_remove("UNS_BASE_URL")
+        .env_remove("UNS_CONTEXT")
+        .env("UNS_OPERATOR", "config-test")
+        .stdin(Stdio::null())
+        .output()
+        .expect("unsctl")
+}
+
 /// A config file someone else could have written is refused with the reason, before any
 /// of it is used; root reads another user's file only when told to.
 #[test]
@@ -624,17 +638,7 @@ fn a_config_file_others_could_write_is_refused() {
     let dir = tempfile::tempdir().expect("dir");
     let config = dir.path().join("config.toml");
     std::fs::write(&config, "[contexts.lab]\ndb = \"lab.db\"\n").expect("config");
-    let run = |args: &[&str]| {
-        Command::new(env!("CARGO_BIN_EXE_unsctl"))
-            .args(args)
-            .env("UNSCTL_CONFIG", &config)
-            .env_remove("UNS_DB_FILE")
-            .env_remove("UNS_BASE_URL")
-            .env_remove("UNS_CONTEXT")
-            .stdin(Stdio::null())
-            .output()
-            .expect("unsctl")
-    };
+    let run = |args: &[&str]| with_config(&config, args);
     let listed = run(&["context", "list"]);
     assert_eq!(listed.status.code(), Some(0), "{}", text(&listed.stderr));
     assert!(
@@ -678,18 +682,7 @@ fn a_plan_is_never_applied_to_another_store() {
     let copy = dir.path().join("copy.db");
     std::fs::copy(&db, &copy).expect("copy");
     let config = dir.path().join("config.toml");
-    let run = |args: &[&str]| {
-        Command::new(env!("CARGO_BIN_EXE_unsctl"))
-            .args(args)
-            .env("UNSCTL_CONFIG", &config)
-            .env_remove("UNS_DB_FILE")
-            .env_remove("UNS_BASE_URL")
-            .env_remove("UNS_CONTEXT")
-            .env("UNS_OPERATOR", "plan-test")
-            .stdin(Stdio::null())
-            .output()
-            .expect("unsctl")
-    };
+    let run = |args: &[&str]| with_config(&config, args);
     std::fs::write(
         &config,
         format!("[contexts.a]\ndb = \"{}\"\n", db.display()),

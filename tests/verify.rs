@@ -79,6 +79,22 @@ fn deliver_due(db: &Path, adapter: &EmailAdapter) -> DeliveryResult {
     result
 }
 
+/// A notification on `channel` alone, with a budget of one attempt.
+fn submit_on(conn: &rusqlite::Connection, channel: Channel) -> String {
+    engine::submit(
+        conn,
+        now(),
+        &NewNotification {
+            channels: [channel].into_iter().collect(),
+            payload: json!({"subject": "verify", "body": "hello"}),
+            idempotency_key: None,
+            max_attempts: 1,
+        },
+    )
+    .expect("submit")
+    .id
+}
+
 fn submit(db: &Path, recipient: &str) -> String {
     submit_with(db, recipient, "verify")
 }
@@ -715,18 +731,7 @@ fn pagerduty_and_slack_are_asked_by_key_with_their_own_auth() {
         (Channel::Slack, Behavior::Hang),
         (Channel::Slack, Behavior::Drop),
     ] {
-        let id = engine::submit(
-            &conn,
-            now(),
-            &NewNotification {
-                channels: [channel].into_iter().collect(),
-                payload: json!({"subject": "verify", "body": "hello"}),
-                idempotency_key: None,
-                max_attempts: 1,
-            },
-        )
-        .expect("submit")
-        .id;
+        let id = submit_on(&conn, channel);
         fakes
             .control
             .script(&format!("{id}:{channel}"), &[behavior]);
@@ -851,18 +856,7 @@ fn providers_that_lie_are_never_taken_at_their_word() {
     // One PAGERDUTY and one SLACK attempt whose calls started and never answered.
     let mut ids = Vec::new();
     for channel in [Channel::Pagerduty, Channel::Slack] {
-        let id = engine::submit(
-            &conn,
-            now(),
-            &NewNotification {
-                channels: [channel].into_iter().collect(),
-                payload: json!({"subject": "verify", "body": "hello"}),
-                idempotency_key: None,
-                max_attempts: 1,
-            },
-        )
-        .expect("submit")
-        .id;
+        let id = submit_on(&conn, channel);
         let ClaimOutcome::Claimed(lease) =
             engine::claim(&conn, now(), "verify-test", LEASE).expect("claim")
         else {
