@@ -343,3 +343,29 @@ fn email_refuses_clear_text_when_starttls_is_required_but_not_offered() {
     config.starttls = StartTls::Opportunistic;
     assert_eq!(email_with(config).outcome, ProviderOutcome::Accepted);
 }
+
+/// A relay that never answers the final dot, nor the QUIT that follows: the call ends
+/// within the budget it states (the time its error names, and a bounded goodbye), not
+/// twice it.
+#[test]
+fn a_hung_email_call_ends_within_the_budget_it_states() {
+    let fakes = Fakes::start().expect("fakes");
+    fakes.control.script(RECIPIENT, &[Behavior::Hang]);
+    let lease = Duration::from_millis(1500);
+    let started = Instant::now();
+    let result = email(fakes.smtp.to_string(), lease, true);
+    let took = started.elapsed();
+    assert_eq!(result.outcome, ProviderOutcome::Unknown, "{result:?}");
+    let error = result.error.clone().unwrap_or_default();
+    // "none to the end of data within 1.4 s": the budget the error states.
+    let stated: f64 = error
+        .split("within ")
+        .nth(1)
+        .and_then(|rest| rest.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no budget in {error:?}"));
+    assert!(
+        took.as_secs_f64() < stated + 0.8,
+        "the call took {took:?} though its error says {stated} s: {error}"
+    );
+}

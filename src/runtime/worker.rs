@@ -204,6 +204,12 @@ impl Worker {
             ClaimOutcome::Claimed(lease) => {
                 if lease.reclaimed {
                     self.count(Metrics::reclaim);
+                    tracing::warn!(
+                        worker = %self.config.worker_id,
+                        outcome = "reclaimed",
+                        notification = %lease.notification_id,
+                        "took over a row whose lease ran out: its last call may have reached the provider"
+                    );
                 }
                 self.attempt(Arc::new(lease))?
             }
@@ -323,7 +329,16 @@ impl Worker {
                         | Outcome::DeadLettered(id) => id.as_str(),
                         Outcome::Idle => "",
                     };
-                    tracing::info!(worker = %self.config.worker_id, outcome = outcome.name(), notification = id);
+                    // What log-based alerting watches for is a warning: a lost lease and a
+                    // dead letter each may mean a duplicate or a message nobody received.
+                    match outcome {
+                        Outcome::LeaseLost(_) | Outcome::DeadLettered(_) => {
+                            tracing::warn!(worker = %self.config.worker_id, outcome = outcome.name(), notification = id);
+                        }
+                        _ => {
+                            tracing::info!(worker = %self.config.worker_id, outcome = outcome.name(), notification = id);
+                        }
+                    }
                 }
                 Err(err) => {
                     was_idle = false;

@@ -167,6 +167,9 @@ impl EmailAdapter {
         })?;
         match conn.message(&message.formatted()) {
             Ok(response) => {
+                // The message is accepted: a relay slow to say goodbye must not hold the
+                // result back.
+                let _ = conn.set_timeout(Some(QUIT_BUDGET));
                 let _ = conn.quit();
                 let code: u16 = response.code().into();
                 Ok(DeliveryResult::accepted(Some(message_id.to_string()))
@@ -179,6 +182,10 @@ impl EmailAdapter {
             }
             Err(err) if err.status().is_some() => Err(rejection("message", &err, message_timeout)),
             Err(err) => {
+                // lettre says QUIT on abort and waits for the answer: a relay that never
+                // answered the data will not answer that either, so the wait is bounded,
+                // and the call ends within the time it states.
+                let _ = conn.set_timeout(Some(QUIT_BUDGET));
                 conn.abort();
                 let timeout = err.is_timeout() || is_io_timeout(&err);
                 let what = if timeout {
@@ -199,6 +206,9 @@ impl EmailAdapter {
         }
     }
 }
+
+/// The most a QUIT may take, after the message was answered or given up on.
+const QUIT_BUDGET: std::time::Duration = std::time::Duration::from_millis(250);
 
 /// Arms the socket timeout for the next step with the time left on the lease, and says
 /// what it was.
