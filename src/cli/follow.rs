@@ -279,6 +279,25 @@ fn settled_since(doc: &NotificationDoc, replayed: i64) -> Result<bool, String> {
     Ok(settled(doc))
 }
 
+/// Seconds from the REPLAYED event to the event that settled the row after it, as the
+/// store recorded them (not as often as the wait happened to look).
+fn settled_after(doc: &NotificationDoc, replayed: i64) -> Option<f64> {
+    use crate::model::Kind;
+    let start = doc.events.iter().find(|e| e.id == replayed)?.at;
+    let end = doc
+        .events
+        .iter()
+        .filter(|e| e.id > replayed)
+        .find(|e| {
+            matches!(
+                Kind::from_stored(&e.kind),
+                Some(Kind::Delivered | Kind::DeadLettered | Kind::DlqResolved)
+            )
+        })?
+        .at;
+    (end >= start).then_some(end - start)
+}
+
 /// `replay --wait`: waits for each replayed notification (its id, and the id of the
 /// REPLAYED event) to settle in the cycle the replay started, one line each as it does.
 /// Ok only when every one was delivered.
@@ -334,7 +353,10 @@ pub fn wait_for_delivery(
                         delivered: doc.row.status == "DELIVERED",
                         settled: true,
                         error_message: doc.row.error_message.clone(),
-                        seconds: Some(started.elapsed().as_secs_f64()),
+                        seconds: Some(
+                            settled_after(&doc, replayed)
+                                .unwrap_or_else(|| started.elapsed().as_secs_f64()),
+                        ),
                     };
                     if !out.json() {
                         print(&settlement_line(&settlement, out))?;
@@ -645,6 +667,22 @@ mod tests {
         assert!(settled_since(&older, 7).is_err_and(|why| why.contains("before the replay")));
         let copy = doc("DELIVERED", 1, &[(3, "DELIVERED", 1)]);
         assert!(settled_since(&copy, 7).is_err_and(|why| why.contains("replaced")));
+        let mut timed = doc(
+            "DELIVERED",
+            2,
+            &[
+                (7, "REPLAYED", 2),
+                (8, "ATTEMPT_STARTED", 2),
+                (9, "DELIVERED", 2),
+            ],
+        );
+        timed.events[0].at = 100.0;
+        timed.events[2].at = 100.125;
+        assert_eq!(
+            settled_after(&timed, 7),
+            Some(0.125),
+            "measured in the store"
+        );
         let other = doc("DELIVERED", 1, &[(7, "DELIVERED", 1)]);
         assert!(settled_since(&other, 7).is_err_and(|why| why.contains("no longer the replay")));
     }
