@@ -1086,3 +1086,42 @@ fn inspect_shows_the_audit_in_the_timeline() {
         assert!(line.contains(expected), "{expected} missing: {line}");
     }
 }
+
+/// Over the API the record keeps the key's name and the operator's claim, and every
+/// display shows both: `alice (key default)`.
+#[test]
+fn over_the_api_the_claimed_operator_shows_beside_the_key() {
+    let f = Fixture::new();
+    let id = f.replay_entry();
+    let out = f.run(
+        Backend::Http,
+        &["replay", &id, "--confirm", "--yes", "--operator", "alice"],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    for backend in [Backend::Sqlite, Backend::Http] {
+        let out = f.run(backend, &["--color", "never", "-o", "wide", "inspect", &id]);
+        let timeline = String::from_utf8_lossy(&out.stdout);
+        assert!(timeline.contains("by alice (key default)"), "{timeline}");
+        let out = f.run(
+            backend,
+            &[
+                "--color", "never", "-o", "wide", "events", "--kind", "REPLAYED",
+            ],
+        );
+        let events = String::from_utf8_lossy(&out.stdout);
+        assert!(events.contains("alice (key default)"), "{events}");
+    }
+    // The JSON keeps both fields.
+    let out = f.run(Backend::Http, &["inspect", &id, "-o", "json"]);
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    let replayed = doc["events"]
+        .as_array()
+        .and_then(|e| e.iter().find(|e| e["kind"] == "REPLAYED"))
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(replayed["payload"]["operator"], "default", "{replayed}");
+    assert_eq!(
+        replayed["payload"]["claimed_operator"], "alice",
+        "{replayed}"
+    );
+}

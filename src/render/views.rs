@@ -121,10 +121,7 @@ pub fn detail_of(kind: &str, p: &Value, out: &Output) -> String {
         Kind::Delivered => "every channel accepted".into(),
         Kind::DeadLettered => text(p, "error_message").unwrap_or_default(),
         Kind::DlqResolved | Kind::Replayed => {
-            let mut parts = vec![format!(
-                "by {}",
-                text(p, "operator").unwrap_or_else(|| "?".into())
-            )];
+            let mut parts = vec![format!("by {}", who_acted(p))];
             if let Some(branch) = text(&p["triage"], "branch") {
                 parts.push(format!("on {branch}"));
             }
@@ -371,6 +368,21 @@ pub fn next_steps(verdict: &Verdict) -> Vec<String> {
     }
 }
 
+/// Who an audit record says acted: over the API the key's name and the operator the
+/// client claimed, `alice (key default)`; on the store directly, the operator.
+fn who_acted(p: &Value) -> String {
+    let operator = p["operator"]
+        .as_str()
+        .map_or_else(|| "?".to_string(), shown);
+    match p["claimed_operator"]
+        .as_str()
+        .filter(|c| !c.trim().is_empty())
+    {
+        Some(claimed) if claimed != operator => format!("{} (key {operator})", shown(claimed)),
+        _ => operator,
+    }
+}
+
 /// What the providers' records said, as VERIFIED events recorded it: one line each.
 pub fn verification_lines(events: &[Event]) -> Vec<String> {
     events
@@ -395,7 +407,7 @@ pub fn verification_lines(events: &[Event]) -> Vec<String> {
                 shown(&attempts),
                 shown(p["outcome"].as_str().unwrap_or("?")),
                 shown(p["source"].as_str().unwrap_or("?")),
-                shown(p["operator"].as_str().unwrap_or("?")),
+                who_acted(&p),
                 shown(p["evidence"].as_str().unwrap_or(""))
             )
         })
