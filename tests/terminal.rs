@@ -370,3 +370,39 @@ fn times_are_relative_on_a_terminal_and_absolute_off_it() {
         "off a terminal, RFC 3339 only:\n{text}"
     );
 }
+
+/// A forced action's prompt says FORCED with the guardrail it overrides, and an attested
+/// one repeats the attestation, before anything acts.
+#[test]
+fn a_prompt_says_what_is_unusual_about_the_action() {
+    let dir = tempfile::tempdir().expect("dir");
+    let db = dir.path().join("uns.db");
+    let conn = schema::open(&db, OpenMode::Create).expect("store");
+    let resolve = support::replay_entry(&conn, 1000.0);
+    let verify = support::verify_entry(&conn, 1001.0);
+    let tmux = Tmux::start(&command(
+        &db,
+        &format!("dlq resolve {resolve} --force --reason 'customer asked' --confirm"),
+    ));
+    let screen = tmux.wait_for("Type yes");
+    assert!(screen.contains("FORCED"), "{screen}");
+    assert!(screen.contains("overriding:"), "{screen}");
+    tmux.line("no");
+    tmux.wait_for("EXIT=");
+    assert_eq!(status(&db, &resolve), "DEAD");
+    let tmux = Tmux::start(&command(
+        &db,
+        &format!(
+            "replay {verify} --verified-not-delivered --reason 'no trace at the relay' --confirm"
+        ),
+    ));
+    let screen = tmux.wait_for("Type yes");
+    assert!(
+        screen.contains("on your word that it did not arrive")
+            && screen.contains("reason: no trace at the relay"),
+        "{screen}"
+    );
+    tmux.line("no");
+    tmux.wait_for("EXIT=");
+    assert_eq!(status(&db, &verify), "DEAD");
+}

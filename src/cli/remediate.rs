@@ -434,21 +434,67 @@ pub fn confirmed(
     }
     let target = Target::of(store, &intents[0].request)?;
     let clean = crate::render::sanitize::clean;
+    // What is unusual is said where the answer is given: a forced action in colour with
+    // the guardrail it overrides, and the attestation it rests on.
+    let forced = |approved: &Approved| {
+        (!approved.overridden.is_empty()).then(|| {
+            format!(
+                "  {}, overriding: {}",
+                console::style("FORCED").red().bold().for_stderr(),
+                clean(&approved.overridden.join("; "))
+            )
+        })
+    };
     let listed: Vec<String> = intents
         .iter()
         .take(10)
         .map(|intent| match &intent.preview {
-            Ok(approved) if !approved.channels.is_empty() => {
-                format!("{} ({})", clean(&intent.id), approved.channels.joined(","))
+            Ok(approved) => {
+                let channels = if approved.channels.is_empty() {
+                    String::new()
+                } else {
+                    format!(" ({})", approved.channels.joined(","))
+                };
+                format!(
+                    "{}{channels}{}",
+                    clean(&intent.id),
+                    forced(approved).unwrap_or_default()
+                )
             }
             _ => clean(&intent.id).into_owned(),
         })
         .collect();
-    let head = format!(
+    let mut head = format!(
         "{verb} {count} {entries} in {} as {}",
         clean(&target.place),
         clean(&target.operator),
     );
+    if let Some(attestation) = intents[0].request.attestation.as_deref() {
+        let reason = intents[0]
+            .request
+            .reason
+            .as_deref()
+            .map(|r| format!("; reason: {}", clean(r)))
+            .unwrap_or_default();
+        head.push_str(&format!(
+            "\non your word that {} (\"{}\"{reason})",
+            match intents[0].request.verified {
+                Some(Claim::Delivered) => "it arrived",
+                _ => "it did not arrive",
+            },
+            clean(attestation)
+        ));
+    }
+    let forced_count = intents
+        .iter()
+        .filter(|i| i.preview.as_ref().is_ok_and(|a| !a.overridden.is_empty()))
+        .count();
+    if forced_count > 0 {
+        head.push_str(&format!(
+            "\n{}: {forced_count} of these override a guardrail (see below)",
+            console::style("FORCED").red().bold().for_stderr()
+        ));
+    }
     Ok(prompt::confirm_listed(&head, &listed, count)?)
 }
 
