@@ -141,7 +141,7 @@ fn in_pty(command: &str, columns: u16, color: &str, config: &str) -> String {
 fn every_table_fits_80_and_160_columns_with_and_without_colour() {
     let store = store();
     for command in table_commands(&store) {
-        for columns in [80u16, 160] {
+        for columns in [80u16, 120, 160, 200] {
             for color in ["never", "always"] {
                 let text = in_pty(&command, columns, color, &store.config);
                 assert!(!text.trim().is_empty(), "{command}: no output");
@@ -211,4 +211,39 @@ fn every_table_fits_a_real_80_column_terminal() {
 
 fn shell_quote(text: &str) -> String {
     format!("'{}'", text.replace('\'', "'\\''"))
+}
+
+/// On a narrow terminal a timeline keeps what an event says (its channel and outcome)
+/// and gives up its timing first.
+#[test]
+fn a_narrow_timeline_keeps_the_channel_and_the_outcome() {
+    let store = store();
+    let bin = env!("CARGO_BIN_EXE_unsctl");
+    for columns in [80u16, 120] {
+        let command = format!("{bin} --db {} inspect {}", store.db, store.ids[2]);
+        let text = strip_ansi(&in_pty(&command, columns, "never", &store.config));
+        let header = text
+            .lines()
+            .find(|l| l.contains("EVENT") && l.contains("KIND"))
+            .unwrap_or_else(|| panic!("no timeline at {columns}:\n{text}"));
+        assert!(
+            header.contains("CHANNEL") && header.contains("DETAIL"),
+            "{columns}: {header}\n{text}"
+        );
+        let result = text
+            .lines()
+            .find(|l| l.contains("CHANNEL_ATTEMPT_RESULT"))
+            .unwrap_or_else(|| panic!("no result row at {columns}:\n{text}"));
+        assert!(result.contains("SLACK"), "{columns}: {result}");
+        assert!(
+            result.contains("REJECTED") || result.contains("rejected"),
+            "{columns}: {result}\n{text}"
+        );
+        if columns <= 80 {
+            assert!(
+                !header.contains("LEASE") && !header.contains("GAP"),
+                "{columns}: {header}"
+            );
+        }
+    }
 }

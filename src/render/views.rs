@@ -151,17 +151,19 @@ pub fn detail_of(kind: &str, p: &Value, out: &Output) -> String {
 }
 
 /// The timeline's columns: what each event is, when, how long after the one before, and
-/// where it fell against the lease it was written under.
+/// where it fell against the lease it was written under. On a narrow terminal identity
+/// and meaning go last: the channel and the outcome in DETAIL (cut, never dropped, when
+/// space runs short) outlive the time, and the time outlives the gap and the lease.
 pub const TIMELINE_COLUMNS: &[Column] = &[
     Column::new("", 0),
     Column::new("EVENT", 0),
-    Column::new("TIME", 1),
-    Column::new("GAP", 2),
-    Column::new("LEASE", 1),
+    Column::new("TIME", 2),
+    Column::new("GAP", 3),
+    Column::new("LEASE", 3),
     Column::new("KIND", 0),
-    Column::new("ATT/CYC", 3),
-    Column::new("CHANNEL", 2),
-    Column::new("DETAIL", 1),
+    Column::new("ATT/CYC", 4),
+    Column::new("CHANNEL", 1),
+    Column::new("DETAIL", 1).max(160),
 ];
 
 /// Where `at` falls against the lease `until`: "12.3 s left" or "0.6 s after it ran out".
