@@ -462,16 +462,39 @@ pub fn cause(verdict: &Verdict) -> String {
 }
 
 /// One row of the triage table.
-pub fn triage_row(verdict: &Verdict, _out: &Output) -> Vec<Text> {
-    let channels: Vec<String> = verdict
-        .channels
+/// The CHANNELS cell: the channels that need something first, in full, and the delivered
+/// ones after them, counted when there are several (`EMAIL=UNCERTAIN +2 delivered`), so
+/// a narrow column never hides the one that matters.
+pub fn channels_cell(channels: &[(crate::model::Channel, ChannelState)]) -> String {
+    let (delivered, open): (Vec<_>, Vec<_>) = channels
         .iter()
-        .map(|c| format!("{}={}", c.channel, c.state.as_str()))
-        .collect();
+        .partition(|(_, state)| *state == ChannelState::Delivered);
+    let named = |list: &[&(crate::model::Channel, ChannelState)]| -> Vec<String> {
+        list.iter()
+            .map(|(channel, state)| format!("{channel}={}", state.as_str()))
+            .collect()
+    };
+    let mut parts = named(&open);
+    if open.is_empty() || delivered.len() == 1 {
+        parts.extend(named(&delivered));
+    } else if !delivered.is_empty() {
+        parts.push(format!("+{} delivered", delivered.len()));
+    }
+    parts.join(" ")
+}
+
+pub fn triage_row(verdict: &Verdict, _out: &Output) -> Vec<Text> {
     vec![
         shown(&verdict.id).into(),
         toned(verdict.branch.as_str(), branch_tone(verdict.branch)),
-        channels.join(" ").into(),
+        channels_cell(
+            &verdict
+                .channels
+                .iter()
+                .map(|c| (c.channel, c.state))
+                .collect::<Vec<_>>(),
+        )
+        .into(),
         cause(verdict).into(),
         shown(&verdict.next_step).into(),
         if verdict.lease_lost { "yes" } else { "no" }.into(),
@@ -626,6 +649,26 @@ mod tests {
     use super::*;
     use crate::model::payload_from_value;
     use crate::render::output::{ColorChoice, Format};
+
+    #[test]
+    fn the_channel_that_needs_something_comes_first() {
+        use crate::model::Channel;
+        let mut channels = vec![
+            (Channel::Email, ChannelState::Uncertain),
+            (Channel::Slack, ChannelState::Delivered),
+            (Channel::Pagerduty, ChannelState::Delivered),
+        ];
+        assert_eq!(channels_cell(&channels), "EMAIL=UNCERTAIN +2 delivered");
+        channels.truncate(2);
+        assert_eq!(channels_cell(&channels), "EMAIL=UNCERTAIN SLACK=DELIVERED");
+        channels[0].1 = ChannelState::Delivered;
+        assert_eq!(channels_cell(&channels), "EMAIL=DELIVERED SLACK=DELIVERED");
+        let failed = [
+            (Channel::Email, ChannelState::Delivered),
+            (Channel::Slack, ChannelState::Failed),
+        ];
+        assert_eq!(channels_cell(&failed), "SLACK=FAILED EMAIL=DELIVERED");
+    }
 
     #[test]
     fn an_unreadable_time_is_shown_as_unreadable_and_measures_nothing() {
