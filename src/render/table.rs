@@ -23,6 +23,9 @@ pub struct Column {
     pub priority: u8,
     /// The widest this column grows before its values are cut (None: as wide as needed).
     pub max: Option<u16>,
+    /// When there is no room for it, its value goes on a line of its own under the row,
+    /// whole, rather than out of sight: a command to paste is never cut or dropped.
+    pub own_line: bool,
 }
 
 impl Column {
@@ -31,7 +34,13 @@ impl Column {
             header,
             priority,
             max: None,
+            own_line: false,
         }
+    }
+
+    pub const fn own_line(mut self) -> Self {
+        self.own_line = true;
+        self
     }
 
     pub const fn max(mut self, width: u16) -> Self {
@@ -226,6 +235,7 @@ impl Grid {
         };
         for cells in self.pending.drain(..) {
             layout.write(&cells, self.color, &mut line);
+            layout.write_own_lines(&self.columns, &cells, &mut line);
         }
         to.write_all(line.as_bytes())
     }
@@ -259,7 +269,21 @@ impl Layout {
         }
         line.push('\n');
     }
+
+    /// The values of the columns with no room that go on lines of their own, whole.
+    fn write_own_lines(&self, columns: &[Column], cells: &[Text], line: &mut String) {
+        for ((column, shown), cell) in columns.iter().zip(&self.shown).zip(cells) {
+            if !*shown && column.own_line && !cell.text.is_empty() {
+                line.push_str(OWN_LINE);
+                line.push_str(&cell.text);
+                line.push('\n');
+            }
+        }
+    }
 }
+
+/// What a value on a line of its own starts with.
+pub const OWN_LINE: &str = "    \u{21b3} ";
 
 const RESET: &str = "\x1b[0m";
 
@@ -379,6 +403,42 @@ mod tests {
         }
         grid.finish(&mut text).expect("finish");
         String::from_utf8_lossy(&text).into_owned()
+    }
+
+    #[test]
+    fn a_value_with_no_room_in_its_row_stands_whole_under_it() {
+        let columns = [
+            Column::new("ID", 0),
+            Column::new("CAUSE", 1).max(60),
+            Column::new("NEXT STEP", 2).own_line(),
+        ];
+        let command = "unsctl replay n-0192c3d4e5f60718293a4b5c6d7e8f90 --channels SLACK --confirm";
+        let mut grid = Grid {
+            columns: columns.to_vec(),
+            width: Some(60),
+            wide: false,
+            color: false,
+            layout: None,
+            pending: Vec::new(),
+            rows: 0,
+        };
+        let mut text = Vec::new();
+        grid.row(
+            vec!["n-1".into(), "SLACK: HTTP 400".into(), command.into()],
+            &mut text,
+        )
+        .expect("row");
+        grid.finish(&mut text).expect("finish");
+        let text = String::from_utf8_lossy(&text);
+        assert!(
+            !text
+                .lines()
+                .next()
+                .unwrap_or_default()
+                .contains("NEXT STEP"),
+            "{text}"
+        );
+        assert!(text.contains(&format!("{OWN_LINE}{command}\n")), "{text}");
     }
 
     #[test]

@@ -431,8 +431,9 @@ pub const TRIAGE_COLUMNS: &[Column] = &[
     Column::new("BRANCH", 0),
     Column::new("CHANNELS", 1).max(48),
     Column::new("CAUSE", 2).max(56),
-    // A command is shown whole or not at all: cut, it would not run as printed.
-    Column::new("NEXT STEP", 3),
+    // A command is shown whole: cut, it would not run as printed. Without room in the
+    // row, it goes on a line of its own under it.
+    Column::new("NEXT STEP", 3).own_line(),
     Column::new("LEASE LOST", 4),
     Column::new("EVIDENCE", 5).max(24),
 ];
