@@ -288,3 +288,35 @@ fn a_next_step_without_room_stands_whole_on_its_own_line() {
     assert_eq!(out.status.code(), Some(4), "{step}: {stderr}");
     assert!(stderr.contains("without a terminal"), "{stderr}");
 }
+
+/// `events --follow` rows keep to the terminal by the tables' rule, and never break a
+/// notification id across lines.
+#[test]
+fn follow_rows_fit_and_keep_ids_whole() {
+    let store = store();
+    let bin = env!("CARGO_BIN_EXE_unsctl");
+    for columns in [80u16, 120] {
+        let command = format!(
+            "timeout -s INT 2 {bin} --db {} events --follow --interval 0.2",
+            store.db
+        );
+        let text = strip_ansi(&in_pty(&command, columns, "never", &store.config));
+        assert!(text.contains("following"), "{text}");
+        for line in text
+            .lines()
+            .filter(|l| l.contains("ATTEMPT") || l.contains("SUBMITTED"))
+        {
+            assert!(
+                width(line) <= columns as usize,
+                "{columns}: {} wide: {line}",
+                width(line)
+            );
+        }
+        for id in &store.ids {
+            assert!(
+                text.contains(id.as_str()),
+                "{columns}: {id} not whole:\n{text}"
+            );
+        }
+    }
+}

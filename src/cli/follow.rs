@@ -78,14 +78,46 @@ fn event_line(row: &EventRow, out: &Output) -> String {
         .as_str()
         .map(views::shown)
         .unwrap_or_default();
+    let id = row.id.to_string();
+    let at = time::rfc3339(row.at);
+    let kind = views::shown(&row.kind);
+    let notification = views::shown(&row.notification_id);
+    let detail = views::detail(&event, out);
+    let line = |at: Option<&str>, detail: &str| {
+        let mut parts = vec![format!("{id:>8}")];
+        parts.extend(at.map(str::to_string));
+        parts.push(format!("{kind:<24}"));
+        parts.push(notification.clone());
+        parts.push(format!("{channel:<9}"));
+        parts.push(detail.to_string());
+        parts.join("  ").trim_end().to_string()
+    };
+    let whole = line(Some(&at), &detail);
+    // On a narrow terminal the same rule as the tables: the time goes first, then the
+    // detail is cut; the notification id is never cut, and goes on its own line when
+    // even that does not fit.
+    let Some(width) = out.fit_width().map(usize::from) else {
+        return whole;
+    };
+    let fits = |text: &str| crate::render::table::display_width(text) as usize <= width;
+    if fits(&whole) {
+        return whole;
+    }
+    let without_time = line(None, &detail);
+    if fits(&without_time) {
+        return without_time;
+    }
+    let bare = line(None, "");
+    // What the detail starts after: every column before it, padded as printed.
+    let before = crate::render::table::display_width(&line(None, "x")) as usize - 1;
+    let room = width.saturating_sub(before);
+    if fits(&bare) && room >= 12 {
+        let cut: String = detail.chars().take(room.saturating_sub(1)).collect();
+        return line(None, &format!("{}…", cut.trim_end()));
+    }
     format!(
-        "{:>8}  {}  {:<24}  {}  {:<9}  {}",
-        row.id,
-        time::rfc3339(row.at),
-        views::shown(&row.kind),
-        views::shown(&row.notification_id),
-        channel,
-        views::detail(&event, out)
+        "{id:>8}  {kind}  {channel}\n{}{notification}",
+        " ".repeat(10)
     )
     .trim_end()
     .to_string()

@@ -209,13 +209,40 @@ pub fn wrapped(line: &str, out: &Output, hang: usize) -> Vec<String> {
     match out.fit_width() {
         Some(width) if width as usize > hang + 20 => {
             let indent = " ".repeat(hang);
-            let options = textwrap::Options::new(width as usize).subsequent_indent(&indent);
+            // Never inside a word, nor at its hyphens: ids, keys and commands are pasted,
+            // and one longer than the width stands whole on a line of its own.
+            let options = textwrap::Options::new(width as usize)
+                .subsequent_indent(&indent)
+                .break_words(false)
+                .word_splitter(textwrap::WordSplitter::NoHyphenation);
             textwrap::wrap(line, &options)
                 .into_iter()
                 .map(|l| l.trim_end().to_string())
                 .collect()
         }
         _ => vec![line.to_string()],
+    }
+}
+
+#[cfg(test)]
+mod wrap_tests {
+    use super::*;
+
+    #[test]
+    fn prose_wraps_between_words_and_never_inside_an_id() {
+        let out = Output {
+            columns: Some(40),
+            ..Output::new(Format::Table, ColorChoice::Never)
+        };
+        let id = "n-01a2306f9c8f75bb80ffe82f267d20ef";
+        let line = format!("by hand:          search the provider for SLACK {id}:SLACK:1");
+        let lines = wrapped(&line, &out, 4);
+        assert!(lines.len() > 1, "{lines:?}");
+        assert!(
+            lines.iter().any(|l| l.trim() == format!("{id}:SLACK:1")),
+            "{lines:?}"
+        );
+        assert!(lines.iter().all(|l| !l.ends_with("n-")), "{lines:?}");
     }
 }
 
