@@ -320,3 +320,35 @@ fn follow_rows_fit_and_keep_ids_whole() {
         }
     }
 }
+
+/// The demo's table at 80 columns looks like the incident's: ids cut to their unique
+/// prefixes, and the cause shown.
+#[test]
+fn the_demo_table_fits_80_columns_as_triage_does() {
+    let dir = tempfile::tempdir().expect("dir");
+    let bin = env!("CARGO_BIN_EXE_unsctl");
+    let text = strip_ansi(&in_pty(
+        &format!("{bin} demo"),
+        80,
+        "never",
+        &dir.path().join("none.toml").display().to_string(),
+    ));
+    let header = text
+        .lines()
+        .find(|l| l.starts_with("ID ") && l.contains("BRANCH"))
+        .unwrap_or_else(|| panic!("no table:\n{text}"));
+    assert!(header.contains("CAUSE"), "{header}\n{text}");
+    let rows: Vec<&str> = text
+        .lines()
+        .filter(|l| {
+            l.starts_with("n-")
+                && (l.contains("VERIFY") || l.contains("REPLAY") || l.contains("RESOLVE"))
+        })
+        .collect();
+    assert!(!rows.is_empty(), "{text}");
+    for row in rows {
+        let id = row.split_whitespace().next().unwrap_or_default();
+        assert!(id.len() < 34, "a full id at 80 columns: {row}");
+        assert!(width(row) <= 80, "{row}");
+    }
+}

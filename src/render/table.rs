@@ -167,6 +167,7 @@ impl Grid {
                 widths: natural,
             };
         };
+        // The columns and the gaps between them (none after the last).
         let total = |shown: &[bool], widths: &[u16]| -> u16 {
             shown
                 .iter()
@@ -174,6 +175,7 @@ impl Grid {
                 .filter(|(s, _)| **s)
                 .map(|(_, w)| w + GAP)
                 .sum::<u16>()
+                .saturating_sub(GAP)
         };
         // A column with a `max` holds text that may be cut: it can give way down to a
         // readable minimum before anything is dropped for it.

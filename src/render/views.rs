@@ -577,12 +577,25 @@ pub fn list_row(
 }
 
 /// The triage table of `verdicts`, all at once.
+/// The triage table of a whole DLQ whose verdicts are all at hand (the demo's), laid out
+/// as `dlq triage` lays out the incident's: on a terminal, ids cut to their unique
+/// prefixes, which leaves room for the cause.
 pub fn triage_table(verdicts: &[Verdict], out: &Output) -> std::io::Result<()> {
-    print_all(
-        TRIAGE_COLUMNS,
-        verdicts.iter().map(|v| triage_row(v, out)).collect(),
-        out,
-    )
+    let mut sorted: Vec<&Verdict> = verdicts.iter().collect();
+    sorted.sort_by(|a, b| a.id.cmp(&b.id));
+    let mut short = ShortIds::default();
+    let rows = sorted
+        .iter()
+        .enumerate()
+        .map(|(n, verdict)| match out.fit_width() {
+            Some(_) => {
+                let following = sorted.get(n + 1).map(|v| v.id.as_str());
+                triage_row_short(verdict, &short.next(&verdict.id, following), out)
+            }
+            None => triage_row(verdict, out),
+        })
+        .collect();
+    print_all(TRIAGE_COLUMNS, rows, out)
 }
 
 /// "3 entries: 1 RESOLVE, 1 VERIFY, 1 REPLAY".
