@@ -338,11 +338,50 @@ fn a_refusal_in_the_walk_exits_4() {
     let resolvable = support::resolve_entry(&conn, 1000.0);
     let tmux = Tmux::start(&command(&db, "dlq triage --interactive"));
     tmux.wait_for("Decision");
+    // A refused choice is said and the card asks again; the third refusal stands.
+    for n in 1..=2 {
+        tmux.line("replay");
+        tmux.wait_for_count("choose again", n);
+        tmux.wait_for_count("Decision", n + 1);
+    }
     tmux.line("replay");
     let screen = tmux.wait_for("EXIT=");
     assert!(screen.contains("refused (guardrail)"), "{screen}");
     assert!(screen.contains("EXIT=4"), "{screen}");
     assert_eq!(status(&db, &resolvable), "DEAD");
+}
+
+/// The card of a rejected entry shows the cause and the provider's reply, asks again
+/// after a refusal, and refuses a choice the card does not have.
+#[test]
+fn the_card_shows_the_cause_and_asks_again_after_a_refusal() {
+    let dir = tempfile::tempdir().expect("dir");
+    let db = dir.path().join("uns.db");
+    let conn = schema::open(&db, OpenMode::Create).expect("store");
+    let rejected = support::replay_entry(&conn, 1000.0);
+    let tmux = Tmux::start(&command(&db, "dlq triage --interactive"));
+    let screen = tmux.wait_for("Decision");
+    assert!(screen.contains("cause: SLACK: HTTP 400"), "{screen}");
+    assert!(
+        screen.contains("(or 1-4)") || !screen.contains("5 verify"),
+        "{screen}"
+    );
+    tmux.line("verify");
+    tmux.wait_for("nothing to verify");
+    tmux.line("bogus");
+    let screen = tmux.wait_for("not a choice");
+    assert!(
+        screen.contains("resolve, replay, skip or quit (or 1-4)"),
+        "{screen}"
+    );
+    // Resolving it would drop a message nobody received: refused, and asked again.
+    tmux.line("resolve");
+    tmux.wait_for("choose again");
+    tmux.wait_for_count("Decision", 2);
+    tmux.line("skip");
+    let screen = tmux.wait_for("EXIT=");
+    assert!(screen.contains("EXIT=0"), "{screen}");
+    assert_eq!(status(&db, &rejected), "DEAD");
 }
 
 #[test]

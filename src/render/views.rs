@@ -328,6 +328,12 @@ pub fn verdict_block(verdict: &Verdict, out: &Output) -> String {
         })
         .collect();
     lines.push(super::table::render_all(CHANNELS, rows, out));
+    // Why each channel failed or is in doubt, with the provider's own reply.
+    for channel in &verdict.channels {
+        if let Some(cause) = channel.cause.as_deref().filter(|c| !c.is_empty()) {
+            lines.push(format!("  cause: {}: {}", channel.channel, shown(cause)));
+        }
+    }
     for note in &verdict.notes {
         lines.push(format!("  note: {}", shown(note)));
     }

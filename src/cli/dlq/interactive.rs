@@ -106,6 +106,12 @@ fn decide(ask: &mut dyn Ask, verdict: &Verdict) -> std::io::Result<Choice> {
     } else {
         ""
     };
+    // Only the choices this card has are offered, in the question and in the correction.
+    let words = if verdict.branch == Branch::Verify {
+        "resolve, replay, skip, quit or verify (or 1-5)"
+    } else {
+        "resolve, replay, skip or quit (or 1-4)"
+    };
     let question = format!(
         "Decision: 1 resolve, 2 replay, 3 skip, 4 quit{verify} (proposed: {}; Enter skips):",
         proposal(verdict)
@@ -120,7 +126,7 @@ fn decide(ask: &mut dyn Ask, verdict: &Verdict) -> std::io::Result<Choice> {
             }
             Some(choice) => return Ok(choice),
             None => ask.say(&format!(
-                "not a choice: {}; type resolve, replay, skip, quit or verify (or 1-5) and press Enter",
+                "not a choice: {}; type {words} and press Enter",
                 clean(&answer)
             )),
         }
@@ -242,53 +248,71 @@ pub fn walk(
                     .collect::<Vec<_>>(),
             ));
         };
-        let mut choice = decide(ask, &verdict)?;
-        while choice == Choice::Verify {
-            verdict = verify_one(store, verdict, sources, audit, ask, out)?;
-            choice = decide(ask, &verdict)?;
-        }
-        let action = match choice {
-            Choice::Skip | Choice::Verify => {
-                decided(None, Outcome::Skipped("by the operator".into()), ask);
-                continue;
+        // A choice the guardrails refuse is said, and the card asks again.
+        let mut refusals = 0;
+        let mut quit = false;
+        loop {
+            let mut choice = decide(ask, &verdict)?;
+            while choice == Choice::Verify {
+                verdict = verify_one(store, verdict, sources, audit, ask, out)?;
+                choice = decide(ask, &verdict)?;
             }
-            Choice::Quit => {
-                decided(None, Outcome::Skipped("quit before deciding".into()), ask);
+            let action = match choice {
+                Choice::Skip | Choice::Verify => {
+                    decided(None, Outcome::Skipped("by the operator".into()), ask);
+                    break;
+                }
+                Choice::Quit => {
+                    decided(None, Outcome::Skipped("quit before deciding".into()), ask);
+                    quit = true;
+                    break;
+                }
+                Choice::Act(action) => action,
+            };
+            let mut request = remediate::base_request(audit, None, None);
+            if verdict.branch == Branch::Verify {
+                let Some(checked) = account_of_check(ask, action)? else {
+                    decided(
+                        Some(action),
+                        Outcome::Skipped("no out-of-band check given".into()),
+                        ask,
+                    );
+                    break;
+                };
+                request.attestation = Some(checked);
+                request.verified = Some(match action {
+                    Action::Resolve => Claim::Delivered,
+                    Action::Replay => Claim::NotDelivered,
+                });
+            }
+            // Read the entry again: the decision is checked against what is stored now.
+            let intent = remediate::intent(store, &verdict.id, action, &request)?;
+            let approved = match &intent.preview {
+                Ok(approved) => approved.clone(),
+                Err(crate::cli::remediate::Blocked::Refused(refusal)) if refusals + 1 < RETRIES => {
+                    refusals += 1;
+                    ask.say(&format!(
+                        "refused: {}; choose again",
+                        clean(&refusal.to_string())
+                    ));
+                    continue;
+                }
+                Err(blocked) => {
+                    decided(Some(action), blocked.into(), ask);
+                    break;
+                }
+            };
+            if !confirm(store, ask, &intent, &approved.channels)? {
+                decided(Some(action), Outcome::Skipped("not confirmed".into()), ask);
                 break;
             }
-            Choice::Act(action) => action,
-        };
-        let mut request = remediate::base_request(audit, None, None);
-        if verdict.branch == Branch::Verify {
-            let Some(checked) = account_of_check(ask, action)? else {
-                decided(
-                    Some(action),
-                    Outcome::Skipped("no out-of-band check given".into()),
-                    ask,
-                );
-                continue;
-            };
-            request.attestation = Some(checked);
-            request.verified = Some(match action {
-                Action::Resolve => Claim::Delivered,
-                Action::Replay => Claim::NotDelivered,
-            });
+            let outcome = remediate::execute(store, &intent);
+            decided(Some(action), outcome, ask);
+            break;
         }
-        // Read the entry again: the decision is checked against what is stored now.
-        let intent = remediate::intent(store, &verdict.id, action, &request)?;
-        let approved = match &intent.preview {
-            Ok(approved) => approved.clone(),
-            Err(blocked) => {
-                decided(Some(action), blocked.into(), ask);
-                continue;
-            }
-        };
-        if !confirm(store, ask, &intent, &approved.channels)? {
-            decided(Some(action), Outcome::Skipped("not confirmed".into()), ask);
-            continue;
+        if quit {
+            break;
         }
-        let outcome = remediate::execute(store, &intent);
-        decided(Some(action), outcome, ask);
     }
     Ok(decisions)
 }
