@@ -141,7 +141,7 @@ fn in_pty(command: &str, columns: u16, color: &str, config: &str) -> String {
 fn every_table_fits_80_and_160_columns_with_and_without_colour() {
     let store = store();
     for command in table_commands(&store) {
-        for columns in [80u16, 120, 160, 200] {
+        for columns in [60u16, 80, 120, 160, 200] {
             for color in ["never", "always"] {
                 let text = in_pty(&command, columns, color, &store.config);
                 assert!(!text.trim().is_empty(), "{command}: no output");

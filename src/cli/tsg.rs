@@ -97,7 +97,10 @@ pub fn run(global: &GlobalArgs, command: Command) -> CliResult {
                     })
                     .collect();
                 print_all(COLUMNS, rows, &out)?;
-                print("\nRead one: unsctl tsg show GUIDE. Rules: tsg/alerts/uns.rules.yml")?;
+                print(&crate::render::output::fit_lines(
+                    "\nRead one: unsctl tsg show GUIDE. Rules: tsg/alerts/uns.rules.yml",
+                    &out,
+                ))?;
             }
             Ok(())
         }
