@@ -284,6 +284,22 @@ fn triage_across_the_fleet_tags_every_entry_and_owns_up_to_a_partial_answer() {
         .and_then(|c| c.iter().find(|c| c["context"] == "down"))
         .expect("down");
     assert_eq!(down["checks"][0]["level"], "fail", "{down}");
+    // Every key is one word, and each context's checks are shaped as one context's are.
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(!text.contains("\"smtp relay\":"), "{text}");
+    let single = fleet.run("config.toml", &["--context", "lab", "-o", "json", "doctor"]);
+    let single: Value = serde_json::from_slice(&single.stdout).expect("json");
+    let lab = doc["contexts"]
+        .as_array()
+        .and_then(|c| c.iter().find(|c| c["context"] == "lab"))
+        .expect("lab");
+    let names = |checks: &Value| -> Vec<String> {
+        checks
+            .as_array()
+            .map(|c| c.iter().map(|c| c["name"].to_string()).collect())
+            .unwrap_or_default()
+    };
+    assert_eq!(names(&lab["checks"]), names(&single), "{lab}\n{single}");
 }
 
 #[test]

@@ -568,13 +568,23 @@ fn run_fleet(args: &Args, window: f64, out: &Output) -> CliResult {
     });
     let smtp = smtp_check(args);
     if out.json() {
-        let contexts: Vec<_> = per_context
+        // Each context's checks in the shape one context's doctor prints, the relay's
+        // check (this machine's, so the same for all) among them.
+        #[derive(Serialize)]
+        struct ContextChecks<'a> {
+            context: &'a str,
+            store: &'a str,
+            checks: Vec<&'a Check>,
+        }
+        let contexts: Vec<ContextChecks> = per_context
             .iter()
-            .map(|(name, target, checks)| {
-                serde_json::json!({"context": name, "store": target, "checks": checks})
+            .map(|(name, target, checks)| ContextChecks {
+                context: name,
+                store: target,
+                checks: checks.iter().chain(std::iter::once(&smtp)).collect(),
             })
             .collect();
-        print_json(&serde_json::json!({"contexts": contexts, "smtp relay": smtp}))?;
+        print_json(&serde_json::json!({ "contexts": contexts }))?;
     } else {
         let mut text = Vec::new();
         for (name, target, checks) in &per_context {
