@@ -42,7 +42,7 @@ pub fn parse_instant(text: &str, now: f64) -> Result<f64, String> {
 }
 
 /// `1h30m` as seconds.
-pub fn parse_duration(text: &str) -> Option<f64> {
+fn parse_duration(text: &str) -> Option<f64> {
     let mut total = 0.0;
     let mut number = String::new();
     let mut any = false;

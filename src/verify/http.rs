@@ -24,19 +24,9 @@ const LONGEST_WAIT: Duration = Duration::from_secs(30);
 /// The largest answer read: a page of Slack history or PagerDuty incidents is far less.
 const MAX_ANSWER_BYTES: u64 = 32 << 20;
 
-/// Sends `request` and reads a JSON answer; errors name `provider` and never `token`,
-/// even when the provider's own answer echoes it.
+/// Sends `request` and reads a JSON answer; errors name `provider`. A token a provider
+/// echoes back is hidden where answers leave the verifier ([`super::check`]).
 pub fn json<T: DeserializeOwned>(
-    request: reqwest::blocking::RequestBuilder,
-    provider: &str,
-    token: &str,
-) -> Result<T, String> {
-    let mut secrets = crate::redact::Secrets::new();
-    secrets.add(token);
-    answer(request, provider).map_err(|err| secrets.clean(&err))
-}
-
-fn answer<T: DeserializeOwned>(
     request: reqwest::blocking::RequestBuilder,
     provider: &str,
 ) -> Result<T, String> {

@@ -151,7 +151,7 @@ pub fn incidents(client: &Client, config: &Config, key: &str) -> Result<Vec<Inci
             .query(&query)
             .header("Authorization", format!("Token token={}", config.token))
             .header("Accept", "application/vnd.pagerduty+json;version=2");
-        let body: Page = http::json(request, "PagerDuty", &config.token)?;
+        let body: Page = http::json(request, "PagerDuty")?;
         let empty = body.incidents.is_empty();
         found.extend(body.incidents);
         if !body.more {

@@ -117,7 +117,7 @@ pub fn history(
             query.push(("cursor", cursor.clone()));
         }
         let request = client.get(&url).query(&query).bearer_auth(&config.token);
-        let page: Page = http::json(request, "Slack", &config.token)?;
+        let page: Page = http::json(request, "Slack")?;
         if !page.ok {
             return Err(format!(
                 "Slack: {}",
