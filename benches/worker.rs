@@ -9,9 +9,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 use unsctl::clock::{Clock, SystemClock};
 use unsctl::engine::{self, NewNotification};
+use unsctl::lab::fakes::Fakes;
+use unsctl::lab::repro;
 use unsctl::model::Channel;
-use unsctl::repro;
-use unsctl::runtime::fakes::Fakes;
 use unsctl::runtime::metrics::Metrics;
 use unsctl::runtime::schema::{self, OpenMode};
 use unsctl::runtime::worker::{Worker, WorkerConfig};
@@ -58,7 +58,7 @@ fn run(notifications: usize, concurrency: usize, counted: bool) -> anyhow::Resul
     }
 
     let mut worker = Worker::new(
-        unsctl::runtime::db::Database::open(&db)?,
+        unsctl::runtime::writer::Database::open(&db)?,
         Arc::new(SystemClock),
         repro::fake_adapters(&fakes)?,
         WorkerConfig {

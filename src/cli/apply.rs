@@ -1,8 +1,9 @@
 //! `unsctl apply plan.json`: carry out a triage plan, skipping entries that moved since.
 
+use super::act::{self, Blocked, Intent};
+use super::args::{AuditArgs, ConfirmArgs, GlobalArgs};
+use super::backend;
 use super::error::{CliError, CliResult, ExitKind};
-use super::remediate::{self, AuditArgs, Blocked, ConfirmArgs, Intent};
-use super::{GlobalArgs, backend};
 use crate::model::MAX_ID_BYTES;
 use crate::remediation::{Action, Claim};
 use crate::triage::PlanAction;
@@ -186,8 +187,8 @@ fn planned(
         Action::Resolve => Claim::Delivered,
         Action::Replay => Claim::NotDelivered,
     });
-    let request = remediate::base_request(audit, attestation, verified);
-    let mut intent = remediate::intent(store, &entry.id, action, &request)?;
+    let request = act::base_request(audit, attestation, verified);
+    let mut intent = act::intent(store, &entry.id, action, &request)?;
     if entry.action == PlanAction::Verify {
         intent.verb = "verify";
         intent.preview = Err(Blocked::Unplanned(format!(
@@ -224,7 +225,7 @@ fn planned(
 }
 
 pub fn run(global: &GlobalArgs, args: Args) -> CliResult {
-    remediate::check_force(&args.audit)?;
+    act::check_force(&args.audit)?;
     let plan = read_plan(&args.plan)?;
     if plan.entries.is_empty() {
         crate::render::output::status("The plan has no entries: nothing to do.");
@@ -305,7 +306,7 @@ fn apply_in(
             Err(refused) => Ok(refused),
         })
         .collect::<CliResult<Vec<_>>>()?;
-    remediate::carry_out(store, intents, &args.confirm, &out, "apply the plan to")
+    act::carry_out(store, intents, &args.confirm, &out, "apply the plan to")
 }
 
 /// Each id once. The same entry written twice is one; an id listed with different

@@ -3,7 +3,7 @@
 //! Flags first (`--db`, `--api`, `--context`), then the environment (`UNS_CONTEXT`, then
 //! `UNS_DB_FILE`/`UNS_BASE_URL`), then the config file's current context.
 
-use super::GlobalArgs;
+use super::args::GlobalArgs;
 use super::error::{CliError, CliResult, ExitKind};
 use crate::config::{Config, Place};
 use crate::store::Store;

@@ -1,8 +1,9 @@
 //! `unsctl context list|show|use`: the runtimes of the config file, and which one
 //! commands act on.
 
+use super::args::GlobalArgs;
+use super::backend;
 use super::error::CliResult;
-use super::{GlobalArgs, backend};
 use crate::config::{Config, Context, Place};
 use crate::render::output::{print, print_json, status};
 use crate::render::sanitize::clean;

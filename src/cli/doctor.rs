@@ -1,6 +1,6 @@
 //! `unsctl doctor`: the checks the runbook's mitigation section asks for, one line each.
 
-use super::GlobalArgs;
+use super::args::GlobalArgs;
 use super::backend::{self, Named};
 use super::error::{CliError, CliResult};
 use crate::render::output::{Output, counted, print, print_json};

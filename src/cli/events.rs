@@ -1,8 +1,8 @@
 //! `unsctl events`: the runbook's cross-notification query, newest first.
 
+use super::args::{GlobalArgs, SelectArgs};
+use super::backend;
 use super::error::{CliError, CliResult};
-use super::selection::SelectArgs;
-use super::{GlobalArgs, backend};
 use crate::model::Kind;
 use crate::render::output::{Output, print_json, status};
 use crate::render::table::{Column, Text};

@@ -1,7 +1,8 @@
 //! `unsctl inspect <ID>`: summary, timeline, and the verdict when the row is in the DLQ.
 
+use super::args::GlobalArgs;
+use super::backend;
 use super::error::CliResult;
-use super::{GlobalArgs, backend};
 use crate::api::NotificationDoc;
 use crate::render::output::print;
 use crate::render::views;

@@ -1,6 +1,8 @@
 //! The command line: one file per command, one dispatch, one exit-code table.
 
+pub mod act;
 pub mod apply;
+pub mod args;
 pub mod backend;
 pub mod completions;
 pub mod context;
@@ -12,7 +14,6 @@ pub mod fleet;
 pub mod follow;
 pub mod inspect;
 pub mod prompt;
-pub mod remediate;
 pub mod replay;
 pub mod repro;
 pub mod runtime;
@@ -22,10 +23,9 @@ pub mod tsg;
 pub mod values;
 pub mod verify;
 
-use crate::render::output::{ColorChoice, Format, Output};
-use clap::{Args, Parser, Subcommand};
+use args::GlobalArgs;
+use clap::{Parser, Subcommand};
 use error::CliResult;
-use std::path::PathBuf;
 
 /// Triage the UNS dead-letter queue: which entries are safe to resolve, verify or replay,
 /// and the events that prove it.
@@ -44,41 +44,6 @@ pub struct Cli {
     pub global: GlobalArgs,
     #[command(subcommand)]
     pub command: Command,
-}
-
-#[derive(Debug, Clone, Args)]
-pub struct GlobalArgs {
-    /// Read the SQLite store at PATH directly (read-only for reads)
-    #[arg(long, global = true, value_name = "PATH")]
-    pub db: Option<PathBuf>,
-    /// Use the runtime's HTTP API at URL (key from UNS_API_KEY)
-    #[arg(long, global = true, value_name = "URL")]
-    pub api: Option<String>,
-    /// Use this context of the config file (else UNS_CONTEXT, else the current one)
-    #[arg(long, global = true, value_name = "NAME")]
-    pub context: Option<String>,
-    /// Read every context of the config file at once (dlq list, dlq triage, events, doctor)
-    #[arg(long, global = true, conflicts_with_all = ["db", "api", "context"])]
-    pub all_contexts: bool,
-    /// Output format
-    #[arg(short, long, global = true, value_enum, ignore_case = true, default_value_t = Format::Table)]
-    pub output: Format,
-    /// When to use colour (NO_COLOR is honoured)
-    #[arg(long, global = true, value_enum, ignore_case = true, default_value_t = ColorChoice::Auto)]
-    pub color: ColorChoice,
-    /// The most one request to an API may take, its whole answer read (default: the
-    /// context's timeout, else 60s); each read also gives up after it
-    #[arg(long, global = true, env = "UNS_API_TIMEOUT", value_name = "DURATION", value_parser = values::parse_deadline)]
-    pub api_timeout: Option<std::time::Duration>,
-    /// Read the config file even when another user owns it (root only needs this)
-    #[arg(long, global = true)]
-    pub trust_config_owner: bool,
-}
-
-impl GlobalArgs {
-    pub fn output(&self) -> Output {
-        Output::new(self.output, self.color)
-    }
 }
 
 #[derive(Debug, Subcommand)]

@@ -1,9 +1,10 @@
 //! `unsctl replay`: replay DLQ entries in a new cycle, for the channels not delivered.
 
+use super::act::{self, Intent};
+use super::args::{AuditArgs, ConfirmArgs, GlobalArgs, SelectArgs};
+use super::backend;
 use super::error::{CliError, CliResult};
-use super::remediate::{self, AuditArgs, ConfirmArgs, Intent};
-use super::selection::{self, SelectArgs};
-use super::{GlobalArgs, backend};
+use super::selection;
 use crate::model::{Channel, ChannelSet};
 use crate::remediation::{Action, Claim};
 use crate::triage::Branch;
@@ -53,7 +54,7 @@ pub struct Args {
 }
 
 pub fn run(global: &GlobalArgs, args: Args) -> CliResult {
-    remediate::check_force(&args.audit)?;
+    act::check_force(&args.audit)?;
     let out = global.output();
     let store = backend::for_action(global, args.confirm.confirm)?;
     let (attestation, verified) = if args.verified_not_delivered {
@@ -69,7 +70,7 @@ pub fn run(global: &GlobalArgs, args: Args) -> CliResult {
     } else {
         (None, None)
     };
-    let mut request = remediate::base_request(&args.audit, attestation, verified);
+    let mut request = act::base_request(&args.audit, attestation, verified);
     if !args.channels.is_empty() {
         request.channels = Some(args.channels.iter().copied().collect::<ChannelSet>());
     }
@@ -86,15 +87,15 @@ pub fn run(global: &GlobalArgs, args: Args) -> CliResult {
             args.select.limit,
         )?
         .into_iter()
-        .map(|verdict| remediate::intent(store.as_ref(), &verdict.id, Action::Replay, &request))
+        .map(|verdict| act::intent(store.as_ref(), &verdict.id, Action::Replay, &request))
         .collect::<CliResult<_>>()?,
         None => backend::expand_ids(store.as_ref(), &args.ids)?
             .iter()
-            .map(|id| remediate::intent(store.as_ref(), id, Action::Replay, &request))
+            .map(|id| act::intent(store.as_ref(), id, Action::Replay, &request))
             .collect::<CliResult<_>>()?,
     };
     if !args.wait {
-        return remediate::carry_out(store.as_ref(), intents, &args.confirm, &out, "replay");
+        return act::carry_out(store.as_ref(), intents, &args.confirm, &out, "replay");
     }
     let every = super::follow::interval(args.interval)?;
     if !(args.timeout.is_finite() && args.timeout > 0.0 && args.timeout <= 86_400.0) {
@@ -103,7 +104,7 @@ pub fn run(global: &GlobalArgs, args: Args) -> CliResult {
         ));
     }
     let mut replayed = Vec::new();
-    let acted = remediate::carry_out_into(
+    let acted = act::carry_out_into(
         store.as_ref(),
         intents,
         &args.confirm,

@@ -1,11 +1,11 @@
 //! `unsctl repro <scenario>` and `unsctl demo`: the runbook's cases, reproduced for real.
 
-use super::GlobalArgs;
+use super::args::GlobalArgs;
 use super::error::{CliError, CliResult};
+use crate::lab::fakes::Fakes;
+use crate::lab::repro::{self, ReproError, Scenario, ScenarioReport};
 use crate::render::output::{Output, print, print_json, status};
 use crate::render::views;
-use crate::repro::{self, ReproError, Scenario, ScenarioReport};
-use crate::runtime::fakes::Fakes;
 use crate::server::{self, Keys, ServerConfig};
 use crate::store::sqlite::SqliteStore;
 use crate::triage::Verdict;
@@ -230,7 +230,7 @@ fn names(scenarios: &[Scenario]) -> String {
 
 /// Serves the reproduced store on loopback, with the fakes as providers, until Ctrl-C.
 fn keep_running(global: &GlobalArgs, db: &Path, fakes: &Fakes) -> CliResult {
-    super::runtime::init_logging(global);
+    super::args::init_logging(global);
     let key = uuid::Uuid::new_v4().simple().to_string();
     let config = ServerConfig {
         db_path: db.to_path_buf(),

@@ -1,7 +1,8 @@
 //! `unsctl runtime serve|submit|worker`: the bundled runtime.
 
+use super::args::{GlobalArgs, init_logging};
 use super::error::{CliError, CliResult};
-use super::{GlobalArgs, backend, backend::Backend};
+use super::{backend, backend::Backend};
 use crate::api::SubmitRequest;
 use crate::clock::{Clock, SystemClock};
 use crate::model::Channel;
@@ -229,21 +230,7 @@ pub struct ServeArgs {
     pub worker: WorkerTuning,
     /// What `POST .../verify` reads
     #[command(flatten)]
-    pub verify: super::verify::SourceArgs,
-}
-
-/// Logs on stderr, coloured only when stderr is a terminal and colour is on.
-pub fn init_logging(global: &GlobalArgs) {
-    use std::io::IsTerminal;
-    let filter = tracing_subscriber::EnvFilter::try_from_env("UNS_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let color = crate::render::output::color_enabled(global.color, std::io::stderr().is_terminal());
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(color)
-        .with_target(false)
-        .try_init();
+    pub verify: super::args::SourceArgs,
 }
 
 fn db_path(global: &GlobalArgs) -> CliResult<PathBuf> {
@@ -337,7 +324,7 @@ fn run_worker(global: &GlobalArgs, args: WorkerArgs) -> CliResult {
     let adapters = adapters(&args.providers)?;
     let config = args.worker.config()?;
     tracing::info!(worker = %config.worker_id, channels = %configured(&adapters), "worker starting");
-    let db = crate::runtime::db::Database::start(conn)
+    let db = crate::runtime::writer::Database::start(conn)
         .map_err(|err| CliError::error(format!("cannot start the writer thread: {err}")))?;
     let worker = Worker::new(db, Arc::new(SystemClock), adapters, config);
     let stop = Arc::new(AtomicBool::new(false));

@@ -3,66 +3,9 @@
 //! and only a few entries are in memory at a time.
 
 use super::error::{CliError, CliResult};
-use crate::clock::{Clock, SystemClock};
-use crate::model::Channel;
 use crate::store::{Selection, Store, StoreError, Triaged};
 use crate::triage::{Branch, Verdict};
 use std::sync::mpsc::{Receiver, sync_channel};
-
-/// The selection flags shared by `dlq list`, `dlq triage`, `dlq resolve`, `replay` and
-/// `events`.
-#[derive(Debug, Clone, Default, clap::Args)]
-pub struct SelectArgs {
-    /// Only entries with this channel (events: about it)
-    #[arg(long, value_parser = super::values::channel())]
-    pub channel: Option<Channel>,
-    /// Only entries whose error message contains TEXT, in any letter case
-    #[arg(long, value_name = "TEXT")]
-    pub error: Option<String>,
-    /// Only entries dead-lettered since TIME: RFC 3339, or a duration back from now (2h, 30m, 1d)
-    #[arg(long, value_name = "TIME")]
-    pub since: Option<String>,
-    /// Only entries dead-lettered before TIME
-    #[arg(long, value_name = "TIME")]
-    pub until: Option<String>,
-    /// At most N entries (the first by id)
-    #[arg(long, value_name = "N")]
-    pub limit: Option<usize>,
-}
-
-impl SelectArgs {
-    /// The typed selection; times are resolved against the clock now, so both backends
-    /// see the same instants.
-    pub fn selection(&self) -> CliResult<Selection> {
-        let now = SystemClock.now();
-        let instant = |flag: &str, text: &Option<String>| {
-            text.as_deref()
-                .map(|t| crate::clock::parse_instant(t, now))
-                .transpose()
-                .map_err(|err| CliError::usage(format!("{flag}: {err}")))
-        };
-        let selection = Selection {
-            channel: self.channel,
-            error: self.error.clone().filter(|e| !e.is_empty()),
-            since: instant("--since", &self.since)?,
-            until: instant("--until", &self.until)?,
-        };
-        selection.check().map_err(CliError::usage)?;
-        if self.limit == Some(0) {
-            return Err(CliError::usage("--limit must be at least 1"));
-        }
-        Ok(selection)
-    }
-
-    /// Whether any flag narrows the selection.
-    pub fn narrows(&self) -> bool {
-        self.channel.is_some()
-            || self.error.is_some()
-            || self.since.is_some()
-            || self.until.is_some()
-            || self.limit.is_some()
-    }
-}
 
 /// Entries handed to the renderer at a time.
 const BATCH: usize = 64;

@@ -1,6 +1,6 @@
 //! `unsctl tsg list|show`: the troubleshooting guides, embedded in the binary.
 
-use super::GlobalArgs;
+use super::args::GlobalArgs;
 use super::error::{CliError, CliResult, ExitKind};
 use crate::render::output::{print, print_json};
 use crate::render::table::{Column, Text, print_all};

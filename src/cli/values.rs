@@ -1,6 +1,7 @@
 //! Values as typed on the command line, parsed into types before any command runs.
 
 use crate::model::MAX_ID_BYTES;
+use crate::verify::relay_log::Zone;
 
 /// An id argument: 1 to 256 bytes, no whitespace or control characters.
 pub fn parse_id(text: &str) -> Result<String, String> {
@@ -108,9 +109,70 @@ pub fn parse_deadline(text: &str) -> Result<std::time::Duration, String> {
     crate::clock::parse_deadline(text)
 }
 
+pub fn parse_zone(text: &str) -> Result<Zone, String> {
+    let text = text.trim();
+    if text.eq_ignore_ascii_case("local") {
+        return Ok(Zone::Local);
+    }
+    if text.eq_ignore_ascii_case("utc") || text == "Z" {
+        return Ok(Zone::Fixed(0));
+    }
+    let (sign, rest) = match text.as_bytes().first() {
+        Some(b'+') => (1, &text[1..]),
+        Some(b'-') => (-1, &text[1..]),
+        _ => {
+            return Err(format!(
+                "{text:?}: expected local, UTC or an offset such as +02:00"
+            ));
+        }
+    };
+    let (hours, minutes) = rest.split_once(':').unwrap_or((rest, "0"));
+    match (hours.parse::<i32>(), minutes.parse::<i32>()) {
+        (Ok(h), Ok(m)) if h <= 14 && m < 60 => Ok(Zone::Fixed(sign * (h * 3600 + m * 60))),
+        _ => Err(format!("{text:?}: expected an offset such as +02:00")),
+    }
+}
+
+/// A length of time: `90s`, `2m`, `1h`, or plain seconds.
+pub fn parse_span(text: &str) -> Result<f64, String> {
+    let text = text.trim();
+    let (number, unit) = text
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .map_or((text, "s"), |at| text.split_at(at));
+    let value: f64 = number
+        .parse()
+        .map_err(|_| format!("{text:?}: expected a duration such as 90s or 2m"))?;
+    let seconds = match unit {
+        "s" | "" => value,
+        "m" => value * 60.0,
+        "h" => value * 3600.0,
+        _ => return Err(format!("{text:?}: the unit is s, m or h")),
+    };
+    if seconds.is_finite() && (0.0..=86_400.0).contains(&seconds) {
+        Ok(seconds)
+    } else {
+        Err(format!("{text:?}: between 0s and 24h"))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn zones_and_spans_parse_or_say_why() {
+        assert_eq!(parse_zone("local"), Ok(Zone::Local));
+        assert_eq!(parse_zone("UTC"), Ok(Zone::Fixed(0)));
+        assert_eq!(parse_zone("+02:00"), Ok(Zone::Fixed(7200)));
+        assert_eq!(parse_zone("-05:30"), Ok(Zone::Fixed(-19800)));
+        assert!(parse_zone("Europe/Paris").is_err());
+        assert!(parse_zone("+25:00").is_err());
+        assert_eq!(parse_span("2m"), Ok(120.0));
+        assert_eq!(parse_span("90"), Ok(90.0));
+        assert_eq!(parse_span("0.5s"), Ok(0.5));
+        assert!(parse_span("2d").is_err());
+        assert!(parse_span("-1s").is_err());
+    }
 
     #[test]
     fn ids_are_bounded_and_printable() {

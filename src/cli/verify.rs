@@ -1,158 +1,16 @@
 //! `unsctl verify`: ask each provider's own record about VERIFY entries, and with
 //! `--record` write the answers down so triage can move them to RESOLVE or REPLAY.
 
+use super::args::{ConfirmArgs, GlobalArgs, SelectArgs, SourceArgs};
 use super::error::{CliError, CliResult, ExitKind};
-use super::remediate::ConfirmArgs;
-use super::selection::{self, SelectArgs};
-use super::{GlobalArgs, backend, prompt};
+use super::selection;
+use super::{backend, prompt};
 use crate::remediation::verified::Recorded;
 use crate::render::output::{Output, counted, print, print_json, status};
 use crate::render::table::{Column, Grid, Text, Tone, toned};
 use crate::store::{Store, StoreError};
 use crate::triage::Branch;
-use crate::verify::{self, Answer, Asked, Outcome, Sources, relay_log::Zone};
-use std::path::PathBuf;
-
-/// Where verify looks: the relay's log, PagerDuty's incidents, Slack's history
-#[derive(Debug, Clone, clap::Args)]
-pub struct SourceArgs {
-    /// The relay's log, Postfix format, plain or gzip (repeat for rotated files; default:
-    /// UNS_RELAY_LOG, comma-separated, which over the API is left to the server)
-    #[arg(long = "relay-log", value_name = "PATH", value_delimiter = ',')]
-    pub relay_logs: Vec<PathBuf>,
-    /// The zone of syslog stamps in the relay log: local, or an offset such as +02:00
-    #[arg(long, value_name = "ZONE", default_value = "local", value_parser = parse_zone)]
-    pub relay_log_zone: Zone,
-    /// How far clocks may disagree; windows are widened by it and must be that far past
-    #[arg(long, value_name = "DURATION", default_value = "2m", value_parser = parse_span)]
-    pub clock_skew: f64,
-    /// The longest stretch without a relay-log line that still counts as covered: a
-    /// longer one inside a window is a hole, and absence there proves nothing
-    #[arg(long, value_name = "DURATION", default_value = "5m", value_parser = parse_span)]
-    pub max_log_gap: f64,
-    /// PagerDuty REST API (token from UNS_PAGERDUTY_API_TOKEN)
-    #[arg(
-        long,
-        env = "UNS_PAGERDUTY_API_URL",
-        default_value = "https://api.pagerduty.com"
-    )]
-    pub pagerduty_api_url: String,
-    /// Slack Web API (bot token from UNS_SLACK_BOT_TOKEN)
-    #[arg(
-        long,
-        env = "UNS_SLACK_API_URL",
-        default_value = "https://slack.com/api"
-    )]
-    pub slack_api_url: String,
-    /// The Slack channel the webhook posts to, by id (C0123456)
-    #[arg(long, env = "UNS_SLACK_CHANNEL", value_name = "ID")]
-    pub slack_channel: Option<String>,
-    /// The webhook's bot or app id (B0123456): a message posted by anyone else is not
-    /// proof
-    #[arg(long, env = "UNS_SLACK_BOT_ID", value_name = "ID")]
-    pub slack_bot_id: Option<String>,
-}
-
-/// The relay logs UNS_RELAY_LOG names, comma-separated.
-fn relay_logs_from_env() -> Vec<PathBuf> {
-    std::env::var_os("UNS_RELAY_LOG")
-        .map(|value| {
-            value
-                .to_string_lossy()
-                .split(',')
-                .map(str::trim)
-                .filter(|p| !p.is_empty())
-                .map(PathBuf::from)
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
-fn env_value(name: &str) -> Option<String> {
-    std::env::var(name)
-        .ok()
-        .map(|v| v.trim().to_string())
-        .filter(|v| !v.is_empty())
-}
-
-impl SourceArgs {
-    /// The sources to read on this machine: the logs named, or else UNS_RELAY_LOG's.
-    pub fn sources(&self) -> Sources {
-        let relay_logs = if self.relay_logs.is_empty() {
-            relay_logs_from_env()
-        } else {
-            self.relay_logs.clone()
-        };
-        Sources {
-            relay_logs,
-            zone: self.relay_log_zone,
-            smtp_from: env_value("UNS_SMTP_FROM"),
-            max_log_gap: self.max_log_gap,
-            pagerduty: env_value("UNS_PAGERDUTY_API_TOKEN").map(|token| {
-                verify::pagerduty::Config {
-                    api_url: self.pagerduty_api_url.clone(),
-                    token,
-                }
-            }),
-            slack: match (env_value("UNS_SLACK_BOT_TOKEN"), &self.slack_channel) {
-                (Some(token), Some(channel)) => Some(verify::slack::Config {
-                    api_url: self.slack_api_url.clone(),
-                    token,
-                    channel: channel.clone(),
-                    bot_id: self.slack_bot_id.clone(),
-                }),
-                _ => None,
-            },
-            skew: self.clock_skew,
-        }
-    }
-}
-
-fn parse_zone(text: &str) -> Result<Zone, String> {
-    let text = text.trim();
-    if text.eq_ignore_ascii_case("local") {
-        return Ok(Zone::Local);
-    }
-    if text.eq_ignore_ascii_case("utc") || text == "Z" {
-        return Ok(Zone::Fixed(0));
-    }
-    let (sign, rest) = match text.as_bytes().first() {
-        Some(b'+') => (1, &text[1..]),
-        Some(b'-') => (-1, &text[1..]),
-        _ => {
-            return Err(format!(
-                "{text:?}: expected local, UTC or an offset such as +02:00"
-            ));
-        }
-    };
-    let (hours, minutes) = rest.split_once(':').unwrap_or((rest, "0"));
-    match (hours.parse::<i32>(), minutes.parse::<i32>()) {
-        (Ok(h), Ok(m)) if h <= 14 && m < 60 => Ok(Zone::Fixed(sign * (h * 3600 + m * 60))),
-        _ => Err(format!("{text:?}: expected an offset such as +02:00")),
-    }
-}
-
-/// A length of time: `90s`, `2m`, `1h`, or plain seconds.
-fn parse_span(text: &str) -> Result<f64, String> {
-    let text = text.trim();
-    let (number, unit) = text
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .map_or((text, "s"), |at| text.split_at(at));
-    let value: f64 = number
-        .parse()
-        .map_err(|_| format!("{text:?}: expected a duration such as 90s or 2m"))?;
-    let seconds = match unit {
-        "s" | "" => value,
-        "m" => value * 60.0,
-        "h" => value * 3600.0,
-        _ => return Err(format!("{text:?}: the unit is s, m or h")),
-    };
-    if seconds.is_finite() && (0.0..=86_400.0).contains(&seconds) {
-        Ok(seconds)
-    } else {
-        Err(format!("{text:?}: between 0s and 24h"))
-    }
-}
+use crate::verify::{self, Answer, Asked, Outcome};
 
 /// Ask each provider's own record whether VERIFY entries' uncertain attempts arrived
 ///
@@ -217,7 +75,7 @@ pub fn run(global: &GlobalArgs, args: Args) -> CliResult {
             "--relay-log reads a file on this machine; over the API the server reads its own (runtime serve --relay-log)",
         ));
     }
-    if remote && !relay_logs_from_env().is_empty() {
+    if remote && !super::args::relay_logs_from_env().is_empty() {
         status(
             "note: UNS_RELAY_LOG is left alone: over the API the server reads its own relay log (runtime serve --relay-log); pick the store with --db to read this one here.",
         );
@@ -523,24 +381,4 @@ fn report(asked: &Asked, recorded: Option<&Recording>) -> serde_json::Value {
         });
     }
     value
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn zones_and_spans_parse_or_say_why() {
-        assert_eq!(parse_zone("local"), Ok(Zone::Local));
-        assert_eq!(parse_zone("UTC"), Ok(Zone::Fixed(0)));
-        assert_eq!(parse_zone("+02:00"), Ok(Zone::Fixed(7200)));
-        assert_eq!(parse_zone("-05:30"), Ok(Zone::Fixed(-19800)));
-        assert!(parse_zone("Europe/Paris").is_err());
-        assert!(parse_zone("+25:00").is_err());
-        assert_eq!(parse_span("2m"), Ok(120.0));
-        assert_eq!(parse_span("90"), Ok(90.0));
-        assert_eq!(parse_span("0.5s"), Ok(0.5));
-        assert!(parse_span("2d").is_err());
-        assert!(parse_span("-1s").is_err());
-    }
 }

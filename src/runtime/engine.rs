@@ -22,7 +22,7 @@ pub enum EngineError {
     #[error(transparent)]
     Sqlite(#[from] rusqlite::Error),
     #[error(transparent)]
-    WriterGone(#[from] crate::runtime::db::WriterGone),
+    WriterGone(#[from] crate::runtime::writer::WriterGone),
 }
 
 pub type Result<T> = std::result::Result<T, EngineError>;

@@ -1,11 +1,11 @@
-//! The bundled minimal runtime: schema, row queries, the worker's transitions, the worker,
-//! adapters and the fault-injecting provider fakes. It imports nothing above it.
+//! The bundled minimal runtime: schema, row queries, the worker's transitions, the
+//! store's writer thread, the worker and the provider adapters. It imports nothing above
+//! it; the fakes it is tested against live in `lab`.
 
 pub mod adapters;
-pub mod db;
 pub mod engine;
-pub mod fakes;
 pub mod metrics;
 pub mod queries;
 pub mod schema;
 pub mod worker;
+pub mod writer;

@@ -7,11 +7,11 @@ use crate::clock::Clock;
 use crate::model::Channel;
 use crate::model::ChannelSet;
 use crate::runtime::adapters::{Adapter, DeliveryRequest};
-use crate::runtime::db::Database;
 use crate::runtime::engine::{
     self, Backoff, ClaimOutcome, DeadReason, Decision, DeliveryResult, Fence, Lease, Settlement,
 };
 use crate::runtime::metrics::Metrics;
+use crate::runtime::writer::Database;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

@@ -1,5 +1,5 @@
 //! What to ask and how an EMAIL answer follows from a relay log; the provider lookups are
-//! tested against the fakes and a real relay in `tests/verify.rs`.
+//! tested against the fakes and a real relay in `tests/peers/verify.rs`.
 
 use super::*;
 use crate::model::payload_from_value;

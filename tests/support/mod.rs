@@ -11,6 +11,74 @@ use std::time::{Duration, Instant};
 
 pub const SMTP_SINK: &str = "/usr/sbin/smtp-sink";
 
+/// The one way tests start the real binary: with an environment cleared of everything
+/// but `PATH`, a `HOME` and `UNSCTL_CONFIG` that name nothing, and no stdin. So no test
+/// reads the developer's config, store variables or colour settings; a test that wants
+/// one sets it.
+pub fn unsctl() -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_unsctl"));
+    command
+        .env_clear()
+        .env(
+            "PATH",
+            std::env::var_os("PATH").unwrap_or_else(|| "/usr/bin:/bin".into()),
+        )
+        .env("HOME", "/nonexistent/unsctl-test-home")
+        .env("UNSCTL_CONFIG", "/nonexistent/unsctl-test-home/config.toml")
+        .stdin(Stdio::null());
+    command
+}
+
+/// The two ways to reach a store: the file itself, or the API server over it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backend {
+    Sqlite,
+    Http,
+}
+
+/// Every backend, for the tests that must print the same bytes on both.
+pub const BACKENDS: [Backend; 2] = [Backend::Sqlite, Backend::Http];
+
+impl Backend {
+    pub fn name(self) -> &'static str {
+        match self {
+            Backend::Sqlite => "sqlite",
+            Backend::Http => "api",
+        }
+    }
+
+    /// The global flags that point unsctl at `db`, directly or through `server` over it.
+    pub fn flags(self, db: &Path, server: &unsctl::server::RunningServer) -> Vec<String> {
+        match self {
+            Backend::Sqlite => vec!["--db".into(), db.display().to_string()],
+            Backend::Http => vec!["--api".into(), format!("http://{}", server.addr)],
+        }
+    }
+
+    /// The launcher pointed at this backend, with the test key when it is the API.
+    pub fn command(self, db: &Path, server: &unsctl::server::RunningServer) -> Command {
+        let mut command = unsctl();
+        command.args(self.flags(db, server));
+        if self == Backend::Http {
+            command.env("UNS_API_KEY", KEY);
+        }
+        command
+    }
+}
+
+/// Polls `condition` every 10 ms until it holds; fails the test after `limit`, naming
+/// `what` was awaited. Tests wait for events this way, never for a fixed time.
+pub fn wait_until(what: &str, limit: Duration, mut condition: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !condition() {
+        assert!(
+            start.elapsed() < limit,
+            "timed out after {limit:?} waiting for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
 /// A free loopback port (there is a small race between this and the bind that uses it).
 pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")

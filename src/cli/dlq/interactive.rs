@@ -4,9 +4,10 @@
 //! without a second answer to a question that repeats the action, the entry, its
 //! channels, the store and the operator. Anything not understood is asked again.
 
+use crate::cli::act::{self, Intent, Outcome, Target};
+use crate::cli::args::{AuditArgs, GlobalArgs};
 use crate::cli::error::{CliError, CliResult, ExitKind};
-use crate::cli::remediate::{self, AuditArgs, Intent, Outcome, Target};
-use crate::cli::{GlobalArgs, backend, prompt, selection};
+use crate::cli::{backend, prompt, selection};
 use crate::remediation::{Action, Claim};
 use crate::render::output::{Output, print, status};
 use crate::render::sanitize::clean;
@@ -241,7 +242,7 @@ pub fn walk(
                 action,
                 outcome,
             });
-            prompt::set_progress(&remediate::summary(
+            prompt::set_progress(&act::summary(
                 &decisions
                     .iter()
                     .map(|d| d.outcome.clone())
@@ -269,7 +270,7 @@ pub fn walk(
                 }
                 Choice::Act(action) => action,
             };
-            let mut request = remediate::base_request(audit, None, None);
+            let mut request = act::base_request(audit, None, None);
             if verdict.branch == Branch::Verify {
                 let Some(checked) = account_of_check(ask, action)? else {
                     decided(
@@ -286,10 +287,10 @@ pub fn walk(
                 });
             }
             // Read the entry again: the decision is checked against what is stored now.
-            let intent = remediate::intent(store, &verdict.id, action, &request)?;
+            let intent = act::intent(store, &verdict.id, action, &request)?;
             let approved = match &intent.preview {
                 Ok(approved) => approved.clone(),
-                Err(crate::cli::remediate::Blocked::Refused(refusal)) if refusals + 1 < RETRIES => {
+                Err(crate::cli::act::Blocked::Refused(refusal)) if refusals + 1 < RETRIES => {
                     refusals += 1;
                     ask.say(&format!(
                         "refused: {}; choose again",
@@ -306,7 +307,7 @@ pub fn walk(
                 decided(Some(action), Outcome::Skipped("not confirmed".into()), ask);
                 break;
             }
-            let outcome = remediate::execute(store, &intent);
+            let outcome = act::execute(store, &intent);
             decided(Some(action), outcome, ask);
             break;
         }
@@ -387,7 +388,7 @@ fn confirm(
 pub fn run(
     global: &GlobalArgs,
     branch: Option<Branch>,
-    select: &selection::SelectArgs,
+    select: &crate::cli::args::SelectArgs,
     audit: AuditArgs,
     sources: &Sources,
 ) -> CliResult {
@@ -432,12 +433,12 @@ pub fn run(
         ))?;
     }
     let outcomes: Vec<Outcome> = decisions.into_iter().map(|d| d.outcome).collect();
-    let mut line = remediate::summary(&outcomes);
+    let mut line = act::summary(&outcomes);
     if outcomes.len() < total {
         line.push_str(&format!("; {} not reached", total - outcomes.len()));
     }
     status(&line);
-    match remediate::exit_for(&outcomes) {
+    match act::exit_for(&outcomes) {
         None => Ok(()),
         Some(kind) => Err(CliError::new(
             kind,

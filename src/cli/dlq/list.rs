@@ -1,8 +1,9 @@
 //! `unsctl dlq list`: every DLQ entry's state, error, branch and next command, streamed.
 
+use crate::cli::args::{GlobalArgs, SelectArgs};
+use crate::cli::backend;
 use crate::cli::error::CliResult;
-use crate::cli::selection::{self, SelectArgs};
-use crate::cli::{GlobalArgs, backend};
+use crate::cli::selection;
 use crate::render::output::{Output, counted, status};
 use crate::render::table::Grid;
 use crate::render::views;

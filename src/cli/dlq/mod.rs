@@ -5,8 +5,8 @@ mod list;
 mod resolve;
 mod triage;
 
-use super::GlobalArgs;
 use super::error::CliResult;
+use crate::cli::args::GlobalArgs;
 
 #[derive(Debug, clap::Subcommand)]
 pub enum Command {

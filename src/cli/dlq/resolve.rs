@@ -1,8 +1,9 @@
 //! `unsctl dlq resolve`: entries leave the DLQ and keep their history.
 
+use crate::cli::act;
+use crate::cli::args::{AuditArgs, ConfirmArgs, GlobalArgs};
+use crate::cli::backend;
 use crate::cli::error::CliResult;
-use crate::cli::remediate::{self, AuditArgs, ConfirmArgs};
-use crate::cli::{GlobalArgs, backend};
 use crate::remediation::{Action, Claim};
 
 /// Resolve DLQ entries: they leave the DLQ and keep their history (dry run unless --confirm)
@@ -21,7 +22,7 @@ pub struct Args {
     #[arg(long, ignore_case = true, value_parser = ["resolve"])]
     pub branch: Option<String>,
     #[command(flatten)]
-    pub select: crate::cli::selection::SelectArgs,
+    pub select: crate::cli::args::SelectArgs,
     /// Attest that you checked out of band and the message arrived (VERIFY entries)
     #[arg(long)]
     pub verified_delivered: bool,
@@ -32,16 +33,16 @@ pub struct Args {
 }
 
 pub fn run(global: &GlobalArgs, args: Args) -> CliResult {
-    remediate::check_force(&args.audit)?;
+    act::check_force(&args.audit)?;
     let out = global.output();
     let store = backend::for_action(global, args.confirm.confirm)?;
     let request = match args.verified_delivered {
-        true => remediate::base_request(
+        true => act::base_request(
             &args.audit,
             Some("verified out of band: delivered"),
             Some(Claim::Delivered),
         ),
-        false => remediate::base_request(&args.audit, None, None),
+        false => act::base_request(&args.audit, None, None),
     };
     if !args.ids.is_empty() && args.select.narrows() {
         return Err(crate::cli::error::CliError::usage(
@@ -62,7 +63,7 @@ pub fn run(global: &GlobalArgs, args: Args) -> CliResult {
     };
     let intents = ids
         .iter()
-        .map(|id| remediate::intent(store.as_ref(), id, Action::Resolve, &request))
+        .map(|id| act::intent(store.as_ref(), id, Action::Resolve, &request))
         .collect::<CliResult<Vec<_>>>()?;
-    remediate::carry_out(store.as_ref(), intents, &args.confirm, &out, "resolve")
+    act::carry_out(store.as_ref(), intents, &args.confirm, &out, "resolve")
 }

@@ -1,10 +1,10 @@
 //! `unsctl dlq triage`: every DLQ entry's branch, the events that prove it, and the next
 //! command. Its JSON is also a plan for `unsctl apply`. Both outputs stream.
 
+use crate::cli::args::{AuditArgs, GlobalArgs, SelectArgs};
+use crate::cli::backend;
 use crate::cli::error::CliResult;
-use crate::cli::remediate::AuditArgs;
-use crate::cli::selection::{self, SelectArgs};
-use crate::cli::{GlobalArgs, backend};
+use crate::cli::selection;
 use crate::render::output::{Output, status};
 use crate::render::table::Grid;
 use crate::render::views;
@@ -43,7 +43,7 @@ pub struct Args {
     pub audit: AuditArgs,
     /// Where `verify` looks, in the interactive walk
     #[command(flatten, next_help_heading = "Verify in the walk (with --interactive)")]
-    pub verify: crate::cli::verify::SourceArgs,
+    pub verify: crate::cli::args::SourceArgs,
 }
 
 pub fn parse_branch(text: &str) -> Result<Branch, String> {

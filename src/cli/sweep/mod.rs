@@ -2,12 +2,12 @@
 //! against what the providers really accepted, and (with `--remediate`) every next step
 //! and every operator mistake checked against it too.
 
-mod remediate;
+mod operators;
 
-use super::GlobalArgs;
 use super::error::{CliError, CliResult};
+use crate::cli::args::GlobalArgs;
+use crate::lab::sweep;
 use crate::render::output::{print, print_json, status};
-use crate::sweep;
 
 /// Run random fault schedules and count unsafe verdicts (must be zero)
 ///
@@ -43,7 +43,7 @@ struct Report<'a> {
     drops_caused: Option<usize>,
     refusals: Option<usize>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    remediation: Option<&'a remediate::Remediation>,
+    remediation: Option<&'a operators::Remediation>,
     #[serde(skip_serializing_if = "Option::is_none")]
     verify_before: Option<usize>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -80,7 +80,7 @@ pub fn run(global: &GlobalArgs, args: Args) -> CliResult {
     };
     let remediation = if args.remediate {
         let binary = std::env::current_exe()?;
-        Some(remediate::run(&run, &binary, dir.path()).map_err(CliError::error)?)
+        Some(operators::run(&run, &binary, dir.path()).map_err(CliError::error)?)
     } else {
         None
     };

@@ -3,7 +3,7 @@
 use super::*;
 use std::io::Write;
 
-/// Lines as the real relay wrote them (tests/verify.rs runs one): a message queued and
+/// Lines as the real relay wrote them (tests/peers/verify.rs runs one): a message queued and
 /// sent, then one whose connection was lost before the final dot.
 const REAL: &str = "\
 Nov 29 22:15:54 relay postfix/master[23874]: daemon started -- version 3.7.11, configuration /tmp/relay1/conf

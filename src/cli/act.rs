@@ -1,0 +1,654 @@
+//! The one flow behind `dlq resolve`, `replay`, `apply` and the interactive walk: preview
+//! every entry against the shared guardrails, show exactly what will happen, ask, then act
+//! through the guarded transition, which checks everything again where the change is made.
+
+use super::args::{AuditArgs, ConfirmArgs};
+use super::error::{CliError, CliResult, ExitKind};
+use super::prompt;
+use crate::api::ActionRequest;
+use crate::model::ChannelSet;
+use crate::remediation::{Action, Approved, Claim, Refusal, policy};
+use crate::render::output::{Output, print, print_json, status};
+use crate::render::views;
+use crate::store::{Store, StoreError};
+use crate::triage::{self, Verdict};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::io::IsTerminal;
+
+/// Why an entry will not be acted on, found before anything changes.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Blocked {
+    Refused(Refusal),
+    /// A plan entry that cannot be checked against the store (no usable last_event_id),
+    /// or left as `verify`.
+    Unplanned(String),
+    NotFound(String),
+    /// Not in the DLQ: someone else already acted on it.
+    NotInDlq(String),
+    /// The history moved since the plan was made.
+    Stale(String),
+}
+
+/// One entry's planned action, previewed before anything changes.
+#[derive(Debug, Clone)]
+pub struct Intent {
+    pub id: String,
+    pub action: Action,
+    /// The entry's verdict, when it could be read.
+    pub verdict: Option<Verdict>,
+    pub request: ActionRequest,
+    /// What the guardrails say, computed here for the preview; the transition checks again.
+    pub preview: Result<Approved, Blocked>,
+    /// What the line calls the action: resolve, replay, or verify for a plan entry left alone.
+    pub verb: &'static str,
+}
+
+impl Intent {
+    /// The intent for an entry whose verdict is known.
+    pub fn new(
+        action: Action,
+        verdict: Verdict,
+        row_channels: &Result<ChannelSet, String>,
+        mut request: ActionRequest,
+    ) -> Self {
+        request.expected_last_event_id = verdict.last_event_id;
+        let preview =
+            policy::check(&verdict, row_channels, action, &request).map_err(Blocked::Refused);
+        Self {
+            id: verdict.id.clone(),
+            action,
+            verdict: Some(verdict),
+            request,
+            preview,
+            verb: action.as_str(),
+        }
+    }
+
+    /// The intent for an entry that will not be acted on.
+    pub fn blocked(id: &str, action: Action, verdict: Option<Verdict>, blocked: Blocked) -> Self {
+        Self {
+            id: id.to_string(),
+            action,
+            verdict,
+            request: ActionRequest::default(),
+            preview: Err(blocked),
+            verb: action.as_str(),
+        }
+    }
+
+    /// One line: id, branch, action, channels, evidence.
+    pub fn line(&self, out: &Output) -> String {
+        let branch = self
+            .verdict
+            .as_ref()
+            .map(|v| views::branch_text(v.branch, out))
+            .unwrap_or_else(|| "-".into());
+        let id = out.clean(&self.id);
+        let verb = self.verb;
+        match &self.preview {
+            Ok(approved) => {
+                let channels = if approved.channels.is_empty() {
+                    "-".to_string()
+                } else {
+                    approved.channels.joined(",")
+                };
+                let evidence = self
+                    .verdict
+                    .as_ref()
+                    .map(|v| views::join_ids(&v.evidence()))
+                    .unwrap_or_default();
+                let forced = if approved.overridden.is_empty() {
+                    ""
+                } else {
+                    "  FORCED"
+                };
+                format!("{id}  {branch}  {verb}  channels {channels}  evidence {evidence}{forced}")
+            }
+            Err(blocked) => format!("{id}  {branch}  {verb} {}", blocked_text(blocked)),
+        }
+    }
+}
+
+fn blocked_text(blocked: &Blocked) -> String {
+    crate::render::sanitize::clean(&blocked_words(blocked)).into_owned()
+}
+
+fn blocked_words(blocked: &Blocked) -> String {
+    match blocked {
+        Blocked::Refused(refusal) => format!("REFUSED: {refusal}"),
+        Blocked::Unplanned(why) => format!("REFUSED: {why}"),
+        Blocked::NotFound(why) => format!("NOT FOUND: {why}"),
+        Blocked::NotInDlq(why) => format!("CONFLICT: {why}"),
+        Blocked::Stale(why) => format!("STALE: {why}"),
+    }
+}
+
+/// Reads and triages one entry, and previews `action` on it with `request`.
+pub fn intent(
+    store: &dyn Store,
+    id: &str,
+    action: Action,
+    request: &ActionRequest,
+) -> CliResult<Intent> {
+    let doc = match store.notification(id) {
+        Ok(doc) => doc,
+        Err(StoreError::NotFound(what)) => {
+            return Ok(Intent::blocked(
+                id,
+                action,
+                None,
+                Blocked::NotFound(format!("{what} not found")),
+            ));
+        }
+        Err(err) => return Err(err.into()),
+    };
+    let verdict = triage::triage_events(&doc.row, &doc.events);
+    if !doc.row.dead_letter {
+        return Ok(Intent::blocked(
+            id,
+            action,
+            Some(verdict),
+            Blocked::NotInDlq(format!(
+                "{id} is not in the DLQ (status {}); `unsctl inspect {id}` shows its history",
+                doc.row.status
+            )),
+        ));
+    }
+    Ok(Intent::new(
+        action,
+        verdict,
+        &doc.row.channel_set(),
+        request.clone(),
+    ))
+}
+
+/// The request every intent of one command starts from.
+pub fn base_request(
+    audit: &AuditArgs,
+    attestation: Option<&str>,
+    verified: Option<Claim>,
+) -> ActionRequest {
+    ActionRequest {
+        operator: Some(crate::cli::backend::operator(audit.operator.as_deref())),
+        reason: audit.reason.clone(),
+        ticket: audit.ticket.clone(),
+        attestation: attestation.map(str::to_string),
+        verified,
+        force: audit.force,
+        ..ActionRequest::default()
+    }
+}
+
+/// Refuses `--force` without a reason before anything else happens.
+pub fn check_force(audit: &AuditArgs) -> CliResult {
+    if audit.force && audit.reason.as_deref().is_none_or(|r| r.trim().is_empty()) {
+        return Err(CliError::new(
+            ExitKind::Refused,
+            "--force needs --reason: the audit record must say why",
+        ));
+    }
+    Ok(())
+}
+
+/// How one entry ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// Carried out: the audit event written and the channels replayed.
+    Done {
+        event_id: i64,
+        channels: ChannelSet,
+    },
+    /// Its history moved since it was previewed or planned.
+    Stale(String),
+    /// Someone else acted first.
+    Conflict(String),
+    Refused(String),
+    NotFound(String),
+    Failed(String),
+    Skipped(String),
+}
+
+impl Outcome {
+    /// The JSON name of the outcome.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Outcome::Done { .. } => "done",
+            Outcome::Stale(_) => "stale",
+            Outcome::Conflict(_) => "conflict",
+            Outcome::Refused(_) => "refused",
+            Outcome::NotFound(_) => "not_found",
+            Outcome::Failed(_) => "failed",
+            Outcome::Skipped(_) => "skipped",
+        }
+    }
+
+    pub fn reason(&self) -> Option<&str> {
+        match self {
+            Outcome::Done { .. } => None,
+            Outcome::Stale(why)
+            | Outcome::Conflict(why)
+            | Outcome::Refused(why)
+            | Outcome::NotFound(why)
+            | Outcome::Failed(why)
+            | Outcome::Skipped(why) => Some(why),
+        }
+    }
+
+    /// The outcome in words, safe to print: reasons can quote store text.
+    pub fn label(&self, action: Action) -> String {
+        crate::render::sanitize::clean(&self.words(action)).into_owned()
+    }
+
+    fn words(&self, action: Action) -> String {
+        match self {
+            Outcome::Done { channels, .. } if channels.is_empty() => action.done().to_string(),
+            Outcome::Done { channels, .. } => format!("{} {}", action.done(), channels.joined(",")),
+            Outcome::Stale(why) => format!("skipped (stale): {why}"),
+            Outcome::Conflict(why) => format!("conflict: {why}"),
+            Outcome::Refused(why) => format!("refused (guardrail): {why}"),
+            Outcome::NotFound(why) => format!("not found: {why}"),
+            Outcome::Failed(why) => format!("failed: {why}"),
+            Outcome::Skipped(why) => format!("skipped: {why}"),
+        }
+    }
+
+    fn exit(&self) -> Option<ExitKind> {
+        match self {
+            Outcome::Done { .. } | Outcome::Skipped(_) => None,
+            Outcome::Stale(_) | Outcome::Conflict(_) => Some(ExitKind::Conflict),
+            Outcome::Refused(_) => Some(ExitKind::Refused),
+            Outcome::NotFound(_) => Some(ExitKind::NotFound),
+            Outcome::Failed(_) => Some(ExitKind::Error),
+        }
+    }
+}
+
+impl From<&Blocked> for Outcome {
+    fn from(blocked: &Blocked) -> Self {
+        match blocked {
+            Blocked::Refused(refusal) => Outcome::Refused(refusal.to_string()),
+            Blocked::Unplanned(why) => Outcome::Refused(why.clone()),
+            Blocked::NotFound(why) => Outcome::NotFound(why.clone()),
+            Blocked::NotInDlq(why) => Outcome::Conflict(why.clone()),
+            Blocked::Stale(why) => Outcome::Stale(why.clone()),
+        }
+    }
+}
+
+/// Carries one intent out, through the store's guarded transition.
+pub fn execute(store: &dyn Store, intent: &Intent) -> Outcome {
+    if let Err(blocked) = &intent.preview {
+        return blocked.into();
+    }
+    let result = match intent.action {
+        Action::Resolve => store.resolve(&intent.id, &intent.request),
+        Action::Replay => store.replay(&intent.id, &intent.request),
+    };
+    match result {
+        Ok(done) => Outcome::Done {
+            event_id: done.event_id,
+            channels: done.channels,
+        },
+        Err(StoreError::Stale(conflict)) => Outcome::Stale(conflict.to_string()),
+        Err(StoreError::Conflict(conflict)) => Outcome::Conflict(conflict.to_string()),
+        Err(StoreError::Refused(refusal)) => Outcome::Refused(refusal.to_string()),
+        Err(StoreError::NotFound(what)) => Outcome::NotFound(format!("{what} not found")),
+        Err(err) => Outcome::Failed(err.to_string()),
+    }
+}
+
+/// The most serious exit among the outcomes: error, conflict, refusal, not found.
+pub fn exit_for<'a>(outcomes: impl IntoIterator<Item = &'a Outcome>) -> Option<ExitKind> {
+    let kinds: Vec<ExitKind> = outcomes.into_iter().filter_map(Outcome::exit).collect();
+    [
+        ExitKind::Error,
+        ExitKind::Conflict,
+        ExitKind::Refused,
+        ExitKind::NotFound,
+    ]
+    .into_iter()
+    .find(|kind| kinds.contains(kind))
+}
+
+/// One entry's result in `-o json`.
+#[derive(Debug, Serialize)]
+struct ResultView<'a> {
+    id: &'a str,
+    action: &'a str,
+    outcome: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reason: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    event_id: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    channels: Option<&'a ChannelSet>,
+}
+
+/// `{"dry_run": .., "results": [...], "summary": {...}}`.
+fn print_results(intents: &[Intent], outcomes: &[Outcome], dry_run: bool) -> CliResult {
+    let mut summary: BTreeMap<&str, usize> = BTreeMap::new();
+    let results: Vec<ResultView> = intents
+        .iter()
+        .zip(outcomes)
+        .map(|(intent, outcome)| {
+            let name = match (dry_run, outcome) {
+                (true, Outcome::Done { .. }) => "planned",
+                _ => outcome.name(),
+            };
+            *summary.entry(name).or_default() += 1;
+            let (event_id, channels) = match (outcome, &intent.preview) {
+                (Outcome::Done { event_id, channels }, _) if !dry_run => {
+                    (Some(*event_id), Some(channels))
+                }
+                (_, Ok(approved)) if dry_run && intent.action == Action::Replay => {
+                    (None, Some(&approved.channels))
+                }
+                _ => (None, None),
+            };
+            ResultView {
+                id: &intent.id,
+                action: intent.verb,
+                outcome: name,
+                reason: outcome.reason(),
+                event_id,
+                channels,
+            }
+        })
+        .collect();
+    print_json(&serde_json::json!({
+        "dry_run": dry_run,
+        "results": results,
+        "summary": summary,
+    }))?;
+    Ok(())
+}
+
+/// What a prompt names: where the change goes and who it is recorded as.
+pub struct Target {
+    pub place: String,
+    pub operator: String,
+}
+
+impl Target {
+    pub fn of(store: &dyn Store, request: &ActionRequest) -> CliResult<Self> {
+        let claimed = request
+            .operator
+            .clone()
+            .unwrap_or_else(crate::identity::account_name);
+        Ok(Self {
+            place: store.describe(),
+            operator: store.operator(&claimed)?,
+        })
+    }
+}
+
+/// Asks on a terminal; refuses without one unless `--yes`.
+pub fn confirmed(
+    store: &dyn Store,
+    intents: &[&Intent],
+    verb: &str,
+    confirm: &ConfirmArgs,
+) -> CliResult<bool> {
+    let count = intents.len();
+    let entries = if count == 1 { "entry" } else { "entries" };
+    if confirm.yes {
+        return Ok(true);
+    }
+    if !prompt::interactive() {
+        return Err(CliError::new(
+            ExitKind::Refused,
+            format!("refusing to {verb} {count} {entries} without a terminal to confirm on"),
+        )
+        .hint("pass --yes to confirm from automation"));
+    }
+    let target = Target::of(store, &intents[0].request)?;
+    let clean = crate::render::sanitize::clean;
+    // What is unusual is said where the answer is given: a forced action in colour with
+    // the guardrail it overrides, and the attestation it rests on.
+    let forced = |approved: &Approved| {
+        (!approved.overridden.is_empty()).then(|| {
+            format!(
+                "  {}, overriding: {}",
+                console::style("FORCED").red().bold().for_stderr(),
+                clean(&approved.overridden.join("; "))
+            )
+        })
+    };
+    let listed: Vec<String> = intents
+        .iter()
+        .take(10)
+        .map(|intent| match &intent.preview {
+            Ok(approved) => {
+                let channels = if approved.channels.is_empty() {
+                    String::new()
+                } else {
+                    format!(" ({})", approved.channels.joined(","))
+                };
+                format!(
+                    "{}{channels}{}",
+                    clean(&intent.id),
+                    forced(approved).unwrap_or_default()
+                )
+            }
+            _ => clean(&intent.id).into_owned(),
+        })
+        .collect();
+    let mut head = format!(
+        "{verb} {count} {entries} in {} as {}",
+        clean(&target.place),
+        clean(&target.operator),
+    );
+    if let Some(attestation) = intents[0].request.attestation.as_deref() {
+        let reason = intents[0]
+            .request
+            .reason
+            .as_deref()
+            .map(|r| format!("; reason: {}", clean(r)))
+            .unwrap_or_default();
+        head.push_str(&format!(
+            "\non your word that {} (\"{}\"{reason})",
+            match intents[0].request.verified {
+                Some(Claim::Delivered) => "it arrived",
+                _ => "it did not arrive",
+            },
+            clean(attestation)
+        ));
+    }
+    let forced_count = intents
+        .iter()
+        .filter(|i| i.preview.as_ref().is_ok_and(|a| !a.overridden.is_empty()))
+        .count();
+    if forced_count > 0 {
+        head.push_str(&format!(
+            "\n{}: {forced_count} of these override a guardrail (see below)",
+            console::style("FORCED").red().bold().for_stderr()
+        ));
+    }
+    Ok(prompt::confirm_listed(&head, &listed, count)?)
+}
+
+/// Prints the plan, asks, runs it, prints each outcome and a summary, and exits by the
+/// most serious outcome.
+pub fn carry_out(
+    store: &dyn Store,
+    intents: Vec<Intent>,
+    confirm: &ConfirmArgs,
+    out: &Output,
+    verb: &str,
+) -> CliResult {
+    carry_out_into(store, intents, confirm, out, verb, &mut Vec::new())
+}
+
+/// [`carry_out`], adding every entry it carried out to `done`: its id and the id of the
+/// event the change wrote.
+pub fn carry_out_into(
+    store: &dyn Store,
+    intents: Vec<Intent>,
+    confirm: &ConfirmArgs,
+    out: &Output,
+    verb: &str,
+    done: &mut Vec<(String, i64)>,
+) -> CliResult {
+    if intents.is_empty() {
+        status(&format!("Nothing to {verb}: no matching DLQ entries."));
+        if out.json() {
+            print_results(&[], &[], !confirm.confirm)?;
+        }
+        return Ok(());
+    }
+    let blocked: Vec<Outcome> = intents
+        .iter()
+        .map(|intent| match &intent.preview {
+            Ok(approved) => Outcome::Done {
+                event_id: 0,
+                channels: approved.channels.clone(),
+            },
+            Err(blocked) => blocked.into(),
+        })
+        .collect();
+    let actionable: Vec<&Intent> = intents.iter().filter(|i| i.preview.is_ok()).collect();
+    if !out.json() {
+        for intent in &intents {
+            print(&crate::render::output::fit_lines(&intent.line(out), out))?;
+        }
+    }
+    if !confirm.confirm {
+        if out.json() {
+            print_results(&intents, &blocked, true)?;
+        } else {
+            print("(dry run)")?;
+        }
+        status(&format!(
+            "Nothing was changed in {}. Add --confirm to {verb} {} {}.",
+            crate::render::sanitize::clean(&store.describe()),
+            actionable.len(),
+            if actionable.len() == 1 {
+                "entry"
+            } else {
+                "entries"
+            }
+        ));
+        return finish_dry_run(&blocked);
+    }
+    if actionable.is_empty() {
+        if out.json() {
+            print_results(&intents, &blocked, false)?;
+        }
+        status(&format!(
+            "Nothing to {verb}: every entry was refused or skipped (see above)."
+        ));
+        return finish(&store.describe(), &blocked);
+    }
+    if !confirmed(store, &actionable, verb, confirm)? {
+        status("Declined: nothing was changed.");
+        return Ok(());
+    }
+    // Entries the preview blocked are reported, not acted on; the rest run in order.
+    let outcomes = execute_all(store, &intents, out)?;
+    done.extend(
+        intents
+            .iter()
+            .zip(&outcomes)
+            .filter_map(|(intent, outcome)| match outcome {
+                Outcome::Done { event_id, .. } => Some((intent.id.clone(), *event_id)),
+                _ => None,
+            }),
+    );
+    if out.json() {
+        print_results(&intents[..outcomes.len()], &outcomes, false)?;
+    }
+    finish(&store.describe(), &outcomes)
+}
+
+fn finish_dry_run(previews: &[Outcome]) -> CliResult {
+    match exit_for(previews) {
+        None => Ok(()),
+        Some(kind) => Err(CliError::new(
+            kind,
+            "not every entry could be carried out (see above)",
+        )),
+    }
+}
+
+/// Runs every intent in order, one outcome line each on stdout, with a progress bar on
+/// stderr when it is a terminal. Ctrl-C lets the entry in flight finish, then stops.
+pub fn execute_all(store: &dyn Store, intents: &[Intent], out: &Output) -> CliResult<Vec<Outcome>> {
+    prompt::install_interrupt_handler();
+    let progress = progress_bar(intents.len());
+    let mut outcomes = Vec::with_capacity(intents.len());
+    for intent in intents {
+        if prompt::interrupted() {
+            break;
+        }
+        let outcome = execute(store, intent);
+        let line = crate::render::output::fit_lines(
+            &format!(
+                "{}  {}",
+                out.clean(&intent.id),
+                outcome.label(intent.action)
+            ),
+            out,
+        );
+        outcomes.push(outcome);
+        prompt::set_progress(&summary(&outcomes));
+        if !out.json() {
+            match &progress {
+                Some(bar) => bar.suspend(|| print(&line))?,
+                None => print(&line)?,
+            }
+        }
+        if let Some(bar) = &progress {
+            bar.inc(1);
+        }
+    }
+    if let Some(bar) = progress {
+        bar.finish_and_clear();
+    }
+    if prompt::interrupted() {
+        prompt::exit_interrupted();
+    }
+    Ok(outcomes)
+}
+
+/// The summary line, then the exit code the outcomes call for.
+pub fn finish(place: &str, outcomes: &[Outcome]) -> CliResult {
+    status(&format!(
+        "{}: {}",
+        crate::render::sanitize::clean(place),
+        summary(outcomes)
+    ));
+    match exit_for(outcomes) {
+        None => Ok(()),
+        Some(kind) => Err(CliError::new(
+            kind,
+            "not every entry was carried out (see above)",
+        )),
+    }
+}
+
+pub fn summary(outcomes: &[Outcome]) -> String {
+    let count = |f: fn(&Outcome) -> bool| outcomes.iter().filter(|o| f(o)).count();
+    format!(
+        "{} done, {} skipped as stale, {} conflicts, {} refused, {} not found, {} failed, {} skipped",
+        count(|o| matches!(o, Outcome::Done { .. })),
+        count(|o| matches!(o, Outcome::Stale(_))),
+        count(|o| matches!(o, Outcome::Conflict(_))),
+        count(|o| matches!(o, Outcome::Refused(_))),
+        count(|o| matches!(o, Outcome::NotFound(_))),
+        count(|o| matches!(o, Outcome::Failed(_))),
+        count(|o| matches!(o, Outcome::Skipped(_))),
+    )
+}
+
+/// A bar on stderr for bulk work, only when stderr is a terminal.
+fn progress_bar(len: usize) -> Option<indicatif::ProgressBar> {
+    if len < 2 || !std::io::stderr().is_terminal() {
+        return None;
+    }
+    let bar = indicatif::ProgressBar::new(len as u64);
+    if let Ok(style) = indicatif::ProgressStyle::with_template("{bar:40} {pos}/{len} {msg}") {
+        bar.set_style(style);
+    }
+    Some(bar)
+}

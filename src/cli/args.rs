@@ -1,0 +1,243 @@
+//! The flags more than one command takes, in one place: the global flags, who is acting
+//! and why, how a change is confirmed, which entries are selected, and where `verify`
+//! looks. Commands flatten these groups; none reaches into another command for them.
+
+use super::error::{CliError, CliResult};
+use super::values;
+use crate::clock::{Clock, SystemClock};
+use crate::model::Channel;
+use crate::render::output::{ColorChoice, Format, Output};
+use crate::store::Selection;
+use crate::verify::{self, Sources, relay_log::Zone};
+use clap::Args;
+use std::path::PathBuf;
+
+#[derive(Debug, Clone, Args)]
+pub struct GlobalArgs {
+    /// Read the SQLite store at PATH directly (read-only for reads)
+    #[arg(long, global = true, value_name = "PATH")]
+    pub db: Option<PathBuf>,
+    /// Use the runtime's HTTP API at URL (key from UNS_API_KEY)
+    #[arg(long, global = true, value_name = "URL")]
+    pub api: Option<String>,
+    /// Use this context of the config file (else UNS_CONTEXT, else the current one)
+    #[arg(long, global = true, value_name = "NAME")]
+    pub context: Option<String>,
+    /// Read every context of the config file at once (dlq list, dlq triage, events, doctor)
+    #[arg(long, global = true, conflicts_with_all = ["db", "api", "context"])]
+    pub all_contexts: bool,
+    /// Output format
+    #[arg(short, long, global = true, value_enum, ignore_case = true, default_value_t = Format::Table)]
+    pub output: Format,
+    /// When to use colour (NO_COLOR is honoured)
+    #[arg(long, global = true, value_enum, ignore_case = true, default_value_t = ColorChoice::Auto)]
+    pub color: ColorChoice,
+    /// The most one request to an API may take, its whole answer read (default: the
+    /// context's timeout, else 60s); each read also gives up after it
+    #[arg(long, global = true, env = "UNS_API_TIMEOUT", value_name = "DURATION", value_parser = values::parse_deadline)]
+    pub api_timeout: Option<std::time::Duration>,
+    /// Read the config file even when another user owns it (root only needs this)
+    #[arg(long, global = true)]
+    pub trust_config_owner: bool,
+}
+
+impl GlobalArgs {
+    pub fn output(&self) -> Output {
+        Output::new(self.output, self.color)
+    }
+}
+
+/// Who is acting and why: recorded in every audit event.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct AuditArgs {
+    /// Who is acting (default: UNS_OPERATOR, then the account name)
+    #[arg(long)]
+    pub operator: Option<String>,
+    /// Why; required with --force
+    #[arg(long)]
+    pub reason: Option<String>,
+    /// Incident or ticket reference
+    #[arg(long)]
+    pub ticket: Option<String>,
+    /// Override a guardrail (needs --reason)
+    #[arg(long)]
+    pub force: bool,
+}
+
+/// How a mutation is confirmed.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct ConfirmArgs {
+    /// Carry it out (without this, print what would happen and change nothing)
+    #[arg(long, conflicts_with = "dry_run")]
+    pub confirm: bool,
+    /// Do not prompt (automation); only with --confirm
+    #[arg(long, requires = "confirm")]
+    pub yes: bool,
+    /// Print what would happen and change nothing (the default without --confirm)
+    #[arg(long)]
+    pub dry_run: bool,
+}
+
+/// The selection flags shared by `dlq list`, `dlq triage`, `dlq resolve`, `replay` and
+/// `events`.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct SelectArgs {
+    /// Only entries with this channel (events: about it)
+    #[arg(long, value_parser = values::channel())]
+    pub channel: Option<Channel>,
+    /// Only entries whose error message contains TEXT, in any letter case
+    #[arg(long, value_name = "TEXT")]
+    pub error: Option<String>,
+    /// Only entries dead-lettered since TIME: RFC 3339, or a duration back from now (2h, 30m, 1d)
+    #[arg(long, value_name = "TIME")]
+    pub since: Option<String>,
+    /// Only entries dead-lettered before TIME
+    #[arg(long, value_name = "TIME")]
+    pub until: Option<String>,
+    /// At most N entries (the first by id)
+    #[arg(long, value_name = "N")]
+    pub limit: Option<usize>,
+}
+
+impl SelectArgs {
+    /// The typed selection; times are resolved against the clock now, so both backends
+    /// see the same instants.
+    pub fn selection(&self) -> CliResult<Selection> {
+        let now = SystemClock.now();
+        let instant = |flag: &str, text: &Option<String>| {
+            text.as_deref()
+                .map(|t| crate::clock::parse_instant(t, now))
+                .transpose()
+                .map_err(|err| CliError::usage(format!("{flag}: {err}")))
+        };
+        let selection = Selection {
+            channel: self.channel,
+            error: self.error.clone().filter(|e| !e.is_empty()),
+            since: instant("--since", &self.since)?,
+            until: instant("--until", &self.until)?,
+        };
+        selection.check().map_err(CliError::usage)?;
+        if self.limit == Some(0) {
+            return Err(CliError::usage("--limit must be at least 1"));
+        }
+        Ok(selection)
+    }
+
+    /// Whether any flag narrows the selection.
+    pub fn narrows(&self) -> bool {
+        self.channel.is_some()
+            || self.error.is_some()
+            || self.since.is_some()
+            || self.until.is_some()
+            || self.limit.is_some()
+    }
+}
+
+/// Where verify looks: the relay's log, PagerDuty's incidents, Slack's history
+#[derive(Debug, Clone, clap::Args)]
+pub struct SourceArgs {
+    /// The relay's log, Postfix format, plain or gzip (repeat for rotated files; default:
+    /// UNS_RELAY_LOG, comma-separated, which over the API is left to the server)
+    #[arg(long = "relay-log", value_name = "PATH", value_delimiter = ',')]
+    pub relay_logs: Vec<PathBuf>,
+    /// The zone of syslog stamps in the relay log: local, or an offset such as +02:00
+    #[arg(long, value_name = "ZONE", default_value = "local", value_parser = values::parse_zone)]
+    pub relay_log_zone: Zone,
+    /// How far clocks may disagree; windows are widened by it and must be that far past
+    #[arg(long, value_name = "DURATION", default_value = "2m", value_parser = values::parse_span)]
+    pub clock_skew: f64,
+    /// The longest stretch without a relay-log line that still counts as covered: a
+    /// longer one inside a window is a hole, and absence there proves nothing
+    #[arg(long, value_name = "DURATION", default_value = "5m", value_parser = values::parse_span)]
+    pub max_log_gap: f64,
+    /// PagerDuty REST API (token from UNS_PAGERDUTY_API_TOKEN)
+    #[arg(
+        long,
+        env = "UNS_PAGERDUTY_API_URL",
+        default_value = "https://api.pagerduty.com"
+    )]
+    pub pagerduty_api_url: String,
+    /// Slack Web API (bot token from UNS_SLACK_BOT_TOKEN)
+    #[arg(
+        long,
+        env = "UNS_SLACK_API_URL",
+        default_value = "https://slack.com/api"
+    )]
+    pub slack_api_url: String,
+    /// The Slack channel the webhook posts to, by id (C0123456)
+    #[arg(long, env = "UNS_SLACK_CHANNEL", value_name = "ID")]
+    pub slack_channel: Option<String>,
+    /// The webhook's bot or app id (B0123456): a message posted by anyone else is not
+    /// proof
+    #[arg(long, env = "UNS_SLACK_BOT_ID", value_name = "ID")]
+    pub slack_bot_id: Option<String>,
+}
+
+/// The relay logs UNS_RELAY_LOG names, comma-separated.
+pub fn relay_logs_from_env() -> Vec<PathBuf> {
+    std::env::var_os("UNS_RELAY_LOG")
+        .map(|value| {
+            value
+                .to_string_lossy()
+                .split(',')
+                .map(str::trim)
+                .filter(|p| !p.is_empty())
+                .map(PathBuf::from)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn env_value(name: &str) -> Option<String> {
+    std::env::var(name)
+        .ok()
+        .map(|v| v.trim().to_string())
+        .filter(|v| !v.is_empty())
+}
+
+impl SourceArgs {
+    /// The sources to read on this machine: the logs named, or else UNS_RELAY_LOG's.
+    pub fn sources(&self) -> Sources {
+        let relay_logs = if self.relay_logs.is_empty() {
+            relay_logs_from_env()
+        } else {
+            self.relay_logs.clone()
+        };
+        Sources {
+            relay_logs,
+            zone: self.relay_log_zone,
+            smtp_from: env_value("UNS_SMTP_FROM"),
+            max_log_gap: self.max_log_gap,
+            pagerduty: env_value("UNS_PAGERDUTY_API_TOKEN").map(|token| {
+                verify::pagerduty::Config {
+                    api_url: self.pagerduty_api_url.clone(),
+                    token,
+                }
+            }),
+            slack: match (env_value("UNS_SLACK_BOT_TOKEN"), &self.slack_channel) {
+                (Some(token), Some(channel)) => Some(verify::slack::Config {
+                    api_url: self.slack_api_url.clone(),
+                    token,
+                    channel: channel.clone(),
+                    bot_id: self.slack_bot_id.clone(),
+                }),
+                _ => None,
+            },
+            skew: self.clock_skew,
+        }
+    }
+}
+
+/// Logs on stderr, coloured only when stderr is a terminal and colour is on.
+pub fn init_logging(global: &GlobalArgs) {
+    use std::io::IsTerminal;
+    let filter = tracing_subscriber::EnvFilter::try_from_env("UNS_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let color = crate::render::output::color_enabled(global.color, std::io::stderr().is_terminal());
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(color)
+        .with_target(false)
+        .try_init();
+}

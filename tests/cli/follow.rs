@@ -1,0 +1,540 @@
+//! Following a live runtime: `events --follow`, `inspect --follow`, `replay --wait` and
+//! `dlq triage --watch`, over both backends, against a real server whose in-process
+//! worker delivers to the provider fakes. Each run is stopped by a real SIGINT or ends by
+//! itself, and what it printed is read as it streams.
+
+use crate::support;
+
+use serde_json::{Value, json};
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc::{Receiver, channel};
+use std::time::{Duration, Instant};
+use unsctl::clock::{Clock, SystemClock};
+use unsctl::engine::{self, NewNotification};
+use unsctl::lab::fakes::{Behavior, Fakes};
+use unsctl::lab::repro;
+use unsctl::model::Channel;
+use unsctl::runtime::schema::{self, OpenMode};
+
+const WAIT: Duration = Duration::from_secs(30);
+
+struct Runtime {
+    _dir: tempfile::TempDir,
+    db: PathBuf,
+    fakes: Fakes,
+    server: unsctl::server::RunningServer,
+}
+
+impl Runtime {
+    fn start() -> Self {
+        let dir = tempfile::tempdir().expect("dir");
+        let db = dir.path().join("uns.db");
+        schema::open(&db, OpenMode::Create).expect("store");
+        let fakes = Fakes::start().expect("fakes");
+        let server = unsctl::server::start(unsctl::server::ServerConfig {
+            verify: Default::default(),
+            db_path: db.clone(),
+            listen: "127.0.0.1:0".parse().expect("addr"),
+            keys: Some(unsctl::server::Keys::single(support::KEY).expect("key")),
+            worker: Some((
+                // A lease long enough that a held call is still in flight when followed.
+                unsctl::runtime::worker::WorkerConfig {
+                    lease_seconds: 30.0,
+                    ..repro::worker_config(2)
+                },
+                repro::fake_adapters(&fakes).expect("adapters"),
+            )),
+            default_max_attempts: 1,
+            metrics: None,
+            limits: unsctl::server::Limits::default(),
+        })
+        .expect("server");
+        Runtime {
+            _dir: dir,
+            db,
+            fakes,
+            server,
+        }
+    }
+
+    /// The two ways to reach it: the store directly, and the API.
+    fn backends(&self) -> [Vec<String>; 2] {
+        support::BACKENDS.map(|b| b.flags(&self.db, &self.server))
+    }
+
+    /// A Slack notification with one attempt, written straight into the store.
+    fn submit(&self, subject: &str) -> String {
+        let conn = rusqlite::Connection::open(&self.db).expect("open");
+        engine::submit(
+            &conn,
+            SystemClock.now(),
+            &NewNotification {
+                channels: [Channel::Slack].into_iter().collect(),
+                payload: json!({"recipient": "ops@example.com", "subject": subject, "body": "b"}),
+                idempotency_key: None,
+                max_attempts: 1,
+            },
+        )
+        .expect("submit")
+        .id
+    }
+
+    fn status(&self, id: &str) -> (String, bool) {
+        let conn = rusqlite::Connection::open(&self.db).expect("open");
+        conn.query_row(
+            "SELECT status, dead_letter FROM uns_notifications WHERE id = ?1",
+            [id],
+            |r| Ok((r.get(0)?, r.get::<_, i64>(1)? == 1)),
+        )
+        .expect("row")
+    }
+
+    fn wait_dead(&self, id: &str) {
+        let start = Instant::now();
+        while !self.status(id).1 {
+            assert!(start.elapsed() < WAIT, "{id} never reached the DLQ");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn unsctl(&self, backend: &[String], args: &[&str]) -> Command {
+        let mut command = support::unsctl();
+        command
+            .args(backend)
+            .args(args)
+            .env("UNS_API_KEY", support::KEY)
+            .env("UNS_OPERATOR", "follow-test")
+            .stdin(Stdio::null());
+        command
+    }
+}
+
+/// A running unsctl whose stdout lines arrive on a channel as they are printed.
+struct Streaming {
+    child: Child,
+    lines: Receiver<String>,
+    seen: Vec<String>,
+    stderr: PathBuf,
+}
+
+impl Streaming {
+    fn spawn(mut command: Command, dir: &Path) -> Self {
+        let stderr = dir.join(format!("stderr-{}", uuid_like()));
+        let mut child = command
+            .stdout(Stdio::piped())
+            .stderr(std::fs::File::create(&stderr).expect("stderr file"))
+            .spawn()
+            .expect("spawn");
+        let stdout = child.stdout.take().expect("stdout");
+        let (send, lines) = channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if send.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Streaming {
+            child,
+            lines,
+            seen: Vec::new(),
+            stderr,
+        }
+    }
+
+    /// Waits for a line that `wanted` accepts, keeping every line seen.
+    fn expect(&mut self, what: &str, wanted: impl Fn(&str) -> bool) -> String {
+        let deadline = Instant::now() + WAIT;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(line) => {
+                    self.seen.push(line.clone());
+                    if wanted(&line) {
+                        return line;
+                    }
+                }
+                Err(_) => panic!(
+                    "never printed {what}; stdout so far:\n{}\nstderr:\n{}",
+                    self.seen.join("\n"),
+                    self.stderr_text()
+                ),
+            }
+        }
+    }
+
+    fn stderr_text(&self) -> String {
+        std::fs::read_to_string(&self.stderr).unwrap_or_default()
+    }
+
+    /// Waits for a line on stderr (the status lines).
+    fn expect_stderr(&self, text: &str) {
+        let start = Instant::now();
+        while !self.stderr_text().contains(text) {
+            assert!(
+                start.elapsed() < WAIT,
+                "stderr never said {text:?}: {}",
+                self.stderr_text()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn interrupt(&mut self) -> (Option<i32>, String) {
+        let pid = self.child.id().to_string();
+        let sent = Command::new("kill")
+            .args(["-INT", &pid])
+            .status()
+            .expect("kill");
+        assert!(sent.success());
+        self.finish()
+    }
+
+    fn finish(&mut self) -> (Option<i32>, String) {
+        let start = Instant::now();
+        let status = loop {
+            if let Some(status) = self.child.try_wait().expect("wait") {
+                break status;
+            }
+            assert!(
+                start.elapsed() < WAIT,
+                "did not end: {}",
+                self.stderr_text()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        while let Ok(line) = self.lines.recv_timeout(Duration::from_millis(200)) {
+            self.seen.push(line);
+        }
+        (status.code(), self.stderr_text())
+    }
+}
+
+impl Drop for Streaming {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn uuid_like() -> String {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    static N: AtomicUsize = AtomicUsize::new(0);
+    format!(
+        "{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::SeqCst)
+    )
+}
+
+#[test]
+fn events_follow_streams_new_events_then_stops_on_ctrl_c_with_an_account() {
+    let runtime = Runtime::start();
+    let scratch = tempfile::tempdir().expect("dir");
+    for backend in runtime.backends() {
+        let mut follow = Streaming::spawn(
+            runtime.unsctl(
+                &backend,
+                &[
+                    "-o",
+                    "json",
+                    "events",
+                    "--follow",
+                    "--kind",
+                    "delivered",
+                    "--interval",
+                    "0.1",
+                ],
+            ),
+            scratch.path(),
+        );
+        follow.expect_stderr("following");
+        let id = runtime.submit("follow me");
+        let line = follow.expect("the DELIVERED event", |l| l.contains(&id));
+        let event: Value = serde_json::from_str(&line).expect("one JSON event per line");
+        assert_eq!(event["kind"], "DELIVERED", "{backend:?}: {event}");
+        assert_eq!(event["notification_id"], id.as_str());
+        let (code, stderr) = follow.interrupt();
+        assert_eq!(code, Some(0), "{backend:?}: {stderr}");
+        assert!(
+            stderr.contains("stopped (Ctrl-C)") && stderr.contains("events shown"),
+            "{stderr}"
+        );
+        // Only the kind asked for, and nothing twice.
+        let kinds: Vec<Value> = follow
+            .seen
+            .iter()
+            .map(|l| serde_json::from_str::<Value>(l).expect("json")["kind"].clone())
+            .collect();
+        assert!(kinds.iter().all(|k| k == "DELIVERED"), "{kinds:?}");
+        let mut ids: Vec<String> = follow.seen.clone();
+        ids.sort();
+        ids.dedup();
+        assert_eq!(ids.len(), follow.seen.len(), "an event printed twice");
+    }
+}
+
+#[test]
+fn inspect_follow_runs_until_the_notification_settles() {
+    let scratch = tempfile::tempdir().expect("dir");
+    // A fresh runtime per backend: a released hold stays released.
+    for which in 0..2 {
+        let runtime = Runtime::start();
+        let backend = runtime.backends()[which].clone();
+        // The provider holds the message until released: the follow starts mid-flight.
+        runtime.fakes.control.set_default(Behavior::Hold);
+        let id = runtime.submit("slow one");
+        let start = Instant::now();
+        while runtime
+            .fakes
+            .control
+            .ledger()
+            .iter()
+            .all(|a| a.notification_id.as_deref() != Some(&id))
+        {
+            assert!(
+                start.elapsed() < WAIT,
+                "the worker never called the provider"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let mut follow = Streaming::spawn(
+            runtime.unsctl(
+                &backend,
+                &[
+                    "--color",
+                    "never",
+                    "inspect",
+                    &id,
+                    "--follow",
+                    "--interval",
+                    "0.1",
+                ],
+            ),
+            scratch.path(),
+        );
+        follow.expect_stderr("until it settles");
+        assert!(
+            follow.child.try_wait().expect("wait").is_none(),
+            "it ended before the notification settled"
+        );
+        runtime.fakes.control.set_default(Behavior::Accept);
+        runtime.fakes.control.release();
+        let (code, stderr) = follow.finish();
+        assert_eq!(code, Some(0), "{backend:?}: {stderr}");
+        let text = follow.seen.join("\n");
+        assert!(text.contains("Settled: DELIVERED"), "{backend:?}: {text}");
+        // The result and the settlement arrived while following, after the first view.
+        let first_view_end = follow
+            .seen
+            .iter()
+            .position(|l| l.starts_with("Not in the DLQ"))
+            .expect("the first view");
+        let after: String = follow.seen[first_view_end..].join("\n");
+        assert!(
+            after.contains("CHANNEL_ATTEMPT_RESULT") && after.contains("DELIVERED"),
+            "{after}"
+        );
+    }
+}
+
+#[test]
+fn replay_wait_reports_each_notification_and_exits_0_only_when_all_were_delivered() {
+    let runtime = Runtime::start();
+    for backend in runtime.backends() {
+        runtime.fakes.control.set_default(Behavior::Reject(400));
+        let id = runtime.submit("refused");
+        runtime.wait_dead(&id);
+        // Fixed: the provider accepts now.
+        runtime.fakes.control.set_default(Behavior::Accept);
+        let out = runtime
+            .unsctl(
+                &backend,
+                &[
+                    "--color",
+                    "never",
+                    "replay",
+                    &id,
+                    "--confirm",
+                    "--yes",
+                    "--wait",
+                    "--interval",
+                    "0.1",
+                ],
+            )
+            .output()
+            .expect("replay");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{backend:?}: {stdout}{stderr}");
+        assert!(
+            stdout
+                .lines()
+                .any(|l| l.starts_with(&id) && l.contains("DELIVERED after")),
+            "{stdout}"
+        );
+        assert!(stderr.contains("1 of 1 delivered"), "{stderr}");
+        assert_eq!(runtime.status(&id), ("DELIVERED".to_string(), false));
+
+        // Not fixed: the replay dead-letters again, and the wait says so with exit 1.
+        runtime.fakes.control.set_default(Behavior::Reject(400));
+        let id = runtime.submit("still refused");
+        runtime.wait_dead(&id);
+        let out = runtime
+            .unsctl(
+                &backend,
+                &[
+                    "-o",
+                    "json",
+                    "replay",
+                    &id,
+                    "--confirm",
+                    "--yes",
+                    "--wait",
+                    "--interval",
+                    "0.1",
+                ],
+            )
+            .output()
+            .expect("replay");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(out.status.code(), Some(1), "{backend:?}: {stdout}");
+        let waited: Value = stdout
+            .lines()
+            .rev()
+            .find_map(|l| serde_json::from_str(l).ok())
+            .expect("the wait's JSON line");
+        assert_eq!(waited["delivered"], 0, "{waited}");
+        assert_eq!(waited["not_delivered"], 1, "{waited}");
+        assert_eq!(waited["waited"][0]["id"], id.as_str());
+        assert_eq!(waited["waited"][0]["status"], "DEAD");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("0 of 1 delivered"),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    // --wait without --confirm is a usage error: a dry run has nothing to wait for.
+    let out = runtime
+        .unsctl(&runtime.backends()[0], &["replay", "n-x", "--wait"])
+        .output()
+        .expect("replay");
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn dlq_triage_watch_prints_entries_entering_and_leaving() {
+    let runtime = Runtime::start();
+    let scratch = tempfile::tempdir().expect("dir");
+    for backend in runtime.backends() {
+        let mut watch = Streaming::spawn(
+            runtime.unsctl(
+                &backend,
+                &[
+                    "-o",
+                    "json",
+                    "dlq",
+                    "triage",
+                    "--watch",
+                    "--interval",
+                    "0.1",
+                ],
+            ),
+            scratch.path(),
+        );
+        watch.expect_stderr("watching the DLQ");
+        runtime.fakes.control.set_default(Behavior::Reject(400));
+        let id = runtime.submit("watched");
+        let entered = watch.expect("the entry entering", |l| {
+            l.contains(&id) && l.contains("entered")
+        });
+        let entered: Value = serde_json::from_str(&entered).expect("json");
+        assert_eq!(entered["branch"], "REPLAY", "{entered}");
+        runtime.fakes.control.set_default(Behavior::Accept);
+        let replay = runtime
+            .unsctl(&backend, &["replay", &id, "--confirm", "--yes"])
+            .output()
+            .expect("replay");
+        assert!(
+            replay.status.success(),
+            "{}",
+            String::from_utf8_lossy(&replay.stderr)
+        );
+        let left = watch.expect("the entry leaving", |l| {
+            l.contains(&id) && l.contains("\"left\"")
+        });
+        let left: Value = serde_json::from_str(&left).expect("json");
+        assert_eq!(left["was"], "REPLAY", "{left}");
+        let (code, stderr) = watch.interrupt();
+        assert_eq!(code, Some(0), "{backend:?}: {stderr}");
+        assert!(
+            stderr.contains("1 entered, 1 left, 0 changed branch"),
+            "{stderr}"
+        );
+    }
+}
+
+/// `events --follow` through an API whose server comes back on an older copy of the store:
+/// it says so, and the events the copy writes next are shown, not skipped for having ids
+/// below the last one seen.
+#[test]
+fn events_follow_notices_a_store_replaced_by_an_older_copy() {
+    use unsctl::clock::{Clock, SystemClock};
+    let dir = tempfile::tempdir().expect("dir");
+    let db = dir.path().join("uns.db");
+    let old = dir.path().join("old.db");
+    {
+        let conn = schema::open(&db, OpenMode::Create).expect("store");
+        support::replay_entry(&conn, SystemClock.now());
+    }
+    std::fs::copy(&db, &old).expect("copy");
+    {
+        let conn = schema::open(&db, OpenMode::Create).expect("store");
+        for _ in 0..3 {
+            support::replay_entry(&conn, SystemClock.now());
+        }
+    }
+    let addr: std::net::SocketAddr = format!("127.0.0.1:{}", support::free_port())
+        .parse()
+        .expect("addr");
+    let serve = |path: &Path| {
+        unsctl::server::start(unsctl::server::ServerConfig {
+            listen: addr,
+            ..unsctl::server::ServerConfig::api_only(
+                path.to_path_buf(),
+                Some(unsctl::server::Keys::single(support::KEY).expect("key")),
+            )
+        })
+        .expect("server")
+    };
+    let first = serve(&db);
+    let mut command = support::unsctl();
+    command
+        .args([
+            "--api",
+            &format!("http://{addr}"),
+            "-o",
+            "json",
+            "events",
+            "--follow",
+            "--interval",
+            "0.1",
+        ])
+        .env("UNS_API_KEY", support::KEY)
+        .env("UNSCTL_CONFIG", dir.path().join("none.toml"))
+        .stdin(Stdio::null());
+    let mut follow = Streaming::spawn(command, dir.path());
+    follow.expect_stderr("following");
+    first.stop();
+    let _second = serve(&old);
+    let written = {
+        let conn = schema::open(&old, OpenMode::Create).expect("store");
+        support::replay_entry(&conn, SystemClock.now())
+    };
+    follow.expect_stderr("older copy");
+    follow.expect("an event of the copy", |line| line.contains(&written));
+    let (code, stderr) = follow.interrupt();
+    assert_eq!(code, Some(0), "{stderr}");
+}

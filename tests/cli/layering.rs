@@ -1,0 +1,234 @@
+//! The module structure, read from the code's own `use` paths: no import cycle between
+//! files or between top-level modules, and the low rooms (model, triage, runtime)
+//! import nothing above them. Run with `cargo test --test cli layering`.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+fn sources(dir: &Path, found: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).expect("src").flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            sources(&path, found);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            found.push(path);
+        }
+    }
+}
+
+/// `src/a/b.rs` and `src/a/b/mod.rs` are module `a::b`; `lib.rs` and `main.rs` the root.
+fn module_of(src: &Path, file: &Path) -> Vec<String> {
+    let relative = file.strip_prefix(src).expect("under src");
+    let mut parts: Vec<String> = relative
+        .iter()
+        .map(|p| p.to_string_lossy().trim_end_matches(".rs").to_string())
+        .collect();
+    if parts
+        .last()
+        .is_some_and(|p| p == "mod" || p == "lib" || p == "main")
+    {
+        parts.pop();
+    }
+    parts
+}
+
+/// Code without comments and string literals, so only real paths are read.
+fn code_only(text: &str) -> String {
+    let mut code = String::with_capacity(text.len());
+    for line in text.lines() {
+        let line = line.split("//").next().unwrap_or("");
+        let mut in_string = false;
+        let mut escaped = false;
+        for c in line.chars() {
+            match (in_string, c) {
+                (true, '\\') if !escaped => escaped = true,
+                (true, '"') if !escaped => in_string = false,
+                (true, _) => escaped = false,
+                (false, '"') => in_string = true,
+                (false, c) => code.push(c),
+            }
+        }
+        code.push('\n');
+    }
+    code
+}
+
+/// Every module path `file` names through `crate::` or `super::`, resolved to modules.
+fn imports(module: &[String], is_dir_module: bool, code: &str) -> BTreeSet<Vec<String>> {
+    let mut found = BTreeSet::new();
+    let bytes: Vec<char> = code.chars().collect();
+    let text: String = bytes.iter().collect();
+    for (start, _) in text
+        .match_indices("crate::")
+        .chain(text.match_indices("super::"))
+    {
+        if start > 0 && (bytes[start - 1].is_alphanumeric() || bytes[start - 1] == '_') {
+            continue;
+        }
+        let rest: String = text[start..]
+            .chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_' || *c == ':')
+            .collect();
+        let mut parts: Vec<&str> = rest.split("::").filter(|p| !p.is_empty()).collect();
+        let mut base: Vec<String> = match parts.first() {
+            Some(&"crate") => Vec::new(),
+            Some(&"super") => {
+                let mut base = module.to_vec();
+                // `super` in a non-mod file is its folder's module; in mod.rs, the parent.
+                let mut supers = parts.iter().take_while(|p| **p == "super").count();
+                if !is_dir_module {
+                    supers = supers.saturating_sub(1);
+                    base.pop();
+                }
+                for _ in 0..supers {
+                    base.pop();
+                }
+                parts.retain(|p| *p != "super");
+                base
+            }
+            _ => continue,
+        };
+        if parts.first() == Some(&"crate") {
+            parts.remove(0);
+        }
+        for part in parts {
+            if part.chars().next().is_some_and(|c| c.is_lowercase()) {
+                base.push(part.to_string());
+            } else {
+                break;
+            }
+        }
+        found.insert(base);
+    }
+    found
+}
+
+struct Graph {
+    /// file module -> modules it names
+    edges: BTreeMap<Vec<String>, BTreeSet<Vec<String>>>,
+}
+
+impl Graph {
+    fn read() -> Self {
+        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        let mut files = Vec::new();
+        sources(&src, &mut files);
+        let modules: BTreeMap<Vec<String>, PathBuf> = files
+            .iter()
+            .map(|f| (module_of(&src, f), f.clone()))
+            .collect();
+        let mut edges = BTreeMap::new();
+        for (module, file) in &modules {
+            if module.is_empty() {
+                continue;
+            }
+            let is_dir_module = file.file_name().is_some_and(|n| n == "mod.rs");
+            let code = code_only(&std::fs::read_to_string(file).expect("read"));
+            let targets: BTreeSet<Vec<String>> = imports(module, is_dir_module, &code)
+                .into_iter()
+                .filter_map(|mut path| {
+                    // The longest prefix that is a file of ours.
+                    while !path.is_empty() && !modules.contains_key(&path) {
+                        path.pop();
+                    }
+                    (!path.is_empty() && &path != module && !module.starts_with(&path))
+                        .then_some(path)
+                })
+                .collect();
+            edges.insert(module.clone(), targets);
+        }
+        Self { edges }
+    }
+
+    fn rooms(&self) -> BTreeMap<String, BTreeSet<String>> {
+        let mut rooms: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+        for (from, targets) in &self.edges {
+            let entry = rooms.entry(from[0].clone()).or_default();
+            for to in targets {
+                if to[0] != from[0] {
+                    entry.insert(to[0].clone());
+                }
+            }
+        }
+        rooms
+    }
+}
+
+/// A cycle in `edges`, if there is one.
+fn cycle<T: Ord + Clone + std::fmt::Debug>(edges: &BTreeMap<T, BTreeSet<T>>) -> Option<Vec<T>> {
+    fn visit<T: Ord + Clone>(
+        node: &T,
+        edges: &BTreeMap<T, BTreeSet<T>>,
+        state: &mut BTreeMap<T, u8>,
+        path: &mut Vec<T>,
+    ) -> Option<Vec<T>> {
+        match state.get(node) {
+            Some(2) => return None,
+            Some(1) => {
+                let at = path.iter().position(|n| n == node).unwrap_or(0);
+                let mut found = path[at..].to_vec();
+                found.push(node.clone());
+                return Some(found);
+            }
+            _ => {}
+        }
+        state.insert(node.clone(), 1);
+        path.push(node.clone());
+        for next in edges.get(node).into_iter().flatten() {
+            if let Some(found) = visit(next, edges, state, path) {
+                return Some(found);
+            }
+        }
+        path.pop();
+        state.insert(node.clone(), 2);
+        None
+    }
+    let mut state = BTreeMap::new();
+    for node in edges.keys() {
+        if let Some(found) = visit(node, edges, &mut state, &mut Vec::new()) {
+            return Some(found);
+        }
+    }
+    None
+}
+
+#[test]
+fn no_file_imports_a_file_that_imports_it_back() {
+    let graph = Graph::read();
+    assert!(graph.edges.len() > 30, "the sources were read");
+    assert_eq!(cycle(&graph.edges), None, "an import cycle between files");
+}
+
+#[test]
+fn top_level_modules_form_no_cycle() {
+    let rooms = Graph::read().rooms();
+    assert_eq!(
+        cycle(&rooms),
+        None,
+        "an import cycle between top-level modules: {rooms:#?}"
+    );
+}
+
+#[test]
+fn the_low_rooms_import_nothing_above_them() {
+    let rooms = Graph::read().rooms();
+    let allowed: &[(&str, &[&str])] = &[
+        ("model", &[]),
+        ("bounded", &[]),
+        ("redact", &[]),
+        ("clock", &[]),
+        ("identity", &[]),
+        ("triage", &["model"]),
+        ("runtime", &["model", "clock", "bounded", "redact"]),
+        ("remediation", &["model", "clock", "triage", "runtime"]),
+        ("render", &["model", "clock", "triage"]),
+    ];
+    for (room, may) in allowed {
+        let imports = rooms.get(*room).cloned().unwrap_or_default();
+        let above: Vec<&String> = imports
+            .iter()
+            .filter(|i| !may.contains(&i.as_str()))
+            .collect();
+        assert!(above.is_empty(), "{room} imports {above:?}, above it");
+    }
+}

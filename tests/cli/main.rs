@@ -1,0 +1,17 @@
+//! The command-line harness: the real binary over real stores and the real server, no outside peer.
+
+#[path = "../support/mod.rs"]
+mod support;
+
+mod cli_read;
+mod contexts;
+mod follow;
+mod hostile;
+mod layering;
+mod next_steps;
+mod prefix;
+mod remediation;
+mod runbook;
+mod selection;
+mod snapshots;
+mod triage_props;

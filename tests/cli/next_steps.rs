@@ -1,0 +1,119 @@
+//! Every next step unsctl prints runs as printed in the runbook's own environment, which
+//! exports both UNS_DB_FILE and UNS_BASE_URL: the API is used, one note says so, and the
+//! step does what it says.
+
+use crate::support;
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use unsctl::clock::{Clock, SystemClock};
+use unsctl::runtime::schema::{self, OpenMode};
+
+fn bin_dir() -> String {
+    Path::new(env!("CARGO_BIN_EXE_unsctl"))
+        .parent()
+        .expect("bin dir")
+        .display()
+        .to_string()
+}
+
+#[test]
+fn printed_next_steps_run_in_the_runbooks_environment() {
+    let dir = tempfile::tempdir().expect("dir");
+    let db = dir.path().join("uns.db");
+    let conn = schema::open(&db, OpenMode::Create).expect("store");
+    let now = SystemClock.now();
+    let resolve = support::resolve_entry(&conn, now);
+    let verify = support::verify_entry(&conn, now);
+    let replay = support::replay_entry(&conn, now);
+    let server = support::server(&db);
+    let env = |command: &mut Command| {
+        command
+            .env("UNS_DB_FILE", &db)
+            .env("UNS_BASE_URL", format!("http://{}", server.addr))
+            .env("UNS_API_KEY", support::KEY)
+            .env(
+                "PATH",
+                format!(
+                    "{}:{}",
+                    bin_dir(),
+                    std::env::var("PATH").unwrap_or_default()
+                ),
+            );
+    };
+    let mut triage = support::unsctl();
+    triage.args(["-o", "json", "dlq", "triage"]);
+    env(&mut triage);
+    let out = triage.output().expect("triage");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        stderr
+            .matches("UNS_DB_FILE and UNS_BASE_URL are both set; using the API")
+            .count(),
+        1,
+        "{stderr}"
+    );
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    let steps: Vec<(String, String)> = doc["entries"]
+        .as_array()
+        .expect("entries")
+        .iter()
+        .map(|e| {
+            (
+                e["id"].as_str().unwrap_or_default().to_string(),
+                e["next_step"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(steps.len(), 3);
+    // inspect prints the same next step on its `next:` line.
+    for (id, step) in &steps {
+        let mut inspect = support::unsctl();
+        inspect.args(["--color", "never", "inspect", id]);
+        env(&mut inspect);
+        let text = String::from_utf8_lossy(&inspect.output().expect("inspect").stdout).into_owned();
+        assert!(text.contains(step.as_str()), "{text}");
+    }
+    for (id, step) in &steps {
+        // Under a terminal, answering the prompt as an operator would.
+        let mut run = Command::new("script");
+        run.args(["-qec", step, "/dev/null"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped());
+        env(&mut run);
+        let mut child = run.spawn().expect("script");
+        {
+            use std::io::Write;
+            let mut stdin = child.stdin.take().expect("stdin");
+            let _ = stdin.write_all(b"yes\n");
+        }
+        let out = child.wait_with_output().expect("run");
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{step}:\n{text}");
+        assert!(!text.contains("usage"), "{step}:\n{text}");
+        let expected = if id == &resolve {
+            "resolved"
+        } else if id == &replay {
+            "replayed"
+        } else {
+            assert_eq!(id, &verify);
+            "CANNOT_TELL"
+        };
+        assert!(text.contains(expected), "{step}:\n{text}");
+    }
+    let kinds: Vec<String> = conn
+        .prepare(
+            "SELECT kind FROM uns_events WHERE kind IN ('DLQ_RESOLVED', 'REPLAYED') ORDER BY id",
+        )
+        .expect("sql")
+        .query_map([], |r| r.get(0))
+        .expect("query")
+        .map(|r| r.expect("row"))
+        .collect();
+    assert_eq!(kinds.len(), 2, "{kinds:?}");
+}

@@ -1,0 +1,380 @@
+//! `unsctl doctor` against a healthy setup, a slow relay, two workers on one store, no
+//! worker at all, a store after lost leases, a dead API and a wrong API key.
+
+use crate::support;
+
+use serde_json::{Value, json};
+use std::process::{Output, Stdio};
+use std::time::{Duration, Instant};
+use support::SmtpSink;
+use unsctl::clock::{Clock, SystemClock};
+use unsctl::engine::{self, NewNotification};
+use unsctl::lab::fakes::{Behavior, Fakes};
+use unsctl::model::Channel;
+use unsctl::runtime::schema::{self, OpenMode};
+
+fn doctor(
+    db: &std::path::Path,
+    url: &str,
+    key: &str,
+    smtp: &str,
+    extra: &[&str],
+) -> (Output, Vec<Value>) {
+    let out = support::unsctl()
+        .arg("--db")
+        .arg(db)
+        .args(["--api", url, "-o", "json", "doctor"])
+        .args(extra)
+        .env("UNS_API_KEY", key)
+        .env("UNS_SMTP_HOST", smtp)
+        .stdin(Stdio::null())
+        .output()
+        .expect("doctor");
+    let checks: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap_or_default();
+    (out, checks)
+}
+
+fn level<'a>(checks: &'a [Value], name: &str) -> &'a str {
+    checks
+        .iter()
+        .find(|c| c["name"] == name)
+        .and_then(|c| c["level"].as_str())
+        .unwrap_or("missing")
+}
+
+fn store_with_one_delivery() -> (tempfile::TempDir, std::path::PathBuf) {
+    let dir = tempfile::tempdir().expect("dir");
+    let db = dir.path().join("uns.db");
+    let conn = schema::open(&db, OpenMode::Create).expect("store");
+    support::play(
+        &conn,
+        SystemClock.now(),
+        &[Channel::Slack],
+        &[engine::DeliveryResult::accepted(Some("k".into()))],
+        3,
+    );
+    (dir, db)
+}
+
+#[test]
+fn a_healthy_setup_passes_every_check() {
+    let (_dir, db) = store_with_one_delivery();
+    let server = support::server(&db);
+    let sink = SmtpSink::start(&[]);
+    let (out, checks) = doctor(
+        &db,
+        &format!("http://{}", server.addr),
+        support::KEY,
+        &sink.addr.to_string(),
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(0), "{checks:#?}");
+    for name in [
+        "store",
+        "api",
+        "api key",
+        "smtp relay",
+        "worker",
+        "backlog",
+        "dlq",
+        "provider calls",
+        "lease losses",
+    ] {
+        assert_eq!(level(&checks, name), "ok", "{name}: {checks:#?}");
+    }
+}
+
+#[test]
+fn a_relay_is_judged_against_the_lease_in_use() {
+    let (_dir, db) = store_with_one_delivery();
+    let server = support::server(&db);
+    let sink = SmtpSink::start(&["-W", "EHLO:2"]);
+    let (out, checks) = doctor(
+        &db,
+        &format!("http://{}", server.addr),
+        support::KEY,
+        &sink.addr.to_string(),
+        &["--lease-seconds", "10"],
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "a warning is not a failure: {checks:#?}"
+    );
+    // One lease speaks: the one the store's events show in use (60 s here), with the
+    // one given named beside it; 2 s of 60 is no warning.
+    assert_eq!(level(&checks, "smtp relay"), "ok", "{checks:#?}");
+    let detail = checks
+        .iter()
+        .find(|c| c["name"] == "smtp relay")
+        .map(|c| c["detail"].to_string())
+        .unwrap_or_default();
+    assert!(detail.contains("% of the 1m lease"), "{detail}");
+    assert!(detail.contains("--lease-seconds says 10 s"), "{detail}");
+    let calls = checks
+        .iter()
+        .find(|c| c["name"] == "provider calls")
+        .map(|c| c["detail"].to_string())
+        .unwrap_or_default();
+    assert!(
+        !calls.contains("10 s lease"),
+        "the same lease everywhere: {calls}"
+    );
+}
+
+#[test]
+fn two_worker_processes_on_one_store_are_flagged() {
+    let dir = tempfile::tempdir().expect("dir");
+    let db = dir.path().join("uns.db");
+    let conn = schema::open(&db, OpenMode::Create).expect("store");
+    let fakes = Fakes::start().expect("fakes");
+    fakes
+        .control
+        .set_default(Behavior::DelayAccept(Duration::from_millis(150)));
+    for n in 0..8 {
+        engine::submit(
+            &conn,
+            SystemClock.now(),
+            &NewNotification {
+                channels: [Channel::Slack].into_iter().collect(),
+                payload: json!({"subject": format!("n{n}")}),
+                idempotency_key: None,
+                max_attempts: 3,
+            },
+        )
+        .expect("submit");
+    }
+    let workers: Vec<_> = ["proc-a", "proc-b"]
+        .iter()
+        .map(|id| {
+            support::unsctl()
+                .arg("--db")
+                .arg(&db)
+                .args([
+                    "runtime",
+                    "worker",
+                    "--concurrency",
+                    "1",
+                    "--poll-ms",
+                    "10",
+                    "--worker-id",
+                    id,
+                ])
+                .env("UNS_SLACK_WEBHOOK_URL", fakes.slack_url())
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("worker")
+        })
+        .collect();
+    let start = Instant::now();
+    while fakes.control.ledger().len() < 8 && start.elapsed() < Duration::from_secs(15) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    for mut worker in workers {
+        let _ = worker.kill();
+        let _ = worker.wait();
+    }
+    let server = support::server(&db);
+    let sink = SmtpSink::start(&[]);
+    let (out, checks) = doctor(
+        &db,
+        &format!("http://{}", server.addr),
+        support::KEY,
+        &sink.addr.to_string(),
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(0), "{checks:#?}");
+    assert_eq!(level(&checks, "worker"), "warn", "{checks:#?}");
+    let detail = checks
+        .iter()
+        .find(|c| c["name"] == "worker")
+        .map(|c| c["detail"].to_string())
+        .unwrap_or_default();
+    assert!(
+        detail.contains("proc-a") && detail.contains("proc-b"),
+        "{detail}"
+    );
+}
+
+#[test]
+fn a_wrong_api_key_fails_with_exit_1() {
+    let (_dir, db) = store_with_one_delivery();
+    let server = support::server(&db);
+    let sink = SmtpSink::start(&[]);
+    let (out, checks) = doctor(
+        &db,
+        &format!("http://{}", server.addr),
+        "not-the-key",
+        &sink.addr.to_string(),
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(1), "{checks:#?}");
+    assert_eq!(level(&checks, "api"), "ok");
+    assert_eq!(level(&checks, "api key"), "fail");
+    assert!(
+        !String::from_utf8_lossy(&out.stdout).contains("not-the-key"),
+        "the key is never printed"
+    );
+    let human = support::unsctl()
+        .args(["--api", &format!("http://{}", server.addr), "doctor"])
+        .env("UNS_API_KEY", "not-the-key")
+        .env("UNS_SMTP_HOST", sink.addr.to_string())
+        .output()
+        .expect("doctor");
+    let text = String::from_utf8_lossy(&human.stdout);
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("fail") && l.contains("api key")),
+        "{text}"
+    );
+    assert!(text.contains("hint: UNS_API_KEY"), "{text}");
+}
+
+fn detail<'a>(checks: &'a [Value], name: &str) -> &'a str {
+    checks
+        .iter()
+        .find(|c| c["name"] == name)
+        .and_then(|c| c["detail"].as_str())
+        .unwrap_or("missing")
+}
+
+fn doctor_on(backend: &[&str], extra_env: &[(&str, &str)]) -> (Output, Vec<Value>) {
+    let mut command = support::unsctl();
+    command
+        .args(backend)
+        .args(["-o", "json", "doctor"])
+        .stdin(Stdio::null());
+    for (name, value) in extra_env {
+        command.env(name, value);
+    }
+    let out = command.output().expect("doctor");
+    let checks: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap_or_default();
+    (out, checks)
+}
+
+#[test]
+fn rows_due_with_no_worker_claiming_fail_the_worker_check_on_both_backends() {
+    let dir = tempfile::tempdir().expect("dir");
+    let db = dir.path().join("uns.db");
+    let conn = schema::open(&db, OpenMode::Create).expect("store");
+    // Claimed once, long ago; then two rows became due and nobody took them.
+    support::play(
+        &conn,
+        SystemClock.now() - 3600.0,
+        &[Channel::Slack],
+        &[engine::DeliveryResult::accepted(Some("k".into()))],
+        3,
+    );
+    for n in 0..2 {
+        engine::submit(
+            &conn,
+            SystemClock.now() - 600.0 + f64::from(n),
+            &NewNotification {
+                channels: [Channel::Email].into_iter().collect(),
+                payload: json!({"to": "a@b.c", "subject": "due"}),
+                idempotency_key: None,
+                max_attempts: 3,
+            },
+        )
+        .expect("submit");
+    }
+    let server = support::server(&db);
+    let db_arg = db.to_string_lossy().to_string();
+    let url = format!("http://{}", server.addr);
+    for backend in [vec!["--db", db_arg.as_str()], vec!["--api", url.as_str()]] {
+        let (out, checks) = doctor_on(&backend, &[("UNS_API_KEY", support::KEY)]);
+        assert_eq!(out.status.code(), Some(1), "{backend:?}: {checks:#?}");
+        assert_eq!(level(&checks, "worker"), "fail", "{checks:#?}");
+        assert!(
+            detail(&checks, "worker").starts_with("2 rows due, none claimed: last claim 1h"),
+            "{checks:#?}"
+        );
+        assert_eq!(level(&checks, "backlog"), "warn", "{checks:#?}");
+        assert!(
+            detail(&checks, "backlog").contains("the oldest waiting 10m"),
+            "{checks:#?}"
+        );
+        // The claim an hour ago is outside the 15 min window: no live worker is claimed.
+        assert!(detail(&checks, "lease losses").contains("0 LEASE_LOST in 0 claims"));
+    }
+}
+
+#[test]
+fn after_lost_leases_the_dlq_calls_and_losses_are_reported_the_same_on_both_backends() {
+    let dir = tempfile::tempdir().expect("dir");
+    let db = dir.path().join("uns.db");
+    let repro = support::unsctl()
+        .arg("--db")
+        .arg(&db)
+        .args(["repro", "lease-lost-delivered"])
+        .stdin(Stdio::null())
+        .output()
+        .expect("repro");
+    assert!(
+        repro.status.success(),
+        "{}",
+        String::from_utf8_lossy(&repro.stderr)
+    );
+    let server = support::server(&db);
+    let db_arg = db.to_string_lossy().to_string();
+    let url = format!("http://{}", server.addr);
+    let mut seen = Vec::new();
+    for backend in [vec!["--db", db_arg.as_str()], vec!["--api", url.as_str()]] {
+        let (out, checks) = doctor_on(&backend, &[("UNS_API_KEY", support::KEY)]);
+        assert_eq!(out.status.code(), Some(0), "warnings only: {checks:#?}");
+        assert_eq!(level(&checks, "dlq"), "warn", "{checks:#?}");
+        assert!(detail(&checks, "dlq").starts_with("1 entry, the oldest there"));
+        assert_eq!(level(&checks, "provider calls"), "warn", "{checks:#?}");
+        // The relay answered 1.6 s into a 1 s lease.
+        let calls = detail(&checks, "provider calls");
+        assert!(
+            calls.starts_with("EMAIL p99 1.") && calls.contains("of the 1.0 s lease"),
+            "{calls}"
+        );
+        assert_eq!(level(&checks, "lease losses"), "warn", "{checks:#?}");
+        assert!(detail(&checks, "lease losses").starts_with("1 LEASE_LOST in 1 claim"));
+        assert_eq!(level(&checks, "worker"), "ok", "{checks:#?}");
+        seen.push(
+            ["dlq", "provider calls", "lease losses", "backlog"].map(|name| {
+                (
+                    level(&checks, name).to_string(),
+                    detail(&checks, name).to_string(),
+                )
+            }),
+        );
+    }
+    assert_eq!(
+        seen[0][1..],
+        seen[1][1..],
+        "both backends read the same numbers"
+    );
+}
+
+#[test]
+fn a_dead_or_misplaced_api_is_explained_by_its_cause() {
+    let port = support::free_port();
+    let (out, checks) = doctor_on(&["--api", &format!("http://127.0.0.1:{port}")], &[]);
+    assert_eq!(out.status.code(), Some(1), "{checks:#?}");
+    assert_eq!(level(&checks, "api"), "fail");
+    let text = detail(&checks, "api");
+    assert!(text.contains("connection refused"), "{text}");
+    assert!(!text.contains("error sending request"), "{text}");
+    for name in ["worker", "dlq", "lease losses"] {
+        assert_eq!(level(&checks, name), "skip", "{checks:#?}");
+    }
+    // Something answers, but not the runtime's API at that path.
+    let (_dir, db) = store_with_one_delivery();
+    let server = support::server(&db);
+    let (out, checks) = doctor_on(
+        &["--api", &format!("http://{}/uns", server.addr)],
+        &[("UNS_API_KEY", support::KEY)],
+    );
+    assert_eq!(out.status.code(), Some(1), "{checks:#?}");
+    let text = detail(&checks, "api");
+    assert!(
+        !text.contains("error sending request") && !text.contains("not found"),
+        "{text}"
+    );
+}

@@ -1,0 +1,13 @@
+//! The peers harness: tests that start Postfix, Prometheus, tmux or a pty, and a new user's fresh clone.
+
+#[path = "../support/mod.rs"]
+mod support;
+
+mod cli_conventions;
+mod doctor;
+mod metrics;
+mod new_user;
+mod terminal;
+mod tsg_runbook;
+mod verify;
+mod widths;

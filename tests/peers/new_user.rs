@@ -1,0 +1,84 @@
+//! A new user on a fresh clone: the README's first two commands, as written.
+//!
+//! Slow (a release build and the whole suite again), so it is ignored by `cargo test`
+//! and run by `.ci/run` with `cargo test --test peers new_user -- --ignored`.
+
+use std::path::Path;
+use std::process::Command;
+
+fn readme_commands(readme: &str) -> Vec<String> {
+    let mut commands = Vec::new();
+    let mut in_block = false;
+    for line in readme.lines() {
+        match line.trim() {
+            "```sh" => in_block = true,
+            "```" => in_block = false,
+            command if in_block && !command.is_empty() => commands.push(command.to_string()),
+            _ => {}
+        }
+    }
+    commands
+}
+
+fn run(command: &str, dir: &Path, target: &Path) -> (bool, String) {
+    let out = Command::new("bash")
+        .arg("-c")
+        .arg(command)
+        .current_dir(dir)
+        .env("CARGO_TARGET_DIR", target)
+        .output()
+        .expect("bash");
+    (
+        out.status.success(),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    )
+}
+
+#[test]
+#[ignore = "slow: run by .ci/run"]
+fn the_readme_works_on_a_fresh_clone() {
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let readme = std::fs::read_to_string(repo.join("README.md")).expect("README");
+    let commands = readme_commands(&readme);
+    assert_eq!(
+        &commands[..2],
+        ["cargo run --release -- demo", "./test"],
+        "the README's first two commands"
+    );
+    let ci = std::fs::read_to_string(repo.join(".ci/run")).expect(".ci/run");
+    assert!(
+        ci.lines().any(|l| l.trim() == commands[1]),
+        ".ci/run runs the README's test command"
+    );
+
+    let dir = tempfile::tempdir().expect("dir");
+    let clone = dir.path().join("unsctl");
+    let status = Command::new("git")
+        .args(["clone", "--quiet", "--no-hardlinks"])
+        .arg(repo)
+        .arg(&clone)
+        .status()
+        .expect("git clone");
+    assert!(status.success());
+    // Share the build cache, as a second checkout on the same machine would.
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| repo.join("target"));
+
+    let (ok, output) = run(&commands[0], &clone, &target);
+    assert!(ok, "{}:\n{output}", commands[0]);
+    assert!(
+        output.contains("5 entries: 1 RESOLVE, 2 VERIFY, 2 REPLAY"),
+        "{output}"
+    );
+    assert!(output.contains("demo --keep"), "{output}");
+
+    let (ok, output) = run(&commands[1], &clone, &target);
+    assert!(ok, "{}:\n{output}", commands[1]);
+    assert!(output.contains("test result: ok"), "{output}");
+    assert!(!output.contains("FAILED"), "{output}");
+}

@@ -1,0 +1,1038 @@
+//! `unsctl verify` against a real Postfix relay, with a fault-injecting proxy between the
+//! email adapter and it, and against the fakes' PagerDuty and Slack lookups; STARTTLS
+//! against the same real relay with a private CA.
+//!
+//! Each relay case goes the whole way: the attempt is UNKNOWN, verify answers from the
+//! relay's own log, the answer is recorded, triage moves (or does not), `apply` acts, and
+//! the relay's log and the sink's dumps show what was really sent.
+
+use crate::support;
+
+use serde_json::{Value, json};
+use std::net::SocketAddr;
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+use support::relay::{Ca, Fault, Proxy, Relay};
+use unsctl::clock::{Clock, SystemClock};
+use unsctl::engine::{self, Backoff, ClaimOutcome, DeliveryResult, NewNotification};
+use unsctl::model::Channel;
+use unsctl::runtime::adapters::email::{EmailAdapter, EmailConfig, StartTls};
+use unsctl::runtime::adapters::{Adapter, DeliveryRequest};
+use unsctl::runtime::schema::{self, OpenMode};
+
+const LEASE: f64 = 1.0;
+const MIN_IO: Duration = Duration::from_millis(300);
+const BACKOFF: Backoff = Backoff {
+    base_seconds: 0.0,
+    max_seconds: 0.0,
+};
+
+fn now() -> f64 {
+    SystemClock.now()
+}
+
+fn adapter(relay: SocketAddr, starttls: StartTls, ca: Option<&Path>) -> EmailAdapter {
+    let mut config = EmailConfig::new(relay.to_string());
+    config.starttls = starttls;
+    config.ca_pem = ca.map(|path| std::fs::read(path).expect("ca"));
+    EmailAdapter::new(config)
+}
+
+/// Claims the due row and makes one attempt through `adapter`, recorded as the worker
+/// records it; a lost lease is recovered, so a budget of one ends in the DLQ.
+fn deliver_due(db: &Path, adapter: &EmailAdapter) -> DeliveryResult {
+    let conn = schema::open(db, OpenMode::Create).expect("store");
+    let ClaimOutcome::Claimed(lease) =
+        engine::claim(&conn, now(), "verify-test", LEASE).expect("claim")
+    else {
+        panic!("nothing due");
+    };
+    engine::start_channel(&conn, now(), &lease, Channel::Email, &adapter.started()).expect("start");
+    let request = DeliveryRequest::for_lease(&lease, Channel::Email, LEASE, MIN_IO);
+    let result = adapter.deliver(&request, &|| true);
+    engine::record_result(&conn, now(), &lease, Channel::Email, &result).expect("result");
+    let _ = engine::settle(
+        &conn,
+        now(),
+        &lease,
+        &[(Channel::Email, result.clone())],
+        &BACKOFF,
+    );
+    let status: String = conn
+        .query_row(
+            "SELECT status FROM uns_notifications WHERE id = ?1",
+            [&lease.notification_id],
+            |r| r.get(0),
+        )
+        .expect("row");
+    if status == "LEASED" {
+        // The lease ran out mid-call: the next claim finds the budget gone.
+        let later = lease.lease_until + 0.01;
+        let outcome =
+            engine::claim(&conn, later.max(now()), "verify-test-2", LEASE).expect("reclaim");
+        assert!(
+            matches!(outcome, ClaimOutcome::RecoveryExhausted { .. }),
+            "{outcome:?}"
+        );
+    }
+    result
+}
+
+/// A notification on `channel` alone, with a budget of one attempt.
+fn submit_on(conn: &rusqlite::Connection, channel: Channel) -> String {
+    engine::submit(
+        conn,
+        now(),
+        &NewNotification {
+            channels: [channel].into_iter().collect(),
+            payload: json!({"subject": "verify", "body": "hello"}),
+            idempotency_key: None,
+            max_attempts: 1,
+        },
+    )
+    .expect("submit")
+    .id
+}
+
+fn submit(db: &Path, recipient: &str) -> String {
+    submit_with(db, recipient, "verify")
+}
+
+fn submit_with(db: &Path, recipient: &str, subject: &str) -> String {
+    let conn = schema::open(db, OpenMode::Create).expect("store");
+    engine::submit(
+        &conn,
+        now(),
+        &NewNotification {
+            channels: [Channel::Email].into_iter().collect(),
+            payload: json!({"recipient": recipient, "subject": subject, "body": "hello"}),
+            idempotency_key: None,
+            max_attempts: 1,
+        },
+    )
+    .expect("submit")
+    .id
+}
+
+fn unsctl(db: &Path, args: &[&str]) -> Output {
+    let mut command = support::unsctl();
+    command
+        .arg("--db")
+        .arg(db)
+        .args(args)
+        .env("USER", "verify-test")
+        .stdin(Stdio::null())
+        .output()
+        .expect("unsctl")
+}
+
+fn json(out: &Output, what: &str) -> Value {
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{what}: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|err| panic!("{what}: {err}"))
+}
+
+fn verify(db: &Path, id: &str, logs: &[&Path], record: bool) -> Value {
+    verify_with(db, id, logs, record, &["--clock-skew", "0s"])
+}
+
+fn verify_with(db: &Path, id: &str, logs: &[&Path], record: bool, extra: &[&str]) -> Value {
+    let mut args = vec!["verify", id, "-o", "json"];
+    args.extend(extra);
+    let logs: Vec<String> = logs.iter().map(|l| l.display().to_string()).collect();
+    for log in &logs {
+        args.extend(["--relay-log", log.as_str()]);
+    }
+    if record {
+        args.extend([
+            "--record",
+            "--confirm",
+            "--yes",
+            "--reason",
+            "relay log read",
+        ]);
+    }
+    json(&unsctl(db, &args), "verify")
+}
+
+fn branch(db: &Path, id: &str) -> String {
+    let triage = json(&unsctl(db, &["dlq", "triage", "-o", "json"]), "triage");
+    triage["entries"]
+        .as_array()
+        .and_then(|entries| entries.iter().find(|e| e["id"] == id))
+        .map(|e| e["branch"].as_str().unwrap_or_default().to_string())
+        .unwrap_or_else(|| "(not in the DLQ)".into())
+}
+
+/// `dlq triage -o json > plan.json`, then `apply plan.json --confirm --yes`.
+fn apply(db: &Path, dir: &Path) -> Value {
+    let plan = unsctl(db, &["dlq", "triage", "-o", "json"]);
+    let path = dir.join("plan.json");
+    std::fs::write(&path, &plan.stdout).expect("plan");
+    let out = unsctl(
+        db,
+        &[
+            "apply",
+            &path.display().to_string(),
+            "--confirm",
+            "--yes",
+            "-o",
+            "json",
+        ],
+    );
+    serde_json::from_slice(&out.stdout).unwrap_or(Value::Null)
+}
+
+fn message_id(id: &str, cycle: i64, attempt: i64) -> String {
+    format!("<{id}.{cycle}.{attempt}@uns.local>")
+}
+
+/// The log lines naming `queue_id`s of the message with `message_id`.
+fn queued(log: &str, message_id: &str) -> bool {
+    let queue_ids: Vec<&str> = log
+        .lines()
+        .filter(|l| l.ends_with(&format!("message-id={message_id}")))
+        .filter_map(|l| l.split(": ").nth(1))
+        .collect();
+    log.lines().any(|l| {
+        l.contains("postfix/qmgr[")
+            && l.contains("(queue active)")
+            && queue_ids.iter().any(|q| l.contains(&format!(": {q}: ")))
+    })
+}
+
+#[test]
+fn the_relays_own_log_settles_what_the_adapter_could_not_tell() {
+    let work = tempfile::tempdir().expect("dir");
+    let db = work.path().join("uns.db");
+    let relay = Relay::start(None);
+    let proxy = Proxy::start(relay.addr, Fault::HoldReplyToDot);
+    let via_proxy = adapter(proxy.addr, StartTls::Never, None);
+    // A line in an earlier second than any attempt, so the log is seen to start before.
+    relay.send_marker();
+    std::thread::sleep(Duration::from_millis(1100));
+
+    // 1. The relay queues the message; its reply to the final dot is held past the lease.
+    let held = submit(&db, "held@example.test");
+    let result = deliver_due(&db, &via_proxy);
+    assert_eq!(result.outcome.as_str(), "UNKNOWN", "{result:?}");
+    // 2. The connection is cut before the final dot: nothing is queued.
+    proxy.set(Fault::CutBeforeDot);
+    let cut = submit(&db, "cut@example.test");
+    let result = deliver_due(&db, &via_proxy);
+    assert_eq!(result.outcome.as_str(), "UNKNOWN", "{result:?}");
+    // 3. The same fault, but the log that held it is rotated away before anyone looks.
+    let lost = submit(&db, "lost@example.test");
+    let result = deliver_due(&db, &via_proxy);
+    assert_eq!(result.outcome.as_str(), "UNKNOWN", "{result:?}");
+    // Wait for the relay to log all of the session, so the rotation keeps none of it.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    // Postfix's cleanup logs the Message-ID after smtpd logged the session's end.
+    let lost_ended = |log: &str| log.contains(&format!("message-id={}", message_id(&lost, 1, 1)));
+    while !lost_ended(&relay.log()) && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(lost_ended(&relay.log()), "{}", relay.log());
+    let rotated_at = std::fs::metadata(&relay.maillog).expect("log").len();
+    for id in [&held, &cut, &lost] {
+        assert_eq!(branch(&db, id), "VERIFY");
+    }
+    // The log runs on past every attempt's lease.
+    relay.log_past(now() + LEASE);
+    let log = relay.log();
+    assert!(queued(&log, &message_id(&held, 1, 1)), "{log}");
+    assert!(!queued(&log, &message_id(&cut, 1, 1)), "{log}");
+    assert!(
+        log.contains(&format!("message-id={}", message_id(&cut, 1, 1))),
+        "{log}"
+    );
+
+    let answer = |value: &Value| {
+        value["answers"][0]["answer"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    };
+    let current = relay.maillog.as_path();
+    assert_eq!(answer(&verify(&db, &held, &[current], false)), "DELIVERED");
+    assert_eq!(
+        answer(&verify(&db, &cut, &[current], false)),
+        "NOT_DELIVERED"
+    );
+    // Rotated: only what was written after case 3 is left, which cannot cover it.
+    let rest = std::fs::read(current).expect("log");
+    let after_rotation = work.path().join("maillog");
+    std::fs::write(&after_rotation, &rest[rotated_at as usize..]).expect("rotated log");
+    let cannot = verify(&db, &lost, &[&after_rotation], false);
+    assert_eq!(answer(&cannot), "CANNOT_TELL", "{cannot:#}");
+    assert!(
+        cannot["answers"][0]["evidence"]
+            .as_str()
+            .is_some_and(|e| e.contains("not all of the attempt's window")),
+        "{cannot:#}"
+    );
+
+    // Recorded, triage follows: RESOLVE, REPLAY, and VERIFY left alone.
+    let recorded = verify(&db, &held, &[current], true);
+    assert_eq!(
+        recorded["record"]["recorded"][0]["branch"], "RESOLVE",
+        "{recorded:#}"
+    );
+    verify(&db, &cut, &[current], true);
+    let nothing = verify(&db, &lost, &[&after_rotation], true);
+    assert_eq!(
+        nothing["record"]["planned"], 0,
+        "CANNOT_TELL records nothing"
+    );
+    assert_eq!(branch(&db, &held), "RESOLVE");
+    assert_eq!(branch(&db, &cut), "REPLAY");
+    assert_eq!(branch(&db, &lost), "VERIFY");
+    let conn = rusqlite::Connection::open(&db).expect("db");
+    let verified: i64 = conn
+        .query_row(
+            "SELECT COUNT(*) FROM uns_events WHERE kind = 'VERIFIED'",
+            [],
+            |r| r.get(0),
+        )
+        .expect("count");
+    assert_eq!(verified, 2);
+
+    // apply: the held one is resolved and never sent again; the cut one is replayed and
+    // sent once; the lost one is left for a person.
+    let applied = apply(&db, work.path());
+    assert!(applied["results"].is_array(), "{applied:#}");
+    proxy.set(Fault::None);
+    let replayed = deliver_due(&db, &via_proxy);
+    assert_eq!(replayed.outcome.as_str(), "ACCEPTED", "{replayed:?}");
+    assert_eq!(branch(&db, &held), "(not in the DLQ)");
+    assert_eq!(branch(&db, &lost), "VERIFY");
+    relay.send_marker();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let copies = |id: &str| {
+        relay
+            .sink
+            .received()
+            .iter()
+            .filter(|m| m.contains(&format!("{id}.")))
+            .count()
+    };
+    while copies(&cut) == 0 && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let log = relay.log();
+    assert_eq!(
+        copies(&held),
+        1,
+        "the held message reached the sink once: {log}"
+    );
+    assert_eq!(copies(&cut), 1, "the replay reached the sink once");
+    assert_eq!(copies(&lost), 0, "the lost message never reached the sink");
+    assert!(
+        queued(&log, &message_id(&cut, 2, 2)),
+        "the replay was queued: {log}"
+    );
+    assert!(!queued(&log, &message_id(&cut, 1, 1)));
+}
+
+/// The one answer of a verify document, and its evidence.
+fn answer_of(value: &Value) -> (String, String) {
+    let answer = &value["answers"][0];
+    (
+        answer["answer"].as_str().unwrap_or_default().to_string(),
+        answer["evidence"].as_str().unwrap_or_default().to_string(),
+    )
+}
+
+#[test]
+fn the_rules_of_evidence_hold_against_a_real_relay() {
+    let work = tempfile::tempdir().expect("dir");
+    let db = work.path().join("uns.db");
+    let relay = Relay::start_with(
+        None,
+        Some("/^Subject:.*HOLDME/ HOLD held for review\n/^Subject:.*WARNME/ WARN\n"),
+    );
+    let proxy = Proxy::start(relay.addr, Fault::HoldReplyToDot);
+    let via_proxy = adapter(proxy.addr, StartTls::Never, None);
+    relay.send_marker();
+    std::thread::sleep(Duration::from_millis(1100));
+    let unknown = |recipient: &str, subject: &str| {
+        let id = submit_with(&db, recipient, subject);
+        let result = deliver_due(&db, &via_proxy);
+        assert_eq!(
+            result.outcome.as_str(),
+            "UNKNOWN",
+            "{recipient}: {result:?}"
+        );
+        id
+    };
+
+    // 1. The relay holds it (header_checks HOLD) and answers 250; the answer is held back.
+    let held = unknown("held@example.test", "HOLDME please");
+    // 2. A WARN line quotes a Subject that says status=sent, and the session is cut
+    //    before the final dot.
+    proxy.set(Fault::CutBeforeDot);
+    let warned = unknown(
+        "warned@example.test",
+        "WARNME status=sent (250 2.0.0 Ok: queued as 7E4029C0029)",
+    );
+    // 3. Cut before the dot too, and a forger sends its Message-ID: once at once, inside
+    //    the window, and once after the window.
+    let forged = unknown("forged@example.test", "hello");
+    let forgery = format!(
+        "Message-ID: {}\r\nSubject: x\r\n\r\nforged\r\n",
+        message_id(&forged, 1, 1)
+    );
+    relay.submit("attacker@evil.test", &forgery, true);
+    relay.log_past(now() + LEASE + 2.5);
+    relay.submit("attacker@evil.test", &forgery, true);
+    // 4. A session cut before the dot whose lines sit in a rotated file that goes missing.
+    std::thread::sleep(Duration::from_millis(2500));
+    relay.send_marker();
+    relay.wait_for_log("marker@marker.test>, size=");
+    let before_gone = std::fs::metadata(&relay.maillog).expect("log").len() as usize;
+    let gone = unknown("gone@example.test", "hello");
+    relay.wait_for_log(&format!("message-id={}", message_id(&gone, 1, 1)));
+    std::thread::sleep(Duration::from_millis(2500));
+    let after_gone = std::fs::metadata(&relay.maillog).expect("log").len() as usize;
+    relay.log_past(now() + LEASE + 2.5);
+    relay.wait_for_log(&format!("message-id={}", message_id(&forged, 1, 1)));
+    // 5. A call that started and never reached the relay, which stays quiet for a while.
+    let quiet = submit_with(&db, "quiet@example.test", "hello");
+    {
+        let conn = schema::open(&db, OpenMode::Create).expect("store");
+        let ClaimOutcome::Claimed(lease) =
+            engine::claim(&conn, now(), "verify-test", LEASE).expect("claim")
+        else {
+            panic!("nothing due");
+        };
+        engine::start_channel(&conn, now(), &lease, Channel::Email, &via_proxy.started())
+            .expect("start");
+        let _ = engine::claim(&conn, lease.lease_until + 0.01, "verify-test-2", LEASE);
+    }
+    std::thread::sleep(Duration::from_millis(3000));
+    relay.send_marker();
+    relay.log_past(now() + 0.5);
+
+    let log = relay.log();
+    assert!(log.contains("hold: header Subject: HOLDME"), "{log}");
+    assert!(
+        log.contains("warning: header Subject: WARNME status=sent"),
+        "{log}"
+    );
+    let current = relay.maillog.as_path();
+    let skew = ["--clock-skew", "2s"];
+
+    let (answer, evidence) = answer_of(&verify_with(&db, &held, &[current], false, &skew));
+    assert_eq!(answer, "DELIVERED", "{evidence}");
+    assert!(evidence.contains("held by the relay"), "{evidence}");
+
+    let (answer, evidence) = answer_of(&verify_with(&db, &warned, &[current], false, &skew));
+    assert_eq!(
+        answer, "NOT_DELIVERED",
+        "a quoted status= is no commitment: {evidence}"
+    );
+    assert!(
+        evidence.contains("lost connection after DATA"),
+        "{evidence}"
+    );
+
+    let (answer, evidence) = answer_of(&verify_with(&db, &forged, &[current], false, &skew));
+    assert_eq!(answer, "NOT_DELIVERED", "{evidence}");
+    assert!(
+        evidence.contains("<attacker@evil.test>, not the runtime's <uns@uns.local>"),
+        "{evidence}"
+    );
+    assert!(
+        evidence.contains("outside the attempt's window"),
+        "{evidence}"
+    );
+
+    // The rotation: the files before and after, without the one between.
+    let bytes = std::fs::read(current).expect("log");
+    let first = work.path().join("maillog.2");
+    let last = work.path().join("maillog");
+    std::fs::write(&first, &bytes[..before_gone]).expect("first");
+    std::fs::write(&last, &bytes[after_gone..]).expect("last");
+    let tight = ["--clock-skew", "0s", "--max-log-gap", "2s"];
+    let (answer, evidence) = answer_of(&verify_with(&db, &gone, &[&first, &last], false, &tight));
+    assert_eq!(answer, "CANNOT_TELL", "{evidence}");
+    assert!(
+        evidence.contains("not all of the attempt's window"),
+        "{evidence}"
+    );
+    let (answer, evidence) = answer_of(&verify_with(&db, &gone, &[current], false, &tight));
+    assert_eq!(
+        answer, "NOT_DELIVERED",
+        "the whole log holds the relay's record: {evidence}"
+    );
+    // A file that cannot be read beside one that covers: named, and no absence is proof.
+    let broken = work.path().join("maillog.1.gz");
+    std::fs::write(&broken, [0x1f, 0x8b, 8, 0, 1, 2, 3]).expect("broken");
+    let (answer, evidence) =
+        answer_of(&verify_with(&db, &gone, &[current, &broken], false, &tight));
+    assert_eq!(answer, "CANNOT_TELL", "{evidence}");
+    assert!(evidence.contains("maillog.1.gz"), "{evidence}");
+    // A relay quiet for longer than the allowed gap proves no absence; a shorter quiet does.
+    let (answer, evidence) = answer_of(&verify_with(&db, &quiet, &[current], false, &tight));
+    assert_eq!(answer, "CANNOT_TELL", "{evidence}");
+    assert!(evidence.contains("gaps over 2s"), "{evidence}");
+    let patient = ["--clock-skew", "0s", "--max-log-gap", "1m"];
+    let (answer, evidence) = answer_of(&verify_with(&db, &quiet, &[current], false, &patient));
+    assert_eq!(answer, "NOT_DELIVERED", "{evidence}");
+    // Copied elsewhere with a new mtime, the log answers as before.
+    let copy = work.path().join("copied-maillog");
+    std::fs::copy(current, &copy).expect("copy");
+    let (answer, _) = answer_of(&verify_with(&db, &held, &[&copy], false, &skew));
+    assert_eq!(answer, "DELIVERED");
+
+    // Recorded, triage follows the answers.
+    for id in [&held, &warned, &forged] {
+        verify_with(&db, id, &[current], true, &skew);
+    }
+    assert_eq!(branch(&db, &held), "RESOLVE");
+    assert_eq!(branch(&db, &warned), "REPLAY");
+    assert_eq!(branch(&db, &forged), "REPLAY");
+    assert_eq!(branch(&db, &gone), "VERIFY");
+    // Released, the held message goes on to the sink: a replay would have been a copy.
+    let released = Command::new("postsuper")
+        .arg("-c")
+        .arg(relay.dir().join("conf"))
+        .args(["-H", "ALL"])
+        .output()
+        .expect("postsuper");
+    assert!(released.status.success(), "{released:?}");
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let arrived = || {
+        relay
+            .sink
+            .received()
+            .iter()
+            .any(|m| m.contains(&message_id(&held, 1, 1)))
+    };
+    while !arrived() && std::time::Instant::now() < deadline {
+        let _ = Command::new("postqueue")
+            .arg("-c")
+            .arg(relay.dir().join("conf"))
+            .arg("-f")
+            .output();
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert!(
+        arrived(),
+        "the held message reached the sink once released: {}",
+        relay.log()
+    );
+}
+
+/// A relay log line the verifier reads, with what varies (stamps, hosts, pids, queue ids,
+/// addresses, numbers) taken out; None for the lines it does not read.
+fn shape(line: &str) -> Option<String> {
+    let (_, rest) = line.split_once(" postfix/")?;
+    let (program, text) = rest.split_once(": ")?;
+    let daemon = program.split('[').next()?.rsplit('/').next()?;
+    if !matches!(daemon, "smtpd" | "cleanup" | "qmgr") {
+        return None;
+    }
+    let text = match text.split_once(": ") {
+        Some((id, after))
+            if id.len() >= 6
+                && id.bytes().all(|b| b.is_ascii_alphanumeric())
+                && id.bytes().any(|b| b.is_ascii_uppercase()) =>
+        {
+            format!("QID: {after}")
+        }
+        _ => text.to_string(),
+    };
+    let mut shaped = String::new();
+    let mut in_angle = false;
+    for c in text.chars() {
+        match c {
+            '<' => {
+                in_angle = true;
+                shaped.push_str("<X");
+            }
+            '>' => {
+                in_angle = false;
+                shaped.push('>');
+            }
+            _ if in_angle => {}
+            c if c.is_ascii_digit() => {
+                if !shaped.ends_with('N') {
+                    shaped.push('N');
+                }
+            }
+            c => shaped.push(c),
+        }
+    }
+    (!shaped.starts_with("warning:") && !shaped.starts_with("error:") && shaped != "QID: removed")
+        .then(|| format!("{daemon}: {}", shaped.replace("N.N.N.N", "IP")))
+}
+
+/// The fake relay writes each SMTP session as the real Postfix does: the same lines, in
+/// the shapes the verifier reads, and the verifier answers both logs alike.
+#[test]
+fn the_fake_relay_logs_sessions_as_postfix_does() {
+    use unsctl::lab::fakes::{Behavior, Fakes};
+    let work = tempfile::tempdir().expect("dir");
+    // The real relay: one message queued, one cut before the final dot.
+    let real_db = work.path().join("real.db");
+    let relay = Relay::start(None);
+    let proxy = Proxy::start(relay.addr, Fault::CutBeforeDot);
+    relay.send_marker();
+    submit(&real_db, "sent@example.test");
+    let result = deliver_due(&real_db, &adapter(relay.addr, StartTls::Never, None));
+    assert_eq!(result.outcome.as_str(), "ACCEPTED", "{result:?}");
+    let real_lost = submit(&real_db, "lost@example.test");
+    let result = deliver_due(&real_db, &adapter(proxy.addr, StartTls::Never, None));
+    assert_eq!(result.outcome.as_str(), "UNKNOWN", "{result:?}");
+    relay.wait_for_log(&format!("message-id={}", message_id(&real_lost, 1, 1)));
+    relay.log_past(now() + LEASE);
+    // The fake: the same two.
+    let fake_db = work.path().join("fake.db");
+    let fakes = Fakes::start().expect("fakes");
+    fakes.control.script("lost@example.test", &[Behavior::Lose]);
+    submit(&fake_db, "sent@example.test");
+    let result = deliver_due(&fake_db, &adapter(fakes.smtp, StartTls::Never, None));
+    assert_eq!(result.outcome.as_str(), "ACCEPTED", "{result:?}");
+    let fake_lost = submit(&fake_db, "lost@example.test");
+    let result = deliver_due(&fake_db, &adapter(fakes.smtp, StartTls::Never, None));
+    assert_eq!(result.outcome.as_str(), "UNKNOWN", "{result:?}");
+    std::thread::sleep(Duration::from_secs_f64(LEASE + 0.2));
+    fakes.control.mark_log();
+
+    let real_log = relay.log();
+    let fake_log = std::fs::read_to_string(&fakes.maillog).expect("fake log");
+    let real: std::collections::BTreeSet<String> = real_log.lines().filter_map(shape).collect();
+    let fake: Vec<String> = fake_log.lines().filter_map(shape).collect();
+    for expected in [
+        "smtpd: connect from localhost[IP]",
+        "smtpd: QID: client=localhost[IP]",
+        "cleanup: QID: message-id=<X>",
+        "qmgr: QID: from=<X>, size=N, nrcpt=N (queue active)",
+        "smtpd: lost connection after DATA (N bytes) from localhost[IP]",
+        "smtpd: disconnect from localhost[IP] ehlo=N mail=N rcpt=N data=N/N commands=N/N",
+    ] {
+        assert!(
+            real.contains(expected),
+            "real relay: {expected}\n{real_log}"
+        );
+        assert!(
+            fake.iter().any(|l| l == expected),
+            "fake relay: {expected}\n{fake_log}"
+        );
+    }
+    for line in &fake {
+        assert!(
+            real.contains(line),
+            "the fake wrote {line:?}, which Postfix does not:\n{real_log}"
+        );
+    }
+    // The lost messages are the ones in the DLQ: both logs answer for them alike.
+    let answer = |db: &Path, id: &str, log: &Path| {
+        answer_of(&verify_with(db, id, &[log], false, &["--clock-skew", "0s"])).0
+    };
+    let real_answer = answer(&real_db, &real_lost, &relay.maillog);
+    let fake_answer = answer(&fake_db, &fake_lost, &fakes.maillog);
+    assert_eq!(real_answer, "NOT_DELIVERED");
+    assert_eq!(fake_answer, real_answer);
+}
+
+#[test]
+fn starttls_against_the_real_relay_trusts_only_the_given_ca() {
+    let ca = Ca::new("relay");
+    let other = Ca::new("stranger");
+    let relay = Relay::start(Some((&ca.server_cert, &ca.server_key)));
+    let work = tempfile::tempdir().expect("dir");
+    let db = work.path().join("uns.db");
+    let cases = [
+        (
+            "required@example.test",
+            StartTls::Required,
+            &ca.ca_cert,
+            "ACCEPTED",
+        ),
+        (
+            "opportunistic@example.test",
+            StartTls::Opportunistic,
+            &ca.ca_cert,
+            "ACCEPTED",
+        ),
+        (
+            "wrong-ca@example.test",
+            StartTls::Required,
+            &other.ca_cert,
+            "REJECTED",
+        ),
+    ];
+    for (recipient, mode, trusted, expected) in cases {
+        let id = submit(&db, recipient);
+        let result = deliver_due(&db, &adapter(relay.addr, mode, Some(trusted)));
+        assert_eq!(result.outcome.as_str(), expected, "{recipient}: {result:?}");
+        if expected == "REJECTED" {
+            assert_eq!(result.metadata["stage"], "starttls", "{result:?}");
+            assert!(
+                !relay.log().contains(&message_id(&id, 1, 1)),
+                "no data went out before the handshake failed"
+            );
+        }
+    }
+    relay.send_marker();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let delivered = |to: &str| relay.sink.received().iter().any(|m| m.contains(to));
+    while !(delivered("required@") && delivered("opportunistic@"))
+        && std::time::Instant::now() < deadline
+    {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let log = relay.log();
+    assert!(delivered("required@example.test"), "{log}");
+    assert!(delivered("opportunistic@example.test"), "{log}");
+    assert!(
+        !delivered("wrong-ca@example.test"),
+        "nothing reached the sink"
+    );
+    assert!(
+        log.matches("TLS connection established from").count() >= 2,
+        "both accepted sends were encrypted: {log}"
+    );
+}
+
+/// The PagerDuty and Slack lookups, against the fakes' APIs over HTTP: DELIVERED where
+/// the fake took the message, NOT_DELIVERED where it dropped the connection unread.
+#[test]
+fn pagerduty_and_slack_are_asked_by_key_with_their_own_auth() {
+    use unsctl::lab::fakes::{Behavior, Fakes, PAGERDUTY_TOKEN, SLACK_CHANNEL, SLACK_TOKEN};
+    let fakes = Fakes::start().expect("fakes");
+    let work = tempfile::tempdir().expect("dir");
+    let db = work.path().join("uns.db");
+    let conn = schema::open(&db, OpenMode::Create).expect("store");
+    let adapters = unsctl::lab::repro::fake_adapters(&fakes).expect("adapters");
+    // Each notification: one channel, one attempt; `hang` answers nothing but takes it,
+    // `drop` closes the connection without taking it. Both are UNKNOWN to the worker.
+    let mut ids = Vec::new();
+    for (channel, behavior) in [
+        (Channel::Pagerduty, Behavior::Hang),
+        (Channel::Pagerduty, Behavior::Drop),
+        (Channel::Slack, Behavior::Hang),
+        (Channel::Slack, Behavior::Drop),
+    ] {
+        let id = submit_on(&conn, channel);
+        fakes
+            .control
+            .script(&format!("{id}:{channel}"), &[behavior]);
+        let ClaimOutcome::Claimed(lease) =
+            engine::claim(&conn, now(), "verify-test", LEASE).expect("claim")
+        else {
+            panic!("nothing due");
+        };
+        engine::start_channel(&conn, now(), &lease, channel, &Default::default()).expect("start");
+        let request = DeliveryRequest::for_lease(&lease, channel, LEASE, MIN_IO);
+        let result = adapters[&channel].deliver(&request, &|| true);
+        assert_eq!(
+            result.outcome.as_str(),
+            "UNKNOWN",
+            "{channel} {behavior:?}: {result:?}"
+        );
+        engine::record_result(&conn, now(), &lease, channel, &result).expect("result");
+        let _ = engine::settle(&conn, now(), &lease, &[(channel, result)], &BACKOFF);
+        let _ = engine::claim(&conn, lease.lease_until + 0.01, "verify-test-2", LEASE);
+        ids.push((id, channel, behavior));
+    }
+    // Other traffic in the channel: the history runs to several pages of 200.
+    let client = reqwest::blocking::Client::new();
+    for n in 0..450 {
+        let sent = client
+            .post(fakes.slack_url())
+            .json(&json!({"text": format!("other {n}"), "metadata": {
+                "event_type": "uns_notification",
+                "event_payload": {"idempotency_key": format!("other-{n}:SLACK:1")}}}))
+            .send()
+            .expect("post");
+        assert!(sent.status().is_success());
+    }
+    let base = format!("http://{}", fakes.http);
+    let run = |token_pd: &str, token_slack: &str| {
+        let mut command = support::unsctl();
+        command
+            .arg("--db")
+            .arg(&db)
+            .args(["verify", "--clock-skew", "0s", "-o", "json"])
+            .env("UNS_PAGERDUTY_API_URL", &base)
+            .env("UNS_PAGERDUTY_API_TOKEN", token_pd)
+            .env("UNS_SLACK_API_URL", format!("{base}/api"))
+            .env("UNS_SLACK_BOT_TOKEN", token_slack)
+            .env("UNS_SLACK_CHANNEL", SLACK_CHANNEL)
+            .stdin(Stdio::null())
+            .output()
+            .expect("unsctl")
+    };
+    // Every window is past: the lease was one second.
+    std::thread::sleep(Duration::from_secs_f64(LEASE + 0.1));
+    let report = json(&run(PAGERDUTY_TOKEN, SLACK_TOKEN), "verify");
+    for (id, channel, behavior) in &ids {
+        let answer = report["answers"]
+            .as_array()
+            .and_then(|a| a.iter().find(|x| x["id"] == id.as_str()))
+            .cloned()
+            .unwrap_or_default();
+        let expected = if *behavior == Behavior::Hang {
+            "DELIVERED"
+        } else {
+            "NOT_DELIVERED"
+        };
+        assert_eq!(
+            answer["answer"], expected,
+            "{channel} {behavior:?}: {answer:#}"
+        );
+        assert_eq!(answer["source"], channel.as_str().to_ascii_lowercase());
+    }
+    // Wrong tokens: the providers refuse, and nothing is guessed.
+    let refused = json(&run("wrong", "xoxb-wrong"), "verify with bad tokens");
+    assert_eq!(refused["summary"]["CANNOT_TELL"], 4, "{refused:#}");
+    let evidence = refused["answers"].to_string();
+    assert!(
+        evidence.contains("401") && evidence.contains("invalid_auth"),
+        "{evidence}"
+    );
+    assert!(
+        !evidence.contains("wrong"),
+        "a token never appears: {evidence}"
+    );
+}
+
+/// A loopback server that answers every request with 200 and what `answer` makes of the
+/// request line.
+fn lying_server(answer: impl Fn(&str) -> String + Send + Sync + 'static) -> String {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let answer = std::sync::Arc::new(answer);
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            use std::io::{Read, Write};
+            let mut stream = stream;
+            let mut buffer = [0u8; 8192];
+            let n = stream.read(&mut buffer).unwrap_or(0);
+            let request = String::from_utf8_lossy(&buffer[..n]);
+            let body = answer(request.lines().next().unwrap_or_default());
+            // An answer that starts "401 " is sent as a refusal with the rest as its body.
+            let (status, body) = match body.strip_prefix("401 ") {
+                Some(rest) => ("401 Unauthorized", rest.to_string()),
+                None => ("200 OK", body),
+            };
+            let _ = write!(
+                stream,
+                "HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    format!("http://{addr}")
+}
+
+/// PagerDuty and Slack stand-ins that lie: each lie is CANNOT_TELL, with the reason.
+#[test]
+fn providers_that_lie_are_never_taken_at_their_word() {
+    let work = tempfile::tempdir().expect("dir");
+    let db = work.path().join("uns.db");
+    let conn = schema::open(&db, OpenMode::Create).expect("store");
+    // One PAGERDUTY and one SLACK attempt whose calls started and never answered.
+    let mut ids = Vec::new();
+    for channel in [Channel::Pagerduty, Channel::Slack] {
+        let id = submit_on(&conn, channel);
+        let ClaimOutcome::Claimed(lease) =
+            engine::claim(&conn, now(), "verify-test", LEASE).expect("claim")
+        else {
+            panic!("nothing due");
+        };
+        engine::start_channel(&conn, now(), &lease, channel, &Default::default()).expect("start");
+        let _ = engine::claim(&conn, lease.lease_until + 0.01, "verify-test-2", LEASE);
+        ids.push(id);
+    }
+    assert_eq!(branch(&db, &ids[0]), "VERIFY");
+    std::thread::sleep(Duration::from_secs_f64(LEASE + 0.1));
+    let (pd, slack) = (ids[0].clone(), ids[1].clone());
+    let inside = unsctl::clock::rfc3339(now() - LEASE / 2.0);
+    let ts_inside = format!("{:.6}", now() - LEASE / 2.0);
+    let incident = |key: serde_json::Value, created: &str| {
+        json!({"incidents": [{"id": "PLIE", "incident_number": 9, "incident_key": key,
+            "status": "triggered", "created_at": created}], "more": false})
+        .to_string()
+    };
+    let message = |key: &str, ts: &str, bot: &str| {
+        json!({"ok": true, "has_more": false, "messages": [{"type": "message", "ts": ts,
+            "bot_id": bot, "metadata": {"event_type": "uns_notification",
+            "event_payload": {"idempotency_key": key}}}]})
+        .to_string()
+    };
+    let our_key = format!("{slack}:SLACK:1");
+    let cases: Vec<(&str, String, &str)> = vec![
+        ("pagerduty: no key", incident(Value::Null, &inside), "no incident_key"),
+        ("pagerduty: another key", incident(json!("n-someone-else"), &inside), "the answer is not about this key"),
+        ("pagerduty: created in 2099", incident(json!(pd), "2099-01-01T00:00:00Z"), "future"),
+        ("pagerduty: created_at 1s", incident(json!(pd), "1s"), "not an RFC 3339 time"),
+        ("pagerduty: a day before, resolved", json!({"incidents": [{"id": "PLIE", "incident_key": pd,
+            "status": "resolved", "created_at": unsctl::clock::rfc3339(now() - 86_400.0),
+            "last_status_change_at": unsctl::clock::rfc3339(now() - 80_000.0)}], "more": false}).to_string(),
+            "not shown open through it"),
+        ("pagerduty: pages that never end", json!({"incidents": [{"id": "PX", "incident_key": "other",
+            "created_at": inside}], "more": true}).to_string(), "not all were read"),
+        ("slack: another bot", message(&our_key, &ts_inside, "B666"), "not the webhook's bot"),
+        ("slack: outside the window", message(&our_key, &format!("{:.6}", now() - 86_400.0), "B0UNSFAKE"), "outside the attempt's window"),
+        ("slack: pages that never end", json!({"ok": true, "has_more": true, "messages": [{"type": "message", "ts": ts_inside}],
+            "response_metadata": {"next_cursor": "more"}}).to_string(), "not all were read"),
+        // An answer that is not the API's and quotes the tokens it was sent.
+        ("pagerduty: echoes the token", "401 {\"error\": \"bad token pd-token-for-the-liar\"}".into(), "answered HTTP 401"),
+    ];
+    for (what, body, reason) in cases {
+        let base = lying_server(move |_| body.clone());
+        let out = support::unsctl()
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("UNSCTL_CONFIG", work.path().join("no-config.toml"))
+            .arg("--db")
+            .arg(&db)
+            .args(["verify", "--clock-skew", "0s", "-o", "json"])
+            .args(["--slack-bot-id", "B0UNSFAKE", "--slack-channel", "C0LIE"])
+            .env("UNS_PAGERDUTY_API_URL", &base)
+            .env("UNS_PAGERDUTY_API_TOKEN", "pd-token-for-the-liar")
+            .env("UNS_SLACK_API_URL", &base)
+            .env("UNS_SLACK_BOT_TOKEN", "xoxb-token-for-the-liar")
+            .stdin(Stdio::null())
+            .output()
+            .expect("unsctl");
+        let report = json(&out, what);
+        let channel = if what.starts_with("pagerduty") {
+            &pd
+        } else {
+            &slack
+        };
+        let answer = report["answers"]
+            .as_array()
+            .and_then(|a| a.iter().find(|x| x["id"] == channel.as_str()))
+            .cloned()
+            .unwrap_or_default();
+        assert_eq!(answer["answer"], "CANNOT_TELL", "{what}: {answer:#}");
+        let evidence = answer["evidence"].as_str().unwrap_or_default();
+        assert!(evidence.contains(reason), "{what}: {evidence}");
+        assert!(!report.to_string().contains("token-for-the-liar"), "{what}");
+    }
+}
+
+/// Over the API the server asks with its own sources and records under the key's name;
+/// a client's relay log is refused, and a client never supplies an answer.
+#[test]
+fn over_the_api_the_server_asks_and_records_its_own_answers() {
+    use unsctl::lab::fakes::{Behavior, Fakes};
+    let fakes = Fakes::start().expect("fakes");
+    let work = tempfile::tempdir().expect("dir");
+    let db = work.path().join("uns.db");
+    fakes.control.script("hung@example.test", &[Behavior::Hang]);
+    let id = submit(&db, "hung@example.test");
+    let result = deliver_due(&db, &adapter(fakes.smtp, StartTls::Never, None));
+    assert_eq!(result.outcome.as_str(), "UNKNOWN");
+    fakes.control.mark_log();
+    let server = unsctl::server::start(unsctl::server::ServerConfig {
+        verify: unsctl::lab::repro::fake_sources(&fakes, 0.0),
+        ..unsctl::server::ServerConfig::api_only(
+            db.clone(),
+            Some(unsctl::server::Keys::single(support::KEY).expect("key")),
+        )
+    })
+    .expect("server");
+    let api = |args: &[&str]| {
+        let mut command = support::unsctl();
+        command
+            .args(["--api", &format!("http://{}", server.addr)])
+            .args(args)
+            .env("UNS_API_KEY", support::KEY)
+            .stdin(Stdio::null())
+            .output()
+            .expect("unsctl")
+    };
+    let refused = api(&["verify", "--relay-log", "/var/log/mail.log"]);
+    assert_eq!(
+        refused.status.code(),
+        Some(2),
+        "a local log with --api is a usage error"
+    );
+    let asked = json(&api(&["verify", "-o", "json"]), "verify over the API");
+    assert_eq!(asked["answers"][0]["id"], id.as_str());
+    assert_eq!(asked["answers"][0]["answer"], "DELIVERED", "{asked:#}");
+    assert_eq!(branch(&db, &id), "VERIFY", "asking changes nothing");
+    // The runbook's environment: both stores named, and a local relay log. The printed
+    // next step runs as printed; the server reads its own log, and a note says so.
+    let in_runbook = support::unsctl()
+        .args(["verify", &id, "-o", "json"])
+        .env("UNS_DB_FILE", &db)
+        .env("UNS_BASE_URL", format!("http://{}", server.addr))
+        .env("UNS_API_KEY", support::KEY)
+        .env("UNS_RELAY_LOG", "/var/log/mail.log")
+        .stdin(Stdio::null())
+        .output()
+        .expect("unsctl");
+    let report = json(&in_runbook, "verify in the runbook's environment");
+    assert_eq!(report["answers"][0]["answer"], "DELIVERED", "{report:#}");
+    let said = String::from_utf8_lossy(&in_runbook.stderr);
+    assert!(said.contains("UNS_RELAY_LOG is left alone"), "{said}");
+    let done = json(
+        &api(&[
+            "verify",
+            &id,
+            "--record",
+            "--confirm",
+            "--yes",
+            "--reason",
+            "relay log",
+            "--ticket",
+            "INC-7",
+            "-o",
+            "json",
+        ]),
+        "record over the API",
+    );
+    assert_eq!(
+        done["record"]["recorded"][0]["next_step"],
+        format!("unsctl dlq resolve {id} --confirm"),
+        "{done:#}"
+    );
+    assert_eq!(
+        done["record"]["recorded"][0]["branch"], "RESOLVE",
+        "{done:#}"
+    );
+    let conn = rusqlite::Connection::open(&db).expect("db");
+    let operator: String = conn
+        .query_row(
+            "SELECT json_extract(payload, '$.operator') FROM uns_events WHERE kind = 'VERIFIED'",
+            [],
+            |r| r.get(0),
+        )
+        .expect("VERIFIED");
+    assert_eq!(operator, "default", "recorded under the key's name");
+    let ticket: String = conn
+        .query_row(
+            "SELECT json_extract(payload, '$.ticket') FROM uns_events WHERE kind = 'VERIFIED'",
+            [],
+            |r| r.get(0),
+        )
+        .expect("VERIFIED");
+    assert_eq!(ticket, "INC-7", "--ticket is recorded as with every change");
+    // The route takes no answers: an unknown field is refused.
+    let client = reqwest::blocking::Client::new();
+    let response = client
+        .post(format!(
+            "http://{}/api/v1/runtime/notifications/{id}/verify",
+            server.addr
+        ))
+        .bearer_auth(support::KEY)
+        .json(&json!({"record": true, "answers": [{"answer": "DELIVERED"}]}))
+        .send()
+        .expect("post");
+    assert_eq!(response.status().as_u16(), 400);
+    server.stop();
+}

@@ -1,0 +1,349 @@
+//! Every table fits the terminal: each table command, at 80 and 160 columns, colour on
+//! and off, under a pseudo-terminal (`script`), and at 80 columns in a real tmux; no line
+//! is wider than the terminal. Snapshots pin what `dlq triage` looks like at both widths.
+
+use crate::support;
+
+use std::path::Path;
+use std::process::Command;
+use support::tmux::Tmux;
+use unsctl::clock::{Clock, SystemClock};
+use unsctl::runtime::schema::{self, OpenMode};
+
+struct Store {
+    _dir: tempfile::TempDir,
+    db: String,
+    config: String,
+    ids: Vec<String>,
+}
+
+fn store() -> Store {
+    let dir = tempfile::tempdir().expect("dir");
+    let db = dir.path().join("uns.db");
+    let conn = schema::open(&db, OpenMode::Create).expect("store");
+    let now = SystemClock.now();
+    let made = [
+        support::resolve_entry(&conn, now),
+        support::verify_entry(&conn, now),
+        support::replay_entry(&conn, now),
+    ];
+    // Fixed ids, so the layout (ids are shortened to unique prefixes) is the same on
+    // every run.
+    let mut ids = Vec::new();
+    // A test's own store: the append-only trigger is lifted for the renaming only.
+    conn.execute_batch("PRAGMA foreign_keys = OFF; DROP TRIGGER uns_events_append_only_update;")
+        .expect("lift");
+    for (n, old) in made.iter().enumerate() {
+        let new = format!("n-{n}{}", "0".repeat(31));
+        for sql in [
+            "UPDATE uns_notifications SET id = ?2 WHERE id = ?1",
+            "UPDATE uns_events SET notification_id = ?2, payload = replace(payload, ?1, ?2) WHERE notification_id = ?1",
+        ] {
+            conn.execute(sql, [old, &new]).expect("rename");
+        }
+        ids.push(new);
+    }
+    conn.execute_batch(
+        "PRAGMA foreign_keys = ON;
+         CREATE TRIGGER uns_events_append_only_update BEFORE UPDATE ON uns_events
+         BEGIN SELECT RAISE(ABORT, 'uns_events is append-only'); END;",
+    )
+    .expect("restore");
+    let config = dir.path().join("config.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[contexts.a-long-context-name-for-eu-west]\ndb = \"{}\"\n[contexts.b]\napi = \"http://127.0.0.1:1/a/rather/long/path/to/the/runtime\"\napi_key_env = \"UNS_SOME_RATHER_LONG_VARIABLE_NAME_FOR_THE_KEY\"\n",
+            db.display()
+        ),
+    )
+    .expect("config");
+    Store {
+        db: db.to_string_lossy().into_owned(),
+        config: config.to_string_lossy().into_owned(),
+        _dir: dir,
+        ids,
+    }
+}
+
+/// Every command that prints a table, as a shell line.
+fn table_commands(store: &Store) -> Vec<String> {
+    let bin = env!("CARGO_BIN_EXE_unsctl");
+    let db = &store.db;
+    let mut commands: Vec<String> = [
+        "dlq list",
+        "dlq triage",
+        "events",
+        "events --kind channel_attempt_result --kind attempt_started --kind dead_lettered",
+        "doctor",
+        "verify",
+        "tsg list",
+        "tsg alerts",
+        "context list",
+        "--all-contexts dlq triage",
+    ]
+    .iter()
+    .map(|args| {
+        if args.starts_with("tsg") || args.starts_with("context") || args.starts_with("--all") {
+            format!("{bin} {args}")
+        } else {
+            format!("{bin} --db {db} {args}")
+        }
+    })
+    .collect();
+    for id in &store.ids {
+        commands.push(format!("{bin} --db {db} inspect {id}"));
+        commands.push(format!("{bin} --db {db} replay {id}"));
+    }
+    commands
+}
+
+fn strip_ansi(text: &str) -> String {
+    let mut out = String::new();
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '\x1b' {
+            if chars.peek() == Some(&'[') {
+                chars.next();
+                for c in chars.by_ref() {
+                    if c.is_ascii_alphabetic() {
+                        break;
+                    }
+                }
+            }
+            continue;
+        }
+        out.push(c);
+    }
+    out
+}
+
+fn width(line: &str) -> usize {
+    unicode_width::UnicodeWidthStr::width(line)
+}
+
+/// Runs `command` under a pseudo-terminal `columns` wide; its output as the terminal got it.
+fn in_pty(command: &str, columns: u16, color: &str, config: &str) -> String {
+    let out = Command::new("script")
+        .args(["-qec", &format!("{command} --color {color}"), "/dev/null"])
+        .env("COLUMNS", columns.to_string())
+        .env("TERM", "xterm-256color")
+        .env("UNSCTL_CONFIG", config)
+        .output()
+        .expect("script (bsdutils)");
+    String::from_utf8_lossy(&out.stdout).replace('\r', "")
+}
+
+#[test]
+fn every_table_fits_80_and_160_columns_with_and_without_colour() {
+    let store = store();
+    for command in table_commands(&store) {
+        for columns in [60u16, 80, 120, 160, 200] {
+            for color in ["never", "always"] {
+                let text = in_pty(&command, columns, color, &store.config);
+                assert!(!text.trim().is_empty(), "{command}: no output");
+                if color == "always" && command.contains("dlq triage") && !command.contains("--all")
+                {
+                    assert!(
+                        text.contains('\x1b'),
+                        "{command}: colour asked for:\n{text}"
+                    );
+                }
+                for line in strip_ansi(&text).lines() {
+                    // A command with no room in its row stands whole on a line of its own.
+                    if let Some(command) = line.strip_prefix("    \u{21b3} ") {
+                        assert!(command.starts_with("unsctl "), "{line}");
+                        continue;
+                    }
+                    assert!(
+                        width(line) <= columns as usize,
+                        "{command} at {columns} columns, colour {color}: {} wide:\n{line}\n\n{text}",
+                        width(line)
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn triage_snapshots_at_80_and_160_columns() {
+    let store = store();
+    let command = format!(
+        "{} --db {} dlq triage",
+        env!("CARGO_BIN_EXE_unsctl"),
+        store.db
+    );
+    for columns in [80u16, 160] {
+        for color in ["never", "always"] {
+            let text = in_pty(&command, columns, color, &store.config).replace('\x1b', "\\e");
+            insta::assert_snapshot!(format!("triage_{columns}_{color}"), text);
+        }
+    }
+}
+
+#[test]
+fn every_table_fits_a_real_80_column_terminal() {
+    let store = store();
+    let commands = table_commands(&store);
+    let script = commands
+        .iter()
+        .map(|c| format!("{c} 2>&1"))
+        .collect::<Vec<_>>()
+        .join("; ");
+    let term = Tmux::start_sized(
+        &format!(
+            "env UNSCTL_CONFIG={} bash -c {}",
+            store.config,
+            shell_quote(&script)
+        ),
+        80,
+        200,
+    );
+    let screen = term.wait_for("EXIT=");
+    assert!(
+        screen.contains("BRANCH") && screen.contains("Timeline"),
+        "{screen}"
+    );
+    for line in screen.lines() {
+        // A command with no room in its row stands whole on a line of its own, which the
+        // terminal wraps for the eye and copies as one.
+        if let Some(command) = line.strip_prefix("    \u{21b3} ") {
+            assert!(command.starts_with("unsctl "), "{line}");
+            continue;
+        }
+        assert!(width(line) <= 80, "{} wide:\n{line}", width(line));
+    }
+    let _ = Path::new(&store.db);
+}
+
+fn shell_quote(text: &str) -> String {
+    format!("'{}'", text.replace('\'', "'\\''"))
+}
+
+/// On a narrow terminal a timeline keeps what an event says (its channel and outcome)
+/// and gives up its timing first.
+#[test]
+fn a_narrow_timeline_keeps_the_channel_and_the_outcome() {
+    let store = store();
+    let bin = env!("CARGO_BIN_EXE_unsctl");
+    for columns in [80u16, 120] {
+        let command = format!("{bin} --db {} inspect {}", store.db, store.ids[2]);
+        let text = strip_ansi(&in_pty(&command, columns, "never", &store.config));
+        let header = text
+            .lines()
+            .find(|l| l.contains("EVENT") && l.contains("KIND"))
+            .unwrap_or_else(|| panic!("no timeline at {columns}:\n{text}"));
+        assert!(
+            header.contains("CHANNEL") && header.contains("DETAIL"),
+            "{columns}: {header}\n{text}"
+        );
+        let result = text
+            .lines()
+            .find(|l| l.contains("CHANNEL_ATTEMPT_RESULT"))
+            .unwrap_or_else(|| panic!("no result row at {columns}:\n{text}"));
+        assert!(result.contains("SLACK"), "{columns}: {result}");
+        assert!(
+            result.contains("REJECTED") || result.contains("rejected"),
+            "{columns}: {result}\n{text}"
+        );
+        if columns <= 80 {
+            assert!(
+                !header.contains("LEASE") && !header.contains("GAP"),
+                "{columns}: {header}"
+            );
+        }
+    }
+}
+
+/// At 80 columns a next step that does not fit its row stands whole under it, and runs
+/// as printed.
+#[test]
+fn a_next_step_without_room_stands_whole_on_its_own_line() {
+    let store = store();
+    let bin = env!("CARGO_BIN_EXE_unsctl");
+    let command = format!("{bin} --db {} dlq triage --branch replay", store.db);
+    let text = strip_ansi(&in_pty(&command, 80, "never", &store.config));
+    let step = text
+        .lines()
+        .find_map(|l| l.strip_prefix("    \u{21b3} "))
+        .unwrap_or_else(|| panic!("no next step on its own line:\n{text}"));
+    assert!(
+        step.starts_with("unsctl replay ") && step.ends_with("--confirm"),
+        "{step}"
+    );
+    let out = Command::new(bin)
+        .args(["--db", &store.db])
+        .args(step.trim_start_matches("unsctl ").split(' '))
+        .env("UNSCTL_CONFIG", &store.config)
+        .output()
+        .expect("unsctl");
+    // Without a terminal and without --yes the printed step refuses to act: it parsed.
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(4), "{step}: {stderr}");
+    assert!(stderr.contains("without a terminal"), "{stderr}");
+}
+
+/// `events --follow` rows keep to the terminal by the tables' rule, and never break a
+/// notification id across lines.
+#[test]
+fn follow_rows_fit_and_keep_ids_whole() {
+    let store = store();
+    let bin = env!("CARGO_BIN_EXE_unsctl");
+    for columns in [80u16, 120] {
+        let command = format!(
+            "timeout -s INT 2 {bin} --db {} events --follow --interval 0.2",
+            store.db
+        );
+        let text = strip_ansi(&in_pty(&command, columns, "never", &store.config));
+        assert!(text.contains("following"), "{text}");
+        for line in text
+            .lines()
+            .filter(|l| l.contains("ATTEMPT") || l.contains("SUBMITTED"))
+        {
+            assert!(
+                width(line) <= columns as usize,
+                "{columns}: {} wide: {line}",
+                width(line)
+            );
+        }
+        for id in &store.ids {
+            assert!(
+                text.contains(id.as_str()),
+                "{columns}: {id} not whole:\n{text}"
+            );
+        }
+    }
+}
+
+/// The demo's table at 80 columns looks like the incident's: ids cut to their unique
+/// prefixes, and the cause shown.
+#[test]
+fn the_demo_table_fits_80_columns_as_triage_does() {
+    let dir = tempfile::tempdir().expect("dir");
+    let bin = env!("CARGO_BIN_EXE_unsctl");
+    let text = strip_ansi(&in_pty(
+        &format!("{bin} demo"),
+        80,
+        "never",
+        &dir.path().join("none.toml").display().to_string(),
+    ));
+    let header = text
+        .lines()
+        .find(|l| l.starts_with("ID ") && l.contains("BRANCH"))
+        .unwrap_or_else(|| panic!("no table:\n{text}"));
+    assert!(header.contains("CAUSE"), "{header}\n{text}");
+    let rows: Vec<&str> = text
+        .lines()
+        .filter(|l| {
+            l.starts_with("n-")
+                && (l.contains("VERIFY") || l.contains("REPLAY") || l.contains("RESOLVE"))
+        })
+        .collect();
+    assert!(!rows.is_empty(), "{text}");
+    for row in rows {
+        let id = row.split_whitespace().next().unwrap_or_default();
+        assert!(id.len() < 34, "a full id at 80 columns: {row}");
+        assert!(width(row) <= 80, "{row}");
+    }
+}

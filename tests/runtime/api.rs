@@ -1,0 +1,713 @@
+//! The runtime's HTTP API, served for real on 127.0.0.1:0 over a temporary store.
+
+use crate::support;
+
+use reqwest::StatusCode;
+use reqwest::blocking::{Client, RequestBuilder};
+use serde_json::{Value, json};
+use std::collections::BTreeSet;
+use support::{KEY, replay_entry, resolve_entry, server, verify_entry};
+use unsctl::runtime::schema::{self, OpenMode};
+
+struct Api {
+    _dir: tempfile::TempDir,
+    conn: rusqlite::Connection,
+    server: unsctl::server::RunningServer,
+    client: Client,
+}
+
+impl Api {
+    fn new() -> Self {
+        let dir = tempfile::tempdir().expect("dir");
+        let db = dir.path().join("uns.db");
+        let conn = schema::open(&db, OpenMode::Create).expect("store");
+        let server = server(&db);
+        unsctl::runtime::adapters::init_tls();
+        Self {
+            _dir: dir,
+            conn,
+            server,
+            client: Client::new(),
+        }
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.server.addr)
+    }
+
+    fn send(&self, request: RequestBuilder) -> (StatusCode, Value) {
+        let response = request.send().expect("request");
+        let status = response.status();
+        let text = response.text().expect("body");
+        let body =
+            serde_json::from_str(&text).unwrap_or_else(|_| panic!("not JSON ({status}): {text}"));
+        (status, body)
+    }
+
+    fn get(&self, path: &str) -> (StatusCode, Value) {
+        self.send(self.client.get(self.url(path)).bearer_auth(KEY))
+    }
+
+    fn post(&self, path: &str, body: Value) -> (StatusCode, Value) {
+        self.send(
+            self.client
+                .post(self.url(path))
+                .bearer_auth(KEY)
+                .json(&body),
+        )
+    }
+
+    fn count(&self, id: &str, kind: &str) -> i64 {
+        self.conn
+            .query_row(
+                "SELECT COUNT(*) FROM uns_events WHERE notification_id = ?1 AND kind = ?2",
+                [id, kind],
+                |row| row.get(0),
+            )
+            .expect("count")
+    }
+}
+
+const GUARDED: &[(&str, &str)] = &[
+    ("POST", "/api/v1/notifications"),
+    ("GET", "/api/v1/runtime/notifications/n-x"),
+    ("POST", "/api/v1/runtime/notifications/n-x/replay"),
+    ("GET", "/api/v1/runtime/events?kind=LEASE_LOST"),
+    ("GET", "/api/v1/dlq"),
+    ("DELETE", "/api/v1/dlq/n-x"),
+];
+
+#[test]
+fn every_api_route_needs_the_key_and_healthz_does_not() {
+    let api = Api::new();
+    let (status, body) = api.send(api.client.get(api.url("/healthz")));
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(body["status"], "ok");
+    for (method, path) in GUARDED {
+        let method = reqwest::Method::from_bytes(method.as_bytes()).expect("method");
+        for key in [None, Some("wrong-key"), Some("test-key-012345678")] {
+            let mut request = api.client.request(method.clone(), api.url(path));
+            if let Some(key) = key {
+                request = request.bearer_auth(key);
+            }
+            let (status, body) = api.send(request);
+            assert_eq!(
+                status,
+                StatusCode::UNAUTHORIZED,
+                "{method} {path} with {key:?}"
+            );
+            let error = body["error"].as_str().unwrap_or_default();
+            assert!(!error.is_empty() && !error.contains(KEY), "{error}");
+        }
+    }
+}
+
+#[test]
+fn submit_coalesces_on_the_idempotency_key_and_validates() {
+    let api = Api::new();
+    let submission = json!({"channels": ["EMAIL", "slack"], "recipient": "ops@example.com",
+                            "subject": "Disk full", "idempotency_key": "order-7"});
+    let (status, first) = api.post("/api/v1/notifications", submission.clone());
+    assert_eq!(status, StatusCode::CREATED, "{first}");
+    assert_eq!(first["created"], true);
+    let (status, again) = api.post("/api/v1/notifications", submission);
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(
+        (again["id"].clone(), again["created"].clone()),
+        (first["id"].clone(), json!(false))
+    );
+    let rows: i64 = api
+        .conn
+        .query_row("SELECT COUNT(*) FROM uns_notifications", [], |r| r.get(0))
+        .expect("count");
+    assert_eq!(rows, 1);
+
+    let bad = [
+        json!({"channels": ["SMS"]}),
+        json!({"channels": []}),
+        json!({"channels": ["EMAIL"], "recipient": "not an address"}),
+        json!({"channels": ["SLACK"], "colour": "blue"}),
+        json!({"channels": "SLACK"}),
+    ];
+    for body in bad {
+        let (status, answer) = api.post("/api/v1/notifications", body.clone());
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{body} -> {answer}");
+        assert!(answer["error"].is_string());
+    }
+    let (status, answer) = api.send(
+        api.client
+            .post(api.url("/api/v1/notifications"))
+            .bearer_auth(KEY)
+            .header("content-type", "application/json")
+            .body("{\"channels\": [\"SLACK\""),
+    );
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{answer}");
+    let huge = json!({"channels": ["SLACK"], "body": "x".repeat(200_000)});
+    let (status, answer) = api.post("/api/v1/notifications", huge);
+    assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE, "{answer}");
+    assert!(answer["error"].is_string());
+    let rows: i64 = api
+        .conn
+        .query_row("SELECT COUNT(*) FROM uns_notifications", [], |r| r.get(0))
+        .expect("count");
+    assert_eq!(rows, 1, "no bad request changed the store");
+}
+
+#[test]
+fn the_notification_document_and_event_search() {
+    let api = Api::new();
+    let id = resolve_entry(&api.conn, 1000.0);
+    let (status, doc) = api.get(&format!("/api/v1/runtime/notifications/{id}"));
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(doc["id"], json!(id));
+    assert_eq!(doc["status"], "DEAD");
+    assert_eq!(doc["dead_letter"], true);
+    let kinds: Vec<&str> = doc["events"]
+        .as_array()
+        .expect("events")
+        .iter()
+        .filter_map(|e| e["kind"].as_str())
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "SUBMITTED",
+            "ATTEMPT_STARTED",
+            "CHANNEL_ATTEMPT_STARTED",
+            "CHANNEL_ATTEMPT_RESULT",
+            "LEASE_LOST",
+            "DEAD_LETTERED"
+        ]
+    );
+    for event in doc["events"].as_array().expect("events") {
+        let keys: BTreeSet<&str> = event
+            .as_object()
+            .expect("object")
+            .keys()
+            .map(String::as_str)
+            .collect();
+        assert_eq!(keys, BTreeSet::from(["id", "at", "kind", "payload"]));
+    }
+
+    let (status, missing) = api.get("/api/v1/runtime/notifications/n-does-not-exist");
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert!(
+        missing["error"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("n-does-not-exist")
+    );
+
+    replay_entry(&api.conn, 2000.0);
+    let (status, found) =
+        api.get("/api/v1/runtime/events?kind=LEASE_LOST&kind=CHANNEL_ATTEMPT_RESULT&limit=10");
+    assert_eq!(status, StatusCode::OK);
+    let events = found["events"].as_array().expect("events");
+    assert_eq!(events.len(), 3);
+    let times: Vec<f64> = events.iter().filter_map(|e| e["at"].as_f64()).collect();
+    assert!(
+        times.windows(2).all(|w| w[0] >= w[1]),
+        "newest first: {times:?}"
+    );
+    for event in events {
+        for key in [
+            "notification_id",
+            "status",
+            "dead_letter",
+            "attempts",
+            "cycle",
+            "payload",
+        ] {
+            assert!(event.get(key).is_some(), "{key} missing in {event}");
+        }
+    }
+    let (status, _) = api.get("/api/v1/runtime/events?limit=0");
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    let (status, body) = api.get("/api/v1/no/such/route");
+    assert_eq!(
+        (status, body["error"].is_string()),
+        (StatusCode::NOT_FOUND, true)
+    );
+}
+
+#[test]
+fn the_dlq_pages_with_an_opaque_cursor() {
+    let api = Api::new();
+    let mut expected: Vec<String> = (0..23)
+        .map(|n| replay_entry(&api.conn, 1000.0 + f64::from(n)))
+        .collect();
+    expected.sort();
+    let mut seen = Vec::new();
+    let mut cursor: Option<String> = None;
+    let mut pages = 0;
+    loop {
+        let path = match &cursor {
+            Some(c) => format!("/api/v1/dlq?limit=10&include=events&cursor={c}"),
+            None => "/api/v1/dlq?limit=10&include=events".to_string(),
+        };
+        let (status, page) = api.get(&path);
+        assert_eq!(status, StatusCode::OK, "{page}");
+        pages += 1;
+        for entry in page["entries"].as_array().expect("entries") {
+            assert_eq!(entry["dead_letter"], true);
+            assert!(
+                entry["events"].as_array().is_some_and(|e| e.len() == 5),
+                "{entry}"
+            );
+            seen.push(entry["id"].as_str().expect("id").to_string());
+        }
+        match page["next_cursor"].as_str() {
+            Some(next) => cursor = Some(next.to_string()),
+            None => break,
+        }
+    }
+    assert_eq!(pages, 3);
+    assert_eq!(seen, expected);
+    let (_, plain) = api.get("/api/v1/dlq?limit=5");
+    assert!(plain["entries"][0].get("events").is_none());
+    let (status, _) = api.get("/api/v1/dlq?cursor=not-a-cursor");
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+}
+
+#[test]
+fn resolve_then_a_second_resolve_conflicts_with_state_and_time() {
+    let api = Api::new();
+    let id = resolve_entry(&api.conn, 1000.0);
+    let (status, done) = api.send(
+        api.client
+            .delete(api.url(&format!("/api/v1/dlq/{id}")))
+            .bearer_auth(KEY),
+    );
+    assert_eq!(status, StatusCode::OK, "{done}");
+    assert_eq!(done["action"], "resolved");
+    let (status, again) = api.send(
+        api.client
+            .delete(api.url(&format!("/api/v1/dlq/{id}")))
+            .bearer_auth(KEY),
+    );
+    assert_eq!(status, StatusCode::CONFLICT);
+    assert_eq!(again["conflict"]["status"], "RESOLVED");
+    assert!(again["conflict"]["since"].as_f64().is_some());
+    assert!(
+        again["error"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("RESOLVED")
+    );
+    assert_eq!(api.count(&id, "DLQ_RESOLVED"), 1);
+    let (status, _) = api.send(
+        api.client
+            .delete(api.url("/api/v1/dlq/n-missing"))
+            .bearer_auth(KEY),
+    );
+    assert_eq!(status, StatusCode::NOT_FOUND);
+}
+
+#[test]
+fn replay_records_the_audit_and_guardrails_refuse_unsafe_calls() {
+    let api = Api::new();
+    let replayable = replay_entry(&api.conn, 1000.0);
+    let (status, done) = api.post(
+        &format!("/api/v1/runtime/notifications/{replayable}/replay"),
+        json!({"operator": "alice", "reason": "webhook fixed", "ticket": "INC-1"}),
+    );
+    assert_eq!(status, StatusCode::OK, "{done}");
+    assert_eq!(
+        (
+            done["action"].clone(),
+            done["cycle"].clone(),
+            done["channels"].clone()
+        ),
+        (json!("replayed"), json!(2), json!(["SLACK"]))
+    );
+    let payload: String = api
+        .conn
+        .query_row(
+            "SELECT payload FROM uns_events WHERE notification_id = ?1 AND kind = 'REPLAYED'",
+            [&replayable],
+            |r| r.get(0),
+        )
+        .expect("audit");
+    let payload: Value = serde_json::from_str(&payload).expect("json");
+    // The server records its key's name; the client's claim is kept beside it.
+    assert_eq!(payload["operator"], "default");
+    assert_eq!(payload["claimed_operator"], "alice");
+    assert_eq!(payload["ticket"], "INC-1");
+    assert_eq!(payload["triage"]["branch"], "REPLAY");
+
+    let resolvable = resolve_entry(&api.conn, 2000.0);
+    let (status, refused) = api.post(
+        &format!("/api/v1/runtime/notifications/{resolvable}/replay"),
+        json!({}),
+    );
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{refused}");
+    assert!(
+        refused["error"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("duplicate")
+    );
+    let uncertain = verify_entry(&api.conn, 3000.0);
+    let (status, _) = api.post(
+        &format!("/api/v1/runtime/notifications/{uncertain}/replay"),
+        json!({}),
+    );
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+    let (status, _) = api.post(
+        &format!("/api/v1/runtime/notifications/{uncertain}/replay"),
+        json!({"attestation": "relay log shows no delivery", "channels": ["EMAIL"]}),
+    );
+    assert_eq!(status, StatusCode::OK);
+    let (status, bad) = api.post(
+        &format!("/api/v1/runtime/notifications/{resolvable}/replay"),
+        json!({"channels": ["FAX"], "force": true, "reason": "x"}),
+    );
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{bad}");
+    let (status, bad) = api.post(
+        &format!("/api/v1/runtime/notifications/{resolvable}/replay"),
+        json!({"operator": 7}),
+    );
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{bad}");
+    assert_eq!(api.count(&resolvable, "REPLAYED"), 0);
+}
+
+/// A kind named many times is still one kind: the search never widens to every kind.
+#[test]
+fn a_kind_named_a_hundred_times_is_searched_as_one() {
+    let api = Api::new();
+    let _ = replay_entry(&api.conn, 1000.0);
+    let _ = verify_entry(&api.conn, 2000.0);
+    let query = "kind=DEAD_LETTERED&".repeat(100);
+    let (status, body) = api.get(&format!("/api/v1/runtime/events?{query}limit=100"));
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let kinds: BTreeSet<String> = body["events"]
+        .as_array()
+        .map(|events| {
+            events
+                .iter()
+                .filter_map(|e| e["kind"].as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default();
+    assert_eq!(
+        kinds,
+        BTreeSet::from(["DEAD_LETTERED".to_string()]),
+        "{body}"
+    );
+    assert_eq!(body["events"].as_array().map(Vec::len), Some(2), "{body}");
+}
+
+/// Every input has a stated bound, and past it the answer is a JSON error that says which;
+/// nothing is acted on.
+#[test]
+fn bodies_and_ids_past_their_limits_are_refused_with_the_limit_named() {
+    let api = Api::new();
+    let replayable = replay_entry(&api.conn, 1000.0);
+    // A valid object, padded past 64 KiB.
+    let padded = format!(
+        "{{\"reason\": \"webhook fixed\"{}}}",
+        " ".repeat(unsctl::server::BODY_LIMIT)
+    );
+    for path in [
+        format!("/api/v1/runtime/notifications/{replayable}/replay"),
+        "/api/v1/notifications".to_string(),
+    ] {
+        let (status, body) = api.send(
+            api.client
+                .post(api.url(&path))
+                .bearer_auth(KEY)
+                .header("content-type", "application/json")
+                .body(padded.clone()),
+        );
+        assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE, "{path}: {body}");
+        assert_eq!(body["kind"], "too_large", "{body}");
+        assert!(
+            body["error"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("64 KiB"),
+            "{body}"
+        );
+    }
+    assert_eq!(api.count(&replayable, "REPLAYED"), 0);
+    let long = "n".repeat(unsctl::model::MAX_ID_BYTES + 1);
+    for path in [
+        format!("/api/v1/runtime/notifications/{long}"),
+        format!("/api/v1/runtime/notifications/{long}/replay"),
+    ] {
+        let (status, body) = if path.ends_with("replay") {
+            api.post(&path, json!({}))
+        } else {
+            api.get(&path)
+        };
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+        assert!(
+            body["error"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("256 bytes"),
+            "{body}"
+        );
+    }
+}
+
+#[test]
+fn two_concurrent_replays_of_one_entry_make_exactly_one() {
+    let api = Api::new();
+    for round in 0..5 {
+        let id = replay_entry(&api.conn, 1000.0 + f64::from(round));
+        let url = api.url(&format!("/api/v1/runtime/notifications/{id}/replay"));
+        let barrier = std::sync::Arc::new(std::sync::Barrier::new(2));
+        let handles: Vec<_> = (0..2)
+            .map(|n| {
+                let (url, barrier, client) = (url.clone(), barrier.clone(), api.client.clone());
+                std::thread::spawn(move || {
+                    barrier.wait();
+                    client
+                        .post(url)
+                        .bearer_auth(KEY)
+                        .json(&json!({"operator": format!("op{n}")}))
+                        .send()
+                        .map(|r| r.status())
+                })
+            })
+            .collect();
+        let mut statuses: Vec<StatusCode> = handles
+            .into_iter()
+            .map(|h| h.join().expect("thread").expect("request"))
+            .collect();
+        statuses.sort();
+        assert_eq!(statuses, [StatusCode::OK, StatusCode::CONFLICT]);
+        assert_eq!(api.count(&id, "REPLAYED"), 1);
+    }
+}
+
+#[test]
+fn the_server_refuses_to_start_open_on_a_public_address() {
+    let dir = tempfile::tempdir().expect("dir");
+    let config = |listen: &str, key: Option<&str>| unsctl::server::ServerConfig {
+        listen: listen.parse().expect("addr"),
+        ..unsctl::server::ServerConfig::api_only(
+            dir.path().join("uns.db"),
+            key.map(|k| unsctl::server::Keys::single(k).expect("key")),
+        )
+    };
+    let refused = unsctl::server::start(config("0.0.0.0:0", None));
+    assert!(matches!(
+        refused,
+        Err(unsctl::server::ServeError::InsecureNotLoopback(_))
+    ));
+    let open = unsctl::server::start(config("127.0.0.1:0", None))
+        .expect("loopback without a key is allowed");
+    unsctl::runtime::adapters::init_tls();
+    let status = Client::new()
+        .get(format!("http://{}/api/v1/dlq", open.addr))
+        .send()
+        .expect("get")
+        .status();
+    assert_eq!(status, StatusCode::OK);
+}
+
+fn limited(db: &std::path::Path, limits: unsctl::server::Limits) -> unsctl::server::RunningServer {
+    unsctl::server::start(unsctl::server::ServerConfig {
+        limits,
+        ..unsctl::server::ServerConfig::api_only(
+            db.to_path_buf(),
+            Some(unsctl::server::Keys::single(KEY).expect("key")),
+        )
+    })
+    .expect("server")
+}
+
+/// Reads until the server closes the connection; what it sent, and whether it closed.
+fn until_closed(stream: &mut std::net::TcpStream) -> (String, bool) {
+    use std::io::Read;
+    stream
+        .set_read_timeout(Some(std::time::Duration::from_secs(15)))
+        .expect("timeout");
+    let mut received = Vec::new();
+    let mut buffer = [0u8; 1024];
+    loop {
+        match stream.read(&mut buffer) {
+            Ok(0) => return (String::from_utf8_lossy(&received).into_owned(), true),
+            Ok(n) => received.extend_from_slice(&buffer[..n]),
+            Err(err) if err.kind() == std::io::ErrorKind::ConnectionReset => {
+                return (String::from_utf8_lossy(&received).into_owned(), true);
+            }
+            Err(_) => return (String::from_utf8_lossy(&received).into_owned(), false),
+        }
+    }
+}
+
+#[test]
+fn silent_trickling_and_idle_clients_are_closed_by_the_limits() {
+    use std::io::Write;
+    use std::time::Duration;
+    let dir = tempfile::tempdir().expect("dir");
+    let db = dir.path().join("uns.db");
+    drop(schema::open(&db, OpenMode::Create).expect("store"));
+    let server = limited(
+        &db,
+        unsctl::server::Limits {
+            max_connections: 64,
+            header_timeout: Duration::from_millis(300),
+            idle_timeout: Duration::from_secs(30),
+            request_timeout: Duration::from_millis(500),
+        },
+    );
+    // Silent: connects and says nothing.
+    let mut silent = std::net::TcpStream::connect(server.addr).expect("connect");
+    // Trickling: half a request line, and no more.
+    let mut trickling = std::net::TcpStream::connect(server.addr).expect("connect");
+    trickling
+        .write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n")
+        .expect("write");
+    // Idle: one request, then keeps the connection open and quiet.
+    let mut idle = std::net::TcpStream::connect(server.addr).expect("connect");
+    idle.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        .expect("write");
+    for (name, stream) in [
+        ("silent", &mut silent),
+        ("trickling", &mut trickling),
+        ("idle", &mut idle),
+    ] {
+        let (_, closed) = until_closed(stream);
+        assert!(closed, "{name}: the server closed the connection");
+    }
+    // A body that trickles in: the request is answered 408, as JSON.
+    let mut slow_body = std::net::TcpStream::connect(server.addr).expect("connect");
+    write!(
+        slow_body,
+        "POST /api/v1/notifications HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {KEY}\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n{{\"channels\""
+    )
+    .expect("write");
+    let (answer, _) = until_closed(&mut slow_body);
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+    assert!(answer.contains(r#""kind":"timeout""#), "{answer}");
+    // A wrong method gets the JSON error too.
+    let client = Client::new();
+    let response = client
+        .put(format!("http://{}/api/v1/dlq", server.addr))
+        .bearer_auth(KEY)
+        .send()
+        .expect("put");
+    assert_eq!(response.status(), StatusCode::METHOD_NOT_ALLOWED);
+    let body: Value = response.json().expect("json body");
+    assert!(body["error"].is_string(), "{body}");
+    // A path id past the limit is refused before any store work.
+    let long = "n".repeat(300);
+    let (status, body) = {
+        let response = client
+            .get(format!(
+                "http://{}/api/v1/runtime/notifications/{long}",
+                server.addr
+            ))
+            .bearer_auth(KEY)
+            .send()
+            .expect("get");
+        (response.status(), response.json::<Value>().expect("json"))
+    };
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+}
+
+/// One keep-alive request on `stream`, with the key when `key`; its answer's head.
+fn ask(stream: &mut std::net::TcpStream, key: bool) -> String {
+    use std::io::{Read, Write};
+    let auth = if key {
+        format!("Authorization: Bearer {KEY}\r\n")
+    } else {
+        String::new()
+    };
+    write!(
+        stream,
+        "GET /api/v1/dlq?limit=1 HTTP/1.1\r\nHost: uns\r\n{auth}\r\n"
+    )
+    .expect("write");
+    stream
+        .set_read_timeout(Some(std::time::Duration::from_secs(15)))
+        .expect("timeout");
+    let mut received = Vec::new();
+    let mut buffer = [0u8; 4096];
+    loop {
+        let n = stream.read(&mut buffer).expect("read");
+        assert!(n > 0, "closed: {}", String::from_utf8_lossy(&received));
+        received.extend_from_slice(&buffer[..n]);
+        let text = String::from_utf8_lossy(&received).into_owned();
+        if let Some((head, body)) = text.split_once("\r\n\r\n") {
+            let length: usize = head
+                .lines()
+                .find_map(|l| {
+                    l.to_ascii_lowercase()
+                        .strip_prefix("content-length: ")
+                        .map(str::to_string)
+                })
+                .and_then(|n| n.trim().parse().ok())
+                .unwrap_or(0);
+            if body.len() >= length {
+                return head.to_string();
+            }
+        }
+    }
+}
+
+/// A server on an empty store that takes `cap` connections at once, with a header
+/// timeout longer than any test here waits.
+fn capped(cap: usize) -> (tempfile::TempDir, unsctl::server::RunningServer) {
+    let dir = tempfile::tempdir().expect("dir");
+    let db = dir.path().join("uns.db");
+    drop(schema::open(&db, OpenMode::Create).expect("store"));
+    let server = limited(
+        &db,
+        unsctl::server::Limits {
+            max_connections: cap,
+            header_timeout: std::time::Duration::from_secs(20),
+            ..unsctl::server::Limits::default()
+        },
+    );
+    (dir, server)
+}
+
+#[test]
+fn past_the_connection_cap_the_answer_is_a_json_503() {
+    let (_dir, server) = capped(2);
+    // Two clients with the key, their connections kept alive: the cap is theirs.
+    let mut held: Vec<std::net::TcpStream> = (0..2)
+        .map(|_| std::net::TcpStream::connect(server.addr).expect("connect"))
+        .collect();
+    for stream in &mut held {
+        assert!(ask(stream, true).starts_with("HTTP/1.1 200"));
+    }
+    let mut third = std::net::TcpStream::connect(server.addr).expect("connect");
+    let (answer, closed) = until_closed(&mut third);
+    assert!(closed, "{answer}");
+    assert!(answer.starts_with("HTTP/1.1 503"), "{answer}");
+    assert!(answer.contains("too many connections"), "{answer}");
+    drop(held);
+}
+
+/// Connections that never send a request, or only ones without a key, cannot crowd out a
+/// client with one: at the cap, a new connection takes the place of the oldest of them.
+#[test]
+fn idle_and_keyless_connections_make_room_for_a_client_with_a_key() {
+    let (_dir, server) = capped(3);
+    let mut keyed = std::net::TcpStream::connect(server.addr).expect("connect");
+    assert!(ask(&mut keyed, true).starts_with("HTTP/1.1 200"));
+    let mut idle = std::net::TcpStream::connect(server.addr).expect("connect");
+    let mut keyless = std::net::TcpStream::connect(server.addr).expect("connect");
+    assert!(ask(&mut keyless, false).starts_with("HTTP/1.1 401"));
+    // The cap is reached; a new client with the key still gets in, twice.
+    let mut newcomers = Vec::new();
+    for _ in 0..2 {
+        let mut newcomer = std::net::TcpStream::connect(server.addr).expect("connect");
+        let head = ask(&mut newcomer, true);
+        assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+        newcomers.push(newcomer);
+    }
+    // The idle and the keyless connections made the room; the keyed one is still served.
+    assert!(until_closed(&mut idle).1, "the idle connection was closed");
+    assert!(
+        until_closed(&mut keyless).1,
+        "the keyless connection was closed"
+    );
+    assert!(ask(&mut keyed, true).starts_with("HTTP/1.1 200"));
+}
