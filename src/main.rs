@@ -1,7 +1,7 @@
 //! The `unsctl` binary: parse, run, map the outcome to an exit code.
 
 use clap::Parser;
-use std::io::Write;
+use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
 use unsctl::cli::{self, error::ExitKind};
 use unsctl::render::output::status;
@@ -31,6 +31,18 @@ fn main() -> ExitCode {
     match cli::run(parsed) {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) if err.kind == ExitKind::Closed => ExitCode::SUCCESS,
+        Err(err) if err.kind == ExitKind::Interrupted => {
+            // The account of what was done; the cursor shown again, in case a progress
+            // bar had hidden it.
+            if std::io::stderr().is_terminal() {
+                let _ = std::io::stderr().write_all(b"\x1b[?25h");
+            }
+            if !err.message.is_empty() {
+                let _ = writeln!(std::io::stderr(), "\n{}", clean(&err.message));
+            }
+            let _ = std::io::stdout().flush();
+            ExitCode::from(ExitKind::Interrupted.code() as u8)
+        }
         Err(err) => {
             // Messages can quote store or server text: never let it reach the terminal raw.
             status(&format!("error: {}", clean(&err.message)));

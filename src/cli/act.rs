@@ -3,11 +3,12 @@
 //! through the guarded transition, which checks everything again where the change is made.
 
 use super::args::{AuditArgs, ConfirmArgs};
-use super::error::{CliError, CliResult, ExitKind};
+use super::error::{CliError, CliResult, ExitKind, exit_for};
+use super::outcome::{Blocked, NotInDlq, Outcome};
 use super::prompt;
 use crate::api::ActionRequest;
 use crate::model::ChannelSet;
-use crate::remediation::{Action, Approved, Claim, Refusal, policy};
+use crate::remediation::{Action, Approved, Claim, policy};
 use crate::render::output::{Output, print, print_json, status};
 use crate::render::views;
 use crate::store::{Store, StoreError};
@@ -15,20 +16,6 @@ use crate::triage::{self, Verdict};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::io::IsTerminal;
-
-/// Why an entry will not be acted on, found before anything changes.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Blocked {
-    Refused(Refusal),
-    /// A plan entry that cannot be checked against the store (no usable last_event_id),
-    /// or left as `verify`.
-    Unplanned(String),
-    NotFound(String),
-    /// Not in the DLQ: someone else already acted on it.
-    NotInDlq(String),
-    /// The history moved since the plan was made.
-    Stale(String),
-}
 
 /// One entry's planned action, previewed before anything changes.
 #[derive(Debug, Clone)]
@@ -111,17 +98,7 @@ impl Intent {
 }
 
 fn blocked_text(blocked: &Blocked) -> String {
-    crate::render::sanitize::clean(&blocked_words(blocked)).into_owned()
-}
-
-fn blocked_words(blocked: &Blocked) -> String {
-    match blocked {
-        Blocked::Refused(refusal) => format!("REFUSED: {refusal}"),
-        Blocked::Unplanned(why) => format!("REFUSED: {why}"),
-        Blocked::NotFound(why) => format!("NOT FOUND: {why}"),
-        Blocked::NotInDlq(why) => format!("CONFLICT: {why}"),
-        Blocked::Stale(why) => format!("STALE: {why}"),
-    }
+    crate::render::sanitize::clean(&blocked.words()).into_owned()
 }
 
 /// Reads and triages one entry, and previews `action` on it with `request`.
@@ -134,12 +111,7 @@ pub fn intent(
     let doc = match store.notification(id) {
         Ok(doc) => doc,
         Err(StoreError::NotFound(what)) => {
-            return Ok(Intent::blocked(
-                id,
-                action,
-                None,
-                Blocked::NotFound(format!("{what} not found")),
-            ));
+            return Ok(Intent::blocked(id, action, None, Blocked::NotFound(what)));
         }
         Err(err) => return Err(err.into()),
     };
@@ -149,10 +121,10 @@ pub fn intent(
             id,
             action,
             Some(verdict),
-            Blocked::NotInDlq(format!(
-                "{id} is not in the DLQ (status {}); `unsctl inspect {id}` shows its history",
-                doc.row.status
-            )),
+            Blocked::NotInDlq(NotInDlq {
+                id: id.to_string(),
+                status: doc.row.status.clone(),
+            }),
         ));
     }
     Ok(Intent::new(
@@ -191,91 +163,6 @@ pub fn check_force(audit: &AuditArgs) -> CliResult {
     Ok(())
 }
 
-/// How one entry ended.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Outcome {
-    /// Carried out: the audit event written and the channels replayed.
-    Done {
-        event_id: i64,
-        channels: ChannelSet,
-    },
-    /// Its history moved since it was previewed or planned.
-    Stale(String),
-    /// Someone else acted first.
-    Conflict(String),
-    Refused(String),
-    NotFound(String),
-    Failed(String),
-    Skipped(String),
-}
-
-impl Outcome {
-    /// The JSON name of the outcome.
-    pub fn name(&self) -> &'static str {
-        match self {
-            Outcome::Done { .. } => "done",
-            Outcome::Stale(_) => "stale",
-            Outcome::Conflict(_) => "conflict",
-            Outcome::Refused(_) => "refused",
-            Outcome::NotFound(_) => "not_found",
-            Outcome::Failed(_) => "failed",
-            Outcome::Skipped(_) => "skipped",
-        }
-    }
-
-    pub fn reason(&self) -> Option<&str> {
-        match self {
-            Outcome::Done { .. } => None,
-            Outcome::Stale(why)
-            | Outcome::Conflict(why)
-            | Outcome::Refused(why)
-            | Outcome::NotFound(why)
-            | Outcome::Failed(why)
-            | Outcome::Skipped(why) => Some(why),
-        }
-    }
-
-    /// The outcome in words, safe to print: reasons can quote store text.
-    pub fn label(&self, action: Action) -> String {
-        crate::render::sanitize::clean(&self.words(action)).into_owned()
-    }
-
-    fn words(&self, action: Action) -> String {
-        match self {
-            Outcome::Done { channels, .. } if channels.is_empty() => action.done().to_string(),
-            Outcome::Done { channels, .. } => format!("{} {}", action.done(), channels.joined(",")),
-            Outcome::Stale(why) => format!("skipped (stale): {why}"),
-            Outcome::Conflict(why) => format!("conflict: {why}"),
-            Outcome::Refused(why) => format!("refused (guardrail): {why}"),
-            Outcome::NotFound(why) => format!("not found: {why}"),
-            Outcome::Failed(why) => format!("failed: {why}"),
-            Outcome::Skipped(why) => format!("skipped: {why}"),
-        }
-    }
-
-    fn exit(&self) -> Option<ExitKind> {
-        match self {
-            Outcome::Done { .. } | Outcome::Skipped(_) => None,
-            Outcome::Stale(_) | Outcome::Conflict(_) => Some(ExitKind::Conflict),
-            Outcome::Refused(_) => Some(ExitKind::Refused),
-            Outcome::NotFound(_) => Some(ExitKind::NotFound),
-            Outcome::Failed(_) => Some(ExitKind::Error),
-        }
-    }
-}
-
-impl From<&Blocked> for Outcome {
-    fn from(blocked: &Blocked) -> Self {
-        match blocked {
-            Blocked::Refused(refusal) => Outcome::Refused(refusal.to_string()),
-            Blocked::Unplanned(why) => Outcome::Refused(why.clone()),
-            Blocked::NotFound(why) => Outcome::NotFound(why.clone()),
-            Blocked::NotInDlq(why) => Outcome::Conflict(why.clone()),
-            Blocked::Stale(why) => Outcome::Stale(why.clone()),
-        }
-    }
-}
-
 /// Carries one intent out, through the store's guarded transition.
 pub fn execute(store: &dyn Store, intent: &Intent) -> Outcome {
     if let Err(blocked) = &intent.preview {
@@ -290,25 +177,8 @@ pub fn execute(store: &dyn Store, intent: &Intent) -> Outcome {
             event_id: done.event_id,
             channels: done.channels,
         },
-        Err(StoreError::Stale(conflict)) => Outcome::Stale(conflict.to_string()),
-        Err(StoreError::Conflict(conflict)) => Outcome::Conflict(conflict.to_string()),
-        Err(StoreError::Refused(refusal)) => Outcome::Refused(refusal.to_string()),
-        Err(StoreError::NotFound(what)) => Outcome::NotFound(format!("{what} not found")),
-        Err(err) => Outcome::Failed(err.to_string()),
+        Err(err) => Outcome::of_store_error(err),
     }
-}
-
-/// The most serious exit among the outcomes: error, conflict, refusal, not found.
-pub fn exit_for<'a>(outcomes: impl IntoIterator<Item = &'a Outcome>) -> Option<ExitKind> {
-    let kinds: Vec<ExitKind> = outcomes.into_iter().filter_map(Outcome::exit).collect();
-    [
-        ExitKind::Error,
-        ExitKind::Conflict,
-        ExitKind::Refused,
-        ExitKind::NotFound,
-    ]
-    .into_iter()
-    .find(|kind| kinds.contains(kind))
 }
 
 /// One entry's result in `-o json`.
@@ -318,7 +188,7 @@ struct ResultView<'a> {
     action: &'a str,
     outcome: &'a str,
     #[serde(skip_serializing_if = "Option::is_none")]
-    reason: Option<&'a str>,
+    reason: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     event_id: Option<i64>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -606,7 +476,7 @@ pub fn execute_all(store: &dyn Store, intents: &[Intent], out: &Output) -> CliRe
         bar.finish_and_clear();
     }
     if prompt::interrupted() {
-        prompt::exit_interrupted();
+        return Err(prompt::interrupted_error());
     }
     Ok(outcomes)
 }

@@ -1,9 +1,10 @@
 //! `unsctl apply plan.json`: carry out a triage plan, skipping entries that moved since.
 
-use super::act::{self, Blocked, Intent};
+use super::act::{self, Intent};
 use super::args::{AuditArgs, ConfirmArgs, GlobalArgs};
 use super::backend;
 use super::error::{CliError, CliResult, ExitKind};
+use super::outcome::{Blocked, Stale, Unplanned};
 use crate::model::MAX_ID_BYTES;
 use crate::remediation::{Action, Claim};
 use crate::triage::PlanAction;
@@ -173,9 +174,7 @@ fn planned(
             &entry.id.chars().take(64).collect::<String>(),
             action,
             None,
-            Blocked::Unplanned(format!(
-                "not a notification id (empty, or longer than {MAX_ID_BYTES} bytes)"
-            )),
+            Blocked::Unplanned(Unplanned::NotAnId),
         ));
     }
     let attestation = entry
@@ -191,9 +190,8 @@ fn planned(
     let mut intent = act::intent(store, &entry.id, action, &request)?;
     if entry.action == PlanAction::Verify {
         intent.verb = "verify";
-        intent.preview = Err(Blocked::Unplanned(format!(
-            "{} is VERIFY in the plan: nothing is done without an out-of-band check; set its action to resolve or replay and add an \"attestation\" saying what you checked",
-            entry.id
+        intent.preview = Err(Blocked::Unplanned(Unplanned::LeftAsVerify(
+            entry.id.clone(),
         )));
         return Ok(intent);
     }
@@ -203,10 +201,7 @@ fn planned(
         .and_then(serde_json::Value::as_i64)
     else {
         if intent.preview.is_ok() {
-            intent.preview = Err(Blocked::Unplanned(format!(
-                "{}: the plan has no usable last_event_id, so nothing shows the entry is still as it was planned",
-                entry.id
-            )));
+            intent.preview = Err(Blocked::Unplanned(Unplanned::NoBase(entry.id.clone())));
         }
         return Ok(intent);
     };
@@ -215,11 +210,11 @@ fn planned(
     intent.request.expected_last_event_id = Some(planned_event);
     let newest = intent.verdict.as_ref().and_then(|v| v.last_event_id);
     if intent.verdict.is_some() && newest != Some(planned_event) {
-        intent.preview = Err(Blocked::Stale(format!(
-            "{}: history moved since the plan was made (newest event {}, the plan saw {planned_event})",
-            entry.id,
-            newest.map_or_else(|| "none".into(), |n| n.to_string())
-        )));
+        intent.preview = Err(Blocked::Stale(Stale::SincePlan {
+            id: entry.id.clone(),
+            newest,
+            planned: planned_event,
+        }));
     }
     Ok(intent)
 }
@@ -324,12 +319,7 @@ fn once_each(entries: Vec<PlanEntry>) -> Vec<Result<PlanEntry, Intent>> {
         if same {
             continue;
         }
-        let why = || {
-            Blocked::Unplanned(format!(
-                "{} is listed more than once in the plan, with different actions or bases; make the plan again",
-                entry.id
-            ))
-        };
+        let why = || Blocked::Unplanned(Unplanned::ListedTwice(entry.id.clone()));
         let action = |a: PlanAction| match a {
             PlanAction::Replay => Action::Replay,
             _ => Action::Resolve,

@@ -1,5 +1,6 @@
 //! The CLI's one error type, and the one table that maps it to exit codes (DESIGN §5).
 
+use super::outcome::Outcome;
 use crate::store::StoreError;
 use std::fmt;
 
@@ -17,6 +18,9 @@ pub enum ExitKind {
     Conflict,
     /// 6: the API refused the key.
     Auth,
+    /// 130 (128 + SIGINT, as shells report it): Ctrl-C ended the run, after an account
+    /// of what was already done.
+    Interrupted,
     /// 0, silently: whoever read our output closed the pipe (`| head`).
     Closed,
 }
@@ -30,6 +34,7 @@ impl ExitKind {
             ExitKind::Refused => 4,
             ExitKind::Conflict => 5,
             ExitKind::Auth => 6,
+            ExitKind::Interrupted => 130,
             ExitKind::Closed => 0,
         }
     }
@@ -73,6 +78,30 @@ impl fmt::Display for CliError {
 
 impl std::error::Error for CliError {}
 
+/// The exit one entry's outcome calls for; `None` when it needs none.
+pub fn outcome_exit(outcome: &Outcome) -> Option<ExitKind> {
+    match outcome {
+        Outcome::Done { .. } | Outcome::Skipped(_) => None,
+        Outcome::Stale(_) | Outcome::Conflict(_) => Some(ExitKind::Conflict),
+        Outcome::Refused(_) => Some(ExitKind::Refused),
+        Outcome::NotFound(_) => Some(ExitKind::NotFound),
+        Outcome::Failed(_) => Some(ExitKind::Error),
+    }
+}
+
+/// The most serious exit among the outcomes: error, conflict, refusal, not found.
+pub fn exit_for<'a>(outcomes: impl IntoIterator<Item = &'a Outcome>) -> Option<ExitKind> {
+    let kinds: Vec<ExitKind> = outcomes.into_iter().filter_map(outcome_exit).collect();
+    [
+        ExitKind::Error,
+        ExitKind::Conflict,
+        ExitKind::Refused,
+        ExitKind::NotFound,
+    ]
+    .into_iter()
+    .find(|kind| kinds.contains(kind))
+}
+
 /// The exit a store error calls for.
 pub fn exit_kind(err: &StoreError) -> ExitKind {
     match err {
@@ -113,8 +142,23 @@ impl From<std::io::Error> for CliError {
         if err.kind() == std::io::ErrorKind::BrokenPipe {
             return CliError::new(ExitKind::Closed, "output closed");
         }
+        if let Some(Interrupted(account)) = err.get_ref().and_then(|e| e.downcast_ref()) {
+            return CliError::new(ExitKind::Interrupted, account.clone());
+        }
         CliError::error(format!("I/O error: {err}"))
     }
 }
+
+/// A prompt's read ended by Ctrl-C, carrying the account of what was already done.
+#[derive(Debug)]
+pub struct Interrupted(pub String);
+
+impl fmt::Display for Interrupted {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("interrupted (Ctrl-C)")
+    }
+}
+
+impl std::error::Error for Interrupted {}
 
 pub type CliResult<T = ()> = Result<T, CliError>;

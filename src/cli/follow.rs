@@ -246,7 +246,7 @@ pub fn follow_notification(
                 doc.row.attempts,
                 doc.row.cycle
             ));
-            prompt::exit_interrupted_quietly();
+            return Err(prompt::interrupted_quietly());
         }
         doc = match store.notification(&id) {
             Ok(doc) => doc,
@@ -453,7 +453,7 @@ pub fn wait_for_delivery(
     );
     if stopped {
         status(&format!("\nstopped (Ctrl-C): {account}"));
-        prompt::exit_interrupted_quietly();
+        return Err(prompt::interrupted_quietly());
     }
     if delivered == done.len() {
         status(&account);

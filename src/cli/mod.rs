@@ -13,6 +13,7 @@ pub mod events;
 pub mod fleet;
 pub mod follow;
 pub mod inspect;
+pub mod outcome;
 pub mod prompt;
 pub mod replay;
 pub mod repro;

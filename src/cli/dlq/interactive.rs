@@ -4,9 +4,11 @@
 //! without a second answer to a question that repeats the action, the entry, its
 //! channels, the store and the operator. Anything not understood is asked again.
 
-use crate::cli::act::{self, Intent, Outcome, Target};
+use crate::cli::act::{self, Intent, Target};
 use crate::cli::args::{AuditArgs, GlobalArgs};
+use crate::cli::error::exit_for;
 use crate::cli::error::{CliError, CliResult, ExitKind};
+use crate::cli::outcome::{Blocked, Outcome, Skip};
 use crate::cli::{backend, prompt, selection};
 use crate::remediation::{Action, Claim};
 use crate::render::output::{Output, print, status};
@@ -260,11 +262,11 @@ pub fn walk(
             }
             let action = match choice {
                 Choice::Skip | Choice::Verify => {
-                    decided(None, Outcome::Skipped("by the operator".into()), ask);
+                    decided(None, Outcome::Skipped(Skip::ByOperator), ask);
                     break;
                 }
                 Choice::Quit => {
-                    decided(None, Outcome::Skipped("quit before deciding".into()), ask);
+                    decided(None, Outcome::Skipped(Skip::QuitBeforeDeciding), ask);
                     quit = true;
                     break;
                 }
@@ -273,11 +275,7 @@ pub fn walk(
             let mut request = act::base_request(audit, None, None);
             if verdict.branch == Branch::Verify {
                 let Some(checked) = account_of_check(ask, action)? else {
-                    decided(
-                        Some(action),
-                        Outcome::Skipped("no out-of-band check given".into()),
-                        ask,
-                    );
+                    decided(Some(action), Outcome::Skipped(Skip::NoCheckGiven), ask);
                     break;
                 };
                 request.attestation = Some(checked);
@@ -290,7 +288,7 @@ pub fn walk(
             let intent = act::intent(store, &verdict.id, action, &request)?;
             let approved = match &intent.preview {
                 Ok(approved) => approved.clone(),
-                Err(crate::cli::act::Blocked::Refused(refusal)) if refusals + 1 < RETRIES => {
+                Err(Blocked::Refused(refusal)) if refusals + 1 < RETRIES => {
                     refusals += 1;
                     ask.say(&format!(
                         "refused: {}; choose again",
@@ -304,7 +302,7 @@ pub fn walk(
                 }
             };
             if !confirm(store, ask, &intent, &approved.channels)? {
-                decided(Some(action), Outcome::Skipped("not confirmed".into()), ask);
+                decided(Some(action), Outcome::Skipped(Skip::NotConfirmed), ask);
                 break;
             }
             let outcome = act::execute(store, &intent);
@@ -438,7 +436,7 @@ pub fn run(
         line.push_str(&format!("; {} not reached", total - outcomes.len()));
     }
     status(&line);
-    match act::exit_for(&outcomes) {
+    match exit_for(&outcomes) {
         None => Ok(()),
         Some(kind) => Err(CliError::new(
             kind,

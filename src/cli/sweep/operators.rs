@@ -5,9 +5,9 @@
 //! interactive walk), through the real binary on both backends and straight at the API.
 //! Then the worker runs again and the fakes' ledger says what the actions caused.
 
-use crate::cli::act::Outcome;
 use crate::cli::args::AuditArgs;
 use crate::cli::dlq::interactive::{self, Scripted};
+use crate::cli::outcome::Outcome;
 use crate::cli::selection;
 use crate::lab::sweep::Sweep;
 use crate::model::{Channel, ChannelSet, Kind};

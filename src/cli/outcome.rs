@@ -1,0 +1,269 @@
+//! How one entry of a remediation ends, as types: what the preview found before anything
+//! changed (`Blocked`), and what became of the entry (`Outcome`). The words shown for
+//! each live here; the exit code each calls for lives in `error.rs`'s one table.
+
+use crate::model::{ChannelSet, MAX_ID_BYTES};
+use crate::remediation::{Action, Conflict, Refusal};
+use crate::store::StoreError;
+use std::fmt;
+
+/// Why an entry will not be acted on, found before anything changes.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Blocked {
+    /// A guardrail said no.
+    Refused(Refusal),
+    /// A plan entry that cannot be carried out as written.
+    Unplanned(Unplanned),
+    /// No notification has this id.
+    NotFound(String),
+    /// Not in the DLQ: someone else already acted on it.
+    NotInDlq(NotInDlq),
+    /// The history moved since the plan was made.
+    Stale(Stale),
+}
+
+/// An entry already out of the DLQ when it was read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NotInDlq {
+    pub id: String,
+    pub status: String,
+}
+
+impl fmt::Display for NotInDlq {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let Self { id, status } = self;
+        write!(
+            f,
+            "{id} is not in the DLQ (status {status}); `unsctl inspect {id}` shows its history"
+        )
+    }
+}
+
+/// Why a plan entry cannot be carried out as written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Unplanned {
+    /// The id is empty or too long to be one.
+    NotAnId,
+    /// Left as `verify`: nothing is done without an out-of-band check.
+    LeftAsVerify(String),
+    /// No usable `last_event_id` to check the entry against.
+    NoBase(String),
+    /// Listed twice with different actions or bases.
+    ListedTwice(String),
+}
+
+impl fmt::Display for Unplanned {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Unplanned::NotAnId => write!(
+                f,
+                "not a notification id (empty, or longer than {MAX_ID_BYTES} bytes)"
+            ),
+            Unplanned::LeftAsVerify(id) => write!(
+                f,
+                "{id} is VERIFY in the plan: nothing is done without an out-of-band check; set its action to resolve or replay and add an \"attestation\" saying what you checked"
+            ),
+            Unplanned::NoBase(id) => write!(
+                f,
+                "{id}: the plan has no usable last_event_id, so nothing shows the entry is still as it was planned"
+            ),
+            Unplanned::ListedTwice(id) => write!(
+                f,
+                "{id} is listed more than once in the plan, with different actions or bases; make the plan again"
+            ),
+        }
+    }
+}
+
+/// An entry whose history moved since the view an action was based on.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Stale {
+    /// The plan saw `planned` as the newest event; the store's newest is `newest`.
+    SincePlan {
+        id: String,
+        newest: Option<i64>,
+        planned: i64,
+    },
+    /// The guarded transition found the history moved.
+    Moved(Conflict),
+}
+
+impl fmt::Display for Stale {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Stale::SincePlan {
+                id,
+                newest,
+                planned,
+            } => write!(
+                f,
+                "{id}: history moved since the plan was made (newest event {}, the plan saw {planned})",
+                newest.map_or_else(|| "none".into(), |n| n.to_string())
+            ),
+            Stale::Moved(conflict) => conflict.fmt(f),
+        }
+    }
+}
+
+/// Why an entry was left alone by the operator's own choice.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Skip {
+    ByOperator,
+    QuitBeforeDeciding,
+    NoCheckGiven,
+    NotConfirmed,
+}
+
+impl fmt::Display for Skip {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Skip::ByOperator => "by the operator",
+            Skip::QuitBeforeDeciding => "quit before deciding",
+            Skip::NoCheckGiven => "no out-of-band check given",
+            Skip::NotConfirmed => "not confirmed",
+        })
+    }
+}
+
+/// How one entry ended.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome {
+    /// Carried out: the audit event written and the channels replayed.
+    Done { event_id: i64, channels: ChannelSet },
+    /// Its history moved since it was previewed or planned.
+    Stale(Stale),
+    /// Someone else acted first.
+    Conflict(Conflicted),
+    /// A guardrail, or the plan itself, said no.
+    Refused(Refused),
+    /// No notification has this id.
+    NotFound(String),
+    /// The store could not carry it out.
+    Failed(String),
+    /// Left alone by the operator.
+    Skipped(Skip),
+}
+
+/// Someone else acted first: the transition's own account, or the entry already out of
+/// the DLQ when it was read.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Conflicted {
+    Acted(Conflict),
+    NotInDlq(NotInDlq),
+}
+
+impl fmt::Display for Conflicted {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Conflicted::Acted(conflict) => conflict.fmt(f),
+            Conflicted::NotInDlq(not_in_dlq) => not_in_dlq.fmt(f),
+        }
+    }
+}
+
+/// A refusal: a guardrail's, or a plan entry's that cannot be carried out as written.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Refused {
+    Guardrail(Refusal),
+    Unplanned(Unplanned),
+}
+
+impl fmt::Display for Refused {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Refused::Guardrail(refusal) => refusal.fmt(f),
+            Refused::Unplanned(why) => why.fmt(f),
+        }
+    }
+}
+
+impl Blocked {
+    /// The words a dry-run line shows after the verb, not yet made safe to print.
+    pub fn words(&self) -> String {
+        match self {
+            Blocked::Refused(refusal) => format!("REFUSED: {refusal}"),
+            Blocked::Unplanned(why) => format!("REFUSED: {why}"),
+            Blocked::NotFound(what) => format!("NOT FOUND: {what} not found"),
+            Blocked::NotInDlq(not_in_dlq) => format!("CONFLICT: {not_in_dlq}"),
+            Blocked::Stale(stale) => format!("STALE: {stale}"),
+        }
+    }
+}
+
+impl From<&Blocked> for Outcome {
+    fn from(blocked: &Blocked) -> Self {
+        match blocked {
+            Blocked::Refused(refusal) => Outcome::Refused(Refused::Guardrail(refusal.clone())),
+            Blocked::Unplanned(why) => Outcome::Refused(Refused::Unplanned(why.clone())),
+            Blocked::NotFound(what) => Outcome::NotFound(what.clone()),
+            Blocked::NotInDlq(not_in_dlq) => {
+                Outcome::Conflict(Conflicted::NotInDlq(not_in_dlq.clone()))
+            }
+            Blocked::Stale(stale) => Outcome::Stale(stale.clone()),
+        }
+    }
+}
+
+impl Outcome {
+    /// What the guarded transition's error means for this entry.
+    pub fn of_store_error(err: StoreError) -> Self {
+        match err {
+            StoreError::Stale(conflict) => Outcome::Stale(Stale::Moved(conflict)),
+            StoreError::Conflict(conflict) => Outcome::Conflict(Conflicted::Acted(conflict)),
+            StoreError::Refused(refusal) => Outcome::Refused(Refused::Guardrail(refusal)),
+            StoreError::NotFound(what) => Outcome::NotFound(what),
+            err => Outcome::Failed(err.to_string()),
+        }
+    }
+
+    /// The JSON name of the outcome.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Outcome::Done { .. } => "done",
+            Outcome::Stale(_) => "stale",
+            Outcome::Conflict(_) => "conflict",
+            Outcome::Refused(_) => "refused",
+            Outcome::NotFound(_) => "not_found",
+            Outcome::Failed(_) => "failed",
+            Outcome::Skipped(_) => "skipped",
+        }
+    }
+
+    /// Why it was not done, in words; `None` when it was.
+    pub fn reason(&self) -> Option<String> {
+        match self {
+            Outcome::Done { .. } => None,
+            _ => Some(self.why()),
+        }
+    }
+
+    fn why(&self) -> String {
+        match self {
+            Outcome::Done { .. } => String::new(),
+            Outcome::Stale(stale) => stale.to_string(),
+            Outcome::Conflict(conflict) => conflict.to_string(),
+            Outcome::Refused(refusal) => refusal.to_string(),
+            Outcome::NotFound(what) => format!("{what} not found"),
+            Outcome::Failed(why) => why.clone(),
+            Outcome::Skipped(skip) => skip.to_string(),
+        }
+    }
+
+    /// The outcome in words, safe to print: reasons can quote store text.
+    pub fn label(&self, action: Action) -> String {
+        crate::render::sanitize::clean(&self.words(action)).into_owned()
+    }
+
+    fn words(&self, action: Action) -> String {
+        match self {
+            Outcome::Done { channels, .. } if channels.is_empty() => action.done().to_string(),
+            Outcome::Done { channels, .. } => format!("{} {}", action.done(), channels.joined(",")),
+            Outcome::Stale(_) => format!("skipped (stale): {}", self.why()),
+            Outcome::Conflict(_) => format!("conflict: {}", self.why()),
+            Outcome::Refused(_) => format!("refused (guardrail): {}", self.why()),
+            Outcome::NotFound(_) => format!("not found: {}", self.why()),
+            Outcome::Failed(_) => format!("failed: {}", self.why()),
+            Outcome::Skipped(_) => format!("skipped: {}", self.why()),
+        }
+    }
+}
