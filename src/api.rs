@@ -88,7 +88,7 @@ impl EventRow {
         crate::model::Event {
             id: self.id,
             at: self.at,
-            kind: self.kind.clone(),
+            kind: crate::model::Stored::read(&self.kind),
             payload: self.payload.clone(),
             unreadable: self.unreadable.clone(),
         }

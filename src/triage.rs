@@ -206,7 +206,7 @@ pub struct Observed<'a> {
 impl<'a> Observed<'a> {
     /// From an event read in full (the notification document, the API).
     pub fn from_event(event: &'a Event) -> Self {
-        Self::from_text(event.id, &event.kind, event.payload.get())
+        Self::from_text(event.id, event.kind.as_str(), event.payload.get())
             .with_unreadable(event.unreadable.first().map(String::as_str))
     }
 
@@ -715,7 +715,7 @@ impl Triage {
             id: row.id.clone(),
             branch,
             lease_lost: reading.lease_lost,
-            status: row.status.clone(),
+            status: row.status.to_string(),
             cycle: row.cycle,
             attempts: row.attempts,
             error_message: row.error_message.clone(),

@@ -123,7 +123,7 @@ pub fn intent(
             Some(verdict),
             Blocked::NotInDlq(NotInDlq {
                 id: id.to_string(),
-                status: doc.row.status.clone(),
+                status: doc.row.status.to_string(),
             }),
         ));
     }

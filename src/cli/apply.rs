@@ -5,7 +5,7 @@ use super::args::{AuditArgs, ConfirmArgs, GlobalArgs};
 use super::backend;
 use super::error::{CliError, CliResult, ExitKind};
 use super::outcome::{Blocked, Stale, Unplanned};
-use crate::model::MAX_ID_BYTES;
+use crate::model::NotificationId;
 use crate::remediation::{Action, Claim};
 use crate::triage::PlanAction;
 use std::io::Read;
@@ -169,7 +169,7 @@ fn planned(
         PlanAction::Replay => Action::Replay,
         PlanAction::Verify => Action::Resolve,
     };
-    if entry.id.is_empty() || entry.id.len() > MAX_ID_BYTES {
+    if NotificationId::parse(&entry.id).is_err() {
         return Ok(Intent::blocked(
             &entry.id.chars().take(64).collect::<String>(),
             action,

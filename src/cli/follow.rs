@@ -242,7 +242,7 @@ pub fn follow_notification(
             status(&format!(
                 "\nstopped (Ctrl-C): {} is still {} after attempt {} of cycle {}",
                 views::shown(&id),
-                views::shown(&doc.row.status),
+                views::shown(doc.row.status.as_str()),
                 doc.row.attempts,
                 doc.row.cycle
             ));
@@ -295,10 +295,10 @@ fn settled_since(doc: &NotificationDoc, replayed: i64) -> Result<bool, String> {
             "the store no longer shows the replay (event {replayed}): it was replaced or restored from a copy"
         ));
     };
-    if event.kind != crate::model::Kind::Replayed.as_str() {
+    if event.kind != crate::model::Kind::Replayed {
         return Err(format!(
             "event {replayed} is no longer the replay but {}: the store was replaced",
-            views::shown(&event.kind)
+            views::shown(event.kind.as_str())
         ));
     }
     let cycle = event.payload_value()["cycle"].as_i64();
@@ -322,7 +322,7 @@ fn settled_after(doc: &NotificationDoc, replayed: i64) -> Option<f64> {
         .filter(|e| e.id > replayed)
         .find(|e| {
             matches!(
-                Kind::from_stored(&e.kind),
+                e.kind.known(),
                 Some(Kind::Delivered | Kind::DeadLettered | Kind::DlqResolved)
             )
         })?
@@ -381,8 +381,8 @@ pub fn wait_for_delivery(
                 Ok(doc) if settled(&doc) => {
                     let settlement = Settlement {
                         id: id.clone(),
-                        status: doc.row.status.clone(),
-                        delivered: doc.row.status == "DELIVERED",
+                        status: doc.row.status.to_string(),
+                        delivered: doc.row.status == crate::model::Status::Delivered,
                         settled: true,
                         error_message: doc.row.error_message.clone(),
                         seconds: Some(
@@ -395,7 +395,7 @@ pub fn wait_for_delivery(
                     }
                     done.push(settlement);
                 }
-                Ok(doc) => still.push((id, doc.row.status)),
+                Ok(doc) => still.push((id, doc.row.status.to_string())),
                 Err(err @ StoreError::Unavailable(_)) => {
                     status(&format!(
                         "cannot read {}: {err}; trying again",
@@ -595,7 +595,7 @@ pub fn watch_dlq(
         let status_of = |id: &str| {
             store
                 .notification(id)
-                .map(|doc| doc.row.status)
+                .map(|doc| doc.row.status.to_string())
                 .unwrap_or_else(|_| "gone".into())
         };
         for change in changes(&known, &now, status_of) {

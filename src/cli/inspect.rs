@@ -82,7 +82,7 @@ fn settled_block(view: &InspectView, out: &crate::render::output::Output) -> Str
         String::new(),
         format!(
             "Settled: {} (attempt {}, cycle {})",
-            views::shown(&row.status),
+            views::shown(row.status.as_str()),
             row.attempts,
             row.cycle
         ),

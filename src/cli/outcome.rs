@@ -42,7 +42,7 @@ impl fmt::Display for NotInDlq {
 /// Why a plan entry cannot be carried out as written.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Unplanned {
-    /// The id is empty or too long to be one.
+    /// The id breaks the id rule (`NotificationId`).
     NotAnId,
     /// Left as `verify`: nothing is done without an out-of-band check.
     LeftAsVerify(String),
@@ -57,7 +57,7 @@ impl fmt::Display for Unplanned {
         match self {
             Unplanned::NotAnId => write!(
                 f,
-                "not a notification id (empty, or longer than {MAX_ID_BYTES} bytes)"
+                "not a notification id (empty, longer than {MAX_ID_BYTES} bytes, or holding spaces or control characters)"
             ),
             Unplanned::LeftAsVerify(id) => write!(
                 f,

@@ -1,23 +1,13 @@
 //! Values as typed on the command line, parsed into types before any command runs.
 
-use crate::model::MAX_ID_BYTES;
+use crate::model::NotificationId;
 use crate::verify::relay_log::Zone;
 
-/// An id argument: 1 to 256 bytes, no whitespace or control characters.
+/// An id argument, by the one id rule (`NotificationId`).
 pub fn parse_id(text: &str) -> Result<String, String> {
-    if text.is_empty() {
-        return Err("an id cannot be empty".into());
-    }
-    if text.len() > MAX_ID_BYTES {
-        return Err(format!(
-            "an id is at most {MAX_ID_BYTES} bytes; this one is {}",
-            text.len()
-        ));
-    }
-    if text.chars().any(|c| c.is_control() || c.is_whitespace()) {
-        return Err("an id holds no spaces or control characters".into());
-    }
-    Ok(text.to_string())
+    NotificationId::parse(text)
+        .map(String::from)
+        .map_err(|err| err.to_string())
 }
 
 /// A channel name as typed: any case, surrounding whitespace trimmed.

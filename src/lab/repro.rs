@@ -276,7 +276,7 @@ fn submit(db: &rusqlite::Connection, scenario: Scenario) -> Result<String, Repro
 
 fn settled(conn: &rusqlite::Connection, id: &str) -> Result<bool, ReproError> {
     let row = queries::read_notification(conn, id).map_err(crate::store::StoreError::from)?;
-    Ok(row.is_some_and(|r| Status::is_settled(&r.status)))
+    Ok(row.is_some_and(|r| Status::is_settled(r.status.as_str())))
 }
 
 /// Runs a worker process until `id` has a CHANNEL_ATTEMPT_STARTED, then kills it.
@@ -413,7 +413,7 @@ pub fn run_counted(
                 .then(|| triage::triage_events(&doc.row, &doc.events).branch);
             Ok(ScenarioReport {
                 scenario,
-                status: doc.row.status.clone(),
+                status: doc.row.status.to_string(),
                 dead_letter: doc.row.dead_letter,
                 error_message: doc.row.error_message.clone(),
                 branch,

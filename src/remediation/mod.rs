@@ -11,6 +11,7 @@ pub mod verified;
 pub use policy::{Action, Approved, Claim, Refusal, Request};
 
 use crate::clock;
+use crate::model::payload::{self, Audit};
 use crate::model::{ChannelSet, Kind};
 use crate::runtime::engine::{self, EngineError};
 use crate::runtime::queries;
@@ -119,7 +120,7 @@ pub fn audit_summary(verdict: &Verdict) -> Value {
 fn conflict(id: &str, row: &crate::model::Notification, reason: String) -> Conflict {
     Conflict {
         id: id.to_string(),
-        status: row.status.clone(),
+        status: row.status.to_string(),
         dead_letter: row.dead_letter,
         since: row.updated_at,
         reason,
@@ -171,32 +172,27 @@ pub fn apply(
     })
 }
 
-fn audit(verdict: &Verdict, approved: &Approved, request: &Request, actor: &Actor) -> Value {
-    let mut payload = json!({
-        "operator": actor.operator,
-        "reason": request.reason(),
-        "ticket": request.ticket.as_deref().map(str::trim).filter(|t| !t.is_empty()),
-        "attestation": request.attestation(),
-        "verified": request.verified,
-        "forced": request.force,
-        "overridden": approved.overridden,
-        "triage": audit_summary(verdict),
-    });
-    if let Some(claimed) = &actor.claimed_operator {
-        payload["claimed_operator"] = json!(claimed);
+fn audit(verdict: &Verdict, approved: &Approved, request: &Request, actor: &Actor) -> Audit {
+    Audit {
+        operator: actor.operator.clone(),
+        reason: request.reason().map(str::to_string),
+        ticket: request
+            .ticket
+            .as_deref()
+            .map(str::trim)
+            .filter(|t| !t.is_empty())
+            .map(str::to_string),
+        attestation: request.attestation().map(str::to_string),
+        verified: request.verified,
+        forced: request.force,
+        overridden: approved.overridden.clone(),
+        triage: audit_summary(verdict),
+        claimed_operator: actor.claimed_operator.clone(),
     }
-    payload
-}
-
-fn with(mut payload: Value, extra: Value) -> Value {
-    if let (Value::Object(map), Value::Object(extra)) = (&mut payload, extra) {
-        map.extend(extra);
-    }
-    payload
 }
 
 /// The entry leaves the DLQ as RESOLVED and keeps its row and all of its history.
-fn resolve(tx: &Connection, now: f64, id: &str, audit: Value) -> Result<Done, Rejection> {
+fn resolve(tx: &Connection, now: f64, id: &str, audit: Audit) -> Result<Done, Rejection> {
     let cycle: i64 = tx
         .prepare_cached(
             "UPDATE uns_notifications SET status = 'RESOLVED', dead_letter = 0, updated_at = ?2
@@ -208,7 +204,7 @@ fn resolve(tx: &Connection, now: f64, id: &str, audit: Value) -> Result<Done, Re
         id,
         now,
         Kind::DlqResolved,
-        &with(audit, json!({ "cycle": cycle })),
+        &payload::DlqResolved { audit, cycle },
     )?;
     Ok(Done {
         id: id.to_string(),
@@ -226,7 +222,7 @@ fn replay(
     now: f64,
     id: &str,
     channels: &ChannelSet,
-    audit: Value,
+    audit: Audit,
 ) -> Result<Done, Rejection> {
     let cycle: i64 = tx
         .prepare_cached(
@@ -242,15 +238,15 @@ fn replay(
         id,
         now,
         Kind::Replayed,
-        &with(
+        &payload::Replayed {
             audit,
-            json!({
-                "cycle": cycle,
-                "previous_cycle": cycle - 1,
-                "cycle_attempt": 0,
-                "channels": channels,
-            }),
-        ),
+            cycle: payload::NewCycle {
+                cycle: Some(cycle),
+                previous_cycle: Some(cycle - 1),
+                cycle_attempt: Some(0),
+                channels: Some(channels.iter().map(|c| c.as_str().to_string()).collect()),
+            },
+        },
     )?;
     Ok(Done {
         id: id.to_string(),

@@ -32,12 +32,7 @@ impl Action {
 }
 
 /// What an operator says they found out of band about the UNCERTAIN channels.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
-pub enum Claim {
-    Delivered,
-    NotDelivered,
-}
+pub use crate::model::payload::Claim;
 
 /// A request to resolve or replay, as the API takes it and the CLI builds it. Channels
 /// are typed when the body is parsed: any case, trimmed, duplicates collapsed, and an

@@ -7,24 +7,20 @@
 //! doubt it would have settled is gone, so recording it again can only add noise.
 
 use super::{Actor, Rejection, audit_summary, conflict};
+use crate::model::payload;
 use crate::model::{Channel, Kind};
 use crate::runtime::engine;
 use crate::runtime::queries;
 use crate::triage::{self, Branch, ChannelState};
 use rusqlite::Connection;
 use serde::{Deserialize, Serialize};
-use serde_json::json;
 
 /// Longest evidence text kept in an event.
 pub const EVIDENCE_CHARS: usize = 2_000;
 
-/// What a provider's record proved about a channel's attempts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
-pub enum Finding {
-    Delivered,
-    NotDelivered,
-}
+/// What a provider's record proved about a channel's attempts: the same two answers an
+/// operator can attest.
+pub type Finding = crate::model::payload::Claim;
 
 /// One answer to record.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -110,21 +106,24 @@ pub fn record(
                 continue;
             }
             let evidence: String = finding.evidence.chars().take(EVIDENCE_CHARS).collect();
-            let mut payload = json!({
-                "channel": finding.channel,
-                "cycle": finding.cycle,
-                "attempts": finding.attempts,
-                "outcome": finding.outcome,
-                "source": finding.source,
-                "evidence": evidence,
-                "operator": actor.operator,
-                "reason": why.reason.map(str::trim).filter(|r| !r.is_empty()),
-                "ticket": why.ticket.map(str::trim).filter(|t| !t.is_empty()),
-                "triage": audit_summary(&verdict),
-            });
-            if let Some(claimed) = &actor.claimed_operator {
-                payload["claimed_operator"] = json!(claimed);
-            }
+            let text = |t: Option<&str>| {
+                t.map(str::trim)
+                    .filter(|t| !t.is_empty())
+                    .map(str::to_string)
+            };
+            let payload = payload::Verified {
+                channel: finding.channel,
+                cycle: finding.cycle,
+                attempts: finding.attempts.clone(),
+                outcome: finding.outcome,
+                source: finding.source.clone(),
+                evidence,
+                operator: actor.operator.clone(),
+                reason: text(why.reason),
+                ticket: text(why.ticket),
+                triage: audit_summary(&verdict),
+                claimed_operator: actor.claimed_operator.clone(),
+            };
             event_ids.push(engine::append_event(tx, id, now, Kind::Verified, &payload)?);
         }
         let after = triage::triage_events(&row, &queries::read_events(tx, id)?);

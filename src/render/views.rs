@@ -56,7 +56,7 @@ fn stands_out_of(kind: &str, payload: &Value) -> bool {
 
 /// The key payload fields of an event, in a few words.
 pub fn detail(event: &Event, out: &Output) -> String {
-    detail_of(&event.kind, &event.payload_value(), out)
+    detail_of(event.kind.as_str(), &event.payload_value(), out)
 }
 
 /// [`detail`] of an event of `kind` whose payload is parsed already.
@@ -186,7 +186,7 @@ pub fn timeline(events: &[Event], evidence: &[i64], out: &Output) -> String {
     let payloads: Vec<Value> = events.iter().map(Event::payload_value).collect();
     let mut leases: std::collections::HashMap<String, f64> = Default::default();
     for (event, payload) in events.iter().zip(&payloads) {
-        if Kind::from_stored(&event.kind) == Some(Kind::AttemptStarted)
+        if event.kind == Kind::AttemptStarted
             && let (Some(token), Some(until)) = (
                 payload["lease_token"].as_str(),
                 payload["lease_until"].as_f64(),
@@ -218,7 +218,7 @@ pub fn timeline(events: &[Event], evidence: &[i64], out: &Output) -> String {
                 .as_str()
                 .and_then(|token| leases.get(token))
                 .filter(|_| !at_unreadable);
-            let lease = match (Kind::from_stored(&event.kind), until) {
+            let lease = match (event.kind.known(), until) {
                 (Some(Kind::AttemptStarted), Some(until)) => {
                     format!("{} lease", crate::render::time::duration(until - event.at))
                 }
@@ -246,10 +246,10 @@ pub fn timeline(events: &[Event], evidence: &[i64], out: &Output) -> String {
                 gap.into(),
                 toned(lease, if late { Tone::Bad } else { Tone::Plain }),
                 toned(
-                    shown(&event.kind),
+                    shown(event.kind.as_str()),
                     if marked {
                         Tone::Warn
-                    } else if stands_out_of(&event.kind, payload) {
+                    } else if stands_out_of(event.kind.as_str(), payload) {
                         Tone::Bad
                     } else {
                         Tone::Plain
@@ -257,7 +257,7 @@ pub fn timeline(events: &[Event], evidence: &[i64], out: &Output) -> String {
                 ),
                 attempt_cycle.into(),
                 shown(payload["channel"].as_str().unwrap_or("")).into(),
-                detail_of(&event.kind, payload, out).into(),
+                detail_of(event.kind.as_str(), payload, out).into(),
             ]
         })
         .collect();
@@ -395,7 +395,7 @@ fn who_acted(p: &Value) -> String {
 pub fn verification_lines(events: &[Event]) -> Vec<String> {
     events
         .iter()
-        .filter(|e| e.kind == Kind::Verified.as_str())
+        .filter(|e| e.kind == Kind::Verified)
         .map(|event| {
             let p = event.payload_value();
             let attempts = p["attempts"]
@@ -572,7 +572,7 @@ pub fn list_row(
     vec![
         format!("{}{marked}", shown(&row.id)).into(),
         toned(verdict.branch.as_str(), branch_tone(verdict.branch)),
-        shown(&row.status).into(),
+        shown(row.status.as_str()).into(),
         shown(&row.channels.join(",")).into(),
         shown(row.error_message.as_deref().unwrap_or_default()).into(),
         out.time(row.updated_at).into(),
@@ -647,7 +647,7 @@ pub fn summary_block(row: &Notification, out: &Output) -> String {
     };
     let mut lines = vec![
         format!("Notification {}", out.bold(&shown(&row.id))),
-        format!("  status    {}", shown(&row.status)),
+        format!("  status    {}", shown(row.status.as_str())),
         format!("  in DLQ    {dlq}"),
         format!(
             "  attempts  {} in all; cycle {} used {} of {}",

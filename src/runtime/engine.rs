@@ -5,6 +5,7 @@
 //! [`append_event`]. Every function takes `now` from the caller's clock so tests can move
 //! time past a lease.
 
+use crate::model::payload;
 use crate::model::{Channel, ChannelSet, Kind, ProviderOutcome, Status};
 use crate::runtime::queries::Cells;
 use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, params};
@@ -53,7 +54,7 @@ pub fn append_event(
     notification_id: &str,
     at: f64,
     event_kind: Kind,
-    payload: &Value,
+    payload: &impl serde::Serialize,
 ) -> rusqlite::Result<i64> {
     let mut stmt = conn.prepare_cached(
         "INSERT INTO uns_events (notification_id, at, kind, payload) VALUES (?1, ?2, ?3, ?4)",
@@ -62,7 +63,7 @@ pub fn append_event(
         notification_id,
         at,
         event_kind.as_str(),
-        payload.to_string()
+        payload::to_text(payload)
     ])?;
     Ok(conn.last_insert_rowid())
 }
@@ -135,13 +136,13 @@ pub fn submit(conn: &Connection, now: f64, new: &NewNotification) -> Result<Subm
             &id,
             now,
             Kind::Submitted,
-            &json!({
-                "attempt": 0,
-                "cycle": 1,
-                "cycle_attempt": 0,
-                "channels": channels,
-                "idempotency_key": new.idempotency_key,
-            }),
+            &payload::Submitted {
+                attempt: 0,
+                cycle: 1,
+                cycle_attempt: 0,
+                channels: channels.clone(),
+                idempotency_key: new.idempotency_key.clone(),
+            },
         )?;
         Ok(Submitted {
             id,
@@ -169,16 +170,13 @@ pub struct Lease {
 
 impl Lease {
     /// The keys every event under this lease carries.
-    fn event_payload(&self, extra: Value) -> Value {
-        let mut map = Map::new();
-        map.insert("attempt".into(), json!(self.attempt));
-        map.insert("cycle".into(), json!(self.cycle));
-        map.insert("cycle_attempt".into(), json!(self.cycle_attempt));
-        map.insert("lease_token".into(), json!(self.token));
-        if let Value::Object(extra) = extra {
-            map.extend(extra);
+    fn keys(&self) -> payload::LeaseKeys {
+        payload::LeaseKeys {
+            attempt: Some(self.attempt),
+            cycle: Some(self.cycle),
+            cycle_attempt: Some(self.cycle_attempt),
+            lease_token: Some(self.token.clone()),
         }
-        Value::Object(map)
     }
 }
 
@@ -359,20 +357,19 @@ pub fn claim_for(
             owed,
             payload: candidate.payload,
         };
-        let mut extra = json!({
-            "worker_id": worker_id,
-            "reclaimed": reclaimed,
-            "lease_until": lease_until,
-        });
-        if reclaimed {
-            extra["previous_lease_token"] = json!(candidate.lease_token);
-        }
+        let started = payload::AttemptStarted {
+            lease: lease.keys(),
+            worker_id: worker_id.to_string(),
+            reclaimed,
+            lease_until,
+            previous_lease_token: reclaimed.then(|| candidate.lease_token.clone()),
+        };
         append_event(
             tx,
             &lease.notification_id,
             now,
             Kind::AttemptStarted,
-            &lease.event_payload(extra),
+            &started,
         )?;
         Ok(ClaimOutcome::Claimed(lease))
     })
@@ -429,24 +426,17 @@ fn dead_letter(
         &candidate.id,
         now,
         Kind::DeadLettered,
-        &json!({
-            "attempt": candidate.attempts,
-            "cycle": candidate.cycle,
-            "cycle_attempt": candidate.cycle_attempts,
-            "lease_token": candidate.lease_token,
-            "error_message": error_message,
-        }),
+        &payload::DeadLettered {
+            lease: payload::LeaseKeys {
+                attempt: Some(candidate.attempts),
+                cycle: Some(candidate.cycle),
+                cycle_attempt: Some(candidate.cycle_attempts),
+                lease_token: candidate.lease_token.clone(),
+            },
+            error_message: error_message.to_string(),
+        },
     )?;
     Ok(())
-}
-
-/// What the engine reads of a REPLAYED or CHANNEL_ATTEMPT_RESULT payload.
-#[derive(serde::Deserialize)]
-struct CycleFacts {
-    cycle: Option<i64>,
-    success: Option<bool>,
-    channel: Option<String>,
-    channels: Option<Vec<String>>,
 }
 
 /// The channels still owed in `cycle`: the channels its REPLAYED event named (the row's
@@ -473,21 +463,17 @@ fn owed_channels(
     let events = read().map_err(|err| format!("its events cannot be read: {err}"))?;
     let mut cycle_channels = (cycle == 1).then(|| row_channels.clone());
     let mut accepted = ChannelSet::new();
-    for (event_id, event_kind, payload) in events {
-        let facts: CycleFacts = payload
-            .as_deref()
-            .and_then(|text| serde_json::from_str(text).ok())
-            .ok_or_else(|| format!("event {event_id} ({event_kind}): payload cannot be read"))?;
-        let Some(event_cycle) = facts.cycle else {
-            return Err(format!(
-                "event {event_id} ({event_kind}): no cycle in the payload"
-            ));
-        };
-        if event_cycle != cycle {
-            continue;
-        }
+    for (event_id, event_kind, text) in events {
+        let unreadable = || format!("event {event_id} ({event_kind}): payload cannot be read");
+        let text = text.ok_or_else(unreadable)?;
+        let no_cycle = || format!("event {event_id} ({event_kind}): no cycle in the payload");
         if event_kind == Kind::Replayed.as_str() {
-            let names = facts.channels.unwrap_or_default();
+            let replayed: payload::NewCycle =
+                serde_json::from_str(&text).map_err(|_| unreadable())?;
+            if replayed.cycle.ok_or_else(no_cycle)? != cycle {
+                continue;
+            }
+            let names = replayed.channels.unwrap_or_default();
             let named = ChannelSet::parse(&names)
                 .map_err(|err| format!("event {event_id} (REPLAYED): {err}"))?;
             let foreign = named.without(row_channels);
@@ -498,8 +484,15 @@ fn owed_channels(
                 ));
             }
             cycle_channels = Some(named);
-        } else if facts.success == Some(true) {
-            let channel = facts
+            continue;
+        }
+        let result: payload::ChannelAttemptResult =
+            serde_json::from_str(&text).map_err(|_| unreadable())?;
+        if result.lease.cycle.ok_or_else(no_cycle)? != cycle {
+            continue;
+        }
+        if result.success == Some(true) {
+            let channel = result
                 .channel
                 .as_deref()
                 .and_then(|c| c.parse::<Channel>().ok())
@@ -548,15 +541,18 @@ pub fn start_channel(
             append_lease_lost(tx, now, lease)?;
             return Ok(Fence::Lost);
         }
-        let mut payload = details.clone();
-        payload.insert("channel".into(), json!(channel));
-        payload.insert("provider_effect_may_have_occurred".into(), json!(true));
+        let started = payload::ChannelAttemptStarted {
+            lease: lease.keys(),
+            details: details.clone(),
+            channel,
+            provider_effect_may_have_occurred: true,
+        };
         let event_id = append_event(
             tx,
             &lease.notification_id,
             now,
             Kind::ChannelAttemptStarted,
-            &lease.event_payload(Value::Object(payload)),
+            &started,
         )?;
         Ok(Fence::Held { event_id })
     })
@@ -577,7 +573,10 @@ fn append_lease_lost(tx: &Connection, now: f64, lease: &Lease) -> rusqlite::Resu
         &lease.notification_id,
         now,
         Kind::LeaseLost,
-        &lease.event_payload(json!({ "provider_effect_may_have_occurred": started })),
+        &payload::LeaseLost {
+            lease: lease.keys(),
+            provider_effect_may_have_occurred: started,
+        },
     )
 }
 
@@ -657,13 +656,14 @@ pub fn record_result(
     let mut metadata = result.metadata.clone();
     metadata.insert("provider_outcome".into(), json!(result.outcome.as_str()));
     metadata.insert("retryable".into(), json!(result.retryable));
-    let payload = lease.event_payload(json!({
-        "channel": channel,
-        "success": result.success(),
-        "message_id": result.message_id,
-        "error": result.error,
-        "metadata": metadata,
-    }));
+    let payload = payload::ChannelAttemptResult {
+        lease: lease.keys(),
+        channel: Some(channel.as_str().to_string()),
+        success: Some(result.success()),
+        message_id: result.message_id.clone(),
+        error: result.error.clone(),
+        metadata: Some(metadata),
+    };
     write_tx(conn, |tx| {
         Ok(append_event(
             tx,
@@ -818,6 +818,12 @@ pub fn decide(
     }
 }
 
+/// A payload as the JSON tree `append_event` stores, so the branches of a match can
+/// each build their own kind.
+fn stored(payload: &impl serde::Serialize) -> Value {
+    serde_json::to_value(payload).unwrap_or_else(|_| Value::Object(Map::new()))
+}
+
 /// Settles an attempt with one fenced UPDATE; zero rows means the lease was lost.
 pub fn settle(
     conn: &Connection,
@@ -828,9 +834,18 @@ pub fn settle(
 ) -> Result<Settlement> {
     let decision = decide(lease, results, now, backoff);
     write_tx(conn, |tx| {
-        let (status, dead_letter, next_attempt_at, error_message, event_kind, extra) =
+        let (status, dead_letter, next_attempt_at, error_message, event_kind, event) =
             match &decision {
-                Decision::Delivered => ("DELIVERED", 0, None, None, Kind::Delivered, json!({})),
+                Decision::Delivered => (
+                    "DELIVERED",
+                    0,
+                    None,
+                    None,
+                    Kind::Delivered,
+                    stored(&payload::Delivered {
+                        lease: lease.keys(),
+                    }),
+                ),
                 Decision::RetryScheduled {
                     next_attempt_at,
                     channels,
@@ -840,7 +855,11 @@ pub fn settle(
                     Some(*next_attempt_at),
                     None,
                     Kind::RetryScheduled,
-                    json!({ "next_attempt_at": next_attempt_at, "channels": channels }),
+                    stored(&payload::RetryScheduled {
+                        lease: lease.keys(),
+                        next_attempt_at: *next_attempt_at,
+                        channels: channels.clone(),
+                    }),
                 ),
                 Decision::DeadLettered { error_message, .. } => (
                     "DEAD",
@@ -848,7 +867,10 @@ pub fn settle(
                     None,
                     Some(error_message.as_str()),
                     Kind::DeadLettered,
-                    json!({ "error_message": error_message }),
+                    stored(&payload::DeadLettered {
+                        lease: lease.keys(),
+                        error_message: error_message.clone(),
+                    }),
                 ),
             };
         let changed = tx
@@ -871,13 +893,7 @@ pub fn settle(
             append_lease_lost(tx, now, lease)?;
             return Ok(Settlement::LeaseLost);
         }
-        append_event(
-            tx,
-            &lease.notification_id,
-            now,
-            event_kind,
-            &lease.event_payload(extra),
-        )?;
+        append_event(tx, &lease.notification_id, now, event_kind, &event)?;
         Ok(Settlement::Settled(decision.clone()))
     })
 }

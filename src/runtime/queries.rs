@@ -2,7 +2,7 @@
 //! invalid UTF-8, text in a number column, a NULL) is named on its own row, never fatal,
 //! so one bad row cannot hide the others.
 
-use crate::model::{Event, Notification};
+use crate::model::{Event, Notification, Stored};
 use rusqlite::types::ValueRef;
 use rusqlite::{Connection, OptionalExtension, Row};
 
@@ -352,7 +352,7 @@ pub fn notification(row: &(impl Source + ?Sized), first: usize) -> Notification 
         }
     };
     let notification = Notification {
-        status: cells.required_text(first + 2, "status"),
+        status: Stored::read(&cells.required_text(first + 2, "status")),
         dead_letter: cells.integer(first + 3, "dead_letter") != 0,
         attempts: cells.integer(first + 4, "attempts"),
         cycle: cells.integer(first + 5, "cycle"),
@@ -382,7 +382,7 @@ pub fn event(row: &(impl Source + ?Sized), first: usize) -> Event {
     let event = Event {
         id: cells.integer(first, "id"),
         at: cells.required_real(first + 1, "at"),
-        kind: cells.required_text(first + 2, "kind"),
+        kind: Stored::read(&cells.required_text(first + 2, "kind")),
         payload: cells.payload(first + 3, "payload"),
         unreadable: Vec::new(),
     };

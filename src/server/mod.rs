@@ -379,14 +379,9 @@ pub fn new_notification(
 }
 
 fn checked_id(id: &str) -> Result<(), ApiError> {
-    use crate::model::MAX_ID_BYTES;
-    if id.is_empty() || id.len() > MAX_ID_BYTES {
-        return Err(ApiError::invalid(format!(
-            "an id is 1 to {MAX_ID_BYTES} bytes; this one is {}",
-            id.len()
-        )));
-    }
-    Ok(())
+    crate::model::NotificationId::parse(id)
+        .map(drop)
+        .map_err(|err| ApiError::invalid(err.to_string()))
 }
 
 async fn notification(
@@ -431,13 +426,14 @@ async fn ids_with_prefix(
         .iter()
         .find(|(k, _)| k == "id_prefix")
         .map(|(_, v)| v.clone())
-        .filter(|p| !p.is_empty() && p.len() <= crate::model::MAX_ID_BYTES)
+        .filter(|p| !p.is_empty())
         .ok_or_else(|| {
             ApiError::invalid(format!(
                 "id_prefix is required: 1 to {} bytes of the id's start",
                 crate::model::MAX_ID_BYTES
             ))
         })?;
+    checked_id(&prefix)?;
     let dlq_only = match pairs
         .iter()
         .find(|(k, _)| k == "dlq")

@@ -58,7 +58,7 @@ pub fn search_events(conn: &Connection, query: &EventQuery) -> Result<EventsResp
                     id: event.id,
                     notification_id,
                     at: event.at,
-                    kind: event.kind,
+                    kind: event.kind.as_str().to_string(),
                     payload: event.payload,
                     status,
                     dead_letter,

@@ -254,6 +254,102 @@ mod tests {
             .collect()
     }
 
+    /// What the engine writes (the model's payload types) is what triage reads: the same
+    /// fields, under the same names, with the same values.
+    #[test]
+    fn reads_what_the_writers_write() {
+        use crate::model::payload::{self, Claim, LeaseKeys};
+        use crate::model::{Channel, ChannelSet};
+        let lease = LeaseKeys {
+            attempt: Some(2),
+            cycle: Some(3),
+            cycle_attempt: Some(1),
+            lease_token: Some("t-1".into()),
+        };
+        let result = payload::to_text(&payload::ChannelAttemptResult {
+            lease: lease.clone(),
+            channel: Some("EMAIL".into()),
+            success: Some(false),
+            message_id: Some("<m@uns>".into()),
+            error: Some("no reply".into()),
+            metadata: Some(
+                serde_json::json!({"provider_outcome": "UNKNOWN", "idempotency_key": "k"})
+                    .as_object()
+                    .cloned()
+                    .unwrap_or_default(),
+            ),
+        });
+        let fields = in_place(&result).expect("a result reads");
+        assert_eq!(fields.channel.as_deref(), Some("EMAIL"));
+        assert_eq!((fields.cycle, fields.attempt), (Some(3), Some(2)));
+        assert_eq!(fields.lease_token.as_deref(), Some("t-1"));
+        assert_eq!(fields.success, Some(false));
+        assert_eq!(fields.message_id.as_deref(), Some("<m@uns>"));
+        assert_eq!(fields.error.as_deref(), Some("no reply"));
+        let metadata = fields.metadata.expect("metadata");
+        assert_eq!(metadata.provider_outcome.as_deref(), Some("UNKNOWN"));
+        assert_eq!(metadata.idempotency_key.as_deref(), Some("k"));
+
+        let audit = payload::Audit {
+            operator: "alice".into(),
+            reason: None,
+            ticket: None,
+            attestation: Some("checked the relay log".into()),
+            verified: Some(Claim::NotDelivered),
+            forced: false,
+            overridden: Vec::new(),
+            triage: serde_json::Value::Null,
+            claimed_operator: None,
+        };
+        let replayed = payload::to_text(&payload::Replayed {
+            audit,
+            cycle: payload::NewCycle {
+                cycle: Some(4),
+                previous_cycle: Some(3),
+                cycle_attempt: Some(0),
+                channels: Some(vec!["SLACK".into(), "EMAIL".into()]),
+            },
+        });
+        let fields = in_place(&replayed).expect("a replay reads");
+        assert_eq!(fields.cycle, Some(4));
+        assert_eq!(fields.attestation.as_deref(), Some("checked the relay log"));
+        let names: Vec<&str> = fields
+            .channels
+            .iter()
+            .flatten()
+            .map(|c| c.as_ref())
+            .collect();
+        assert_eq!(names, ["SLACK", "EMAIL"]);
+
+        let verified = payload::to_text(&payload::Verified {
+            channel: Channel::Slack,
+            cycle: 2,
+            attempts: vec![1, 2],
+            outcome: Claim::Delivered,
+            source: "slack".into(),
+            evidence: "ts 1.2".into(),
+            operator: "bob".into(),
+            reason: None,
+            ticket: None,
+            triage: serde_json::Value::Null,
+            claimed_operator: Some("carol".into()),
+        });
+        let fields = in_place(&verified).expect("a verification reads");
+        assert_eq!(fields.channel.as_deref(), Some("SLACK"));
+        assert_eq!(fields.attempts, Some(vec![1, 2]));
+        assert_eq!(fields.outcome.as_deref(), Some("DELIVERED"));
+        // The sorted keys every writer's text has, whatever the field order.
+        let started = payload::to_text(&payload::RetryScheduled {
+            lease,
+            next_attempt_at: 5.0,
+            channels: ChannelSet::from_iter([Channel::Email]),
+        });
+        assert_eq!(
+            started,
+            r#"{"attempt":2,"channels":["EMAIL"],"cycle":3,"cycle_attempt":1,"lease_token":"t-1","next_attempt_at":5.0}"#
+        );
+    }
+
     #[test]
     fn reads_as_the_derived_struct_does() {
         let cases = [

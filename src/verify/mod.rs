@@ -146,7 +146,7 @@ pub fn questions(row: &Notification, events: &[Event], verdict: &Verdict) -> Vec
         // The evidence of an UNCERTAIN channel is its unknown attempts' events.
         let mut attempts: BTreeMap<(i64, i64, String), Attempt> = BTreeMap::new();
         for event in channel.evidence.iter().filter_map(|id| by_id.get(id)) {
-            let kind = Kind::from_stored(&event.kind);
+            let kind = event.kind.known();
             if !matches!(
                 kind,
                 Some(Kind::ChannelAttemptStarted | Kind::ChannelAttemptResult)
@@ -203,7 +203,7 @@ pub fn questions(row: &Notification, events: &[Event], verdict: &Verdict) -> Vec
 fn lease_until(events: &[Event], token: &str) -> Option<f64> {
     events
         .iter()
-        .filter(|e| e.kind == Kind::AttemptStarted.as_str())
+        .filter(|e| e.kind == Kind::AttemptStarted)
         .map(Event::payload_value)
         .find(|p| p["lease_token"] == token && !token.is_empty())
         .and_then(|p| p["lease_until"].as_f64())
@@ -214,7 +214,7 @@ fn cycle_attempts(events: &[Event], channel: Channel, cycle: i64) -> Vec<i64> {
         .iter()
         .filter(|e| {
             matches!(
-                Kind::from_stored(&e.kind),
+                e.kind.known(),
                 Some(Kind::ChannelAttemptStarted | Kind::ChannelAttemptResult)
             )
         })

@@ -151,7 +151,7 @@ proptest! {
             .map(|(n, d)| Event {
                 id: n as i64 + 1,
                 at: 1000.0 + n as f64,
-                kind: d.kind.clone(),
+                kind: d.kind.as_str().into(),
                 payload: unsctl::model::payload_from_value(&d.payload),
                 unreadable: if d.unreadable_column { vec!["payload: a BLOB of 3 bytes, not text".into()] } else { Vec::new() },
             })

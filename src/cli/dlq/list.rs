@@ -45,7 +45,7 @@ impl<'a> From<&'a Triaged> for ListEntry<'a> {
     fn from(t: &'a Triaged) -> Self {
         ListEntry {
             id: &t.row.id,
-            status: &t.row.status,
+            status: t.row.status.as_str(),
             attempts: t.row.attempts,
             cycle: t.row.cycle,
             channels: &t.row.channels,

@@ -524,7 +524,7 @@ pub fn run(sweep: &Sweep, binary: &Path, work: &Path) -> Result<Remediation, Str
             .ok_or_else(|| format!("{} vanished", verdict.id))?;
         let audits = queries::read_events(&sweep.conn, &verdict.id).map_err(|e| e.to_string())?;
         let resolved_unforced = audits.iter().any(|e| {
-            e.kind == Kind::DlqResolved.as_str() && e.payload_value()["forced"] != Value::Bool(true)
+            e.kind == Kind::DlqResolved && e.payload_value()["forced"] != Value::Bool(true)
         });
         let channels = row.channel_set().unwrap_or_default();
         if resolved_unforced
@@ -538,8 +538,8 @@ pub fn run(sweep: &Sweep, binary: &Path, work: &Path) -> Result<Remediation, Str
                 verdict.id
             ));
         }
-        let replayed = audits.iter().any(|e| e.kind == Kind::Replayed.as_str());
-        if replayed && row.status == "DELIVERED" {
+        let replayed = audits.iter().any(|e| e.kind == Kind::Replayed);
+        if replayed && row.status == crate::model::Status::Delivered {
             report.replays_delivered += 1;
         }
     }

@@ -4,6 +4,8 @@
 //! the CLI all spell them the same way. Input is parsed into these types at the edge, so
 //! the rest of the code never compares channel or kind names as strings.
 
+pub mod payload;
+
 use serde::{Deserialize, Deserializer, Serialize};
 use std::collections::BTreeSet;
 use std::fmt;
@@ -179,6 +181,105 @@ impl FromStr for Status {
             "RESOLVED" => Ok(Status::Resolved),
             other => Err(format!("unknown status {other:?}")),
         }
+    }
+}
+
+/// A name the store holds in a column: a status or an event kind.
+pub trait StoredName: Copy + PartialEq + 'static {
+    fn as_str(self) -> &'static str;
+    /// The value a stored name spells exactly, if any.
+    fn from_stored(text: &str) -> Option<Self>;
+}
+
+impl StoredName for Status {
+    fn as_str(self) -> &'static str {
+        Status::as_str(self)
+    }
+
+    fn from_stored(text: &str) -> Option<Self> {
+        text.parse().ok()
+    }
+}
+
+impl StoredName for Kind {
+    fn as_str(self) -> &'static str {
+        Kind::as_str(self)
+    }
+
+    fn from_stored(text: &str) -> Option<Self> {
+        Kind::from_stored(text)
+    }
+}
+
+/// A value as the store holds it: one this build knows, or the text it could not read,
+/// kept so it can be shown and so triage can say the row is unreadable rather than guess.
+/// Serialised as the stored text, so every output spells it as the store does.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Stored<T> {
+    Known(T),
+    Unreadable(String),
+}
+
+impl<T: StoredName> Stored<T> {
+    pub fn read(text: &str) -> Self {
+        T::from_stored(text).map_or_else(|| Stored::Unreadable(text.to_string()), Stored::Known)
+    }
+
+    pub fn as_str(&self) -> &str {
+        match self {
+            Stored::Known(value) => value.as_str(),
+            Stored::Unreadable(text) => text,
+        }
+    }
+
+    pub fn known(&self) -> Option<T> {
+        match self {
+            Stored::Known(value) => Some(*value),
+            Stored::Unreadable(_) => None,
+        }
+    }
+}
+
+impl<T: StoredName> PartialEq<T> for Stored<T> {
+    fn eq(&self, other: &T) -> bool {
+        self.known() == Some(*other)
+    }
+}
+
+impl<T: StoredName> From<T> for Stored<T> {
+    fn from(value: T) -> Self {
+        Stored::Known(value)
+    }
+}
+
+impl<T: StoredName> From<&str> for Stored<T> {
+    fn from(text: &str) -> Self {
+        Stored::read(text)
+    }
+}
+
+impl<T: StoredName> From<String> for Stored<T> {
+    fn from(text: String) -> Self {
+        Stored::read(&text)
+    }
+}
+
+impl<T: StoredName> fmt::Display for Stored<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl<T: StoredName> Serialize for Stored<T> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.as_str())
+    }
+}
+
+impl<'de, T: StoredName> Deserialize<'de> for Stored<T> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        Ok(Stored::read(&text))
     }
 }
 
@@ -359,11 +460,76 @@ impl fmt::Display for MessageId {
 /// route), in bytes; the runtime's own are 34.
 pub const MAX_ID_BYTES: usize = 256;
 
+/// A notification id as an input carries it (an argument, a plan entry, an API route):
+/// 1 to `MAX_ID_BYTES` bytes, without whitespace or control characters. The one place the
+/// id rule is written; every edge parses into this type, so a bad id is refused with the
+/// same words wherever it was typed. A command that expands prefixes takes a prefix under
+/// the same rule.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(transparent)]
+pub struct NotificationId(String);
+
+/// Why a text is not a notification id.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BadId {
+    #[error("an id cannot be empty")]
+    Empty,
+    #[error("an id is at most {MAX_ID_BYTES} bytes; this one is {0}")]
+    TooLong(usize),
+    #[error("an id holds no spaces or control characters")]
+    Unprintable,
+}
+
+impl NotificationId {
+    pub fn parse(text: &str) -> Result<Self, BadId> {
+        if text.is_empty() {
+            return Err(BadId::Empty);
+        }
+        if text.len() > MAX_ID_BYTES {
+            return Err(BadId::TooLong(text.len()));
+        }
+        if text.chars().any(|c| c.is_control() || c.is_whitespace()) {
+            return Err(BadId::Unprintable);
+        }
+        Ok(Self(text.to_string()))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl FromStr for NotificationId {
+    type Err = BadId;
+
+    fn from_str(text: &str) -> Result<Self, BadId> {
+        Self::parse(text)
+    }
+}
+
+impl fmt::Display for NotificationId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl AsRef<str> for NotificationId {
+    fn as_ref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl From<NotificationId> for String {
+    fn from(id: NotificationId) -> String {
+        id.0
+    }
+}
+
 /// One row of `uns_notifications`, as read back.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Notification {
     pub id: String,
-    pub status: String,
+    pub status: Stored<Status>,
     pub dead_letter: bool,
     pub attempts: i64,
     pub cycle: i64,
@@ -446,7 +612,7 @@ pub fn without_position(err: &serde_json::Error) -> String {
 pub struct Event {
     pub id: i64,
     pub at: f64,
-    pub kind: String,
+    pub kind: Stored<Kind>,
     pub payload: Payload,
     /// Columns that could not be read, each "column: why".
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

@@ -1,0 +1,200 @@
+//! One payload type per event kind: what the engine and the remediation transitions
+//! write into `uns_events.payload`, and what the engine reads back of it.
+//!
+//! Every writer goes through [`to_text`], which serialises through a JSON map, so the
+//! keys of a stored payload are always in the same (sorted) order whatever the field
+//! order here. Fields a reader needs are optional on the way in (`#[serde(default)]`,
+//! `null` allowed): a store written by another build may lack them, and a reader says
+//! what is missing rather than failing on the first absent key; a field of the wrong
+//! type makes the payload unreadable, by the same rule as triage's. Triage reads the same
+//! payloads through its own zero-copy view (`triage::fields`), which the tests hold
+//! against these types.
+
+use super::{Channel, ChannelSet};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+/// What an out-of-band check found about a channel's attempts, as an operator attests it
+/// or a provider's record proves it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum Claim {
+    Delivered,
+    NotDelivered,
+}
+
+/// The keys every event written under a lease carries.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct LeaseKeys {
+    #[serde(default)]
+    pub attempt: Option<i64>,
+    #[serde(default)]
+    pub cycle: Option<i64>,
+    #[serde(default)]
+    pub cycle_attempt: Option<i64>,
+    #[serde(default)]
+    pub lease_token: Option<String>,
+}
+
+/// SUBMITTED.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Submitted {
+    pub attempt: i64,
+    pub cycle: i64,
+    pub cycle_attempt: i64,
+    pub channels: ChannelSet,
+    pub idempotency_key: Option<String>,
+}
+
+/// ATTEMPT_STARTED: a worker took the lease.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AttemptStarted {
+    #[serde(flatten)]
+    pub lease: LeaseKeys,
+    pub worker_id: String,
+    pub reclaimed: bool,
+    pub lease_until: f64,
+    /// A reclaim: the lease it took over (`null` when the row named none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub previous_lease_token: Option<Option<String>>,
+}
+
+/// CHANNEL_ATTEMPT_STARTED: the fence held and the provider is about to be called.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ChannelAttemptStarted {
+    #[serde(flatten)]
+    pub lease: LeaseKeys,
+    /// What the adapter says about the call before it is made (`smtp_from`, ...). It
+    /// comes before the fields below, which win if a detail repeats one of their names.
+    #[serde(flatten)]
+    pub details: Map<String, Value>,
+    pub channel: Channel,
+    pub provider_effect_may_have_occurred: bool,
+}
+
+/// CHANNEL_ATTEMPT_RESULT: what the adapter saw of the call.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ChannelAttemptResult {
+    #[serde(flatten)]
+    pub lease: LeaseKeys,
+    #[serde(default)]
+    pub channel: Option<String>,
+    #[serde(default)]
+    pub success: Option<bool>,
+    #[serde(default)]
+    pub message_id: Option<String>,
+    #[serde(default)]
+    pub error: Option<String>,
+    /// `provider_outcome`, `retryable`, and what the provider answered.
+    #[serde(default)]
+    pub metadata: Option<Map<String, Value>>,
+}
+
+/// LEASE_LOST.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LeaseLost {
+    #[serde(flatten)]
+    pub lease: LeaseKeys,
+    /// Whether a provider call had started under the lease.
+    pub provider_effect_may_have_occurred: bool,
+}
+
+/// RETRY_SCHEDULED.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RetryScheduled {
+    #[serde(flatten)]
+    pub lease: LeaseKeys,
+    pub next_attempt_at: f64,
+    pub channels: ChannelSet,
+}
+
+/// DELIVERED: the lease's keys only.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Delivered {
+    #[serde(flatten)]
+    pub lease: LeaseKeys,
+}
+
+/// DEAD_LETTERED, by a worker settling under its lease or by a claim that found the
+/// attempt budget spent.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DeadLettered {
+    #[serde(flatten)]
+    pub lease: LeaseKeys,
+    pub error_message: String,
+}
+
+/// Who acted and why: the part every operator's event (DLQ_RESOLVED, REPLAYED) shares.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Audit {
+    pub operator: String,
+    pub reason: Option<String>,
+    pub ticket: Option<String>,
+    pub attestation: Option<String>,
+    pub verified: Option<Claim>,
+    pub forced: bool,
+    pub overridden: Vec<String>,
+    /// The verdict the change was based on, computed where the change was made.
+    pub triage: Value,
+    /// Over the API: who the client said it was, beside the key's name in `operator`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub claimed_operator: Option<String>,
+}
+
+/// DLQ_RESOLVED.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DlqResolved {
+    #[serde(flatten)]
+    pub audit: Audit,
+    pub cycle: i64,
+}
+
+/// REPLAYED: who acted, and the new cycle.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Replayed {
+    #[serde(flatten)]
+    pub audit: Audit,
+    #[serde(flatten)]
+    pub cycle: NewCycle,
+}
+
+/// The cycle a REPLAYED event starts: what the engine reads back to know which channels
+/// the cycle owes. Optional on the way in, so what a payload lacks can be named.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct NewCycle {
+    #[serde(default)]
+    pub cycle: Option<i64>,
+    #[serde(default)]
+    pub previous_cycle: Option<i64>,
+    #[serde(default)]
+    pub cycle_attempt: Option<i64>,
+    /// The channels' names as stored: a name this build does not know is named by the
+    /// reader, not lost in a parse error.
+    #[serde(default)]
+    pub channels: Option<Vec<String>>,
+}
+
+/// VERIFIED: what a provider's own record proved about a channel's attempts.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Verified {
+    pub channel: Channel,
+    pub cycle: i64,
+    pub attempts: Vec<i64>,
+    pub outcome: Claim,
+    pub source: String,
+    pub evidence: String,
+    pub operator: String,
+    pub reason: Option<String>,
+    pub ticket: Option<String>,
+    pub triage: Value,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub claimed_operator: Option<String>,
+}
+
+/// The stored text of a payload: serialised through a JSON map, so its keys are sorted
+/// and every writer spells the same payload the same way.
+pub fn to_text<T: Serialize>(payload: &T) -> String {
+    serde_json::to_value(payload)
+        .map(|value| value.to_string())
+        .unwrap_or_else(|_| "{}".to_string())
+}
