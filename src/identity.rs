@@ -1,17 +1,18 @@
-//! Who is acting: `--operator`, then `UNS_OPERATOR`, then the account the process runs
-//! as. Never "unknown" while the process has an account.
+//! Who is acting: `--operator`, then `UNS_OPERATOR`, then the config file's `operator`,
+//! then the account the process runs as. Never "unknown" while the process has an
+//! account.
 
-/// The operator for an audit record.
-pub fn operator(flag: Option<&str>) -> String {
-    flag.map(str::trim)
-        .filter(|o| !o.is_empty())
-        .map(str::to_string)
+/// The operator for an audit record; `configured` is the config file's, when it has one.
+pub fn operator(flag: Option<&str>, configured: Option<&str>) -> String {
+    let given = |text: &str| Some(text.trim().to_string()).filter(|o| !o.is_empty());
+    flag.and_then(given)
         .or_else(|| {
             std::env::var("UNS_OPERATOR")
                 .ok()
-                .map(|o| o.trim().to_string())
-                .filter(|o| !o.is_empty())
+                .as_deref()
+                .and_then(given)
         })
+        .or_else(|| configured.and_then(given))
         .unwrap_or_else(account_name)
 }
 
@@ -71,6 +72,6 @@ mod tests {
         {
             assert_eq!(name, String::from_utf8_lossy(&out.stdout).trim());
         }
-        assert_eq!(operator(Some("  alice ")), "alice");
+        assert_eq!(operator(Some("  alice "), Some("bob")), "alice");
     }
 }

@@ -135,14 +135,16 @@ pub fn intent(
     ))
 }
 
-/// The request every intent of one command starts from.
+/// The request every intent of one command starts from, recorded as `operator`
+/// (`Invocation::operator`).
 pub fn base_request(
+    operator: &str,
     audit: &AuditArgs,
     attestation: Option<&str>,
     verified: Option<Claim>,
 ) -> ActionRequest {
     ActionRequest {
-        operator: Some(crate::cli::backend::operator(audit.operator.as_deref())),
+        operator: Some(operator.to_string()),
         reason: audit.reason.clone(),
         ticket: audit.ticket.clone(),
         attestation: attestation.map(str::to_string),

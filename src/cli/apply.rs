@@ -1,8 +1,9 @@
 //! `unsctl apply plan.json`: carry out a triage plan, skipping entries that moved since.
 
 use super::act::{self, Intent};
-use super::args::{AuditArgs, ConfirmArgs, GlobalArgs};
+use super::args::{AuditArgs, ConfirmArgs};
 use super::backend;
+use super::backend::Invocation;
 use super::error::{CliError, CliResult, ExitKind};
 use super::outcome::{Blocked, Stale, Unplanned};
 use crate::model::NotificationId;
@@ -162,6 +163,7 @@ fn too_large(name: &str) -> CliError {
 fn planned(
     store: &dyn crate::store::Store,
     entry: PlanEntry,
+    operator: &str,
     audit: &AuditArgs,
 ) -> CliResult<Intent> {
     let action = match entry.action {
@@ -186,7 +188,7 @@ fn planned(
         Action::Resolve => Claim::Delivered,
         Action::Replay => Claim::NotDelivered,
     });
-    let request = act::base_request(audit, attestation, verified);
+    let request = act::base_request(operator, audit, attestation, verified);
     let mut intent = act::intent(store, &entry.id, action, &request)?;
     if entry.action == PlanAction::Verify {
         intent.verb = "verify";
@@ -219,7 +221,7 @@ fn planned(
     Ok(intent)
 }
 
-pub fn run(global: &GlobalArgs, args: Args) -> CliResult {
+pub fn run(global: &Invocation, args: Args) -> CliResult {
     act::check_force(&args.audit)?;
     let plan = read_plan(&args.plan)?;
     if plan.entries.is_empty() {
@@ -291,13 +293,14 @@ fn apply_in(
     store: &dyn crate::store::Store,
     entries: Vec<PlanEntry>,
     args: &Args,
-    global: &GlobalArgs,
+    global: &Invocation,
 ) -> CliResult {
     let out = global.output();
+    let operator = global.operator(args.audit.operator.as_deref());
     let intents = once_each(entries)
         .into_iter()
         .map(|entry| match entry {
-            Ok(entry) => planned(store, entry, &args.audit),
+            Ok(entry) => planned(store, entry, &operator, &args.audit),
             Err(refused) => Ok(refused),
         })
         .collect::<CliResult<Vec<_>>>()?;

@@ -1,4 +1,5 @@
-//! Chooses the backend, and who the operator is.
+//! Where the store is, and who the operator is: one precedence (`rung`), resolved once
+//! per command line into the `Invocation` every command receives.
 //!
 //! Flags first (`--db`, `--api`, `--context`), then the environment (`UNS_CONTEXT`, then
 //! `UNS_DB_FILE`/`UNS_BASE_URL`), then the config file's current context.
@@ -32,17 +33,123 @@ pub fn set_deadline(deadline: Duration) {
     let _ = DEADLINE.set(deadline);
 }
 
-/// The backend, and the config context it came from.
+/// Which rung of the precedence named the store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Source {
+    /// `--db` or `--api`.
+    Flag,
+    /// `--context NAME`.
+    ContextFlag,
+    /// `UNS_CONTEXT`.
+    ContextEnv,
+    /// `UNS_DB_FILE` or `UNS_BASE_URL`; `both` when the two are set (the API is used).
+    Environment { both: bool },
+    /// The config file's current context.
+    Current,
+}
+
+/// The store a command line names: the backend, the config context it came from, and
+/// which rung of the precedence named it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Resolved {
+pub struct Resolution {
     pub backend: Backend,
     pub context: Option<String>,
+    pub source: Source,
+}
+
+/// One command line, as every command receives it: the global flags, and the store they,
+/// the environment and the config file name, resolved once at the start of `cli::run`.
+/// A command that needs no store never sees an error in naming one.
+pub struct Invocation {
+    pub global: GlobalArgs,
+    resolution: CliResult<Resolution>,
+}
+
+impl std::ops::Deref for Invocation {
+    type Target = GlobalArgs;
+
+    fn deref(&self) -> &GlobalArgs {
+        &self.global
+    }
+}
+
+impl Invocation {
+    pub fn new(global: GlobalArgs) -> Self {
+        let resolution = resolution(&global);
+        Self { global, resolution }
+    }
+
+    /// The store this command line names, or why none is named.
+    pub fn resolution(&self) -> CliResult<&Resolution> {
+        self.resolution.as_ref().map_err(Clone::clone)
+    }
+
+    /// Who an action is recorded as: `--operator`, then UNS_OPERATOR, then the config
+    /// file's operator, then the account (`identity::operator`). The config file is read
+    /// only when the first two are not given.
+    pub fn operator(&self, flag: Option<&str>) -> String {
+        let given = flag.is_some_and(|f| !f.trim().is_empty()) || env("UNS_OPERATOR").is_some();
+        let configured = if given {
+            None
+        } else {
+            crate::config::load()
+                .ok()
+                .flatten()
+                .and_then(|config| config.operator)
+        };
+        crate::identity::operator(flag, configured.as_deref())
+    }
 }
 
 fn env(name: &str) -> Option<String> {
     std::env::var(name)
         .ok()
         .filter(|value| !value.trim().is_empty())
+}
+
+/// The one precedence, as rungs: flags first (`--db`, `--api`), then `--context`, then
+/// `UNS_CONTEXT`, then UNS_DB_FILE/UNS_BASE_URL, then the config file's current context.
+/// Nothing is opened or read here; every question about where the store is starts here.
+enum Rung {
+    Flags {
+        db: Option<PathBuf>,
+        api: Option<String>,
+    },
+    Context {
+        name: String,
+        source: Source,
+    },
+    Environment {
+        db: Option<PathBuf>,
+        api: Option<String>,
+    },
+    Current,
+}
+
+fn rung(global: &GlobalArgs) -> Rung {
+    if global.db.is_some() || global.api.is_some() {
+        return Rung::Flags {
+            db: global.db.clone(),
+            api: global.api.clone(),
+        };
+    }
+    if let Some(name) = &global.context {
+        return Rung::Context {
+            name: name.clone(),
+            source: Source::ContextFlag,
+        };
+    }
+    if let Some(name) = env("UNS_CONTEXT") {
+        return Rung::Context {
+            name,
+            source: Source::ContextEnv,
+        };
+    }
+    let (db, api) = (env("UNS_DB_FILE").map(PathBuf::from), env("UNS_BASE_URL"));
+    if db.is_some() || api.is_some() {
+        return Rung::Environment { db, api };
+    }
+    Rung::Current
 }
 
 /// Every store the flags, the environment or the context name: `doctor` checks each.
@@ -54,27 +161,23 @@ pub struct Named {
     pub context: Option<String>,
 }
 
-pub fn named(global: &GlobalArgs) -> CliResult<Named> {
-    let explicit = global.db.is_some() || global.api.is_some();
-    let (db, api) = if explicit {
-        (global.db.clone(), global.api.clone())
-    } else if global.context.is_none() && env("UNS_CONTEXT").is_none() {
-        (env("UNS_DB_FILE").map(PathBuf::from), env("UNS_BASE_URL"))
-    } else {
-        (None, None)
-    };
-    if db.is_some() || api.is_some() {
-        return Ok(Named {
+pub fn named(global: &Invocation) -> CliResult<Named> {
+    match rung(global) {
+        Rung::Flags { db, api } | Rung::Environment { db, api } => Ok(Named {
             db,
             api: api.map(|url| (url, env("UNS_API_KEY"))),
             context: None,
-        });
+        }),
+        Rung::Context { .. } | Rung::Current => global.resolution().cloned().map(Named::from),
     }
-    resolve_with_context(global).map(Named::from)
 }
 
-impl From<Resolved> for Named {
-    fn from(Resolved { backend, context }: Resolved) -> Self {
+impl From<Resolution> for Named {
+    fn from(
+        Resolution {
+            backend, context, ..
+        }: Resolution,
+    ) -> Self {
         match backend {
             Backend::Sqlite(path) => Named {
                 db: Some(path),
@@ -87,6 +190,45 @@ impl From<Resolved> for Named {
                 context,
             },
         }
+    }
+}
+
+/// The context commands would use now, and why; `None` with the reason when the store
+/// comes from elsewhere (`context show`).
+pub fn in_effect(global: &GlobalArgs) -> CliResult<(Option<String>, String)> {
+    Ok(match rung(global) {
+        Rung::Flags { .. } => (None, "no context: --db or --api names the store".into()),
+        Rung::Context {
+            name,
+            source: Source::ContextFlag,
+        } => (Some(name), "the --context flag".into()),
+        Rung::Context { name, .. } => (Some(name), "UNS_CONTEXT is set".into()),
+        Rung::Environment { .. } => (
+            None,
+            "no context: UNS_DB_FILE or UNS_BASE_URL names the store".into(),
+        ),
+        Rung::Current => match required_config()?.current {
+            Some(name) => (Some(name), "the current context of the config file".into()),
+            None => (
+                None,
+                "no context in effect: none is current (`unsctl context use NAME`)".into(),
+            ),
+        },
+    })
+}
+
+/// What outranks the config file's current context right now, if anything.
+pub fn overridden(global: &GlobalArgs) -> Option<String> {
+    match rung(global) {
+        Rung::Flags { .. } => Some("--db/--api".into()),
+        Rung::Context {
+            source: Source::ContextFlag,
+            ..
+        } => Some("--context".into()),
+        Rung::Context { .. } => Some("UNS_CONTEXT".into()),
+        Rung::Environment { db: Some(_), .. } => Some("UNS_DB_FILE".into()),
+        Rung::Environment { .. } => Some("UNS_BASE_URL".into()),
+        Rung::Current => None,
     }
 }
 
@@ -119,7 +261,11 @@ pub fn config_error(err: crate::config::ConfigError) -> CliError {
 }
 
 /// The context called `name`, as a backend.
-pub fn from_context(config: &Config, name: &str) -> CliResult<Resolved> {
+pub fn from_context(config: &Config, name: &str) -> CliResult<Resolution> {
+    context_named(config, name, Source::Current)
+}
+
+fn context_named(config: &Config, name: &str, source: Source) -> CliResult<Resolution> {
     let context = config.get(name).map_err(config_error)?;
     let backend = match &context.place {
         Place::Db(path) => Backend::Sqlite(path.clone()),
@@ -142,118 +288,108 @@ pub fn from_context(config: &Config, name: &str) -> CliResult<Resolved> {
             }
         }
     };
-    Ok(Resolved {
+    Ok(Resolution {
         backend,
         context: Some(name.to_string()),
+        source,
     })
 }
 
-pub fn resolve_with_context(global: &GlobalArgs) -> CliResult<Resolved> {
-    let plain = |backend| {
-        Ok(Resolved {
+/// Where the store is, by the one precedence (`rung`).
+fn resolution(global: &GlobalArgs) -> CliResult<Resolution> {
+    let plain = |backend, source| {
+        Ok(Resolution {
             backend,
             context: None,
+            source,
         })
     };
-    let key = || env("UNS_API_KEY");
+    let http = |url: String| Backend::Http {
+        url,
+        key: env("UNS_API_KEY"),
+        deadline: None,
+    };
     if global.context.is_some() && (global.db.is_some() || global.api.is_some()) {
         return Err(CliError::usage(
             "--context names a store already: leave out --db and --api",
         ));
     }
-    match (&global.db, &global.api) {
-        (Some(_), Some(_)) => {
-            return Err(CliError::usage(
-                "--db and --api both given: name one backend",
-            ));
-        }
-        (Some(path), None) => return plain(Backend::Sqlite(path.clone())),
-        (None, Some(url)) => {
-            return plain(Backend::Http {
-                url: url.clone(),
-                key: key(),
-                deadline: None,
-            });
-        }
-        (None, None) => {}
-    }
-    if let Some(name) = global.context.clone().or_else(|| env("UNS_CONTEXT")) {
-        return from_context(&required_config()?, &name);
-    }
-    match (env("UNS_DB_FILE"), env("UNS_BASE_URL")) {
+    match rung(global) {
+        Rung::Flags {
+            db: Some(_),
+            api: Some(_),
+        } => Err(CliError::usage(
+            "--db and --api both given: name one backend",
+        )),
+        Rung::Flags { db: Some(path), .. } => plain(Backend::Sqlite(path), Source::Flag),
+        Rung::Flags { api, .. } => plain(http(api.unwrap_or_default()), Source::Flag),
+        Rung::Context { name, source } => context_named(&required_config()?, &name, source),
         // The runbook's environment exports both: the API is the runtime's own door,
         // and the one that also works from another host.
-        (Some(_), Some(url)) | (None, Some(url)) => {
-            return plain(Backend::Http {
-                url,
-                key: key(),
-                deadline: None,
-            });
-        }
-        (Some(path), None) => return plain(Backend::Sqlite(PathBuf::from(path))),
-        (None, None) => {}
-    }
-    if let Some(config) = config()?
-        && let Some(current) = &config.current
-    {
-        return from_context(&config, current);
-    }
-    Err(
-        CliError::usage("no store named: pass --db PATH or --api URL").hint(
-            "or set UNS_DB_FILE or UNS_BASE_URL (with UNS_API_KEY), or pick a context: `unsctl context list`",
+        Rung::Environment { db, api: Some(url) } => plain(
+            http(url),
+            Source::Environment {
+                both: db.is_some(),
+            },
         ),
-    )
+        Rung::Environment { db, .. } => plain(
+            Backend::Sqlite(db.unwrap_or_default()),
+            Source::Environment { both: false },
+        ),
+        Rung::Current => match config()? {
+            Some(config) if config.current.is_some() => {
+                let current = config.current.clone().unwrap_or_default();
+                from_context(&config, &current)
+            }
+            _ => Err(
+                CliError::usage("no store named: pass --db PATH or --api URL").hint(
+                    "or set UNS_DB_FILE or UNS_BASE_URL (with UNS_API_KEY), or pick a context: `unsctl context list`",
+                ),
+            ),
+        },
+    }
 }
 
-pub fn resolve(global: &GlobalArgs) -> CliResult<Backend> {
-    resolve_with_context(global).map(|r| r.backend)
+/// The backend this command line names.
+pub fn resolve(global: &Invocation) -> CliResult<Backend> {
+    global.resolution().map(|r| r.backend.clone())
 }
 
 /// A store for reading: SQLite is opened read-only.
-pub fn reader(global: &GlobalArgs) -> CliResult<Box<dyn Store>> {
+pub fn reader(global: &Invocation) -> CliResult<Box<dyn Store>> {
     open(global, false)
 }
 
 /// A store for resolve and replay.
-pub fn writer(global: &GlobalArgs) -> CliResult<Box<dyn Store>> {
+pub fn writer(global: &Invocation) -> CliResult<Box<dyn Store>> {
     open(global, true)
 }
 
 /// For a command that acts only when confirmed: a dry run never opens the store for writing.
-pub fn for_action(global: &GlobalArgs, confirmed: bool) -> CliResult<Box<dyn Store>> {
+pub fn for_action(global: &Invocation, confirmed: bool) -> CliResult<Box<dyn Store>> {
     open(global, confirmed)
 }
 
-/// Said once, on stderr, when the environment names both stores.
-fn both_named_note(global: &GlobalArgs) -> Option<String> {
-    let both = global.db.is_none()
-        && global.api.is_none()
-        && global.context.is_none()
-        && env("UNS_CONTEXT").is_none()
-        && env("UNS_DB_FILE").is_some()
-        && env("UNS_BASE_URL").is_some();
-    both.then(|| {
-        "note: UNS_DB_FILE and UNS_BASE_URL are both set; using the API (pass --db to read the file)"
-            .to_string()
-    })
-}
-
-fn open(global: &GlobalArgs, write: bool) -> CliResult<Box<dyn Store>> {
+fn open(global: &Invocation, write: bool) -> CliResult<Box<dyn Store>> {
     if global.all_contexts {
         return Err(CliError::usage(
             "--all-contexts reads only, with dlq list, dlq triage, events and doctor; anything that changes a store acts in one context: pass --context NAME",
         ));
     }
-    let resolved = resolve_with_context(global)?;
-    if let Some(note) = both_named_note(global) {
-        crate::render::output::status(&note);
+    let resolution = global.resolution()?.clone();
+    if resolution.source == (Source::Environment { both: true }) {
+        crate::render::output::status(
+            "note: UNS_DB_FILE and UNS_BASE_URL are both set; using the API (pass --db to read the file)",
+        );
     }
-    open_resolved(resolved, write)
+    open_resolved(resolution, write)
 }
 
 /// Opens a resolved backend; its context is named in everything it describes.
-pub fn open_resolved(resolved: Resolved, write: bool) -> CliResult<Box<dyn Store>> {
-    let Resolved { backend, context } = resolved;
+pub fn open_resolved(resolution: Resolution, write: bool) -> CliResult<Box<dyn Store>> {
+    let Resolution {
+        backend, context, ..
+    } = resolution;
     Ok(match backend {
         Backend::Sqlite(path) => {
             let mut store = if write {
@@ -296,21 +432,6 @@ pub fn http_store(
             crate::store::StoreError::Invalid(message) => CliError::usage(message),
             other => other.into(),
         })
-}
-
-/// Who an action is recorded as: `--operator`, then `UNS_OPERATOR`, then the config
-/// file's `operator`, then the account the process runs as.
-pub fn operator(flag: Option<&str>) -> String {
-    let given = flag.is_some_and(|f| !f.trim().is_empty()) || env("UNS_OPERATOR").is_some();
-    if !given
-        && let Some(configured) = crate::config::load()
-            .ok()
-            .flatten()
-            .and_then(|config| config.operator)
-    {
-        return configured;
-    }
-    crate::identity::operator(flag)
 }
 
 /// The shortest id prefix accepted.

@@ -1,8 +1,8 @@
 //! `unsctl context list|show|use`: the runtimes of the config file, and which one
 //! commands act on.
 
-use super::args::GlobalArgs;
 use super::backend;
+use super::backend::Invocation;
 use super::error::CliResult;
 use crate::config::{Config, Context, Place};
 use crate::render::output::{print, print_json, status};
@@ -91,7 +91,7 @@ const COLUMNS: &[Column] = &[
     Column::new("KEY", 1),
 ];
 
-pub fn run(global: &GlobalArgs, command: Command) -> CliResult {
+pub fn run(global: &Invocation, command: Command) -> CliResult {
     let out = global.output();
     match command {
         Command::List => {
@@ -134,7 +134,7 @@ pub fn run(global: &GlobalArgs, command: Command) -> CliResult {
         Command::Show { name } => {
             let (context, why) = match name {
                 Some(name) => (Some(name), "asked for".to_string()),
-                None => in_effect(global)?,
+                None => backend::in_effect(global)?,
             };
             let Some(name) = context else {
                 status(&why);
@@ -169,7 +169,7 @@ pub fn run(global: &GlobalArgs, command: Command) -> CliResult {
                 clean(&context.target()),
                 config.path.display()
             ));
-            if let Some(flag) = overridden(global) {
+            if let Some(flag) = backend::overridden(global) {
                 status(&format!(
                     "note: {flag} is set and still takes precedence over the current context"
                 ));
@@ -177,50 +177,4 @@ pub fn run(global: &GlobalArgs, command: Command) -> CliResult {
             Ok(())
         }
     }
-}
-
-fn env(name: &str) -> Option<String> {
-    std::env::var(name).ok().filter(|v| !v.trim().is_empty())
-}
-
-/// What outranks the current context right now, if anything.
-fn overridden(global: &GlobalArgs) -> Option<String> {
-    if global.db.is_some() || global.api.is_some() {
-        return Some("--db/--api".into());
-    }
-    if global.context.is_some() {
-        return Some("--context".into());
-    }
-    ["UNS_CONTEXT", "UNS_DB_FILE", "UNS_BASE_URL"]
-        .into_iter()
-        .find(|name| env(name).is_some())
-        .map(str::to_string)
-}
-
-/// The context commands would use now, and why; None with the reason when the store
-/// comes from elsewhere.
-fn in_effect(global: &GlobalArgs) -> CliResult<(Option<String>, String)> {
-    if global.db.is_some() || global.api.is_some() {
-        return Ok((None, "no context: --db or --api names the store".into()));
-    }
-    if let Some(name) = &global.context {
-        return Ok((Some(name.clone()), "the --context flag".into()));
-    }
-    if let Some(name) = env("UNS_CONTEXT") {
-        return Ok((Some(name), "UNS_CONTEXT is set".into()));
-    }
-    if env("UNS_DB_FILE").is_some() || env("UNS_BASE_URL").is_some() {
-        return Ok((
-            None,
-            "no context: UNS_DB_FILE or UNS_BASE_URL names the store".into(),
-        ));
-    }
-    let config = backend::required_config()?;
-    Ok(match config.current {
-        Some(name) => (Some(name), "the current context of the config file".into()),
-        None => (
-            None,
-            "no context in effect: none is current (`unsctl context use NAME`)".into(),
-        ),
-    })
 }

@@ -1,6 +1,6 @@
 //! `unsctl doctor`: the checks the runbook's mitigation section asks for, one line each.
 
-use super::args::GlobalArgs;
+use super::backend::Invocation;
 use super::backend::{self, Named};
 use super::error::{CliError, CliResult};
 use crate::render::output::{Output, counted, print, print_json};
@@ -541,7 +541,7 @@ fn failed(checks: &[Check]) -> CliResult {
     Ok(())
 }
 
-pub fn run(global: &GlobalArgs, args: Args) -> CliResult {
+pub fn run(global: &Invocation, args: Args) -> CliResult {
     let out: Output = global.output();
     crate::runtime::adapters::init_tls();
     let window = (args.interval_minutes.max(1) * 60) as f64;

@@ -40,7 +40,7 @@ impl ExitKind {
     }
 }
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct CliError {
     pub kind: ExitKind,
     pub message: String,

@@ -1,7 +1,8 @@
 //! `unsctl events`: the runbook's cross-notification query, newest first.
 
-use super::args::{GlobalArgs, SelectArgs};
+use super::args::SelectArgs;
 use super::backend;
+use super::backend::Invocation;
 use super::error::{CliError, CliResult};
 use crate::model::Kind;
 use crate::render::output::{Output, print_json, status};
@@ -52,7 +53,7 @@ const COLUMNS: &[Column] = &[
     Column::new("CYCLE", 7),
 ];
 
-pub fn run(global: &GlobalArgs, args: Args) -> CliResult {
+pub fn run(global: &Invocation, args: Args) -> CliResult {
     let out = global.output();
     let limit = args.select.limit.unwrap_or(25);
     if limit == 0 || limit > MAX_LIMIT {
@@ -140,7 +141,7 @@ fn event_row(row: &crate::api::EventRow, out: &Output) -> Vec<Text> {
 /// `events --all-contexts`: the newest events of every context, merged in the runbook
 /// query's order, each tagged with its context.
 fn run_fleet(
-    global: &GlobalArgs,
+    global: &Invocation,
     args: &Args,
     kinds: Vec<Kind>,
     limit: usize,

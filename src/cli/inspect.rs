@@ -1,7 +1,7 @@
 //! `unsctl inspect <ID>`: summary, timeline, and the verdict when the row is in the DLQ.
 
-use super::args::GlobalArgs;
 use super::backend;
+use super::backend::Invocation;
 use super::error::CliResult;
 use crate::api::NotificationDoc;
 use crate::render::output::print;
@@ -45,7 +45,7 @@ pub fn view(doc: NotificationDoc) -> InspectView {
     InspectView { doc, triage }
 }
 
-pub fn run(global: &GlobalArgs, args: Args) -> CliResult {
+pub fn run(global: &Invocation, args: Args) -> CliResult {
     let out = global.output();
     let store = backend::reader(global)?;
     let id = backend::expand_id(store.as_ref(), &args.id)?;

@@ -77,7 +77,8 @@ pub enum Command {
 
 /// Runs one parsed command line.
 pub fn run(cli: Cli) -> CliResult {
-    let global = &cli.global;
+    let invocation = backend::Invocation::new(cli.global);
+    let global = &invocation;
     if let Some(deadline) = global.api_timeout {
         backend::set_deadline(deadline);
     }

@@ -1,8 +1,9 @@
 //! `unsctl replay`: replay DLQ entries in a new cycle, for the channels not delivered.
 
 use super::act::{self, Intent};
-use super::args::{AuditArgs, ConfirmArgs, GlobalArgs, SelectArgs};
+use super::args::{AuditArgs, ConfirmArgs, SelectArgs};
 use super::backend;
+use super::backend::Invocation;
 use super::error::{CliError, CliResult};
 use super::selection;
 use crate::model::{Channel, ChannelSet};
@@ -53,7 +54,7 @@ pub struct Args {
     pub interval: f64,
 }
 
-pub fn run(global: &GlobalArgs, args: Args) -> CliResult {
+pub fn run(global: &Invocation, args: Args) -> CliResult {
     act::check_force(&args.audit)?;
     let out = global.output();
     let store = backend::for_action(global, args.confirm.confirm)?;
@@ -70,7 +71,8 @@ pub fn run(global: &GlobalArgs, args: Args) -> CliResult {
     } else {
         (None, None)
     };
-    let mut request = act::base_request(&args.audit, attestation, verified);
+    let operator = global.operator(args.audit.operator.as_deref());
+    let mut request = act::base_request(&operator, &args.audit, attestation, verified);
     if !args.channels.is_empty() {
         request.channels = Some(args.channels.iter().copied().collect::<ChannelSet>());
     }

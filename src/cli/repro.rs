@@ -1,6 +1,6 @@
 //! `unsctl repro <scenario>` and `unsctl demo`: the runbook's cases, reproduced for real.
 
-use super::args::GlobalArgs;
+use super::backend::Invocation;
 use super::error::{CliError, CliResult};
 use crate::lab::fakes::Fakes;
 use crate::lab::repro::{self, ReproError, Scenario, ScenarioReport};
@@ -200,7 +200,7 @@ fn print_reports(db: &Path, reports: &[ScenarioReport], out: &Output) -> CliResu
     Ok(verdicts)
 }
 
-pub fn run_repro(global: &GlobalArgs, args: ReproArgs) -> CliResult {
+pub fn run_repro(global: &Invocation, args: ReproArgs) -> CliResult {
     let out = global.output();
     let db = match &global.db {
         Some(path) => path.clone(),
@@ -229,7 +229,7 @@ fn names(scenarios: &[Scenario]) -> String {
 }
 
 /// Serves the reproduced store on loopback, with the fakes as providers, until Ctrl-C.
-fn keep_running(global: &GlobalArgs, db: &Path, fakes: &Fakes) -> CliResult {
+fn keep_running(global: &Invocation, db: &Path, fakes: &Fakes) -> CliResult {
     super::args::init_logging(global);
     let key = uuid::Uuid::new_v4().simple().to_string();
     let config = ServerConfig {
@@ -263,7 +263,7 @@ fn keep_running(global: &GlobalArgs, db: &Path, fakes: &Fakes) -> CliResult {
     Ok(())
 }
 
-pub fn run_demo(global: &GlobalArgs, args: DemoArgs) -> CliResult {
+pub fn run_demo(global: &Invocation, args: DemoArgs) -> CliResult {
     let out = global.output();
     let started = std::time::Instant::now();
     let db = scratch_store()?;

@@ -1,6 +1,7 @@
 //! `unsctl runtime serve|submit|worker`: the bundled runtime.
 
-use super::args::{GlobalArgs, init_logging};
+use super::args::init_logging;
+use super::backend::Invocation;
 use super::error::{CliError, CliResult};
 use super::{backend, backend::Backend};
 use crate::api::SubmitRequest;
@@ -233,7 +234,7 @@ pub struct ServeArgs {
     pub verify: super::args::SourceArgs,
 }
 
-fn db_path(global: &GlobalArgs) -> CliResult<PathBuf> {
+fn db_path(global: &Invocation) -> CliResult<PathBuf> {
     match backend::resolve(global) {
         Ok(Backend::Sqlite(path)) => Ok(path),
         Ok(Backend::Http { .. }) => Err(CliError::usage("the runtime needs --db PATH, not --api")),
@@ -241,7 +242,7 @@ fn db_path(global: &GlobalArgs) -> CliResult<PathBuf> {
     }
 }
 
-fn serve(global: &GlobalArgs, args: ServeArgs) -> CliResult {
+fn serve(global: &Invocation, args: ServeArgs) -> CliResult {
     init_logging(global);
     let db = db_path(global)?;
     let api_key = std::env::var("UNS_API_KEY").ok();
@@ -317,7 +318,7 @@ pub struct WorkerArgs {
     pub worker: WorkerTuning,
 }
 
-fn run_worker(global: &GlobalArgs, args: WorkerArgs) -> CliResult {
+fn run_worker(global: &Invocation, args: WorkerArgs) -> CliResult {
     init_logging(global);
     let db = db_path(global)?;
     let conn = schema::open(&db, OpenMode::Runtime).map_err(StoreError::from)?;
@@ -386,7 +387,7 @@ pub struct SubmitArgs {
     pub max_attempts: i64,
 }
 
-fn submit(global: &GlobalArgs, args: SubmitArgs) -> CliResult {
+fn submit(global: &Invocation, args: SubmitArgs) -> CliResult {
     let request = SubmitRequest {
         channels: args.channels.iter().copied().collect(),
         recipient: args.recipient,
@@ -420,7 +421,7 @@ fn submit(global: &GlobalArgs, args: SubmitArgs) -> CliResult {
     Ok(())
 }
 
-pub fn run(global: &GlobalArgs, command: Command) -> CliResult {
+pub fn run(global: &Invocation, command: Command) -> CliResult {
     match command {
         Command::Serve(args) => serve(global, *args),
         Command::Submit(args) => submit(global, args),

@@ -1,6 +1,6 @@
 //! `unsctl tsg list|show`: the troubleshooting guides, embedded in the binary.
 
-use super::args::GlobalArgs;
+use super::backend::Invocation;
 use super::error::{CliError, CliResult, ExitKind};
 use crate::render::output::{print, print_json};
 use crate::render::table::{Column, Text, print_all};
@@ -40,7 +40,7 @@ fn terminal_width() -> usize {
         .unwrap_or(80)
 }
 
-pub fn run(global: &GlobalArgs, command: Command) -> CliResult {
+pub fn run(global: &Invocation, command: Command) -> CliResult {
     let out = global.output();
     match command {
         Command::List => {

@@ -1,7 +1,8 @@
 //! `unsctl verify`: ask each provider's own record about VERIFY entries, and with
 //! `--record` write the answers down so triage can move them to RESOLVE or REPLAY.
 
-use super::args::{ConfirmArgs, GlobalArgs, SelectArgs, SourceArgs};
+use super::args::{ConfirmArgs, SelectArgs, SourceArgs};
+use super::backend::Invocation;
 use super::error::{CliError, CliResult, ExitKind};
 use super::selection;
 use super::{backend, prompt};
@@ -63,7 +64,7 @@ const COLUMNS: &[Column] = &[
     Column::new("EVIDENCE", 1).max(100),
 ];
 
-pub fn run(global: &GlobalArgs, args: Args) -> CliResult {
+pub fn run(global: &Invocation, args: Args) -> CliResult {
     if args.confirm.confirm && !args.record {
         return Err(CliError::usage(
             "--confirm goes with --record: verify alone changes nothing",
@@ -130,7 +131,14 @@ pub fn run(global: &GlobalArgs, args: Args) -> CliResult {
         print_answers(&asked, &out)?;
     }
     let recorded = if args.record {
-        Some(record(store.as_ref(), &asked, &args, recordable, &out)?)
+        Some(record(
+            store.as_ref(),
+            &asked,
+            &args,
+            &global.operator(args.operator.as_deref()),
+            recordable,
+            &out,
+        )?)
     } else {
         None
     };
@@ -160,6 +168,7 @@ fn record(
     store: &dyn Store,
     asked: &Asked,
     args: &Args,
+    operator: &str,
     recordable: usize,
     out: &Output,
 ) -> CliResult<Recording> {
@@ -191,15 +200,14 @@ fn record(
         ));
         return Ok(recording);
     }
-    let operator = crate::cli::backend::operator(args.operator.as_deref());
-    if !confirmed(store, &entries, &operator, &args.confirm)? {
+    if !confirmed(store, &entries, operator, &args.confirm)? {
         status("Declined: nothing was recorded.");
         recording.dry_run = true;
         return Ok(recording);
     }
     for result in store.record_verified(
         asked,
-        &operator,
+        operator,
         crate::remediation::verified::Why {
             reason: args.reason.as_deref(),
             ticket: args.ticket.as_deref(),

@@ -5,7 +5,8 @@
 //! channels, the store and the operator. Anything not understood is asked again.
 
 use crate::cli::act::{self, Intent, Target};
-use crate::cli::args::{AuditArgs, GlobalArgs};
+use crate::cli::args::AuditArgs;
+use crate::cli::backend::Invocation;
 use crate::cli::error::exit_for;
 use crate::cli::error::{CliError, CliResult, ExitKind};
 use crate::cli::outcome::{Blocked, Outcome, Skip};
@@ -152,6 +153,7 @@ fn verify_one(
     verdict: Verdict,
     sources: &Sources,
     audit: &AuditArgs,
+    operator: &str,
     ask: &mut dyn Ask,
     out: &Output,
 ) -> CliResult<Verdict> {
@@ -174,12 +176,11 @@ fn verify_one(
         ask.say("No record proves it either way: check by hand (TSG-02, branch 2).");
         return Ok(verdict);
     }
-    let operator = crate::cli::backend::operator(audit.operator.as_deref());
     let answer = ask.ask(&format!(
         "Record these answers on {} in {} as {}? Type yes and press Enter (anything else does not):",
         clean(&verdict.id),
         clean(&store.describe()),
-        clean(&store.operator(&operator)?)
+        clean(&store.operator(operator)?)
     ))?;
     if !prompt::confirms(answer.as_deref(), 1) {
         ask.say("Not recorded.");
@@ -187,7 +188,7 @@ fn verify_one(
     }
     for result in store.record_verified(
         &asked,
-        &operator,
+        operator,
         crate::remediation::verified::Why {
             reason: audit.reason.as_deref(),
             ticket: audit.ticket.as_deref(),
@@ -213,6 +214,7 @@ pub fn walk(
     store: &dyn Store,
     verdicts: Vec<Verdict>,
     audit: &AuditArgs,
+    operator: &str,
     sources: &Sources,
     ask: &mut dyn Ask,
     out: &Output,
@@ -257,7 +259,7 @@ pub fn walk(
         loop {
             let mut choice = decide(ask, &verdict)?;
             while choice == Choice::Verify {
-                verdict = verify_one(store, verdict, sources, audit, ask, out)?;
+                verdict = verify_one(store, verdict, sources, audit, operator, ask, out)?;
                 choice = decide(ask, &verdict)?;
             }
             let action = match choice {
@@ -272,7 +274,7 @@ pub fn walk(
                 }
                 Choice::Act(action) => action,
             };
-            let mut request = act::base_request(audit, None, None);
+            let mut request = act::base_request(operator, audit, None, None);
             if verdict.branch == Branch::Verify {
                 let Some(checked) = account_of_check(ask, action)? else {
                     decided(Some(action), Outcome::Skipped(Skip::NoCheckGiven), ask);
@@ -384,7 +386,7 @@ fn confirm(
 }
 
 pub fn run(
-    global: &GlobalArgs,
+    global: &Invocation,
     branch: Option<Branch>,
     select: &crate::cli::args::SelectArgs,
     audit: AuditArgs,
@@ -413,10 +415,12 @@ pub fn run(
     }
     let total = verdicts.len();
     prompt::install_interrupt_handler();
+    let operator = global.operator(audit.operator.as_deref());
     let decisions = walk(
         store.as_ref(),
         verdicts,
         &audit,
+        &operator,
         sources,
         &mut Terminal,
         &out,

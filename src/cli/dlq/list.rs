@@ -1,7 +1,8 @@
 //! `unsctl dlq list`: every DLQ entry's state, error, branch and next command, streamed.
 
-use crate::cli::args::{GlobalArgs, SelectArgs};
+use crate::cli::args::SelectArgs;
 use crate::cli::backend;
+use crate::cli::backend::Invocation;
 use crate::cli::error::CliResult;
 use crate::cli::selection;
 use crate::render::output::{Output, counted, status};
@@ -64,7 +65,7 @@ struct Listed {
     unreadable: usize,
 }
 
-pub fn run(global: &GlobalArgs, args: Args) -> CliResult {
+pub fn run(global: &Invocation, args: Args) -> CliResult {
     if global.all_contexts {
         return run_fleet(global, &args);
     }
@@ -159,7 +160,7 @@ fn write_table(arriving: Receiver<Vec<Triaged>>, out: &Output) -> CliResult<List
 }
 
 /// `dlq list --all-contexts`: every context's entries, tagged.
-fn run_fleet(global: &GlobalArgs, args: &Args) -> CliResult {
+fn run_fleet(global: &Invocation, args: &Args) -> CliResult {
     use crate::cli::fleet;
     let out = global.output();
     let selection = args.select.selection()?;

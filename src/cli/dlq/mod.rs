@@ -6,7 +6,7 @@ mod resolve;
 mod triage;
 
 use super::error::CliResult;
-use crate::cli::args::GlobalArgs;
+use crate::cli::backend::Invocation;
 
 #[derive(Debug, clap::Subcommand)]
 pub enum Command {
@@ -15,7 +15,7 @@ pub enum Command {
     Resolve(resolve::Args),
 }
 
-pub fn run(global: &GlobalArgs, command: Command) -> CliResult {
+pub fn run(global: &Invocation, command: Command) -> CliResult {
     match command {
         Command::List(args) => list::run(global, args),
         Command::Triage(args) if args.interactive => interactive::run(

@@ -1,8 +1,9 @@
 //! `unsctl dlq resolve`: entries leave the DLQ and keep their history.
 
 use crate::cli::act;
-use crate::cli::args::{AuditArgs, ConfirmArgs, GlobalArgs};
+use crate::cli::args::{AuditArgs, ConfirmArgs};
 use crate::cli::backend;
+use crate::cli::backend::Invocation;
 use crate::cli::error::CliResult;
 use crate::remediation::{Action, Claim};
 
@@ -32,17 +33,19 @@ pub struct Args {
     pub confirm: ConfirmArgs,
 }
 
-pub fn run(global: &GlobalArgs, args: Args) -> CliResult {
+pub fn run(global: &Invocation, args: Args) -> CliResult {
     act::check_force(&args.audit)?;
     let out = global.output();
     let store = backend::for_action(global, args.confirm.confirm)?;
+    let operator = global.operator(args.audit.operator.as_deref());
     let request = match args.verified_delivered {
         true => act::base_request(
+            &operator,
             &args.audit,
             Some("verified out of band: delivered"),
             Some(Claim::Delivered),
         ),
-        false => act::base_request(&args.audit, None, None),
+        false => act::base_request(&operator, &args.audit, None, None),
     };
     if !args.ids.is_empty() && args.select.narrows() {
         return Err(crate::cli::error::CliError::usage(

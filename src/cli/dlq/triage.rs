@@ -1,8 +1,9 @@
 //! `unsctl dlq triage`: every DLQ entry's branch, the events that prove it, and the next
 //! command. Its JSON is also a plan for `unsctl apply`. Both outputs stream.
 
-use crate::cli::args::{AuditArgs, GlobalArgs, SelectArgs};
+use crate::cli::args::{AuditArgs, SelectArgs};
 use crate::cli::backend;
+use crate::cli::backend::Invocation;
 use crate::cli::error::CliResult;
 use crate::cli::selection;
 use crate::render::output::{Output, status};
@@ -82,7 +83,7 @@ impl Tally {
     }
 }
 
-pub fn run(global: &GlobalArgs, args: Args) -> CliResult {
+pub fn run(global: &Invocation, args: Args) -> CliResult {
     if global.all_contexts {
         return run_fleet(global, &args);
     }
@@ -240,7 +241,7 @@ fn write_table(
 
 /// `dlq triage --all-contexts`: every context's entries, tagged, with next steps that
 /// name their context. A plan written this way carries each entry's context for `apply`.
-fn run_fleet(global: &GlobalArgs, args: &Args) -> CliResult {
+fn run_fleet(global: &Invocation, args: &Args) -> CliResult {
     use crate::cli::fleet;
     if args.interactive || args.watch {
         return Err(crate::cli::error::CliError::usage(

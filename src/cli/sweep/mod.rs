@@ -5,7 +5,7 @@
 mod operators;
 
 use super::error::{CliError, CliResult};
-use crate::cli::args::GlobalArgs;
+use crate::cli::backend::Invocation;
 use crate::lab::sweep;
 use crate::render::output::{print, print_json, status};
 
@@ -52,7 +52,7 @@ struct Report<'a> {
     verification: Option<&'a sweep::Verification>,
 }
 
-pub fn run(global: &GlobalArgs, args: Args) -> CliResult {
+pub fn run(global: &Invocation, args: Args) -> CliResult {
     let seed = args.seed.unwrap_or_else(rand::random);
     let dir = tempfile::tempdir()?;
     status(&format!(

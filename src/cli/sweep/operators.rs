@@ -436,6 +436,7 @@ pub fn run(sweep: &Sweep, binary: &Path, work: &Path) -> Result<Remediation, Str
         &store,
         verdicts.clone(),
         &AuditArgs::default(),
+        &crate::identity::operator(None, None),
         &crate::verify::Sources::default(),
         &mut stray,
         &quiet,
