@@ -9,7 +9,7 @@ use super::prompt;
 use crate::api::ActionRequest;
 use crate::model::ChannelSet;
 use crate::remediation::{Action, Approved, Claim, policy};
-use crate::render::output::{Output, print, print_json, status};
+use crate::render::output::{Output, print, print_document, status};
 use crate::render::views;
 use crate::store::{Store, StoreError};
 use crate::triage::{self, Verdict};
@@ -199,7 +199,7 @@ struct ResultView<'a> {
 
 /// `{"dry_run": .., "results": [...], "summary": {...}}`.
 fn print_results(intents: &[Intent], outcomes: &[Outcome], dry_run: bool) -> CliResult {
-    let mut summary: BTreeMap<&str, usize> = BTreeMap::new();
+    let mut summary: BTreeMap<&'static str, usize> = BTreeMap::new();
     let results: Vec<ResultView> = intents
         .iter()
         .zip(outcomes)
@@ -228,12 +228,20 @@ fn print_results(intents: &[Intent], outcomes: &[Outcome], dry_run: bool) -> Cli
             }
         })
         .collect();
-    print_json(&serde_json::json!({
-        "dry_run": dry_run,
-        "results": results,
-        "summary": summary,
-    }))?;
+    print_document(&Results {
+        dry_run,
+        results,
+        summary,
+    })?;
     Ok(())
+}
+
+/// `-o json` of resolve, replay and apply: `{"dry_run", "results", "summary"}`.
+#[derive(Debug, Serialize)]
+struct Results<'a> {
+    dry_run: bool,
+    results: Vec<ResultView<'a>>,
+    summary: BTreeMap<&'static str, usize>,
 }
 
 /// What a prompt names: where the change goes and who it is recorded as.

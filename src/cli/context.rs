@@ -5,7 +5,7 @@ use super::backend;
 use super::backend::Invocation;
 use super::error::CliResult;
 use crate::config::{Config, Context, Place};
-use crate::render::output::{print, print_json, status};
+use crate::render::output::{Output, View, print, status};
 use crate::render::sanitize::clean;
 use crate::render::table::{Column, Text};
 use serde::Serialize;
@@ -84,6 +84,70 @@ fn key_text(shown: &Shown) -> String {
     }
 }
 
+/// `context list`: `{"config", "contexts", "current"}`.
+#[derive(Debug, Serialize)]
+struct Listed<'a> {
+    config: &'a std::path::Path,
+    contexts: Vec<Shown>,
+    current: Option<&'a str>,
+}
+
+impl View for Listed<'_> {
+    fn show(&self, out: &Output) -> std::io::Result<()> {
+        if self.contexts.is_empty() {
+            status(&format!("{} has no contexts", self.config.display()));
+            return Ok(());
+        }
+        let rows: Vec<Vec<Text>> = self
+            .contexts
+            .iter()
+            .map(|s| {
+                vec![
+                    if s.current { "*" } else { "" }.into(),
+                    clean(&s.name).into_owned().into(),
+                    clean(
+                        &s.db
+                            .as_ref()
+                            .map(|d| format!("db {d}"))
+                            .or_else(|| s.api.as_ref().map(|a| format!("api {a}")))
+                            .unwrap_or_default(),
+                    )
+                    .into_owned()
+                    .into(),
+                    key_text(s).into(),
+                ]
+            })
+            .collect();
+        crate::render::table::print_all(COLUMNS, rows, out)
+    }
+}
+
+/// `context show`: `{"context", "why"}`.
+#[derive(Debug, Serialize)]
+struct InEffect<'a> {
+    context: Shown,
+    why: String,
+    #[serde(skip)]
+    store: String,
+    #[serde(skip)]
+    config: &'a std::path::Path,
+}
+
+impl View for InEffect<'_> {
+    fn show(&self, _out: &Output) -> std::io::Result<()> {
+        let mut lines = vec![
+            format!("context  {}", clean(&self.context.name)),
+            format!("store    {}", clean(&self.store)),
+        ];
+        if self.context.api.is_some() {
+            lines.push(format!("key      {}", key_text(&self.context)));
+        }
+        lines.push(format!("why      {}", self.why));
+        lines.push(format!("config   {}", self.config.display()));
+        print(&lines.join("\n"))
+    }
+}
+
 const COLUMNS: &[Column] = &[
     Column::new("CURRENT", 0),
     Column::new("NAME", 0),
@@ -96,39 +160,12 @@ pub fn run(global: &Invocation, command: Command) -> CliResult {
     match command {
         Command::List => {
             let config = backend::required_config()?;
-            let all: Vec<Shown> = config.contexts.iter().map(|c| shown(c, &config)).collect();
-            if out.json() {
-                print_json(&serde_json::json!({
-                    "config": config.path,
-                    "current": config.current,
-                    "contexts": all,
-                }))?;
-                return Ok(());
-            }
-            if all.is_empty() {
-                status(&format!("{} has no contexts", config.path.display()));
-                return Ok(());
-            }
-            let rows: Vec<Vec<Text>> = all
-                .iter()
-                .map(|s| {
-                    vec![
-                        if s.current { "*" } else { "" }.into(),
-                        clean(&s.name).into_owned().into(),
-                        clean(
-                            &s.db
-                                .as_ref()
-                                .map(|d| format!("db {d}"))
-                                .or_else(|| s.api.as_ref().map(|a| format!("api {a}")))
-                                .unwrap_or_default(),
-                        )
-                        .into_owned()
-                        .into(),
-                        key_text(s).into(),
-                    ]
-                })
-                .collect();
-            crate::render::table::print_all(COLUMNS, rows, &out)?;
+            let listed = Listed {
+                config: &config.path,
+                contexts: config.contexts.iter().map(|c| shown(c, &config)).collect(),
+                current: config.current.as_deref(),
+            };
+            out.emit(&listed)?;
             Ok(())
         }
         Command::Show { name } => {
@@ -142,21 +179,12 @@ pub fn run(global: &Invocation, command: Command) -> CliResult {
             };
             let config = backend::required_config()?;
             let context = config.get(&name).map_err(backend::config_error)?;
-            let shown = shown(context, &config);
-            if out.json() {
-                print_json(&serde_json::json!({"context": shown, "why": why}))?;
-            } else {
-                let mut lines = vec![
-                    format!("context  {}", clean(&shown.name)),
-                    format!("store    {}", clean(&context.target())),
-                ];
-                if shown.api.is_some() {
-                    lines.push(format!("key      {}", key_text(&shown)));
-                }
-                lines.push(format!("why      {why}"));
-                lines.push(format!("config   {}", config.path.display()));
-                print(&lines.join("\n"))?;
-            }
+            out.emit(&InEffect {
+                context: shown(context, &config),
+                why,
+                store: context.target(),
+                config: &config.path,
+            })?;
             Ok(())
         }
         Command::Use { name } => {

@@ -3,7 +3,7 @@
 use super::backend::Invocation;
 use super::backend::{self, Named};
 use super::error::{CliError, CliResult};
-use crate::render::output::{Output, counted, print, print_json};
+use crate::render::output::{Output, View, counted, print, print_json};
 use crate::render::time;
 use crate::runtime::adapters::email::StartTls;
 use crate::runtime::queries::Health;
@@ -541,6 +541,35 @@ fn failed(checks: &[Check]) -> CliResult {
     Ok(())
 }
 
+/// `doctor --all-contexts`: each context's checks in the shape one context's doctor
+/// prints, the relay's among them.
+#[derive(Serialize)]
+struct Fleet<'a> {
+    contexts: Vec<ContextChecks<'a>>,
+}
+
+#[derive(Serialize)]
+struct ContextChecks<'a> {
+    context: &'a str,
+    store: &'a str,
+    checks: &'a [Check],
+}
+
+impl View for Fleet<'_> {
+    fn show(&self, out: &Output) -> std::io::Result<()> {
+        let mut text = Vec::new();
+        for context in &self.contexts {
+            text.push(format!(
+                "{} ({})",
+                out.bold(&format!("context {}", out.clean(context.context))),
+                out.clean(context.store)
+            ));
+            text.extend(lines(context.checks, out, "  "));
+        }
+        print(&text.join("\n"))
+    }
+}
+
 pub fn run(global: &Invocation, args: Args) -> CliResult {
     let out: Output = global.output();
     crate::runtime::adapters::init_tls();
@@ -607,36 +636,16 @@ fn run_fleet(args: &Args, window: f64, out: &Output) -> CliResult {
             })
             .collect()
     });
-    if out.json() {
-        // Each context's checks in the shape one context's doctor prints, the relay's
-        // among them.
-        #[derive(Serialize)]
-        struct ContextChecks<'a> {
-            context: &'a str,
-            store: &'a str,
-            checks: Vec<&'a Check>,
-        }
-        let contexts: Vec<ContextChecks> = per_context
+    out.emit(&Fleet {
+        contexts: per_context
             .iter()
             .map(|(name, target, checks)| ContextChecks {
                 context: name,
                 store: target,
-                checks: checks.iter().collect(),
+                checks,
             })
-            .collect();
-        print_json(&serde_json::json!({ "contexts": contexts }))?;
-    } else {
-        let mut text = Vec::new();
-        for (name, target, checks) in &per_context {
-            text.push(format!(
-                "{} ({})",
-                out.bold(&format!("context {}", out.clean(name))),
-                out.clean(target)
-            ));
-            text.extend(lines(checks, out, "  "));
-        }
-        print(&text.join("\n"))?;
-    }
+            .collect(),
+    })?;
     let unhealthy: Vec<&str> = per_context
         .iter()
         .filter(|(_, _, checks)| checks.iter().any(|c| c.level == Level::Fail))

@@ -5,7 +5,7 @@ use super::backend;
 use super::backend::Invocation;
 use super::error::{CliError, CliResult};
 use crate::model::Kind;
-use crate::render::output::{Output, print_json, status};
+use crate::render::output::{Output, View, print_json, status};
 use crate::render::table::{Column, Text};
 use crate::render::views;
 use crate::store::EventQuery;
@@ -138,6 +138,26 @@ fn event_row(row: &crate::api::EventRow, out: &Output) -> Vec<Text> {
     ]
 }
 
+/// `events --all-contexts -o json`: `{"contexts": [...], "events": [...]}`, each event
+/// tagged with its context.
+#[derive(serde::Serialize)]
+struct FleetEvents<'a> {
+    contexts: Vec<crate::cli::fleet::ContextStatus>,
+    events: Vec<crate::cli::fleet::Tagged<'a, crate::api::EventRow>>,
+}
+
+impl View for FleetEvents<'_> {
+    fn show(&self, out: &Output) -> std::io::Result<()> {
+        crate::cli::fleet::print_table(
+            COLUMNS,
+            self.events
+                .iter()
+                .map(|tagged| (tagged.context, event_row(tagged.value, out))),
+            out,
+        )
+    }
+}
+
 /// `events --all-contexts`: the newest events of every context, merged in the runbook
 /// query's order, each tagged with its context.
 fn run_fleet(
@@ -174,22 +194,12 @@ fn run_fleet(
             .then_with(|| a.id.cmp(&b.id))
     });
     rows.truncate(limit);
-    if out.json() {
-        let tagged: Vec<fleet::Tagged<'_, crate::api::EventRow>> = rows
+    out.emit(&FleetEvents {
+        contexts,
+        events: rows
             .iter()
             .map(|(context, value)| fleet::Tagged { context, value })
-            .collect();
-        crate::render::output::print_json(&serde_json::json!({
-            "events": tagged,
-            "contexts": contexts,
-        }))?;
-    } else {
-        fleet::print_table(
-            COLUMNS,
-            rows.iter()
-                .map(|(context, row)| (context.as_str(), event_row(row, out))),
-            out,
-        )?;
-    }
+            .collect(),
+    })?;
     fleet::conclude(&readings)
 }

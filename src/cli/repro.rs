@@ -4,7 +4,7 @@ use super::backend::Invocation;
 use super::error::{CliError, CliResult};
 use crate::lab::fakes::Fakes;
 use crate::lab::repro::{self, ReproError, Scenario, ScenarioReport};
-use crate::render::output::{Output, print, print_json, status};
+use crate::render::output::{Output, print, status};
 use crate::render::views;
 use crate::server::{self, Keys, ServerConfig};
 use crate::store::sqlite::SqliteStore;
@@ -181,22 +181,39 @@ fn report_text(reports: &[ScenarioReport], out: &Output) -> String {
     lines.join("\n")
 }
 
+/// `repro`/`demo -o json`: `{"scenarios", "store", "triage": {"entries", "summary"}}`.
+#[derive(serde::Serialize)]
+struct Reproduced<'a> {
+    scenarios: &'a [ScenarioReport],
+    store: &'a Path,
+    triage: Triaged<'a>,
+}
+
+#[derive(serde::Serialize)]
+struct Triaged<'a> {
+    entries: &'a [Verdict],
+    summary: std::collections::BTreeMap<crate::triage::Branch, usize>,
+}
+
+impl crate::render::output::View for Reproduced<'_> {
+    fn show(&self, out: &Output) -> std::io::Result<()> {
+        print(&report_text(self.scenarios, out))?;
+        views::triage_table(self.triage.entries, out)?;
+        status(&views::summary_line(self.triage.entries));
+        Ok(())
+    }
+}
+
 fn print_reports(db: &Path, reports: &[ScenarioReport], out: &Output) -> CliResult<Vec<Verdict>> {
     let verdicts = verdicts(db)?;
-    if out.json() {
-        print_json(&serde_json::json!({
-            "store": db,
-            "scenarios": reports,
-            "triage": {
-                "entries": verdicts,
-                "summary": crate::triage::summary(&verdicts),
-            },
-        }))?;
-    } else {
-        print(&report_text(reports, out))?;
-        views::triage_table(&verdicts, out)?;
-        status(&views::summary_line(&verdicts));
-    }
+    out.emit(&Reproduced {
+        scenarios: reports,
+        store: db,
+        triage: Triaged {
+            summary: crate::triage::summary(&verdicts),
+            entries: &verdicts,
+        },
+    })?;
     Ok(verdicts)
 }
 

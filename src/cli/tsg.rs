@@ -2,9 +2,10 @@
 
 use super::backend::Invocation;
 use super::error::{CliError, CliResult, ExitKind};
-use crate::render::output::{print, print_json};
+use crate::render::output::{Output, View, print, print_json};
 use crate::render::table::{Column, Text, print_all};
 use crate::tsg;
+use serde::Serialize;
 
 /// Read the troubleshooting guides (embedded; no network or checkout needed)
 ///
@@ -29,6 +30,53 @@ pub enum Command {
     },
 }
 
+/// `tsg list`: one entry per guide.
+#[derive(Debug, Serialize)]
+struct Guides(Vec<GuideEntry>);
+
+#[derive(Debug, Serialize)]
+struct GuideEntry {
+    alerts: Vec<String>,
+    id: &'static str,
+    title: &'static str,
+}
+
+impl View for Guides {
+    fn show(&self, out: &Output) -> std::io::Result<()> {
+        const COLUMNS: &[Column] = &[
+            Column::new("ID", 0),
+            Column::new("TITLE", 0),
+            Column::new("ALERTS", 1),
+        ];
+        let rows: Vec<Vec<Text>> = self
+            .0
+            .iter()
+            .map(|guide| {
+                vec![
+                    guide.id.into(),
+                    guide.title.into(),
+                    guide.alerts.join(", ").into(),
+                ]
+            })
+            .collect();
+        print_all(COLUMNS, rows, out)
+    }
+}
+
+/// `tsg show`: the guide formatted for the terminal, or its Markdown as JSON.
+#[derive(Debug, Serialize)]
+struct Guide {
+    id: &'static str,
+    markdown: &'static str,
+    title: &'static str,
+}
+
+impl View for Guide {
+    fn show(&self, out: &Output) -> std::io::Result<()> {
+        print(&tsg::render(self.markdown, terminal_width(), out))
+    }
+}
+
 /// The terminal's width, even when stdout is piped into a pager: stdout, then stderr,
 /// then $COLUMNS, then 80.
 fn terminal_width() -> usize {
@@ -44,30 +92,16 @@ pub fn run(global: &Invocation, command: Command) -> CliResult {
     let out = global.output();
     match command {
         Command::List => {
-            if out.json() {
-                let guides: Vec<_> = tsg::GUIDES
+            out.emit(&Guides(
+                tsg::GUIDES
                     .iter()
-                    .map(|g| serde_json::json!({"id": g.id, "title": g.title(), "alerts": g.alerts()}))
-                    .collect();
-                print_json(&guides)?;
-            } else {
-                const COLUMNS: &[Column] = &[
-                    Column::new("ID", 0),
-                    Column::new("TITLE", 0),
-                    Column::new("ALERTS", 1),
-                ];
-                let rows: Vec<Vec<Text>> = tsg::GUIDES
-                    .iter()
-                    .map(|guide| {
-                        vec![
-                            guide.id.into(),
-                            guide.title().into(),
-                            guide.alerts().join(", ").into(),
-                        ]
+                    .map(|g| GuideEntry {
+                        alerts: g.alerts(),
+                        id: g.id,
+                        title: g.title(),
                     })
-                    .collect();
-                print_all(COLUMNS, rows, &out)?;
-            }
+                    .collect(),
+            ))?;
             Ok(())
         }
         Command::Alerts => {
@@ -110,13 +144,11 @@ pub fn run(global: &Invocation, command: Command) -> CliResult {
                 CliError::new(ExitKind::NotFound, format!("no guide {id:?}"))
                     .hint(format!("guides: {}", known.join(", ")))
             })?;
-            if out.json() {
-                print_json(
-                    &serde_json::json!({"id": guide.id, "title": guide.title(), "markdown": guide.text}),
-                )?;
-            } else {
-                print(&tsg::render(guide.text, terminal_width(), &out))?;
-            }
+            out.emit(&Guide {
+                id: guide.id,
+                markdown: guide.text,
+                title: guide.title(),
+            })?;
             Ok(())
         }
     }

@@ -7,11 +7,12 @@ use super::error::{CliError, CliResult, ExitKind};
 use super::selection;
 use super::{backend, prompt};
 use crate::remediation::verified::Recorded;
-use crate::render::output::{Output, counted, print, print_json, status};
+use crate::render::output::{Output, counted, print, print_document, status};
 use crate::render::table::{Column, Grid, Text, Tone, toned};
 use crate::store::{Store, StoreError};
 use crate::triage::Branch;
 use crate::verify::{self, Answer, Asked, Outcome};
+use serde::Serialize;
 
 /// Ask each provider's own record whether VERIFY entries' uncertain attempts arrived
 ///
@@ -104,7 +105,7 @@ pub fn run(global: &Invocation, args: Args) -> CliResult {
     };
     if ids.is_empty() {
         if out.json() {
-            print_json(&report(&Asked::default(), None))?;
+            print_document(&report(&Asked::default(), None))?;
         }
         status(&format!(
             "Nothing to verify: no VERIFY entries in {}.",
@@ -143,7 +144,7 @@ pub fn run(global: &Invocation, args: Args) -> CliResult {
         None
     };
     if out.json() {
-        print_json(&report(&asked, recorded.as_ref()))?;
+        print_document(&report(&asked, recorded.as_ref()))?;
     } else {
         advise(&asked, recorded.as_ref(), args.record);
     }
@@ -366,27 +367,59 @@ fn advise(asked: &Asked, recorded: Option<&Recording>, recording: bool) {
     }
 }
 
-/// `verify -o json`: `{"answers": [...], "summary": {...}}`, and with `--record` what
-/// was (or would be) written.
-fn report(asked: &Asked, recorded: Option<&Recording>) -> serde_json::Value {
-    let mut value = serde_json::json!({
-        "answers": asked.answers,
-        "summary": verify::summary(&asked.answers),
-    });
-    if !asked.skipped.is_empty() {
-        value["skipped"] = asked
+/// `verify -o json`: `{"answers": [...], "summary": {...}}`, the entries skipped and
+/// why, and with `--record` what was (or would be) written.
+#[derive(Serialize)]
+struct Report<'a> {
+    answers: &'a [Answer],
+    summary: std::collections::BTreeMap<Outcome, usize>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    skipped: Vec<Skipped<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    record: Option<RecordReport<'a>>,
+}
+
+#[derive(Serialize)]
+struct Skipped<'a> {
+    id: &'a str,
+    reason: &'a str,
+}
+
+#[derive(Serialize)]
+struct RecordReport<'a> {
+    dry_run: bool,
+    planned: usize,
+    recorded: &'a [Recorded],
+    failed: Vec<Failed>,
+}
+
+#[derive(Serialize)]
+struct Failed {
+    id: String,
+    error: String,
+}
+
+fn report<'a>(asked: &'a Asked, recorded: Option<&'a Recording>) -> Report<'a> {
+    Report {
+        answers: &asked.answers,
+        summary: verify::summary(&asked.answers),
+        skipped: asked
             .skipped
             .iter()
-            .map(|(id, reason)| serde_json::json!({"id": id, "reason": reason}))
-            .collect();
+            .map(|(id, reason)| Skipped { id, reason })
+            .collect(),
+        record: recorded.map(|recorded| RecordReport {
+            dry_run: recorded.dry_run,
+            planned: recorded.planned,
+            recorded: &recorded.done,
+            failed: recorded
+                .failed
+                .iter()
+                .map(|(id, err)| Failed {
+                    id: id.clone(),
+                    error: err.to_string(),
+                })
+                .collect(),
+        }),
     }
-    if let Some(recorded) = recorded {
-        value["record"] = serde_json::json!({
-            "dry_run": recorded.dry_run,
-            "planned": recorded.planned,
-            "recorded": recorded.done,
-            "failed": recorded.failed.iter().map(|(id, err)| serde_json::json!({"id": id, "error": err.to_string()})).collect::<Vec<_>>(),
-        });
-    }
-    value
 }

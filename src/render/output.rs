@@ -165,6 +165,32 @@ pub fn print(text: &str) -> std::io::Result<()> {
 }
 
 /// Pretty JSON plus a newline on stdout.
+/// A document a command prints: JSON with `-o json`, else its own table or text. A view
+/// is printed only through [`Output::emit`], which makes that choice in one place.
+pub trait View: serde::Serialize {
+    /// The table or text a person reads.
+    fn show(&self, out: &Output) -> std::io::Result<()>;
+}
+
+impl Output {
+    /// Prints `view`: as JSON (its keys sorted at every level, as `serde_json`'s map
+    /// keeps them) with `-o json`, else as the view shows itself.
+    pub fn emit(&self, view: &impl View) -> std::io::Result<()> {
+        if self.json() {
+            print_document(view)
+        } else {
+            view.show(self)
+        }
+    }
+}
+
+/// A JSON document, its keys sorted at every level: what [`Output::emit`] prints, and
+/// what a command prints whose table was written as it went (the results of a bulk
+/// action).
+pub fn print_document(document: &impl serde::Serialize) -> std::io::Result<()> {
+    print_json(&serde_json::to_value(document).map_err(std::io::Error::other)?)
+}
+
 pub fn print_json<T: serde::Serialize>(value: &T) -> std::io::Result<()> {
     let text = serde_json::to_string_pretty(value).map_err(std::io::Error::other)?;
     print(&text)
