@@ -5,6 +5,7 @@ mod support;
 
 mod cli_read;
 mod contexts;
+mod documents;
 mod follow;
 mod hostile;
 mod layering;
