@@ -292,73 +292,15 @@ pub fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
                 format!("context name {name:?}: use letters, digits, '-', '_' and '.'"),
             ));
         }
-        let place = match (context.db, context.api) {
-            (Some(_), Some(_)) => {
-                return Err(invalid(
-                    path,
-                    format!("context {name}: give either db or api, not both"),
-                ));
-            }
-            (None, None) => {
-                return Err(invalid(
-                    path,
-                    format!("context {name}: needs db = PATH or api = URL"),
-                ));
-            }
-            (Some(db), None) => {
-                if context.api_key_env.is_some() {
-                    return Err(invalid(
-                        path,
-                        format!("context {name}: api_key_env goes with api, not db"),
-                    ));
-                }
-                // Relative to the file, so a context names one store wherever it is used.
-                Place::Db(if db.is_relative() { home.join(db) } else { db })
-            }
-            (None, Some(url)) => {
-                if !(url.starts_with("http://") || url.starts_with("https://")) {
-                    return Err(invalid(
-                        path,
-                        format!("context {name}: api must be an http:// or https:// URL"),
-                    ));
-                }
-                if let Some(why) = url_secret(&url) {
-                    return Err(invalid(
-                        path,
-                        format!(
-                            "context {name}: the api URL {why}; keys are never stored in this file: set api_key_env and export the key"
-                        ),
-                    ));
-                }
-                if let Some(var) = &context.api_key_env
-                    && valid_env_name(var)
-                    && !var.starts_with("UNS_")
-                    && !var.starts_with("UNSCTL_")
-                    && !context.api_key_env_any
-                {
-                    return Err(invalid(
-                        path,
-                        format!(
-                            "context {name}: api_key_env {var} is not a UNS_ variable: a file that names any variable can send, say, a cloud secret as a bearer token; name a UNS_ variable, or add api_key_env_any = true to this context if {var} really holds its key"
-                        ),
-                    ));
-                }
-                if let Some(var) = &context.api_key_env
-                    && !valid_env_name(var)
-                {
-                    return Err(invalid(
-                        path,
-                        format!(
-                            "context {name}: api_key_env must name an environment variable (A-Z, 0-9, _), not hold the key itself; keys are never stored in this file"
-                        ),
-                    ));
-                }
-                Place::Api {
-                    url,
-                    key_env: context.api_key_env,
-                }
-            }
-        };
+        let place = place(
+            path,
+            home,
+            &name,
+            context.db,
+            context.api,
+            context.api_key_env,
+            context.api_key_env_any,
+        )?;
         let timeout = match &context.timeout {
             None => None,
             Some(text) => Some(
@@ -387,6 +329,84 @@ pub fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
         ));
     }
     Ok(config)
+}
+
+/// Where one context's store is: `db = PATH` (relative to the file) or `api = URL` with
+/// the variable its key is in. Each wrong combination is refused with why.
+fn place(
+    path: &Path,
+    home: &Path,
+    name: &str,
+    db: Option<PathBuf>,
+    api: Option<String>,
+    key_env: Option<String>,
+    key_env_any: bool,
+) -> Result<Place, ConfigError> {
+    let place = match (db, api) {
+        (Some(_), Some(_)) => {
+            return Err(invalid(
+                path,
+                format!("context {name}: give either db or api, not both"),
+            ));
+        }
+        (None, None) => {
+            return Err(invalid(
+                path,
+                format!("context {name}: needs db = PATH or api = URL"),
+            ));
+        }
+        (Some(db), None) => {
+            if key_env.is_some() {
+                return Err(invalid(
+                    path,
+                    format!("context {name}: api_key_env goes with api, not db"),
+                ));
+            }
+            // Relative to the file, so a context names one store wherever it is used.
+            Place::Db(if db.is_relative() { home.join(db) } else { db })
+        }
+        (None, Some(url)) => {
+            if !(url.starts_with("http://") || url.starts_with("https://")) {
+                return Err(invalid(
+                    path,
+                    format!("context {name}: api must be an http:// or https:// URL"),
+                ));
+            }
+            if let Some(why) = url_secret(&url) {
+                return Err(invalid(
+                    path,
+                    format!(
+                        "context {name}: the api URL {why}; keys are never stored in this file: set api_key_env and export the key"
+                    ),
+                ));
+            }
+            if let Some(var) = &key_env
+                && valid_env_name(var)
+                && !var.starts_with("UNS_")
+                && !var.starts_with("UNSCTL_")
+                && !key_env_any
+            {
+                return Err(invalid(
+                    path,
+                    format!(
+                        "context {name}: api_key_env {var} is not a UNS_ variable: a file that names any variable can send, say, a cloud secret as a bearer token; name a UNS_ variable, or add api_key_env_any = true to this context if {var} really holds its key"
+                    ),
+                ));
+            }
+            if let Some(var) = &key_env
+                && !valid_env_name(var)
+            {
+                return Err(invalid(
+                    path,
+                    format!(
+                        "context {name}: api_key_env must name an environment variable (A-Z, 0-9, _), not hold the key itself; keys are never stored in this file"
+                    ),
+                ));
+            }
+            Place::Api { url, key_env }
+        }
+    };
+    Ok(place)
 }
 
 /// Why an `api` URL would carry a secret: a query string or userinfo.

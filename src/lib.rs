@@ -1,5 +1,10 @@
 //! unsctl: triage and remediation for the UNS notification runtime, and the runtime itself.
 
+// Functions stay short enough to read at once, and no user path can panic on a
+// missing value: every `unwrap` or `expect` outside the tests is a bug.
+#![warn(clippy::too_many_lines)]
+#![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
+
 pub mod api;
 pub mod bounded;
 pub mod cli;

@@ -1,5 +1,10 @@
 //! The `unsctl` binary: parse, run, map the outcome to an exit code.
 
+// Functions stay short enough to read at once, and no user path can panic on a
+// missing value: every `unwrap` or `expect` outside the tests is a bug.
+#![warn(clippy::too_many_lines)]
+#![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
+
 use clap::Parser;
 use std::io::{IsTerminal, Write};
 use std::process::ExitCode;

@@ -330,6 +330,57 @@ fn settled_after(doc: &NotificationDoc, replayed: i64) -> Option<f64> {
     (end >= start).then_some(end - start)
 }
 
+/// Where one replayed notification stands.
+enum Waiting {
+    Settled(Settlement),
+    /// Not settled yet, with its status (`None`: the store could not be read this time).
+    Open(Option<String>),
+}
+
+/// Reads `id` once: settled in the cycle its REPLAYED event `replayed` started (how long
+/// that took, from the store's own events), or still open.
+fn read_settlement(
+    store: &dyn Store,
+    id: &str,
+    replayed: i64,
+    started: Instant,
+) -> CliResult<Waiting> {
+    let doc = match store.notification(id) {
+        Ok(doc) => doc,
+        Err(err @ StoreError::Unavailable(_)) => {
+            status(&format!(
+                "cannot read {}: {err}; trying again",
+                views::shown(id)
+            ));
+            return Ok(Waiting::Open(None));
+        }
+        Err(err) => return Err(err.into()),
+    };
+    if let Err(why) = settled_since(&doc, replayed) {
+        return Ok(Waiting::Settled(Settlement {
+            id: id.to_string(),
+            status: "UNKNOWN".into(),
+            delivered: false,
+            settled: true,
+            error_message: Some(why),
+            seconds: Some(started.elapsed().as_secs_f64()),
+        }));
+    }
+    if !settled(&doc) {
+        return Ok(Waiting::Open(Some(doc.row.status.to_string())));
+    }
+    Ok(Waiting::Settled(Settlement {
+        id: id.to_string(),
+        status: doc.row.status.to_string(),
+        delivered: doc.row.status == crate::model::Status::Delivered,
+        settled: true,
+        error_message: doc.row.error_message.clone(),
+        seconds: Some(
+            settled_after(&doc, replayed).unwrap_or_else(|| started.elapsed().as_secs_f64()),
+        ),
+    }))
+}
+
 /// `replay --wait`: waits for each replayed notification (its id, and the id of the
 /// REPLAYED event) to settle in the cycle the replay started, one line each as it does.
 /// Ok only when every one was delivered.
@@ -362,48 +413,15 @@ pub fn wait_for_delivery(
         let mut still = Vec::new();
         for (id, last) in open {
             let replayed = replays.get(id.as_str()).copied().unwrap_or_default();
-            match store.notification(&id) {
-                Ok(doc) if settled_since(&doc, replayed).is_err() => {
-                    let why = settled_since(&doc, replayed).err().unwrap_or_default();
-                    let settlement = Settlement {
-                        id: id.clone(),
-                        status: "UNKNOWN".into(),
-                        delivered: false,
-                        settled: true,
-                        error_message: Some(why),
-                        seconds: Some(started.elapsed().as_secs_f64()),
-                    };
+            match read_settlement(store, &id, replayed, started)? {
+                Waiting::Settled(settlement) => {
                     if !out.json() {
                         print(&settlement_line(&settlement, out))?;
                     }
                     done.push(settlement);
                 }
-                Ok(doc) if settled(&doc) => {
-                    let settlement = Settlement {
-                        id: id.clone(),
-                        status: doc.row.status.to_string(),
-                        delivered: doc.row.status == crate::model::Status::Delivered,
-                        settled: true,
-                        error_message: doc.row.error_message.clone(),
-                        seconds: Some(
-                            settled_after(&doc, replayed)
-                                .unwrap_or_else(|| started.elapsed().as_secs_f64()),
-                        ),
-                    };
-                    if !out.json() {
-                        print(&settlement_line(&settlement, out))?;
-                    }
-                    done.push(settlement);
-                }
-                Ok(doc) => still.push((id, doc.row.status.to_string())),
-                Err(err @ StoreError::Unavailable(_)) => {
-                    status(&format!(
-                        "cannot read {}: {err}; trying again",
-                        views::shown(&id)
-                    ));
-                    still.push((id, last));
-                }
-                Err(err) => return Err(err.into()),
+                Waiting::Open(Some(status)) => still.push((id, status)),
+                Waiting::Open(None) => still.push((id, last)),
             }
         }
         open = still;

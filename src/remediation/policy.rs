@@ -321,122 +321,149 @@ pub fn check(
     action: Action,
     request: &Request,
 ) -> Result<Approved, Refusal> {
-    let id = verdict.id.clone();
     if request.force && request.reason().is_none() {
-        return Err(Refusal::ForceWithoutReason { id });
+        return Err(Refusal::ForceWithoutReason {
+            id: verdict.id.clone(),
+        });
     }
-    let mut overridden = Vec::new();
-    let mut guard = |refusal: Refusal| -> Result<(), Refusal> {
-        if request.force && refusal.overridable() {
-            overridden.push(refusal.why());
+    let mut guard = Guard {
+        force: request.force,
+        overridden: Vec::new(),
+    };
+    let channels = match action {
+        Action::Resolve => {
+            check_resolve(verdict, row_channels, request, &mut guard)?;
+            ChannelSet::new()
+        }
+        Action::Replay => replay_channels(verdict, row_channels, request, &mut guard)?,
+    };
+    Ok(Approved {
+        action,
+        channels,
+        overridden: guard.overridden,
+    })
+}
+
+/// The guardrails `--force` may override, and the ones it did.
+struct Guard {
+    force: bool,
+    overridden: Vec<String>,
+}
+
+impl Guard {
+    /// Refuses, unless forced and the refusal is one force may override.
+    fn check(&mut self, refusal: Refusal) -> Result<(), Refusal> {
+        if self.force && refusal.overridable() {
+            self.overridden.push(refusal.why());
             Ok(())
         } else {
             Err(refusal)
         }
-    };
-    let uncertain = verdict.in_state(ChannelState::Uncertain);
-    let unverified = verdict.branch == Branch::Verify && !request.attested();
-    match action {
-        Action::Resolve => {
-            if request.channels.is_some() {
-                return Err(Refusal::ChannelsOnResolve { id });
-            }
-            if request.verified == Some(Claim::NotDelivered) {
-                return Err(Refusal::ResolveAttestedUndelivered { id });
-            }
-            if let Err(why) = row_channels {
-                guard(Refusal::UnreadableChannels {
-                    id: id.clone(),
-                    why: why.clone(),
-                })?;
-            }
-            let unsent = verdict.unsent();
-            if !unsent.is_empty() {
-                guard(Refusal::ResolveUnsent {
-                    id: id.clone(),
-                    unsent,
-                })?;
-            }
-            if unverified {
-                guard(Refusal::Unverified {
-                    id,
-                    action,
-                    uncertain,
-                })?;
-            }
-            Ok(Approved {
-                action,
-                channels: ChannelSet::new(),
-                overridden,
-            })
+    }
+}
+
+/// An action on a VERIFY entry that nobody attested.
+fn unverified(verdict: &Verdict, request: &Request, action: Action) -> Option<Refusal> {
+    (verdict.branch == Branch::Verify && !request.attested()).then(|| Refusal::Unverified {
+        id: verdict.id.clone(),
+        action,
+        uncertain: verdict.in_state(ChannelState::Uncertain),
+    })
+}
+
+fn check_resolve(
+    verdict: &Verdict,
+    row_channels: &Result<ChannelSet, String>,
+    request: &Request,
+    guard: &mut Guard,
+) -> Result<(), Refusal> {
+    let id = || verdict.id.clone();
+    if request.channels.is_some() {
+        return Err(Refusal::ChannelsOnResolve { id: id() });
+    }
+    if request.verified == Some(Claim::NotDelivered) {
+        return Err(Refusal::ResolveAttestedUndelivered { id: id() });
+    }
+    if let Err(why) = row_channels {
+        guard.check(Refusal::UnreadableChannels {
+            id: id(),
+            why: why.clone(),
+        })?;
+    }
+    let unsent = verdict.unsent();
+    if !unsent.is_empty() {
+        guard.check(Refusal::ResolveUnsent { id: id(), unsent })?;
+    }
+    match unverified(verdict, request, Action::Resolve) {
+        Some(refusal) => guard.check(refusal),
+        None => Ok(()),
+    }
+}
+
+/// The channels a replay covers, once every guardrail has let it through.
+fn replay_channels(
+    verdict: &Verdict,
+    row_channels: &Result<ChannelSet, String>,
+    request: &Request,
+    guard: &mut Guard,
+) -> Result<ChannelSet, Refusal> {
+    let id = || verdict.id.clone();
+    let has = match row_channels {
+        Ok(has) => has.clone(),
+        Err(why) => {
+            return Err(Refusal::UnreadableChannels {
+                id: id(),
+                why: why.clone(),
+            });
         }
-        Action::Replay => {
-            let has = match row_channels {
-                Ok(has) => has.clone(),
-                Err(why) => {
-                    return Err(Refusal::UnreadableChannels {
-                        id,
-                        why: why.clone(),
-                    });
-                }
-            };
-            if let Some(named) = &request.channels {
-                let foreign = named.without(&has);
-                if !foreign.is_empty() {
-                    return Err(Refusal::ForeignChannel {
-                        id,
-                        named: foreign,
-                        has,
-                    });
-                }
-            }
-            if verdict.branch == Branch::Resolve {
-                guard(Refusal::ReplayDelivered { id: id.clone() })?;
-            }
-            let channels = match &request.channels {
-                Some(named) => named.clone(),
-                None if request.verified == Some(Claim::Delivered) => verdict.unsent(),
-                None => verdict.undelivered(),
-            };
-            if channels.is_empty() {
-                return Err(Refusal::NothingToReplay { id });
-            }
-            if request.verified == Some(Claim::Delivered) {
-                let resent: ChannelSet =
-                    channels.iter().filter(|c| uncertain.contains(*c)).collect();
-                if !resent.is_empty() {
-                    return Err(Refusal::ReplayAttestedDelivered {
-                        id,
-                        channels: resent,
-                    });
-                }
-            }
-            if verdict.branch != Branch::Resolve {
-                let delivered: ChannelSet = channels
-                    .iter()
-                    .filter(|c| is_delivered(verdict, *c))
-                    .collect();
-                if !delivered.is_empty() {
-                    guard(Refusal::ReplayDeliveredChannels {
-                        id: id.clone(),
-                        channels: delivered,
-                    })?;
-                }
-            }
-            if unverified {
-                guard(Refusal::Unverified {
-                    id,
-                    action,
-                    uncertain,
-                })?;
-            }
-            Ok(Approved {
-                action,
-                channels,
-                overridden,
-            })
+    };
+    if let Some(named) = &request.channels {
+        let foreign = named.without(&has);
+        if !foreign.is_empty() {
+            return Err(Refusal::ForeignChannel {
+                id: id(),
+                named: foreign,
+                has,
+            });
         }
     }
+    if verdict.branch == Branch::Resolve {
+        guard.check(Refusal::ReplayDelivered { id: id() })?;
+    }
+    let channels = match &request.channels {
+        Some(named) => named.clone(),
+        None if request.verified == Some(Claim::Delivered) => verdict.unsent(),
+        None => verdict.undelivered(),
+    };
+    if channels.is_empty() {
+        return Err(Refusal::NothingToReplay { id: id() });
+    }
+    if request.verified == Some(Claim::Delivered) {
+        let uncertain = verdict.in_state(ChannelState::Uncertain);
+        let resent: ChannelSet = channels.iter().filter(|c| uncertain.contains(*c)).collect();
+        if !resent.is_empty() {
+            return Err(Refusal::ReplayAttestedDelivered {
+                id: id(),
+                channels: resent,
+            });
+        }
+    }
+    if verdict.branch != Branch::Resolve {
+        let delivered: ChannelSet = channels
+            .iter()
+            .filter(|c| is_delivered(verdict, *c))
+            .collect();
+        if !delivered.is_empty() {
+            guard.check(Refusal::ReplayDeliveredChannels {
+                id: id(),
+                channels: delivered,
+            })?;
+        }
+    }
+    if let Some(refusal) = unverified(verdict, request, Action::Replay) {
+        guard.check(refusal)?;
+    }
+    Ok(channels)
 }
 
 fn is_delivered(verdict: &Verdict, channel: Channel) -> bool {

@@ -93,25 +93,73 @@ impl State<'_> {
         }
     }
 
-    fn event(&mut self, event: Event<'_>) {
-        if let Some(code) = self.code.as_mut() {
-            match event {
-                Event::Text(text) => code.push_str(&text),
-                Event::End(TagEnd::CodeBlock) => {
-                    let code = self.code.take().unwrap_or_default();
-                    self.blank();
-                    let indent = " ".repeat(self.indent() + 4);
-                    for line in code.lines() {
-                        if line.trim_start().starts_with("# prints:") {
-                            continue;
-                        }
-                        self.lines
-                            .push(format!("{indent}{line}").trim_end().to_string());
-                    }
-                    self.blank();
+    /// Inside a code block: its text, kept as written and indented, without the
+    /// `# prints:` lines that are for the runbook test.
+    fn code_event(&mut self, event: Event<'_>) {
+        match event {
+            Event::Text(text) => {
+                if let Some(code) = self.code.as_mut() {
+                    code.push_str(&text);
                 }
-                _ => {}
             }
+            Event::End(TagEnd::CodeBlock) => {
+                let code = self.code.take().unwrap_or_default();
+                self.blank();
+                let indent = " ".repeat(self.indent() + 4);
+                for line in code.lines() {
+                    if line.trim_start().starts_with("# prints:") {
+                        continue;
+                    }
+                    self.lines
+                        .push(format!("{indent}{line}").trim_end().to_string());
+                }
+                self.blank();
+            }
+            _ => {}
+        }
+    }
+
+    /// A heading: bold, wrapped, underlined at levels 1 and 2.
+    fn heading(&mut self, level: HeadingLevel) {
+        let text = std::mem::take(&mut self.inline).trim().to_string();
+        let underline = match level {
+            HeadingLevel::H1 => Some('='),
+            HeadingLevel::H2 => Some('-'),
+            _ => None,
+        };
+        let wrapped = textwrap::wrap(&text, self.width);
+        let longest = wrapped
+            .iter()
+            .map(|l| display_width(l) as usize)
+            .max()
+            .unwrap_or(0);
+        for line in wrapped {
+            self.lines.push(self.out.bold(&line));
+        }
+        if let Some(mark) = underline {
+            self.lines.push(mark.to_string().repeat(longest));
+        }
+        self.lines.push(String::new());
+    }
+
+    /// The end of a table: its rows aligned in columns under the open list item.
+    fn table_end(&mut self) {
+        if let Some(table) = self.table.take() {
+            self.blank();
+            let indent = self.indent();
+            let rendered = table_lines(&table.rows, self.width.saturating_sub(indent), self.out);
+            self.lines.extend(
+                rendered
+                    .into_iter()
+                    .map(|l| format!("{}{l}", " ".repeat(indent))),
+            );
+            self.lines.push(String::new());
+        }
+    }
+
+    fn event(&mut self, event: Event<'_>) {
+        if self.code.is_some() {
+            self.code_event(event);
             return;
         }
         match event {
@@ -119,27 +167,7 @@ impl State<'_> {
                 self.flush_inline();
                 self.blank();
             }
-            Event::End(TagEnd::Heading(level)) => {
-                let text = std::mem::take(&mut self.inline).trim().to_string();
-                let underline = match level {
-                    HeadingLevel::H1 => Some('='),
-                    HeadingLevel::H2 => Some('-'),
-                    _ => None,
-                };
-                let wrapped = textwrap::wrap(&text, self.width);
-                let longest = wrapped
-                    .iter()
-                    .map(|l| display_width(l) as usize)
-                    .max()
-                    .unwrap_or(0);
-                for line in wrapped {
-                    self.lines.push(self.out.bold(&line));
-                }
-                if let Some(mark) = underline {
-                    self.lines.push(mark.to_string().repeat(longest));
-                }
-                self.lines.push(String::new());
-            }
+            Event::End(TagEnd::Heading(level)) => self.heading(level),
             Event::Start(Tag::Paragraph) => self.flush_inline(),
             Event::End(TagEnd::Paragraph) => {
                 self.flush_inline();
@@ -198,20 +226,7 @@ impl State<'_> {
                     table.rows.push(row);
                 }
             }
-            Event::End(TagEnd::Table) => {
-                if let Some(table) = self.table.take() {
-                    self.blank();
-                    let indent = self.indent();
-                    let rendered =
-                        table_lines(&table.rows, self.width.saturating_sub(indent), self.out);
-                    self.lines.extend(
-                        rendered
-                            .into_iter()
-                            .map(|l| format!("{}{l}", " ".repeat(indent))),
-                    );
-                    self.lines.push(String::new());
-                }
-            }
+            Event::End(TagEnd::Table) => self.table_end(),
             Event::Start(Tag::Link { dest_url, .. }) => self.link = Some(dest_url.to_string()),
             Event::End(TagEnd::Link) => {
                 if let Some(url) = self.link.take()

@@ -258,6 +258,32 @@ pub fn claim(
     )
 }
 
+/// The row to claim next: the longest-expired lease first, else the longest-due row,
+/// among those whose channels `filter` (a JSON list) allows.
+fn next_candidate(tx: &Connection, now: f64, filter: Option<&str>) -> Result<Option<Candidate>> {
+    let columns =
+        "id, status, cycle, cycle_attempts, attempts, max_attempts, channels, payload, lease_token";
+    let expired = tx
+        .prepare_cached(&format!(
+            "SELECT {columns} FROM uns_notifications
+             WHERE status = 'LEASED' AND lease_until <= ?1 AND id IS NOT NULL AND {SUPPORTED}
+             ORDER BY lease_until LIMIT 1"
+        ))?
+        .query_row(params![now, filter], |row| Ok(read_candidate(row)))
+        .optional()?;
+    if expired.is_some() {
+        return Ok(expired);
+    }
+    Ok(tx
+        .prepare_cached(&format!(
+            "SELECT {columns} FROM uns_notifications
+             WHERE status = 'PENDING' AND next_attempt_at <= ?1 AND id IS NOT NULL AND {SUPPORTED}
+             ORDER BY next_attempt_at LIMIT 1"
+        ))?
+        .query_row(params![now, filter], |row| Ok(read_candidate(row)))
+        .optional()?)
+}
+
 /// Like [`claim`], for a worker that has adapters for `supported` only: rows that need
 /// another channel are left untouched, never dead-lettered for want of an adapter.
 pub fn claim_for(
@@ -270,35 +296,12 @@ pub fn claim_for(
     let filter = (supported.len() < Channel::ALL.len())
         .then(|| serde_json::to_string(supported).unwrap_or_else(|_| "[]".into()));
     write_tx(conn, |tx| {
-        let columns = "id, status, cycle, cycle_attempts, attempts, max_attempts, channels, payload, lease_token";
-        let expired = tx
-            .prepare_cached(&format!(
-                "SELECT {columns} FROM uns_notifications
-                 WHERE status = 'LEASED' AND lease_until <= ?1 AND id IS NOT NULL AND {SUPPORTED}
-                 ORDER BY lease_until LIMIT 1"
-            ))?
-            .query_row(params![now, filter], |row| Ok(read_candidate(row)))
-            .optional()?;
-        let candidate = match expired {
-            Some(candidate) => candidate,
-            None => match tx
-                .prepare_cached(&format!(
-                    "SELECT {columns} FROM uns_notifications
-                     WHERE status = 'PENDING' AND next_attempt_at <= ?1 AND id IS NOT NULL AND {SUPPORTED}
-                     ORDER BY next_attempt_at LIMIT 1"
-                ))?
-                .query_row(params![now, filter], |row| Ok(read_candidate(row)))
-                .optional()?
-            {
-                Some(candidate) => candidate,
-                None => {
-                    let declined = match &filter {
-                        Some(filter) => declined(tx, now, filter)?,
-                        None => 0,
-                    };
-                    return Ok(ClaimOutcome::Idle { declined });
-                }
-            },
+        let Some(candidate) = next_candidate(tx, now, filter.as_deref())? else {
+            let declined = match &filter {
+                Some(filter) => declined(tx, now, filter)?,
+                None => 0,
+            };
+            return Ok(ClaimOutcome::Idle { declined });
         };
         let reclaimed = candidate.status == Status::Leased.as_str();
         let first_try = candidate.cycle == 1 && candidate.cycle_attempts == 0;

@@ -283,27 +283,8 @@ impl Metrics {
             oldest_due.clone(),
         );
         // Every series exists from the start, at zero, so alerts see an increase from
-        // the first event rather than a series appearing.
-        for channel in Channel::ALL {
-            for outcome in [
-                ProviderOutcome::Accepted,
-                ProviderOutcome::Rejected,
-                ProviderOutcome::Unknown,
-            ] {
-                drop(attempts.get_or_create(&AttemptLabels {
-                    channel: channel.into(),
-                    outcome: outcome.into(),
-                }));
-            }
-            drop(provider_call.get_or_create(&ChannelLabels {
-                channel: channel.into(),
-            }));
-        }
-        for reason in DeadReason::ALL {
-            drop(dead_lettered.get_or_create(&ReasonLabels {
-                reason: reason.as_str().into(),
-            }));
-        }
+        // the first event rather than a series appearing: the series kept below are
+        // made here, and so is each status's.
         for status in STATUSES {
             drop(notifications.get_or_create(&StatusLabels {
                 status: status.into(),

@@ -152,6 +152,25 @@ async fn turn_away(mut stream: TcpStream) {
     let _ = stream.shutdown().await;
 }
 
+/// A connection let in, queued among those that have not yet proven a key, so it can be
+/// turned out first when the limit is reached.
+fn admit(unproven: &Unproven, max_connections: usize) -> Arc<Admitted> {
+    let admitted = Arc::new(Admitted {
+        proven: std::sync::atomic::AtomicBool::new(false),
+        evicted: tokio::sync::Notify::new(),
+    });
+    let mut queue = unproven.lock().unwrap_or_else(|p| p.into_inner());
+    // Closed and proven connections leave the queue from time to time.
+    if queue.len() > 2 * max_connections.max(1) {
+        queue.retain(|w| {
+            w.upgrade()
+                .is_some_and(|a| !a.proven.load(Ordering::Relaxed))
+        });
+    }
+    queue.push_back(Arc::downgrade(&admitted));
+    admitted
+}
+
 /// Serves `app` on `listener` until `shutdown` turns true, then lets open connections
 /// finish their requests.
 pub async fn serve(
@@ -205,21 +224,7 @@ pub async fn serve(
             origin,
             last: last.clone(),
         });
-        let admitted = Arc::new(Admitted {
-            proven: std::sync::atomic::AtomicBool::new(false),
-            evicted: tokio::sync::Notify::new(),
-        });
-        {
-            let mut queue = unproven.lock().unwrap_or_else(|p| p.into_inner());
-            // Closed and proven connections leave the queue from time to time.
-            if queue.len() > 2 * limits.max_connections.max(1) {
-                queue.retain(|w| {
-                    w.upgrade()
-                        .is_some_and(|a| !a.proven.load(Ordering::Relaxed))
-                });
-            }
-            queue.push_back(Arc::downgrade(&admitted));
-        }
+        let admitted = admit(&unproven, limits.max_connections);
         let inner = TowerToHyperService::new(app.clone());
         let marks = admitted.clone();
         let service = hyper::service::service_fn(move |request| {

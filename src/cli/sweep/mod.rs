@@ -97,99 +97,12 @@ pub fn run(global: &Invocation, args: Args) -> CliResult {
             verification: verification.as_ref(),
         })?;
     } else {
-        let lines = [
-            format!("schedules            {}", counts.schedules),
-            format!("seed                 {}", counts.seed),
-            format!("delivered            {}", counts.delivered),
-            format!("dead-lettered        {}", counts.dead_lettered),
-            format!("unfinished           {}", counts.unfinished),
-            format!("  RESOLVE            {}", counts.resolve),
-            format!(
-                "  VERIFY             {} (truth: {} all accepted, {} none, {} some)",
-                counts.verify,
-                counts.verify_all_accepted,
-                counts.verify_none_accepted,
-                counts.verify_some_accepted
-            ),
-            format!("  REPLAY             {}", counts.replay),
-            format!(
-                "unsafe RESOLVE       {}   (must be 0)",
-                counts.unsafe_resolve
-            ),
-            format!(
-                "unsafe REPLAY        {}   (must be 0)",
-                counts.unsafe_replay
-            ),
-            format!(
-                "false DELIVERED      {}   (must be 0)",
-                counts.false_delivered
-            ),
-            format!("duplicated (symptom) {}", counts.duplicated),
-            format!(
-                "time                 {:.1} s",
-                started.elapsed().as_secs_f64()
-            ),
-        ];
-        print(&lines.join("\n"))?;
+        print(&counts_text(&counts, started.elapsed().as_secs_f64()))?;
         if let Some(v) = &verification {
-            let share = |n: usize| {
-                if counts.dead_lettered == 0 {
-                    0.0
-                } else {
-                    100.0 * n as f64 / counts.dead_lettered as f64
-                }
-            };
-            let answer = |o| v.answers.get(&o).copied().unwrap_or(0);
-            let lines = [
-                format!(
-                    "verify answers       {} DELIVERED, {} NOT_DELIVERED, {} CANNOT_TELL",
-                    answer(crate::verify::Outcome::Delivered),
-                    answer(crate::verify::Outcome::NotDelivered),
-                    answer(crate::verify::Outcome::CannotTell)
-                ),
-                format!("  wrong by ledger    {}   (must be 0)", v.wrong_answers),
-                format!("  recorded           {} VERIFIED events", v.recorded),
-                format!(
-                    "VERIFY before        {} ({:.1}% of dead letters)",
-                    v.verify_before,
-                    share(v.verify_before)
-                ),
-                format!(
-                    "VERIFY after         {} ({:.1}%)",
-                    v.verify_after,
-                    share(v.verify_after)
-                ),
-                format!(
-                    "unsafe after         {} RESOLVE, {} REPLAY   (must be 0)",
-                    v.after.unsafe_resolve, v.after.unsafe_replay
-                ),
-            ];
-            print(&lines.join("\n"))?;
-            for failure in &v.failures {
-                status(&format!("verify: {failure}"));
-            }
-            for why in &v.cannot_tell {
-                status(&format!("cannot tell: {why}"));
-            }
+            print_verification(v, &counts)?;
         }
         if let Some(r) = &remediation {
-            let lines = [
-                format!(
-                    "next steps run       {} ({} failed)",
-                    r.next_steps, r.next_steps_failed
-                ),
-                format!("  resolved           {}", r.resolved),
-                format!(
-                    "  replayed           {} ({} then delivered)",
-                    r.replayed, r.replays_delivered
-                ),
-                format!("mistakes tried       {}", r.careless_attempts),
-                format!("  refused            {}", r.refusals),
-                format!("  acted anyway       {}   (must be 0)", r.careless_acted),
-                format!("duplicates caused    {}   (must be 0)", r.duplicates_caused),
-                format!("drops caused         {}   (must be 0)", r.drops_caused),
-            ];
-            print(&lines.join("\n"))?;
+            print(&remediation_text(r))?;
         }
         for failure in &counts.failures {
             status(&format!("unsafe: {failure}"));
@@ -215,4 +128,104 @@ pub fn run(global: &Invocation, args: Args) -> CliResult {
             "unsafe verdicts found with seed {seed}"
         )))
     }
+}
+
+/// The sweep's counts, as the table prints them.
+fn counts_text(counts: &sweep::Counts, seconds: f64) -> String {
+    let lines = [
+        format!("schedules            {}", counts.schedules),
+        format!("seed                 {}", counts.seed),
+        format!("delivered            {}", counts.delivered),
+        format!("dead-lettered        {}", counts.dead_lettered),
+        format!("unfinished           {}", counts.unfinished),
+        format!("  RESOLVE            {}", counts.resolve),
+        format!(
+            "  VERIFY             {} (truth: {} all accepted, {} none, {} some)",
+            counts.verify,
+            counts.verify_all_accepted,
+            counts.verify_none_accepted,
+            counts.verify_some_accepted
+        ),
+        format!("  REPLAY             {}", counts.replay),
+        format!(
+            "unsafe RESOLVE       {}   (must be 0)",
+            counts.unsafe_resolve
+        ),
+        format!(
+            "unsafe REPLAY        {}   (must be 0)",
+            counts.unsafe_replay
+        ),
+        format!(
+            "false DELIVERED      {}   (must be 0)",
+            counts.false_delivered
+        ),
+        format!("duplicated (symptom) {}", counts.duplicated),
+        format!("time                 {:.1} s", seconds),
+    ];
+    lines.join("\n")
+}
+
+/// What `--verify` found, and why it could not tell where it could not.
+fn print_verification(v: &sweep::Verification, counts: &sweep::Counts) -> std::io::Result<()> {
+    let share = |n: usize| {
+        if counts.dead_lettered == 0 {
+            0.0
+        } else {
+            100.0 * n as f64 / counts.dead_lettered as f64
+        }
+    };
+    let answer = |o| v.answers.get(&o).copied().unwrap_or(0);
+    let lines = [
+        format!(
+            "verify answers       {} DELIVERED, {} NOT_DELIVERED, {} CANNOT_TELL",
+            answer(crate::verify::Outcome::Delivered),
+            answer(crate::verify::Outcome::NotDelivered),
+            answer(crate::verify::Outcome::CannotTell)
+        ),
+        format!("  wrong by ledger    {}   (must be 0)", v.wrong_answers),
+        format!("  recorded           {} VERIFIED events", v.recorded),
+        format!(
+            "VERIFY before        {} ({:.1}% of dead letters)",
+            v.verify_before,
+            share(v.verify_before)
+        ),
+        format!(
+            "VERIFY after         {} ({:.1}%)",
+            v.verify_after,
+            share(v.verify_after)
+        ),
+        format!(
+            "unsafe after         {} RESOLVE, {} REPLAY   (must be 0)",
+            v.after.unsafe_resolve, v.after.unsafe_replay
+        ),
+    ];
+    print(&lines.join("\n"))?;
+    for failure in &v.failures {
+        status(&format!("verify: {failure}"));
+    }
+    for why in &v.cannot_tell {
+        status(&format!("cannot tell: {why}"));
+    }
+    Ok(())
+}
+
+/// What `--remediate` did and caused.
+fn remediation_text(r: &operators::Remediation) -> String {
+    let lines = [
+        format!(
+            "next steps run       {} ({} failed)",
+            r.next_steps, r.next_steps_failed
+        ),
+        format!("  resolved           {}", r.resolved),
+        format!(
+            "  replayed           {} ({} then delivered)",
+            r.replayed, r.replays_delivered
+        ),
+        format!("mistakes tried       {}", r.careless_attempts),
+        format!("  refused            {}", r.refusals),
+        format!("  acted anyway       {}   (must be 0)", r.careless_acted),
+        format!("duplicates caused    {}   (must be 0)", r.duplicates_caused),
+        format!("drops caused         {}   (must be 0)", r.drops_caused),
+    ];
+    lines.join("\n")
 }

@@ -348,7 +348,37 @@ pub fn run(sweep: &Sweep, binary: &Path, work: &Path) -> Result<Remediation, Str
     let plan: Value =
         serde_json::from_slice(&plan).map_err(|e| format!("triage plan ({code}): {e}"))?;
 
-    // The careless operator, before anyone has acted.
+    careless_commands(&operator, &verdicts, &row_channels, &mut report);
+    careless_api(&operator, &verdicts, &row_channels, &mut report);
+    // An edited plan: every action the wrong one, one entry without its last_event_id.
+    let edited = write_plan(work, "edited.json", &edited(&plan)).map_err(|e| e.to_string())?;
+    careless_plan(&operator, &edited, &mut report)?;
+    stray_walk(&store, &verdicts, &mut report)?;
+
+    // The careful operator fixed the cause (branch 3 of the runbook): the providers now
+    // answer at once, so a duplicate from here on can only come from a remediation.
+    sweep.fakes.control.clear_scripts();
+    // Then runs each printed next step, as printed.
+    let before = sweep.accepted();
+    careful_next_steps(&operator, &verdicts, &mut report);
+    // The plan made before anyone acted is stale now: nothing in it may act.
+    let stale = write_plan(work, "stale.json", &plan).map_err(|e| e.to_string())?;
+    careless_plan(&operator, &stale, &mut report)?;
+    server.stop();
+
+    sweep.run_worker().map_err(|e| e.to_string())?;
+    count_effects(sweep, &verdicts, &before, &mut report)?;
+    Ok(report)
+}
+
+/// The careless operator, before anyone has acted: each mistake of `mistakes` through the
+/// binary, two at a time, each of which must be refused with its exit code.
+fn careless_commands(
+    operator: &Operator,
+    verdicts: &[Verdict],
+    row_channels: &HashMap<String, ChannelSet>,
+    report: &mut Remediation,
+) {
     let attempts: Vec<(String, Attempt)> = verdicts
         .iter()
         .enumerate()
@@ -405,7 +435,16 @@ pub fn run(sweep: &Sweep, binary: &Path, work: &Path) -> Result<Remediation, Str
             Err(err) => report.fail(format!("{id}: cannot run unsctl: {err}")),
         }
     }
-    for verdict in &verdicts {
+}
+
+/// The same mistakes straight at the API, each refused with its status.
+fn careless_api(
+    operator: &Operator,
+    verdicts: &[Verdict],
+    row_channels: &HashMap<String, ChannelSet>,
+    report: &mut Remediation,
+) {
+    for verdict in verdicts {
         let has = row_channels.get(&verdict.id).cloned().unwrap_or_default();
         for (method, route, body, status) in api_mistakes(verdict, &has) {
             report.careless_attempts += 1;
@@ -426,15 +465,19 @@ pub fn run(sweep: &Sweep, binary: &Path, work: &Path) -> Result<Remediation, Str
             }
         }
     }
-    // An edited plan: every action the wrong one, one entry without its last_event_id.
-    let edited = write_plan(work, "edited.json", &edited(&plan)).map_err(|e| e.to_string())?;
-    careless_plan(&operator, &edited, &mut report)?;
-    // Stray answers in the interactive walk, through the walk's own code.
+}
+
+/// Stray answers in the interactive walk, through the walk's own code: none may act.
+fn stray_walk(
+    store: &SqliteStore,
+    verdicts: &[Verdict],
+    report: &mut Remediation,
+) -> Result<(), String> {
     let mut stray = Scripted::new(stray_script(verdicts.len()));
     let quiet = Output::new(Format::Table, ColorChoice::Never);
     let walked = interactive::walk(
-        &store,
-        verdicts.clone(),
+        store,
+        verdicts.to_vec(),
         &AuditArgs::default(),
         &crate::identity::operator(None, None),
         &crate::verify::Sources::default(),
@@ -452,12 +495,12 @@ pub fn run(sweep: &Sweep, binary: &Path, work: &Path) -> Result<Remediation, Str
             _ => report.refusals += 1,
         }
     }
+    Ok(())
+}
 
-    // The careful operator fixed the cause (branch 3 of the runbook): the providers now
-    // answer at once, so a duplicate from here on can only come from a remediation.
-    sweep.fakes.control.clear_scripts();
-    // Then runs each printed next step, as printed.
-    let before = sweep.accepted();
+/// The careful operator runs each printed next step as printed (every third replay with
+/// its channels spelt sloppily), half of them over the API.
+fn careful_next_steps(operator: &Operator, verdicts: &[Verdict], report: &mut Remediation) {
     for (n, verdict) in verdicts.iter().enumerate() {
         if verdict.branch == Branch::Verify {
             continue;
@@ -502,12 +545,16 @@ pub fn run(sweep: &Sweep, binary: &Path, work: &Path) -> Result<Remediation, Str
             Err(err) => report.fail(format!("cannot run unsctl: {err}")),
         }
     }
-    // The plan made before anyone acted is stale now: nothing in it may act.
-    let stale = write_plan(work, "stale.json", &plan).map_err(|e| e.to_string())?;
-    careless_plan(&operator, &stale, &mut report)?;
-    server.stop();
+}
 
-    sweep.run_worker().map_err(|e| e.to_string())?;
+/// What the remediation caused, by the providers' own ledger: duplicates, messages
+/// dropped by a resolve, and replays that were delivered.
+fn count_effects(
+    sweep: &Sweep,
+    verdicts: &[Verdict],
+    before: &HashMap<(String, Channel), usize>,
+    report: &mut Remediation,
+) -> Result<(), String> {
     let after = sweep.accepted();
     for ((id, channel), &count) in &after {
         let earlier = before.get(&(id.clone(), *channel)).copied().unwrap_or(0);
@@ -519,7 +566,7 @@ pub fn run(sweep: &Sweep, binary: &Path, work: &Path) -> Result<Remediation, Str
             ));
         }
     }
-    for verdict in &verdicts {
+    for verdict in verdicts {
         let row = queries::read_notification(&sweep.conn, &verdict.id)
             .map_err(|e| e.to_string())?
             .ok_or_else(|| format!("{} vanished", verdict.id))?;
@@ -544,7 +591,7 @@ pub fn run(sweep: &Sweep, binary: &Path, work: &Path) -> Result<Remediation, Str
             report.replays_delivered += 1;
         }
     }
-    Ok(report)
+    Ok(())
 }
 
 /// Applies a plan that must not act: every entry is refused or skipped as stale.

@@ -208,6 +208,36 @@ async fn conversation(
     }
 }
 
+/// The ledger's entry for a message the script lets through.
+fn accepted(key: String, message_id: Option<String>, message: &str) -> Accepted {
+    Accepted {
+        channel: Channel::Email,
+        key,
+        notification_id: message_id
+            .as_deref()
+            .and_then(crate::model::MessageId::parse)
+            .map(|m| m.notification_id),
+        message_id,
+        idempotency_key: None,
+        body: serde_json::Value::String(message.to_string()),
+        at: now(),
+    }
+}
+
+/// Cleanup's line for a message refused at the final dot, as Postfix writes it.
+fn log_reject(control: &Control, queue_id: &str, mail: &Transaction, code: u16) {
+    control.log(
+        "cleanup",
+        &format!(
+            "{queue_id}: reject: END-OF-MESSAGE from {CLIENT}; from=<{}> to=<{}> proto=ESMTP helo=<{}>: {code} {}.7.1 message refused",
+            mail.sender,
+            mail.recipients.first().map_or("", String::as_str),
+            mail.helo,
+            code / 100
+        ),
+    );
+}
+
 /// DATA through the reply to the final dot, by the script; false when the session ends.
 async fn data<R, W>(
     reader: &mut R,
@@ -264,18 +294,7 @@ where
             ),
         );
     };
-    let accepted = Accepted {
-        channel: Channel::Email,
-        key,
-        notification_id: message_id
-            .as_deref()
-            .and_then(crate::model::MessageId::parse)
-            .map(|m| m.notification_id),
-        message_id,
-        idempotency_key: None,
-        body: serde_json::Value::String(message.clone()),
-        at: now(),
-    };
+    let accepted = accepted(key, message_id, &message);
     const QUEUED: &[u8] = b"250 2.0.0 Ok: queued\r\n";
     match behavior {
         Behavior::Accept => {
@@ -296,16 +315,7 @@ where
             write.write_all(QUEUED).await?;
         }
         Behavior::Reject(code) => {
-            control.log(
-                "cleanup",
-                &format!(
-                    "{queue_id}: reject: END-OF-MESSAGE from {CLIENT}; from=<{}> to=<{}> proto=ESMTP helo=<{}>: {code} {}.7.1 message refused",
-                    mail.sender,
-                    mail.recipients.first().map_or("", String::as_str),
-                    mail.helo,
-                    code / 100
-                ),
-            );
+            log_reject(control, &queue_id, mail, code);
             let reply = format!("{code} {}.0.0 Error: message refused\r\n", code / 100);
             write.write_all(reply.as_bytes()).await?;
             session.count("data", false);

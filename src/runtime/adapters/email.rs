@@ -75,11 +75,12 @@ impl EmailAdapter {
         Self { config, secrets }
     }
 
-    fn send(
+    /// The message and its envelope; a bad address is a rejection before any call.
+    fn prepare(
         &self,
         request: &DeliveryRequest<'_>,
         message_id: &str,
-    ) -> Result<DeliveryResult, Failure> {
+    ) -> Result<(Message, Envelope), Failure> {
         let prepare = |why: String| DeliveryResult::rejected(why, false).with("stage", "prepare");
         let recipient = request.text("recipient").unwrap_or_default();
         let to: Address = recipient
@@ -100,6 +101,33 @@ impl EmailAdapter {
             .map_err(|err| prepare(format!("cannot build message: {err}")))?;
         let envelope = Envelope::new(Some(from), vec![to])
             .map_err(|err| prepare(format!("invalid envelope: {err}")))?;
+        Ok((message, envelope))
+    }
+
+    /// STARTTLS to the relay's host name, trusting only the configured CA when one is.
+    fn tls_parameters(&self) -> Result<TlsParameters, lettre::transport::smtp::Error> {
+        let host = self
+            .config
+            .relay
+            .rsplit_once(':')
+            .map_or(self.config.relay.as_str(), |(host, _)| host);
+        match &self.config.ca_pem {
+            Some(pem) => Certificate::from_pem(pem).and_then(|ca| {
+                TlsParameters::builder(host.to_string())
+                    .certificate_store(CertificateStore::None)
+                    .add_root_certificate(ca)
+                    .build_rustls()
+            }),
+            None => TlsParameters::new(host.to_string()),
+        }
+    }
+
+    fn send(
+        &self,
+        request: &DeliveryRequest<'_>,
+        message_id: &str,
+    ) -> Result<DeliveryResult, Failure> {
+        let (message, envelope) = self.prepare(request, message_id)?;
         let hello = ClientId::Domain(self.config.hello_name.clone());
         // The socket timeout of the step in flight, for the words of a timeout.
         let armed = std::cell::Cell::new(request.step_timeout());
@@ -123,21 +151,7 @@ impl EmailAdapter {
             StartTls::Required => true,
         };
         if upgrade {
-            let host = self
-                .config
-                .relay
-                .rsplit_once(':')
-                .map_or(self.config.relay.as_str(), |(host, _)| host);
-            let tls = match &self.config.ca_pem {
-                Some(pem) => Certificate::from_pem(pem).and_then(|ca| {
-                    TlsParameters::builder(host.to_string())
-                        .certificate_store(CertificateStore::None)
-                        .add_root_certificate(ca)
-                        .build_rustls()
-                }),
-                None => TlsParameters::new(host.to_string()),
-            }
-            .map_err(before_data("starttls"))?;
+            let tls = self.tls_parameters().map_err(before_data("starttls"))?;
             armed.set(set_timeout(&mut conn, request, "starttls")?);
             conn.starttls(&tls, &hello)
                 .map_err(before_data("starttls"))?;
