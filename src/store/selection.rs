@@ -21,6 +21,20 @@ pub struct Selection {
     pub until: Option<f64>,
 }
 
+/// The selection parameters of the DLQ and event routes, as their query strings spell
+/// them (`Selection::query` writes them).
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+pub struct SelectionQuery {
+    #[serde(default)]
+    pub channel: Option<String>,
+    #[serde(default)]
+    pub error: Option<String>,
+    #[serde(default)]
+    pub since: Option<String>,
+    #[serde(default)]
+    pub until: Option<String>,
+}
+
 /// The longest error text a selection takes.
 pub const MAX_ERROR_TEXT: usize = 1024;
 
@@ -47,29 +61,25 @@ impl Selection {
         pairs
     }
 
-    /// Reads the selection from API query pairs: times as RFC 3339, unix seconds or a
-    /// duration back from `now`.
-    pub fn from_query(pairs: &[(String, String)], now: f64) -> Result<Self, String> {
-        let get = |key: &str| {
-            pairs
-                .iter()
-                .find(|(k, _)| k == key)
-                .map(|(_, v)| v.as_str())
+    /// Reads the selection from an API route's query: times as RFC 3339, unix seconds or
+    /// a duration back from `now`.
+    pub fn from_query(query: &SelectionQuery, now: f64) -> Result<Self, String> {
+        let instant = |flag: &str, text: &Option<String>| {
+            text.as_deref()
+                .map(|t| crate::clock::parse_instant(t, now))
+                .transpose()
+                .map_err(|err| format!("{flag}: {err}"))
         };
         let selection = Selection {
-            channel: get("channel")
+            channel: query
+                .channel
+                .as_deref()
                 .map(str::parse::<Channel>)
                 .transpose()
                 .map_err(|err| format!("channel: {err}"))?,
-            error: get("error").map(str::to_string),
-            since: get("since")
-                .map(|t| crate::clock::parse_instant(t, now))
-                .transpose()
-                .map_err(|err| format!("since: {err}"))?,
-            until: get("until")
-                .map(|t| crate::clock::parse_instant(t, now))
-                .transpose()
-                .map_err(|err| format!("until: {err}"))?,
+            error: query.error.clone(),
+            since: instant("since", &query.since)?,
+            until: instant("until", &query.until)?,
         };
         selection.check()?;
         Ok(selection)

@@ -1,0 +1,182 @@
+//! The DLQ: a page of it, and the guarded resolve, replay and verify of one entry.
+
+use super::query::{DlqQuery, Query, limit};
+use super::{checked_id, object_body, selection};
+use crate::api::{self};
+use crate::remediation::{self, Action, Actor, Rejection, Request as ActionRequest};
+use crate::server::errors::{ApiError, ApiResult};
+use crate::server::state::{AppState, Principal, blocking};
+use crate::store::StoreError;
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{Extension, Path, RawQuery, State};
+use axum::http::header;
+use axum::response::{IntoResponse, Response};
+use std::sync::Arc;
+
+/// One page of the DLQ. Written as the store is read; the next page's cursor is also
+/// in the `UNS-Next-Cursor` header, so a client can ask for it before parsing this one.
+pub(crate) async fn page(
+    State(state): State<Arc<AppState>>,
+    RawQuery(query): RawQuery,
+) -> Result<Response, ApiError> {
+    let query = Query::parse(&query);
+    let asked: DlqQuery = query.typed()?;
+    let limit = limit(asked.limit.as_deref(), 100, 1000)?;
+    let cursor = asked.cursor;
+    let include_events = query
+        .all("include")
+        .any(|v| v.split(',').any(|part| part == "events"));
+    let selection = selection(&state, &asked.selection)?;
+    let (json, next) = blocking(&state, move |state| {
+        state.read(|conn| {
+            crate::store::page::dlq_page_json(
+                conn,
+                &selection,
+                cursor.as_deref(),
+                limit,
+                include_events,
+            )
+        })
+    })
+    .await?;
+    let mut response = (
+        [(header::CONTENT_TYPE, "application/json")],
+        Bytes::from(json),
+    )
+        .into_response();
+    if let Some(next) = next.and_then(|n| header::HeaderValue::from_str(&n).ok()) {
+        response.headers_mut().insert(api::NEXT_CURSOR, next);
+    }
+    Ok(response)
+}
+
+pub(crate) async fn act(
+    state: Arc<AppState>,
+    principal: Principal,
+    id: String,
+    action: Action,
+    body: Result<Bytes, BytesRejection>,
+) -> ApiResult<remediation::Done> {
+    checked_id(&id)?;
+    let request: ActionRequest = object_body(body, true)?;
+    let actor = actor(principal, request.operator.as_deref());
+    Ok(Json(
+        blocking(&state, move |state| {
+            let clock = state.clock.clone();
+            state
+                .writer
+                .run(move |conn| {
+                    remediation::apply(conn, clock.now(), &id, action, &request, &actor)
+                })
+                .map_err(|gone| Rejection::Store(gone.into()))?
+        })
+        .await?,
+    ))
+}
+
+/// Who acts: the key's name is recorded; what the client claims is kept beside it.
+pub(crate) fn actor(principal: Principal, claimed: Option<&str>) -> Actor {
+    Actor {
+        operator: principal.0,
+        claimed_operator: claimed
+            .map(str::trim)
+            .filter(|o| !o.is_empty())
+            .map(str::to_string),
+    }
+}
+
+pub(crate) async fn resolve(
+    State(state): State<Arc<AppState>>,
+    Extension(principal): Extension<Principal>,
+    Path(id): Path<String>,
+    body: Result<Bytes, BytesRejection>,
+) -> ApiResult<remediation::Done> {
+    act(state, principal, id, Action::Resolve, body).await
+}
+
+pub(crate) async fn replay(
+    State(state): State<Arc<AppState>>,
+    Extension(principal): Extension<Principal>,
+    Path(id): Path<String>,
+    body: Result<Bytes, BytesRejection>,
+) -> ApiResult<remediation::Done> {
+    act(state, principal, id, Action::Replay, body).await
+}
+
+/// `POST /api/v1/runtime/notifications/{id}/verify`: the providers' records, asked here
+/// with this server's logs and tokens, and with `record` the answers appended.
+pub(crate) async fn verify(
+    State(state): State<Arc<AppState>>,
+    Extension(principal): Extension<Principal>,
+    Path(id): Path<String>,
+    body: Result<Bytes, BytesRejection>,
+) -> ApiResult<api::VerifyResponse> {
+    checked_id(&id)?;
+    let request: api::VerifyRequest = object_body(body, true)?;
+    let actor = actor(principal, request.operator.as_deref());
+    Ok(Json(
+        blocking(&state, move |state| {
+            verify_here(state, id, &request, &actor)
+        })
+        .await?,
+    ))
+}
+
+pub(crate) fn verify_here(
+    state: &AppState,
+    id: String,
+    request: &api::VerifyRequest,
+    actor: &Actor,
+) -> Result<api::VerifyResponse, ApiError> {
+    let now = state.clock.now();
+    let ids = [id];
+    // The lookups use a blocking HTTP client, which wants a thread of its own.
+    let mut asked = std::thread::scope(|scope| {
+        scope
+            .spawn(|| state.read(|conn| Ok(crate::verify::ask(conn, &ids, &state.verify, now)?)))
+            .join()
+            .unwrap_or_else(|_| Err(StoreError::Other("the verify thread failed".into())))
+    })?;
+    if let Some((id, _)) = asked.skipped.iter().find(|(_, why)| why == "not found") {
+        return Err(StoreError::NotFound(format!("notification {id}")).into());
+    }
+    let recorded = if request.record {
+        let (reason, ticket) = (request.reason.clone(), request.ticket.clone());
+        let actor = actor.clone();
+        let (results, back) = state.write(move |conn| {
+            let why = crate::remediation::verified::Why {
+                reason: reason.as_deref(),
+                ticket: ticket.as_deref(),
+            };
+            let results = crate::verify::record(conn, now, &asked, &actor, why);
+            Ok((results, asked))
+        })?;
+        asked = back;
+        let mut recorded = None;
+        for result in results {
+            recorded = Some(result.map_err(|(_, rejection)| ApiError::from(rejection))?);
+        }
+        recorded
+    } else {
+        None
+    };
+    Ok(response(asked, recorded))
+}
+
+pub(crate) fn response(
+    asked: crate::verify::Asked,
+    recorded: Option<crate::remediation::verified::Recorded>,
+) -> api::VerifyResponse {
+    api::VerifyResponse {
+        summary: crate::verify::summary(&asked.answers),
+        answers: asked.answers,
+        skipped: asked
+            .skipped
+            .into_iter()
+            .map(|(id, reason)| api::Skipped { id, reason })
+            .collect(),
+        recorded,
+    }
+}

@@ -1,0 +1,127 @@
+//! Query strings, read into each route's own struct by serde: each key's first value
+//! (a key given twice keeps its first, as the routes always have), unknown keys ignored,
+//! every value a string that the route parses with its own words of refusal. A key a
+//! route takes more than once (`kind`, `include`) is read with [`Query::all`].
+
+use crate::server::errors::ApiError;
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+use std::collections::HashSet;
+
+/// One request's query string, decoded.
+pub(crate) struct Query {
+    pairs: Vec<(String, String)>,
+}
+
+impl Query {
+    pub(crate) fn parse(raw: &Option<String>) -> Self {
+        Self {
+            pairs: form_urlencoded::parse(raw.as_deref().unwrap_or_default().as_bytes())
+                .into_owned()
+                .collect(),
+        }
+    }
+
+    /// The route's struct, from each key's first value.
+    pub(crate) fn typed<T: DeserializeOwned>(&self) -> Result<T, ApiError> {
+        let mut seen = HashSet::new();
+        let first = form_urlencoded::Serializer::new(String::new())
+            .extend_pairs(
+                self.pairs
+                    .iter()
+                    .filter(|(key, _)| seen.insert(key.as_str())),
+            )
+            .finish();
+        serde_urlencoded::from_str(&first).map_err(|err| ApiError::invalid(format!("query: {err}")))
+    }
+
+    /// Every value of `key`, in order.
+    pub(crate) fn all<'a>(&'a self, key: &'a str) -> impl Iterator<Item = &'a str> {
+        self.pairs
+            .iter()
+            .filter(move |(k, _)| k == key)
+            .map(|(_, value)| value.as_str())
+    }
+}
+
+/// `limit`: 1 to `max`, `default` when not given.
+pub(crate) fn limit(text: Option<&str>, default: usize, max: usize) -> Result<usize, ApiError> {
+    match text {
+        None => Ok(default),
+        Some(value) => match value.parse::<usize>() {
+            Ok(limit) if (1..=max).contains(&limit) => Ok(limit),
+            _ => Err(ApiError::invalid(format!(
+                "limit must be a number from 1 to {max}"
+            ))),
+        },
+    }
+}
+
+/// `GET /api/v1/runtime/notifications?id_prefix=P&dlq=true&limit=N`.
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct PrefixQuery {
+    #[serde(default)]
+    pub id_prefix: Option<String>,
+    #[serde(default)]
+    pub dlq: Option<String>,
+    #[serde(default)]
+    pub limit: Option<String>,
+}
+
+/// `GET /api/v1/runtime/events?kind=K&after=ID&limit=N` and the selection; `kind` repeats.
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct EventsQuery {
+    #[serde(default)]
+    pub after: Option<String>,
+    #[serde(default)]
+    pub limit: Option<String>,
+    #[serde(flatten)]
+    pub selection: crate::store::selection::SelectionQuery,
+}
+
+/// `GET /api/v1/dlq?cursor=C&limit=N&include=events` and the selection; `include` repeats.
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct DlqQuery {
+    #[serde(default)]
+    pub cursor: Option<String>,
+    #[serde(default)]
+    pub limit: Option<String>,
+    #[serde(flatten)]
+    pub selection: crate::store::selection::SelectionQuery,
+}
+
+/// `GET /api/v1/runtime/stats?window=SECONDS`.
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct StatsQuery {
+    #[serde(default)]
+    pub window: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_key_keeps_its_first_value_and_repeated_keys_are_read_whole() {
+        let raw =
+            Some("kind=LEASE_LOST&limit=5&limit=9&channel=email&kind=REPLAYED&other=x".into());
+        let query = Query::parse(&raw);
+        let asked: EventsQuery = query.typed().expect("typed");
+        assert_eq!(asked.limit.as_deref(), Some("5"));
+        assert_eq!(asked.selection.channel.as_deref(), Some("email"));
+        assert_eq!(asked.after, None);
+        assert_eq!(
+            query.all("kind").collect::<Vec<_>>(),
+            ["LEASE_LOST", "REPLAYED"]
+        );
+        let spaced: PrefixQuery = Query::parse(&Some("id_prefix=n-01%20a&dlq=true".into()))
+            .typed()
+            .expect("typed");
+        assert_eq!(spaced.id_prefix.as_deref(), Some("n-01 a"));
+        assert_eq!(spaced.dlq.as_deref(), Some("true"));
+        assert!(limit(Some("0"), 10, 100).is_err());
+        assert!(limit(Some("101"), 10, 100).is_err());
+        assert_eq!(limit(None, 10, 100).ok(), Some(10));
+        assert_eq!(limit(Some("100"), 10, 100).ok(), Some(100));
+    }
+}

@@ -1,0 +1,73 @@
+//! What every handler shares: the read connections, the writer, the keys, the clock,
+//! and who is calling.
+
+use super::errors::ApiError;
+use super::keys::Keys;
+use crate::clock::Clock;
+use crate::runtime::metrics::Metrics;
+use crate::runtime::writer::Database;
+use crate::store::StoreError;
+use rusqlite::Connection;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// Who is calling: the name of the key they presented.
+#[derive(Debug, Clone)]
+pub(crate) struct Principal(pub(crate) String);
+
+/// Recorded as the operator when the server runs without keys.
+pub(crate) const ANONYMOUS: &str = "anonymous";
+
+pub(crate) struct AppState {
+    pub(crate) metrics: Arc<Metrics>,
+    pub(crate) verify: crate::verify::Sources,
+    pub(crate) readers: Vec<Mutex<Connection>>,
+    pub(crate) next_reader: AtomicUsize,
+    pub(crate) writer: Database,
+    pub(crate) clock: Arc<dyn Clock>,
+    pub(crate) keys: Option<Keys>,
+    pub(crate) default_max_attempts: i64,
+    pub(crate) worker_running: bool,
+    pub(crate) request_timeout: std::time::Duration,
+    pub(crate) db_path: std::path::PathBuf,
+}
+
+impl AppState {
+    pub(crate) fn read<T>(
+        &self,
+        work: impl FnOnce(&Connection) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        let start = self.next_reader.fetch_add(1, Ordering::Relaxed);
+        // Take the first idle reader, else wait on one.
+        for offset in 0..self.readers.len() {
+            if let Ok(conn) = self.readers[(start + offset) % self.readers.len()].try_lock() {
+                return work(&conn);
+            }
+        }
+        let conn = self.readers[start % self.readers.len()]
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        work(&conn)
+    }
+
+    /// Runs `work` on the store's writer thread, shared with the in-process worker.
+    pub(crate) fn write<T: Send + 'static>(
+        &self,
+        work: impl FnOnce(&Connection) -> Result<T, StoreError> + Send + 'static,
+    ) -> Result<T, StoreError> {
+        self.writer
+            .run(work)
+            .map_err(|gone| StoreError::Unavailable(gone.to_string()))?
+    }
+}
+
+pub(crate) async fn blocking<T: Send + 'static, E: Into<ApiError> + Send + 'static>(
+    state: &Arc<AppState>,
+    work: impl FnOnce(&AppState) -> Result<T, E> + Send + 'static,
+) -> Result<T, ApiError> {
+    let state = state.clone();
+    tokio::task::spawn_blocking(move || work(&state))
+        .await
+        .map_err(|_| ApiError::internal())?
+        .map_err(Into::into)
+}
