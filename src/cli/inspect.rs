@@ -4,6 +4,8 @@ use super::backend;
 use super::backend::Invocation;
 use super::error::CliResult;
 use crate::api::NotificationDoc;
+use crate::model::Notification;
+use crate::render::output::Output;
 use crate::render::output::print;
 use crate::render::views;
 use crate::triage::{self, Verdict};
@@ -94,7 +96,7 @@ fn settled_block(view: &InspectView, out: &crate::render::output::Output) -> Str
 }
 
 fn show(view: &InspectView, out: &crate::render::output::Output) -> CliResult {
-    let mut text = vec![views::summary_block(&view.doc.row, out), String::new()];
+    let mut text = vec![summary_block(&view.doc.row, out), String::new()];
     let evidence: Vec<i64> = view
         .triage
         .as_ref()
@@ -132,4 +134,34 @@ fn show(view: &InspectView, out: &crate::render::output::Output) -> CliResult {
     }
     print(&crate::render::output::fit_lines(&text.join("\n"), out))?;
     Ok(())
+}
+
+/// The summary block of `inspect`.
+fn summary_block(row: &Notification, out: &Output) -> String {
+    let dlq = if row.dead_letter {
+        out.red("yes")
+    } else {
+        "no".into()
+    };
+    let lease = match (&row.lease_token, row.lease_until) {
+        (Some(token), Some(until)) => format!("{} until {}", views::shown(token), out.time(until)),
+        _ => "none".into(),
+    };
+    let mut lines = vec![
+        format!("Notification {}", out.bold(&views::shown(&row.id))),
+        format!("  status    {}", views::shown(row.status.as_str())),
+        format!("  in DLQ    {dlq}"),
+        format!(
+            "  attempts  {} in all; cycle {} used {} of {}",
+            row.attempts, row.cycle, row.cycle_attempts, row.max_attempts
+        ),
+        format!("  channels  {}", views::shown(&row.channels.join(", "))),
+        format!("  lease     {lease}"),
+    ];
+    if let Some(error) = &row.error_message {
+        lines.push(format!("  error     {}", out.red(&views::shown(error))));
+    }
+    lines.push(format!("  created   {}", out.time(row.created_at)));
+    lines.push(format!("  updated   {}", out.time(row.updated_at)));
+    lines.join("\n")
 }

@@ -23,6 +23,7 @@ pub mod sweep;
 pub mod tsg;
 pub mod values;
 pub mod verify;
+pub mod walk;
 
 use args::GlobalArgs;
 use clap::{Parser, Subcommand};

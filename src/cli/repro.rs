@@ -5,6 +5,7 @@ use super::error::{CliError, CliResult};
 use crate::lab::fakes::Fakes;
 use crate::lab::repro::{self, ReproError, Scenario, ScenarioReport};
 use crate::render::output::{Output, print, status};
+use crate::render::table::print_all;
 use crate::render::views;
 use crate::server::{self, Keys, ServerConfig};
 use crate::store::sqlite::SqliteStore;
@@ -198,8 +199,8 @@ struct Triaged<'a> {
 impl crate::render::output::View for Reproduced<'_> {
     fn show(&self, out: &Output) -> std::io::Result<()> {
         print(&report_text(self.scenarios, out))?;
-        views::triage_table(self.triage.entries, out)?;
-        status(&views::summary_line(self.triage.entries));
+        triage_table(self.triage.entries, out)?;
+        status(&summary_line(self.triage.entries));
         Ok(())
     }
 }
@@ -360,4 +361,30 @@ pub fn run_demo(global: &Invocation, args: DemoArgs) -> CliResult {
         status(&next.join("\n"));
     }
     Ok(())
+}
+
+/// The triage table of a whole DLQ whose verdicts are all at hand (the demo's), laid out
+/// as `dlq triage` lays out the incident's: on a terminal, ids cut to their unique
+/// prefixes, which leaves room for the cause.
+fn triage_table(verdicts: &[Verdict], out: &Output) -> std::io::Result<()> {
+    let mut sorted: Vec<&Verdict> = verdicts.iter().collect();
+    sorted.sort_by(|a, b| a.id.cmp(&b.id));
+    let mut short = views::ShortIds::default();
+    let rows = sorted
+        .iter()
+        .enumerate()
+        .map(|(n, verdict)| match out.fit_width() {
+            Some(_) => {
+                let following = sorted.get(n + 1).map(|v| v.id.as_str());
+                views::triage_row_short(verdict, &short.next(&verdict.id, following), out)
+            }
+            None => views::triage_row(verdict, out),
+        })
+        .collect();
+    print_all(views::TRIAGE_COLUMNS, rows, out)
+}
+
+/// How many entries each branch has, in one line.
+fn summary_line(verdicts: &[Verdict]) -> String {
+    views::summary_counts(&crate::triage::summary(verdicts))
 }

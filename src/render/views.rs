@@ -3,8 +3,8 @@
 
 use super::output::Output;
 use super::sanitize::clean;
-use super::table::{Column, Text, Tone, print_all, toned};
-use crate::model::{Event, Kind, Notification};
+use super::table::{Column, Text, Tone, toned};
+use crate::model::{Event, Kind};
 use crate::triage::{self, Branch, ChannelState, Verdict};
 use serde_json::Value;
 
@@ -444,7 +444,7 @@ pub const TRIAGE_COLUMNS: &[Column] = &[
     Column::new("EVIDENCE", 5).max(24),
 ];
 
-fn branch_tone(branch: Branch) -> Tone {
+pub fn branch_tone(branch: Branch) -> Tone {
     match branch {
         Branch::Resolve => Tone::Good,
         Branch::Verify => Tone::Warn,
@@ -548,62 +548,6 @@ pub fn triage_row_short(verdict: &Verdict, short: &str, out: &Output) -> Vec<Tex
     row
 }
 
-/// The DLQ list's columns.
-pub const LIST_COLUMNS: &[Column] = &[
-    Column::new("ID", 0),
-    Column::new("BRANCH", 0),
-    Column::new("STATUS", 4),
-    Column::new("CHANNELS", 2).max(28),
-    Column::new("ERROR", 1).max(60),
-    Column::new("UPDATED", 3),
-    Column::new("ATTEMPTS", 5),
-    Column::new("CYCLE", 6),
-    Column::new("NEXT STEP", 3),
-];
-
-/// One row of the DLQ list.
-pub fn list_row(
-    row: &Notification,
-    verdict: &Verdict,
-    unreadable: bool,
-    out: &Output,
-) -> Vec<Text> {
-    let marked = if unreadable { " (unreadable)" } else { "" };
-    vec![
-        format!("{}{marked}", shown(&row.id)).into(),
-        toned(verdict.branch.as_str(), branch_tone(verdict.branch)),
-        shown(row.status.as_str()).into(),
-        shown(&row.channels.join(",")).into(),
-        shown(row.error_message.as_deref().unwrap_or_default()).into(),
-        out.time(row.updated_at).into(),
-        row.attempts.to_string().into(),
-        row.cycle.to_string().into(),
-        shown(&verdict.next_step).into(),
-    ]
-}
-
-/// The triage table of `verdicts`, all at once.
-/// The triage table of a whole DLQ whose verdicts are all at hand (the demo's), laid out
-/// as `dlq triage` lays out the incident's: on a terminal, ids cut to their unique
-/// prefixes, which leaves room for the cause.
-pub fn triage_table(verdicts: &[Verdict], out: &Output) -> std::io::Result<()> {
-    let mut sorted: Vec<&Verdict> = verdicts.iter().collect();
-    sorted.sort_by(|a, b| a.id.cmp(&b.id));
-    let mut short = ShortIds::default();
-    let rows = sorted
-        .iter()
-        .enumerate()
-        .map(|(n, verdict)| match out.fit_width() {
-            Some(_) => {
-                let following = sorted.get(n + 1).map(|v| v.id.as_str());
-                triage_row_short(verdict, &short.next(&verdict.id, following), out)
-            }
-            None => triage_row(verdict, out),
-        })
-        .collect();
-    print_all(TRIAGE_COLUMNS, rows, out)
-}
-
 /// "3 entries: 1 RESOLVE, 1 VERIFY, 1 REPLAY".
 pub fn summary_counts(counts: &std::collections::BTreeMap<Branch, usize>) -> String {
     let total: usize = counts.values().sum();
@@ -618,10 +562,6 @@ pub fn summary_counts(counts: &std::collections::BTreeMap<Branch, usize>) -> Str
     )
 }
 
-pub fn summary_line(verdicts: &[Verdict]) -> String {
-    summary_counts(&triage::summary(verdicts))
-}
-
 /// What an empty answer says: a stated end, never silence.
 pub fn nothing_selected(place: &str, narrowed: bool) -> String {
     if narrowed {
@@ -632,36 +572,6 @@ pub fn nothing_selected(place: &str, narrowed: bool) -> String {
     } else {
         empty_dlq(place)
     }
-}
-
-/// The summary block of `inspect`.
-pub fn summary_block(row: &Notification, out: &Output) -> String {
-    let dlq = if row.dead_letter {
-        out.red("yes")
-    } else {
-        "no".into()
-    };
-    let lease = match (&row.lease_token, row.lease_until) {
-        (Some(token), Some(until)) => format!("{} until {}", shown(token), out.time(until)),
-        _ => "none".into(),
-    };
-    let mut lines = vec![
-        format!("Notification {}", out.bold(&shown(&row.id))),
-        format!("  status    {}", shown(row.status.as_str())),
-        format!("  in DLQ    {dlq}"),
-        format!(
-            "  attempts  {} in all; cycle {} used {} of {}",
-            row.attempts, row.cycle, row.cycle_attempts, row.max_attempts
-        ),
-        format!("  channels  {}", shown(&row.channels.join(", "))),
-        format!("  lease     {lease}"),
-    ];
-    if let Some(error) = &row.error_message {
-        lines.push(format!("  error     {}", out.red(&shown(error))));
-    }
-    lines.push(format!("  created   {}", out.time(row.created_at)));
-    lines.push(format!("  updated   {}", out.time(row.updated_at)));
-    lines.join("\n")
 }
 
 #[cfg(test)]

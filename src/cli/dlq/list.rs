@@ -5,10 +5,13 @@ use crate::cli::backend;
 use crate::cli::backend::Invocation;
 use crate::cli::error::CliResult;
 use crate::cli::selection;
+use crate::model::Notification;
 use crate::render::output::{Output, counted, status};
 use crate::render::table::Grid;
+use crate::render::table::{Column, Text, toned};
 use crate::render::views;
 use crate::store::Triaged;
+use crate::triage::Verdict;
 use crate::triage::{self, Branch};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -140,12 +143,12 @@ fn write_json(arriving: Receiver<Vec<Triaged>>) -> CliResult<Listed> {
 fn write_table(arriving: Receiver<Vec<Triaged>>, out: &Output) -> CliResult<Listed> {
     let stdout = std::io::stdout();
     let mut writer = std::io::BufWriter::new(stdout.lock());
-    let mut grid = Grid::new(views::LIST_COLUMNS, out);
+    let mut grid = Grid::new(LIST_COLUMNS, out);
     let mut listed = Listed::default();
     for triaged in arriving.into_iter().flatten() {
         count(&mut listed, &triaged);
         grid.row(
-            views::list_row(
+            list_row(
                 &triaged.row,
                 &triaged.verdict,
                 !triaged.unreadable.is_empty(),
@@ -203,9 +206,9 @@ fn run_fleet(global: &Invocation, args: &Args) -> CliResult {
         )?;
     } else {
         fleet::print_table(
-            views::LIST_COLUMNS,
+            LIST_COLUMNS,
             entries.iter().map(|(context, t)| {
-                let cells = views::list_row(&t.row, &t.verdict, !t.unreadable.is_empty(), &out);
+                let cells = list_row(&t.row, &t.verdict, !t.unreadable.is_empty(), &out);
                 (context.as_str(), cells)
             }),
             &out,
@@ -213,4 +216,33 @@ fn run_fleet(global: &Invocation, args: &Args) -> CliResult {
         status(&views::summary_counts(&listed.counts));
     }
     fleet::conclude(&readings)
+}
+
+/// The DLQ list's columns.
+const LIST_COLUMNS: &[Column] = &[
+    Column::new("ID", 0),
+    Column::new("BRANCH", 0),
+    Column::new("STATUS", 4),
+    Column::new("CHANNELS", 2).max(28),
+    Column::new("ERROR", 1).max(60),
+    Column::new("UPDATED", 3),
+    Column::new("ATTEMPTS", 5),
+    Column::new("CYCLE", 6),
+    Column::new("NEXT STEP", 3),
+];
+
+/// One row of the DLQ list.
+fn list_row(row: &Notification, verdict: &Verdict, unreadable: bool, out: &Output) -> Vec<Text> {
+    let marked = if unreadable { " (unreadable)" } else { "" };
+    vec![
+        format!("{}{marked}", views::shown(&row.id)).into(),
+        toned(verdict.branch.as_str(), views::branch_tone(verdict.branch)),
+        views::shown(row.status.as_str()).into(),
+        views::shown(&row.channels.join(",")).into(),
+        views::shown(row.error_message.as_deref().unwrap_or_default()).into(),
+        out.time(row.updated_at).into(),
+        row.attempts.to_string().into(),
+        row.cycle.to_string().into(),
+        views::shown(&verdict.next_step).into(),
+    ]
 }

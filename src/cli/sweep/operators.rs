@@ -6,9 +6,9 @@
 //! Then the worker runs again and the fakes' ledger says what the actions caused.
 
 use crate::cli::args::AuditArgs;
-use crate::cli::dlq::interactive::{self, Scripted};
 use crate::cli::outcome::Outcome;
 use crate::cli::selection;
+use crate::cli::walk::{self, Scripted};
 use crate::lab::sweep::Sweep;
 use crate::model::{Channel, ChannelSet, Kind};
 use crate::render::output::{ColorChoice, Format, Output};
@@ -475,7 +475,7 @@ fn stray_walk(
 ) -> Result<(), String> {
     let mut stray = Scripted::new(stray_script(verdicts.len()));
     let quiet = Output::new(Format::Table, ColorChoice::Never);
-    let walked = interactive::walk(
+    let walked = walk::walk(
         store,
         verdicts.to_vec(),
         &AuditArgs::default(),
