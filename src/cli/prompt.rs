@@ -1,18 +1,18 @@
 //! Questions at a terminal: an answer is a typed line ended by Enter, never a single key,
 //! and Ctrl-C anywhere ends the run with an account of what was already done.
 //!
-//! Lines are read in the terminal's cooked mode, so the terminal itself echoes and edits
-//! them and nothing here ever hides the cursor or leaves the terminal in raw mode.
+//! Lines are read by dialoguer's `Input`, which holds the terminal in raw mode only while
+//! it reads a key, and shows the cursor again when it is done.
 //!
-//! Ctrl-C never ends the process from here: at a prompt it wakes the read, which returns
-//! `Interrupted`; while acting it lets the entry in flight finish. Either way the command
-//! returns an `ExitKind::Interrupted` error carrying the account, and `main` exits 130.
+//! Ctrl-C never ends the process from here: at a prompt it is a key, and the read returns
+//! `Interrupted`; while acting, the signal lets the entry in flight finish. Either way
+//! the command returns an `ExitKind::Interrupted` error carrying the account, and `main`
+//! exits 130.
 
 use super::error::{CliError, ExitKind, Interrupted};
-use std::io::{IsTerminal, Read, Write};
-use std::os::fd::RawFd;
-use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
-use std::sync::{Mutex, OnceLock};
+use std::io::{IsTerminal, Read};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Whether a person can answer: both stdin and stderr are terminals.
 pub fn interactive() -> bool {
@@ -21,15 +21,9 @@ pub fn interactive() -> bool {
 
 /// What a run has done so far, printed if Ctrl-C ends it.
 static PROGRESS: Mutex<String> = Mutex::new(String::new());
-/// Set while the run waits at a prompt: nothing is in flight, so Ctrl-C may end it at once.
-static AT_PROMPT: AtomicBool = AtomicBool::new(false);
 /// Set by Ctrl-C while the run is acting; the loop stops before the next entry.
 static INTERRUPTED: AtomicBool = AtomicBool::new(false);
 static INSTALLED: AtomicBool = AtomicBool::new(false);
-/// The write end of the pipe that wakes a prompt's read on Ctrl-C (-1: none).
-static WAKE_WRITE: AtomicI32 = AtomicI32::new(-1);
-/// The read end of that pipe.
-static WAKE_READ: OnceLock<RawFd> = OnceLock::new();
 
 /// Records what has been done so far (replaces the previous account).
 pub fn set_progress(account: &str) {
@@ -81,28 +75,6 @@ fn ctrl_c() -> std::io::Error {
     )
 }
 
-/// The pipe a Ctrl-C writes to, so a prompt blocked on stdin wakes up.
-fn wake_pipe() -> Option<RawFd> {
-    let read = *WAKE_READ.get_or_init(|| {
-        let mut fds = [-1; 2];
-        // SAFETY: `fds` has room for the two descriptors pipe2 writes.
-        if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC | libc::O_NONBLOCK) } != 0 {
-            return -1;
-        }
-        WAKE_WRITE.store(fds[1], Ordering::SeqCst);
-        fds[0]
-    });
-    (read >= 0).then_some(read)
-}
-
-fn wake_prompt() {
-    let write = WAKE_WRITE.load(Ordering::SeqCst);
-    if write >= 0 {
-        // SAFETY: writing one byte from a live buffer to a descriptor we own.
-        let _ = unsafe { libc::write(write, b"!".as_ptr().cast(), 1) };
-    }
-}
-
 /// Installs the Ctrl-C handler once. At a prompt it ends the run at once; while acting it
 /// lets the entry in flight finish, then the loop stops and reports.
 pub fn install_interrupt_handler() {
@@ -117,9 +89,6 @@ pub fn install_interrupt_handler() {
         .spawn(move || {
             for _ in signals.forever() {
                 INTERRUPTED.store(true, Ordering::SeqCst);
-                if AT_PROMPT.load(Ordering::SeqCst) {
-                    wake_prompt();
-                }
             }
         });
     if spawned.is_err() {
@@ -127,100 +96,80 @@ pub fn install_interrupt_handler() {
     }
 }
 
-/// Marks the run as waiting at a prompt for as long as it lives.
-struct AtPrompt;
-
-impl AtPrompt {
-    fn enter() -> std::io::Result<Self> {
-        AT_PROMPT.store(true, Ordering::SeqCst);
-        if interrupted() {
-            AT_PROMPT.store(false, Ordering::SeqCst);
+/// Asks `question` on stderr and reads one line, trimmed, through dialoguer's `Input`:
+/// the typed line counts only when Enter ends it. `None` means the input ended (Ctrl-D),
+/// which every caller treats as "do nothing".
+///
+/// The terminal is in raw mode only while a key is read, so Ctrl-C there arrives as a
+/// key: it returns an `Interrupted` error (see `is_ctrl_c`) with the account, and the
+/// terminal is as it was. A SIGINT sent from elsewhere while the prompt waits is taken
+/// when the answer comes, the same way.
+pub fn ask(question: &str) -> std::io::Result<Option<String>> {
+    install_interrupt_handler();
+    if interrupted() {
+        return Err(ctrl_c());
+    }
+    let term = console::Term::stderr();
+    // dialoguer redraws its prompt by counting lines, not the rows a long line wraps
+    // into: the lines before the last are printed here, and the last is wrapped to the
+    // terminal so that each of its lines is one row.
+    let question = question.trim_end();
+    let (head, last) = question.rsplit_once('\n').unwrap_or(("", question));
+    if !head.is_empty() {
+        term.write_line(head)?;
+    }
+    let width = term
+        .size_checked()
+        .map_or(80, |(_, columns)| columns as usize);
+    let options = textwrap::Options::new(width.saturating_sub(1).max(20)).break_words(false);
+    let last = textwrap::wrap(last, options).join("\n");
+    let answer = dialoguer::Input::<String>::with_theme(&Plain)
+        .with_prompt(last)
+        .allow_empty(true)
+        .validate_with(|text: &String| {
+            if text.len() > MAX_ANSWER {
+                Err(format!("an answer is at most {MAX_ANSWER} bytes"))
+            } else {
+                Ok(())
+            }
+        })
+        .interact_text_on(&term);
+    let _ = term.show_cursor();
+    let answer = match answer {
+        Ok(text) => Some(text.trim().to_string()),
+        Err(dialoguer::Error::IO(err)) if err.kind() == std::io::ErrorKind::Interrupted => {
+            let _ = term.write_line("");
             return Err(ctrl_c());
         }
-        Ok(AtPrompt)
+        Err(dialoguer::Error::IO(err)) if err.kind() == std::io::ErrorKind::UnexpectedEof => None,
+        Err(dialoguer::Error::IO(err)) => return Err(err),
+    };
+    if interrupted() {
+        return Err(ctrl_c());
     }
+    Ok(answer)
 }
 
-impl Drop for AtPrompt {
-    fn drop(&mut self) {
-        AT_PROMPT.store(false, Ordering::SeqCst);
-    }
-}
+/// The prompt as written, a space, and the answer after it: no decoration.
+struct Plain;
 
-/// Asks `question` on stderr and reads one line from stdin, trimmed. `None` means the
-/// input ended (Ctrl-D), which every caller treats as "do nothing".
-///
-/// Ctrl-C while it waits returns an `Interrupted` error (see `is_ctrl_c`).
-pub fn ask(question: &str) -> std::io::Result<Option<String>> {
-    let wake = wake_pipe();
-    install_interrupt_handler();
-    let _waiting = AtPrompt::enter()?;
-    let mut stderr = std::io::stderr().lock();
-    stderr.write_all(question.as_bytes())?;
-    if !question.ends_with(' ') {
-        stderr.write_all(b" ")?;
+impl dialoguer::theme::Theme for Plain {
+    fn format_input_prompt(
+        &self,
+        f: &mut dyn std::fmt::Write,
+        prompt: &str,
+        _default: Option<&str>,
+    ) -> std::fmt::Result {
+        write!(f, "{prompt} ")
     }
-    stderr.flush()?;
-    drop(stderr);
-    match wake {
-        Some(wake) => read_answer(&mut WakeableStdin { wake }),
-        None => read_answer(&mut std::io::stdin().lock()),
-    }
-}
 
-/// Stdin read a byte at a time (never more than the answer), giving up when Ctrl-C writes
-/// to the wake pipe.
-struct WakeableStdin {
-    wake: RawFd,
-}
-
-impl WakeableStdin {
-    /// Waits until stdin has a byte, or Ctrl-C asked to stop.
-    fn wait(&self) -> std::io::Result<()> {
-        let mut fds = [
-            libc::pollfd {
-                fd: libc::STDIN_FILENO,
-                events: libc::POLLIN,
-                revents: 0,
-            },
-            libc::pollfd {
-                fd: self.wake,
-                events: libc::POLLIN,
-                revents: 0,
-            },
-        ];
-        loop {
-            // SAFETY: `fds` is a live array of two pollfd, and we pass its length.
-            let ready = unsafe { libc::poll(fds.as_mut_ptr(), 2, -1) };
-            if ready < 0 {
-                let err = std::io::Error::last_os_error();
-                if err.kind() == std::io::ErrorKind::Interrupted {
-                    continue;
-                }
-                return Err(err);
-            }
-            if fds[1].revents != 0 || interrupted() {
-                return Err(ctrl_c());
-            }
-            if fds[0].revents != 0 {
-                return Ok(());
-            }
-        }
-    }
-}
-
-impl Read for WakeableStdin {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        if buf.is_empty() {
-            return Ok(0);
-        }
-        self.wait()?;
-        // SAFETY: reading at most one byte into a live buffer of at least one byte.
-        let read = unsafe { libc::read(libc::STDIN_FILENO, buf.as_mut_ptr().cast(), 1) };
-        if read < 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        Ok(read as usize)
+    fn format_input_prompt_selection(
+        &self,
+        f: &mut dyn std::fmt::Write,
+        prompt: &str,
+        answer: &str,
+    ) -> std::fmt::Result {
+        write!(f, "{prompt} {answer}")
     }
 }
 

@@ -75,6 +75,45 @@ fn the_prompt_names_what_it_changes_and_takes_only_the_whole_word() {
     assert_eq!(status(&db, &id), "PENDING");
 }
 
+/// On a narrow terminal the prompt wraps; once answered, what it asked is on the screen
+/// once, with the answer after it, and no row of it is left over from the redraw.
+#[test]
+fn an_answered_prompt_leaves_its_question_once_on_a_narrow_terminal() {
+    let dir = tempfile::tempdir().expect("dir");
+    let db = dir.path().join("uns.db");
+    let conn = schema::open(&db, OpenMode::Create).expect("store");
+    let id = support::replay_entry(&conn, 1000.0);
+    let tmux = Tmux::start_sized(
+        &command(&db, &format!("replay {id} --confirm --operator erin")),
+        50,
+        30,
+    );
+    tmux.wait_for("Type yes");
+    tmux.line("no");
+    let screen = tmux.wait_for("EXIT=");
+    let rows: Vec<&str> = screen.lines().map(str::trim_end).collect();
+    assert_eq!(
+        rows.iter()
+            .filter(|r| r.starts_with("replay 1 entry in "))
+            .count(),
+        1,
+        "{screen}"
+    );
+    assert_eq!(
+        rows.iter().filter(|r| r.starts_with("Type yes")).count(),
+        1,
+        "{screen}"
+    );
+    assert!(
+        rows.iter().any(|r| r.ends_with(": no")),
+        "the answer shows after the question:\n{screen}"
+    );
+    assert!(
+        screen.contains("Declined: nothing was changed."),
+        "{screen}"
+    );
+}
+
 #[test]
 fn more_than_ten_entries_need_the_count_typed() {
     let dir = tempfile::tempdir().expect("dir");
