@@ -68,7 +68,7 @@ pub fn trust_owner() {
 pub enum ConfigError {
     #[error("{path}: {message}")]
     Invalid { path: String, message: String },
-    #[error("{path}: {source}")]
+    #[error("cannot read {path}")]
     Io {
         path: String,
         source: std::io::Error,

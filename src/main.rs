@@ -51,6 +51,9 @@ fn main() -> ExitCode {
         Err(err) => {
             // Messages can quote store or server text: never let it reach the terminal raw.
             status(&format!("error: {}", clean(&err.message)));
+            for cause in &err.causes {
+                status(&format!("  Caused by: {}", clean(cause)));
+            }
             for hint in &err.hints {
                 status(&format!("hint: {}", clean(hint)));
             }

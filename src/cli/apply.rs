@@ -9,6 +9,7 @@ use super::outcome::{Blocked, Stale, Unplanned};
 use crate::model::NotificationId;
 use crate::remediation::{Action, Claim};
 use crate::triage::PlanAction;
+use anyhow::Context;
 use std::io::Read;
 use std::path::PathBuf;
 
@@ -119,10 +120,10 @@ fn read_plan(path: &PathBuf) -> CliResult<Plan> {
         Box::new(std::io::stdin())
     } else {
         let file =
-            std::fs::File::open(path).map_err(|err| CliError::error(format!("{name}: {err}")))?;
+            std::fs::File::open(path).with_context(|| format!("cannot open the plan {name}"))?;
         let meta = file
             .metadata()
-            .map_err(|err| CliError::error(format!("{name}: {err}")))?;
+            .with_context(|| format!("cannot read the plan {name}"))?;
         if meta.is_dir() {
             return Err(CliError::error(format!(
                 "{name} is a directory, not a plan"
@@ -147,8 +148,10 @@ fn parse_plan(source: impl Read, limit: u64, name: &str) -> CliResult<Plan> {
     match parsed {
         Ok(plan) => Ok(plan),
         Err(_) if counted.read > limit => Err(too_large(name)),
-        Err(err) => Err(CliError::error(format!("{name}: not a triage plan: {err}"))
-            .hint("write one with `unsctl dlq triage -o json > plan.json`")),
+        Err(err) => Err(CliError::from(
+            anyhow::Error::new(err).context(format!("{name}: not a triage plan")),
+        )
+        .hint("write one with `unsctl dlq triage -o json > plan.json`")),
     }
 }
 

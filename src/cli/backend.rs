@@ -256,7 +256,7 @@ pub fn config_error(err: crate::config::ConfigError) -> CliError {
             CliError::new(ExitKind::NotFound, err.to_string())
                 .hint("`unsctl context list` shows them")
         }
-        other => CliError::usage(other.to_string()),
+        other => CliError::of(ExitKind::Usage, &anyhow::Error::new(other)),
     }
 }
 

@@ -40,10 +40,13 @@ impl ExitKind {
     }
 }
 
+/// What went wrong, the exit it calls for, and what to do. `causes` is the chain under
+/// the message, outermost first (`error:`, then each `Caused by:`, then each `hint:`).
 #[derive(Debug, Clone)]
 pub struct CliError {
     pub kind: ExitKind,
     pub message: String,
+    pub causes: Vec<String>,
     pub hints: Vec<String>,
 }
 
@@ -52,6 +55,19 @@ impl CliError {
         Self {
             kind,
             message: message.into(),
+            causes: Vec::new(),
+            hints: Vec::new(),
+        }
+    }
+
+    /// An error with context (anyhow's), under the exit `kind`: the outermost context is
+    /// the message, the rest of the chain its causes.
+    pub fn of(kind: ExitKind, err: &anyhow::Error) -> Self {
+        let mut chain = err.chain().map(ToString::to_string);
+        Self {
+            kind,
+            message: chain.next().unwrap_or_default(),
+            causes: chain.collect(),
             hints: Vec::new(),
         }
     }
@@ -134,6 +150,12 @@ impl From<StoreError> for CliError {
                 .hint("--db must name a store written by the UNS runtime"),
             StoreError::Other(_) | StoreError::Stopped => CliError::new(ExitKind::Error, message),
         }
+    }
+}
+
+impl From<anyhow::Error> for CliError {
+    fn from(err: anyhow::Error) -> Self {
+        CliError::of(ExitKind::Error, &err)
     }
 }
 

@@ -10,6 +10,7 @@ use crate::render::views;
 use crate::server::{self, Keys, ServerConfig};
 use crate::store::sqlite::SqliteStore;
 use crate::triage::Verdict;
+use anyhow::Context;
 use std::path::{Path, PathBuf};
 
 /// Reproduce a runbook case with the real worker, a 1 s lease and fault-injecting fakes
@@ -108,8 +109,7 @@ fn scratch_store() -> CliResult<PathBuf> {
 }
 
 fn reproduce(db: &Path, scenarios: &[Scenario]) -> CliResult<(Vec<ScenarioReport>, Fakes)> {
-    let fakes = Fakes::start()
-        .map_err(|err| CliError::error(format!("cannot start the provider fakes: {err}")))?;
+    let fakes = Fakes::start().context("cannot start the provider fakes")?;
     let binary = std::env::current_exe()?;
     let reports = repro::run(db, scenarios, Some(&binary), &fakes).map_err(repro_error)?;
     Ok((reports, fakes))

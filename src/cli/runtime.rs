@@ -2,7 +2,7 @@
 
 use super::args::init_logging;
 use super::backend::Invocation;
-use super::error::{CliError, CliResult};
+use super::error::{CliError, CliResult, ExitKind};
 use super::{backend, backend::Backend};
 use crate::api::SubmitRequest;
 use crate::clock::{Clock, SystemClock};
@@ -16,6 +16,7 @@ use crate::runtime::schema::{self, OpenMode};
 use crate::runtime::worker::{self, Adapters, Worker, WorkerConfig};
 use crate::server::{self, Keys, ServeError, ServerConfig};
 use crate::store::StoreError;
+use anyhow::Context;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -132,9 +133,9 @@ pub fn adapters(providers: &ProviderArgs) -> CliResult<Adapters> {
         config.from = providers.smtp_from.clone();
         config.starttls = providers.smtp_starttls;
         if let Some(path) = &providers.smtp_ca_file {
-            let pem = std::fs::read(path).map_err(|err| {
-                CliError::usage(format!("--smtp-ca-file {}: {err}", path.display()))
-            })?;
+            let pem = std::fs::read(path)
+                .with_context(|| format!("--smtp-ca-file {}: cannot read it", path.display()))
+                .map_err(|err| CliError::of(ExitKind::Usage, &err))?;
             crate::runtime::adapters::email::check_ca(&pem).map_err(|why| {
                 CliError::usage(format!("--smtp-ca-file {}: {why}", path.display()))
             })?;
@@ -152,7 +153,8 @@ pub fn adapters(providers: &ProviderArgs) -> CliResult<Adapters> {
     let webhook = |provider| {
         WebhookAdapter::new(provider)
             .map(|a| Arc::new(a) as Arc<dyn Adapter>)
-            .map_err(|err| CliError::error(format!("cannot build the HTTP client: {err}")))
+            .context("cannot build the HTTP client")
+            .map_err(CliError::from)
     };
     if let Some(url) = &providers.slack_webhook_url {
         adapters.insert(
@@ -325,12 +327,11 @@ fn run_worker(global: &Invocation, args: WorkerArgs) -> CliResult {
     let adapters = adapters(&args.providers)?;
     let config = args.worker.config()?;
     tracing::info!(worker = %config.worker_id, channels = %configured(&adapters), "worker starting");
-    let db = crate::runtime::writer::Database::start(conn)
-        .map_err(|err| CliError::error(format!("cannot start the writer thread: {err}")))?;
+    let db =
+        crate::runtime::writer::Database::start(conn).context("cannot start the writer thread")?;
     let worker = Worker::new(db, Arc::new(SystemClock), adapters, config);
     let stop = Arc::new(AtomicBool::new(false));
-    stop_on_signal(stop.clone())
-        .map_err(|err| CliError::error(format!("cannot watch for signals: {err}")))?;
+    stop_on_signal(stop.clone()).context("cannot watch for signals")?;
     for thread in worker.spawn(stop) {
         let _ = thread.join();
     }

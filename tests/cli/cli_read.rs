@@ -700,3 +700,52 @@ fn redirects_and_keys_in_the_url_are_refused_or_named() {
         assert!(!stderr.contains("planted-key"), "{stderr}");
     }
 }
+
+/// An error says what failed, then why, then what to do: `error:`, `Caused by:`, `hint:`,
+/// each on its own line, with the exit code of its kind.
+#[test]
+fn an_error_names_its_cause_under_it() {
+    let dir = tempfile::tempdir().expect("dir");
+    let db = dir.path().join("uns.db");
+    unsctl::runtime::schema::open(&db, OpenMode::Create).expect("store");
+    let missing = dir.path().join("no-such-plan.json");
+    let out = unsctl(
+        &[
+            "--db",
+            &db.display().to_string(),
+            "apply",
+            &missing.display().to_string(),
+        ],
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let lines: Vec<String> = stderr(&out).lines().map(str::to_string).collect();
+    assert_eq!(
+        lines.first().map(String::as_str),
+        Some(format!("error: cannot open the plan {}", missing.display()).as_str()),
+        "{lines:?}"
+    );
+    assert!(
+        lines
+            .get(1)
+            .is_some_and(|l| l.starts_with("  Caused by: No such file or directory")),
+        "{lines:?}"
+    );
+    let garbled = dir.path().join("garbled.json");
+    std::fs::write(&garbled, "{\"entries\": 7}").expect("write");
+    let out = unsctl(
+        &[
+            "--db",
+            &db.display().to_string(),
+            "apply",
+            &garbled.display().to_string(),
+        ],
+        &[],
+    );
+    let text = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    let error = text.find("error: ").expect("error line");
+    let cause = text.find("  Caused by: invalid type").expect("cause line");
+    let hint = text.find("hint: write one with").expect("hint line");
+    assert!(error < cause && cause < hint, "{text}");
+}

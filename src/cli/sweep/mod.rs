@@ -8,6 +8,7 @@ use super::error::{CliError, CliResult};
 use crate::cli::backend::Invocation;
 use crate::lab::sweep;
 use crate::render::output::{print, print_json, status};
+use anyhow::Context;
 
 /// Run random fault schedules and count unsafe verdicts (must be zero)
 ///
@@ -54,7 +55,7 @@ struct Report<'a> {
 
 pub fn run(global: &Invocation, args: Args) -> CliResult {
     let seed = args.seed.unwrap_or_else(rand::random);
-    let dir = tempfile::tempdir()?;
+    let dir = tempfile::tempdir().context("cannot make the sweep's temporary store")?;
     status(&format!(
         "sweep: {} schedules, seed {seed} (repeat with --seed {seed})",
         args.schedules
