@@ -5,7 +5,7 @@ use crate::support;
 
 use serde_json::{Value, json};
 use std::process::{Output, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use support::SmtpSink;
 use unsctl::clock::{Clock, SystemClock};
 use unsctl::engine::{self, NewNotification};
@@ -168,10 +168,9 @@ fn two_worker_processes_on_one_store_are_flagged() {
                 .expect("worker")
         })
         .collect();
-    let start = Instant::now();
-    while fakes.control.ledger().len() < 8 && start.elapsed() < Duration::from_secs(15) {
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    support::wait_for(Duration::from_secs(15), || {
+        fakes.control.ledger().len() >= 8
+    });
     for mut worker in workers {
         let _ = worker.kill();
         let _ = worker.wait();

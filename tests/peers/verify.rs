@@ -232,12 +232,9 @@ fn the_relays_own_log_settles_what_the_adapter_could_not_tell() {
     let result = deliver_due(&db, &via_proxy);
     assert_eq!(result.outcome.as_str(), "UNKNOWN", "{result:?}");
     // Wait for the relay to log all of the session, so the rotation keeps none of it.
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
     // Postfix's cleanup logs the Message-ID after smtpd logged the session's end.
     let lost_ended = |log: &str| log.contains(&format!("message-id={}", message_id(&lost, 1, 1)));
-    while !lost_ended(&relay.log()) && std::time::Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    support::wait_for(Duration::from_secs(10), || lost_ended(&relay.log()));
     assert!(lost_ended(&relay.log()), "{}", relay.log());
     let rotated_at = std::fs::metadata(&relay.maillog).expect("log").len();
     for id in [&held, &cut, &lost] {
@@ -313,7 +310,6 @@ fn the_relays_own_log_settles_what_the_adapter_could_not_tell() {
     assert_eq!(branch(&db, &held), "(not in the DLQ)");
     assert_eq!(branch(&db, &lost), "VERIFY");
     relay.send_marker();
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
     let copies = |id: &str| {
         relay
             .sink
@@ -322,9 +318,7 @@ fn the_relays_own_log_settles_what_the_adapter_could_not_tell() {
             .filter(|m| m.contains(&format!("{id}.")))
             .count()
     };
-    while copies(&cut) == 0 && std::time::Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    support::wait_for(Duration::from_secs(10), || copies(&cut) > 0);
     let log = relay.log();
     assert_eq!(
         copies(&held),

@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use std::process::Stdio;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use unsctl::clock::SystemClock;
 use unsctl::lab::fakes::Fakes;
 use unsctl::lab::repro::{self, Scenario};
@@ -84,8 +84,7 @@ fn remediation_never_duplicates_a_delivered_channel() {
     );
     let stop = Arc::new(AtomicBool::new(false));
     let threads = worker.spawn(stop.clone());
-    let start = Instant::now();
-    loop {
+    support::wait_for(Duration::from_secs(15), || {
         let pending: i64 = conn
             .query_row(
                 "SELECT COUNT(*) FROM uns_notifications WHERE status IN ('PENDING', 'LEASED')",
@@ -93,11 +92,8 @@ fn remediation_never_duplicates_a_delivered_channel() {
                 |r| r.get(0),
             )
             .expect("count");
-        if pending == 0 || start.elapsed() > Duration::from_secs(15) {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
+        pending == 0
+    });
     stop.store(true, Ordering::SeqCst);
     for thread in threads {
         thread.join().expect("worker");

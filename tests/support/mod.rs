@@ -68,13 +68,24 @@ impl Backend {
 
 /// Polls `condition` every 10 ms until it holds; fails the test after `limit`, naming
 /// `what` was awaited. Tests wait for events this way, never for a fixed time.
-pub fn wait_until(what: &str, limit: Duration, mut condition: impl FnMut() -> bool) {
+pub fn wait_until(what: &str, limit: Duration, condition: impl FnMut() -> bool) {
+    assert!(
+        wait_for(limit, condition),
+        "timed out after {limit:?} waiting for {what}"
+    );
+}
+
+/// Polls `condition` every 10 ms for at most `limit`; whether it came to hold. For the
+/// tests that say more than "timed out" when it did not.
+pub fn wait_for(limit: Duration, mut condition: impl FnMut() -> bool) -> bool {
     let start = Instant::now();
-    while !condition() {
-        assert!(
-            start.elapsed() < limit,
-            "timed out after {limit:?} waiting for {what}"
-        );
+    loop {
+        if condition() {
+            return true;
+        }
+        if start.elapsed() >= limit {
+            return false;
+        }
         std::thread::sleep(Duration::from_millis(10));
     }
 }
