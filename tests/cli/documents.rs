@@ -74,20 +74,11 @@ impl Fleet {
     }
 
     fn settings(&self) -> insta::Settings {
-        let mut settings = insta::Settings::clone_current();
-        for (n, id) in self.ids.iter().enumerate() {
-            settings.add_filter(&regex_escape(id), format!("[ID{}]", n + 1));
-        }
+        let mut settings = support::snapshot_settings(&self.ids);
         settings.add_filter(
-            &regex_escape(&self.dir.path().display().to_string()),
+            &support::regex_escape(&self.dir.path().display().to_string()),
             "[DIR]",
         );
-        settings.add_filter(
-            r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}",
-            "[TOKEN]",
-        );
-        // Which store: a fingerprint of its temporary path.
-        settings.add_filter(r#""store": "[0-9a-f]{16}""#, r#""store": "[STORE]""#);
         // Ages and durations measured against the wall clock.
         settings.add_filter(
             r"\b\d+(\.\d+)?(ms|[smhd])( \d+(ms|[smhd]))*\b( ago)?",
@@ -100,18 +91,6 @@ impl Fleet {
         settings.add_filter(r"unsctl [0-9]+\.[0-9]+\.[0-9]+", "unsctl [VERSION]");
         settings
     }
-}
-
-fn regex_escape(text: &str) -> String {
-    text.chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() {
-                c.to_string()
-            } else {
-                format!("\\{c}")
-            }
-        })
-        .collect()
 }
 
 #[test]

@@ -34,31 +34,9 @@ fn run(db: &str, args: &[&str]) -> String {
 }
 
 fn settings(ids: &[String]) -> insta::Settings {
-    let mut settings = insta::Settings::clone_current();
-    for (n, id) in ids.iter().enumerate() {
-        settings.add_filter(&regex_escape(id), format!("[ID{}]", n + 1));
-    }
-    settings.add_filter(r"n-[0-9a-f]{32}", "[ID]");
-    // Which store a plan was made on: its path is a temporary one.
-    settings.add_filter(r#""store": "[0-9a-f]{16}""#, r#""store": "[STORE]""#);
-    settings.add_filter(
-        r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}",
-        "[TOKEN]",
-    );
+    let mut settings = support::snapshot_settings(ids);
     settings.add_filter(r"(?m) +$", "");
     settings
-}
-
-fn regex_escape(text: &str) -> String {
-    text.chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() {
-                c.to_string()
-            } else {
-                format!("\\{c}")
-            }
-        })
-        .collect()
 }
 
 #[test]

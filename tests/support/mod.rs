@@ -29,6 +29,36 @@ pub fn unsctl() -> Command {
     command
 }
 
+/// The filters every snapshot of ours uses: each of `ids` as `[ID1]`, `[ID2]`, ... (then
+/// any other id as `[ID]`), lease tokens as `[TOKEN]`, a plan's store fingerprint as
+/// `[STORE]`.
+pub fn snapshot_settings(ids: &[String]) -> insta::Settings {
+    let mut settings = insta::Settings::clone_current();
+    for (n, id) in ids.iter().enumerate() {
+        settings.add_filter(&regex_escape(id), format!("[ID{}]", n + 1));
+    }
+    settings.add_filter(r"n-[0-9a-f]{32}", "[ID]");
+    settings.add_filter(r#""store": "[0-9a-f]{16}""#, r#""store": "[STORE]""#);
+    settings.add_filter(
+        r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}",
+        "[TOKEN]",
+    );
+    settings
+}
+
+/// `text` as a regular expression that matches it literally.
+pub fn regex_escape(text: &str) -> String {
+    text.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_string()
+            } else {
+                format!("\\{c}")
+            }
+        })
+        .collect()
+}
+
 /// The two ways to reach a store: the file itself, or the API server over it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Backend {
