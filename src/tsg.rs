@@ -51,7 +51,7 @@ pub fn alerts() -> Vec<Alert> {
             if let Some(severity) = line.strip_prefix("severity:") {
                 alert.severity = severity.trim().to_string();
             } else if let Some(url) = line.strip_prefix("runbook_url:") {
-                alert.runbook_url = url.trim().to_string();
+                alert.runbook_url = relative_url(url);
                 let (file, anchor) = alert
                     .runbook_url
                     .split_once('#')
@@ -67,6 +67,16 @@ pub fn alerts() -> Vec<Alert> {
         }
     }
     found
+}
+
+/// A rule's `runbook_url` as Prometheus fills it in without a `runbook_base` label: the
+/// path after the template that roots it, unquoted.
+fn relative_url(value: &str) -> String {
+    let value = value.trim().trim_matches('\'').trim_matches('"');
+    value
+        .rsplit_once("{{ end }}")
+        .map_or(value, |(_, path)| path)
+        .to_string()
 }
 
 /// GitHub's anchor for a heading: lower case, punctuation dropped, spaces to hyphens.
@@ -145,7 +155,18 @@ mod tests {
                 ["warning", "critical"].contains(&alert.severity.as_str()),
                 "{alert:?}"
             );
+            // What Prometheus shows without a runbook_base label: the path, relative.
+            assert!(
+                alert.runbook_url.starts_with("tsg/TSG-0") && !alert.runbook_url.contains("{{"),
+                "{alert:?}"
+            );
         }
+        assert_eq!(
+            relative_url(
+                "'{{ with $externalLabels.runbook_base }}{{ . }}/{{ end }}tsg/TSG-03.md#x'"
+            ),
+            "tsg/TSG-03.md#x"
+        );
         assert_eq!(
             anchor("3.1 Triage the whole DLQ"),
             "31-triage-the-whole-dlq"

@@ -319,7 +319,7 @@ impl Prometheus {
         let dir = tempfile::tempdir().expect("dir");
         let rules = alerts_dir().join("uns.rules.yml");
         let config = format!(
-            "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nrule_files:\n  - {}\nscrape_configs:\n  - job_name: uns\n    static_configs:\n      - targets: ['{target}']\n",
+            "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n  external_labels:\n    runbook_base: https://docs.example.com/uns\nrule_files:\n  - {}\nscrape_configs:\n  - job_name: uns\n    static_configs:\n      - targets: ['{target}']\n",
             rules.display()
         );
         std::fs::write(dir.path().join("prometheus.yml"), config).expect("config");
@@ -424,8 +424,9 @@ fn a_real_prometheus_fires_the_lease_loss_alert_with_its_runbook() {
         .cloned()
         .unwrap_or_default();
     assert_eq!(
-        alert["annotations"]["runbook_url"], "tsg/TSG-02.md#3-diagnose",
-        "{alert}"
+        alert["annotations"]["runbook_url"],
+        "https://docs.example.com/uns/tsg/TSG-02.md#3-diagnose",
+        "rooted at the runbook_base label Prometheus was given: {alert}"
     );
     assert_eq!(
         alert["labels"]["instance"],
