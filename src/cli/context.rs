@@ -93,6 +93,8 @@ struct Listed<'a> {
 }
 
 impl View for Listed<'_> {
+    const SORTED: bool = true;
+
     fn show(&self, out: &Output) -> std::io::Result<()> {
         if self.contexts.is_empty() {
             status(&format!("{} has no contexts", self.config.display()));
@@ -134,6 +136,8 @@ struct InEffect<'a> {
 }
 
 impl View for InEffect<'_> {
+    const SORTED: bool = true;
+
     fn show(&self, _out: &Output) -> std::io::Result<()> {
         let mut lines = vec![
             format!("context  {}", clean(&self.context.name)),

@@ -3,7 +3,7 @@
 use super::backend::Invocation;
 use super::backend::{self, Named};
 use super::error::{CliError, CliResult};
-use crate::render::output::{Output, View, counted, print, print_json};
+use crate::render::output::{Output, View, counted, print};
 use crate::render::time;
 use crate::runtime::adapters::email::StartTls;
 use crate::runtime::queries::Health;
@@ -541,6 +541,17 @@ fn failed(checks: &[Check]) -> CliResult {
     Ok(())
 }
 
+/// `doctor`: one context's checks, a JSON array in their order.
+#[derive(Serialize)]
+#[serde(transparent)]
+struct Checks<'a>(&'a [Check]);
+
+impl View for Checks<'_> {
+    fn show(&self, out: &Output) -> std::io::Result<()> {
+        print(&lines(self.0, out, "").join("\n"))
+    }
+}
+
 /// `doctor --all-contexts`: each context's checks in the shape one context's doctor
 /// prints, the relay's among them.
 #[derive(Serialize)]
@@ -556,6 +567,8 @@ struct ContextChecks<'a> {
 }
 
 impl View for Fleet<'_> {
+    const SORTED: bool = true;
+
     fn show(&self, out: &Output) -> std::io::Result<()> {
         let mut text = Vec::new();
         for context in &self.contexts {
@@ -580,11 +593,7 @@ pub fn run(global: &Invocation, args: Args) -> CliResult {
     let named = backend::named(global)?;
     let (mut checks, lease) = store_checks(&named, &args, window);
     checks.push(smtp_check(&args, lease));
-    if out.json() {
-        print_json(&checks)?;
-    } else {
-        print(&lines(&checks, &out, "").join("\n"))?;
-    }
+    out.emit(&Checks(&checks))?;
     failed(&checks)
 }
 

@@ -5,7 +5,7 @@ use super::backend;
 use super::backend::Invocation;
 use super::error::{CliError, CliResult};
 use crate::model::Kind;
-use crate::render::output::{Output, View, print_json, status};
+use crate::render::output::{Output, View, status};
 use crate::render::table::{Column, Text};
 use crate::render::views;
 use crate::store::EventQuery;
@@ -90,34 +90,50 @@ pub fn run(global: &Invocation, args: Args) -> CliResult {
         return super::follow::follow_events(store.as_ref(), query, limit, every, &out);
     }
     let response = store.events(&query)?;
-    if out.json() {
-        print_json(&response)?;
-        return Ok(());
-    }
-    if response.events.is_empty() {
-        status(&format!(
-            "no {} events in {}{}",
-            kinds
-                .iter()
-                .map(|k| k.as_str())
-                .collect::<Vec<_>>()
-                .join(" or "),
-            views::shown(&store.describe()),
-            if query.selection.is_empty() {
-                ""
-            } else {
-                " that match the selection"
-            }
-        ));
-        return Ok(());
-    }
-    let rows: Vec<Vec<Text>> = response
-        .events
-        .iter()
-        .map(|row| event_row(row, &out))
-        .collect();
-    crate::render::table::print_all(COLUMNS, rows, &out)?;
+    let nothing = format!(
+        "no {} events in {}{}",
+        kinds
+            .iter()
+            .map(|k| k.as_str())
+            .collect::<Vec<_>>()
+            .join(" or "),
+        views::shown(&store.describe()),
+        if query.selection.is_empty() {
+            ""
+        } else {
+            " that match the selection"
+        }
+    );
+    out.emit(&Found {
+        response: &response,
+        nothing,
+    })?;
     Ok(())
+}
+
+/// `events`: the events found, or what was looked for when there are none.
+#[derive(serde::Serialize)]
+#[serde(transparent)]
+struct Found<'a> {
+    response: &'a crate::api::EventsResponse,
+    #[serde(skip)]
+    nothing: String,
+}
+
+impl View for Found<'_> {
+    fn show(&self, out: &Output) -> std::io::Result<()> {
+        if self.response.events.is_empty() {
+            status(&self.nothing);
+            return Ok(());
+        }
+        let rows: Vec<Vec<Text>> = self
+            .response
+            .events
+            .iter()
+            .map(|row| event_row(row, out))
+            .collect();
+        crate::render::table::print_all(COLUMNS, rows, out)
+    }
 }
 
 fn event_row(row: &crate::api::EventRow, out: &Output) -> Vec<Text> {
@@ -147,6 +163,8 @@ struct FleetEvents<'a> {
 }
 
 impl View for FleetEvents<'_> {
+    const SORTED: bool = true;
+
     fn show(&self, out: &Output) -> std::io::Result<()> {
         crate::cli::fleet::print_table(
             COLUMNS,

@@ -69,12 +69,14 @@ pub fn run(global: &Invocation, args: Args) -> CliResult {
         }
         return Ok(());
     }
-    let view = view(doc);
-    if out.json() {
-        crate::render::output::print_json(&view)?;
-        return Ok(());
+    out.emit(&view(doc))?;
+    Ok(())
+}
+
+impl crate::render::output::View for InspectView {
+    fn show(&self, out: &crate::render::output::Output) -> std::io::Result<()> {
+        show(self, out)
     }
-    show(&view, &out)
 }
 
 /// How a followed notification ended: its status, and the verdict if it is in the DLQ.
@@ -95,7 +97,7 @@ fn settled_block(view: &InspectView, out: &crate::render::output::Output) -> Str
     text.join("\n")
 }
 
-fn show(view: &InspectView, out: &crate::render::output::Output) -> CliResult {
+fn show(view: &InspectView, out: &crate::render::output::Output) -> std::io::Result<()> {
     let mut text = vec![summary_block(&view.doc.row, out), String::new()];
     let evidence: Vec<i64> = view
         .triage

@@ -197,6 +197,8 @@ struct Triaged<'a> {
 }
 
 impl crate::render::output::View for Reproduced<'_> {
+    const SORTED: bool = true;
+
     fn show(&self, out: &Output) -> std::io::Result<()> {
         print(&report_text(self.scenarios, out))?;
         triage_table(self.triage.entries, out)?;

@@ -2,7 +2,7 @@
 
 use super::backend::Invocation;
 use super::error::{CliError, CliResult, ExitKind};
-use crate::render::output::{Output, View, print, print_json};
+use crate::render::output::{Output, View, print};
 use crate::render::table::{Column, Text, print_all};
 use crate::tsg;
 use serde::Serialize;
@@ -42,6 +42,8 @@ struct GuideEntry {
 }
 
 impl View for Guides {
+    const SORTED: bool = true;
+
     fn show(&self, out: &Output) -> std::io::Result<()> {
         const COLUMNS: &[Column] = &[
             Column::new("ID", 0),
@@ -63,6 +65,43 @@ impl View for Guides {
     }
 }
 
+/// `tsg alerts`: which alert leads to which guide section, in the rule file's order.
+#[derive(Debug, Serialize)]
+#[serde(transparent)]
+struct Alerts(Vec<tsg::Alert>);
+
+impl View for Alerts {
+    fn show(&self, out: &Output) -> std::io::Result<()> {
+        const COLUMNS: &[Column] = &[
+            Column::new("ALERT", 0),
+            Column::new("SEVERITY", 1),
+            Column::new("GUIDE", 0),
+            Column::new("SECTION", 1),
+        ];
+        let rows: Vec<Vec<Text>> = self
+            .0
+            .iter()
+            .map(|alert| {
+                vec![
+                    alert.alert.clone().into(),
+                    alert.severity.clone().into(),
+                    alert.guide.clone().into(),
+                    alert
+                        .section
+                        .clone()
+                        .unwrap_or_else(|| alert.runbook_url.clone())
+                        .into(),
+                ]
+            })
+            .collect();
+        print_all(COLUMNS, rows, out)?;
+        print(&crate::render::output::fit_lines(
+            "\nRead one: unsctl tsg show GUIDE. Rules: tsg/alerts/uns.rules.yml",
+            out,
+        ))
+    }
+}
+
 /// `tsg show`: the guide formatted for the terminal, or its Markdown as JSON.
 #[derive(Debug, Serialize)]
 struct Guide {
@@ -72,6 +111,8 @@ struct Guide {
 }
 
 impl View for Guide {
+    const SORTED: bool = true;
+
     fn show(&self, out: &Output) -> std::io::Result<()> {
         print(&tsg::render(self.markdown, terminal_width(), out))
     }
@@ -105,37 +146,7 @@ pub fn run(global: &Invocation, command: Command) -> CliResult {
             Ok(())
         }
         Command::Alerts => {
-            let alerts = tsg::alerts();
-            if out.json() {
-                print_json(&alerts)?;
-            } else {
-                const COLUMNS: &[Column] = &[
-                    Column::new("ALERT", 0),
-                    Column::new("SEVERITY", 1),
-                    Column::new("GUIDE", 0),
-                    Column::new("SECTION", 1),
-                ];
-                let rows: Vec<Vec<Text>> = alerts
-                    .iter()
-                    .map(|alert| {
-                        vec![
-                            alert.alert.clone().into(),
-                            alert.severity.clone().into(),
-                            alert.guide.clone().into(),
-                            alert
-                                .section
-                                .clone()
-                                .unwrap_or_else(|| alert.runbook_url.clone())
-                                .into(),
-                        ]
-                    })
-                    .collect();
-                print_all(COLUMNS, rows, &out)?;
-                print(&crate::render::output::fit_lines(
-                    "\nRead one: unsctl tsg show GUIDE. Rules: tsg/alerts/uns.rules.yml",
-                    &out,
-                ))?;
-            }
+            out.emit(&Alerts(tsg::alerts()))?;
             Ok(())
         }
         Command::Show { id } => {

@@ -168,18 +168,23 @@ pub fn print(text: &str) -> std::io::Result<()> {
 /// A document a command prints: JSON with `-o json`, else its own table or text. A view
 /// is printed only through [`Output::emit`], which makes that choice in one place.
 pub trait View: serde::Serialize {
+    /// Whether the JSON has its keys sorted at every level (the documents that have
+    /// always printed so) rather than in the order the types declare them (the
+    /// documents whose order is a contract, DESIGN §6).
+    const SORTED: bool = false;
+
     /// The table or text a person reads.
     fn show(&self, out: &Output) -> std::io::Result<()>;
 }
 
 impl Output {
-    /// Prints `view`: as JSON (its keys sorted at every level, as `serde_json`'s map
-    /// keeps them) with `-o json`, else as the view shows itself.
-    pub fn emit(&self, view: &impl View) -> std::io::Result<()> {
-        if self.json() {
-            print_document(view)
-        } else {
-            view.show(self)
+    /// Prints `view`: as JSON with `-o json` (see [`View::SORTED`]), else as the view
+    /// shows itself.
+    pub fn emit<V: View>(&self, view: &V) -> std::io::Result<()> {
+        match (self.json(), V::SORTED) {
+            (true, true) => print_document(view),
+            (true, false) => print_json(view),
+            (false, _) => view.show(self),
         }
     }
 }

@@ -101,6 +101,7 @@ fn the_documents_of_the_config_and_the_guides() {
         insta::assert_snapshot!("context_show", fleet.run(0, &["context", "show"]));
         insta::assert_snapshot!("context_show_ap", fleet.run(0, &["context", "show", "ap"]));
         insta::assert_snapshot!("tsg_list", fleet.run(0, &["tsg", "list"]));
+        insta::assert_snapshot!("tsg_alerts", fleet.run(0, &["tsg", "alerts"]));
     });
     // The guide's own Markdown, whole: its id and title, and the text the binary holds.
     let shown: serde_json::Value = serde_json::from_str(
