@@ -10,7 +10,7 @@
 //! exits 130.
 
 use super::error::{CliError, ExitKind, Interrupted};
-use std::io::{IsTerminal, Read};
+use std::io::IsTerminal;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -62,11 +62,6 @@ pub fn interrupted_quietly() -> CliError {
     CliError::new(ExitKind::Interrupted, "")
 }
 
-/// Whether `err` is a prompt woken by Ctrl-C.
-fn is_ctrl_c(err: &std::io::Error) -> bool {
-    err.get_ref().is_some_and(|inner| inner.is::<Interrupted>())
-}
-
 /// What a prompt's read returns when Ctrl-C woke it: the account, ready for `main`.
 fn ctrl_c() -> std::io::Error {
     std::io::Error::new(
@@ -75,8 +70,9 @@ fn ctrl_c() -> std::io::Error {
     )
 }
 
-/// Installs the Ctrl-C handler once. At a prompt it ends the run at once; while acting it
-/// lets the entry in flight finish, then the loop stops and reports.
+/// Installs the Ctrl-C handler once: it marks the run interrupted, so a loop that is acting
+/// lets the entry in flight finish, then stops and reports. (At a prompt, Ctrl-C is a key
+/// that `ask` reads itself.)
 pub fn install_interrupt_handler() {
     if INSTALLED.swap(true, Ordering::SeqCst) {
         return;
@@ -101,7 +97,7 @@ pub fn install_interrupt_handler() {
 /// which every caller treats as "do nothing".
 ///
 /// The terminal is in raw mode only while a key is read, so Ctrl-C there arrives as a
-/// key: it returns an `Interrupted` error (see `is_ctrl_c`) with the account, and the
+/// key: it returns an `Interrupted` error with the account, and the
 /// terminal is as it was. A SIGINT sent from elsewhere while the prompt waits is taken
 /// when the answer comes, the same way.
 pub fn ask(question: &str) -> std::io::Result<Option<String>> {
@@ -173,31 +169,8 @@ impl dialoguer::theme::Theme for Plain {
     }
 }
 
-/// An answer longer than this is not an answer; reading stops there.
+/// An answer longer than this is not an answer: the prompt asks again.
 const MAX_ANSWER: usize = 4096;
-
-/// One answer line from `input`, trimmed; `None` at end of input. Read a byte at a time,
-/// so nothing past the line is taken from the terminal.
-pub fn read_answer<R: Read>(input: &mut R) -> std::io::Result<Option<String>> {
-    let mut line = Vec::new();
-    let mut byte = [0u8; 1];
-    while line.len() < MAX_ANSWER {
-        match input.read(&mut byte) {
-            Ok(0) => break,
-            Ok(_) if byte[0] == b'\n' => {
-                line.push(b'\n');
-                break;
-            }
-            Ok(_) => line.push(byte[0]),
-            Err(err) if err.kind() == std::io::ErrorKind::Interrupted && !is_ctrl_c(&err) => {}
-            Err(err) => return Err(err),
-        }
-    }
-    if line.is_empty() {
-        return Ok(None);
-    }
-    Ok(Some(String::from_utf8_lossy(&line).trim().to_string()))
-}
 
 /// The word a confirmation needs: `yes`, or past ten entries the count itself.
 pub fn confirmation_word(count: usize) -> String {
@@ -247,16 +220,5 @@ mod tests {
         assert!(!confirms(Some("yes"), 11), "past ten the count is needed");
         assert!(confirms(Some("11"), 11));
         assert!(!confirms(Some("12"), 11));
-    }
-
-    #[test]
-    fn answers_are_lines() {
-        let mut input: &[u8] = b"  replay  \nrest";
-        assert_eq!(
-            read_answer(&mut input).ok().flatten().as_deref(),
-            Some("replay")
-        );
-        let mut empty: &[u8] = b"";
-        assert_eq!(read_answer(&mut empty).ok(), Some(None));
     }
 }
