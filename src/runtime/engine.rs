@@ -56,15 +56,27 @@ pub fn append_event(
     event_kind: Kind,
     payload: &impl serde::Serialize,
 ) -> rusqlite::Result<i64> {
+    append_text(
+        conn,
+        notification_id,
+        at,
+        event_kind,
+        &payload::to_text(payload),
+    )
+}
+
+/// As [`append_event`], for a payload already in its stored text.
+fn append_text(
+    conn: &Connection,
+    notification_id: &str,
+    at: f64,
+    event_kind: Kind,
+    text: &str,
+) -> rusqlite::Result<i64> {
     let mut stmt = conn.prepare_cached(
         "INSERT INTO uns_events (notification_id, at, kind, payload) VALUES (?1, ?2, ?3, ?4)",
     )?;
-    stmt.execute(params![
-        notification_id,
-        at,
-        event_kind.as_str(),
-        payload::to_text(payload)
-    ])?;
+    stmt.execute(params![notification_id, at, event_kind.as_str(), text])?;
     Ok(conn.last_insert_rowid())
 }
 
@@ -821,12 +833,6 @@ pub fn decide(
     }
 }
 
-/// A payload as the JSON tree `append_event` stores, so the branches of a match can
-/// each build their own kind.
-fn stored(payload: &impl serde::Serialize) -> Value {
-    serde_json::to_value(payload).unwrap_or_else(|_| Value::Object(Map::new()))
-}
-
 /// Settles an attempt with one fenced UPDATE; zero rows means the lease was lost.
 pub fn settle(
     conn: &Connection,
@@ -845,7 +851,7 @@ pub fn settle(
                     None,
                     None,
                     Kind::Delivered,
-                    stored(&payload::Delivered {
+                    payload::to_text(&payload::Delivered {
                         lease: lease.keys(),
                     }),
                 ),
@@ -858,7 +864,7 @@ pub fn settle(
                     Some(*next_attempt_at),
                     None,
                     Kind::RetryScheduled,
-                    stored(&payload::RetryScheduled {
+                    payload::to_text(&payload::RetryScheduled {
                         lease: lease.keys(),
                         next_attempt_at: *next_attempt_at,
                         channels: channels.clone(),
@@ -870,7 +876,7 @@ pub fn settle(
                     None,
                     Some(error_message.as_str()),
                     Kind::DeadLettered,
-                    stored(&payload::DeadLettered {
+                    payload::to_text(&payload::DeadLettered {
                         lease: lease.keys(),
                         error_message: error_message.clone(),
                     }),
@@ -896,7 +902,7 @@ pub fn settle(
             append_lease_lost(tx, now, lease)?;
             return Ok(Settlement::LeaseLost);
         }
-        append_event(tx, &lease.notification_id, now, event_kind, &event)?;
+        append_text(tx, &lease.notification_id, now, event_kind, &event)?;
         Ok(Settlement::Settled(decision.clone()))
     })
 }
