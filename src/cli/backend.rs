@@ -11,6 +11,7 @@ use crate::store::Store;
 use crate::store::http::HttpStore;
 use crate::store::sqlite::SqliteStore;
 use std::path::PathBuf;
+use std::sync::OnceLock;
 use std::time::Duration;
 
 /// Where the store is.
@@ -26,7 +27,7 @@ pub enum Backend {
 }
 
 /// `--api-timeout`, when given: it wins over any context's.
-static DEADLINE: std::sync::OnceLock<Duration> = std::sync::OnceLock::new();
+static DEADLINE: OnceLock<Duration> = OnceLock::new();
 
 /// Sets the deadline `--api-timeout` gave, for every API store this process opens.
 pub fn set_deadline(deadline: Duration) {
@@ -58,11 +59,13 @@ pub struct Resolution {
 }
 
 /// One command line, as every command receives it: the global flags, and the store they,
-/// the environment and the config file name, resolved once at the start of `cli::run`.
-/// A command that needs no store never sees an error in naming one.
+/// the environment and the config file name, resolved once, when a command first asks.
+/// A command that needs no store reads no config file and never sees an error in naming
+/// one; the file is read at most once, for the store and the operator alike.
 pub struct Invocation {
     pub global: GlobalArgs,
-    resolution: CliResult<Resolution>,
+    config: OnceLock<CliResult<Option<Config>>>,
+    resolution: OnceLock<CliResult<Resolution>>,
 }
 
 impl std::ops::Deref for Invocation {
@@ -75,13 +78,24 @@ impl std::ops::Deref for Invocation {
 
 impl Invocation {
     pub fn new(global: GlobalArgs) -> Self {
-        let resolution = resolution(&global);
-        Self { global, resolution }
+        Self {
+            global,
+            config: OnceLock::new(),
+            resolution: OnceLock::new(),
+        }
+    }
+
+    /// The config file, when there is one; a broken one is an error.
+    fn config(&self) -> CliResult<Option<Config>> {
+        self.config.get_or_init(config).clone()
     }
 
     /// The store this command line names, or why none is named.
     pub fn resolution(&self) -> CliResult<&Resolution> {
-        self.resolution.as_ref().map_err(Clone::clone)
+        self.resolution
+            .get_or_init(|| resolution(&self.global, &|| self.config()))
+            .as_ref()
+            .map_err(Clone::clone)
     }
 
     /// Who an action is recorded as: `--operator`, then UNS_OPERATOR, then the config
@@ -92,7 +106,7 @@ impl Invocation {
         let configured = if given {
             None
         } else {
-            crate::config::load()
+            self.config()
                 .ok()
                 .flatten()
                 .and_then(|config| config.operator)
@@ -239,7 +253,12 @@ pub fn config() -> CliResult<Option<Config>> {
 
 /// The config file, which the command cannot do without.
 pub fn required_config() -> CliResult<Config> {
-    config()?.ok_or_else(|| {
+    required(config()?)
+}
+
+/// The config file found, or why the command cannot do without one.
+fn required(found: Option<Config>) -> CliResult<Config> {
+    found.ok_or_else(|| {
         CliError::usage(format!(
             "no config file at {}",
             crate::config::path()
@@ -296,7 +315,10 @@ fn context_named(config: &Config, name: &str, source: Source) -> CliResult<Resol
 }
 
 /// Where the store is, by the one precedence (`rung`).
-fn resolution(global: &GlobalArgs) -> CliResult<Resolution> {
+fn resolution(
+    global: &GlobalArgs,
+    config: &dyn Fn() -> CliResult<Option<Config>>,
+) -> CliResult<Resolution> {
     let plain = |backend, source| {
         Ok(Resolution {
             backend,
@@ -323,7 +345,7 @@ fn resolution(global: &GlobalArgs) -> CliResult<Resolution> {
         )),
         Rung::Flags { db: Some(path), .. } => plain(Backend::Sqlite(path), Source::Flag),
         Rung::Flags { api, .. } => plain(http(api.unwrap_or_default()), Source::Flag),
-        Rung::Context { name, source } => context_named(&required_config()?, &name, source),
+        Rung::Context { name, source } => context_named(&required(config()?)?, &name, source),
         // The runbook's environment exports both: the API is the runtime's own door,
         // and the one that also works from another host.
         Rung::Environment { db, api: Some(url) } => plain(
