@@ -43,7 +43,11 @@ pub fn pause(interval: Duration) -> bool {
 
 /// Whether a row has come to rest: delivered, dead-lettered or resolved.
 pub fn settled(doc: &NotificationDoc) -> bool {
-    doc.row.dead_letter || matches!(doc.row.status.as_str(), "DELIVERED" | "RESOLVED")
+    doc.row.dead_letter
+        || matches!(
+            doc.row.status.known(),
+            Some(crate::model::Status::Delivered | crate::model::Status::Resolved)
+        )
 }
 
 /// The newest event id in the store now (0 for none): where following starts.

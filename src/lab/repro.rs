@@ -276,7 +276,7 @@ fn submit(db: &rusqlite::Connection, scenario: Scenario) -> Result<String, Repro
 
 fn settled(conn: &rusqlite::Connection, id: &str) -> Result<bool, ReproError> {
     let row = queries::read_notification(conn, id).map_err(crate::store::StoreError::from)?;
-    Ok(row.is_some_and(|r| Status::is_settled(r.status.as_str())))
+    Ok(row.is_some_and(|r| r.status.known().is_some_and(Status::is_settled)))
 }
 
 /// Runs a worker process until `id` has a CHANNEL_ATTEMPT_STARTED, then kills it.

@@ -155,11 +155,8 @@ impl Status {
     }
 
     /// Whether the row has stopped moving: nothing will change it without an operator.
-    pub fn is_settled(text: &str) -> bool {
-        matches!(
-            text.parse(),
-            Ok(Status::Delivered | Status::Dead | Status::Resolved)
-        )
+    pub fn is_settled(self) -> bool {
+        matches!(self, Status::Delivered | Status::Dead | Status::Resolved)
     }
 }
 
