@@ -755,3 +755,31 @@ fn a_plan_is_never_applied_to_another_store() {
         .expect("count");
     assert_eq!(replayed, ids.len() as i64);
 }
+
+/// The one launcher every test uses shows the binary no config file, no HOME of the
+/// developer's and none of the store variables of the shell the tests run in: what a
+/// test sees is what it sets.
+#[test]
+fn the_test_launcher_hands_the_binary_a_clean_environment() {
+    let out = support::unsctl()
+        .args(["context", "list"])
+        .output()
+        .expect("unsctl");
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("no config file at /nonexistent/"),
+        "{stderr}"
+    );
+    // No store named by the environment either, so a read has nothing to open.
+    let out = support::unsctl()
+        .args(["dlq", "list"])
+        .output()
+        .expect("unsctl");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("no store named"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
