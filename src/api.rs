@@ -19,6 +19,8 @@ pub const HEALTHZ: &str = "/healthz";
 pub const METRICS: &str = "/metrics";
 pub const RUNTIME_STATS: &str = "/api/v1/runtime/stats";
 pub const WHOAMI: &str = "/api/v1/whoami";
+/// Notifications with a channel attempt in a window, with their events (reconcile).
+pub const RUNTIME_RECONCILE: &str = "/api/v1/runtime/reconcile";
 
 /// `url` without a `user:password@` part, for anything printed.
 pub fn without_userinfo(url: &str) -> String {

@@ -13,6 +13,7 @@ pub mod config;
 pub mod identity;
 pub mod lab;
 pub mod model;
+pub mod reconcile;
 pub mod redact;
 pub mod remediation;
 pub mod render;

@@ -155,7 +155,7 @@ fn store_check(path: &PathBuf) -> Check {
 /// explained by their cause (refused, timed out, wrong path, wrong key), never by the
 /// HTTP client's own text.
 fn api_check(url: &str, key: Option<String>, window: f64) -> (Vec<Check>, Option<Health>) {
-    let read = HttpStore::new(url, key.clone()).and_then(|store| store.health(window));
+    let read = HttpStore::new(url, key.clone()).and_then(|store| store.health(window, None));
     let shown = crate::api::without_userinfo(url);
     match read {
         Ok(health) => (
@@ -481,7 +481,7 @@ fn store_checks(named: &Named, args: &Args, window: f64) -> (Vec<Check>, Option<
         checks.push(store_check(path));
         if health.is_none() {
             health = SqliteStore::open_read_only(path)
-                .and_then(|store| store.health(window))
+                .and_then(|store| store.health(window, None))
                 .ok();
         }
     }

@@ -15,6 +15,7 @@ pub mod follow;
 pub mod inspect;
 pub mod outcome;
 pub mod prompt;
+pub mod reconcile;
 pub mod replay;
 pub mod repro;
 pub mod runtime;
@@ -68,6 +69,7 @@ pub enum Command {
     Demo(repro::DemoArgs),
     Sweep(sweep::Args),
     Verify(verify::Args),
+    Reconcile(reconcile::Args),
     #[command(subcommand)]
     Tsg(tsg::Command),
     Doctor(doctor::Args),
@@ -97,6 +99,7 @@ pub fn run(cli: Cli) -> CliResult {
         Command::Demo(args) => repro::run_demo(global, args),
         Command::Sweep(args) => sweep::run(global, args),
         Command::Verify(args) => verify::run(global, args),
+        Command::Reconcile(args) => reconcile::run(global, args),
         Command::Tsg(command) => tsg::run(global, command),
         Command::Doctor(args) => doctor::run(global, args),
         Command::Context(command) => context::run(global, command),

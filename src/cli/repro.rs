@@ -177,9 +177,41 @@ fn report_text(reports: &[ScenarioReport], out: &Output) -> String {
                 out.clean(&answer.evidence)
             ));
         }
+        for item in &report.reconcile {
+            lines.push(format!(
+                "  reconcile:     {} {}, {}{}",
+                item.channel,
+                item.class,
+                crate::render::output::counted(item.copies as i64, "copy"),
+                reconcile_references(item, out)
+            ));
+        }
         lines.push(String::new());
     }
     lines.join("\n")
+}
+
+/// ": queue ids A, B" for the copies the providers' records name.
+fn reconcile_references(item: &crate::reconcile::Reconciled, out: &Output) -> String {
+    let named: Vec<String> = item
+        .evidence
+        .iter()
+        .filter(|e| e.what == crate::reconcile::What::Copy)
+        .filter_map(|e| {
+            if !e.queue_ids.is_empty() {
+                Some(format!("queue id {}", e.queue_ids.join(",")))
+            } else if let Some(incident) = &e.incident {
+                Some(format!("incident {incident}"))
+            } else {
+                e.message_ts.as_ref().map(|ts| format!("message ts {ts}"))
+            }
+        })
+        .collect();
+    if named.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", out.clean(&named.join("; ")))
+    }
 }
 
 /// `repro`/`demo -o json`: `{"scenarios", "store", "triage": {"entries", "summary"}}`.

@@ -151,6 +151,8 @@ pub struct ScenarioReport {
     /// For a VERIFY entry: what the fakes' own records say (`unsctl verify`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub verify: Vec<crate::verify::Answer>,
+    /// Its channels' copies, by the history and the fakes' own records (`unsctl reconcile`).
+    pub reconcile: Vec<crate::reconcile::Reconciled>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -404,6 +406,17 @@ pub fn run_counted(
     let all: Vec<String> = ids.iter().map(|(_, id)| id.clone()).collect();
     let asked = crate::verify::ask(&conn, &all, &fake_sources(fakes, 1.0), SystemClock.now())
         .map_err(crate::store::StoreError::from)?;
+    let store = sqlite::SqliteStore::open_read_only(db)?;
+    let reconciliation = crate::reconcile::Reconciliation::read(
+        &store,
+        &crate::reconcile::Asked {
+            ids: Some(all.clone()),
+            ..Default::default()
+        },
+        fake_sources(fakes, 1.0),
+        SystemClock.now(),
+    )?;
+    let reconciled: Vec<crate::reconcile::Reconciled> = reconciliation.each().collect();
     ids.into_iter()
         .map(|(scenario, id)| {
             let doc = sqlite::notification_doc(&conn, &id)?;
@@ -428,6 +441,7 @@ pub fn run_counted(
                     .filter(|a| a.id == id)
                     .cloned()
                     .collect(),
+                reconcile: reconciled.iter().filter(|r| r.id == id).cloned().collect(),
                 notification_id: id,
             })
         })

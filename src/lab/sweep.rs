@@ -88,13 +88,29 @@ pub struct Counts {
     pub false_delivered: usize,
     /// Notifications some provider accepted more than once (the incident's symptom).
     pub duplicated: usize,
+    /// Channels of a notification the provider took two or more copies of, by the ledger
+    /// (PagerDuty: incidents, as it folds triggers into the open one).
+    pub duplicates_in_ledger: usize,
+    /// Of those, how many reconcile called ONCE or MISSING. Must be zero.
+    pub duplicates_missed: usize,
+    /// DUPLICATED where the ledger has one copy or none. Must be zero.
+    pub duplicates_false: usize,
+    /// MISSING where the ledger has a copy. Must be zero.
+    pub missing_false: usize,
+    /// What reconcile said, channel by channel.
+    pub reconciled: std::collections::BTreeMap<crate::reconcile::Class, usize>,
     /// The first few unsafe verdicts, to debug from.
     pub failures: Vec<String>,
 }
 
 impl Counts {
     pub fn safe(&self) -> bool {
-        self.unsafe_resolve == 0 && self.unsafe_replay == 0 && self.false_delivered == 0
+        self.unsafe_resolve == 0
+            && self.unsafe_replay == 0
+            && self.false_delivered == 0
+            && self.duplicates_missed == 0
+            && self.duplicates_false == 0
+            && self.missing_false == 0
     }
 }
 
@@ -245,24 +261,8 @@ impl Sweep {
     /// Asks the fakes' records about every VERIFY entry (as `unsctl verify` does), checks
     /// each answer against the ledger, records the answers, and judges again.
     pub fn verify(&self, before: &Counts) -> Result<Verification, ReproError> {
-        // Every window must be past before anything can be said to be missing.
-        let latest: Option<f64> = self
-            .conn
-            .query_row(
-                "SELECT MAX(json_extract(payload, '$.lease_until')) FROM uns_events
-                 WHERE kind = 'ATTEMPT_STARTED' AND json_valid(payload)",
-                [],
-                |r| r.get(0),
-            )
-            .map_err(crate::store::StoreError::from)?;
+        self.wait_for_windows()?;
         let skew = VERIFY_SKEW;
-        if let Some(latest) = latest {
-            let wait = latest + skew - SystemClock.now();
-            if wait > 0.0 {
-                std::thread::sleep(Duration::from_secs_f64(wait.min(5.0)));
-            }
-        }
-        self.fakes.control.mark_log();
         let ids: Vec<String> = self
             .ids
             .iter()
@@ -341,9 +341,90 @@ impl Sweep {
         Ok(verification)
     }
 
-    /// Every verdict compared with the fakes' ledger.
+    /// Waits until every attempt's window (its lease plus the clock-skew margin) is
+    /// past, so the records can say what is missing; then marks the relay log, which is
+    /// then seen to run past every window.
+    fn wait_for_windows(&self) -> Result<(), ReproError> {
+        let latest: Option<f64> = self
+            .conn
+            .query_row(
+                "SELECT MAX(json_extract(payload, '$.lease_until')) FROM uns_events
+                 WHERE kind = 'ATTEMPT_STARTED' AND json_valid(payload)",
+                [],
+                |r| r.get(0),
+            )
+            .map_err(crate::store::StoreError::from)?;
+        if let Some(latest) = latest {
+            let wait = latest + VERIFY_SKEW - SystemClock.now();
+            if wait > 0.0 {
+                std::thread::sleep(Duration::from_secs_f64(wait.min(5.0)));
+            }
+        }
+        self.fakes.control.mark_log();
+        Ok(())
+    }
+
+    /// Every verdict compared with the fakes' ledger, and every notification's copies as
+    /// reconcile counts them.
     pub fn judge(&self) -> Result<Counts, ReproError> {
-        judge(&self.conn, &self.fakes, &self.ids, &self.drawn, self.seed)
+        let mut counts = judge(&self.conn, &self.fakes, &self.ids, &self.drawn, self.seed)?;
+        self.reconcile_into(&mut counts)?;
+        counts.failures.truncate(20);
+        Ok(counts)
+    }
+
+    /// Reconciles every notification with the fakes' records (as `unsctl reconcile`
+    /// does) and compares each channel's class with the copies the ledger holds.
+    fn reconcile_into(&self, counts: &mut Counts) -> Result<(), ReproError> {
+        self.wait_for_windows()?;
+        let store = sqlite::SqliteStore::open_read_only(&self.db)?;
+        let reconciliation = crate::reconcile::Reconciliation::read(
+            &store,
+            &crate::reconcile::Asked::default(),
+            repro::fake_sources(&self.fakes, VERIFY_SKEW),
+            SystemClock.now(),
+        )?;
+        use crate::reconcile::Class;
+        for item in reconciliation.each() {
+            *counts.reconciled.entry(item.class).or_default() += 1;
+            let copies = self.fakes.control.copies(item.channel, &item.id);
+            let wrong = match item.class {
+                _ if copies >= 2 => {
+                    counts.duplicates_in_ledger += 1;
+                    if matches!(item.class, Class::Once | Class::Missing) {
+                        counts.duplicates_missed += 1;
+                        true
+                    } else {
+                        false
+                    }
+                }
+                Class::Duplicated => {
+                    counts.duplicates_false += 1;
+                    true
+                }
+                Class::Missing if copies >= 1 => {
+                    counts.missing_false += 1;
+                    true
+                }
+                _ => false,
+            };
+            if wrong {
+                let schedule = self
+                    .ids
+                    .iter()
+                    .position(|id| *id == item.id)
+                    .map(|i| self.drawn[i].describe())
+                    .unwrap_or_default();
+                counts.failures.push(format!(
+                    "{} {}: reconcile says {} with {} but the ledger holds {copies} [{schedule}]",
+                    item.id,
+                    item.channel,
+                    item.class,
+                    crate::render::output::counted(item.copies as i64, "copy"),
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// How many copies each provider accepted, per notification and channel.

@@ -485,6 +485,10 @@ pub struct Health {
     pub claims: i64,
     /// LEASE_LOST events in the window.
     pub lease_lost: i64,
+    /// Claims of a row whose lease had run out (ATTEMPT_STARTED reclaimed) in the window:
+    /// each may send a copy a lost lease already sent.
+    #[serde(default)]
+    pub reclaims: i64,
     /// The workers that claimed rows in the window, by id.
     pub workers: Vec<String>,
     /// The lease the newest claim was given, in seconds.
@@ -505,17 +509,31 @@ pub struct ChannelCalls {
 /// The most call results one health reading pairs with their starts.
 const CALLS_READ: i64 = 50_000;
 
-pub fn health(conn: &Connection, now: f64, window_seconds: f64) -> rusqlite::Result<Health> {
-    let since = now - window_seconds;
-    let count = |kind: &str| -> rusqlite::Result<i64> {
-        conn.prepare_cached("SELECT COUNT(*) FROM uns_events WHERE kind = ?1 AND at >= ?2")?
-            .query_row(rusqlite::params![kind, since], |r| r.get(0))
+/// The runtime's health over the `window_seconds` before `until` (default: now).
+pub fn health(
+    conn: &Connection,
+    now: f64,
+    window_seconds: f64,
+    until: Option<f64>,
+) -> rusqlite::Result<Health> {
+    let end = until.unwrap_or(f64::INFINITY);
+    let since = until.unwrap_or(now) - window_seconds;
+    let count = |kind: &str, reclaimed: bool| -> rusqlite::Result<i64> {
+        let sql = if reclaimed {
+            "SELECT COUNT(*) FROM uns_events WHERE kind = ?1 AND at >= ?2 AND at < ?3
+             AND json_valid(payload) AND json_extract(payload, '$.reclaimed') = 1"
+        } else {
+            "SELECT COUNT(*) FROM uns_events WHERE kind = ?1 AND at >= ?2 AND at < ?3"
+        };
+        conn.prepare_cached(sql)?
+            .query_row(rusqlite::params![kind, since, end], |r| r.get(0))
     };
     let mut health = Health {
         stats: stats(conn, now)?,
         window_seconds,
-        claims: count("ATTEMPT_STARTED")?,
-        lease_lost: count("LEASE_LOST")?,
+        claims: count("ATTEMPT_STARTED", false)?,
+        lease_lost: count("LEASE_LOST", false)?,
+        reclaims: count("ATTEMPT_STARTED", true)?,
         ..Health::default()
     };
     let mut workers = conn.prepare_cached(

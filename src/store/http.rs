@@ -259,11 +259,90 @@ impl HttpStore {
         self.mutate(self.client.post(&url).json(request), &url)
     }
 
-    /// A DLQ page with its events as the server sent it (read into `buffer`, reused from
+    /// Every page of `path` (a route in the DLQ page's shape) with `query`, the next page
+    /// fetched on another thread while this one is read in place.
+    fn each_page(
+        &self,
+        path: &str,
+        query: &[(&'static str, String)],
+        handle: &mut (dyn FnMut(DlqEntryView<'_>) -> Result<()> + Send),
+    ) -> Result<()> {
+        std::thread::scope(|scope| {
+            let (pages, arriving) = std::sync::mpsc::sync_channel::<Result<Vec<u8>>>(1);
+            let (spare, returned) = std::sync::mpsc::channel::<Vec<u8>>();
+            let fetch = move || {
+                let mut cursor: Option<String> = None;
+                // A cursor seen before would page forever: a UNS API's only move forward.
+                let mut seen = std::collections::HashSet::new();
+                let mut empty_in_a_row = 0;
+                loop {
+                    let buffer = returned.try_recv().unwrap_or_default();
+                    let (body, next) = match self.page_bytes(path, query, cursor.as_deref(), buffer)
+                    {
+                        Ok(page) => page,
+                        Err(err) => {
+                            let _ = pages.send(Err(err));
+                            return;
+                        }
+                    };
+                    if let Some(next) = &next
+                        && !seen.insert(next.clone())
+                    {
+                        let _ = pages.send(Err(StoreError::Other(format!(
+                            "{} gave a page cursor it had given before: not a UNS API answer",
+                            self.url(path)
+                        ))));
+                        return;
+                    }
+                    // A UNS API never sends empty pages that point to others: a server that
+                    // does would be paged forever. One is let pass, as a filter might leave.
+                    empty_in_a_row = if next.is_some() && page_is_empty(&body) {
+                        empty_in_a_row + 1
+                    } else {
+                        0
+                    };
+                    if empty_in_a_row > 1 {
+                        let _ = pages.send(Err(StoreError::Other(format!(
+                            "{} gave empty pages, each with a cursor to another: not a UNS API answer",
+                            self.url(path)
+                        ))));
+                        return;
+                    }
+                    if pages.send(Ok(body)).is_err() {
+                        return;
+                    }
+                    match next {
+                        Some(next) => cursor = Some(next),
+                        None => return,
+                    }
+                }
+            };
+            std::thread::Builder::new()
+                .name("fetch".into())
+                .spawn_scoped(scope, fetch)
+                .map_err(|err| {
+                    StoreError::Other(format!("cannot start the fetch thread: {err}"))
+                })?;
+            let url = self.url(path);
+            for body in arriving {
+                let body = body?;
+                let page: DlqPageView<'_> =
+                    serde_json::from_slice(&body).map_err(|err| malformed(&url, &err))?;
+                for entry in page.entries {
+                    handle(entry)?;
+                }
+                let _ = spare.send(body);
+            }
+            Ok(())
+        })
+    }
+
+    /// A page with its events as the server sent it (read into `buffer`, reused from
     /// an earlier page), and the next page's cursor.
     fn page_bytes(
         &self,
-        selection: &Selection,
+        path: &str,
+        asked: &[(&'static str, String)],
         cursor: Option<&str>,
         mut buffer: Vec<u8>,
     ) -> Result<(Vec<u8>, Option<String>)> {
@@ -274,8 +353,8 @@ impl HttpStore {
         if let Some(cursor) = cursor {
             query.push(("cursor", cursor.to_string()));
         }
-        query.extend(selection.query());
-        let (url, response) = self.send_get(api::DLQ, &query)?;
+        query.extend(asked.iter().cloned());
+        let (url, response) = self.send_get(path, &query)?;
         if !response.status().is_success() {
             return Err(self.failure(&url, response));
         }
@@ -455,11 +534,16 @@ impl Store for HttpStore {
         Ok(found.ids)
     }
 
-    fn health(&self, window_seconds: f64) -> Result<crate::runtime::queries::Health> {
-        self.get(
-            api::RUNTIME_STATS,
-            &[("window", window_seconds.to_string())],
-        )
+    fn health(
+        &self,
+        window_seconds: f64,
+        until: Option<f64>,
+    ) -> Result<crate::runtime::queries::Health> {
+        let mut query = vec![("window", window_seconds.to_string())];
+        if let Some(until) = until {
+            query.push(("until", until.to_string()));
+        }
+        self.get(api::RUNTIME_STATS, &query)
     }
 
     fn describe(&self) -> String {
@@ -507,72 +591,39 @@ impl Store for HttpStore {
     /// Pages of entries with their events, the next page fetched while this one is read
     /// in place and triaged.
     fn each_triaged(&self, selection: &Selection, visit: &mut super::Visit<'_>) -> Result<()> {
-        std::thread::scope(|scope| {
-            let (pages, arriving) = std::sync::mpsc::sync_channel::<Result<Vec<u8>>>(1);
-            let (spare, returned) = std::sync::mpsc::channel::<Vec<u8>>();
-            let fetch = move || {
-                let mut cursor: Option<String> = None;
-                // A cursor seen before would page forever: a UNS API's only move forward.
-                let mut seen = std::collections::HashSet::new();
-                let mut empty_in_a_row = 0;
-                loop {
-                    let buffer = returned.try_recv().unwrap_or_default();
-                    let (body, next) = match self.page_bytes(selection, cursor.as_deref(), buffer) {
-                        Ok(page) => page,
-                        Err(err) => {
-                            let _ = pages.send(Err(err));
-                            return;
-                        }
-                    };
-                    if let Some(next) = &next
-                        && !seen.insert(next.clone())
-                    {
-                        let _ = pages.send(Err(StoreError::Other(format!(
-                            "{} gave a page cursor it had given before: not a UNS API answer",
-                            self.url(api::DLQ)
-                        ))));
-                        return;
-                    }
-                    // A UNS API never sends empty pages that point to others: a server that
-                    // does would be paged forever. One is let pass, as a filter might leave.
-                    empty_in_a_row = if next.is_some() && page_is_empty(&body) {
-                        empty_in_a_row + 1
-                    } else {
-                        0
-                    };
-                    if empty_in_a_row > 1 {
-                        let _ = pages.send(Err(StoreError::Other(format!(
-                            "{} gave empty pages, each with a cursor to another: not a UNS API answer",
-                            self.url(api::DLQ)
-                        ))));
-                        return;
-                    }
-                    if pages.send(Ok(body)).is_err() {
-                        return;
-                    }
-                    match next {
-                        Some(next) => cursor = Some(next),
-                        None => return,
-                    }
-                }
-            };
-            std::thread::Builder::new()
-                .name("fetch".into())
-                .spawn_scoped(scope, fetch)
-                .map_err(|err| {
-                    StoreError::Other(format!("cannot start the fetch thread: {err}"))
-                })?;
-            let url = self.url(api::DLQ);
-            for body in arriving {
-                let body = body?;
-                let page: DlqPageView<'_> =
-                    serde_json::from_slice(&body).map_err(|err| malformed(&url, &err))?;
-                for entry in page.entries {
-                    triage_entry(entry, visit)?;
-                }
-                let _ = spare.send(body);
-            }
-            Ok(())
+        self.each_page(api::DLQ, &selection.query(), &mut |entry| {
+            triage_entry(entry, visit)
+        })
+    }
+
+    /// Pages of the reconcile route, each entry handed on with its events as sent.
+    fn each_attempted(
+        &self,
+        selection: &Selection,
+        window: super::Window,
+        visit: &mut super::EntryVisit<'_>,
+    ) -> Result<()> {
+        let mut query = selection.query();
+        if let Some(since) = window.since {
+            query.push(("since", since.to_string()));
+        }
+        if let Some(until) = window.until {
+            query.push(("until", until.to_string()));
+        }
+        self.each_page(api::RUNTIME_RECONCILE, &query, &mut |entry| {
+            let events: Vec<super::StoredEvent<'_>> = entry
+                .events
+                .unwrap_or_default()
+                .into_iter()
+                .map(|event| super::StoredEvent {
+                    id: event.id,
+                    at: event.at,
+                    kind: event.kind,
+                    payload: std::borrow::Cow::Borrowed(event.payload),
+                    unreadable: event.unreadable,
+                })
+                .collect();
+            visit(entry.row, &events)
         })
     }
 

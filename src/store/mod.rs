@@ -6,7 +6,7 @@ pub mod selection;
 pub mod sqlite;
 mod walk;
 
-pub use selection::Selection;
+pub use selection::{Rows, Selection, Window};
 
 use crate::api::{ActionRequest, ActionResponse, DlqPage, EventsResponse, NotificationDoc};
 use crate::model::{Kind, Notification};
@@ -98,6 +98,40 @@ pub struct Triaged {
 /// What receives each triaged entry.
 pub type Visit<'a> = dyn FnMut(Triaged) -> Result<()> + Send + 'a;
 
+/// One event as stored, borrowed from wherever it was read. It is what the DLQ page
+/// writes for an event, so both backends hand a reader the same text.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct StoredEvent<'a> {
+    pub id: i64,
+    pub at: f64,
+    pub kind: std::borrow::Cow<'a, str>,
+    pub payload: std::borrow::Cow<'a, serde_json::value::RawValue>,
+    /// What could not be read of it; its payload is then `{}` or the text as a string.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub unreadable: Vec<String>,
+}
+
+impl<'a> StoredEvent<'a> {
+    /// Reads [`crate::runtime::queries::EVENT_COLUMNS`] from the start of `row`.
+    pub fn from_copy<S: crate::runtime::queries::Source + ?Sized>(row: &'a S) -> Self {
+        let mut cells = crate::runtime::queries::Cells::new(row);
+        let id = cells.integer(0, "id");
+        let at = cells.required_real(1, "at");
+        let kind = cells.text_ref(2, "kind");
+        let payload = cells.payload_ref(3, "payload");
+        Self {
+            id,
+            at,
+            kind,
+            payload,
+            unreadable: cells.problems,
+        }
+    }
+}
+
+/// What receives each notification of a walk with its events, in id order.
+pub type EntryVisit<'a> = dyn FnMut(Notification, &[StoredEvent<'_>]) -> Result<()> + Send + 'a;
+
 /// What the cross-notification event search asks for.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct EventQuery {
@@ -160,6 +194,16 @@ pub trait Store {
     /// may run on another thread than the caller's; an error from it stops the walk.
     fn each_triaged(&self, selection: &Selection, visit: &mut Visit<'_>) -> Result<()>;
 
+    /// Every notification with a channel attempt started in `window`, in the DLQ or not,
+    /// narrowed by the selection's channel and error text, in id order, with its events
+    /// as stored (reconcile). Its row carries only the message's recipient.
+    fn each_attempted(
+        &self,
+        selection: &Selection,
+        window: Window,
+        visit: &mut EntryVisit<'_>,
+    ) -> Result<()>;
+
     /// Asks the providers' own records about the UNCERTAIN attempts of these entries
     /// (DESIGN §7). SQLite: asked here, with `sources`; API: the server asks with its own.
     fn verify(
@@ -191,9 +235,14 @@ pub trait Store {
     /// store, or a server too old to tell).
     fn identity(&self) -> Result<Option<String>>;
 
-    /// The runtime's numbers now, and its claims, lease losses and provider calls over
-    /// the last `window_seconds` (`doctor`, `GET /api/v1/runtime/stats`).
-    fn health(&self, window_seconds: f64) -> Result<crate::runtime::queries::Health>;
+    /// The runtime's numbers now, and its claims, lease losses, reclaims and provider
+    /// calls over the `window_seconds` before `until` (default: now) (`doctor`,
+    /// `reconcile`, `GET /api/v1/runtime/stats`).
+    fn health(
+        &self,
+        window_seconds: f64,
+        until: Option<f64>,
+    ) -> Result<crate::runtime::queries::Health>;
 }
 
 /// The opaque DLQ cursor: where the previous page ended, by id and then row, so that

@@ -5,10 +5,11 @@
 //! its own. The typed page is read back from the same bytes, so the server and the
 //! SQLite backend can never disagree about what a page holds.
 
+use super::selection::Rows;
 use super::{Result, Selection, decode_cursor, encode_cursor};
 use crate::api::DlqPage;
 use crate::model::Notification;
-use crate::runtime::queries::{self, Copies, EVENT_COLUMNS, NOTIFICATION_COLUMNS};
+use crate::runtime::queries::{self, Copies, EVENT_COLUMNS};
 use rusqlite::Connection;
 use rusqlite::types::ValueRef;
 use serde::Serialize;
@@ -38,19 +39,29 @@ pub fn dlq_page_json(
     limit: usize,
     include_events: bool,
 ) -> Result<(Vec<u8>, Option<String>)> {
+    page_json(conn, Rows::Dlq(selection), cursor, limit, include_events)
+}
+
+/// A page of `rows` as JSON in the DLQ page's shape, and the cursor of the next page.
+pub fn page_json(
+    conn: &Connection,
+    rows: Rows<'_>,
+    cursor: Option<&str>,
+    limit: usize,
+    include_events: bool,
+) -> Result<(Vec<u8>, Option<String>)> {
     let limit = limit.clamp(1, 1000);
-    let (filter, filter_params) = selection.dlq_sql();
+    let selection = rows.selection();
+    let (filter, mut params) = rows.where_sql();
     // No cursor: from the start, rows without an id (they sort first) included. After
-    // one: a range of the DLQ index, so every page costs the same.
-    let (position, mut params): (&str, Vec<rusqlite::types::Value>) =
-        match cursor.map(decode_cursor).transpose()? {
-            None => ("", Vec::new()),
-            Some((rowid, id)) => (
-                " AND n.id >= ?1 AND (n.id > ?1 OR n.rowid > ?2)",
-                vec![id.into(), rowid.into()],
-            ),
-        };
-    params.extend(filter_params);
+    // one: a range of the id index, so every page costs the same.
+    let position = match cursor.map(decode_cursor).transpose()? {
+        None => "",
+        Some((rowid, id)) => {
+            params.extend([id.clone().into(), id.into(), rowid.into()]);
+            " AND n.id >= ? AND (n.id > ? OR n.rowid > ?)"
+        }
+    };
     let (events, order) = if include_events {
         (
             format!(
@@ -64,11 +75,12 @@ pub fn dlq_page_json(
     };
     // In index order with no sort: the row's columns are read once per entry, by rowid.
     let mut stmt = conn.prepare_cached(&format!(
-        "SELECT n.rowid, {events} WHERE n.dead_letter = 1{position}{filter}
+        "SELECT n.rowid, {events} WHERE {filter}{position}
          ORDER BY n.id, n.rowid{order}"
     ))?;
     let mut by_rowid = conn.prepare_cached(&format!(
-        "SELECT {NOTIFICATION_COLUMNS} FROM uns_notifications n WHERE n.rowid = ?1"
+        "SELECT {} FROM uns_notifications n WHERE n.rowid = ?1",
+        rows.notification_columns()
     ))?;
     // Room for a typical page up front: growing a page of megabytes copies it again.
     let mut json = Vec::with_capacity(limit * if include_events { 4096 } else { 512 });
@@ -176,30 +188,8 @@ impl Serialize for Events<'_> {
         let mut seq = serializer.serialize_seq(Some(self.starts.len()))?;
         for start in self.starts {
             let copy = self.copies.row(*start);
-            let mut cells = queries::Cells::new(&copy);
-            let event = Event {
-                id: cells.integer(0, "id"),
-                at: cells.required_real(1, "at"),
-                kind: cells.text_ref(2, "kind"),
-                payload: cells.payload_ref(3, "payload"),
-                unreadable: Vec::new(),
-            };
-            seq.serialize_element(&Event {
-                unreadable: cells.problems,
-                ..event
-            })?;
+            seq.serialize_element(&super::StoredEvent::from_copy(&copy))?;
         }
         seq.end()
     }
-}
-
-/// `model::Event`, borrowing what it can from the copied row.
-#[derive(Serialize)]
-struct Event<'a> {
-    id: i64,
-    at: f64,
-    kind: std::borrow::Cow<'a, str>,
-    payload: std::borrow::Cow<'a, serde_json::value::RawValue>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    unreadable: Vec<String>,
 }

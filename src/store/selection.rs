@@ -170,3 +170,90 @@ impl Selection {
         (sql, params)
     }
 }
+
+/// When the channel attempts a reconciliation looks at were made: `[since, until)`, either
+/// end open.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct Window {
+    pub since: Option<f64>,
+    pub until: Option<f64>,
+}
+
+impl Window {
+    pub fn check(&self) -> Result<(), String> {
+        if let (Some(since), Some(until)) = (self.since, self.until)
+            && since >= until
+        {
+            return Err("since must come before until".into());
+        }
+        Ok(())
+    }
+}
+
+/// Which notifications a walk or a page reads.
+#[derive(Debug, Clone, Copy)]
+pub enum Rows<'s> {
+    /// The selected DLQ entries (triage, the DLQ page).
+    Dlq(&'s Selection),
+    /// Every notification with a channel attempt started in the window, in the DLQ or
+    /// not, narrowed by the selection's channel and error text (reconcile). Their rows
+    /// carry only the message's recipient: nothing else of the message is read.
+    Attempted {
+        selection: &'s Selection,
+        window: Window,
+    },
+}
+
+/// The message's recipient, when it is a text, and nothing else of it.
+const RECIPIENT_ONLY: &str = "CASE WHEN json_valid(n.payload) AND json_type(n.payload, '$.recipient') = 'text' \
+    THEN json_object('recipient', json_extract(n.payload, '$.recipient')) END";
+
+impl Rows<'_> {
+    pub fn selection(&self) -> &Selection {
+        match self {
+            Rows::Dlq(selection) | Rows::Attempted { selection, .. } => selection,
+        }
+    }
+
+    /// The condition on `uns_notifications n`, and its parameters.
+    pub fn where_sql(&self) -> (String, Vec<rusqlite::types::Value>) {
+        use rusqlite::types::Value;
+        match self {
+            Rows::Dlq(selection) => {
+                let (filter, params) = selection.dlq_sql();
+                (format!("n.dead_letter = 1{filter}"), params)
+            }
+            Rows::Attempted { selection, window } => {
+                let (filter, filter_params) = selection.dlq_sql();
+                let mut params = Vec::new();
+                let mut sql = String::from(
+                    "n.id IN (SELECT a.notification_id FROM uns_events a
+                      WHERE a.kind = 'CHANNEL_ATTEMPT_STARTED'",
+                );
+                if let Some(since) = window.since {
+                    sql.push_str(" AND a.at >= ?");
+                    params.push(Value::Real(since));
+                }
+                if let Some(until) = window.until {
+                    sql.push_str(" AND a.at < ?");
+                    params.push(Value::Real(until));
+                }
+                sql.push(')');
+                sql.push_str(&filter);
+                params.extend(filter_params);
+                (sql, params)
+            }
+        }
+    }
+
+    /// The notification columns to read: reconcile reads only the recipient of a message.
+    pub fn notification_columns(&self) -> std::borrow::Cow<'static, str> {
+        use crate::runtime::queries::NOTIFICATION_COLUMNS;
+        match self {
+            Rows::Dlq(_) => NOTIFICATION_COLUMNS.into(),
+            Rows::Attempted { .. } => NOTIFICATION_COLUMNS
+                .replace("n.payload", RECIPIENT_ONLY)
+                .into(),
+        }
+    }
+}

@@ -247,11 +247,12 @@ impl Store for SqliteStore {
         )?)
     }
 
-    fn health(&self, window_seconds: f64) -> Result<queries::Health> {
+    fn health(&self, window_seconds: f64, until: Option<f64>) -> Result<queries::Health> {
         Ok(queries::health(
             &self.conn,
             self.clock.now(),
             window_seconds,
+            until,
         )?)
     }
 
@@ -279,6 +280,19 @@ impl Store for SqliteStore {
         include_events: bool,
     ) -> Result<DlqPage> {
         super::page::dlq_page(&self.conn, selection, cursor, limit, include_events)
+    }
+
+    fn each_attempted(
+        &self,
+        selection: &Selection,
+        window: super::Window,
+        visit: &mut super::EntryVisit<'_>,
+    ) -> Result<()> {
+        super::walk::each_entry(
+            &self.conn,
+            super::Rows::Attempted { selection, window },
+            visit,
+        )
     }
 
     fn each_triaged(&self, selection: &Selection, visit: &mut super::Visit<'_>) -> Result<()> {

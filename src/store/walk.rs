@@ -3,7 +3,8 @@
 //! decodes, triages and hands each entry on. Batches go back to be refilled, so a walk
 //! of any length allocates little after the first few and holds a few MiB at most.
 
-use super::{Result, Selection, StoreError, Triaged, Visit};
+use super::selection::Rows;
+use super::{EntryVisit, Result, Selection, StoreError, StoredEvent, Triaged, Visit};
 use crate::model::payload_problem;
 use crate::runtime::queries::{
     self, Copies, EVENT_COLUMNS, NOTIFICATION_COLUMNS, NOTIFICATION_WIDTH,
@@ -11,7 +12,7 @@ use crate::runtime::queries::{
 use crate::triage::{Observed, Triage};
 use rusqlite::types::ValueRef;
 use rusqlite::{Connection, Row, Statement};
-use std::sync::mpsc::{Receiver, Sender, SyncSender, channel, sync_channel};
+use std::sync::mpsc::{Receiver, SyncSender, channel, sync_channel};
 
 /// Bytes of copied rows handed from the reading thread to the triaging one at a time.
 const BATCH_BYTES: usize = 1 << 20;
@@ -23,21 +24,42 @@ const EVENT_WIDTH: usize = 4;
 const BY_TIME: &str = "uns_notifications_dlq_updated";
 
 pub fn each_triaged(conn: &Connection, selection: &Selection, visit: &mut Visit<'_>) -> Result<()> {
+    walk(conn, Rows::Dlq(selection), |batch| {
+        triage_batch(batch, selection, visit)
+    })
+}
+
+/// Every notification `rows` picks, in id order, with its events as stored (reconcile).
+pub fn each_entry(conn: &Connection, rows: Rows<'_>, visit: &mut EntryVisit<'_>) -> Result<()> {
+    let selection = rows.selection();
+    walk(conn, rows, |batch| entry_batch(batch, selection, visit))
+}
+
+/// Reads `rows` on this thread and hands each batch to `decode` on another.
+fn walk(
+    conn: &Connection,
+    rows: Rows<'_>,
+    mut decode: impl FnMut(&Batch) -> Result<()> + Send,
+) -> Result<()> {
     let (full, arriving) = sync_channel::<Batch>(2);
     let (spare, returned) = channel::<Batch>();
     std::thread::scope(|scope| {
-        let triager = std::thread::Builder::new()
-            .name("triage".into())
+        let decoder = std::thread::Builder::new()
+            .name("decode".into())
             .spawn_scoped(scope, move || {
-                triage_batches(arriving, spare, selection, visit)
+                for batch in arriving {
+                    decode(&batch)?;
+                    let _ = spare.send(batch);
+                }
+                Ok(())
             })
-            .map_err(|err| StoreError::Other(format!("cannot start the triage thread: {err}")))?;
-        let read = read(conn, selection, full, returned);
-        let triaged = triager
+            .map_err(|err| StoreError::Other(format!("cannot start the decode thread: {err}")))?;
+        let read = read(conn, rows, full, returned);
+        let decoded = decoder
             .join()
-            .unwrap_or_else(|_| Err(StoreError::Other("the triage thread failed".into())));
+            .unwrap_or_else(|_| Err(StoreError::Other("the decode thread failed".into())));
         // The visitor's error comes first: it is why the reading stopped.
-        triaged.and(read)
+        decoded.and(read)
     })
 }
 
@@ -53,11 +75,11 @@ struct Batch {
 /// [`EVENT_COLUMNS`] (NULL when the entry has no events).
 fn read(
     conn: &Connection,
-    selection: &Selection,
+    rows: Rows<'_>,
     full: SyncSender<Batch>,
     returned: Receiver<Batch>,
 ) -> Result<()> {
-    let (filter, params) = selection.dlq_sql();
+    let (filter, params) = rows.where_sql();
     let walk_sql = |which: &str| {
         format!(
             "SELECT n.rowid, {EVENT_COLUMNS}
@@ -65,8 +87,11 @@ fn read(
              WHERE {which} ORDER BY n.id, n.rowid, e.id"
         )
     };
-    // The walk never shows a notification's message, so it is not read (see Triaged).
-    let columns = NOTIFICATION_COLUMNS.replace("n.payload", "NULL");
+    // A triage never shows a notification's message, so it is not read (see Triaged).
+    let columns = match rows {
+        Rows::Dlq(_) => NOTIFICATION_COLUMNS.replace("n.payload", "NULL"),
+        Rows::Attempted { .. } => rows.notification_columns().into_owned(),
+    };
     let mut batcher = Batcher {
         batch: Batch::default(),
         full,
@@ -76,13 +101,16 @@ fn read(
         ))?,
         current: None,
     };
-    let windowed = selection.since.is_some() || selection.until.is_some();
+    let windowed = match rows {
+        Rows::Dlq(selection) => selection.since.is_some() || selection.until.is_some(),
+        Rows::Attempted { .. } => false,
+    };
     if windowed && has_index(conn, BY_TIME)? {
         // A time window: find its entries by the index of dead letters by time, then
         // read each, so a window costs what it holds, not what the DLQ holds.
         let mut window = conn.prepare(&format!(
             "SELECT n.rowid FROM uns_notifications n INDEXED BY {BY_TIME}
-             WHERE n.dead_letter = 1{filter} ORDER BY n.id, n.rowid"
+             WHERE {filter} ORDER BY n.id, n.rowid"
         ))?;
         let rowids: Vec<i64> = window
             .query_map(rusqlite::params_from_iter(params), |row| row.get(0))?
@@ -97,7 +125,7 @@ fn read(
             }
         }
     } else {
-        let mut walk = conn.prepare(&walk_sql(&format!("n.dead_letter = 1{filter}")))?;
+        let mut walk = conn.prepare(&walk_sql(&filter))?;
         let mut rows = walk.query(rusqlite::params_from_iter(params))?;
         while let Some(row) = rows.next()? {
             if !batcher.take(row)? {
@@ -167,19 +195,6 @@ impl Batcher<'_> {
     }
 }
 
-fn triage_batches(
-    arriving: Receiver<Batch>,
-    spare: Sender<Batch>,
-    selection: &Selection,
-    visit: &mut Visit<'_>,
-) -> Result<()> {
-    for batch in arriving {
-        triage_batch(&batch, selection, visit)?;
-        let _ = spare.send(batch);
-    }
-    Ok(())
-}
-
 /// Decodes and triages one batch of copied rows, with the checks and notes of
 /// `queries::notification` and `queries::event`.
 fn triage_batch(batch: &Batch, selection: &Selection, visit: &mut Visit<'_>) -> Result<()> {
@@ -215,6 +230,27 @@ fn triage_batch(batch: &Batch, selection: &Selection, visit: &mut Visit<'_>) -> 
             verdict,
             unreadable: all,
         })?;
+    }
+    Ok(())
+}
+
+/// Decodes one batch of copied rows into rows and their events as stored, with the
+/// checks and notes of `queries::notification` and the DLQ page's events.
+fn entry_batch(batch: &Batch, selection: &Selection, visit: &mut EntryVisit<'_>) -> Result<()> {
+    let mut copies = Vec::new();
+    for &(start, count) in &batch.entries {
+        let row = queries::notification(&batch.copies.row(start), 0);
+        if !selection.keeps_channels(&row.channels, !row.unreadable.is_empty()) {
+            continue;
+        }
+        copies.clear();
+        copies.extend((0..count).map(|event| {
+            batch
+                .copies
+                .row(start + NOTIFICATION_WIDTH + event * EVENT_WIDTH)
+        }));
+        let events: Vec<StoredEvent<'_>> = copies.iter().map(StoredEvent::from_copy).collect();
+        visit(row, &events)?;
     }
     Ok(())
 }

@@ -276,18 +276,24 @@ pub const DEFAULT_MAX_LOG_GAP: f64 = 300.0;
 const YEAR_CLUSTER: f64 = 30.0 * 86_400.0;
 
 /// The relay logs read once per cluster of attempts close in time.
-struct Logs {
+pub(crate) struct Logs {
     passes: Vec<(HashSet<String>, relay_log::Findings)>,
 }
 
 impl Logs {
     fn read(questions: &[Question], sources: &Sources) -> Option<Self> {
-        let mut attempts: Vec<(f64, &str)> = questions
+        let attempts: Vec<(f64, &str)> = questions
             .iter()
             .filter(|q| q.channel == Channel::Email)
             .flat_map(|q| &q.attempts)
             .filter_map(|a| Some((a.started, a.message_id.as_deref()?)))
             .collect();
+        Self::read_for(attempts, sources)
+    }
+
+    /// One pass over the logs per cluster of `attempts` (when each started, and its
+    /// Message-ID); None without logs or attempts.
+    pub(crate) fn read_for(mut attempts: Vec<(f64, &str)>, sources: &Sources) -> Option<Self> {
         if attempts.is_empty() || sources.relay_logs.is_empty() {
             return None;
         }
@@ -316,7 +322,7 @@ impl Logs {
         Some(Self { passes })
     }
 
-    fn for_message(&self, message_id: &str) -> Option<&relay_log::Findings> {
+    pub(crate) fn for_message(&self, message_id: &str) -> Option<&relay_log::Findings> {
         self.passes
             .iter()
             .find(|(wanted, _)| wanted.contains(message_id))
@@ -430,7 +436,7 @@ fn email(
 }
 
 /// How one message carrying the attempt's Message-ID bears on the attempt.
-enum Bearing {
+pub(crate) enum Bearing {
     /// The runtime's message, committed by the relay.
     Committed,
     /// The relay's own word that it committed nothing (the sender may be unknown: a
@@ -442,7 +448,11 @@ enum Bearing {
     Elsewhere(String),
 }
 
-fn bearing(message: &relay_log::Message, sender: Option<&str>, (from, to): (f64, f64)) -> Bearing {
+pub(crate) fn bearing(
+    message: &relay_log::Message,
+    sender: Option<&str>,
+    (from, to): (f64, f64),
+) -> Bearing {
     use relay_log::{Fate, Sender};
     let at = clock::rfc3339(message.at.lo);
     let queue_id = &message.queue_id;
@@ -501,7 +511,8 @@ fn clean(text: &str) -> String {
     crate::render::sanitize::clean(text).into_owned()
 }
 
-fn email_answer(
+/// The rules for the relay log's answer about one attempt's Message-ID (DESIGN §7).
+pub(crate) fn email_answer(
     message_id: &str,
     attempt: &Attempt,
     logs: &relay_log::Findings,

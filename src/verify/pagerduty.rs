@@ -33,6 +33,18 @@ pub struct Incident {
     pub last_status_change_at: Option<String>,
     #[serde(default)]
     pub html_url: Option<String>,
+    /// The service it was opened on: who was paged.
+    #[serde(default)]
+    pub service: Option<Reference>,
+}
+
+/// A reference to another PagerDuty object, as the API nests one.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct Reference {
+    #[serde(default)]
+    pub id: Option<String>,
+    #[serde(default)]
+    pub summary: Option<String>,
 }
 
 impl Incident {

@@ -360,6 +360,7 @@ fn incident(
         created_at: Some(created.into()),
         last_status_change_at: changed.map(str::to_string),
         html_url: None,
+        service: None,
     }
 }
 

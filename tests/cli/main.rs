@@ -11,6 +11,7 @@ mod hostile;
 mod layering;
 mod next_steps;
 mod prefix;
+mod reconcile;
 mod remediation;
 mod runbook;
 mod selection;

@@ -7,6 +7,7 @@ mod cli_conventions;
 mod doctor;
 mod metrics;
 mod new_user;
+mod reconcile;
 mod terminal;
 mod tsg_runbook;
 mod verify;

@@ -191,6 +191,30 @@ fn duplicate_after_reclaim_reaches_the_recipient_twice() {
     );
     assert_eq!(report["status"], "DELIVERED");
     assert!(entry.is_none(), "not in the DLQ");
+    // Reconcile finds it outside the DLQ: one DUPLICATED EMAIL, both copies with the
+    // queue ids the relay gave them.
+    let reconciled = report["reconcile"].as_array().expect("reconcile");
+    assert_eq!(reconciled.len(), 1, "{reconciled:?}");
+    let email = &reconciled[0];
+    assert_eq!(email["channel"], "EMAIL");
+    assert_eq!(email["class"], "DUPLICATED");
+    assert_eq!(email["copies"], 2);
+    let queue_ids: Vec<&str> = email["evidence"]
+        .as_array()
+        .expect("evidence")
+        .iter()
+        .filter(|e| e["what"] == "copy")
+        .map(|e| {
+            assert_eq!(
+                e["sources"],
+                serde_json::json!(["history", "relay-log"]),
+                "{e}"
+            );
+            e["queue_ids"][0].as_str().expect("queue id")
+        })
+        .collect();
+    assert_eq!(queue_ids.len(), 2, "{email:#}");
+    assert_ne!(queue_ids[0], queue_ids[1], "two messages, two queue ids");
 }
 
 #[test]
@@ -433,6 +457,21 @@ fn the_ci_sweep_finds_no_unsafe_verdict() {
     assert_eq!(counts["unsafe_replay"], 0, "{counts:#}");
     assert_eq!(counts["false_delivered"], 0, "{counts:#}");
     assert_eq!(counts["unfinished"], 0, "{counts:#}");
+    // Reconcile, against the ledger: every duplicate the providers took is DUPLICATED
+    // or in doubt, never ONCE or MISSING; nothing DUPLICATED or MISSING is false.
+    assert!(
+        counts["duplicates_in_ledger"].as_u64().unwrap_or(0) > 0,
+        "{counts:#}"
+    );
+    for key in ["duplicates_missed", "duplicates_false", "missing_false"] {
+        assert_eq!(counts[key], 0, "{key}: {counts:#}");
+    }
+    assert!(
+        counts["reconciled"]["DUPLICATED"].as_u64().unwrap_or(0) > 0
+            && counts["reconciled"]["MISSING"].as_u64().unwrap_or(0) > 0
+            && counts["reconciled"]["ONCE"].as_u64().unwrap_or(0) > 0,
+        "{counts:#}"
+    );
     // The schedules really exercise every branch and the incident itself.
     for key in [
         "resolve",

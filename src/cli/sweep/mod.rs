@@ -161,6 +161,22 @@ fn counts_text(counts: &sweep::Counts, seconds: f64) -> String {
             counts.false_delivered
         ),
         format!("duplicated (symptom) {}", counts.duplicated),
+        format!(
+            "reconcile            {} duplicated channels in the ledger; missed {}, false {}, false MISSING {}   (must be 0)",
+            counts.duplicates_in_ledger,
+            counts.duplicates_missed,
+            counts.duplicates_false,
+            counts.missing_false
+        ),
+        format!(
+            "  classes            {}",
+            counts
+                .reconciled
+                .iter()
+                .map(|(class, n)| format!("{n} {class}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
         format!("time                 {:.1} s", seconds),
     ];
     lines.join("\n")

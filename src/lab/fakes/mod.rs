@@ -194,6 +194,17 @@ impl Control {
             .clone()
     }
 
+    /// How many copies of `notification_id` reached its recipient on `channel`: each
+    /// email and Slack post the fake took, and for PagerDuty each incident (the fake, as
+    /// PagerDuty does, folds every trigger with a dedup key into the incident it opened).
+    pub fn copies(&self, channel: Channel, notification_id: &str) -> usize {
+        let taken = self.accepted_count(channel, notification_id);
+        match channel {
+            Channel::Pagerduty => taken.min(1),
+            Channel::Email | Channel::Slack => taken,
+        }
+    }
+
     /// How many copies of `notification_id` a channel accepted.
     pub fn accepted_count(&self, channel: Channel, notification_id: &str) -> usize {
         self.ledger

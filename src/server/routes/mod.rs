@@ -16,6 +16,7 @@ pub(crate) mod dlq;
 pub(crate) mod notifications;
 pub(crate) mod ops;
 pub(crate) mod query;
+pub(crate) mod reconcile;
 
 use super::BODY_LIMIT;
 use super::errors::ApiError;
@@ -168,6 +169,7 @@ pub(crate) fn router(state: Arc<AppState>) -> Router {
         .route(api::RUNTIME_EVENTS, get(notifications::events))
         .route(api::RUNTIME_STATS, get(ops::stats))
         .route(api::DLQ, get(dlq::page))
+        .route(api::RUNTIME_RECONCILE, get(reconcile::page))
         .route(&format!("{}/{{id}}", api::DLQ), delete(dlq::resolve))
         .route(api::WHOAMI, get(ops::whoami))
         .route_layer(middleware::from_fn_with_state(state.clone(), require_key));

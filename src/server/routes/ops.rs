@@ -77,10 +77,16 @@ pub(crate) async fn stats(
                 ApiError::invalid("window must be seconds, more than 0 and at most a week")
             })?,
     };
+    let until = asked
+        .until
+        .as_deref()
+        .map(|t| crate::clock::parse_instant(t, state.clock.now()))
+        .transpose()
+        .map_err(|err| ApiError::invalid(format!("until: {err}")))?;
     Ok(Json(
         blocking(&state, move |state| {
             let now = state.clock.now();
-            state.read(|conn| Ok(crate::runtime::queries::health(conn, now, window)?))
+            state.read(|conn| Ok(crate::runtime::queries::health(conn, now, window, until)?))
         })
         .await?,
     ))

@@ -95,6 +95,9 @@ pub(crate) struct DlqQuery {
 pub(crate) struct StatsQuery {
     #[serde(default)]
     pub window: Option<String>,
+    /// The window's end (default: now): RFC 3339 or unix seconds.
+    #[serde(default)]
+    pub until: Option<String>,
 }
 
 #[cfg(test)]

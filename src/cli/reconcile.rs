@@ -1,0 +1,637 @@
+//! `unsctl reconcile`: who got duplicates and what never arrived, per notification and
+//! channel, counted from the history and the providers' own records (DESIGN §9).
+
+use super::args::SourceArgs;
+use super::backend::{self, Invocation};
+use super::error::{CliError, CliResult};
+use super::values;
+use crate::model::Channel;
+use crate::reconcile::{Asked, Class, Evidence, Recent, Reconciled, Reconciliation, What};
+use crate::render::output::{Output, counted, status};
+use crate::render::table::{Column, Grid, Text, Tone, toned};
+use crate::store::{Selection, Store, Window};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::io::Write;
+
+/// Count who got duplicates and what never arrived, from the history and the providers' records
+///
+/// Looks at every notification with a channel attempt started in the window, in the DLQ
+/// or not, and counts per channel the copies each provider took: from the history
+/// (ACCEPTED results, VERIFIED DELIVERED) and from the providers' own records (the relay
+/// log by Message-ID, PagerDuty's incidents by dedup key, Slack's history by
+/// Idempotency-Key), a copy seen by both counted once. Each channel is ONCE, DUPLICATED,
+/// MAYBE_DUPLICATED, MISSING or UNSETTLED. The records are read where unsctl runs, over
+/// either backend.
+///
+/// Example: unsctl reconcile --since 2h --relay-log /var/log/mail.log
+/// Example: unsctl reconcile n-0192... (one notification, copy by copy)
+/// Example: unsctl reconcile --since 1d --channel EMAIL -o json
+#[derive(Debug, clap::Args)]
+#[command(verbatim_doc_comment)]
+pub struct Args {
+    /// One notification to explain copy by copy, whenever its attempts were made
+    #[arg(value_parser = values::parse_id)]
+    pub id: Option<String>,
+    /// Attempts started at or after TIME: RFC 3339, or a duration back from now (2h, 30m, 1d)
+    #[arg(long, value_name = "TIME")]
+    pub since: Option<String>,
+    /// Attempts started before TIME
+    #[arg(long, value_name = "TIME")]
+    pub until: Option<String>,
+    /// Only this channel
+    #[arg(long, value_parser = values::channel())]
+    pub channel: Option<Channel>,
+    /// Only notifications whose error message contains TEXT, in any letter case
+    #[arg(long, value_name = "TEXT")]
+    pub error: Option<String>,
+    /// At most N notifications (the first by id)
+    #[arg(long, value_name = "N")]
+    pub limit: Option<usize>,
+    #[command(flatten)]
+    pub sources: SourceArgs,
+    /// The runtime's envelope sender, for attempts whose start does not record it
+    /// (default: UNS_SMTP_FROM)
+    #[arg(long, value_name = "ADDRESS")]
+    pub smtp_from: Option<String>,
+}
+
+impl Args {
+    fn asked(&self) -> CliResult<Asked> {
+        let now = crate::clock::Clock::now(&crate::clock::SystemClock);
+        let instant = |flag: &str, text: &Option<String>| {
+            text.as_deref()
+                .map(|t| crate::clock::parse_instant(t, now))
+                .transpose()
+                .map_err(|err| CliError::usage(format!("{flag}: {err}")))
+        };
+        let window = Window {
+            since: instant("--since", &self.since)?,
+            until: instant("--until", &self.until)?,
+        };
+        window.check().map_err(CliError::usage)?;
+        let selection = Selection {
+            channel: self.channel,
+            error: self.error.clone().filter(|e| !e.is_empty()),
+            since: None,
+            until: None,
+        };
+        selection.check().map_err(CliError::usage)?;
+        if self.limit == Some(0) {
+            return Err(CliError::usage("--limit must be at least 1"));
+        }
+        if self.id.is_some()
+            && (self.since.is_some()
+                || self.until.is_some()
+                || self.error.is_some()
+                || self.limit.is_some())
+        {
+            return Err(CliError::usage(
+                "name one notification, or a window with --since/--until, not both",
+            ));
+        }
+        Ok(Asked {
+            selection,
+            window,
+            ids: None,
+            limit: self.limit,
+        })
+    }
+
+    fn sources(&self) -> crate::verify::Sources {
+        let mut sources = self.sources.sources();
+        if let Some(sender) = self
+            .smtp_from
+            .as_deref()
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+        {
+            sources.smtp_from = Some(sender.to_string());
+        }
+        sources
+    }
+}
+
+pub fn run(global: &Invocation, args: Args) -> CliResult {
+    let mut asked = args.asked()?;
+    if global.all_contexts {
+        return run_fleet(global, &args, &asked);
+    }
+    let out = global.output();
+    let store = backend::reader(global)?;
+    if let Some(id) = &args.id {
+        asked.ids = Some(backend::expand_ids(
+            store.as_ref(),
+            std::slice::from_ref(id),
+        )?);
+    }
+    let now = crate::clock::Clock::now(&crate::clock::SystemClock);
+    let reconciliation = Reconciliation::read(store.as_ref(), &asked, args.sources(), now)?;
+    let recent = Recent::read(store.as_ref(), asked.window.until)?;
+    if out.json() {
+        write_json(&reconciliation, &recent)?;
+    } else if args.id.is_some() {
+        explain(&reconciliation, &out)?;
+    } else {
+        let tally = write_table(&reconciliation, &out)?;
+        report(&tally, &reconciliation, &recent, store.as_ref(), &out);
+    }
+    Ok(())
+}
+
+/// `{"window", "notifications", "summary", "recent"}`, each notification written as it
+/// is reconciled.
+fn write_json(reconciliation: &Reconciliation, recent: &Recent) -> CliResult {
+    let stdout = std::io::stdout();
+    let mut writer = std::io::BufWriter::with_capacity(1 << 16, stdout.lock());
+    let mut buffer = Vec::with_capacity(4096);
+    let window = indented(&reconciliation.window, &mut buffer)?;
+    writer.write_all(format!("{{\n  \"window\": {window},\n  \"notifications\": [").as_bytes())?;
+    let mut all = Vec::new();
+    for (n, item) in reconciliation.each().enumerate() {
+        writer.write_all(if n == 0 { b"\n    " } else { b",\n    " })?;
+        crate::render::output::write_indented_entry(&mut writer, &mut buffer, &item)?;
+        all.push((item.channel, item.class));
+    }
+    writer.write_all(if all.is_empty() { b"],\n" } else { b"\n  ],\n" })?;
+    let summary = summary(&reconciliation.channels(), all);
+    let summary = indented(&summary, &mut buffer)?;
+    let recent = indented(recent, &mut buffer)?;
+    writer.write_all(format!("  \"summary\": {summary},\n  \"recent\": {recent}\n").as_bytes())?;
+    writer.write_all(b"}\n")?;
+    writer.flush()?;
+    Ok(())
+}
+
+/// `value` as pretty JSON with sorted keys, indented to sit one level in.
+fn indented<T: Serialize>(value: &T, buffer: &mut Vec<u8>) -> std::io::Result<String> {
+    let value = serde_json::to_value(value).map_err(std::io::Error::other)?;
+    buffer.clear();
+    serde_json::to_writer_pretty(&mut *buffer, &value).map_err(std::io::Error::other)?;
+    Ok(String::from_utf8_lossy(buffer).replace('\n', "\n  "))
+}
+
+type Summary = BTreeMap<Channel, BTreeMap<Class, usize>>;
+
+fn summary(channels: &[Channel], classes: impl IntoIterator<Item = (Channel, Class)>) -> Summary {
+    let empty = || {
+        Class::ALL
+            .iter()
+            .map(|k| (*k, 0))
+            .collect::<BTreeMap<_, _>>()
+    };
+    let mut summary: Summary = channels.iter().map(|c| (*c, empty())).collect();
+    for (channel, class) in classes {
+        *summary
+            .entry(channel)
+            .or_insert_with(empty)
+            .entry(class)
+            .or_default() += 1;
+    }
+    summary
+}
+
+const NEEDS_COLUMNS: &[Column] = &[
+    Column::new("ID", 0),
+    Column::new("CHANNEL", 0),
+    Column::new("CLASS", 0),
+    Column::new("COPIES", 1),
+    Column::new("RECIPIENT", 0),
+    Column::new("EVIDENCE", 2).own_line(),
+];
+
+const SUMMARY_COLUMNS: &[Column] = &[
+    Column::new("CHANNEL", 0),
+    Column::new("ONCE", 0),
+    Column::new("DUPLICATED", 0),
+    Column::new("MAYBE_DUPLICATED", 0),
+    Column::new("MISSING", 0),
+    Column::new("UNSETTLED", 0),
+];
+
+fn tone(class: Class) -> Tone {
+    match class {
+        Class::Once => Tone::Good,
+        Class::Duplicated | Class::Missing => Tone::Bad,
+        Class::MaybeDuplicated | Class::Unsettled => Tone::Warn,
+    }
+}
+
+/// What the table found, for the lines after it.
+#[derive(Default)]
+struct Tally {
+    summary: Summary,
+    notifications: usize,
+    duplicated: usize,
+    missing: usize,
+    in_doubt: usize,
+    newest_copy: Option<f64>,
+}
+
+/// What needs a person first (DUPLICATED, MISSING), then what is in doubt, then the
+/// counts per channel.
+fn write_table(reconciliation: &Reconciliation, out: &Output) -> CliResult<Tally> {
+    let mut needs = Vec::new();
+    let mut doubt = Vec::new();
+    let mut classes = Vec::new();
+    let mut tally = Tally {
+        notifications: reconciliation.histories.len(),
+        ..Tally::default()
+    };
+    for item in reconciliation.each() {
+        classes.push((item.channel, item.class));
+        match item.class {
+            Class::Duplicated => {
+                tally.duplicated += 1;
+                let newest = item
+                    .evidence
+                    .iter()
+                    .filter(|e| e.what == What::Copy)
+                    .filter_map(|e| e.at)
+                    .reduce(f64::max);
+                tally.newest_copy = tally.newest_copy.into_iter().chain(newest).reduce(f64::max);
+                needs.push(item);
+            }
+            Class::Missing => {
+                tally.missing += 1;
+                needs.push(item);
+            }
+            Class::MaybeDuplicated | Class::Unsettled => {
+                tally.in_doubt += 1;
+                doubt.push(item);
+            }
+            Class::Once => {}
+        }
+    }
+    tally.summary = summary(&reconciliation.channels(), classes);
+    let stdout = std::io::stdout();
+    let mut to = stdout.lock();
+    // DUPLICATED before MISSING, each by id.
+    needs.sort_by(|a, b| (a.class, &a.id, a.channel).cmp(&(b.class, &b.id, b.channel)));
+    for (title, items) in [("Needs a person", &needs), ("In doubt", &doubt)] {
+        if items.is_empty() {
+            continue;
+        }
+        writeln!(to, "{}", out.bold(title))?;
+        let mut grid = Grid::new(NEEDS_COLUMNS, out);
+        for item in items {
+            grid.row(needs_row(item, out), &mut to)?;
+        }
+        grid.finish(&mut to)?;
+        writeln!(to)?;
+    }
+    let mut grid = Grid::new(SUMMARY_COLUMNS, out);
+    for (channel, counts) in &tally.summary {
+        let mut cells: Vec<Text> = vec![channel.as_str().into()];
+        for class in [
+            Class::Once,
+            Class::Duplicated,
+            Class::MaybeDuplicated,
+            Class::Missing,
+            Class::Unsettled,
+        ] {
+            let n = counts.get(&class).copied().unwrap_or(0);
+            cells.push(if n > 0 && class != Class::Once {
+                toned(n.to_string(), tone(class))
+            } else {
+                n.to_string().into()
+            });
+        }
+        grid.row(cells, &mut to)?;
+    }
+    grid.finish(&mut to)?;
+    Ok(tally)
+}
+
+fn needs_row(item: &Reconciled, out: &Output) -> Vec<Text> {
+    vec![
+        out.clean(&item.id).into_owned().into(),
+        item.channel.as_str().into(),
+        toned(item.class.as_str(), tone(item.class)),
+        item.copies.to_string().into(),
+        out.clean(&recipient(item)).into_owned().into(),
+        out.clean(&brief(item, out)).into_owned().into(),
+    ]
+}
+
+/// Who got the copies, or where to find out.
+fn recipient(item: &Reconciled) -> String {
+    match (&item.recipient, item.channel) {
+        (Some(recipient), _) => recipient.clone(),
+        (None, Channel::Email) => "(no recipient recorded)".into(),
+        (None, Channel::Slack) => "(the Slack webhook's channel)".into(),
+        (None, Channel::Pagerduty) => "(the routing key's PagerDuty service)".into(),
+    }
+}
+
+/// The evidence in a line: each copy's time and provider reference, or why it is missing.
+fn brief(item: &Reconciled, out: &Output) -> String {
+    let copies: Vec<String> = item
+        .evidence
+        .iter()
+        .filter(|e| e.what == What::Copy)
+        .map(|e| reference(e, out))
+        .collect();
+    let mut parts = Vec::new();
+    if !copies.is_empty() {
+        parts.push(copies.join("; "));
+    }
+    if item.unknown_attempts > 0 {
+        parts.push(format!(
+            "{} in doubt",
+            counted(item.unknown_attempts as i64, "attempt")
+        ));
+    }
+    if let Some(settled) = item.evidence.iter().find(|e| e.what == What::Settled) {
+        parts.push(settled.text.clone());
+    }
+    parts.push(format!("unsctl reconcile {}", item.id));
+    parts.join("; ")
+}
+
+/// One copy named: its time and what the provider calls it.
+fn reference(evidence: &Evidence, out: &Output) -> String {
+    let at = evidence
+        .at
+        .map(crate::render::time::rfc3339)
+        .unwrap_or_default();
+    let what = if !evidence.queue_ids.is_empty() {
+        format!("queue id {}", evidence.queue_ids.join(","))
+    } else if let Some(incident) = &evidence.incident {
+        format!("incident {incident}")
+    } else if let Some(ts) = &evidence.message_ts {
+        format!("ts {ts}")
+    } else {
+        match (evidence.cycle, evidence.attempt) {
+            (Some(cycle), Some(attempt)) => format!("cycle {cycle} attempt {attempt}"),
+            _ => "the history".into(),
+        }
+    };
+    out.clean(format!("{at} {what}").trim()).into_owned()
+}
+
+/// The lines on stderr after the tables: what needs doing, and whether it goes on.
+fn report(
+    tally: &Tally,
+    reconciliation: &Reconciliation,
+    recent: &Recent,
+    store: &dyn Store,
+    out: &Output,
+) {
+    if tally.notifications == 0 {
+        status(&format!(
+            "Nothing to reconcile: no channel attempt {} in {}.",
+            window_words(&reconciliation.window),
+            store.describe()
+        ));
+    } else {
+        status(&format!(
+            "{} reconciled {}: {} duplicated, {} missing, {} in doubt.",
+            counted(tally.notifications as i64, "notification"),
+            window_words(&reconciliation.window),
+            tally.duplicated,
+            tally.missing,
+            tally.in_doubt
+        ));
+    }
+    if tally.in_doubt > 0 {
+        status(
+            "In doubt: give the providers' records (--relay-log, UNS_PAGERDUTY_API_TOKEN, UNS_SLACK_BOT_TOKEN) to settle them, or check out of band.",
+        );
+    }
+    status(&still_happening(recent, tally.newest_copy, out));
+}
+
+fn window_words(window: &Window) -> String {
+    let t = crate::render::time::rfc3339;
+    match (window.since, window.until) {
+        (None, None) => "at any time".into(),
+        (Some(since), None) => format!("since {}", t(since)),
+        (None, Some(until)) => format!("before {}", t(until)),
+        (Some(since), Some(until)) => format!("from {} to {}", t(since), t(until)),
+    }
+}
+
+/// Whether duplicates are still being made, in words.
+fn still_happening(recent: &Recent, newest_copy: Option<f64>, out: &Output) -> String {
+    let span = match recent.until {
+        Some(until) => format!(
+            "in the 15 minutes before {}",
+            crate::render::time::rfc3339(until)
+        ),
+        None => "in the last 15 minutes".into(),
+    };
+    let newest = newest_copy
+        .map(|at| {
+            format!(
+                "; newest duplicate copy {}",
+                crate::render::time::rfc3339(at)
+            )
+        })
+        .unwrap_or_default();
+    if recent.still_happening {
+        out.red(&format!(
+            "Still happening: {} ({}/min) and {} ({}/min) {span}: each reclaim after a lost lease may send another copy{newest}. See TSG-02.",
+            counted(recent.lease_lost, "lost lease"),
+            recent.lease_lost_per_minute,
+            counted(recent.reclaims, "reclaim"),
+            recent.reclaims_per_minute,
+        ))
+    } else {
+        format!(
+            "Not happening now: no lease loss and no reclaim {span} ({} claims){newest}.",
+            recent.claims
+        )
+    }
+}
+
+/// `reconcile ID`: each channel, copy by copy.
+fn explain(reconciliation: &Reconciliation, out: &Output) -> CliResult {
+    let stdout = std::io::stdout();
+    let mut to = stdout.lock();
+    let mut any = false;
+    for item in reconciliation.each() {
+        any = true;
+        writeln!(
+            to,
+            "{}  {}  {}  {}  to {}",
+            out.clean(&item.id),
+            item.channel,
+            toned_text(item.class, out),
+            counted(item.copies as i64, "copy"),
+            out.clean(&recipient(&item))
+        )?;
+        let mut grid = Grid::new(EXPLAIN_COLUMNS, out);
+        let mut copy = 0;
+        for evidence in &item.evidence {
+            let label = match evidence.what {
+                What::Copy => {
+                    copy += 1;
+                    format!("copy {copy}")
+                }
+                What::Unknown => "in doubt".into(),
+                What::NotTaken => "not taken".into(),
+                What::Settled => "settled".into(),
+                What::Note => "note".into(),
+            };
+            grid.row(explain_row(&label, evidence, out), &mut to)?;
+        }
+        grid.finish(&mut to)?;
+        writeln!(to)?;
+    }
+    if !any {
+        status("Nothing to reconcile: the notification has no channel.");
+    }
+    Ok(())
+}
+
+fn toned_text(class: Class, out: &Output) -> String {
+    match tone(class) {
+        Tone::Bad => out.red(class.as_str()),
+        Tone::Warn => out.yellow(class.as_str()),
+        _ => out.green(class.as_str()),
+    }
+}
+
+const EXPLAIN_COLUMNS: &[Column] = &[
+    Column::new("", 0),
+    Column::new("AT", 1),
+    Column::new("CYCLE", 3),
+    Column::new("ATTEMPT", 3),
+    Column::new("SOURCES", 2),
+    Column::new("EVENTS", 4),
+    Column::new("DETAIL", 0).own_line(),
+];
+
+fn explain_row(label: &str, evidence: &Evidence, out: &Output) -> Vec<Text> {
+    let number = |n: Option<i64>| n.map(|n| n.to_string()).unwrap_or_default();
+    let mut detail = Vec::new();
+    if let Some(message_id) = &evidence.message_id {
+        detail.push(format!("Message-ID {message_id}"));
+    }
+    if !evidence.queue_ids.is_empty() {
+        detail.push(format!("queue id {}", evidence.queue_ids.join(", ")));
+    }
+    if let Some(incident) = &evidence.incident {
+        detail.push(format!("incident {incident}"));
+    }
+    if let Some(ts) = &evidence.message_ts {
+        detail.push(format!("message ts {ts}"));
+    }
+    detail.push(evidence.text.clone());
+    vec![
+        label.to_string().into(),
+        evidence
+            .at
+            .map(crate::render::time::rfc3339)
+            .unwrap_or_default()
+            .into(),
+        number(evidence.cycle).into(),
+        number(evidence.attempt).into(),
+        evidence.sources.join(",").into(),
+        evidence
+            .event_ids
+            .iter()
+            .map(i64::to_string)
+            .collect::<Vec<_>>()
+            .join(",")
+            .into(),
+        out.clean(&detail.join("; ")).into_owned().into(),
+    ]
+}
+
+/// One reconciled channel with its context, as the fleet's JSON shows it.
+#[derive(Serialize)]
+struct InContext<'a> {
+    context: &'a str,
+    #[serde(flatten)]
+    item: &'a Reconciled,
+}
+
+/// `--all-contexts`: each context reconciled with the same window and sources; a context
+/// that cannot be read is named and the whole exits 1.
+fn run_fleet(global: &Invocation, args: &Args, asked: &Asked) -> CliResult {
+    use crate::cli::fleet;
+    if args.id.is_some() {
+        return Err(CliError::usage(
+            "one notification lives in one context: pass --context NAME",
+        ));
+    }
+    let out = global.output();
+    let now = crate::clock::Clock::now(&crate::clock::SystemClock);
+    let readings = fleet::read_each(&|store| {
+        let reconciliation = Reconciliation::read(store, asked, args.sources(), now)?;
+        let recent = Recent::read(store, asked.window.until)?;
+        Ok((reconciliation.each().collect::<Vec<_>>(), recent))
+    })?;
+    let contexts: Vec<fleet::ContextStatus> = readings
+        .iter()
+        .map(|r| fleet::ContextStatus {
+            context: r.context.clone(),
+            entries: r.result.as_ref().ok().map(|(items, _)| items.len()),
+            error: r.result.as_ref().err().map(|e| e.message.clone()),
+            store: None,
+        })
+        .collect();
+    let items: Vec<(&str, &Reconciled)> = readings
+        .iter()
+        .filter_map(|r| Some((r.context.as_str(), r.result.as_ref().ok()?)))
+        .flat_map(|(context, (items, _))| items.iter().map(move |i| (context, i)))
+        .collect();
+    let channels = match asked.selection.channel {
+        Some(channel) => vec![channel],
+        None => Channel::ALL.to_vec(),
+    };
+    let summary = summary(&channels, items.iter().map(|(_, i)| (i.channel, i.class)));
+    if out.json() {
+        #[derive(Serialize)]
+        struct Fleet<'a> {
+            window: Window,
+            notifications: Vec<InContext<'a>>,
+            summary: &'a Summary,
+            recent: BTreeMap<&'a str, &'a Recent>,
+            contexts: Vec<fleet::ContextStatus>,
+        }
+        crate::render::output::print_document(&Fleet {
+            window: asked.window,
+            notifications: items
+                .iter()
+                .map(|(context, item)| InContext { context, item })
+                .collect(),
+            summary: &summary,
+            recent: readings
+                .iter()
+                .filter_map(|r| Some((r.context.as_str(), &r.result.as_ref().ok()?.1)))
+                .collect(),
+            contexts,
+        })?;
+    } else {
+        let needing: Vec<(&str, Vec<Text>)> = items
+            .iter()
+            .filter(|(_, i)| i.class != Class::Once)
+            .map(|(context, item)| (*context, needs_row(item, &out)))
+            .collect();
+        fleet::print_table(NEEDS_COLUMNS, needing, &out)?;
+        for reading in &readings {
+            if let Ok((_, recent)) = &reading.result {
+                status(&format!(
+                    "context {}: {}",
+                    out.clean(&reading.context),
+                    still_happening(recent, None, &out)
+                ));
+            }
+        }
+        let totals: Vec<String> = summary
+            .iter()
+            .map(|(channel, counts)| {
+                format!(
+                    "{channel}: {} duplicated, {} missing",
+                    counts.get(&Class::Duplicated).copied().unwrap_or(0),
+                    counts.get(&Class::Missing).copied().unwrap_or(0)
+                )
+            })
+            .collect();
+        status(&totals.join("; "));
+    }
+    fleet::conclude(&readings)
+}

@@ -1,0 +1,360 @@
+//! The providers' own records, read once for a whole reconciliation: one pass over the
+//! relay logs for every EMAIL attempt's Message-ID, Slack's channel history over the span
+//! of every SLACK attempt, and PagerDuty's incidents per dedup key. Each is read by the
+//! rules of evidence of DESIGN §7; anything short of them is named, never counted.
+
+use super::history::{Attempt, History};
+use super::{IncidentWord, ProvenIncident, RelayWord, SlackWord, window_text};
+use crate::clock;
+use crate::model::{Channel, MessageId};
+use crate::verify::{self, Bearing, Logs, Sources, pagerduty, slack};
+use std::collections::HashMap;
+
+/// Most PagerDuty lookups in flight at once.
+const PAGERDUTY_THREADS: usize = 8;
+
+pub struct Records {
+    sources: Sources,
+    logs: Option<Logs>,
+    slack: Option<Result<slack::Window, String>>,
+    incidents: HashMap<String, Result<Vec<pagerduty::Incident>, String>>,
+    secrets: crate::redact::Secrets,
+}
+
+impl Records {
+    /// No provider record at all: the history alone.
+    pub fn none(sources: Sources) -> Self {
+        Self {
+            sources,
+            logs: None,
+            slack: None,
+            incidents: HashMap::new(),
+            secrets: crate::redact::Secrets::new(),
+        }
+    }
+
+    /// Reads every record `sources` names about the attempts of `histories`.
+    pub fn gather(histories: &[History], sources: Sources, now: f64) -> Self {
+        let mut records = Self::none(sources);
+        let sources = &records.sources;
+        let message_ids: Vec<(f64, String)> = histories
+            .iter()
+            .filter_map(|h| Some((h, h.channels.get(&Channel::Email)?)))
+            .flat_map(|(h, part)| {
+                part.attempts.iter().filter(|a| a.attempt >= 0).map(|a| {
+                    (
+                        a.started,
+                        MessageId::new(&h.id, a.cycle, a.attempt).to_string(),
+                    )
+                })
+            })
+            .collect();
+        records.logs = Logs::read_for(
+            message_ids
+                .iter()
+                .map(|(at, m)| (*at, m.as_str()))
+                .collect(),
+            sources,
+        );
+        let slack_span = span(histories, Channel::Slack);
+        let pagerduty_keys: Vec<&str> = histories
+            .iter()
+            .filter(|h| {
+                h.channels
+                    .get(&Channel::Pagerduty)
+                    .is_some_and(|p| !p.attempts.is_empty())
+            })
+            .map(|h| h.id.as_str())
+            .collect();
+        let wants_http = (slack_span.is_some() && sources.slack.is_some())
+            || (!pagerduty_keys.is_empty() && sources.pagerduty.is_some());
+        if wants_http {
+            let client = verify::http::client();
+            if let (Some(config), Some((from, to))) = (&sources.slack, slack_span) {
+                let skew = sources.skew;
+                records.slack = Some(match &client {
+                    Ok(client) => slack::history(client, config, from - skew, (to + skew).max(now)),
+                    Err(err) => Err(err.clone()),
+                });
+            }
+            if let Some(config) = &sources.pagerduty {
+                records.incidents = ask_pagerduty(client.as_ref(), config, &pagerduty_keys);
+            }
+        }
+        if let Some(config) = &records.sources.pagerduty {
+            records.secrets.add(&config.token);
+        }
+        if let Some(config) = &records.sources.slack {
+            records.secrets.add(&config.token);
+        }
+        records
+    }
+
+    pub fn skew(&self) -> f64 {
+        self.sources.skew
+    }
+
+    fn clean(&self, text: &str) -> String {
+        crate::render::sanitize::clean(&self.secrets.clean(text)).into_owned()
+    }
+
+    /// The relay log's word on `message_id`, sent by `attempt`; None without a log.
+    pub fn relay(&self, message_id: &str, attempt: &Attempt, now: f64) -> Option<RelayWord> {
+        let findings = self.logs.as_ref()?.for_message(message_id)?;
+        let window = (
+            attempt.started - self.sources.skew,
+            attempt.ended + self.sources.skew,
+        );
+        let sender = attempt
+            .sender
+            .as_deref()
+            .or(self.sources.smtp_from.as_deref());
+        let committed: Vec<(String, f64)> = findings
+            .seen(message_id)
+            .iter()
+            .filter(|m| matches!(verify::bearing(m, sender, window), Bearing::Committed))
+            .map(|m| (m.queue_id.clone(), m.at.lo))
+            .collect();
+        let question = verify::Attempt {
+            attempt: attempt.attempt,
+            message_id: Some(message_id.to_string()),
+            sender: attempt.sender.clone(),
+            started: attempt.started,
+            ended: attempt.ended,
+        };
+        let (outcome, text) =
+            verify::email_answer(message_id, &question, findings, &self.sources, now);
+        Some(RelayWord {
+            committed,
+            outcome,
+            text: self.clean(&text),
+        })
+    }
+
+    pub fn no_relay_log(&self) -> String {
+        "no relay log was read (give one with --relay-log PATH)".into()
+    }
+
+    pub fn no_slack(&self) -> String {
+        "Slack's history was not read (set UNS_SLACK_BOT_TOKEN and UNS_SLACK_CHANNEL)".into()
+    }
+
+    pub fn no_pagerduty(&self) -> String {
+        "PagerDuty's incidents were not read (set UNS_PAGERDUTY_API_TOKEN)".into()
+    }
+
+    /// The messages in Slack's history that carry `key`, by the rules of evidence.
+    pub fn slack_messages(&self, key: &str, (from, to): (f64, f64), now: f64) -> Option<SlackWord> {
+        let config = self.sources.slack.as_ref()?;
+        let window = match self.slack.as_ref()? {
+            Ok(window) => window,
+            Err(err) => {
+                return Some(SlackWord {
+                    proven: Vec::new(),
+                    complete: false,
+                    text: self.clean(err),
+                });
+            }
+        };
+        let mut proven = Vec::new();
+        let mut doubts = Vec::new();
+        for message in window.tagged.iter().filter(|m| m.idempotency_key == key) {
+            let ts = self.clean(&message.ts);
+            let Some(at) = slack::parse_ts(&message.ts) else {
+                doubts.push(format!(
+                    "a message carries {key}, but its ts {ts:?} is not a Slack time"
+                ));
+                continue;
+            };
+            if at < from || at > to {
+                doubts.push(format!(
+                    "message ts {ts} carries {key} but was posted at {}, outside the attempts' window {}",
+                    clock::rfc3339(at),
+                    window_text(from, to)
+                ));
+                continue;
+            }
+            if let Some(bot) = &config.bot_id
+                && !message.posted_by(bot)
+            {
+                doubts.push(format!(
+                    "message ts {ts} carries {key} but was posted by {}, not the webhook's bot {}",
+                    self.clean(message.poster().unwrap_or("nobody named")),
+                    self.clean(bot)
+                ));
+                continue;
+            }
+            proven.push((ts, at));
+        }
+        proven.sort_by(|a, b| a.1.total_cmp(&b.1));
+        let complete = doubts.is_empty() && to <= now;
+        let text = if !doubts.is_empty() {
+            doubts.join("; ")
+        } else if to > now {
+            format!(
+                "the attempts' window ends at {}, not yet past: a message may still show",
+                clock::rfc3339(to)
+            )
+        } else {
+            format!(
+                "Slack's history of {} from {} holds {} message(s) with Idempotency-Key {key} ({} messages read, every page)",
+                self.clean(&config.channel),
+                window_text(from, to),
+                proven.len(),
+                window.read
+            )
+        };
+        Some(SlackWord {
+            proven,
+            complete,
+            text,
+        })
+    }
+
+    /// The incidents PagerDuty opened for dedup key `key` inside any of `windows`.
+    pub fn incidents(&self, key: &str, windows: &[(f64, f64)], now: f64) -> Option<IncidentWord> {
+        self.sources.pagerduty.as_ref()?;
+        let listed = match self.incidents.get(key)? {
+            Ok(listed) => listed,
+            Err(err) => {
+                return Some(IncidentWord {
+                    proven: Vec::new(),
+                    complete: false,
+                    text: self.clean(err),
+                });
+            }
+        };
+        let mut proven = Vec::new();
+        let mut doubts = Vec::new();
+        for incident in listed {
+            let standings: Vec<pagerduty::Standing> = windows
+                .iter()
+                .map(|w| pagerduty::standing(incident, key, *w, now))
+                .collect();
+            if standings.contains(&pagerduty::Standing::Opened) {
+                let created = incident
+                    .created_at
+                    .as_deref()
+                    .and_then(pagerduty::parse_time)
+                    .unwrap_or_default();
+                proven.push(ProvenIncident {
+                    name: self.clean(&incident_name(incident)),
+                    created,
+                    describe: self.clean(&incident.describe()),
+                    service: incident
+                        .service
+                        .as_ref()
+                        .and_then(|s| s.summary.as_deref())
+                        .map(|s| self.clean(s)),
+                });
+            } else if standings.contains(&pagerduty::Standing::MergedInto) {
+                // Opened before the attempts by an earlier trigger of the same key, and
+                // counted there if that trigger is this notification's.
+                continue;
+            } else if let Some(pagerduty::Standing::Doubt(why)) = standings.into_iter().next() {
+                doubts.push(self.clean(&why));
+            }
+        }
+        proven.sort_by(|a, b| a.created.total_cmp(&b.created));
+        let last = windows
+            .iter()
+            .map(|w| w.1)
+            .fold(f64::NEG_INFINITY, f64::max);
+        let complete = doubts.is_empty() && last <= now;
+        let text = if !doubts.is_empty() {
+            doubts.join("; ")
+        } else if last > now {
+            format!(
+                "the attempts' window ends at {}, not yet past: an incident may still show",
+                clock::rfc3339(last)
+            )
+        } else {
+            format!(
+                "PagerDuty lists {} incident(s) with incident_key {key} opened by its triggers (every page read, all dates)",
+                proven.len()
+            )
+        };
+        Some(IncidentWord {
+            proven,
+            complete,
+            text,
+        })
+    }
+
+    /// Who `channel`'s copies went to.
+    pub fn recipient(&self, history: &History, channel: Channel) -> Option<String> {
+        match channel {
+            Channel::Email => history.recipient.as_deref().map(|r| self.clean(r)),
+            Channel::Slack => self.sources.slack.as_ref().map(|c| self.clean(&c.channel)),
+            Channel::Pagerduty => self
+                .incidents
+                .get(&history.id)?
+                .as_ref()
+                .ok()?
+                .iter()
+                .find_map(|i| i.service.as_ref()?.summary.as_deref())
+                .map(|s| self.clean(s)),
+        }
+    }
+}
+
+fn incident_name(incident: &pagerduty::Incident) -> String {
+    match (&incident.id, incident.incident_number) {
+        (Some(id), Some(n)) => format!("{id} (#{n})"),
+        (Some(id), None) => id.clone(),
+        (None, Some(n)) => format!("#{n}"),
+        (None, None) => "(no id)".into(),
+    }
+}
+
+/// When `channel`'s attempts began and ended, over every history.
+fn span(histories: &[History], channel: Channel) -> Option<(f64, f64)> {
+    histories
+        .iter()
+        .filter_map(|h| h.channels.get(&channel))
+        .flat_map(|p| &p.attempts)
+        .fold(None, |span, a| match span {
+            None => Some((a.started, a.ended)),
+            Some((from, to)) => Some((f64::min(from, a.started), f64::max(to, a.ended))),
+        })
+}
+
+/// Every key's incidents, a few lookups at a time.
+fn ask_pagerduty(
+    client: Result<&verify::http::Client, &String>,
+    config: &pagerduty::Config,
+    keys: &[&str],
+) -> HashMap<String, Result<Vec<pagerduty::Incident>, String>> {
+    let client = match client {
+        Ok(client) => client,
+        Err(err) => {
+            return keys
+                .iter()
+                .map(|k| (k.to_string(), Err(err.clone())))
+                .collect();
+        }
+    };
+    let chunk = keys.len().div_ceil(PAGERDUTY_THREADS).max(1);
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = keys
+            .chunks(chunk)
+            .map(|keys| {
+                scope.spawn(move || {
+                    keys.iter()
+                        .map(|k| (k.to_string(), pagerduty::incidents(client, config, k)))
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        let mut found: HashMap<String, Result<Vec<pagerduty::Incident>, String>> = handles
+            .into_iter()
+            .flat_map(|h| h.join().unwrap_or_default())
+            .collect();
+        for key in keys {
+            found
+                .entry(key.to_string())
+                .or_insert_with(|| Err("the PagerDuty lookup failed".into()));
+        }
+        found
+    })
+}

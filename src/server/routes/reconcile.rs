@@ -1,0 +1,60 @@
+//! `GET /api/v1/runtime/reconcile`: the notifications with a channel attempt in a window,
+//! in the DLQ or not, each with its events, paged as the DLQ is. Reconcile counts copies
+//! from them on the client, so both backends read the same rows and events.
+
+use super::query::{DlqQuery, Query, limit};
+use super::selection;
+use crate::api;
+use crate::server::errors::ApiError;
+use crate::server::state::{AppState, blocking};
+use crate::store::{Rows, Selection, Window};
+use axum::body::Bytes;
+use axum::extract::{RawQuery, State};
+use axum::http::header;
+use axum::response::{IntoResponse, Response};
+use std::sync::Arc;
+
+pub(crate) async fn page(
+    State(state): State<Arc<AppState>>,
+    RawQuery(query): RawQuery,
+) -> Result<Response, ApiError> {
+    let query = Query::parse(&query);
+    let asked: DlqQuery = query.typed()?;
+    let limit = limit(asked.limit.as_deref(), 100, 1000)?;
+    let cursor = asked.cursor;
+    // The times bound the attempts, not when the entries last changed.
+    let picked = selection(&state, &asked.selection)?;
+    let window = Window {
+        since: picked.since,
+        until: picked.until,
+    };
+    let selection = Selection {
+        since: None,
+        until: None,
+        ..picked
+    };
+    let (json, next) = blocking(&state, move |state| {
+        state.read(|conn| {
+            crate::store::page::page_json(
+                conn,
+                Rows::Attempted {
+                    selection: &selection,
+                    window,
+                },
+                cursor.as_deref(),
+                limit,
+                true,
+            )
+        })
+    })
+    .await?;
+    let mut response = (
+        [(header::CONTENT_TYPE, "application/json")],
+        Bytes::from(json),
+    )
+        .into_response();
+    if let Some(next) = next.and_then(|n| header::HeaderValue::from_str(&n).ok()) {
+        response.headers_mut().insert(api::NEXT_CURSOR, next);
+    }
+    Ok(response)
+}
