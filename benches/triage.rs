@@ -27,25 +27,7 @@ const RUNBOOK_QUERY: &str = "SELECT n.id, n.status, n.dead_letter, n.attempts, n
     FROM uns_events e JOIN uns_notifications n ON n.id = e.notification_id \
     WHERE e.kind IN ('LEASE_LOST', 'CHANNEL_ATTEMPT_RESULT') ORDER BY e.at DESC LIMIT 25;";
 
-const RUNS: usize = 5;
 const KEY: &str = "bench-key-0123456789";
-
-/// The best of `RUNS` runs of each command, the runs interleaved.
-fn race(mut commands: Vec<Box<dyn FnMut() -> Command>>) -> anyhow::Result<Vec<support::Measured>> {
-    let mut best: Vec<Option<support::Measured>> = commands.iter().map(|_| None).collect();
-    for _ in 0..RUNS {
-        for (make, best) in commands.iter_mut().zip(best.iter_mut()) {
-            let measured = support::measure(&mut make())?;
-            anyhow::ensure!(measured.success, "a benchmarked command failed");
-            if best.as_ref().is_none_or(|b| measured.elapsed < b.elapsed) {
-                *best = Some(measured);
-            }
-        }
-    }
-    best.into_iter()
-        .map(|b| b.ok_or_else(|| anyhow::anyhow!("no run")))
-        .collect()
-}
 
 fn secs(d: Duration) -> f64 {
     d.as_secs_f64()
@@ -69,8 +51,9 @@ fn main() -> anyhow::Result<()> {
     let conn = rusqlite::Connection::open(&db)?;
     let events: i64 = conn.query_row("SELECT COUNT(*) FROM uns_events", [], |r| r.get(0))?;
     println!(
-        "triage benchmark: {entries} DLQ entries, {events} events (generated in {:.1} s), best of {RUNS}",
-        generated.elapsed().as_secs_f64()
+        "triage benchmark: {entries} DLQ entries, {events} events (generated in {:.1} s), best of {}",
+        generated.elapsed().as_secs_f64(),
+        support::RUNS
     );
     let db_arg = db.display().to_string();
     let on_db = |args: &'static [&'static str]| -> Box<dyn FnMut() -> Command> {
@@ -91,7 +74,7 @@ fn main() -> anyhow::Result<()> {
     };
 
     // 1. Triage against the sqlite3 shell reading the same rows.
-    let measured = race(vec![
+    let measured = support::race(vec![
         shell(ROWS_TRIAGE_NEEDS),
         on_db(&["dlq", "triage", "-o", "json"]),
         on_db(&["dlq", "triage"]),
@@ -139,7 +122,7 @@ fn main() -> anyhow::Result<()> {
         our_ids == guide_ids && our_ids.len() == 25,
         "events --limit 25 differs from the runbook query: {our_ids:?} vs {guide_ids:?}"
     );
-    let measured = race(vec![
+    let measured = support::race(vec![
         shell(RUNBOOK_QUERY),
         on_db(&[
             "events",
@@ -179,7 +162,7 @@ fn main() -> anyhow::Result<()> {
             .output()?
             .stdout;
     anyhow::ensure!(same, "the two backends printed different triage");
-    let measured = race(vec![
+    let measured = support::race(vec![
         on_db(&["dlq", "triage", "-o", "json"]),
         Box::new(over_http),
     ])?;
@@ -192,7 +175,7 @@ fn main() -> anyhow::Result<()> {
     server.stop();
 
     // 4. A filtered triage, and one entry in full.
-    let filtered = race(vec![on_db(&[
+    let filtered = support::race(vec![on_db(&[
         "dlq",
         "triage",
         "-o",

@@ -9,89 +9,7 @@
 #[path = "support.rs"]
 mod support;
 
-use std::io::Write;
 use std::process::Command;
-
-/// `Nov 29 22:15:57` for unix seconds `at`, in UTC.
-fn syslog(at: i64) -> String {
-    let t = time::OffsetDateTime::from_unix_timestamp(at).expect("time");
-    const MONTHS: [&str; 12] = [
-        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
-    ];
-    format!(
-        "{} {:>2} {:02}:{:02}:{:02}",
-        MONTHS[u8::from(t.month()) as usize - 1],
-        t.day(),
-        t.hour(),
-        t.minute(),
-        t.second()
-    )
-}
-
-/// Writes about `megabytes` of log covering `from..to`, with the wanted messages spread
-/// through the traffic at their own times.
-fn write_log(
-    path: &std::path::Path,
-    megabytes: u64,
-    from: i64,
-    to: i64,
-    wanted: &[(i64, String, bool)],
-) -> anyhow::Result<u64> {
-    let mut out = std::io::BufWriter::with_capacity(1 << 20, std::fs::File::create(path)?);
-    let target = megabytes << 20;
-    let mut written = 0u64;
-    let mut queue = 0x1000_0000u64;
-    let mut next_wanted = wanted.iter().peekable();
-    // Other traffic: 7 lines a message (about 780 bytes), spread evenly over the span.
-    let per_message = 780u64;
-    let messages = target / per_message;
-    let step = (to - from) as f64 / messages.max(1) as f64;
-    for n in 0..messages {
-        let at = from + (n as f64 * step) as i64;
-        while let Some((when, message_id, queued)) = next_wanted.peek() {
-            if *when > at {
-                break;
-            }
-            queue += 1;
-            let stamp = syslog(*when);
-            // The runtime's own session, as Postfix logs it, in an smtpd process of its own.
-            let mut lines = format!(
-                "{stamp} relay postfix/smtpd[2005]: connect from uns.internal[10.0.0.7]\n\
-                 {stamp} relay postfix/smtpd[2005]: {queue:X}: client=uns.internal[10.0.0.7]\n\
-                 {stamp} relay postfix/cleanup[2002]: {queue:X}: message-id={message_id}\n"
-            );
-            if *queued {
-                lines.push_str(&format!(
-                    "{stamp} relay postfix/qmgr[2003]: {queue:X}: from=<uns@uns.local>, size=812, nrcpt=1 (queue active)\n\
-                     {stamp} relay postfix/smtpd[2005]: disconnect from uns.internal[10.0.0.7] ehlo=1 mail=1 rcpt=1 data=1 commands=4\n"
-                ));
-            } else {
-                lines.push_str(&format!(
-                    "{stamp} relay postfix/smtpd[2005]: lost connection after DATA (512 bytes) from uns.internal[10.0.0.7]\n\
-                     {stamp} relay postfix/smtpd[2005]: disconnect from uns.internal[10.0.0.7] ehlo=1 mail=1 rcpt=1 data=0/1 commands=3/4\n"
-                ));
-            }
-            out.write_all(lines.as_bytes())?;
-            written += lines.len() as u64;
-            next_wanted.next();
-        }
-        queue += 1;
-        let stamp = syslog(at);
-        let lines = format!(
-            "{stamp} relay postfix/smtpd[2001]: connect from app.internal[10.0.0.5]\n\
-             {stamp} relay postfix/smtpd[2001]: {queue:X}: client=app.internal[10.0.0.5]\n\
-             {stamp} relay postfix/cleanup[2002]: {queue:X}: message-id=<{n}.other@mail.example.com>\n\
-             {stamp} relay postfix/qmgr[2003]: {queue:X}: from=<billing@example.com>, size=4512, nrcpt=1 (queue active)\n\
-             {stamp} relay postfix/smtpd[2001]: disconnect from app.internal[10.0.0.5] ehlo=1 mail=1 rcpt=1 data=1 quit=1 commands=5\n\
-             {stamp} relay postfix/smtp[2004]: {queue:X}: to=<customer{n}@example.net>, relay=mx.example.net[192.0.2.10]:25, delay=0.4, delays=0.01/0.01/0.2/0.18, dsn=2.0.0, status=sent (250 2.0.0 OK queued)\n\
-             {stamp} relay postfix/qmgr[2003]: {queue:X}: removed\n"
-        );
-        out.write_all(lines.as_bytes())?;
-        written += lines.len() as u64;
-    }
-    out.flush()?;
-    Ok(written)
-}
 
 fn main() -> anyhow::Result<()> {
     let numbers: Vec<u64> = std::env::args()
@@ -128,7 +46,7 @@ fn main() -> anyhow::Result<()> {
         .as_secs() as i64;
     let log = dir.path().join("mail.log");
     let written_at = std::time::Instant::now();
-    let bytes = write_log(&log, megabytes, first - 3600, now, &wanted)?;
+    let bytes = support::write_log(&log, megabytes, first - 3600, now, &wanted)?;
     println!(
         "verify benchmark: {entries} VERIFY entries, {:.2} GB of relay log ({} wanted lines), written in {:.1} s",
         bytes as f64 / 1e9,

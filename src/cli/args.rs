@@ -23,7 +23,8 @@ pub struct GlobalArgs {
     /// Use this context of the config file (else UNS_CONTEXT, else the current one)
     #[arg(long, global = true, value_name = "NAME")]
     pub context: Option<String>,
-    /// Read every context of the config file at once (dlq list, dlq triage, events, doctor)
+    /// Read every context of the config file at once (dlq list, dlq triage, events, doctor,
+    /// reconcile)
     #[arg(long, global = true, conflicts_with_all = ["db", "api", "context"])]
     pub all_contexts: bool,
     /// Output format

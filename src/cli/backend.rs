@@ -395,7 +395,7 @@ pub fn for_action(global: &Invocation, confirmed: bool) -> CliResult<Box<dyn Sto
 fn open(global: &Invocation, write: bool) -> CliResult<Box<dyn Store>> {
     if global.all_contexts {
         return Err(CliError::usage(
-            "--all-contexts reads only, with dlq list, dlq triage, events and doctor; anything that changes a store acts in one context: pass --context NAME",
+            "--all-contexts reads only, with dlq list, dlq triage, events, doctor and reconcile; anything that changes a store acts in one context: pass --context NAME",
         ));
     }
     let resolution = global.resolution()?.clone();

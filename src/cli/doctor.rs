@@ -442,8 +442,9 @@ fn calls_check(health: &Health, args: &Args) -> Check {
 
 fn lease_check(health: &Health) -> Check {
     let detail = format!(
-        "{} in {} in the last {}{}",
+        "{} and {} in {} in the last {}{}",
         counted(health.lease_lost, "LEASE_LOST"),
+        counted(health.reclaims, "reclaim"),
         counted(health.claims, "claim"),
         time::duration(health.window_seconds),
         if health.claims > 0 {
@@ -460,7 +461,9 @@ fn lease_check(health: &Health) -> Check {
             "lease losses",
             Level::Warn,
             detail,
-            Some("each one may have sent a duplicate; `unsctl dlq triage` (TSG-02 §3)"),
+            Some(
+                "each one may have sent a duplicate: who got one, `unsctl reconcile --since 1h` (TSG-02 §1); the DLQ, `unsctl dlq triage` (TSG-02 §3)",
+            ),
         )
     } else {
         check("lease losses", Level::Ok, detail, None)

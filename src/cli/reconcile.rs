@@ -129,11 +129,11 @@ pub fn run(global: &Invocation, args: Args) -> CliResult {
     let reconciliation = Reconciliation::read(store.as_ref(), &asked, args.sources(), now)?;
     let recent = Recent::read(store.as_ref(), asked.window.until)?;
     if out.json() {
-        write_json(&reconciliation, &recent)?;
+        write_json(&reconciliation, store.as_ref(), &recent)?;
     } else if args.id.is_some() {
-        explain(&reconciliation, &out)?;
+        explain(&reconciliation, store.as_ref(), &out)?;
     } else {
-        let tally = write_table(&reconciliation, &out)?;
+        let tally = write_table(&reconciliation, store.as_ref(), &out)?;
         report(&tally, &reconciliation, &recent, store.as_ref(), &out);
     }
     Ok(())
@@ -141,26 +141,76 @@ pub fn run(global: &Invocation, args: Args) -> CliResult {
 
 /// `{"window", "notifications", "summary", "recent"}`, each notification written as it
 /// is reconciled.
-fn write_json(reconciliation: &Reconciliation, recent: &Recent) -> CliResult {
-    let stdout = std::io::stdout();
-    let mut writer = std::io::BufWriter::with_capacity(1 << 16, stdout.lock());
-    let mut buffer = Vec::with_capacity(4096);
-    let window = indented(&reconciliation.window, &mut buffer)?;
-    writer.write_all(format!("{{\n  \"window\": {window},\n  \"notifications\": [").as_bytes())?;
-    let mut all = Vec::new();
-    for (n, item) in reconciliation.each().enumerate() {
-        writer.write_all(if n == 0 { b"\n    " } else { b",\n    " })?;
-        crate::render::output::write_indented_entry(&mut writer, &mut buffer, &item)?;
-        all.push((item.channel, item.class));
+fn write_json(reconciliation: &Reconciliation, store: &dyn Store, recent: &Recent) -> CliResult {
+    let mut document = Document::start(&reconciliation.window)?;
+    let mut classes = Vec::new();
+    reconciliation.each(store, &mut |item| {
+        classes.push((item.channel, item.class));
+        document.item(&item).map_err(written)
+    })?;
+    document.finish(&summary(&reconciliation.channels(), classes), recent, None)
+}
+
+fn written(err: std::io::Error) -> crate::store::StoreError {
+    crate::store::StoreError::Other(format!("cannot write the answer: {err}"))
+}
+
+/// The reconcile document, written as it goes: the window, the notifications one at a
+/// time, then the summary, what is recent, and for a fleet the contexts read.
+struct Document {
+    writer: std::io::BufWriter<std::io::Stdout>,
+    buffer: Vec<u8>,
+    written: usize,
+}
+
+impl Document {
+    fn start(window: &Window) -> std::io::Result<Self> {
+        let mut writer = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout());
+        let mut buffer = Vec::with_capacity(4096);
+        let window = indented(window, &mut buffer)?;
+        writer
+            .write_all(format!("{{\n  \"window\": {window},\n  \"notifications\": [").as_bytes())?;
+        Ok(Self {
+            writer,
+            buffer,
+            written: 0,
+        })
     }
-    writer.write_all(if all.is_empty() { b"],\n" } else { b"\n  ],\n" })?;
-    let summary = summary(&reconciliation.channels(), all);
-    let summary = indented(&summary, &mut buffer)?;
-    let recent = indented(recent, &mut buffer)?;
-    writer.write_all(format!("  \"summary\": {summary},\n  \"recent\": {recent}\n").as_bytes())?;
-    writer.write_all(b"}\n")?;
-    writer.flush()?;
-    Ok(())
+
+    fn item(&mut self, item: &impl Serialize) -> std::io::Result<()> {
+        self.writer.write_all(if self.written == 0 {
+            b"\n    "
+        } else {
+            b",\n    "
+        })?;
+        self.written += 1;
+        crate::render::output::write_indented_entry(&mut self.writer, &mut self.buffer, item)
+    }
+
+    fn finish(
+        mut self,
+        summary: &Summary,
+        recent: &impl Serialize,
+        contexts: Option<&[crate::cli::fleet::ContextStatus]>,
+    ) -> CliResult {
+        let writer = &mut self.writer;
+        writer.write_all(if self.written > 0 {
+            b"\n  ],\n"
+        } else {
+            b"],\n"
+        })?;
+        let summary = indented(summary, &mut self.buffer)?;
+        let recent = indented(recent, &mut self.buffer)?;
+        writer
+            .write_all(format!("  \"summary\": {summary},\n  \"recent\": {recent}").as_bytes())?;
+        if let Some(contexts) = contexts {
+            let contexts = indented(&contexts, &mut self.buffer)?;
+            writer.write_all(format!(",\n  \"contexts\": {contexts}").as_bytes())?;
+        }
+        writer.write_all(b"\n}\n")?;
+        writer.flush()?;
+        Ok(())
+    }
 }
 
 /// `value` as pretty JSON with sorted keys, indented to sit one level in.
@@ -230,15 +280,16 @@ struct Tally {
 
 /// What needs a person first (DUPLICATED, MISSING), then what is in doubt, then the
 /// counts per channel.
-fn write_table(reconciliation: &Reconciliation, out: &Output) -> CliResult<Tally> {
+fn write_table(
+    reconciliation: &Reconciliation,
+    store: &dyn Store,
+    out: &Output,
+) -> CliResult<Tally> {
     let mut needs = Vec::new();
     let mut doubt = Vec::new();
     let mut classes = Vec::new();
-    let mut tally = Tally {
-        notifications: reconciliation.histories.len(),
-        ..Tally::default()
-    };
-    for item in reconciliation.each() {
+    let mut tally = Tally::default();
+    tally.notifications = reconciliation.each(store, &mut |item| {
         classes.push((item.channel, item.class));
         match item.class {
             Class::Duplicated => {
@@ -262,7 +313,8 @@ fn write_table(reconciliation: &Reconciliation, out: &Output) -> CliResult<Tally
             }
             Class::Once => {}
         }
-    }
+        Ok(())
+    })?;
     tally.summary = summary(&reconciliation.channels(), classes);
     let stdout = std::io::stdout();
     let mut to = stdout.lock();
@@ -446,11 +498,11 @@ fn still_happening(recent: &Recent, newest_copy: Option<f64>, out: &Output) -> S
 }
 
 /// `reconcile ID`: each channel, copy by copy.
-fn explain(reconciliation: &Reconciliation, out: &Output) -> CliResult {
+fn explain(reconciliation: &Reconciliation, store: &dyn Store, out: &Output) -> CliResult {
     let stdout = std::io::stdout();
     let mut to = stdout.lock();
     let mut any = false;
-    for item in reconciliation.each() {
+    for item in reconciliation.all(store)? {
         any = true;
         writeln!(
             to,
@@ -562,7 +614,7 @@ fn run_fleet(global: &Invocation, args: &Args, asked: &Asked) -> CliResult {
     let readings = fleet::read_each(&|store| {
         let reconciliation = Reconciliation::read(store, asked, args.sources(), now)?;
         let recent = Recent::read(store, asked.window.until)?;
-        Ok((reconciliation.each().collect::<Vec<_>>(), recent))
+        Ok((reconciliation.all(store)?, recent))
     })?;
     let contexts: Vec<fleet::ContextStatus> = readings
         .iter()
@@ -584,27 +636,15 @@ fn run_fleet(global: &Invocation, args: &Args, asked: &Asked) -> CliResult {
     };
     let summary = summary(&channels, items.iter().map(|(_, i)| (i.channel, i.class)));
     if out.json() {
-        #[derive(Serialize)]
-        struct Fleet<'a> {
-            window: Window,
-            notifications: Vec<InContext<'a>>,
-            summary: &'a Summary,
-            recent: BTreeMap<&'a str, &'a Recent>,
-            contexts: Vec<fleet::ContextStatus>,
+        let recent: BTreeMap<&str, &Recent> = readings
+            .iter()
+            .filter_map(|r| Some((r.context.as_str(), &r.result.as_ref().ok()?.1)))
+            .collect();
+        let mut document = Document::start(&asked.window)?;
+        for (context, item) in &items {
+            document.item(&InContext { context, item })?;
         }
-        crate::render::output::print_document(&Fleet {
-            window: asked.window,
-            notifications: items
-                .iter()
-                .map(|(context, item)| InContext { context, item })
-                .collect(),
-            summary: &summary,
-            recent: readings
-                .iter()
-                .filter_map(|r| Some((r.context.as_str(), &r.result.as_ref().ok()?.1)))
-                .collect(),
-            contexts,
-        })?;
+        document.finish(&summary, &recent, Some(&contexts))?;
     } else {
         let needing: Vec<(&str, Vec<Text>)> = items
             .iter()

@@ -416,7 +416,7 @@ pub fn run_counted(
         fake_sources(fakes, 1.0),
         SystemClock.now(),
     )?;
-    let reconciled: Vec<crate::reconcile::Reconciled> = reconciliation.each().collect();
+    let reconciled: Vec<crate::reconcile::Reconciled> = reconciliation.all(&store)?;
     ids.into_iter()
         .map(|(scenario, id)| {
             let doc = sqlite::notification_doc(&conn, &id)?;

@@ -385,7 +385,7 @@ impl Sweep {
             SystemClock.now(),
         )?;
         use crate::reconcile::Class;
-        for item in reconciliation.each() {
+        for item in reconciliation.all(&store)? {
             *counts.reconciled.entry(item.class).or_default() += 1;
             let copies = self.fakes.control.copies(item.channel, &item.id);
             let wrong = match item.class {

@@ -730,73 +730,113 @@ pub struct Asked {
     pub limit: Option<usize>,
 }
 
-/// The histories read and the records gathered: reconcile each with
-/// [`Reconciliation::each`], one at a time, so a large window never holds every answer.
+/// The providers' records, gathered in a first pass over the histories; reconcile each
+/// notification with [`Reconciliation::each`], which reads them again one at a time, so
+/// a window of any size is held in memory only as what the records found.
 pub struct Reconciliation {
     pub window: crate::store::Window,
-    pub histories: Vec<History>,
     pub records: Records,
-    pub only: Option<Channel>,
-    pub now: f64,
+    asked: Asked,
+    now: f64,
 }
 
 impl Reconciliation {
-    /// Reads the histories from `store` and the providers' records `sources` names.
+    /// Reads what the providers' records `sources` name say about the histories `asked`
+    /// picks (nothing to read when they name none).
     pub fn read(
         store: &dyn crate::store::Store,
         asked: &Asked,
         sources: crate::verify::Sources,
         now: f64,
     ) -> crate::store::Result<Self> {
-        let mut histories = Vec::new();
-        match &asked.ids {
-            Some(ids) => {
-                for id in ids {
-                    let doc = store.notification(id)?;
-                    let events: Vec<crate::store::StoredEvent<'_>> =
-                        doc.events.iter().map(stored).collect();
-                    histories.push(history::reduce(&doc.row, &events));
-                }
-            }
-            None => {
-                let limit = asked.limit.unwrap_or(usize::MAX);
-                let walked =
-                    store.each_attempted(&asked.selection, asked.window, &mut |row, events| {
-                        histories.push(history::reduce(&row, events));
-                        if histories.len() >= limit {
-                            return Err(crate::store::StoreError::Stopped);
-                        }
-                        Ok(())
-                    });
-                match walked {
-                    Ok(()) | Err(crate::store::StoreError::Stopped) => {}
-                    Err(err) => return Err(err),
-                }
-            }
-        }
-        let records = Records::gather(&histories, sources, now);
+        let records = if records::Needs::wanted(&sources) {
+            let mut needs = records::Needs::default();
+            walk(store, asked, &mut |history| {
+                needs.add(&history, &sources);
+                Ok(())
+            })?;
+            Records::gather(needs, sources, now)
+        } else {
+            Records::none(sources)
+        };
         Ok(Self {
             window: asked.window,
-            histories,
             records,
-            only: asked.selection.channel,
+            asked: asked.clone(),
             now,
         })
     }
 
-    /// Every notification's channels, reconciled, ordered by id then channel.
-    pub fn each(&self) -> impl Iterator<Item = Reconciled> + '_ {
-        self.histories
-            .iter()
-            .flat_map(|h| reconcile(h, &self.records, self.only, self.now))
+    /// Every notification's channels, reconciled, ordered by id then channel, each handed
+    /// to `visit` as it is read; returns how many notifications were read.
+    pub fn each(
+        &self,
+        store: &dyn crate::store::Store,
+        visit: &mut (dyn FnMut(Reconciled) -> crate::store::Result<()> + Send),
+    ) -> crate::store::Result<usize> {
+        let mut read = 0;
+        walk(store, &self.asked, &mut |history| {
+            read += 1;
+            for item in reconcile(
+                &history,
+                &self.records,
+                self.asked.selection.channel,
+                self.now,
+            ) {
+                visit(item)?;
+            }
+            Ok(())
+        })?;
+        Ok(read)
+    }
+
+    /// Every notification's channels, reconciled, in a list.
+    pub fn all(&self, store: &dyn crate::store::Store) -> crate::store::Result<Vec<Reconciled>> {
+        let mut all = Vec::new();
+        self.each(store, &mut |item| {
+            all.push(item);
+            Ok(())
+        })?;
+        Ok(all)
     }
 
     /// The channels the summary names: the one asked for, or all.
     pub fn channels(&self) -> Vec<Channel> {
-        match self.only {
+        match self.asked.selection.channel {
             Some(channel) => vec![channel],
             None => Channel::ALL.to_vec(),
         }
+    }
+}
+
+/// Each history `asked` picks, reduced, in id order.
+fn walk(
+    store: &dyn crate::store::Store,
+    asked: &Asked,
+    visit: &mut (dyn FnMut(History) -> crate::store::Result<()> + Send),
+) -> crate::store::Result<()> {
+    if let Some(ids) = &asked.ids {
+        for id in ids {
+            let doc = store.notification(id)?;
+            let events: Vec<crate::store::StoredEvent<'_>> =
+                doc.events.iter().map(stored).collect();
+            visit(history::reduce(&doc.row, &events))?;
+        }
+        return Ok(());
+    }
+    let limit = asked.limit.unwrap_or(usize::MAX);
+    let mut taken = 0;
+    let walked = store.each_attempted(&asked.selection, asked.window, &mut |row, events| {
+        visit(history::reduce(&row, events))?;
+        taken += 1;
+        if taken >= limit {
+            return Err(crate::store::StoreError::Stopped);
+        }
+        Ok(())
+    });
+    match walked {
+        Ok(()) | Err(crate::store::StoreError::Stopped) => Ok(()),
+        Err(err) => Err(err),
     }
 }
 
@@ -846,3 +886,6 @@ impl Recent {
         })
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -19,58 +19,100 @@ pub struct Records {
     slack: Option<Result<slack::Window, String>>,
     incidents: HashMap<String, Result<Vec<pagerduty::Incident>, String>>,
     secrets: crate::redact::Secrets,
+    /// Whether the records were read for a first pass over the histories: an attempt
+    /// that pass did not see started after it.
+    searched: bool,
+}
+
+/// What the records are asked about, collected from the histories one at a time.
+#[derive(Debug, Default)]
+pub struct Needs {
+    /// Every EMAIL attempt's Message-ID, with when it started.
+    message_ids: Vec<(f64, String)>,
+    /// When the SLACK attempts began and ended.
+    slack_span: Option<(f64, f64)>,
+    /// The dedup keys of the notifications with PAGERDUTY attempts.
+    pagerduty_keys: Vec<String>,
+}
+
+impl Needs {
+    /// Whether `sources` name any record at all: without one, nothing is collected.
+    pub fn wanted(sources: &Sources) -> bool {
+        !sources.relay_logs.is_empty() || sources.slack.is_some() || sources.pagerduty.is_some()
+    }
+
+    /// Adds what `history`'s attempts ask of the records `sources` name.
+    pub fn add(&mut self, history: &History, sources: &Sources) {
+        if !sources.relay_logs.is_empty()
+            && let Some(part) = history.channels.get(&Channel::Email)
+        {
+            self.message_ids
+                .extend(part.attempts.iter().filter(|a| a.attempt >= 0).map(|a| {
+                    (
+                        a.started,
+                        MessageId::new(&history.id, a.cycle, a.attempt).to_string(),
+                    )
+                }));
+        }
+        if sources.slack.is_some()
+            && let Some(part) = history.channels.get(&Channel::Slack)
+        {
+            for a in &part.attempts {
+                self.slack_span = Some(match self.slack_span {
+                    None => (a.started, a.ended),
+                    Some((from, to)) => (from.min(a.started), to.max(a.ended)),
+                });
+            }
+        }
+        if sources.pagerduty.is_some()
+            && history
+                .channels
+                .get(&Channel::Pagerduty)
+                .is_some_and(|p| !p.attempts.is_empty())
+        {
+            self.pagerduty_keys.push(history.id.clone());
+        }
+    }
 }
 
 impl Records {
     /// No provider record at all: the history alone.
     pub fn none(sources: Sources) -> Self {
+        // No token a provider's answer echoes is ever repeated in evidence.
+        let mut secrets = crate::redact::Secrets::new();
+        if let Some(config) = &sources.pagerduty {
+            secrets.add(&config.token);
+        }
+        if let Some(config) = &sources.slack {
+            secrets.add(&config.token);
+        }
         Self {
             sources,
             logs: None,
             slack: None,
             incidents: HashMap::new(),
-            secrets: crate::redact::Secrets::new(),
+            secrets,
+            searched: false,
         }
     }
 
-    /// Reads every record `sources` names about the attempts of `histories`.
-    pub fn gather(histories: &[History], sources: Sources, now: f64) -> Self {
+    /// Reads every record `sources` names about the attempts `needs` collected.
+    pub fn gather(needs: Needs, sources: Sources, now: f64) -> Self {
         let mut records = Self::none(sources);
         let sources = &records.sources;
-        let message_ids: Vec<(f64, String)> = histories
-            .iter()
-            .filter_map(|h| Some((h, h.channels.get(&Channel::Email)?)))
-            .flat_map(|(h, part)| {
-                part.attempts.iter().filter(|a| a.attempt >= 0).map(|a| {
-                    (
-                        a.started,
-                        MessageId::new(&h.id, a.cycle, a.attempt).to_string(),
-                    )
-                })
-            })
-            .collect();
         records.logs = Logs::read_for(
-            message_ids
+            needs
+                .message_ids
                 .iter()
                 .map(|(at, m)| (*at, m.as_str()))
                 .collect(),
             sources,
         );
-        let slack_span = span(histories, Channel::Slack);
-        let pagerduty_keys: Vec<&str> = histories
-            .iter()
-            .filter(|h| {
-                h.channels
-                    .get(&Channel::Pagerduty)
-                    .is_some_and(|p| !p.attempts.is_empty())
-            })
-            .map(|h| h.id.as_str())
-            .collect();
-        let wants_http = (slack_span.is_some() && sources.slack.is_some())
-            || (!pagerduty_keys.is_empty() && sources.pagerduty.is_some());
+        let wants_http = (needs.slack_span.is_some() && sources.slack.is_some())
+            || (!needs.pagerduty_keys.is_empty() && sources.pagerduty.is_some());
         if wants_http {
             let client = verify::http::client();
-            if let (Some(config), Some((from, to))) = (&sources.slack, slack_span) {
+            if let (Some(config), Some((from, to))) = (&sources.slack, needs.slack_span) {
                 let skew = sources.skew;
                 records.slack = Some(match &client {
                     Ok(client) => slack::history(client, config, from - skew, (to + skew).max(now)),
@@ -78,16 +120,26 @@ impl Records {
                 });
             }
             if let Some(config) = &sources.pagerduty {
-                records.incidents = ask_pagerduty(client.as_ref(), config, &pagerduty_keys);
+                let keys: Vec<&str> = needs.pagerduty_keys.iter().map(String::as_str).collect();
+                records.incidents = ask_pagerduty(client.as_ref(), config, &keys);
             }
         }
-        if let Some(config) = &records.sources.pagerduty {
-            records.secrets.add(&config.token);
-        }
-        if let Some(config) = &records.sources.slack {
-            records.secrets.add(&config.token);
-        }
+        records.searched = true;
         records
+    }
+
+    /// Records already read: Slack's window and PagerDuty's incidents by key (tests).
+    #[cfg(test)]
+    pub fn read_already(
+        sources: Sources,
+        slack: Option<Result<slack::Window, String>>,
+        incidents: HashMap<String, Result<Vec<pagerduty::Incident>, String>>,
+    ) -> Self {
+        Self {
+            slack,
+            incidents,
+            ..Self::none(sources)
+        }
     }
 
     pub fn skew(&self) -> f64 {
@@ -100,7 +152,14 @@ impl Records {
 
     /// The relay log's word on `message_id`, sent by `attempt`; None without a log.
     pub fn relay(&self, message_id: &str, attempt: &Attempt, now: f64) -> Option<RelayWord> {
-        let findings = self.logs.as_ref()?.for_message(message_id)?;
+        let Some(findings) = self.logs.as_ref()?.for_message(message_id) else {
+            return Some(RelayWord {
+                committed: Vec::new(),
+                outcome: verify::Outcome::CannotTell,
+                text: "the attempt started after the relay log was searched: reconcile again"
+                    .into(),
+            });
+        };
         let window = (
             attempt.started - self.sources.skew,
             attempt.ended + self.sources.skew,
@@ -214,7 +273,14 @@ impl Records {
     /// The incidents PagerDuty opened for dedup key `key` inside any of `windows`.
     pub fn incidents(&self, key: &str, windows: &[(f64, f64)], now: f64) -> Option<IncidentWord> {
         self.sources.pagerduty.as_ref()?;
-        let listed = match self.incidents.get(key)? {
+        let Some(listed) = self.incidents.get(key) else {
+            return self.searched.then(|| IncidentWord {
+                proven: Vec::new(),
+                complete: false,
+                text: "its attempts started after PagerDuty was asked: reconcile again".into(),
+            });
+        };
+        let listed = match listed {
             Ok(listed) => listed,
             Err(err) => {
                 return Some(IncidentWord {
@@ -305,18 +371,6 @@ fn incident_name(incident: &pagerduty::Incident) -> String {
         (None, Some(n)) => format!("#{n}"),
         (None, None) => "(no id)".into(),
     }
-}
-
-/// When `channel`'s attempts began and ended, over every history.
-fn span(histories: &[History], channel: Channel) -> Option<(f64, f64)> {
-    histories
-        .iter()
-        .filter_map(|h| h.channels.get(&channel))
-        .flat_map(|p| &p.attempts)
-        .fold(None, |span, a| match span {
-            None => Some((a.started, a.ended)),
-            Some((from, to)) => Some((f64::min(from, a.started), f64::max(to, a.ended))),
-        })
 }
 
 /// Every key's incidents, a few lookups at a time.

@@ -175,3 +175,16 @@ fn the_documents_of_a_bulk_action_and_of_verify() {
         insta::assert_snapshot!("verify", fleet.run(0, &["--context", "eu", "verify"]));
     });
 }
+
+#[test]
+fn the_documents_of_a_reconciliation() {
+    let fleet = fleet();
+    fleet.settings().bind(|| {
+        insta::assert_snapshot!("reconcile", fleet.run(0, &["--context", "eu", "reconcile"]));
+        // ap has no key: a partial answer, exit 1, eu and us reconciled.
+        insta::assert_snapshot!(
+            "reconcile_all_contexts",
+            fleet.run(1, &["--all-contexts", "reconcile"])
+        );
+    });
+}

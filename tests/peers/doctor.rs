@@ -296,7 +296,9 @@ fn rows_due_with_no_worker_claiming_fail_the_worker_check_on_both_backends() {
             "{checks:#?}"
         );
         // The claim an hour ago is outside the 15 min window: no live worker is claimed.
-        assert!(detail(&checks, "lease losses").contains("0 LEASE_LOST in 0 claims"));
+        assert!(
+            detail(&checks, "lease losses").contains("0 LEASE_LOST and 0 reclaims in 0 claims")
+        );
     }
 }
 
@@ -333,7 +335,9 @@ fn after_lost_leases_the_dlq_calls_and_losses_are_reported_the_same_on_both_back
             "{calls}"
         );
         assert_eq!(level(&checks, "lease losses"), "warn", "{checks:#?}");
-        assert!(detail(&checks, "lease losses").starts_with("1 LEASE_LOST in 1 claim"));
+        assert!(
+            detail(&checks, "lease losses").starts_with("1 LEASE_LOST and 0 reclaims in 1 claim")
+        );
         assert_eq!(level(&checks, "worker"), "ok", "{checks:#?}");
         seen.push(
             ["dlq", "provider calls", "lease losses", "backlog"].map(|name| {

@@ -1,0 +1,348 @@
+//! The counting rules, case by case: what makes a copy on each channel, what leaves an
+//! attempt in doubt, and what a provider's record may and may not prove.
+
+use super::history::{Attempt, ChannelHistory, History, Recorded, Resolution, Verification};
+use super::records::Records;
+use super::{Class, Reconciled, What, reconcile};
+use crate::model::{Channel, Status, Stored};
+use crate::verify::{Sources, pagerduty, slack};
+use std::collections::{BTreeMap, HashMap};
+
+const T0: f64 = 1_764_590_400.0;
+/// An hour after T0: every window is past.
+const NOW: f64 = T0 + 3600.0;
+const ID: &str = "n-0001";
+
+fn attempt(cycle: i64, number: i64, started: f64, recorded: Recorded) -> Attempt {
+    Attempt {
+        cycle,
+        attempt: number,
+        lease_token: format!("lease-{cycle}-{number}"),
+        started,
+        ended: started + 60.0,
+        sender: Some("uns@uns.local".into()),
+        recorded,
+        event_ids: vec![number * 10, number * 10 + 1],
+        error: (recorded != Recorded::Accepted).then(|| "timed out".to_string()),
+    }
+}
+
+fn history(status: Status, channel: Channel, attempts: Vec<Attempt>) -> History {
+    let mut channels = BTreeMap::new();
+    channels.insert(
+        channel,
+        ChannelHistory {
+            attempts,
+            verifications: Vec::new(),
+        },
+    );
+    History {
+        id: ID.into(),
+        status: Stored::Known(status),
+        dead_letter: status == Status::Dead,
+        cycle: 1,
+        recipient: Some("ops@example.com".into()),
+        channels,
+        owed: None,
+        resolution: None,
+        notes: Vec::new(),
+    }
+}
+
+fn sources() -> Sources {
+    Sources {
+        skew: 5.0,
+        ..Sources::default()
+    }
+}
+
+fn one(history: &History, records: &Records) -> Reconciled {
+    let mut all = reconcile(history, records, None, NOW);
+    assert_eq!(all.len(), 1, "{all:?}");
+    all.remove(0)
+}
+
+fn class(history: &History, records: &Records) -> (Class, usize, usize) {
+    let item = one(history, records);
+    (item.class, item.copies, item.unknown_attempts)
+}
+
+fn no_records() -> Records {
+    Records::none(sources())
+}
+
+#[test]
+fn the_history_alone_counts_accepted_attempts_and_leaves_the_unknown_in_doubt() {
+    use Recorded::*;
+    let cases = [
+        (Status::Delivered, vec![Accepted], (Class::Once, 1, 0)),
+        (
+            Status::Delivered,
+            vec![Accepted, Accepted],
+            (Class::Duplicated, 2, 0),
+        ),
+        (
+            Status::Delivered,
+            vec![Unknown, Accepted],
+            (Class::MaybeDuplicated, 1, 1),
+        ),
+        (Status::Dead, vec![Unknown], (Class::Unsettled, 0, 1)),
+        (
+            Status::Dead,
+            vec![Rejected, Rejected],
+            (Class::Missing, 0, 0),
+        ),
+        (Status::Pending, vec![Rejected], (Class::Unsettled, 0, 0)),
+    ];
+    for (status, outcomes, expected) in cases {
+        let attempts = outcomes
+            .iter()
+            .enumerate()
+            .map(|(n, o)| attempt(1, n as i64 + 1, T0 + 100.0 * n as f64, *o))
+            .collect();
+        let h = history(status, Channel::Email, attempts);
+        assert_eq!(
+            class(&h, &no_records()),
+            expected,
+            "{status:?} {outcomes:?}"
+        );
+    }
+}
+
+#[test]
+fn a_resolved_entry_without_a_copy_is_missing_and_says_who_resolved_it() {
+    let mut h = history(
+        Status::Resolved,
+        Channel::Slack,
+        vec![attempt(1, 1, T0, Recorded::Rejected)],
+    );
+    h.resolution = Some(Resolution {
+        event_id: 42,
+        at: T0 + 500.0,
+        operator: "alice (key default)".into(),
+        reason: Some("INC-7: channel archived".into()),
+    });
+    let item = one(&h, &no_records());
+    assert_eq!(item.class, Class::Missing);
+    let settled = item
+        .evidence
+        .iter()
+        .find(|e| e.what == What::Settled)
+        .expect("settled");
+    assert!(
+        settled.text.contains("resolved by alice (key default)"),
+        "{}",
+        settled.text
+    );
+    assert!(
+        settled.text.contains("INC-7: channel archived"),
+        "{}",
+        settled.text
+    );
+    assert_eq!(settled.event_ids, vec![42]);
+}
+
+#[test]
+fn recorded_verifications_settle_an_attempt_either_way() {
+    let mut h = history(
+        Status::Delivered,
+        Channel::Email,
+        vec![
+            attempt(1, 1, T0, Recorded::Unknown),
+            attempt(1, 2, T0 + 100.0, Recorded::Accepted),
+        ],
+    );
+    let verified = |delivered: bool| Verification {
+        event_id: 99,
+        at: T0 + 900.0,
+        cycle: 1,
+        attempts: vec![1],
+        delivered,
+        source: "relay-log".into(),
+    };
+    let part = h.channels.get_mut(&Channel::Email).expect("email");
+    part.verifications.push(verified(true));
+    assert_eq!(class(&h, &no_records()), (Class::Duplicated, 2, 0));
+    let part = h.channels.get_mut(&Channel::Email).expect("email");
+    part.verifications = vec![verified(false)];
+    assert_eq!(class(&h, &no_records()), (Class::Once, 1, 0));
+}
+
+fn incident(n: i64, created: f64, status: &str) -> pagerduty::Incident {
+    pagerduty::Incident {
+        id: Some(format!("PINC{n}")),
+        incident_number: Some(n),
+        incident_key: Some(ID.into()),
+        status: Some(status.into()),
+        created_at: Some(crate::clock::rfc3339(created.floor())),
+        last_status_change_at: Some(crate::clock::rfc3339(created.floor())),
+        html_url: None,
+        service: Some(pagerduty::Reference {
+            id: Some("PSVC".into()),
+            summary: Some("checkout on-call".into()),
+        }),
+    }
+}
+
+fn with_incidents(incidents: Result<Vec<pagerduty::Incident>, String>) -> Records {
+    let sources = Sources {
+        pagerduty: Some(pagerduty::Config {
+            api_url: "http://127.0.0.1:9".into(),
+            token: "pd-secret-token".into(),
+        }),
+        ..sources()
+    };
+    Records::read_already(sources, None, HashMap::from([(ID.to_string(), incidents)]))
+}
+
+#[test]
+fn pagerduty_counts_incidents_not_triggers() {
+    let two_triggers = history(
+        Status::Delivered,
+        Channel::Pagerduty,
+        vec![
+            attempt(1, 1, T0, Recorded::Accepted),
+            attempt(2, 2, T0 + 600.0, Recorded::Accepted),
+        ],
+    );
+    // Without the incident list, the second trigger may have merged or paged again.
+    assert_eq!(
+        class(&two_triggers, &no_records()),
+        (Class::MaybeDuplicated, 1, 1)
+    );
+    // One incident, still open: the second trigger was merged into it. One page.
+    let merged = with_incidents(Ok(vec![incident(1, T0 + 1.0, "triggered")]));
+    let item = one(&two_triggers, &merged);
+    assert_eq!((item.class, item.copies), (Class::Once, 1));
+    assert_eq!(item.recipient.as_deref(), Some("checkout on-call"));
+    assert!(
+        item.evidence
+            .iter()
+            .any(|e| e.what == What::Note && e.text.contains("merged into an incident")),
+        "{item:?}"
+    );
+    // Resolved between the two: the second trigger opened another incident. Two pages.
+    let paged_twice = with_incidents(Ok(vec![
+        incident(1, T0 + 1.0, "resolved"),
+        incident(2, T0 + 601.0, "triggered"),
+    ]));
+    let item = one(&two_triggers, &paged_twice);
+    assert_eq!((item.class, item.copies), (Class::Duplicated, 2));
+    let incidents: Vec<&str> = item
+        .evidence
+        .iter()
+        .filter_map(|e| e.incident.as_deref())
+        .collect();
+    assert_eq!(incidents, ["PINC1 (#1)", "PINC2 (#2)"]);
+}
+
+#[test]
+fn a_pagerduty_record_that_is_not_proof_leaves_doubt_and_never_leaks_the_token() {
+    let unknown = history(
+        Status::Dead,
+        Channel::Pagerduty,
+        vec![attempt(1, 1, T0, Recorded::Unknown)],
+    );
+    // An incident under another key, and one created a day before: neither is this
+    // notification's page, and neither lets its absence be proven.
+    let mut other_key = incident(1, T0 + 1.0, "triggered");
+    other_key.incident_key = Some("n-9999".into());
+    let records = with_incidents(Ok(vec![other_key, incident(2, T0 - 86_400.0, "resolved")]));
+    assert_eq!(class(&unknown, &records), (Class::Unsettled, 0, 1));
+    // The API failing with the token in its words: doubt, and the token is not repeated.
+    let records = with_incidents(Err("401 for token pd-secret-token".into()));
+    let item = one(&unknown, &records);
+    assert_eq!((item.class, item.unknown_attempts), (Class::Unsettled, 1));
+    let text = serde_json::to_string(&item).expect("json");
+    assert!(!text.contains("pd-secret-token"), "{text}");
+    // The whole list read, and no incident: the unknown trigger never paged.
+    let records = with_incidents(Ok(Vec::new()));
+    assert_eq!(class(&unknown, &records), (Class::Missing, 0, 0));
+}
+
+fn tagged(ts: f64, key: &str, bot: &str) -> slack::Tagged {
+    slack::Tagged {
+        ts: format!("{ts:.6}"),
+        idempotency_key: key.into(),
+        bot_id: Some(bot.into()),
+        app_id: None,
+        user: None,
+    }
+}
+
+fn with_slack(tagged: Vec<slack::Tagged>) -> Records {
+    let sources = Sources {
+        slack: Some(slack::Config {
+            api_url: "http://127.0.0.1:9".into(),
+            token: "xoxb-secret".into(),
+            channel: "C0ALERTS".into(),
+            bot_id: Some("B0UNS".into()),
+        }),
+        ..sources()
+    };
+    let read = tagged.len();
+    Records::read_already(
+        sources,
+        Some(Ok(slack::Window { tagged, read })),
+        HashMap::new(),
+    )
+}
+
+#[test]
+fn slack_counts_messages_with_the_cycles_key_posted_by_the_webhooks_bot() {
+    let key = format!("{ID}:SLACK:1");
+    let h = history(
+        Status::Dead,
+        Channel::Slack,
+        vec![
+            attempt(1, 1, T0, Recorded::Unknown),
+            attempt(1, 2, T0 + 70.0, Recorded::Unknown),
+        ],
+    );
+    // Both attempts of the cycle posted: two messages with the key, both the bot's.
+    let records = with_slack(vec![
+        tagged(T0 + 2.0, &key, "B0UNS"),
+        tagged(T0 + 71.0, &key, "B0UNS"),
+    ]);
+    let item = one(&h, &records);
+    assert_eq!(
+        (item.class, item.copies, item.unknown_attempts),
+        (Class::Duplicated, 2, 0)
+    );
+    assert_eq!(item.recipient.as_deref(), Some("C0ALERTS"));
+    // One of them posted by someone else: not proof, and the doubt stays.
+    let records = with_slack(vec![
+        tagged(T0 + 2.0, &key, "B0UNS"),
+        tagged(T0 + 71.0, &key, "U0EVE"),
+    ]);
+    assert_eq!(class(&h, &records), (Class::MaybeDuplicated, 1, 1));
+    // Another cycle's key, or no message at all in a history read whole: never posted.
+    let records = with_slack(vec![tagged(T0 + 2.0, &format!("{ID}:SLACK:2"), "B0UNS")]);
+    assert_eq!(class(&h, &records), (Class::Missing, 0, 0));
+}
+
+#[test]
+fn an_email_attempt_is_one_copy_however_its_records_agree() {
+    // Accepted, and also VERIFIED DELIVERED: one attempt, one copy.
+    let mut h = history(
+        Status::Delivered,
+        Channel::Email,
+        vec![attempt(1, 1, T0, Recorded::Accepted)],
+    );
+    h.channels
+        .get_mut(&Channel::Email)
+        .expect("email")
+        .verifications
+        .push(Verification {
+            event_id: 7,
+            at: T0 + 10.0,
+            cycle: 1,
+            attempts: vec![1],
+            delivered: true,
+            source: "relay-log".into(),
+        });
+    let item = one(&h, &no_records());
+    assert_eq!((item.class, item.copies), (Class::Once, 1));
+    assert_eq!(item.evidence[0].sources, ["history"]);
+    assert!(item.evidence[0].event_ids.contains(&7));
+}
