@@ -338,6 +338,13 @@ fn after_lost_leases_the_dlq_calls_and_losses_are_reported_the_same_on_both_back
         assert!(
             detail(&checks, "lease losses").starts_with("1 LEASE_LOST and 0 reclaims in 1 claim")
         );
+        // Who got a duplicate is reconcile's question: the hint says so.
+        let hint = checks
+            .iter()
+            .find(|c| c["name"] == "lease losses")
+            .and_then(|c| c["hint"].as_str())
+            .unwrap_or_default();
+        assert!(hint.contains("unsctl reconcile --since 1h"), "{hint}");
         assert_eq!(level(&checks, "worker"), "ok", "{checks:#?}");
         seen.push(
             ["dlq", "provider calls", "lease losses", "backlog"].map(|name| {

@@ -75,6 +75,7 @@ const GUARDED: &[(&str, &str)] = &[
     ("GET", "/api/v1/runtime/events?kind=LEASE_LOST"),
     ("GET", "/api/v1/dlq"),
     ("DELETE", "/api/v1/dlq/n-x"),
+    ("GET", "/api/v1/runtime/reconcile"),
 ];
 
 #[test]
@@ -267,6 +268,74 @@ fn the_dlq_pages_with_an_opaque_cursor() {
     assert!(plain["entries"][0].get("events").is_none());
     let (status, _) = api.get("/api/v1/dlq?cursor=not-a-cursor");
     assert_eq!(status, StatusCode::BAD_REQUEST);
+}
+
+#[test]
+fn the_reconcile_route_pages_every_attempted_notification_in_its_window() {
+    let api = Api::new();
+    // Dead letters and a delivered row, each attempted at its own time.
+    let mut early: Vec<String> = (0..12)
+        .map(|n| replay_entry(&api.conn, 1000.0 + f64::from(n)))
+        .collect();
+    early.push(support::play(
+        &api.conn,
+        1020.0,
+        &[unsctl::model::Channel::Email],
+        &[unsctl::engine::DeliveryResult::accepted(None)],
+        3,
+    ));
+    early.sort();
+    let late = verify_entry(&api.conn, 5000.0);
+    let walk = |query: &str| -> (Vec<String>, usize) {
+        let mut seen = Vec::new();
+        let mut cursor: Option<String> = None;
+        let mut pages = 0;
+        loop {
+            let path = match &cursor {
+                Some(c) => format!("/api/v1/runtime/reconcile?limit=5&{query}&cursor={c}"),
+                None => format!("/api/v1/runtime/reconcile?limit=5&{query}"),
+            };
+            let (status, page) = api.get(&path);
+            assert_eq!(status, StatusCode::OK, "{page}");
+            pages += 1;
+            for entry in page["entries"].as_array().expect("entries") {
+                assert!(
+                    entry["events"].as_array().is_some_and(|e| !e.is_empty()),
+                    "{entry}"
+                );
+                // Of the message, only the recipient.
+                assert_eq!(
+                    entry["payload"],
+                    json!({"recipient": "ops@example.com"}),
+                    "{entry}"
+                );
+                seen.push(entry["id"].as_str().expect("id").to_string());
+            }
+            match page["next_cursor"].as_str() {
+                Some(next) => cursor = Some(next.to_string()),
+                None => break,
+            }
+        }
+        (seen, pages)
+    };
+    // The delivered row is in it: reconcile looks past the DLQ.
+    let (seen, pages) = walk("until=2000");
+    assert_eq!(seen, early);
+    assert_eq!(pages, 3);
+    let (seen, _) = walk("since=4000");
+    assert_eq!(seen, vec![late.clone()]);
+    let (seen, _) = walk("channel=EMAIL&since=0");
+    assert_eq!(seen.len(), 2, "{seen:?}");
+    for bad in [
+        "limit=0",
+        "limit=1001",
+        "since=5000&until=4000",
+        "channel=FAX",
+        "cursor=nope",
+    ] {
+        let (status, body) = api.get(&format!("/api/v1/runtime/reconcile?{bad}"));
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{bad}: {body}");
+    }
 }
 
 #[test]
