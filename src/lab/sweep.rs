@@ -97,8 +97,10 @@ pub struct Counts {
     pub duplicates_false: usize,
     /// MISSING where the ledger has a copy. Must be zero.
     pub missing_false: usize,
-    /// What reconcile said, channel by channel.
+    /// What reconcile said with the fakes' records, channel by channel.
     pub reconciled: std::collections::BTreeMap<crate::reconcile::Class, usize>,
+    /// And from the history alone.
+    pub reconciled_history_only: std::collections::BTreeMap<crate::reconcile::Class, usize>,
     /// The first few unsafe verdicts, to debug from.
     pub failures: Vec<String>,
 }
@@ -373,24 +375,58 @@ impl Sweep {
         Ok(counts)
     }
 
-    /// Reconciles every notification with the fakes' records (as `unsctl reconcile`
-    /// does) and compares each channel's class with the copies the ledger holds.
+    /// Reconciles every notification twice, as `unsctl reconcile` does: with the fakes'
+    /// records, and from the history alone (which must never guess either), and holds
+    /// each channel's class to the copies the ledger holds.
     fn reconcile_into(&self, counts: &mut Counts) -> Result<(), ReproError> {
         self.wait_for_windows()?;
         let store = sqlite::SqliteStore::open_read_only(&self.db)?;
-        let reconciliation = crate::reconcile::Reconciliation::read(
-            &store,
-            &crate::reconcile::Asked::default(),
-            repro::fake_sources(&self.fakes, VERIFY_SKEW),
-            SystemClock.now(),
-        )?;
+        let with_records = repro::fake_sources(&self.fakes, VERIFY_SKEW);
+        let history_only = crate::verify::Sources {
+            skew: VERIFY_SKEW,
+            ..crate::verify::Sources::default()
+        };
+        for (sources, counted) in [(with_records, true), (history_only, false)] {
+            let reconciliation = crate::reconcile::Reconciliation::read(
+                &store,
+                &crate::reconcile::Asked::default(),
+                sources,
+                SystemClock.now(),
+            )?;
+            for item in reconciliation.all(&store)? {
+                self.judge_reconciled(&item, counted, counts);
+            }
+        }
+        Ok(())
+    }
+
+    /// One reconciled channel against the ledger; `counted` for the run with records,
+    /// whose classes are counted (the other is only checked).
+    fn judge_reconciled(
+        &self,
+        item: &crate::reconcile::Reconciled,
+        counted: bool,
+        counts: &mut Counts,
+    ) {
         use crate::reconcile::Class;
-        for item in reconciliation.all(&store)? {
+        let source = if counted {
+            "with records"
+        } else {
+            "from the history alone"
+        };
+        if counted {
             *counts.reconciled.entry(item.class).or_default() += 1;
-            let copies = self.fakes.control.copies(item.channel, &item.id);
+        } else {
+            *counts
+                .reconciled_history_only
+                .entry(item.class)
+                .or_default() += 1;
+        }
+        let copies = self.fakes.control.copies(item.channel, &item.id);
+        {
             let wrong = match item.class {
                 _ if copies >= 2 => {
-                    counts.duplicates_in_ledger += 1;
+                    counts.duplicates_in_ledger += usize::from(counted);
                     if matches!(item.class, Class::Once | Class::Missing) {
                         counts.duplicates_missed += 1;
                         true
@@ -416,7 +452,7 @@ impl Sweep {
                     .map(|i| self.drawn[i].describe())
                     .unwrap_or_default();
                 counts.failures.push(format!(
-                    "{} {}: reconcile says {} with {} but the ledger holds {copies} [{schedule}]",
+                    "{} {}: reconcile {source} says {} with {} but the ledger holds {copies} [{schedule}]",
                     item.id,
                     item.channel,
                     item.class,
@@ -424,7 +460,6 @@ impl Sweep {
                 ));
             }
         }
-        Ok(())
     }
 
     /// How many copies each provider accepted, per notification and channel.

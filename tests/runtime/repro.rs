@@ -472,6 +472,13 @@ fn the_ci_sweep_finds_no_unsafe_verdict() {
             && counts["reconciled"]["ONCE"].as_u64().unwrap_or(0) > 0,
         "{counts:#}"
     );
+    // From the history alone, the doubt shows, and is held to the same ledger.
+    let alone = &counts["reconciled_history_only"];
+    assert!(
+        alone["MAYBE_DUPLICATED"].as_u64().unwrap_or(0) > 0
+            && alone["UNSETTLED"].as_u64().unwrap_or(0) > 0,
+        "{counts:#}"
+    );
     // The schedules really exercise every branch and the incident itself.
     for key in [
         "resolve",

@@ -131,6 +131,15 @@ pub fn run(global: &Invocation, args: Args) -> CliResult {
     }
 }
 
+/// "3 DUPLICATED, 10 ONCE".
+fn classes(counts: &std::collections::BTreeMap<crate::reconcile::Class, usize>) -> String {
+    counts
+        .iter()
+        .map(|(class, n)| format!("{n} {class}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// The sweep's counts, as the table prints them.
 fn counts_text(counts: &sweep::Counts, seconds: f64) -> String {
     let lines = [
@@ -168,14 +177,10 @@ fn counts_text(counts: &sweep::Counts, seconds: f64) -> String {
             counts.duplicates_false,
             counts.missing_false
         ),
+        format!("  with records       {}", classes(&counts.reconciled)),
         format!(
-            "  classes            {}",
-            counts
-                .reconciled
-                .iter()
-                .map(|(class, n)| format!("{n} {class}"))
-                .collect::<Vec<_>>()
-                .join(", ")
+            "  history alone      {}",
+            classes(&counts.reconciled_history_only)
         ),
         format!("time                 {:.1} s", seconds),
     ];
