@@ -47,6 +47,32 @@ struct Plan {
     /// Each context's store, in a plan made with `--all-contexts`.
     #[serde(default)]
     contexts: Vec<PlanContext>,
+    /// What the triage that made the plan left out (`--exclude`, `--not-channel`,
+    /// `--not-error`).
+    #[serde(default)]
+    excluded: Option<Excluded>,
+}
+
+/// A plan's `excluded`: the ids it leaves out, which no edit of its entries brings back.
+#[derive(Debug, Default, serde::Deserialize, serde::Serialize)]
+pub struct Excluded {
+    #[serde(default)]
+    pub ids: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_channel: Option<crate::model::Channel>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_error: Option<String>,
+}
+
+impl Excluded {
+    /// What `selection` leaves out, if anything.
+    pub fn of(selection: &crate::store::Selection) -> Option<Self> {
+        selection.excludes().then(|| Self {
+            ids: selection.exclude.clone(),
+            not_channel: selection.not_channel,
+            not_error: selection.not_error.clone(),
+        })
+    }
 }
 
 #[derive(Debug, serde::Deserialize)]
@@ -226,7 +252,20 @@ fn planned(
 
 pub fn run(global: &Invocation, args: Args) -> CliResult {
     act::check_force(&args.audit)?;
-    let plan = read_plan(&args.plan)?;
+    let mut plan = read_plan(&args.plan)?;
+    if let Some(excluded) = &plan.excluded {
+        // An entry the plan's own triage left out is never acted on, whoever added it.
+        plan.entries.retain(|entry| {
+            let left_out = excluded.ids.contains(&entry.id);
+            if left_out {
+                crate::render::output::status(&format!(
+                    "{}  skipped: the plan excludes it (--exclude), yet it is in the entries",
+                    crate::render::sanitize::clean(&entry.id)
+                ));
+            }
+            !left_out
+        });
+    }
     if plan.entries.is_empty() {
         crate::render::output::status("The plan has no entries: nothing to do.");
         return Ok(());

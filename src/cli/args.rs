@@ -98,6 +98,15 @@ pub struct SelectArgs {
     /// At most N entries (the first by id)
     #[arg(long, value_name = "N")]
     pub limit: Option<usize>,
+    /// Leave out entries with this channel (events: about it)
+    #[arg(long, value_name = "CHANNEL", value_parser = values::channel())]
+    pub not_channel: Option<Channel>,
+    /// Leave out entries whose error message contains TEXT, in any letter case
+    #[arg(long, value_name = "TEXT")]
+    pub not_error: Option<String>,
+    /// Leave out these entries, by whole id (repeat, or separate with commas)
+    #[arg(long, value_name = "ID", value_delimiter = ',', value_parser = values::parse_id)]
+    pub exclude: Vec<String>,
 }
 
 impl SelectArgs {
@@ -116,6 +125,9 @@ impl SelectArgs {
             error: self.error.clone().filter(|e| !e.is_empty()),
             since: instant("--since", &self.since)?,
             until: instant("--until", &self.until)?,
+            not_channel: self.not_channel,
+            not_error: self.not_error.clone().filter(|e| !e.is_empty()),
+            exclude: self.exclude.clone(),
         };
         selection.check().map_err(CliError::usage)?;
         if self.limit == Some(0) {
@@ -131,6 +143,9 @@ impl SelectArgs {
             || self.since.is_some()
             || self.until.is_some()
             || self.limit.is_some()
+            || self.not_channel.is_some()
+            || self.not_error.is_some()
+            || !self.exclude.is_empty()
     }
 }
 

@@ -73,8 +73,7 @@ impl Args {
         let selection = Selection {
             channel: self.channel,
             error: self.error.clone().filter(|e| !e.is_empty()),
-            since: None,
-            until: None,
+            ..Selection::default()
         };
         selection.check().map_err(CliError::usage)?;
         if self.limit == Some(0) {

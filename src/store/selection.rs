@@ -19,6 +19,15 @@ pub struct Selection {
     /// And before this.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub until: Option<f64>,
+    /// Not entries that have this channel; not events about it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_channel: Option<Channel>,
+    /// Not entries whose error message contains this (any letter case).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_error: Option<String>,
+    /// Not these entries (whole ids).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub exclude: Vec<String>,
 }
 
 /// The selection parameters of the DLQ and event routes, as their query strings spell
@@ -33,10 +42,21 @@ pub struct SelectionQuery {
     pub since: Option<String>,
     #[serde(default)]
     pub until: Option<String>,
+    #[serde(default)]
+    pub not_channel: Option<String>,
+    #[serde(default)]
+    pub not_error: Option<String>,
+    /// `exclude` repeats: every value, filled in by the route (a query keeps only the
+    /// first value of a key).
+    #[serde(skip)]
+    pub exclude: Vec<String>,
 }
 
 /// The longest error text a selection takes.
 pub const MAX_ERROR_TEXT: usize = 1024;
+
+/// The most ids one selection excludes.
+pub const MAX_EXCLUDED: usize = 1000;
 
 impl Selection {
     pub fn is_empty(&self) -> bool {
@@ -58,7 +78,19 @@ impl Selection {
         if let Some(until) = self.until {
             pairs.push(("until", until.to_string()));
         }
+        if let Some(channel) = self.not_channel {
+            pairs.push(("not_channel", channel.to_string()));
+        }
+        if let Some(error) = &self.not_error {
+            pairs.push(("not_error", error.clone()));
+        }
+        pairs.extend(self.exclude.iter().map(|id| ("exclude", id.clone())));
         pairs
+    }
+
+    /// Whether anything is excluded.
+    pub fn excludes(&self) -> bool {
+        self.not_channel.is_some() || self.not_error.is_some() || !self.exclude.is_empty()
     }
 
     /// Reads the selection from an API route's query: times as RFC 3339, unix seconds or
@@ -80,6 +112,14 @@ impl Selection {
             error: query.error.clone(),
             since: instant("since", &query.since)?,
             until: instant("until", &query.until)?,
+            not_channel: query
+                .not_channel
+                .as_deref()
+                .map(str::parse::<Channel>)
+                .transpose()
+                .map_err(|err| format!("not_channel: {err}"))?,
+            not_error: query.not_error.clone().filter(|e| !e.is_empty()),
+            exclude: query.exclude.clone(),
         };
         selection.check()?;
         Ok(selection)
@@ -100,6 +140,24 @@ impl Selection {
             && since >= until
         {
             return Err("since must come before until".into());
+        }
+        if self
+            .not_error
+            .as_ref()
+            .is_some_and(|e| e.len() > MAX_ERROR_TEXT)
+        {
+            return Err(format!(
+                "the error text to leave out is at most {MAX_ERROR_TEXT} bytes"
+            ));
+        }
+        if self.channel.is_some() && self.channel == self.not_channel {
+            return Err("a channel both selected and left out selects nothing".into());
+        }
+        if self.exclude.len() > MAX_EXCLUDED {
+            return Err(format!("at most {MAX_EXCLUDED} ids can be left out"));
+        }
+        for id in &self.exclude {
+            crate::model::NotificationId::parse(id).map_err(|err| format!("exclude: {err}"))?;
         }
         Ok(())
     }
@@ -127,18 +185,40 @@ impl Selection {
             sql.push_str(" AND n.updated_at < ?");
             params.push(Value::Real(until));
         }
+        // Left out: a row whose channels cannot be read is never left out by its channel
+        // (it is shown, marked, in every selection); one without an error message never
+        // contains the text.
+        if let Some(channel) = self.not_channel {
+            sql.push_str(" AND NOT (json_valid(n.channels) AND upper(n.channels) LIKE ?)");
+            params.push(Value::Text(format!("%{channel}%")));
+        }
+        if let Some(error) = &self.not_error {
+            sql.push_str(
+                " AND (n.error_message IS NULL OR instr(lower(n.error_message), lower(?)) = 0)",
+            );
+            params.push(Value::Text(error.clone()));
+        }
+        if !self.exclude.is_empty() {
+            sql.push_str(&format!(
+                " AND n.id NOT IN ({})",
+                vec!["?"; self.exclude.len()].join(", ")
+            ));
+            params.extend(self.exclude.iter().map(|id| Value::Text(id.clone())));
+        }
         (sql, params)
     }
 
-    /// The exact channel test on a row's stored channel names.
+    /// The exact channel tests on a row's stored channel names.
     pub fn keeps_channels(&self, names: &[String], unreadable: bool) -> bool {
-        match self.channel {
-            None => true,
-            Some(_) if unreadable => true,
-            Some(channel) => match crate::model::ChannelSet::parse(names) {
-                Ok(set) => set.contains(channel),
-                Err(_) => true,
-            },
+        if unreadable || (self.channel.is_none() && self.not_channel.is_none()) {
+            return true;
+        }
+        match crate::model::ChannelSet::parse(names) {
+            Ok(set) => {
+                self.channel.is_none_or(|c| set.contains(c))
+                    && self.not_channel.is_none_or(|c| !set.contains(c))
+            }
+            Err(_) => true,
         }
     }
 
@@ -166,6 +246,25 @@ impl Selection {
         if let Some(until) = self.until {
             sql.push_str(" AND e.at < ?");
             params.push(Value::Real(until));
+        }
+        if let Some(channel) = self.not_channel {
+            sql.push_str(
+                " AND CASE WHEN json_valid(e.payload) THEN upper(trim(json_extract(e.payload, '$.channel'))) END IS NOT ?",
+            );
+            params.push(Value::Text(channel.to_string()));
+        }
+        if let Some(error) = &self.not_error {
+            sql.push_str(
+                " AND coalesce(instr(lower(CASE WHEN json_valid(e.payload) THEN coalesce(json_extract(e.payload, '$.error'), json_extract(e.payload, '$.error_message')) END), lower(?)), 0) = 0",
+            );
+            params.push(Value::Text(error.clone()));
+        }
+        if !self.exclude.is_empty() {
+            sql.push_str(&format!(
+                " AND e.notification_id NOT IN ({})",
+                vec!["?"; self.exclude.len()].join(", ")
+            ));
+            params.extend(self.exclude.iter().map(|id| Value::Text(id.clone())));
         }
         (sql, params)
     }

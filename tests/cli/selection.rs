@@ -122,6 +122,9 @@ fn each_filter_selects_the_same_entries_over_both_backends() {
     let cut = seeded.entries[5].4;
     let since = format!("{cut}");
     let until = format!("{cut}");
+    let (left_a, left_b) = (seeded.entries[0].0.clone(), seeded.entries[5].0.clone());
+    let (kept_a, kept_b) = (left_a.clone(), left_b.clone());
+    let exclude = format!("{left_a},{left_b}");
     // Each filter, and the ids it must select (in id order).
     type Keep = Box<dyn Fn(&(String, &str, Channel, &str, f64)) -> bool>;
     let filters: Vec<(Vec<&str>, Keep)> = vec![
@@ -147,6 +150,19 @@ fn each_filter_selects_the_same_entries_over_both_backends() {
                 "no reply",
             ],
             Box::new(move |e| e.2 == Channel::Email && e.4 >= cut && e.3 == "no reply"),
+        ),
+        // What is left out: by channel, by error text, by id.
+        (
+            vec!["--not-channel", "slack"],
+            Box::new(|e| e.2 != Channel::Slack),
+        ),
+        (
+            vec!["--not-error", "MAILBOX", "--channel", "email"],
+            Box::new(|e| e.3 != "mailbox" && e.2 == Channel::Email),
+        ),
+        (
+            vec!["--exclude", &exclude],
+            Box::new(move |e| e.0 != kept_a && e.0 != kept_b),
         ),
     ];
     for (flags, keep) in &filters {
@@ -276,6 +292,42 @@ fn a_filtered_bulk_action_acts_on_exactly_the_filtered_entries() {
             "{backend}: replayed exactly the SLACK entries of the REPLAY branch"
         );
 
+        // Leaving out: the EMAIL REPLAY entries but one, named by --exclude, and the
+        // SLACK ones, by --not-channel: exactly the rest is replayed.
+        let email_replays: Vec<String> = seeded
+            .entries
+            .iter()
+            .filter(|e| e.1 == "REPLAY" && e.2 == Channel::Email)
+            .map(|e| e.0.clone())
+            .collect();
+        let (spared, rest) = email_replays.split_first().expect("email replays");
+        let out = unsctl(
+            &target,
+            &[
+                "replay",
+                "--branch",
+                "replay",
+                "--not-channel",
+                "SLACK",
+                "--exclude",
+                spared,
+                "--confirm",
+                "--yes",
+                "--reason",
+                "relay fixed",
+                "-o",
+                "json",
+            ],
+        );
+        json(&out, "replay with exclusions");
+        let mut expected = slack_replays.clone();
+        expected.extend(rest.iter().cloned());
+        assert_eq!(
+            acted_on(&seeded.db, "REPLAYED"),
+            expected,
+            "{backend}: the excluded entry and channel were left out"
+        );
+
         // A time window on resolve: only the RESOLVE entries dead-lettered in it.
         let cut = seeded.entries[6].4;
         let window: BTreeSet<String> = seeded
@@ -310,6 +362,68 @@ fn a_filtered_bulk_action_acts_on_exactly_the_filtered_entries() {
         );
         server.stop();
     }
+}
+
+#[test]
+fn a_plan_lists_what_it_left_out_and_apply_never_acts_on_it() {
+    let dir = tempfile::tempdir().expect("dir");
+    let seeded = seed(dir.path(), "uns.db");
+    let target = vec!["--db".to_string(), seeded.db.display().to_string()];
+    let resolves: Vec<String> = seeded
+        .entries
+        .iter()
+        .filter(|e| e.1 == "RESOLVE")
+        .map(|e| e.0.clone())
+        .collect();
+    let left_out = resolves[0].clone();
+    let plan = json(
+        &unsctl(
+            &target,
+            &[
+                "dlq",
+                "triage",
+                "--branch",
+                "resolve",
+                "--exclude",
+                &left_out,
+                "-o",
+                "json",
+            ],
+        ),
+        "plan",
+    );
+    assert_eq!(
+        plan["excluded"]["ids"],
+        serde_json::json!([left_out]),
+        "{plan:#}"
+    );
+    assert!(!ids(&plan, "entries", "id").contains(&left_out));
+    // Someone pastes the excluded entry back into the plan: apply leaves it alone.
+    let mut edited = plan.clone();
+    let mut entry = edited["entries"][0].clone();
+    entry["id"] = Value::String(left_out.clone());
+    edited["entries"]
+        .as_array_mut()
+        .expect("entries")
+        .push(entry);
+    let path = dir.path().join("plan.json");
+    std::fs::write(&path, serde_json::to_vec(&edited).expect("json")).expect("plan");
+    let out = unsctl(
+        &target,
+        &[
+            "apply",
+            &path.display().to_string(),
+            "--confirm",
+            "--yes",
+            "--reason",
+            "provider accepted",
+        ],
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("skipped: the plan excludes it"), "{stderr}");
+    let resolved = acted_on(&seeded.db, "DLQ_RESOLVED");
+    assert!(!resolved.contains(&left_out), "{resolved:?}");
+    assert_eq!(resolved.len(), resolves.len() - 1, "{stderr}");
 }
 
 #[test]

@@ -111,7 +111,12 @@ pub fn run(global: &Invocation, args: Args) -> CliResult {
         &|t: &Triaged| keep(&t.verdict),
         args.select.limit,
         |arriving| match out.json() {
-            true => write_json(arriving, Tally::watching(args.watch), identity.as_deref()),
+            true => write_json(
+                arriving,
+                Tally::watching(args.watch),
+                identity.as_deref(),
+                crate::cli::apply::Excluded::of(&selection).as_ref(),
+            ),
             false => write_table(
                 arriving,
                 &out,
@@ -168,6 +173,7 @@ fn write_json(
     arriving: Receiver<Vec<Triaged>>,
     tally: Tally,
     identity: Option<&str>,
+    excluded: Option<&crate::cli::apply::Excluded>,
 ) -> CliResult<Tally> {
     let stdout = std::io::stdout();
     let mut writer = std::io::BufWriter::with_capacity(1 << 16, stdout.lock());
@@ -197,6 +203,10 @@ fn write_json(
     if let Some(identity) = identity {
         let identity = serde_json::to_string(identity).map_err(std::io::Error::other)?;
         writer.write_all(format!(",\n  \"store\": {identity}").as_bytes())?;
+    }
+    if let Some(excluded) = excluded {
+        let excluded = serde_json::to_string(excluded).map_err(std::io::Error::other)?;
+        writer.write_all(format!(",\n  \"excluded\": {excluded}").as_bytes())?;
     }
     writer.write_all(b"\n}\n")?;
     writer.flush()?;

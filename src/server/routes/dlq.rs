@@ -28,7 +28,7 @@ pub(crate) async fn page(
     let include_events = query
         .all("include")
         .any(|v| v.split(',').any(|part| part == "events"));
-    let selection = selection(&state, &asked.selection)?;
+    let selection = selection(&state, &asked.selection, &query)?;
     let (json, next) = blocking(&state, move |state| {
         state.read(|conn| {
             crate::store::page::dlq_page_json(

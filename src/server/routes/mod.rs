@@ -106,9 +106,14 @@ pub(crate) fn checked_id(id: &str) -> Result<(), ApiError> {
 /// The selection of the DLQ and event routes, its times read against the server's clock.
 pub(crate) fn selection(
     state: &AppState,
-    query: &crate::store::selection::SelectionQuery,
+    asked: &crate::store::selection::SelectionQuery,
+    query: &query::Query,
 ) -> Result<crate::store::Selection, ApiError> {
-    crate::store::Selection::from_query(query, state.clock.now()).map_err(ApiError::invalid)
+    let asked = crate::store::selection::SelectionQuery {
+        exclude: query.all("exclude").map(str::to_string).collect(),
+        ..asked.clone()
+    };
+    crate::store::Selection::from_query(&asked, state.clock.now()).map_err(ApiError::invalid)
 }
 
 /// Answers 408 when a request (its body included) takes longer than the limit.

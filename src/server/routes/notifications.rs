@@ -134,7 +134,7 @@ pub(crate) async fn events(
     };
     let query = crate::store::EventQuery {
         kinds,
-        selection: selection(&state, &asked.selection)?,
+        selection: selection(&state, &asked.selection, &query)?,
         limit: limit(asked.limit.as_deref(), 25, MAX_EVENTS_LIMIT)?,
         after,
     };

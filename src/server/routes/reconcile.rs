@@ -23,7 +23,7 @@ pub(crate) async fn page(
     let limit = limit(asked.limit.as_deref(), 100, 1000)?;
     let cursor = asked.cursor;
     // The times bound the attempts, not when the entries last changed.
-    let picked = selection(&state, &asked.selection)?;
+    let picked = selection(&state, &asked.selection, &query)?;
     let window = Window {
         since: picked.since,
         until: picked.until,
