@@ -27,6 +27,7 @@ pub const MAX_PLAN_BYTES: u64 = 256 << 20;
 ///
 /// Example: unsctl dlq triage -o json > plan.json
 /// Example: unsctl apply plan.json --confirm
+/// Example: unsctl apply plan.json --confirm --wait
 #[derive(Debug, clap::Args)]
 #[command(verbatim_doc_comment)]
 pub struct Args {
@@ -36,6 +37,8 @@ pub struct Args {
     pub audit: AuditArgs,
     #[command(flatten)]
     pub confirm: ConfirmArgs,
+    #[command(flatten)]
+    pub wait: crate::cli::args::WaitArgs,
 }
 
 #[derive(Debug, serde::Deserialize)]
@@ -346,7 +349,31 @@ fn apply_in(
             Err(refused) => Ok(refused),
         })
         .collect::<CliResult<Vec<_>>>()?;
-    act::carry_out(store, intents, &args.confirm, &out, "apply the plan to")
+    if !args.wait.wait {
+        return act::carry_out(store, intents, &args.confirm, &out, "apply the plan to");
+    }
+    let (every, timeout) = args.wait.checked()?;
+    let replays: std::collections::HashSet<String> = intents
+        .iter()
+        .filter(|i| i.action == crate::remediation::Action::Replay)
+        .map(|i| i.id.clone())
+        .collect();
+    let mut done = Vec::new();
+    let acted = act::carry_out_into(
+        store,
+        intents,
+        &args.confirm,
+        &out,
+        "apply the plan to",
+        &mut done,
+    );
+    done.retain(|(id, _)| replays.contains(id));
+    if done.is_empty() {
+        return acted;
+    }
+    let waited = super::follow::wait_for_delivery(store, &done, every, timeout, &out);
+    // A refusal among the entries outranks what the wait found.
+    acted.and(waited)
 }
 
 /// Each id once. The same entry written twice is one; an id listed with different

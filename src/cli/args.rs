@@ -257,3 +257,31 @@ pub fn init_logging(global: &GlobalArgs) {
         .with_target(false)
         .try_init();
 }
+
+/// `--wait`: follow each replay to its end
+#[derive(Debug, Clone, clap::Args)]
+pub struct WaitArgs {
+    /// Then wait until every replayed notification settles, report each, and exit 0
+    /// only if all were delivered (JSON: a second object, `waited`)
+    #[arg(long, requires = "confirm")]
+    pub wait: bool,
+    /// How long --wait waits, in seconds
+    #[arg(long, default_value_t = 300.0, requires = "wait")]
+    pub timeout: f64,
+    /// Seconds between looks at the store, with --wait
+    #[arg(long, default_value_t = 1.0, requires = "wait")]
+    pub interval: f64,
+}
+
+impl WaitArgs {
+    /// How often to look and how long to wait, checked.
+    pub fn checked(&self) -> CliResult<(std::time::Duration, std::time::Duration)> {
+        let every = super::follow::interval(self.interval)?;
+        if !(self.timeout.is_finite() && self.timeout > 0.0 && self.timeout <= 86_400.0) {
+            return Err(CliError::usage(
+                "--timeout must be seconds, more than 0 and at most a day",
+            ));
+        }
+        Ok((every, std::time::Duration::from_secs_f64(self.timeout)))
+    }
+}

@@ -1,7 +1,7 @@
 //! `unsctl replay`: replay DLQ entries in a new cycle, for the channels not delivered.
 
 use super::act::{self, Intent};
-use super::args::{AuditArgs, ConfirmArgs, SelectArgs};
+use super::args::{AuditArgs, ConfirmArgs, SelectArgs, WaitArgs};
 use super::backend;
 use super::backend::Invocation;
 use super::error::{CliError, CliResult};
@@ -42,16 +42,8 @@ pub struct Args {
     pub audit: AuditArgs,
     #[command(flatten)]
     pub confirm: ConfirmArgs,
-    /// Then wait until every replayed notification settles, report each, and exit 0
-    /// only if all were delivered (JSON: a second object, `waited`)
-    #[arg(long, requires = "confirm")]
-    pub wait: bool,
-    /// How long --wait waits, in seconds
-    #[arg(long, default_value_t = 300.0, requires = "wait")]
-    pub timeout: f64,
-    /// Seconds between looks at the store, with --wait
-    #[arg(long, default_value_t = 1.0, requires = "wait")]
-    pub interval: f64,
+    #[command(flatten)]
+    pub wait: WaitArgs,
 }
 
 pub fn run(global: &Invocation, args: Args) -> CliResult {
@@ -96,15 +88,10 @@ pub fn run(global: &Invocation, args: Args) -> CliResult {
             .map(|id| act::intent(store.as_ref(), id, Action::Replay, &request))
             .collect::<CliResult<_>>()?,
     };
-    if !args.wait {
+    if !args.wait.wait {
         return act::carry_out(store.as_ref(), intents, &args.confirm, &out, "replay");
     }
-    let every = super::follow::interval(args.interval)?;
-    if !(args.timeout.is_finite() && args.timeout > 0.0 && args.timeout <= 86_400.0) {
-        return Err(CliError::usage(
-            "--timeout must be seconds, more than 0 and at most a day",
-        ));
-    }
+    let (every, timeout) = args.wait.checked()?;
     let mut replayed = Vec::new();
     let acted = act::carry_out_into(
         store.as_ref(),
@@ -117,13 +104,7 @@ pub fn run(global: &Invocation, args: Args) -> CliResult {
     if replayed.is_empty() {
         return acted;
     }
-    let waited = super::follow::wait_for_delivery(
-        store.as_ref(),
-        &replayed,
-        every,
-        std::time::Duration::from_secs_f64(args.timeout),
-        &out,
-    );
+    let waited = super::follow::wait_for_delivery(store.as_ref(), &replayed, every, timeout, &out);
     // A refusal among the entries outranks what the wait found.
     acted.and(waited)
 }

@@ -425,6 +425,102 @@ fn replay_wait_reports_each_notification_and_exits_0_only_when_all_were_delivere
 }
 
 #[test]
+fn apply_wait_follows_the_plans_replays_and_exits_0_only_when_all_were_delivered() {
+    let runtime = Runtime::start();
+    let scratch = tempfile::tempdir().expect("dir");
+    for (n, backend) in runtime.backends().into_iter().enumerate() {
+        runtime.fakes.control.set_default(Behavior::Reject(400));
+        let ids = [
+            runtime.submit(&format!("plan-a-{n}")),
+            runtime.submit(&format!("plan-b-{n}")),
+        ];
+        for id in &ids {
+            runtime.wait_dead(id);
+        }
+        let plan = runtime
+            .unsctl(
+                &backend,
+                &["-o", "json", "dlq", "triage", "--branch", "replay"],
+            )
+            .output()
+            .expect("triage");
+        let path = scratch.path().join(format!("plan-{n}.json"));
+        std::fs::write(&path, &plan.stdout).expect("plan");
+        let planned = serde_json::from_slice::<Value>(&plan.stdout).expect("plan")["entries"]
+            .as_array()
+            .map_or(0, Vec::len);
+        assert!(planned >= 2, "{}", String::from_utf8_lossy(&plan.stdout));
+        let apply = |fixed: bool, path: &std::path::Path| {
+            runtime.fakes.control.set_default(if fixed {
+                Behavior::Accept
+            } else {
+                Behavior::Reject(400)
+            });
+            runtime
+                .unsctl(
+                    &backend,
+                    &[
+                        "--color",
+                        "never",
+                        "apply",
+                        &path.display().to_string(),
+                        "--confirm",
+                        "--yes",
+                        "--reason",
+                        "webhook fixed",
+                        "--wait",
+                        "--interval",
+                        "0.1",
+                    ],
+                )
+                .output()
+                .expect("apply")
+        };
+        let out = apply(true, &path);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{backend:?}: {stdout}{stderr}");
+        for id in &ids {
+            assert!(
+                stdout
+                    .lines()
+                    .any(|l| l.starts_with(id.as_str()) && l.contains("DELIVERED after")),
+                "{stdout}"
+            );
+            assert_eq!(runtime.status(id), ("DELIVERED".to_string(), false));
+        }
+        assert!(
+            stderr.contains(&format!("{planned} of {planned} delivered")),
+            "{stderr}"
+        );
+        // Not fixed: the plan's replays dead-letter again, and the wait says so, exit 1.
+        runtime.fakes.control.set_default(Behavior::Reject(400));
+        let again = runtime.submit(&format!("plan-c-{n}"));
+        runtime.wait_dead(&again);
+        let plan = runtime
+            .unsctl(
+                &backend,
+                &["-o", "json", "dlq", "triage", "--branch", "replay"],
+            )
+            .output()
+            .expect("triage");
+        let path = scratch.path().join(format!("plan-again-{n}.json"));
+        std::fs::write(&path, &plan.stdout).expect("plan");
+        let out = apply(false, &path);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{backend:?}: {stderr}");
+        assert!(stderr.contains("0 of 1 delivered"), "{stderr}");
+        assert_eq!(runtime.status(&again), ("DEAD".to_string(), true));
+    }
+    // --wait without --confirm is a usage error: a dry run has nothing to wait for.
+    let out = runtime
+        .unsctl(&runtime.backends()[0], &["apply", "plan.json", "--wait"])
+        .output()
+        .expect("apply");
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
 fn dlq_triage_watch_prints_entries_entering_and_leaving() {
     let runtime = Runtime::start();
     let scratch = tempfile::tempdir().expect("dir");
