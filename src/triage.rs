@@ -119,6 +119,22 @@ pub struct ChannelVerdict {
     /// Why a channel is FAILED or UNCERTAIN, in the provider's or the adapter's words.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cause: Option<String>,
+    /// FAILED, and the last rejection is permanent: replaying it unchanged is refused
+    /// again (DESIGN §4).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub permanent: bool,
+}
+
+/// Whether a rejection is permanent (DESIGN §4): an SMTP 5xx reply, an HTTP 400, 401,
+/// 403, 404 or 410, or, where no code says otherwise, the provider's or adapter's own
+/// "invalid" answer. A 4xx SMTP reply, an HTTP 408, 429 or 5xx, a refused connection are
+/// transient.
+pub fn permanent_rejection(smtp_code: Option<i64>, http_status: Option<i64>, error: &str) -> bool {
+    match (smtp_code, http_status) {
+        (Some(code), _) => (500..600).contains(&code),
+        (None, Some(status)) => matches!(status, 400 | 401 | 403 | 404 | 410),
+        (None, None) => error.to_ascii_lowercase().contains("invalid"),
+    }
 }
 
 /// One DLQ entry's verdict: the JSON contract of DESIGN section 6. Only triage makes
@@ -246,6 +262,8 @@ struct Attempt {
     message_ids: Vec<String>,
     /// The newest error text among the results.
     error: Option<String>,
+    /// Whether the newest rejection among the results is permanent.
+    permanent: bool,
 }
 
 impl Attempt {
@@ -506,6 +524,13 @@ impl Reading {
         if let Some(error) = fields.error.as_deref().filter(|e| !e.is_empty()) {
             attempt.error = Some(cause_text(error));
         }
+        if outcome == AttemptOutcome::Rejected {
+            attempt.permanent = permanent_rejection(
+                metadata.smtp_code,
+                metadata.http_status,
+                fields.error.as_deref().unwrap_or_default(),
+            );
+        }
         attempt.results.push((event_id, outcome));
         if outcome == AttemptOutcome::Accepted && message_id.is_none() {
             self.notes.push(format!(
@@ -629,12 +654,21 @@ impl Reading {
             }),
             _ => None,
         };
+        // The newest rejection decides: a permanent one fixed and then refused for a
+        // transient reason is transient now.
+        let permanent = state == ChannelState::Failed
+            && proof
+                .iter()
+                .filter(|(_, _, _, settled)| settled.is_none())
+                .max_by_key(|(_, attempt, _, _)| attempt.newest_event())
+                .is_some_and(|(_, attempt, _, _)| attempt.permanent);
         ChannelVerdict {
             channel,
             state,
             evidence,
             message_ids,
             cause,
+            permanent,
         }
     }
 }
@@ -767,11 +801,47 @@ fn next_step(verdict: &Verdict) -> String {
             format!("unsctl inspect {id}")
         }
         Branch::Verify => format!("unsctl verify {id}"),
-        Branch::Replay => format!(
-            "unsctl replay {id} --channels {} --confirm",
-            verdict.undelivered().joined(",")
-        ),
+        Branch::Replay => {
+            let channels = verdict.undelivered().joined(",");
+            let failed: Vec<&ChannelVerdict> = verdict
+                .channels
+                .iter()
+                .filter(|c| c.state == ChannelState::Failed)
+                .collect();
+            if failed.is_empty() || !failed.iter().all(|c| c.permanent) {
+                return format!("unsctl replay {id} --channels {channels} --confirm");
+            }
+            let causes: Vec<String> = failed
+                .iter()
+                .map(|c| {
+                    format!(
+                        "{} {}",
+                        c.channel,
+                        short_cause(c.cause.as_deref().unwrap_or("refused"))
+                    )
+                })
+                .collect();
+            format!(
+                "fix the cause first ({}: refused permanently, so a replay unchanged is refused again), then: unsctl replay {id} --channels {channels} --reason 'what was fixed' --confirm",
+                causes.join("; ")
+            )
+        }
     }
+}
+
+/// A cause cut to a clause: the first line, at most 80 characters.
+pub fn short_cause(cause: &str) -> String {
+    let line = cause.lines().next().unwrap_or_default().trim();
+    match line.char_indices().nth(80) {
+        Some((end, _)) => format!("{}…", &line[..end]),
+        None => line.to_string(),
+    }
+}
+
+/// The command in a next step: all of it, or what follows "then: ".
+pub fn step_command(step: &str) -> &str {
+    step.rsplit_once("then: ")
+        .map_or(step, |(_, command)| command)
 }
 
 /// What a VERIFY entry leads to once someone has checked out of band: each a label and

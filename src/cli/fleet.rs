@@ -149,8 +149,17 @@ pub fn statuses<T>(readings: &[Reading<Vec<T>>]) -> Vec<ContextStatus> {
 
 /// A next-step command that runs in `context`: `unsctl --context NAME ...`.
 pub fn in_context(command: &str, context: &str) -> String {
-    match command.strip_prefix("unsctl ") {
-        Some(rest) => format!("unsctl --context {context} {rest}"),
+    let at = if command.starts_with("unsctl ") {
+        Some(0)
+    } else {
+        command.find(" unsctl ").map(|at| at + 1)
+    };
+    match at {
+        Some(at) => format!(
+            "{}unsctl --context {context} {}",
+            &command[..at],
+            &command[at + "unsctl ".len()..]
+        ),
         None => command.to_string(),
     }
 }

@@ -121,8 +121,17 @@ pub enum Refusal {
         action: Action,
         uncertain: ChannelSet,
     },
-    /// Resolving while some channel was never delivered.
-    ResolveUnsent { id: String, unsent: ChannelSet },
+    /// Resolving while some channel was never delivered. `permanent` names those whose
+    /// last rejection was permanent, with the reply: replaying them is pointless until the
+    /// cause is fixed, so giving up on purpose is a real choice, and needs its reason.
+    ResolveUnsent {
+        id: String,
+        unsent: ChannelSet,
+        #[serde(default, skip_serializing_if = "ChannelSet::is_empty")]
+        permanent: ChannelSet,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cause: Option<String>,
+    },
     /// Resolving what the attestation says did not arrive: that drops it.
     ResolveAttestedUndelivered { id: String },
     /// Replaying what the attestation says did arrive: that sends a duplicate.
@@ -185,7 +194,17 @@ impl Refusal {
                     }
                 }
             }
-            Refusal::ResolveUnsent { id, unsent } => format!(
+            Refusal::ResolveUnsent {
+                id,
+                unsent,
+                permanent,
+                cause,
+            } if !permanent.is_empty() && permanent == unsent => format!(
+                "{id}: {} was never delivered, and was refused permanently ({}): replaying it is pointless until the cause is fixed, and resolving drops a message nobody received",
+                unsent.joined(", "),
+                cause.as_deref().unwrap_or("no reply recorded")
+            ),
+            Refusal::ResolveUnsent { id, unsent, .. } => format!(
                 "{id}: {} was never delivered; resolving drops a message nobody received",
                 unsent.joined(", ")
             ),
@@ -228,7 +247,16 @@ impl Refusal {
                     "check out of band first (`unsctl inspect {id}` says what to look for), then pass {flag}, or --force --reason"
                 )
             }
-            Refusal::ResolveUnsent { id, unsent } => format!(
+            Refusal::ResolveUnsent {
+                id,
+                unsent,
+                permanent,
+                ..
+            } if !permanent.is_empty() && permanent == unsent => format!(
+                "fix the cause, then replay it (`unsctl replay {id} --channels {} --reason 'what was fixed' --confirm`); or give it up on purpose: `unsctl dlq resolve {id} --force --reason 'why it is given up' --confirm`",
+                unsent.joined(",")
+            ),
+            Refusal::ResolveUnsent { id, unsent, .. } => format!(
                 "replay it instead (`unsctl replay {id} --channels {} --confirm`), or pass --force --reason to drop it on purpose",
                 unsent.joined(",")
             ),
@@ -392,7 +420,20 @@ fn check_resolve(
     }
     let unsent = verdict.unsent();
     if !unsent.is_empty() {
-        guard.check(Refusal::ResolveUnsent { id: id(), unsent })?;
+        let refused: Vec<&crate::triage::ChannelVerdict> =
+            verdict.channels.iter().filter(|c| c.permanent).collect();
+        guard.check(Refusal::ResolveUnsent {
+            id: id(),
+            unsent,
+            permanent: refused.iter().map(|c| c.channel).collect(),
+            cause: refused
+                .iter()
+                .filter_map(|c| {
+                    let cause = crate::triage::short_cause(c.cause.as_deref()?);
+                    Some(format!("{} {cause}", c.channel))
+                })
+                .reduce(|a, b| format!("{a}; {b}")),
+        })?;
     }
     match unverified(verdict, request, Action::Resolve) {
         Some(refusal) => guard.check(refusal),

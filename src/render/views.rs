@@ -503,7 +503,8 @@ pub fn triage_row(verdict: &Verdict, _out: &Output) -> Vec<Text> {
         )
         .into(),
         cause(verdict).into(),
-        shown(&verdict.next_step).into(),
+        // The command alone: the cause it says to fix first is in CAUSE.
+        shown(crate::triage::step_command(&verdict.next_step)).into(),
         if verdict.lease_lost { "yes" } else { "no" }.into(),
         join_ids(&verdict.evidence()).into(),
     ]
@@ -543,7 +544,9 @@ pub fn triage_row_short(verdict: &Verdict, short: &str, out: &Output) -> Vec<Tex
     let mut row = triage_row(verdict, out);
     if short.len() < verdict.id.len() {
         row[0] = shown(short).into();
-        row[4] = shown(&verdict.next_step.replace(&verdict.id, short)).into();
+        row[4] =
+            shown(&crate::triage::step_command(&verdict.next_step).replace(&verdict.id, short))
+                .into();
     }
     row
 }

@@ -54,6 +54,56 @@ pub struct Metadata<'a> {
     pub message_id: Option<Cow<'a, str>>,
     #[serde(borrow, default, deserialize_with = "text")]
     pub idempotency_key: Option<Cow<'a, str>>,
+    /// The SMTP reply code, when the relay gave one; anything but a number is no code.
+    #[serde(default, deserialize_with = "code")]
+    pub smtp_code: Option<i64>,
+    /// The HTTP status, when the provider answered; anything but a number is no status.
+    #[serde(default, deserialize_with = "code")]
+    pub http_status: Option<i64>,
+}
+
+/// A reply code: a whole number, or nothing (whatever else the value is).
+fn code<'de, D: de::Deserializer<'de>>(deserializer: D) -> Result<Option<i64>, D::Error> {
+    struct Code;
+    impl<'de> Visitor<'de> for Code {
+        type Value = Option<i64>;
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str("a reply code")
+        }
+        fn visit_i64<E: de::Error>(self, n: i64) -> Result<Self::Value, E> {
+            Ok(Some(n))
+        }
+        fn visit_u64<E: de::Error>(self, n: u64) -> Result<Self::Value, E> {
+            Ok(i64::try_from(n).ok())
+        }
+        fn visit_f64<E: de::Error>(self, _: f64) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_str<E: de::Error>(self, _: &str) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_bool<E: de::Error>(self, _: bool) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_none<E: de::Error>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_some<D: de::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+            d.deserialize_any(Code)
+        }
+        fn visit_seq<A: de::SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+            while seq.next_element::<IgnoredAny>()?.is_some() {}
+            Ok(None)
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+            while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+            Ok(None)
+        }
+    }
+    deserializer.deserialize_any(Code)
 }
 
 /// An optional string, borrowed where it can be.

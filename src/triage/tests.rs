@@ -818,3 +818,46 @@ fn a_cause_of_megabytes_is_cut_in_the_verdict_and_kept_whole_in_its_event() {
     assert!(cause.starts_with("éé") && cause.contains("whole text is in the event"));
     assert!(history.events[1].payload.get().len() > 6_000_000);
 }
+
+#[test]
+fn a_rejection_is_permanent_by_its_code_and_a_code_of_the_wrong_type_is_none() {
+    let refused = |metadata: Value, error: &str| {
+        let history = History::new().start(1, 1, "EMAIL", "a").push(
+            "CHANNEL_ATTEMPT_RESULT",
+            json!({"cycle": 1, "attempt": 1, "cycle_attempt": 1, "channel": "EMAIL",
+                   "lease_token": "a", "success": false, "message_id": null,
+                   "error": error, "metadata": metadata}),
+        );
+        let verdict = triage_events(&row(&["EMAIL"], 1), &history.dead().events);
+        assert!(verdict.notes.is_empty(), "{:?}", verdict.notes);
+        assert_eq!(verdict.channels[0].state, Failed);
+        verdict.channels[0].permanent
+    };
+    let meta = |key: &str, value: Value| json!({"provider_outcome": "REJECTED", key: value});
+    assert!(refused(
+        meta("smtp_code", json!(550)),
+        "message: 550 User unknown"
+    ));
+    assert!(!refused(
+        meta("smtp_code", json!(451)),
+        "message: 451 try later"
+    ));
+    assert!(refused(meta("http_status", json!(410)), "HTTP 410: gone"));
+    assert!(!refused(
+        meta("http_status", json!(429)),
+        "HTTP 429: invalid_rate"
+    ));
+    // A code that is not a number is no code: the text decides, and the event is read.
+    assert!(!refused(
+        meta("smtp_code", json!("550")),
+        "message: 550 User unknown"
+    ));
+    assert!(refused(
+        meta("smtp_code", json!({"x": [1]})),
+        "invalid recipient"
+    ));
+    assert!(!refused(
+        json!({"provider_outcome": "REJECTED"}),
+        "connect failed"
+    ));
+}

@@ -10,6 +10,7 @@ mod follow;
 mod hostile;
 mod layering;
 mod next_steps;
+mod permanent;
 mod prefix;
 mod reconcile;
 mod remediation;

@@ -243,6 +243,6 @@ fn list_row(row: &Notification, verdict: &Verdict, unreadable: bool, out: &Outpu
         out.time(row.updated_at).into(),
         row.attempts.to_string().into(),
         row.cycle.to_string().into(),
-        views::shown(&verdict.next_step).into(),
+        views::shown(crate::triage::step_command(&verdict.next_step)).into(),
     ]
 }

@@ -228,8 +228,10 @@ fn write_table(
     let mut tally = tally;
     let mut short = views::ShortIds::default();
     let mut held: Option<Verdict> = None;
+    let mut refused = Refused::default();
     for triaged in arriving.into_iter().flatten() {
         tally.add(&triaged.verdict);
+        refused.add(&triaged.verdict);
         if !shorten {
             grid.row(views::triage_row(&triaged.verdict, out), &mut writer)?;
             continue;
@@ -245,8 +247,78 @@ fn write_table(
         grid.row(views::triage_row_short(&verdict, &id, out), &mut writer)?;
     }
     grid.finish(&mut writer)?;
+    refused.print(&mut writer, out)?;
     writer.flush()?;
     Ok(tally)
+}
+
+/// REPLAY entries whose failed channels were all refused permanently, by cause: each
+/// cause is fixed once, then its entries are replayed together.
+#[derive(Default)]
+struct Refused {
+    by_cause: std::collections::BTreeMap<String, Vec<String>>,
+}
+
+impl Refused {
+    fn add(&mut self, verdict: &Verdict) {
+        let failed: Vec<&crate::triage::ChannelVerdict> = verdict
+            .channels
+            .iter()
+            .filter(|c| c.state == crate::triage::ChannelState::Failed)
+            .collect();
+        if verdict.branch != Branch::Replay
+            || failed.is_empty()
+            || !failed.iter().all(|c| c.permanent)
+        {
+            return;
+        }
+        let cause = failed
+            .iter()
+            .map(|c| {
+                format!(
+                    "{} {}",
+                    c.channel,
+                    crate::triage::short_cause(c.cause.as_deref().unwrap_or("refused"))
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("; ");
+        self.by_cause
+            .entry(cause)
+            .or_default()
+            .push(verdict.id.clone());
+    }
+
+    fn print(&self, to: &mut dyn Write, out: &Output) -> std::io::Result<()> {
+        if self.by_cause.is_empty() {
+            return Ok(());
+        }
+        writeln!(
+            to,
+            "\nRefused permanently, by cause (a replay unchanged is refused again: fix each cause first):"
+        )?;
+        for (cause, ids) in &self.by_cause {
+            let shown: Vec<String> = ids
+                .iter()
+                .take(3)
+                .map(|id| out.clean(id).into_owned())
+                .collect();
+            let more = ids.len().saturating_sub(shown.len());
+            writeln!(
+                to,
+                "  {}  {}: {}{}",
+                out.clean(cause),
+                crate::render::output::counted(ids.len() as i64, "entry"),
+                shown.join(" "),
+                if more > 0 {
+                    format!(" and {more} more")
+                } else {
+                    String::new()
+                }
+            )?;
+        }
+        Ok(())
+    }
 }
 
 /// `dlq triage --all-contexts`: every context's entries, tagged, with next steps that

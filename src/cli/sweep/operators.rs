@@ -505,8 +505,10 @@ fn careful_next_steps(operator: &Operator, verdicts: &[Verdict], report: &mut Re
         if verdict.branch == Branch::Verify {
             continue;
         }
-        let mut words: Vec<String> = verdict
-            .next_step
+        // The command of the step; a reason it leaves for the operator to write is theirs.
+        let command = crate::triage::step_command(&verdict.next_step)
+            .replace("--reason 'what was fixed'", "--reason fixed");
+        let mut words: Vec<String> = command
             .split_whitespace()
             .skip(1)
             .map(str::to_string)

@@ -1,0 +1,258 @@
+//! Permanent rejections told apart from transient ones (DESIGN §4): an SMTP 5xx reply, an
+//! HTTP 400, 401, 403, 404 or 410, or the provider's own "invalid" answer is permanent;
+//! a 4xx SMTP reply, an HTTP 429 or 5xx is not. Triage marks the channel, the next step
+//! says what to fix before any replay, the table groups such entries by cause, and a
+//! resolve is refused with words that say replaying is pointless and a command that
+//! carries its reason. Both backends print the same bytes.
+
+use crate::support;
+
+use serde_json::Value;
+use unsctl::engine::DeliveryResult;
+use unsctl::model::Channel;
+use unsctl::runtime::schema::{self, OpenMode};
+
+const T0: f64 = 1_761_192_000.0;
+
+/// One dead letter per case, a minute apart, each with a budget of one attempt.
+fn seed(db: &std::path::Path) -> Vec<(String, &'static str, bool)> {
+    let conn = schema::open(db, OpenMode::Create).expect("store");
+    let smtp = |code: i64, text: &str| {
+        DeliveryResult::rejected(format!("message: {code} {text}"), code < 500)
+            .with("smtp_code", code)
+    };
+    let http = |status: i64, body: &str| {
+        DeliveryResult::rejected(
+            format!("HTTP {status}: {body}"),
+            status >= 500 || status == 429,
+        )
+        .with("http_status", status)
+    };
+    let cases: Vec<(&'static str, Channel, DeliveryResult, bool)> = vec![
+        (
+            "smtp 550",
+            Channel::Email,
+            smtp(
+                550,
+                "5.1.1 <gone@example.com>: Recipient address rejected: User unknown",
+            ),
+            true,
+        ),
+        (
+            "smtp 421",
+            Channel::Email,
+            smtp(421, "4.7.0 Try again later"),
+            false,
+        ),
+        (
+            "smtp 451",
+            Channel::Email,
+            smtp(451, "4.3.0 Temporary lookup failure"),
+            false,
+        ),
+        (
+            "slack 400",
+            Channel::Slack,
+            http(400, "invalid_payload"),
+            true,
+        ),
+        (
+            "slack 404",
+            Channel::Slack,
+            http(404, "channel_not_found"),
+            true,
+        ),
+        (
+            "slack 429",
+            Channel::Slack,
+            http(429, "rate_limited"),
+            false,
+        ),
+        (
+            "slack 500",
+            Channel::Slack,
+            http(500, "internal_error"),
+            false,
+        ),
+        (
+            "pagerduty 400",
+            Channel::Pagerduty,
+            http(
+                400,
+                "{\"status\":\"invalid event\",\"message\":\"Event object is invalid\"}",
+            ),
+            true,
+        ),
+        (
+            "pagerduty 500",
+            Channel::Pagerduty,
+            http(500, "oops"),
+            false,
+        ),
+        (
+            "prepare",
+            Channel::Email,
+            DeliveryResult::rejected(
+                "prepare: invalid recipient address \"not-an-address\"",
+                false,
+            ),
+            true,
+        ),
+        (
+            "connect",
+            Channel::Email,
+            DeliveryResult::rejected("connect failed: connection refused", true),
+            false,
+        ),
+    ];
+    cases
+        .into_iter()
+        .enumerate()
+        .map(|(n, (name, channel, result, permanent))| {
+            let id = support::play(&conn, T0 + 60.0 * n as f64, &[channel], &[result], 1);
+            (id, name, permanent)
+        })
+        .collect()
+}
+
+fn entry<'a>(document: &'a Value, id: &str) -> &'a Value {
+    document["entries"]
+        .as_array()
+        .expect("entries")
+        .iter()
+        .find(|e| e["id"] == id)
+        .unwrap_or_else(|| panic!("{id} not triaged"))
+}
+
+#[test]
+fn permanent_and_transient_rejections_are_told_apart_on_both_backends() {
+    let dir = tempfile::tempdir().expect("dir");
+    let db = dir.path().join("uns.db");
+    let cases = seed(&db);
+    let ids: Vec<String> = cases.iter().map(|c| c.0.clone()).collect();
+    let server = support::server(&db);
+    let mut jsons = Vec::new();
+    let mut tables = Vec::new();
+    for backend in support::BACKENDS {
+        let json = backend
+            .command(&db, &server)
+            .args(["dlq", "triage", "-o", "json"])
+            .output()
+            .expect("triage");
+        assert!(
+            json.status.success(),
+            "{}",
+            String::from_utf8_lossy(&json.stderr)
+        );
+        let document: Value = serde_json::from_slice(&json.stdout).expect("json");
+        for (id, name, permanent) in &cases {
+            let entry = entry(&document, id);
+            assert_eq!(entry["branch"], "REPLAY", "{name}");
+            let channel = &entry["channels"][0];
+            assert_eq!(channel["state"], "FAILED", "{name}");
+            assert_eq!(
+                channel["permanent"].as_bool().unwrap_or(false),
+                *permanent,
+                "{name}: {channel}"
+            );
+            let step = entry["next_step"].as_str().expect("step");
+            if *permanent {
+                // What to fix first, then a replay that says what was fixed.
+                assert!(step.starts_with("fix the cause first ("), "{name}: {step}");
+                assert!(
+                    step.ends_with(&format!(
+                        "then: unsctl replay {id} --channels {} --reason 'what was fixed' --confirm",
+                        channel["channel"].as_str().unwrap_or_default()
+                    )),
+                    "{name}: {step}"
+                );
+            } else {
+                assert!(step.starts_with("unsctl replay "), "{name}: {step}");
+            }
+        }
+        jsons.push(json.stdout);
+        let table = backend
+            .command(&db, &server)
+            .args(["--color", "never", "dlq", "triage"])
+            .env("COLUMNS", "200")
+            .output()
+            .expect("triage");
+        let text = String::from_utf8_lossy(&table.stdout).into_owned();
+        assert!(text.contains("Refused permanently, by cause"), "{text}");
+        tables.push(text);
+    }
+    assert_eq!(jsons[0], jsons[1], "the JSON of both backends");
+    assert_eq!(tables[0], tables[1], "the table of both backends");
+    // Grouped by cause: one line per cause, with its count.
+    let grouped: Vec<&str> = tables[0]
+        .lines()
+        .skip_while(|l| !l.starts_with("Refused permanently"))
+        .skip(1)
+        .collect();
+    assert_eq!(grouped.len(), 5, "{}", tables[0]);
+    assert!(
+        grouped
+            .iter()
+            .any(|l| l.contains("SLACK HTTP 400: invalid_payload  1 entry")),
+        "{}",
+        tables[0]
+    );
+    support::snapshot_settings(&ids).bind(|| {
+        insta::assert_snapshot!("permanent_triage_json", String::from_utf8_lossy(&jsons[0]));
+        insta::assert_snapshot!("permanent_triage_table", tables[0]);
+    });
+}
+
+#[test]
+fn resolving_a_permanent_rejection_explains_why_and_needs_a_reason() {
+    let dir = tempfile::tempdir().expect("dir");
+    let db = dir.path().join("uns.db");
+    let cases = seed(&db);
+    let (id, _, _) = cases.iter().find(|c| c.1 == "smtp 550").expect("case");
+    let server = support::server(&db);
+    for backend in support::BACKENDS {
+        let out = backend
+            .command(&db, &server)
+            .args(["dlq", "resolve", id, "--confirm", "--yes"])
+            .output()
+            .expect("resolve");
+        // The entry's line on stdout, the account on stderr.
+        let stderr = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(out.status.code(), Some(4), "{stderr}");
+        assert!(stderr.contains("refused permanently"), "{stderr}");
+        assert!(
+            stderr.contains("User unknown") && stderr.contains("replaying it is pointless"),
+            "{stderr}"
+        );
+        assert!(
+            stderr.contains(&format!(
+                "unsctl dlq resolve {id} --force --reason 'why it is given up' --confirm"
+            )),
+            "{stderr}"
+        );
+    }
+    // Given up on purpose, with its reason: resolved.
+    let out = support::Backend::Sqlite
+        .command(&db, &server)
+        .args([
+            "dlq",
+            "resolve",
+            id,
+            "--force",
+            "--reason",
+            "the mailbox is gone for good",
+            "--confirm",
+            "--yes",
+        ])
+        .output()
+        .expect("resolve");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
