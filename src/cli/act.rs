@@ -29,6 +29,8 @@ pub struct Intent {
     pub preview: Result<Approved, Blocked>,
     /// What the line calls the action: resolve, replay, or verify for a plan entry left alone.
     pub verb: &'static str,
+    /// A paced replay: seconds after the first paced replay runs that this one is due.
+    pub offset: Option<f64>,
 }
 
 impl Intent {
@@ -49,6 +51,7 @@ impl Intent {
             request,
             preview,
             verb: action.as_str(),
+            offset: None,
         }
     }
 
@@ -61,6 +64,7 @@ impl Intent {
             request: ActionRequest::default(),
             preview: Err(blocked),
             verb: action.as_str(),
+            offset: None,
         }
     }
 
@@ -167,12 +171,17 @@ pub fn check_force(audit: &AuditArgs) -> CliResult {
 
 /// Carries one intent out, through the store's guarded transition.
 pub fn execute(store: &dyn Store, intent: &Intent) -> Outcome {
+    execute_at(store, intent, &intent.request)
+}
+
+/// [`execute`] with `request` (the intent's, made due at its place in a pace).
+fn execute_at(store: &dyn Store, intent: &Intent, request: &ActionRequest) -> Outcome {
     if let Err(blocked) = &intent.preview {
         return blocked.into();
     }
     let result = match intent.action {
-        Action::Resolve => store.resolve(&intent.id, &intent.request),
-        Action::Replay => store.replay(&intent.id, &intent.request),
+        Action::Resolve => store.resolve(&intent.id, request),
+        Action::Replay => store.replay(&intent.id, request),
     };
     match result {
         Ok(done) => Outcome::Done {
@@ -335,6 +344,20 @@ pub fn confirmed(
             clean(attestation)
         ));
     }
+    let paced: Vec<f64> = intents.iter().filter_map(|i| i.offset).collect();
+    if let (Some(pace), Some(last)) = (
+        intents.iter().find_map(|i| i.request.pace.as_deref()),
+        paced.iter().copied().reduce(f64::max),
+    ) {
+        let at = crate::clock::Clock::now(&crate::clock::SystemClock) + last;
+        head.push_str(&format!(
+            "\npaced at {}: {} made due one after another; the last due in {} (about {})",
+            clean(pace),
+            paced.len(),
+            crate::render::time::duration(last),
+            crate::render::time::rfc3339(at)
+        ));
+    }
     let forced_count = intents
         .iter()
         .filter(|i| i.preview.as_ref().is_ok_and(|a| !a.overridden.is_empty()))
@@ -346,6 +369,19 @@ pub fn confirmed(
         ));
     }
     Ok(prompt::confirm_listed(&head, &listed, count)?)
+}
+
+/// "paced at 200/s: 15000 replays, the last due 1m 15s after the first", when paced.
+fn pace_line(intents: &[Intent]) -> Option<String> {
+    let pace = intents.iter().find_map(|i| i.request.pace.as_deref())?;
+    let offsets: Vec<f64> = intents.iter().filter_map(|i| i.offset).collect();
+    let last = offsets.iter().copied().reduce(f64::max)?;
+    Some(format!(
+        "paced at {}: {}, the last due {} after the first",
+        crate::render::sanitize::clean(pace),
+        crate::render::output::counted(offsets.len() as i64, "replay"),
+        crate::render::time::duration(last)
+    ))
 }
 
 /// Prints the plan, asks, runs it, prints each outcome and a summary, and exits by the
@@ -392,6 +428,9 @@ pub fn carry_out_into(
         for intent in &intents {
             print(&crate::render::output::fit_lines(&intent.line(out), out))?;
         }
+    }
+    if let Some(line) = pace_line(&intents) {
+        status(&line);
     }
     if !confirm.confirm {
         if out.json() {
@@ -457,11 +496,24 @@ pub fn execute_all(store: &dyn Store, intents: &[Intent], out: &Output) -> CliRe
     prompt::install_interrupt_handler();
     let progress = progress_bar(intents.len());
     let mut outcomes = Vec::with_capacity(intents.len());
+    // A pace counts from when the first paced replay runs, not from the prompt.
+    let mut paced_from: Option<f64> = None;
     for intent in intents {
         if prompt::interrupted() {
             break;
         }
-        let outcome = execute(store, intent);
+        let outcome = match intent.offset {
+            Some(offset) => {
+                let from = *paced_from
+                    .get_or_insert_with(|| crate::clock::Clock::now(&crate::clock::SystemClock));
+                let request = ActionRequest {
+                    due_at: Some(from + offset),
+                    ..intent.request.clone()
+                };
+                execute_at(store, intent, &request)
+            }
+            None => execute(store, intent),
+        };
         let line = crate::render::output::fit_lines(
             &format!(
                 "{}  {}",

@@ -38,6 +38,8 @@ pub struct Args {
     #[command(flatten)]
     pub confirm: ConfirmArgs,
     #[command(flatten)]
+    pub pace: crate::cli::pace::PaceArgs,
+    #[command(flatten)]
     pub wait: crate::cli::args::WaitArgs,
 }
 
@@ -342,17 +344,19 @@ fn apply_in(
 ) -> CliResult {
     let out = global.output();
     let operator = global.operator(args.audit.operator.as_deref());
-    let intents = once_each(entries)
+    let mut intents = once_each(entries)
         .into_iter()
         .map(|entry| match entry {
             Ok(entry) => planned(store, entry, &operator, &args.audit),
             Err(refused) => Ok(refused),
         })
         .collect::<CliResult<Vec<_>>>()?;
+    crate::cli::pace::apply(&mut intents, args.pace.pace())?;
     if !args.wait.wait {
         return act::carry_out(store, intents, &args.confirm, &out, "apply the plan to");
     }
     let (every, timeout) = args.wait.checked()?;
+    let pacing = crate::cli::pace::expected(&intents);
     let replays: std::collections::HashSet<String> = intents
         .iter()
         .filter(|i| i.action == crate::remediation::Action::Replay)
@@ -371,7 +375,14 @@ fn apply_in(
     if done.is_empty() {
         return acted;
     }
-    let waited = super::follow::wait_for_delivery(store, &done, every, timeout, &out);
+    let waited = super::follow::wait_for_delivery_paced(
+        store,
+        &done,
+        every,
+        timeout,
+        pacing.as_ref().map(|(words, last)| (words.as_str(), *last)),
+        &out,
+    );
     // A refusal among the entries outranks what the wait found.
     acted.and(waited)
 }

@@ -395,8 +395,41 @@ pub fn wait_for_delivery(
     timeout: Duration,
     out: &Output,
 ) -> CliResult {
+    wait_for_delivery_paced(store, ids, every, timeout, None, out)
+}
+
+/// Where a paced wait stands: settled and delivered against what the pace made due.
+fn say_progress((words, last_due): (&str, f64), done: &[Settlement], total: usize) {
+    let now = crate::clock::Clock::now(&crate::clock::SystemClock);
+    status(&format!(
+        "{} of {total} settled ({} delivered); paced at {words}, {}",
+        done.len(),
+        done.iter().filter(|s| s.delivered).count(),
+        if last_due > now {
+            format!("the last is due in {}", time::duration(last_due - now))
+        } else {
+            "every one is due now".to_string()
+        }
+    ));
+}
+
+/// How often a paced wait says where it stands.
+const PROGRESS_EVERY: Duration = Duration::from_secs(10);
+
+/// [`wait_for_delivery`]; with `pace` (its words, and when its last replay is due, in
+/// unix seconds) it says every few seconds how many have settled against how many the
+/// pace has made due.
+pub fn wait_for_delivery_paced(
+    store: &dyn Store,
+    ids: &[(String, i64)],
+    every: Duration,
+    timeout: Duration,
+    pace: Option<(&str, f64)>,
+    out: &Output,
+) -> CliResult {
     prompt::install_interrupt_handler();
     let started = Instant::now();
+    let mut said = Instant::now();
     // Each id still open, with the status it had when last read.
     let replays: std::collections::HashMap<&str, i64> = ids
         .iter()
@@ -431,6 +464,12 @@ pub fn wait_for_delivery(
         open = still;
         if open.is_empty() {
             break;
+        }
+        if let Some(pace) = pace
+            && said.elapsed() >= PROGRESS_EVERY
+        {
+            said = Instant::now();
+            say_progress(pace, &done, ids.len());
         }
         if started.elapsed() >= timeout || !pause(every) {
             stopped = prompt::interrupted();

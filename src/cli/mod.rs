@@ -14,6 +14,7 @@ pub mod fleet;
 pub mod follow;
 pub mod inspect;
 pub mod outcome;
+pub mod pace;
 pub mod prompt;
 pub mod reconcile;
 pub mod replay;

@@ -17,6 +17,7 @@ use crate::triage::Branch;
 /// Example: unsctl replay --branch replay --confirm --yes --reason "webhook fixed"
 /// Example: unsctl replay --branch replay --channel slack --since 1h --confirm
 /// Example: unsctl replay n-0192c3d4 --confirm --wait
+/// Example: unsctl replay --branch replay --rate 200/s --confirm --reason "relay back" --wait
 #[derive(Debug, clap::Args)]
 #[command(verbatim_doc_comment)]
 pub struct Args {
@@ -42,6 +43,8 @@ pub struct Args {
     pub audit: AuditArgs,
     #[command(flatten)]
     pub confirm: ConfirmArgs,
+    #[command(flatten)]
+    pub pace: super::pace::PaceArgs,
     #[command(flatten)]
     pub wait: WaitArgs,
 }
@@ -73,7 +76,7 @@ pub fn run(global: &Invocation, args: Args) -> CliResult {
             "name entries by id, or select them with --branch replay and the selection flags, not both",
         ));
     }
-    let intents: Vec<Intent> = match &args.branch {
+    let mut intents: Vec<Intent> = match &args.branch {
         Some(_) => selection::verdicts(
             store.as_ref(),
             &args.select.selection()?,
@@ -88,10 +91,12 @@ pub fn run(global: &Invocation, args: Args) -> CliResult {
             .map(|id| act::intent(store.as_ref(), id, Action::Replay, &request))
             .collect::<CliResult<_>>()?,
     };
+    super::pace::apply(&mut intents, args.pace.pace())?;
     if !args.wait.wait {
         return act::carry_out(store.as_ref(), intents, &args.confirm, &out, "replay");
     }
     let (every, timeout) = args.wait.checked()?;
+    let pacing = super::pace::expected(&intents);
     let mut replayed = Vec::new();
     let acted = act::carry_out_into(
         store.as_ref(),
@@ -104,7 +109,14 @@ pub fn run(global: &Invocation, args: Args) -> CliResult {
     if replayed.is_empty() {
         return acted;
     }
-    let waited = super::follow::wait_for_delivery(store.as_ref(), &replayed, every, timeout, &out);
+    let waited = super::follow::wait_for_delivery_paced(
+        store.as_ref(),
+        &replayed,
+        every,
+        timeout,
+        pacing.as_ref().map(|(words, last)| (words.as_str(), *last)),
+        &out,
+    );
     // A refusal among the entries outranks what the wait found.
     acted.and(waited)
 }

@@ -156,6 +156,12 @@ pub struct Replayed {
     pub audit: Audit,
     #[serde(flatten)]
     pub cycle: NewCycle,
+    /// When the new cycle was made due, when a pace put it later than the replay.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub due_at: Option<f64>,
+    /// The pace, in words.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pace: Option<String>,
 }
 
 /// The cycle a REPLAYED event starts: what the engine reads back to know which channels

@@ -164,12 +164,50 @@ pub fn apply(
         let verdict = triage::triage_events(&row, &events);
         let approved = policy::check(&verdict, &row.channel_set(), action, request)
             .map_err(Rejection::Refused)?;
+        let due = due(request, action, now)?;
         let audit = audit(&verdict, &approved, request, actor);
         match action {
             Action::Resolve => resolve(tx, now, id, audit),
-            Action::Replay => replay(tx, now, id, &approved.channels, audit),
+            Action::Replay => replay(tx, now, id, &approved.channels, audit, due),
         }
     })
+}
+
+/// How far ahead a paced replay may be made due: a week.
+pub const MAX_DUE_AHEAD: f64 = 7.0 * 86_400.0;
+
+/// When a replay's new cycle is due, and the pace it keeps: now unless the request
+/// says later (earlier than now is now). A resolve takes no time.
+fn due(
+    request: &Request,
+    action: Action,
+    now: f64,
+) -> Result<Option<(f64, Option<String>)>, Rejection> {
+    let Some(at) = request.due_at else {
+        return Ok(None);
+    };
+    let invalid = |why: String| Rejection::Store(EngineError::Invalid(why));
+    if action == Action::Resolve {
+        return Err(invalid(
+            "due_at is for a replay; a resolve happens now".into(),
+        ));
+    }
+    if !at.is_finite() {
+        return Err(invalid("due_at must be a time in unix seconds".into()));
+    }
+    if at > now + MAX_DUE_AHEAD {
+        return Err(invalid(format!(
+            "due_at is more than {} days ahead",
+            MAX_DUE_AHEAD / 86_400.0
+        )));
+    }
+    let pace = request
+        .pace
+        .as_deref()
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+        .map(|p| p.chars().take(200).collect());
+    Ok(Some((at.max(now), pace)))
 }
 
 fn audit(verdict: &Verdict, approved: &Approved, request: &Request, actor: &Actor) -> Audit {
@@ -216,23 +254,28 @@ fn resolve(tx: &Connection, now: f64, id: &str, audit: Audit) -> Result<Done, Re
     })
 }
 
-/// The entry starts a new cycle for `channels`, due now.
+/// The entry starts a new cycle for `channels`, due now, or at the time a pace gave it.
 fn replay(
     tx: &Connection,
     now: f64,
     id: &str,
     channels: &ChannelSet,
     audit: Audit,
+    due: Option<(f64, Option<String>)>,
 ) -> Result<Done, Rejection> {
+    let (due_at, pace) = match due {
+        Some((at, pace)) => (Some(at), pace),
+        None => (None, None),
+    };
     let cycle: i64 = tx
         .prepare_cached(
             "UPDATE uns_notifications
              SET status = 'PENDING', dead_letter = 0, cycle = cycle + 1, cycle_attempts = 0,
-                 next_attempt_at = ?2, lease_token = NULL, lease_until = NULL,
+                 next_attempt_at = ?3, lease_token = NULL, lease_until = NULL,
                  error_message = NULL, updated_at = ?2
              WHERE id = ?1 AND dead_letter = 1 RETURNING cycle",
         )?
-        .query_row(params![id, now], |row| row.get(0))?;
+        .query_row(params![id, now, due_at.unwrap_or(now)], |row| row.get(0))?;
     let event_id = engine::append_event(
         tx,
         id,
@@ -246,6 +289,8 @@ fn replay(
                 cycle_attempt: Some(0),
                 channels: Some(channels.iter().map(|c| c.as_str().to_string()).collect()),
             },
+            due_at,
+            pace,
         },
     )?;
     Ok(Done {

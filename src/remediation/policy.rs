@@ -63,6 +63,13 @@ pub struct Request {
     /// Refuse as stale unless this is still the entry's newest event.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expected_last_event_id: Option<i64>,
+    /// Replay only: when the new cycle is due, in unix seconds (default: now), so that a
+    /// bulk replay meets a pace; earlier than now is now, and at most a week ahead.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub due_at: Option<f64>,
+    /// The pace the replay is part of, in words (`200/s`, `over 30m`), for the audit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pace: Option<String>,
     /// Accepted for old clients and ignored: the verdict recorded is always the one
     /// computed where the change is made.
     #[serde(default, skip_serializing)]

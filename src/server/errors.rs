@@ -85,6 +85,10 @@ impl From<Rejection> for ApiError {
                     refusal: Some(refusal),
                 }),
             ),
+            // What the request asked was out of bounds: the client's to fix.
+            Rejection::Store(crate::runtime::engine::EngineError::Invalid(why)) => {
+                ApiError::invalid(why)
+            }
             Rejection::Store(err) => {
                 tracing::error!(error = %err, "request failed");
                 ApiError::internal()

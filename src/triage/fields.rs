@@ -359,6 +359,8 @@ mod tests {
                 cycle_attempt: Some(0),
                 channels: Some(vec!["SLACK".into(), "EMAIL".into()]),
             },
+            due_at: Some(1_761_192_060.0),
+            pace: Some("200/s".into()),
         });
         let fields = in_place(&replayed).expect("a replay reads");
         assert_eq!(fields.cycle, Some(4));

@@ -10,6 +10,7 @@ mod follow;
 mod hostile;
 mod layering;
 mod next_steps;
+mod pace;
 mod permanent;
 mod prefix;
 mod reconcile;

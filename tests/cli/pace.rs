@@ -1,0 +1,186 @@
+//! Paced replay: `--rate N/s` and `--spread DURATION` make each replayed entry due at its
+//! place in the pace, in the replay transition itself, audited in its REPLAYED event, on
+//! both backends and through `apply`; the dry run and the prompt say the pace.
+
+use crate::support;
+
+use serde_json::{Value, json};
+use std::path::Path;
+use unsctl::runtime::schema::{self, OpenMode};
+
+const T0: f64 = 1_761_192_000.0;
+
+fn seed(db: &Path, entries: usize) -> Vec<String> {
+    let conn = schema::open(db, OpenMode::Create).expect("store");
+    let mut ids: Vec<String> = (0..entries)
+        .map(|n| support::replay_entry(&conn, T0 + n as f64))
+        .collect();
+    ids.sort();
+    ids
+}
+
+/// Each entry's next_attempt_at and its REPLAYED event's payload, in id order.
+fn replayed(db: &Path, ids: &[String]) -> Vec<(f64, Value)> {
+    let conn = rusqlite::Connection::open(db).expect("db");
+    ids.iter()
+        .map(|id| {
+            let due: f64 = conn
+                .query_row(
+                    "SELECT next_attempt_at FROM uns_notifications WHERE id = ?1",
+                    [id],
+                    |r| r.get(0),
+                )
+                .expect("row");
+            let payload: String = conn
+                .query_row(
+                    "SELECT payload FROM uns_events WHERE notification_id = ?1 AND kind = 'REPLAYED'",
+                    [id],
+                    |r| r.get(0),
+                )
+                .expect("replayed");
+            (due, serde_json::from_str(&payload).expect("json"))
+        })
+        .collect()
+}
+
+#[test]
+fn a_paced_replay_makes_each_entry_due_at_its_place_on_both_backends() {
+    let dir = tempfile::tempdir().expect("dir");
+    for backend in support::BACKENDS {
+        let db = dir.path().join(format!("{}.db", backend.name()));
+        let ids = seed(&db, 20);
+        let server = support::server(&db);
+        let run = |args: &[&str]| {
+            backend
+                .command(&db, &server)
+                .args(["replay", "--branch", "replay"])
+                .args(args)
+                .output()
+                .expect("replay")
+        };
+        // The dry run says the pace and changes nothing.
+        let dry = run(&["--rate", "10/s"]);
+        let stderr = String::from_utf8_lossy(&dry.stderr);
+        assert!(
+            stderr.contains("paced at 10/s: 20 replays, the last due 1.9 s after the first"),
+            "{stderr}"
+        );
+        let before = unsctl::clock::Clock::now(&unsctl::clock::SystemClock);
+        let done = run(&[
+            "--rate",
+            "10/s",
+            "--confirm",
+            "--yes",
+            "--reason",
+            "relay back",
+        ]);
+        assert!(
+            done.status.success(),
+            "{}",
+            String::from_utf8_lossy(&done.stderr)
+        );
+        let after = unsctl::clock::Clock::now(&unsctl::clock::SystemClock);
+        let rows = replayed(&db, &ids);
+        let first = rows[0].0;
+        assert!(
+            first >= before - 1.0 && first <= after + 1.0,
+            "{first} {before}"
+        );
+        for (k, (due, payload)) in rows.iter().enumerate() {
+            // Entry k is due k tenths of a second after the first, give or take the
+            // clocks of the client and the server.
+            let expected = first + k as f64 / 10.0;
+            assert!(
+                (due - expected).abs() < 0.05,
+                "{}: entry {k} due {due}, expected {expected}",
+                backend.name()
+            );
+            assert_eq!(payload["pace"], "10/s", "{payload}");
+            assert_eq!(payload["due_at"].as_f64(), Some(*due), "{payload}");
+        }
+        server.stop();
+    }
+}
+
+#[test]
+fn a_spread_puts_the_last_entry_at_its_end_and_apply_takes_the_same_pace() {
+    let dir = tempfile::tempdir().expect("dir");
+    let db = dir.path().join("uns.db");
+    let ids = seed(&db, 5);
+    let plan = support::unsctl()
+        .arg("--db")
+        .arg(&db)
+        .args(["-o", "json", "dlq", "triage"])
+        .output()
+        .expect("triage");
+    let path = dir.path().join("plan.json");
+    std::fs::write(&path, &plan.stdout).expect("plan");
+    let out = support::unsctl()
+        .arg("--db")
+        .arg(&db)
+        .args(["apply", &path.display().to_string(), "--spread", "2m"])
+        .args(["--confirm", "--yes", "--reason", "relay back"])
+        .output()
+        .expect("apply");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rows = replayed(&db, &ids);
+    let (first, last) = (rows[0].0, rows[4].0);
+    assert!((last - first - 120.0).abs() < 0.05, "{first} {last}");
+    assert!((rows[2].0 - first - 60.0).abs() < 0.05);
+    assert_eq!(rows[4].1["pace"], "evenly over 2m");
+    // Nonsense is a usage error; a pace past a week is refused before anything changes.
+    for args in [
+        vec!["--rate", "0/s"],
+        vec!["--rate", "fast"],
+        vec!["--rate", "1/s", "--spread", "1m"],
+    ] {
+        let out = support::unsctl()
+            .arg("--db")
+            .arg(&db)
+            .args(["replay", "--branch", "replay"])
+            .args(&args)
+            .output()
+            .expect("replay");
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+    }
+}
+
+#[test]
+fn the_api_bounds_due_at_and_never_makes_a_replay_due_in_the_past() {
+    let dir = tempfile::tempdir().expect("dir");
+    let db = dir.path().join("uns.db");
+    let ids = seed(&db, 2);
+    let server = support::server(&db);
+    unsctl::runtime::adapters::init_tls();
+    let client = reqwest::blocking::Client::new();
+    let replay = |id: &str, body: Value| {
+        client
+            .post(format!(
+                "http://{}/api/v1/runtime/notifications/{id}/replay",
+                server.addr
+            ))
+            .bearer_auth(support::KEY)
+            .json(&body)
+            .send()
+            .expect("post")
+            .status()
+    };
+    let now = unsctl::clock::Clock::now(&unsctl::clock::SystemClock);
+    assert_eq!(
+        replay(
+            &ids[0],
+            json!({"due_at": now + 8.0 * 86_400.0, "reason": "x"})
+        )
+        .as_u16(),
+        400
+    );
+    assert_eq!(replay(&ids[0], json!({"due_at": "soon"})).as_u16(), 400);
+    // An hour ago is now.
+    assert!(replay(&ids[1], json!({"due_at": now - 3600.0, "reason": "x"})).is_success());
+    let rows = replayed(&db, &ids[1..]);
+    assert!(rows[0].0 >= now - 1.0, "{rows:?}");
+}
