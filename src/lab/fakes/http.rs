@@ -54,6 +54,7 @@ async fn connection(stream: TcpStream, control: Arc<Control>) -> std::io::Result
             respond(&mut write, 404, "{\"error\":\"not found\"}").await?;
             continue;
         };
+        let _delivering = control.delivering();
         let body: serde_json::Value = serde_json::from_slice(&request.body).unwrap_or_default();
         let notification_id = request
             .idempotency_key

@@ -67,6 +67,9 @@ pub const SLACK_BOT_ID: &str = "B0UNSFAKE";
 pub struct Control {
     script: Mutex<Script>,
     ledger: Mutex<Vec<Accepted>>,
+    /// Deliveries being handled now, and the most ever at once.
+    in_flight: std::sync::atomic::AtomicUsize,
+    peak: std::sync::atomic::AtomicUsize,
     released: tokio::sync::watch::Sender<bool>,
     maillog: Option<maillog::MailLog>,
 }
@@ -82,6 +85,8 @@ impl Default for Control {
         Self {
             script: Mutex::default(),
             ledger: Mutex::default(),
+            in_flight: Default::default(),
+            peak: Default::default(),
             released: tokio::sync::watch::Sender::new(false),
             maillog: None,
         }
@@ -186,6 +191,19 @@ impl Control {
         let _ = released.wait_for(|released| *released).await;
     }
 
+    /// One delivery begins: counted until the guard it returns is dropped.
+    fn delivering(&self) -> InFlight<'_> {
+        use std::sync::atomic::Ordering;
+        let now = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+        self.peak.fetch_max(now, Ordering::SeqCst);
+        InFlight(self)
+    }
+
+    /// The most deliveries the fakes handled at once: how hard a replay pushed them.
+    pub fn peak_concurrency(&self) -> usize {
+        self.peak.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
     /// Everything accepted so far, in order.
     pub fn ledger(&self) -> Vec<Accepted> {
         self.ledger
@@ -215,6 +233,17 @@ impl Control {
                 a.channel == channel && a.notification_id.as_deref() == Some(notification_id)
             })
             .count()
+    }
+}
+
+/// A delivery being handled, counted in [`Control`] while it lives.
+struct InFlight<'c>(&'c Control);
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0
+            .in_flight
+            .fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
     }
 }
 
