@@ -144,7 +144,12 @@ fn paced(unsctl: &str, entries: usize, rate: f64) -> anyhow::Result<()> {
         .collect::<Result<_, _>>()?;
     let once = ids
         .iter()
-        .filter(|id| fakes.control.accepted_count(unsctl::model::Channel::Slack, id) == 1)
+        .filter(|id| {
+            fakes
+                .control
+                .accepted_count(unsctl::model::Channel::Slack, id)
+                == 1
+        })
         .count();
     println!(
         "paced replay: plan of {entries} entries applied with --rate {rate}/s in {:.2} s, then the worker (16 threads) into the Slack fake",

@@ -7,7 +7,7 @@ use super::error::{CliError, CliResult, ExitKind, exit_for};
 use super::outcome::{Blocked, NotInDlq, Outcome};
 use super::prompt;
 use crate::api::ActionRequest;
-use crate::model::ChannelSet;
+use crate::model::{Channel, ChannelSet};
 use crate::remediation::{Action, Approved, Claim, policy};
 use crate::render::output::{Output, print, print_document, status};
 use crate::render::views;
@@ -278,6 +278,7 @@ pub fn confirmed(
     intents: &[&Intent],
     verb: &str,
     confirm: &ConfirmArgs,
+    receivers: &[String],
 ) -> CliResult<bool> {
     let count = intents.len();
     let entries = if count == 1 { "entry" } else { "entries" };
@@ -358,6 +359,10 @@ pub fn confirmed(
             crate::render::time::rfc3339(at)
         ));
     }
+    for line in receivers {
+        head.push('\n');
+        head.push_str(&clean(line));
+    }
     let forced_count = intents
         .iter()
         .filter(|i| i.preview.as_ref().is_ok_and(|a| !a.overridden.is_empty()))
@@ -369,6 +374,73 @@ pub fn confirmed(
         ));
     }
     Ok(prompt::confirm_listed(&head, &listed, count)?)
+}
+
+/// Most PagerDuty entries whose incidents are looked up for one prompt.
+const INCIDENTS_LOOKED_UP: usize = 5;
+
+/// What each receiver does with the copy a replay sends: statements, not guardrails.
+/// Email and Slack drop no second copy; PagerDuty merges a trigger into an incident open
+/// under its dedup key and opens a new one (a new page) otherwise, which its REST API
+/// says when a token is set (UNS_PAGERDUTY_API_TOKEN).
+fn receivers(intents: &[Intent]) -> Vec<String> {
+    let replayed: Vec<(&str, &ChannelSet)> = intents
+        .iter()
+        .filter(|i| i.action == Action::Replay)
+        .filter_map(|i| Some((i.id.as_str(), &i.preview.as_ref().ok()?.channels)))
+        .collect();
+    let mut lines = Vec::new();
+    let plain: Vec<&str> = [Channel::Email, Channel::Slack]
+        .into_iter()
+        .filter(|c| replayed.iter().any(|(_, set)| set.contains(*c)))
+        .map(Channel::as_str)
+        .collect();
+    if !plain.is_empty() {
+        lines.push(format!(
+            "{}: the receiver does not drop a second copy; whoever got an earlier one gets this one too",
+            plain.join(" and ")
+        ));
+    }
+    let paging: Vec<&str> = replayed
+        .iter()
+        .filter(|(_, set)| set.contains(Channel::Pagerduty))
+        .map(|(id, _)| *id)
+        .collect();
+    if paging.is_empty() {
+        return lines;
+    }
+    let config = std::env::var("UNS_PAGERDUTY_API_TOKEN")
+        .ok()
+        .map(|t| t.trim().to_string())
+        .filter(|t| !t.is_empty())
+        .map(|token| crate::verify::pagerduty::Config {
+            api_url: std::env::var("UNS_PAGERDUTY_API_URL")
+                .unwrap_or_else(|_| "https://api.pagerduty.com".into()),
+            token,
+        });
+    let client = config.as_ref().map(|_| crate::verify::http::client());
+    match (&config, client) {
+        (Some(config), Some(Ok(client))) => {
+            for id in paging.iter().take(INCIDENTS_LOOKED_UP) {
+                let said = crate::verify::pagerduty::replay_outcome(&client, config, id);
+                lines.push(format!(
+                    "PAGERDUTY {}: {}",
+                    crate::render::sanitize::clean(id),
+                    crate::redact::Secrets::new().add(&config.token).clean(&said)
+                ));
+            }
+            if paging.len() > INCIDENTS_LOOKED_UP {
+                lines.push(format!(
+                    "PAGERDUTY: {} more not looked up",
+                    paging.len() - INCIDENTS_LOOKED_UP
+                ));
+            }
+        }
+        _ => lines.push(
+            "PAGERDUTY: merged into the incident open under the dedup key if there is one, else it opens a new incident and pages again (set UNS_PAGERDUTY_API_TOKEN to say which)".into(),
+        ),
+    }
+    lines
 }
 
 /// "paced at 200/s: 15000 replays, the last due 1m 15s after the first", when paced.
@@ -432,6 +504,10 @@ pub fn carry_out_into(
     if let Some(line) = pace_line(&intents) {
         status(&line);
     }
+    let receivers = receivers(&intents);
+    for line in &receivers {
+        status(line);
+    }
     if !confirm.confirm {
         if out.json() {
             print_results(&intents, &blocked, true)?;
@@ -459,7 +535,7 @@ pub fn carry_out_into(
         ));
         return finish(&store.describe(), &blocked);
     }
-    if !confirmed(store, &actionable, verb, confirm)? {
+    if !confirmed(store, &actionable, verb, confirm, &receivers)? {
         status("Declined: nothing was changed.");
         return Ok(());
     }

@@ -180,3 +180,34 @@ pub fn incidents(client: &Client, config: &Config, key: &str) -> Result<Vec<Inci
         MAX_PAGES * PAGE
     ))
 }
+
+/// What a trigger with `key` sent now does, by the incidents PagerDuty lists for it:
+/// merged into the one open, or a new incident (a new page).
+pub fn replay_outcome(client: &Client, config: &Config, key: &str) -> String {
+    let listed = match incidents(client, config, key) {
+        Ok(listed) => listed,
+        Err(err) => return format!("cannot tell whether it merges or pages again: {err}"),
+    };
+    let mine: Vec<&Incident> = listed
+        .iter()
+        .filter(|i| i.incident_key.as_deref() == Some(key))
+        .collect();
+    match mine.iter().find(|i| i.open()) {
+        Some(open) => format!(
+            "merged into open incident {}{}: no new page",
+            crate::render::sanitize::clean(open.id.as_deref().unwrap_or("(no id)")),
+            open.incident_number
+                .map(|n| format!(" (#{n})"))
+                .unwrap_or_default()
+        ),
+        None if mine.is_empty() => "opens a new incident: no incident under its dedup key".into(),
+        None => format!(
+            "opens a new incident (a new page): its {} resolved",
+            if mine.len() == 1 {
+                "incident was".to_string()
+            } else {
+                format!("{} incidents were", mine.len())
+            }
+        ),
+    }
+}

@@ -184,3 +184,107 @@ fn the_api_bounds_due_at_and_never_makes_a_replay_due_in_the_past() {
     let rows = replayed(&db, &ids[1..]);
     assert!(rows[0].0 >= now - 1.0, "{rows:?}");
 }
+
+/// A PAGERDUTY dead letter, and an earlier trigger under its dedup key that PagerDuty
+/// took (its incident open), sent straight to the fake.
+fn paged_before(db: &Path, fakes: &unsctl::lab::fakes::Fakes) -> String {
+    let conn = schema::open(db, OpenMode::Create).expect("store");
+    let id = support::play(
+        &conn,
+        T0,
+        &[unsctl::model::Channel::Pagerduty],
+        &[unsctl::engine::DeliveryResult::rejected(
+            "HTTP 400: bad",
+            false,
+        )],
+        1,
+    );
+    unsctl::runtime::adapters::init_tls();
+    let status = reqwest::blocking::Client::new()
+        .post(fakes.pagerduty_url())
+        .json(&json!({"routing_key": "r", "event_action": "trigger", "dedup_key": id,
+                      "payload": {"summary": "checkout down", "source": "uns", "severity": "error"}}))
+        .send()
+        .expect("trigger")
+        .status();
+    assert!(status.is_success(), "{status}");
+    id
+}
+
+#[test]
+fn the_replay_says_what_each_receiver_does_with_a_second_copy() {
+    let dir = tempfile::tempdir().expect("dir");
+    let db = dir.path().join("uns.db");
+    let fakes = unsctl::lab::fakes::Fakes::start().expect("fakes");
+    let id = paged_before(&db, &fakes);
+    let slack = support::replay_entry(
+        &schema::open(&db, OpenMode::Create).expect("store"),
+        T0 + 10.0,
+    );
+    let dry_run = |with_token: bool| {
+        let mut command = support::unsctl();
+        command.arg("--db").arg(&db).args(["replay", &id, &slack]);
+        if with_token {
+            command
+                .env(
+                    "UNS_PAGERDUTY_API_TOKEN",
+                    unsctl::lab::fakes::PAGERDUTY_TOKEN,
+                )
+                .env("UNS_PAGERDUTY_API_URL", fakes.pagerduty_api_url());
+        }
+        let out = command.output().expect("replay");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    // Open: the trigger merges. Slack drops no second copy either way.
+    let said = dry_run(true);
+    assert!(
+        said.contains(&format!(
+            "PAGERDUTY {id}: merged into open incident PFAKE0000 (#1): no new page"
+        )),
+        "{said}"
+    );
+    assert!(
+        said.contains("SLACK: the receiver does not drop a second copy"),
+        "{said}"
+    );
+    // Resolved by a responder: the replay pages again.
+    fakes.control.resolve_incident(&id);
+    let said = dry_run(true);
+    assert!(
+        said.contains(&format!(
+            "PAGERDUTY {id}: opens a new incident (a new page): its incident was resolved"
+        )),
+        "{said}"
+    );
+    // Without a token, the rule, not a guess.
+    let said = dry_run(false);
+    assert!(
+        said.contains("set UNS_PAGERDUTY_API_TOKEN to say which"),
+        "{said}"
+    );
+    assert!(!said.contains("merged into open incident"), "{said}");
+    // The fake keeps PagerDuty's rule: a trigger after the resolution is a second incident.
+    let _ = paged_again(&fakes, &id);
+    assert_eq!(
+        fakes.control.copies(unsctl::model::Channel::Pagerduty, &id),
+        2
+    );
+    let incidents = fakes.control.incidents();
+    assert_eq!(incidents.len(), 2);
+    assert!(incidents[0].resolved.is_some() && incidents[1].resolved.is_none());
+}
+
+fn paged_again(fakes: &unsctl::lab::fakes::Fakes, id: &str) -> reqwest::StatusCode {
+    reqwest::blocking::Client::new()
+        .post(fakes.pagerduty_url())
+        .json(&json!({"routing_key": "r", "event_action": "trigger", "dedup_key": id,
+                      "payload": {"summary": "checkout down again", "source": "uns", "severity": "error"}}))
+        .send()
+        .expect("trigger")
+        .status()
+}

@@ -135,24 +135,11 @@ fn incidents(request: &Request, control: &Control) -> (u16, String) {
         );
     }
     let key = query(request, "incident_key");
-    let mut seen: Vec<(String, f64, String)> = Vec::new();
-    for accepted in control.ledger() {
-        if accepted.channel != Channel::Pagerduty {
-            continue;
-        }
-        let dedup = accepted.body["dedup_key"]
-            .as_str()
-            .unwrap_or_default()
-            .to_string();
-        if key.is_some_and(|k| k != dedup) || seen.iter().any(|(d, _, _)| *d == dedup) {
-            continue;
-        }
-        let title = accepted.body["payload"]["summary"]
-            .as_str()
-            .unwrap_or_default()
-            .to_string();
-        seen.push((dedup, accepted.at, title));
-    }
+    let seen: Vec<super::Incident> = control
+        .incidents()
+        .into_iter()
+        .filter(|i| key.is_none_or(|k| k == i.dedup_key))
+        .collect();
     let offset: usize = query(request, "offset")
         .and_then(|o| o.parse().ok())
         .unwrap_or(0);
@@ -165,18 +152,21 @@ fn incidents(request: &Request, control: &Control) -> (u16, String) {
         .enumerate()
         .skip(offset)
         .take(limit)
-        .map(|(n, (dedup, at, title))| {
+        .map(|(_, incident)| {
+            let id = format!("PFAKE{:04}", incident.number - 1);
+            // To the second, as PagerDuty writes it.
+            let changed = incident.resolved.unwrap_or(incident.created).floor();
             serde_json::json!({
-                "id": format!("PFAKE{n:04}"),
+                "id": id,
                 "type": "incident",
-                "incident_number": n + 1,
-                "incident_key": dedup,
-                "title": title,
-                "status": "triggered",
-                // To the second, as PagerDuty writes it.
-                "created_at": crate::clock::rfc3339(at.floor()),
-                "last_status_change_at": crate::clock::rfc3339(at.floor()),
-                "html_url": format!("https://fake.pagerduty.com/incidents/PFAKE{n:04}"),
+                "incident_number": incident.number,
+                "incident_key": incident.dedup_key,
+                "title": incident.title,
+                "status": if incident.resolved.is_some() { "resolved" } else { "triggered" },
+                "created_at": crate::clock::rfc3339(incident.created.floor()),
+                "last_status_change_at": crate::clock::rfc3339(changed),
+                "html_url": format!("https://fake.pagerduty.com/incidents/{id}"),
+                "service": {"id": "PSVCFAKE", "type": "service_reference", "summary": "uns-fake-service"},
             })
         })
         .collect();

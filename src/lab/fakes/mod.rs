@@ -67,6 +67,8 @@ pub const SLACK_BOT_ID: &str = "B0UNSFAKE";
 pub struct Control {
     script: Mutex<Script>,
     ledger: Mutex<Vec<Accepted>>,
+    /// When the incidents open under a dedup key were resolved, in order.
+    resolutions: Mutex<Vec<(String, f64)>>,
     /// Deliveries being handled now, and the most ever at once.
     in_flight: std::sync::atomic::AtomicUsize,
     peak: std::sync::atomic::AtomicUsize,
@@ -87,6 +89,7 @@ impl Default for Control {
             ledger: Mutex::default(),
             in_flight: Default::default(),
             peak: Default::default(),
+            resolutions: Mutex::default(),
             released: tokio::sync::watch::Sender::new(false),
             maillog: None,
         }
@@ -191,6 +194,62 @@ impl Control {
         let _ = released.wait_for(|released| *released).await;
     }
 
+    /// Resolves the incident open under `dedup_key` now, as a responder does: the next
+    /// trigger with the key opens a new incident (a new page) instead of merging.
+    pub fn resolve_incident(&self, dedup_key: &str) {
+        self.resolutions
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push((dedup_key.to_string(), now()));
+    }
+
+    /// The incidents the PagerDuty fake's triggers opened, oldest first, as PagerDuty
+    /// keeps them: a trigger merges into the incident open under its dedup key, and opens
+    /// a new one when there is none (never one, or the last was resolved).
+    pub fn incidents(&self) -> Vec<Incident> {
+        let resolutions = self
+            .resolutions
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        let mut incidents: Vec<Incident> = Vec::new();
+        for accepted in self.ledger() {
+            if accepted.channel != Channel::Pagerduty {
+                continue;
+            }
+            let key = accepted.body["dedup_key"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string();
+            let open = incidents.iter().rposition(|i| {
+                i.dedup_key == key
+                    && !resolutions
+                        .iter()
+                        .any(|(k, at)| *k == key && *at >= i.created && *at <= accepted.at)
+            });
+            if open.is_none() {
+                incidents.push(Incident {
+                    number: incidents.len() + 1,
+                    dedup_key: key,
+                    title: accepted.body["payload"]["summary"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_string(),
+                    created: accepted.at,
+                    resolved: None,
+                });
+            }
+        }
+        for incident in &mut incidents {
+            incident.resolved = resolutions
+                .iter()
+                .filter(|(k, at)| *k == incident.dedup_key && *at >= incident.created)
+                .map(|(_, at)| *at)
+                .reduce(f64::min);
+        }
+        incidents
+    }
+
     /// One delivery begins: counted until the guard it returns is dropped.
     fn delivering(&self) -> InFlight<'_> {
         use std::sync::atomic::Ordering;
@@ -214,12 +273,15 @@ impl Control {
 
     /// How many copies of `notification_id` reached its recipient on `channel`: each
     /// email and Slack post the fake took, and for PagerDuty each incident (the fake, as
-    /// PagerDuty does, folds every trigger with a dedup key into the incident it opened).
+    /// PagerDuty does, folds a trigger into the incident open under its dedup key).
     pub fn copies(&self, channel: Channel, notification_id: &str) -> usize {
-        let taken = self.accepted_count(channel, notification_id);
         match channel {
-            Channel::Pagerduty => taken.min(1),
-            Channel::Email | Channel::Slack => taken,
+            Channel::Pagerduty => self
+                .incidents()
+                .iter()
+                .filter(|i| i.dedup_key == notification_id)
+                .count(),
+            Channel::Email | Channel::Slack => self.accepted_count(channel, notification_id),
         }
     }
 
@@ -234,6 +296,23 @@ impl Control {
             })
             .count()
     }
+}
+
+/// An incident the PagerDuty fake keeps.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Incident {
+    pub number: usize,
+    pub dedup_key: String,
+    pub title: String,
+    pub created: f64,
+    /// When a responder resolved it; open until then.
+    pub resolved: Option<f64>,
+}
+
+fn now() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
 }
 
 /// A delivery being handled, counted in [`Control`] while it lives.
