@@ -362,12 +362,26 @@ fn worker_check(health: &Health, args: &Args) -> Check {
 
 fn backlog_check(health: &Health, args: &Args) -> Check {
     let stats = &health.stats;
+    // Rows due later (a paced replay, retries backing off) are waiting their turn.
+    let later = match (stats.scheduled, stats.last_scheduled_at) {
+        (0, _) | (_, None) => String::new(),
+        (n, Some(last)) => format!(
+            "; {} due later, the last in {}",
+            counted(n, "row"),
+            time::duration((last - stats.at).max(0.0))
+        ),
+    };
     let Some(oldest) = stats.oldest_due_at else {
-        return check("backlog", Level::Ok, "nothing due", None);
+        return check(
+            "backlog",
+            Level::Ok,
+            format!("nothing due now{later}"),
+            None,
+        );
     };
     let waited = (stats.at - oldest).max(0.0);
     let detail = format!(
-        "{} due, the oldest waiting {}",
+        "{} due, the oldest waiting {}{later}",
         counted(stats.due, "row"),
         time::duration(waited)
     );

@@ -413,6 +413,31 @@ fn say_progress((words, last_due): (&str, f64), done: &[Settlement], total: usiz
     ));
 }
 
+/// What is waiting its turn (a paced replay, retries backing off), while the DLQ is
+/// watched: said only while there is any.
+fn say_backlog(store: &dyn Store) {
+    let Ok(health) = store.health(60.0, None) else {
+        return;
+    };
+    let stats = &health.stats;
+    if stats.scheduled == 0 {
+        return;
+    }
+    let last = stats
+        .last_scheduled_at
+        .map(|at| {
+            format!(
+                ", the last due in {}",
+                time::duration((at - stats.at).max(0.0))
+            )
+        })
+        .unwrap_or_default();
+    status(&format!(
+        "{} due now, {} waiting their turn (paced replays, retries){last}; {} claims in the last minute",
+        stats.due, stats.scheduled, health.claims
+    ));
+}
+
 /// How often a paced wait says where it stands.
 const PROGRESS_EVERY: Duration = Duration::from_secs(10);
 
@@ -636,7 +661,12 @@ pub fn watch_dlq(
         "watching the DLQ of {} (Ctrl-C to stop) ...",
         views::shown(&store.describe())
     ));
+    let mut said = Instant::now();
     while pause(every) {
+        if said.elapsed() >= PROGRESS_EVERY {
+            said = Instant::now();
+            say_backlog(store);
+        }
         let moved = match events_after(store, &any, cursor) {
             Ok((_, next)) => next,
             Err(err) if transient(&err) => {

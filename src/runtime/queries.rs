@@ -432,6 +432,13 @@ pub struct Stats {
     pub oldest_due_at: Option<f64>,
     /// The newest claim (ATTEMPT_STARTED) by any worker.
     pub last_claim_at: Option<f64>,
+    /// Rows PENDING and due later: retries backing off, and paced replays waiting their
+    /// turn.
+    #[serde(default)]
+    pub scheduled: i64,
+    /// When the last of them is due.
+    #[serde(default)]
+    pub last_scheduled_at: Option<f64>,
 }
 
 pub fn stats(conn: &Connection, now: f64) -> rusqlite::Result<Stats> {
@@ -471,6 +478,14 @@ pub fn stats(conn: &Connection, now: f64) -> rusqlite::Result<Stats> {
     stats.last_claim_at = conn
         .prepare_cached("SELECT MAX(at) FROM uns_events WHERE kind = 'ATTEMPT_STARTED'")?
         .query_row([], |r| Ok(r.get::<_, Option<f64>>(0).ok().flatten()))?;
+    let (scheduled, last): (i64, Option<f64>) = conn
+        .prepare_cached(
+            "SELECT COUNT(*), MAX(next_attempt_at) FROM uns_notifications
+             WHERE status = 'PENDING' AND next_attempt_at > ?1",
+        )?
+        .query_row([now], |r| Ok((r.get(0)?, r.get(1).ok().flatten())))?;
+    stats.scheduled = scheduled;
+    stats.last_scheduled_at = last;
     Ok(stats)
 }
 

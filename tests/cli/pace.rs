@@ -132,6 +132,19 @@ fn a_spread_puts_the_last_entry_at_its_end_and_apply_takes_the_same_pace() {
     assert!((last - first - 120.0).abs() < 0.05, "{first} {last}");
     assert!((rows[2].0 - first - 60.0).abs() < 0.05);
     assert_eq!(rows[4].1["pace"], "evenly over 2m");
+    // Doctor sees the pace's backlog waiting its turn, beside what is due now.
+    let doctor = support::unsctl()
+        .arg("--db")
+        .arg(&db)
+        .args(["-o", "json", "doctor"])
+        .output()
+        .expect("doctor");
+    let text = String::from_utf8_lossy(&doctor.stdout);
+    assert!(
+        text.contains("1 row due, the oldest waiting")
+            && text.contains("; 4 rows due later, the last in "),
+        "{text}"
+    );
     // Nonsense is a usage error; a pace past a week is refused before anything changes.
     for args in [
         vec!["--rate", "0/s"],
