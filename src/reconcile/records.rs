@@ -218,32 +218,10 @@ impl Records {
         let mut proven = Vec::new();
         let mut doubts = Vec::new();
         for message in window.tagged.iter().filter(|m| m.idempotency_key == key) {
-            let ts = self.clean(&message.ts);
-            let Some(at) = slack::parse_ts(&message.ts) else {
-                doubts.push(format!(
-                    "a message carries {key}, but its ts {ts:?} is not a Slack time"
-                ));
-                continue;
-            };
-            if at < from || at > to {
-                doubts.push(format!(
-                    "message ts {ts} carries {key} but was posted at {}, outside the attempts' window {}",
-                    clock::rfc3339(at),
-                    window_text(from, to)
-                ));
-                continue;
+            match slack::proof(message, key, config, (from, to)) {
+                Ok(at) => proven.push((self.clean(&message.ts), at)),
+                Err(doubt) => doubts.push(self.clean(&doubt)),
             }
-            if let Some(bot) = &config.bot_id
-                && !message.posted_by(bot)
-            {
-                doubts.push(format!(
-                    "message ts {ts} carries {key} but was posted by {}, not the webhook's bot {}",
-                    self.clean(message.poster().unwrap_or("nobody named")),
-                    self.clean(bot)
-                ));
-                continue;
-            }
-            proven.push((ts, at));
         }
         proven.sort_by(|a, b| a.1.total_cmp(&b.1));
         let complete = doubts.is_empty() && to <= now;

@@ -750,38 +750,19 @@ pub fn history_answer(
 ) -> (Outcome, String) {
     let mut doubts = Vec::new();
     for message in window.tagged.iter().filter(|m| m.idempotency_key == key) {
-        let ts = clean(&message.ts);
-        let Some(at) = slack::parse_ts(&message.ts) else {
-            doubts.push(format!(
-                "a message carries Idempotency-Key {key}, but its ts {ts:?} is not a Slack time"
-            ));
-            continue;
-        };
-        if at < from || at > to {
-            doubts.push(format!(
-                "message ts {ts} carries Idempotency-Key {key} but was posted at {}, outside the attempt's window {}",
-                clock::rfc3339(at),
-                window_text(from, to)
-            ));
-            continue;
+        match slack::proof(message, key, config, (from, to)) {
+            Ok(_) => {
+                return (
+                    Outcome::Delivered,
+                    format!(
+                        "message ts {} in {} carries Idempotency-Key {key}",
+                        clean(&message.ts),
+                        config.channel
+                    ),
+                );
+            }
+            Err(doubt) => doubts.push(doubt),
         }
-        if let Some(bot) = &config.bot_id
-            && !message.posted_by(bot)
-        {
-            doubts.push(format!(
-                "message ts {ts} carries Idempotency-Key {key} but was posted by {}, not the webhook's bot {}",
-                clean(message.poster().unwrap_or("nobody named")),
-                clean(bot)
-            ));
-            continue;
-        }
-        return (
-            Outcome::Delivered,
-            format!(
-                "message ts {ts} in {} carries Idempotency-Key {key}",
-                config.channel
-            ),
-        );
     }
     if !doubts.is_empty() {
         return (Outcome::CannotTell, doubts.join("; "));

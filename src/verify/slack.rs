@@ -165,3 +165,42 @@ fn tagged(message: &Value) -> Option<Tagged> {
         user: text(&message["user"]),
     })
 }
+
+/// Whether `message` is proof that a post with Idempotency-Key `key` reached the channel
+/// by the rules of evidence (DESIGN §7): its exact key, a `ts` that is a Slack time inside
+/// `[from, to]`, and, where the webhook's bot is known, posted by it. Its time, or why not.
+pub fn proof(
+    message: &Tagged,
+    key: &str,
+    config: &Config,
+    (from, to): (f64, f64),
+) -> Result<f64, String> {
+    let clean = |t: &str| crate::render::sanitize::clean(t).into_owned();
+    let ts = clean(&message.ts);
+    if message.idempotency_key != key {
+        return Err(format!("message ts {ts} carries another Idempotency-Key"));
+    }
+    let Some(at) = parse_ts(&message.ts) else {
+        return Err(format!(
+            "a message carries Idempotency-Key {key}, but its ts {ts:?} is not a Slack time"
+        ));
+    };
+    if at < from || at > to {
+        return Err(format!(
+            "message ts {ts} carries Idempotency-Key {key} but was posted at {}, outside the attempt's window {} to {}",
+            crate::clock::rfc3339(at),
+            crate::clock::rfc3339(from),
+            crate::clock::rfc3339(to)
+        ));
+    }
+    if let Some(bot) = &config.bot_id
+        && !message.posted_by(bot)
+    {
+        return Err(format!(
+            "message ts {ts} carries Idempotency-Key {key} but was posted by {}, not the webhook's bot {}",
+            clean(message.poster().unwrap_or("nobody named")),
+            clean(bot)
+        ));
+    }
+    Ok(at)
+}

@@ -41,6 +41,12 @@ pub(crate) async fn page(
         })
     })
     .await?;
+    Ok(page_response(json, next))
+}
+
+/// A page written as JSON, with the next page's cursor also in the `UNS-Next-Cursor`
+/// header.
+pub(crate) fn page_response(json: Vec<u8>, next: Option<String>) -> Response {
     let mut response = (
         [(header::CONTENT_TYPE, "application/json")],
         Bytes::from(json),
@@ -49,7 +55,7 @@ pub(crate) async fn page(
     if let Some(next) = next.and_then(|n| header::HeaderValue::from_str(&n).ok()) {
         response.headers_mut().insert(api::NEXT_CURSOR, next);
     }
-    Ok(response)
+    response
 }
 
 pub(crate) async fn act(

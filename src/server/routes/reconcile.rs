@@ -4,14 +4,11 @@
 
 use super::query::{DlqQuery, Query, limit};
 use super::selection;
-use crate::api;
 use crate::server::errors::ApiError;
 use crate::server::state::{AppState, blocking};
 use crate::store::{Rows, Selection, Window};
-use axum::body::Bytes;
 use axum::extract::{RawQuery, State};
-use axum::http::header;
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use std::sync::Arc;
 
 pub(crate) async fn page(
@@ -48,13 +45,5 @@ pub(crate) async fn page(
         })
     })
     .await?;
-    let mut response = (
-        [(header::CONTENT_TYPE, "application/json")],
-        Bytes::from(json),
-    )
-        .into_response();
-    if let Some(next) = next.and_then(|n| header::HeaderValue::from_str(&n).ok()) {
-        response.headers_mut().insert(api::NEXT_CURSOR, next);
-    }
-    Ok(response)
+    Ok(super::dlq::page_response(json, next))
 }
