@@ -5,6 +5,7 @@ use crate::support;
 
 use serde_json::Value;
 use std::collections::BTreeSet;
+use std::path::Path;
 use std::process::Command;
 use unsctl::lab::fakes::Fakes;
 use unsctl::lab::repro::{self, Scenario};
@@ -185,4 +186,85 @@ curl -sS -X DELETE -H "Authorization: Bearer $UNS_API_KEY" \
     .expect("json");
     assert_eq!(replayed["action"], "replayed", "{replayed}");
     assert_eq!(replayed["channels"], serde_json::json!(["SLACK"]));
+}
+
+/// Every long flag of `command` and of its subcommands, with the subcommands by name.
+fn flags_of(command: &clap::Command) -> BTreeSet<String> {
+    command
+        .get_arguments()
+        .filter_map(|a| a.get_long().map(|l| format!("--{l}")))
+        .collect()
+}
+
+/// Every backticked `unsctl ...` command in the guides names commands and flags unsctl
+/// has, and every backticked `--flag` in their text is one of unsctl's: a renamed or
+/// removed flag fails here, not at 3 a.m.
+#[test]
+fn every_command_and_flag_the_guides_name_is_one_unsctl_has() {
+    use clap::CommandFactory;
+    let root = unsctl::cli::Cli::command();
+    let mut all_flags = flags_of(&root);
+    let mut stack: Vec<&clap::Command> = vec![&root];
+    while let Some(command) = stack.pop() {
+        all_flags.extend(flags_of(command));
+        stack.extend(command.get_subcommands());
+    }
+    let guides = Path::new(env!("CARGO_MANIFEST_DIR")).join("tsg");
+    let mut checked = 0;
+    for entry in std::fs::read_dir(&guides).expect("tsg/") {
+        let path = entry.expect("entry").path();
+        if path.extension().and_then(|e| e.to_str()) != Some("md") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).expect("guide");
+        let name = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or_default()
+            .to_string();
+        // The code spans of the prose (fenced blocks are run by the peers' runbook test).
+        let mut in_fence = false;
+        let mut spans = Vec::new();
+        for line in text.lines() {
+            if line.trim_start().starts_with("```") {
+                in_fence = !in_fence;
+                continue;
+            }
+            if in_fence {
+                continue;
+            }
+            spans.extend(line.split('`').skip(1).step_by(2).map(str::to_string));
+        }
+        for span in spans {
+            if let Some(rest) = span.strip_prefix("unsctl ") {
+                // Walk the subcommands the words name; the flags must be theirs or global.
+                let mut command = &root;
+                let mut known = flags_of(&root);
+                for word in rest.split_whitespace() {
+                    if let Some(sub) = command.find_subcommand(word) {
+                        command = sub;
+                        known.extend(flags_of(command));
+                    } else if word.starts_with("--") {
+                        let flag = word.split('=').next().unwrap_or(word);
+                        assert!(
+                            known.contains(flag),
+                            "{name}: `{span}`: {flag} is not a flag of `{}`",
+                            command.get_name()
+                        );
+                        checked += 1;
+                    }
+                }
+                checked += 1;
+            } else if span.starts_with("--") {
+                for word in span.split_whitespace().filter(|w| w.starts_with("--")) {
+                    assert!(
+                        all_flags.contains(word),
+                        "{name}: `{span}`: unsctl has no {word}"
+                    );
+                    checked += 1;
+                }
+            }
+        }
+    }
+    assert!(checked >= 40, "checked only {checked}");
 }
