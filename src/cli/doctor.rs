@@ -215,10 +215,18 @@ struct RelayProbe {
     elapsed: f64,
 }
 
-/// The relay check, judged against the lease the store's events show in use (`lease`),
-/// else the one given; the given one is named when they differ.
-fn smtp_check(args: &Args, lease: Option<f64>) -> Check {
-    relay_check(probe_relay(args).as_ref(), args, lease)
+/// The relay check, judged against the lease the store's events show in use, else the
+/// one given; the given one is named when they differ. Without UNS_SMTP_HOST here (the
+/// runbook's environment has none), the relay the runtime's newest email went to.
+fn smtp_check(args: &Args, in_use: &InUse) -> Check {
+    let probe = match (&args.smtp_host, &in_use.relay) {
+        (None, Some(relay)) => probe_relay_at(relay, args).map(|mut probe| {
+            probe.relay = format!("{relay} (the relay the newest email attempt used)");
+            probe
+        }),
+        _ => probe_relay(args),
+    };
+    relay_check(probe.as_ref(), args, in_use.lease)
 }
 
 fn relay_check(probe: Option<&RelayProbe>, args: &Args, lease: Option<f64>) -> Check {
@@ -269,7 +277,11 @@ fn relay_check(probe: Option<&RelayProbe>, args: &Args, lease: Option<f64>) -> C
 }
 
 fn probe_relay(args: &Args) -> Option<RelayProbe> {
-    let relay = args.smtp_host.as_ref()?;
+    probe_relay_at(args.smtp_host.as_ref()?, args)
+}
+
+fn probe_relay_at(relay: &str, args: &Args) -> Option<RelayProbe> {
+    let relay = &relay.to_string();
     let started = Instant::now();
     let timeout = Some(Duration::from_secs_f64(args.lease_seconds.clamp(1.0, 60.0)));
     let hello = ClientId::Domain("uns.local".into());
@@ -484,9 +496,16 @@ fn lease_check(health: &Health) -> Check {
     }
 }
 
+/// What a store's events show in use: the lease, and the relay of the newest email.
+#[derive(Debug, Default, Clone)]
+struct InUse {
+    lease: Option<f64>,
+    relay: Option<String>,
+}
+
 /// The checks of one store: the API and the file it names, then what its numbers say.
-/// The store's checks, and the lease its events show in use.
-fn store_checks(named: &Named, args: &Args, window: f64) -> (Vec<Check>, Option<f64>) {
+/// The store's checks, and what its events show in use.
+fn store_checks(named: &Named, args: &Args, window: f64) -> (Vec<Check>, InUse) {
     let mut checks = Vec::new();
     let mut health = None;
     if let Some((url, key)) = &named.api {
@@ -516,7 +535,11 @@ fn store_checks(named: &Named, args: &Args, window: f64) -> (Vec<Check>, Option<
             }
         }
     }
-    (checks, health.and_then(|h| h.lease_seconds))
+    let in_use = InUse {
+        lease: health.as_ref().and_then(|h| h.lease_seconds),
+        relay: health.and_then(|h| h.smtp_relay),
+    };
+    (checks, in_use)
 }
 
 fn lines(checks: &[Check], out: &Output, indent: &str) -> Vec<String> {
@@ -608,8 +631,8 @@ pub fn run(global: &Invocation, args: Args) -> CliResult {
         return run_fleet(&args, window, &out);
     }
     let named = backend::named(global)?;
-    let (mut checks, lease) = store_checks(&named, &args, window);
-    checks.push(smtp_check(&args, lease));
+    let (mut checks, in_use) = store_checks(&named, &args, window);
+    checks.push(smtp_check(&args, &in_use));
     out.emit(&Checks(&checks))?;
     failed(&checks)
 }
@@ -627,7 +650,7 @@ fn run_fleet(args: &Args, window: f64, out: &Output) -> CliResult {
             .map(|context| {
                 let config = &config;
                 scope.spawn(move || {
-                    let (mut checks, lease) = match backend::from_context(config, &context.name) {
+                    let (mut checks, in_use) = match backend::from_context(config, &context.name) {
                         Ok(resolved) => store_checks(&Named::from(resolved), args, window),
                         Err(err) => (
                             vec![check(
@@ -636,10 +659,13 @@ fn run_fleet(args: &Args, window: f64, out: &Output) -> CliResult {
                                 err.message.clone(),
                                 err.hints.first().map(String::as_str),
                             )],
-                            None,
+                            InUse::default(),
                         ),
                     };
-                    checks.push(relay_check(probe, args, lease));
+                    checks.push(match probe {
+                        Some(probe) => relay_check(Some(probe), args, in_use.lease),
+                        None => smtp_check(args, &in_use),
+                    });
                     (context.name.clone(), context.target(), checks)
                 })
             })

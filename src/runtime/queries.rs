@@ -510,6 +510,10 @@ pub struct Health {
     pub lease_seconds: Option<f64>,
     /// Provider calls that ended in the window, by channel.
     pub calls: Vec<ChannelCalls>,
+    /// The SMTP relay (`host:port`) the newest email attempt went to, as the adapter
+    /// recorded it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub smtp_relay: Option<String>,
 }
 
 /// How long one channel's provider calls took: CHANNEL_ATTEMPT_STARTED to its result.
@@ -600,6 +604,16 @@ pub fn health(
             by_channel.entry(channel).or_default().push(took);
         }
     }
+    health.smtp_relay = conn
+        .prepare_cached(
+            "SELECT json_extract(payload, '$.smtp_relay') FROM uns_events
+             WHERE kind = 'CHANNEL_ATTEMPT_STARTED' AND json_valid(payload)
+               AND json_type(payload, '$.smtp_relay') = 'text'
+             ORDER BY at DESC LIMIT 1",
+        )?
+        .query_row([], |r| r.get::<_, String>(0))
+        .optional()?
+        .filter(|relay| is_relay_address(relay));
     for (channel, mut took) in by_channel {
         took.sort_by(f64::total_cmp);
         let rank = ((took.len() as f64) * 0.99).ceil() as usize;
@@ -611,6 +625,19 @@ pub fn health(
         });
     }
     Ok(health)
+}
+
+/// `host:port` and nothing else: what a store names as its relay is probed only then.
+pub fn is_relay_address(text: &str) -> bool {
+    let Some((host, port)) = text.rsplit_once(':') else {
+        return false;
+    };
+    !host.is_empty()
+        && host.len() <= 253
+        && host
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '[' | ']' | ':'))
+        && port.parse::<u16>().is_ok_and(|p| p > 0)
 }
 
 /// The ids that start with `prefix`, in order, at most `limit` (DLQ entries only when

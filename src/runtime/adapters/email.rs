@@ -289,6 +289,8 @@ impl Adapter for EmailAdapter {
     fn started(&self) -> serde_json::Map<String, serde_json::Value> {
         let mut details = serde_json::Map::new();
         details.insert("smtp_from".into(), self.config.from.clone().into());
+        // Which relay the call went to, so doctor can measure the one in use.
+        details.insert("smtp_relay".into(), self.config.relay.clone().into());
         details
     }
 
