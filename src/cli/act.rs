@@ -406,7 +406,16 @@ fn receivers(intents: &[Intent]) -> Vec<String> {
         .filter(|(_, set)| set.contains(Channel::Pagerduty))
         .map(|(id, _)| *id)
         .collect();
-    if paging.is_empty() {
+    lines.extend(pagerduty_statements(&paging));
+    lines
+}
+
+/// For each of `ids` (the first few), what a trigger sent now does at PagerDuty: merged
+/// into the incident open under its dedup key, or a new incident. From the REST API when
+/// UNS_PAGERDUTY_API_TOKEN is set; else the rule, said once.
+pub fn pagerduty_statements(ids: &[&str]) -> Vec<String> {
+    let mut lines = Vec::new();
+    if ids.is_empty() {
         return lines;
     }
     let config = std::env::var("UNS_PAGERDUTY_API_TOKEN")
@@ -421,7 +430,7 @@ fn receivers(intents: &[Intent]) -> Vec<String> {
     let client = config.as_ref().map(|_| crate::verify::http::client());
     match (&config, client) {
         (Some(config), Some(Ok(client))) => {
-            for id in paging.iter().take(INCIDENTS_LOOKED_UP) {
+            for id in ids.iter().take(INCIDENTS_LOOKED_UP) {
                 let said = crate::verify::pagerduty::replay_outcome(&client, config, id);
                 lines.push(format!(
                     "PAGERDUTY {}: {}",
@@ -429,10 +438,10 @@ fn receivers(intents: &[Intent]) -> Vec<String> {
                     crate::redact::Secrets::new().add(&config.token).clean(&said)
                 ));
             }
-            if paging.len() > INCIDENTS_LOOKED_UP {
+            if ids.len() > INCIDENTS_LOOKED_UP {
                 lines.push(format!(
                     "PAGERDUTY: {} more not looked up",
-                    paging.len() - INCIDENTS_LOOKED_UP
+                    ids.len() - INCIDENTS_LOOKED_UP
                 ));
             }
         }

@@ -265,6 +265,26 @@ fn the_replay_says_what_each_receiver_does_with_a_second_copy() {
         said.contains("SLACK: the receiver does not drop a second copy"),
         "{said}"
     );
+    // Triage says it too, under the table.
+    let triage = support::unsctl()
+        .arg("--db")
+        .arg(&db)
+        .args(["--color", "never", "dlq", "triage"])
+        .env(
+            "UNS_PAGERDUTY_API_TOKEN",
+            unsctl::lab::fakes::PAGERDUTY_TOKEN,
+        )
+        .env("UNS_PAGERDUTY_API_URL", fakes.pagerduty_api_url())
+        .output()
+        .expect("triage");
+    let table = String::from_utf8_lossy(&triage.stdout);
+    assert!(
+        table.contains("PagerDuty, were these replayed:")
+            && table.contains(&format!(
+                "PAGERDUTY {id}: merged into open incident PFAKE0000 (#1)"
+            )),
+        "{table}"
+    );
     // Resolved by a responder: the replay pages again.
     fakes.control.resolve_incident(&id);
     let said = dry_run(true);

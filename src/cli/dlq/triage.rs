@@ -257,10 +257,23 @@ fn write_table(
 #[derive(Default)]
 struct Refused {
     by_cause: std::collections::BTreeMap<String, Vec<String>>,
+    /// Entries whose PAGERDUTY channel is not delivered (the first few, and how many in
+    /// all): what a replay would do there.
+    paging: Vec<String>,
+    paging_total: usize,
 }
 
 impl Refused {
     fn add(&mut self, verdict: &Verdict) {
+        if verdict.channels.iter().any(|c| {
+            c.channel == crate::model::Channel::Pagerduty
+                && c.state != crate::triage::ChannelState::Delivered
+        }) {
+            self.paging_total += 1;
+            if self.paging.len() < 5 {
+                self.paging.push(verdict.id.clone());
+            }
+        }
         let failed: Vec<&crate::triage::ChannelVerdict> = verdict
             .channels
             .iter()
@@ -290,6 +303,20 @@ impl Refused {
     }
 
     fn print(&self, to: &mut dyn Write, out: &Output) -> std::io::Result<()> {
+        if !self.paging.is_empty() {
+            writeln!(to, "\nPagerDuty, were these replayed:")?;
+            let ids: Vec<&str> = self.paging.iter().map(String::as_str).collect();
+            for line in crate::cli::act::pagerduty_statements(&ids) {
+                writeln!(to, "  {}", out.clean(&line))?;
+            }
+            if self.paging_total > self.paging.len() {
+                writeln!(
+                    to,
+                    "  and {} more PagerDuty entries, not looked up",
+                    self.paging_total - self.paging.len()
+                )?;
+            }
+        }
         if self.by_cause.is_empty() {
             return Ok(());
         }
