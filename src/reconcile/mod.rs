@@ -339,18 +339,14 @@ fn email(history: &History, part: &ChannelHistory, records: &Records, now: f64) 
                 Some(relay) => relay.text.clone(),
                 None => records.no_relay_log(),
             };
-            let mut item = Evidence::new(
-                What::Unknown,
-                format!(
-                    "{}; the relay log cannot tell: {why}",
-                    recorded_text(attempt)
-                ),
+            let mut item = in_doubt(
+                attempt,
+                "the relay log",
+                relay.is_some().then_some("relay-log"),
+                &why,
             );
-            if relay.is_some() {
-                item.sources.push("relay-log");
-            }
             item.message_id = message_id;
-            count.unknown.push(item.of(attempt));
+            count.unknown.push(item);
             continue;
         };
         item.message_id = message_id;
@@ -496,17 +492,12 @@ fn slack_copies(history: &History, part: &ChannelHistory, records: &Records, now
             if settled_by_record {
                 continue;
             }
-            let mut item = Evidence::new(
-                What::Unknown,
-                format!(
-                    "{}; Slack's history cannot tell: {why}",
-                    recorded_text(attempt)
-                ),
-            );
-            if read.is_some() {
-                item.sources.push("slack");
-            }
-            count.unknown.push(item.of(attempt));
+            count.unknown.push(in_doubt(
+                attempt,
+                "Slack's history",
+                read.is_some().then_some("slack"),
+                &why,
+            ));
         }
         if settled_by_record && let Some(read) = &read {
             count
@@ -646,15 +637,24 @@ fn pagerduty_doubt(
         })
         .skip(explained)
     {
-        let mut item = Evidence::new(
-            What::Unknown,
-            format!("{}; PagerDuty cannot tell: {why}", recorded_text(attempt)),
-        );
-        if read.is_some() {
-            item.sources.push("pagerduty");
-        }
-        count.unknown.push(item.of(attempt));
+        count.unknown.push(in_doubt(
+            attempt,
+            "PagerDuty",
+            read.is_some().then_some("pagerduty"),
+            &why,
+        ));
     }
+}
+
+/// An attempt whose outcome nothing settles: what the history says of it, and why
+/// `record` cannot tell (read from `source`, when it was read at all).
+fn in_doubt(attempt: &Attempt, record: &str, source: Option<&'static str>, why: &str) -> Evidence {
+    let mut item = Evidence::new(
+        What::Unknown,
+        format!("{}; {record} cannot tell: {why}", recorded_text(attempt)),
+    );
+    item.sources.extend(source);
+    item.of(attempt)
 }
 
 /// Counts per channel and class, every class present.
