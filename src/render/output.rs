@@ -234,6 +234,29 @@ pub fn status(text: &str) {
     }
 }
 
+/// What stands for a space inside a command while a line is wrapped.
+const UNBROKEN: char = '\u{a0}';
+
+/// `line` with the spaces inside each `unsctl ...` command made unbreakable.
+fn commands_whole(line: &str) -> String {
+    let mut out = String::with_capacity(line.len());
+    let mut rest = line;
+    while let Some(at) = rest.find("unsctl ") {
+        out.push_str(&rest[..at]);
+        let command = &rest[at..];
+        let end = command.find('`').unwrap_or(command.len());
+        out.push_str(
+            &command[..end]
+                .trim_end()
+                .replace(' ', &UNBROKEN.to_string()),
+        );
+        out.push_str(&command[command[..end].trim_end().len()..end]);
+        rest = &command[end..];
+    }
+    out.push_str(rest);
+    out
+}
+
 /// `line` wrapped to the terminal's width (when there is one), each continuation
 /// `hang` columns in.
 pub fn wrapped(line: &str, out: &Output, hang: usize) -> Vec<String> {
@@ -242,13 +265,16 @@ pub fn wrapped(line: &str, out: &Output, hang: usize) -> Vec<String> {
             let indent = " ".repeat(hang);
             // Never inside a word, nor at its hyphens: ids, keys and commands are pasted,
             // and one longer than the width stands whole on a line of its own.
+            // A command (`unsctl ...` up to a backtick or the line's end) is one word:
+            // it moves whole to a line of its own rather than be broken across two.
             let options = textwrap::Options::new(width as usize)
                 .subsequent_indent(&indent)
                 .break_words(false)
+                .word_separator(textwrap::WordSeparator::AsciiSpace)
                 .word_splitter(textwrap::WordSplitter::NoHyphenation);
-            textwrap::wrap(line, &options)
+            textwrap::wrap(&commands_whole(line), &options)
                 .into_iter()
-                .map(|l| l.trim_end().to_string())
+                .map(|l| l.trim_end().replace(UNBROKEN, " "))
                 .collect()
         }
         _ => vec![line.to_string()],
@@ -274,6 +300,22 @@ mod wrap_tests {
             "{lines:?}"
         );
         assert!(lines.iter().all(|l| !l.ends_with("n-")), "{lines:?}");
+    }
+
+    #[test]
+    fn a_command_is_never_broken_across_lines() {
+        let out = Output {
+            columns: Some(60),
+            ..Output::new(Format::Table, ColorChoice::Never)
+        };
+        let command = "unsctl replay n-01a2306f9c8f75bb80ffe82f267d20ef --channels EMAIL --verified-not-delivered --confirm";
+        let lines = wrapped(&format!("  if it did not:    {command}"), &out, 4);
+        assert_eq!(lines, ["  if it did not:", &format!("    {command}")]);
+        // In prose, up to its backtick; the prose around it still wraps.
+        let line = format!("replay it instead (`{command}`), or pass --force --reason to drop it");
+        let lines = wrapped(&line, &out, 2);
+        assert!(lines.iter().any(|l| l.contains(command)), "{lines:?}");
+        assert!(lines.iter().all(|l| !l.contains('\u{a0}')), "{lines:?}");
     }
 }
 

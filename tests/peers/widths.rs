@@ -134,9 +134,53 @@ fn in_pty(command: &str, columns: u16, color: &str, config: &str) -> String {
     String::from_utf8_lossy(&out.stdout).replace('\r', "")
 }
 
+/// A line that holds one command and nothing else: a command longer than the width
+/// stands whole on a line of its own, as long as it needs, never broken across two.
+fn lone_command(line: &str) -> bool {
+    let text = line
+        .trim_start()
+        .trim_start_matches(['(', '`'])
+        .trim_end_matches(['`', ')', ',', ';', '.']);
+    text.starts_with("unsctl ") && !text.contains("  ") && !text.contains('`')
+}
+
+/// The `unsctl ...` commands a screen shows, each as the text from `unsctl` to the end of
+/// its cell (two spaces end a cell) or of its line.
+fn printed_commands(screen: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for line in screen.lines() {
+        let mut rest = line;
+        while let Some(at) = rest.find("unsctl ") {
+            // The binary's own path in a command line is not a printed step.
+            let before = &rest[..at];
+            let command = &rest[at..];
+            let end = ["  ", "`", ". "]
+                .iter()
+                .filter_map(|stop| command.find(stop))
+                .min()
+                .unwrap_or(command.len());
+            let step = command[..end].trim_end().trim_end_matches([',', ';', ')']);
+            // A template (`unsctl tsg show GUIDE`) is not a command to paste.
+            let template = step.split_whitespace().any(|w| {
+                w.len() > 1
+                    && w.chars().all(|c| c.is_ascii_uppercase())
+                    && w != "EMAIL"
+                    && w != "SLACK"
+                    && w != "PAGERDUTY"
+            });
+            if !before.ends_with('/') && !template && step.split_whitespace().count() > 1 {
+                found.push(step.to_string());
+            }
+            rest = &command[end..];
+        }
+    }
+    found
+}
+
 #[test]
 fn every_table_fits_80_and_160_columns_with_and_without_colour() {
     let store = store();
+    let mut printed = std::collections::BTreeSet::new();
     for command in table_commands(&store) {
         for columns in [60u16, 80, 120, 160, 200] {
             for color in ["never", "always"] {
@@ -149,10 +193,14 @@ fn every_table_fits_80_and_160_columns_with_and_without_colour() {
                         "{command}: colour asked for:\n{text}"
                     );
                 }
+                printed.extend(printed_commands(&strip_ansi(&text)));
                 for line in strip_ansi(&text).lines() {
                     // A command with no room in its row stands whole on a line of its own.
                     if let Some(command) = line.strip_prefix("    \u{21b3} ") {
                         assert!(command.starts_with("unsctl "), "{line}");
+                        continue;
+                    }
+                    if lone_command(line) {
                         continue;
                     }
                     assert!(
@@ -163,6 +211,38 @@ fn every_table_fits_80_and_160_columns_with_and_without_colour() {
                 }
             }
         }
+    }
+    // Every command a screen showed, at any width, runs as printed: parsed whole (no usage
+    // error) and naming an entry that exists. Without a terminal, a --confirm refuses to
+    // act, so nothing changes.
+    assert!(printed.len() >= 5, "{printed:?}");
+    if std::env::var_os("SHOW_PRINTED").is_some() {
+        eprintln!("{printed:#?}");
+    }
+    let bin = Path::new(env!("CARGO_BIN_EXE_unsctl"))
+        .parent()
+        .expect("bin dir")
+        .display()
+        .to_string();
+    for command in &printed {
+        let out = Command::new("bash")
+            .args(["-c", command])
+            .env(
+                "PATH",
+                format!("{bin}:{}", std::env::var("PATH").unwrap_or_default()),
+            )
+            .env("UNSCTL_CONFIG", &store.config)
+            // The store, as the runbook's environment names it.
+            .env("UNS_DB_FILE", &store.db)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .expect("bash");
+        let code = out.status.code();
+        assert!(
+            !matches!(code, Some(2 | 3 | 127)),
+            "`{command}` as printed exited {code:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
 }
 
@@ -210,6 +290,9 @@ fn every_table_fits_a_real_80_column_terminal() {
         // terminal wraps for the eye and copies as one.
         if let Some(command) = line.strip_prefix("    \u{21b3} ") {
             assert!(command.starts_with("unsctl "), "{line}");
+            continue;
+        }
+        if lone_command(line) {
             continue;
         }
         assert!(width(line) <= 80, "{} wide:\n{line}", width(line));
