@@ -18,16 +18,7 @@ fn main() -> anyhow::Result<()> {
         .unwrap_or(10_000);
     let unsctl = env!("CARGO_BIN_EXE_unsctl");
     let dir = tempfile::tempdir()?;
-    let db = dir.path().join("apply.db");
-    support::generate_branches(&db, entries, &[2])?;
-    let plan = dir.path().join("plan.json");
-    let triage = Command::new(unsctl)
-        .arg("--db")
-        .arg(&db)
-        .args(["dlq", "triage", "-o", "json"])
-        .output()?;
-    anyhow::ensure!(triage.status.success(), "triage failed");
-    std::fs::write(&plan, &triage.stdout)?;
+    let (db, plan) = replay_plan(unsctl, dir.path(), "apply.db", entries)?;
     let measured = support::measure(
         Command::new(unsctl)
             .arg("--db")
@@ -80,16 +71,7 @@ fn paced(unsctl: &str, entries: usize, rate: f64) -> anyhow::Result<()> {
     use unsctl::clock::SystemClock;
     use unsctl::runtime::worker::{Worker, WorkerConfig};
     let dir = tempfile::tempdir()?;
-    let db = dir.path().join("paced.db");
-    support::generate_branches(&db, entries, &[2])?;
-    let plan = dir.path().join("plan.json");
-    let triage = Command::new(unsctl)
-        .arg("--db")
-        .arg(&db)
-        .args(["dlq", "triage", "-o", "json"])
-        .output()?;
-    anyhow::ensure!(triage.status.success(), "triage failed");
-    std::fs::write(&plan, &triage.stdout)?;
+    let (db, plan) = replay_plan(unsctl, dir.path(), "paced.db", entries)?;
     let fakes = unsctl::lab::fakes::Fakes::start()?;
     let applied = support::measure(
         Command::new(unsctl)
@@ -165,4 +147,25 @@ fn paced(unsctl: &str, entries: usize, rate: f64) -> anyhow::Result<()> {
         fakes.control.peak_concurrency()
     );
     Ok(())
+}
+
+/// A store of `entries` REPLAY entries in `dir`, and the plan `dlq triage -o json` makes
+/// of it.
+fn replay_plan(
+    unsctl: &str,
+    dir: &std::path::Path,
+    name: &str,
+    entries: usize,
+) -> anyhow::Result<(std::path::PathBuf, std::path::PathBuf)> {
+    let db = dir.join(name);
+    support::generate_branches(&db, entries, &[2])?;
+    let plan = dir.join(format!("{name}.plan.json"));
+    let triage = Command::new(unsctl)
+        .arg("--db")
+        .arg(&db)
+        .args(["dlq", "triage", "-o", "json"])
+        .output()?;
+    anyhow::ensure!(triage.status.success(), "triage failed");
+    std::fs::write(&plan, &triage.stdout)?;
+    Ok((db, plan))
 }

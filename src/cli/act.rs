@@ -345,17 +345,13 @@ pub fn confirmed(
             clean(attestation)
         ));
     }
-    let paced: Vec<f64> = intents.iter().filter_map(|i| i.offset).collect();
-    if let (Some(pace), Some(last)) = (
-        intents.iter().find_map(|i| i.request.pace.as_deref()),
-        paced.iter().copied().reduce(f64::max),
-    ) {
-        let at = crate::clock::Clock::now(&crate::clock::SystemClock) + last;
+    if let Some(planned) = planned(intents.iter().copied()) {
+        let at = crate::clock::Clock::now(&crate::clock::SystemClock) + planned.last;
         head.push_str(&format!(
             "\npaced at {}: {} made due one after another; the last due in {} (about {})",
-            clean(pace),
-            paced.len(),
-            crate::render::time::duration(last),
+            clean(planned.words),
+            planned.count,
+            crate::render::time::duration(planned.last),
             crate::render::time::rfc3339(at)
         ));
     }
@@ -452,16 +448,36 @@ pub fn pagerduty_statements(ids: &[&str]) -> Vec<String> {
     lines
 }
 
+/// What a paced run holds: the pace in words, how many replays it paces, and how long
+/// after the first the last is due.
+pub struct Planned<'a> {
+    pub words: &'a str,
+    pub count: usize,
+    pub last: f64,
+}
+
+/// The pace `pace::apply` gave `intents`, if it gave one.
+pub fn planned<'a, I>(intents: I) -> Option<Planned<'a>>
+where
+    I: IntoIterator<Item = &'a Intent>,
+    I::IntoIter: Clone,
+{
+    let intents = intents.into_iter();
+    let words = intents.clone().find_map(|i| i.request.pace.as_deref())?;
+    let offsets = intents.filter_map(|i| i.offset);
+    let count = offsets.clone().count();
+    let last = offsets.reduce(f64::max)?;
+    Some(Planned { words, count, last })
+}
+
 /// "paced at 200/s: 15000 replays, the last due 1m 15s after the first", when paced.
 fn pace_line(intents: &[Intent]) -> Option<String> {
-    let pace = intents.iter().find_map(|i| i.request.pace.as_deref())?;
-    let offsets: Vec<f64> = intents.iter().filter_map(|i| i.offset).collect();
-    let last = offsets.iter().copied().reduce(f64::max)?;
+    let planned = planned(intents)?;
     Some(format!(
         "paced at {}: {}, the last due {} after the first",
-        crate::render::sanitize::clean(pace),
-        crate::render::output::counted(offsets.len() as i64, "replay"),
-        crate::render::time::duration(last)
+        crate::render::sanitize::clean(planned.words),
+        crate::render::output::counted(planned.count as i64, "replay"),
+        crate::render::time::duration(planned.last)
     ))
 }
 

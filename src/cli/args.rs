@@ -109,22 +109,31 @@ pub struct SelectArgs {
     pub exclude: Vec<String>,
 }
 
+/// `--since` and `--until` as instants, resolved against the clock now, so that both
+/// backends see the same ones.
+pub fn window(since: Option<&str>, until: Option<&str>) -> CliResult<crate::store::Window> {
+    let now = SystemClock.now();
+    let instant = |flag: &str, text: Option<&str>| {
+        text.map(|t| crate::clock::parse_instant(t, now))
+            .transpose()
+            .map_err(|err| CliError::usage(format!("{flag}: {err}")))
+    };
+    Ok(crate::store::Window {
+        since: instant("--since", since)?,
+        until: instant("--until", until)?,
+    })
+}
+
 impl SelectArgs {
     /// The typed selection; times are resolved against the clock now, so both backends
     /// see the same instants.
     pub fn selection(&self) -> CliResult<Selection> {
-        let now = SystemClock.now();
-        let instant = |flag: &str, text: &Option<String>| {
-            text.as_deref()
-                .map(|t| crate::clock::parse_instant(t, now))
-                .transpose()
-                .map_err(|err| CliError::usage(format!("{flag}: {err}")))
-        };
+        let window = window(self.since.as_deref(), self.until.as_deref())?;
         let selection = Selection {
             channel: self.channel,
             error: self.error.clone().filter(|e| !e.is_empty()),
-            since: instant("--since", &self.since)?,
-            until: instant("--until", &self.until)?,
+            since: window.since,
+            until: window.until,
             not_channel: self.not_channel,
             not_error: self.not_error.clone().filter(|e| !e.is_empty()),
             exclude: self.exclude.clone(),

@@ -119,12 +119,9 @@ pub fn apply(intents: &mut [Intent], pace: Option<Pace>) -> CliResult {
 /// The pace of `intents` in words, and about when its last replay will be due (unix
 /// seconds, counted from now: the first runs right after this).
 pub fn expected(intents: &[Intent]) -> Option<(String, f64)> {
-    let words = intents.iter().find_map(|i| i.request.pace.clone())?;
-    let last = intents.iter().filter_map(|i| i.offset).reduce(f64::max)?;
-    Some((
-        words,
-        crate::clock::Clock::now(&crate::clock::SystemClock) + last,
-    ))
+    let planned = super::act::planned(intents)?;
+    let now = crate::clock::Clock::now(&crate::clock::SystemClock);
+    Some((planned.words.to_string(), now + planned.last))
 }
 
 #[cfg(test)]

@@ -6,7 +6,9 @@ use super::backend::{self, Invocation};
 use super::error::{CliError, CliResult};
 use super::values;
 use crate::model::Channel;
-use crate::reconcile::{Asked, Class, Evidence, Recent, Reconciled, Reconciliation, What};
+use crate::reconcile::{
+    Asked, Class, Evidence, Recent, Reconciled, Reconciliation, Summary, What, summary,
+};
 use crate::render::output::{Output, counted, status};
 use crate::render::table::{Column, Grid, Text, Tone, toned};
 use crate::store::{Selection, Store, Window};
@@ -58,17 +60,7 @@ pub struct Args {
 
 impl Args {
     fn asked(&self) -> CliResult<Asked> {
-        let now = crate::clock::Clock::now(&crate::clock::SystemClock);
-        let instant = |flag: &str, text: &Option<String>| {
-            text.as_deref()
-                .map(|t| crate::clock::parse_instant(t, now))
-                .transpose()
-                .map_err(|err| CliError::usage(format!("{flag}: {err}")))
-        };
-        let window = Window {
-            since: instant("--since", &self.since)?,
-            until: instant("--until", &self.until)?,
-        };
+        let window = super::args::window(self.since.as_deref(), self.until.as_deref())?;
         window.check().map_err(CliError::usage)?;
         let selection = Selection {
             channel: self.channel,
@@ -218,26 +210,6 @@ fn indented<T: Serialize>(value: &T, buffer: &mut Vec<u8>) -> std::io::Result<St
     buffer.clear();
     serde_json::to_writer_pretty(&mut *buffer, &value).map_err(std::io::Error::other)?;
     Ok(String::from_utf8_lossy(buffer).replace('\n', "\n  "))
-}
-
-type Summary = BTreeMap<Channel, BTreeMap<Class, usize>>;
-
-fn summary(channels: &[Channel], classes: impl IntoIterator<Item = (Channel, Class)>) -> Summary {
-    let empty = || {
-        Class::ALL
-            .iter()
-            .map(|k| (*k, 0))
-            .collect::<BTreeMap<_, _>>()
-    };
-    let mut summary: Summary = channels.iter().map(|c| (*c, empty())).collect();
-    for (channel, class) in classes {
-        *summary
-            .entry(channel)
-            .or_insert_with(empty)
-            .entry(class)
-            .or_default() += 1;
-    }
-    summary
 }
 
 const NEEDS_COLUMNS: &[Column] = &[
@@ -629,11 +601,10 @@ fn run_fleet(global: &Invocation, args: &Args, asked: &Asked) -> CliResult {
         .filter_map(|r| Some((r.context.as_str(), r.result.as_ref().ok()?)))
         .flat_map(|(context, (items, _))| items.iter().map(move |i| (context, i)))
         .collect();
-    let channels = match asked.selection.channel {
-        Some(channel) => vec![channel],
-        None => Channel::ALL.to_vec(),
-    };
-    let summary = summary(&channels, items.iter().map(|(_, i)| (i.channel, i.class)));
+    let summary = summary(
+        &asked.channels(),
+        items.iter().map(|(_, i)| (i.channel, i.class)),
+    );
     if out.json() {
         let recent: BTreeMap<&str, &Recent> = readings
             .iter()

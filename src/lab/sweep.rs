@@ -393,18 +393,24 @@ impl Sweep {
                 sources,
                 SystemClock.now(),
             )?;
+            let ledger = self.fakes.control.all_copies();
             for item in reconciliation.all(&store)? {
-                self.judge_reconciled(&item, counted, counts);
+                let copies = ledger
+                    .get(&(item.id.clone(), item.channel))
+                    .copied()
+                    .unwrap_or(0);
+                self.judge_reconciled(&item, copies, counted, counts);
             }
         }
         Ok(())
     }
 
-    /// One reconciled channel against the ledger; `counted` for the run with records,
-    /// whose classes are counted (the other is only checked).
+    /// One reconciled channel against the `copies` the ledger holds of it; `counted` for
+    /// the run with records, whose classes are counted (the other is only checked).
     fn judge_reconciled(
         &self,
         item: &crate::reconcile::Reconciled,
+        copies: usize,
         counted: bool,
         counts: &mut Counts,
     ) {
@@ -422,7 +428,6 @@ impl Sweep {
                 .entry(item.class)
                 .or_default() += 1;
         }
-        let copies = self.fakes.control.copies(item.channel, &item.id);
         {
             let wrong = match item.class {
                 _ if copies >= 2 => {

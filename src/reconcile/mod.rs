@@ -442,20 +442,12 @@ fn slack_copies(history: &History, part: &ChannelHistory, records: &Records, now
             .max(accepted.len())
             .max(usize::from(verified_delivered.is_some()));
         for n in 0..total {
-            let mut item = Evidence::new(What::Copy, "");
-            let mut said = Vec::new();
             let attempt = accepted.get(n).copied().copied();
-            if attempt.is_some() {
-                item.sources.push("history");
-                said.push("the webhook accepted it".to_string());
-            } else if let Some(v) = verified_delivered.filter(|_| n == 0) {
-                item.sources.push("history");
-                item.event_ids.push(v.event_id);
-                said.push(format!(
-                    "VERIFIED DELIVERED by {} (event {})",
-                    v.source, v.event_id
-                ));
-            }
+            let (mut item, mut said) = history_side(
+                attempt,
+                verified_delivered.filter(|_| n == 0),
+                "the webhook accepted it",
+            );
             if let Some((ts, at)) = messages.get(n) {
                 item.sources.push("slack");
                 item.message_ts = Some(ts.clone());
@@ -532,24 +524,13 @@ fn pagerduty_copies(
     let history_copies = usize::from(!accepted.is_empty() || verified_delivered.is_some());
     let total = incidents.len().max(history_copies);
     for n in 0..total {
-        let mut item = Evidence::new(What::Copy, "");
-        let mut said = Vec::new();
-        let attempt = if n == 0 {
-            accepted.first().copied().copied()
-        } else {
-            None
-        };
-        if attempt.is_some() {
-            item.sources.push("history");
-            said.push("PagerDuty accepted the trigger".to_string());
-        } else if let Some(v) = verified_delivered.filter(|_| n == 0) {
-            item.sources.push("history");
-            item.event_ids.push(v.event_id);
-            said.push(format!(
-                "VERIFIED DELIVERED by {} (event {})",
-                v.source, v.event_id
-            ));
-        }
+        // One accepted trigger is one page; any further ones merged into it.
+        let attempt = accepted.first().copied().copied().filter(|_| n == 0);
+        let (mut item, mut said) = history_side(
+            attempt,
+            verified_delivered.filter(|_| n == 0),
+            "PagerDuty accepted the trigger",
+        );
         if let Some(incident) = incidents.get(n) {
             item.sources.push("pagerduty");
             item.incident = Some(incident.name.clone());
@@ -646,6 +627,30 @@ fn pagerduty_doubt(
     }
 }
 
+/// The history's side of one copy: the accepted attempt it was (`accepted` says so in
+/// words), or else the VERIFIED DELIVERED event that proves it; the evidence begun, and
+/// what was said.
+fn history_side(
+    attempt: Option<&Attempt>,
+    verified: Option<&history::Verification>,
+    accepted: &str,
+) -> (Evidence, Vec<String>) {
+    let mut item = Evidence::new(What::Copy, "");
+    let mut said = Vec::new();
+    if attempt.is_some() {
+        item.sources.push("history");
+        said.push(accepted.to_string());
+    } else if let Some(v) = verified {
+        item.sources.push("history");
+        item.event_ids.push(v.event_id);
+        said.push(format!(
+            "VERIFIED DELIVERED by {} (event {})",
+            v.source, v.event_id
+        ));
+    }
+    (item, said)
+}
+
 /// An attempt whose outcome nothing settles: what the history says of it, and why
 /// `record` cannot tell (read from `source`, when it was read at all).
 fn in_doubt(attempt: &Attempt, record: &str, source: Option<&'static str>, why: &str) -> Evidence {
@@ -657,20 +662,26 @@ fn in_doubt(attempt: &Attempt, record: &str, source: Option<&'static str>, why: 
     item.of(attempt)
 }
 
-/// Counts per channel and class, every class present.
-pub fn summary<'a>(
+/// Counts per channel and class: `channels` always, every class present.
+pub type Summary = BTreeMap<Channel, BTreeMap<Class, usize>>;
+
+/// The summary of `classes` (each reconciled channel's), over `channels` at least.
+pub fn summary(
     channels: &[Channel],
-    reconciled: impl IntoIterator<Item = &'a Reconciled>,
-) -> BTreeMap<Channel, BTreeMap<Class, usize>> {
-    let mut summary: BTreeMap<Channel, BTreeMap<Class, usize>> = channels
-        .iter()
-        .map(|c| (*c, Class::ALL.iter().map(|k| (*k, 0)).collect()))
-        .collect();
-    for item in reconciled {
+    classes: impl IntoIterator<Item = (Channel, Class)>,
+) -> Summary {
+    let empty = || {
+        Class::ALL
+            .iter()
+            .map(|k| (*k, 0))
+            .collect::<BTreeMap<_, _>>()
+    };
+    let mut summary: Summary = channels.iter().map(|c| (*c, empty())).collect();
+    for (channel, class) in classes {
         *summary
-            .entry(item.channel)
-            .or_insert_with(|| Class::ALL.iter().map(|k| (*k, 0)).collect())
-            .entry(item.class)
+            .entry(channel)
+            .or_insert_with(empty)
+            .entry(class)
             .or_default() += 1;
     }
     summary
@@ -802,7 +813,14 @@ impl Reconciliation {
 
     /// The channels the summary names: the one asked for, or all.
     pub fn channels(&self) -> Vec<Channel> {
-        match self.asked.selection.channel {
+        self.asked.channels()
+    }
+}
+
+impl Asked {
+    /// The channels a summary of it names: the one asked for, or all.
+    pub fn channels(&self) -> Vec<Channel> {
+        match self.selection.channel {
             Some(channel) => vec![channel],
             None => Channel::ALL.to_vec(),
         }

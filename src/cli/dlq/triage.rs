@@ -228,10 +228,10 @@ fn write_table(
     let mut tally = tally;
     let mut short = views::ShortIds::default();
     let mut held: Option<Verdict> = None;
-    let mut refused = Refused::default();
+    let mut footer = Footer::default();
     for triaged in arriving.into_iter().flatten() {
         tally.add(&triaged.verdict);
-        refused.add(&triaged.verdict);
+        footer.add(&triaged.verdict);
         if !shorten {
             grid.row(views::triage_row(&triaged.verdict, out), &mut writer)?;
             continue;
@@ -247,15 +247,16 @@ fn write_table(
         grid.row(views::triage_row_short(&verdict, &id, out), &mut writer)?;
     }
     grid.finish(&mut writer)?;
-    refused.print(&mut writer, out)?;
+    footer.print(&mut writer, out)?;
     writer.flush()?;
     Ok(tally)
 }
 
-/// REPLAY entries whose failed channels were all refused permanently, by cause: each
-/// cause is fixed once, then its entries are replayed together.
+/// What the table's footer says: what a replay would do at PagerDuty, and the REPLAY
+/// entries whose failed channels were all refused permanently, by cause (each cause is
+/// fixed once, then its entries are replayed together).
 #[derive(Default)]
-struct Refused {
+struct Footer {
     by_cause: std::collections::BTreeMap<String, Vec<String>>,
     /// Entries whose PAGERDUTY channel is not delivered (the first few, and how many in
     /// all): what a replay would do there.
@@ -263,7 +264,7 @@ struct Refused {
     paging_total: usize,
 }
 
-impl Refused {
+impl Footer {
     fn add(&mut self, verdict: &Verdict) {
         if verdict.channels.iter().any(|c| {
             c.channel == crate::model::Channel::Pagerduty

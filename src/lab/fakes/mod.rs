@@ -213,7 +213,8 @@ impl Control {
             .unwrap_or_else(|p| p.into_inner())
             .clone();
         let mut incidents: Vec<Incident> = Vec::new();
-        for accepted in self.ledger() {
+        let ledger = self.ledger.lock().unwrap_or_else(|p| p.into_inner());
+        for accepted in ledger.iter() {
             if accepted.channel != Channel::Pagerduty {
                 continue;
             }
@@ -275,14 +276,32 @@ impl Control {
     /// email and Slack post the fake took, and for PagerDuty each incident (the fake, as
     /// PagerDuty does, folds a trigger into the incident open under its dedup key).
     pub fn copies(&self, channel: Channel, notification_id: &str) -> usize {
-        match channel {
-            Channel::Pagerduty => self
-                .incidents()
-                .iter()
-                .filter(|i| i.dedup_key == notification_id)
-                .count(),
-            Channel::Email | Channel::Slack => self.accepted_count(channel, notification_id),
+        self.all_copies()
+            .get(&(notification_id.to_string(), channel))
+            .copied()
+            .unwrap_or(0)
+    }
+
+    /// [`Control::copies`] of every notification and channel at once, read in one pass.
+    pub fn all_copies(&self) -> HashMap<(String, Channel), usize> {
+        let mut copies: HashMap<(String, Channel), usize> = HashMap::new();
+        for accepted in self
+            .ledger
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .filter(|a| a.channel != Channel::Pagerduty)
+        {
+            if let Some(id) = &accepted.notification_id {
+                *copies.entry((id.clone(), accepted.channel)).or_default() += 1;
+            }
         }
+        for incident in self.incidents() {
+            *copies
+                .entry((incident.dedup_key, Channel::Pagerduty))
+                .or_default() += 1;
+        }
+        copies
     }
 
     /// How many copies of `notification_id` a channel accepted.
