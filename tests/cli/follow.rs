@@ -634,3 +634,58 @@ fn events_follow_notices_a_store_replaced_by_an_older_copy() {
     let (code, stderr) = follow.interrupt();
     assert_eq!(code, Some(0), "{stderr}");
 }
+
+#[test]
+fn a_paced_replay_is_followed_against_its_pace_by_wait_and_by_the_watch() {
+    let runtime = Runtime::start();
+    let scratch = tempfile::tempdir().expect("dir");
+    let backend = runtime.backends()[0].clone();
+    runtime.fakes.control.set_default(Behavior::Reject(400));
+    let ids: Vec<String> = (0..3)
+        .map(|n| runtime.submit(&format!("paced-{n}")))
+        .collect();
+    for id in &ids {
+        runtime.wait_dead(id);
+    }
+    runtime.fakes.control.set_default(Behavior::Accept);
+    // The watch sees what waits its turn while the pace runs.
+    let watch = Streaming::spawn(
+        runtime.unsctl(&backend, &["dlq", "triage", "--watch", "--interval", "0.2"]),
+        scratch.path(),
+    );
+    let mut replay = Streaming::spawn(
+        runtime.unsctl(
+            &backend,
+            &[
+                "replay",
+                "--branch",
+                "replay",
+                "--spread",
+                "18s",
+                "--confirm",
+                "--yes",
+                "--reason",
+                "relay back",
+                "--wait",
+                "--interval",
+                "0.2",
+            ],
+        ),
+        scratch.path(),
+    );
+    replay.expect_stderr("paced at evenly over 18");
+    // Every 10 s, where it stands against the pace; the last due still ahead.
+    replay.expect_stderr("settled (");
+    assert!(
+        replay.stderr_text().contains("the last is due in"),
+        "{}",
+        replay.stderr_text()
+    );
+    watch.expect_stderr("waiting their turn (paced replays, retries), the last due in");
+    let (code, stderr) = replay.finish();
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(stderr.contains("3 of 3 delivered"), "{stderr}");
+    for id in &ids {
+        assert_eq!(runtime.status(id), ("DELIVERED".to_string(), false));
+    }
+}
