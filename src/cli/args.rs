@@ -165,9 +165,14 @@ pub struct SourceArgs {
     /// UNS_RELAY_LOG, comma-separated, which over the API is left to the server)
     #[arg(long = "relay-log", value_name = "PATH", value_delimiter = ',')]
     pub relay_logs: Vec<PathBuf>,
-    /// The zone of syslog stamps in the relay log: local, or an offset such as +02:00
+    /// The zone of stamps in the relay log that carry none: local, UTC, an offset such as
+    /// +02:00, or a zone such as Europe/Berlin
     #[arg(long, value_name = "ZONE", default_value = "local", value_parser = values::parse_zone)]
     pub relay_log_zone: Zone,
+    /// The syslog name the relay logs under (Postfix's syslog_name; default: postfix and
+    /// its postfix-* instances); repeat for several
+    #[arg(long, value_name = "NAME")]
+    pub relay_syslog_name: Vec<String>,
     /// How far clocks may disagree; windows are widened by it and must be that far past
     #[arg(long, value_name = "DURATION", default_value = "2m", value_parser = values::parse_span)]
     pub clock_skew: f64,
@@ -230,8 +235,11 @@ impl SourceArgs {
         };
         Sources {
             relay_logs,
-            zone: self.relay_log_zone,
-            smtp_from: env_value("UNS_SMTP_FROM"),
+            zone: self.relay_log_zone.clone(),
+            syslog_names: crate::verify::relay_log::SyslogNames::new(
+                self.relay_syslog_name.iter().cloned(),
+            ),
+            smtp_from: env_value("UNS_SMTP_FROM").into_iter().collect(),
             max_log_gap: self.max_log_gap,
             pagerduty: env_value("UNS_PAGERDUTY_API_TOKEN").map(|token| {
                 verify::pagerduty::Config {
@@ -250,6 +258,33 @@ impl SourceArgs {
             },
             skew: self.clock_skew,
         }
+    }
+}
+
+/// The runtime's envelope sender as the relay logs it (verify, reconcile, report)
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct SenderArgs {
+    /// The runtime's envelope sender as the relay logs it: for attempts whose start does
+    /// not record it (older stores; default: UNS_SMTP_FROM), or the address a relay that
+    /// rewrites senders turns it into; repeat for several. A message from any other
+    /// sender is not the runtime's
+    #[arg(long, value_name = "ADDRESS")]
+    pub smtp_from: Vec<String>,
+}
+
+impl SenderArgs {
+    /// `sources` with the senders given, in place of UNS_SMTP_FROM's.
+    pub fn apply(&self, mut sources: Sources) -> Sources {
+        let given: Vec<String> = self
+            .smtp_from
+            .iter()
+            .map(|s| s.trim().to_string())
+            .filter(|s| !s.is_empty())
+            .collect();
+        if !given.is_empty() {
+            sources.smtp_from = given;
+        }
+        sources
     }
 }
 

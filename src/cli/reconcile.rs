@@ -52,10 +52,8 @@ pub struct Args {
     pub limit: Option<usize>,
     #[command(flatten)]
     pub sources: SourceArgs,
-    /// The runtime's envelope sender, for attempts whose start does not record it
-    /// (default: UNS_SMTP_FROM)
-    #[arg(long, value_name = "ADDRESS")]
-    pub smtp_from: Option<String>,
+    #[command(flatten)]
+    pub senders: super::args::SenderArgs,
 }
 
 impl Args {
@@ -90,16 +88,7 @@ impl Args {
     }
 
     fn sources(&self) -> crate::verify::Sources {
-        let mut sources = self.sources.sources();
-        if let Some(sender) = self
-            .smtp_from
-            .as_deref()
-            .map(str::trim)
-            .filter(|s| !s.is_empty())
-        {
-            sources.smtp_from = Some(sender.to_string());
-        }
-        sources
+        self.senders.apply(self.sources.sources())
     }
 }
 

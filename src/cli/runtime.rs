@@ -272,7 +272,7 @@ fn serve(global: &Invocation, args: ServeArgs) -> CliResult {
         db_path: db,
         // The server's own sender is the one its adapter records and its relay sees.
         verify: crate::verify::Sources {
-            smtp_from: Some(args.providers.smtp_from.clone()),
+            smtp_from: vec![args.providers.smtp_from.clone()],
             ..args.verify.sources()
         },
         listen: args.listen,

@@ -100,27 +100,7 @@ pub fn parse_deadline(text: &str) -> Result<std::time::Duration, String> {
 }
 
 pub fn parse_zone(text: &str) -> Result<Zone, String> {
-    let text = text.trim();
-    if text.eq_ignore_ascii_case("local") {
-        return Ok(Zone::Local);
-    }
-    if text.eq_ignore_ascii_case("utc") || text == "Z" {
-        return Ok(Zone::Fixed(0));
-    }
-    let (sign, rest) = match text.as_bytes().first() {
-        Some(b'+') => (1, &text[1..]),
-        Some(b'-') => (-1, &text[1..]),
-        _ => {
-            return Err(format!(
-                "{text:?}: expected local, UTC or an offset such as +02:00"
-            ));
-        }
-    };
-    let (hours, minutes) = rest.split_once(':').unwrap_or((rest, "0"));
-    match (hours.parse::<i32>(), minutes.parse::<i32>()) {
-        (Ok(h), Ok(m)) if h <= 14 && m < 60 => Ok(Zone::Fixed(sign * (h * 3600 + m * 60))),
-        _ => Err(format!("{text:?}: expected an offset such as +02:00")),
-    }
+    Zone::parse(text)
 }
 
 /// A length of time: `90s`, `2m`, `1h`, or plain seconds.
@@ -155,7 +135,11 @@ mod tests {
         assert_eq!(parse_zone("UTC"), Ok(Zone::Fixed(0)));
         assert_eq!(parse_zone("+02:00"), Ok(Zone::Fixed(7200)));
         assert_eq!(parse_zone("-05:30"), Ok(Zone::Fixed(-19800)));
-        assert!(parse_zone("Europe/Paris").is_err());
+        assert_eq!(
+            parse_zone("Europe/Paris"),
+            Ok(Zone::Named("Europe/Paris".into()))
+        );
+        assert!(parse_zone("Europe/Nowhere").is_err());
         assert!(parse_zone("+25:00").is_err());
         assert_eq!(parse_span("2m"), Ok(120.0));
         assert_eq!(parse_span("90"), Ok(90.0));

@@ -33,6 +33,8 @@ pub struct Args {
     pub select: SelectArgs,
     #[command(flatten)]
     pub sources: SourceArgs,
+    #[command(flatten)]
+    pub senders: super::args::SenderArgs,
     /// Write each answer other than CANNOT_TELL down as a VERIFIED event (a change: a dry
     /// run unless --confirm)
     #[arg(long)]
@@ -45,11 +47,6 @@ pub struct Args {
     /// Incident or ticket reference, recorded with each answer
     #[arg(long)]
     pub ticket: Option<String>,
-    /// The runtime's envelope sender, for attempts whose start does not record it (older
-    /// stores; default: UNS_SMTP_FROM); a message from any other sender is not the
-    /// runtime's
-    #[arg(long, value_name = "ADDRESS")]
-    pub smtp_from: Option<String>,
     /// Who is acting (default: UNS_OPERATOR, then the account name)
     #[arg(long)]
     pub operator: Option<String>,
@@ -113,15 +110,7 @@ pub fn run(global: &Invocation, args: Args) -> CliResult {
         ));
         return Ok(());
     }
-    let mut sources = args.sources.sources();
-    if let Some(sender) = args
-        .smtp_from
-        .as_deref()
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
-    {
-        sources.smtp_from = Some(sender.to_string());
-    }
+    let sources = args.senders.apply(args.sources.sources());
     let asked = store.verify(&ids, &sources)?;
     let recordable = asked
         .answers

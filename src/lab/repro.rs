@@ -180,7 +180,8 @@ pub fn fake_sources(fakes: &Fakes, skew: f64) -> crate::verify::Sources {
     crate::verify::Sources {
         relay_logs: vec![fakes.maillog.clone()],
         zone: crate::verify::relay_log::Zone::Fixed(0),
-        smtp_from: None,
+        syslog_names: crate::verify::relay_log::SyslogNames::default(),
+        smtp_from: Vec::new(),
         max_log_gap: crate::verify::DEFAULT_MAX_LOG_GAP,
         pagerduty: Some(crate::verify::pagerduty::Config {
             api_url: fakes.pagerduty_api_url(),

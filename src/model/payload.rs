@@ -197,6 +197,13 @@ pub struct Verified {
     pub claimed_operator: Option<String>,
 }
 
+/// The EMAIL result's metadata key naming the relay that answered the attempt, by the
+/// name its EHLO reply gave: written by the adapter, read by verify (DESIGN §7).
+pub const SMTP_GREETING: &str = "smtp_greeting";
+
+/// The envelope sender the EMAIL adapter records on each attempt's start.
+pub const SMTP_FROM: &str = "smtp_from";
+
 /// The stored text of a payload: serialised through a JSON map, so its keys are sorted
 /// and every writer spells the same payload the same way.
 pub fn to_text<T: Serialize>(payload: &T) -> String {

@@ -31,6 +31,8 @@ pub struct Attempt {
     pub ended: f64,
     /// The envelope sender the email adapter recorded on the start.
     pub sender: Option<String>,
+    /// The relay that answered, by its greeting's name, where a result recorded it.
+    pub relay: Option<String>,
     pub recorded: Recorded,
     /// The start and result events.
     pub event_ids: Vec<i64>,
@@ -133,6 +135,8 @@ struct Fields<'a> {
 struct Metadata<'a> {
     #[serde(borrow, default)]
     provider_outcome: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    smtp_greeting: Option<Cow<'a, str>>,
 }
 
 /// Reduces `row` and its events, oldest first.
@@ -289,6 +293,7 @@ fn read_attempt(
                 started: event.at,
                 ended: lease_end.unwrap_or(event.at).max(event.at),
                 sender: None,
+                relay: None,
                 recorded: Recorded::Unknown,
                 event_ids: Vec::new(),
                 error: None,
@@ -305,6 +310,13 @@ fn read_attempt(
             attempt.sender = Some(sender.to_string());
         }
         return;
+    }
+    if let Some(name) = fields
+        .metadata
+        .as_ref()
+        .and_then(|m| m.smtp_greeting.as_deref())
+    {
+        attempt.relay = Some(name.to_string());
     }
     let provider = fields
         .metadata

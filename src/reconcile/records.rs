@@ -164,23 +164,21 @@ impl Records {
             attempt.started - self.sources.skew,
             attempt.ended + self.sources.skew,
         );
-        let sender = attempt
-            .sender
-            .as_deref()
-            .or(self.sources.smtp_from.as_deref());
-        let committed: Vec<(String, f64)> = findings
-            .seen(message_id)
-            .iter()
-            .filter(|m| matches!(verify::bearing(m, sender, window), Bearing::Committed))
-            .map(|m| (m.queue_id.clone(), m.at.lo))
-            .collect();
         let question = verify::Attempt {
             attempt: attempt.attempt,
             message_id: Some(message_id.to_string()),
             sender: attempt.sender.clone(),
+            relay: attempt.relay.clone(),
             started: attempt.started,
             ended: attempt.ended,
         };
+        let ours = verify::senders(&question, &self.sources);
+        let committed: Vec<(String, f64)> = findings
+            .seen(message_id)
+            .iter()
+            .filter(|m| matches!(verify::bearing(m, &ours, window), Bearing::Committed))
+            .map(|m| (m.queue_id.clone(), m.at.lo))
+            .collect();
         let (outcome, text) =
             verify::email_answer(message_id, &question, findings, &self.sources, now);
         Some(RelayWord {

@@ -21,6 +21,7 @@ fn attempt(cycle: i64, number: i64, started: f64, recorded: Recorded) -> Attempt
         started,
         ended: started + 60.0,
         sender: Some("uns@uns.local".into()),
+        relay: None,
         recorded,
         event_ids: vec![number * 10, number * 10 + 1],
         error: (recorded != Recorded::Accepted).then(|| "timed out".to_string()),

@@ -13,7 +13,7 @@ pub mod relay_log;
 pub mod slack;
 
 use crate::clock;
-use crate::model::{Channel, Event, Kind, MessageId, Notification};
+use crate::model::{Channel, Event, Kind, MessageId, Notification, payload};
 use crate::remediation::verified::Recorded;
 use crate::remediation::verified::{Finding, Verified};
 use crate::remediation::{Actor, Rejection};
@@ -97,6 +97,8 @@ pub struct Attempt {
     pub message_id: Option<String>,
     /// EMAIL: the envelope sender the adapter recorded on the attempt's start, if it did.
     pub sender: Option<String>,
+    /// EMAIL: the relay that answered, by the name its greeting gave, if recorded.
+    pub relay: Option<String>,
     /// When the call started.
     pub started: f64,
     /// When its lease ran out, or its late result came, whichever was later.
@@ -171,13 +173,19 @@ pub fn questions(row: &Notification, events: &[Event], verdict: &Verdict) -> Vec
                     message_id: (channel.channel == Channel::Email)
                         .then(|| MessageId::new(&row.id, cycle, number).to_string()),
                     sender: None,
+                    relay: None,
                     started: event.at,
                     ended: lease_until.unwrap_or(event.at),
                 });
             if kind == Some(Kind::ChannelAttemptStarted)
-                && let Some(sender) = payload["smtp_from"].as_str()
+                && let Some(sender) = payload[payload::SMTP_FROM].as_str()
             {
                 entry.sender = Some(sender.to_string());
+            }
+            if kind == Some(Kind::ChannelAttemptResult)
+                && let Some(name) = payload["metadata"][payload::SMTP_GREETING].as_str()
+            {
+                entry.relay = Some(name.to_string());
             }
             entry.started = entry.started.min(event.at);
             entry.ended = entry.ended.max(event.at);
@@ -238,9 +246,13 @@ fn cycle_attempts(events: &[Event], channel: Channel, cycle: i64) -> Vec<i64> {
 pub struct Sources {
     pub relay_logs: Vec<PathBuf>,
     pub zone: relay_log::Zone,
-    /// The runtime's envelope sender, for attempts whose start does not record it (stores
-    /// written before the adapter recorded it).
-    pub smtp_from: Option<String>,
+    /// The syslog names the relay logs under (`--relay-syslog-name`); none: Postfix's.
+    pub syslog_names: relay_log::SyslogNames,
+    /// The runtime's envelope sender as the relay's log writes it: for attempts whose
+    /// start does not record one (stores written before the adapter recorded it), and,
+    /// where the relay rewrites senders, the address the operator vouches it rewrites
+    /// the runtime's to.
+    pub smtp_from: Vec<String>,
     /// The longest stretch without a line that a relay log may have and still cover a
     /// window.
     pub max_log_gap: f64,
@@ -256,7 +268,8 @@ impl Default for Sources {
         Self {
             relay_logs: Vec::new(),
             zone: relay_log::Zone::default(),
-            smtp_from: None,
+            syslog_names: relay_log::SyslogNames::default(),
+            smtp_from: Vec::new(),
             max_log_gap: DEFAULT_MAX_LOG_GAP,
             pagerduty: None,
             slack: None,
@@ -311,9 +324,10 @@ impl Logs {
                 let near = cluster[cluster.len() / 2].0;
                 let wanted: HashSet<String> = cluster.iter().map(|a| a.1.to_string()).collect();
                 let options = relay_log::Options {
-                    zone: sources.zone,
+                    zone: sources.zone.clone(),
                     near,
                     max_gap: sources.max_log_gap,
+                    names: sources.syslog_names.clone(),
                 };
                 let findings = relay_log::search(&sources.relay_logs, &wanted, options);
                 (wanted, findings)
@@ -442,34 +456,65 @@ pub(crate) enum Bearing {
     /// The relay's own word that it committed nothing (the sender may be unknown: a
     /// session lost during DATA names none, and no other sender's message is committed).
     Refused,
+    /// Committed under another envelope sender than the runtime's: a relay that rewrites
+    /// senders logs the runtime's own message so. Neither proof nor absence.
+    Rewritten(String),
     /// Inside the window, and nothing says whose it is or what became of it.
     Unsettled(String),
-    /// About something else: outside the window, or another sender's.
+    /// About something else: outside the window, or another sender's and not committed.
     Elsewhere(String),
+}
+
+/// The runtime's envelope senders for `attempt`, as the relay's log may write them: the
+/// one its start recorded, and those the operator gave (`--smtp-from`, `UNS_SMTP_FROM`).
+pub(crate) fn senders(attempt: &Attempt, sources: &Sources) -> Vec<String> {
+    let mut senders: Vec<String> = attempt.sender.iter().cloned().collect();
+    for given in &sources.smtp_from {
+        if !senders.contains(given) {
+            senders.push(given.clone());
+        }
+    }
+    senders
+}
+
+fn named_senders(senders: &[String]) -> String {
+    senders
+        .iter()
+        .map(|s| format!("<{}>", clean(s)))
+        .collect::<Vec<_>>()
+        .join(" or ")
 }
 
 pub(crate) fn bearing(
     message: &relay_log::Message,
-    sender: Option<&str>,
+    ours: &[String],
     (from, to): (f64, f64),
 ) -> Bearing {
     use relay_log::{Fate, Sender};
     let at = clock::rfc3339(message.at.lo);
-    let queue_id = &message.queue_id;
+    let queue_id = clean(&message.queue_id);
     let outside = message.span.1 <= from || message.span.0 > to;
     let when = if outside {
         format!("{at}, outside the attempt's window,")
     } else {
         at.clone()
     };
-    if let (Sender::Known(seen), Some(ours)) = (&message.sender, sender)
-        && seen != ours
+    if let Sender::Known(seen) = &message.sender
+        && !ours.is_empty()
+        && !ours.contains(seen)
     {
-        return Bearing::Elsewhere(format!(
-            "queue id {queue_id} at {when} came from <{}>, not the runtime's <{}>: not this attempt",
-            clean(seen),
-            clean(ours)
-        ));
+        return match message.fate {
+            Fate::Queued | Fate::Held => Bearing::Rewritten(format!(
+                "queue id {queue_id} at {when} was committed carrying the attempt's Message-ID from <{seen}>, not the runtime's {ours}: a relay that rewrites senders (canonical maps, masquerading, SRS) logs the runtime's own message so, and so does a forger; neither proof nor absence (if <{seen}> is how the relay writes the runtime's sender, say so with --smtp-from {seen})",
+                seen = clean(seen),
+                ours = named_senders(ours),
+            )),
+            _ => Bearing::Elsewhere(format!(
+                "queue id {queue_id} at {when} came from <{}>, not the runtime's {}, and was not committed: not this attempt",
+                clean(seen),
+                named_senders(ours)
+            )),
+        };
     }
     if outside {
         // The attempt's own Message-ID from no other sender, at another time: a clock
@@ -485,23 +530,28 @@ pub(crate) fn bearing(
             ))
         };
     }
-    match (&message.sender, sender) {
-        (Sender::Ambiguous, _) if message.fate.committed() => {
-            return Bearing::Unsettled(format!(
-                "queue id {queue_id} at {at} was committed, but its line names its sender more than one way"
-            ));
-        }
-        (Sender::Known(_), None) if message.fate.committed() => {
-            return Bearing::Unsettled(format!(
-                "queue id {queue_id} at {at} was committed, but the runtime's sender is not known (give it with --smtp-from)"
-            ));
-        }
-        _ => {}
+    if message.fate.committed() {
+        let doubt = match (&message.sender, ours.is_empty()) {
+            _ if message.ambiguous && (message.span.0 < from || message.span.1 > to) => Some(
+                "but its lines fall in an hour a clock change repeats, and one reading puts them outside the attempt's window".to_string(),
+            ),
+            (Sender::Ambiguous, _) => Some("but its line names its sender more than one way".into()),
+            (Sender::Unknown, _) => Some("but no line names its envelope sender".into()),
+            (Sender::Known(_), true) => Some(
+                "but the runtime's sender is not known (give it with --smtp-from)".into(),
+            ),
+            (Sender::Known(_), false) => None,
+        };
+        return match doubt {
+            Some(doubt) => Bearing::Unsettled(format!(
+                "queue id {queue_id} at {at} was committed, {doubt}"
+            )),
+            None => Bearing::Committed,
+        };
     }
     match message.fate {
-        Fate::Queued | Fate::Held => Bearing::Committed,
         Fate::Rejected | Fate::Discarded | Fate::Lost => Bearing::Refused,
-        Fate::Open => Bearing::Unsettled(format!(
+        _ => Bearing::Unsettled(format!(
             "queue id {queue_id} at {at} carried it, and no line says what became of it"
         )),
     }
@@ -520,19 +570,20 @@ pub(crate) fn email_answer(
     now: f64,
 ) -> (Outcome, String) {
     let window = (attempt.started - sources.skew, attempt.ended + sources.skew);
-    let sender = attempt.sender.as_deref().or(sources.smtp_from.as_deref());
+    let ours = senders(attempt, sources);
     let mut elsewhere = Vec::new();
-    let mut unsettled = Vec::new();
+    let mut doubts = Vec::new();
+    let mut rewritten = Vec::new();
     let mut refused = Vec::new();
     for message in logs.seen(message_id) {
-        match bearing(message, sender, window) {
+        match bearing(message, &ours, window) {
             Bearing::Committed => return (Outcome::Delivered, committed_text(message)),
             Bearing::Refused => refused.push(message),
-            Bearing::Unsettled(why) => unsettled.push(why),
+            Bearing::Unsettled(why) => doubts.push(why),
+            Bearing::Rewritten(why) => rewritten.push(why),
             Bearing::Elsewhere(why) => elsewhere.push(why),
         }
     }
-    let (from, to) = window;
     let mut notes = elsewhere;
     if !logs.problems.is_empty() {
         notes.push(format!(
@@ -547,74 +598,115 @@ pub(crate) fn email_answer(
             format!("{text}; {}", notes.join("; "))
         }
     };
-    if !unsettled.is_empty() {
-        return (Outcome::CannotTell, with_notes(unsettled.join("; ")));
+    doubts.extend(rewritten);
+    if !doubts.is_empty() {
+        return (Outcome::CannotTell, with_notes(doubts.join("; ")));
     }
+    match absence(message_id, attempt, logs, &ours, &refused, sources, now) {
+        Ok(proof) => (Outcome::NotDelivered, with_notes(proof)),
+        Err(why) => (Outcome::CannotTell, with_notes(why)),
+    }
+}
+
+/// Whether the relay's own record proves the attempt's message was never committed:
+/// the relay's word that the session carrying it ended without committing it, or no line
+/// with the Message-ID at all in a log proven to cover the window. The proof, or what it
+/// lacks.
+fn absence(
+    message_id: &str,
+    attempt: &Attempt,
+    logs: &relay_log::Findings,
+    ours: &[String],
+    refused: &[&relay_log::Message],
+    sources: &Sources,
+    now: f64,
+) -> Result<String, String> {
+    let (from, to) = (attempt.started - sources.skew, attempt.ended + sources.skew);
     if to > now {
-        return (
-            Outcome::CannotTell,
-            with_notes(format!(
-                "the attempt's window ends at {}, not yet past",
-                clock::rfc3339(to)
-            )),
-        );
+        return Err(format!(
+            "the attempt's window ends at {}, not yet past",
+            clock::rfc3339(to)
+        ));
     }
     if !logs.problems.is_empty() {
-        return (
-            Outcome::CannotTell,
-            with_notes(format!(
-                "a log that cannot be read may hold the attempt's {message_id}"
-            )),
-        );
+        return Err(format!(
+            "a log that cannot be read may hold the attempt's {message_id}"
+        ));
     }
-    if let Some(queue_id) = logs.orphan_within(from, to, sender) {
-        return (
-            Outcome::CannotTell,
-            with_notes(format!(
-                "queue id {} inside the attempt's window was taken with no message-id line: lines are missing from the log, and it may be this attempt's message",
-                clean(queue_id)
-            )),
-        );
+    if let Some(loss) = logs.loss_near(from, to) {
+        return Err(format!(
+            "the log says it lost lines near the attempt's window ({:?}): what it lost may have been this message's",
+            clean(&loss.line)
+        ));
+    }
+    if let Some(line) = logs.mentioned(message_id).first() {
+        return Err(format!(
+            "a line mentions {message_id} without being the relay's record of a message carrying it ({:?}): absence cannot be claimed",
+            clean(line)
+        ));
+    }
+    if let Some(queue_id) = logs.orphan_within(from, to, ours) {
+        return Err(format!(
+            "queue id {} inside the attempt's window was taken with no message-id line: lines are missing from the log, and it may be this attempt's message",
+            clean(queue_id)
+        ));
+    }
+    let host = logs.relay_host(from, to, attempt.relay.as_deref())?;
+    let on_host = |m: &&&relay_log::Message| m.host.as_deref().unwrap_or_default() == host;
+    if let Some(message) = refused.iter().find(on_host) {
+        if !logs.host_continuous(host, message.span.0, message.span.1) {
+            return Err(format!(
+                "queue id {} was refused, but the log has a hole during its session: its lines cannot be told from a later session's",
+                clean(&message.queue_id)
+            ));
+        }
+        return Ok(format!(
+            "the relay's own record: queue id {} carried {message_id} ({}) and was never committed: {}",
+            clean(&message.queue_id),
+            clean(&message.line),
+            clean(message.fate_line.as_deref().unwrap_or_default())
+        ));
     }
     if let Some(message) = refused.first() {
-        return (
-            Outcome::NotDelivered,
-            with_notes(format!(
-                "the relay's own record: queue id {} carried {message_id} ({}) and was never committed: {}",
-                message.queue_id,
-                message.line,
-                message.fate_line.as_deref().unwrap_or_default()
-            )),
-        );
+        return Err(format!(
+            "queue id {} on {} refused a message carrying it, and that is not the relay that answered the attempt",
+            clean(&message.queue_id),
+            clean(message.host.as_deref().unwrap_or("(no host)"))
+        ));
     }
-    if logs.covers(from, to) {
-        return (
-            Outcome::NotDelivered,
-            with_notes(format!(
-                "the relay log covers {} without a gap longer than {}s, and no message of the runtime's carried {message_id}",
-                window_text(from, to),
-                sources.max_log_gap
-            )),
-        );
+    if logs.host_covers(host, from, to) {
+        return Ok(format!(
+            "the relay log of {} covers {} without a gap longer than {}s, and no line carries {message_id}",
+            if host.is_empty() {
+                "(no host named)".to_string()
+            } else {
+                clean(host)
+            },
+            window_text(from, to),
+            sources.max_log_gap
+        ));
     }
     let covered: Vec<String> = logs
         .covered
-        .iter()
-        .map(|(start, end)| window_text(*start, *end))
+        .get(host)
+        .into_iter()
+        .flatten()
+        .map(|run| window_text(run.inner.0, run.inner.1))
         .collect();
-    (
-        Outcome::CannotTell,
-        with_notes(format!(
-            "the logs cover {} (gaps over {}s break them) but not all of the attempt's window, {}",
-            if covered.is_empty() {
-                "nothing".to_string()
-            } else {
-                covered.join(", ")
-            },
-            sources.max_log_gap,
-            window_text(from, to)
-        )),
-    )
+    let mut why = format!(
+        "the relay's own lines cover {} (gaps over {}s break them) but not all of the attempt's window, {}",
+        if covered.is_empty() {
+            "nothing".to_string()
+        } else {
+            covered.join(", ")
+        },
+        sources.max_log_gap,
+        window_text(from, to)
+    );
+    if let Some(unread) = logs.unread.first() {
+        why.push_str(&format!("; {}", clean(unread)));
+    }
+    Err(why)
 }
 
 fn committed_text(message: &relay_log::Message) -> String {
@@ -626,10 +718,10 @@ fn committed_text(message: &relay_log::Message) -> String {
     };
     format!(
         "the relay {how} as {} ({}): {} | {}",
-        message.queue_id,
+        clean(&message.queue_id),
         message.path.display(),
-        message.line,
-        message.fate_line.as_deref().unwrap_or_default()
+        clean(&message.line),
+        clean(message.fate_line.as_deref().unwrap_or_default())
     )
 }
 

@@ -77,6 +77,7 @@ fn each_unknown_attempt_is_asked_about_over_its_whole_window() {
                 attempt: 1,
                 message_id: Some("<n-1.1.1@uns.local>".into()),
                 sender: None,
+                relay: None,
                 started: 1001.0,
                 ended: 1060.0,
             },
@@ -85,6 +86,7 @@ fn each_unknown_attempt_is_asked_about_over_its_whole_window() {
                 attempt: 2,
                 message_id: Some("<n-1.1.2@uns.local>".into()),
                 sender: None,
+                relay: None,
                 started: 1101.0,
                 ended: 1175.0,
             },
@@ -98,11 +100,14 @@ const OURS: &str = "uns@uns.local";
 fn message(at: f64, sender: relay_log::Sender, fate: relay_log::Fate) -> relay_log::Message {
     relay_log::Message {
         queue_id: "ABC123".into(),
+        host: Some("relay".into()),
         at: relay_log::Stamp {
             lo: at,
             hi: at + 1.0,
+            ambiguous: false,
         },
         span: (at, at + 1.0),
+        ambiguous: false,
         path: "maillog".into(),
         line: format!("cleanup: ABC123: message-id={ID}"),
         sender,
@@ -112,8 +117,15 @@ fn message(at: f64, sender: relay_log::Sender, fate: relay_log::Fate) -> relay_l
 }
 
 fn logs(covered: &[(f64, f64)], messages: Vec<relay_log::Message>) -> relay_log::Findings {
+    let runs = covered
+        .iter()
+        .map(|&span| relay_log::Covered {
+            inner: span,
+            outer: span,
+        })
+        .collect();
     let mut findings = relay_log::Findings {
-        covered: covered.to_vec(),
+        covered: [("relay".to_string(), runs)].into(),
         ..Default::default()
     };
     if !messages.is_empty() {
@@ -127,6 +139,7 @@ fn attempt(sender: Option<&str>) -> Attempt {
         attempt: 1,
         message_id: Some(ID.into()),
         sender: sender.map(str::to_string),
+        relay: None,
         started: 1001.0,
         ended: 1060.0,
     }
@@ -185,11 +198,18 @@ fn an_email_answer_follows_what_the_relay_recorded() {
             "held by the relay",
         ),
         (
-            "a forged sender, queued in the window",
+            "another sender, queued in the window: a rewrite or a forgery",
             &covering,
             vec![message(1002.0, theirs(), Fate::Queued)],
+            Outcome::CannotTell,
+            "--smtp-from attacker@evil.test",
+        ),
+        (
+            "another sender, refused in the window",
+            &covering,
+            vec![message(1002.0, theirs(), Fate::Rejected)],
             Outcome::NotDelivered,
-            "not the runtime's",
+            "not this attempt",
         ),
         (
             "a forged sender, with no coverage",
@@ -206,10 +226,10 @@ fn an_email_answer_follows_what_the_relay_recorded() {
             "outside the attempt's window",
         ),
         (
-            "a forger's, 21 minutes after the window",
+            "another sender's, committed 21 minutes after the window",
             &covering,
             vec![message(1060.0 + 10.0 + 1260.0, theirs(), Fate::Queued)],
-            Outcome::NotDelivered,
+            Outcome::CannotTell,
             "outside the attempt's window",
         ),
         (
@@ -219,16 +239,32 @@ fn an_email_answer_follows_what_the_relay_recorded() {
             Outcome::CannotTell,
             "outside the attempt's window",
         ),
+    ]);
+}
+
+#[test]
+fn an_email_answer_from_a_refusal_needs_the_relays_own_unbroken_record() {
+    use relay_log::{Fate, Sender};
+    let ours = || Sender::Known(OURS.into());
+    let covering = [(900.0, 2000.0)];
+    check_email_cases(vec![
         (
             "a session lost during DATA",
-            &[],
+            &covering,
             vec![message(1002.0, Sender::Unknown, Fate::Lost)],
             Outcome::NotDelivered,
             "the relay's own record",
         ),
         (
+            "a session lost during DATA, with a hole in the log during it",
+            &[(900.0, 1002.5), (1100.0, 2000.0)],
+            vec![message(1002.0, Sender::Unknown, Fate::Lost)],
+            Outcome::CannotTell,
+            "a hole during its session",
+        ),
+        (
             "rejected by cleanup",
-            &[],
+            &covering,
             vec![message(1002.0, ours(), Fate::Rejected)],
             Outcome::NotDelivered,
             "never committed",
@@ -305,7 +341,7 @@ fn an_email_answer_without_a_known_sender_or_a_readable_log_proves_less() {
     assert_eq!(answer, Outcome::CannotTell, "{evidence}");
     assert!(evidence.contains("--smtp-from"), "{evidence}");
     let named = Sources {
-        smtp_from: Some(OURS.into()),
+        smtp_from: vec![OURS.into()],
         ..sources()
     };
     assert_eq!(
@@ -600,6 +636,7 @@ fn findings_group_a_cycle_wide_key_once_and_skip_cannot_tell() {
                 attempt,
                 message_id: None,
                 sender: None,
+                relay: None,
                 started: 0.0,
                 ended: 1.0,
             })
@@ -636,11 +673,14 @@ fn findings_group_a_cycle_wide_key_once_and_skip_cannot_tell() {
     assert_eq!(summary(&answers)[&Outcome::CannotTell], 1);
 }
 
-/// The property of issue 22: start from a relay log that proves an answer, then delete
-/// lines, split it into rotated files and drop or shuffle them, insert what an attacker
+/// Logs that prove an answer, then changed the ways real logs and attackers change them:
+/// lines deleted, rotated files split anywhere and given in any order, what an attacker
 /// can make the relay write (sessions of its own carrying the attempt's Message-ID, lines
-/// quoting `status=sent`), or shift stamps elsewhere in time. The answer may stay or fall
-/// back to CANNOT_TELL; DELIVERED never becomes NOT_DELIVERED, nor the reverse.
+/// quoting `status=sent`), stamps shifted elsewhere in time, the whole log rewritten into
+/// another layout DESIGN §7 lists (with a container runtime's prefix, under another syslog
+/// name), loss reports inserted, and lines of other programs and another host mixed in.
+/// The answer may stay or fall back to CANNOT_TELL; DELIVERED never becomes NOT_DELIVERED,
+/// nor the reverse. A change of layout alone changes nothing.
 mod evidence_holds {
     use super::*;
     use proptest::prelude::*;
@@ -648,6 +688,7 @@ mod evidence_holds {
     /// 2026-11-29T22:00:00Z: the attempt starts here, and its lease runs 60 s.
     const T0: f64 = 1_795_989_600.0;
     const OUR_QUEUE_ID: &str = "AAAA0001";
+    const HOST: &str = "relay";
 
     #[derive(Debug, Clone, Copy, PartialEq)]
     enum Base {
@@ -668,28 +709,137 @@ mod evidence_holds {
         }
     }
 
-    type Lines = Vec<(f64, String)>;
+    /// One line: when, which host wrote it, and `program[pid]: text`.
+    type Line = (f64, &'static str, String);
+    type Lines = Vec<Line>;
+
+    /// How a log is written: its stamps and layout, a container runtime's prefix, and
+    /// the relay's syslog name.
+    #[derive(Debug, Clone, Copy, PartialEq)]
+    enum Format {
+        Syslog,
+        SyslogUnpadded,
+        /// Postfix's own `maillog_file`: a zero-padded day.
+        MaillogFile,
+        Rfc3339,
+        ShortPrecise,
+        ShortIso,
+        ShortIsoPrecise,
+        ShortFull,
+        ShortUnix,
+        /// A container image's layout: a level word where the host would be.
+        Level,
+    }
+
+    const FORMATS: [Format; 10] = [
+        Format::Syslog,
+        Format::SyslogUnpadded,
+        Format::MaillogFile,
+        Format::Rfc3339,
+        Format::ShortPrecise,
+        Format::ShortIso,
+        Format::ShortIsoPrecise,
+        Format::ShortFull,
+        Format::ShortUnix,
+        Format::Level,
+    ];
+
+    #[derive(Debug, Clone, Copy, PartialEq)]
+    enum Prefix {
+        None,
+        /// `docker logs -t`.
+        Docker,
+        /// `kubectl logs --timestamps`.
+        Kubectl,
+        /// `docker compose logs`.
+        Compose,
+    }
+
+    const PREFIXES: [Prefix; 4] = [
+        Prefix::None,
+        Prefix::Docker,
+        Prefix::Kubectl,
+        Prefix::Compose,
+    ];
+
+    #[derive(Debug, Clone, Copy, PartialEq)]
+    struct Layout {
+        format: Format,
+        prefix: Prefix,
+        /// The relay's syslog name.
+        name: &'static str,
+    }
+
+    const CLASSIC: Layout = Layout {
+        format: Format::Syslog,
+        prefix: Prefix::None,
+        name: "postfix",
+    };
+
+    fn strftime(at: f64, format: &str) -> String {
+        let nanos = (at * 1e9).round() as i128;
+        jiff::Timestamp::from_nanosecond(nanos)
+            .expect("time")
+            .strftime(format)
+            .to_string()
+    }
+
+    /// One line as `layout` writes it.
+    fn render(at: f64, host: &str, text: &str, layout: Layout) -> String {
+        let text = match text.strip_prefix("postfix/") {
+            Some(rest) => format!("{}/{rest}", layout.name),
+            None => text.to_string(),
+        };
+        let stamp = match layout.format {
+            Format::Syslog => strftime(at, "%b %e %H:%M:%S"),
+            Format::SyslogUnpadded => strftime(at, "%b %-d %H:%M:%S"),
+            Format::MaillogFile => strftime(at, "%b %d %H:%M:%S"),
+            Format::Rfc3339 | Format::Level => strftime(at, "%Y-%m-%dT%H:%M:%S%.6f%:z"),
+            Format::ShortPrecise => strftime(at, "%b %e %H:%M:%S%.6f"),
+            Format::ShortIso => strftime(at, "%Y-%m-%dT%H:%M:%S%z"),
+            Format::ShortIsoPrecise => strftime(at, "%Y-%m-%dT%H:%M:%S%.6f%z"),
+            Format::ShortFull => strftime(at, "%a %Y-%m-%d %H:%M:%S UTC"),
+            Format::ShortUnix => format!("{at:.6}"),
+        };
+        let line = match layout.format {
+            Format::Level => format!("{stamp} INFO    {text}"),
+            _ => format!("{stamp} {host} {text}"),
+        };
+        match layout.prefix {
+            Prefix::None => line,
+            Prefix::Docker => format!("{} {line}", strftime(at, "%Y-%m-%dT%H:%M:%S%.9fZ")),
+            Prefix::Kubectl => format!("{} {line}", strftime(at, "%Y-%m-%dT%H:%M:%S%.6fZ")),
+            Prefix::Compose => format!("postfix-1  | {line}"),
+        }
+    }
 
     fn session(at: f64, pid: u32, queue_id: &str, from: &str, fate: u8) -> Lines {
         let smtpd = format!("postfix/smtpd[{pid}]");
-        let mut lines = vec![
-            (at, format!("{smtpd}: connect from app[10.0.0.5]")),
-            (at, format!("{smtpd}: {queue_id}: client=app[10.0.0.5]")),
+        let mut lines: Lines = vec![
+            (at, HOST, format!("{smtpd}: connect from app[10.0.0.5]")),
             (
                 at,
+                HOST,
+                format!("{smtpd}: {queue_id}: client=app[10.0.0.5]"),
+            ),
+            (
+                at,
+                HOST,
                 format!("postfix/cleanup[2]: {queue_id}: message-id={ID}"),
             ),
         ];
+        let line = |text: String| (at + 1.0, HOST, text);
         match fate % 5 {
-            0 => lines.push((at + 1.0, format!("postfix/qmgr[3]: {queue_id}: from=<{from}>, size=9, nrcpt=1 (queue active)"))),
-            1 => lines.push((at + 1.0, format!("{smtpd}: lost connection after DATA (9 bytes) from app[10.0.0.5]"))),
-            2 => lines.push((at + 1.0, format!("postfix/cleanup[2]: {queue_id}: hold: header Subject: x; from=<{OURS}> to=<a@b> proto=ESMTP from app[10.0.0.5]; from=<{from}> to=<a@b.test> proto=ESMTP helo=<x>: held"))),
-            3 => lines.push((at + 1.0, format!("postfix/cleanup[2]: {queue_id}: hold: header Subject: x from app[10.0.0.5]; from=<{from}> to=<a@b.test> proto=ESMTP helo=<x>: held"))),
+            0 => lines.push(line(format!("postfix/qmgr[3]: {queue_id}: from=<{from}>, size=9, nrcpt=1 (queue active)"))),
+            1 => lines.push(line(format!("{smtpd}: lost connection after DATA (9 bytes) from app[10.0.0.5]"))),
+            2 => lines.push(line(format!("postfix/cleanup[2]: {queue_id}: hold: header Subject: x; from=<{OURS}> to=<a@b> proto=ESMTP from app[10.0.0.5]; from=<{from}> to=<a@b.test> proto=ESMTP helo=<x>: held"))),
+            3 => lines.push(line(format!("postfix/cleanup[2]: {queue_id}: hold: header Subject: x from app[10.0.0.5]; from=<{from}> to=<a@b.test> proto=ESMTP helo=<x>: held"))),
             _ => {}
         }
         let data = if fate % 5 == 1 { "data=0/1" } else { "data=1" };
         lines.push((
             at + 2.0,
+            HOST,
             format!(
                 "{smtpd}: disconnect from app[10.0.0.5] ehlo=1 mail=1 rcpt=1 {data} commands=4"
             ),
@@ -706,6 +856,7 @@ mod evidence_holds {
             if kind == Base::Absent || (at - T0).abs() > 200.0 {
                 lines.push((
                     at,
+                    HOST,
                     "postfix/anvil[9]: statistics: max connection rate 1/60s".into(),
                 ));
             }
@@ -720,22 +871,14 @@ mod evidence_holds {
         lines
     }
 
-    fn syslog(at: f64) -> String {
-        let t = time::OffsetDateTime::from_unix_timestamp(at.floor() as i64).expect("time");
-        const MONTHS: [&str; 12] = [
-            "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
-        ];
-        format!(
-            "{} {:>2} {:02}:{:02}:{:02}",
-            MONTHS[u8::from(t.month()) as usize - 1],
-            t.day(),
-            t.hour(),
-            t.minute(),
-            t.second()
-        )
-    }
-
-    fn answer(files: &[Lines]) -> (Outcome, String) {
+    /// The answer for the attempt from files written in `layout`, read with the syslog
+    /// names `given` (none: Postfix's own).
+    fn answer_in(
+        files: &[Lines],
+        layout: Layout,
+        given: &[&str],
+        relay: Option<&str>,
+    ) -> (Outcome, String) {
         let dir = tempfile::tempdir().expect("dir");
         let paths: Vec<PathBuf> = files
             .iter()
@@ -744,7 +887,7 @@ mod evidence_holds {
                 let path = dir.path().join(format!("maillog.{n}"));
                 let text: String = lines
                     .iter()
-                    .map(|(at, text)| format!("{} relay {text}\n", syslog(*at)))
+                    .map(|(at, host, text)| format!("{}\n", render(*at, host, text, layout)))
                     .collect();
                 std::fs::write(&path, text).expect("write");
                 path
@@ -755,113 +898,257 @@ mod evidence_holds {
             zone: relay_log::Zone::Fixed(0),
             near: T0,
             max_gap: 300.0,
+            names: relay_log::SyslogNames::new(given.iter().map(|n| n.to_string())),
         };
         let found = relay_log::search(&paths, &wanted, options);
         let attempt = Attempt {
             attempt: 1,
             message_id: Some(ID.into()),
             sender: Some(OURS.into()),
+            relay: relay.map(str::to_string),
             started: T0,
             ended: T0 + 60.0,
         };
         email_answer(ID, &attempt, &found, &sources(), T0 + 10_000.0)
     }
 
+    fn classic_answer(files: &[Lines]) -> (Outcome, String) {
+        answer_in(files, CLASSIC, &[], None)
+    }
+
     const SHIFTS: [f64; 6] = [-259_200.0, -86_400.0, -3600.0, 1260.0, 86_400.0, 259_200.0];
     const ATTACKS: [f64; 6] = [-259_200.0, -3600.0, 5.0, 30.0, 1260.0, 3600.0];
+    const LOSSES: [&str; 5] = [
+        "rsyslogd[1]: imuxsock begins to drop messages from pid 4242 due to rate-limiting",
+        "rsyslogd[1]: imuxsock lost 1523 messages from pid 4242 due to rate-limiting",
+        "rsyslogd[1]: imjournal: 1523 messages lost due to rate-limiting",
+        "systemd-journald[384]: Suppressed 1523 messages from postfix@-.service",
+        "systemd-journald[384]: Forwarding to syslog missed 12 messages.",
+    ];
+    const STRANGERS: [&str; 4] = [
+        "CRON[811]: (root) CMD (command -v debian-sa1 > /dev/null && debian-sa1 1 1)",
+        "systemd[1]: Started session-42.scope - Session 42 of User root.",
+        "postfix/unknownd[7]: statistics: nothing to say",
+        "sshd[99]: Accepted publickey for ops from 10.0.0.9 port 52514",
+    ];
+
+    /// A seeded pick.
+    fn pick(seeds: &[u32], n: usize) -> u32 {
+        seeds.get(n % seeds.len().max(1)).copied().unwrap_or(0)
+    }
+
+    fn delete_lines(mut lines: Lines, seeds: &[u32]) -> Vec<Lines> {
+        let mut n = 0;
+        lines.retain(|_| {
+            n += 1;
+            !pick(seeds, n).is_multiple_of(4)
+        });
+        vec![lines]
+    }
+
+    /// Rotated files, split anywhere, one perhaps missing, given in any order.
+    fn rotate(lines: Lines, seeds: &[u32]) -> Vec<Lines> {
+        let seed = |n| pick(seeds, n);
+        let mut cuts: Vec<usize> = (0..3).map(|n| seed(n) as usize % lines.len()).collect();
+        cuts.sort_unstable();
+        cuts.dedup();
+        let mut files = Vec::new();
+        let mut rest = lines.as_slice();
+        let mut taken = 0;
+        for cut in cuts {
+            let (head, tail) = rest.split_at(cut - taken);
+            files.push(head.to_vec());
+            rest = tail;
+            taken = cut;
+        }
+        files.push(rest.to_vec());
+        if seed(3) % 2 == 0 && files.len() > 1 {
+            files.remove(seed(4) as usize % files.len());
+        }
+        let turn = seed(5) as usize % files.len();
+        files.rotate_left(turn);
+        if seed(6) % 2 == 0 {
+            files.reverse();
+        }
+        files
+    }
+
+    /// What an attacker can make the relay write.
+    fn forge(mut lines: Lines, seeds: &[u32]) -> Vec<Lines> {
+        let seed = |n| pick(seeds, n);
+        for n in 0..(1 + seed(0) as usize % 3) {
+            let at = T0 + ATTACKS[seed(n + 1) as usize % ATTACKS.len()];
+            let queue_id = format!("BBBB{n:04}");
+            let mut forged = session(
+                at,
+                700 + n as u32,
+                &queue_id,
+                "attacker@evil.test",
+                seed(n + 4) as u8,
+            );
+            forged.push((at, HOST, format!("postfix/cleanup[2]: {OUR_QUEUE_ID}: warning: header Subject: status=sent (250 2.0.0 Ok) {OUR_QUEUE_ID}: from=<{OURS}>, size=1, nrcpt=1 (queue active) from app[10.0.0.5]; from=<{OURS}> to=<a@b> proto=ESMTP helo=<x>")));
+            for line in forged {
+                let position = seed(n + 7) as usize % (lines.len() + 1);
+                lines.insert(position, line);
+            }
+        }
+        vec![lines]
+    }
+
+    /// Lines of the log itself, of other programs, and of another host, put anywhere.
+    fn insert(mut lines: Lines, seeds: &[u32], choices: &[(&'static str, &str)]) -> Vec<Lines> {
+        let seed = |n| pick(seeds, n);
+        for n in 0..(1 + seed(0) as usize % 4) {
+            let at = T0 + ATTACKS[seed(n + 1) as usize % ATTACKS.len()].clamp(-400.0, 400.0);
+            let (host, text) = choices[seed(n + 2) as usize % choices.len()];
+            let position = lines.partition_point(|l| l.0 <= at);
+            lines.insert(position, (at, host, text.to_string()));
+        }
+        vec![lines]
+    }
 
     fn mutate(kind: Base, family: u8, seeds: &[u32]) -> Vec<Lines> {
-        let mut lines = base(kind);
-        let seed = |n: usize| seeds.get(n % seeds.len().max(1)).copied().unwrap_or(0);
-        match family % 4 {
-            // Lines deleted, any of them.
-            0 => {
-                let mut n = 0;
-                lines.retain(|_| {
-                    n += 1;
-                    seed(n) % 4 != 0
-                });
-                vec![lines]
-            }
-            // Rotated files, split anywhere, one perhaps missing, given in any order.
-            1 => {
-                let mut cuts: Vec<usize> = (0..3).map(|n| seed(n) as usize % lines.len()).collect();
-                cuts.sort_unstable();
-                cuts.dedup();
-                let mut files = Vec::new();
-                let mut rest = lines.as_slice();
-                let mut taken = 0;
-                for cut in cuts {
-                    let (head, tail) = rest.split_at(cut - taken);
-                    files.push(head.to_vec());
-                    rest = tail;
-                    taken = cut;
-                }
-                files.push(rest.to_vec());
-                if seed(3) % 2 == 0 && files.len() > 1 {
-                    files.remove(seed(4) as usize % files.len());
-                }
-                let turn = seed(5) as usize % files.len();
-                files.rotate_left(turn);
-                if seed(6) % 2 == 0 {
-                    files.reverse();
-                }
-                files
-            }
-            // What an attacker can make the relay write.
-            2 => {
-                for n in 0..(1 + seed(0) as usize % 3) {
-                    let at = T0 + ATTACKS[seed(n + 1) as usize % ATTACKS.len()];
-                    let queue_id = format!("BBBB{n:04}");
-                    let mut forged = session(
-                        at,
-                        700 + n as u32,
-                        &queue_id,
-                        "attacker@evil.test",
-                        seed(n + 4) as u8,
-                    );
-                    forged.push((at, format!("postfix/cleanup[2]: {OUR_QUEUE_ID}: warning: header Subject: status=sent (250 2.0.0 Ok) {OUR_QUEUE_ID}: from=<{OURS}>, size=1, nrcpt=1 (queue active) from app[10.0.0.5]; from=<{OURS}> to=<a@b> proto=ESMTP helo=<x>")));
-                    for line in forged {
-                        let position = seed(n + 7) as usize % (lines.len() + 1);
-                        lines.insert(position, line);
-                    }
-                }
-                vec![lines]
-            }
-            // Stamps moved elsewhere in time.
-            _ => {
+        let lines = base(kind);
+        match family % 7 {
+            0 => delete_lines(lines, seeds),
+            1 => rotate(lines, seeds),
+            2 => forge(lines, seeds),
+            3 => {
+                let mut lines = lines;
                 for (n, line) in lines.iter_mut().enumerate() {
-                    if seed(n) % 3 == 0 {
-                        line.0 += SHIFTS[seed(n + 1) as usize % SHIFTS.len()];
+                    if pick(seeds, n).is_multiple_of(3) {
+                        line.0 += SHIFTS[pick(seeds, n + 1) as usize % SHIFTS.len()];
                     }
                 }
                 vec![lines]
+            }
+            4 => insert(lines, seeds, &LOSSES.map(|l| (HOST, l))),
+            5 => insert(lines, seeds, &STRANGERS.map(|l| (HOST, l))),
+            _ => insert(
+                lines,
+                seeds,
+                &[
+                    (
+                        "relay2",
+                        "postfix/anvil[9]: statistics: max connection rate 1/60s",
+                    ),
+                    ("relay2", "postfix/smtpd[5]: connect from app[10.0.0.5]"),
+                ],
+            ),
+        }
+    }
+
+    fn layout(seeds: &[u32]) -> Layout {
+        Layout {
+            format: FORMATS[pick(seeds, 11) as usize % FORMATS.len()],
+            prefix: PREFIXES[pick(seeds, 12) as usize % PREFIXES.len()],
+            name: if pick(seeds, 13).is_multiple_of(3) {
+                "mailrelay"
+            } else {
+                "postfix"
+            },
+        }
+    }
+
+    #[test]
+    fn each_base_log_proves_its_answer_in_every_layout() {
+        for kind in [Base::Delivered, Base::Lost, Base::Absent] {
+            let (answer, evidence) = classic_answer(&[base(kind)]);
+            assert_eq!(answer, kind.answer(), "{kind:?}: {evidence}");
+            for format in FORMATS {
+                for prefix in PREFIXES {
+                    let layout = Layout {
+                        format,
+                        prefix,
+                        name: "mailrelay",
+                    };
+                    let (answer, evidence) = answer_in(&[base(kind)], layout, &["mailrelay"], None);
+                    assert_eq!(answer, kind.answer(), "{kind:?} in {layout:?}: {evidence}");
+                }
             }
         }
     }
 
     #[test]
-    fn each_base_log_proves_its_answer() {
-        for kind in [Base::Delivered, Base::Lost, Base::Absent] {
-            let (answer, evidence) = answer(&[base(kind)]);
-            assert_eq!(answer, kind.answer(), "{kind:?}: {evidence}");
+    fn a_log_the_reader_cannot_take_as_the_relays_proves_no_absence() {
+        for kind in [Base::Lost, Base::Absent] {
+            // Another syslog name, not given: none of its lines is the relay's.
+            let renamed = Layout {
+                name: "mailrelay",
+                ..CLASSIC
+            };
+            let (answer, evidence) = answer_in(&[base(kind)], renamed, &[], None);
+            assert_eq!(answer, Outcome::CannotTell, "{kind:?}: {evidence}");
+            // Only lines of other programs around the window.
+            let cron: Lines = base(kind)
+                .into_iter()
+                .map(|(at, host, _)| (at, host, STRANGERS[0].to_string()))
+                .collect();
+            let (answer, evidence) = classic_answer(&[cron]);
+            assert_eq!(answer, Outcome::CannotTell, "{kind:?}: {evidence}");
         }
+        // The message's own lines under an unread name are a mention: not absence.
+        let renamed = Layout {
+            name: "mailrelay",
+            ..CLASSIC
+        };
+        let mut files = vec![base(Base::Delivered)];
+        files.push(base(Base::Absent));
+        let (answer, evidence) = answer_in(&files, renamed, &["postfix"], None);
+        assert_eq!(answer, Outcome::CannotTell, "{evidence}");
+    }
+
+    #[test]
+    fn the_relay_that_answered_decides_whose_log_proves_absence() {
+        for kind in [Base::Lost, Base::Absent] {
+            let expected = kind.answer();
+            // The greeting's full name against syslog's short one.
+            let (answer, evidence) = answer_in(&[base(kind)], CLASSIC, &[], Some("relay.test"));
+            assert_eq!(answer, expected, "{kind:?}: {evidence}");
+            // Another relay answered the attempt: this log is not its.
+            let (answer, evidence) = answer_in(&[base(kind)], CLASSIC, &[], Some("relay2.test"));
+            assert_eq!(answer, Outcome::CannotTell, "{kind:?}: {evidence}");
+            assert!(evidence.contains("another relay's log"), "{evidence}");
+            // A container's lines name no host: they cannot be shown to be its.
+            let level = Layout {
+                format: Format::Level,
+                ..CLASSIC
+            };
+            let (answer, evidence) = answer_in(&[base(kind)], level, &[], Some("relay.test"));
+            assert_eq!(answer, Outcome::CannotTell, "{kind:?}: {evidence}");
+        }
+        // A committed message proves delivery whoever's log holds it.
+        let (answer, _) = answer_in(&[base(Base::Delivered)], CLASSIC, &[], Some("other.test"));
+        assert_eq!(answer, Outcome::Delivered);
     }
 
     proptest! {
-        #![proptest_config(ProptestConfig::with_cases(400))]
+        #![proptest_config(ProptestConfig::with_cases(600))]
         #[test]
         fn no_mutation_turns_one_answer_into_the_other(
             kind in prop_oneof![Just(Base::Delivered), Just(Base::Lost), Just(Base::Absent)],
-            family in 0u8..4,
+            family in 0u8..7,
             seeds in prop::collection::vec(any::<u32>(), 1..64),
         ) {
             let files = mutate(kind, family, &seeds);
-            let (answer, evidence) = answer(&files);
+            let layout = layout(&seeds);
+            let given: &[&str] = if pick(&seeds, 14).is_multiple_of(2) { &[] } else { &[layout.name] };
+            let (answer, evidence) = answer_in(&files, layout, given, None);
             prop_assert!(
                 answer == kind.answer() || answer == Outcome::CannotTell,
-                "{kind:?}, family {family}: {answer} ({evidence})"
+                "{kind:?}, family {family}, {layout:?}: {answer} ({evidence})"
             );
+            // The same log in the classic layout answers as this one, or this one
+            // falls back to CANNOT_TELL (a container's lines name no host).
+            // A container's layout names no host, so another host's lines mixed in
+            // cannot be told apart there: it is compared only where hosts are named.
+            if layout.format != Format::Level && (given == [layout.name] || layout.name == "postfix") {
+                let (classic, _) = answer_in(&files, CLASSIC, &[], None);
+                prop_assert!(
+                    answer == classic || answer == Outcome::CannotTell,
+                    "{kind:?}, family {family}, {layout:?}: {answer}, classic {classic} ({evidence})"
+                );
+            }
         }
     }
 }

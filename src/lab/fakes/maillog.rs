@@ -55,7 +55,7 @@ impl MailLog {
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0.0, |d| d.as_secs_f64());
-        let line = format!("{} fake postfix/{daemon}[{pid}]: {text}\n", stamp(now));
+        let line = format!("{} uns-fake postfix/{daemon}[{pid}]: {text}\n", stamp(now));
         let mut file = self.file.lock().unwrap_or_else(|p| p.into_inner());
         let _ = file.write_all(line.as_bytes());
     }

@@ -2,6 +2,7 @@
 //! the lease and a clear line between "refused before the data" and "no answer after".
 
 use super::{Adapter, DeliveryRequest, LeaseCheck};
+use crate::model::payload::{SMTP_FROM, SMTP_GREETING};
 use crate::runtime::engine::DeliveryResult;
 use lettre::address::Envelope;
 use lettre::message::header::ContentType;
@@ -126,6 +127,7 @@ impl EmailAdapter {
         &self,
         request: &DeliveryRequest<'_>,
         message_id: &str,
+        greeted: &std::cell::RefCell<Option<String>>,
     ) -> Result<DeliveryResult, Failure> {
         let (message, envelope) = self.prepare(request, message_id)?;
         let hello = ClientId::Domain(self.config.hello_name.clone());
@@ -144,6 +146,9 @@ impl EmailAdapter {
             None,
         )
         .map_err(before_data("connect"))?;
+        // Which relay answered, by the name it gave: a log from another host cannot
+        // prove that this attempt's message never reached it (DESIGN §7).
+        greeted.replace(Some(conn.server_info().name().to_string()));
         let offers_tls = conn.can_starttls();
         let upgrade = match self.config.starttls {
             StartTls::Never => false,
@@ -288,7 +293,7 @@ impl Adapter for EmailAdapter {
 
     fn started(&self) -> serde_json::Map<String, serde_json::Value> {
         let mut details = serde_json::Map::new();
-        details.insert("smtp_from".into(), self.config.from.clone().into());
+        details.insert(SMTP_FROM.into(), self.config.from.clone().into());
         // Which relay the call went to, so doctor can measure the one in use.
         details.insert("smtp_relay".into(), self.config.relay.clone().into());
         details
@@ -304,11 +309,16 @@ impl Adapter for EmailAdapter {
             .with("stage", "lease_check")
             .with("message_id_planned", message_id);
         }
+        let greeted = std::cell::RefCell::new(None);
         let result = self
-            .send(request, &message_id)
+            .send(request, &message_id, &greeted)
             .unwrap_or_else(|failure| failure);
-        result
+        let result = result
             .with("message_id", message_id)
-            .with("relay", self.config.relay.clone())
+            .with("relay", self.config.relay.clone());
+        match greeted.into_inner() {
+            Some(name) => result.with(SMTP_GREETING, name),
+            None => result,
+        }
     }
 }

@@ -34,7 +34,13 @@ fn options() -> Options {
         zone: Zone::Fixed(0),
         near: NEAR,
         max_gap: 300.0,
+        names: SyslogNames::default(),
     }
+}
+
+/// Whether the relay host `relay`'s own lines cover `[from, to]`.
+fn covers(found: &Findings, from: f64, to: f64) -> bool {
+    found.host_covers("relay", from, to)
 }
 
 fn write(dir: &Path, name: &str, text: &str, gzip: bool) -> PathBuf {
@@ -87,7 +93,8 @@ fn a_queued_message_is_committed_and_a_lost_one_is_refused() {
         queued.at,
         Stamp {
             lo: AT,
-            hi: AT + 1.0
+            hi: AT + 1.0,
+            ambiguous: false,
         }
     );
     // The lost connection came before cleanup's line about the same queue id.
@@ -95,7 +102,13 @@ fn a_queued_message_is_committed_and_a_lost_one_is_refused() {
     assert_eq!(lost.fate, Fate::Lost, "{lost:?}");
     assert_eq!(lost.sender, Sender::Unknown);
     assert!(found.seen("<n-3.1.1@uns.local>").is_empty());
-    assert_eq!(found.covered, vec![(AT - 3.0 + 1.0, AT + 33.0)]);
+    assert_eq!(
+        found.covered["relay"]
+            .iter()
+            .map(|run| run.inner)
+            .collect::<Vec<_>>(),
+        vec![(AT - 3.0 + 1.0, AT + 33.0)]
+    );
     assert_eq!(found.lines, 12);
 }
 
@@ -234,7 +247,7 @@ fn coverage_breaks_at_every_hole_and_at_a_stray_line() {
     // Two lines three hours apart cover neither the hours between nor the window.
     let found = search_text(&lines(&["Nov 29 19:00:00", "Nov 29 22:00:00"]), &["<x@y>"]);
     let at = |h: f64| 1_795_986_000.0 + (h - 21.0) * 3600.0;
-    assert!(!found.covers(at(20.0), at(20.01)), "{:?}", found.covered);
+    assert!(!covers(&found, at(20.0), at(20.01)), "{:?}", found.covered);
     // A stray early line, then lines from after the window on.
     let found = search_text(
         &lines(&[
@@ -245,8 +258,8 @@ fn coverage_breaks_at_every_hole_and_at_a_stray_line() {
         ]),
         &["<x@y>"],
     );
-    assert!(!found.covers(at(21.0), at(21.01)));
-    assert!(found.covers(at(22.0) + 1.0, at(22.0) + 400.0));
+    assert!(!covers(&found, at(21.0), at(21.01)));
+    assert!(covers(&found, at(22.0) + 1.0, at(22.0) + 400.0));
     // Lines every four minutes cover the stretch; one jump of six does not.
     let found = search_text(
         &lines(&[
@@ -257,15 +270,15 @@ fn coverage_breaks_at_every_hole_and_at_a_stray_line() {
         ]),
         &["<x@y>"],
     );
-    assert!(found.covers(at(22.0) + 1.0, at(22.0) + 240.0));
-    assert!(!found.covers(at(22.0) + 1.0, at(22.0) + 700.0));
+    assert!(covers(&found, at(22.0) + 1.0, at(22.0) + 240.0));
+    assert!(!covers(&found, at(22.0) + 1.0, at(22.0) + 700.0));
     // Lines out of order cover what the same lines in order cover, no more.
     let shuffled = search_text(
         &lines(&["Nov 29 22:00:00", "Nov 29 22:08:00", "Nov 29 22:04:00"]),
         &["<x@y>"],
     );
     assert!(
-        shuffled.covers(at(22.0) + 1.0, at(22.0) + 480.0),
+        covers(&shuffled, at(22.0) + 1.0, at(22.0) + 480.0),
         "{:?}",
         shuffled.covered
     );
@@ -274,7 +287,7 @@ fn coverage_breaks_at_every_hole_and_at_a_stray_line() {
         &["<x@y>"],
     );
     assert!(
-        !shuffled.covers(at(22.0) + 1.0, at(22.0) + 700.0),
+        !covers(&shuffled, at(22.0) + 1.0, at(22.0) + 700.0),
         "{:?}",
         shuffled.covered
     );
@@ -319,8 +332,8 @@ Nov 29 22:00:00 relay postfix/cleanup[2]: ABCDEF123: message-id=<n-9.2.3@uns.loc
     assert!(message.path.ends_with("maillog.1.gz"));
     let at = |h: f64| 1_795_986_000.0 + (h - 21.0) * 3600.0;
     // 21:04 to 21:58 is a hole; 21:58 across the rotation to 22:07 is not.
-    assert!(!found.covers(at(21.0) + 10.0, at(21.5)));
-    assert!(found.covers(at(21.97), at(22.1)));
+    assert!(!covers(&found, at(21.0) + 10.0, at(21.5)));
+    assert!(covers(&found, at(21.97), at(22.1)));
 }
 
 #[test]
@@ -359,39 +372,44 @@ fn unreadable_and_truncated_files_are_named_and_the_rest_still_read() {
 
 #[test]
 fn a_syslog_year_is_the_one_nearest_the_attempt() {
-    let clock = Clock::new(Zone::Fixed(0), 1_798_761_000.0); // 2026-12-31T23:50:00Z
+    let clock = clock::Clock::new(&Zone::Fixed(0), 1_798_761_000.0); // 2026-12-31T23:50:00Z
     assert_eq!(
-        clock.parse(b"Dec 31 23:59:59").map(|s| s.lo),
+        clock.stamp_of(b"Dec 31 23:59:59").map(|s| s.lo),
         Some(1_798_761_599.0)
     );
     // Just after New Year, the next year is nearer.
     assert_eq!(
-        clock.parse(b"Jan  1 00:00:01").map(|s| s.lo),
+        clock.stamp_of(b"Jan  1 00:00:01").map(|s| s.lo),
         Some(1_798_761_601.0)
     );
     // In March, a December line is last year's.
-    let march = Clock::new(Zone::Fixed(0), 1_772_323_200.0); // 2026-03-01T00:00:00Z
+    let march = clock::Clock::new(&Zone::Fixed(0), 1_772_323_200.0); // 2026-03-01T00:00:00Z
     assert_eq!(
-        march.parse(b"Dec 31 23:59:59").map(|s| s.lo),
+        march.stamp_of(b"Dec 31 23:59:59").map(|s| s.lo),
         Some(1_767_225_599.0)
     );
     // An offset moves the instant, not the date.
-    let east = Clock::new(Zone::Fixed(3600), 1_798_761_000.0);
+    let east = clock::Clock::new(&Zone::Fixed(3600), 1_798_761_000.0);
     assert_eq!(
-        east.parse(b"Jan  1 00:00:01").map(|s| s.lo),
+        east.stamp_of(b"Jan  1 00:00:01").map(|s| s.lo),
         Some(1_798_758_001.0)
     );
-    assert_eq!(clock.parse(b"Foo  1 00:00:01"), None);
-    assert_eq!(clock.parse(b"Feb 30 00:00:01"), None);
-    assert_eq!(clock.parse(b"Nov 29 25:00:00"), None);
+    assert_eq!(clock.stamp_of(b"Foo  1 00:00:01"), None);
+    assert_eq!(clock.stamp_of(b"Feb 30 00:00:01"), None);
+    assert_eq!(clock.stamp_of(b"Nov 29 25:00:00"), None);
     // Leap days only where the year has one.
-    let leap = Clock::new(Zone::Fixed(0), 1_835_000_000.0); // 2028-02-24
-    assert!(leap.parse(b"Feb 29 12:00:00").is_some());
-    assert_eq!(civil_from_days(days_from_civil(2028, 2, 29)), (2028, 2, 29));
+    let leap = clock::Clock::new(&Zone::Fixed(0), 1_835_000_000.0); // 2028-02-24
+    assert!(leap.stamp_of(b"Feb 29 12:00:00").is_some());
+    assert!(
+        clock.stamp_of(b"Feb 29 12:00:00").is_none(),
+        "2026 has none"
+    );
 }
 
 #[test]
 fn rfc3339_stamps_keep_their_precision_and_refuse_other_shapes() {
+    let clock = clock::Clock::new(&Zone::Fixed(0), NEAR);
+    let parse_rfc3339 = |text: &[u8]| clock.stamp_of(text);
     let stamp = parse_rfc3339(b"2026-11-29T22:00:00.250000+00:00").expect("stamp");
     assert_eq!(stamp.lo, 1_795_989_600.25);
     assert!((stamp.hi - stamp.lo - 1e-6).abs() < 1e-7);
@@ -418,7 +436,11 @@ fn words_and_noqueue_are_not_queue_ids_and_programs_must_be_postfix() {
     for word in ["warning", "NOQUEUE", "error", "statistics", "AB", "x-y-z-w"] {
         assert!(!is_queue_id(word), "{word}");
     }
-    let daemon = |rest: &[u8]| parse_line(rest).map(|l| l.daemon.to_vec());
+    let names = SyslogNames::default();
+    let daemon = |rest: &[u8]| {
+        let rest = rest.strip_prefix(b" ").unwrap_or(rest);
+        line::relay_line(rest, &names).map(|l| l.daemon.to_vec())
+    };
     assert_eq!(
         daemon(b" relay postfix/qmgr[23876]: x"),
         Some(b"qmgr".to_vec())
@@ -433,7 +455,18 @@ fn words_and_noqueue_are_not_queue_ids_and_programs_must_be_postfix() {
     );
     assert_eq!(daemon(b" relay evil/qmgr[1]: x"), None);
     assert_eq!(daemon(b" relay postfix/qmgr: x"), None);
-    assert_eq!(daemon(b"relay postfix/qmgr[1]: x"), None);
+    assert_eq!(daemon(b" relay postfix/unknownd[1]: x"), None);
+    assert_eq!(daemon(b" relay CRON[1]: x"), None);
+    // A level word where the host would be, or no host at all.
+    for line in [&b"INFO    postfix/qmgr[1]: x"[..], b"postfix/qmgr[1]: x"] {
+        let read = line::relay_line(line, &names).expect("read");
+        assert_eq!((read.host, read.daemon), (None, &b"qmgr"[..]));
+    }
+    // Under another syslog name only when it is given.
+    let named = SyslogNames::new(["mailrelay".to_string()]);
+    assert!(line::relay_line(b"relay mailrelay/qmgr[1]: x", &names).is_none());
+    assert!(line::relay_line(b"relay mailrelay/qmgr[1]: x", &named).is_some());
+    assert!(line::relay_line(b"relay postfix/qmgr[1]: x", &named).is_none());
 }
 
 #[test]
@@ -455,4 +488,318 @@ fn a_line_that_never_ends_is_kept_only_up_to_the_bound() {
         read_line_at_most(&mut reader, &mut line, 100).expect("read"),
         0
     );
+}
+
+/// Lines a real Postfix 3.7 relay wrote through `maillog_file` with `syslog_name =
+/// mailrelay` and `sender_canonical_maps` rewriting the runtime's sender (a zero-padded
+/// day, the short host name): read under the name given, and only then.
+const REWRITTEN: &str = "\
+Dec 01 19:08:50 relay mailrelay/master[21407]: daemon started -- version 3.7.11, configuration /tmp/pr/r/conf
+Dec 01 19:08:50 relay mailrelay/smtpd[21412]: connect from localhost[127.0.0.1]
+Dec 01 19:08:50 relay mailrelay/smtpd[21412]: 38FAD98C07C: client=localhost[127.0.0.1]
+Dec 01 19:08:50 relay mailrelay/cleanup[21456]: 38FAD98C07C: message-id=<n-1.1.1@uns.local>
+Dec 01 19:08:50 relay mailrelay/qmgr[21409]: 38FAD98C07C: from=<noreply@example.com>, size=286, nrcpt=1 (queue active)
+Dec 01 19:08:50 relay mailrelay/smtpd[21412]: disconnect from localhost[127.0.0.1] ehlo=1 mail=1 rcpt=1 data=1 quit=1 commands=5
+";
+
+#[test]
+fn a_relay_under_another_syslog_name_is_read_only_when_named() {
+    let dir = tempfile::tempdir().expect("dir");
+    let log = write(dir.path(), "maillog", REWRITTEN, false);
+    let wanted = wanted(&["<n-1.1.1@uns.local>"]);
+    let near = Options {
+        near: 1_796_152_130.0, // 2026-12-01T19:08:50Z
+        ..options()
+    };
+    let unnamed = search(std::slice::from_ref(&log), &wanted, near.clone());
+    assert!(unnamed.seen("<n-1.1.1@uns.local>").is_empty());
+    assert_eq!(unnamed.mentioned("<n-1.1.1@uns.local>").len(), 1);
+    assert!(unnamed.covered.is_empty(), "{:?}", unnamed.covered);
+    assert_eq!(unnamed.problems.len(), 1, "not a relay log unsctl can read");
+    let named = search(
+        &[log],
+        &wanted,
+        Options {
+            names: SyslogNames::new(["mailrelay".to_string()]),
+            ..near
+        },
+    );
+    let message = only(&named, "<n-1.1.1@uns.local>");
+    assert_eq!(message.fate, Fate::Queued);
+    assert_eq!(message.host.as_deref(), Some("relay"));
+    // The relay wrote the rewritten sender: the reader reports it, verify weighs it.
+    assert_eq!(message.sender, Sender::Known("noreply@example.com".into()));
+    assert!(named.mentioned("<n-1.1.1@uns.local>").is_empty());
+}
+
+/// The same session in every layout a journal, a syslog daemon or a container runtime
+/// writes, each read to the same message and the same stretch of coverage.
+#[test]
+fn every_layout_reads_to_the_same_message_and_coverage() {
+    let layouts: &[(&str, &str)] = &[
+        ("syslog", "Nov 29 22:15:5# relay "),
+        ("unpadded", "Nov 29 22:15:5# relay "),
+        ("short-precise", "Nov 29 22:15:5#.250000 relay "),
+        ("short-iso", "2026-11-29T22:15:5#+0000 relay "),
+        (
+            "short-iso-precise",
+            "2026-11-29T22:15:5#.250000+00:00 relay ",
+        ),
+        ("short-full", "Sun 2026-11-29 22:15:5# UTC relay "),
+        ("short-unix", "179599055#.250000 relay "),
+        ("rfc3339", "2026-11-29T23:15:5#.250000+01:00 relay "),
+        (
+            "docker logs -t",
+            "2026-11-29T22:15:5#.250000000Z Nov 29 22:15:5# relay ",
+        ),
+        (
+            "kubectl --timestamps",
+            "2026-11-29T22:15:5#.250000Z 2026-11-29T22:15:5#+00:00 relay ",
+        ),
+        ("compose", "postfix-1  | Nov 29 22:15:5# relay "),
+        (
+            "compose -t",
+            "postfix-1  | 2026-11-29T22:15:5#.250000000Z Nov 29 22:15:5# relay ",
+        ),
+    ];
+    let session = [
+        (4, "postfix/smtpd[10]: connect from app[10.0.0.5]"),
+        (5, "postfix/smtpd[10]: ABCDEF0001: client=app[10.0.0.5]"),
+        (
+            6,
+            "postfix/cleanup[11]: ABCDEF0001: message-id=<n-1.1.1@uns.local>",
+        ),
+        (
+            7,
+            "postfix/qmgr[12]: ABCDEF0001: from=<uns@uns.local>, size=1, nrcpt=1 (queue active)",
+        ),
+        (
+            8,
+            "postfix/smtpd[10]: disconnect from app[10.0.0.5] ehlo=1 mail=1 rcpt=1 data=1 commands=4",
+        ),
+    ];
+    for (name, stamp) in layouts {
+        let text: String = session
+            .iter()
+            .map(|(second, line)| format!("{}{line}\n", stamp.replace('#', &second.to_string())))
+            .collect();
+        let found = search_text(&text, &["<n-1.1.1@uns.local>"]);
+        assert_eq!(
+            found.seen("<n-1.1.1@uns.local>").len(),
+            1,
+            "{name}: {:?}",
+            found.unread
+        );
+        let message = only(&found, "<n-1.1.1@uns.local>");
+        assert_eq!(message.fate, Fate::Queued, "{name}");
+        assert_eq!(message.host.as_deref(), Some("relay"), "{name}");
+        assert!(
+            (message.at.lo - (AT - 1.0)).abs() < 1.0,
+            "{name}: {}",
+            message.at.lo
+        );
+        assert!(
+            found.unread.is_empty() && found.problems.is_empty(),
+            "{name}: {:?} {:?}",
+            found.unread,
+            found.problems
+        );
+        assert!(
+            found.host_covers("relay", AT - 1.0, AT + 1.0),
+            "{name}: {:?}",
+            found.covered
+        );
+    }
+}
+
+#[test]
+fn a_container_layout_writes_a_level_word_where_the_host_would_be() {
+    let text = "\
+2026-11-29T22:15:54.000000+00:00 INFO    postfix/smtpd[10]: connect from app[10.0.0.5]
+2026-11-29T22:15:55.000000+00:00 INFO    postfix/smtpd[10]: ABCDEF0001: client=app[10.0.0.5]
+2026-11-29T22:15:56.000000+00:00 INFO    postfix/cleanup[11]: ABCDEF0001: message-id=<n-1.1.1@uns.local>
+2026-11-29T22:15:57.000000+00:00 INFO    postfix/qmgr[12]: ABCDEF0001: from=<uns@uns.local>, size=1, nrcpt=1 (queue active)
+";
+    let found = search_text(text, &["<n-1.1.1@uns.local>"]);
+    let message = only(&found, "<n-1.1.1@uns.local>");
+    assert_eq!((message.fate, message.host.clone()), (Fate::Queued, None));
+    assert!(found.host_covers("", AT - 2.0, AT - 1.0));
+}
+
+#[test]
+fn lines_of_other_programs_and_unknown_shapes_cover_nothing() {
+    let lines: String = (0..40)
+        .map(|n| {
+            format!(
+                "Nov 29 22:{:02}:00 relay CRON[{n}]: (root) CMD (run-parts /etc/cron.hourly)\n",
+                n
+            )
+        })
+        .collect();
+    let found = search_text(&lines, &["<n-1.1.1@uns.local>"]);
+    assert!(found.covered.is_empty(), "{:?}", found.covered);
+    assert_eq!(found.problems.len(), 1, "{:?}", found.problems);
+    assert!(
+        found.unread[0].contains("40 of 40 lines"),
+        "{:?}",
+        found.unread
+    );
+    // Lines whose stamp cannot be read are named, never taken as the relay's.
+    let found = search_text(
+        &format!("{REAL}Nov 29 22:16:31 relay postfix/smtpd 10: no pid brackets\n"),
+        &[],
+    );
+    assert!(
+        found.unread.iter().any(|u| u.contains("1 of 13 lines")),
+        "{:?}",
+        found.unread
+    );
+}
+
+#[test]
+fn a_log_that_says_it_lost_lines_is_kept_with_when() {
+    for loss in [
+        "Nov 29 22:15:58 relay rsyslogd[1]: imuxsock begins to drop messages from pid 23879 due to rate-limiting",
+        "Nov 29 22:15:58 relay rsyslogd[1]: imuxsock lost 1523 messages from pid 23879 due to rate-limiting",
+        "Nov 29 22:15:58 relay rsyslogd[1]: imjournal: 1523 messages lost due to rate-limiting (rate-limiting interval 600 s)",
+        "Nov 29 22:15:58 relay systemd-journald[384]: Suppressed 1523 messages from postfix@-.service",
+        "Nov 29 22:15:58 relay systemd-journald[384]: postfix@-.service: Suppressed 1523 messages",
+        "Nov 29 22:15:58 relay systemd-journald[384]: Forwarding to syslog missed 12 messages.",
+        "Nov 29 22:15:58 relay logger: 12 messages lost",
+    ] {
+        assert!(line::reports_loss(loss.as_bytes()), "{loss}");
+        let found = search_text(&format!("{REAL}{loss}\n"), &[]);
+        assert_eq!(found.losses.len(), 1, "{loss}");
+        assert!(found.loss_near(AT, AT + 60.0).is_some(), "{loss}");
+        assert!(
+            found.loss_near(AT + 3600.0, AT + 3660.0).is_none(),
+            "{loss}"
+        );
+    }
+    for ordinary in [
+        "Nov 29 22:15:58 relay postfix/smtpd[1]: lost connection after DATA (58 bytes) from localhost[127.0.0.1]",
+        "Nov 29 22:15:58 relay postfix/qmgr[1]: ABCDEF: from=<a@b>, size=1, nrcpt=1 (queue active)",
+        "Nov 29 22:15:58 relay postfix/smtp[1]: ABCDEF: to=<a@b>, status=sent (250 2.0.0 Ok: queued as 1234, 3 messages)",
+    ] {
+        assert!(!line::reports_loss(ordinary.as_bytes()), "{ordinary}");
+    }
+}
+
+#[test]
+fn a_stamp_in_a_repeated_hour_reads_as_either_and_covers_nothing() {
+    // Europe/Berlin fell back on 2026-10-25: 02:00 to 03:00 happened twice.
+    let berlin = Zone::parse("Europe/Berlin").expect("zone");
+    let near = 1_792_886_400.0; // 2026-10-25T00:00:00Z
+    let clock = clock::Clock::new(&berlin, near);
+    let first = 1_792_888_200.0; // 00:30Z, 02:30 CEST
+    let twice = clock.stamp_of(b"Oct 25 02:30:00").expect("stamp");
+    assert!(twice.ambiguous);
+    assert_eq!((twice.lo, twice.hi), (first, first + 3600.0 + 1.0));
+    // short-full's abbreviation says which pass it was.
+    let summer = clock
+        .stamp_of(b"Sun 2026-10-25 02:30:00 CEST")
+        .expect("stamp");
+    let winter = clock
+        .stamp_of(b"Sun 2026-10-25 02:30:00 CET")
+        .expect("stamp");
+    assert_eq!((summer.lo, summer.ambiguous), (first, false));
+    assert_eq!((winter.lo, winter.ambiguous), (first + 3600.0, false));
+    assert!(clock.stamp_of(b"Sun 2026-10-25 02:30:00 EST").is_none());
+    // The hour the spring change skipped never happened.
+    let spring = clock::Clock::new(&berlin, 1_774_742_400.0); // 2026-03-29
+    assert!(spring.stamp_of(b"Mar 29 02:30:00").is_none());
+    // Lines every minute through the repeated hour: the hour proves no coverage.
+    let lines: String = (0..=59)
+        .map(|m| format!("Oct 25 02:{m:02}:00 relay postfix/anvil[1]: statistics\n"))
+        .chain(
+            (0..=20).map(|m| format!("Oct 25 03:{m:02}:00 relay postfix/anvil[1]: statistics\n")),
+        )
+        .collect();
+    let dir = tempfile::tempdir().expect("dir");
+    let log = write(dir.path(), "maillog", &lines, false);
+    let found = search(
+        &[log],
+        &wanted(&[]),
+        Options {
+            zone: berlin,
+            near,
+            ..options()
+        },
+    );
+    assert!(!found.host_covers("relay", first + 600.0, first + 900.0));
+    assert!(!found.host_covers("relay", first + 3600.0 + 600.0, first + 3600.0 + 900.0));
+}
+
+#[test]
+fn milter_and_smtpd_holds_commit_and_milter_rejects_refuse() {
+    let text = "\
+Nov 29 22:15:57 relay postfix/smtpd[10]: connect from app[10.0.0.5]
+Nov 29 22:15:57 relay postfix/smtpd[10]: AAAAAA0001: client=app[10.0.0.5]
+Nov 29 22:15:57 relay postfix/smtpd[10]: AAAAAA0001: hold: RCPT from app[10.0.0.5]: <a@b.test>: Recipient address triggers HOLD action; from=<uns@uns.local> to=<a@b.test> proto=ESMTP helo=<uns.local>
+Nov 29 22:15:57 relay postfix/cleanup[11]: AAAAAA0001: message-id=<n-1.1.1@uns.local>
+Nov 29 22:15:57 relay postfix/smtpd[10]: disconnect from app[10.0.0.5] ehlo=1 mail=1 rcpt=1 data=1 quit=1 commands=5
+Nov 29 22:15:58 relay postfix/smtpd[10]: connect from app[10.0.0.5]
+Nov 29 22:15:58 relay postfix/smtpd[10]: AAAAAA0002: client=app[10.0.0.5]
+Nov 29 22:15:58 relay postfix/cleanup[11]: AAAAAA0002: message-id=<n-2.1.1@uns.local>
+Nov 29 22:15:58 relay postfix/cleanup[11]: AAAAAA0002: milter-hold: END-OF-MESSAGE from app[10.0.0.5]: milter triggers HOLD action; from=<uns@uns.local> to=<a@b.test> proto=ESMTP helo=<uns.local>
+Nov 29 22:15:58 relay postfix/smtpd[10]: disconnect from app[10.0.0.5] ehlo=1 mail=1 rcpt=1 data=1 quit=1 commands=5
+Nov 29 22:15:59 relay postfix/smtpd[10]: connect from app[10.0.0.5]
+Nov 29 22:15:59 relay postfix/smtpd[10]: AAAAAA0003: client=app[10.0.0.5]
+Nov 29 22:15:59 relay postfix/cleanup[11]: AAAAAA0003: message-id=<n-3.1.1@uns.local>
+Nov 29 22:15:59 relay postfix/cleanup[11]: AAAAAA0003: milter-reject: END-OF-MESSAGE from app[10.0.0.5]: 5.7.1 Spam; from=<uns@uns.local> to=<a@b.test> proto=ESMTP helo=<uns.local>
+Nov 29 22:15:59 relay postfix/smtpd[10]: disconnect from app[10.0.0.5] ehlo=1 mail=1 rcpt=1 data=0/1 quit=1 commands=4/5
+";
+    let ids = [
+        "<n-1.1.1@uns.local>",
+        "<n-2.1.1@uns.local>",
+        "<n-3.1.1@uns.local>",
+    ];
+    let found = search_text(text, &ids);
+    let fates: Vec<Fate> = ids.iter().map(|id| only(&found, id).fate).collect();
+    assert_eq!(fates, [Fate::Held, Fate::Held, Fate::Rejected]);
+}
+
+#[test]
+fn a_disconnect_without_counts_says_nothing_about_data() {
+    // Postfix before 3.0: a message held by a milter, with no hold line of cleanup's.
+    let text = "\
+Nov 29 22:15:57 relay postfix/smtpd[10]: connect from app[10.0.0.5]
+Nov 29 22:15:57 relay postfix/smtpd[10]: AAAAAA0001: client=app[10.0.0.5]
+Nov 29 22:15:57 relay postfix/cleanup[11]: AAAAAA0001: message-id=<n-1.1.1@uns.local>
+Nov 29 22:15:57 relay postfix/smtpd[10]: disconnect from app[10.0.0.5]
+";
+    let found = search_text(text, &["<n-1.1.1@uns.local>"]);
+    assert_eq!(only(&found, "<n-1.1.1@uns.local>").fate, Fate::Open);
+    // A session whose start was not read is not known to be the one that ended.
+    let text = "\
+Nov 29 22:15:57 relay postfix/smtpd[10]: AAAAAA0001: client=app[10.0.0.5]
+Nov 29 22:15:57 relay postfix/cleanup[11]: AAAAAA0001: message-id=<n-1.1.1@uns.local>
+Nov 29 22:15:58 relay postfix/smtpd[10]: lost connection after DATA (9 bytes) from app[10.0.0.5]
+";
+    let found = search_text(text, &["<n-1.1.1@uns.local>"]);
+    assert_eq!(only(&found, "<n-1.1.1@uns.local>").fate, Fate::Open);
+}
+
+#[test]
+fn two_hosts_keep_their_queue_ids_and_their_coverage_apart() {
+    let text = "\
+Nov 29 22:15:50 relay postfix/anvil[1]: statistics
+Nov 29 22:15:50 other postfix/anvil[1]: statistics
+Nov 29 22:15:57 relay postfix/smtpd[10]: connect from app[10.0.0.5]
+Nov 29 22:15:57 relay postfix/smtpd[10]: AAAAAA0001: client=app[10.0.0.5]
+Nov 29 22:15:57 relay postfix/cleanup[11]: AAAAAA0001: message-id=<n-1.1.1@uns.local>
+Nov 29 22:15:58 other postfix/qmgr[12]: AAAAAA0001: from=<uns@uns.local>, size=1, nrcpt=1 (queue active)
+Nov 29 22:16:40 relay postfix/anvil[1]: statistics
+";
+    let found = search_text(text, &["<n-1.1.1@uns.local>"]);
+    // The other host's queue manager took its own AAAAAA0001, not this one.
+    assert_eq!(only(&found, "<n-1.1.1@uns.local>").fate, Fate::Open);
+    assert!(found.host_covers("relay", AT, AT + 30.0));
+    assert!(!found.host_covers("other", AT, AT + 30.0));
+    assert!(found.relay_host(AT, AT + 30.0, None).is_err());
+    assert_eq!(
+        found.relay_host(AT, AT + 30.0, Some("relay.test")),
+        Ok("relay")
+    );
+    assert!(found.relay_host(AT, AT + 30.0, Some("third.test")).is_err());
 }

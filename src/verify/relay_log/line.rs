@@ -1,0 +1,261 @@
+//! One log line taken apart: a container runtime's prefix (`docker compose logs`'
+//! `service | `, `docker logs -t`'s or `kubectl logs --timestamps`' RFC 3339 stamp), the
+//! line's stamp, then `host program[pid]: text`, where a container image may write a
+//! level word in place of the host. Only a line whose program is one of the relay's
+//! Postfix daemons, under its syslog name, is the relay's own; everything else is read
+//! for two things only: whether it says the log lost lines, and whether it mentions a
+//! Message-ID asked about.
+
+use super::clock::{Clock, Stamp};
+
+/// The syslog names the relay logs under: `postfix` (and its multi-instance names such
+/// as `postfix-out`) unless the operator named others with `--relay-syslog-name`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SyslogNames(Vec<String>);
+
+impl SyslogNames {
+    pub fn new(names: impl IntoIterator<Item = String>) -> Self {
+        Self(
+            names
+                .into_iter()
+                .map(|n| n.trim().to_string())
+                .filter(|n| !n.is_empty())
+                .collect(),
+        )
+    }
+
+    /// The names given, empty for Postfix's own.
+    pub fn given(&self) -> &[String] {
+        &self.0
+    }
+
+    fn accepts(&self, name: &[u8]) -> bool {
+        if self.0.is_empty() {
+            return name == b"postfix"
+                || name
+                    .strip_prefix(b"postfix-")
+                    .is_some_and(|instance| !instance.is_empty());
+        }
+        self.0.iter().any(|n| n.as_bytes() == name)
+    }
+}
+
+/// Postfix's programs, as they name themselves in a log: a line from any other program
+/// under the relay's syslog name is not one unsctl can read.
+const DAEMONS: &[&[u8]] = &[
+    b"anvil",
+    b"bounce",
+    b"cleanup",
+    b"defer",
+    b"discard",
+    b"dnsblog",
+    b"error",
+    b"flush",
+    b"lmtp",
+    b"local",
+    b"master",
+    b"oqmgr",
+    b"pickup",
+    b"pipe",
+    b"postdrop",
+    b"postfix-script",
+    b"postlogd",
+    b"postqueue",
+    b"postscreen",
+    b"postsuper",
+    b"proxymap",
+    b"qmgr",
+    b"qmqpd",
+    b"scache",
+    b"sendmail",
+    b"showq",
+    b"smtp",
+    b"smtpd",
+    b"spawn",
+    b"tlsmgr",
+    b"tlsproxy",
+    b"trace",
+    b"trivial-rewrite",
+    b"verify",
+    b"virtual",
+];
+
+/// Words container images write where syslog writes the host.
+const LEVELS: &[&str] = &[
+    "emerg", "alert", "crit", "critical", "err", "error", "warn", "warning", "notice", "info",
+    "debug", "trace", "fatal",
+];
+
+/// A line with its stamp read.
+pub struct Stamped<'a> {
+    pub stamp: Stamp,
+    /// After the stamp (and any stamp a container runtime put before it), from the first
+    /// character that is not a space.
+    pub rest: &'a [u8],
+}
+
+/// The stamp of `line` and what follows it; None for a line with no stamp read.
+pub fn stamped<'a>(line: &'a [u8], clock: &Clock) -> Option<Stamped<'a>> {
+    let line = trim_end(line);
+    let line = without_compose_prefix(line);
+    let (stamp, end) = clock.stamp(line)?;
+    let mut rest = after_space(&line[end..])?;
+    // `docker logs -t` and `kubectl logs --timestamps` put their own RFC 3339 stamp before
+    // the line's: the runtime's, which carries its year and zone, is the one kept.
+    if line.first().is_some_and(u8::is_ascii_digit)
+        && line.get(4) == Some(&b'-')
+        && let Some((_, inner)) = clock.stamp(rest)
+    {
+        rest = after_space(&rest[inner..])?;
+    }
+    Some(Stamped { stamp, rest })
+}
+
+/// `service  | ` at the start of a line, as `docker compose logs` writes it.
+fn without_compose_prefix(line: &[u8]) -> &[u8] {
+    let name = line
+        .iter()
+        .take_while(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'))
+        .count();
+    if name == 0 {
+        return line;
+    }
+    let spaces = line[name..].iter().take_while(|b| **b == b' ').count();
+    if spaces == 0 {
+        return line;
+    }
+    match line[name + spaces..].strip_prefix(b"| ") {
+        Some(rest) => rest,
+        None if &line[name + spaces..] == b"|" => &[],
+        None => line,
+    }
+}
+
+fn trim_end(line: &[u8]) -> &[u8] {
+    let end = line
+        .iter()
+        .rposition(|b| !matches!(b, b'\n' | b'\r'))
+        .map_or(0, |at| at + 1);
+    &line[..end]
+}
+
+/// What follows a stamp: nothing, or a space and then the line.
+fn after_space(rest: &[u8]) -> Option<&[u8]> {
+    if rest.is_empty() {
+        return Some(rest);
+    }
+    if rest[0] != b' ' {
+        return None;
+    }
+    let spaces = rest.iter().take_while(|b| **b == b' ').count();
+    Some(&rest[spaces..])
+}
+
+/// One of the relay's own lines.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RelayLine<'a> {
+    /// The host that wrote it; None where a container image wrote a level word there.
+    pub host: Option<&'a [u8]>,
+    /// `program[pid]`: with the host, one process.
+    pub tag: &'a [u8],
+    /// The daemon: `smtpd`, `cleanup`, `qmgr`...
+    pub daemon: &'a [u8],
+    pub text: &'a [u8],
+}
+
+impl RelayLine<'_> {
+    /// The host as a key: empty where the line names none.
+    pub fn host_key(&self) -> &[u8] {
+        self.host.unwrap_or_default()
+    }
+}
+
+/// `rest` read as `host program[pid]: text` (or `LEVEL program[pid]: text`, or a line
+/// with neither) from one of the relay's Postfix daemons; None for anything else.
+pub fn relay_line<'a>(rest: &'a [u8], names: &SyslogNames) -> Option<RelayLine<'a>> {
+    let first_end = memchr::memchr(b' ', rest)?;
+    let first = &rest[..first_end];
+    let (host, after) = if first.ends_with(b":") && first.contains(&b'[') {
+        (None, rest)
+    } else {
+        let after = &rest[first_end + 1..];
+        let after = &after[after.iter().take_while(|b| **b == b' ').count()..];
+        let level = std::str::from_utf8(first)
+            .is_ok_and(|word| LEVELS.iter().any(|l| l.eq_ignore_ascii_case(word)));
+        (if level { None } else { Some(first) }, after)
+    };
+    let tag_end = memchr::memmem::find(after, b"]: ")?;
+    let tag = &after[..=tag_end];
+    let open = memchr::memrchr(b'[', tag)?;
+    let (program, pid) = (&tag[..open], &tag[open + 1..tag.len() - 1]);
+    if pid.is_empty() || !pid.iter().all(u8::is_ascii_digit) || program.contains(&b' ') {
+        return None;
+    }
+    let slash = memchr::memchr(b'/', program)?;
+    let daemon = &program[memchr::memrchr(b'/', program)? + 1..];
+    if !names.accepts(&program[..slash]) || !DAEMONS.contains(&daemon) {
+        return None;
+    }
+    Some(RelayLine {
+        host,
+        tag,
+        daemon,
+        text: &after[tag_end + 3..],
+    })
+}
+
+/// Whether a line says the log itself lost lines: rsyslog's rate-limiting ("imuxsock
+/// begins to drop messages", "imuxsock lost 1523 messages", "imjournal: 1523 messages
+/// lost"), journald's ("Suppressed 1523 messages from postfix@-.service", "Forwarding to
+/// syslog missed 12 messages"), a logger's "messages lost" or "dropped". Anyone who can
+/// make the relay write such words only takes absence away as proof, so any line counts.
+pub fn reports_loss(line: &[u8]) -> bool {
+    if memchr::memmem::find(line, b"essage").is_none()
+        && memchr::memmem::find(line, b"ESSAGE").is_none()
+    {
+        return false;
+    }
+    let lower = line.to_ascii_lowercase();
+    let words: Vec<&[u8]> = lower
+        .split(|b| !b.is_ascii_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .collect();
+    let messages = |w: &[u8]| w == b"messages" || w == b"message";
+    let number = |w: &[u8]| w.iter().all(u8::is_ascii_digit);
+    words.windows(2).any(|pair| {
+        messages(pair[0]) && matches!(pair[1], b"lost" | b"dropped" | b"suppressed" | b"missed")
+            || matches!(pair[0], b"drop" | b"dropping") && messages(pair[1])
+    }) || words.windows(3).any(|three| {
+        matches!(
+            three[0],
+            b"lost" | b"suppressed" | b"missed" | b"dropped" | b"dropping"
+        ) && number(three[1])
+            && (messages(three[2])
+                || matches!(three[2], b"kernel" | b"log" | b"syslog" | b"journal"))
+    })
+}
+
+/// Finds the Message-IDs of the shape unsctl writes (`<...@uns.local>`) wherever they
+/// stand in a line.
+pub struct Mentions(memchr::memmem::Finder<'static>);
+
+impl Default for Mentions {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Mentions {
+    pub fn new() -> Self {
+        let suffix = format!("@{}>", crate::model::MessageId::DOMAIN);
+        Self(memchr::memmem::Finder::new(suffix.as_bytes()).into_owned())
+    }
+
+    pub fn in_line<'l>(&'l self, line: &'l [u8]) -> impl Iterator<Item = &'l [u8]> + 'l {
+        let length = self.0.needle().len();
+        self.0.find_iter(line).filter_map(move |at| {
+            let start = memchr::memrchr(b'<', &line[..at])?;
+            Some(&line[start..at + length])
+        })
+    }
+}
