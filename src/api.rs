@@ -165,6 +165,21 @@ pub struct VerifyRequest {
     pub operator: Option<String>,
 }
 
+/// `POST /api/v1/runtime/notifications/{id}/verified`: answers read from the providers'
+/// records on the client, each with its source and evidence.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VerifiedRequest {
+    pub findings: Vec<crate::remediation::verified::Verified>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ticket: Option<String>,
+    /// Who the client says is acting; the server records the key's name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub operator: Option<String>,
+}
+
 /// An entry verify had nothing to ask about, and why.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Skipped {

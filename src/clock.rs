@@ -66,6 +66,17 @@ fn parse_duration(text: &str) -> Option<f64> {
     (any && number.is_empty() && total.is_finite()).then_some(total)
 }
 
+/// A length of time as a duration flag takes it back: `120s` as `2m`, `90s` as `90s`,
+/// `0.5s` as `0.5s`.
+pub fn seconds_flag(seconds: f64) -> String {
+    for (unit, size) in [("d", 86_400.0), ("h", 3600.0), ("m", 60.0)] {
+        if seconds >= size && (seconds / size).fract() == 0.0 {
+            return format!("{}{unit}", seconds / size);
+        }
+    }
+    format!("{seconds}s")
+}
+
 /// A request deadline: a duration such as `30s` or `2m` (or plain seconds), between 1 s
 /// and 1 h.
 pub fn parse_deadline(text: &str) -> Result<std::time::Duration, String> {

@@ -486,6 +486,16 @@ impl Reading {
             self.attempts.len() - 1
         });
         let attempt = &mut self.attempts[at].1;
+        // What to search the provider for, in its own terms: PagerDuty's incident is
+        // named by the dedup key, the bare id, never by the Idempotency-Key.
+        match channel {
+            Channel::Pagerduty => remember(&mut attempt.message_ids, row_id),
+            Channel::Slack => remember(
+                &mut attempt.message_ids,
+                &crate::model::idempotency_key(row_id, channel, cycle),
+            ),
+            Channel::Email => {}
+        }
         if kind == Kind::ChannelAttemptStarted {
             attempt.start.get_or_insert(event_id);
             let implied = |id: &String| MessageId::is(id, row_id, cycle, number);
@@ -507,13 +517,13 @@ impl Reading {
             (None, _) => AttemptOutcome::Unknown,
         };
         let message_id = fields.message_id.as_deref().filter(|m| !m.is_empty());
-        for id in [
-            message_id,
-            metadata.message_id.as_deref(),
-            metadata.idempotency_key.as_deref(),
-        ]
-        .into_iter()
-        .flatten()
+        let idempotency_key = metadata
+            .idempotency_key
+            .as_deref()
+            .filter(|_| channel != Channel::Pagerduty);
+        for id in [message_id, metadata.message_id.as_deref(), idempotency_key]
+            .into_iter()
+            .flatten()
         {
             let implied =
                 attempt.implied_message_id.is_some() && MessageId::is(id, row_id, cycle, number);

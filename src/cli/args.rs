@@ -162,7 +162,7 @@ impl SelectArgs {
 #[derive(Debug, Clone, clap::Args)]
 pub struct SourceArgs {
     /// The relay's log, Postfix format, plain or gzip (repeat for rotated files; default:
-    /// UNS_RELAY_LOG, comma-separated, which over the API is left to the server)
+    /// UNS_RELAY_LOG, comma-separated); read on this machine, over either backend)
     #[arg(long = "relay-log", value_name = "PATH", value_delimiter = ',')]
     pub relay_logs: Vec<PathBuf>,
     /// The zone of stamps in the relay log that carry none: local, UTC, an offset such as
@@ -184,14 +184,14 @@ pub struct SourceArgs {
     #[arg(
         long,
         env = "UNS_PAGERDUTY_API_URL",
-        default_value = "https://api.pagerduty.com"
+        default_value = verify::pagerduty::DEFAULT_API_URL
     )]
     pub pagerduty_api_url: String,
     /// Slack Web API (bot token from UNS_SLACK_BOT_TOKEN)
     #[arg(
         long,
         env = "UNS_SLACK_API_URL",
-        default_value = "https://slack.com/api"
+        default_value = verify::slack::DEFAULT_API_URL
     )]
     pub slack_api_url: String,
     /// The Slack channel the webhook posts to, by id (C0123456)

@@ -11,7 +11,7 @@ use crate::render::output::{Output, counted, print, print_document, status};
 use crate::render::table::{Column, Grid, Text, Tone, toned};
 use crate::store::{Store, StoreError};
 use crate::triage::Branch;
-use crate::verify::{self, Answer, Asked, Outcome};
+use crate::verify::{self, Answer, Asked, Outcome, Sources};
 use serde::Serialize;
 
 /// Ask each provider's own record whether VERIFY entries' uncertain attempts arrived
@@ -67,17 +67,6 @@ pub fn run(global: &Invocation, args: Args) -> CliResult {
         return Err(CliError::usage(
             "--confirm goes with --record: verify alone changes nothing",
         ));
-    }
-    let remote = matches!(backend::resolve(global)?, backend::Backend::Http { .. });
-    if remote && !args.sources.relay_logs.is_empty() {
-        return Err(CliError::usage(
-            "--relay-log reads a file on this machine; over the API the server reads its own (runtime serve --relay-log)",
-        ));
-    }
-    if remote && !super::args::relay_logs_from_env().is_empty() {
-        status(
-            "note: UNS_RELAY_LOG is left alone: over the API the server reads its own relay log (runtime serve --relay-log); pick the store with --db to read this one here.",
-        );
     }
     if !args.ids.is_empty() && args.select.narrows() {
         return Err(CliError::usage(
@@ -135,7 +124,7 @@ pub fn run(global: &Invocation, args: Args) -> CliResult {
     if out.json() {
         print_document(&report(&asked, recorded.as_ref()))?;
     } else {
-        advise(&asked, recorded.as_ref(), args.record);
+        advise(&asked, recorded.as_ref(), args.record, &sources);
     }
     match recorded.iter().flat_map(|r| &r.failed).next() {
         Some((_, err)) => Err(CliError::new(
@@ -316,7 +305,7 @@ fn recorded_line(done: &Recorded, out: &Output) -> String {
 }
 
 /// What to do next, on stderr.
-fn advise(asked: &Asked, recorded: Option<&Recording>, recording: bool) {
+fn advise(asked: &Asked, recorded: Option<&Recording>, recording: bool, sources: &Sources) {
     let counts = verify::summary(&asked.answers);
     status(&format!(
         "{} attempt{} checked: {} DELIVERED, {} NOT_DELIVERED, {} CANNOT_TELL",
@@ -332,7 +321,7 @@ fn advise(asked: &Asked, recorded: Option<&Recording>, recording: bool) {
         );
     }
     if !recording {
-        for (id, step) in verify::next_steps(&asked.answers) {
+        for (id, step) in verify::next_steps(&asked.answers, sources) {
             status(&format!(
                 "{}  next: {}",
                 crate::render::sanitize::clean(&id),

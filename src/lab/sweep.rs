@@ -328,6 +328,7 @@ impl Sweep {
                 reason: Some("sweep --verify"),
                 ticket: None,
             },
+            crate::remediation::verified::ReadOn::Here,
         ) {
             match result {
                 Ok(done) => verification.recorded += done.event_ids.len(),

@@ -453,6 +453,32 @@ impl fmt::Display for MessageId {
     }
 }
 
+/// The `Idempotency-Key` the webhook adapters send: stable across the attempts of one
+/// cycle, new after a replay.
+pub fn idempotency_key(notification_id: &str, channel: Channel, cycle: i64) -> String {
+    format!("{notification_id}:{channel}:{cycle}")
+}
+
+/// What to search a provider's own records for, in its own terms, to find what an
+/// attempt sent: the relay log's Message-ID, PagerDuty's dedup key (the bare
+/// notification id, which names the incident), Slack's metadata Idempotency-Key.
+pub fn provider_key(notification_id: &str, channel: Channel, cycle: i64, attempt: i64) -> String {
+    match channel {
+        Channel::Email => MessageId::new(notification_id, cycle, attempt).to_string(),
+        Channel::Pagerduty => notification_id.to_string(),
+        Channel::Slack => idempotency_key(notification_id, channel, cycle),
+    }
+}
+
+/// What a provider's key is called in its own records, for a sentence.
+pub fn provider_key_name(channel: Channel) -> &'static str {
+    match channel {
+        Channel::Email => "Message-ID",
+        Channel::Pagerduty => "incident_key (dedup key)",
+        Channel::Slack => "metadata idempotency_key",
+    }
+}
+
 /// The longest notification id any input may carry (an argument, a plan entry, an API
 /// route), in bytes; the runtime's own are 34.
 pub const MAX_ID_BYTES: usize = 256;

@@ -195,6 +195,10 @@ pub struct Verified {
     pub triage: Value,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub claimed_operator: Option<String>,
+    /// The record was read on a client that posted the answer with its evidence, not by
+    /// whoever wrote this event (DESIGN §7).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub read_on_client: bool,
 }
 
 /// The EMAIL result's metadata key naming the relay that answered the attempt, by the

@@ -164,7 +164,7 @@ impl Records {
             attempt.started - self.sources.skew,
             attempt.ended + self.sources.skew,
         );
-        let question = verify::Attempt {
+        let question = crate::history::Attempt {
             attempt: attempt.attempt,
             message_id: Some(message_id.to_string()),
             sender: attempt.sender.clone(),

@@ -36,6 +36,18 @@ pub struct Verified {
     pub evidence: String,
 }
 
+/// Where the provider's record was read: by whoever makes the change (the CLI on its
+/// store, the server's own verify route), or by a client that posted the answer with its
+/// evidence, which the audit then says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReadOn {
+    Here,
+    Client,
+}
+
+/// The sources a finding may name.
+pub const SOURCES: [&str; 3] = ["relay-log", "pagerduty", "slack"];
+
 /// Why the answers are recorded: kept with each VERIFIED event, as with every change.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Why<'a> {
@@ -71,7 +83,10 @@ pub fn next_step(verdict: &triage::Verdict) -> String {
     }
 }
 
-/// Appends `findings` about DLQ entry `id` as VERIFIED events.
+/// Appends `findings` about DLQ entry `id` as VERIFIED events, after checking, as the
+/// history stands, that each names attempts of its channel that are in doubt: a finding
+/// about an attempt that was refused, accepted or never made is a conflict, whoever sent
+/// it. A finding about a channel no longer UNCERTAIN is skipped and says so.
 pub fn record(
     conn: &Connection,
     now: f64,
@@ -79,6 +94,7 @@ pub fn record(
     findings: &[Verified],
     actor: &Actor,
     why: Why<'_>,
+    read_on: ReadOn,
 ) -> Result<Recorded, Rejection> {
     engine::write_tx(conn, |tx| {
         let row = queries::read_notification(tx, id)?
@@ -105,6 +121,7 @@ pub fn record(
                 ));
                 continue;
             }
+            check(id, &row, &events, &verdict, finding)?;
             let evidence: String = finding.evidence.chars().take(EVIDENCE_CHARS).collect();
             let text = |t: Option<&str>| {
                 t.map(str::trim)
@@ -123,6 +140,7 @@ pub fn record(
                 ticket: text(why.ticket),
                 triage: audit_summary(&verdict),
                 claimed_operator: actor.claimed_operator.clone(),
+                read_on_client: read_on == ReadOn::Client,
             };
             event_ids.push(engine::append_event(tx, id, now, Kind::Verified, &payload)?);
         }
@@ -135,4 +153,59 @@ pub fn record(
             next_step: next_step(&after),
         })
     })
+}
+
+/// Whether `finding` names what is in doubt for `id` as its history stands: the cycle's
+/// attempts of an UNCERTAIN channel that were not refused, at least one of them unknown,
+/// from a source verify reads, with its evidence.
+fn check(
+    id: &str,
+    row: &crate::model::Notification,
+    events: &[crate::model::Event],
+    verdict: &triage::Verdict,
+    finding: &Verified,
+) -> Result<(), Rejection> {
+    let stale = |reason: String| Rejection::Stale(conflict(id, row, reason));
+    let channel = finding.channel;
+    if !SOURCES.contains(&finding.source.as_str()) || finding.evidence.trim().is_empty() {
+        return Err(stale(format!(
+            "a {channel} answer must name its source ({}) and carry its evidence",
+            SOURCES.join(", ")
+        )));
+    }
+    let evidence = verdict
+        .channel(channel)
+        .map(|c| c.evidence.as_slice())
+        .unwrap_or_default();
+    let questions = crate::history::questions(row, events, &[(channel, evidence)]);
+    let Some(question) = questions.iter().find(|q| q.cycle == finding.cycle) else {
+        return Err(stale(format!(
+            "no {channel} attempt of cycle {} is in doubt",
+            finding.cycle
+        )));
+    };
+    if finding.attempts.is_empty() {
+        return Err(stale(format!("the {channel} answer names no attempt")));
+    }
+    if let Some(other) = finding
+        .attempts
+        .iter()
+        .find(|n| !question.cycle_attempts.contains(n))
+    {
+        return Err(stale(format!(
+            "{channel} attempt {other} of cycle {} was refused by the provider or never made: no record can settle it",
+            finding.cycle
+        )));
+    }
+    if !finding
+        .attempts
+        .iter()
+        .any(|n| question.attempts.iter().any(|a| a.attempt == *n))
+    {
+        return Err(stale(format!(
+            "none of {channel} attempts {:?} of cycle {} is in doubt",
+            finding.attempts, finding.cycle
+        )));
+    }
+    Ok(())
 }

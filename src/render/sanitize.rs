@@ -15,6 +15,20 @@ fn hostile(c: char) -> bool {
 }
 
 /// `text` with every control character shown escaped (`\x1b`, `\n`, `\u{202e}`).
+/// `text` as one word of a shell command line: as it is when it holds nothing a shell
+/// reads specially, else in single quotes.
+pub fn shell_word(text: &str) -> Cow<'_, str> {
+    let plain = !text.is_empty()
+        && text
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_./:@,+=%".contains(&b));
+    if plain {
+        Cow::Borrowed(text)
+    } else {
+        Cow::Owned(format!("'{}'", text.replace('\'', "'\\''")))
+    }
+}
+
 pub fn clean(text: &str) -> Cow<'_, str> {
     if !text.chars().any(hostile) {
         return Cow::Borrowed(text);

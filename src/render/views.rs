@@ -354,9 +354,14 @@ pub fn next_steps(verdict: &Verdict) -> Vec<String> {
                 .iter()
                 .filter(|c| c.state == ChannelState::Uncertain)
                 .flat_map(|c| {
-                    c.message_ids
-                        .iter()
-                        .map(move |id| format!("{} {}", c.channel, clean(id)))
+                    c.message_ids.iter().map(move |id| {
+                        format!(
+                            "{} {} {}",
+                            c.channel,
+                            crate::model::provider_key_name(c.channel),
+                            clean(id)
+                        )
+                    })
                 })
                 .collect();
             let mut steps = vec![format!("{:<17} {}", "verify:", clean(&verdict.next_step))];

@@ -249,16 +249,6 @@ impl HttpStore {
         Err(last_error.unwrap_or_else(|| StoreError::Unavailable(format!("cannot reach {url}"))))
     }
 
-    /// `POST .../{id}/verify`: the server's answers, and with `record` what it wrote.
-    fn verify_one(&self, id: &str, request: &api::VerifyRequest) -> Result<api::VerifyResponse> {
-        let url = self.url(&format!(
-            "{}/{}/verify",
-            api::RUNTIME_NOTIFICATION,
-            segment(id)
-        ));
-        self.mutate(self.client.post(&url).json(request), &url)
-    }
-
     /// Every page of `path` (a route in the DLQ page's shape) with `query`, the next page
     /// fetched on another thread while this one is read in place.
     fn each_page(
@@ -630,24 +620,20 @@ impl Store for HttpStore {
     fn verify(
         &self,
         ids: &[String],
-        _sources: &crate::verify::Sources,
+        sources: &crate::verify::Sources,
     ) -> Result<crate::verify::Asked> {
-        let mut asked = crate::verify::Asked::default();
-        for id in ids {
-            match self.verify_one(id, &api::VerifyRequest::default()) {
-                Ok(response) => {
-                    asked.answers.extend(response.answers);
-                    asked
-                        .skipped
-                        .extend(response.skipped.into_iter().map(|s| (s.id, s.reason)));
-                }
-                Err(StoreError::NotFound(_)) => {
-                    asked.skipped.push((id.clone(), "not found".into()))
-                }
-                Err(err) => return Err(err),
-            }
-        }
-        Ok(asked)
+        // The records are read here, with this machine's logs and tokens; the server
+        // supplies the history.
+        crate::verify::ask_with(
+            ids,
+            |id| match self.notification(id) {
+                Ok(doc) => Ok(Some((doc.row, doc.events))),
+                Err(StoreError::NotFound(_)) => Ok(None),
+                Err(err) => Err(err),
+            },
+            sources,
+            crate::clock::Clock::now(&crate::clock::SystemClock),
+        )
     }
 
     fn record_verified(
@@ -657,23 +643,22 @@ impl Store for HttpStore {
         why: crate::remediation::verified::Why<'_>,
     ) -> Vec<std::result::Result<crate::remediation::verified::Recorded, (String, StoreError)>>
     {
-        let mut ids: Vec<&str> = asked
-            .answers
-            .iter()
-            .filter(|a| a.answer.finding().is_some())
-            .map(|a| a.id.as_str())
-            .collect();
-        ids.dedup();
-        let request = api::VerifyRequest {
-            record: true,
-            reason: why.reason.map(str::to_string),
-            ticket: why.ticket.map(str::to_string),
-            operator: Some(operator.to_string()),
-        };
-        ids.into_iter()
-            .filter_map(|id| match self.verify_one(id, &request) {
-                Ok(response) => response.recorded.map(Ok),
-                Err(err) => Some(Err((id.to_string(), err))),
+        crate::verify::findings(&asked.answers, &asked.questions)
+            .into_iter()
+            .map(|(id, findings)| {
+                let request = api::VerifiedRequest {
+                    findings,
+                    reason: why.reason.map(str::to_string),
+                    ticket: why.ticket.map(str::to_string),
+                    operator: Some(operator.to_string()),
+                };
+                let url = self.url(&format!(
+                    "{}/{}/verified",
+                    api::RUNTIME_NOTIFICATION,
+                    segment(&id)
+                ));
+                self.mutate(self.client.post(&url).json(&request), &url)
+                    .map_err(|err| (id, err))
             })
             .collect()
     }

@@ -205,7 +205,7 @@ pub trait Store {
     ) -> Result<()>;
 
     /// Asks the providers' own records about the UNCERTAIN attempts of these entries
-    /// (DESIGN §7). SQLite: asked here, with `sources`; API: the server asks with its own.
+    /// (DESIGN §7), here, with `sources`, over the history the backend supplies.
     fn verify(
         &self,
         ids: &[String],
@@ -213,8 +213,9 @@ pub trait Store {
     ) -> Result<crate::verify::Asked>;
 
     /// Appends the answers of `asked` that are not CANNOT_TELL as VERIFIED events, one
-    /// transaction per entry. SQLite: exactly those answers; API: the server asks again
-    /// and records its own, since it never takes an answer from a client.
+    /// transaction per entry, each checked against the history as it stands by the
+    /// recording transition. API: posted with their evidence to a keyed route, which
+    /// records them as read on the client.
     fn record_verified(
         &self,
         asked: &crate::verify::Asked,

@@ -325,6 +325,7 @@ impl Store for SqliteStore {
             asked,
             &Actor::local(operator),
             why,
+            crate::remediation::verified::ReadOn::Here,
         )
         .into_iter()
         .map(|result| result.map_err(|(id, rejection)| (id, rejection.into())))

@@ -385,6 +385,7 @@ mod tests {
             ticket: None,
             triage: serde_json::Value::Null,
             claimed_operator: Some("carol".into()),
+            read_on_client: true,
         });
         let fields = in_place(&verified).expect("a verification reads");
         assert_eq!(fields.channel.as_deref(), Some("SLACK"));

@@ -13,7 +13,8 @@ pub mod relay_log;
 pub mod slack;
 
 use crate::clock;
-use crate::model::{Channel, Event, Kind, MessageId, Notification, payload};
+use crate::history::{Attempt, Question};
+use crate::model::{Channel, Event, Notification};
 use crate::remediation::verified::Recorded;
 use crate::remediation::verified::{Finding, Verified};
 use crate::remediation::{Actor, Rejection};
@@ -89,156 +90,18 @@ pub fn summary<'a>(answers: impl IntoIterator<Item = &'a Answer>) -> BTreeMap<Ou
     counts
 }
 
-/// One attempt whose outcome is unknown, and when it could have reached the provider.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Attempt {
-    pub attempt: i64,
-    /// EMAIL: the Message-ID the attempt's message carried.
-    pub message_id: Option<String>,
-    /// EMAIL: the envelope sender the adapter recorded on the attempt's start, if it did.
-    pub sender: Option<String>,
-    /// EMAIL: the relay that answered, by the name its greeting gave, if recorded.
-    pub relay: Option<String>,
-    /// When the call started.
-    pub started: f64,
-    /// When its lease ran out, or its late result came, whichever was later.
-    pub ended: f64,
-}
-
-/// The unknown attempts of one channel in one cycle of one entry.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Question {
-    pub id: String,
-    pub channel: Channel,
-    pub cycle: i64,
-    pub attempts: Vec<Attempt>,
-    /// Every attempt of the cycle on this channel (what a cycle-wide key covers).
-    pub cycle_attempts: Vec<i64>,
-}
-
-impl Question {
-    /// The span every attempt could have acted in.
-    fn window(&self) -> (f64, f64) {
-        let started = self
-            .attempts
-            .iter()
-            .map(|a| a.started)
-            .fold(f64::INFINITY, f64::min);
-        let ended = self
-            .attempts
-            .iter()
-            .map(|a| a.ended)
-            .fold(f64::NEG_INFINITY, f64::max);
-        (started, ended)
-    }
-}
-
 /// What to ask, for a VERIFY entry: its UNCERTAIN channels' unknown attempts, by cycle.
 pub fn questions(row: &Notification, events: &[Event], verdict: &Verdict) -> Vec<Question> {
     if verdict.branch != Branch::Verify {
         return Vec::new();
     }
-    let by_id: BTreeMap<i64, &Event> = events.iter().map(|e| (e.id, e)).collect();
-    let mut questions = Vec::new();
-    for channel in verdict
+    let uncertain: Vec<(Channel, &[i64])> = verdict
         .channels
         .iter()
         .filter(|c| c.state == ChannelState::Uncertain)
-    {
-        // The evidence of an UNCERTAIN channel is its unknown attempts' events.
-        let mut attempts: BTreeMap<(i64, i64, String), Attempt> = BTreeMap::new();
-        for event in channel.evidence.iter().filter_map(|id| by_id.get(id)) {
-            let kind = event.kind.known();
-            if !matches!(
-                kind,
-                Some(Kind::ChannelAttemptStarted | Kind::ChannelAttemptResult)
-            ) {
-                continue;
-            }
-            let payload = event.payload_value();
-            let (Some(cycle), Some(number)) =
-                (payload["cycle"].as_i64(), payload["attempt"].as_i64())
-            else {
-                continue;
-            };
-            let token = payload["lease_token"]
-                .as_str()
-                .unwrap_or_default()
-                .to_string();
-            let lease_until = lease_until(events, &token);
-            let entry = attempts
-                .entry((cycle, number, token))
-                .or_insert_with(|| Attempt {
-                    attempt: number,
-                    message_id: (channel.channel == Channel::Email)
-                        .then(|| MessageId::new(&row.id, cycle, number).to_string()),
-                    sender: None,
-                    relay: None,
-                    started: event.at,
-                    ended: lease_until.unwrap_or(event.at),
-                });
-            if kind == Some(Kind::ChannelAttemptStarted)
-                && let Some(sender) = payload[payload::SMTP_FROM].as_str()
-            {
-                entry.sender = Some(sender.to_string());
-            }
-            if kind == Some(Kind::ChannelAttemptResult)
-                && let Some(name) = payload["metadata"][payload::SMTP_GREETING].as_str()
-            {
-                entry.relay = Some(name.to_string());
-            }
-            entry.started = entry.started.min(event.at);
-            entry.ended = entry.ended.max(event.at);
-        }
-        let mut by_cycle: BTreeMap<i64, Vec<Attempt>> = BTreeMap::new();
-        for ((cycle, _, _), attempt) in attempts {
-            by_cycle.entry(cycle).or_default().push(attempt);
-        }
-        for (cycle, attempts) in by_cycle {
-            questions.push(Question {
-                id: row.id.clone(),
-                channel: channel.channel,
-                cycle,
-                attempts,
-                cycle_attempts: cycle_attempts(events, channel.channel, cycle),
-            });
-        }
-    }
-    questions
-}
-
-/// When the lease `token` ran out, from the ATTEMPT_STARTED that took it.
-fn lease_until(events: &[Event], token: &str) -> Option<f64> {
-    events
-        .iter()
-        .filter(|e| e.kind == Kind::AttemptStarted)
-        .map(Event::payload_value)
-        .find(|p| p["lease_token"] == token && !token.is_empty())
-        .and_then(|p| p["lease_until"].as_f64())
-}
-
-fn cycle_attempts(events: &[Event], channel: Channel, cycle: i64) -> Vec<i64> {
-    let mut numbers: Vec<i64> = events
-        .iter()
-        .filter(|e| {
-            matches!(
-                e.kind.known(),
-                Some(Kind::ChannelAttemptStarted | Kind::ChannelAttemptResult)
-            )
-        })
-        .map(Event::payload_value)
-        .filter(|p| {
-            p["cycle"].as_i64() == Some(cycle)
-                && p["channel"]
-                    .as_str()
-                    .and_then(|c| c.parse::<Channel>().ok())
-                    == Some(channel)
-        })
-        .filter_map(|p| p["attempt"].as_i64())
+        .map(|c| (c.channel, c.evidence.as_slice()))
         .collect();
-    numbers.sort_unstable();
-    numbers.dedup();
-    numbers
+    crate::history::questions(row, events, &uncertain)
 }
 
 /// Where to look, and how much the clocks may disagree.
@@ -275,6 +138,56 @@ impl Default for Sources {
             slack: None,
             skew: DEFAULT_SKEW,
         }
+    }
+}
+
+impl Sources {
+    /// The flags that name these sources again, so a printed next step asks the same
+    /// records the same way when pasted; tokens stay in the environment, never printed.
+    pub fn flags(&self) -> Vec<String> {
+        use crate::render::sanitize::shell_word;
+        let mut flags = Vec::new();
+        let mut flag = |name: &str, value: &str| {
+            flags.push(format!("{name} {}", shell_word(value)));
+        };
+        for path in &self.relay_logs {
+            flag("--relay-log", &path.display().to_string());
+        }
+        if !self.relay_logs.is_empty() {
+            if self.zone != relay_log::Zone::Local {
+                flag("--relay-log-zone", &self.zone.flag_value());
+            }
+            for name in self.syslog_names.given() {
+                flag("--relay-syslog-name", name);
+            }
+            for sender in &self.smtp_from {
+                flag("--smtp-from", sender);
+            }
+            if self.max_log_gap != DEFAULT_MAX_LOG_GAP {
+                flag(
+                    "--max-log-gap",
+                    &crate::clock::seconds_flag(self.max_log_gap),
+                );
+            }
+        }
+        if self.skew != DEFAULT_SKEW {
+            flag("--clock-skew", &crate::clock::seconds_flag(self.skew));
+        }
+        if let Some(config) = &self.pagerduty
+            && config.api_url != pagerduty::DEFAULT_API_URL
+        {
+            flag("--pagerduty-api-url", &config.api_url);
+        }
+        if let Some(config) = &self.slack {
+            if config.api_url != slack::DEFAULT_API_URL {
+                flag("--slack-api-url", &config.api_url);
+            }
+            flag("--slack-channel", &config.channel);
+            if let Some(bot) = &config.bot_id {
+                flag("--slack-bot-id", bot);
+            }
+        }
+        flags
     }
 }
 
@@ -371,41 +284,45 @@ fn ask_each(questions: &[Question], sources: &Sources, now: f64) -> Vec<Answer> 
     };
     let mut answers = Vec::new();
     for question in questions {
-        match question.channel {
-            Channel::Email => {
-                for attempt in &question.attempts {
-                    answers.push(email(question, attempt, logs.as_ref(), sources, now));
-                }
+        if question.channel == Channel::Email {
+            for attempt in &question.attempts {
+                answers.push(email(question, attempt, logs.as_ref(), sources, now));
             }
-            Channel::Pagerduty | Channel::Slack => {
-                let (answer, source, evidence) = match client.as_ref() {
-                    Some(Ok(client)) => match question.channel {
-                        Channel::Pagerduty => by_incident(question, client, sources, now),
-                        _ => by_history(question, client, sources, now),
-                    },
-                    Some(Err(err)) => (
-                        Outcome::CannotTell,
-                        source_name(question.channel),
-                        err.clone(),
-                    ),
-                    None => continue,
-                };
-                for attempt in &question.attempts {
-                    answers.push(Answer {
-                        id: question.id.clone(),
-                        channel: question.channel,
-                        cycle: question.cycle,
-                        attempt: attempt.attempt,
-                        message_id: None,
-                        answer,
-                        source: source.clone(),
-                        evidence: evidence.clone(),
-                    });
-                }
+            continue;
+        }
+        let per_attempt = match client.as_ref() {
+            Some(Ok(client)) if question.channel == Channel::Pagerduty => {
+                by_incident(question, client, sources, now)
             }
+            Some(Ok(client)) => by_history(question, client, sources, now),
+            Some(Err(err)) => every_attempt(question, Outcome::CannotTell, err),
+            None => continue,
+        };
+        for (attempt, (answer, evidence)) in question.attempts.iter().zip(per_attempt) {
+            answers.push(Answer {
+                id: question.id.clone(),
+                channel: question.channel,
+                cycle: question.cycle,
+                attempt: attempt.attempt,
+                message_id: None,
+                answer,
+                source: source_name(question.channel),
+                evidence,
+            });
         }
     }
     answers
+}
+
+/// Per attempt of a question, in its order: the answer and its evidence.
+type PerAttempt = Vec<(Outcome, String)>;
+
+fn every_attempt(question: &Question, outcome: Outcome, evidence: &str) -> PerAttempt {
+    question
+        .attempts
+        .iter()
+        .map(|_| (outcome, evidence.to_string()))
+        .collect()
 }
 
 fn source_name(channel: Channel) -> String {
@@ -725,29 +642,52 @@ fn committed_text(message: &relay_log::Message) -> String {
     )
 }
 
-/// PAGERDUTY: the incidents the notification's dedup key opened.
+/// PAGERDUTY: the incidents the notification's dedup key opened, weighed against each
+/// attempt's own window. PagerDuty folds every trigger of the key into the incident open
+/// under it, so the incident one attempt opened (or one merged into) proves the cycle's
+/// channel, and the cycle's other attempts say so, never that they opened it.
 fn by_incident(
     question: &Question,
     client: &http::Client,
     sources: &Sources,
     now: f64,
-) -> (Outcome, String, String) {
-    let source = "pagerduty".to_string();
+) -> PerAttempt {
     let Some(config) = &sources.pagerduty else {
-        return (
+        return every_attempt(
+            question,
             Outcome::CannotTell,
-            source,
-            "no PagerDuty API token (set UNS_PAGERDUTY_API_TOKEN)".into(),
+            "no PagerDuty API token (set UNS_PAGERDUTY_API_TOKEN)",
         );
     };
     let incidents = match pagerduty::incidents(client, config, &question.id) {
         Ok(incidents) => incidents,
-        Err(err) => return (Outcome::CannotTell, source, err),
+        Err(err) => return every_attempt(question, Outcome::CannotTell, &err),
     };
-    let (started, ended) = question.window();
-    let window = (started - sources.skew, ended + sources.skew);
-    let (answer, evidence) = incident_answer(&question.id, &incidents, window, now);
-    (answer, source, evidence)
+    let mut answers: PerAttempt = question
+        .attempts
+        .iter()
+        .map(|attempt| {
+            let window = (attempt.started - sources.skew, attempt.ended + sources.skew);
+            incident_answer(&question.id, &incidents, window, now)
+        })
+        .collect();
+    let proof = question
+        .attempts
+        .iter()
+        .zip(&answers)
+        .find(|(_, (outcome, _))| *outcome == Outcome::Delivered)
+        .map(|(attempt, (_, evidence))| (attempt.attempt, evidence.clone()));
+    if let Some((number, evidence)) = proof {
+        for (outcome, text) in &mut answers {
+            if *outcome != Outcome::Delivered {
+                *outcome = Outcome::Delivered;
+                *text = format!(
+                    "the cycle's incident, by attempt {number}'s trigger ({evidence}); PagerDuty holds one incident for the cycle's dedup key, so this attempt's trigger added no page of its own"
+                );
+            }
+        }
+    }
+    answers
 }
 
 /// The rules for PagerDuty's answer: an incident is proof only with the exact key and an
@@ -805,112 +745,197 @@ pub fn incident_answer(
     )
 }
 
-/// SLACK: the channel's history in the attempts' window, by the message metadata.
+/// SLACK: the channel's history over the attempts' windows, by the message metadata.
 fn by_history(
     question: &Question,
     client: &http::Client,
     sources: &Sources,
     now: f64,
-) -> (Outcome, String, String) {
-    let source = "slack".to_string();
+) -> PerAttempt {
     let Some(config) = &sources.slack else {
-        return (
+        return every_attempt(
+            question,
             Outcome::CannotTell,
-            source,
-            "no Slack bot token and channel (set UNS_SLACK_BOT_TOKEN and UNS_SLACK_CHANNEL)".into(),
+            "no Slack bot token and channel (set UNS_SLACK_BOT_TOKEN and UNS_SLACK_CHANNEL)",
         );
     };
-    let key = format!("{}:{}:{}", question.id, Channel::Slack, question.cycle);
+    let key = crate::model::idempotency_key(&question.id, Channel::Slack, question.cycle);
     let (started, ended) = question.window();
     let (from, to) = (started - sources.skew, ended + sources.skew);
-    let window = match slack::history(client, config, from, to.max(now)) {
-        Ok(window) => window,
-        Err(err) => return (Outcome::CannotTell, source, err),
-    };
-    let (answer, evidence) = history_answer(&key, config, &window, (from, to), now);
-    (answer, source, evidence)
+    match slack::history(client, config, from, to.max(now)) {
+        Ok(window) => slack_answers(&key, config, &window, &question.attempts, sources.skew, now),
+        Err(err) => every_attempt(question, Outcome::CannotTell, &err),
+    }
 }
 
-/// The rules for Slack's answer: a message is proof only with the exact Idempotency-Key,
-/// a `ts` inside the window and, where the webhook's bot is known, posted by it.
-pub fn history_answer(
+/// Each attempt's answer from Slack's history: every message with the cycle's key proves
+/// one attempt, never two (the attempt whose own window holds it, else the one that
+/// started nearest it, among those whose widened window holds it); an attempt no message
+/// is credited to did not post, once the history was read in full and its window is past.
+pub fn slack_answers(
     key: &str,
     config: &slack::Config,
     window: &slack::Window,
-    (from, to): (f64, f64),
+    attempts: &[Attempt],
+    skew: f64,
     now: f64,
-) -> (Outcome, String) {
+) -> PerAttempt {
+    let widest = (
+        attempts
+            .iter()
+            .map(|a| a.started)
+            .fold(f64::INFINITY, f64::min)
+            - skew,
+        attempts
+            .iter()
+            .map(|a| a.ended)
+            .fold(f64::NEG_INFINITY, f64::max)
+            + skew,
+    );
     let mut doubts = Vec::new();
+    let mut proven: Vec<(f64, &slack::Tagged)> = Vec::new();
     for message in window.tagged.iter().filter(|m| m.idempotency_key == key) {
-        match slack::proof(message, key, config, (from, to)) {
-            Ok(_) => {
-                return (
-                    Outcome::Delivered,
-                    format!(
-                        "message ts {} in {} carries Idempotency-Key {key}",
-                        clean(&message.ts),
-                        config.channel
-                    ),
-                );
-            }
+        match slack::proof(message, key, config, widest) {
+            Ok(at) => proven.push((at, message)),
             Err(doubt) => doubts.push(doubt),
         }
     }
-    if !doubts.is_empty() {
-        return (Outcome::CannotTell, doubts.join("; "));
+    proven.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let mut credited: Vec<Option<(f64, &slack::Tagged)>> = vec![None; attempts.len()];
+    let mut extra = Vec::new();
+    for (at, message) in proven {
+        let open = |n: &usize| {
+            credited[*n].is_none()
+                && at >= attempts[*n].started - skew
+                && at <= attempts[*n].ended + skew
+        };
+        let own = (0..attempts.len())
+            .filter(open)
+            .find(|n| at >= attempts[*n].started && at <= attempts[*n].ended);
+        let nearest = || {
+            (0..attempts.len()).filter(open).min_by(|a, b| {
+                (at - attempts[*a].started)
+                    .abs()
+                    .total_cmp(&(at - attempts[*b].started).abs())
+            })
+        };
+        match own.or_else(nearest) {
+            Some(n) => credited[n] = Some((at, message)),
+            None => extra.push(clean(&message.ts)),
+        }
     }
-    if to > now {
-        return (
-            Outcome::CannotTell,
-            format!(
-                "nothing yet, but the window ends at {}: too soon to say",
-                clock::rfc3339(to)
-            ),
-        );
-    }
-    (
-        Outcome::NotDelivered,
+    let extra = if extra.is_empty() {
+        String::new()
+    } else {
         format!(
-            "no message with Idempotency-Key {key} in {} from {} ({} messages read, every page)",
-            config.channel,
-            window_text(from, to),
-            window.read
-        ),
-    )
+            "; message(s) ts {} also carry the key: a post no attempt's window explains",
+            extra.join(", ")
+        )
+    };
+    attempts
+        .iter()
+        .zip(&credited)
+        .map(|(attempt, credit)| {
+            if let Some((at, message)) = credit {
+                let whose = if *at >= attempt.started && *at <= attempt.ended {
+                    "inside this attempt's own window"
+                } else {
+                    "nearest this attempt's start"
+                };
+                return (
+                    Outcome::Delivered,
+                    format!(
+                        "message ts {} in {} carries Idempotency-Key {key}, posted {whose}{extra}",
+                        clean(&message.ts),
+                        clean(&config.channel)
+                    ),
+                );
+            }
+            let (from, to) = (attempt.started - skew, attempt.ended + skew);
+            if !doubts.is_empty() {
+                return (Outcome::CannotTell, doubts.join("; "));
+            }
+            if to > now {
+                return (
+                    Outcome::CannotTell,
+                    format!(
+                        "nothing yet, but the window ends at {}: too soon to say",
+                        clock::rfc3339(to)
+                    ),
+                );
+            }
+            (
+                Outcome::NotDelivered,
+                format!(
+                    "no message with Idempotency-Key {key} in {} from {} is this attempt's ({} messages read, every page){extra}",
+                    clean(&config.channel),
+                    window_text(from, to),
+                    window.read
+                ),
+            )
+        })
+        .collect()
 }
 
-/// The answers worth recording, as VERIFIED findings: one per Message-ID for EMAIL, one
-/// per cycle for the channels whose key the cycle shares.
+/// The answers worth recording, as VERIFIED findings: one per Message-ID for EMAIL; for
+/// SLACK, whose messages each prove one attempt, one per outcome of the cycle listing its
+/// attempts; for PAGERDUTY, whose incident proves the cycle's channel, one per cycle listing
+/// the cycle's attempts that were not REJECTED, once every answer agrees or one proves it.
 pub fn findings(answers: &[Answer], questions: &[Question]) -> BTreeMap<String, Vec<Verified>> {
     let mut by_entry: BTreeMap<String, Vec<Verified>> = BTreeMap::new();
-    let mut seen: HashSet<(String, Channel, i64)> = HashSet::new();
+    let mut grouped: BTreeMap<(String, Channel, i64), Vec<&Answer>> = BTreeMap::new();
     for answer in answers {
-        let Some(outcome) = answer.answer.finding() else {
-            continue;
-        };
-        let attempts = match answer.channel {
-            Channel::Email => vec![answer.attempt],
-            other => {
-                if !seen.insert((answer.id.clone(), other, answer.cycle)) {
-                    continue;
-                }
-                questions
-                    .iter()
-                    .find(|q| q.id == answer.id && q.channel == other && q.cycle == answer.cycle)
-                    .map_or_else(|| vec![answer.attempt], |q| q.cycle_attempts.clone())
-            }
-        };
-        by_entry
-            .entry(answer.id.clone())
+        grouped
+            .entry((answer.id.clone(), answer.channel, answer.cycle))
             .or_default()
-            .push(Verified {
-                channel: answer.channel,
-                cycle: answer.cycle,
-                attempts,
-                outcome,
-                source: answer.source.clone(),
-                evidence: answer.evidence.clone(),
-            });
+            .push(answer);
+    }
+    for ((id, channel, cycle), answers) in grouped {
+        let verified = |outcome: Finding, attempts: Vec<i64>, proof: &Answer| Verified {
+            channel,
+            cycle,
+            attempts,
+            outcome,
+            source: proof.source.clone(),
+            evidence: proof.evidence.clone(),
+        };
+        let mut found = Vec::new();
+        match channel {
+            Channel::Email => {
+                for answer in &answers {
+                    if let Some(outcome) = answer.answer.finding() {
+                        found.push(verified(outcome, vec![answer.attempt], answer));
+                    }
+                }
+            }
+            Channel::Slack => {
+                for outcome in [Outcome::Delivered, Outcome::NotDelivered] {
+                    let these: Vec<&&Answer> =
+                        answers.iter().filter(|a| a.answer == outcome).collect();
+                    if let (Some(finding), Some(first)) = (outcome.finding(), these.first()) {
+                        let attempts = these.iter().map(|a| a.attempt).collect();
+                        found.push(verified(finding, attempts, first));
+                    }
+                }
+            }
+            Channel::Pagerduty => {
+                let cycle_attempts = questions
+                    .iter()
+                    .find(|q| q.id == id && q.channel == channel && q.cycle == cycle)
+                    .map(|q| q.cycle_attempts.clone())
+                    .unwrap_or_else(|| answers.iter().map(|a| a.attempt).collect());
+                let delivered = answers.iter().find(|a| a.answer == Outcome::Delivered);
+                let all_absent = answers.iter().all(|a| a.answer == Outcome::NotDelivered);
+                if let Some(proof) = delivered {
+                    found.push(verified(Finding::Delivered, cycle_attempts, proof));
+                } else if all_absent && let Some(first) = answers.first() {
+                    found.push(verified(Finding::NotDelivered, cycle_attempts, first));
+                }
+            }
+        }
+        if !found.is_empty() {
+            by_entry.entry(id).or_default().extend(found);
+        }
     }
     by_entry
 }
@@ -919,7 +944,8 @@ pub fn findings(answers: &[Answer], questions: &[Question]) -> BTreeMap<String, 
 /// rule per answer. An entry with any CANNOT_TELL goes to the out-of-band check, naming
 /// what to search for; one answered in full is recorded, after which triage gives RESOLVE
 /// (every answer DELIVERED) or REPLAY (a NOT_DELIVERED, attested by the VERIFIED event).
-pub fn next_steps(answers: &[Answer]) -> Vec<(String, String)> {
+pub fn next_steps(answers: &[Answer], sources: &Sources) -> Vec<(String, String)> {
+    let flags: String = sources.flags().iter().map(|f| format!(" {f}")).collect();
     let mut by_entry: BTreeMap<&str, Vec<&Answer>> = BTreeMap::new();
     for answer in answers {
         by_entry.entry(&answer.id).or_default().push(answer);
@@ -930,13 +956,20 @@ pub fn next_steps(answers: &[Answer]) -> Vec<(String, String)> {
             let unsettled: Vec<String> = answers
                 .iter()
                 .filter(|a| a.answer == Outcome::CannotTell)
-                .map(|a| match &a.message_id {
-                    Some(message_id) => format!("{} {message_id}", a.channel),
-                    None => format!("{} {}:{}:{}", a.channel, a.id, a.channel, a.cycle),
+                .map(|a| {
+                    let key = match &a.message_id {
+                        Some(message_id) => message_id.clone(),
+                        None => crate::model::provider_key(&a.id, a.channel, a.cycle, a.attempt),
+                    };
+                    format!(
+                        "{} {} {key}",
+                        a.channel,
+                        crate::model::provider_key_name(a.channel)
+                    )
                 })
                 .collect();
             let step = if unsettled.is_empty() {
-                format!("unsctl verify {id} --record --confirm")
+                format!("unsctl verify {id}{flags} --record --confirm")
             } else {
                 let mut unique = unsettled;
                 unique.dedup();
@@ -967,13 +1000,34 @@ pub fn ask(
     sources: &Sources,
     now: f64,
 ) -> rusqlite::Result<Asked> {
+    ask_with(
+        ids,
+        |id| {
+            let Some(row) = queries::read_notification(conn, id)? else {
+                return Ok(None);
+            };
+            let events = queries::read_events(conn, id)?;
+            Ok(Some((row, events)))
+        },
+        sources,
+        now,
+    )
+}
+
+/// The same over any reader of a notification and its events (the store, the API's
+/// notification document): the records are asked where this runs, with `sources`.
+pub fn ask_with<E>(
+    ids: &[String],
+    mut read: impl FnMut(&str) -> Result<Option<(Notification, Vec<Event>)>, E>,
+    sources: &Sources,
+    now: f64,
+) -> Result<Asked, E> {
     let mut asked = Asked::default();
     for id in ids {
-        let Some(row) = queries::read_notification(conn, id)? else {
+        let Some((row, events)) = read(id)? else {
             asked.skipped.push((id.clone(), "not found".into()));
             continue;
         };
-        let events = queries::read_events(conn, id)?;
         let verdict = triage::triage_events(&row, &events);
         if !row.dead_letter {
             asked.skipped.push((
@@ -1005,18 +1059,20 @@ pub fn ask(
     Ok(asked)
 }
 
-/// Records the answers of `asked` that are not CANNOT_TELL, one transaction per entry.
+/// Records the answers of `asked` that are not CANNOT_TELL, one transaction per entry,
+/// as read `read_on`.
 pub fn record(
     conn: &rusqlite::Connection,
     now: f64,
     asked: &Asked,
     actor: &Actor,
     why: crate::remediation::verified::Why<'_>,
+    read_on: crate::remediation::verified::ReadOn,
 ) -> Vec<Result<Recorded, (String, Rejection)>> {
     findings(&asked.answers, &asked.questions)
         .into_iter()
         .map(|(id, findings)| {
-            crate::remediation::verified::record(conn, now, &id, &findings, actor, why)
+            crate::remediation::verified::record(conn, now, &id, &findings, actor, why, read_on)
                 .map_err(|err| (id, err))
         })
         .collect()

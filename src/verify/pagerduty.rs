@@ -4,6 +4,9 @@
 use super::http::{self, Client};
 use serde::Deserialize;
 
+/// PagerDuty's REST API, unless the operator names another.
+pub const DEFAULT_API_URL: &str = "https://api.pagerduty.com";
+
 /// Where the REST API is and the token to ask it with.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -165,7 +168,15 @@ pub fn incidents(client: &Client, config: &Config, key: &str) -> Result<Vec<Inci
             .header("Accept", "application/vnd.pagerduty+json;version=2");
         let body: Page = http::json(request, "PagerDuty")?;
         let empty = body.incidents.is_empty();
-        found.extend(body.incidents);
+        // An incident is its id: one listed again (offset paging shifts as incidents
+        // open) is still one incident, never a second page.
+        for incident in body.incidents {
+            let listed =
+                incident.id.is_some() && found.iter().any(|seen: &Incident| seen.id == incident.id);
+            if !listed {
+                found.push(incident);
+            }
+        }
         if !body.more {
             return Ok(found);
         }

@@ -9,6 +9,9 @@ use serde_json::Value;
 
 use crate::runtime::adapters::webhook::SLACK_EVENT_TYPE as EVENT_TYPE;
 
+/// Slack's Web API, unless the operator names another.
+pub const DEFAULT_API_URL: &str = "https://slack.com/api";
+
 #[derive(Debug, Clone)]
 pub struct Config {
     /// `https://slack.com/api` unless set (`UNS_SLACK_API_URL`).
@@ -104,6 +107,7 @@ pub fn history(
         read: 0,
     };
     let mut cursor: Option<String> = None;
+    let mut seen = std::collections::HashSet::new();
     for _ in 0..MAX_PAGES {
         let mut query = vec![
             ("channel", config.channel.clone()),
@@ -126,9 +130,13 @@ pub fn history(
         }
         let empty = page.messages.is_empty();
         window.read += page.messages.len();
-        window
-            .tagged
-            .extend(page.messages.iter().filter_map(tagged));
+        // A message is its ts in the channel: one listed again (a page repeated, a
+        // cursor that stepped back) is still one message, never a second copy.
+        for message in page.messages.iter().filter_map(tagged) {
+            if seen.insert(message.ts.clone()) {
+                window.tagged.push(message);
+            }
+        }
         cursor = page
             .response_metadata
             .and_then(|m| m.next_cursor)

@@ -582,6 +582,87 @@ fn a_slack_message_is_proof_only_with_its_key_inside_the_window_and_from_the_bot
     );
 }
 
+/// Slack's answer for one attempt running `[from, to]`, with no margin.
+fn history_answer(
+    key: &str,
+    config: &slack::Config,
+    window: &slack::Window,
+    (from, to): (f64, f64),
+    now: f64,
+) -> (Outcome, String) {
+    let attempt = Attempt {
+        attempt: 1,
+        message_id: None,
+        sender: None,
+        relay: None,
+        started: from,
+        ended: to,
+    };
+    slack_answers(key, config, window, &[attempt], 0.0, now)
+        .pop()
+        .expect("one answer")
+}
+
+#[test]
+fn one_slack_message_proves_one_attempt_never_two() {
+    let config = slack::Config {
+        api_url: String::new(),
+        token: String::new(),
+        channel: "C1".into(),
+        bot_id: Some("B1".into()),
+    };
+    let key = "n-1:SLACK:1";
+    let message = |ts: f64| slack::Tagged {
+        ts: format!("{ts:.6}"),
+        idempotency_key: key.into(),
+        bot_id: Some("B1".into()),
+        app_id: None,
+        user: None,
+    };
+    let attempt = |attempt, started: f64| Attempt {
+        attempt,
+        message_id: None,
+        sender: None,
+        relay: None,
+        started,
+        ended: started + 60.0,
+    };
+    // Two attempts whose windows the 120 s margin makes overlap.
+    let attempts = [attempt(1, 1000.0), attempt(2, 1070.0)];
+    let answers = |messages: &[f64]| {
+        let window = slack::Window {
+            tagged: messages.iter().map(|ts| message(*ts)).collect(),
+            read: 50,
+        };
+        slack_answers(key, &config, &window, &attempts, 120.0, 5000.0)
+    };
+    // One message inside the second attempt's own window: the second posted it.
+    let one = answers(&[1080.0]);
+    assert_eq!(one[0].0, Outcome::NotDelivered, "{}", one[0].1);
+    assert_eq!(one[1].0, Outcome::Delivered, "{}", one[1].1);
+    assert!(one[1].1.contains("own window"), "{}", one[1].1);
+    // One in neither attempt's own window: the nearest start, not both.
+    let between = answers(&[1065.0]);
+    assert_eq!(
+        (between[0].0, between[1].0),
+        (Outcome::NotDelivered, Outcome::Delivered)
+    );
+    // Two messages: one each, whatever their order.
+    let two = answers(&[1010.0, 1020.0]);
+    assert_eq!(
+        (two[0].0, two[1].0),
+        (Outcome::Delivered, Outcome::Delivered)
+    );
+    assert_ne!(two[0].1, two[1].1, "each cites its own message");
+    // A third has no attempt left to prove: named, never counted as an attempt's.
+    let three = answers(&[1010.0, 1020.0, 1030.0]);
+    assert!(
+        three[0].1.contains("a post no attempt's window explains"),
+        "{}",
+        three[0].1
+    );
+}
+
 #[test]
 fn each_answer_has_one_next_step_and_cannot_tell_names_what_to_search_for() {
     let answer = |id: &str, channel, attempt, outcome| Answer {
@@ -594,13 +675,16 @@ fn each_answer_has_one_next_step_and_cannot_tell_names_what_to_search_for() {
         source: "test".into(),
         evidence: "e".into(),
     };
-    let steps = next_steps(&[
+    let answers = [
         answer("n-1", Channel::Email, 1, Outcome::Delivered),
         answer("n-2", Channel::Email, 1, Outcome::NotDelivered),
         answer("n-3", Channel::Email, 1, Outcome::Delivered),
         answer("n-3", Channel::Slack, 1, Outcome::CannotTell),
         answer("n-3", Channel::Slack, 2, Outcome::CannotTell),
-    ]);
+        answer("n-4", Channel::Pagerduty, 1, Outcome::CannotTell),
+        answer("n-4", Channel::Email, 2, Outcome::CannotTell),
+    ];
+    let steps = next_steps(&answers, &Sources::default());
     assert_eq!(
         steps,
         [
@@ -614,7 +698,13 @@ fn each_answer_has_one_next_step_and_cannot_tell_names_what_to_search_for() {
             ),
             (
                 "n-3".to_string(),
-                "check out of band (TSG-02 branch 2): search the provider for SLACK n-3:SLACK:1"
+                "check out of band (TSG-02 branch 2): search the provider for SLACK metadata idempotency_key n-3:SLACK:1"
+                    .to_string()
+            ),
+            // PagerDuty's incident is named by the bare id, never the Idempotency-Key.
+            (
+                "n-4".to_string(),
+                "check out of band (TSG-02 branch 2): search the provider for PAGERDUTY incident_key (dedup key) n-4, EMAIL Message-ID <n-4.1.2@uns.local>"
                     .to_string()
             ),
         ]
@@ -622,10 +712,24 @@ fn each_answer_has_one_next_step_and_cannot_tell_names_what_to_search_for() {
     for (_, step) in &steps {
         assert!(!step.contains("replay"), "{step}");
     }
+    // The step to record carries every source that gave the answer.
+    let sources = Sources {
+        relay_logs: vec!["/var/log/mail.log".into(), "/srv/logs/old mail.gz".into()],
+        zone: relay_log::Zone::Fixed(3600),
+        syslog_names: relay_log::SyslogNames::new(["mailrelay".to_string()]),
+        smtp_from: vec!["noreply@example.com".into()],
+        max_log_gap: 600.0,
+        skew: 30.0,
+        ..Sources::default()
+    };
+    assert_eq!(
+        next_steps(&answers[..1], &sources)[0].1,
+        "unsctl verify n-1 --relay-log /var/log/mail.log --relay-log '/srv/logs/old mail.gz' --relay-log-zone +01:00 --relay-syslog-name mailrelay --smtp-from noreply@example.com --max-log-gap 10m --clock-skew 30s --record --confirm"
+    );
 }
 
 #[test]
-fn findings_group_a_cycle_wide_key_once_and_skip_cannot_tell() {
+fn findings_record_what_each_record_proves_and_skip_cannot_tell() {
     let question = |channel, attempts: &[i64]| Question {
         id: "n-1".into(),
         channel,
@@ -641,7 +745,8 @@ fn findings_group_a_cycle_wide_key_once_and_skip_cannot_tell() {
                 ended: 1.0,
             })
             .collect(),
-        cycle_attempts: vec![1, 2, 3],
+        // Attempt 2 was refused: no record about the cycle's key covers it.
+        cycle_attempts: vec![1, 3],
     };
     let answer = |channel, attempt, outcome| Answer {
         id: "n-1".into(),
@@ -651,26 +756,54 @@ fn findings_group_a_cycle_wide_key_once_and_skip_cannot_tell() {
         message_id: None,
         answer: outcome,
         source: "test".into(),
-        evidence: "e".into(),
+        evidence: format!("{channel} {attempt}"),
     };
     let questions = [
-        question(Channel::Slack, &[2, 3]),
+        question(Channel::Slack, &[1, 3]),
         question(Channel::Email, &[1, 3]),
+        question(Channel::Pagerduty, &[1, 3]),
     ];
     let answers = [
-        answer(Channel::Slack, 2, Outcome::NotDelivered),
-        answer(Channel::Slack, 3, Outcome::NotDelivered),
+        answer(Channel::Slack, 1, Outcome::NotDelivered),
+        answer(Channel::Slack, 3, Outcome::Delivered),
         answer(Channel::Email, 1, Outcome::Delivered),
         answer(Channel::Email, 3, Outcome::CannotTell),
+        answer(Channel::Pagerduty, 1, Outcome::Delivered),
+        answer(Channel::Pagerduty, 3, Outcome::Delivered),
     ];
     let grouped = findings(&answers, &questions);
-    let recorded = &grouped["n-1"];
-    assert_eq!(recorded.len(), 2, "{recorded:?}");
-    assert_eq!(recorded[0].channel, Channel::Slack);
-    assert_eq!(recorded[0].attempts, [1, 2, 3], "the cycle's every attempt");
-    assert_eq!(recorded[1].channel, Channel::Email);
-    assert_eq!(recorded[1].attempts, [1], "one Message-ID's attempt");
+    let recorded: Vec<(Channel, Finding, Vec<i64>, &str)> = grouped["n-1"]
+        .iter()
+        .map(|v| {
+            (
+                v.channel,
+                v.outcome,
+                v.attempts.clone(),
+                v.evidence.as_str(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        recorded,
+        [
+            (Channel::Email, Finding::Delivered, vec![1], "EMAIL 1"),
+            (Channel::Slack, Finding::Delivered, vec![3], "SLACK 3"),
+            (Channel::Slack, Finding::NotDelivered, vec![1], "SLACK 1"),
+            (
+                Channel::Pagerduty,
+                Finding::Delivered,
+                vec![1, 3],
+                "PAGERDUTY 1"
+            ),
+        ]
+    );
     assert_eq!(summary(&answers)[&Outcome::CannotTell], 1);
+    // PagerDuty's absence is recorded only when every attempt's answer agrees.
+    let split = [
+        answer(Channel::Pagerduty, 1, Outcome::NotDelivered),
+        answer(Channel::Pagerduty, 3, Outcome::CannotTell),
+    ];
+    assert!(findings(&split, &questions).is_empty());
 }
 
 /// Logs that prove an answer, then changed the ways real logs and attackers change them:

@@ -218,9 +218,13 @@ fn the_low_rooms_import_nothing_above_them() {
         ("redact", &[]),
         ("clock", &[]),
         ("identity", &[]),
+        ("history", &["model"]),
         ("triage", &["model"]),
         ("runtime", &["model", "clock", "bounded", "redact"]),
-        ("remediation", &["model", "clock", "triage", "runtime"]),
+        (
+            "remediation",
+            &["model", "clock", "history", "triage", "runtime"],
+        ),
         ("render", &["model", "clock", "triage"]),
     ];
     for (room, may) in allowed {

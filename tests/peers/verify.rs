@@ -436,10 +436,14 @@ fn the_rules_of_evidence_hold_against_a_real_relay() {
         "{evidence}"
     );
 
+    // Another sender's committed message with the attempt's Message-ID is what a relay
+    // that rewrites senders logs for the runtime's own: it forbids NOT_DELIVERED, though
+    // the relay's record of the attempt's own session says it was cut.
     let (answer, evidence) = answer_of(&verify_with(&db, &forged, &[current], false, &skew));
-    assert_eq!(answer, "NOT_DELIVERED", "{evidence}");
+    assert_eq!(answer, "CANNOT_TELL", "{evidence}");
     assert!(
-        evidence.contains("<attacker@evil.test>, not the runtime's <uns@uns.local>"),
+        evidence.contains("<attacker@evil.test>, not the runtime's <uns@uns.local>")
+            && evidence.contains("--smtp-from attacker@evil.test"),
         "{evidence}"
     );
     assert!(
@@ -491,7 +495,11 @@ fn the_rules_of_evidence_hold_against_a_real_relay() {
     }
     assert_eq!(branch(&db, &held), "RESOLVE");
     assert_eq!(branch(&db, &warned), "REPLAY");
-    assert_eq!(branch(&db, &forged), "REPLAY");
+    assert_eq!(
+        branch(&db, &forged),
+        "VERIFY",
+        "no answer to record while another sender's commit stands"
+    );
     assert_eq!(branch(&db, &gone), "VERIFY");
     // Released, the held message goes on to the sink: a replay would have been a copy.
     let released = Command::new("postsuper")
@@ -918,10 +926,12 @@ fn providers_that_lie_are_never_taken_at_their_word() {
     }
 }
 
-/// Over the API the server asks with its own sources and records under the key's name;
-/// a client's relay log is refused, and a client never supplies an answer.
+/// Over the API the records are read where unsctl runs, as with the store: the server
+/// supplies the history and has no log or token of its own. `--record` posts each answer
+/// with its evidence to a keyed route, whose transition checks it against the history as
+/// it stands, records it under the key's name and says it was read on the client.
 #[test]
-fn over_the_api_the_server_asks_and_records_its_own_answers() {
+fn over_the_api_the_client_reads_the_records_and_the_server_checks_what_it_records() {
     use unsctl::lab::fakes::{Behavior, Fakes};
     let fakes = Fakes::start().expect("fakes");
     let work = tempfile::tempdir().expect("dir");
@@ -931,14 +941,13 @@ fn over_the_api_the_server_asks_and_records_its_own_answers() {
     let result = deliver_due(&db, &adapter(fakes.smtp, StartTls::Never, None));
     assert_eq!(result.outcome.as_str(), "UNKNOWN");
     fakes.control.mark_log();
-    let server = unsctl::server::start(unsctl::server::ServerConfig {
-        verify: unsctl::lab::repro::fake_sources(&fakes, 0.0),
-        ..unsctl::server::ServerConfig::api_only(
-            db.clone(),
-            Some(unsctl::server::Keys::single(support::KEY).expect("key")),
-        )
-    })
+    // The server is given no source at all.
+    let server = unsctl::server::start(unsctl::server::ServerConfig::api_only(
+        db.clone(),
+        Some(unsctl::server::Keys::single(support::KEY).expect("key")),
+    ))
     .expect("server");
+    let log = fakes.maillog.display().to_string();
     let api = |args: &[&str]| {
         let mut command = support::unsctl();
         command
@@ -949,84 +958,180 @@ fn over_the_api_the_server_asks_and_records_its_own_answers() {
             .output()
             .expect("unsctl")
     };
-    let refused = api(&["verify", "--relay-log", "/var/log/mail.log"]);
-    assert_eq!(
-        refused.status.code(),
-        Some(2),
-        "a local log with --api is a usage error"
-    );
-    let asked = json(&api(&["verify", "-o", "json"]), "verify over the API");
-    assert_eq!(asked["answers"][0]["id"], id.as_str());
-    assert_eq!(asked["answers"][0]["answer"], "DELIVERED", "{asked:#}");
-    assert_eq!(branch(&db, &id), "VERIFY", "asking changes nothing");
-    // The runbook's environment: both stores named, and a local relay log. The printed
-    // next step runs as printed; the server reads its own log, and a note says so.
-    let in_runbook = support::unsctl()
-        .args(["verify", &id, "-o", "json"])
-        .env("UNS_DB_FILE", &db)
-        .env("UNS_BASE_URL", format!("http://{}", server.addr))
-        .env("UNS_API_KEY", support::KEY)
-        .env("UNS_RELAY_LOG", "/var/log/mail.log")
-        .stdin(Stdio::null())
-        .output()
-        .expect("unsctl");
-    let report = json(&in_runbook, "verify in the runbook's environment");
-    assert_eq!(report["answers"][0]["answer"], "DELIVERED", "{report:#}");
-    let said = String::from_utf8_lossy(&in_runbook.stderr);
-    assert!(said.contains("UNS_RELAY_LOG is left alone"), "{said}");
-    let done = json(
+    let asked = json(
         &api(&[
             "verify",
-            &id,
-            "--record",
-            "--confirm",
-            "--yes",
-            "--reason",
-            "relay log",
-            "--ticket",
-            "INC-7",
+            "--relay-log",
+            &log,
+            "--relay-log-zone",
+            "UTC",
             "-o",
             "json",
         ]),
-        "record over the API",
+        "verify over the API",
     );
-    assert_eq!(
-        done["record"]["recorded"][0]["next_step"],
-        format!("unsctl dlq resolve {id} --confirm"),
-        "{done:#}"
+    assert_eq!(asked["answers"][0]["id"], id.as_str());
+    assert_eq!(asked["answers"][0]["answer"], "DELIVERED", "{asked:#}");
+    assert_eq!(branch(&db, &id), "VERIFY", "asking changes nothing");
+    // The runbook's environment: both stores named, the log only in the client's. The
+    // printed next step carries the sources and runs as printed.
+    let in_runbook = |args: &[&str]| {
+        support::unsctl()
+            .args(args)
+            .env("UNS_DB_FILE", &db)
+            .env("UNS_BASE_URL", format!("http://{}", server.addr))
+            .env("UNS_API_KEY", support::KEY)
+            .env("UNS_RELAY_LOG", &log)
+            .stdin(Stdio::null())
+            .output()
+            .expect("unsctl")
+    };
+    let out = in_runbook(&["verify", &id, "--relay-log-zone", "UTC"]);
+    let said = String::from_utf8_lossy(&out.stderr).to_string();
+    let step = said
+        .lines()
+        .find_map(|line| line.split_once("next: ").map(|(_, s)| s.to_string()))
+        .unwrap_or_else(|| panic!("a next step: {said}"));
+    assert!(
+        step.starts_with(&format!("unsctl verify {id} --relay-log "))
+            && step.contains("--relay-log-zone UTC"),
+        "{step}"
     );
+    let words: Vec<String> = step
+        .split_whitespace()
+        .skip(1)
+        .map(|w| w.trim_matches('\'').to_string())
+        .chain([
+            "--yes".to_string(),
+            "--reason".into(),
+            "relay log".into(),
+            "--ticket".into(),
+            "INC-7".into(),
+            "-o".into(),
+            "json".into(),
+        ])
+        .collect();
+    let words: Vec<&str> = words.iter().map(String::as_str).collect();
+    let done = json(
+        &in_runbook(&words),
+        "the printed step, recorded over the API",
+    );
+    assert_eq!(done["answers"][0]["answer"], "DELIVERED", "{done:#}");
     assert_eq!(
         done["record"]["recorded"][0]["branch"], "RESOLVE",
         "{done:#}"
     );
     let conn = rusqlite::Connection::open(&db).expect("db");
-    let operator: String = conn
+    let (operator, ticket, client): (String, String, i64) = conn
         .query_row(
-            "SELECT json_extract(payload, '$.operator') FROM uns_events WHERE kind = 'VERIFIED'",
+            "SELECT json_extract(payload, '$.operator'), json_extract(payload, '$.ticket'), json_extract(payload, '$.read_on_client') FROM uns_events WHERE kind = 'VERIFIED'",
             [],
-            |r| r.get(0),
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
         )
         .expect("VERIFIED");
-    assert_eq!(operator, "default", "recorded under the key's name");
-    let ticket: String = conn
-        .query_row(
-            "SELECT json_extract(payload, '$.ticket') FROM uns_events WHERE kind = 'VERIFIED'",
-            [],
-            |r| r.get(0),
-        )
-        .expect("VERIFIED");
-    assert_eq!(ticket, "INC-7", "--ticket is recorded as with every change");
-    // The route takes no answers: an unknown field is refused.
+    assert_eq!(
+        (operator.as_str(), ticket.as_str(), client),
+        ("default", "INC-7", 1),
+        "under the key's name, with the ticket, read on the client"
+    );
+    server.stop();
+}
+
+/// The recording route takes an answer only for an attempt in doubt as the history
+/// stands: a refused attempt, another cycle, a source verify does not read or an answer
+/// without evidence is a conflict or a refusal, and nothing is written.
+#[test]
+fn the_recording_route_checks_each_answer_against_the_history() {
+    use unsctl::lab::fakes::{Behavior, Fakes};
+    let fakes = Fakes::start().expect("fakes");
+    let work = tempfile::tempdir().expect("dir");
+    let db = work.path().join("uns.db");
+    fakes.control.script("hung@example.test", &[Behavior::Hang]);
+    let id = submit(&db, "hung@example.test");
+    let _ = deliver_due(&db, &adapter(fakes.smtp, StartTls::Never, None));
+    let server = unsctl::server::start(unsctl::server::ServerConfig::api_only(
+        db.clone(),
+        Some(unsctl::server::Keys::single(support::KEY).expect("key")),
+    ))
+    .expect("server");
     let client = reqwest::blocking::Client::new();
-    let response = client
-        .post(format!(
-            "http://{}/api/v1/runtime/notifications/{id}/verify",
-            server.addr
-        ))
-        .bearer_auth(support::KEY)
-        .json(&json!({"record": true, "answers": [{"answer": "DELIVERED"}]}))
-        .send()
-        .expect("post");
-    assert_eq!(response.status().as_u16(), 400);
+    let post = |body: serde_json::Value| {
+        client
+            .post(format!(
+                "http://{}/api/v1/runtime/notifications/{id}/verified",
+                server.addr
+            ))
+            .bearer_auth(support::KEY)
+            .json(&body)
+            .send()
+            .expect("post")
+    };
+    let finding = |attempts: serde_json::Value, cycle: i64, source: &str, evidence: &str| {
+        json!({"findings": [{"channel": "EMAIL", "cycle": cycle, "attempts": attempts,
+            "outcome": "NOT_DELIVERED", "source": source, "evidence": evidence}]})
+    };
+    for (body, status, what) in [
+        (
+            finding(json!([2]), 1, "relay-log", "absent"),
+            409,
+            "an attempt never made",
+        ),
+        (
+            finding(json!([1]), 2, "relay-log", "absent"),
+            409,
+            "another cycle",
+        ),
+        (
+            finding(json!([1]), 1, "a friend", "absent"),
+            409,
+            "a source verify does not read",
+        ),
+        (finding(json!([1]), 1, "relay-log", " "), 409, "no evidence"),
+        (
+            finding(json!([]), 1, "relay-log", "absent"),
+            409,
+            "no attempt",
+        ),
+        (json!({"findings": []}), 400, "nothing to record"),
+        (
+            json!({"findings": [], "answers": []}),
+            400,
+            "an unknown field",
+        ),
+    ] {
+        let response = post(body);
+        assert_eq!(response.status().as_u16(), status, "{what}");
+    }
+    let conn = rusqlite::Connection::open(&db).expect("db");
+    let written: i64 = conn
+        .query_row(
+            "SELECT COUNT(*) FROM uns_events WHERE kind = 'VERIFIED'",
+            [],
+            |r| r.get(0),
+        )
+        .expect("count");
+    assert_eq!(written, 0, "nothing was written");
+    let response = post(finding(
+        json!([1]),
+        1,
+        "relay-log",
+        "checked by hand in the relay's log",
+    ));
+    assert_eq!(response.status().as_u16(), 200);
+    assert_eq!(
+        branch(&db, &id),
+        "REPLAY",
+        "the recorded answer settles the attempt"
+    );
+    // The same answer again: the channel is no longer in doubt, so it is skipped.
+    let again: serde_json::Value = post(finding(json!([1]), 1, "relay-log", "again"))
+        .json()
+        .expect("json");
+    assert!(
+        again["skipped"][0]
+            .as_str()
+            .is_some_and(|s| s.contains("nothing to settle")),
+        "{again:#}"
+    );
     server.stop();
 }

@@ -170,6 +170,7 @@ fn incidents(request: &Request, control: &Control) -> (u16, String) {
             })
         })
         .collect();
+    let page = twice_if(control, page);
     let body = serde_json::json!({
         "incidents": page,
         "limit": limit,
@@ -237,6 +238,7 @@ fn history(request: &Request, control: &Control) -> (u16, String) {
         .map(|(_, m)| m.clone())
         .collect();
     let more = start + limit < messages.len();
+    let page = twice_if(control, page);
     let body = serde_json::json!({
         "ok": true,
         "messages": page,
@@ -244,6 +246,16 @@ fn history(request: &Request, control: &Control) -> (u16, String) {
         "response_metadata": {"next_cursor": if more { format!("next:{}", start + limit) } else { String::new() }},
     });
     (200, body.to_string())
+}
+
+/// `page` with every record listed twice when the fake is told to repeat them.
+fn twice_if(control: &Control, page: Vec<serde_json::Value>) -> Vec<serde_json::Value> {
+    if !control.listings_repeated() {
+        return page;
+    }
+    page.into_iter()
+        .flat_map(|item| [item.clone(), item])
+        .collect()
 }
 
 async fn read_request<R: AsyncBufReadExt + Unpin>(

@@ -74,6 +74,9 @@ pub struct Control {
     peak: std::sync::atomic::AtomicUsize,
     released: tokio::sync::watch::Sender<bool>,
     maillog: Option<maillog::MailLog>,
+    /// Whether the provider lookups list every record twice, as offset paging does when
+    /// records arrive between pages.
+    repeated_listings: std::sync::atomic::AtomicBool,
 }
 
 impl std::fmt::Debug for Control {
@@ -92,11 +95,23 @@ impl Default for Control {
             resolutions: Mutex::default(),
             released: tokio::sync::watch::Sender::new(false),
             maillog: None,
+            repeated_listings: Default::default(),
         }
     }
 }
 
 impl Control {
+    /// Makes the PagerDuty and Slack lookups list every record twice (or stop).
+    pub fn repeat_listings(&self, repeat: bool) {
+        self.repeated_listings
+            .store(repeat, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    pub(super) fn listings_repeated(&self) -> bool {
+        self.repeated_listings
+            .load(std::sync::atomic::Ordering::SeqCst)
+    }
+
     /// Queues behaviours for messages matching `key` (an email recipient, or a
     /// notification id for Slack and PagerDuty).
     pub fn script(&self, key: &str, behaviors: &[Behavior]) {

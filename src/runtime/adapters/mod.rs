@@ -55,7 +55,7 @@ impl<'a> DeliveryRequest<'a> {
 
     /// `Idempotency-Key`: stable across attempts of one cycle, new after a replay.
     pub fn idempotency_key(&self) -> String {
-        format!("{}:{}:{}", self.notification_id, self.channel, self.cycle)
+        crate::model::idempotency_key(self.notification_id, self.channel, self.cycle)
     }
 
     /// The Message-ID an email for this attempt carries, so a relay log can be searched.

@@ -156,7 +156,14 @@ pub(crate) fn verify_here(
                 reason: reason.as_deref(),
                 ticket: ticket.as_deref(),
             };
-            let results = crate::verify::record(conn, now, &asked, &actor, why);
+            let results = crate::verify::record(
+                conn,
+                now,
+                &asked,
+                &actor,
+                why,
+                crate::remediation::verified::ReadOn::Here,
+            );
             Ok((results, asked))
         })?;
         asked = back;
@@ -169,6 +176,49 @@ pub(crate) fn verify_here(
         None
     };
     Ok(response(asked, recorded))
+}
+
+/// `POST /api/v1/runtime/notifications/{id}/verified`: answers a client read from the
+/// providers' records, each with its source and evidence, recorded as VERIFIED events
+/// after the transition checks them against the history as it stands (DESIGN §7). The
+/// audit says who sent them and that they were read on the client.
+pub(crate) async fn verified(
+    State(state): State<Arc<AppState>>,
+    Extension(principal): Extension<Principal>,
+    Path(id): Path<String>,
+    body: Result<Bytes, BytesRejection>,
+) -> ApiResult<crate::remediation::verified::Recorded> {
+    checked_id(&id)?;
+    let request: api::VerifiedRequest = object_body(body, false)?;
+    if request.findings.is_empty() {
+        return Err(ApiError::from(StoreError::Invalid(
+            "no findings to record".into(),
+        )));
+    }
+    let actor = actor(principal, request.operator.as_deref());
+    Ok(Json(
+        blocking(&state, move |state| {
+            let clock = state.clock.clone();
+            state
+                .writer
+                .run(move |conn| {
+                    crate::remediation::verified::record(
+                        conn,
+                        clock.now(),
+                        &id,
+                        &request.findings,
+                        &actor,
+                        crate::remediation::verified::Why {
+                            reason: request.reason.as_deref(),
+                            ticket: request.ticket.as_deref(),
+                        },
+                        crate::remediation::verified::ReadOn::Client,
+                    )
+                })
+                .map_err(|gone| Rejection::Store(gone.into()))?
+        })
+        .await?,
+    ))
 }
 
 pub(crate) fn response(

@@ -171,6 +171,10 @@ pub(crate) fn router(state: Arc<AppState>) -> Router {
             &format!("{}/{{id}}/verify", api::RUNTIME_NOTIFICATION),
             post(dlq::verify),
         )
+        .route(
+            &format!("{}/{{id}}/verified", api::RUNTIME_NOTIFICATION),
+            post(dlq::verified),
+        )
         .route(api::RUNTIME_EVENTS, get(notifications::events))
         .route(api::RUNTIME_STATS, get(ops::stats))
         .route(api::DLQ, get(dlq::page))
