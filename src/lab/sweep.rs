@@ -69,6 +69,8 @@ fn describe(behavior: Behavior) -> String {
 #[derive(Debug, Default, Clone, Serialize)]
 pub struct Counts {
     pub seed: u64,
+    /// How the fake relay wrote its log (picked by the seed).
+    pub relay_log_layout: String,
     pub schedules: usize,
     pub dead_lettered: usize,
     pub delivered: usize,
@@ -177,6 +179,11 @@ impl Sweep {
         let mut rng = StdRng::seed_from_u64(seed);
         let fakes = Fakes::start().map_err(ReproError::Fakes)?;
         fakes.control.set_default(Behavior::Accept);
+        // The relay's log in a layout the seed picks: each schedule's answers are read
+        // from syslog, journald, container or mixed lines alike.
+        fakes
+            .control
+            .log_layouts(crate::lab::fakes::maillog::Layouts::pick(seed));
         // The fake relay's log must be seen running a clock-skew margin before the first
         // message, or no missing message could be proved missing.
         std::thread::sleep(Duration::from_secs_f64(2.0 * VERIFY_SKEW));
@@ -287,6 +294,7 @@ impl Sweep {
             answers: crate::verify::summary(&asked.answers),
             ..Verification::default()
         };
+        let slack_wrong = slack_answers_against(&asked.answers, &ledger);
         for answer in &asked.answers {
             let accepted = ledger.iter().any(|a| {
                 a.channel == answer.channel
@@ -294,6 +302,10 @@ impl Sweep {
                     && (answer.channel != Channel::Email || a.message_id == answer.message_id)
             });
             let wrong = match answer.answer {
+                // Each Slack message proves one attempt: held to the ledger per cycle.
+                _ if answer.channel == Channel::Slack => {
+                    slack_wrong.contains(&(answer.id.clone(), answer.cycle, answer.attempt))
+                }
                 crate::verify::Outcome::Delivered => !accepted,
                 crate::verify::Outcome::NotDelivered => accepted,
                 crate::verify::Outcome::CannotTell => false,
@@ -578,6 +590,7 @@ fn judge(
 ) -> Result<Counts, ReproError> {
     let mut counts = Counts {
         seed,
+        relay_log_layout: crate::lab::fakes::maillog::Layouts::pick(seed).describe(),
         schedules: drawn.len(),
         ..Counts::default()
     };
@@ -660,4 +673,43 @@ fn judge(
     }
     counts.failures.truncate(20);
     Ok(counts)
+}
+
+/// The Slack answers the ledger contradicts, by (id, cycle, attempt): per cycle, more
+/// attempts answered DELIVERED than the webhook took messages with the cycle's key, or a
+/// NOT_DELIVERED where more messages were taken than the other answers account for.
+fn slack_answers_against(
+    answers: &[crate::verify::Answer],
+    ledger: &[crate::lab::fakes::Accepted],
+) -> std::collections::HashSet<(String, i64, i64)> {
+    use crate::verify::Outcome;
+    let mut by_cycle: std::collections::BTreeMap<(String, i64), Vec<&crate::verify::Answer>> =
+        std::collections::BTreeMap::new();
+    for answer in answers.iter().filter(|a| a.channel == Channel::Slack) {
+        by_cycle
+            .entry((answer.id.clone(), answer.cycle))
+            .or_default()
+            .push(answer);
+    }
+    let mut wrong = std::collections::HashSet::new();
+    for ((id, cycle), answers) in by_cycle {
+        let key = crate::model::idempotency_key(&id, Channel::Slack, cycle);
+        let taken = ledger
+            .iter()
+            .filter(|a| a.channel == Channel::Slack && a.idempotency_key.as_deref() == Some(&key))
+            .count();
+        let count = |outcome| answers.iter().filter(|a| a.answer == outcome).count();
+        let (delivered, cannot_tell) = (count(Outcome::Delivered), count(Outcome::CannotTell));
+        let contradicted = |outcome: Outcome| match outcome {
+            Outcome::Delivered => delivered > taken,
+            Outcome::NotDelivered => taken > delivered + cannot_tell,
+            Outcome::CannotTell => false,
+        };
+        for answer in answers {
+            if contradicted(answer.answer) {
+                wrong.insert((id.clone(), cycle, answer.attempt));
+            }
+        }
+    }
+    wrong
 }

@@ -129,13 +129,14 @@ pub fn history(
             ));
         }
         let empty = page.messages.is_empty();
-        window.read += page.messages.len();
         // A message is its ts in the channel: one listed again (a page repeated, a
         // cursor that stepped back) is still one message, never a second copy.
-        for message in page.messages.iter().filter_map(tagged) {
-            if seen.insert(message.ts.clone()) {
-                window.tagged.push(message);
+        for message in &page.messages {
+            if !seen.insert(message["ts"].to_string()) {
+                continue;
             }
+            window.read += 1;
+            window.tagged.extend(tagged(message));
         }
         cursor = page
             .response_metadata

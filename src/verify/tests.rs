@@ -846,104 +846,14 @@ mod evidence_holds {
     type Line = (f64, &'static str, String);
     type Lines = Vec<Line>;
 
-    /// How a log is written: its stamps and layout, a container runtime's prefix, and
-    /// the relay's syslog name.
-    #[derive(Debug, Clone, Copy, PartialEq)]
-    enum Format {
-        Syslog,
-        SyslogUnpadded,
-        /// Postfix's own `maillog_file`: a zero-padded day.
-        MaillogFile,
-        Rfc3339,
-        ShortPrecise,
-        ShortIso,
-        ShortIsoPrecise,
-        ShortFull,
-        ShortUnix,
-        /// A container image's layout: a level word where the host would be.
-        Level,
-    }
+    use super::relay_log::layouts::{Layout, PREFIXES, STAMPS, Stamps};
 
-    const FORMATS: [Format; 10] = [
-        Format::Syslog,
-        Format::SyslogUnpadded,
-        Format::MaillogFile,
-        Format::Rfc3339,
-        Format::ShortPrecise,
-        Format::ShortIso,
-        Format::ShortIsoPrecise,
-        Format::ShortFull,
-        Format::ShortUnix,
-        Format::Level,
-    ];
+    const CLASSIC: Layout = Layout::CLASSIC;
 
-    #[derive(Debug, Clone, Copy, PartialEq)]
-    enum Prefix {
-        None,
-        /// `docker logs -t`.
-        Docker,
-        /// `kubectl logs --timestamps`.
-        Kubectl,
-        /// `docker compose logs`.
-        Compose,
-    }
-
-    const PREFIXES: [Prefix; 4] = [
-        Prefix::None,
-        Prefix::Docker,
-        Prefix::Kubectl,
-        Prefix::Compose,
-    ];
-
-    #[derive(Debug, Clone, Copy, PartialEq)]
-    struct Layout {
-        format: Format,
-        prefix: Prefix,
-        /// The relay's syslog name.
-        name: &'static str,
-    }
-
-    const CLASSIC: Layout = Layout {
-        format: Format::Syslog,
-        prefix: Prefix::None,
-        name: "postfix",
-    };
-
-    fn strftime(at: f64, format: &str) -> String {
-        let nanos = (at * 1e9).round() as i128;
-        jiff::Timestamp::from_nanosecond(nanos)
-            .expect("time")
-            .strftime(format)
-            .to_string()
-    }
-
-    /// One line as `layout` writes it.
+    /// One line as `layout` writes it: `text` is `program[pid]: words`.
     fn render(at: f64, host: &str, text: &str, layout: Layout) -> String {
-        let text = match text.strip_prefix("postfix/") {
-            Some(rest) => format!("{}/{rest}", layout.name),
-            None => text.to_string(),
-        };
-        let stamp = match layout.format {
-            Format::Syslog => strftime(at, "%b %e %H:%M:%S"),
-            Format::SyslogUnpadded => strftime(at, "%b %-d %H:%M:%S"),
-            Format::MaillogFile => strftime(at, "%b %d %H:%M:%S"),
-            Format::Rfc3339 | Format::Level => strftime(at, "%Y-%m-%dT%H:%M:%S%.6f%:z"),
-            Format::ShortPrecise => strftime(at, "%b %e %H:%M:%S%.6f"),
-            Format::ShortIso => strftime(at, "%Y-%m-%dT%H:%M:%S%z"),
-            Format::ShortIsoPrecise => strftime(at, "%Y-%m-%dT%H:%M:%S%.6f%z"),
-            Format::ShortFull => strftime(at, "%a %Y-%m-%d %H:%M:%S UTC"),
-            Format::ShortUnix => format!("{at:.6}"),
-        };
-        let line = match layout.format {
-            Format::Level => format!("{stamp} INFO    {text}"),
-            _ => format!("{stamp} {host} {text}"),
-        };
-        match layout.prefix {
-            Prefix::None => line,
-            Prefix::Docker => format!("{} {line}", strftime(at, "%Y-%m-%dT%H:%M:%S%.9fZ")),
-            Prefix::Kubectl => format!("{} {line}", strftime(at, "%Y-%m-%dT%H:%M:%S%.6fZ")),
-            Prefix::Compose => format!("postfix-1  | {line}"),
-        }
+        let (program, words) = text.split_once(": ").unwrap_or((text, ""));
+        layout.line(at, host, program, words)
     }
 
     fn session(at: f64, pid: u32, queue_id: &str, from: &str, fate: u8) -> Lines {
@@ -1173,7 +1083,7 @@ mod evidence_holds {
 
     fn layout(seeds: &[u32]) -> Layout {
         Layout {
-            format: FORMATS[pick(seeds, 11) as usize % FORMATS.len()],
+            stamps: STAMPS[pick(seeds, 11) as usize % STAMPS.len()],
             prefix: PREFIXES[pick(seeds, 12) as usize % PREFIXES.len()],
             name: if pick(seeds, 13).is_multiple_of(3) {
                 "mailrelay"
@@ -1188,10 +1098,10 @@ mod evidence_holds {
         for kind in [Base::Delivered, Base::Lost, Base::Absent] {
             let (answer, evidence) = classic_answer(&[base(kind)]);
             assert_eq!(answer, kind.answer(), "{kind:?}: {evidence}");
-            for format in FORMATS {
+            for stamps in STAMPS {
                 for prefix in PREFIXES {
                     let layout = Layout {
-                        format,
+                        stamps,
                         prefix,
                         name: "mailrelay",
                     };
@@ -1244,7 +1154,7 @@ mod evidence_holds {
             assert!(evidence.contains("another relay's log"), "{evidence}");
             // A container's lines name no host: they cannot be shown to be its.
             let level = Layout {
-                format: Format::Level,
+                stamps: Stamps::Level,
                 ..CLASSIC
             };
             let (answer, evidence) = answer_in(&[base(kind)], level, &[], Some("relay.test"));
@@ -1278,7 +1188,7 @@ mod evidence_holds {
             // prove a window a second-precise one leaves CANNOT_TELL, and a container's
             // layout names no host, so another host's lines mixed in cannot be told
             // apart there.)
-            if layout.format != Format::Level && (given == [layout.name] || layout.name == "postfix") {
+            if layout.stamps != Stamps::Level && (given == [layout.name] || layout.name == "postfix") {
                 let (classic, _) = answer_in(&files, CLASSIC, &[], None);
                 prop_assert!(
                     classic == Outcome::CannotTell || answer == classic,

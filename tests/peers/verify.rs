@@ -532,6 +532,100 @@ fn the_rules_of_evidence_hold_against_a_real_relay() {
     );
 }
 
+/// Real sites rewrite the envelope sender (`sender_canonical_maps`) and rename the relay's
+/// syslog name; and two relays can stand behind one name. A real Postfix relay commits the
+/// attempt's message under the rewritten sender: neither verify nor reconcile may call it
+/// NOT_DELIVERED or MISSING, and the operator who names the rewritten address gets
+/// DELIVERED. The log of a second relay, which never saw the message, proves no absence
+/// for an attempt the first one answered.
+#[test]
+fn a_rewritten_sender_or_another_relays_log_never_proves_absence() {
+    let work = tempfile::tempdir().expect("dir");
+    let db = work.path().join("uns.db");
+    let rewriting = Relay::start_as(
+        "sender_canonical_maps = regexp:{dir}/canonical\nsyslog_name = mailrelay\n",
+    );
+    std::fs::write(
+        rewriting.dir().join("canonical"),
+        "/^uns@uns\\.local$/ noreply@example.com\n",
+    )
+    .expect("canonical map");
+    let other = Relay::start_as("myhostname = relay2.test\n");
+    let proxy = Proxy::start(rewriting.addr, Fault::HoldReplyToDot);
+    let via_proxy = adapter(proxy.addr, StartTls::Never, None);
+    rewriting.send_marker();
+    other.send_marker();
+    let id = submit_with(&db, "rewritten@example.test", "hello");
+    let result = deliver_due(&db, &via_proxy);
+    assert_eq!(result.outcome.as_str(), "UNKNOWN", "{result:?}");
+    assert_eq!(
+        result.metadata["smtp_greeting"], "relay.test",
+        "the relay that answered is recorded"
+    );
+    let message = message_id(&id, 1, 1);
+    rewriting.wait_for_log(&format!("message-id={message}"));
+    rewriting.wait_for_log("from=<noreply@example.com>, size=");
+    // Both logs run past the window, so only the rules below can keep an absence away.
+    rewriting.log_past(now() + LEASE + 2.5);
+    other.log_past(now() + LEASE + 2.5);
+    let log = rewriting.maillog.as_path();
+    let named = ["--clock-skew", "2s", "--relay-syslog-name", "mailrelay"];
+
+    let (answer, evidence) = answer_of(&verify_with(&db, &id, &[log], false, &named));
+    assert_eq!(answer, "CANNOT_TELL", "{evidence}");
+    assert!(
+        evidence.contains("from <noreply@example.com>")
+            && evidence.contains("--smtp-from noreply@example.com"),
+        "the sender seen and the flag that vouches for it: {evidence}"
+    );
+    let vouched = [&named[..], &["--smtp-from", "noreply@example.com"]].concat();
+    let (answer, evidence) = answer_of(&verify_with(&db, &id, &[log], false, &vouched));
+    assert_eq!(answer, "DELIVERED", "{evidence}");
+    // Under a syslog name not given, none of its lines is the relay's: no answer.
+    let (answer, evidence) = answer_of(&verify_with(&db, &id, &[log], false, &named[..2]));
+    assert_eq!(answer, "CANNOT_TELL", "{evidence}");
+    // The second relay's log covers the window and never saw the message.
+    let (answer, evidence) = answer_of(&verify_with(
+        &db,
+        &id,
+        &[other.maillog.as_path()],
+        false,
+        &named[..2],
+    ));
+    assert_eq!(answer, "CANNOT_TELL", "{evidence}");
+    assert!(evidence.contains("another relay's log"), "{evidence}");
+
+    // reconcile reads the same rules: in doubt, never MISSING.
+    for (what, logs, flags) in [
+        ("the rewriting relay", log, &named[..]),
+        ("the other relay", other.maillog.as_path(), &named[..2]),
+    ] {
+        let mut args = vec!["reconcile", "--since", "1h", "-o", "json", "--relay-log"];
+        let path = logs.display().to_string();
+        args.push(&path);
+        args.extend(flags);
+        let report = json(&unsctl(&db, &args), "reconcile");
+        let class = report["notifications"][0]["class"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        assert_ne!(class, "MISSING", "{what}: {report:#}");
+        assert_eq!(class, "UNSETTLED", "{what}: {report:#}");
+    }
+    // And it really went out: the sink took one copy.
+    support::wait_until(
+        "the sink to take the message",
+        Duration::from_secs(20),
+        || {
+            rewriting
+                .sink
+                .received()
+                .iter()
+                .any(|m| m.contains(&message))
+        },
+    );
+}
+
 /// A relay log line the verifier reads, with what varies (stamps, hosts, pids, queue ids,
 /// addresses, numbers) taken out; None for the lines it does not read.
 fn shape(line: &str) -> Option<String> {
@@ -705,6 +799,73 @@ fn starttls_against_the_real_relay_trusts_only_the_given_ca() {
     );
 }
 
+/// Without tokens verify cannot answer, and names what to search each provider for by
+/// hand: searched for exactly what it printed, each stand-in finds the record the worker's
+/// call left (PagerDuty's incident by its dedup key, Slack's message by its metadata).
+fn by_hand_keys_find_the_records(
+    db: &Path,
+    fakes: &unsctl::lab::fakes::Fakes,
+    ids: &[(String, Channel, unsctl::lab::fakes::Behavior)],
+) {
+    use unsctl::lab::fakes::{Behavior, PAGERDUTY_TOKEN, SLACK_CHANNEL, SLACK_TOKEN};
+    let out = unsctl(db, &["verify"]);
+    let said = String::from_utf8_lossy(&out.stderr).to_string();
+    let client = reqwest::blocking::Client::new();
+    for (id, channel, behavior) in ids.iter().filter(|(_, _, b)| *b == Behavior::Hang) {
+        let line = said
+            .lines()
+            .find(|l| l.contains(id.as_str()) && l.contains("search the provider for"))
+            .unwrap_or_else(|| panic!("a by-hand step for {id}: {said}"));
+        let printed = line
+            .split("search the provider for ")
+            .nth(1)
+            .unwrap_or_default()
+            .trim();
+        let key = printed.rsplit(' ').next().unwrap_or_default();
+        let found = match channel {
+            Channel::Pagerduty => {
+                assert!(printed.starts_with("PAGERDUTY incident_key"), "{printed}");
+                assert_eq!(key, id.as_str(), "the dedup key is the bare id");
+                let listed: Value = client
+                    .get(format!("{}/incidents", fakes.pagerduty_api_url()))
+                    .query(&[("incident_key", key)])
+                    .header("Authorization", format!("Token token={PAGERDUTY_TOKEN}"))
+                    .send()
+                    .and_then(|r| r.json())
+                    .expect("incidents");
+                listed["incidents"].as_array().is_some_and(|i| i.len() == 1)
+            }
+            _ => {
+                assert!(
+                    printed.starts_with("SLACK metadata idempotency_key"),
+                    "{printed}"
+                );
+                let history: Value = client
+                    .get(format!("{}/conversations.history", fakes.slack_api_url()))
+                    .query(&[
+                        ("channel", SLACK_CHANNEL),
+                        ("include_all_metadata", "true"),
+                        ("limit", "999"),
+                    ])
+                    .bearer_auth(SLACK_TOKEN)
+                    .send()
+                    .and_then(|r| r.json())
+                    .expect("history");
+                history["messages"].as_array().is_some_and(|m| {
+                    m.iter()
+                        .filter(|m| m["metadata"]["event_payload"]["idempotency_key"] == key)
+                        .count()
+                        == 1
+                })
+            }
+        };
+        assert!(
+            found,
+            "{channel}: searching for {key:?} as printed finds the record"
+        );
+    }
+}
+
 /// The PagerDuty and Slack lookups, against the fakes' APIs over HTTP: DELIVERED where
 /// the fake took the message, NOT_DELIVERED where it dropped the connection unread.
 #[test]
@@ -794,6 +955,50 @@ fn pagerduty_and_slack_are_asked_by_key_with_their_own_auth() {
         );
         assert_eq!(answer["source"], channel.as_str().to_ascii_lowercase());
     }
+    // A record listed twice (offset paging repeats one) is still one record: the same
+    // answers, and reconcile counts one copy, never a duplicate.
+    fakes.control.repeat_listings(true);
+    let twice = json(
+        &run(PAGERDUTY_TOKEN, SLACK_TOKEN),
+        "verify, records listed twice",
+    );
+    assert_eq!(twice["answers"], report["answers"], "{twice:#}");
+    let mut reconcile = support::unsctl();
+    let reconciled = reconcile
+        .arg("--db")
+        .arg(&db)
+        .args([
+            "reconcile",
+            "--since",
+            "1h",
+            "--clock-skew",
+            "0s",
+            "-o",
+            "json",
+        ])
+        .env("UNS_PAGERDUTY_API_URL", &base)
+        .env("UNS_PAGERDUTY_API_TOKEN", PAGERDUTY_TOKEN)
+        .env("UNS_SLACK_API_URL", format!("{base}/api"))
+        .env("UNS_SLACK_BOT_TOKEN", SLACK_TOKEN)
+        .env("UNS_SLACK_CHANNEL", SLACK_CHANNEL)
+        .output()
+        .expect("reconcile");
+    let reconciled = json(&reconciled, "reconcile, records listed twice");
+    for (id, channel, behavior) in ids.iter().filter(|(_, _, b)| *b == Behavior::Hang) {
+        let line = reconciled["notifications"]
+            .as_array()
+            .and_then(|n| {
+                n.iter()
+                    .find(|x| x["id"] == id.as_str() && x["channel"] == channel.as_str())
+            })
+            .cloned()
+            .unwrap_or_default();
+        assert_eq!(line["copies"], 1, "{channel} {behavior:?}: {line:#}");
+        assert_ne!(line["class"], "DUPLICATED", "{line:#}");
+    }
+    fakes.control.repeat_listings(false);
+    by_hand_keys_find_the_records(&db, &fakes, &ids);
+
     // Wrong tokens: the providers refuse, and nothing is guessed.
     let refused = json(&run("wrong", "xoxb-wrong"), "verify with bad tokens");
     assert_eq!(refused["summary"]["CANNOT_TELL"], 4, "{refused:#}");

@@ -40,6 +40,20 @@ impl Relay {
 
     /// Starts one that applies `header_checks` (Postfix regexp lines: HOLD, WARN, ...).
     pub fn start_with(tls: Option<(&Path, &Path)>, header_checks: Option<&str>) -> Self {
+        Self::start_configured(tls, header_checks, None)
+    }
+
+    /// Starts one with `main_cf` lines added to its configuration, as a real site sets
+    /// it (`sender_canonical_maps`, `syslog_name`, `myhostname`).
+    pub fn start_as(main_cf: &str) -> Self {
+        Self::start_configured(None, None, Some(main_cf))
+    }
+
+    fn start_configured(
+        tls: Option<(&Path, &Path)>,
+        header_checks: Option<&str>,
+        main_cf: Option<&str>,
+    ) -> Self {
         assert!(
             super::is_root(),
             "a real Postfix relay needs root (.ci/run runs the tests as root)"
@@ -62,6 +76,13 @@ impl Relay {
         if let Some(lines) = header_checks {
             std::fs::write(&checks, lines).expect("header checks");
             command.env("HEADER_CHECKS", &checks);
+        }
+        let extra = dir.path().join("main.cf.in");
+        if let Some(lines) = main_cf {
+            // Files the lines name are relative to the relay's folder.
+            let lines = lines.replace("{dir}", &dir.path().display().to_string());
+            std::fs::write(&extra, lines).expect("main.cf lines");
+            command.env("EXTRA_MAIN_CF", &extra);
         }
         let out = {
             let _one = STARTING.lock().unwrap_or_else(|p| p.into_inner());

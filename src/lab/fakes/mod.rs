@@ -3,7 +3,7 @@
 //! what it really accepted. The ledger is the ground truth triage is checked against.
 
 mod http;
-mod maillog;
+pub mod maillog;
 mod smtp;
 
 use crate::model::Channel;
@@ -164,6 +164,13 @@ impl Control {
     }
 
     /// A line of smtpd session `pid`.
+    /// Writes the relay log's lines from now on in `layouts`.
+    pub fn log_layouts(&self, layouts: maillog::Layouts) {
+        if let Some(log) = &self.maillog {
+            log.set_layouts(layouts);
+        }
+    }
+
     fn log_session(&self, pid: u64, text: &str) {
         if let Some(log) = &self.maillog {
             log.line_as("smtpd", pid, text);

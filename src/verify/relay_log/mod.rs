@@ -29,6 +29,7 @@
 //! so a copied log answers as the original does.
 
 pub mod clock;
+pub mod layouts;
 pub mod line;
 
 pub use clock::{Stamp, Zone};
