@@ -811,7 +811,7 @@ fn by_hand_keys_find_the_records(
     let out = unsctl(db, &["verify"]);
     let said = String::from_utf8_lossy(&out.stderr).to_string();
     let client = reqwest::blocking::Client::new();
-    for (id, channel, behavior) in ids.iter().filter(|(_, _, b)| *b == Behavior::Hang) {
+    for (id, channel, _) in ids.iter().filter(|(_, _, b)| *b == Behavior::Hang) {
         let line = said
             .lines()
             .find(|l| l.contains(id.as_str()) && l.contains("search the provider for"))
