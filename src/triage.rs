@@ -827,7 +827,7 @@ fn next_step(verdict: &Verdict) -> String {
                     format!(
                         "{} {}",
                         c.channel,
-                        short_cause(c.cause.as_deref().unwrap_or("refused"))
+                        quote(&short_cause(c.cause.as_deref().unwrap_or("refused")))
                     )
                 })
                 .collect();
@@ -837,6 +837,21 @@ fn next_step(verdict: &Verdict) -> String {
             )
         }
     }
+}
+
+/// Provider text inside one of triage's sentences: in double quotes, its own quotes and
+/// backslashes escaped, so it never reads as a step of unsctl's (DESIGN §5).
+fn quote(text: &str) -> String {
+    let mut quoted = String::with_capacity(text.len() + 2);
+    quoted.push('"');
+    for c in text.chars() {
+        if matches!(c, '"' | '\\') {
+            quoted.push('\\');
+        }
+        quoted.push(c);
+    }
+    quoted.push('"');
+    quoted
 }
 
 /// A cause cut to a clause: the first line, at most 80 characters.

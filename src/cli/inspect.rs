@@ -161,7 +161,7 @@ fn summary_block(row: &Notification, out: &Output) -> String {
         format!("  lease     {lease}"),
     ];
     if let Some(error) = &row.error_message {
-        lines.push(format!("  error     {}", out.red(&views::shown(error))));
+        lines.push(format!("  error     {}", out.red(&views::said(error))));
     }
     lines.push(format!("  created   {}", out.time(row.created_at)));
     lines.push(format!("  updated   {}", out.time(row.updated_at)));

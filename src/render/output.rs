@@ -216,13 +216,10 @@ pub fn status(text: &str) {
         .flatten();
     let mut stderr = std::io::stderr().lock();
     match width {
-        Some(width) if width >= 20 => {
-            let options = textwrap::Options::new(width)
-                .subsequent_indent("  ")
-                .break_words(true);
+        Some(width) if width >= 22 => {
             for line in text.split('\n') {
-                for part in textwrap::wrap(line, &options) {
-                    let _ = stderr.write_all(part.trim_end().as_bytes());
+                for part in wrap_to(line, width, 2) {
+                    let _ = stderr.write_all(part.as_bytes());
                     let _ = stderr.write_all(b"\n");
                 }
             }
@@ -237,46 +234,88 @@ pub fn status(text: &str) {
 /// What stands for a space inside a command while a line is wrapped.
 const UNBROKEN: char = '\u{a0}';
 
-/// `line` with the spaces inside each `unsctl ...` command made unbreakable.
+/// The byte ranges of `line` inside double quotes (a quote escaped with a backslash does
+/// not end one): store and provider text, as [`crate::render::sanitize::quoted`] shows it.
+fn quoted_spans(line: &str) -> Vec<(usize, usize)> {
+    let mut spans = Vec::new();
+    let mut open: Option<usize> = None;
+    let mut escaped = false;
+    for (at, c) in line.char_indices() {
+        match (open, c) {
+            (Some(_), '\\') if !escaped => {
+                escaped = true;
+                continue;
+            }
+            (Some(start), '"') if !escaped => {
+                spans.push((start, at + 1));
+                open = None;
+            }
+            (None, '"') => open = Some(at),
+            _ => {}
+        }
+        escaped = false;
+    }
+    if let Some(start) = open {
+        spans.push((start, line.len()));
+    }
+    spans
+}
+
+/// `line` with the spaces inside each of unsctl's own `unsctl ...` commands made
+/// unbreakable: each up to a backtick or the line's end, and never one inside quotes,
+/// where it is store or provider text (DESIGN §5).
 fn commands_whole(line: &str) -> String {
+    let quoted = quoted_spans(line);
+    let inside = |at: usize| quoted.iter().any(|(start, end)| at > *start && at < *end);
     let mut out = String::with_capacity(line.len());
-    let mut rest = line;
-    while let Some(at) = rest.find("unsctl ") {
-        out.push_str(&rest[..at]);
-        let command = &rest[at..];
-        let end = command.find('`').unwrap_or(command.len());
+    let mut at = 0;
+    while let Some(found) = line[at..].find("unsctl ") {
+        let start = at + found;
+        out.push_str(&line[at..start]);
+        if inside(start) {
+            out.push_str("unsctl ");
+            at = start + "unsctl ".len();
+            continue;
+        }
+        let command = &line[start..];
+        let quote = quoted
+            .iter()
+            .find(|(open, _)| *open > start)
+            .map_or(command.len(), |(open, _)| open - start);
+        let end = command.find('`').unwrap_or(command.len()).min(quote);
         out.push_str(
             &command[..end]
                 .trim_end()
                 .replace(' ', &UNBROKEN.to_string()),
         );
         out.push_str(&command[command[..end].trim_end().len()..end]);
-        rest = &command[end..];
+        at = start + end;
     }
-    out.push_str(rest);
+    out.push_str(&line[at..]);
     out
+}
+
+/// `line` wrapped to `width`: never inside a word (ids, keys and commands are pasted),
+/// each of unsctl's commands whole, each continuation `hang` columns in.
+fn wrap_to(line: &str, width: usize, hang: usize) -> Vec<String> {
+    let indent = " ".repeat(hang);
+    let options = textwrap::Options::new(width)
+        .subsequent_indent(&indent)
+        .break_words(false)
+        .word_separator(textwrap::WordSeparator::AsciiSpace)
+        .word_splitter(textwrap::WordSplitter::NoHyphenation);
+    textwrap::wrap(&commands_whole(line), &options)
+        .into_iter()
+        .map(|l| l.trim_end().replace(UNBROKEN, " "))
+        .collect()
 }
 
 /// `line` wrapped to the terminal's width (when there is one), each continuation
 /// `hang` columns in.
 pub fn wrapped(line: &str, out: &Output, hang: usize) -> Vec<String> {
     match out.fit_width() {
-        Some(width) if width as usize > hang + 20 => {
-            let indent = " ".repeat(hang);
-            // Never inside a word, nor at its hyphens: ids, keys and commands are pasted,
-            // and one longer than the width stands whole on a line of its own.
-            // A command (`unsctl ...` up to a backtick or the line's end) is one word:
-            // it moves whole to a line of its own rather than be broken across two.
-            let options = textwrap::Options::new(width as usize)
-                .subsequent_indent(&indent)
-                .break_words(false)
-                .word_separator(textwrap::WordSeparator::AsciiSpace)
-                .word_splitter(textwrap::WordSplitter::NoHyphenation);
-            textwrap::wrap(&commands_whole(line), &options)
-                .into_iter()
-                .map(|l| l.trim_end().replace(UNBROKEN, " "))
-                .collect()
-        }
+        // A word or command longer than the width stands whole on a line of its own.
+        Some(width) if width as usize > hang + 20 => wrap_to(line, width as usize, hang),
         _ => vec![line.to_string()],
     }
 }

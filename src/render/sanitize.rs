@@ -14,7 +14,6 @@ fn hostile(c: char) -> bool {
             '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{feff}')
 }
 
-/// `text` with every control character shown escaped (`\x1b`, `\n`, `\u{202e}`).
 /// `text` as one word of a shell command line: as it is when it holds nothing a shell
 /// reads specially, else in single quotes.
 pub fn shell_word(text: &str) -> Cow<'_, str> {
@@ -29,6 +28,44 @@ pub fn shell_word(text: &str) -> Cow<'_, str> {
     }
 }
 
+/// Store or provider text shown in a sentence: in double quotes, its own quotes and
+/// backslashes escaped and its control characters shown escaped, so whatever it holds
+/// (a command, a quote that would end ours) reads as quoted text, never as one of
+/// unsctl's own steps. Wrapping keeps commands whole only outside quotes.
+pub fn quoted(text: &str) -> String {
+    let cleaned = clean(text);
+    let mut out = String::with_capacity(cleaned.len() + 2);
+    out.push('"');
+    for c in cleaned.chars() {
+        if matches!(c, '"' | '\\') {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out.push('"');
+    out
+}
+
+/// Whether `text` leaves a [`quoted`] span open: an unescaped double quote without its
+/// closing one, as a cut leaves it.
+pub fn quote_open(text: &str) -> bool {
+    let mut open = false;
+    let mut escaped = false;
+    for c in text.chars() {
+        match c {
+            '\\' if open && !escaped => {
+                escaped = true;
+                continue;
+            }
+            '"' if !escaped => open = !open,
+            _ => {}
+        }
+        escaped = false;
+    }
+    open
+}
+
+/// `text` with every control character shown escaped (`\x1b`, `\n`, `\u{202e}`).
 pub fn clean(text: &str) -> Cow<'_, str> {
     if !text.chars().any(hostile) {
         return Cow::Borrowed(text);

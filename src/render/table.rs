@@ -327,9 +327,21 @@ fn fit(text: &str, width: usize) -> (std::borrow::Cow<'_, str>, usize) {
     }
     let kept = cut.trim_end().len();
     cut.truncate(kept);
+    // A cut inside quoted store or provider text closes the quote after the ellipsis,
+    // so the cell still reads as quoted text, never as a step of unsctl's.
+    let closes = super::sanitize::quote_open(&cut);
+    if closes && width > 1 {
+        while unicode_width::UnicodeWidthStr::width(cut.as_str()) + 2 > width && cut.pop().is_some()
+        {
+        }
+    }
     let mut used = unicode_width::UnicodeWidthStr::width(cut.as_str());
     if width > 0 {
         cut.push('…');
+        used += 1;
+    }
+    if closes && width > 1 {
+        cut.push('"');
         used += 1;
     }
     (std::borrow::Cow::Owned(cut), used)

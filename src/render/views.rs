@@ -16,6 +16,12 @@ pub fn shown(text: &str) -> String {
     super::sanitize::clip(text, MAX_SHOWN).into_owned()
 }
 
+/// Store or provider text in a sentence or a cell: cut like [`shown`], in quotes, so
+/// whatever it holds reads as what someone said, never as one of unsctl's own steps.
+pub fn said(text: &str) -> String {
+    super::sanitize::quoted(&shown(text))
+}
+
 /// A payload field as text, made safe to show (a long string is cut, never copied whole).
 fn text(value: &Value, key: &str) -> Option<String> {
     match value.get(key)? {
@@ -99,7 +105,7 @@ pub fn detail_of(kind: &str, p: &Value, out: &Output) -> String {
                 parts.push(format!("code {code}"));
             }
             if let Some(error) = text(p, "error") {
-                parts.push(error);
+                parts.push(said(&error));
             }
             parts.join(" ")
         }
@@ -119,7 +125,9 @@ pub fn detail_of(kind: &str, p: &Value, out: &Output) -> String {
             text(p, "channels").unwrap_or_default()
         ),
         Kind::Delivered => "every channel accepted".into(),
-        Kind::DeadLettered => text(p, "error_message").unwrap_or_default(),
+        Kind::DeadLettered => text(p, "error_message")
+            .map(|error| said(&error))
+            .unwrap_or_default(),
         Kind::DlqResolved | Kind::Replayed => {
             let mut parts = vec![format!("by {}", who_acted(p))];
             if let Some(branch) = text(&p["triage"], "branch") {
@@ -133,7 +141,7 @@ pub fn detail_of(kind: &str, p: &Value, out: &Output) -> String {
             }
             for key in ["reason", "ticket", "attestation"] {
                 if let Some(value) = text(p, key) {
-                    parts.push(format!("{key}: {value}"));
+                    parts.push(format!("{key}: {}", said(&value)));
                 }
             }
             if p["forced"] == true {
@@ -331,7 +339,7 @@ pub fn verdict_block(verdict: &Verdict, out: &Output) -> String {
     // Why each channel failed or is in doubt, with the provider's own reply.
     for channel in &verdict.channels {
         if let Some(cause) = channel.cause.as_deref().filter(|c| !c.is_empty()) {
-            lines.push(format!("  cause: {}: {}", channel.channel, shown(cause)));
+            lines.push(format!("  cause: {}: {}", channel.channel, said(cause)));
         }
     }
     for note in &verdict.notes {
@@ -466,10 +474,9 @@ pub fn cause(verdict: &Verdict) -> String {
         .find_map(|c| {
             c.cause
                 .as_ref()
-                .map(|cause| format!("{}: {cause}", c.channel))
+                .map(|cause| format!("{}: {}", c.channel, said(cause)))
         })
-        .or_else(|| verdict.notes.first().cloned())
-        .map(|text| shown(&text))
+        .or_else(|| verdict.notes.first().map(|note| shown(note)))
         .unwrap_or_default()
 }
 

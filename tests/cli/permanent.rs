@@ -193,7 +193,7 @@ fn permanent_and_transient_rejections_are_told_apart_on_both_backends() {
     assert!(
         grouped
             .iter()
-            .any(|l| l.contains("SLACK HTTP 400: invalid_payload  1 entry")),
+            .any(|l| l.contains("SLACK \"HTTP 400: invalid_payload\"  1 entry")),
         "{}",
         tables[0]
     );

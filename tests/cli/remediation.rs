@@ -1063,8 +1063,8 @@ fn inspect_shows_the_audit_in_the_timeline() {
         "by dana",
         "on REPLAY",
         "channels SLACK",
-        "reason: fixed the webhook",
-        "ticket: INC-9",
+        "reason: \"fixed the webhook\"",
+        "ticket: \"INC-9\"",
     ] {
         assert!(line.contains(expected), "{expected} missing: {line}");
     }

@@ -399,7 +399,7 @@ fn the_card_shows_the_cause_and_asks_again_after_a_refusal() {
     let rejected = support::replay_entry(&conn, 1000.0);
     let tmux = Tmux::start(&command(&db, "dlq triage --interactive"));
     let screen = tmux.wait_for("Decision");
-    assert!(screen.contains("cause: SLACK: HTTP 400"), "{screen}");
+    assert!(screen.contains("cause: SLACK: \"HTTP 400"), "{screen}");
     assert!(
         screen.contains("(or 1-4)") || !screen.contains("5 verify"),
         "{screen}"

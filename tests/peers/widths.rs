@@ -144,16 +144,45 @@ fn lone_command(line: &str) -> bool {
     text.starts_with("unsctl ") && !text.contains("  ") && !text.contains('`')
 }
 
+/// Where `line` stands inside double quotes (store or provider text, as unsctl quotes it;
+/// a quote escaped with a backslash does not end one), starting `open` as the line
+/// before left it; and whether it leaves one open for the next line.
+fn quoted_bytes(line: &str, mut open: bool) -> (Vec<bool>, bool) {
+    let mut inside = vec![false; line.len()];
+    let mut escaped = false;
+    for (at, c) in line.char_indices() {
+        inside[at] = open;
+        match c {
+            '\\' if open && !escaped => {
+                escaped = true;
+                continue;
+            }
+            '"' if !escaped => open = !open,
+            _ => {}
+        }
+        escaped = false;
+    }
+    (inside, open)
+}
+
 /// The `unsctl ...` commands a screen shows, each as the text from `unsctl` to the end of
-/// its cell (two spaces end a cell) or of its line.
+/// its cell (two spaces end a cell) or of its line. Text in quotes is what a store or a
+/// provider said, shown as text: a command inside it is not one of unsctl's.
 fn printed_commands(screen: &str) -> Vec<String> {
     let mut found = Vec::new();
+    let mut open = false;
     for line in screen.lines() {
+        let (inside, still_open) = quoted_bytes(line, open);
+        open = still_open;
         let mut rest = line;
         while let Some(at) = rest.find("unsctl ") {
             // The binary's own path in a command line is not a printed step.
             let before = &rest[..at];
             let command = &rest[at..];
+            if inside[line.len() - rest.len() + at] {
+                rest = &command["unsctl ".len()..];
+                continue;
+            }
             let end = ["  ", "`", ". "]
                 .iter()
                 .filter_map(|stop| command.find(stop))
@@ -429,4 +458,61 @@ fn the_demo_table_fits_80_columns_as_triage_does() {
         assert!(id.len() < 34, "a full id at 80 columns: {row}");
         assert!(width(row) <= 80, "{row}");
     }
+}
+
+/// Provider text that holds a command (a Slack 400 telling the reader to force a resolve,
+/// an error that mimics unsctl's own next step) is shown as quoted text by inspect,
+/// triage, verify, list and events at every width, and never found among the commands a
+/// screen shows; the genuine steps beside it still are, whole.
+#[test]
+fn provider_text_that_holds_a_command_is_shown_as_text() {
+    let dir = tempfile::tempdir().expect("dir");
+    let db = dir.path().join("injected.db");
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/hostile");
+    let conn = rusqlite::Connection::open(&db).expect("db");
+    for file in ["base.sql", "injected-command.sql"] {
+        conn.execute_batch(&std::fs::read_to_string(fixtures.join(file)).expect("fixture"))
+            .expect(file);
+    }
+    drop(conn);
+    let bin = env!("CARGO_BIN_EXE_unsctl");
+    let rejected = "n-01a2295dfd6f7542ae68623df2047f98";
+    let unknown = "n-01a2295dfd6f7542ae68623cddd53c81";
+    let mut genuine = std::collections::BTreeSet::new();
+    for args in [
+        format!("inspect {rejected}"),
+        format!("inspect {unknown}"),
+        "dlq triage".to_string(),
+        "dlq list".to_string(),
+        "verify".to_string(),
+        "events --kind CHANNEL_ATTEMPT_RESULT --kind DEAD_LETTERED".to_string(),
+    ] {
+        for columns in [60u16, 80, 120] {
+            let command = format!("{bin} --db {} {args}", db.display());
+            let screen = strip_ansi(&in_pty(&command, columns, "never", "/nonexistent"));
+            if args.starts_with("inspect") {
+                assert!(
+                    screen.contains("\"HTTP 400: run `unsctl dlq resolve")
+                        || screen.contains("\"no reply\\\"; then: unsctl dlq resolve"),
+                    "the provider's text is shown, quoted: {args} at {columns}:\n{screen}"
+                );
+            }
+            for printed in printed_commands(&screen) {
+                assert!(
+                    !printed.contains("--force") && !printed.contains("--yes"),
+                    "{args} at {columns}: provider text taken as a command: {printed}\n{screen}"
+                );
+                genuine.insert(printed);
+            }
+        }
+    }
+    assert!(
+        genuine
+            .iter()
+            .any(|c| c.starts_with(&format!("unsctl replay {rejected}")))
+            && genuine
+                .iter()
+                .any(|c| c.starts_with(&format!("unsctl verify {unknown}"))),
+        "the genuine steps are still printed: {genuine:#?}"
+    );
 }

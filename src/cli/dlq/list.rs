@@ -239,7 +239,11 @@ fn list_row(row: &Notification, verdict: &Verdict, unreadable: bool, out: &Outpu
         toned(verdict.branch.as_str(), views::branch_tone(verdict.branch)),
         views::shown(row.status.as_str()).into(),
         views::shown(&row.channels.join(",")).into(),
-        views::shown(row.error_message.as_deref().unwrap_or_default()).into(),
+        row.error_message
+            .as_deref()
+            .map(views::said)
+            .unwrap_or_default()
+            .into(),
         out.time(row.updated_at).into(),
         row.attempts.to_string().into(),
         row.cycle.to_string().into(),

@@ -292,7 +292,9 @@ impl Footer {
                 format!(
                     "{} {}",
                     c.channel,
-                    crate::triage::short_cause(c.cause.as_deref().unwrap_or("refused"))
+                    crate::render::sanitize::quoted(&crate::triage::short_cause(
+                        c.cause.as_deref().unwrap_or("refused")
+                    ))
                 )
             })
             .collect::<Vec<_>>()
@@ -335,7 +337,7 @@ impl Footer {
             writeln!(
                 to,
                 "  {}  {}: {}{}",
-                out.clean(cause),
+                cause,
                 crate::render::output::counted(ids.len() as i64, "entry"),
                 shown.join(" "),
                 if more > 0 {
