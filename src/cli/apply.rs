@@ -70,6 +70,21 @@ pub struct Excluded {
 }
 
 impl Excluded {
+    /// Why `verdict`'s entry is one the plan's selection leaves out, if it is: a channel
+    /// `--not-channel` names, an error message `--not-error` matches (any letter case).
+    fn leaves_out(&self, verdict: &crate::triage::Verdict) -> Option<String> {
+        if let Some(channel) = self.not_channel
+            && verdict.channel(channel).is_some()
+        {
+            return Some(format!("--not-channel {channel}"));
+        }
+        let error = verdict.error_message.as_deref().unwrap_or_default();
+        self.not_error
+            .as_deref()
+            .filter(|text| error.to_lowercase().contains(&text.to_lowercase()))
+            .map(|text| format!("--not-error {}", crate::render::sanitize::quoted(text)))
+    }
+
     /// What `selection` leaves out, if anything.
     pub fn of(selection: &crate::store::Selection) -> Option<Self> {
         selection.excludes().then(|| Self {
@@ -199,6 +214,7 @@ fn planned(
     entry: PlanEntry,
     operator: &str,
     audit: &AuditArgs,
+    excluded: Option<&Excluded>,
 ) -> CliResult<Intent> {
     let action = match entry.action {
         PlanAction::Resolve => Action::Resolve,
@@ -224,6 +240,18 @@ fn planned(
     });
     let request = act::base_request(operator, audit, attestation, verified);
     let mut intent = act::intent(store, &entry.id, action, &request)?;
+    // An entry added by hand is held to every exclusion the plan records, not only its
+    // ids: the selection the operator approved left it out.
+    let left_out = excluded
+        .zip(intent.verdict.as_ref())
+        .and_then(|(e, v)| e.leaves_out(v));
+    if let Some(why) = left_out {
+        intent.preview = Err(Blocked::Unplanned(Unplanned::Excluded(
+            entry.id.clone(),
+            why,
+        )));
+        return Ok(intent);
+    }
     if entry.action == PlanAction::Verify {
         intent.verb = "verify";
         intent.preview = Err(Blocked::Unplanned(Unplanned::LeftAsVerify(
@@ -278,7 +306,13 @@ pub fn run(global: &Invocation, args: Args) -> CliResult {
     if plan.entries.iter().all(|e| e.context.is_none()) {
         let store = backend::for_action(global, args.confirm.confirm)?;
         same_store(store.as_ref(), plan.store.as_deref())?;
-        return apply_in(store.as_ref(), plan.entries, &args, global);
+        return apply_in(
+            store.as_ref(),
+            plan.entries,
+            plan.excluded.as_ref(),
+            &args,
+            global,
+        );
     }
     // A plan made across contexts acts context by context, each with its own prompt.
     if global.db.is_some() || global.api.is_some() || global.context.is_some() {
@@ -321,7 +355,13 @@ pub fn run(global: &Invocation, args: Args) -> CliResult {
             .and_then(|resolved| backend::open_resolved(resolved, args.confirm.confirm))
             .and_then(|store| {
                 same_store(store.as_ref(), planned_stores.get(name.as_str()).copied())?;
-                apply_in(store.as_ref(), entries, &args, global)
+                apply_in(
+                    store.as_ref(),
+                    entries,
+                    plan.excluded.as_ref(),
+                    &args,
+                    global,
+                )
             });
         if let Err(err) = acted {
             crate::render::output::status(&format!(
@@ -339,6 +379,7 @@ pub fn run(global: &Invocation, args: Args) -> CliResult {
 fn apply_in(
     store: &dyn crate::store::Store,
     entries: Vec<PlanEntry>,
+    excluded: Option<&Excluded>,
     args: &Args,
     global: &Invocation,
 ) -> CliResult {
@@ -347,7 +388,7 @@ fn apply_in(
     let mut intents = once_each(entries)
         .into_iter()
         .map(|entry| match entry {
-            Ok(entry) => planned(store, entry, &operator, &args.audit),
+            Ok(entry) => planned(store, entry, &operator, &args.audit, excluded),
             Err(refused) => Ok(refused),
         })
         .collect::<CliResult<Vec<_>>>()?;

@@ -104,7 +104,8 @@ pub struct SelectArgs {
     /// Leave out entries whose error message contains TEXT, in any letter case
     #[arg(long, value_name = "TEXT")]
     pub not_error: Option<String>,
-    /// Leave out these entries, by whole id (repeat, or separate with commas)
+    /// Leave out these entries, by id or a unique prefix of one (repeat, or separate with
+    /// commas); one that matches no entry is a usage error
     #[arg(long, value_name = "ID", value_delimiter = ',', value_parser = values::parse_id)]
     pub exclude: Vec<String>,
 }
@@ -143,6 +144,16 @@ impl SelectArgs {
             return Err(CliError::usage("--limit must be at least 1"));
         }
         Ok(selection)
+    }
+
+    /// The selection over `store`, each `--exclude` prefix expanded to its id among the
+    /// DLQ's entries (`dlq_only`) or every notification.
+    pub fn resolved(
+        &self,
+        store: &dyn crate::store::Store,
+        dlq_only: bool,
+    ) -> CliResult<Selection> {
+        super::ids::with_exclusions(store, self.selection()?, dlq_only)
     }
 
     /// Whether any flag narrows the selection.

@@ -208,6 +208,16 @@ fn api_check(url: &str, key: Option<String>, window: f64) -> (Vec<Check>, Option
     }
 }
 
+/// Who named the relay doctor talks to. Credentials go only to a peer the operator
+/// named (DESIGN §5): a relay a store or an API names is data, greeted at most.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum NamedBy {
+    /// `UNS_SMTP_HOST` or `--smtp-host`: measured as the worker uses it, login included.
+    Operator,
+    /// The runtime's newest email attempt, from the store or the API's stats.
+    Data,
+}
+
 /// What talking to the relay took: the steps done and how long, or why it failed.
 struct RelayProbe {
     relay: String,
@@ -220,8 +230,16 @@ struct RelayProbe {
 /// runbook's environment has none), the relay the runtime's newest email went to.
 fn smtp_check(args: &Args, in_use: &InUse) -> Check {
     let probe = match (&args.smtp_host, &in_use.relay) {
-        (None, Some(relay)) => probe_relay_at(relay, args).map(|mut probe| {
-            probe.relay = format!("{relay} (the relay the newest email attempt used)");
+        (None, Some(relay)) => probe_relay_at(relay, args, NamedBy::Data).map(|mut probe| {
+            let login = if args.smtp_user.is_some() {
+                "; greeted only, never logged in to: a relay named by data gets no credentials (set UNS_SMTP_HOST to measure the login)"
+            } else {
+                "; greeted only"
+            };
+            probe.relay = format!(
+                "{} (the relay the newest email attempt used{login})",
+                crate::render::sanitize::clean(relay)
+            );
             probe
         }),
         _ => probe_relay(args),
@@ -277,10 +295,10 @@ fn relay_check(probe: Option<&RelayProbe>, args: &Args, lease: Option<f64>) -> C
 }
 
 fn probe_relay(args: &Args) -> Option<RelayProbe> {
-    probe_relay_at(args.smtp_host.as_ref()?, args)
+    probe_relay_at(args.smtp_host.as_ref()?, args, NamedBy::Operator)
 }
 
-fn probe_relay_at(relay: &str, args: &Args) -> Option<RelayProbe> {
+fn probe_relay_at(relay: &str, args: &Args, named_by: NamedBy) -> Option<RelayProbe> {
     let relay = &relay.to_string();
     let started = Instant::now();
     let timeout = Some(Duration::from_secs_f64(args.lease_seconds.clamp(1.0, 60.0)));
@@ -288,6 +306,10 @@ fn probe_relay_at(relay: &str, args: &Args) -> Option<RelayProbe> {
     let measured = (|| -> Result<Vec<&'static str>, lettre::transport::smtp::Error> {
         let mut steps = vec!["connect", "EHLO"];
         let mut conn = SmtpConnection::connect(relay.as_str(), timeout, &hello, None, None)?;
+        if named_by == NamedBy::Data {
+            let _ = conn.quit();
+            return Ok(steps);
+        }
         let starttls = match args.smtp_starttls.to_ascii_lowercase().as_str() {
             "required" | "on" => StartTls::Required,
             "opportunistic" | "auto" => StartTls::Opportunistic,

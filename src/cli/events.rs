@@ -81,7 +81,7 @@ pub fn run(global: &Invocation, args: Args) -> CliResult {
     let store = backend::reader(global)?;
     let query = EventQuery {
         kinds: kinds.clone(),
-        selection: args.select.selection()?,
+        selection: args.select.resolved(store.as_ref(), false)?,
         limit,
         after: None,
     };
@@ -193,7 +193,17 @@ fn run_fleet(
         limit,
         after: None,
     };
-    let mut readings = fleet::read_each(&|store| Ok(store.events(&query)?.events))?;
+    let mut readings = fleet::read_each(&|store| {
+        let here = EventQuery {
+            selection: crate::cli::ids::with_exclusions_here(
+                store,
+                query.selection.clone(),
+                false,
+            )?,
+            ..query.clone()
+        };
+        Ok(store.events(&here)?.events)
+    })?;
     let contexts = fleet::statuses(&readings);
     let mut rows: Vec<(String, crate::api::EventRow)> = Vec::new();
     for reading in &mut readings {

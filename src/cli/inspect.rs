@@ -50,7 +50,7 @@ pub fn view(doc: NotificationDoc) -> InspectView {
 pub fn run(global: &Invocation, args: Args) -> CliResult {
     let out = global.output();
     let store = backend::reader(global)?;
-    let id = backend::expand_id(store.as_ref(), &args.id)?;
+    let id = super::ids::expand_id(store.as_ref(), &args.id)?;
     let mut doc = store.notification(&id)?;
     if args.follow {
         let every = super::follow::interval(args.interval)?;

@@ -12,6 +12,7 @@ pub mod error;
 pub mod events;
 pub mod fleet;
 pub mod follow;
+pub mod ids;
 pub mod inspect;
 pub mod outcome;
 pub mod pace;

@@ -50,6 +50,8 @@ pub enum Unplanned {
     NoBase(String),
     /// Listed twice with different actions or bases.
     ListedTwice(String),
+    /// Left out by the plan's own selection (`--not-channel`, `--not-error`), yet listed.
+    Excluded(String, String),
 }
 
 impl fmt::Display for Unplanned {
@@ -70,6 +72,10 @@ impl fmt::Display for Unplanned {
             Unplanned::ListedTwice(id) => write!(
                 f,
                 "{id} is listed more than once in the plan, with different actions or bases; make the plan again"
+            ),
+            Unplanned::Excluded(id, why) => write!(
+                f,
+                "{id} is left out by the plan's own selection ({why}), yet listed in its entries: skipped"
             ),
         }
     }

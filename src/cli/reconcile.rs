@@ -100,7 +100,7 @@ pub fn run(global: &Invocation, args: Args) -> CliResult {
     let out = global.output();
     let store = backend::reader(global)?;
     if let Some(id) = &args.id {
-        asked.ids = Some(backend::expand_ids(
+        asked.ids = Some(super::ids::expand_ids(
             store.as_ref(),
             std::slice::from_ref(id),
         )?);

@@ -79,14 +79,14 @@ pub fn run(global: &Invocation, args: Args) -> CliResult {
     let mut intents: Vec<Intent> = match &args.branch {
         Some(_) => selection::verdicts(
             store.as_ref(),
-            &args.select.selection()?,
+            &args.select.resolved(store.as_ref(), true)?,
             &selection::of_branch(Some(Branch::Replay)),
             args.select.limit,
         )?
         .into_iter()
         .map(|verdict| act::intent(store.as_ref(), &verdict.id, Action::Replay, &request))
         .collect::<CliResult<_>>()?,
-        None => backend::expand_ids(store.as_ref(), &args.ids)?
+        None => super::ids::expand_ids(store.as_ref(), &args.ids)?
             .iter()
             .map(|id| act::intent(store.as_ref(), id, Action::Replay, &request))
             .collect::<CliResult<_>>()?,

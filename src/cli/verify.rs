@@ -79,7 +79,7 @@ pub fn run(global: &Invocation, args: Args) -> CliResult {
     let ids = if args.ids.is_empty() {
         selection::verdicts(
             store.as_ref(),
-            &args.select.selection()?,
+            &args.select.resolved(store.as_ref(), true)?,
             &selection::of_branch(Some(Branch::Verify)),
             args.select.limit,
         )?
@@ -87,7 +87,7 @@ pub fn run(global: &Invocation, args: Args) -> CliResult {
         .map(|v| v.id)
         .collect()
     } else {
-        backend::expand_ids(store.as_ref(), &args.ids)?
+        super::ids::expand_ids(store.as_ref(), &args.ids)?
     };
     if ids.is_empty() {
         if out.json() {

@@ -301,6 +301,26 @@ fn a_filtered_bulk_action_acts_on_exactly_the_filtered_entries() {
             .map(|e| e.0.clone())
             .collect();
         let (spared, rest) = email_replays.split_first().expect("email replays");
+        // An exclusion that matches nothing is a mistake, never a silent no-op.
+        let nothing = unsctl(
+            &target,
+            &[
+                "replay",
+                "--branch",
+                "replay",
+                "--exclude",
+                "n-ffffffffff",
+                "--reason",
+                "x",
+            ],
+        );
+        assert_eq!(nothing.status.code(), Some(2), "{backend}: {nothing:?}");
+        assert!(
+            String::from_utf8_lossy(&nothing.stderr).contains("--exclude n-ffffffffff"),
+            "{backend}: {nothing:?}"
+        );
+        // A unique prefix names the entry, as every id argument does.
+        let spared_prefix = &spared[..spared.len() - 6];
         let out = unsctl(
             &target,
             &[
@@ -310,7 +330,7 @@ fn a_filtered_bulk_action_acts_on_exactly_the_filtered_entries() {
                 "--not-channel",
                 "SLACK",
                 "--exclude",
-                spared,
+                spared_prefix,
                 "--confirm",
                 "--yes",
                 "--reason",
@@ -424,6 +444,68 @@ fn a_plan_lists_what_it_left_out_and_apply_never_acts_on_it() {
     let resolved = acted_on(&seeded.db, "DLQ_RESOLVED");
     assert!(!resolved.contains(&left_out), "{resolved:?}");
     assert_eq!(resolved.len(), resolves.len() - 1, "{stderr}");
+
+    // A plan made leaving out a channel: an entry with that channel added by hand is
+    // held to the exclusion too, and nothing is replayed on it.
+    let plan = json(
+        &unsctl(
+            &target,
+            &[
+                "dlq",
+                "triage",
+                "--branch",
+                "replay",
+                "--not-channel",
+                "SLACK",
+                "-o",
+                "json",
+            ],
+        ),
+        "plan without SLACK",
+    );
+    let slack_entry = seeded
+        .entries
+        .iter()
+        .find(|e| e.1 == "REPLAY" && e.2 == Channel::Slack)
+        .map(|e| e.0.clone())
+        .expect("a SLACK REPLAY entry");
+    let triaged = json(&unsctl(&target, &["dlq", "triage", "-o", "json"]), "triage");
+    let mut added = triaged["entries"]
+        .as_array()
+        .and_then(|all| all.iter().find(|e| e["id"] == slack_entry.as_str()))
+        .cloned()
+        .expect("its entry");
+    added["action"] = Value::String("replay".into());
+    let mut edited = plan.clone();
+    edited["entries"]
+        .as_array_mut()
+        .expect("entries")
+        .push(added);
+    std::fs::write(&path, serde_json::to_vec(&edited).expect("json")).expect("plan");
+    let out = unsctl(
+        &target,
+        &[
+            "apply",
+            &path.display().to_string(),
+            "--confirm",
+            "--yes",
+            "--reason",
+            "fixed",
+        ],
+    );
+    let stderr = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stderr.contains("left out by the plan's own selection (--not-channel SLACK)"),
+        "{stderr}"
+    );
+    assert!(
+        !acted_on(&seeded.db, "REPLAYED").contains(&slack_entry),
+        "{stderr}"
+    );
 }
 
 #[test]

@@ -398,3 +398,88 @@ fn a_dead_or_misplaced_api_is_explained_by_its_cause() {
         "{text}"
     );
 }
+
+/// A relay a store or an API names is data: doctor greets it to time it, never logs in
+/// to it, and says so, however the operator's own login is set. The relay the operator
+/// named gets the login the worker would use.
+#[test]
+fn a_relay_named_by_data_gets_no_credentials() {
+    use unsctl::runtime::adapters::Adapter;
+    use unsctl::runtime::adapters::email::{EmailAdapter, EmailConfig};
+    let stand_in = support::RecordingRelay::start();
+    let dir = tempfile::tempdir().expect("dir");
+    let db = dir.path().join("uns.db");
+    let conn = schema::open(&db, OpenMode::Create).expect("store");
+    engine::submit(
+        &conn,
+        SystemClock.now(),
+        &NewNotification {
+            channels: [Channel::Email].into_iter().collect(),
+            payload: json!({"recipient": "a@example.test"}),
+            idempotency_key: None,
+            max_attempts: 1,
+        },
+    )
+    .expect("submit");
+    let engine::ClaimOutcome::Claimed(lease) =
+        engine::claim(&conn, SystemClock.now(), "doctor-test", 60.0).expect("claim")
+    else {
+        panic!("nothing due");
+    };
+    // The attempt records the relay it went to: here, the stand-in.
+    let adapter = EmailAdapter::new(EmailConfig::new(stand_in.addr.to_string()));
+    engine::start_channel(
+        &conn,
+        SystemClock.now(),
+        &lease,
+        Channel::Email,
+        &adapter.started(),
+    )
+    .expect("start");
+    let server = support::server(&db);
+    let login = [
+        ("UNS_SMTP_USER", "ops"),
+        ("UNS_SMTP_PASSWORD", "hunter2-secret"),
+    ];
+    for backend in [
+        vec!["--db".to_string(), db.display().to_string()],
+        vec!["--api".to_string(), format!("http://{}", server.addr)],
+    ] {
+        let flags: Vec<&str> = backend.iter().map(String::as_str).collect();
+        let mut env = login.to_vec();
+        env.push(("UNS_API_KEY", support::KEY));
+        let (_, checks) = doctor_on(&flags, &env);
+        let said = detail(&checks, "smtp relay");
+        assert!(
+            said.contains("greeted only, never logged in to") && said.contains("UNS_SMTP_HOST"),
+            "{flags:?}: {checks:#?}"
+        );
+    }
+    let heard = stand_in.heard();
+    assert!(
+        heard.iter().any(|l| l.starts_with("EHLO")),
+        "it was greeted: {heard:?}"
+    );
+    assert!(
+        !heard
+            .iter()
+            .any(|l| l.to_ascii_uppercase().starts_with("AUTH")),
+        "no credentials went to a relay data named: {heard:?}"
+    );
+    // Named by the operator, it is measured as the worker would use it, login included.
+    let mut env = login.to_vec();
+    let addr = stand_in.addr.to_string();
+    env.push(("UNS_SMTP_HOST", addr.as_str()));
+    let (_, checks) = doctor_on(&["--db", &db.display().to_string()], &env);
+    assert!(
+        detail(&checks, "smtp relay").contains("login"),
+        "{checks:#?}"
+    );
+    assert!(
+        stand_in
+            .heard()
+            .iter()
+            .any(|l| l.to_ascii_uppercase().starts_with("AUTH")),
+        "the operator's own relay gets the login"
+    );
+}

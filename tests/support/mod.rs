@@ -329,3 +329,60 @@ pub fn resolve_entry(conn: &rusqlite::Connection, now: f64) -> String {
     assert!(matches!(exhausted, ClaimOutcome::RecoveryExhausted { .. }));
     id
 }
+
+/// An SMTP server on loopback that offers a login and writes down every command it is
+/// sent: what a relay named by data would learn from a client that trusted it.
+pub struct RecordingRelay {
+    pub addr: SocketAddr,
+    heard: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+impl RecordingRelay {
+    pub fn start() -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let heard = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let log = heard.clone();
+        std::thread::spawn(move || {
+            for stream in listener.incoming().flatten() {
+                let log = log.clone();
+                std::thread::spawn(move || Self::session(stream, &log));
+            }
+        });
+        Self { addr, heard }
+    }
+
+    fn session(stream: TcpStream, heard: &std::sync::Mutex<Vec<String>>) {
+        use std::io::{BufRead, BufReader, Write};
+        let mut writer = match stream.try_clone() {
+            Ok(writer) => writer,
+            Err(_) => return,
+        };
+        let _ = writer.write_all(b"220 recording.test ESMTP\r\n");
+        for line in BufReader::new(stream).lines().map_while(Result::ok) {
+            heard
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push(line.clone());
+            let verb = line
+                .split(' ')
+                .next()
+                .unwrap_or_default()
+                .to_ascii_uppercase();
+            let reply: &[u8] = match verb.as_str() {
+                "EHLO" => b"250-recording.test\r\n250 AUTH PLAIN LOGIN\r\n",
+                "AUTH" => b"235 2.7.0 Authentication successful\r\n",
+                "QUIT" => b"221 2.0.0 Bye\r\n",
+                _ => b"250 2.0.0 Ok\r\n",
+            };
+            if writer.write_all(reply).is_err() || verb == "QUIT" {
+                return;
+            }
+        }
+    }
+
+    /// Every command line heard so far.
+    pub fn heard(&self) -> Vec<String> {
+        self.heard.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+}

@@ -35,7 +35,7 @@ pub fn run(
     let store = backend::writer(global)?;
     let verdicts = selection::verdicts(
         store.as_ref(),
-        &select.selection()?,
+        &select.resolved(store.as_ref(), true)?,
         &selection::of_branch(branch),
         select.limit,
     )?;

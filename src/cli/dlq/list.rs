@@ -74,7 +74,7 @@ pub fn run(global: &Invocation, args: Args) -> CliResult {
     }
     let out = global.output();
     let store = backend::reader(global)?;
-    let selection = args.select.selection()?;
+    let selection = args.select.resolved(store.as_ref(), true)?;
     let listed = selection::stream(
         store.as_ref(),
         &selection,
@@ -169,7 +169,8 @@ fn run_fleet(global: &Invocation, args: &Args) -> CliResult {
     let selection = args.select.selection()?;
     let limit = args.select.limit;
     let mut readings = fleet::read_each(&|store| {
-        selection::stream(store, &selection, &|_| true, limit, |arriving| {
+        let here = crate::cli::ids::with_exclusions_here(store, selection.clone(), true)?;
+        selection::stream(store, &here, &|_| true, limit, |arriving| {
             Ok(arriving.into_iter().flatten().collect::<Vec<Triaged>>())
         })
     })?;

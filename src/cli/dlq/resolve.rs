@@ -55,14 +55,14 @@ pub fn run(global: &Invocation, args: Args) -> CliResult {
     let ids: Vec<String> = match &args.branch {
         Some(_) => crate::cli::selection::verdicts(
             store.as_ref(),
-            &args.select.selection()?,
+            &args.select.resolved(store.as_ref(), true)?,
             &crate::cli::selection::of_branch(Some(crate::triage::Branch::Resolve)),
             args.select.limit,
         )?
         .into_iter()
         .map(|v| v.id)
         .collect(),
-        None => crate::cli::backend::expand_ids(store.as_ref(), &args.ids)?,
+        None => crate::cli::ids::expand_ids(store.as_ref(), &args.ids)?,
     };
     let intents = ids
         .iter()

@@ -89,7 +89,7 @@ pub fn run(global: &Invocation, args: Args) -> CliResult {
     }
     let out = global.output();
     let store = backend::reader(global)?;
-    let selection = args.select.selection()?;
+    let selection = args.select.resolved(store.as_ref(), true)?;
     let keep = selection::of_branch(args.branch);
     // Where watching starts: taken before the first reading, so nothing written while
     // it runs is missed.
@@ -367,10 +367,8 @@ fn run_fleet(global: &Invocation, args: &Args) -> CliResult {
     // Each context's store identity with its verdicts, so `apply` acts on no other.
     let mut readings = fleet::read_each(&|store| {
         let identity = store.identity()?;
-        Ok((
-            identity,
-            selection::verdicts(store, &selection, &keep, limit)?,
-        ))
+        let here = crate::cli::ids::with_exclusions_here(store, selection.clone(), true)?;
+        Ok((identity, selection::verdicts(store, &here, &keep, limit)?))
     })?;
     let mut contexts: Vec<fleet::ContextStatus> = Vec::new();
     for reading in &readings {

@@ -1,0 +1,146 @@
+//! What the operator typed as an id, turned into ids: a whole id or a unique prefix,
+//! for the ids a command names and for the ones `--exclude` leaves out alike.
+
+use super::error::{CliError, CliResult, ExitKind};
+use crate::store::{Selection, Store};
+
+/// The shortest id prefix accepted.
+pub const MIN_PREFIX: usize = 4;
+
+/// Turns what the operator typed into ids, as git does with commits: a whole id, or a
+/// unique prefix of one. An ambiguous prefix is a usage error that lists the candidates;
+/// no match is "not found". Every notification is a candidate, in the DLQ or not.
+///
+/// A prefix that matches nothing is kept as typed, so a bulk command reports that one
+/// entry as not found and carries on with the rest.
+/// The full ids `typed` names, each once (two prefixes of one id are one entry), in the
+/// order first named.
+pub fn expand_ids(store: &dyn Store, typed: &[String]) -> CliResult<Vec<String>> {
+    let mut ids: Vec<String> = Vec::with_capacity(typed.len());
+    for t in typed {
+        let id = match expand_id(store, t) {
+            Err(err) if err.kind == ExitKind::NotFound => t.clone(),
+            other => other?,
+        };
+        if !ids.contains(&id) {
+            ids.push(id);
+        }
+    }
+    Ok(ids)
+}
+
+/// One rule for every command: a prefix names the one notification, in the DLQ or not,
+/// whose id it starts; what the command then does with a row outside the DLQ is its own
+/// refusal, never a "not found" or a different choice than another command would make.
+pub fn expand_id(store: &dyn Store, typed: &str) -> CliResult<String> {
+    use crate::render::sanitize::clean;
+    const SHOWN: usize = 10;
+    if typed.chars().count() < MIN_PREFIX {
+        return Err(CliError::usage(format!(
+            "{:?} is too short to name an id: type at least {MIN_PREFIX} characters",
+            clean(typed)
+        )));
+    }
+    let found = store.ids_with_prefix(typed, false, SHOWN + 1)?;
+    if found.iter().any(|id| id == typed) {
+        return Ok(typed.to_string());
+    }
+    let what = "notification";
+    match found.as_slice() {
+        [] => Err(CliError::new(
+            ExitKind::NotFound,
+            format!("no {what} id starts with {}", clean(typed)),
+        )),
+        [one] => Ok(one.clone()),
+        many => {
+            let listed: Vec<String> = many
+                .iter()
+                .take(SHOWN)
+                .map(|id| clean(id).into_owned())
+                .collect();
+            let more = if many.len() > SHOWN { ", and more" } else { "" };
+            Err(CliError::usage(format!(
+                "{} is ambiguous: it starts {} {what} ids: {}{more}",
+                clean(typed),
+                if many.len() > SHOWN {
+                    format!("more than {SHOWN}")
+                } else {
+                    many.len().to_string()
+                },
+                listed.join(", ")
+            ))
+            .hint("type more of the id"))
+        }
+    }
+}
+
+/// `selection` with each id `--exclude` names expanded from its prefix (`dlq_only`: among
+/// the DLQ's entries, as the selection is). A prefix that matches nothing is a usage
+/// error naming it, never a silent no-op; an ambiguous one lists its candidates.
+pub fn with_exclusions(
+    store: &dyn Store,
+    selection: Selection,
+    dlq_only: bool,
+) -> CliResult<Selection> {
+    exclusions(store, selection, dlq_only, true)
+}
+
+/// The same for one context of several (`--all-contexts`): an id lives in one context,
+/// so a prefix that matches nothing here excludes nothing here.
+pub fn with_exclusions_here(
+    store: &dyn Store,
+    selection: Selection,
+    dlq_only: bool,
+) -> CliResult<Selection> {
+    exclusions(store, selection, dlq_only, false)
+}
+
+fn exclusions(
+    store: &dyn Store,
+    mut selection: Selection,
+    dlq_only: bool,
+    every_one_matches: bool,
+) -> CliResult<Selection> {
+    use crate::render::sanitize::clean;
+    let mut expanded: Vec<String> = Vec::with_capacity(selection.exclude.len());
+    for typed in &selection.exclude {
+        let found = store.ids_with_prefix(typed, dlq_only, 11)?;
+        let id = if found.iter().any(|id| id == typed) {
+            typed.clone()
+        } else {
+            match found.as_slice() {
+                [one] => one.clone(),
+                [] if !every_one_matches => continue,
+                [] => {
+                    return Err(CliError::usage(format!(
+                        "--exclude {}: no {} id starts with it",
+                        clean(typed),
+                        if dlq_only {
+                            "DLQ entry's"
+                        } else {
+                            "notification's"
+                        }
+                    ))
+                    .hint("an exclusion that leaves out nothing is a mistake: check the id"));
+                }
+                many => {
+                    return Err(CliError::usage(format!(
+                        "--exclude {} is ambiguous: it starts {}",
+                        clean(typed),
+                        many.iter()
+                            .take(10)
+                            .map(|id| clean(id).into_owned())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ))
+                    .hint("type more of the id"));
+                }
+            }
+        };
+        if !expanded.contains(&id) {
+            expanded.push(id);
+        }
+    }
+    selection.exclude = expanded;
+    Ok(selection)
+}
