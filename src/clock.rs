@@ -41,8 +41,8 @@ pub fn parse_instant(text: &str, now: f64) -> Result<f64, String> {
         })
 }
 
-/// `1h30m` as seconds.
-fn parse_duration(text: &str) -> Option<f64> {
+/// `1h30m` as seconds: the one duration grammar every flag reads (s, m, h, d, w).
+pub fn parse_duration(text: &str) -> Option<f64> {
     let mut total = 0.0;
     let mut number = String::new();
     let mut any = false;

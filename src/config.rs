@@ -174,19 +174,49 @@ pub fn load() -> Result<Option<Config>, ConfigError> {
             path: path.display().to_string(),
             source,
         }),
+        // A FIFO, a device or a directory is refused before it is opened: reading one
+        // would wait for ever or read without end.
+        Ok(meta) if !meta.is_file() => Err(ConfigError::Invalid {
+            path: path.display().to_string(),
+            message: "not a regular file (a FIFO, a device or a directory); not a config file"
+                .into(),
+        }),
         Ok(meta) if meta.len() > MAX_BYTES => Err(ConfigError::Invalid {
             path: path.display().to_string(),
             message: format!("larger than {} KiB; not a config file", MAX_BYTES >> 10),
         }),
         Ok(meta) => {
             trusted(&path, &meta)?;
-            let text = std::fs::read_to_string(&path).map_err(|source| ConfigError::Io {
+            let text = read_regular(&path).map_err(|source| ConfigError::Io {
                 path: path.display().to_string(),
                 source,
             })?;
             parse(&path, &text).map(Some)
         }
     }
+}
+
+/// The text of `path`, opened without waiting (a FIFO put in its place after it was
+/// looked at opens at once) and read only if it is still a regular file, at most
+/// `MAX_BYTES` of it.
+fn read_regular(path: &Path) -> std::io::Result<String> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)?;
+    if !file.metadata()?.is_file() {
+        return Err(std::io::Error::other("no longer a regular file"));
+    }
+    let mut text = String::new();
+    file.take(MAX_BYTES + 1).read_to_string(&mut text)?;
+    if text.len() as u64 > MAX_BYTES {
+        return Err(std::io::Error::other(
+            "grew past the most a config file may hold",
+        ));
+    }
+    Ok(text)
 }
 
 /// Whether a file with this owner and mode, in a directory with these, may be trusted:

@@ -8,23 +8,44 @@ use crate::remediation::Action;
 /// The most replays a second a pace asks for.
 const MAX_RATE: f64 = 10_000.0;
 
+/// The fewest a pace asks for: one a day. Slower than that is no pace for an outage, and
+/// a week (the furthest a replay may be made due) would hold seven.
+const MIN_RATE: f64 = 1.0 / 86_400.0;
+
+/// The longest a spread may take: as far ahead as a replay may be made due.
+const MAX_SPREAD: f64 = crate::remediation::MAX_DUE_AHEAD;
+
 /// How the replays of one run are spread out
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct PaceArgs {
-    /// Make the replays due at most N a second (also N/m, N/h): the worker sends them at
-    /// that pace, not all at once
+    /// Make the replays due at most N a second (also N/m, N/h, N/d; at least 1/d): the
+    /// worker sends them at that pace, not all at once
     #[arg(long, value_name = "N/s", value_parser = parse_rate, conflicts_with = "spread")]
-    pub rate: Option<f64>,
-    /// Make the replays due evenly over DURATION (90s, 30m, 2h), the last at its end
-    #[arg(long, value_name = "DURATION", value_parser = super::values::parse_span)]
+    pub rate: Option<Rate>,
+    /// Make the replays due evenly over DURATION (90s, 30m, 2h, 2d; at most a week), the
+    /// last at its end
+    #[arg(long, value_name = "DURATION", value_parser = parse_spread)]
     pub spread: Option<f64>,
+}
+
+/// A rate as the operator wrote it: so many per second, minute, hour or day.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Rate {
+    count: f64,
+    /// The unit's seconds, and its letter.
+    per: (f64, char),
+}
+
+impl Rate {
+    pub fn per_second(self) -> f64 {
+        self.count / self.per.0
+    }
 }
 
 /// A pace, typed.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Pace {
-    /// Replays a second.
-    Rate(f64),
+    Rate(Rate),
     /// Seconds from the first replay's due time to the last's.
     Spread(f64),
 }
@@ -39,26 +60,39 @@ impl PaceArgs {
     }
 }
 
-/// `200/s`, `12/m`, `100/h` or a bare number (a second), more than 0.
-pub fn parse_rate(text: &str) -> Result<f64, String> {
+/// `200/s`, `12/m`, `100/h`, `1/d` or a bare number (a second): between one a day and
+/// 10,000 a second.
+pub fn parse_rate(text: &str) -> Result<Rate, String> {
     let text = text.trim();
     let (number, per) = text.split_once('/').unwrap_or((text, "s"));
-    let value: f64 = number
+    let count: f64 = number
         .trim()
         .parse()
         .map_err(|_| format!("{text:?}: expected a rate such as 200/s or 30/m"))?;
-    let seconds = match per.trim() {
-        "s" | "sec" => 1.0,
-        "m" | "min" => 60.0,
-        "h" => 3600.0,
-        other => return Err(format!("{other:?}: the unit is s, m or h")),
+    let per = match per.trim() {
+        "s" | "sec" => (1.0, 's'),
+        "m" | "min" => (60.0, 'm'),
+        "h" => (3600.0, 'h'),
+        "d" => (86_400.0, 'd'),
+        other => return Err(format!("{other:?}: the unit is s, m, h or d")),
     };
-    let rate = value / seconds;
-    if rate.is_finite() && rate > 0.0 && rate <= MAX_RATE {
+    let rate = Rate { count, per };
+    let per_second = rate.per_second();
+    if count.is_finite() && (MIN_RATE..=MAX_RATE).contains(&per_second) {
         Ok(rate)
     } else {
+        Err(format!("{text:?}: at least 1/d and at most {MAX_RATE}/s"))
+    }
+}
+
+/// A spread: a duration of the one grammar (`90s`, `30m`, `2h`, `2d`), at most a week.
+pub fn parse_spread(text: &str) -> Result<f64, String> {
+    let seconds = super::values::parse_duration(text)?;
+    if seconds <= MAX_SPREAD {
+        Ok(seconds)
+    } else {
         Err(format!(
-            "{text:?}: more than 0 and at most {MAX_RATE} a second"
+            "{text:?}: at most a week, as far ahead as a replay may be due"
         ))
     }
 }
@@ -67,17 +101,17 @@ impl Pace {
     /// Seconds after the first that replay `k` of `n` is due.
     pub fn offset(self, k: usize, n: usize) -> f64 {
         match self {
-            Pace::Rate(rate) => k as f64 / rate,
+            Pace::Rate(rate) => k as f64 / rate.per_second(),
             Pace::Spread(_) if n <= 1 => 0.0,
             Pace::Spread(spread) => spread * k as f64 / (n - 1) as f64,
         }
     }
 
-    /// In words, for the prompt and the audit: `200/s`, `evenly over 30m`.
+    /// In words, for the prompt and the audit, as the operator wrote it: `200/s`,
+    /// `1/h`, `evenly over 30m`.
     pub fn describe(self) -> String {
         match self {
-            Pace::Rate(rate) if rate >= 1.0 => format!("{}/s", trim(rate)),
-            Pace::Rate(rate) => format!("{}/m", trim(rate * 60.0)),
+            Pace::Rate(rate) => format!("{}/{}", trim(rate.count), rate.per.1),
             Pace::Spread(spread) => {
                 format!("evenly over {}", crate::render::time::duration(spread))
             }
@@ -85,8 +119,9 @@ impl Pace {
     }
 }
 
+/// A count as it reads best: `200`, `0.5`, `1.25`.
 fn trim(n: f64) -> String {
-    let text = format!("{n:.2}");
+    let text = format!("{n:.3}");
     text.trim_end_matches('0').trim_end_matches('.').to_string()
 }
 
@@ -130,22 +165,33 @@ mod tests {
 
     #[test]
     fn rates_read_as_people_write_them_and_nonsense_is_refused() {
-        assert_eq!(parse_rate("200/s"), Ok(200.0));
-        assert_eq!(parse_rate("200"), Ok(200.0));
-        assert_eq!(parse_rate("30/m"), Ok(0.5));
-        assert_eq!(parse_rate(" 3600 / h "), Ok(1.0));
-        for bad in ["0/s", "-1/s", "fast", "1/d", "NaN", "inf/s", "20000/s"] {
+        let per_second = |text: &str| parse_rate(text).map(Rate::per_second);
+        assert_eq!(per_second("200/s"), Ok(200.0));
+        assert_eq!(per_second("200"), Ok(200.0));
+        assert_eq!(per_second("30/m"), Ok(0.5));
+        assert_eq!(per_second(" 3600 / h "), Ok(1.0));
+        assert_eq!(per_second("1/d"), Ok(1.0 / 86_400.0));
+        for bad in [
+            "0/s", "-1/s", "fast", "1/w", "NaN", "inf/s", "20000/s", "1e-300", "0.5/d",
+        ] {
             assert!(parse_rate(bad).is_err(), "{bad}");
         }
+        assert_eq!(parse_spread("2d"), Ok(172_800.0));
+        assert!(parse_spread("8d").is_err());
     }
 
     #[test]
     fn a_pace_puts_the_last_replay_where_it_says() {
-        assert_eq!(Pace::Rate(200.0).offset(0, 10_000), 0.0);
-        assert_eq!(Pace::Rate(200.0).offset(9_999, 10_000), 49.995);
+        let rate = |text: &str| Pace::Rate(parse_rate(text).expect("rate"));
+        assert_eq!(rate("200/s").offset(0, 10_000), 0.0);
+        assert_eq!(rate("200/s").offset(9_999, 10_000), 49.995);
         assert_eq!(Pace::Spread(600.0).offset(9, 10), 600.0);
         assert_eq!(Pace::Spread(600.0).offset(0, 1), 0.0);
-        assert_eq!(Pace::Rate(200.0).describe(), "200/s");
-        assert_eq!(Pace::Rate(0.5).describe(), "30/m");
+        // Described as written, whatever its unit.
+        assert_eq!(rate("200/s").describe(), "200/s");
+        assert_eq!(rate("30/m").describe(), "30/m");
+        assert_eq!(rate("1/h").describe(), "1/h");
+        assert_eq!(rate("2/d").describe(), "2/d");
+        assert_eq!(rate("0.5").describe(), "0.5/s");
     }
 }

@@ -103,25 +103,29 @@ pub fn parse_zone(text: &str) -> Result<Zone, String> {
     Zone::parse(text)
 }
 
-/// A length of time: `90s`, `2m`, `1h`, or plain seconds.
-pub fn parse_span(text: &str) -> Result<f64, String> {
+/// A length of time in the one grammar every duration flag reads: `90s`, `2m`, `1h30m`,
+/// `2d`, `1w`, or plain seconds.
+pub fn parse_duration(text: &str) -> Result<f64, String> {
     let text = text.trim();
-    let (number, unit) = text
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .map_or((text, "s"), |at| text.split_at(at));
-    let value: f64 = number
-        .parse()
-        .map_err(|_| format!("{text:?}: expected a duration such as 90s or 2m"))?;
-    let seconds = match unit {
-        "s" | "" => value,
-        "m" => value * 60.0,
-        "h" => value * 3600.0,
-        _ => return Err(format!("{text:?}: the unit is s, m or h")),
-    };
-    if seconds.is_finite() && (0.0..=86_400.0).contains(&seconds) {
+    let seconds = text
+        .parse::<f64>()
+        .ok()
+        .or_else(|| crate::clock::parse_duration(text))
+        .ok_or_else(|| format!("{text:?}: expected a duration such as 90s, 2m, 1h30m or 2d"))?;
+    if seconds.is_finite() && seconds >= 0.0 {
         Ok(seconds)
     } else {
-        Err(format!("{text:?}: between 0s and 24h"))
+        Err(format!("{text:?}: a duration is 0 or more"))
+    }
+}
+
+/// A margin or a gap (`--clock-skew`, `--max-log-gap`): a duration of at most a day.
+pub fn parse_span(text: &str) -> Result<f64, String> {
+    let seconds = parse_duration(text)?;
+    if seconds <= 86_400.0 {
+        Ok(seconds)
+    } else {
+        Err(format!("{:?}: between 0s and 24h", text.trim()))
     }
 }
 

@@ -314,10 +314,26 @@ impl HttpStore {
                     StoreError::Other(format!("cannot start the fetch thread: {err}"))
                 })?;
             let url = self.url(path);
+            // The ids come in order, page after page: a page that does not start past the
+            // last id already read repeats the server's answer, and would be paged for
+            // ever under fresh cursors.
+            let mut last: Option<String> = None;
             for body in arriving {
                 let body = body?;
                 let page: DlqPageView<'_> =
                     serde_json::from_slice(&body).map_err(|err| malformed(&url, &err))?;
+                if let (Some(last), Some(first)) = (&last, page.entries.first())
+                    && first.row.id.as_str() <= last.as_str()
+                {
+                    return Err(StoreError::Other(format!(
+                        "{url} gave a page starting at id {}, not past the last id of the page before ({}): it repeats itself, and was not read further",
+                        crate::render::sanitize::clean(&first.row.id),
+                        crate::render::sanitize::clean(last)
+                    )));
+                }
+                if let Some(entry) = page.entries.last() {
+                    last = Some(entry.row.id.clone());
+                }
                 for entry in page.entries {
                     handle(entry)?;
                 }

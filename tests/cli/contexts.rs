@@ -520,16 +520,33 @@ fn a_fleet_plan_is_applied_context_by_context_with_one_prompt_each() {
     );
 }
 
-/// A server that is a UNS API as far as `/healthz` goes. Its DLQ either trickles its
-/// answer a byte every half second (`trickle`) or gives empty pages, each with a new
-/// cursor, for ever.
-fn hostile_api(trickle: bool) -> String {
+/// How a hostile stand-in pages its DLQ.
+#[derive(Clone, Copy, PartialEq)]
+enum Hostile {
+    /// Its answer a byte every half second.
+    Trickle,
+    /// Empty pages, each with a new cursor, for ever.
+    Empty,
+    /// The same page of one entry, each time with a new cursor, for ever.
+    Repeating,
+}
+
+/// A server that is a UNS API as far as `/healthz` goes, and whose DLQ pages as `how`
+/// says.
+fn hostile_api(how: Hostile) -> String {
+    hostile_api_with(how, None)
+}
+
+/// The same, answering `/api/v1/runtime/stats` with `stats` when given.
+fn hostile_api_with(how: Hostile, stats: Option<String>) -> String {
+    let trickle = how == Hostile::Trickle;
     let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
     let addr = listener.local_addr().expect("addr");
     let pages = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
     std::thread::spawn(move || {
         for stream in listener.incoming().flatten() {
             let pages = pages.clone();
+            let stats = stats.clone();
             std::thread::spawn(move || {
                 use std::io::{Read, Write};
                 let mut stream = stream;
@@ -541,6 +558,23 @@ fn hostile_api(trickle: bool) -> String {
                     let _ = write!(
                         stream,
                         "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                        body.len()
+                    );
+                } else if let (true, Some(body)) =
+                    (request.starts_with("GET /api/v1/runtime/stats"), &stats)
+                {
+                    let _ = write!(
+                        stream,
+                        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                        body.len()
+                    );
+                } else if !(request.starts_with("GET /api/v1/dlq")
+                    || request.starts_with("GET /api/v1/runtime/reconcile"))
+                {
+                    let body = r#"{"error":"no such endpoint"}"#;
+                    let _ = write!(
+                        stream,
+                        "HTTP/1.1 404 Not Found\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
                         body.len()
                     );
                 } else if trickle {
@@ -556,7 +590,12 @@ fn hostile_api(trickle: bool) -> String {
                     }
                 } else {
                     let page = pages.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    let body = format!(r#"{{"entries":[],"next_cursor":"c{page}"}}"#);
+                    let entries = if how == Hostile::Repeating {
+                        r#"[{"id":"n-repeat0001","status":"DEAD","dead_letter":true,"attempts":1,"cycle":1,"cycle_attempts":1,"max_attempts":1,"channels":["SLACK"],"payload":{},"idempotency_key":null,"lease_token":null,"lease_until":null,"next_attempt_at":0,"error_message":"x","created_at":0,"updated_at":0,"events":[]}]"#
+                    } else {
+                        "[]"
+                    };
+                    let body = format!(r#"{{"entries":{entries},"next_cursor":"c{page}"}}"#);
                     let _ = write!(
                         stream,
                         "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\nuns-next-cursor: c{page}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
@@ -581,8 +620,8 @@ fn a_trickling_or_endless_context_holds_up_only_itself() {
          [contexts.endless]\napi = \"{}\"\napi_key_env = \"UNS_KEY_EU\"\ntimeout = \"30s\"\n",
         fleet.servers[0].url,
         fleet.dbs["lab"].display(),
-        hostile_api(true),
-        hostile_api(false),
+        hostile_api(Hostile::Trickle),
+        hostile_api(Hostile::Empty),
     );
     std::fs::write(fleet.config("hostile.toml"), text_config).expect("config");
     let started = std::time::Instant::now();
@@ -624,6 +663,64 @@ fn a_trickling_or_endless_context_holds_up_only_itself() {
     assert!(
         took < std::time::Duration::from_secs(20),
         "took {took:?}: {stderr}"
+    );
+}
+
+/// A server that repeats a non-empty page under a new cursor each time: every paging
+/// command stops with the reason, within the deadline, and among several contexts the
+/// good ones are still printed, with exit 1.
+#[test]
+fn a_server_that_repeats_its_page_is_not_paged_for_ever() {
+    let fleet = Fleet::start();
+    // Its stats are a real server's, so reconcile reaches its paging.
+    unsctl::runtime::adapters::init_tls();
+    let stats = reqwest::blocking::Client::new()
+        .get(format!("{}/api/v1/runtime/stats", fleet.servers[0].url))
+        .bearer_auth("key-of-eu-0123456789")
+        .send()
+        .and_then(|r| r.text())
+        .expect("stats");
+    let repeating = hostile_api_with(Hostile::Repeating, Some(stats));
+    let config = format!(
+        "[contexts.eu]\napi = \"{}\"\napi_key_env = \"UNS_KEY_EU\"\n\
+         [contexts.repeating]\napi = \"{repeating}\"\napi_key_env = \"UNS_KEY_EU\"\n",
+        fleet.servers[0].url,
+    );
+    std::fs::write(fleet.config("repeating.toml"), config).expect("config");
+    let started = std::time::Instant::now();
+    let out = fleet.run(
+        "repeating.toml",
+        &["--all-contexts", "-o", "json", "dlq", "triage"],
+    );
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    let doc: Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(
+        doc["entries"].as_array().map(Vec::len),
+        Some(fleet.ids["eu"].len()),
+        "the good context is printed: {stderr}"
+    );
+    assert!(stderr.contains("repeats itself"), "{stderr}");
+    for args in [
+        &["dlq", "triage"][..],
+        &["reconcile", "--since", "1h"],
+        &["replay", "--branch", "replay", "--reason", "x"],
+        &["dlq", "list"],
+    ] {
+        let out = support::unsctl()
+            .args(["--api", &repeating, "--api-timeout", "5s"])
+            .args(args)
+            .env("UNS_API_KEY", "anything")
+            .output()
+            .expect("unsctl");
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {stderr}");
+        assert!(stderr.contains("repeats itself"), "{args:?}: {stderr}");
+    }
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(30),
+        "took {:?}",
+        started.elapsed()
     );
 }
 
@@ -781,5 +878,38 @@ fn the_test_launcher_hands_the_binary_a_clean_environment() {
         String::from_utf8_lossy(&out.stderr).contains("no store named"),
         "{}",
         String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A config path that names a FIFO is refused at once, never opened and waited on.
+#[test]
+fn a_config_path_that_is_not_a_regular_file_is_refused_at_once() {
+    let dir = tempfile::tempdir().expect("dir");
+    let fifo = dir.path().join("config.toml");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .expect("mkfifo");
+    assert!(made.success());
+    let mut child = support::unsctl()
+        .args(["context", "list"])
+        .env("UNSCTL_CONFIG", &fifo)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("unsctl");
+    let ended = support::wait_for(std::time::Duration::from_secs(10), || {
+        matches!(child.try_wait(), Ok(Some(_)))
+    });
+    if !ended {
+        let _ = child.kill();
+    }
+    assert!(ended, "unsctl waited on the FIFO");
+    let out = child.wait_with_output().expect("output");
+    assert_ne!(out.status.code(), Some(0));
+    assert!(
+        text(&out.stderr).contains("not a regular file"),
+        "{}",
+        text(&out.stderr)
     );
 }

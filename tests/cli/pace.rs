@@ -321,3 +321,37 @@ fn paged_again(fakes: &unsctl::lab::fakes::Fakes, id: &str) -> reqwest::StatusCo
         .expect("trigger")
         .status()
 }
+
+/// A pace is bounded to what it can mean (at least one a day, at most 10,000 a second)
+/// and described as written, in the dry run and in the audit: `1/h` is `1/h`.
+#[test]
+fn a_pace_reads_as_written_and_nonsense_is_refused() {
+    let dir = tempfile::tempdir().expect("dir");
+    let db = dir.path().join("uns.db");
+    let ids = seed(&db, 3);
+    let run = |args: &[&str]| {
+        support::unsctl()
+            .arg("--db")
+            .arg(&db)
+            .args(["replay", "--branch", "replay", "--reason", "relay fixed"])
+            .args(args)
+            .output()
+            .expect("replay")
+    };
+    for bad in ["1e-300", "0.5/d", "1/w", "20000/s"] {
+        let out = run(&["--rate", bad]);
+        assert_eq!(out.status.code(), Some(2), "--rate {bad}: {out:?}");
+    }
+    let out = run(&["--spread", "8d"]);
+    assert_eq!(out.status.code(), Some(2), "a spread past a week: {out:?}");
+    let dry = run(&["--rate", "1/h"]);
+    let said = String::from_utf8_lossy(&dry.stderr);
+    assert!(said.contains("1/h") && !said.contains("0.02/m"), "{said}");
+    let done = run(&["--spread", "2d", "--confirm", "--yes"]);
+    assert!(done.status.success(), "{done:?}");
+    let paces: Vec<String> = replayed(&db, &ids)
+        .into_iter()
+        .map(|(_, p)| p["pace"].as_str().unwrap_or_default().to_string())
+        .collect();
+    assert!(paces.iter().all(|p| p == "evenly over 2d"), "{paces:?}");
+}
