@@ -21,6 +21,8 @@ pub const RUNTIME_STATS: &str = "/api/v1/runtime/stats";
 pub const WHOAMI: &str = "/api/v1/whoami";
 /// Notifications with a channel attempt in a window, with their events (reconcile).
 pub const RUNTIME_RECONCILE: &str = "/api/v1/runtime/reconcile";
+/// `GET`: the pulse of DESIGN §10 (`since`, `until`, `step`, in unix seconds).
+pub const RUNTIME_PULSE: &str = "/api/v1/runtime/pulse";
 
 /// `url` without a `user:password@` part, for anything printed.
 pub fn without_userinfo(url: &str) -> String {

@@ -14,6 +14,7 @@ pub mod history;
 pub mod identity;
 pub mod lab;
 pub mod model;
+pub mod pulse;
 pub mod reconcile;
 pub mod redact;
 pub mod remediation;

@@ -45,6 +45,10 @@ pub struct Args {
     /// A due row waiting this long, in seconds, means the worker is stalled
     #[arg(long, default_value_t = 120.0)]
     pub stall_seconds: f64,
+    /// How long after the last lease loss or reclaim the incident is no longer called
+    /// still happening
+    #[arg(long, value_name = "DURATION", default_value = "5m", value_parser = super::values::parse_duration)]
+    pub quiet_after: f64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -488,9 +492,25 @@ fn calls_check(health: &Health, args: &Args) -> Check {
     }
 }
 
-fn lease_check(health: &Health) -> Check {
+/// Lease losses: still happening only with one (or a reclaim) in the last few minutes,
+/// however many the longer window counts, and the last of each named with how long ago.
+fn lease_check(health: &Health, args: &Args) -> Check {
+    let stillness = crate::pulse::Stillness::of(
+        health.last_lease_lost,
+        health.last_reclaim,
+        health.stats.at,
+        args.quiet_after,
+    );
+    let ago = |at: Option<f64>| match at {
+        Some(at) => format!(
+            "{} ({} ago)",
+            crate::render::time::rfc3339(at),
+            time::duration((health.stats.at - at).max(0.0))
+        ),
+        None => "none recorded".into(),
+    };
     let detail = format!(
-        "{} and {} in {} in the last {}{}",
+        "{} and {} in {} in the last {}{}; last lease loss {}, last reclaim {}",
         counted(health.lease_lost, "LEASE_LOST"),
         counted(health.reclaims, "reclaim"),
         counted(health.claims, "claim"),
@@ -502,16 +522,28 @@ fn lease_check(health: &Health) -> Check {
             )
         } else {
             String::new()
-        }
+        },
+        ago(health.last_lease_lost),
+        ago(health.last_reclaim),
     );
-    if health.lease_lost > 0 {
+    if stillness.still_happening {
         check(
             "lease losses",
             Level::Warn,
-            detail,
+            format!("still happening: {detail}"),
             Some(
                 "each one may have sent a duplicate: who got one, `unsctl reconcile --since 1h` (TSG-02 §1); the DLQ, `unsctl dlq triage` (TSG-02 §3)",
             ),
+        )
+    } else if health.lease_lost > 0 {
+        check(
+            "lease losses",
+            Level::Ok,
+            format!(
+                "not happening now (none in the last {}): {detail}",
+                time::duration(args.quiet_after)
+            ),
+            Some("who got duplicates while it lasted: `unsctl reconcile --since 1h` (TSG-02 §1)"),
         )
     } else {
         check("lease losses", Level::Ok, detail, None)
@@ -549,7 +581,7 @@ fn store_checks(named: &Named, args: &Args, window: f64) -> (Vec<Check>, InUse) 
             checks.push(backlog_check(health, args));
             checks.push(dlq_check(health));
             checks.push(calls_check(health, args));
-            checks.push(lease_check(health));
+            checks.push(lease_check(health, args));
         }
         None => {
             for name in ["worker", "backlog", "dlq", "provider calls", "lease losses"] {

@@ -415,6 +415,34 @@ fn say_progress((words, last_due): (&str, f64), done: &[Settlement], total: usiz
 
 /// What is waiting its turn (a paced replay, retries backing off), while the DLQ is
 /// watched: said only while there is any.
+/// Says whether the incident is still happening, by the last lease loss and reclaim,
+/// when that is news: the first time, and whenever either changes. Returns what it said
+/// it of.
+fn say_stillness(
+    store: &dyn Store,
+    said: Option<(Option<f64>, Option<f64>, bool)>,
+) -> Option<(Option<f64>, Option<f64>, bool)> {
+    let Ok(health) = store.health(60.0, None) else {
+        return said;
+    };
+    let now = health.stats.at;
+    let stillness = crate::pulse::Stillness::of(
+        health.last_lease_lost,
+        health.last_reclaim,
+        now,
+        crate::pulse::DEFAULT_QUIET_AFTER,
+    );
+    let seen = (
+        health.last_lease_lost,
+        health.last_reclaim,
+        stillness.still_happening,
+    );
+    if said != Some(seen) {
+        status(&views::still_words(&stillness, now, now));
+    }
+    Some(seen)
+}
+
 fn say_backlog(store: &dyn Store) {
     let Ok(health) = store.health(60.0, None) else {
         return;
@@ -662,10 +690,12 @@ pub fn watch_dlq(
         views::shown(&store.describe())
     ));
     let mut said = Instant::now();
+    let mut stillness = say_stillness(store, None);
     while pause(every) {
         if said.elapsed() >= PROGRESS_EVERY {
             said = Instant::now();
             say_backlog(store);
+            stillness = say_stillness(store, stillness);
         }
         let moved = match events_after(store, &any, cursor) {
             Ok((_, next)) => next,

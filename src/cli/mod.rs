@@ -17,6 +17,7 @@ pub mod inspect;
 pub mod outcome;
 pub mod pace;
 pub mod prompt;
+pub mod pulse;
 pub mod reconcile;
 pub mod replay;
 pub mod repro;
@@ -72,6 +73,7 @@ pub enum Command {
     Sweep(sweep::Args),
     Verify(verify::Args),
     Reconcile(reconcile::Args),
+    Pulse(pulse::Args),
     #[command(subcommand)]
     Tsg(tsg::Command),
     Doctor(doctor::Args),
@@ -102,6 +104,7 @@ pub fn run(cli: Cli) -> CliResult {
         Command::Sweep(args) => sweep::run(global, args),
         Command::Verify(args) => verify::run(global, args),
         Command::Reconcile(args) => reconcile::run(global, args),
+        Command::Pulse(args) => pulse::run(global, args),
         Command::Tsg(command) => tsg::run(global, command),
         Command::Doctor(args) => doctor::run(global, args),
         Command::Context(command) => context::run(global, command),

@@ -54,6 +54,14 @@ pub struct Args {
     pub sources: SourceArgs,
     #[command(flatten)]
     pub senders: super::args::SenderArgs,
+    /// How long after the last lease loss or reclaim the incident is no longer called
+    /// still happening
+    #[arg(long, value_name = "DURATION", default_value = "5m", value_parser = super::values::parse_duration)]
+    pub quiet_after: f64,
+}
+
+fn now() -> f64 {
+    crate::clock::Clock::now(&crate::clock::SystemClock)
 }
 
 impl Args {
@@ -107,7 +115,7 @@ pub fn run(global: &Invocation, args: Args) -> CliResult {
     }
     let now = crate::clock::Clock::now(&crate::clock::SystemClock);
     let reconciliation = Reconciliation::read(store.as_ref(), &asked, args.sources(), now)?;
-    let recent = Recent::read(store.as_ref(), asked.window.until)?;
+    let recent = Recent::read(store.as_ref(), asked.window.until, now, args.quiet_after)?;
     if out.json() {
         write_json(&reconciliation, store.as_ref(), &recent)?;
     } else if args.id.is_some() {
@@ -235,6 +243,8 @@ struct Tally {
     duplicated: usize,
     missing: usize,
     in_doubt: usize,
+    /// Of those in doubt, the ones with a copy proven and another attempt in doubt.
+    maybe_duplicated: usize,
     newest_copy: Option<f64>,
 }
 
@@ -269,6 +279,9 @@ fn write_table(
             }
             Class::MaybeDuplicated | Class::Unsettled => {
                 tally.in_doubt += 1;
+                if item.class == Class::MaybeDuplicated {
+                    tally.maybe_duplicated += 1;
+                }
                 doubt.push(item);
             }
             Class::Once => {}
@@ -397,11 +410,20 @@ fn report(
             store.describe()
         ));
     } else {
+        // Never "0 duplicated" while attempts are in doubt: how many are proven, and how
+        // many may be.
+        let duplicated = if tally.in_doubt > 0 {
+            format!(
+                "duplicated: {} proven, {} may be",
+                tally.duplicated, tally.maybe_duplicated
+            )
+        } else {
+            format!("{} duplicated", tally.duplicated)
+        };
         status(&format!(
-            "{} reconciled {}: {} duplicated, {} missing, {} in doubt.",
+            "{} reconciled {}: {duplicated}; {} missing; {} in doubt.",
             counted(tally.notifications as i64, "notification"),
             window_words(&reconciliation.window),
-            tally.duplicated,
             tally.missing,
             tally.in_doubt
         ));
@@ -424,36 +446,39 @@ fn window_words(window: &Window) -> String {
     }
 }
 
-/// Whether duplicates are still being made, in words.
+/// Whether duplicates are still being made, in words: told by the last lease loss and
+/// the last reclaim, and how long ago they were.
 fn still_happening(recent: &Recent, newest_copy: Option<f64>, out: &Output) -> String {
-    let span = match recent.until {
-        Some(until) => format!(
-            "in the 15 minutes before {}",
-            crate::render::time::rfc3339(until)
-        ),
-        None => "in the last 15 minutes".into(),
-    };
+    let end = recent.until.unwrap_or_else(now);
+    let stillness = crate::pulse::Stillness::of(
+        recent.last_lease_lost,
+        recent.last_reclaim,
+        end,
+        recent.quiet_after_seconds,
+    );
+    let lasts = crate::render::views::still_words(&stillness, end, now());
     let newest = newest_copy
         .map(|at| {
             format!(
-                "; newest duplicate copy {}",
+                " Newest duplicate copy {}.",
                 crate::render::time::rfc3339(at)
             )
         })
         .unwrap_or_default();
+    let counts = format!(
+        " In the 15 minutes before: {} ({}/min), {} ({}/min), {}.",
+        counted(recent.lease_lost, "lost lease"),
+        recent.lease_lost_per_minute,
+        counted(recent.reclaims, "reclaim"),
+        recent.reclaims_per_minute,
+        counted(recent.claims, "claim"),
+    );
     if recent.still_happening {
         out.red(&format!(
-            "Still happening: {} ({}/min) and {} ({}/min) {span}: each reclaim after a lost lease may send another copy{newest}. See TSG-02.",
-            counted(recent.lease_lost, "lost lease"),
-            recent.lease_lost_per_minute,
-            counted(recent.reclaims, "reclaim"),
-            recent.reclaims_per_minute,
+            "{lasts}{counts} Each reclaim after a lost lease may send another copy.{newest} See TSG-02."
         ))
     } else {
-        format!(
-            "Not happening now: no lease loss and no reclaim {span} ({} claims){newest}.",
-            recent.claims
-        )
+        format!("{lasts}{counts}{newest}")
     }
 }
 
@@ -573,7 +598,7 @@ fn run_fleet(global: &Invocation, args: &Args, asked: &Asked) -> CliResult {
     let now = crate::clock::Clock::now(&crate::clock::SystemClock);
     let readings = fleet::read_each(&|store| {
         let reconciliation = Reconciliation::read(store, asked, args.sources(), now)?;
-        let recent = Recent::read(store, asked.window.until)?;
+        let recent = Recent::read(store, asked.window.until, now, args.quiet_after)?;
         Ok((reconciliation.all(store)?, recent))
     })?;
     let contexts: Vec<fleet::ContextStatus> = readings

@@ -880,7 +880,13 @@ pub struct Recent {
     pub reclaims: i64,
     pub lease_lost_per_minute: f64,
     pub reclaims_per_minute: f64,
-    /// A lease lost or a reclaim in the span: each may send another copy.
+    /// The last lease loss and the last reclaim, however long before the span's end.
+    pub last_lease_lost: Option<f64>,
+    pub last_reclaim: Option<f64>,
+    /// How long after the last of them the incident is still called happening.
+    pub quiet_after_seconds: f64,
+    /// A lease lost or a reclaim within `quiet_after_seconds` of the span's end (or now):
+    /// each may send another copy. Told by the last one, never by the 15-minute count.
     pub still_happening: bool,
 }
 
@@ -888,10 +894,21 @@ pub struct Recent {
 pub const RECENT_SECONDS: f64 = 900.0;
 
 impl Recent {
-    pub fn read(store: &dyn crate::store::Store, until: Option<f64>) -> crate::store::Result<Self> {
+    pub fn read(
+        store: &dyn crate::store::Store,
+        until: Option<f64>,
+        now: f64,
+        quiet_after: f64,
+    ) -> crate::store::Result<Self> {
         let health = store.health(RECENT_SECONDS, until)?;
         let minutes = RECENT_SECONDS / 60.0;
         let rate = |n: i64| (n as f64 / minutes * 100.0).round() / 100.0;
+        let stillness = crate::pulse::Stillness::of(
+            health.last_lease_lost,
+            health.last_reclaim,
+            until.unwrap_or(now),
+            quiet_after,
+        );
         Ok(Self {
             window_seconds: RECENT_SECONDS,
             until,
@@ -900,7 +917,10 @@ impl Recent {
             reclaims: health.reclaims,
             lease_lost_per_minute: rate(health.lease_lost),
             reclaims_per_minute: rate(health.reclaims),
-            still_happening: health.lease_lost > 0 || health.reclaims > 0,
+            last_lease_lost: health.last_lease_lost,
+            last_reclaim: health.last_reclaim,
+            quiet_after_seconds: quiet_after,
+            still_happening: stillness.still_happening,
         })
     }
 }

@@ -514,6 +514,12 @@ pub struct Health {
     /// recorded it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub smtp_relay: Option<String>,
+    /// The last LEASE_LOST and the last reclaim at or before the window's end, however
+    /// long ago (unix seconds): what "still happening" is told by (DESIGN §10).
+    #[serde(default)]
+    pub last_lease_lost: Option<f64>,
+    #[serde(default)]
+    pub last_reclaim: Option<f64>,
 }
 
 /// How long one channel's provider calls took: CHANNEL_ATTEMPT_STARTED to its result.
@@ -547,12 +553,16 @@ pub fn health(
         conn.prepare_cached(sql)?
             .query_row(rusqlite::params![kind, since, end], |r| r.get(0))
     };
+    let (last_lease_lost, last_reclaim) =
+        crate::pulse::last_losses(conn, until.unwrap_or(f64::MAX))?;
     let mut health = Health {
         stats: stats(conn, now)?,
         window_seconds,
         claims: count("ATTEMPT_STARTED", false)?,
         lease_lost: count("LEASE_LOST", false)?,
         reclaims: count("ATTEMPT_STARTED", true)?,
+        last_lease_lost,
+        last_reclaim,
         ..Health::default()
     };
     let mut workers = conn.prepare_cached(

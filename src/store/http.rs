@@ -540,6 +540,17 @@ impl Store for HttpStore {
         Ok(found.ids)
     }
 
+    fn pulse(&self, window: crate::pulse::Window) -> Result<crate::pulse::Pulse> {
+        self.get(
+            api::RUNTIME_PULSE,
+            &[
+                ("since", window.since.to_string()),
+                ("until", window.until.to_string()),
+                ("step", window.step.to_string()),
+            ],
+        )
+    }
+
     fn health(
         &self,
         window_seconds: f64,

@@ -236,6 +236,10 @@ pub trait Store {
     /// store, or a server too old to tell).
     fn identity(&self) -> Result<Option<String>>;
 
+    /// Per step of `window`, the lease losses, reclaims, UNKNOWN outcomes, dead letters,
+    /// replays, resolves and deliveries, and the last of each (DESIGN §10).
+    fn pulse(&self, window: crate::pulse::Window) -> Result<crate::pulse::Pulse>;
+
     /// The runtime's numbers now, and its claims, lease losses, reclaims and provider
     /// calls over the `window_seconds` before `until` (default: now) (`doctor`,
     /// `reconcile`, `GET /api/v1/runtime/stats`).

@@ -299,6 +299,10 @@ impl Store for SqliteStore {
         super::walk::each_triaged(&self.conn, selection, visit)
     }
 
+    fn pulse(&self, window: crate::pulse::Window) -> Result<crate::pulse::Pulse> {
+        Ok(crate::pulse::read(&self.conn, window)?)
+    }
+
     fn verify(
         &self,
         ids: &[String],

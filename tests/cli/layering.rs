@@ -220,12 +220,13 @@ fn the_low_rooms_import_nothing_above_them() {
         ("identity", &[]),
         ("history", &["model"]),
         ("triage", &["model"]),
-        ("runtime", &["model", "clock", "bounded", "redact"]),
+        ("pulse", &["clock"]),
+        ("runtime", &["model", "clock", "bounded", "redact", "pulse"]),
         (
             "remediation",
             &["model", "clock", "history", "triage", "runtime"],
         ),
-        ("render", &["model", "clock", "triage"]),
+        ("render", &["model", "clock", "triage", "pulse"]),
     ];
     for (room, may) in allowed {
         let imports = rooms.get(*room).cloned().unwrap_or_default();

@@ -13,6 +13,7 @@ mod next_steps;
 mod pace;
 mod permanent;
 mod prefix;
+mod pulse;
 mod reconcile;
 mod remediation;
 mod runbook;

@@ -409,7 +409,7 @@ fn the_table_leads_with_what_needs_a_person_and_says_whether_it_goes_on() {
     );
     assert!(
         stderr.contains(
-            "5 notifications reconciled at any time: 1 duplicated, 1 missing, 2 in doubt"
+            "5 notifications reconciled at any time: duplicated: 1 proven, 1 may be; 1 missing; 2 in doubt"
         ),
         "{stderr}"
     );

@@ -177,6 +177,7 @@ pub(crate) fn router(state: Arc<AppState>) -> Router {
         )
         .route(api::RUNTIME_EVENTS, get(notifications::events))
         .route(api::RUNTIME_STATS, get(ops::stats))
+        .route(api::RUNTIME_PULSE, get(ops::pulse))
         .route(api::DLQ, get(dlq::page))
         .route(api::RUNTIME_RECONCILE, get(reconcile::page))
         .route(&format!("{}/{{id}}", api::DLQ), delete(dlq::resolve))

@@ -92,6 +92,32 @@ pub(crate) async fn stats(
     ))
 }
 
+/// `GET /api/v1/runtime/pulse?since=S&until=U&step=N` (unix seconds): the pulse of that
+/// absolute window, at most 1,440 steps. The client resolves relative times, so both
+/// backends read the same window.
+pub(crate) async fn pulse(
+    State(state): State<Arc<AppState>>,
+    RawQuery(query): RawQuery,
+) -> ApiResult<crate::pulse::Pulse> {
+    let query = Query::parse(&query);
+    let number = |name: &str| -> Result<f64, ApiError> {
+        query
+            .all(name)
+            .next()
+            .and_then(|v| v.parse::<f64>().ok())
+            .filter(|v| v.is_finite())
+            .ok_or_else(|| ApiError::invalid(format!("{name} must be unix seconds")))
+    };
+    let window = crate::pulse::Window::new(number("since")?, number("until")?, number("step")?)
+        .map_err(ApiError::invalid)?;
+    Ok(Json(
+        blocking(&state, move |state| {
+            state.read(|conn| Ok(crate::pulse::read(conn, window)?))
+        })
+        .await?,
+    ))
+}
+
 /// `GET /api/v1/whoami`: the name the server records for the key presented.
 pub(crate) async fn whoami(Extension(principal): Extension<Principal>) -> Json<api::WhoAmI> {
     Json(api::WhoAmI {
