@@ -156,10 +156,10 @@ pub fn table(pulse: &Pulse, out: &Output) -> String {
                 Series::Delivered if count > 0 => Tone::Good,
                 _ => Tone::Plain,
             };
-            row.push(toned(&count.to_string(), tone));
+            row.push(toned(count.to_string(), tone));
         }
         let width = (lost as usize * BAR).div_ceil(most as usize);
-        row.push(toned(&"█".repeat(width), Tone::Bad));
+        row.push(toned("█".repeat(width), Tone::Bad));
         rows.push(row);
     }
     if let Some(from) = quiet_since {
