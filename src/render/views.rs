@@ -589,6 +589,35 @@ pub fn nothing_selected(place: &str, narrowed: bool) -> String {
     }
 }
 
+/// "Still happening: last lease loss 18:03:20 (1 min ago) ..." or "Not happening now".
+pub fn still_words(stillness: &crate::pulse::Stillness, at: f64, now: f64) -> String {
+    let when = |t: Option<f64>| match t {
+        Some(t) => format!(
+            "{} ({} ago)",
+            crate::render::time::rfc3339(t),
+            crate::render::time::duration((now - t).max(0.0))
+        ),
+        None => "none recorded".to_string(),
+    };
+    let quiet = crate::render::time::duration(stillness.quiet_after);
+    let head = if stillness.still_happening {
+        format!(
+            "Still happening: a lease loss or reclaim in the {quiet} before {}",
+            crate::render::time::rfc3339(at)
+        )
+    } else {
+        format!(
+            "Not happening now: no lease loss or reclaim in the {quiet} before {}",
+            crate::render::time::rfc3339(at)
+        )
+    };
+    format!(
+        "{head}. Last lease loss {}; last reclaim {}.",
+        when(stillness.last_lease_lost),
+        when(stillness.last_reclaim)
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -639,33 +668,4 @@ mod tests {
             .unwrap_or_default();
         assert!(third.contains("+1.0 s") || third.contains("+1 s"), "{text}");
     }
-}
-
-/// "Still happening: last lease loss 18:03:20 (1 min ago) ..." or "Not happening now".
-pub fn still_words(stillness: &crate::pulse::Stillness, at: f64, now: f64) -> String {
-    let when = |t: Option<f64>| match t {
-        Some(t) => format!(
-            "{} ({} ago)",
-            crate::render::time::rfc3339(t),
-            crate::render::time::duration((now - t).max(0.0))
-        ),
-        None => "none recorded".to_string(),
-    };
-    let quiet = crate::render::time::duration(stillness.quiet_after);
-    let head = if stillness.still_happening {
-        format!(
-            "Still happening: a lease loss or reclaim in the {quiet} before {}",
-            crate::render::time::rfc3339(at)
-        )
-    } else {
-        format!(
-            "Not happening now: no lease loss or reclaim in the {quiet} before {}",
-            crate::render::time::rfc3339(at)
-        )
-    };
-    format!(
-        "{head}. Last lease loss {}; last reclaim {}.",
-        when(stillness.last_lease_lost),
-        when(stillness.last_reclaim)
-    )
 }
