@@ -123,6 +123,67 @@ pub struct ChannelVerdict {
     /// again (DESIGN §4).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub permanent: bool,
+    /// The code of the reply that proves the state, as triage classes it: an SMTP code
+    /// with its enhanced status code where the reply gave one (`550 5.1.1`), or an HTTP
+    /// status (`HTTP 400`). What `--error-code` selects by and causes are grouped by.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub code: Option<String>,
+}
+
+impl ChannelVerdict {
+    /// The most specific part of [`ChannelVerdict::code`]: the enhanced status code, else
+    /// the reply code or status (`5.1.1`, `421`, `HTTP 400`).
+    pub fn code_group(&self) -> Option<&str> {
+        let code = self.code.as_deref()?;
+        Some(match code.strip_prefix("HTTP ") {
+            Some(_) => code,
+            None => code.rsplit(' ').next().unwrap_or(code),
+        })
+    }
+
+    /// Whether the reply's code is `asked` (`5.1.1`, `550`, `HTTP 400` or `400`, any case
+    /// and spacing).
+    pub fn has_code(&self, asked: &str) -> bool {
+        let Some(code) = self.code.as_deref() else {
+            return false;
+        };
+        let asked: String = asked
+            .trim()
+            .to_ascii_uppercase()
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ");
+        let asked = asked
+            .strip_prefix("HTTP ")
+            .map_or(asked.clone(), |n| format!("HTTP {n}"));
+        match code.strip_prefix("HTTP ") {
+            Some(status) => asked == code || asked == status,
+            None => code.split(' ').any(|part| part == asked),
+        }
+    }
+}
+
+/// The code of a reply as triage classes it: the SMTP code and the enhanced status code
+/// the text carries right after it (`550 5.1.1`), or the HTTP status (`HTTP 400`).
+pub fn reply_code(smtp_code: Option<i64>, http_status: Option<i64>, error: &str) -> Option<String> {
+    match (smtp_code, http_status) {
+        (Some(code), _) => {
+            let enhanced = error.split_whitespace().find(|word| {
+                let parts: Vec<&str> = word.split('.').collect();
+                parts.len() == 3
+                    && matches!(parts[0], "2" | "4" | "5")
+                    && parts[1..].iter().all(|p| {
+                        !p.is_empty() && p.len() <= 3 && p.bytes().all(|b| b.is_ascii_digit())
+                    })
+            });
+            Some(match enhanced {
+                Some(enhanced) => format!("{code} {enhanced}"),
+                None => code.to_string(),
+            })
+        }
+        (None, Some(status)) => Some(format!("HTTP {status}")),
+        (None, None) => None,
+    }
 }
 
 /// Whether a rejection is permanent (DESIGN §4): an SMTP 5xx reply, an HTTP 400, 401,
@@ -264,6 +325,8 @@ struct Attempt {
     error: Option<String>,
     /// Whether the newest rejection among the results is permanent.
     permanent: bool,
+    /// The newest rejection's reply code, as [`reply_code`] classes it.
+    code: Option<String>,
 }
 
 impl Attempt {
@@ -535,11 +598,10 @@ impl Reading {
             attempt.error = Some(cause_text(error));
         }
         if outcome == AttemptOutcome::Rejected {
-            attempt.permanent = permanent_rejection(
-                metadata.smtp_code,
-                metadata.http_status,
-                fields.error.as_deref().unwrap_or_default(),
-            );
+            let error = fields.error.as_deref().unwrap_or_default();
+            attempt.permanent =
+                permanent_rejection(metadata.smtp_code, metadata.http_status, error);
+            attempt.code = reply_code(metadata.smtp_code, metadata.http_status, error);
         }
         attempt.results.push((event_id, outcome));
         if outcome == AttemptOutcome::Accepted && message_id.is_none() {
@@ -666,12 +728,13 @@ impl Reading {
         };
         // The newest rejection decides: a permanent one fixed and then refused for a
         // transient reason is transient now.
-        let permanent = state == ChannelState::Failed
-            && proof
-                .iter()
-                .filter(|(_, _, _, settled)| settled.is_none())
-                .max_by_key(|(_, attempt, _, _)| attempt.newest_event())
-                .is_some_and(|(_, attempt, _, _)| attempt.permanent);
+        let newest_rejection = proof
+            .iter()
+            .filter(|(_, _, _, settled)| settled.is_none())
+            .max_by_key(|(_, attempt, _, _)| attempt.newest_event())
+            .filter(|_| state == ChannelState::Failed);
+        let permanent = newest_rejection.is_some_and(|(_, attempt, _, _)| attempt.permanent);
+        let code = newest_rejection.and_then(|(_, attempt, _, _)| attempt.code.clone());
         ChannelVerdict {
             channel,
             state,
@@ -679,6 +742,7 @@ impl Reading {
             message_ids,
             cause,
             permanent,
+            code,
         }
     }
 }

@@ -409,6 +409,11 @@ fn receivers(intents: &[Intent]) -> Vec<String> {
 /// For each of `ids` (the first few), what a trigger sent now does at PagerDuty: merged
 /// into the incident open under its dedup key, or a new incident. From the REST API when
 /// UNS_PAGERDUTY_API_TOKEN is set; else the rule, said once.
+/// Whether PagerDuty can be asked here (`UNS_PAGERDUTY_API_TOKEN` is set).
+pub fn pagerduty_token_set() -> bool {
+    std::env::var("UNS_PAGERDUTY_API_TOKEN").is_ok_and(|t| !t.trim().is_empty())
+}
+
 pub fn pagerduty_statements(ids: &[&str]) -> Vec<String> {
     let mut lines = Vec::new();
     if ids.is_empty() {

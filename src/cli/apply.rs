@@ -65,8 +65,29 @@ pub struct Excluded {
     pub ids: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub not_channel: Option<crate::model::Channel>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub not_error: Option<String>,
+    #[serde(
+        default,
+        skip_serializing_if = "Vec::is_empty",
+        deserialize_with = "one_or_many"
+    )]
+    pub not_error: Vec<String>,
+}
+
+/// A plan's `not_error`: a list, or one text as plans made before it could repeat.
+fn one_or_many<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Vec<String>, D::Error> {
+    #[derive(serde::Deserialize)]
+    #[serde(untagged)]
+    enum Texts {
+        One(String),
+        Many(Vec<String>),
+    }
+    Ok(
+        match <Option<Texts> as serde::Deserialize>::deserialize(deserializer)? {
+            None => Vec::new(),
+            Some(Texts::One(text)) => vec![text],
+            Some(Texts::Many(texts)) => texts,
+        },
+    )
 }
 
 impl Excluded {
@@ -78,10 +99,14 @@ impl Excluded {
         {
             return Some(format!("--not-channel {channel}"));
         }
-        let error = verdict.error_message.as_deref().unwrap_or_default();
-        self.not_error
+        let error = verdict
+            .error_message
             .as_deref()
-            .filter(|text| error.to_lowercase().contains(&text.to_lowercase()))
+            .unwrap_or_default()
+            .to_lowercase();
+        self.not_error
+            .iter()
+            .find(|text| error.contains(&text.to_lowercase()))
             .map(|text| format!("--not-error {}", crate::render::sanitize::quoted(text)))
     }
 

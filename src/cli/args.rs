@@ -86,9 +86,15 @@ pub struct SelectArgs {
     /// Only entries with this channel (events: about it)
     #[arg(long, value_parser = values::channel())]
     pub channel: Option<Channel>,
-    /// Only entries whose error message contains TEXT, in any letter case
+    /// Only entries whose error message contains TEXT, in any letter case (repeat: any
+    /// of them)
     #[arg(long, value_name = "TEXT")]
-    pub error: Option<String>,
+    pub error: Vec<String>,
+    /// Only entries with a channel whose reply code, as triage classes it, is CODE: an
+    /// enhanced status code (5.1.1), an SMTP code (550) or an HTTP status (HTTP 400);
+    /// repeat: any of them
+    #[arg(long, value_name = "CODE")]
+    pub error_code: Vec<String>,
     /// Only entries dead-lettered since TIME: RFC 3339, or a duration back from now (2h, 30m, 1d)
     #[arg(long, value_name = "TIME")]
     pub since: Option<String>,
@@ -101,9 +107,10 @@ pub struct SelectArgs {
     /// Leave out entries with this channel (events: about it)
     #[arg(long, value_name = "CHANNEL", value_parser = values::channel())]
     pub not_channel: Option<Channel>,
-    /// Leave out entries whose error message contains TEXT, in any letter case
+    /// Leave out entries whose error message contains TEXT, in any letter case (repeat:
+    /// each is left out)
     #[arg(long, value_name = "TEXT")]
-    pub not_error: Option<String>,
+    pub not_error: Vec<String>,
     /// Leave out these entries, by id or a unique prefix of one (repeat, or separate with
     /// commas); one that matches no entry is a usage error
     #[arg(long, value_name = "ID", value_delimiter = ',', value_parser = values::parse_id)]
@@ -132,12 +139,28 @@ impl SelectArgs {
         let window = window(self.since.as_deref(), self.until.as_deref())?;
         let selection = Selection {
             channel: self.channel,
-            error: self.error.clone().filter(|e| !e.is_empty()),
+            error: self
+                .error
+                .iter()
+                .filter(|e| !e.is_empty())
+                .cloned()
+                .collect(),
             since: window.since,
             until: window.until,
             not_channel: self.not_channel,
-            not_error: self.not_error.clone().filter(|e| !e.is_empty()),
+            not_error: self
+                .not_error
+                .iter()
+                .filter(|e| !e.is_empty())
+                .cloned()
+                .collect(),
             exclude: self.exclude.clone(),
+            error_code: self
+                .error_code
+                .iter()
+                .filter(|c| !c.trim().is_empty())
+                .cloned()
+                .collect(),
         };
         selection.check().map_err(CliError::usage)?;
         if self.limit == Some(0) {
@@ -159,12 +182,13 @@ impl SelectArgs {
     /// Whether any flag narrows the selection.
     pub fn narrows(&self) -> bool {
         self.channel.is_some()
-            || self.error.is_some()
+            || !self.error.is_empty()
+            || !self.error_code.is_empty()
             || self.since.is_some()
             || self.until.is_some()
             || self.limit.is_some()
             || self.not_channel.is_some()
-            || self.not_error.is_some()
+            || !self.not_error.is_empty()
             || !self.exclude.is_empty()
     }
 }

@@ -55,6 +55,11 @@ const COLUMNS: &[Column] = &[
 
 pub fn run(global: &Invocation, args: Args) -> CliResult {
     let out = global.output();
+    if !args.select.error_code.is_empty() {
+        return Err(CliError::usage(
+            "--error-code selects DLQ entries by their triage; events have none: use --error TEXT",
+        ));
+    }
     let limit = args.select.limit.unwrap_or(25);
     if limit == 0 || limit > MAX_LIMIT {
         return Err(CliError::usage(format!(

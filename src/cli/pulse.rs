@@ -8,8 +8,10 @@ use crate::render::output::{Output, View, status};
 use crate::render::table::{Column, Text, Tone, toned};
 use serde::Serialize;
 
-/// Show, step by step, the lease losses, reclaims, UNKNOWN outcomes, dead letters,
-/// replays, resolves and deliveries, and whether the incident is still happening
+/// Show the incident step by step, and whether it is still happening
+///
+/// Per step (a minute unless --step says): lease losses, reclaims, UNKNOWN outcomes,
+/// dead letters, replays, resolves and deliveries; then the last lease loss and reclaim.
 ///
 /// Example: unsctl pulse
 /// Example: unsctl pulse --since 6h --step 5m

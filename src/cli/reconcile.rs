@@ -44,9 +44,10 @@ pub struct Args {
     /// Only this channel
     #[arg(long, value_parser = values::channel())]
     pub channel: Option<Channel>,
-    /// Only notifications whose error message contains TEXT, in any letter case
+    /// Only notifications whose error message contains TEXT, in any letter case (repeat:
+    /// any of them)
     #[arg(long, value_name = "TEXT")]
-    pub error: Option<String>,
+    pub error: Vec<String>,
     /// At most N notifications (the first by id)
     #[arg(long, value_name = "N")]
     pub limit: Option<usize>,
@@ -70,7 +71,12 @@ impl Args {
         window.check().map_err(CliError::usage)?;
         let selection = Selection {
             channel: self.channel,
-            error: self.error.clone().filter(|e| !e.is_empty()),
+            error: self
+                .error
+                .iter()
+                .filter(|e| !e.is_empty())
+                .cloned()
+                .collect(),
             ..Selection::default()
         };
         selection.check().map_err(CliError::usage)?;
@@ -80,7 +86,7 @@ impl Args {
         if self.id.is_some()
             && (self.since.is_some()
                 || self.until.is_some()
-                || self.error.is_some()
+                || !self.error.is_empty()
                 || self.limit.is_some())
         {
             return Err(CliError::usage(

@@ -608,8 +608,9 @@ impl Store for HttpStore {
     /// Pages of entries with their events, the next page fetched while this one is read
     /// in place and triaged.
     fn each_triaged(&self, selection: &Selection, visit: &mut super::Visit<'_>) -> Result<()> {
+        let mut visit = super::keeping(selection, visit);
         self.each_page(api::DLQ, &selection.query(), &mut |entry| {
-            triage_entry(entry, visit)
+            triage_entry(entry, &mut visit)
         })
     }
 

@@ -98,6 +98,21 @@ pub struct Triaged {
 /// What receives each triaged entry.
 pub type Visit<'a> = dyn FnMut(Triaged) -> Result<()> + Send + 'a;
 
+/// `visit`, handed only the entries the selection's tests on a verdict keep (the reply
+/// code): one rule, applied where each backend triages.
+pub fn keeping<'a>(
+    selection: &'a Selection,
+    visit: &'a mut Visit<'_>,
+) -> impl FnMut(Triaged) -> Result<()> + Send + 'a {
+    move |entry| {
+        if selection.keeps_verdict(&entry.verdict) {
+            visit(entry)
+        } else {
+            Ok(())
+        }
+    }
+}
+
 /// One event as stored, borrowed from wherever it was read. It is what the DLQ page
 /// writes for an event, so both backends hand a reader the same text.
 #[derive(Debug, Clone, serde::Serialize)]

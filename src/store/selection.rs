@@ -10,9 +10,9 @@ pub struct Selection {
     /// Entries that have this channel; events about it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub channel: Option<Channel>,
-    /// A substring of the error message (any letter case).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
+    /// Substrings of the error message (any letter case): any of them matches.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub error: Vec<String>,
     /// Entries dead-lettered (last changed) at or after this; events at or after it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub since: Option<f64>,
@@ -22,12 +22,17 @@ pub struct Selection {
     /// Not entries that have this channel; not events about it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub not_channel: Option<Channel>,
-    /// Not entries whose error message contains this (any letter case).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub not_error: Option<String>,
+    /// Not entries whose error message contains any of these (any letter case).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub not_error: Vec<String>,
     /// Not these entries (whole ids).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub exclude: Vec<String>,
+    /// Entries with a channel whose reply code, as triage classes it, is any of these
+    /// (`5.1.1`, `550`, `HTTP 400`). Read from the verdict where the entries are
+    /// triaged, on either backend, never sent to a route.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub error_code: Vec<String>,
 }
 
 /// The selection parameters of the DLQ and event routes, as their query strings spell
@@ -36,16 +41,18 @@ pub struct Selection {
 pub struct SelectionQuery {
     #[serde(default)]
     pub channel: Option<String>,
-    #[serde(default)]
-    pub error: Option<String>,
+    /// `error` repeats: every value, filled in by the route.
+    #[serde(skip)]
+    pub error: Vec<String>,
     #[serde(default)]
     pub since: Option<String>,
     #[serde(default)]
     pub until: Option<String>,
     #[serde(default)]
     pub not_channel: Option<String>,
-    #[serde(default)]
-    pub not_error: Option<String>,
+    /// `not_error` repeats: every value, filled in by the route.
+    #[serde(skip)]
+    pub not_error: Vec<String>,
     /// `exclude` repeats: every value, filled in by the route (a query keeps only the
     /// first value of a key).
     #[serde(skip)]
@@ -54,6 +61,9 @@ pub struct SelectionQuery {
 
 /// The longest error text a selection takes.
 pub const MAX_ERROR_TEXT: usize = 1024;
+
+/// The most error texts and codes one selection names.
+pub const MAX_TEXTS: usize = 32;
 
 /// The most ids one selection excludes.
 pub const MAX_EXCLUDED: usize = 1000;
@@ -69,9 +79,7 @@ impl Selection {
         if let Some(channel) = self.channel {
             pairs.push(("channel", channel.to_string()));
         }
-        if let Some(error) = &self.error {
-            pairs.push(("error", error.clone()));
-        }
+        pairs.extend(self.error.iter().map(|e| ("error", e.clone())));
         if let Some(since) = self.since {
             pairs.push(("since", since.to_string()));
         }
@@ -81,16 +89,23 @@ impl Selection {
         if let Some(channel) = self.not_channel {
             pairs.push(("not_channel", channel.to_string()));
         }
-        if let Some(error) = &self.not_error {
-            pairs.push(("not_error", error.clone()));
-        }
+        pairs.extend(self.not_error.iter().map(|e| ("not_error", e.clone())));
         pairs.extend(self.exclude.iter().map(|id| ("exclude", id.clone())));
         pairs
     }
 
     /// Whether anything is excluded.
     pub fn excludes(&self) -> bool {
-        self.not_channel.is_some() || self.not_error.is_some() || !self.exclude.is_empty()
+        self.not_channel.is_some() || !self.not_error.is_empty() || !self.exclude.is_empty()
+    }
+
+    /// The selection's test on a triaged entry: a reply code it asks for.
+    pub fn keeps_verdict(&self, verdict: &crate::triage::Verdict) -> bool {
+        self.error_code.is_empty()
+            || verdict
+                .channels
+                .iter()
+                .any(|c| self.error_code.iter().any(|code| c.has_code(code)))
     }
 
     /// Reads the selection from an API route's query: times as RFC 3339, unix seconds or
@@ -109,7 +124,12 @@ impl Selection {
                 .map(str::parse::<Channel>)
                 .transpose()
                 .map_err(|err| format!("channel: {err}"))?,
-            error: query.error.clone(),
+            error: query
+                .error
+                .iter()
+                .filter(|e| !e.is_empty())
+                .cloned()
+                .collect(),
             since: instant("since", &query.since)?,
             until: instant("until", &query.until)?,
             not_channel: query
@@ -118,8 +138,14 @@ impl Selection {
                 .map(str::parse::<Channel>)
                 .transpose()
                 .map_err(|err| format!("not_channel: {err}"))?,
-            not_error: query.not_error.clone().filter(|e| !e.is_empty()),
+            not_error: query
+                .not_error
+                .iter()
+                .filter(|e| !e.is_empty())
+                .cloned()
+                .collect(),
             exclude: query.exclude.clone(),
+            error_code: Vec::new(),
         };
         selection.check()?;
         Ok(selection)
@@ -129,8 +155,9 @@ impl Selection {
     pub fn check(&self) -> Result<(), String> {
         if self
             .error
-            .as_ref()
-            .is_some_and(|e| e.len() > MAX_ERROR_TEXT)
+            .iter()
+            .chain(&self.not_error)
+            .any(|e| e.len() > MAX_ERROR_TEXT)
         {
             return Err(format!(
                 "the error text to match is at most {MAX_ERROR_TEXT} bytes"
@@ -141,13 +168,9 @@ impl Selection {
         {
             return Err("since must come before until".into());
         }
-        if self
-            .not_error
-            .as_ref()
-            .is_some_and(|e| e.len() > MAX_ERROR_TEXT)
-        {
+        if self.error.len() + self.not_error.len() + self.error_code.len() > MAX_TEXTS {
             return Err(format!(
-                "the error text to leave out is at most {MAX_ERROR_TEXT} bytes"
+                "at most {MAX_TEXTS} error texts and codes in one selection"
             ));
         }
         if self.channel.is_some() && self.channel == self.not_channel {
@@ -173,9 +196,10 @@ impl Selection {
             sql.push_str(" AND (upper(n.channels) LIKE ? OR NOT json_valid(n.channels))");
             params.push(Value::Text(format!("%{channel}%")));
         }
-        if let Some(error) = &self.error {
-            sql.push_str(" AND instr(lower(n.error_message), lower(?)) > 0");
-            params.push(Value::Text(error.clone()));
+        if !self.error.is_empty() {
+            let any = vec!["instr(lower(n.error_message), lower(?)) > 0"; self.error.len()];
+            sql.push_str(&format!(" AND ({})", any.join(" OR ")));
+            params.extend(self.error.iter().map(|e| Value::Text(e.clone())));
         }
         if let Some(since) = self.since {
             sql.push_str(" AND n.updated_at >= ?");
@@ -192,7 +216,7 @@ impl Selection {
             sql.push_str(" AND NOT (json_valid(n.channels) AND upper(n.channels) LIKE ?)");
             params.push(Value::Text(format!("%{channel}%")));
         }
-        if let Some(error) = &self.not_error {
+        for error in &self.not_error {
             sql.push_str(
                 " AND (n.error_message IS NULL OR instr(lower(n.error_message), lower(?)) = 0)",
             );
@@ -233,11 +257,13 @@ impl Selection {
             );
             params.push(Value::Text(channel.to_string()));
         }
-        if let Some(error) = &self.error {
-            sql.push_str(
-                " AND instr(lower(CASE WHEN json_valid(e.payload) THEN coalesce(json_extract(e.payload, '$.error'), json_extract(e.payload, '$.error_message')) END), lower(?)) > 0",
-            );
-            params.push(Value::Text(error.clone()));
+        if !self.error.is_empty() {
+            let one = "instr(lower(CASE WHEN json_valid(e.payload) THEN coalesce(json_extract(e.payload, '$.error'), json_extract(e.payload, '$.error_message')) END), lower(?)) > 0";
+            sql.push_str(&format!(
+                " AND ({})",
+                vec![one; self.error.len()].join(" OR ")
+            ));
+            params.extend(self.error.iter().map(|e| Value::Text(e.clone())));
         }
         if let Some(since) = self.since {
             sql.push_str(" AND e.at >= ?");
@@ -253,7 +279,7 @@ impl Selection {
             );
             params.push(Value::Text(channel.to_string()));
         }
-        if let Some(error) = &self.not_error {
+        for error in &self.not_error {
             sql.push_str(
                 " AND coalesce(instr(lower(CASE WHEN json_valid(e.payload) THEN coalesce(json_extract(e.payload, '$.error'), json_extract(e.payload, '$.error_message')) END), lower(?)), 0) = 0",
             );

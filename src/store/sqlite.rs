@@ -296,7 +296,7 @@ impl Store for SqliteStore {
     }
 
     fn each_triaged(&self, selection: &Selection, visit: &mut super::Visit<'_>) -> Result<()> {
-        super::walk::each_triaged(&self.conn, selection, visit)
+        super::walk::each_triaged(&self.conn, selection, &mut super::keeping(selection, visit))
     }
 
     fn pulse(&self, window: crate::pulse::Window) -> Result<crate::pulse::Pulse> {

@@ -39,6 +39,15 @@ fn seed(db: &std::path::Path) -> Vec<(String, &'static str, bool)> {
             true,
         ),
         (
+            "smtp 550 again",
+            Channel::Email,
+            smtp(
+                550,
+                "5.1.1 <left@example.com>: Recipient address rejected: User unknown",
+            ),
+            true,
+        ),
+        (
             "smtp 421",
             Channel::Email,
             smtp(421, "4.7.0 Try again later"),
@@ -178,25 +187,106 @@ fn permanent_and_transient_rejections_are_told_apart_on_both_backends() {
             .output()
             .expect("triage");
         let text = String::from_utf8_lossy(&table.stdout).into_owned();
-        assert!(text.contains("Refused permanently, by cause"), "{text}");
+        assert!(text.contains("Refused permanently, by code"), "{text}");
         tables.push(text);
     }
     assert_eq!(jsons[0], jsons[1], "the JSON of both backends");
     assert_eq!(tables[0], tables[1], "the table of both backends");
-    // Grouped by cause: one line per cause, with its count.
-    let grouped: Vec<&str> = tables[0]
+    // Grouped by code: one line per code with its count, the distinct replies under it.
+    let footer: Vec<&str> = tables[0]
         .lines()
         .skip_while(|l| !l.starts_with("Refused permanently"))
         .skip(1)
         .collect();
-    assert_eq!(grouped.len(), 5, "{}", tables[0]);
+    let groups: Vec<&&str> = footer.iter().filter(|l| !l.starts_with("    ")).collect();
+    assert_eq!(groups.len(), 5, "{}", tables[0]);
     assert!(
-        grouped
+        groups
             .iter()
-            .any(|l| l.contains("SLACK \"HTTP 400: invalid_payload\"  1 entry")),
+            .any(|l| l.starts_with("  EMAIL 5.1.1  2 entries:")),
+        "two 550 5.1.1 replies to two addresses are one decision: {}",
+        tables[0]
+    );
+    assert!(
+        footer.iter().any(|l| l.contains("<gone@example.com>"))
+            && footer.iter().any(|l| l.contains("<left@example.com>")),
+        "each distinct reply counted under its code: {}",
+        tables[0]
+    );
+    assert!(
+        groups
+            .iter()
+            .any(|l| l.starts_with("  SLACK HTTP 400  1 entry")),
         "{}",
         tables[0]
     );
+    // --error-code selects by the code as triage classes it, on both backends.
+    for (code, expected) in [
+        ("5.1.1", 2),
+        ("550", 2),
+        ("HTTP 400", 2),
+        ("http 404", 1),
+        ("421", 1),
+    ] {
+        for backend in support::BACKENDS {
+            let out = backend
+                .command(&db, &server)
+                .args(["dlq", "triage", "--error-code", code, "-o", "json"])
+                .output()
+                .expect("triage");
+            let doc: Value = serde_json::from_slice(&out.stdout).expect("json");
+            assert_eq!(
+                doc["entries"].as_array().map(Vec::len),
+                Some(expected),
+                "{backend:?} --error-code {code}: {doc:#}"
+            );
+        }
+    }
+    // Repeated text filters: any --error matches, every --not-error leaves out.
+    for backend in support::BACKENDS {
+        let out = backend
+            .command(&db, &server)
+            .args([
+                "dlq",
+                "triage",
+                "--error",
+                "invalid_payload",
+                "--error",
+                "rate_limited",
+                "--not-error",
+                "nothing-matches",
+                "-o",
+                "json",
+            ])
+            .output()
+            .expect("triage");
+        let doc: Value = serde_json::from_slice(&out.stdout).expect("json");
+        assert_eq!(
+            doc["entries"].as_array().map(Vec::len),
+            Some(2),
+            "{backend:?}: {doc:#}"
+        );
+        let out = backend
+            .command(&db, &server)
+            .args([
+                "dlq",
+                "triage",
+                "--not-error",
+                "HTTP",
+                "--not-error",
+                "message:",
+                "-o",
+                "json",
+            ])
+            .output()
+            .expect("triage");
+        let doc: Value = serde_json::from_slice(&out.stdout).expect("json");
+        assert_eq!(
+            doc["entries"].as_array().map(Vec::len),
+            Some(2),
+            "{backend:?}: {doc:#}"
+        );
+    }
     support::snapshot_settings(&ids).bind(|| {
         insta::assert_snapshot!("permanent_triage_json", String::from_utf8_lossy(&jsons[0]));
         insta::assert_snapshot!("permanent_triage_table", tables[0]);

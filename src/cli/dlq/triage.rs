@@ -253,16 +253,26 @@ fn write_table(
 }
 
 /// What the table's footer says: what a replay would do at PagerDuty, and the REPLAY
-/// entries whose failed channels were all refused permanently, by cause (each cause is
+/// entries whose failed channels were all refused permanently, by code (each cause is
 /// fixed once, then its entries are replayed together).
 #[derive(Default)]
 struct Footer {
-    by_cause: std::collections::BTreeMap<String, Vec<String>>,
+    by_code: std::collections::BTreeMap<String, Refused>,
     /// Entries whose PAGERDUTY channel is not delivered (the first few, and how many in
     /// all): what a replay would do there.
     paging: Vec<String>,
     paging_total: usize,
 }
+
+/// The entries refused permanently with one code, and the distinct replies they got.
+#[derive(Default)]
+struct Refused {
+    ids: Vec<String>,
+    texts: std::collections::BTreeMap<String, usize>,
+}
+
+/// Distinct reply texts shown under one code.
+const TEXTS_SHOWN: usize = 3;
 
 impl Footer {
     fn add(&mut self, verdict: &Verdict) {
@@ -286,33 +296,38 @@ impl Footer {
         {
             return;
         }
-        let cause = failed
+        // One decision per code (the enhanced status code or HTTP status): five
+        // `550 5.1.1 <address>` replies are one group, their texts counted under it.
+        let code = failed
             .iter()
-            .map(|c| {
-                format!(
-                    "{} {}",
-                    c.channel,
-                    crate::render::sanitize::quoted(&crate::triage::short_cause(
-                        c.cause.as_deref().unwrap_or("refused")
-                    ))
-                )
-            })
+            .map(|c| format!("{} {}", c.channel, c.code_group().unwrap_or("(no code)")))
             .collect::<Vec<_>>()
             .join("; ");
-        self.by_cause
-            .entry(cause)
-            .or_default()
-            .push(verdict.id.clone());
+        let group = self.by_code.entry(code).or_default();
+        group.ids.push(verdict.id.clone());
+        for channel in failed {
+            let text = crate::triage::short_cause(channel.cause.as_deref().unwrap_or("refused"));
+            *group.texts.entry(text).or_default() += 1;
+        }
     }
 
     fn print(&self, to: &mut dyn Write, out: &Output) -> std::io::Result<()> {
         if !self.paging.is_empty() {
-            writeln!(to, "\nPagerDuty, were these replayed:")?;
             let ids: Vec<&str> = self.paging.iter().map(String::as_str).collect();
+            let looked_up = crate::cli::act::pagerduty_token_set();
+            if looked_up {
+                writeln!(to, "\nPagerDuty, were these replayed:")?;
+            } else {
+                writeln!(
+                    to,
+                    "\nPagerDuty: {} not delivered; nothing was looked up (UNS_PAGERDUTY_API_TOKEN is not set), so a replay of each:",
+                    crate::render::output::counted(self.paging_total as i64, "entry")
+                )?;
+            }
             for line in crate::cli::act::pagerduty_statements(&ids) {
                 writeln!(to, "  {}", out.clean(&line))?;
             }
-            if self.paging_total > self.paging.len() {
+            if looked_up && self.paging_total > self.paging.len() {
                 writeln!(
                     to,
                     "  and {} more PagerDuty entries, not looked up",
@@ -320,25 +335,26 @@ impl Footer {
                 )?;
             }
         }
-        if self.by_cause.is_empty() {
+        if self.by_code.is_empty() {
             return Ok(());
         }
         writeln!(
             to,
-            "\nRefused permanently, by cause (a replay unchanged is refused again: fix each cause first):"
+            "\nRefused permanently, by code (a replay unchanged is refused again: fix each cause first):"
         )?;
-        for (cause, ids) in &self.by_cause {
-            let shown: Vec<String> = ids
+        for (code, group) in &self.by_code {
+            let shown: Vec<String> = group
+                .ids
                 .iter()
                 .take(3)
                 .map(|id| out.clean(id).into_owned())
                 .collect();
-            let more = ids.len().saturating_sub(shown.len());
+            let more = group.ids.len().saturating_sub(shown.len());
             writeln!(
                 to,
                 "  {}  {}: {}{}",
-                cause,
-                crate::render::output::counted(ids.len() as i64, "entry"),
+                out.clean(code),
+                crate::render::output::counted(group.ids.len() as i64, "entry"),
                 shown.join(" "),
                 if more > 0 {
                     format!(" and {more} more")
@@ -346,6 +362,16 @@ impl Footer {
                     String::new()
                 }
             )?;
+            for (text, count) in group.texts.iter().take(TEXTS_SHOWN) {
+                writeln!(to, "    {} ×{count}", crate::render::sanitize::quoted(text))?;
+            }
+            if group.texts.len() > TEXTS_SHOWN {
+                writeln!(
+                    to,
+                    "    and {} more distinct replies",
+                    group.texts.len() - TEXTS_SHOWN
+                )?;
+            }
         }
         Ok(())
     }

@@ -111,6 +111,8 @@ pub(crate) fn selection(
 ) -> Result<crate::store::Selection, ApiError> {
     let asked = crate::store::selection::SelectionQuery {
         exclude: query.all("exclude").map(str::to_string).collect(),
+        error: query.all("error").map(str::to_string).collect(),
+        not_error: query.all("not_error").map(str::to_string).collect(),
         ..asked.clone()
     };
     crate::store::Selection::from_query(&asked, state.clock.now()).map_err(ApiError::invalid)
