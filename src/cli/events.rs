@@ -6,7 +6,7 @@ use super::backend::Invocation;
 use super::error::{CliError, CliResult};
 use crate::model::Kind;
 use crate::render::output::{Output, View, status};
-use crate::render::table::{Column, Text};
+use crate::render::table::{Column, Text, Tone, toned};
 use crate::render::views;
 use crate::store::EventQuery;
 
@@ -42,10 +42,11 @@ pub const MAX_LIMIT: usize = 10_000;
 
 const COLUMNS: &[Column] = &[
     Column::new("EVENT", 0),
-    Column::new("TIME", 1),
-    Column::new("KIND", 0),
-    Column::new("NOTIFICATION", 0),
+    Column::new("UTC", 1),
+    Column::new("KIND", 0).whole(),
+    Column::new("NOTIFICATION", 0).whole(),
     Column::new("CHANNEL", 2),
+    Column::new("OUTCOME", 0).whole(),
     Column::new("DETAIL", 3).max(80),
     Column::new("STATUS", 4),
     Column::new("DLQ", 5),
@@ -109,9 +110,16 @@ pub fn run(global: &Invocation, args: Args) -> CliResult {
             " that match the selection"
         }
     );
+    // Ids as the shortest prefix that names each in the store, so a row fits 80 columns
+    // and its id still pastes into any command.
+    let short = super::ids::short_ids(
+        store.as_ref(),
+        response.events.iter().map(|e| e.notification_id.as_str()),
+    );
     out.emit(&Found {
         response: &response,
         nothing,
+        short,
     })?;
     Ok(())
 }
@@ -123,6 +131,9 @@ struct Found<'a> {
     response: &'a crate::api::EventsResponse,
     #[serde(skip)]
     nothing: String,
+    /// Each notification id as the table shows it.
+    #[serde(skip)]
+    short: std::collections::HashMap<String, String>,
 }
 
 impl View for Found<'_> {
@@ -135,22 +146,44 @@ impl View for Found<'_> {
             .response
             .events
             .iter()
-            .map(|row| event_row(row, out))
+            .map(|row| event_row(row, &self.short, out))
             .collect();
         crate::render::table::print_all(COLUMNS, rows, out)
     }
 }
 
-fn event_row(row: &crate::api::EventRow, out: &Output) -> Vec<Text> {
+fn event_row(
+    row: &crate::api::EventRow,
+    short: &std::collections::HashMap<String, String>,
+    out: &Output,
+) -> Vec<Text> {
     // Parsed once, without copying the row: a payload may be megabytes.
     let payload: serde_json::Value =
         serde_json::from_str(row.payload.get()).unwrap_or(serde_json::Value::Null);
+    let now = crate::clock::Clock::now(&crate::clock::SystemClock);
+    let time = match out.fit_width() {
+        Some(_) => views::clock_time(row.at, now),
+        None => out.time(row.at),
+    };
+    let outcome = views::outcome_word(&row.kind, &payload);
+    let tone = match outcome {
+        "ACCEPTED" | "DELIVERED" => Tone::Good,
+        "UNKNOWN" | "LOST" => Tone::Bad,
+        "REJECTED" | "DEAD" => Tone::Warn,
+        _ => Tone::Plain,
+    };
     vec![
         row.id.to_string().into(),
-        out.time(row.at).into(),
+        time.into(),
         views::shown(&row.kind).into(),
-        views::shown(&row.notification_id).into(),
+        views::shown(
+            short
+                .get(&row.notification_id)
+                .unwrap_or(&row.notification_id),
+        )
+        .into(),
         views::shown(payload["channel"].as_str().unwrap_or("")).into(),
+        toned(outcome, tone),
         views::detail_of(&row.kind, &payload, out).into(),
         views::shown(&row.status).into(),
         if row.dead_letter { "yes" } else { "no" }.into(),
@@ -173,9 +206,12 @@ impl View for FleetEvents<'_> {
     fn show(&self, out: &Output) -> std::io::Result<()> {
         crate::cli::fleet::print_table(
             COLUMNS,
-            self.events
-                .iter()
-                .map(|tagged| (tagged.context, event_row(tagged.value, out))),
+            self.events.iter().map(|tagged| {
+                (
+                    tagged.context,
+                    event_row(tagged.value, &Default::default(), out),
+                )
+            }),
             out,
         )
     }

@@ -75,56 +75,49 @@ fn events_after(
     Ok((page.events, next))
 }
 
-/// One event as one line: a followed stream cannot align columns it has not seen.
-fn event_line(row: &EventRow, out: &Output) -> String {
+/// One event as one line: a followed stream cannot align columns it has not seen. At
+/// 80 columns it keeps the time of day, the kind, the notification as the shortest
+/// prefix that names it, the channel and the outcome; the detail takes what is left.
+fn event_line(row: &EventRow, notification: &str, out: &Output) -> String {
     let event = row.event();
-    let channel = event.payload_value()["channel"]
+    let payload = event.payload_value();
+    let channel = payload["channel"]
         .as_str()
         .map(views::shown)
         .unwrap_or_default();
-    let id = row.id.to_string();
-    let at = time::rfc3339(row.at);
-    let kind = views::shown(&row.kind);
-    let notification = views::shown(&row.notification_id);
+    let outcome = views::outcome_word(&row.kind, &payload);
     let detail = views::detail(&event, out);
-    let line = |at: Option<&str>, detail: &str| {
-        let mut parts = vec![format!("{id:>8}")];
-        parts.extend(at.map(str::to_string));
-        parts.push(format!("{kind:<24}"));
-        parts.push(notification.clone());
-        parts.push(format!("{channel:<9}"));
-        parts.push(detail.to_string());
-        parts.join("  ").trim_end().to_string()
+    let head = |at: &str, id: &str| {
+        format!(
+            "{:>6}  {at}  {:<22}  {}  {:<9}  {:<8}",
+            row.id,
+            views::shown(&row.kind),
+            views::shown(id),
+            channel,
+            outcome
+        )
     };
-    let whole = line(Some(&at), &detail);
-    // On a narrow terminal the same rule as the tables: the time goes first, then the
-    // detail is cut; the notification id is never cut, and goes on its own line when
-    // even that does not fit.
+    // Off a terminal, the whole instant and the whole id: a log to keep, not a screen.
     let Some(width) = out.fit_width().map(usize::from) else {
-        return whole;
+        return format!(
+            "{}  {detail}",
+            head(&time::rfc3339(row.at), &row.notification_id)
+        )
+        .trim_end()
+        .to_string();
     };
-    let fits = |text: &str| crate::render::table::display_width(text) as usize <= width;
-    if fits(&whole) {
-        return whole;
+    let now = crate::clock::Clock::now(&crate::clock::SystemClock);
+    let head = head(&views::clock_time(row.at, now), notification);
+    let used = crate::render::table::display_width(&head) as usize;
+    if used + 4 >= width || detail.is_empty() {
+        return head.trim_end().to_string();
     }
-    let without_time = line(None, &detail);
-    if fits(&without_time) {
-        return without_time;
+    let room = width - used - 2;
+    if detail.chars().count() <= room {
+        return format!("{head}  {detail}");
     }
-    let bare = line(None, "");
-    // What the detail starts after: every column before it, padded as printed.
-    let before = crate::render::table::display_width(&line(None, "x")) as usize - 1;
-    let room = width.saturating_sub(before);
-    if fits(&bare) && room >= 12 {
-        let cut: String = detail.chars().take(room.saturating_sub(1)).collect();
-        return line(None, &format!("{}…", cut.trim_end()));
-    }
-    format!(
-        "{id:>8}  {kind}  {channel}\n{}{notification}",
-        " ".repeat(10)
-    )
-    .trim_end()
-    .to_string()
+    let cut: String = detail.chars().take(room.saturating_sub(1)).collect();
+    format!("{head}  {}…", cut.trim_end())
 }
 
 /// `events --follow`: the newest `backlog` events, oldest first, then every new one as it
@@ -149,7 +142,7 @@ pub fn follow_events(
     };
     let mut shown = 0usize;
     for row in recent.events.iter().rev() {
-        emit_event(row, out)?;
+        emit_event(store, row, out)?;
         shown += 1;
     }
     status(&format!(
@@ -167,7 +160,7 @@ pub fn follow_events(
             Err(err) => return Err(err),
         };
         for row in &rows {
-            emit_event(row, out)?;
+            emit_event(store, row, out)?;
         }
         shown += rows.len();
         cursor = next;
@@ -209,11 +202,15 @@ fn replaced(store: &dyn Store, identity: &mut Option<String>, cursor: &mut i64) 
     Some(said)
 }
 
-fn emit_event(row: &EventRow, out: &Output) -> CliResult {
+fn emit_event(store: &dyn Store, row: &EventRow, out: &Output) -> CliResult {
     if out.json() {
         print_json_line(row)?;
     } else {
-        print(&event_line(row, out))?;
+        let short = super::ids::short_ids(store, [row.notification_id.as_str()]);
+        let notification = short
+            .get(&row.notification_id)
+            .unwrap_or(&row.notification_id);
+        print(&event_line(row, notification, out))?;
     }
     Ok(())
 }

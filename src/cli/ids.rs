@@ -144,3 +144,42 @@ fn exclusions(
     selection.exclude = expanded;
     Ok(selection)
 }
+
+/// The most ids [`short_ids`] shortens: each costs a look-up or two.
+const SHORTENED: usize = 200;
+
+/// The shortest id prefix shown.
+const SHORTEST: usize = 12;
+
+/// Each of `ids` as the shortest prefix (at least 12 characters) that names it alone in
+/// the whole store, as every command takes it: for a table at 80 columns. Past a few
+/// hundred ids, or where the store cannot say, an id stays whole.
+pub fn short_ids<'a>(
+    store: &dyn Store,
+    ids: impl IntoIterator<Item = &'a str>,
+) -> std::collections::HashMap<String, String> {
+    let mut distinct: Vec<&str> = ids.into_iter().collect();
+    distinct.sort_unstable();
+    distinct.dedup();
+    let mut short = std::collections::HashMap::new();
+    if distinct.len() > SHORTENED {
+        return short;
+    }
+    for id in distinct {
+        let mut keep = SHORTEST;
+        let shown = loop {
+            let Some((end, _)) = id.char_indices().nth(keep) else {
+                break id.to_string();
+            };
+            let prefix = &id[..end];
+            match store.ids_with_prefix(prefix, false, 2) {
+                Ok(found) if found.len() == 1 && found[0] == id => break prefix.to_string(),
+                Ok(found) if found.is_empty() => break id.to_string(),
+                Ok(_) => keep += 2,
+                Err(_) => break id.to_string(),
+            }
+        };
+        short.insert(id.to_string(), shown);
+    }
+    short
+}

@@ -216,11 +216,11 @@ fn indented<T: Serialize>(value: &T, buffer: &mut Vec<u8>) -> std::io::Result<St
 }
 
 const NEEDS_COLUMNS: &[Column] = &[
-    Column::new("ID", 0),
+    Column::new("ID", 0).whole(),
     Column::new("CHANNEL", 0),
-    Column::new("CLASS", 0),
-    Column::new("COPIES", 1),
-    Column::new("RECIPIENT", 0),
+    Column::new("CLASS", 0).whole(),
+    Column::new("COPIES", 0),
+    Column::new("RECIPIENT", 1).max(36),
     Column::new("EVIDENCE", 2).own_line(),
 ];
 
@@ -304,9 +304,11 @@ fn write_table(
             continue;
         }
         writeln!(to, "{}", out.bold(title))?;
+        let short = super::ids::short_ids(store, items.iter().map(|item| item.id.as_str()));
         let mut grid = Grid::new(NEEDS_COLUMNS, out);
         for item in items {
-            grid.row(needs_row(item, out), &mut to)?;
+            let id = short.get(&item.id).unwrap_or(&item.id);
+            grid.row(needs_row(item, id, out), &mut to)?;
         }
         grid.finish(&mut to)?;
         writeln!(to)?;
@@ -334,9 +336,9 @@ fn write_table(
     Ok(tally)
 }
 
-fn needs_row(item: &Reconciled, out: &Output) -> Vec<Text> {
+fn needs_row(item: &Reconciled, id: &str, out: &Output) -> Vec<Text> {
     vec![
-        out.clean(&item.id).into_owned().into(),
+        out.clean(id).into_owned().into(),
         item.channel.as_str().into(),
         toned(item.class.as_str(), tone(item.class)),
         item.copies.to_string().into(),
@@ -639,7 +641,7 @@ fn run_fleet(global: &Invocation, args: &Args, asked: &Asked) -> CliResult {
         let needing: Vec<(&str, Vec<Text>)> = items
             .iter()
             .filter(|(_, i)| i.class != Class::Once)
-            .map(|(context, item)| (*context, needs_row(item, &out)))
+            .map(|(context, item)| (*context, needs_row(item, &item.id, &out)))
             .collect();
         fleet::print_table(NEEDS_COLUMNS, needing, &out)?;
         for reading in &readings {

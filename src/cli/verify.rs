@@ -53,13 +53,13 @@ pub struct Args {
 }
 
 const COLUMNS: &[Column] = &[
-    Column::new("ID", 0),
+    Column::new("ID", 0).whole(),
     Column::new("CHANNEL", 0),
-    Column::new("CYCLE", 3),
-    Column::new("ATTEMPT", 2),
-    Column::new("ANSWER", 0),
+    Column::new("ATTEMPT", 0),
+    Column::new("ANSWER", 0).whole(),
+    Column::new("REASON", 1).max(40),
     Column::new("SOURCE", 4),
-    Column::new("EVIDENCE", 1).max(100),
+    Column::new("EVIDENCE", 5).max(100),
 ];
 
 pub fn run(global: &Invocation, args: Args) -> CliResult {
@@ -107,7 +107,7 @@ pub fn run(global: &Invocation, args: Args) -> CliResult {
         .filter(|a| a.answer.finding().is_some())
         .count();
     if !out.json() {
-        print_answers(&asked, &out)?;
+        print_answers(store.as_ref(), &asked, &out)?;
     }
     let recorded = if args.record {
         Some(record(
@@ -256,13 +256,15 @@ fn tone(outcome: Outcome) -> Tone {
     }
 }
 
-fn print_answers(asked: &Asked, out: &Output) -> CliResult {
+fn print_answers(store: &dyn Store, asked: &Asked, out: &Output) -> CliResult {
     let stdout = std::io::stdout();
     let mut to = stdout.lock();
     if !asked.answers.is_empty() {
+        let short = super::ids::short_ids(store, asked.answers.iter().map(|a| a.id.as_str()));
         let mut grid = Grid::new(COLUMNS, out);
         for answer in &asked.answers {
-            grid.row(row(answer, out), &mut to)?;
+            let id = short.get(&answer.id).unwrap_or(&answer.id);
+            grid.row(row(answer, id, out), &mut to)?;
         }
         grid.finish(&mut to)?;
     }
@@ -272,13 +274,15 @@ fn print_answers(asked: &Asked, out: &Output) -> CliResult {
     Ok(())
 }
 
-fn row(answer: &Answer, out: &Output) -> Vec<Text> {
+fn row(answer: &Answer, id: &str, out: &Output) -> Vec<Text> {
     vec![
-        out.clean(&answer.id).into_owned().into(),
+        out.clean(id).into_owned().into(),
         answer.channel.as_str().into(),
-        answer.cycle.to_string().into(),
-        answer.attempt.to_string().into(),
+        format!("{}/{}", answer.cycle, answer.attempt).into(),
         toned(answer.answer.as_str(), tone(answer.answer)),
+        out.clean(&verify::brief(&answer.evidence))
+            .into_owned()
+            .into(),
         answer.source.as_str().into(),
         out.clean(&answer.evidence).into_owned().into(),
     ]

@@ -297,7 +297,7 @@ fn commands_whole(line: &str) -> String {
 
 /// `line` wrapped to `width`: never inside a word (ids, keys and commands are pasted),
 /// each of unsctl's commands whole, each continuation `hang` columns in.
-fn wrap_to(line: &str, width: usize, hang: usize) -> Vec<String> {
+pub fn wrap_to(line: &str, width: usize, hang: usize) -> Vec<String> {
     let indent = " ".repeat(hang);
     let options = textwrap::Options::new(width)
         .subsequent_indent(&indent)

@@ -26,6 +26,8 @@ pub struct Column {
     /// When there is no room for it, its value goes on a line of its own under the row,
     /// whole, rather than out of sight: a command to paste is never cut or dropped.
     pub own_line: bool,
+    /// Never cut: an id that is pasted into a command. Other columns give way first.
+    pub whole: bool,
 }
 
 impl Column {
@@ -35,7 +37,13 @@ impl Column {
             priority,
             max: None,
             own_line: false,
+            whole: false,
         }
+    }
+
+    pub const fn whole(mut self) -> Self {
+        self.whole = true;
+        self
     }
 
     pub const fn own_line(mut self) -> Self {
@@ -207,7 +215,7 @@ impl Grid {
         for essential in [false, true] {
             while total(&shown, &widths) > limit {
                 let widest = (0..widths.len())
-                    .filter(|&i| shown[i] && widths[i] > NARROWEST)
+                    .filter(|&i| shown[i] && widths[i] > NARROWEST && !self.columns[i].whole)
                     .filter(|&i| {
                         essential || (self.columns[i].priority > 0 && self.columns[i].max.is_some())
                     })
@@ -237,7 +245,7 @@ impl Grid {
         };
         for cells in self.pending.drain(..) {
             layout.write(&cells, self.color, &mut line);
-            layout.write_own_lines(&self.columns, &cells, &mut line);
+            layout.write_own_lines(&self.columns, &cells, self.width, &mut line);
         }
         to.write_all(line.as_bytes())
     }
@@ -272,13 +280,31 @@ impl Layout {
         line.push('\n');
     }
 
-    /// The values of the columns with no room that go on lines of their own, whole.
-    fn write_own_lines(&self, columns: &[Column], cells: &[Text], line: &mut String) {
+    /// The values of the columns with no room that go on lines of their own, whole:
+    /// wrapped to the width at word boundaries (never inside an id, a queue id or one of
+    /// unsctl's commands, which stands whole on a line of its own).
+    fn write_own_lines(
+        &self,
+        columns: &[Column],
+        cells: &[Text],
+        width: Option<u16>,
+        line: &mut String,
+    ) {
         for ((column, shown), cell) in columns.iter().zip(&self.shown).zip(cells) {
             if !*shown && column.own_line && !cell.text.is_empty() {
-                line.push_str(OWN_LINE);
-                line.push_str(&cell.text);
-                line.push('\n');
+                let text = format!("{OWN_LINE}{}", cell.text);
+                // A lone command stays on its arrow's line, however long: it is pasted whole.
+                let lone_command = cell.text.starts_with("unsctl ") && !cell.text.contains('"');
+                let lines = match width {
+                    Some(width) if usize::from(width) > 30 && !lone_command => {
+                        super::output::wrap_to(&text, usize::from(width), OWN_LINE_HANG)
+                    }
+                    _ => vec![text],
+                };
+                for part in lines {
+                    line.push_str(&part);
+                    line.push('\n');
+                }
             }
         }
     }
@@ -286,6 +312,9 @@ impl Layout {
 
 /// What a value on a line of its own starts with.
 pub const OWN_LINE: &str = "    \u{21b3} ";
+
+/// Where the continuations of a value on a line of its own start.
+const OWN_LINE_HANG: usize = 6;
 
 const RESET: &str = "\x1b[0m";
 

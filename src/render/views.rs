@@ -12,6 +12,47 @@ use serde_json::Value;
 pub const MAX_SHOWN: usize = 160;
 
 /// Store text as a table shows it: control characters escaped, long values cut.
+/// When an event was, for a narrow column: the time of day (UTC) for today's, else the
+/// date and the minute. JSON and `-o wide` keep the whole instant.
+pub fn clock_time(at: f64, now: f64) -> String {
+    let stamp = super::time::rfc3339(at);
+    if stamp.len() < 19 || !at.is_finite() {
+        return stamp;
+    }
+    let today = (now / 86_400.0).floor() == (at / 86_400.0).floor();
+    if today {
+        stamp[11..19].to_string()
+    } else {
+        format!("{} {}", &stamp[5..10], &stamp[11..16])
+    }
+}
+
+/// What an event says happened, in a word: a result's ACCEPTED, REJECTED or UNKNOWN, a
+/// lease LOST, a notification DEAD or DELIVERED; empty for the others.
+pub fn outcome_word(kind: &str, payload: &Value) -> &'static str {
+    match kind {
+        "CHANNEL_ATTEMPT_RESULT" => match (
+            payload["success"].as_bool(),
+            payload["metadata"]["provider_outcome"].as_str(),
+        ) {
+            (Some(true), _) => "ACCEPTED",
+            (Some(false), Some("UNKNOWN")) | (None, _) => "UNKNOWN",
+            (Some(false), _) => "REJECTED",
+        },
+        "LEASE_LOST" => "LOST",
+        "DEAD_LETTERED" => "DEAD",
+        "DELIVERED" => "DELIVERED",
+        "DLQ_RESOLVED" => "RESOLVED",
+        "REPLAYED" => "REPLAYED",
+        "VERIFIED" => match payload["outcome"].as_str() {
+            Some("DELIVERED") => "DELIVERED",
+            Some("NOT_DELIVERED") => "NOT_DELIVERED",
+            _ => "",
+        },
+        _ => "",
+    }
+}
+
 pub fn shown(text: &str) -> String {
     super::sanitize::clip(text, MAX_SHOWN).into_owned()
 }
@@ -446,7 +487,7 @@ pub fn join_ids(ids: &[i64]) -> String {
 
 /// The triage table's columns, most important first to stay when space runs out.
 pub const TRIAGE_COLUMNS: &[Column] = &[
-    Column::new("ID", 0),
+    Column::new("ID", 0).whole(),
     Column::new("BRANCH", 0),
     Column::new("CHANNELS", 1).max(48),
     Column::new("CAUSE", 2).max(56),
@@ -480,20 +521,44 @@ pub fn cause(verdict: &Verdict) -> String {
         .unwrap_or_default()
 }
 
-/// One row of the triage table.
-/// The CHANNELS cell: the channels that need something first, in full, and the delivered
-/// ones after them, counted when there are several (`EMAIL=UNCERTAIN +2 delivered`), so
-/// a narrow column never hides the one that matters.
+/// The CHANNELS cell: the channels that need something first, and the delivered ones
+/// after them, counted when there are several (`EMAIL=UNCERTAIN +2 delivered`). Two or
+/// more that need something lead with their states counted (`UNCERTAIN ×2: SLACK
+/// PAGERDUTY`), so a narrow column never hides a second uncertain channel.
 pub fn channels_cell(channels: &[(crate::model::Channel, ChannelState)]) -> String {
-    let (delivered, open): (Vec<_>, Vec<_>) = channels
+    type Named<'c> = Vec<&'c (crate::model::Channel, ChannelState)>;
+    let (delivered, mut open): (Named<'_>, Named<'_>) = channels
         .iter()
         .partition(|(_, state)| *state == ChannelState::Delivered);
+    let severity = |state: ChannelState| match state {
+        ChannelState::Uncertain => 0,
+        ChannelState::Failed => 1,
+        ChannelState::NotAttempted => 2,
+        ChannelState::Delivered => 3,
+    };
+    open.sort_by_key(|entry| severity(entry.1));
     let named = |list: &[&(crate::model::Channel, ChannelState)]| -> Vec<String> {
         list.iter()
             .map(|(channel, state)| format!("{channel}={}", state.as_str()))
             .collect()
     };
-    let mut parts = named(&open);
+    let mut parts = if open.len() > 1 {
+        let mut counts: Vec<(ChannelState, usize)> = Vec::new();
+        for entry in &open {
+            match counts.iter_mut().find(|(s, _)| *s == entry.1) {
+                Some((_, n)) => *n += 1,
+                None => counts.push((entry.1, 1)),
+            }
+        }
+        let counted: Vec<String> = counts
+            .iter()
+            .map(|(state, n)| format!("{} ×{n}", state.as_str()))
+            .collect();
+        let names: Vec<String> = open.iter().map(|entry| entry.0.to_string()).collect();
+        vec![format!("{}: {}", counted.join(", "), names.join(" "))]
+    } else {
+        named(&open)
+    };
     if open.is_empty() || delivered.len() == 1 {
         parts.extend(named(&delivered));
     } else if !delivered.is_empty() {
@@ -642,6 +707,20 @@ mod tests {
             (Channel::Slack, ChannelState::Failed),
         ];
         assert_eq!(channels_cell(&failed), "SLACK=FAILED EMAIL=DELIVERED");
+        let two = [
+            (Channel::Email, ChannelState::Delivered),
+            (Channel::Slack, ChannelState::Failed),
+            (Channel::Pagerduty, ChannelState::Uncertain),
+        ];
+        assert_eq!(
+            channels_cell(&two),
+            "UNCERTAIN ×1, FAILED ×1: PAGERDUTY SLACK EMAIL=DELIVERED"
+        );
+        let both = [
+            (Channel::Slack, ChannelState::Uncertain),
+            (Channel::Pagerduty, ChannelState::Uncertain),
+        ];
+        assert_eq!(channels_cell(&both), "UNCERTAIN ×2: SLACK PAGERDUTY");
     }
 
     #[test]

@@ -81,6 +81,25 @@ pub struct Answer {
     pub evidence: String,
 }
 
+/// The reason of an answer in a few words, for a narrow table: its evidence's first
+/// clause, up to a parenthesis, a colon that ends a phrase or a semicolon.
+pub fn brief(evidence: &str) -> String {
+    let end = [" (", ": ", "; ", ", but "]
+        .iter()
+        .filter_map(|stop| evidence.find(stop))
+        .min()
+        .unwrap_or(evidence.len());
+    let clause = evidence[..end].trim();
+    match clause.char_indices().nth(48) {
+        Some((cut, _)) => {
+            let head = &clause[..cut];
+            let head = head.rsplit_once(' ').map_or(head, |(words, _)| words);
+            format!("{head}…")
+        }
+        None => clause.to_string(),
+    }
+}
+
 /// Counts per answer, every answer present.
 pub fn summary<'a>(answers: impl IntoIterator<Item = &'a Answer>) -> BTreeMap<Outcome, usize> {
     let mut counts: BTreeMap<Outcome, usize> = Outcome::ALL.iter().map(|o| (*o, 0)).collect();

@@ -396,8 +396,8 @@ fn a_next_step_without_room_stands_whole_on_its_own_line() {
     assert!(stderr.contains("without a terminal"), "{stderr}");
 }
 
-/// `events --follow` rows keep to the terminal by the tables' rule, and never break a
-/// notification id across lines.
+/// `events --follow` rows keep to the terminal by the tables' rule, and show each
+/// notification whole or as the shortest prefix that names it in the store, never cut.
 #[test]
 fn follow_rows_fit_and_keep_ids_whole() {
     let store = store();
@@ -420,10 +420,19 @@ fn follow_rows_fit_and_keep_ids_whole() {
             );
         }
         for id in &store.ids {
+            let shown = text
+                .split_whitespace()
+                .find(|word| id.starts_with(word) && word.len() >= 12);
             assert!(
-                text.contains(id.as_str()),
-                "{columns}: {id} not whole:\n{text}"
+                shown.is_some(),
+                "{columns}: {id} not shown whole or as its prefix:\n{text}"
             );
+            let names = store
+                .ids
+                .iter()
+                .filter(|other| other.starts_with(shown.unwrap_or_default()))
+                .count();
+            assert_eq!(names, 1, "{columns}: {shown:?} names one notification");
         }
     }
 }
