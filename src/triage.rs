@@ -882,11 +882,14 @@ fn next_step(verdict: &Verdict) -> String {
                 .iter()
                 .filter(|c| c.state == ChannelState::Failed)
                 .collect();
-            if failed.is_empty() || !failed.iter().all(|c| c.permanent) {
+            // A channel refused permanently is refused again unless its cause is fixed, and
+            // the replay must say what was: the guardrail asks for the reason.
+            if !failed.iter().any(|c| c.permanent) {
                 return format!("unsctl replay {id} --channels {channels} --confirm");
             }
             let causes: Vec<String> = failed
                 .iter()
+                .filter(|c| c.permanent)
                 .map(|c| {
                     format!(
                         "{} {}",

@@ -115,6 +115,7 @@ pub fn run(global: &Invocation, args: Args) -> CliResult {
     let short = super::ids::short_ids(
         store.as_ref(),
         response.events.iter().map(|e| e.notification_id.as_str()),
+        &out,
     );
     out.emit(&Found {
         response: &response,

@@ -206,7 +206,7 @@ fn emit_event(store: &dyn Store, row: &EventRow, out: &Output) -> CliResult {
     if out.json() {
         print_json_line(row)?;
     } else {
-        let short = super::ids::short_ids(store, [row.notification_id.as_str()]);
+        let short = super::ids::short_ids(store, [row.notification_id.as_str()], out);
         let notification = short
             .get(&row.notification_id)
             .unwrap_or(&row.notification_id);

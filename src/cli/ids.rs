@@ -157,7 +157,12 @@ const SHORTEST: usize = 12;
 pub fn short_ids<'a>(
     store: &dyn Store,
     ids: impl IntoIterator<Item = &'a str>,
+    out: &crate::render::output::Output,
 ) -> std::collections::HashMap<String, String> {
+    // Off a terminal (a pipe, a file, `-o wide`) every id stays whole: what a script reads.
+    if out.fit_width().is_none() {
+        return std::collections::HashMap::new();
+    }
     let mut distinct: Vec<&str> = ids.into_iter().collect();
     distinct.sort_unstable();
     distinct.dedup();

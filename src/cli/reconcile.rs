@@ -304,7 +304,7 @@ fn write_table(
             continue;
         }
         writeln!(to, "{}", out.bold(title))?;
-        let short = super::ids::short_ids(store, items.iter().map(|item| item.id.as_str()));
+        let short = super::ids::short_ids(store, items.iter().map(|item| item.id.as_str()), out);
         let mut grid = Grid::new(NEEDS_COLUMNS, out);
         for item in items {
             let id = short.get(&item.id).unwrap_or(&item.id);

@@ -260,7 +260,7 @@ fn print_answers(store: &dyn Store, asked: &Asked, out: &Output) -> CliResult {
     let stdout = std::io::stdout();
     let mut to = stdout.lock();
     if !asked.answers.is_empty() {
-        let short = super::ids::short_ids(store, asked.answers.iter().map(|a| a.id.as_str()));
+        let short = super::ids::short_ids(store, asked.answers.iter().map(|a| a.id.as_str()), out);
         let mut grid = Grid::new(COLUMNS, out);
         for answer in &asked.answers {
             let id = short.get(&answer.id).unwrap_or(&answer.id);

@@ -145,6 +145,14 @@ pub enum Refusal {
     ReplayAttestedDelivered { id: String, channels: ChannelSet },
     /// Nothing left to replay.
     NothingToReplay { id: String },
+    /// Replaying a channel refused permanently without saying what was fixed: unchanged,
+    /// it is refused again.
+    PermanentWithoutReason {
+        id: String,
+        channels: ChannelSet,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cause: Option<String>,
+    },
     /// The row's channels cannot be read: no replay can be delivered safely.
     UnreadableChannels { id: String, why: String },
     /// `channels` given for a resolve, which always covers the whole entry.
@@ -223,6 +231,18 @@ impl Refusal {
                 channels.joined(", ")
             ),
             Refusal::NothingToReplay { id } => format!("{id}: no channel left to replay"),
+            Refusal::PermanentWithoutReason {
+                id,
+                channels,
+                cause,
+            } => format!(
+                "{id}: {} was refused permanently{}: replayed unchanged it is refused again, so the replay must say what was fixed",
+                channels.joined(","),
+                cause
+                    .as_deref()
+                    .map(|c| format!(" ({c:?})"))
+                    .unwrap_or_default()
+            ),
             Refusal::UnreadableChannels { id, why } => {
                 format!("{id}: its channels cannot be read ({why})")
             }
@@ -277,6 +297,10 @@ impl Refusal {
             Refusal::NothingToReplay { .. } => {
                 "name channels with --channels (delivered ones need --force --reason)".into()
             }
+            Refusal::PermanentWithoutReason { id, channels, .. } => format!(
+                "fix the cause first, then `unsctl replay {id} --channels {} --reason 'what was fixed' --confirm`",
+                channels.joined(",")
+            ),
             Refusal::UnreadableChannels { .. } => {
                 "repair the row, or resolve it with --force --reason".into()
             }
@@ -322,6 +346,9 @@ impl Refusal {
             Refusal::NothingToReplay { .. } => {
                 "name channels in \"channels\" (delivered ones need \"force\" and a \"reason\")"
                     .into()
+            }
+            Refusal::PermanentWithoutReason { .. } => {
+                "fix the cause first, then send a \"reason\" that says what was fixed".into()
             }
             Refusal::UnreadableChannels { .. } => {
                 "repair the row, or resolve it with \"force\": true and a \"reason\"".into()
@@ -485,6 +512,24 @@ fn replay_channels(
     };
     if channels.is_empty() {
         return Err(Refusal::NothingToReplay { id: id() });
+    }
+    let permanent: ChannelSet = verdict
+        .channels
+        .iter()
+        .filter(|c| c.permanent && channels.contains(c.channel))
+        .map(|c| c.channel)
+        .collect();
+    if !permanent.is_empty() && request.reason().is_none() {
+        return Err(Refusal::PermanentWithoutReason {
+            id: id(),
+            cause: verdict
+                .channels
+                .iter()
+                .find(|c| c.permanent && channels.contains(c.channel))
+                .and_then(|c| c.cause.as_deref())
+                .map(crate::triage::short_cause),
+            channels: permanent,
+        });
     }
     if request.verified == Some(Claim::Delivered) {
         let uncertain = verdict.in_state(ChannelState::Uncertain);

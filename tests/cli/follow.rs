@@ -357,6 +357,8 @@ fn replay_wait_reports_each_notification_and_exits_0_only_when_all_were_delivere
                     "never",
                     "replay",
                     &id,
+                    "--reason",
+                    "webhook fixed",
                     "--confirm",
                     "--yes",
                     "--wait",
@@ -390,6 +392,8 @@ fn replay_wait_reports_each_notification_and_exits_0_only_when_all_were_delivere
                     "json",
                     "replay",
                     &id,
+                    "--reason",
+                    "webhook fixed",
                     "--confirm",
                     "--yes",
                     "--wait",
@@ -550,7 +554,17 @@ fn dlq_triage_watch_prints_entries_entering_and_leaving() {
         assert_eq!(entered["branch"], "REPLAY", "{entered}");
         runtime.fakes.control.set_default(Behavior::Accept);
         let replay = runtime
-            .unsctl(&backend, &["replay", &id, "--confirm", "--yes"])
+            .unsctl(
+                &backend,
+                &[
+                    "replay",
+                    &id,
+                    "--reason",
+                    "webhook fixed",
+                    "--confirm",
+                    "--yes",
+                ],
+            )
             .output()
             .expect("replay");
         assert!(

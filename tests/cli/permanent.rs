@@ -346,3 +346,49 @@ fn resolving_a_permanent_rejection_explains_why_and_needs_a_reason() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// A replay of a channel refused permanently must say what was fixed: without --reason it
+/// is refused by the engine (exit 4) on both backends, naming the command that carries
+/// one; with it, it goes ahead.
+#[test]
+fn replaying_a_permanent_refusal_needs_a_reason() {
+    let dir = tempfile::tempdir().expect("dir");
+    let db = dir.path().join("uns.db");
+    let cases = seed(&db);
+    let (id, _, _) = cases.iter().find(|c| c.1 == "slack 404").expect("case");
+    let server = support::server(&db);
+    for backend in support::BACKENDS {
+        let out = backend
+            .command(&db, &server)
+            .args(["replay", id, "--confirm", "--yes"])
+            .output()
+            .expect("replay");
+        assert_eq!(out.status.code(), Some(4), "{backend:?}: {out:?}");
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(text.contains("refused permanently"), "{text}");
+        assert!(
+            text.contains(&format!(
+                "unsctl replay {id} --channels SLACK --reason 'what was fixed' --confirm"
+            )),
+            "{text}"
+        );
+    }
+    let out = support::unsctl()
+        .arg("--db")
+        .arg(&db)
+        .args([
+            "replay",
+            id,
+            "--reason",
+            "channel recreated",
+            "--confirm",
+            "--yes",
+        ])
+        .output()
+        .expect("replay");
+    assert!(out.status.success(), "{out:?}");
+}

@@ -64,7 +64,17 @@ fn remediation_never_duplicates_a_delivered_channel() {
                 );
                 unsctl(&db, &["dlq", "resolve", id, "--confirm", "--yes"])
             }
-            Branch::Replay => unsctl(&db, &["replay", id, "--confirm", "--yes"]),
+            Branch::Replay => unsctl(
+                &db,
+                &[
+                    "replay",
+                    id,
+                    "--reason",
+                    "cause fixed",
+                    "--confirm",
+                    "--yes",
+                ],
+            ),
             Branch::Verify => panic!("no VERIFY scenario here"),
         };
         assert_eq!(
