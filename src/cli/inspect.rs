@@ -58,6 +58,7 @@ pub fn run(global: &Invocation, args: Args) -> CliResult {
             show(&view(doc.clone()), &out)?;
         }
         doc = super::follow::follow_notification(store.as_ref(), doc, every, &out)?;
+        let status = doc.row.status.clone();
         let view = view(doc);
         if out.json() {
             crate::render::output::print_json_line(&view)?;
@@ -66,6 +67,13 @@ pub fn run(global: &Invocation, args: Args) -> CliResult {
                 &settled_block(&view, &out),
                 &out,
             ))?;
+        }
+        // A script waiting on it learns how it ended: 0 only when it was delivered.
+        if status.known() != Some(crate::model::Status::Delivered) {
+            return Err(super::error::CliError::error(format!(
+                "{} settled {status}, not DELIVERED",
+                crate::render::sanitize::clean(&id)
+            )));
         }
         return Ok(());
     }

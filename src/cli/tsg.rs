@@ -114,7 +114,12 @@ impl View for Guide {
     const SORTED: bool = true;
 
     fn show(&self, out: &Output) -> std::io::Result<()> {
-        print(&tsg::render(self.markdown, terminal_width(), out))
+        // One column spare: a line that reaches the last column wraps on some terminals.
+        print(&tsg::render(
+            self.markdown,
+            terminal_width().saturating_sub(1),
+            out,
+        ))
     }
 }
 

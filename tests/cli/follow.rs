@@ -337,6 +337,28 @@ fn inspect_follow_runs_until_the_notification_settles() {
             after.contains("CHANNEL_ATTEMPT_RESULT") && after.contains("DELIVERED"),
             "{after}"
         );
+        // Settled anywhere but DELIVERED, the follow says so by its exit code too.
+        runtime.fakes.control.set_default(Behavior::Reject(400));
+        let refused = runtime.submit("refused one");
+        let mut follow = Streaming::spawn(
+            runtime.unsctl(
+                &backend,
+                &[
+                    "--color",
+                    "never",
+                    "inspect",
+                    &refused,
+                    "--follow",
+                    "--interval",
+                    "0.1",
+                ],
+            ),
+            scratch.path(),
+        );
+        let (code, stderr) = follow.finish();
+        assert_eq!(code, Some(1), "{backend:?}: {stderr}");
+        assert!(stderr.contains("not DELIVERED"), "{backend:?}: {stderr}");
+        follow.seen.clear();
     }
 }
 

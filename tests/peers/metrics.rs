@@ -425,7 +425,7 @@ fn a_real_prometheus_fires_the_lease_loss_alert_with_its_runbook() {
         .unwrap_or_default();
     assert_eq!(
         alert["annotations"]["runbook_url"],
-        "https://docs.example.com/uns/tsg/TSG-02.md#3-diagnose",
+        "https://docs.example.com/uns/tsg/TSG-02.md#who-got-duplicates-and-what-never-arrived",
         "rooted at the runbook_base label Prometheus was given: {alert}"
     );
     assert_eq!(
