@@ -207,7 +207,7 @@ struct ResultView<'a> {
 }
 
 /// `{"dry_run": .., "results": [...], "summary": {...}}`.
-fn print_results(intents: &[Intent], outcomes: &[Outcome], dry_run: bool) -> CliResult {
+pub fn print_results(intents: &[Intent], outcomes: &[Outcome], dry_run: bool) -> CliResult {
     let mut summary: BTreeMap<&'static str, usize> = BTreeMap::new();
     let results: Vec<ResultView> = intents
         .iter()
@@ -296,12 +296,24 @@ pub fn confirmed(
     let clean = crate::render::sanitize::clean;
     // What is unusual is said where the answer is given: a forced action in colour with
     // the guardrail it overrides, and the attestation it rests on.
-    let forced = |approved: &Approved| {
+    // Each guardrail as the entry's own line says it: the id is already there.
+    let forced = |id: &str, approved: &Approved| {
         (!approved.overridden.is_empty()).then(|| {
+            let said: Vec<String> = approved
+                .overridden
+                .iter()
+                .map(|why| match why.strip_prefix(id) {
+                    Some(rest) => match rest.strip_prefix(": ") {
+                        Some(rest) => rest.to_string(),
+                        None => format!("it{rest}"),
+                    },
+                    None => why.clone(),
+                })
+                .collect();
             format!(
                 "  {}, overriding: {}",
                 console::style("FORCED").red().bold().for_stderr(),
-                clean(&approved.overridden.join("; "))
+                clean(&said.join("; "))
             )
         })
     };
@@ -318,17 +330,13 @@ pub fn confirmed(
                 format!(
                     "{}{channels}{}",
                     clean(&intent.id),
-                    forced(approved).unwrap_or_default()
+                    forced(&intent.id, approved).unwrap_or_default()
                 )
             }
             _ => clean(&intent.id).into_owned(),
         })
         .collect();
-    let mut head = format!(
-        "{verb} {count} {entries} in {} as {}",
-        clean(&target.place),
-        clean(&target.operator),
-    );
+    let mut context = Vec::new();
     if let Some(attestation) = intents[0].request.attestation.as_deref() {
         let reason = intents[0]
             .request
@@ -336,8 +344,8 @@ pub fn confirmed(
             .as_deref()
             .map(|r| format!("; reason: {}", clean(r)))
             .unwrap_or_default();
-        head.push_str(&format!(
-            "\non your word that {} (\"{}\"{reason})",
+        context.push(format!(
+            "On your word that {} (\"{}\"{reason}).",
             match intents[0].request.verified {
                 Some(Claim::Delivered) => "it arrived",
                 _ => "it did not arrive",
@@ -347,29 +355,41 @@ pub fn confirmed(
     }
     if let Some(planned) = planned(intents.iter().copied()) {
         let at = crate::clock::Clock::now(&crate::clock::SystemClock) + planned.last;
-        head.push_str(&format!(
-            "\npaced at {}: {} made due one after another; the last due in {} (about {})",
+        context.push(format!(
+            "Paced at {}: {} made due one after another, the last in {} (about {}).",
             clean(planned.words),
             planned.count,
             crate::render::time::duration(planned.last),
             crate::render::time::rfc3339(at)
         ));
     }
-    for line in receivers {
-        head.push('\n');
-        head.push_str(&clean(line));
-    }
+    context.extend(receivers.iter().map(|line| clean(line).into_owned()));
     let forced_count = intents
         .iter()
         .filter(|i| i.preview.as_ref().is_ok_and(|a| !a.overridden.is_empty()))
         .count();
     if forced_count > 0 {
-        head.push_str(&format!(
-            "\n{}: {forced_count} of these override a guardrail (see below)",
+        context.push(format!(
+            "{}: {forced_count} of these override a guardrail, each marked under the question.",
             console::style("FORCED").red().bold().for_stderr()
         ));
     }
-    Ok(prompt::confirm_listed(&head, &listed, count)?)
+    let question = format!(
+        "{} {count} {entries} in {} as {}?",
+        capitalized(verb),
+        clean(&target.place),
+        clean(&target.operator),
+    );
+    Ok(prompt::confirm_listed(&context, &question, &listed, count)?)
+}
+
+/// `verb` with its first letter in capitals: the start of a question.
+fn capitalized(verb: &str) -> String {
+    let mut chars = verb.chars();
+    chars
+        .next()
+        .map(|first| first.to_uppercase().chain(chars).collect())
+        .unwrap_or_default()
 }
 
 /// Most PagerDuty entries whose incidents are looked up for one prompt.
@@ -508,12 +528,53 @@ pub fn carry_out_into(
     verb: &str,
     done: &mut Vec<(String, i64)>,
 ) -> CliResult {
+    if let Go::Stop(result) = present(store, &intents, confirm, out, verb, &[])? {
+        return result;
+    }
+    // Entries the preview blocked are reported, not acted on; the rest run in order.
+    let outcomes = execute_all(store, &intents, out)?;
+    done.extend(carried_out(&intents, &outcomes));
+    if out.json() {
+        print_results(&intents[..outcomes.len()], &outcomes, false)?;
+    }
+    finish(&store.describe(), &outcomes)
+}
+
+/// Each entry `outcomes` says was carried out: its id and the id of the event written.
+pub fn carried_out(intents: &[Intent], outcomes: &[Outcome]) -> Vec<(String, i64)> {
+    intents
+        .iter()
+        .zip(outcomes)
+        .filter_map(|(intent, outcome)| match outcome {
+            Outcome::Done { event_id, .. } => Some((intent.id.clone(), *event_id)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Whether a presented plan goes ahead.
+pub enum Go {
+    Ahead,
+    /// Not carried out (a dry run, nothing to do, declined): what the command returns.
+    Stop(CliResult),
+}
+
+/// Shows what `intents` will do (each line, the pace, what each receiver does with a
+/// copy, and `also`), then asks, or ends a dry run. [`Go::Ahead`] only when confirmed.
+pub fn present(
+    store: &dyn Store,
+    intents: &[Intent],
+    confirm: &ConfirmArgs,
+    out: &Output,
+    verb: &str,
+    also: &[String],
+) -> CliResult<Go> {
     if intents.is_empty() {
         status(&format!("Nothing to {verb}: no matching DLQ entries."));
         if out.json() {
             print_results(&[], &[], !confirm.confirm)?;
         }
-        return Ok(());
+        return Ok(Go::Stop(Ok(())));
     }
     let blocked: Vec<Outcome> = intents
         .iter()
@@ -527,20 +588,23 @@ pub fn carry_out_into(
         .collect();
     let actionable: Vec<&Intent> = intents.iter().filter(|i| i.preview.is_ok()).collect();
     if !out.json() {
-        for intent in &intents {
+        for intent in intents {
             print(&crate::render::output::fit_lines(&intent.line(out), out))?;
         }
     }
-    if let Some(line) = pace_line(&intents) {
-        status(&line);
-    }
-    let receivers = receivers(&intents);
-    for line in &receivers {
-        status(line);
+    let mut told = receivers(intents);
+    told.extend(also.iter().cloned());
+    // A prompt says all of it where the answer is given; without one it is said here.
+    let prompting =
+        confirm.confirm && !confirm.yes && !actionable.is_empty() && prompt::interactive();
+    if !prompting {
+        for line in pace_line(intents).iter().chain(&told) {
+            status(line);
+        }
     }
     if !confirm.confirm {
         if out.json() {
-            print_results(&intents, &blocked, true)?;
+            print_results(intents, &blocked, true)?;
         } else {
             print("(dry run)")?;
         }
@@ -554,36 +618,22 @@ pub fn carry_out_into(
                 "entries"
             }
         ));
-        return finish_dry_run(&blocked);
+        return Ok(Go::Stop(finish_dry_run(&blocked)));
     }
     if actionable.is_empty() {
         if out.json() {
-            print_results(&intents, &blocked, false)?;
+            print_results(intents, &blocked, false)?;
         }
         status(&format!(
             "Nothing to {verb}: every entry was refused or skipped (see above)."
         ));
-        return finish(&store.describe(), &blocked);
+        return Ok(Go::Stop(finish(&store.describe(), &blocked)));
     }
-    if !confirmed(store, &actionable, verb, confirm, &receivers)? {
+    if !confirmed(store, &actionable, verb, confirm, &told)? {
         status("Declined: nothing was changed.");
-        return Ok(());
+        return Ok(Go::Stop(Ok(())));
     }
-    // Entries the preview blocked are reported, not acted on; the rest run in order.
-    let outcomes = execute_all(store, &intents, out)?;
-    done.extend(
-        intents
-            .iter()
-            .zip(&outcomes)
-            .filter_map(|(intent, outcome)| match outcome {
-                Outcome::Done { event_id, .. } => Some((intent.id.clone(), *event_id)),
-                _ => None,
-            }),
-    );
-    if out.json() {
-        print_results(&intents[..outcomes.len()], &outcomes, false)?;
-    }
-    finish(&store.describe(), &outcomes)
+    Ok(Go::Ahead)
 }
 
 fn finish_dry_run(previews: &[Outcome]) -> CliResult {

@@ -109,16 +109,16 @@ pub fn ask(question: &str) -> std::io::Result<Option<String>> {
     // dialoguer redraws its prompt by counting lines, not the rows a long line wraps
     // into: the lines before the last are printed here, and the last is wrapped to the
     // terminal so that each of its lines is one row.
-    let question = question.trim_end();
-    let (head, last) = question.rsplit_once('\n').unwrap_or(("", question));
+    let width = term
+        .size_checked()
+        .map_or(80, |(_, columns)| columns as usize)
+        .saturating_sub(1);
+    let question = wrapped(question.trim_end(), width);
+    let (head, last) = question.rsplit_once('\n').unwrap_or(("", &question));
     if !head.is_empty() {
         term.write_line(head)?;
     }
-    let width = term
-        .size_checked()
-        .map_or(80, |(_, columns)| columns as usize);
-    let options = textwrap::Options::new(width.saturating_sub(1).max(20)).break_words(false);
-    let last = textwrap::wrap(last, options).join("\n");
+    let last = last.to_string();
     let answer = dialoguer::Input::<String>::with_theme(&Plain)
         .with_prompt(last)
         .allow_empty(true)
@@ -181,24 +181,69 @@ pub fn confirmation_word(count: usize) -> String {
     }
 }
 
-/// Asks "`head`: first ten labels and N more?" and whether the typed answer is the
-/// confirmation word for `count` (the count itself past ten). `labels` are already
-/// made safe to show.
-pub fn confirm_listed(head: &str, labels: &[String], count: usize) -> std::io::Result<bool> {
-    let shown: Vec<&str> = labels.iter().take(10).map(String::as_str).collect();
-    let more = if count > 10 {
-        format!(" and {} more", count - 10)
-    } else {
-        String::new()
-    };
-    let word = confirmation_word(count);
-    let answer = ask(&format!(
-        "{head}: {}{more}?\nType {word} and press Enter to go ahead (anything else does nothing):",
-        shown.join(", ")
-    ))?;
-    Ok(confirms(answer.as_deref(), count))
+/// Asks `question`, after the lines of `context`, with the first ten of `labels` one per
+/// line under it (each once, as given: already made safe to show) and how many more,
+/// and whether the typed answer is the confirmation word for `count` (the count itself
+/// past ten).
+pub fn confirm_listed(
+    context: &[String],
+    question: &str,
+    labels: &[String],
+    count: usize,
+) -> std::io::Result<bool> {
+    Ok(confirms(
+        ask(&listed_question(context, question, labels, count))?.as_deref(),
+        count,
+    ))
 }
 
+/// The text [`confirm_listed`] asks: context, the question, its labels indented one per
+/// line, then what to type.
+pub fn listed_question(
+    context: &[String],
+    question: &str,
+    labels: &[String],
+    count: usize,
+) -> String {
+    let mut text = String::new();
+    for line in context {
+        text.push_str(line);
+        text.push('\n');
+    }
+    text.push_str(question);
+    text.push('\n');
+    for label in labels.iter().take(10) {
+        text.push_str("  ");
+        text.push_str(label);
+        text.push('\n');
+    }
+    if count > 10 {
+        text.push_str(&format!("  and {} more\n", count - 10));
+    }
+    text.push_str(&format!(
+        "Type {} and press Enter to go ahead (anything else does nothing):",
+        confirmation_word(count)
+    ));
+    text
+}
+
+/// `text` wrapped at word boundaries to `width` columns, line by line: a line keeps its
+/// indent, and what it wraps onto is indented two more. A word longer than the width
+/// (an id, a path) is never broken.
+pub fn wrapped(text: &str, width: usize) -> String {
+    let width = width.max(20);
+    text.lines()
+        .map(|line| {
+            let indent: String = line.chars().take_while(|c| *c == ' ').collect();
+            let more = format!("{indent}  ");
+            let options = textwrap::Options::new(width)
+                .break_words(false)
+                .subsequent_indent(&more);
+            textwrap::wrap(line, options).join("\n")
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
 /// Whether `answer` is exactly the confirmation word (case-insensitive for `yes`).
 pub fn confirms(answer: Option<&str>, count: usize) -> bool {
     let expected = confirmation_word(count);

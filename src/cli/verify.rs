@@ -245,7 +245,12 @@ fn confirmed(
         clean(&store.describe()),
         clean(&store.operator(operator)?),
     );
-    Ok(prompt::confirm_listed(&head, &listed, count)?)
+    Ok(prompt::confirm_listed(
+        &[],
+        &format!("{head}?"),
+        &listed,
+        count,
+    )?)
 }
 
 fn tone(outcome: Outcome) -> Tone {

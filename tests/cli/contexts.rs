@@ -484,7 +484,7 @@ fn a_fleet_plan_is_applied_context_by_context_with_one_prompt_each() {
     let term = Tmux::start(&command);
     let screen = term.wait_for("Type yes");
     assert!(
-        screen.contains("apply the plan to 2 entries in context eu (http://127.0.0.1:"),
+        screen.contains("Apply the plan to 2 entries in context eu (http://127.0.0.1:"),
         "{screen}"
     );
     term.line("yes");

@@ -94,7 +94,7 @@ fn an_answered_prompt_leaves_its_question_once_on_a_narrow_terminal() {
     let rows: Vec<&str> = screen.lines().map(str::trim_end).collect();
     assert_eq!(
         rows.iter()
-            .filter(|r| r.starts_with("replay 1 entry in "))
+            .filter(|r| r.starts_with("Replay 1 entry in "))
             .count(),
         1,
         "{screen}"
@@ -475,7 +475,7 @@ fn a_prompt_says_what_is_unusual_about_the_action() {
     ));
     let screen = tmux.wait_for("Type yes");
     assert!(
-        screen.contains("on your word that it did not arrive")
+        screen.contains("On your word that it did not arrive")
             && screen.contains("reason: no trace at the relay"),
         "{screen}"
     );

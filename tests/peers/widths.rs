@@ -525,3 +525,64 @@ fn provider_text_that_holds_a_command_is_shown_as_text() {
         "the genuine steps are still printed: {genuine:#?}"
     );
 }
+
+/// Every prompt that asks before a change, in a real terminal 60, 80 and 120 columns
+/// wide: no line of it wider than the terminal, the question followed by its entries
+/// one per line, each named once, then what to type.
+#[test]
+fn every_prompt_fits_and_lists_each_entry_once_under_its_question() {
+    let store = store();
+    let bin = env!("CARGO_BIN_EXE_unsctl");
+    let db = &store.db;
+    let [resolve, verify, replay] = [&store.ids[0], &store.ids[1], &store.ids[2]];
+    let multi = format!(
+        "replay {replay} {verify} --verified-not-delivered --reason 'nothing at the relay' --rate 1/m --confirm"
+    );
+    let prompts = [
+        format!("dlq resolve {resolve} --confirm"),
+        format!(
+            "replay {verify} --verified-not-delivered --reason 'no trace at the relay, looked twice' --confirm"
+        ),
+        format!(
+            "replay {resolve} --channels email --force --reason 'the provider asked for it' --confirm"
+        ),
+        format!("replay {replay} --rate 10/s --canary 1 --reason 'webhook fixed' --confirm"),
+        multi,
+    ];
+    for args in &prompts {
+        for columns in [60u16, 80, 120] {
+            let term = Tmux::start_sized(&format!("{bin} --db {db} {args}"), columns, 60);
+            let screen = term.wait_for("Type yes");
+            term.line("no");
+            let after = term.wait_for("EXIT=");
+            assert!(after.contains("Declined: nothing was changed."), "{after}");
+            for line in screen.lines() {
+                assert!(
+                    width(line) <= columns as usize,
+                    "`{args}` at {columns}: {} wide:\n{line}\n\n{screen}",
+                    width(line)
+                );
+            }
+            // The prompt starts at its question; every entry follows it on a line of its
+            // own, once.
+            let lines: Vec<&str> = screen.lines().collect();
+            let asked = lines
+                .iter()
+                .rposition(|l| l.ends_with('?'))
+                .unwrap_or_else(|| panic!("`{args}`: no question:\n{screen}"));
+            let prompt = lines[asked..].join("\n");
+            for id in store.ids.iter().filter(|id| args.contains(id.as_str())) {
+                let named: Vec<&&str> = lines[asked..]
+                    .iter()
+                    .filter(|l| l.contains(id.as_str()))
+                    .collect();
+                assert_eq!(named.len(), 1, "`{args}` at {columns}:\n{prompt}");
+                assert!(named[0].starts_with(&format!("  {id}")), "{prompt}");
+            }
+            assert!(
+                lines[asked + 1..].iter().any(|l| l.starts_with("Type yes")),
+                "{prompt}"
+            );
+        }
+    }
+}
