@@ -410,47 +410,22 @@ fn apply_in(
 ) -> CliResult {
     let out = global.output();
     let operator = global.operator(args.audit.operator.as_deref());
-    let mut intents = once_each(entries)
+    let intents = once_each(entries)
         .into_iter()
         .map(|entry| match entry {
             Ok(entry) => planned(store, entry, &operator, &args.audit, excluded),
             Err(refused) => Ok(refused),
         })
         .collect::<CliResult<Vec<_>>>()?;
-    crate::cli::pace::apply(&mut intents, args.pace.pace())?;
-    if !args.wait.wait {
-        return act::carry_out(store, intents, &args.confirm, &out, "apply the plan to");
-    }
-    let (every, timeout) = args.wait.checked()?;
-    let pacing = crate::cli::pace::expected(&intents);
-    let replays: std::collections::HashSet<String> = intents
-        .iter()
-        .filter(|i| i.action == crate::remediation::Action::Replay)
-        .map(|i| i.id.clone())
-        .collect();
-    let mut done = Vec::new();
-    let acted = act::carry_out_into(
+    super::canary::carry_out(
         store,
         intents,
         &args.confirm,
+        &args.wait,
+        args.pace.pace(),
         &out,
         "apply the plan to",
-        &mut done,
-    );
-    done.retain(|(id, _)| replays.contains(id));
-    if done.is_empty() {
-        return acted;
-    }
-    let waited = super::follow::wait_for_delivery_paced(
-        store,
-        &done,
-        every,
-        timeout,
-        pacing.as_ref().map(|(words, last)| (words.as_str(), *last)),
-        &out,
-    );
-    // A refusal among the entries outranks what the wait found.
-    acted.and(waited)
+    )
 }
 
 /// Each id once. The same entry written twice is one; an id listed with different

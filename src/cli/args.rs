@@ -339,16 +339,23 @@ pub fn init_logging(global: &GlobalArgs) {
 
 /// `--wait`: follow each replay to its end
 #[derive(Debug, Clone, clap::Args)]
+#[group(skip)]
+#[command(group(clap::ArgGroup::new("waiting").args(["wait", "canary"]).multiple(true)))]
 pub struct WaitArgs {
     /// Then wait until every replayed notification settles, report each, and exit 0
     /// only if all were delivered (JSON: a second object, `waited`)
     #[arg(long, requires = "confirm")]
     pub wait: bool,
-    /// How long --wait waits, in seconds
-    #[arg(long, default_value_t = 300.0, requires = "wait")]
+    /// Replay N entries first, spread over the causes selected, and wait until they
+    /// settle: if any is not delivered, stop there with nothing else changed; else carry
+    /// on with the rest, at the pace given
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=1000))]
+    pub canary: Option<u16>,
+    /// How long --wait (and --canary) waits, in seconds
+    #[arg(long, default_value_t = 300.0, requires = "waiting")]
     pub timeout: f64,
-    /// Seconds between looks at the store, with --wait
-    #[arg(long, default_value_t = 1.0, requires = "wait")]
+    /// Seconds between looks at the store, with --wait or --canary
+    #[arg(long, default_value_t = 1.0, requires = "waiting")]
     pub interval: f64,
 }
 

@@ -466,6 +466,48 @@ fn say_backlog(store: &dyn Store) {
 /// How often a paced wait says where it stands.
 const PROGRESS_EVERY: Duration = Duration::from_secs(10);
 
+/// What a wait found: each replayed notification's settlement (or where it stood when
+/// the wait ended), how many had not settled, and whether Ctrl-C ended it.
+pub struct Waited {
+    pub done: Vec<Settlement>,
+    pub unsettled: usize,
+    pub stopped: bool,
+}
+
+impl Waited {
+    pub fn delivered(&self) -> usize {
+        self.done.iter().filter(|s| s.delivered).count()
+    }
+
+    /// `{"waited": [...], "delivered", "not_delivered", "unsettled"}`.
+    pub fn document(&self) -> serde_json::Value {
+        let delivered = self.delivered();
+        serde_json::json!({
+            "waited": self.done,
+            "delivered": delivered,
+            "not_delivered": self.done.len() - delivered - self.unsettled,
+            "unsettled": self.unsettled,
+        })
+    }
+
+    /// "2 of 3 delivered, 1 not settled within 5m".
+    pub fn account(&self, timeout: Duration) -> String {
+        format!(
+            "{} of {} delivered{}",
+            self.delivered(),
+            self.done.len(),
+            match (self.unsettled, self.stopped) {
+                (0, _) => String::new(),
+                (n, true) => format!(", {n} still in flight when Ctrl-C stopped the wait"),
+                (n, false) => format!(
+                    ", {n} not settled within {}",
+                    time::duration(timeout.as_secs_f64())
+                ),
+            }
+        )
+    }
+}
+
 /// [`wait_for_delivery`]; with `pace` (its words, and when its last replay is due, in
 /// unix seconds) it says every few seconds how many have settled against how many the
 /// pace has made due.
@@ -477,6 +519,35 @@ pub fn wait_for_delivery_paced(
     pace: Option<(&str, f64)>,
     out: &Output,
 ) -> CliResult {
+    let waited = wait_settled(store, ids, every, timeout, pace, out)?;
+    if out.json() {
+        print_json_line(&waited.document())?;
+    }
+    let account = waited.account(timeout);
+    if waited.stopped {
+        status(&format!("\nstopped (Ctrl-C): {account}"));
+        return Err(prompt::interrupted_quietly());
+    }
+    if waited.delivered() == waited.done.len() {
+        status(&account);
+        return Ok(());
+    }
+    Err(CliError::error(account).hint(
+        "`unsctl inspect ID` shows what happened; `unsctl dlq triage` says what each needs now",
+    ))
+}
+
+/// Waits for each of `ids` (a notification and its REPLAYED event) to settle in the
+/// cycle its replay started, at most `timeout`, a line each as it does (on a terminal's
+/// stdout, not in JSON).
+pub fn wait_settled(
+    store: &dyn Store,
+    ids: &[(String, i64)],
+    every: Duration,
+    timeout: Duration,
+    pace: Option<(&str, f64)>,
+    out: &Output,
+) -> CliResult<Waited> {
     prompt::install_interrupt_handler();
     let started = Instant::now();
     let mut said = Instant::now();
@@ -540,39 +611,11 @@ pub fn wait_for_delivery_paced(
         }
         done.push(settlement);
     }
-    let delivered = done.iter().filter(|s| s.delivered).count();
-    let unsettled = open.len();
-    if out.json() {
-        print_json_line(&serde_json::json!({
-            "waited": done,
-            "delivered": delivered,
-            "not_delivered": done.len() - delivered - unsettled,
-            "unsettled": unsettled,
-        }))?;
-    }
-    let account = format!(
-        "{delivered} of {} delivered{}",
-        done.len(),
-        match (unsettled, stopped) {
-            (0, _) => String::new(),
-            (n, true) => format!(", {n} still in flight when Ctrl-C stopped the wait"),
-            (n, false) => format!(
-                ", {n} not settled within {}",
-                time::duration(timeout.as_secs_f64())
-            ),
-        }
-    );
-    if stopped {
-        status(&format!("\nstopped (Ctrl-C): {account}"));
-        return Err(prompt::interrupted_quietly());
-    }
-    if delivered == done.len() {
-        status(&account);
-        return Ok(());
-    }
-    Err(CliError::error(account).hint(
-        "`unsctl inspect ID` shows what happened; `unsctl dlq triage` says what each needs now",
-    ))
+    Ok(Waited {
+        done,
+        unsettled: open.len(),
+        stopped,
+    })
 }
 
 fn settlement_line(s: &Settlement, out: &Output) -> String {

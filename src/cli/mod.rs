@@ -4,6 +4,7 @@ pub mod act;
 pub mod apply;
 pub mod args;
 pub mod backend;
+pub mod canary;
 pub mod completions;
 pub mod context;
 pub mod dlq;

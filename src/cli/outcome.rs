@@ -118,6 +118,8 @@ pub enum Skip {
     QuitBeforeDeciding,
     NoCheckGiven,
     NotConfirmed,
+    /// Held back: a canary of the same run was not delivered.
+    CanaryNotDelivered,
 }
 
 impl fmt::Display for Skip {
@@ -127,6 +129,7 @@ impl fmt::Display for Skip {
             Skip::QuitBeforeDeciding => "quit before deciding",
             Skip::NoCheckGiven => "no out-of-band check given",
             Skip::NotConfirmed => "not confirmed",
+            Skip::CanaryNotDelivered => "held back: the canary was not delivered",
         })
     }
 }

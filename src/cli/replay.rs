@@ -76,7 +76,7 @@ pub fn run(global: &Invocation, args: Args) -> CliResult {
             "name entries by id, or select them with --branch replay and the selection flags, not both",
         ));
     }
-    let mut intents: Vec<Intent> = match &args.branch {
+    let intents: Vec<Intent> = match &args.branch {
         Some(_) => selection::verdicts(
             store.as_ref(),
             &args.select.resolved(store.as_ref(), true)?,
@@ -91,32 +91,13 @@ pub fn run(global: &Invocation, args: Args) -> CliResult {
             .map(|id| act::intent(store.as_ref(), id, Action::Replay, &request))
             .collect::<CliResult<_>>()?,
     };
-    super::pace::apply(&mut intents, args.pace.pace())?;
-    if !args.wait.wait {
-        return act::carry_out(store.as_ref(), intents, &args.confirm, &out, "replay");
-    }
-    let (every, timeout) = args.wait.checked()?;
-    let pacing = super::pace::expected(&intents);
-    let mut replayed = Vec::new();
-    let acted = act::carry_out_into(
+    super::canary::carry_out(
         store.as_ref(),
         intents,
         &args.confirm,
+        &args.wait,
+        args.pace.pace(),
         &out,
         "replay",
-        &mut replayed,
-    );
-    if replayed.is_empty() {
-        return acted;
-    }
-    let waited = super::follow::wait_for_delivery_paced(
-        store.as_ref(),
-        &replayed,
-        every,
-        timeout,
-        pacing.as_ref().map(|(words, last)| (words.as_str(), *last)),
-        &out,
-    );
-    // A refusal among the entries outranks what the wait found.
-    acted.and(waited)
+    )
 }

@@ -725,3 +725,148 @@ fn a_paced_replay_is_followed_against_its_pace_by_wait_and_by_the_watch() {
         assert_eq!(runtime.status(id), ("DELIVERED".to_string(), false));
     }
 }
+
+/// Slack entries dead-lettered by three causes (HTTP 400, 404 and 403), two of each,
+/// oldest cause first.
+fn three_causes(runtime: &Runtime, tag: &str) -> Vec<(u16, Vec<String>)> {
+    [400u16, 404, 403]
+        .into_iter()
+        .map(|code| {
+            runtime.fakes.control.set_default(Behavior::Reject(code));
+            let ids: Vec<String> = (0..2)
+                .map(|n| runtime.submit(&format!("{tag}-{code}-{n}")))
+                .collect();
+            for id in &ids {
+                runtime.wait_dead(id);
+            }
+            (code, ids)
+        })
+        .collect()
+}
+
+fn replays_of(db: &Path, id: &str) -> i64 {
+    rusqlite::Connection::open(db)
+        .expect("open")
+        .query_row(
+            "SELECT count(*) FROM uns_events WHERE notification_id = ?1 AND kind = 'REPLAYED'",
+            [id],
+            |r| r.get(0),
+        )
+        .expect("count")
+}
+
+#[test]
+fn a_canary_stops_the_run_while_one_cause_still_refuses_and_carries_on_once_none_does() {
+    let runtime = Runtime::start();
+    for (round, backend) in runtime.backends().iter().enumerate() {
+        let causes = three_causes(&runtime, &format!("canary-{round}"));
+        let every: Vec<&str> = causes
+            .iter()
+            .flat_map(|(_, ids)| ids.iter().map(String::as_str))
+            .collect();
+        // Two causes are fixed; 403 still refuses every entry it had.
+        runtime.fakes.control.set_default(Behavior::Accept);
+        for id in &causes[2].1 {
+            runtime
+                .fakes
+                .control
+                .script(id, &[Behavior::Reject(403), Behavior::Reject(403)]);
+        }
+        let mut args = vec!["-o", "json", "replay"];
+        args.extend(&every);
+        args.extend([
+            "--canary",
+            "3",
+            "--reason",
+            "provider fixed",
+            "--confirm",
+            "--yes",
+            "--interval",
+            "0.05",
+        ]);
+        let out = runtime.unsctl(backend, &args).output().expect("replay");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{backend:?}: {stdout}{stderr}");
+        // One canary per cause, and nothing else replayed.
+        let replayed: Vec<&str> = every
+            .iter()
+            .copied()
+            .filter(|id| replays_of(&runtime.db, id) > 0)
+            .collect();
+        assert_eq!(replayed.len(), 3, "{replayed:?}\n{stderr}");
+        for (code, ids) in &causes {
+            let sent: Vec<&String> = ids
+                .iter()
+                .filter(|id| replayed.contains(&id.as_str()))
+                .collect();
+            assert_eq!(sent.len(), 1, "one canary for HTTP {code}: {replayed:?}");
+            let (status, dead) = runtime.status(sent[0]);
+            if *code == 403 {
+                assert_eq!((status.as_str(), dead), ("DEAD", true), "{stderr}");
+                assert!(stderr.contains(sent[0].as_str()), "{stderr}");
+            } else {
+                assert_eq!((status.as_str(), dead), ("DELIVERED", false), "{stderr}");
+            }
+        }
+        for id in every.iter().filter(|id| !replayed.contains(id)) {
+            assert_eq!(runtime.status(id), ("DEAD".to_string(), true));
+        }
+        assert!(stderr.contains("stopped after the canary"), "{stderr}");
+        let documents: Vec<Value> = serde_json::Deserializer::from_str(&stdout)
+            .into_iter::<Value>()
+            .collect::<Result<_, _>>()
+            .expect("JSON documents");
+        let canary = documents
+            .iter()
+            .find_map(|d| d.get("canary"))
+            .expect("the canary's document");
+        assert_eq!(canary["delivered"], 2, "{canary}");
+        assert_eq!(canary["not_delivered"], 1, "{canary}");
+        let results = documents
+            .iter()
+            .find_map(|d| d.get("summary"))
+            .expect("the results");
+        assert_eq!(results["done"], 3, "{results}");
+        assert_eq!(results["skipped"], 3, "{results}");
+
+        // Fixed: a canary over what is left is delivered and the rest follows at its pace.
+        runtime.fakes.control.clear_scripts();
+        let left: Vec<&str> = every
+            .iter()
+            .copied()
+            .filter(|id| runtime.status(id).1)
+            .collect();
+        assert_eq!(left.len(), 4);
+        let mut args = vec!["--color", "never", "replay"];
+        args.extend(&left);
+        args.extend([
+            "--canary",
+            "2",
+            "--rate",
+            "50/s",
+            "--reason",
+            "provider fixed",
+            "--confirm",
+            "--yes",
+            "--wait",
+            "--interval",
+            "0.05",
+        ]);
+        let out = runtime.unsctl(backend, &args).output().expect("replay");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{backend:?}: {stderr}");
+        assert!(
+            stderr.contains("Canary: 2 of 2 delivered; carrying on with the other 2 entries"),
+            "{stderr}"
+        );
+        assert!(stderr.contains("2 of 2 delivered"), "{stderr}");
+        for id in &left {
+            assert_eq!(
+                runtime.status(id),
+                ("DELIVERED".to_string(), false),
+                "{stderr}"
+            );
+        }
+    }
+}
