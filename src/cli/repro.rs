@@ -4,7 +4,8 @@ use super::backend::Invocation;
 use super::error::{CliError, CliResult};
 use crate::lab::fakes::Fakes;
 use crate::lab::repro::{self, ReproError, Scenario, ScenarioReport};
-use crate::render::output::{Output, print, status};
+use crate::render::output::{Output, print, status, status_commands};
+use crate::render::sanitize::shell_word;
 use crate::render::table::print_all;
 use crate::render::views;
 use crate::server::{self, Keys, ServerConfig};
@@ -188,8 +189,23 @@ fn report_text(reports: &[ScenarioReport], out: &Output) -> String {
         }
         lines.push(String::new());
     }
-    lines.join("\n")
+    // Each value wraps under itself, at word boundaries, never inside an id or a path.
+    lines
+        .iter()
+        .flat_map(|line| {
+            let hang = if line.starts_with("  ") && line.contains(": ") {
+                LABEL_WIDTH
+            } else {
+                2
+            };
+            crate::render::output::wrapped(line, out, hang)
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
 }
+
+/// Where the values of the story's labelled lines start ("  what happened: ").
+const LABEL_WIDTH: usize = 17;
 
 /// ": queue ids A, B" for the copies the providers' records name.
 fn reconcile_references(item: &crate::reconcile::Reconciled, out: &Output) -> String {
@@ -342,57 +358,71 @@ pub fn run_demo(global: &Invocation, args: DemoArgs) -> CliResult {
         };
         let db_text = db.display().to_string();
         let unsctl = invocation();
-        let mut next = vec![format!(
+        status(&format!(
             "\nDone in {:.1} s.",
             started.elapsed().as_secs_f64()
-        )];
+        ));
         if unsctl != "unsctl" {
-            next.push(format!(
+            status(&format!(
                 "unsctl is not on your PATH: `cargo install --path .` puts it there; below it is called as {unsctl}."
             ));
         }
+        let mut next: Vec<(String, String)> = Vec::new();
         if !args.keep {
-            next.push("The temporary store was removed. To explore it, keep it:".into());
-            next.push(format!("  {unsctl} demo --keep"));
-            next.push("Or try:".into());
+            status("The temporary store was removed. To explore it, keep it:");
+            status_commands(&[(
+                "the same, the store kept".into(),
+                format!("{unsctl} demo --keep"),
+            )]);
+            status("Or try:");
         } else {
-            next.push(format!("The store is kept in {db_text}. Try next:"));
-            next.push(format!("  export UNS_DB_FILE={db_text}"));
-            next.push(format!(
-                "  {unsctl} dlq triage                       # the table above"
+            status(&format!("The store is kept in {db_text}. Try next:"));
+            next.push((
+                "every command below reads this store".into(),
+                format!("export UNS_DB_FILE={}", shell_word(&db_text)),
             ));
+            next.push(("the table above".into(), format!("{unsctl} dlq triage")));
             if let Some(id) = example(crate::triage::Branch::Verify) {
-                next.push(format!(
-                    "  {unsctl} inspect {id}   # a VERIFY entry: what to look for"
+                next.push((
+                    "a VERIFY entry: what to look for".into(),
+                    format!("{unsctl} inspect {id}"),
                 ));
-                next.push(format!(
-                    "  {unsctl} verify --relay-log {}   # ask the relay's log; add --record --confirm to write the answers down",
-                    maillog.display()
+                next.push((
+                    "ask the relay's log; add --record --confirm to write the answers down".into(),
+                    format!(
+                        "{unsctl} verify --relay-log {}",
+                        shell_word(&maillog.display().to_string())
+                    ),
                 ));
             }
             if let Some(id) = example(crate::triage::Branch::Resolve) {
-                next.push(format!(
-                    "  {unsctl} dlq resolve {id}   # dry run: what resolve would do"
+                next.push((
+                    "dry run: what resolve would do".into(),
+                    format!("{unsctl} dlq resolve {id}"),
                 ));
             }
-            next.push(format!(
-                "  {unsctl} events --kind LEASE_LOST         # the runbook's cross-notification query"
+            next.push((
+                "the runbook's cross-notification query".into(),
+                format!("{unsctl} events --kind LEASE_LOST"),
             ));
-            next.push(format!(
-                "  rm -r {}   # when done",
-                db.parent()
-                    .map(Path::display)
-                    .map(|d| d.to_string())
-                    .unwrap_or_default()
+            next.push((
+                "when done".into(),
+                format!(
+                    "rm -r {}",
+                    shell_word(
+                        &db.parent()
+                            .map(|d| d.display().to_string())
+                            .unwrap_or_default()
+                    )
+                ),
             ));
         }
-        next.push(format!(
-            "  {unsctl} repro all --keep-running         # the same, with the API up for curl"
+        next.push((
+            "the same, with the API up for curl".into(),
+            format!("{unsctl} repro all --keep-running"),
         ));
-        next.push(format!(
-            "  {unsctl} tsg show TSG-02                  # the runbook"
-        ));
-        status(&next.join("\n"));
+        next.push(("the runbook".into(), format!("{unsctl} tsg show TSG-02")));
+        status_commands(&next);
     }
     Ok(())
 }

@@ -205,15 +205,7 @@ pub fn print_json<T: serde::Serialize>(value: &T) -> std::io::Result<()> {
 /// line continues two columns in). Never fails: with stderr closed there is nobody to
 /// tell.
 pub fn status(text: &str) {
-    let width = std::io::stderr()
-        .is_terminal()
-        .then(|| {
-            console::Term::stderr()
-                .size_checked()
-                .map(|(_, w)| w as usize)
-                .or_else(|| std::env::var("COLUMNS").ok()?.parse().ok())
-        })
-        .flatten();
+    let width = status_width();
     let mut stderr = std::io::stderr().lock();
     match width {
         Some(width) if width >= 22 => {
@@ -228,6 +220,44 @@ pub fn status(text: &str) {
             let _ = stderr.write_all(text.as_bytes());
             let _ = stderr.write_all(b"\n");
         }
+    }
+}
+
+/// The width of stderr, when it is a terminal.
+fn status_width() -> Option<usize> {
+    std::io::stderr()
+        .is_terminal()
+        .then(|| {
+            console::Term::stderr()
+                .size_checked()
+                .map(|(_, w)| w as usize)
+                .or_else(|| std::env::var("COLUMNS").ok()?.parse().ok())
+        })
+        .flatten()
+}
+
+/// Commands to paste, on stderr: each whole on a line of its own, two columns in, under
+/// what it is for as a shell comment (wrapped, each line a comment), so a block copied
+/// whole still runs.
+pub fn status_commands(commands: &[(String, String)]) {
+    let width = status_width().filter(|w| *w >= 22);
+    let mut lines = Vec::new();
+    for (comment, command) in commands {
+        let comment = crate::render::sanitize::clean(comment);
+        match width {
+            Some(width) => lines.extend(
+                textwrap::wrap(&comment, width - 4)
+                    .into_iter()
+                    .map(|part| format!("  # {part}")),
+            ),
+            None => lines.push(format!("  # {comment}")),
+        }
+        lines.push(format!("  {}", crate::render::sanitize::clean(command)));
+    }
+    let mut stderr = std::io::stderr().lock();
+    for line in lines {
+        let _ = stderr.write_all(line.as_bytes());
+        let _ = stderr.write_all(b"\n");
     }
 }
 
@@ -304,10 +334,20 @@ pub fn wrap_to(line: &str, width: usize, hang: usize) -> Vec<String> {
         .break_words(false)
         .word_separator(textwrap::WordSeparator::AsciiSpace)
         .word_splitter(textwrap::WordSplitter::NoHyphenation);
-    textwrap::wrap(&commands_whole(line), &options)
+    let parts: Vec<String> = textwrap::wrap(&commands_whole(line), &options)
         .into_iter()
         .map(|l| l.trim_end().replace(UNBROKEN, " "))
-        .collect()
+        .collect();
+    // A word longer than the width after an indent leaves the indent a line of its own.
+    match parts.split_first() {
+        Some((first, rest)) if first.trim().is_empty() && !rest.is_empty() => {
+            let lead = " ".repeat(first.len());
+            let mut rest = rest.to_vec();
+            rest[0] = format!("{lead}{}", rest[0].trim_start());
+            rest
+        }
+        _ => parts,
+    }
 }
 
 /// `line` wrapped to the terminal's width (when there is one), each continuation
