@@ -36,6 +36,14 @@ pub struct Args {
     /// SMTP login user (password from UNS_SMTP_PASSWORD)
     #[arg(long, env = "UNS_SMTP_USER")]
     pub smtp_user: Option<String>,
+    /// A sink address that takes test mail: the relay is then timed through a whole
+    /// message, final dot included (where a slow relay spends the lease); without it,
+    /// only the greeting is timed
+    #[arg(long, env = "UNS_SMTP_PROBE_TO", value_name = "ADDRESS")]
+    pub probe_to: Option<String>,
+    /// The sender of the probe message
+    #[arg(long, env = "UNS_SMTP_FROM", default_value = "uns@uns.local")]
+    pub smtp_from: String,
     /// The workers' lease, to judge the relay's latency against
     #[arg(long, env = "UNS_LEASE_SECONDS", default_value_t = 60.0)]
     pub lease_seconds: f64,
@@ -227,6 +235,9 @@ struct RelayProbe {
     relay: String,
     measured: Result<Vec<&'static str>, String>,
     elapsed: f64,
+    /// A whole message was sent, to the final dot; else only the greeting was timed.
+    message: bool,
+    named_by: NamedBy,
 }
 
 /// The relay check, judged against the lease the store's events show in use, else the
@@ -275,8 +286,13 @@ fn relay_check(probe: Option<&RelayProbe>, args: &Args, lease: Option<f64>) -> C
             Some("the worker cannot send email through this relay"),
         ),
         Ok(steps) => {
+            let only = if probe.message || probe.named_by == NamedBy::Data {
+                ""
+            } else {
+                " (the greeting only: set UNS_SMTP_PROBE_TO to a sink address to time a whole message, final dot included)"
+            };
             let detail = format!(
-                "{relay}: {} took {:.0} ms, {:.1}% of the {} lease{named}",
+                "{relay}: {} took {:.0} ms, {:.1}% of the {} lease{named}{only}",
                 steps.join(" + "),
                 elapsed * 1e3,
                 share * 100.0,
@@ -304,6 +320,23 @@ fn probe_relay(args: &Args) -> Option<RelayProbe> {
 
 fn probe_relay_at(relay: &str, args: &Args, named_by: NamedBy) -> Option<RelayProbe> {
     let relay = &relay.to_string();
+    // A relay data named is only greeted; the operator's own gets the probe message.
+    let probe = match (&args.probe_to, named_by) {
+        (Some(to), NamedBy::Operator) => match probe_message(&args.smtp_from, to) {
+            Ok(probe) => Some(probe),
+            Err(err) => {
+                return Some(RelayProbe {
+                    relay: relay.clone(),
+                    measured: Err(format!("cannot make the probe message: {err}")),
+                    elapsed: 0.0,
+                    message: false,
+                    named_by,
+                });
+            }
+        },
+        _ => None,
+    };
+    let message = probe.is_some();
     let started = Instant::now();
     let timeout = Some(Duration::from_secs_f64(args.lease_seconds.clamp(1.0, 60.0)));
     let hello = ClientId::Domain("uns.local".into());
@@ -334,6 +367,10 @@ fn probe_relay_at(relay: &str, args: &Args, named_by: NamedBy) -> Option<RelayPr
             )?;
             steps.push("login");
         }
+        if let Some((envelope, message)) = &probe {
+            conn.send(envelope, message)?;
+            steps.push("a probe message to the final dot");
+        }
         let _ = conn.quit();
         Ok(steps)
     })();
@@ -342,7 +379,35 @@ fn probe_relay_at(relay: &str, args: &Args, named_by: NamedBy) -> Option<RelayPr
         relay: relay.clone(),
         measured: measured.map_err(|err| err.to_string()),
         elapsed,
+        message,
+        named_by,
     })
+}
+
+/// The probe message: from `from` to the sink address `to`, saying what it is, under a
+/// Message-ID of its own so it is told apart in the relay's log.
+fn probe_message(from: &str, to: &str) -> Result<(lettre::address::Envelope, Vec<u8>), String> {
+    let parse = |what: &str, text: &str| {
+        text.parse::<lettre::Address>()
+            .map_err(|err| format!("{what} {:?}: {err}", crate::render::sanitize::clean(text)))
+    };
+    let (from, to) = (parse("sender", from)?, parse("probe address", to)?);
+    let envelope = lettre::address::Envelope::new(Some(from.clone()), vec![to.clone()])
+        .map_err(|err| err.to_string())?;
+    let message = lettre::Message::builder()
+        .from(lettre::message::Mailbox::new(None, from))
+        .to(lettre::message::Mailbox::new(None, to))
+        .subject("unsctl doctor: relay probe (discard)")
+        .message_id(Some(format!(
+            "<doctor-probe.{}@uns.local>",
+            uuid::Uuid::new_v4().simple()
+        )))
+        .body(
+            "unsctl doctor timed the relay through this message; it needs no action.\r\n"
+                .to_string(),
+        )
+        .map_err(|err| err.to_string())?;
+    Ok((envelope, message.formatted()))
 }
 
 /// Worker liveness: a row that is due and waits while nobody claims anything means no

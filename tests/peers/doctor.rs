@@ -505,3 +505,58 @@ fn a_relay_named_by_data_gets_no_credentials() {
         "the operator's own relay gets the login"
     );
 }
+
+/// A relay slow only at the final dot passes a greeting in a millisecond: with a sink
+/// address configured, doctor sends a real probe message and times it to the final dot's
+/// reply; without one it says it timed the greeting only.
+#[test]
+fn a_relay_slow_at_the_final_dot_is_caught_by_a_probe_message() {
+    let (_dir, db) = store_with_one_delivery();
+    let server = support::server(&db);
+    let sink = SmtpSink::start(&["-W", ".:2"]);
+    let url = format!("http://{}", server.addr);
+    let smtp = sink.addr.to_string();
+    let (_, checks) = doctor(&db, &url, support::KEY, &smtp, &[]);
+    assert_eq!(level(&checks, "smtp relay"), "ok", "{checks:#?}");
+    let said = checks
+        .iter()
+        .find(|c| c["name"] == "smtp relay")
+        .map(|c| c["detail"].to_string())
+        .unwrap_or_default();
+    assert!(said.contains("the greeting only"), "{said}");
+    assert!(
+        sink.received().is_empty(),
+        "no message without a sink address"
+    );
+
+    let (_, checks) = doctor(
+        &db,
+        &url,
+        support::KEY,
+        &smtp,
+        &["--probe-to", "sink@example.test", "--lease-seconds", "10"],
+    );
+    let relay = checks
+        .iter()
+        .find(|c| c["name"] == "smtp relay")
+        .cloned()
+        .expect("relay check");
+    let said = relay["detail"].as_str().unwrap_or_default();
+    assert!(said.contains("a probe message to the final dot"), "{said}");
+    let ms: f64 = said
+        .split(" took ")
+        .nth(1)
+        .and_then(|rest| rest.split(" ms").next())
+        .and_then(|n| n.parse().ok())
+        .expect("the time taken");
+    assert!(ms >= 2000.0, "the final dot's wait is measured: {said}");
+    // 2 s of the 1 m lease the store's events show: measured, and named.
+    assert!(said.contains("% of the 1m lease"), "{said}");
+    let received = sink.received();
+    assert_eq!(received.len(), 1, "{received:?}");
+    assert!(
+        received[0].contains("unsctl doctor: relay probe"),
+        "{}",
+        received[0]
+    );
+}
