@@ -180,6 +180,9 @@ pub struct VerifiedRequest {
     /// Who the client says is acting; the server records the key's name.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub operator: Option<String>,
+    /// The front end recording, when not the command line (`tui`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub via: Option<crate::model::payload::Via>,
 }
 
 /// An entry verify had nothing to ask about, and why.

@@ -100,6 +100,8 @@ pub struct Context {
     pub place: Place,
     /// The most one request to its API may take (`timeout = "30s"`).
     pub timeout: Option<std::time::Duration>,
+    /// `readonly = true`: the live screen offers no action on it (production, say).
+    pub readonly: bool,
 }
 
 impl Context {
@@ -149,6 +151,8 @@ struct ContextShape {
     #[serde(default)]
     api_key_env_any: bool,
     timeout: Option<String>,
+    #[serde(default)]
+    readonly: bool,
 }
 
 /// The config file's path, whether or not it exists.
@@ -342,6 +346,7 @@ pub fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
             name,
             place,
             timeout,
+            readonly: context.readonly,
         });
     }
     let config = Config {

@@ -399,7 +399,7 @@ const INCIDENTS_LOOKED_UP: usize = 5;
 /// Email and Slack drop no second copy; PagerDuty merges a trigger into an incident open
 /// under its dedup key and opens a new one (a new page) otherwise, which its REST API
 /// says when a token is set (UNS_PAGERDUTY_API_TOKEN).
-fn receivers(intents: &[Intent]) -> Vec<String> {
+pub fn receivers(intents: &[Intent]) -> Vec<String> {
     let replayed: Vec<(&str, &ChannelSet)> = intents
         .iter()
         .filter(|i| i.action == Action::Replay)

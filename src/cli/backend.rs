@@ -56,6 +56,8 @@ pub struct Resolution {
     pub backend: Backend,
     pub context: Option<String>,
     pub source: Source,
+    /// The context says `readonly = true`.
+    pub readonly: bool,
 }
 
 /// One command line, as every command receives it: the global flags, and the store they,
@@ -311,6 +313,7 @@ fn context_named(config: &Config, name: &str, source: Source) -> CliResult<Resol
         backend,
         context: Some(name.to_string()),
         source,
+        readonly: context.readonly,
     })
 }
 
@@ -324,6 +327,7 @@ fn resolution(
             backend,
             context: None,
             source,
+            readonly: false,
         })
     };
     let http = |url: String| Backend::Http {

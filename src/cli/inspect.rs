@@ -106,6 +106,13 @@ fn settled_block(view: &InspectView, out: &crate::render::output::Output) -> Str
 }
 
 fn show(view: &InspectView, out: &crate::render::output::Output) -> std::io::Result<()> {
+    print(&text(view, out))?;
+    Ok(())
+}
+
+/// What `inspect` prints, fitted to `out`'s width: the summary, the timeline with the
+/// evidence marked, what was verified out of band and the verdict with its next step.
+pub fn text(view: &InspectView, out: &crate::render::output::Output) -> String {
     let mut text = vec![summary_block(&view.doc.row, out), String::new()];
     let evidence: Vec<i64> = view
         .triage
@@ -142,8 +149,7 @@ fn show(view: &InspectView, out: &crate::render::output::Output) -> std::io::Res
             view.doc.row.status
         ));
     }
-    print(&crate::render::output::fit_lines(&text.join("\n"), out))?;
-    Ok(())
+    crate::render::output::fit_lines(&text.join("\n"), out)
 }
 
 /// The summary block of `inspect`.

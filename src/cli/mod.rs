@@ -26,6 +26,7 @@ pub mod runtime;
 pub mod selection;
 pub mod sweep;
 pub mod tsg;
+pub mod tui;
 pub mod values;
 pub mod verify;
 pub mod walk;
@@ -81,6 +82,7 @@ pub enum Command {
     #[command(subcommand)]
     Context(context::Command),
     Completions(completions::Args),
+    Tui(Box<crate::cli::tui::Args>),
 }
 
 /// Runs one parsed command line.
@@ -110,5 +112,6 @@ pub fn run(cli: Cli) -> CliResult {
         Command::Doctor(args) => doctor::run(global, args),
         Command::Context(command) => context::run(global, command),
         Command::Completions(args) => completions::run(args),
+        Command::Tui(args) => crate::cli::tui::run(global, *args),
     }
 }

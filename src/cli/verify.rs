@@ -190,6 +190,7 @@ fn record(
         crate::remediation::verified::Why {
             reason: args.reason.as_deref(),
             ticket: args.ticket.as_deref(),
+            via: None,
         },
     ) {
         match result {

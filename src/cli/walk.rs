@@ -191,6 +191,7 @@ fn verify_one(
         crate::remediation::verified::Why {
             reason: audit.reason.as_deref(),
             ticket: audit.ticket.as_deref(),
+            via: None,
         },
     ) {
         match result {

@@ -339,6 +339,7 @@ impl Sweep {
             crate::remediation::verified::Why {
                 reason: Some("sweep --verify"),
                 ticket: None,
+                via: None,
             },
             crate::remediation::verified::ReadOn::Here,
         ) {

@@ -127,6 +127,9 @@ pub struct DeadLettered {
 /// Who acted and why: the part every operator's event (DLQ_RESOLVED, REPLAYED) shares.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Audit {
+    /// The front end that made the change, when it was not the command line: `tui`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub via: Option<Via>,
     pub operator: String,
     pub reason: Option<String>,
     pub ticket: Option<String>,
@@ -139,6 +142,14 @@ pub struct Audit {
     /// Over the API: who the client said it was, beside the key's name in `operator`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub claimed_operator: Option<String>,
+}
+
+/// A front end other than the command line, named in the audit of what it changed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Via {
+    /// `unsctl tui`, the live screen.
+    Tui,
 }
 
 /// DLQ_RESOLVED.
@@ -199,6 +210,8 @@ pub struct Verified {
     /// whoever wrote this event (DESIGN §7).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub read_on_client: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub via: Option<Via>,
 }
 
 /// The EMAIL result's metadata key naming the relay that answered the attempt, by the

@@ -212,6 +212,7 @@ fn due(
 
 fn audit(verdict: &Verdict, approved: &Approved, request: &Request, actor: &Actor) -> Audit {
     Audit {
+        via: request.via,
         operator: actor.operator.clone(),
         reason: request.reason().map(str::to_string),
         ticket: request

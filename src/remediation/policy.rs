@@ -70,6 +70,9 @@ pub struct Request {
     /// The pace the replay is part of, in words (`200/s`, `over 30m`), for the audit.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pace: Option<String>,
+    /// The front end acting, when not the command line (`tui`), kept in the audit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub via: Option<crate::model::payload::Via>,
     /// Accepted for old clients and ignored: the verdict recorded is always the one
     /// computed where the change is made.
     #[serde(default, skip_serializing)]

@@ -53,6 +53,8 @@ pub const SOURCES: [&str; 3] = ["relay-log", "pagerduty", "slack"];
 pub struct Why<'a> {
     pub reason: Option<&'a str>,
     pub ticket: Option<&'a str>,
+    /// The front end recording, when not the command line.
+    pub via: Option<crate::model::payload::Via>,
 }
 
 /// What recording did for one entry.
@@ -141,6 +143,7 @@ pub fn record(
                 triage: audit_summary(&verdict),
                 claimed_operator: actor.claimed_operator.clone(),
                 read_on_client: read_on == ReadOn::Client,
+                via: why.via,
             };
             event_ids.push(engine::append_event(tx, id, now, Kind::Verified, &payload)?);
         }

@@ -64,6 +64,16 @@ impl Output {
         }
     }
 
+    /// For a screen that lays text out itself: no colour, `columns` wide.
+    pub fn plain(columns: u16) -> Self {
+        Self {
+            format: Format::Table,
+            color: false,
+            terminal: false,
+            columns: Some(columns),
+        }
+    }
+
     /// The width a table must fit: the terminal's, unless `-o wide` or not a terminal.
     pub fn fit_width(&self) -> Option<u16> {
         match self.format {
@@ -205,6 +215,12 @@ pub fn print_json<T: serde::Serialize>(value: &T) -> std::io::Result<()> {
 /// line continues two columns in). Never fails: with stderr closed there is nobody to
 /// tell.
 pub fn status(text: &str) {
+    if let Ok(mut held) = HELD.lock()
+        && let Some(lines) = held.as_mut()
+    {
+        lines.push(crate::render::sanitize::clean(text).into_owned());
+        return;
+    }
     let width = status_width();
     let mut stderr = std::io::stderr().lock();
     match width {
@@ -220,6 +236,29 @@ pub fn status(text: &str) {
             let _ = stderr.write_all(text.as_bytes());
             let _ = stderr.write_all(b"\n");
         }
+    }
+}
+
+/// Status lines held back while a full-screen view owns the terminal (`None`: printed).
+static HELD: std::sync::Mutex<Option<Vec<String>>> = std::sync::Mutex::new(None);
+
+/// From now on, status lines are held for [`take_held`] instead of printed: a screen
+/// drawn over the whole terminal shows them itself.
+pub fn hold_status() {
+    if let Ok(mut held) = HELD.lock() {
+        held.get_or_insert_with(Vec::new);
+    }
+}
+
+/// The status lines held since the last call, and printing them again when `release`.
+pub fn take_held(release: bool) -> Vec<String> {
+    let Ok(mut held) = HELD.lock() else {
+        return Vec::new();
+    };
+    if release {
+        held.take().unwrap_or_default()
+    } else {
+        held.as_mut().map(std::mem::take).unwrap_or_default()
     }
 }
 

@@ -679,6 +679,7 @@ impl Store for HttpStore {
                     reason: why.reason.map(str::to_string),
                     ticket: why.ticket.map(str::to_string),
                     operator: Some(operator.to_string()),
+                    via: why.via,
                 };
                 let url = self.url(&format!(
                     "{}/{}/verified",

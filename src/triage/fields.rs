@@ -341,6 +341,7 @@ mod tests {
         assert_eq!(metadata.idempotency_key.as_deref(), Some("k"));
 
         let audit = payload::Audit {
+            via: None,
             operator: "alice".into(),
             reason: None,
             ticket: None,
@@ -374,6 +375,7 @@ mod tests {
         assert_eq!(names, ["SLACK", "EMAIL"]);
 
         let verified = payload::to_text(&payload::Verified {
+            via: None,
             channel: Channel::Slack,
             cycle: 2,
             attempts: vec![1, 2],

@@ -20,3 +20,4 @@ mod runbook;
 mod selection;
 mod snapshots;
 mod triage_props;
+mod tui;

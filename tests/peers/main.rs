@@ -10,5 +10,6 @@ mod new_user;
 mod reconcile;
 mod terminal;
 mod tsg_runbook;
+mod tui;
 mod verify;
 mod widths;

@@ -155,6 +155,7 @@ pub(crate) fn verify_here(
             let why = crate::remediation::verified::Why {
                 reason: reason.as_deref(),
                 ticket: ticket.as_deref(),
+                via: None,
             };
             let results = crate::verify::record(
                 conn,
@@ -211,6 +212,7 @@ pub(crate) async fn verified(
                         crate::remediation::verified::Why {
                             reason: request.reason.as_deref(),
                             ticket: request.ticket.as_deref(),
+                            via: request.via,
                         },
                         crate::remediation::verified::ReadOn::Client,
                     )

@@ -1,0 +1,1104 @@
+//! The screen's state, and what each key and each reply does to it. No IO here: a key
+//! returns the [`Job`]s to start, a reply is absorbed, and time is passed in, so every
+//! flow can be driven by a test without a terminal or a clock.
+
+use super::filter::Filter;
+use super::jobs::{AuditRow, ContextRow, Job, Reply, Row};
+use super::keymap::Command;
+pub use super::keymap::ViewKind;
+use crate::cli::act::Intent;
+use crate::pulse::Pulse;
+use crate::reconcile::{Recent, Reconciled};
+use crate::remediation::Action;
+use crate::triage::Branch;
+use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Keys typed this soon after a dialog opens are dropped: a key meant for the screen
+/// below never answers a question it did not see.
+pub const DIALOG_GRACE: Duration = Duration::from_millis(300);
+
+/// How the screen was started.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The store, as every command describes it.
+    pub place: String,
+    pub operator: String,
+    /// Why no action can run, when none can: `--readonly`, the context's setting,
+    /// `--all-contexts`.
+    pub readonly: Option<String>,
+    pub color: bool,
+    /// How often the view in front is read again.
+    pub refresh: Duration,
+    /// The pulse's window, back from now.
+    pub pulse_span: f64,
+}
+
+/// Where a line of input goes.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Input {
+    Filter(String),
+    Command(String),
+}
+
+/// The field of a dialog that has the keys.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Focus {
+    Reason,
+    Word,
+    Cancel,
+    Go,
+}
+
+/// What a dialog will do.
+#[derive(Debug, Clone)]
+pub enum Plan {
+    Act {
+        action: Action,
+        intents: Vec<Intent>,
+    },
+    Record {
+        asked: Arc<crate::verify::Asked>,
+    },
+}
+
+/// An action's dialog: the preview, a reason, the typed word, and Cancel first.
+#[derive(Debug, Clone)]
+pub struct Dialog {
+    pub title: String,
+    pub ids: Vec<String>,
+    pub action: Option<Action>,
+    pub lines: Vec<String>,
+    pub plan: Option<Plan>,
+    pub reason: String,
+    pub word: String,
+    pub focus: Focus,
+    pub opened: Instant,
+    /// How many it would change, and the word that confirms them.
+    pub count: usize,
+    /// The outcome, once carried out: the dialog then only closes.
+    pub done: Option<Vec<String>>,
+    pub scroll: u16,
+    pub note: Option<String>,
+}
+
+impl Dialog {
+    pub fn word_needed(&self) -> String {
+        crate::cli::prompt::confirmation_word(self.count)
+    }
+}
+
+/// The DLQ view.
+#[derive(Debug, Default)]
+pub struct DlqView {
+    pub filter: Filter,
+    pub rows: Vec<Row>,
+    /// The cursor each page before this one was read from.
+    pub pages: Vec<Option<String>>,
+    pub cursor: Option<String>,
+    pub next: Option<String>,
+    pub selected: usize,
+    pub offset: usize,
+    pub marks: BTreeSet<String>,
+    pub counts: Option<BTreeMap<Branch, usize>>,
+    /// What each row looked like at the last read: rows that changed since are marked.
+    seen: HashMap<String, (Branch, Option<i64>)>,
+    pub changed: BTreeSet<String>,
+    pub loaded: Option<Instant>,
+    pub counted: Option<Instant>,
+}
+
+impl DlqView {
+    pub fn current(&self) -> Option<&Row> {
+        self.rows.get(self.selected)
+    }
+}
+
+#[derive(Debug, Default)]
+pub struct InspectView {
+    pub id: String,
+    pub lines: Vec<String>,
+    pub next_step: Option<String>,
+    pub scroll: u16,
+    pub loaded: Option<Instant>,
+}
+
+#[derive(Debug, Default)]
+pub struct ReconcileView {
+    /// When it was read, by the wall clock.
+    pub now: f64,
+    pub items: Vec<Reconciled>,
+    pub recent: Option<Recent>,
+    pub channels: Vec<crate::model::Channel>,
+    pub selected: usize,
+    pub loaded: Option<Instant>,
+}
+
+impl ReconcileView {
+    /// What needs a person first: DUPLICATED, then MISSING, then the rest in doubt.
+    pub fn needs(&self) -> Vec<&Reconciled> {
+        use crate::reconcile::Class;
+        let mut needs: Vec<&Reconciled> = self
+            .items
+            .iter()
+            .filter(|i| !matches!(i.class, Class::Once))
+            .collect();
+        needs.sort_by_key(|i| {
+            (
+                match i.class {
+                    Class::Duplicated => 0,
+                    Class::Missing => 1,
+                    Class::MaybeDuplicated => 2,
+                    Class::Unsettled => 3,
+                    Class::Once => 4,
+                },
+                i.id.clone(),
+            )
+        });
+        needs
+    }
+}
+
+#[derive(Debug, Default)]
+pub struct PulseView {
+    pub pulse: Option<Pulse>,
+    pub now: f64,
+    pub loaded: Option<Instant>,
+}
+
+#[derive(Debug)]
+pub struct ListView<T> {
+    pub rows: Vec<T>,
+    pub selected: usize,
+    pub loaded: Option<Instant>,
+}
+
+impl<T> Default for ListView<T> {
+    fn default() -> Self {
+        Self {
+            rows: Vec::new(),
+            selected: 0,
+            loaded: None,
+        }
+    }
+}
+
+/// A message under the view: what happened, or why nothing did.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Message {
+    pub text: String,
+    pub error: bool,
+}
+
+/// A request in flight.
+#[derive(Debug, Clone)]
+pub struct Pending {
+    pub label: &'static str,
+    pub since: Instant,
+}
+
+/// The whole screen.
+pub struct App {
+    pub config: Config,
+    pub view: ViewKind,
+    pub dlq: DlqView,
+    pub inspect: InspectView,
+    pub reconcile: ReconcileView,
+    pub pulse: PulseView,
+    pub audit: ListView<AuditRow>,
+    pub contexts: ListView<ContextRow>,
+    pub input: Option<Input>,
+    pub dialog: Option<Dialog>,
+    pub help: bool,
+    pub message: Option<Message>,
+    pub pending: BTreeMap<u64, Pending>,
+    /// Text to put on the terminal's clipboard (OSC 52), taken by the loop.
+    pub clipboard: Option<String>,
+    /// The worker is stuck or cancelled: the loop starts a fresh one.
+    pub restart_worker: bool,
+    /// A context chosen in the contexts view: the loop moves the screen to it.
+    pub switch_to: Option<String>,
+    pub quit: bool,
+    /// The width the inspect text is laid out for.
+    pub width: u16,
+    next_seq: u64,
+    back: Vec<ViewKind>,
+}
+
+impl App {
+    pub fn new(config: Config) -> Self {
+        Self {
+            config,
+            view: ViewKind::Dlq,
+            dlq: DlqView::default(),
+            inspect: InspectView::default(),
+            reconcile: ReconcileView::default(),
+            pulse: PulseView::default(),
+            audit: ListView::default(),
+            contexts: ListView::default(),
+            input: None,
+            dialog: None,
+            help: false,
+            message: None,
+            pending: BTreeMap::new(),
+            clipboard: None,
+            restart_worker: false,
+            switch_to: None,
+            quit: false,
+            width: 80,
+            next_seq: 0,
+            back: Vec::new(),
+        }
+    }
+
+    /// Forgets what every view read: the screen now shows another store.
+    pub fn reset_views(&mut self) {
+        self.dlq = DlqView::default();
+        self.inspect = InspectView::default();
+        self.reconcile = ReconcileView::default();
+        self.pulse = PulseView::default();
+        self.audit = ListView::default();
+        self.pending.clear();
+        self.back.clear();
+    }
+
+    /// Numbers a job for the worker and remembers it is in flight.
+    fn start(&mut self, job: Job, now: Instant, jobs: &mut Vec<(u64, Job)>) {
+        self.next_seq += 1;
+        self.pending.insert(
+            self.next_seq,
+            Pending {
+                label: job.label(),
+                since: now,
+            },
+        );
+        jobs.push((self.next_seq, job));
+    }
+
+    fn busy_with(&self, label: &str) -> bool {
+        self.pending.values().any(|p| p.label == label)
+    }
+
+    /// Opens `view` (with its id for inspect) and reads it.
+    pub fn open(&mut self, view: ViewKind, id: Option<String>, now: Instant) -> Vec<(u64, Job)> {
+        if view != self.view {
+            self.back.push(self.view);
+        }
+        self.view = view;
+        if let Some(id) = id {
+            self.inspect = InspectView {
+                id,
+                ..InspectView::default()
+            };
+        }
+        self.load(now)
+    }
+
+    /// Reads the view in front again.
+    pub fn load(&mut self, now: Instant) -> Vec<(u64, Job)> {
+        let mut jobs = Vec::new();
+        match self.view {
+            ViewKind::Dlq => {
+                let job = Job::Dlq {
+                    filter: self.dlq.filter.clone(),
+                    cursor: self.dlq.cursor.clone(),
+                };
+                if !self.busy_with(job.label()) {
+                    self.start(job, now, &mut jobs);
+                }
+                let counts = Job::Counts {
+                    filter: self.dlq.filter.clone(),
+                };
+                if !self.busy_with(counts.label()) {
+                    self.start(counts, now, &mut jobs);
+                }
+            }
+            ViewKind::Inspect if !self.inspect.id.is_empty() => {
+                let job = Job::Inspect {
+                    id: self.inspect.id.clone(),
+                    width: self.width.saturating_sub(2).max(40),
+                };
+                self.start(job, now, &mut jobs);
+            }
+            ViewKind::Inspect => {}
+            ViewKind::Reconcile => self.start(Job::Reconcile, now, &mut jobs),
+            ViewKind::Pulse => {
+                let span = self.config.pulse_span;
+                self.start(Job::Pulse { span }, now, &mut jobs);
+            }
+            ViewKind::Audit => self.start(Job::Audit, now, &mut jobs),
+            ViewKind::Contexts => self.start(Job::Contexts, now, &mut jobs),
+        }
+        jobs
+    }
+
+    /// When the view in front was last read.
+    pub fn loaded(&self) -> Option<Instant> {
+        match self.view {
+            ViewKind::Dlq => self.dlq.loaded,
+            ViewKind::Inspect => self.inspect.loaded,
+            ViewKind::Reconcile => self.reconcile.loaded,
+            ViewKind::Pulse => self.pulse.loaded,
+            ViewKind::Audit => self.audit.loaded,
+            ViewKind::Contexts => self.contexts.loaded,
+        }
+    }
+
+    /// The view in front is read again when it is older than the refresh, unless a read
+    /// is in flight or a dialog is open.
+    pub fn tick(&mut self, now: Instant) -> Vec<(u64, Job)> {
+        let reading = self
+            .pending
+            .values()
+            .any(|p| p.label != "counting" && p.label != "asking every context");
+        if self.dialog.is_some() || reading {
+            return Vec::new();
+        }
+        match self.loaded() {
+            Some(at) if now.duration_since(at) < self.config.refresh => Vec::new(),
+            None if !self.pending.is_empty() => Vec::new(),
+            _ => self.load(now),
+        }
+    }
+
+    pub fn say(&mut self, text: impl Into<String>, error: bool) {
+        self.message = Some(Message {
+            text: text.into(),
+            error,
+        });
+    }
+
+    /// Takes what the worker sent back for job `seq` (nothing, if it was cancelled).
+    pub fn absorb(&mut self, seq: u64, reply: Reply, now: Instant) {
+        if self.pending.remove(&seq).is_none() {
+            return;
+        }
+        match reply {
+            Reply::Dlq {
+                filter,
+                cursor,
+                rows,
+                next,
+            } => {
+                if filter != self.dlq.filter || cursor != self.dlq.cursor {
+                    return;
+                }
+                self.take_rows(rows, next, now);
+            }
+            Reply::Counts { filter, counts } => {
+                if filter == self.dlq.filter {
+                    self.dlq.counts = Some(counts);
+                    self.dlq.counted = Some(now);
+                }
+            }
+            Reply::Inspect {
+                id,
+                lines,
+                next_step,
+            } => {
+                if id == self.inspect.id {
+                    self.inspect.lines = lines;
+                    self.inspect.next_step = next_step;
+                    self.inspect.loaded = Some(now);
+                }
+            }
+            Reply::Reconcile {
+                items,
+                recent,
+                channels,
+                now: at,
+            } => {
+                self.reconcile.now = at;
+                self.reconcile.items = items;
+                self.reconcile.recent = Some(recent);
+                self.reconcile.channels = channels;
+                self.reconcile.loaded = Some(now);
+            }
+            Reply::Pulse { pulse, now: at } => {
+                self.pulse.pulse = Some(pulse);
+                self.pulse.now = at;
+                self.pulse.loaded = Some(now);
+            }
+            Reply::Audit(rows) => {
+                self.audit.rows = rows;
+                self.audit.loaded = Some(now);
+            }
+            Reply::Contexts(rows) => {
+                self.contexts.rows = rows;
+                self.contexts.loaded = Some(now);
+            }
+            reply => self.absorb_action(reply, now),
+        }
+    }
+
+    fn take_rows(&mut self, rows: Vec<Row>, next: Option<String>, now: Instant) {
+        let first_read = self.dlq.loaded.is_none();
+        let mut changed = BTreeSet::new();
+        for row in &rows {
+            let look = (row.verdict.branch, row.verdict.last_event_id);
+            match self.dlq.seen.insert(row.verdict.id.clone(), look) {
+                Some(before) if before != look => {
+                    changed.insert(row.verdict.id.clone());
+                }
+                None if !first_read => {
+                    changed.insert(row.verdict.id.clone());
+                }
+                _ => {}
+            }
+        }
+        // A row keeps its mark as changed until the next change elsewhere is seen.
+        if !changed.is_empty() {
+            self.dlq.changed = changed;
+        }
+        if self.dlq.seen.len() > 50_000 {
+            self.dlq.seen.clear();
+        }
+        // The same entry stays under the cursor when rows come and go.
+        let keep = self.dlq.current().map(|r| r.verdict.id.clone());
+        self.dlq.rows = rows;
+        self.dlq.next = next;
+        self.dlq.selected = keep
+            .and_then(|id| self.dlq.rows.iter().position(|r| r.verdict.id == id))
+            .unwrap_or(self.dlq.selected)
+            .min(self.dlq.rows.len().saturating_sub(1));
+        let live: BTreeSet<&String> = self.dlq.rows.iter().map(|r| &r.verdict.id).collect();
+        self.dlq.marks.retain(|id| live.contains(id));
+        self.dlq.loaded = Some(now);
+    }
+
+    fn absorb_action(&mut self, reply: Reply, now: Instant) {
+        match reply {
+            Reply::Preview {
+                action,
+                ids,
+                lines,
+                intents,
+            } => {
+                let Some(dialog) = self.dialog.as_mut() else {
+                    return;
+                };
+                if dialog.ids != ids || dialog.action != Some(action) {
+                    return;
+                }
+                dialog.count = intents.iter().filter(|i| i.preview.is_ok()).count();
+                dialog.lines = lines;
+                dialog.note = (dialog.count == 0).then(|| {
+                    "Nothing here can be carried out: each refusal above says why and what would allow it."
+                        .to_string()
+                });
+                dialog.plan = Some(Plan::Act { action, intents });
+            }
+            Reply::Verified { asked, lines } => {
+                let Some(dialog) = self.dialog.as_mut() else {
+                    return;
+                };
+                dialog.count = asked
+                    .answers
+                    .iter()
+                    .filter(|a| a.answer.finding().is_some())
+                    .count();
+                dialog.lines = lines;
+                dialog.note = (dialog.count == 0).then(|| {
+                    "No answer to record: CANNOT_TELL is never written down; check by hand."
+                        .to_string()
+                });
+                dialog.plan = Some(Plan::Record { asked });
+            }
+            Reply::Carried { lines, summary } => {
+                if let Some(dialog) = self.dialog.as_mut() {
+                    let mut done = lines;
+                    done.push(summary.clone());
+                    dialog.done = Some(done);
+                }
+                self.say(summary, false);
+                self.dlq.loaded = None;
+                self.dlq.counted = None;
+                self.refresh_soon(now);
+            }
+            Reply::Recorded { lines } => {
+                if let Some(dialog) = self.dialog.as_mut() {
+                    dialog.done = Some(lines);
+                }
+                self.say("answers recorded", false);
+                self.dlq.loaded = None;
+                self.refresh_soon(now);
+            }
+            Reply::Failed { what, error } => {
+                if let Some(dialog) = self.dialog.as_mut()
+                    && dialog.plan.is_none()
+                {
+                    dialog.note = Some(format!("{what} failed: {error}"));
+                }
+                self.say(format!("{what} failed: {error}"), true);
+                // Failed reads are tried again at the next refresh, not at once.
+                let stamp = Some(now);
+                match self.view {
+                    ViewKind::Dlq => self.dlq.loaded = self.dlq.loaded.or(stamp),
+                    ViewKind::Inspect => self.inspect.loaded = self.inspect.loaded.or(stamp),
+                    ViewKind::Reconcile => self.reconcile.loaded = self.reconcile.loaded.or(stamp),
+                    ViewKind::Pulse => self.pulse.loaded = self.pulse.loaded.or(stamp),
+                    ViewKind::Audit => self.audit.loaded = self.audit.loaded.or(stamp),
+                    ViewKind::Contexts => self.contexts.loaded = self.contexts.loaded.or(stamp),
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn refresh_soon(&mut self, _now: Instant) {
+        self.inspect.loaded = None;
+        self.audit.loaded = None;
+        self.pulse.loaded = None;
+        self.reconcile.loaded = None;
+    }
+
+    /// One key. Returns the jobs it starts.
+    pub fn key(&mut self, key: KeyEvent, now: Instant) -> Vec<(u64, Job)> {
+        let ctrl = key.modifiers.contains(KeyModifiers::CONTROL);
+        if ctrl && matches!(key.code, KeyCode::Char('c')) {
+            self.quit = true;
+            return Vec::new();
+        }
+        if self.dialog.is_some() {
+            return self.dialog_key(key, now);
+        }
+        if let Some(input) = self.input.clone() {
+            return self.input_key(input, key, now);
+        }
+        if self.help {
+            self.help = false;
+            return Vec::new();
+        }
+        let Some(command) = command_of(key) else {
+            return Vec::new();
+        };
+        self.command(command, now)
+    }
+
+    fn command(&mut self, command: Command, now: Instant) -> Vec<(u64, Job)> {
+        match command {
+            Command::Quit => self.quit = true,
+            Command::Help => self.help = true,
+            Command::Filter if self.view == ViewKind::Dlq => {
+                self.input = Some(Input::Filter(self.dlq.filter.text.clone()));
+            }
+            Command::CommandBar => self.input = Some(Input::Command(String::new())),
+            Command::Back => return self.back(now),
+            Command::Refresh => return self.load(now),
+            Command::Up | Command::Down | Command::PageUp | Command::PageDown => {
+                return self.move_by(command, now);
+            }
+            Command::Top | Command::Bottom => return self.move_by(command, now),
+            Command::Mark if self.view == ViewKind::Dlq => {
+                if let Some(id) = self.dlq.current().map(|r| r.verdict.id.clone())
+                    && !self.dlq.marks.remove(&id)
+                {
+                    self.dlq.marks.insert(id);
+                }
+                return self.move_by(Command::Down, now);
+            }
+            Command::ClearMarks => self.dlq.marks.clear(),
+            Command::Open => return self.open_current(now),
+            Command::CopyId => self.copy(false),
+            Command::CopyStep => self.copy(true),
+            Command::Resolve => return self.act(Some(Action::Resolve), now),
+            Command::Replay => return self.act(Some(Action::Replay), now),
+            Command::Verify => return self.act(None, now),
+            _ => {}
+        }
+        Vec::new()
+    }
+
+    /// Esc: a request in flight is cancelled first (its worker abandoned), then the view
+    /// goes back.
+    fn back(&mut self, now: Instant) -> Vec<(u64, Job)> {
+        if !self.pending.is_empty() {
+            let labels: BTreeSet<&str> = self.pending.values().map(|p| p.label).collect();
+            self.say(
+                format!(
+                    "cancelled: {}",
+                    labels.into_iter().collect::<Vec<_>>().join(", ")
+                ),
+                false,
+            );
+            self.pending.clear();
+            self.restart_worker = true;
+            return Vec::new();
+        }
+        match self.back.pop() {
+            Some(view) => {
+                self.view = view;
+                if self.loaded().is_none() {
+                    return self.load(now);
+                }
+            }
+            None if self.view != ViewKind::Dlq => {
+                self.view = ViewKind::Dlq;
+                return self.load(now);
+            }
+            None => {}
+        }
+        Vec::new()
+    }
+
+    fn move_by(&mut self, command: Command, now: Instant) -> Vec<(u64, Job)> {
+        let step = |selected: &mut usize, len: usize, page: usize| {
+            let last = len.saturating_sub(1);
+            *selected = match command {
+                Command::Up => selected.saturating_sub(1),
+                Command::Down => (*selected + 1).min(last),
+                Command::PageUp => selected.saturating_sub(page),
+                Command::PageDown => (*selected + page).min(last),
+                Command::Top => 0,
+                _ => last,
+            };
+        };
+        match self.view {
+            ViewKind::Dlq => return self.move_dlq(command, now),
+            ViewKind::Inspect => {
+                let scroll = &mut self.inspect.scroll;
+                *scroll = match command {
+                    Command::Up => scroll.saturating_sub(1),
+                    Command::Down => scroll.saturating_add(1),
+                    Command::PageUp => scroll.saturating_sub(10),
+                    Command::PageDown => scroll.saturating_add(10),
+                    Command::Top => 0,
+                    _ => self.inspect.lines.len().saturating_sub(5) as u16,
+                };
+            }
+            ViewKind::Reconcile => {
+                let len = self.reconcile.needs().len();
+                step(&mut self.reconcile.selected, len, 10);
+            }
+            ViewKind::Audit => step(&mut self.audit.selected, self.audit.rows.len(), 10),
+            ViewKind::Contexts => step(&mut self.contexts.selected, self.contexts.rows.len(), 10),
+            ViewKind::Pulse => {}
+        }
+        Vec::new()
+    }
+
+    /// Moving in the DLQ: within the page, or onto the next or previous page, read then.
+    fn move_dlq(&mut self, command: Command, now: Instant) -> Vec<(u64, Job)> {
+        let len = self.dlq.rows.len();
+        let at_end = self.dlq.selected + 1 >= len;
+        let forward = matches!(command, Command::Down | Command::PageDown);
+        let backward = matches!(command, Command::Up | Command::PageUp);
+        if forward && at_end && self.dlq.next.is_some() {
+            self.dlq.pages.push(self.dlq.cursor.take());
+            self.dlq.cursor = self.dlq.next.take();
+            self.dlq.selected = 0;
+            self.dlq.offset = 0;
+            return self.load_page(now);
+        }
+        if backward && self.dlq.selected == 0 && !self.dlq.pages.is_empty() {
+            self.dlq.cursor = self.dlq.pages.pop().flatten();
+            self.dlq.selected = usize::MAX;
+            return self.load_page(now);
+        }
+        if matches!(command, Command::Top) && !self.dlq.pages.is_empty() {
+            self.dlq.pages.clear();
+            self.dlq.cursor = None;
+            self.dlq.selected = 0;
+            return self.load_page(now);
+        }
+        let last = len.saturating_sub(1);
+        self.dlq.selected = match command {
+            Command::Up => self.dlq.selected.saturating_sub(1),
+            Command::Down => (self.dlq.selected + 1).min(last),
+            Command::PageUp => self.dlq.selected.saturating_sub(10),
+            Command::PageDown => (self.dlq.selected + 10).min(last),
+            Command::Top => 0,
+            _ => last,
+        };
+        Vec::new()
+    }
+
+    fn load_page(&mut self, now: Instant) -> Vec<(u64, Job)> {
+        let mut jobs = Vec::new();
+        self.start(
+            Job::Dlq {
+                filter: self.dlq.filter.clone(),
+                cursor: self.dlq.cursor.clone(),
+            },
+            now,
+            &mut jobs,
+        );
+        jobs
+    }
+
+    fn open_current(&mut self, now: Instant) -> Vec<(u64, Job)> {
+        if self.view == ViewKind::Contexts {
+            if let Some(row) = self.contexts.rows.get(self.contexts.selected) {
+                self.switch_to = Some(row.name.clone());
+            }
+            return Vec::new();
+        }
+        let id = match self.view {
+            ViewKind::Dlq => self.dlq.current().map(|r| r.verdict.id.clone()),
+            ViewKind::Reconcile => self
+                .reconcile
+                .needs()
+                .get(self.reconcile.selected)
+                .map(|i| i.id.clone()),
+            ViewKind::Audit => self
+                .audit
+                .rows
+                .get(self.audit.selected)
+                .map(|r| r.id.clone()),
+            _ => None,
+        };
+        match id {
+            Some(id) => self.open(ViewKind::Inspect, Some(id), now),
+            None => Vec::new(),
+        }
+    }
+
+    /// The id under the cursor, and its next step.
+    fn current(&self) -> Option<(String, Option<String>)> {
+        match self.view {
+            ViewKind::Dlq => self.dlq.current().map(|r| {
+                (
+                    r.verdict.id.clone(),
+                    Some(crate::triage::step_command(&r.verdict.next_step).to_string()),
+                )
+            }),
+            ViewKind::Inspect => (!self.inspect.id.is_empty())
+                .then(|| (self.inspect.id.clone(), self.inspect.next_step.clone())),
+            ViewKind::Reconcile => self
+                .reconcile
+                .needs()
+                .get(self.reconcile.selected)
+                .map(|i| (i.id.clone(), None)),
+            ViewKind::Audit => self
+                .audit
+                .rows
+                .get(self.audit.selected)
+                .map(|r| (r.id.clone(), None)),
+            _ => None,
+        }
+    }
+
+    fn copy(&mut self, step: bool) {
+        match (self.current(), step) {
+            (Some((id, _)), false) => {
+                self.say(format!("copied {id}"), false);
+                self.clipboard = Some(id);
+            }
+            (Some((_, Some(command))), true) => {
+                self.say(format!("copied: {command}"), false);
+                self.clipboard = Some(command);
+            }
+            _ => self.say("nothing to copy here", true),
+        }
+    }
+
+    /// The rows an action is for: the marked ones, else the one under the cursor.
+    fn targets(&self) -> Vec<String> {
+        match self.view {
+            ViewKind::Dlq if !self.dlq.marks.is_empty() => self.dlq.marks.iter().cloned().collect(),
+            _ => self.current().map(|(id, _)| vec![id]).unwrap_or_default(),
+        }
+    }
+
+    /// `r`, `p` (`Some(action)`) or `v` (`None`): a dialog with the preview.
+    fn act(&mut self, action: Option<Action>, now: Instant) -> Vec<(u64, Job)> {
+        if let Some(why) = &self.config.readonly {
+            let why = why.clone();
+            self.say(
+                format!("READ-ONLY ({why}): nothing can be changed from this screen"),
+                true,
+            );
+            return Vec::new();
+        }
+        let ids = self.targets();
+        if ids.is_empty() {
+            self.say("no entry here to act on", true);
+            return Vec::new();
+        }
+        let verb = action.map_or("verify and record", Action::as_str);
+        self.dialog = Some(Dialog {
+            title: format!(
+                "{verb} {}",
+                crate::render::output::counted(ids.len() as i64, "entry")
+            ),
+            ids: ids.clone(),
+            action,
+            lines: Vec::new(),
+            plan: None,
+            reason: String::new(),
+            word: String::new(),
+            focus: Focus::Cancel,
+            opened: now,
+            count: 0,
+            done: None,
+            scroll: 0,
+            note: None,
+        });
+        let mut jobs = Vec::new();
+        let job = match action {
+            Some(action) => Job::Preview {
+                action,
+                ids,
+                reason: None,
+            },
+            None => Job::Verify { ids },
+        };
+        self.start(job, now, &mut jobs);
+        jobs
+    }
+
+    fn dialog_key(&mut self, key: KeyEvent, now: Instant) -> Vec<(u64, Job)> {
+        let Some(dialog) = self.dialog.as_mut() else {
+            return Vec::new();
+        };
+        if now.duration_since(dialog.opened) < DIALOG_GRACE {
+            return Vec::new();
+        }
+        if dialog.done.is_some() {
+            if matches!(key.code, KeyCode::Enter | KeyCode::Esc | KeyCode::Char('q')) {
+                self.dialog = None;
+                return self.load(now);
+            }
+            return Vec::new();
+        }
+        match key.code {
+            KeyCode::Esc => {
+                self.dialog = None;
+                self.pending.retain(|_, p| {
+                    !matches!(p.label, "previewing" | "asking the providers' records")
+                });
+                self.say("cancelled: nothing was changed", false);
+            }
+            KeyCode::Tab | KeyCode::Down => dialog.focus = next_focus(dialog.focus, true),
+            KeyCode::BackTab | KeyCode::Up => dialog.focus = next_focus(dialog.focus, false),
+            KeyCode::PageDown => dialog.scroll = dialog.scroll.saturating_add(5),
+            KeyCode::PageUp => dialog.scroll = dialog.scroll.saturating_sub(5),
+            KeyCode::Backspace => match dialog.focus {
+                Focus::Reason => {
+                    dialog.reason.pop();
+                }
+                Focus::Word => {
+                    dialog.word.pop();
+                }
+                _ => {}
+            },
+            KeyCode::Char(c) => match dialog.focus {
+                Focus::Reason if dialog.reason.len() < 500 => dialog.reason.push(c),
+                Focus::Word if dialog.word.len() < 20 => dialog.word.push(c),
+                _ => {}
+            },
+            KeyCode::Enter => return self.dialog_enter(now),
+            _ => {}
+        }
+        Vec::new()
+    }
+
+    fn dialog_enter(&mut self, now: Instant) -> Vec<(u64, Job)> {
+        let Some(dialog) = self.dialog.as_mut() else {
+            return Vec::new();
+        };
+        let mut jobs = Vec::new();
+        match dialog.focus {
+            Focus::Cancel => {
+                self.dialog = None;
+                self.say("cancelled: nothing was changed", false);
+            }
+            Focus::Reason => {
+                // The preview again, with the reason: what the command shows with --reason.
+                dialog.focus = Focus::Word;
+                if let Some(action) = dialog.action {
+                    let job = Job::Preview {
+                        action,
+                        ids: dialog.ids.clone(),
+                        reason: reason_of(&dialog.reason),
+                    };
+                    dialog.plan = None;
+                    self.start(job, now, &mut jobs);
+                }
+            }
+            Focus::Word => dialog.focus = Focus::Go,
+            Focus::Go => {
+                let confirmed =
+                    crate::cli::prompt::confirms(Some(dialog.word.trim()), dialog.count);
+                match (&dialog.plan, confirmed) {
+                    (None, _) => dialog.note = Some("the preview is still being read".into()),
+                    (Some(_), _) if dialog.count == 0 => {
+                        dialog.note = Some("nothing to carry out: Esc closes".into());
+                    }
+                    (Some(_), false) => {
+                        dialog.note = Some(format!(
+                            "type {} in the word field to go ahead",
+                            dialog.word_needed()
+                        ));
+                        dialog.focus = Focus::Word;
+                    }
+                    (Some(Plan::Act { intents, .. }), true) => {
+                        let intents = intents.clone();
+                        dialog.note = None;
+                        self.start(Job::Carry { intents }, now, &mut jobs);
+                    }
+                    (Some(Plan::Record { asked }), true) => {
+                        let job = Job::Record {
+                            asked: asked.clone(),
+                            reason: reason_of(&dialog.reason),
+                        };
+                        dialog.note = None;
+                        self.start(job, now, &mut jobs);
+                    }
+                }
+            }
+        }
+        jobs
+    }
+
+    fn input_key(&mut self, input: Input, key: KeyEvent, now: Instant) -> Vec<(u64, Job)> {
+        let (mut text, is_filter) = match input {
+            Input::Filter(text) => (text, true),
+            Input::Command(text) => (text, false),
+        };
+        match key.code {
+            KeyCode::Esc => {
+                self.input = None;
+                return Vec::new();
+            }
+            KeyCode::Backspace => {
+                text.pop();
+            }
+            KeyCode::Tab if !is_filter => text = complete(&text),
+            KeyCode::Char(c) if text.len() < 500 => text.push(c),
+            KeyCode::Enter => {
+                self.input = None;
+                return if is_filter {
+                    self.apply_filter(&text, now)
+                } else {
+                    self.run_command(&text, now)
+                };
+            }
+            _ => {}
+        }
+        self.input = Some(if is_filter {
+            Input::Filter(text)
+        } else {
+            Input::Command(text)
+        });
+        Vec::new()
+    }
+
+    fn apply_filter(&mut self, text: &str, now: Instant) -> Vec<(u64, Job)> {
+        match Filter::parse(text) {
+            Ok(filter) => {
+                self.dlq.filter = filter;
+                self.dlq.cursor = None;
+                self.dlq.pages.clear();
+                self.dlq.selected = 0;
+                self.dlq.counts = None;
+                self.dlq.rows.clear();
+                self.dlq.loaded = None;
+                self.message = None;
+                self.load(now)
+            }
+            Err(why) => {
+                self.say(format!("filter not applied: {why}"), true);
+                self.input = Some(Input::Filter(text.to_string()));
+                Vec::new()
+            }
+        }
+    }
+
+    fn run_command(&mut self, text: &str, now: Instant) -> Vec<(u64, Job)> {
+        let mut words = text.split_whitespace();
+        let name = words.next().unwrap_or("");
+        let arg = words.next().map(str::to_string);
+        let view = match name {
+            "dlq" => ViewKind::Dlq,
+            "inspect" => ViewKind::Inspect,
+            "reconcile" => ViewKind::Reconcile,
+            "pulse" => ViewKind::Pulse,
+            "audit" => ViewKind::Audit,
+            "contexts" | "context" => ViewKind::Contexts,
+            "q" | "quit" => {
+                self.quit = true;
+                return Vec::new();
+            }
+            "" => return Vec::new(),
+            other => {
+                self.say(
+                    format!(
+                        "no view {}: the views are {}",
+                        crate::render::sanitize::clean(other),
+                        ViewKind::NAMES.join(", ")
+                    ),
+                    true,
+                );
+                return Vec::new();
+            }
+        };
+        if view == ViewKind::Inspect {
+            let Some(id) = arg.or_else(|| self.current().map(|(id, _)| id)) else {
+                self.say("inspect needs an id: :inspect n-0192...", true);
+                return Vec::new();
+            };
+            return self.open(ViewKind::Inspect, Some(id), now);
+        }
+        self.open(view, None, now)
+    }
+}
+
+fn reason_of(text: &str) -> Option<String> {
+    Some(text.trim().to_string()).filter(|t| !t.is_empty())
+}
+
+/// Tab's order: from Cancel, where a dialog starts, to the reason, the word, then Go.
+fn next_focus(focus: Focus, forward: bool) -> Focus {
+    const ORDER: [Focus; 4] = [Focus::Cancel, Focus::Reason, Focus::Word, Focus::Go];
+    let at = ORDER.iter().position(|f| *f == focus).unwrap_or(0);
+    let next = if forward {
+        at + 1
+    } else {
+        at + ORDER.len() - 1
+    };
+    ORDER[next % ORDER.len()]
+}
+
+/// Tab in the command bar: the one view name the typed start fits.
+fn complete(text: &str) -> String {
+    let typed = text.trim();
+    let fits: Vec<&str> = ViewKind::NAMES
+        .iter()
+        .copied()
+        .filter(|name| name.starts_with(typed))
+        .collect();
+    match fits.as_slice() {
+        [one] => format!("{one} "),
+        _ => text.to_string(),
+    }
+}
+
+/// The command a key stands for in the view's normal mode.
+pub fn command_of(key: KeyEvent) -> Option<Command> {
+    Some(match key.code {
+        KeyCode::Up | KeyCode::Char('k') => Command::Up,
+        KeyCode::Down | KeyCode::Char('j') => Command::Down,
+        KeyCode::PageUp => Command::PageUp,
+        KeyCode::PageDown => Command::PageDown,
+        KeyCode::Home | KeyCode::Char('g') => Command::Top,
+        KeyCode::End | KeyCode::Char('G') => Command::Bottom,
+        KeyCode::Char(' ') => Command::Mark,
+        KeyCode::Char('u') => Command::ClearMarks,
+        KeyCode::Enter => Command::Open,
+        KeyCode::Char('/') => Command::Filter,
+        KeyCode::Char(':') => Command::CommandBar,
+        KeyCode::Char('y') => Command::CopyId,
+        KeyCode::Char('Y') => Command::CopyStep,
+        KeyCode::Char('r') => Command::Resolve,
+        KeyCode::Char('p') => Command::Replay,
+        KeyCode::Char('v') => Command::Verify,
+        KeyCode::Char('R') | KeyCode::F(5) => Command::Refresh,
+        KeyCode::Char('?') => Command::Help,
+        KeyCode::Esc => Command::Back,
+        KeyCode::Char('q') => Command::Quit,
+        _ => return None,
+    })
+}

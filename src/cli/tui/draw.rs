@@ -1,0 +1,826 @@
+//! Drawing the screen from [`App`]: no IO and no decisions, only layout. Every meaning
+//! is in words or glyphs as well as colour (`[x]` marked, `*` changed since the last
+//! look, `>` the cursor), so NO_COLOR loses nothing.
+
+use super::app::{App, Dialog, Focus, Input, ViewKind};
+use super::keymap;
+use crate::render::sanitize::clean;
+use crate::triage::Branch;
+use ratatui::Frame;
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::style::{Color, Modifier, Style};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, Borders, Clear, Paragraph, Row, Sparkline, Table, Wrap};
+use std::time::Instant;
+
+/// The smallest terminal the screen lays out in.
+pub const MIN_WIDTH: u16 = 60;
+pub const MIN_HEIGHT: u16 = 16;
+
+const SPINNER: [&str; 4] = ["|", "/", "-", "\\"];
+
+/// Styles, or none without colour.
+struct Paint {
+    color: bool,
+}
+
+impl Paint {
+    fn fg(&self, color: Color) -> Style {
+        if self.color {
+            Style::default().fg(color)
+        } else {
+            Style::default()
+        }
+    }
+
+    fn branch(&self, branch: Branch) -> Style {
+        self.fg(match branch {
+            Branch::Resolve => Color::Green,
+            Branch::Verify => Color::Yellow,
+            Branch::Replay => Color::Red,
+        })
+    }
+
+    fn bold(&self) -> Style {
+        Style::default().add_modifier(Modifier::BOLD)
+    }
+
+    /// The cursor's row: reversed, which needs no colour.
+    fn selected(&self) -> Style {
+        Style::default().add_modifier(Modifier::REVERSED)
+    }
+}
+
+pub fn draw(frame: &mut Frame<'_>, app: &App, now: Instant) {
+    let area = frame.area();
+    if area.width < MIN_WIDTH || area.height < MIN_HEIGHT {
+        too_small(frame, area);
+        return;
+    }
+    let paint = Paint {
+        color: app.config.color,
+    };
+    let [header, body, message, footer] = Layout::vertical([
+        Constraint::Length(1),
+        Constraint::Min(5),
+        Constraint::Length(1),
+        Constraint::Length(1),
+    ])
+    .areas(area);
+    frame.render_widget(Paragraph::new(header_line(app, now, &paint)), header);
+    match app.view {
+        ViewKind::Dlq => dlq(frame, app, body, &paint),
+        ViewKind::Inspect => inspect(frame, app, body),
+        ViewKind::Reconcile => reconcile(frame, app, body, &paint),
+        ViewKind::Pulse => pulse(frame, app, body, &paint),
+        ViewKind::Audit => audit(frame, app, body),
+        ViewKind::Contexts => contexts(frame, app, body),
+    }
+    frame.render_widget(Paragraph::new(message_line(app, &paint)), message);
+    frame.render_widget(Paragraph::new(footer_line(app, &paint)), footer);
+    if app.help {
+        help(frame, app, body);
+    }
+    if let Some(dialog) = &app.dialog {
+        dialog_box(frame, dialog, body, &paint, now);
+    }
+}
+
+fn too_small(frame: &mut Frame<'_>, area: Rect) {
+    let text = format!(
+        "unsctl tui needs at least {MIN_WIDTH}×{MIN_HEIGHT}; this terminal is {}×{}. Make it larger, or use the commands (unsctl dlq triage). q quits.",
+        area.width, area.height
+    );
+    frame.render_widget(Paragraph::new(text).wrap(Wrap { trim: true }), area);
+}
+
+fn header_line(app: &App, now: Instant, paint: &Paint) -> Line<'static> {
+    // What matters most first: a long store path is what the width cuts.
+    let mut spans = vec![
+        Span::styled("unsctl ", paint.bold()),
+        Span::styled(app.view.name().to_uppercase(), paint.bold()),
+    ];
+    if app.config.readonly.is_some() {
+        spans.push(Span::raw(" · "));
+        spans.push(Span::styled(
+            "READ-ONLY",
+            paint.fg(Color::Yellow).add_modifier(Modifier::BOLD),
+        ));
+    }
+    let age = match app.loaded() {
+        Some(at) => format!(" · data {}s old", now.duration_since(at).as_secs()),
+        None => " · no data yet".to_string(),
+    };
+    spans.push(Span::raw(age));
+    if let Some(pending) = app.pending.values().next() {
+        let turn = (now.duration_since(pending.since).as_millis() / 120) as usize;
+        spans.push(Span::raw(format!(
+            " {} {} (esc cancels)",
+            SPINNER[turn % SPINNER.len()],
+            pending.label
+        )));
+    }
+    spans.push(Span::raw(format!(
+        " · as {} · {}",
+        clean(&app.config.operator),
+        clean(&app.config.place)
+    )));
+    Line::from(spans)
+}
+
+fn message_line(app: &App, paint: &Paint) -> Line<'static> {
+    let after = app
+        .message
+        .as_ref()
+        .filter(|m| m.error)
+        .map(|m| format!("   ! {}", clean(&m.text)))
+        .unwrap_or_default();
+    match (&app.input, &app.message) {
+        (Some(Input::Filter(text)), _) => Line::from(format!("/{}_{after}", clean(text))),
+        (Some(Input::Command(text)), _) => Line::from(format!(":{}_{after}", clean(text))),
+        (None, Some(message)) if message.error => Line::from(Span::styled(
+            format!("! {}", clean(&message.text)),
+            paint.fg(Color::Red),
+        )),
+        (None, Some(message)) => Line::from(clean(&message.text).into_owned()),
+        (None, None) => Line::from(""),
+    }
+}
+
+fn footer_line(app: &App, paint: &Paint) -> Line<'static> {
+    let mut spans = Vec::new();
+    for (keys, does) in keymap::footer(app.view, app.config.readonly.is_some()) {
+        spans.push(Span::styled(keys.to_string(), paint.bold()));
+        spans.push(Span::raw(format!(" {does}  ")));
+    }
+    Line::from(spans)
+}
+
+fn dlq(frame: &mut Frame<'_>, app: &App, area: Rect, paint: &Paint) {
+    let view = &app.dlq;
+    let [counts, table, detail] = Layout::vertical([
+        Constraint::Length(1),
+        Constraint::Min(3),
+        Constraint::Length(4),
+    ])
+    .areas(area);
+    frame.render_widget(Paragraph::new(counts_line(view, paint)), counts);
+    dlq_table(frame, view, table, paint);
+    frame.render_widget(
+        Paragraph::new(dlq_detail(view)).wrap(Wrap { trim: false }),
+        detail,
+    );
+}
+
+/// Counts by branch, the filter, the marks and the page.
+fn counts_line(view: &super::app::DlqView, paint: &Paint) -> Line<'static> {
+    let mut spans = Vec::new();
+    match &view.counts {
+        Some(counts) => {
+            for branch in Branch::ALL {
+                spans.push(Span::styled(branch.as_str(), paint.branch(branch)));
+                spans.push(Span::raw(format!(
+                    " {}  ",
+                    counts.get(&branch).copied().unwrap_or(0)
+                )));
+            }
+            spans.push(Span::raw(format!(
+                "total {}",
+                counts.values().sum::<usize>()
+            )));
+        }
+        None => spans.push(Span::raw("counting…")),
+    }
+    if !view.filter.text.is_empty() {
+        spans.push(Span::raw(format!(" · filter {}", clean(&view.filter.text))));
+    }
+    if !view.marks.is_empty() {
+        spans.push(Span::raw(format!(" · {} marked", view.marks.len())));
+    }
+    if !view.pages.is_empty() {
+        spans.push(Span::raw(format!(" · page {}", view.pages.len() + 1)));
+    }
+    Line::from(spans)
+}
+
+fn dlq_table(frame: &mut Frame<'_>, view: &super::app::DlqView, table: Rect, paint: &Paint) {
+    let id_width = view
+        .rows
+        .iter()
+        .map(|r| r.short.chars().count())
+        .max()
+        .unwrap_or(12)
+        .clamp(12, 36) as u16;
+    let height = table.height.saturating_sub(1) as usize;
+    let offset = scrolled(view.selected, height, view.rows.len());
+    let rows: Vec<Row<'_>> = view
+        .rows
+        .iter()
+        .enumerate()
+        .skip(offset)
+        .take(height)
+        .map(|(n, row)| {
+            let verdict = &row.verdict;
+            let marked = if view.marks.contains(&verdict.id) {
+                "[x]"
+            } else {
+                "[ ]"
+            };
+            let changed = if view.changed.contains(&verdict.id) {
+                "*"
+            } else {
+                " "
+            };
+            let cursor = if n == view.selected { ">" } else { " " };
+            let channels = crate::render::views::channels_cell(
+                &verdict
+                    .channels
+                    .iter()
+                    .map(|c| (c.channel, c.state))
+                    .collect::<Vec<_>>(),
+            );
+            let style = if n == view.selected {
+                paint.selected()
+            } else {
+                Style::default()
+            };
+            Row::new(vec![
+                Line::from(format!("{cursor}{marked}{changed}")),
+                Line::from(clean(&row.short).into_owned()),
+                Line::from(Span::styled(
+                    verdict.branch.as_str(),
+                    paint.branch(verdict.branch),
+                )),
+                Line::from(channels),
+                Line::from(crate::render::views::cause(verdict)),
+            ])
+            .style(style)
+        })
+        .collect();
+    let widths = [
+        Constraint::Length(5),
+        Constraint::Length(id_width),
+        Constraint::Length(7),
+        Constraint::Length(24),
+        Constraint::Min(10),
+    ];
+    let header = Row::new(vec!["", "ID", "BRANCH", "CHANNELS", "CAUSE"]).style(paint.bold());
+    let empty = view.rows.is_empty() && view.loaded.is_some();
+    frame.render_widget(Table::new(rows, widths).header(header), table);
+    if empty {
+        let inner = Rect {
+            y: table.y + 1,
+            height: 1,
+            ..table
+        };
+        frame.render_widget(
+            Paragraph::new("No DLQ entries match: nothing to do here."),
+            inner,
+        );
+    }
+}
+
+/// The row under the cursor in full: its channels, its cause, and the next step whole.
+fn dlq_detail(view: &super::app::DlqView) -> Vec<Line<'static>> {
+    view.current()
+        .map(|row| {
+            let verdict = &row.verdict;
+            let states: Vec<String> = verdict
+                .channels
+                .iter()
+                .map(|c| format!("{}={}", c.channel, c.state.as_str()))
+                .collect();
+            vec![
+                Line::from(format!(
+                    "{} {}: {}",
+                    clean(&verdict.id),
+                    verdict.branch.as_str(),
+                    states.join(" ")
+                )),
+                Line::from(format!("cause: {}", crate::render::views::cause(verdict))),
+                Line::from(format!(
+                    "next: {}",
+                    clean(crate::triage::step_command(&verdict.next_step))
+                )),
+            ]
+        })
+        .unwrap_or_default()
+}
+
+/// The first row to show so that `selected` is on screen.
+fn scrolled(selected: usize, height: usize, len: usize) -> usize {
+    if height == 0 || len <= height {
+        return 0;
+    }
+    selected.saturating_sub(height - 1).min(len - height)
+}
+
+fn inspect(frame: &mut Frame<'_>, app: &App, area: Rect) {
+    let view = &app.inspect;
+    let text: Vec<Line<'_>> = if view.lines.is_empty() {
+        vec![Line::from(format!("reading {}…", clean(&view.id)))]
+    } else {
+        view.lines
+            .iter()
+            .map(|l| Line::from(clean(l).into_owned()))
+            .collect()
+    };
+    // The next step stays in sight, whole, however far the timeline is scrolled.
+    let [body, step] = Layout::vertical([Constraint::Min(3), Constraint::Length(2)]).areas(area);
+    frame.render_widget(
+        Paragraph::new(text)
+            .scroll((view.scroll, 0))
+            .block(Block::default().borders(Borders::NONE)),
+        body,
+    );
+    let next = match &view.next_step {
+        Some(command) => format!("next: {} (j/k scroll)", clean(command)),
+        None if view.lines.is_empty() => String::new(),
+        None => "not in the DLQ: nothing to do (j/k scroll)".into(),
+    };
+    frame.render_widget(Paragraph::new(next).wrap(Wrap { trim: false }), step);
+}
+
+fn reconcile(frame: &mut Frame<'_>, app: &App, area: Rect, paint: &Paint) {
+    use crate::reconcile::Class;
+    let view = &app.reconcile;
+    let [head, table, still] = Layout::vertical([
+        Constraint::Length(4),
+        Constraint::Min(3),
+        Constraint::Length(2),
+    ])
+    .areas(area);
+    let summary = crate::reconcile::summary(
+        &view.channels,
+        view.items.iter().map(|i| (i.channel, i.class)),
+    );
+    let count = |class: Class| -> usize {
+        summary
+            .values()
+            .map(|by| by.get(&class).copied().unwrap_or(0))
+            .sum()
+    };
+    let mut lines = vec![Line::from(format!(
+        "duplicated: {} proven, {} may be · missing: {} · unsettled: {} · once: {}",
+        count(Class::Duplicated),
+        count(Class::MaybeDuplicated),
+        count(Class::Missing),
+        count(Class::Unsettled),
+        count(Class::Once)
+    ))];
+    for (channel, by) in &summary {
+        let parts: Vec<String> = Class::ALL
+            .iter()
+            .map(|class| format!("{} {}", by.get(class).copied().unwrap_or(0), class.as_str()))
+            .collect();
+        lines.push(Line::from(format!("{channel}: {}", parts.join(", "))));
+    }
+    if view.loaded.is_none() {
+        lines = vec![Line::from("reconciling…")];
+    }
+    frame.render_widget(Paragraph::new(lines), head);
+    let needs = view.needs();
+    let height = table.height.saturating_sub(1) as usize;
+    let offset = scrolled(view.selected, height, needs.len());
+    let rows: Vec<Row<'_>> = needs
+        .iter()
+        .enumerate()
+        .skip(offset)
+        .take(height)
+        .map(|(n, item)| {
+            let style = if n == view.selected {
+                paint.selected()
+            } else {
+                Style::default()
+            };
+            let tone = match item.class {
+                Class::Duplicated | Class::Missing => paint.fg(Color::Red),
+                _ => paint.fg(Color::Yellow),
+            };
+            Row::new(vec![
+                Line::from(if n == view.selected { ">" } else { " " }),
+                Line::from(Span::styled(item.class.as_str(), tone)),
+                Line::from(item.channel.as_str()),
+                Line::from(clean(&short(&item.id)).into_owned()),
+                Line::from(item.copies.to_string()),
+                Line::from(clean(item.recipient.as_deref().unwrap_or("-")).into_owned()),
+            ])
+            .style(style)
+        })
+        .collect();
+    let widths = [
+        Constraint::Length(1),
+        Constraint::Length(16),
+        Constraint::Length(9),
+        Constraint::Length(16),
+        Constraint::Length(6),
+        Constraint::Min(10),
+    ];
+    let header =
+        Row::new(vec!["", "CLASS", "CHANNEL", "ID", "COPIES", "RECIPIENT"]).style(paint.bold());
+    frame.render_widget(Table::new(rows, widths).header(header), table);
+    if let Some(recent) = &view.recent {
+        let now = view.now;
+        let stillness = crate::pulse::Stillness::of(
+            recent.last_lease_lost,
+            recent.last_reclaim,
+            now,
+            recent.quiet_after_seconds,
+        );
+        frame.render_widget(
+            Paragraph::new(still_line(&stillness, now)).wrap(Wrap { trim: true }),
+            still,
+        );
+    }
+}
+
+/// Whether it is still happening, by the last lease loss and reclaim, in one line:
+/// "NOT HAPPENING: last lease loss 20:45:32 (20 min ago), last reclaim …".
+fn still_line(stillness: &crate::pulse::Stillness, now: f64) -> String {
+    let when = |at: Option<f64>| match at {
+        Some(at) => format!(
+            "{} ({} ago)",
+            crate::render::time::rfc3339(at)
+                .chars()
+                .skip(11)
+                .take(8)
+                .collect::<String>(),
+            crate::render::time::duration((now - at).max(0.0))
+        ),
+        None => "never".into(),
+    };
+    format!(
+        "{}: last lease loss {}, last reclaim {}.",
+        if stillness.still_happening {
+            "STILL HAPPENING"
+        } else {
+            "NOT HAPPENING NOW"
+        },
+        when(stillness.last_lease_lost),
+        when(stillness.last_reclaim)
+    )
+}
+
+/// An id cut to 16 characters for a narrow column: `y` copies it whole.
+fn short(id: &str) -> String {
+    id.chars().take(16).collect()
+}
+
+fn pulse(frame: &mut Frame<'_>, app: &App, area: Rect, paint: &Paint) {
+    use crate::pulse::Series;
+    let Some(pulse) = &app.pulse.pulse else {
+        frame.render_widget(Paragraph::new("reading the pulse…"), area);
+        return;
+    };
+    let stillness = crate::pulse::Stillness::from_pulse(
+        pulse,
+        app.pulse.now,
+        crate::pulse::DEFAULT_QUIET_AFTER,
+    );
+    let mut rows = vec![Constraint::Length(3)];
+    rows.extend(Series::ALL.iter().map(|_| Constraint::Length(2)));
+    rows.push(Constraint::Min(0));
+    let areas = Layout::vertical(rows).split(area);
+    let still = still_line(&stillness, app.pulse.now);
+    let tone = if stillness.still_happening {
+        paint.fg(Color::Red)
+    } else {
+        paint.fg(Color::Green)
+    };
+    frame.render_widget(
+        Paragraph::new(Line::from(Span::styled(
+            format!("{still} One bar a minute, newest at the right."),
+            tone,
+        )))
+        .wrap(Wrap { trim: true }),
+        areas[0],
+    );
+    for (n, series) in Series::ALL.iter().enumerate() {
+        let place = areas[n + 1];
+        let [label, chart] =
+            Layout::horizontal([Constraint::Length(28), Constraint::Min(10)]).areas(place);
+        let counts = pulse.series.get(series).cloned().unwrap_or_default();
+        let last = pulse
+            .last(*series)
+            .map(|at| {
+                crate::render::time::rfc3339(at)
+                    .chars()
+                    .skip(11)
+                    .take(8)
+                    .collect::<String>()
+            })
+            .unwrap_or_else(|| "-".into());
+        frame.render_widget(
+            Paragraph::new(vec![
+                Line::from(Span::styled(series.as_str(), paint.bold())),
+                Line::from(format!("{} · last {last}", pulse.total(*series))),
+            ]),
+            label,
+        );
+        // The newest minutes that fit, the last at the right edge.
+        let shown = chart.width as usize;
+        let data: Vec<u64> = counts
+            .iter()
+            .skip(counts.len().saturating_sub(shown))
+            .copied()
+            .collect();
+        frame.render_widget(
+            Sparkline::default()
+                .data(&data)
+                .style(paint.fg(Color::Cyan)),
+            chart,
+        );
+    }
+}
+
+fn audit(frame: &mut Frame<'_>, app: &App, area: Rect) {
+    let view = &app.audit;
+    let [table, detail] = Layout::vertical([Constraint::Min(3), Constraint::Length(2)]).areas(area);
+    let height = table.height.saturating_sub(1) as usize;
+    let offset = scrolled(view.selected, height, view.rows.len());
+    let rows: Vec<Row<'_>> = view
+        .rows
+        .iter()
+        .enumerate()
+        .skip(offset)
+        .take(height)
+        .map(|(n, row)| {
+            let time: String = crate::render::time::rfc3339(row.at)
+                .chars()
+                .skip(11)
+                .take(8)
+                .collect();
+            let style = if n == view.selected {
+                Style::default().add_modifier(Modifier::REVERSED)
+            } else {
+                Style::default()
+            };
+            Row::new(vec![
+                format!("{}{time}", if n == view.selected { ">" } else { " " }),
+                clean(&row.kind).into_owned(),
+                clean(&short(&row.id)).into_owned(),
+                clean(&row.operator).into_owned(),
+                format!(
+                    "{}{}",
+                    if row.forced { "FORCED " } else { "" },
+                    clean(row.reason.as_deref().or(row.said.as_deref()).unwrap_or("-"))
+                ),
+            ])
+            .style(style)
+        })
+        .collect();
+    let widths = [
+        Constraint::Length(9),
+        Constraint::Length(12),
+        Constraint::Length(16),
+        Constraint::Length(12),
+        Constraint::Min(10),
+    ];
+    let header = Row::new(vec![" TIME", "KIND", "ID", "OPERATOR", "WHY"]);
+    frame.render_widget(Table::new(rows, widths).header(header), table);
+    let said = view
+        .rows
+        .get(view.selected)
+        .map(|row| {
+            format!(
+                "{} {} by {}: reason {}; ticket {}; {}; verdict then {}{}",
+                clean(&row.kind),
+                clean(&row.id),
+                clean(&row.operator),
+                quoted(row.reason.as_deref()),
+                quoted(row.ticket.as_deref()),
+                match &row.said {
+                    Some(said) => format!("said {}", quoted(Some(said))),
+                    None => "no attestation".into(),
+                },
+                row.branch
+                    .as_deref()
+                    .map_or("-".into(), |b| clean(b).into_owned()),
+                row.via
+                    .as_deref()
+                    .map(|v| format!("; via {}", clean(v)))
+                    .unwrap_or_default()
+            )
+        })
+        .unwrap_or_else(|| {
+            if view.loaded.is_some() {
+                "No operator action recorded yet.".into()
+            } else {
+                String::new()
+            }
+        });
+    frame.render_widget(Paragraph::new(said).wrap(Wrap { trim: false }), detail);
+}
+
+fn quoted(text: Option<&str>) -> String {
+    text.map_or("-".into(), crate::render::views::said)
+}
+
+fn contexts(frame: &mut Frame<'_>, app: &App, area: Rect) {
+    let view = &app.contexts;
+    let rows: Vec<Row<'_>> = view
+        .rows
+        .iter()
+        .enumerate()
+        .map(|(n, row)| {
+            let cells = match &row.read {
+                Ok((counts, lost)) => {
+                    let mut cells = vec![format!(
+                        "{}{}",
+                        if n == view.selected { ">" } else { " " },
+                        clean(&row.name)
+                    )];
+                    cells.extend(
+                        Branch::ALL
+                            .iter()
+                            .map(|b| counts.get(b).copied().unwrap_or(0).to_string()),
+                    );
+                    cells.push(lost.to_string());
+                    cells.push("reachable".into());
+                    cells
+                }
+                Err(why) => vec![
+                    format!(
+                        "{}{}",
+                        if n == view.selected { ">" } else { " " },
+                        clean(&row.name)
+                    ),
+                    "-".into(),
+                    "-".into(),
+                    "-".into(),
+                    "-".into(),
+                    format!("UNREACHABLE: {}", clean(why)),
+                ],
+            };
+            Row::new(cells)
+        })
+        .collect();
+    let widths = [
+        Constraint::Length(20),
+        Constraint::Length(8),
+        Constraint::Length(7),
+        Constraint::Length(7),
+        Constraint::Length(9),
+        Constraint::Min(10),
+    ];
+    let header = Row::new(vec![
+        " CONTEXT", "RESOLVE", "VERIFY", "REPLAY", "LOST 15m", "STATE",
+    ]);
+    let empty = view.rows.is_empty() && view.loaded.is_some();
+    frame.render_widget(Table::new(rows, widths).header(header), area);
+    if empty {
+        let line = Rect {
+            y: area.y + 1,
+            height: 1,
+            ..area
+        };
+        frame.render_widget(
+            Paragraph::new("No contexts: the config file names none (unsctl context add)."),
+            line,
+        );
+    }
+}
+
+fn help(frame: &mut Frame<'_>, app: &App, area: Rect) {
+    let mut lines = vec![Line::from(format!(
+        "Keys in {} (any key closes this)",
+        app.view.name()
+    ))];
+    for binding in keymap::for_view(app.view) {
+        lines.push(Line::from(format!("{:<9} {}", binding.keys, binding.does)));
+    }
+    lines.push(Line::from(format!("filter words: {}", super::filter::KEYS)));
+    if let Some(why) = &app.config.readonly {
+        lines.push(Line::from(format!(
+            "READ-ONLY ({}): r, p and v do nothing",
+            clean(why)
+        )));
+    }
+    let place = centered(area, 90, 90);
+    frame.render_widget(Clear, place);
+    frame.render_widget(
+        Paragraph::new(lines)
+            .wrap(Wrap { trim: false })
+            .block(Block::default().borders(Borders::ALL).title(" help ")),
+        place,
+    );
+}
+
+fn centered(area: Rect, width_percent: u16, height_percent: u16) -> Rect {
+    let width = area.width * width_percent / 100;
+    let height = area.height * height_percent / 100;
+    Rect {
+        x: area.x + (area.width - width) / 2,
+        y: area.y + (area.height - height) / 2,
+        width,
+        height,
+    }
+}
+
+fn dialog_box(frame: &mut Frame<'_>, dialog: &Dialog, area: Rect, paint: &Paint, now: Instant) {
+    let place = centered(area, 96, 96);
+    frame.render_widget(Clear, place);
+    let block = Block::default()
+        .borders(Borders::ALL)
+        .title(format!(" {} ", clean(&dialog.title)));
+    let inner = block.inner(place);
+    frame.render_widget(block, place);
+    let [body, note, reason, word, buttons] = Layout::vertical([
+        Constraint::Min(2),
+        Constraint::Length(2),
+        Constraint::Length(1),
+        Constraint::Length(1),
+        Constraint::Length(1),
+    ])
+    .areas(inner);
+    let lines: Vec<Line<'_>> = match (&dialog.done, dialog.lines.is_empty()) {
+        (Some(done), _) => done
+            .iter()
+            .map(|l| Line::from(clean(l).into_owned()))
+            .collect(),
+        (None, true) => vec![Line::from("reading the preview…")],
+        (None, false) => dialog
+            .lines
+            .iter()
+            .map(|l| Line::from(clean(l).into_owned()))
+            .collect(),
+    };
+    frame.render_widget(
+        Paragraph::new(lines)
+            .wrap(Wrap { trim: false })
+            .scroll((dialog.scroll, 0)),
+        body,
+    );
+    if dialog.done.is_some() {
+        frame.render_widget(Paragraph::new("Done. Enter closes."), note);
+        return;
+    }
+    let waiting = now.duration_since(dialog.opened) < super::app::DIALOG_GRACE;
+    let note_text = dialog.note.clone().unwrap_or_else(|| {
+        if waiting {
+            "(keys are ignored for a moment: read first)".into()
+        } else {
+            "Tab moves between the fields; Enter on the reason previews again with it; Esc cancels."
+                .into()
+        }
+    });
+    frame.render_widget(Paragraph::new(note_text).wrap(Wrap { trim: true }), note);
+    let field = |label: &str, value: &str, focus: Focus| {
+        let on = dialog.focus == focus;
+        Line::from(vec![
+            Span::raw(if on { "> " } else { "  " }),
+            Span::raw(label.to_string()),
+            Span::styled(
+                format!("{}{}", clean(value), if on { "_" } else { "" }),
+                if on {
+                    paint.selected()
+                } else {
+                    Style::default()
+                },
+            ),
+        ])
+    };
+    frame.render_widget(
+        Paragraph::new(field("Reason (recorded): ", &dialog.reason, Focus::Reason)),
+        reason,
+    );
+    frame.render_widget(
+        Paragraph::new(field(
+            &format!("Type {} to go ahead: ", dialog.word_needed()),
+            &dialog.word,
+            Focus::Word,
+        )),
+        word,
+    );
+    frame.render_widget(Paragraph::new(buttons_line(dialog, paint)), buttons);
+}
+
+/// `[ Cancel ]  [ Go: replay 3 entries ]`, the one with the keys marked `>`.
+fn buttons_line(dialog: &Dialog, paint: &Paint) -> Line<'static> {
+    let button = |label: &str, focus: Focus| {
+        let on = dialog.focus == focus;
+        Span::styled(
+            if on {
+                format!("> [ {label} ] ")
+            } else {
+                format!("  [ {label} ] ")
+            },
+            if on {
+                paint.selected()
+            } else {
+                Style::default()
+            },
+        )
+    };
+    Line::from(vec![
+        button("Cancel", Focus::Cancel),
+        button(
+            &format!(
+                "Go: {} {}",
+                dialog.action.map_or("record", |a| a.as_str()),
+                crate::render::output::counted(dialog.count as i64, "entry")
+            ),
+            Focus::Go,
+        ),
+    ])
+}

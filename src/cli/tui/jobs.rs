@@ -1,0 +1,608 @@
+//! The live screen's IO, off the drawing thread: each [`Job`] runs on a worker thread
+//! against the store, through the same library calls the commands make, and comes back
+//! as a [`Reply`]. The screen never waits on one: a request that hangs is abandoned
+//! (Esc), and the next goes to a fresh worker.
+
+use super::filter::Filter;
+use crate::cli::act::{self, Intent};
+use crate::cli::backend::Resolution;
+use crate::cli::error::CliResult;
+use crate::cli::outcome::Outcome;
+use crate::model::payload::Via;
+use crate::pulse::{Pulse, Window};
+use crate::reconcile::{Asked as ReconcileAsked, Recent, Reconciled, Reconciliation};
+use crate::remediation::Action;
+use crate::render::output::Output;
+use crate::store::{Store, StoreError};
+use crate::triage::{Branch, Verdict};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::sync::mpsc::{Receiver, Sender, channel};
+
+/// Rows in one page of the DLQ view.
+pub const PAGE: usize = 100;
+
+/// Opens the store: for reading (`false`), or for a change.
+pub type Opener = Box<dyn Fn(bool) -> CliResult<Box<dyn Store>> + Send + Sync>;
+
+/// Where the screen reads and acts: how to open the store, who acts, what verify reads.
+pub struct Source {
+    pub open: Opener,
+    /// The contexts of the config file, for the contexts view (name and how to reach it).
+    pub contexts: Vec<(String, CliResult<Resolution>)>,
+    /// Who acts, as every command records it.
+    pub operator: String,
+    /// The providers' records verify and reconcile read.
+    pub sources: crate::verify::Sources,
+    /// The window reconcile reads (`--since`), resolved when asked.
+    pub since: Option<String>,
+    /// The wall clock the windows and "how long ago" are read by.
+    pub clock: Arc<dyn crate::clock::Clock>,
+}
+
+/// Work for the background.
+#[derive(Debug, Clone)]
+pub enum Job {
+    /// One page of the DLQ, from `cursor`, triaged, narrowed by the filter.
+    Dlq {
+        filter: Filter,
+        cursor: Option<String>,
+    },
+    /// The whole selection counted by branch (streamed, never held).
+    Counts {
+        filter: Filter,
+    },
+    Inspect {
+        id: String,
+        width: u16,
+    },
+    Reconcile,
+    /// The pulse over the `span` seconds up to now, a minute a step.
+    Pulse {
+        span: f64,
+    },
+    Audit,
+    Contexts,
+    /// What resolve or replay would do with `ids`: the CLI's own preview.
+    Preview {
+        action: Action,
+        ids: Vec<String>,
+        reason: Option<String>,
+    },
+    /// Carries out the previewed intents through the guarded transitions.
+    Carry {
+        intents: Vec<Intent>,
+    },
+    /// Asks the providers' records about `ids` (verify).
+    Verify {
+        ids: Vec<String>,
+    },
+    /// Writes the answers down as VERIFIED events.
+    Record {
+        asked: Arc<crate::verify::Asked>,
+        reason: Option<String>,
+    },
+}
+
+impl Job {
+    /// What the header calls it while it runs.
+    pub fn label(&self) -> &'static str {
+        match self {
+            Job::Dlq { .. } => "reading the DLQ",
+            Job::Counts { .. } => "counting",
+            Job::Inspect { .. } => "reading the notification",
+            Job::Reconcile => "reconciling",
+            Job::Pulse { .. } => "reading the pulse",
+            Job::Audit => "reading the audit",
+            Job::Contexts => "asking every context",
+            Job::Preview { .. } => "previewing",
+            Job::Carry { .. } => "acting",
+            Job::Verify { .. } => "asking the providers' records",
+            Job::Record { .. } => "recording",
+        }
+    }
+}
+
+/// One DLQ row as the screen shows it.
+#[derive(Debug, Clone)]
+pub struct Row {
+    pub verdict: Verdict,
+    /// The shortest prefix that names it in the whole store.
+    pub short: String,
+}
+
+/// One operator action from the history.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AuditRow {
+    pub event_id: i64,
+    pub at: f64,
+    pub kind: String,
+    pub id: String,
+    pub operator: String,
+    pub reason: Option<String>,
+    pub ticket: Option<String>,
+    /// The attestation, or a VERIFIED answer and its source.
+    pub said: Option<String>,
+    /// The branch the verdict had at the time.
+    pub branch: Option<String>,
+    pub forced: bool,
+    pub via: Option<String>,
+}
+
+/// One context of the config file.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ContextRow {
+    pub name: String,
+    /// By branch, and the lease losses of the last 15 minutes; or why it could not be read.
+    pub read: Result<(BTreeMap<Branch, usize>, i64), String>,
+}
+
+/// What came back.
+#[derive(Debug)]
+pub enum Reply {
+    Dlq {
+        filter: Filter,
+        cursor: Option<String>,
+        rows: Vec<Row>,
+        next: Option<String>,
+    },
+    Counts {
+        filter: Filter,
+        counts: BTreeMap<Branch, usize>,
+    },
+    Inspect {
+        id: String,
+        lines: Vec<String>,
+        next_step: Option<String>,
+    },
+    Reconcile {
+        items: Vec<Reconciled>,
+        recent: Recent,
+        channels: Vec<crate::model::Channel>,
+        now: f64,
+    },
+    Pulse {
+        pulse: Pulse,
+        now: f64,
+    },
+    Audit(Vec<AuditRow>),
+    Contexts(Vec<ContextRow>),
+    Preview {
+        action: Action,
+        ids: Vec<String>,
+        lines: Vec<String>,
+        intents: Vec<Intent>,
+    },
+    Carried {
+        lines: Vec<String>,
+        summary: String,
+    },
+    Verified {
+        asked: Arc<crate::verify::Asked>,
+        lines: Vec<String>,
+    },
+    Recorded {
+        lines: Vec<String>,
+    },
+    Failed {
+        what: &'static str,
+        error: String,
+    },
+}
+
+/// A worker thread and its two channels. Dropped, it is abandoned: a request it is
+/// stuck in finishes (or not) on its own, and its reply goes nowhere.
+pub struct Worker {
+    jobs: Sender<(u64, Job)>,
+    pub replies: Receiver<(u64, Reply)>,
+}
+
+impl Worker {
+    pub fn start(source: Arc<Source>) -> Self {
+        let (jobs, inbox) = channel::<(u64, Job)>();
+        let (outbox, replies) = channel();
+        let spawned = std::thread::Builder::new()
+            .name("unsctl-tui-io".into())
+            .spawn(move || {
+                let mut reader: Option<Box<dyn Store>> = None;
+                for (seq, job) in inbox {
+                    let reply = run(&source, &mut reader, job);
+                    if outbox.send((seq, reply)).is_err() {
+                        break;
+                    }
+                }
+            });
+        if let Err(err) = spawned {
+            crate::render::output::status(&format!("cannot start the screen's reader: {err}"));
+        }
+        Self { jobs, replies }
+    }
+
+    pub fn send(&self, seq: u64, job: Job) {
+        let _ = self.jobs.send((seq, job));
+    }
+}
+
+/// Runs one job with the reader `reader` (opened on first use, and again after an error).
+pub fn run(source: &Source, reader: &mut Option<Box<dyn Store>>, job: Job) -> Reply {
+    let what = job.label();
+    let result = match job {
+        Job::Carry { intents } => carry(source, intents),
+        Job::Record { asked, reason } => record(source, &asked, reason),
+        Job::Contexts => Ok(Reply::Contexts(contexts(source))),
+        job => match opened(source, reader) {
+            Ok(store) => read(source, store, job),
+            Err(err) => Err(err.to_string()),
+        },
+    };
+    result.unwrap_or_else(|error| {
+        // A store that failed is opened again next time.
+        *reader = None;
+        Reply::Failed {
+            what,
+            error: crate::render::sanitize::clean(&error).into_owned(),
+        }
+    })
+}
+
+fn opened<'r>(source: &Source, reader: &'r mut Option<Box<dyn Store>>) -> CliResult<&'r dyn Store> {
+    if reader.is_none() {
+        *reader = Some((source.open)(false)?);
+    }
+    match reader.as_deref() {
+        Some(store) => Ok(store),
+        None => Err(crate::cli::error::CliError::error("no store")),
+    }
+}
+
+fn read(source: &Source, store: &dyn Store, job: Job) -> Result<Reply, String> {
+    let text = |err: StoreError| err.to_string();
+    match job {
+        Job::Dlq { filter, cursor } => dlq_page(store, filter, cursor).map_err(text),
+        Job::Counts { filter } => {
+            let mut counts: BTreeMap<Branch, usize> = BTreeMap::new();
+            store
+                .each_triaged(&filter.selection, &mut |entry| {
+                    if filter.branch.is_none_or(|b| b == entry.verdict.branch) {
+                        *counts.entry(entry.verdict.branch).or_default() += 1;
+                    }
+                    Ok(())
+                })
+                .map_err(text)?;
+            Ok(Reply::Counts { filter, counts })
+        }
+        Job::Inspect { id, width } => {
+            let doc = store.notification(&id).map_err(text)?;
+            let view = crate::cli::inspect::view(doc);
+            let next_step = view
+                .triage
+                .as_ref()
+                .map(|v| crate::triage::step_command(&v.next_step).to_string());
+            let lines = crate::cli::inspect::text(&view, &Output::plain(width))
+                .lines()
+                .map(str::to_string)
+                .collect();
+            Ok(Reply::Inspect {
+                id,
+                lines,
+                next_step,
+            })
+        }
+        Job::Reconcile => reconcile(source, store),
+        Job::Pulse { span } => {
+            let now = source.clock.now();
+            let until = (now / 60.0).ceil() * 60.0;
+            let window = Window::new(until - span, until, 60.0)?;
+            Ok(Reply::Pulse {
+                pulse: store.pulse(window).map_err(text)?,
+                now,
+            })
+        }
+        Job::Audit => audit(store).map_err(text),
+        Job::Preview {
+            action,
+            ids,
+            reason,
+        } => preview(source, store, action, ids, reason).map_err(|err| err.to_string()),
+        Job::Verify { ids } => {
+            let asked = store.verify(&ids, &source.sources).map_err(text)?;
+            let lines = verify_lines(&asked);
+            Ok(Reply::Verified {
+                asked: Arc::new(asked),
+                lines,
+            })
+        }
+        Job::Carry { .. } | Job::Record { .. } | Job::Contexts => Err("not a read".to_string()),
+    }
+}
+
+/// The rows of one page from `cursor`: DLQ pages read with their events and triaged
+/// here, as `dlq triage` does, until a screen's worth passes the filter or the DLQ ends.
+pub fn dlq_page(
+    store: &dyn Store,
+    filter: Filter,
+    cursor: Option<String>,
+) -> crate::store::Result<Reply> {
+    let mut verdicts: Vec<Verdict> = Vec::new();
+    let mut at = cursor.clone();
+    let next = loop {
+        let page = store.dlq_page(&filter.selection, at.as_deref(), PAGE, true)?;
+        for entry in page.entries {
+            let events = entry.events.unwrap_or_default();
+            let verdict = crate::triage::triage_events(&entry.row, &events);
+            if filter.branch.is_none_or(|b| b == verdict.branch)
+                && filter.selection.keeps_verdict(&verdict)
+            {
+                verdicts.push(verdict);
+            }
+        }
+        match page.next_cursor {
+            Some(next) if verdicts.len() < PAGE => at = Some(next),
+            other => break other,
+        }
+    };
+    let short: HashMap<String, String> = crate::cli::ids::short_ids(
+        store,
+        verdicts.iter().map(|v| v.id.as_str()),
+        &Output::plain(80),
+    );
+    let rows = verdicts
+        .into_iter()
+        .map(|verdict| Row {
+            short: short
+                .get(&verdict.id)
+                .cloned()
+                .unwrap_or_else(|| verdict.id.clone()),
+            verdict,
+        })
+        .collect();
+    Ok(Reply::Dlq {
+        filter,
+        cursor,
+        rows,
+        next,
+    })
+}
+
+fn reconcile(source: &Source, store: &dyn Store) -> Result<Reply, String> {
+    let now = source.clock.now();
+    let window = match source.since.as_deref() {
+        Some(since) => crate::store::Window {
+            since: Some(crate::clock::parse_instant(since, now).map_err(|err| err.to_string())?),
+            until: None,
+        },
+        None => crate::store::Window::default(),
+    };
+    let asked = ReconcileAsked {
+        window,
+        ..ReconcileAsked::default()
+    };
+    let reconciliation = Reconciliation::read(store, &asked, source.sources.clone(), now)
+        .map_err(|err| err.to_string())?;
+    let items = reconciliation.all(store).map_err(|err| err.to_string())?;
+    let recent = Recent::read(store, None, now, crate::pulse::DEFAULT_QUIET_AFTER)
+        .map_err(|err| err.to_string())?;
+    Ok(Reply::Reconcile {
+        items,
+        recent,
+        channels: reconciliation.channels(),
+        now,
+    })
+}
+
+/// The newest operator actions: resolves, replays and verify records, newest first.
+fn audit(store: &dyn Store) -> crate::store::Result<Reply> {
+    use crate::model::Kind;
+    let query = crate::store::EventQuery {
+        kinds: vec![Kind::DlqResolved, Kind::Replayed, Kind::Verified],
+        limit: 1000,
+        ..Default::default()
+    };
+    let mut rows: Vec<AuditRow> = store
+        .events(&query)?
+        .events
+        .into_iter()
+        .map(|event| {
+            let payload: serde_json::Value =
+                serde_json::from_str(event.payload.get()).unwrap_or_default();
+            let text = |key: &str| payload[key].as_str().map(str::to_string);
+            let said = if event.kind == "VERIFIED" {
+                Some(format!(
+                    "{} {} ({})",
+                    payload["channel"].as_str().unwrap_or("?"),
+                    payload["outcome"].as_str().unwrap_or("?"),
+                    payload["source"].as_str().unwrap_or("?")
+                ))
+            } else {
+                text("attestation")
+            };
+            AuditRow {
+                event_id: event.id,
+                at: event.at,
+                kind: event.kind.clone(),
+                id: event.notification_id.clone(),
+                operator: text("operator").unwrap_or_default(),
+                reason: text("reason"),
+                ticket: text("ticket"),
+                said,
+                branch: payload["triage"]["branch"].as_str().map(str::to_string),
+                forced: payload["forced"].as_bool().unwrap_or(false),
+                via: text("via"),
+            }
+        })
+        .collect();
+    rows.sort_by_key(|row| std::cmp::Reverse(row.event_id));
+    Ok(Reply::Audit(rows))
+}
+
+/// Each context: its DLQ by branch and its lease losses of the last 15 minutes, read
+/// concurrently; one that cannot be read says why.
+fn contexts(source: &Source) -> Vec<ContextRow> {
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = source
+            .contexts
+            .iter()
+            .map(|(name, resolution)| {
+                scope.spawn(move || ContextRow {
+                    name: name.clone(),
+                    read: read_context(resolution),
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .zip(&source.contexts)
+            .map(|(handle, (name, _))| {
+                handle.join().unwrap_or_else(|_| ContextRow {
+                    name: name.clone(),
+                    read: Err("its reader failed".into()),
+                })
+            })
+            .collect()
+    })
+}
+
+fn read_context(
+    resolution: &CliResult<Resolution>,
+) -> Result<(BTreeMap<Branch, usize>, i64), String> {
+    let resolution = resolution.as_ref().map_err(|err| err.message.clone())?;
+    let store =
+        crate::cli::backend::open_resolved(resolution.clone(), false).map_err(|err| err.message)?;
+    let mut counts = BTreeMap::new();
+    store
+        .each_triaged(&Default::default(), &mut |entry| {
+            *counts.entry(entry.verdict.branch).or_default() += 1;
+            Ok(())
+        })
+        .map_err(|err| err.to_string())?;
+    let lost = store
+        .health(crate::reconcile::RECENT_SECONDS, None)
+        .map_err(|err| err.to_string())?
+        .lease_lost;
+    Ok((counts, lost))
+}
+
+/// The request every action of the screen starts from: the operator, the reason, and
+/// that the screen made it.
+fn request(source: &Source, reason: Option<String>) -> crate::api::ActionRequest {
+    let audit = crate::cli::args::AuditArgs {
+        operator: Some(source.operator.clone()),
+        reason,
+        ticket: None,
+        force: false,
+    };
+    crate::api::ActionRequest {
+        via: Some(Via::Tui),
+        ..act::base_request(&source.operator, &audit, None, None)
+    }
+}
+
+/// The CLI's preview of `action` on `ids`: each entry's line, the pace and what each
+/// receiver does with a copy.
+fn preview(
+    source: &Source,
+    store: &dyn Store,
+    action: Action,
+    ids: Vec<String>,
+    reason: Option<String>,
+) -> CliResult<Reply> {
+    let request = request(source, reason);
+    let intents: Vec<Intent> = ids
+        .iter()
+        .map(|id| act::intent(store, id, action, &request))
+        .collect::<CliResult<_>>()?;
+    let out = Output::plain(200);
+    let mut lines: Vec<String> = intents.iter().map(|i| i.line(&out)).collect();
+    lines.extend(act::receivers(&intents));
+    Ok(Reply::Preview {
+        action,
+        ids,
+        lines,
+        intents,
+    })
+}
+
+/// Carries out `intents` on a store opened for writing, each through the guarded
+/// transition, which checks again; the outcome of each.
+fn carry(source: &Source, intents: Vec<Intent>) -> Result<Reply, String> {
+    let store = (source.open)(true).map_err(|err| err.message)?;
+    let outcomes: Vec<Outcome> = intents
+        .iter()
+        .map(|intent| match &intent.preview {
+            Ok(_) => act::execute(store.as_ref(), intent),
+            Err(blocked) => blocked.into(),
+        })
+        .collect();
+    let lines = intents
+        .iter()
+        .zip(&outcomes)
+        .map(|(intent, outcome)| {
+            format!(
+                "{}  {}",
+                crate::render::sanitize::clean(&intent.id),
+                outcome.label(intent.action)
+            )
+        })
+        .collect();
+    Ok(Reply::Carried {
+        lines,
+        summary: act::summary(&outcomes),
+    })
+}
+
+fn verify_lines(asked: &crate::verify::Asked) -> Vec<String> {
+    let mut lines: Vec<String> = asked
+        .answers
+        .iter()
+        .map(|answer| {
+            format!(
+                "{}  {} attempt {}/{}  {}  {}",
+                crate::render::sanitize::clean(&answer.id),
+                answer.channel,
+                answer.cycle,
+                answer.attempt,
+                answer.answer.as_str(),
+                crate::render::views::said(&crate::verify::brief(&answer.evidence))
+            )
+        })
+        .collect();
+    lines.extend(asked.skipped.iter().map(|(id, why)| {
+        format!(
+            "{}  nothing to ask: {}",
+            crate::render::sanitize::clean(id),
+            crate::render::sanitize::clean(why)
+        )
+    }));
+    lines
+}
+
+fn record(
+    source: &Source,
+    asked: &crate::verify::Asked,
+    reason: Option<String>,
+) -> Result<Reply, String> {
+    let store = (source.open)(true).map_err(|err| err.message)?;
+    let why = crate::remediation::verified::Why {
+        reason: reason.as_deref(),
+        ticket: None,
+        via: Some(Via::Tui),
+    };
+    let lines = store
+        .record_verified(asked, &source.operator, why)
+        .into_iter()
+        .map(|result| match result {
+            Ok(recorded) => format!(
+                "{}  recorded {} VERIFIED event(s); now {}",
+                crate::render::sanitize::clean(&recorded.id),
+                recorded.event_ids.len(),
+                recorded.branch
+            ),
+            Err((id, err)) => format!(
+                "{}  not recorded: {}",
+                crate::render::sanitize::clean(&id),
+                crate::render::sanitize::clean(&err.to_string())
+            ),
+        })
+        .collect();
+    Ok(Reply::Recorded { lines })
+}

@@ -1,0 +1,583 @@
+//! The live screen, driven key by key on real stores: its jobs run in turn on this
+//! thread (the same calls the worker makes), time is passed in, and each frame is drawn
+//! with ratatui's test backend. Snapshots hold every view at 80×24 and 120×40, with
+//! colour and without (the buffer's styles are in them).
+
+use crate::support;
+
+use ratatui::Terminal;
+use ratatui::backend::TestBackend;
+use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+use unsctl::cli::backend::{Backend, Resolution, Source as Named};
+use unsctl::cli::tui::app::{App, Config, ViewKind};
+use unsctl::cli::tui::jobs::{self, Job, Source};
+use unsctl::runtime::schema::{self, OpenMode};
+use unsctl::store::Store;
+
+/// The screen over `db`, its jobs run here.
+struct Screen {
+    app: App,
+    source: Source,
+    reader: Option<Box<dyn Store>>,
+    now: Instant,
+}
+
+impl Screen {
+    fn open(db: &Path, readonly: bool, color: bool) -> Self {
+        let resolution = Resolution {
+            backend: Backend::Sqlite(db.to_path_buf()),
+            context: None,
+            source: Named::Flag,
+            readonly: false,
+        };
+        let (place, readonly, open) =
+            unsctl::cli::tui::opener(resolution, readonly).expect("opener");
+        let config = Config {
+            place,
+            operator: "erin".into(),
+            readonly,
+            color,
+            refresh: Duration::from_secs(2),
+            pulse_span: 3600.0,
+        };
+        // The wall clock stands 20 minutes after the store's newest event.
+        let newest: f64 = rusqlite::Connection::open(db)
+            .expect("db")
+            .query_row("SELECT coalesce(max(at), 0) FROM uns_events", [], |r| {
+                r.get(0)
+            })
+            .expect("newest");
+        let source = Source {
+            open,
+            contexts: Vec::new(),
+            operator: "erin".into(),
+            sources: Default::default(),
+            since: None,
+            clock: std::sync::Arc::new(unsctl::clock::ManualClock::new(newest + 1200.0)),
+        };
+        Self {
+            app: App::new(config),
+            source,
+            reader: None,
+            now: Instant::now(),
+        }
+    }
+
+    fn run(&mut self, jobs: Vec<(u64, Job)>) {
+        for (seq, job) in jobs {
+            let reply = jobs::run(&self.source, &mut self.reader, job);
+            self.app.absorb(seq, reply, self.now);
+        }
+    }
+
+    fn view(&mut self, view: ViewKind, id: Option<String>) {
+        let jobs = self.app.open(view, id, self.now);
+        self.run(jobs);
+    }
+
+    fn press(&mut self, code: KeyCode) {
+        let jobs = self
+            .app
+            .key(KeyEvent::new(code, KeyModifiers::NONE), self.now);
+        self.run(jobs);
+    }
+
+    fn type_text(&mut self, text: &str) {
+        for c in text.chars() {
+            self.press(KeyCode::Char(c));
+        }
+    }
+
+    fn later(&mut self, by: Duration) {
+        self.now += by;
+    }
+
+    fn draw(&self, width: u16, height: u16) -> Terminal<TestBackend> {
+        let mut terminal = Terminal::new(TestBackend::new(width, height)).expect("terminal");
+        terminal
+            .draw(|frame| unsctl::cli::tui::draw::draw(frame, &self.app, self.now))
+            .expect("draw");
+        terminal
+    }
+
+    fn text(&self, width: u16, height: u16) -> String {
+        let terminal = self.draw(width, height);
+        let buffer = terminal.backend().buffer();
+        (0..buffer.area.height)
+            .map(|y| {
+                (0..buffer.area.width)
+                    .map(|x| buffer[(x, y)].symbol().to_string())
+                    .collect::<String>()
+                    .trim_end()
+                    .to_string()
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+}
+
+/// A store loaded from a fixture dump, in a directory of its own.
+fn fixture(name: &str) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().expect("dir");
+    let db = dir.path().join("uns.db");
+    let sql = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("fixtures/{name}.sql")),
+    )
+    .expect("fixture");
+    rusqlite::Connection::open(&db)
+        .expect("db")
+        .execute_batch(&sql)
+        .expect("load");
+    (dir, db)
+}
+
+fn snapshot_settings() -> insta::Settings {
+    let mut settings = support::snapshot_settings(&[]);
+    settings.add_filter(r"/tmp/\.tmp[A-Za-z0-9]+/uns\.db", "[DB]");
+    settings.add_filter(r"\(\d+(\.\d+)?\s?[smhd]( \d+[smh])? ago\)", "([AGO] ago)");
+    settings.add_filter(
+        r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|\+00:00)",
+        "[TIME]",
+    );
+    settings.set_snapshot_path("snapshots/tui");
+    settings
+}
+
+#[test]
+fn every_view_at_80x24_and_120x40_with_and_without_colour() {
+    let (_dir, db) = fixture("every-case");
+    let settings = snapshot_settings();
+    for color in [true, false] {
+        let mut screen = Screen::open(&db, false, color);
+        screen.view(ViewKind::Dlq, None);
+        let first = screen.app.dlq.rows[0].verdict.id.clone();
+        let mut shots: Vec<(String, Terminal<TestBackend>)> = Vec::new();
+        for (name, view, id) in [
+            ("dlq", ViewKind::Dlq, None),
+            ("inspect", ViewKind::Inspect, Some(first.clone())),
+            ("reconcile", ViewKind::Reconcile, None),
+            ("pulse", ViewKind::Pulse, None),
+            ("audit", ViewKind::Audit, None),
+            ("contexts", ViewKind::Contexts, None),
+        ] {
+            screen.view(view, id);
+            for (width, height) in [(80u16, 24u16), (120, 40)] {
+                shots.push((
+                    format!("{name}_{width}x{height}"),
+                    screen.draw(width, height),
+                ));
+            }
+        }
+        screen.view(ViewKind::Dlq, None);
+        screen.press(KeyCode::Char('?'));
+        shots.push(("help_80x24".into(), screen.draw(80, 24)));
+        screen.press(KeyCode::Esc);
+        shots.push(("too_small_59x16".into(), screen.draw(59, 16)));
+        // A replay's dialog on the REPLAY entry refused permanently: the CLI's preview.
+        screen.press(KeyCode::Char('G'));
+        screen.press(KeyCode::Char('p'));
+        shots.push(("dialog_80x24".into(), screen.draw(80, 24)));
+        shots.push(("dialog_120x40".into(), screen.draw(120, 40)));
+        let suffix = if color { "color" } else { "no_color" };
+        settings.bind(|| {
+            for (name, terminal) in shots {
+                insta::assert_debug_snapshot!(
+                    format!("{name}_{suffix}"),
+                    terminal.backend().buffer()
+                );
+            }
+        });
+    }
+}
+
+#[test]
+fn without_colour_every_meaning_is_in_words_or_glyphs() {
+    let (_dir, db) = fixture("every-case");
+    let mut screen = Screen::open(&db, true, false);
+    screen.view(ViewKind::Dlq, None);
+    let terminal = screen.draw(80, 24);
+    let buffer = terminal.backend().buffer();
+    for y in 0..buffer.area.height {
+        for x in 0..buffer.area.width {
+            let cell = &buffer[(x, y)];
+            assert_eq!(cell.fg, ratatui::style::Color::Reset, "({x},{y})");
+            assert_eq!(cell.bg, ratatui::style::Color::Reset, "({x},{y})");
+        }
+    }
+    let text = screen.text(80, 24);
+    for words in [
+        "READ-ONLY",
+        "RESOLVE 1",
+        "VERIFY 2",
+        "REPLAY 2",
+        ">[ ]",
+        "next: unsctl verify",
+    ] {
+        assert!(text.contains(words), "{words}:\n{text}");
+    }
+    // The cursor is a glyph; a mark is [x].
+    screen.press(KeyCode::Char(' '));
+    assert!(
+        screen.text(80, 24).contains("[x]"),
+        "{}",
+        screen.text(80, 24)
+    );
+}
+
+/// The branch counts, reconcile classes and pulse series on screen are the commands' own
+/// `-o json`, for a store of every runbook case.
+#[test]
+fn the_screen_gives_the_same_answers_as_the_commands() {
+    let (_dir, db) = fixture("every-case");
+    let json = |args: &[&str]| -> Value {
+        let out = support::unsctl()
+            .arg("--db")
+            .arg(&db)
+            .args(["-o", "json"])
+            .args(args)
+            .output()
+            .expect("unsctl");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).expect("json")
+    };
+    let mut screen = Screen::open(&db, true, false);
+    screen.view(ViewKind::Dlq, None);
+    let triage = json(&["dlq", "triage"]);
+    let entries = triage["entries"].as_array().expect("entries");
+    for branch in ["RESOLVE", "VERIFY", "REPLAY"] {
+        let cli = entries.iter().filter(|e| e["branch"] == branch).count();
+        let shown = screen
+            .app
+            .dlq
+            .counts
+            .as_ref()
+            .and_then(|c| c.get(&branch.parse().expect("branch")).copied())
+            .unwrap_or(0);
+        assert_eq!(shown, cli, "{branch}");
+        assert!(screen.text(120, 40).contains(&format!("{branch} {cli}")));
+    }
+    let rows: Vec<(String, String)> = screen
+        .app
+        .dlq
+        .rows
+        .iter()
+        .map(|r| (r.verdict.id.clone(), r.verdict.branch.to_string()))
+        .collect();
+    let cli_rows: Vec<(String, String)> = entries
+        .iter()
+        .map(|e| {
+            (
+                e["id"].as_str().unwrap_or("").into(),
+                e["branch"].as_str().unwrap_or("").into(),
+            )
+        })
+        .collect();
+    assert_eq!(rows, cli_rows);
+
+    screen.view(ViewKind::Reconcile, None);
+    let reconciled = json(&["reconcile"]);
+    let mut cli_classes: Vec<(String, String, String)> = reconciled["notifications"]
+        .as_array()
+        .expect("notifications")
+        .iter()
+        .map(|n| {
+            let text = |key: &str| n[key].as_str().unwrap_or("").to_string();
+            (text("id"), text("channel"), text("class"))
+        })
+        .collect();
+    let mut shown: Vec<(String, String, String)> = screen
+        .app
+        .reconcile
+        .items
+        .iter()
+        .map(|i| {
+            (
+                i.id.clone(),
+                i.channel.to_string(),
+                i.class.as_str().to_string(),
+            )
+        })
+        .collect();
+    cli_classes.sort();
+    shown.sort();
+    assert!(!shown.is_empty());
+    assert_eq!(shown, cli_classes);
+
+    screen.view(ViewKind::Pulse, None);
+    let pulse = screen.app.pulse.pulse.clone().expect("pulse");
+    let window = &pulse.window;
+    let since = unsctl::render::time::rfc3339(window.since);
+    let until = unsctl::render::time::rfc3339(window.until);
+    let cli = json(&["pulse", "--since", &since, "--until", &until]);
+    for series in unsctl::pulse::Series::ALL {
+        let cli_counts: Vec<u64> = cli["series"][series.as_str()]
+            .as_array()
+            .expect("series")
+            .iter()
+            .map(|n| n.as_u64().unwrap_or(0))
+            .collect();
+        assert_eq!(pulse.series[&series], cli_counts, "{}", series.as_str());
+        assert_eq!(
+            pulse.last(series),
+            cli["last"][series.as_str()].as_f64(),
+            "{}",
+            series.as_str()
+        );
+    }
+}
+
+/// Three replay entries and one to leave alone.
+fn replay_store() -> (tempfile::TempDir, PathBuf, Vec<String>) {
+    let dir = tempfile::tempdir().expect("dir");
+    let db = dir.path().join("uns.db");
+    let conn = schema::open(&db, OpenMode::Create).expect("store");
+    let mut ids: Vec<String> = (0..3)
+        .map(|n| support::replay_entry(&conn, 1_000.0 + f64::from(n)))
+        .collect();
+    ids.sort();
+    support::verify_entry(&conn, 2_000.0);
+    (dir, db, ids)
+}
+
+fn replayed_payloads(db: &Path, ids: &[String]) -> Vec<Value> {
+    let conn = rusqlite::Connection::open(db).expect("db");
+    ids.iter()
+        .map(|id| {
+            let payload: String = conn
+                .query_row(
+                    "SELECT payload FROM uns_events WHERE notification_id = ?1 AND kind = 'REPLAYED'",
+                    [id],
+                    |r| r.get(0),
+                )
+                .expect("replayed");
+            serde_json::from_str(&payload).expect("json")
+        })
+        .collect()
+}
+
+#[test]
+fn marked_rows_replayed_from_the_screen_are_audited_as_the_cli_audits_them_plus_via() {
+    let (dir, db, ids) = replay_store();
+    let cli_db = dir.path().join("cli.db");
+    std::fs::copy(&db, &cli_db).expect("copy");
+    let mut screen = Screen::open(&db, false, true);
+    screen.view(ViewKind::Dlq, None);
+    // Filter to the replay branch, mark all three.
+    screen.press(KeyCode::Char('/'));
+    screen.type_text("branch:replay channel:slack");
+    screen.press(KeyCode::Enter);
+    assert_eq!(screen.app.dlq.rows.len(), 3, "{}", screen.text(120, 40));
+    for _ in 0..3 {
+        screen.press(KeyCode::Char(' '));
+    }
+    assert_eq!(screen.app.dlq.marks.len(), 3);
+    screen.press(KeyCode::Char('p'));
+    let dialog = screen.app.dialog.as_ref().expect("dialog");
+    assert_eq!(
+        dialog.focus,
+        unsctl::cli::tui::app::Focus::Cancel,
+        "focus starts on Cancel"
+    );
+    // Keys in the first 300 ms are dropped: this Enter would have cancelled.
+    screen.press(KeyCode::Enter);
+    assert!(screen.app.dialog.is_some(), "a key at once is dropped");
+    let text = screen.text(120, 40);
+    for id in &ids {
+        assert!(
+            text.contains(&format!("{id}  REPLAY  replay  channels SLACK")),
+            "{text}"
+        );
+    }
+    screen.later(Duration::from_millis(400));
+    // Tab to the reason, give it, Enter previews again with it; the word; Go.
+    screen.press(KeyCode::Tab);
+    screen.type_text("webhook fixed");
+    screen.press(KeyCode::Enter);
+    screen.type_text("nope");
+    screen.press(KeyCode::Enter);
+    screen.press(KeyCode::Enter);
+    assert!(
+        screen.text(120, 40).contains("type yes in the word field"),
+        "a wrong word does nothing:\n{}",
+        screen.text(120, 40)
+    );
+    assert!(replayed_count(&db) == 0, "nothing changed yet");
+    for _ in 0..4 {
+        screen.press(KeyCode::Backspace);
+    }
+    screen.type_text("yes");
+    screen.press(KeyCode::Enter);
+    screen.press(KeyCode::Enter);
+    let text = screen.text(120, 40);
+    assert!(text.contains("3 done"), "{text}");
+    let ours = replayed_payloads(&db, &ids);
+
+    // The CLI, for the same selection, on a copy of the same store.
+    let out = support::unsctl()
+        .arg("--db")
+        .arg(&cli_db)
+        .args(["replay"])
+        .args(&ids)
+        .args([
+            "--reason",
+            "webhook fixed",
+            "--operator",
+            "erin",
+            "--confirm",
+            "--yes",
+        ])
+        .output()
+        .expect("replay");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let theirs = replayed_payloads(&cli_db, &ids);
+    for (mut ours, theirs) in ours.into_iter().zip(theirs) {
+        assert_eq!(ours["via"], "tui");
+        ours.as_object_mut().expect("object").remove("via");
+        assert_eq!(ours, theirs);
+    }
+}
+
+fn replayed_count(db: &Path) -> i64 {
+    rusqlite::Connection::open(db)
+        .expect("db")
+        .query_row(
+            "SELECT count(*) FROM uns_events WHERE kind IN ('REPLAYED', 'DLQ_RESOLVED', 'VERIFIED')",
+            [],
+            |r| r.get(0),
+        )
+        .expect("count")
+}
+
+fn fingerprint(db: &Path) -> (String, String) {
+    use sha2::Digest;
+    let file = sha2::Sha256::digest(std::fs::read(db).expect("read"));
+    let dump = std::process::Command::new("sqlite3")
+        .arg(db)
+        .arg(".dump")
+        .output()
+        .expect("sqlite3");
+    (
+        format!("{file:x}"),
+        format!("{:x}", sha2::Sha256::digest(&dump.stdout)),
+    )
+}
+
+#[test]
+fn read_only_every_action_key_leaves_the_store_byte_identical() {
+    let (_dir, db, ids) = replay_store();
+    let before = fingerprint(&db);
+    let mut screen = Screen::open(&db, true, false);
+    screen.view(ViewKind::Dlq, None);
+    screen.press(KeyCode::Char(' '));
+    for key in ['r', 'p', 'v'] {
+        screen.press(KeyCode::Char(key));
+        assert!(screen.app.dialog.is_none(), "{key} opened a dialog");
+        let text = screen.text(80, 24);
+        assert!(text.contains("READ-ONLY (--readonly)"), "{key}:\n{text}");
+        screen.later(Duration::from_millis(400));
+        for key in [
+            KeyCode::Tab,
+            KeyCode::Enter,
+            KeyCode::Char('y'),
+            KeyCode::Enter,
+        ] {
+            screen.press(key);
+        }
+    }
+    // Nor can a change reach the store any other way: the screen's opener refuses.
+    let intents = vec![
+        unsctl::cli::act::intent(
+            screen.reader.as_deref().expect("reader"),
+            &ids[0],
+            unsctl::remediation::Action::Replay,
+            &Default::default(),
+        )
+        .expect("intent"),
+    ];
+    let reply = jobs::run(&screen.source, &mut None, Job::Carry { intents });
+    assert!(
+        matches!(&reply, jobs::Reply::Failed { error, .. } if error.contains("read-only")),
+        "{reply:?}"
+    );
+    assert_eq!(fingerprint(&db), before);
+}
+
+#[test]
+fn a_preview_gone_stale_before_the_word_ends_as_a_conflict_with_nothing_changed() {
+    let (_dir, db, ids) = replay_store();
+    let mut screen = Screen::open(&db, false, false);
+    screen.view(ViewKind::Dlq, None);
+    screen.press(KeyCode::Char('p'));
+    screen.later(Duration::from_millis(400));
+    // Meanwhile, someone else replays it from the command line.
+    let out = support::unsctl()
+        .arg("--db")
+        .arg(&db)
+        .args(["replay", &ids[0], "--operator", "sam", "--confirm", "--yes"])
+        .output()
+        .expect("replay");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let replays_before = replayed_count(&db);
+    screen.press(KeyCode::Tab);
+    screen.press(KeyCode::Tab);
+    screen.type_text("yes");
+    screen.press(KeyCode::Enter);
+    screen.press(KeyCode::Enter);
+    let text = screen.text(120, 40);
+    assert!(
+        text.contains("0 done") && (text.contains("stale") || text.contains("conflict")),
+        "{text}"
+    );
+    assert_eq!(replayed_count(&db), replays_before, "nothing more changed");
+}
+
+#[test]
+fn a_filter_it_cannot_read_says_why_and_keeps_the_rows() {
+    let (_dir, db, _ids) = replay_store();
+    let mut screen = Screen::open(&db, false, false);
+    screen.view(ViewKind::Dlq, None);
+    let rows = screen.app.dlq.rows.len();
+    screen.press(KeyCode::Char('/'));
+    screen.type_text("colour:red");
+    screen.press(KeyCode::Enter);
+    assert!(
+        screen.text(80, 24).contains("filter not applied"),
+        "{}",
+        screen.text(80, 24)
+    );
+    assert_eq!(screen.app.dlq.rows.len(), rows);
+    screen.press(KeyCode::Esc);
+    // y copies the id under the cursor, Y its next step.
+    screen.press(KeyCode::Char('y'));
+    let id = screen.app.dlq.rows[0].verdict.id.clone();
+    assert_eq!(screen.app.clipboard.take(), Some(id.clone()));
+    screen.press(KeyCode::Char('Y'));
+    assert!(
+        screen
+            .app
+            .clipboard
+            .take()
+            .is_some_and(|c| c.starts_with("unsctl ") && c.contains(&id))
+    );
+    // The command bar goes to a view by name, with completion.
+    screen.press(KeyCode::Char(':'));
+    screen.type_text("aud");
+    screen.press(KeyCode::Tab);
+    screen.press(KeyCode::Enter);
+    assert_eq!(screen.app.view, ViewKind::Audit);
+}

@@ -1,0 +1,226 @@
+//! The live screen end to end: the real binary in a real terminal (tmux), against a
+//! server that never answers, and against `runtime serve`'s API with the real worker
+//! delivering to the provider fakes.
+
+use crate::support;
+
+use serde_json::json;
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+use support::tmux::Tmux;
+use unsctl::clock::{Clock, SystemClock};
+use unsctl::engine::{self, NewNotification};
+use unsctl::lab::fakes::{Behavior, Fakes};
+use unsctl::lab::repro;
+use unsctl::model::Channel;
+use unsctl::runtime::schema::{self, OpenMode};
+
+/// `unsctl ARGS` with an environment cleared of everything but what it is given.
+fn command(args: &str, env: &[(&str, &str)]) -> String {
+    let vars: Vec<String> = env.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    format!(
+        "env -i PATH={} HOME=/nonexistent UNSCTL_CONFIG=/nonexistent/config.toml TERM=xterm-256color {} {} {args}",
+        std::env::var("PATH").unwrap_or_default(),
+        vars.join(" "),
+        env!("CARGO_BIN_EXE_unsctl"),
+    )
+}
+
+/// A peer that accepts every connection and never says a word.
+fn silent_server() -> (u16, std::thread::JoinHandle<()>) {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    let handle = std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for stream in listener.incoming().flatten() {
+            held.push(stream);
+        }
+    });
+    (port, handle)
+}
+
+#[test]
+fn a_backend_that_never_answers_never_stops_the_keys() {
+    let (port, _server) = silent_server();
+    let term = Tmux::start_sized(
+        &command(
+            &format!("--api http://127.0.0.1:{port} tui"),
+            &[("UNS_API_KEY", "k-0123456789abcdef")],
+        ),
+        80,
+        24,
+    );
+    term.wait_for("reading the DLQ");
+    // Esc cancels the request in flight; the keys still answer.
+    term.keys(&["Escape"]);
+    term.wait_for("cancelled: ");
+    term.keys(&[":"]);
+    term.keys(&["-l", "pulse"]);
+    term.keys(&["Enter"]);
+    term.wait_for("unsctl PULSE");
+    term.keys(&["?"]);
+    term.wait_for("Keys in pulse");
+    term.keys(&["Escape"]);
+    let asked = Instant::now();
+    term.keys(&["q"]);
+    let screen = term.wait_for("EXIT=0");
+    let took = asked.elapsed();
+    assert!(
+        took < Duration::from_millis(500),
+        "q took {took:?} with the backend silent"
+    );
+    // The terminal is given back: the shell's line, no screen left over, the cursor on.
+    assert!(!screen.contains("unsctl PULSE"), "{screen}");
+    assert!(term.cursor_visible());
+}
+
+#[test]
+fn below_60x16_the_screen_names_the_size_it_needs() {
+    let dir = tempfile::tempdir().expect("dir");
+    let db = dir.path().join("uns.db");
+    schema::open(&db, OpenMode::Create).expect("store");
+    let term = Tmux::start_sized(&command(&format!("--db {} tui", db.display()), &[]), 50, 12);
+    let screen = term.wait_for("50×12");
+    assert!(screen.contains("needs at least 60×16"), "{screen}");
+    term.keys(&["q"]);
+    term.wait_for("EXIT=0");
+}
+
+struct Runtime {
+    _dir: tempfile::TempDir,
+    db: PathBuf,
+    fakes: Fakes,
+    server: unsctl::server::RunningServer,
+}
+
+impl Runtime {
+    /// The real server and worker on a 1 s lease, delivering to the fakes.
+    fn start() -> Self {
+        let dir = tempfile::tempdir().expect("dir");
+        let db = dir.path().join("uns.db");
+        schema::open(&db, OpenMode::Create).expect("store");
+        let fakes = Fakes::start().expect("fakes");
+        let server = unsctl::server::start(unsctl::server::ServerConfig {
+            verify: Default::default(),
+            db_path: db.clone(),
+            listen: "127.0.0.1:0".parse().expect("addr"),
+            keys: Some(unsctl::server::Keys::single(support::KEY).expect("key")),
+            worker: Some((
+                unsctl::runtime::worker::WorkerConfig {
+                    lease_seconds: 1.0,
+                    ..repro::worker_config(2)
+                },
+                repro::fake_adapters(&fakes).expect("adapters"),
+            )),
+            default_max_attempts: 1,
+            metrics: None,
+            limits: unsctl::server::Limits::default(),
+        })
+        .expect("server");
+        Self {
+            _dir: dir,
+            db,
+            fakes,
+            server,
+        }
+    }
+
+    fn submit(&self, subject: &str) -> String {
+        let conn = rusqlite::Connection::open(&self.db).expect("open");
+        engine::submit(
+            &conn,
+            SystemClock.now(),
+            &NewNotification {
+                channels: [Channel::Slack].into_iter().collect(),
+                payload: json!({"recipient": "#ops", "subject": subject, "body": "b"}),
+                idempotency_key: None,
+                max_attempts: 1,
+            },
+        )
+        .expect("submit")
+        .id
+    }
+
+    fn status(&self, id: &str) -> (String, bool) {
+        status(&self.db, id)
+    }
+}
+
+fn status(db: &Path, id: &str) -> (String, bool) {
+    rusqlite::Connection::open(db)
+        .expect("open")
+        .query_row(
+            "SELECT status, dead_letter FROM uns_notifications WHERE id = ?1",
+            [id],
+            |r| Ok((r.get(0)?, r.get::<_, i64>(1)? == 1)),
+        )
+        .expect("row")
+}
+
+#[test]
+fn over_the_api_a_replay_from_the_screen_is_delivered_and_a_live_lease_loss_shows_in_the_pulse() {
+    let runtime = Runtime::start();
+    runtime.fakes.control.set_default(Behavior::Reject(400));
+    let id = runtime.submit("refused");
+    support::wait_until("the entry reaches the DLQ", Duration::from_secs(20), || {
+        runtime.status(&id).1
+    });
+    runtime.fakes.control.set_default(Behavior::Accept);
+    let url = format!("http://{}", runtime.server.addr);
+    let term = Tmux::start_sized(
+        &command(
+            &format!("--api {url} tui --operator erin --refresh 0.5s"),
+            &[("UNS_API_KEY", support::KEY)],
+        ),
+        80,
+        24,
+    );
+    let screen = term.wait_for("REPLAY 1");
+    let short: String = id.chars().take(12).collect();
+    assert!(screen.contains(&short), "{screen}");
+    assert!(screen.contains("next: unsctl replay"), "{screen}");
+    // p, past the first 300 ms: Tab to the reason, Enter previews with it, the word, Go.
+    term.keys(&["p"]);
+    term.wait_for("replay 1 entry");
+    std::thread::sleep(Duration::from_millis(350));
+    term.keys(&["Tab"]);
+    term.keys(&["-l", "webhook fixed"]);
+    term.keys(&["Enter"]);
+    term.keys(&["-l", "yes"]);
+    term.keys(&["Enter"]);
+    term.keys(&["Enter"]);
+    term.wait_for("1 done");
+    term.keys(&["Enter"]);
+    support::wait_until("the replay is delivered", Duration::from_secs(20), || {
+        runtime.status(&id) == ("DELIVERED".to_string(), false)
+    });
+    // The screen follows it out of the DLQ without a key.
+    term.wait_for("total 0");
+
+    // The pulse, then a lease lost while it is on screen.
+    term.keys(&[":"]);
+    term.keys(&["-l", "pulse"]);
+    term.keys(&["Enter"]);
+    let screen = term.wait_for("LEASE_LOST");
+    assert!(screen.contains("REPLAYED"), "{screen}");
+    runtime
+        .fakes
+        .control
+        .set_default(Behavior::DelayAccept(Duration::from_millis(2500)));
+    runtime.submit("slow");
+    let screen = term.wait_for("STILL HAPPENING");
+    assert!(screen.contains("last lease loss"), "{screen}");
+    term.keys(&["q"]);
+    term.wait_for("EXIT=0");
+    // Audited as the screen's.
+    let via: String = rusqlite::Connection::open(&runtime.db)
+        .expect("db")
+        .query_row(
+            "SELECT json_extract(payload, '$.via') FROM uns_events WHERE kind = 'REPLAYED'",
+            [],
+            |r| r.get(0),
+        )
+        .expect("replayed");
+    assert_eq!(via, "tui");
+}
