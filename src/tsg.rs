@@ -32,6 +32,8 @@ pub struct Alert {
     pub guide: String,
     /// The heading the URL's anchor names, or None when no heading has that anchor.
     pub section: Option<String>,
+    /// The live screen's view to open first (`unsctl tui --view pulse`).
+    pub screen: Option<String>,
 }
 
 /// The alerts of [`ALERT_RULES`], in file order. The file is ours and embedded, so a
@@ -46,10 +48,13 @@ pub fn alerts() -> Vec<Alert> {
                 runbook_url: String::new(),
                 guide: String::new(),
                 section: None,
+                screen: None,
             });
         } else if let Some(alert) = found.last_mut() {
             if let Some(severity) = line.strip_prefix("severity:") {
                 alert.severity = severity.trim().to_string();
+            } else if let Some(screen) = line.strip_prefix("screen:") {
+                alert.screen = Some(screen.trim().trim_matches('\'').to_string());
             } else if let Some(url) = line.strip_prefix("runbook_url:") {
                 alert.runbook_url = relative_url(url);
                 let (file, anchor) = alert

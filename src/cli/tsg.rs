@@ -77,6 +77,7 @@ impl View for Alerts {
             Column::new("SEVERITY", 1),
             Column::new("GUIDE", 0),
             Column::new("SECTION", 1),
+            Column::new("SCREEN", 2),
         ];
         let rows: Vec<Vec<Text>> = self
             .0
@@ -91,6 +92,7 @@ impl View for Alerts {
                         .clone()
                         .unwrap_or_else(|| alert.runbook_url.clone())
                         .into(),
+                    alert.screen.clone().unwrap_or_default().into(),
                 ]
             })
             .collect();

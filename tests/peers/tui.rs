@@ -224,3 +224,42 @@ fn over_the_api_a_replay_from_the_screen_is_delivered_and_a_live_lease_loss_show
         .expect("replayed");
     assert_eq!(via, "tui");
 }
+
+/// `readonly = true` on a context: the header says READ-ONLY, an action key says why
+/// nothing happens, and the store is left as it was.
+#[test]
+fn a_context_marked_readonly_opens_read_only() {
+    let dir = tempfile::tempdir().expect("dir");
+    let db = dir.path().join("uns.db");
+    let conn = schema::open(&db, OpenMode::Create).expect("store");
+    let id = support::replay_entry(&conn, 1_000.0);
+    drop(conn);
+    let config = dir.path().join("config.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "current_context = \"prod\"\n[contexts.prod]\ndb = \"{}\"\nreadonly = true\n",
+            db.display()
+        ),
+    )
+    .expect("config");
+    let before = std::fs::read(&db).expect("read");
+    let term = Tmux::start_sized(
+        &format!(
+            "env -i PATH={} HOME=/nonexistent UNSCTL_CONFIG={} TERM=xterm {} tui",
+            std::env::var("PATH").unwrap_or_default(),
+            config.display(),
+            env!("CARGO_BIN_EXE_unsctl")
+        ),
+        80,
+        24,
+    );
+    let screen = term.wait_for("REPLAY 1");
+    assert!(screen.contains("READ-ONLY"), "{screen}");
+    term.keys(&["p"]);
+    term.wait_for("context prod says readonly");
+    term.keys(&["q"]);
+    term.wait_for("EXIT=0");
+    assert_eq!(std::fs::read(&db).expect("read"), before);
+    assert_eq!(status(&db, &id), ("DEAD".to_string(), true));
+}

@@ -434,7 +434,7 @@ impl App {
     }
 
     fn take_rows(&mut self, rows: Vec<Row>, next: Option<String>, now: Instant) {
-        let first_read = self.dlq.loaded.is_none();
+        let first_read = self.dlq.loaded.is_none() || self.dlq.seen.is_empty();
         let mut changed = BTreeSet::new();
         for row in &rows {
             let look = (row.verdict.branch, row.verdict.last_event_id);
@@ -452,9 +452,10 @@ impl App {
         if !changed.is_empty() {
             self.dlq.changed = changed;
         }
-        if self.dlq.seen.len() > 50_000 {
-            self.dlq.seen.clear();
-        }
+        // Only the rows on screen are remembered: paging on holds one page.
+        let live: std::collections::HashSet<&str> =
+            rows.iter().map(|r| r.verdict.id.as_str()).collect();
+        self.dlq.seen.retain(|id, _| live.contains(id.as_str()));
         // The same entry stays under the cursor when rows come and go.
         let keep = self.dlq.current().map(|r| r.verdict.id.clone());
         self.dlq.rows = rows;

@@ -19,9 +19,9 @@ use std::io::{IsTerminal, Write};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// A live screen for the incident: the DLQ, one notification, reconcile, the pulse, the
-/// audit and every context, refreshed in place
+/// A live screen for the whole incident, refreshed in place
 ///
+/// Views: the DLQ, one notification, reconcile, the pulse, the audit and every context.
 /// Keys: `:` views, `/` filter, space marks, Enter inspects, r/p/v act (preview, reason,
 /// the typed word), y/Y copy, ? help, q quits. Nothing changes without the typed word.
 ///
@@ -36,7 +36,7 @@ pub struct Args {
     #[arg(value_name = "inspect ID", num_args = 0..=2)]
     pub open: Vec<String>,
     /// The view to open with
-    #[arg(long, default_value = "dlq", value_parser = ["dlq", "reconcile", "pulse", "audit", "contexts"])]
+    #[arg(long, default_value = "dlq", ignore_case = true, value_parser = ["dlq", "reconcile", "pulse", "audit", "contexts"])]
     pub view: String,
     /// No action can run (also `readonly = true` on a context)
     #[arg(long)]
@@ -149,7 +149,7 @@ pub fn opener(
 fn first_view(args: &Args) -> CliResult<(ViewKind, Option<String>)> {
     match args.open.as_slice() {
         [] => Ok((
-            match args.view.as_str() {
+            match args.view.to_ascii_lowercase().as_str() {
                 "reconcile" => ViewKind::Reconcile,
                 "pulse" => ViewKind::Pulse,
                 "audit" => ViewKind::Audit,
@@ -170,7 +170,7 @@ fn first_view(args: &Args) -> CliResult<(ViewKind, Option<String>)> {
 
 pub fn run(global: &Invocation, args: Args) -> CliResult {
     if !(std::io::stdout().is_terminal() && std::io::stdin().is_terminal()) {
-        return Err(CliError::usage(
+        return Err(CliError::error(
             "unsctl tui needs a terminal: the commands (dlq triage, reconcile, pulse) print the same answers",
         ));
     }
