@@ -19,6 +19,7 @@ pub mod reconcile;
 pub mod redact;
 pub mod remediation;
 pub mod render;
+pub mod report;
 pub mod runtime;
 pub mod server;
 pub mod store;

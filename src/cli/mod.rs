@@ -21,6 +21,7 @@ pub mod prompt;
 pub mod pulse;
 pub mod reconcile;
 pub mod replay;
+pub mod report;
 pub mod repro;
 pub mod runtime;
 pub mod selection;
@@ -76,6 +77,7 @@ pub enum Command {
     Verify(verify::Args),
     Reconcile(reconcile::Args),
     Pulse(pulse::Args),
+    Report(report::Args),
     #[command(subcommand)]
     Tsg(tsg::Command),
     Doctor(doctor::Args),
@@ -83,6 +85,24 @@ pub enum Command {
     Context(context::Command),
     Completions(completions::Args),
     Tui(Box<crate::cli::tui::Args>),
+}
+
+/// `-o csv` is reconcile's, `-o markdown` and `-o html` are report's: anywhere else they
+/// are a usage error, never a table printed instead.
+fn check_format(command: &Command, format: crate::render::output::Format) -> CliResult {
+    use crate::render::output::Format;
+    let fits = match format {
+        Format::Csv => matches!(command, Command::Reconcile(_)),
+        Format::Markdown | Format::Html => matches!(command, Command::Report(_)),
+        Format::Table | Format::Wide | Format::Json => true,
+    };
+    if fits {
+        return Ok(());
+    }
+    Err(error::CliError::usage(match format {
+        Format::Csv => "-o csv is reconcile's: unsctl reconcile -o csv",
+        _ => "-o markdown and -o html are report's: unsctl report --since TIME -o html",
+    }))
 }
 
 /// Runs one parsed command line.
@@ -95,6 +115,7 @@ pub fn run(cli: Cli) -> CliResult {
     if global.trust_config_owner {
         crate::config::trust_owner();
     }
+    check_format(&cli.command, global.output)?;
     match cli.command {
         Command::Inspect(args) => inspect::run(global, args),
         Command::Events(args) => events::run(global, args),
@@ -108,6 +129,7 @@ pub fn run(cli: Cli) -> CliResult {
         Command::Verify(args) => verify::run(global, args),
         Command::Reconcile(args) => reconcile::run(global, args),
         Command::Pulse(args) => pulse::run(global, args),
+        Command::Report(args) => report::run(global, args),
         Command::Tsg(command) => tsg::run(global, command),
         Command::Doctor(args) => doctor::run(global, args),
         Command::Context(command) => context::run(global, command),

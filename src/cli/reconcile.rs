@@ -122,7 +122,9 @@ pub fn run(global: &Invocation, args: Args) -> CliResult {
     let now = crate::clock::Clock::now(&crate::clock::SystemClock);
     let reconciliation = Reconciliation::read(store.as_ref(), &asked, args.sources(), now)?;
     let recent = Recent::read(store.as_ref(), asked.window.until, now, args.quiet_after)?;
-    if out.json() {
+    if global.output == crate::render::output::Format::Csv {
+        write_csv(&reconciliation, store.as_ref(), std::io::stdout())?;
+    } else if out.json() {
         write_json(&reconciliation, store.as_ref(), &recent)?;
     } else if args.id.is_some() {
         explain(&reconciliation, store.as_ref(), &out)?;
@@ -136,7 +138,18 @@ pub fn run(global: &Invocation, args: Args) -> CliResult {
 /// `{"window", "notifications", "summary", "recent"}`, each notification written as it
 /// is reconciled.
 fn write_json(reconciliation: &Reconciliation, store: &dyn Store, recent: &Recent) -> CliResult {
-    let mut document = Document::start(&reconciliation.window)?;
+    write_document(reconciliation, store, recent, std::io::stdout())
+}
+
+/// `reconcile -o json` to `writer`: what a report's evidence bundle keeps as
+/// reconcile.json.
+pub fn write_document(
+    reconciliation: &Reconciliation,
+    store: &dyn Store,
+    recent: &Recent,
+    writer: impl Write + Send,
+) -> CliResult {
+    let mut document = Document::start(&reconciliation.window, writer)?;
     let mut classes = Vec::new();
     reconciliation.each(store, &mut |item| {
         classes.push((item.channel, item.class));
@@ -145,21 +158,89 @@ fn write_json(reconciliation: &Reconciliation, store: &dyn Store, recent: &Recen
     document.finish(&summary(&reconciliation.channels(), classes), recent, None)
 }
 
+/// `reconcile -o csv`: one line per notification and channel that needs a person
+/// (DUPLICATED, MISSING), for a mail merge: RFC 4180 quoting, and no cell a spreadsheet
+/// would run as a formula.
+pub fn write_csv(
+    reconciliation: &Reconciliation,
+    store: &dyn Store,
+    writer: impl Write + Send,
+) -> CliResult {
+    let mut writer = std::io::BufWriter::new(writer);
+    writer
+        .write_all(b"channel,recipient,id,class,copies,first_copy_at,last_copy_at,evidence\r\n")?;
+    reconciliation.each(store, &mut |item| {
+        if !matches!(item.class, Class::Duplicated | Class::Missing) {
+            return Ok(());
+        }
+        let copies: Vec<f64> = item
+            .evidence
+            .iter()
+            .filter(|e| e.what == crate::reconcile::What::Copy)
+            .filter_map(|e| e.at)
+            .collect();
+        let time = |at: Option<f64>| at.map(crate::render::time::rfc3339).unwrap_or_default();
+        let evidence: Vec<String> = item
+            .evidence
+            .iter()
+            .map(|e| {
+                let mut said = e.text.clone();
+                if !e.queue_ids.is_empty() {
+                    said.push_str(&format!(" (queue id {})", e.queue_ids.join(", ")));
+                }
+                said
+            })
+            .collect();
+        let cells = [
+            item.channel.to_string(),
+            item.recipient.clone().unwrap_or_default(),
+            item.id.clone(),
+            item.class.as_str().to_string(),
+            item.copies.to_string(),
+            time(copies.iter().copied().reduce(f64::min)),
+            time(copies.iter().copied().reduce(f64::max)),
+            evidence.join("; "),
+        ];
+        let line: Vec<String> = cells.iter().map(|c| csv_cell(c)).collect();
+        writer
+            .write_all(format!("{}\r\n", line.join(",")).as_bytes())
+            .map_err(written)
+    })?;
+    writer.flush()?;
+    Ok(())
+}
+
+/// One CSV cell: control bytes shown escaped, a leading `=`, `+`, `-`, `@`, tab or
+/// carriage return neutralised with a `'` (OWASP's advice), quoted when it holds a
+/// comma, a quote or a line break, quotes doubled.
+pub fn csv_cell(text: &str) -> String {
+    let clean = crate::render::sanitize::clean(text);
+    let mut cell = clean.into_owned();
+    if cell.starts_with(['=', '+', '-', '@', '\t', '\r']) {
+        cell.insert(0, '\'');
+    }
+    if cell.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", cell.replace('"', "\"\""))
+    } else {
+        cell
+    }
+}
+
 fn written(err: std::io::Error) -> crate::store::StoreError {
     crate::store::StoreError::Other(format!("cannot write the answer: {err}"))
 }
 
 /// The reconcile document, written as it goes: the window, the notifications one at a
 /// time, then the summary, what is recent, and for a fleet the contexts read.
-struct Document {
-    writer: std::io::BufWriter<std::io::Stdout>,
+struct Document<W: Write> {
+    writer: std::io::BufWriter<W>,
     buffer: Vec<u8>,
     written: usize,
 }
 
-impl Document {
-    fn start(window: &Window) -> std::io::Result<Self> {
-        let mut writer = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout());
+impl<W: Write> Document<W> {
+    fn start(window: &Window, writer: W) -> std::io::Result<Self> {
+        let mut writer = std::io::BufWriter::with_capacity(1 << 16, writer);
         let mut buffer = Vec::with_capacity(4096);
         let window = indented(window, &mut buffer)?;
         writer
@@ -632,7 +713,7 @@ fn run_fleet(global: &Invocation, args: &Args, asked: &Asked) -> CliResult {
             .iter()
             .filter_map(|r| Some((r.context.as_str(), &r.result.as_ref().ok()?.1)))
             .collect();
-        let mut document = Document::start(&asked.window)?;
+        let mut document = Document::start(&asked.window, std::io::stdout())?;
         for (context, item) in &items {
             document.item(&InContext { context, item })?;
         }

@@ -728,6 +728,15 @@ pub(crate) fn window_text(from: f64, to: f64) -> String {
     format!("{} to {}", clock::rfc3339(from), clock::rfc3339(to))
 }
 
+/// Handed each notification's row, its events as stored and its channels reconciled.
+pub type NotificationVisit<'v> = dyn FnMut(
+        &crate::model::Notification,
+        &[crate::store::StoredEvent<'_>],
+        Vec<Reconciled>,
+    ) -> crate::store::Result<()>
+    + Send
+    + 'v;
+
 /// What to reconcile.
 #[derive(Debug, Clone, Default)]
 pub struct Asked {
@@ -762,8 +771,8 @@ impl Reconciliation {
     ) -> crate::store::Result<Self> {
         let records = if records::Needs::wanted(&sources) {
             let mut needs = records::Needs::default();
-            walk(store, asked, &mut |history| {
-                needs.add(&history, &sources);
+            walk(store, asked, &mut |row, events| {
+                needs.add(&history::reduce(row, events), &sources);
                 Ok(())
             })?;
             Records::gather(needs, sources, now)
@@ -785,18 +794,33 @@ impl Reconciliation {
         store: &dyn crate::store::Store,
         visit: &mut (dyn FnMut(Reconciled) -> crate::store::Result<()> + Send),
     ) -> crate::store::Result<usize> {
+        self.each_with_events(store, &mut |_, _, items| {
+            for item in items {
+                visit(item)?;
+            }
+            Ok(())
+        })
+    }
+
+    /// [`Reconciliation::each`], one notification at a time, with its row and its events
+    /// as stored: what a report reads its moments and its evidence bundle from in the
+    /// same pass.
+    pub fn each_with_events(
+        &self,
+        store: &dyn crate::store::Store,
+        visit: &mut NotificationVisit<'_>,
+    ) -> crate::store::Result<usize> {
         let mut read = 0;
-        walk(store, &self.asked, &mut |history| {
+        walk(store, &self.asked, &mut |row, events| {
             read += 1;
-            for item in reconcile(
+            let history = history::reduce(row, events);
+            let items = reconcile(
                 &history,
                 &self.records,
                 self.asked.selection.channel,
                 self.now,
-            ) {
-                visit(item)?;
-            }
-            Ok(())
+            );
+            visit(row, events, items)
         })?;
         Ok(read)
     }
@@ -827,25 +851,31 @@ impl Asked {
     }
 }
 
-/// Each history `asked` picks, reduced, in id order.
+/// Each notification `asked` picks, with its events, in id order.
 fn walk(
     store: &dyn crate::store::Store,
     asked: &Asked,
-    visit: &mut (dyn FnMut(History) -> crate::store::Result<()> + Send),
+    visit: &mut (
+             dyn FnMut(
+        &crate::model::Notification,
+        &[crate::store::StoredEvent<'_>],
+    ) -> crate::store::Result<()>
+                 + Send
+         ),
 ) -> crate::store::Result<()> {
     if let Some(ids) = &asked.ids {
         for id in ids {
             let doc = store.notification(id)?;
             let events: Vec<crate::store::StoredEvent<'_>> =
                 doc.events.iter().map(stored).collect();
-            visit(history::reduce(&doc.row, &events))?;
+            visit(&doc.row, &events)?;
         }
         return Ok(());
     }
     let limit = asked.limit.unwrap_or(usize::MAX);
     let mut taken = 0;
     let walked = store.each_attempted(&asked.selection, asked.window, &mut |row, events| {
-        visit(history::reduce(&row, events))?;
+        visit(&row, events)?;
         taken += 1;
         if taken >= limit {
             return Err(crate::store::StoreError::Stopped);

@@ -13,6 +13,12 @@ pub enum Format {
     Wide,
     /// The stable JSON contract
     Json,
+    /// reconcile: one line per notification and channel that needs a person (RFC 4180)
+    Csv,
+    /// report: the postmortem as Markdown (report's default)
+    Markdown,
+    /// report: the postmortem as one self-contained HTML file
+    Html,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Default)]

@@ -222,6 +222,12 @@ impl SqliteStore {
         Self::open(path, OpenMode::ReadWrite)
     }
 
+    /// The same store, its changes stamped by `clock` (tests, the lab).
+    pub fn with_clock(mut self, clock: Box<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
+    }
+
     fn open(path: &Path, mode: OpenMode) -> Result<Self> {
         Ok(Self {
             path: path.to_path_buf(),

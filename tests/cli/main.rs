@@ -16,6 +16,7 @@ mod prefix;
 mod pulse;
 mod reconcile;
 mod remediation;
+mod report;
 mod runbook;
 mod selection;
 mod snapshots;

@@ -8,6 +8,7 @@ mod doctor;
 mod metrics;
 mod new_user;
 mod reconcile;
+mod report_browser;
 mod terminal;
 mod tsg_runbook;
 mod tui;

@@ -377,7 +377,7 @@ fn fixtures_triage_the_same_on_both_backends() {
         );
         checked += 1;
     }
-    assert_eq!(checked, 6);
+    assert_eq!(checked, 7, "six runbook cases and the store of all of them");
 }
 
 #[test]

@@ -330,6 +330,63 @@ pub fn resolve_entry(conn: &rusqlite::Connection, now: f64) -> String {
     id
 }
 
+/// An EMAIL to `recipient` the relay took twice: accepted after its lease ran out, then
+/// again by the reclaim. DELIVERED, with two copies in its history.
+pub fn duplicated_email(conn: &rusqlite::Connection, now: f64, recipient: &str) -> String {
+    let id = engine::submit(
+        conn,
+        now,
+        &NewNotification {
+            channels: [Channel::Email].into_iter().collect(),
+            payload: json!({"recipient": recipient, "subject": "s", "body": "b"}),
+            idempotency_key: None,
+            max_attempts: 2,
+        },
+    )
+    .expect("submit")
+    .id;
+    let ClaimOutcome::Claimed(lease) =
+        engine::claim(conn, now, "seed-worker", 60.0).expect("claim")
+    else {
+        panic!("nothing to claim");
+    };
+    engine::start_channel(conn, now, &lease, Channel::Email, &Default::default()).expect("start");
+    let late = DeliveryResult::accepted(Some(format!("<{id}.1.1@uns.local>")));
+    engine::record_result(conn, now + 61.0, &lease, Channel::Email, &late).expect("result");
+    engine::settle(
+        conn,
+        now + 61.0,
+        &lease,
+        &[(Channel::Email, late)],
+        &BACKOFF,
+    )
+    .expect("settle");
+    let ClaimOutcome::Claimed(again) =
+        engine::claim(conn, now + 62.0, "seed-worker-2", 60.0).expect("reclaim")
+    else {
+        panic!("no reclaim");
+    };
+    engine::start_channel(
+        conn,
+        now + 62.0,
+        &again,
+        Channel::Email,
+        &Default::default(),
+    )
+    .expect("start");
+    let second = DeliveryResult::accepted(Some(format!("<{id}.1.2@uns.local>")));
+    engine::record_result(conn, now + 63.0, &again, Channel::Email, &second).expect("result");
+    engine::settle(
+        conn,
+        now + 63.0,
+        &again,
+        &[(Channel::Email, second)],
+        &BACKOFF,
+    )
+    .expect("settle");
+    id
+}
+
 /// An SMTP server on loopback that offers a login and writes down every command it is
 /// sent: what a relay named by data would learn from a client that trusted it.
 pub struct RecordingRelay {

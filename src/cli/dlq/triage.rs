@@ -112,6 +112,7 @@ pub fn run(global: &Invocation, args: Args) -> CliResult {
         args.select.limit,
         |arriving| match out.json() {
             true => write_json(
+                std::io::stdout().lock(),
                 arriving,
                 Tally::watching(args.watch),
                 identity.as_deref(),
@@ -168,15 +169,35 @@ fn report(tally: &Tally, place: &str, args: &Args, out: &Output) {
     }
 }
 
+/// `dlq triage -o json` of `selection` in `store`, written to `writer`: the document a
+/// report's evidence bundle keeps as triage.json.
+pub fn write_document(
+    store: &dyn crate::store::Store,
+    selection: &crate::store::Selection,
+    writer: impl Write + Send,
+) -> CliResult {
+    let identity = store.identity()?;
+    selection::stream(store, selection, &|_: &Triaged| true, None, |arriving| {
+        write_json(
+            writer,
+            arriving,
+            Tally::default(),
+            identity.as_deref(),
+            None,
+        )
+    })?;
+    Ok(())
+}
+
 /// `{"entries": [...], "summary": {...}, "store": ID}`, written as the verdicts arrive.
 fn write_json(
+    writer: impl Write,
     arriving: Receiver<Vec<Triaged>>,
     tally: Tally,
     identity: Option<&str>,
     excluded: Option<&crate::cli::apply::Excluded>,
 ) -> CliResult<Tally> {
-    let stdout = std::io::stdout();
-    let mut writer = std::io::BufWriter::with_capacity(1 << 16, stdout.lock());
+    let mut writer = std::io::BufWriter::with_capacity(1 << 16, writer);
     let mut tally = Tally {
         counts: triage::empty_summary(),
         ..tally

@@ -1,0 +1,385 @@
+//! `unsctl report`: the postmortem for a window, as Markdown, HTML or JSON, and with
+//! `--bundle DIR` the evidence behind it with a SHA256SUMS that `report check` (and
+//! `sha256sum -c`) verifies.
+
+use super::args::{SenderArgs, SourceArgs};
+use super::backend::{self, Invocation};
+use super::error::{CliError, CliResult, ExitKind};
+use crate::render::output::{Format, print, status};
+use crate::report::{self, Report};
+use crate::store::{Selection, Store};
+use sha2::Digest;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// Write the postmortem for a window, from the evidence (-o markdown, html or json)
+///
+/// Summary, impact per channel, timeline, who got duplicates, operator actions and
+/// verdict changes. Every figure comes from the store and the providers' records, tied to the events or
+/// records that give it. The same absolute window gives the same bytes every run.
+///
+/// Example: unsctl report --since 2026-11-30T02:00:00Z --until 2026-11-30T05:00:00Z
+/// Example: unsctl report --since 6h --relay-log /var/log/mail.log -o html > postmortem.html
+/// Example: unsctl report --since 6h --bundle incident-42/
+/// Example: unsctl report check incident-42/
+#[derive(Debug, clap::Args)]
+#[command(verbatim_doc_comment, args_conflicts_with_subcommands = true)]
+pub struct Args {
+    #[command(subcommand)]
+    pub command: Option<Command>,
+    /// Start of the window: RFC 3339, or a duration back from now (6h, 1d)
+    #[arg(long, value_name = "TIME")]
+    pub since: Option<String>,
+    /// End of the window (default: now; give it for a report that reads the same twice)
+    #[arg(long, value_name = "TIME")]
+    pub until: Option<String>,
+    /// Only this channel
+    #[arg(long, value_parser = super::values::channel())]
+    pub channel: Option<crate::model::Channel>,
+    /// Only notifications whose error message contains TEXT (repeat: any of them)
+    #[arg(long, value_name = "TEXT")]
+    pub error: Vec<String>,
+    #[command(flatten)]
+    pub sources: SourceArgs,
+    #[command(flatten)]
+    pub senders: SenderArgs,
+    /// Also write the evidence to DIR: the three reports, events.jsonl, triage.json,
+    /// reconcile.json, audit.json and SHA256SUMS
+    #[arg(long, value_name = "DIR")]
+    pub bundle: Option<PathBuf>,
+}
+
+#[derive(Debug, clap::Subcommand)]
+pub enum Command {
+    /// Check an evidence bundle against its SHA256SUMS
+    ///
+    /// Each file changed, missing or added is named, and any of them exits 1.
+    ///
+    /// Example: unsctl report check incident-42/
+    Check {
+        /// The bundle's directory
+        dir: PathBuf,
+    },
+}
+
+/// The files of a bundle, in the order SHA256SUMS lists them.
+pub const BUNDLE_FILES: [&str; 7] = [
+    "report.md",
+    "report.html",
+    "report.json",
+    "events.jsonl",
+    "triage.json",
+    "reconcile.json",
+    "audit.json",
+];
+
+pub fn run(global: &Invocation, args: Args) -> CliResult {
+    if let Some(Command::Check { dir }) = &args.command {
+        return check(dir);
+    }
+    let Some(since) = args.since.as_deref() else {
+        return Err(CliError::usage(
+            "a report needs its window: --since TIME (and --until TIME for one that reads the same twice)",
+        ));
+    };
+    let window = super::args::window(Some(since), args.until.as_deref())?;
+    let now = crate::clock::Clock::now(&crate::clock::SystemClock);
+    let (since, until) = (window.since.unwrap_or(now), window.until.unwrap_or(now));
+    if since >= until {
+        return Err(CliError::usage("--since must come before --until"));
+    }
+    let selection = Selection {
+        channel: args.channel,
+        error: args
+            .error
+            .iter()
+            .filter(|e| !e.is_empty())
+            .cloned()
+            .collect(),
+        ..Selection::default()
+    };
+    selection.check().map_err(CliError::usage)?;
+    let asked = report::Asked {
+        since,
+        until,
+        selection,
+        sources: args.senders.apply(args.sources.sources()),
+    };
+    if global.all_contexts {
+        return run_fleet(global, &asked, &args);
+    }
+    let store = backend::reader(global)?;
+    let report = match &args.bundle {
+        Some(dir) => bundle(store.as_ref(), &asked, dir)?,
+        None => report::gather(store.as_ref(), &asked, &mut |_, _| Ok(()))?,
+    };
+    print_report(&report, global.output)
+}
+
+fn print_report(report: &Report, format: Format) -> CliResult {
+    let text = match format {
+        Format::Json => json(report)?,
+        Format::Html => report::html::render(report),
+        _ => report::markdown::render(report),
+    };
+    let mut stdout = std::io::stdout().lock();
+    stdout.write_all(text.as_bytes())?;
+    stdout.flush()?;
+    Ok(())
+}
+
+fn json(report: &Report) -> CliResult<String> {
+    let mut text = serde_json::to_string_pretty(report)
+        .map_err(|err| CliError::error(format!("cannot write the report: {err}")))?;
+    text.push('\n');
+    Ok(text)
+}
+
+/// `report --all-contexts`: one report a context, each under its name; one that cannot
+/// be read says why, and the rest are still written.
+fn run_fleet(global: &Invocation, asked: &report::Asked, args: &Args) -> CliResult {
+    if args.bundle.is_some() {
+        return Err(CliError::usage(
+            "--bundle keeps one store's evidence: pass --context NAME",
+        ));
+    }
+    let config = backend::required_config()?;
+    let mut parts = Vec::new();
+    let mut documents = Vec::new();
+    let mut failed = 0;
+    for context in &config.contexts {
+        let read = backend::from_context(&config, &context.name)
+            .and_then(|r| backend::open_resolved(r, false))
+            .and_then(|store| Ok(report::gather(store.as_ref(), asked, &mut |_, _| Ok(()))?));
+        match read {
+            Ok(report) => {
+                parts.push((context.name.clone(), Ok(report.clone())));
+                documents.push(serde_json::json!({"context": context.name, "report": report}));
+            }
+            Err(err) => {
+                failed += 1;
+                parts.push((context.name.clone(), Err(err.message.clone())));
+                documents.push(serde_json::json!({"context": context.name, "error": err.message}));
+            }
+        }
+    }
+    let text = match global.output {
+        Format::Json => {
+            let mut text =
+                serde_json::to_string_pretty(&serde_json::json!({ "contexts": documents }))
+                    .map_err(|err| CliError::error(err.to_string()))?;
+            text.push('\n');
+            text
+        }
+        format => parts
+            .iter()
+            .map(|(name, part)| match (part, format) {
+                (Ok(report), Format::Html) => report::html::render(report),
+                (Ok(report), _) => format!(
+                    "<!-- context {} -->\n{}",
+                    crate::render::sanitize::clean(name),
+                    report::markdown::render(report).replacen(
+                        "# Postmortem:",
+                        &format!("# Context {}: postmortem:", report::markdown::escape(name)),
+                        1
+                    )
+                ),
+                (Err(why), _) => format!(
+                    "# Context {}: not read\n\n{}\n",
+                    report::markdown::escape(name),
+                    report::markdown::escape(why)
+                ),
+            })
+            .collect::<Vec<_>>()
+            .join("\n"),
+    };
+    print(text.trim_end())?;
+    if failed > 0 {
+        return Err(CliError::error(format!(
+            "{failed} of {} contexts could not be read (see above)",
+            config.contexts.len()
+        )));
+    }
+    Ok(())
+}
+
+/// Writes the evidence bundle to `dir` (created; an existing file is refused), and the
+/// report it holds.
+fn bundle(store: &dyn Store, asked: &report::Asked, dir: &Path) -> CliResult<Report> {
+    std::fs::create_dir_all(dir)?;
+    for name in BUNDLE_FILES.iter().chain(["SHA256SUMS"].iter()) {
+        if dir.join(name).exists() {
+            return Err(CliError::new(
+                ExitKind::Refused,
+                format!(
+                    "{} already holds {name}: a bundle is never written over; choose a new directory",
+                    dir.display()
+                ),
+            ));
+        }
+    }
+    let file = |name: &str| -> CliResult<std::io::BufWriter<std::fs::File>> {
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(dir.join(name))?;
+        Ok(std::io::BufWriter::with_capacity(1 << 16, file))
+    };
+    let mut events = file("events.jsonl")?;
+    let mut failed: Option<std::io::Error> = None;
+    let report = report::gather(store, asked, &mut |id, stored| {
+        for event in stored {
+            let line = serde_json::json!({
+                "notification_id": id,
+                "id": event.id,
+                "at": event.at,
+                "kind": event.kind,
+                "payload": event.payload,
+            });
+            let written = serde_json::to_writer(&mut events, &line)
+                .map_err(std::io::Error::other)
+                .and_then(|()| events.write_all(b"\n"));
+            if let Err(err) = written {
+                failed = Some(err);
+                return Err(crate::store::StoreError::Stopped);
+            }
+        }
+        Ok(())
+    });
+    if let Some(err) = failed {
+        return Err(err.into());
+    }
+    let report = report?;
+    events.flush()?;
+    write_all(
+        file("report.md")?,
+        report::markdown::render(&report).as_bytes(),
+    )?;
+    write_all(
+        file("report.html")?,
+        report::html::render(&report).as_bytes(),
+    )?;
+    write_all(file("report.json")?, json(&report)?.as_bytes())?;
+    let audit = serde_json::to_string_pretty(&report.actions)
+        .map_err(|err| CliError::error(err.to_string()))?;
+    write_all(file("audit.json")?, format!("{audit}\n").as_bytes())?;
+    super::dlq::write_triage_document(store, &asked_selection(asked), file("triage.json")?)?;
+    let reconcile_asked = crate::reconcile::Asked {
+        selection: asked_selection(asked),
+        window: crate::store::Window {
+            since: Some(asked.since),
+            until: Some(asked.until),
+        },
+        ids: None,
+        limit: None,
+    };
+    let reconciliation = crate::reconcile::Reconciliation::read(
+        store,
+        &reconcile_asked,
+        asked.sources.clone(),
+        asked.until,
+    )?;
+    let recent = crate::reconcile::Recent::read(
+        store,
+        Some(asked.until),
+        asked.until,
+        crate::pulse::DEFAULT_QUIET_AFTER,
+    )?;
+    super::reconcile::write_document(&reconciliation, store, &recent, file("reconcile.json")?)?;
+    let mut sums = String::new();
+    for name in BUNDLE_FILES {
+        sums.push_str(&format!("{}  {name}\n", sha256_of(&dir.join(name))?));
+    }
+    write_all(file("SHA256SUMS")?, sums.as_bytes())?;
+    status(&format!(
+        "evidence bundle written to {}: check it with `unsctl report check {}` or `sha256sum -c SHA256SUMS` inside it",
+        dir.display(),
+        crate::render::sanitize::shell_word(&dir.display().to_string())
+    ));
+    Ok(report)
+}
+
+fn asked_selection(asked: &report::Asked) -> Selection {
+    asked.selection.clone()
+}
+
+fn write_all(mut file: impl Write, bytes: &[u8]) -> CliResult {
+    file.write_all(bytes)?;
+    file.flush()?;
+    Ok(())
+}
+
+fn sha256_of(path: &Path) -> CliResult<String> {
+    let mut file = std::fs::File::open(path)?;
+    let mut hasher = sha2::Sha256::new();
+    std::io::copy(&mut file, &mut hasher)?;
+    Ok(format!("{:x}", hasher.finalize()))
+}
+
+/// `report check DIR`: each listed file's digest against SHA256SUMS, and any file the
+/// list does not name.
+fn check(dir: &Path) -> CliResult {
+    let sums = std::fs::read_to_string(dir.join("SHA256SUMS")).map_err(|err| {
+        CliError::error(format!(
+            "{}: no SHA256SUMS to check against: {err}",
+            dir.display()
+        ))
+    })?;
+    let mut listed = std::collections::BTreeSet::new();
+    let mut problems = Vec::new();
+    for line in sums.lines().filter(|l| !l.trim().is_empty()) {
+        let Some((digest, name)) = line.split_once("  ") else {
+            problems.push(format!(
+                "SHA256SUMS: unreadable line {:?}",
+                crate::render::sanitize::clean(line)
+            ));
+            continue;
+        };
+        let name = name.trim_start_matches('*');
+        if name.contains('/') || name.contains("..") {
+            problems.push(format!(
+                "SHA256SUMS names {:?}, outside the bundle",
+                crate::render::sanitize::clean(name)
+            ));
+            continue;
+        }
+        listed.insert(name.to_string());
+        let path = dir.join(name);
+        if !path.is_file() {
+            problems.push(format!("{}: missing", crate::render::sanitize::clean(name)));
+            continue;
+        }
+        if sha256_of(&path)? != digest.trim() {
+            problems.push(format!("{}: changed", crate::render::sanitize::clean(name)));
+        } else {
+            print(&format!("{}: OK", crate::render::sanitize::clean(name)))?;
+        }
+    }
+    let mut present: Vec<String> = std::fs::read_dir(dir)?
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|name| name != "SHA256SUMS" && !listed.contains(name))
+        .collect();
+    present.sort();
+    problems.extend(present.iter().map(|name| {
+        format!(
+            "{}: added (not in SHA256SUMS)",
+            crate::render::sanitize::clean(name)
+        )
+    }));
+    for problem in &problems {
+        print(problem)?;
+    }
+    if problems.is_empty() {
+        status(&format!(
+            "{}: every file is as it was written",
+            dir.display()
+        ));
+        return Ok(());
+    }
+    Err(CliError::error(format!(
+        "{}: {} not as written",
+        dir.display(),
+        crate::render::output::counted(problems.len() as i64, "file")
+    )))
+}

@@ -1,0 +1,321 @@
+//! The report as one self-contained HTML file: no script, no external link or font, the
+//! chart an inline SVG of our own, every text escaped by the builder (maud), laid out
+//! to print on A4.
+
+use super::{Action, Moment, Report};
+use crate::pulse::Series;
+use crate::render::time::rfc3339;
+use maud::{DOCTYPE, Markup, PreEscaped, html};
+
+const STYLE: &str = r#"
+@page { size: A4; margin: 14mm; }
+body { font-family: sans-serif; font-size: 10pt; color: #111; max-width: 180mm; margin: 0 auto; }
+h1 { font-size: 16pt; } h2 { font-size: 13pt; margin-top: 1.4em; border-bottom: 1px solid #999; }
+table { border-collapse: collapse; width: 100%; table-layout: fixed; margin: 0.5em 0; }
+th, td { border: 1px solid #bbb; padding: 2px 4px; text-align: left; vertical-align: top;
+  overflow-wrap: anywhere; font-size: 8.5pt; }
+th { background: #eee; }
+td.n { text-align: right; }
+code { font-family: monospace; font-size: 8.5pt; overflow-wrap: anywhere; }
+svg { width: 100%; height: auto; }
+.bar-LEASE_LOST { fill: #c0392b; } .bar-UNKNOWN { fill: #d68910; }
+.bar-DEAD_LETTERED { fill: #7d3c98; } .bar-DELIVERED { fill: #1e8449; }
+.mark { stroke: #333; stroke-dasharray: 3 2; }
+.empty { min-height: 3em; border-left: 3px solid #ccc; padding-left: 6px; color: #777; }
+"#;
+
+/// Width and height of the chart's drawing area, in SVG units.
+const CHART_WIDTH: f64 = 700.0;
+const ROW_HEIGHT: f64 = 56.0;
+const BAR_MAX: f64 = 44.0;
+const LABEL: f64 = 110.0;
+
+pub fn render(report: &Report) -> String {
+    let since = report.window.since.map(rfc3339).unwrap_or_default();
+    let until = report.window.until.map(rfc3339).unwrap_or_default();
+    let page = html! {
+        (DOCTYPE)
+        html lang="en" {
+            head {
+                meta charset="utf-8";
+                meta name="referrer" content="no-referrer";
+                title { "Postmortem: notifications from " (since) " to " (until) }
+                style { (PreEscaped(STYLE)) }
+            }
+            body {
+                h1 { "Postmortem: notifications from " (since) " to " (until) }
+                p {
+                    "Written by unsctl " (env!("CARGO_PKG_VERSION")) " from the store "
+                    @if let Some(store) = &report.store { code { (c(store)) } }
+                    " and the providers' records it was given. Each figure names the events or records it comes from. Times are UTC."
+                }
+                (summary(report))
+                (impact(report))
+                (timeline(report))
+                (needs(report))
+                (actions(report))
+                (verdicts(report))
+                h2 { "Left for people" }
+                @for heading in ["Root cause", "What went well", "What went wrong", "Action items"] {
+                    h3 { (heading) }
+                    div.empty { "(to be written)" }
+                }
+            }
+        }
+    };
+    page.into_string()
+}
+
+fn moment_row(label: &str, moment: Option<&Moment>) -> Markup {
+    html! {
+        tr {
+            th { (label) }
+            @match moment {
+                Some(m) => {
+                    td { (rfc3339(m.at)) }
+                    td { "event " (m.event_id) }
+                    td { code { (c(&m.notification_id)) } }
+                }
+                None => { td colspan="3" { "none in the window" } }
+            }
+        }
+    }
+}
+
+fn summary(report: &Report) -> Markup {
+    let s = &report.summary;
+    html! {
+        h2 { "Summary" }
+        table {
+            tr { th {} th { "When" } th { "Event" } th { "Notification" } }
+            (moment_row("Impact start", s.impact_start.as_ref()))
+            (moment_row("First lease loss", s.first_lease_lost.as_ref()))
+            (moment_row("Last lease loss", s.last_lease_lost.as_ref()))
+            (moment_row("Repair started (first operator action)", s.first_action.as_ref()))
+            (moment_row("Last dead letter", s.last_dead_letter.as_ref()))
+        }
+        p { (report.notifications) " notifications had a channel attempt in the window." }
+    }
+}
+
+fn impact(report: &Report) -> Markup {
+    html! {
+        h2 { "Impact per channel" }
+        p { "From the history and the providers' records, as " code { "unsctl reconcile" } " counts them for the window." }
+        table {
+            tr {
+                th { "Channel" } th { "Attempted" } th { "Delivered once" } th { "Duplicated" }
+                th { "Recipients duplicated" } th { "Maybe duplicated" } th { "Missing" } th { "Unsettled" }
+            }
+            @for i in &report.impact {
+                tr {
+                    td { (i.channel) }
+                    td.n { (i.attempted) } td.n { (i.delivered_once) } td.n { (i.duplicated) }
+                    td.n { (i.duplicated_recipients) } td.n { (i.maybe_duplicated) }
+                    td.n { (i.missing) } td.n { (i.unsettled) }
+                }
+            }
+        }
+        p {
+            "The DLQ now: "
+            @for (n, (branch, count)) in report.dlq_now.iter().enumerate() {
+                @if n > 0 { ", " }
+                (branch) " " (count)
+            }
+            "."
+        }
+    }
+}
+
+/// The pulse as small multiples: a row of bars per series, one bar a step, its height
+/// the step's count against the series' largest; the summary's moments as dashed lines.
+pub fn chart(report: &Report) -> Markup {
+    let pulse = &report.pulse;
+    let steps = pulse
+        .series
+        .values()
+        .map(Vec::len)
+        .max()
+        .unwrap_or(0)
+        .max(1);
+    let plot = CHART_WIDTH - LABEL;
+    let width = plot / steps as f64;
+    let height = ROW_HEIGHT * super::CHARTED.len() as f64 + 16.0;
+    let x_of = |at: f64| LABEL + (at - pulse.window.since) / pulse.step * width;
+    let marks: Vec<(&str, f64)> = [
+        ("impact start", report.summary.impact_start.as_ref()),
+        ("last lease loss", report.summary.last_lease_lost.as_ref()),
+        ("repair started", report.summary.first_action.as_ref()),
+        ("last dead letter", report.summary.last_dead_letter.as_ref()),
+    ]
+    .into_iter()
+    .filter_map(|(label, m)| Some((label, x_of(m?.at))))
+    .collect();
+    html! {
+        svg xmlns="http://www.w3.org/2000/svg" viewBox=(format!("0 0 {CHART_WIDTH} {height}"))
+            role="img" aria-label="Per step: lease losses, unknown outcomes, dead letters, deliveries" {
+            @for (row, series) in super::CHARTED.iter().enumerate() {
+                (series_row(report, *series, row, width))
+            }
+            @for (label, x) in &marks {
+                line.mark x1=(fmt(*x)) x2=(fmt(*x)) y1="0" y2=(fmt(height - 14.0)) data-mark=(label) {
+                    title { (label) }
+                }
+            }
+            text x=(fmt(LABEL)) y=(fmt(height - 2.0)) font-size="9" {
+                (rfc3339(pulse.window.since))
+            }
+            text x=(fmt(CHART_WIDTH)) y=(fmt(height - 2.0)) font-size="9" text-anchor="end" {
+                (rfc3339(pulse.window.until))
+            }
+        }
+    }
+}
+
+fn series_row(report: &Report, series: Series, row: usize, width: f64) -> Markup {
+    let pulse = &report.pulse;
+    let counts = pulse.series.get(&series).cloned().unwrap_or_default();
+    let most = counts.iter().copied().max().unwrap_or(0).max(1) as f64;
+    let base = ROW_HEIGHT * (row as f64 + 1.0);
+    html! {
+        g data-series=(series.as_str()) {
+            text x="0" y=(fmt(base - 20.0)) font-size="10" { (series.as_str()) }
+            text x="0" y=(fmt(base - 8.0)) font-size="9" { (pulse.total(series)) " in all, at most " (most as u64) " a step" }
+            line x1=(fmt(LABEL)) x2=(fmt(CHART_WIDTH)) y1=(fmt(base)) y2=(fmt(base)) stroke="#999" {}
+            @for (k, count) in counts.iter().enumerate() {
+                @if *count > 0 {
+                    @let h = (*count as f64 / most * BAR_MAX).max(1.0);
+                    rect class=(format!("bar bar-{}", series.as_str())) data-series=(series.as_str())
+                        data-step=(k) data-count=(count)
+                        x=(fmt(LABEL + k as f64 * width)) y=(fmt(base - h))
+                        width=(fmt((width * 0.9).max(0.5))) height=(fmt(h)) {
+                        title { (rfc3339(pulse.window.since + k as f64 * pulse.step)) ": " (count) }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Text from a store or a provider: control bytes shown escaped (maud escapes the markup).
+fn c(text: &str) -> String {
+    crate::render::sanitize::clean(text).into_owned()
+}
+
+/// A number for an SVG attribute: two decimals at most, the same bytes every run.
+fn fmt(value: f64) -> String {
+    let text = format!("{value:.2}");
+    text.trim_end_matches('0').trim_end_matches('.').to_string()
+}
+
+fn timeline(report: &Report) -> Markup {
+    html! {
+        h2 { "Timeline" }
+        p { "Per " (crate::render::time::duration(report.pulse.step)) " from the events (" code { "unsctl pulse" } "); the dashed lines mark the summary's moments." }
+        (chart(report))
+        h3 { "Key moments" }
+        ul {
+            @if report.key_moments.is_empty() { li { "none in the window" } }
+            @for m in &report.key_moments {
+                li { (rfc3339(m.at)) ": " (c(&m.what)) " (event " (m.event_id) ", " code { (c(&m.notification_id)) } ")" }
+            }
+        }
+    }
+}
+
+fn needs(report: &Report) -> Markup {
+    html! {
+        h2 { "Who got duplicates, and what never arrived" }
+        @if report.needs.is_empty() {
+            p { "Nobody: no notification was proven duplicated or missing." }
+        } @else {
+            table {
+                tr { th { "Class" } th { "Channel" } th { "Recipient" } th { "Notification" } th { "Copies" } th { "Evidence" } }
+                @for item in &report.needs {
+                    tr {
+                        td { (item.class.as_str()) }
+                        td { (item.channel) }
+                        td { (c(item.recipient.as_deref().unwrap_or("-"))) }
+                        td { code { (c(&item.id)) } }
+                        td.n { (item.copies) }
+                        td {
+                            @for e in &item.evidence {
+                                div {
+                                    (c(&e.text))
+                                    @if !e.queue_ids.is_empty() { " (queue id " (c(&e.queue_ids.join(", "))) ")" }
+                                    @if !e.event_ids.is_empty() {
+                                        " (events " (e.event_ids.iter().map(i64::to_string).collect::<Vec<_>>().join(", ")) ")"
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn action_cell(a: &Action) -> Markup {
+    html! {
+        (c(&a.kind))
+        @if a.forced { " " strong { "FORCED" } " over: " (c(&a.overridden.join("; "))) }
+        @if let Some(via) = &a.via { " (via " (c(via)) ")" }
+    }
+}
+
+fn actions(report: &Report) -> Markup {
+    let acted: Vec<&Action> = report
+        .actions
+        .iter()
+        .filter(|a| a.kind != "VERIFIED")
+        .collect();
+    html! {
+        h2 { "Operator actions" }
+        @if acted.is_empty() {
+            p { "None in the window." }
+        } @else {
+            table {
+                tr {
+                    th { "When" } th { "Action" } th { "Notification" } th { "Operator" } th { "Reason" }
+                    th { "Ticket" } th { "Attestation" } th { "Verdict then" } th { "What followed" }
+                }
+                @for a in acted {
+                    tr {
+                        td { (rfc3339(a.at)) }
+                        td { (action_cell(a)) }
+                        td { code { (c(&a.notification_id)) } }
+                        td { (c(&a.operator)) }
+                        td { (c(a.reason.as_deref().unwrap_or("-"))) }
+                        td { (c(a.ticket.as_deref().unwrap_or("-"))) }
+                        td { (c(a.attestation.as_deref().unwrap_or("-"))) }
+                        td { (c(a.verdict_then.as_deref().unwrap_or("-"))) }
+                        td { (c(&a.followed)) }
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn verdicts(report: &Report) -> Markup {
+    let changes: Vec<&Action> = report
+        .verdict_changes()
+        .filter(|a| a.answer.is_some())
+        .collect();
+    html! {
+        h2 { "Verdict changes" }
+        ul {
+            @for a in &changes {
+                @if let Some(answer) = &a.answer {
+                    li {
+                        (rfc3339(a.at)) ": " code { (c(&a.notification_id)) } " " (c(&answer.channel)) " "
+                        strong { (c(&answer.outcome)) } " from " (c(&answer.source)) " by " (c(&a.operator))
+                        " (event " (a.event_id) "): " (c(&answer.evidence))
+                    }
+                }
+            }
+            @if changes.is_empty() { li { "none in the window" } }
+        }
+    }
+}

@@ -1,0 +1,276 @@
+//! The report as Markdown, to paste into the postmortem document: every text from a
+//! store or a provider escaped so it reads as text (never as markup, a link or HTML).
+
+use super::{Action, Moment, Report};
+use crate::pulse::Series;
+use crate::render::time::rfc3339;
+use std::fmt::Write;
+
+/// `text` safe in a Markdown table cell or line: control bytes shown escaped, markup and
+/// HTML characters escaped, one line.
+pub fn escape(text: &str) -> String {
+    let clean = crate::render::sanitize::clean(text);
+    let mut out = String::with_capacity(clean.len());
+    for c in clean.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '|' => out.push_str("\\|"),
+            '`' => out.push_str("&#96;"),
+            '\n' | '\r' => out.push(' '),
+            '\\' | '*' | '_' | '[' | ']' | '~' => {
+                out.push('\\');
+                out.push(c);
+            }
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+fn or_dash(text: Option<&str>) -> String {
+    text.map_or_else(|| "-".into(), escape)
+}
+
+fn moment_row(out: &mut String, label: &str, moment: Option<&Moment>) {
+    let _ = match moment {
+        Some(m) => writeln!(
+            out,
+            "| {label} | {} | event {} | {} |",
+            rfc3339(m.at),
+            m.event_id,
+            escape(&m.notification_id)
+        ),
+        None => writeln!(out, "| {label} | none in the window | | |"),
+    };
+}
+
+pub fn render(report: &Report) -> String {
+    let mut out = String::new();
+    let (since, until) = (
+        report.window.since.map(rfc3339).unwrap_or_default(),
+        report.window.until.map(rfc3339).unwrap_or_default(),
+    );
+    let _ = writeln!(out, "# Postmortem: notifications from {since} to {until}\n");
+    let _ = writeln!(
+        out,
+        "Written by unsctl {} from the store{} and the providers' records it was given. Each figure names the events or records it comes from. Times are UTC.\n",
+        env!("CARGO_PKG_VERSION"),
+        report
+            .store
+            .as_deref()
+            .map(|s| format!(" {}", escape(s)))
+            .unwrap_or_default()
+    );
+    summary(&mut out, report);
+    impact(&mut out, report);
+    timeline(&mut out, report);
+    needs(&mut out, report);
+    actions(&mut out, report);
+    verdicts(&mut out, report);
+    out.push_str("## Left for people\n\n### Root cause\n\n### What went well\n\n### What went wrong\n\n### Action items\n");
+    out
+}
+
+fn summary(out: &mut String, report: &Report) {
+    let s = &report.summary;
+    out.push_str("## Summary\n\n| | When | Event | Notification |\n|---|---|---|---|\n");
+    moment_row(out, "Impact start", s.impact_start.as_ref());
+    moment_row(out, "First lease loss", s.first_lease_lost.as_ref());
+    moment_row(out, "Last lease loss", s.last_lease_lost.as_ref());
+    moment_row(
+        out,
+        "Repair started (first operator action)",
+        s.first_action.as_ref(),
+    );
+    moment_row(out, "Last dead letter", s.last_dead_letter.as_ref());
+    let _ = writeln!(
+        out,
+        "\n{} notifications had a channel attempt in the window.\n",
+        report.notifications
+    );
+}
+
+fn impact(out: &mut String, report: &Report) {
+    out.push_str("## Impact per channel\n\nFrom the history and the providers' records, as `unsctl reconcile` counts them for the window.\n\n");
+    out.push_str("| Channel | Attempted | Delivered once | Duplicated | Recipients duplicated | Maybe duplicated | Missing | Unsettled |\n|---|---:|---:|---:|---:|---:|---:|---:|\n");
+    for i in &report.impact {
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {} | {} | {} | {} | {} |",
+            i.channel,
+            i.attempted,
+            i.delivered_once,
+            i.duplicated,
+            i.duplicated_recipients,
+            i.maybe_duplicated,
+            i.missing,
+            i.unsettled
+        );
+    }
+    let dlq: Vec<String> = report
+        .dlq_now
+        .iter()
+        .map(|(branch, n)| format!("{branch} {n}"))
+        .collect();
+    let _ = writeln!(out, "\nThe DLQ now: {}.\n", dlq.join(", "));
+}
+
+fn timeline(out: &mut String, report: &Report) {
+    let pulse = &report.pulse;
+    let _ = writeln!(
+        out,
+        "## Timeline\n\nPer {} from the events (`unsctl pulse`); steps with nothing are left out.\n",
+        crate::render::time::duration(pulse.step)
+    );
+    out.push_str("| Step (UTC) | Lease losses | Reclaims | Unknown | Dead letters | Replays | Resolves | Deliveries |\n|---|---:|---:|---:|---:|---:|---:|---:|\n");
+    let steps = pulse.series.values().map(Vec::len).max().unwrap_or(0);
+    for k in 0..steps {
+        let counts: Vec<u64> = Series::ALL
+            .iter()
+            .map(|s| {
+                pulse
+                    .series
+                    .get(s)
+                    .and_then(|c| c.get(k))
+                    .copied()
+                    .unwrap_or(0)
+            })
+            .collect();
+        if counts.iter().all(|n| *n == 0) {
+            continue;
+        }
+        let at = pulse.window.since + k as f64 * pulse.step;
+        let cells: Vec<String> = counts.iter().map(u64::to_string).collect();
+        let _ = writeln!(out, "| {} | {} |", rfc3339(at), cells.join(" | "));
+    }
+    out.push_str("\nKey moments:\n\n");
+    if report.key_moments.is_empty() {
+        out.push_str("- none in the window\n");
+    }
+    for m in &report.key_moments {
+        let _ = writeln!(
+            out,
+            "- {}: {} (event {}, {})",
+            rfc3339(m.at),
+            escape(&m.what),
+            m.event_id,
+            escape(&m.notification_id)
+        );
+    }
+    out.push('\n');
+}
+
+fn needs(out: &mut String, report: &Report) {
+    out.push_str("## Who got duplicates, and what never arrived\n\n");
+    if report.needs.is_empty() {
+        out.push_str("Nobody: no notification was proven duplicated or missing.\n\n");
+        return;
+    }
+    out.push_str("| Class | Channel | Recipient | Notification | Copies | Evidence |\n|---|---|---|---|---:|---|\n");
+    for item in &report.needs {
+        let evidence: Vec<String> = item
+            .evidence
+            .iter()
+            .map(|e| {
+                let mut said = escape(&e.text);
+                if !e.queue_ids.is_empty() {
+                    said.push_str(&format!(" (queue id {})", escape(&e.queue_ids.join(", "))));
+                }
+                if !e.event_ids.is_empty() {
+                    let ids: Vec<String> = e.event_ids.iter().map(i64::to_string).collect();
+                    said.push_str(&format!(" (events {})", ids.join(", ")));
+                }
+                said
+            })
+            .collect();
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {} | {} | {} |",
+            item.class.as_str(),
+            item.channel,
+            or_dash(item.recipient.as_deref()),
+            escape(&item.id),
+            item.copies,
+            evidence.join("; ")
+        );
+    }
+    out.push('\n');
+}
+
+fn actions(out: &mut String, report: &Report) {
+    out.push_str("## Operator actions\n\n");
+    let acted: Vec<&Action> = report
+        .actions
+        .iter()
+        .filter(|a| a.kind != "VERIFIED")
+        .collect();
+    if acted.is_empty() {
+        out.push_str("None in the window.\n\n");
+        return;
+    }
+    out.push_str("| When | Action | Notification | Operator | Reason | Ticket | Attestation | Verdict then | What followed |\n|---|---|---|---|---|---|---|---|---|\n");
+    for a in acted {
+        let action = format!(
+            "{}{}{}",
+            a.kind,
+            if a.forced {
+                format!(" FORCED over: {}", escape(&a.overridden.join("; ")))
+            } else {
+                String::new()
+            },
+            a.via
+                .as_deref()
+                .map(|v| format!(" (via {})", escape(v)))
+                .unwrap_or_default()
+        );
+        let _ = writeln!(
+            out,
+            "| {} | {action} | {} | {} | {} | {} | {} | {} | {} |",
+            rfc3339(a.at),
+            escape(&a.notification_id),
+            escape(&a.operator),
+            or_dash(a.reason.as_deref()),
+            or_dash(a.ticket.as_deref()),
+            or_dash(a.attestation.as_deref()),
+            or_dash(a.verdict_then.as_deref()),
+            escape(&a.followed)
+        );
+    }
+    if report.actions_not_followed > 0 {
+        let _ = writeln!(
+            out,
+            "\n{} actions past the first 2,000 were not followed up one by one.",
+            report.actions_not_followed
+        );
+    }
+    out.push('\n');
+}
+
+fn verdicts(out: &mut String, report: &Report) {
+    out.push_str("## Verdict changes\n\nEach VERIFIED event: an answer from a provider's own record, with its evidence.\n\n");
+    let mut any = false;
+    for a in report.verdict_changes() {
+        any = true;
+        if let Some(answer) = &a.answer {
+            let _ = writeln!(
+                out,
+                "- {}: {} {} {} from {} by {} (event {}; reason {}): {}",
+                rfc3339(a.at),
+                escape(&a.notification_id),
+                escape(&answer.channel),
+                escape(&answer.outcome),
+                escape(&answer.source),
+                escape(&a.operator),
+                a.event_id,
+                or_dash(a.reason.as_deref()),
+                escape(&answer.evidence)
+            );
+        }
+    }
+    if !any {
+        out.push_str("- none in the window\n");
+    }
+    out.push('\n');
+}

@@ -1,0 +1,512 @@
+//! The postmortem report (DESIGN §11): read from the store and the providers' records
+//! for one absolute window, every figure tied to the events or records it comes from.
+//! [`gather`] makes the data (the JSON form); [`markdown`] and [`html`] lay it out.
+//! Nothing here reads the wall clock: the window's end is "now" for every judgement,
+//! so the same window gives the same bytes on every run and over both backends.
+
+pub mod html;
+pub mod markdown;
+
+use crate::model::{Channel, Kind};
+use crate::pulse::{Pulse, Series};
+use crate::reconcile::{Asked as ReconcileAsked, Class, Reconciled, Reconciliation};
+use crate::store::{EventQuery, Selection, Store, StoredEvent, Window};
+use crate::triage::Branch;
+use serde::Serialize;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// What to report on.
+#[derive(Debug, Clone)]
+pub struct Asked {
+    pub since: f64,
+    pub until: f64,
+    /// Narrows the notifications (channel, error text), as everywhere.
+    pub selection: Selection,
+    pub sources: crate::verify::Sources,
+}
+
+/// The most operator actions whose aftermath is looked up one by one.
+const FOLLOWED_UP: usize = 2_000;
+
+/// A moment of the incident, and the event that marks it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Moment {
+    pub at: f64,
+    pub what: String,
+    pub event_id: i64,
+    pub notification_id: String,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Summary {
+    /// The first LEASE_LOST or UNKNOWN outcome in the window.
+    pub impact_start: Option<Moment>,
+    pub first_lease_lost: Option<Moment>,
+    pub last_lease_lost: Option<Moment>,
+    /// The first resolve, replay or verify record in the window: repair started.
+    pub first_action: Option<Moment>,
+    pub last_dead_letter: Option<Moment>,
+}
+
+/// One channel's impact, as reconcile counts it for the window.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Impact {
+    pub channel: Channel,
+    pub attempted: usize,
+    pub delivered_once: usize,
+    pub duplicated: usize,
+    /// Distinct recipients of the duplicated notifications.
+    pub duplicated_recipients: usize,
+    pub maybe_duplicated: usize,
+    pub missing: usize,
+    pub unsettled: usize,
+}
+
+/// One operator action and what followed it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Action {
+    pub event_id: i64,
+    pub at: f64,
+    pub kind: String,
+    pub notification_id: String,
+    pub operator: String,
+    pub reason: Option<String>,
+    pub ticket: Option<String>,
+    pub attestation: Option<String>,
+    pub forced: bool,
+    pub overridden: Vec<String>,
+    /// The branch the verdict had when it was done.
+    pub verdict_then: Option<String>,
+    pub via: Option<String>,
+    /// VERIFIED: the answer, its source and its evidence.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub answer: Option<Answer>,
+    /// What became of it: delivered, refused again, still due, resolved.
+    pub followed: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Answer {
+    pub channel: String,
+    pub outcome: String,
+    pub source: String,
+    pub evidence: String,
+}
+
+/// The report's data: what `-o json` prints and both layouts read.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Report {
+    pub window: Window,
+    /// The store's identity (the same over both backends), when it has one.
+    pub store: Option<String>,
+    pub summary: Summary,
+    pub impact: Vec<Impact>,
+    /// The DLQ by branch as it stands when the report is made.
+    pub dlq_now: BTreeMap<Branch, usize>,
+    pub pulse: Pulse,
+    pub key_moments: Vec<Moment>,
+    /// DUPLICATED and MISSING, each with its recipient, copies and evidence.
+    pub needs: Vec<Reconciled>,
+    pub actions: Vec<Action>,
+    /// Actions not followed up one by one, past the first [`FOLLOWED_UP`].
+    pub actions_not_followed: usize,
+    pub notifications: usize,
+}
+
+impl Report {
+    /// The VERIFIED events among the actions: the verdict changes.
+    pub fn verdict_changes(&self) -> impl Iterator<Item = &Action> {
+        self.actions.iter().filter(|a| a.kind == "VERIFIED")
+    }
+}
+
+/// Reads the report for `asked` from `store`. `events` is handed every event of every
+/// notification in the window, one notification at a time (the bundle's events.jsonl).
+pub fn gather(
+    store: &dyn Store,
+    asked: &Asked,
+    events: &mut (dyn FnMut(&str, &[StoredEvent<'_>]) -> crate::store::Result<()> + Send),
+) -> crate::store::Result<Report> {
+    let window = Window {
+        since: Some(asked.since),
+        until: Some(asked.until),
+    };
+    let reconcile_asked = ReconcileAsked {
+        selection: Selection {
+            since: None,
+            until: None,
+            ..asked.selection.clone()
+        },
+        window,
+        ids: None,
+        limit: None,
+    };
+    // Judged as of the window's end, never the wall clock.
+    let reconciliation =
+        Reconciliation::read(store, &reconcile_asked, asked.sources.clone(), asked.until)?;
+    let mut tally = Tally::new(&reconciliation.channels());
+    let notifications = reconciliation.each_with_events(store, &mut |row, stored, items| {
+        tally.moments(&row.id, stored, asked);
+        for item in items {
+            tally.add(item);
+        }
+        events(&row.id, stored)
+    })?;
+    let actions = actions(store, asked)?;
+    let mut summary = tally.summary;
+    summary.first_action = actions.0.first().map(|a| Moment {
+        at: a.at,
+        what: format!("{} by {}", a.kind, a.operator),
+        event_id: a.event_id,
+        notification_id: a.notification_id.clone(),
+    });
+    let key_moments = key_moments(&summary, &actions.0);
+    let mut dlq_now: BTreeMap<Branch, usize> = Branch::ALL.iter().map(|b| (*b, 0)).collect();
+    let dlq_selection = Selection {
+        since: None,
+        until: None,
+        ..asked.selection.clone()
+    };
+    store.each_triaged(&dlq_selection, &mut |entry| {
+        *dlq_now.entry(entry.verdict.branch).or_default() += 1;
+        Ok(())
+    })?;
+    let mut needs = tally.needs;
+    needs.sort_by(|a, b| {
+        (a.class != Class::Duplicated, &a.id, a.channel).cmp(&(
+            b.class != Class::Duplicated,
+            &b.id,
+            b.channel,
+        ))
+    });
+    Ok(Report {
+        window,
+        store: store.identity()?,
+        summary,
+        impact: tally.impact.into_values().map(Impact::from).collect(),
+        dlq_now,
+        pulse: store.pulse(pulse_window(asked.since, asked.until))?,
+        key_moments,
+        needs,
+        actions: actions.0,
+        actions_not_followed: actions.1,
+        notifications,
+    })
+}
+
+/// The window's pulse: a minute a step, or as many whole minutes as keep it within the
+/// 1,440 steps a pulse may have.
+pub fn pulse_window(since: f64, until: f64) -> crate::pulse::Window {
+    let span = (until - since).max(60.0);
+    let minutes = (span / 60.0 / crate::pulse::MAX_STEPS as f64)
+        .ceil()
+        .max(1.0);
+    let step = minutes * 60.0;
+    let since = (since / step).floor() * step;
+    let until = ((until / step).ceil() * step).max(since + step);
+    crate::pulse::Window::new(since, until, step).unwrap_or(crate::pulse::Window {
+        since,
+        until,
+        step,
+    })
+}
+
+/// The counts per channel, the needs and the moments, as the notifications go by.
+struct Tally {
+    impact: BTreeMap<Channel, Counting>,
+    needs: Vec<Reconciled>,
+    summary: Summary,
+}
+
+struct Counting {
+    impact: Impact,
+    recipients: BTreeSet<String>,
+}
+
+impl Impact {
+    fn of(channel: Channel) -> Self {
+        Self {
+            channel,
+            attempted: 0,
+            delivered_once: 0,
+            duplicated: 0,
+            duplicated_recipients: 0,
+            maybe_duplicated: 0,
+            missing: 0,
+            unsettled: 0,
+        }
+    }
+}
+
+impl From<Counting> for Impact {
+    fn from(counting: Counting) -> Self {
+        Impact {
+            duplicated_recipients: counting.recipients.len(),
+            ..counting.impact
+        }
+    }
+}
+
+impl Tally {
+    fn new(channels: &[Channel]) -> Self {
+        Self {
+            impact: channels
+                .iter()
+                .map(|c| {
+                    (
+                        *c,
+                        Counting {
+                            impact: Impact::of(*c),
+                            recipients: BTreeSet::new(),
+                        },
+                    )
+                })
+                .collect(),
+            needs: Vec::new(),
+            summary: Summary::default(),
+        }
+    }
+
+    fn add(&mut self, item: Reconciled) {
+        let counting = self.impact.entry(item.channel).or_insert_with(|| Counting {
+            impact: Impact::of(item.channel),
+            recipients: BTreeSet::new(),
+        });
+        let impact = &mut counting.impact;
+        impact.attempted += 1;
+        match item.class {
+            Class::Once => impact.delivered_once += 1,
+            Class::Duplicated => {
+                impact.duplicated += 1;
+                if let Some(recipient) = &item.recipient {
+                    counting.recipients.insert(recipient.clone());
+                }
+            }
+            Class::MaybeDuplicated => impact.maybe_duplicated += 1,
+            Class::Missing => impact.missing += 1,
+            Class::Unsettled => impact.unsettled += 1,
+        }
+        if matches!(item.class, Class::Duplicated | Class::Missing) {
+            self.needs.push(item);
+        }
+    }
+
+    /// The window's first and last lease loss, its first unknown outcome and its last
+    /// dead letter, from one notification's events.
+    fn moments(&mut self, id: &str, events: &[StoredEvent<'_>], asked: &Asked) {
+        for event in events {
+            if !(event.at >= asked.since && event.at < asked.until) {
+                continue;
+            }
+            let moment = |what: &str| Moment {
+                at: event.at,
+                what: what.to_string(),
+                event_id: event.id,
+                notification_id: id.to_string(),
+            };
+            let summary = &mut self.summary;
+            let earlier = |slot: &Option<Moment>| {
+                slot.as_ref()
+                    .is_none_or(|m| (event.at, event.id) < (m.at, m.event_id))
+            };
+            let later = |slot: &Option<Moment>| {
+                slot.as_ref()
+                    .is_none_or(|m| (event.at, event.id) > (m.at, m.event_id))
+            };
+            match event.kind.as_ref() {
+                "LEASE_LOST" => {
+                    if earlier(&summary.first_lease_lost) {
+                        summary.first_lease_lost = Some(moment("first lease loss"));
+                    }
+                    if later(&summary.last_lease_lost) {
+                        summary.last_lease_lost = Some(moment("last lease loss"));
+                    }
+                    if earlier(&summary.impact_start) {
+                        summary.impact_start = Some(moment("impact start: a lease lost"));
+                    }
+                }
+                "CHANNEL_ATTEMPT_RESULT" if unknown(event) && earlier(&summary.impact_start) => {
+                    summary.impact_start =
+                        Some(moment("impact start: a provider call's outcome unknown"));
+                }
+                "DEAD_LETTERED" if later(&summary.last_dead_letter) => {
+                    summary.last_dead_letter = Some(moment("last dead letter"));
+                }
+                _ => {}
+            }
+        }
+    }
+}
+
+fn unknown(event: &StoredEvent<'_>) -> bool {
+    serde_json::from_str::<serde_json::Value>(event.payload.get())
+        .ok()
+        .is_some_and(|p| p["metadata"]["provider_outcome"] == "UNKNOWN")
+}
+
+/// Every resolve, replay and verify record in the window, oldest first, each with what
+/// followed it; and how many were not followed up.
+fn actions(store: &dyn Store, asked: &Asked) -> crate::store::Result<(Vec<Action>, usize)> {
+    let mut found = Vec::new();
+    // With a cursor the search reads oldest first, a page at a time.
+    let mut after = 0;
+    loop {
+        let query = EventQuery {
+            kinds: vec![Kind::DlqResolved, Kind::Replayed, Kind::Verified],
+            selection: Selection {
+                since: Some(asked.since),
+                until: Some(asked.until),
+                channel: None,
+                ..Selection::default()
+            },
+            limit: 1000,
+            after: Some(after),
+        };
+        let page = store.events(&query)?.events;
+        let full = page.len() >= 1000;
+        let Some(last) = page.iter().map(|e| e.id).max() else {
+            break;
+        };
+        if last <= after {
+            break;
+        }
+        after = last;
+        found.extend(page);
+        if !full {
+            break;
+        }
+    }
+    found.sort_by_key(|e| e.id);
+    let mut skipped = 0;
+    let mut docs: BTreeMap<String, Option<crate::api::NotificationDoc>> = BTreeMap::new();
+    let mut actions = Vec::with_capacity(found.len());
+    for (n, event) in found.into_iter().enumerate() {
+        let payload: serde_json::Value =
+            serde_json::from_str(event.payload.get()).unwrap_or_default();
+        let followed = if n < FOLLOWED_UP {
+            let doc = docs
+                .entry(event.notification_id.clone())
+                .or_insert_with(|| store.notification(&event.notification_id).ok());
+            followed(doc.as_ref(), &event, asked.until)
+        } else {
+            skipped += 1;
+            "not looked up".to_string()
+        };
+        actions.push(action(event, &payload, followed));
+    }
+    Ok((actions, skipped))
+}
+
+fn action(event: crate::api::EventRow, payload: &serde_json::Value, followed: String) -> Action {
+    let text = |key: &str| payload[key].as_str().map(str::to_string);
+    let answer = (event.kind == "VERIFIED").then(|| Answer {
+        channel: text("channel").unwrap_or_default(),
+        outcome: text("outcome").unwrap_or_default(),
+        source: text("source").unwrap_or_default(),
+        evidence: text("evidence").unwrap_or_default(),
+    });
+    Action {
+        event_id: event.id,
+        at: event.at,
+        kind: event.kind,
+        notification_id: event.notification_id,
+        operator: text("operator").unwrap_or_default(),
+        reason: text("reason"),
+        ticket: text("ticket"),
+        attestation: text("attestation"),
+        forced: payload["forced"].as_bool().unwrap_or(false),
+        overridden: payload["overridden"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|v| v.as_str().map(str::to_string))
+                    .collect()
+            })
+            .unwrap_or_default(),
+        verdict_then: payload["triage"]["branch"].as_str().map(str::to_string),
+        via: text("via"),
+        answer,
+        followed,
+    }
+}
+
+/// What became of a notification after `event`, as its history stood at `until`.
+fn followed(
+    doc: Option<&crate::api::NotificationDoc>,
+    event: &crate::api::EventRow,
+    until: f64,
+) -> String {
+    let Some(doc) = doc else {
+        return "its history could not be read".into();
+    };
+    let time = |at: f64| crate::render::time::rfc3339(at);
+    let next = doc
+        .events
+        .iter()
+        .filter(|e| e.id > event.id && e.at < until)
+        .find(|e| {
+            matches!(
+                e.kind.known(),
+                Some(Kind::Delivered | Kind::DeadLettered | Kind::DlqResolved | Kind::Replayed)
+            )
+        });
+    match (event.kind.as_str(), next) {
+        ("DLQ_RESOLVED", _) => "left the DLQ as RESOLVED; nothing was sent".into(),
+        ("VERIFIED", Some(next)) => format!("then {} at {}", next.kind.as_str(), time(next.at)),
+        ("VERIFIED", None) => "recorded; the entry was not acted on in the window".into(),
+        (_, Some(next)) if next.kind.known() == Some(Kind::Delivered) => {
+            format!("delivered at {}", time(next.at))
+        }
+        (_, Some(next)) if next.kind.known() == Some(Kind::DeadLettered) => {
+            format!("refused again: dead-lettered at {}", time(next.at))
+        }
+        (_, Some(next)) => format!("then {} at {}", next.kind.as_str(), time(next.at)),
+        (_, None) => "still due or in flight at the window's end".into(),
+    }
+}
+
+/// First and last lease loss, each operator action and each verify record, in order.
+fn key_moments(summary: &Summary, actions: &[Action]) -> Vec<Moment> {
+    let mut moments: Vec<Moment> = [
+        &summary.impact_start,
+        &summary.first_lease_lost,
+        &summary.last_lease_lost,
+        &summary.last_dead_letter,
+    ]
+    .into_iter()
+    .flatten()
+    .cloned()
+    .collect();
+    moments.extend(actions.iter().map(|a| Moment {
+        at: a.at,
+        what: match &a.answer {
+            Some(answer) => format!(
+                "VERIFIED {} {} ({}) by {}",
+                answer.channel, answer.outcome, answer.source, a.operator
+            ),
+            None => format!(
+                "{}{} by {}",
+                a.kind,
+                if a.forced { " (FORCED)" } else { "" },
+                a.operator
+            ),
+        },
+        event_id: a.event_id,
+        notification_id: a.notification_id.clone(),
+    }));
+    moments.sort_by(|a, b| {
+        a.at.total_cmp(&b.at)
+            .then(a.event_id.cmp(&b.event_id))
+            .then(a.what.cmp(&b.what))
+    });
+    moments.dedup_by(|a, b| a.event_id == b.event_id && a.what == b.what);
+    moments
+}
+
+/// The series the chart draws, in order.
+pub const CHARTED: [Series; 4] = [
+    Series::LeaseLost,
+    Series::Unknown,
+    Series::DeadLettered,
+    Series::Delivered,
+];

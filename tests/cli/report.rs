@@ -1,0 +1,456 @@
+//! `unsctl report`: the postmortem of a store holding every runbook case and the
+//! remediation two operators did (one forced), as Markdown and JSON snapshots; the same
+//! bytes over both backends and on a second run; its figures the commands' own; hostile
+//! text escaped in every layout and neutralised in CSV; and the evidence bundle checked.
+
+use crate::support;
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use unsctl::api::ActionRequest;
+use unsctl::store::Store;
+use unsctl::store::sqlite::SqliteStore;
+
+struct Incident {
+    _dir: tempfile::TempDir,
+    db: PathBuf,
+    since: String,
+    until: String,
+}
+
+fn rfc3339(at: f64) -> String {
+    unsctl::render::time::rfc3339(at)
+}
+
+/// The every-case store, then: alice resolves the RESOLVE entry, bob replays the REPLAY
+/// entry refused with a 500, and bob forces a replay of a VERIFY entry; each two minutes
+/// after the last, on a clock of the test's.
+fn incident() -> Incident {
+    let dir = tempfile::tempdir().expect("dir");
+    let db = dir.path().join("uns.db");
+    let sql = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/every-case.sql"),
+    )
+    .expect("fixture");
+    let conn = rusqlite::Connection::open(&db).expect("db");
+    conn.execute_batch(&sql).expect("load");
+    let (first, newest): (f64, f64) = conn
+        .query_row("SELECT min(at), max(at) FROM uns_events", [], |r| {
+            Ok((r.get(0)?, r.get(1)?))
+        })
+        .expect("span");
+    drop(conn);
+    let clock = unsctl::clock::ManualClock::new(newest + 120.0);
+    let store = SqliteStore::open_read_write(&db)
+        .expect("store")
+        .with_clock(Box::new(clock.clone()));
+    let verdicts: Vec<(String, String, String)> = {
+        let mut found = Vec::new();
+        store
+            .each_triaged(&Default::default(), &mut |t| {
+                let error = t.verdict.error_message.clone().unwrap_or_default();
+                found.push((t.verdict.id.clone(), t.verdict.branch.to_string(), error));
+                Ok(())
+            })
+            .expect("triage");
+        found
+    };
+    let of = |branch: &str, error: &str| {
+        verdicts
+            .iter()
+            .find(|(_, b, e)| b == branch && e.contains(error))
+            .map(|(id, _, _)| id.clone())
+            .expect("entry")
+    };
+    store
+        .resolve(
+            &of("RESOLVE", ""),
+            &ActionRequest {
+                operator: Some("alice".into()),
+                reason: Some("the relay log shows it queued".into()),
+                ticket: Some("INC-42".into()),
+                ..Default::default()
+            },
+        )
+        .expect("resolve");
+    clock.advance(120.0);
+    store
+        .replay(
+            &of("REPLAY", "HTTP 500"),
+            &ActionRequest {
+                operator: Some("bob".into()),
+                reason: Some("Slack is back".into()),
+                ticket: Some("INC-42".into()),
+                ..Default::default()
+            },
+        )
+        .expect("replay");
+    clock.advance(120.0);
+    store
+        .replay(
+            &of("VERIFY", "Provider outcome unknown"),
+            &ActionRequest {
+                operator: Some("bob".into()),
+                reason: Some("the customer asked for a resend".into()),
+                force: true,
+                ..Default::default()
+            },
+        )
+        .expect("forced replay");
+    let since = (first / 60.0).floor() * 60.0 - 60.0;
+    Incident {
+        _dir: dir,
+        db,
+        since: rfc3339(since),
+        until: rfc3339(since + 3.0 * 3600.0),
+    }
+}
+
+fn settings() -> insta::Settings {
+    let mut settings = support::snapshot_settings(&[]);
+    settings.add_filter(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z", "[TIME]");
+    settings.add_filter(r"store [0-9a-f]{16}", "store [STORE]");
+    settings.add_filter(r#""at": \d+(\.\d+)?"#, r#""at": [AT]"#);
+    settings.add_filter(r#""(since|until)": \d+(\.\d+)?"#, r#""$1": [AT]"#);
+    settings.set_snapshot_path("snapshots/report");
+    settings
+}
+
+fn report(db: &Path, server: Option<&unsctl::server::RunningServer>, args: &[&str]) -> String {
+    let mut command = support::unsctl();
+    match server {
+        Some(server) => command
+            .args(["--api", &format!("http://{}", server.addr)])
+            .env("UNS_API_KEY", support::KEY),
+        None => command.arg("--db").arg(db),
+    };
+    let out = command.args(args).output().expect("report");
+    assert!(
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("utf-8")
+}
+
+#[test]
+fn the_postmortem_of_every_case_reads_the_same_over_both_backends_and_twice() {
+    let incident = incident();
+    let server = support::server(&incident.db);
+    let window = [
+        "report",
+        "--since",
+        &incident.since,
+        "--until",
+        &incident.until,
+    ];
+    for format in ["markdown", "json", "html"] {
+        let mut args = vec!["-o", format];
+        args.extend(window);
+        let db = report(&incident.db, None, &args);
+        assert_eq!(
+            db,
+            report(&incident.db, None, &args),
+            "{format}: a second run"
+        );
+        assert_eq!(
+            db,
+            report(&incident.db, Some(&server), &args),
+            "{format}: over the API"
+        );
+        match format {
+            "markdown" => settings().bind(|| insta::assert_snapshot!("every_case_markdown", db)),
+            "json" => settings().bind(|| insta::assert_snapshot!("every_case_json", db)),
+            _ => {}
+        }
+    }
+    let markdown = report(&incident.db, None, &window);
+    for words in [
+        "| Repair started (first operator action) |",
+        "alice",
+        "INC\\-42",
+        "FORCED over:",
+        "DUPLICATED | EMAIL | duplicate\\-after\\-reclaim@repro.uns.local",
+        "### Root cause",
+    ] {
+        let words = words.replace("\\-", "-");
+        assert!(markdown.contains(&words), "{words}:\n{markdown}");
+    }
+}
+
+#[test]
+fn the_reports_figures_are_the_commands_own() {
+    let incident = incident();
+    let json = |args: &[&str]| -> Value {
+        serde_json::from_str(&report(&incident.db, None, args)).expect("json")
+    };
+    let ours = json(&[
+        "-o",
+        "json",
+        "report",
+        "--since",
+        &incident.since,
+        "--until",
+        &incident.until,
+    ]);
+    let reconciled = json(&[
+        "-o",
+        "json",
+        "reconcile",
+        "--since",
+        &incident.since,
+        "--until",
+        &incident.until,
+    ]);
+    let triage = json(&["-o", "json", "dlq", "triage"]);
+    for channel in ["EMAIL", "SLACK", "PAGERDUTY"] {
+        let impact = ours["impact"]
+            .as_array()
+            .expect("impact")
+            .iter()
+            .find(|i| i["channel"] == channel)
+            .expect("channel");
+        for (field, class) in [
+            ("delivered_once", "ONCE"),
+            ("duplicated", "DUPLICATED"),
+            ("maybe_duplicated", "MAYBE_DUPLICATED"),
+            ("missing", "MISSING"),
+            ("unsettled", "UNSETTLED"),
+        ] {
+            assert_eq!(
+                impact[field], reconciled["summary"][channel][class],
+                "{channel} {class}"
+            );
+        }
+    }
+    for branch in ["RESOLVE", "VERIFY", "REPLAY"] {
+        assert_eq!(
+            ours["dlq_now"][branch], triage["summary"][branch],
+            "{branch}"
+        );
+    }
+    let actions = ours["actions"].as_array().expect("actions");
+    assert_eq!(actions.len(), 3, "{actions:?}");
+    assert_eq!(actions[0]["operator"], "alice");
+    assert!(actions[2]["forced"].as_bool().expect("forced"));
+    assert_eq!(
+        ours["summary"]["first_action"]["event_id"],
+        actions[0]["event_id"]
+    );
+}
+
+const HOSTILE: &str =
+    "=HYPERLINK(\"http://evil.example/x\")</svg><script>alert(1)</script>\u{1b}[31m";
+
+#[test]
+fn hostile_text_is_escaped_in_html_and_markdown_and_neutralised_in_csv() {
+    let dir = tempfile::tempdir().expect("dir");
+    let db = dir.path().join("uns.db");
+    let conn = unsctl::runtime::schema::open(&db, unsctl::runtime::schema::OpenMode::Create)
+        .expect("store");
+    // Two copies proven for a recipient whose address is hostile.
+    support::duplicated_email(&conn, 1_000.0, HOSTILE);
+    let refused = support::play(
+        &conn,
+        1_100.0,
+        &[unsctl::model::Channel::Slack],
+        &[unsctl::engine::DeliveryResult::rejected(HOSTILE, false)],
+        1,
+    );
+    drop(conn);
+    let store = SqliteStore::open_read_write(&db)
+        .expect("store")
+        .with_clock(Box::new(unsctl::clock::ManualClock::new(1_500.0)));
+    store
+        .replay(
+            &refused,
+            &ActionRequest {
+                operator: Some(HOSTILE.into()),
+                reason: Some(HOSTILE.into()),
+                ..Default::default()
+            },
+        )
+        .expect("replay");
+    let window = [
+        "--since",
+        "1970-01-01T00:00:00Z",
+        "--until",
+        "1970-01-01T01:00:00Z",
+    ];
+    let mut args = vec!["-o", "html", "report"];
+    args.extend(window);
+    let html = report(&db, None, &args);
+    assert!(!html.contains("<script"), "{html}");
+    assert_eq!(html.matches("</svg>").count(), 1, "only the chart's own");
+    assert!(!html.contains('\u{1b}'));
+    assert!(html.contains("&lt;script&gt;"), "{html}");
+    assert!(!html.contains("http://evil") || html.contains("HYPERLINK(&quot;http://evil"));
+    assert!(!html.contains("<a "), "no link at all");
+    let mut args = vec!["report"];
+    args.extend(window);
+    let markdown = report(&db, None, &args);
+    assert!(!markdown.contains("<script"), "{markdown}");
+    assert!(!markdown.contains("</svg>"), "{markdown}");
+    assert!(!markdown.contains('\u{1b}'));
+    assert!(markdown.contains("&lt;script&gt;"), "{markdown}");
+    let csv = report(&db, None, &["-o", "csv", "reconcile"]);
+    let row = csv.lines().nth(1).expect("a row");
+    assert!(row.contains(",\"'=HYPERLINK(\"\"http://evil"), "{csv}");
+    assert!(!csv.contains('\u{1b}'));
+    for line in csv.lines().skip(1) {
+        for cell in split_csv(line) {
+            assert!(
+                !cell.starts_with(['=', '+', '-', '@']),
+                "a formula a spreadsheet would run: {cell:?}"
+            );
+        }
+    }
+}
+
+/// The cells of one RFC 4180 line.
+fn split_csv(line: &str) -> Vec<String> {
+    let mut cells = Vec::new();
+    let mut cell = String::new();
+    let mut quoted = false;
+    let mut chars = line.chars().peekable();
+    while let Some(c) = chars.next() {
+        match (c, quoted) {
+            ('"', true) if chars.peek() == Some(&'"') => {
+                chars.next();
+                cell.push('"');
+            }
+            ('"', _) => quoted = !quoted,
+            (',', false) => cells.push(std::mem::take(&mut cell)),
+            (c, _) => cell.push(c),
+        }
+    }
+    cells.push(cell);
+    cells
+}
+
+#[test]
+fn a_bundle_is_checked_file_by_file() {
+    let incident = incident();
+    let dir = tempfile::tempdir().expect("dir");
+    let bundle = dir.path().join("incident-42");
+    let bundle_text = bundle.display().to_string();
+    report(
+        &incident.db,
+        None,
+        &[
+            "report",
+            "--since",
+            &incident.since,
+            "--until",
+            &incident.until,
+            "--bundle",
+            &bundle_text,
+        ],
+    );
+    let check = |expect: Option<i32>| {
+        let out = support::unsctl()
+            .args(["report", "check", &bundle_text])
+            .output()
+            .expect("check");
+        assert_eq!(
+            out.status.code(),
+            expect,
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let said = check(Some(0));
+    assert_eq!(said.matches(": OK").count(), 7, "{said}");
+    // sha256sum itself agrees.
+    let sums = std::process::Command::new("sha256sum")
+        .args(["-c", "SHA256SUMS"])
+        .current_dir(&bundle)
+        .output()
+        .expect("sha256sum");
+    assert!(
+        sums.status.success(),
+        "{}",
+        String::from_utf8_lossy(&sums.stdout)
+    );
+    // Every event of the window's notifications, one a line.
+    let events = std::fs::read_to_string(bundle.join("events.jsonl")).expect("events");
+    assert!(events.lines().count() > 30);
+    assert!(
+        events
+            .lines()
+            .all(|l| serde_json::from_str::<Value>(l).is_ok())
+    );
+    // One byte changed, one file removed, one added: each named.
+    let mut audit = std::fs::read(bundle.join("audit.json")).expect("audit");
+    audit[5] ^= 1;
+    std::fs::write(bundle.join("audit.json"), audit).expect("write");
+    std::fs::remove_file(bundle.join("triage.json")).expect("remove");
+    std::fs::write(bundle.join("notes.txt"), "added later").expect("add");
+    let said = check(Some(1));
+    assert!(said.contains("audit.json: changed"), "{said}");
+    assert!(said.contains("triage.json: missing"), "{said}");
+    assert!(said.contains("notes.txt: added"), "{said}");
+    assert!(said.contains("report.md: OK"), "{said}");
+    // A bundle is never written over.
+    let out = support::unsctl()
+        .arg("--db")
+        .arg(&incident.db)
+        .args([
+            "report",
+            "--since",
+            &incident.since,
+            "--bundle",
+            &bundle_text,
+        ])
+        .output()
+        .expect("again");
+    assert_eq!(out.status.code(), Some(4));
+}
+
+#[test]
+fn across_contexts_each_has_its_section_and_one_unread_is_named() {
+    let incident = incident();
+    let dir = tempfile::tempdir().expect("dir");
+    let config = dir.path().join("config.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[contexts.eu]\ndb = \"{}\"\n[contexts.us]\ndb = \"{}\"\n",
+            incident.db.display(),
+            dir.path().join("missing.db").display()
+        ),
+    )
+    .expect("config");
+    let run = |format: &str| {
+        support::unsctl()
+            .env("UNSCTL_CONFIG", &config)
+            .args([
+                "--all-contexts",
+                "-o",
+                format,
+                "report",
+                "--since",
+                &incident.since,
+                "--until",
+                &incident.until,
+            ])
+            .output()
+            .expect("report")
+    };
+    let out = run("markdown");
+    assert_eq!(out.status.code(), Some(1));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("# Context eu: postmortem"), "{text}");
+    assert!(text.contains("# Context us: not read"), "{text}");
+    let out = run("json");
+    let document: Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(document["contexts"][0]["context"], "eu");
+    assert_eq!(
+        document["contexts"][0]["report"]["actions"]
+            .as_array()
+            .map(Vec::len),
+        Some(3)
+    );
+    assert!(document["contexts"][1]["error"].is_string());
+}

@@ -1,0 +1,269 @@
+//! The HTML report in a real browser: the distribution's headless Chromium renders it to
+//! a screenshot, to an A4 PDF and to its DOM, with every request sent to a proxy of
+//! ours that must hear nothing. The chart's bars in the DOM are the pulse's series.
+
+use crate::support;
+
+use serde_json::Value;
+use std::io::Read;
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::{Arc, Mutex};
+
+fn chromium() -> String {
+    for name in ["chromium", "chromium-browser"] {
+        if Command::new("sh")
+            .args(["-c", &format!("command -v {name}")])
+            .output()
+            .is_ok_and(|o| o.status.success())
+        {
+            return name.to_string();
+        }
+    }
+    panic!("no chromium: the test command installs the distribution's (./test)");
+}
+
+/// A proxy that writes down every request it is sent, and answers none.
+fn listening_proxy() -> (u16, Arc<Mutex<Vec<String>>>) {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    let heard = Arc::new(Mutex::new(Vec::new()));
+    let log = heard.clone();
+    std::thread::spawn(move || {
+        for mut stream in listener.incoming().flatten() {
+            let mut buffer = [0u8; 512];
+            let n = stream.read(&mut buffer).unwrap_or(0);
+            log.lock().expect("log").push(
+                String::from_utf8_lossy(&buffer[..n])
+                    .lines()
+                    .next()
+                    .unwrap_or("")
+                    .to_string(),
+            );
+        }
+    });
+    (port, heard)
+}
+
+fn browse(html: &Path, dir: &Path, proxy: u16, what: &[&str]) -> std::process::Output {
+    Command::new(chromium())
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--disable-default-apps",
+            "--hide-scrollbars",
+            &format!("--proxy-server=http://127.0.0.1:{proxy}"),
+            "--proxy-bypass-list=<-loopback>",
+            &format!("--user-data-dir={}", dir.join("profile").display()),
+        ])
+        .args(what)
+        .arg(format!("file://{}", html.display()))
+        .env("HOME", dir)
+        .output()
+        .expect("chromium")
+}
+
+/// A store of every runbook case, the report's window around it.
+fn store(dir: &Path) -> (PathBuf, String, String) {
+    let db = dir.join("uns.db");
+    let sql = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/every-case.sql"),
+    )
+    .expect("fixture");
+    let conn = rusqlite::Connection::open(&db).expect("db");
+    conn.execute_batch(&sql).expect("load");
+    let first: f64 = conn
+        .query_row("SELECT min(at) FROM uns_events", [], |r| r.get(0))
+        .expect("first");
+    let since = (first / 3600.0).floor() * 3600.0;
+    let time = unsctl::render::time::rfc3339;
+    (db, time(since), time(since + 3.0 * 3600.0))
+}
+
+#[test]
+fn the_html_report_renders_in_chromium_to_a4_with_its_bars_and_no_request() {
+    let dir = tempfile::tempdir().expect("dir");
+    let (db, since, until) = store(dir.path());
+    let report = |format: &str| -> Vec<u8> {
+        let out = support::unsctl()
+            .arg("--db")
+            .arg(&db)
+            .args(["-o", format, "report", "--since", &since, "--until", &until])
+            .output()
+            .expect("report");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        out.stdout
+    };
+    let html = dir.path().join("report.html");
+    let page = report("html");
+    // No link, font, image or script from anywhere: the one URL is the SVG namespace.
+    let text = String::from_utf8_lossy(&page);
+    assert_eq!(text.matches("http").count(), 1, "{text}");
+    assert!(text.contains("xmlns=\"http://www.w3.org/2000/svg\""));
+    std::fs::write(&html, &page).expect("html");
+    let data: Value = serde_json::from_slice(&report("json")).expect("json");
+    let (proxy, heard) = listening_proxy();
+
+    // A screenshot, as an A4 page is wide at 150 dpi.
+    let png = dir.path().join("report.png");
+    let out = browse(
+        &html,
+        dir.path(),
+        proxy,
+        &[
+            &format!("--screenshot={}", png.display()),
+            "--window-size=1240,1754",
+        ],
+    );
+    let shot = std::fs::read(&png)
+        .unwrap_or_else(|_| panic!("no screenshot: {}", String::from_utf8_lossy(&out.stderr)));
+    assert!(
+        shot.starts_with(b"\x89PNG") && shot.len() > 20_000,
+        "{} bytes",
+        shot.len()
+    );
+
+    // A PDF on A4: its pages, each 595 x 842 points.
+    let pdf = dir.path().join("report.pdf");
+    let out = browse(
+        &html,
+        dir.path(),
+        proxy,
+        &[
+            &format!("--print-to-pdf={}", pdf.display()),
+            "--no-pdf-header-footer",
+        ],
+    );
+    let bytes = std::fs::read(&pdf)
+        .unwrap_or_else(|_| panic!("no PDF: {}", String::from_utf8_lossy(&out.stderr)));
+    let text = String::from_utf8_lossy(&bytes);
+    let pages = text.matches("/Type /Page\n").count()
+        + text.matches("/Type /Page\r").count()
+        + text.matches("/Type /Page/").count()
+        + text.matches("/Type /Page>").count()
+        + text.matches("/Type /Page ").count();
+    assert!((2..=4).contains(&pages), "{pages} pages");
+    let boxes: Vec<&str> = text
+        .match_indices("/MediaBox [0 0 ")
+        .map(|(at, _)| &text[at..at + 40])
+        .collect();
+    assert_eq!(boxes.len(), pages, "{boxes:?}");
+    for media in boxes {
+        assert!(
+            media.contains("594.9") || media.contains("595"),
+            "not A4: {media}"
+        );
+        assert!(
+            media.contains("841.9") || media.contains("842"),
+            "not A4: {media}"
+        );
+    }
+
+    // The DOM as rendered: a bar for every step with a count, as tall as its share of
+    // the series' largest, for each series the chart draws.
+    let out = browse(&html, dir.path(), proxy, &["--dump-dom"]);
+    let dom = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(dom.contains("<svg"), "{dom}");
+    assert!(!dom.contains("<script"), "no script");
+    for series in ["LEASE_LOST", "UNKNOWN", "DEAD_LETTERED", "DELIVERED"] {
+        let counts: Vec<u64> = data["pulse"]["series"][series]
+            .as_array()
+            .expect("series")
+            .iter()
+            .map(|n| n.as_u64().unwrap_or(0))
+            .collect();
+        let most = counts.iter().copied().max().unwrap_or(0).max(1) as f64;
+        let bars: Vec<(usize, u64, f64)> = dom
+            .match_indices(&format!("<rect class=\"bar bar-{series}\""))
+            .map(|(at, _)| {
+                let tag = &dom[at..at + dom[at..].find('>').expect("tag end")];
+                let attr = |name: &str| -> String {
+                    let start = tag.find(&format!(" {name}=\"")).expect(name) + name.len() + 3;
+                    tag[start..start + tag[start..].find('"').expect("quote")].to_string()
+                };
+                (
+                    attr("data-step").parse().expect("step"),
+                    attr("data-count").parse().expect("count"),
+                    attr("height").parse().expect("height"),
+                )
+            })
+            .collect();
+        let expected: Vec<(usize, u64)> = counts
+            .iter()
+            .enumerate()
+            .filter(|(_, n)| **n > 0)
+            .map(|(k, n)| (k, *n))
+            .collect();
+        assert_eq!(
+            bars.iter().map(|(k, n, _)| (*k, *n)).collect::<Vec<_>>(),
+            expected,
+            "{series}"
+        );
+        for (_, count, height) in bars {
+            let wanted = (count as f64 / most * 44.0).max(1.0);
+            assert!(
+                (height - wanted).abs() < 0.02,
+                "{series}: {height} for {count}"
+            );
+        }
+    }
+    // The browser calls home on its own (its clock, its updater): what a blank page
+    // hears is the browser's. A page with an outside image is heard, so the proxy
+    // would catch the report's; the report's own must add nothing to the blank page's.
+    let own = hosts(&heard);
+    heard.lock().expect("heard").clear();
+    let blank = dir.path().join("blank.html");
+    std::fs::write(&blank, "<!DOCTYPE html><title>blank</title><p>blank</p>").expect("blank");
+    browse(&blank, dir.path(), proxy, &["--dump-dom"]);
+    let browsers = hosts(&heard);
+    heard.lock().expect("heard").clear();
+    let outside = dir.path().join("outside.html");
+    std::fs::write(
+        &outside,
+        "<!DOCTYPE html><title>outside</title><img src=\"http://outside.example.test/x.png\">",
+    )
+    .expect("outside");
+    browse(&outside, dir.path(), proxy, &["--dump-dom"]);
+    assert!(
+        hosts(&heard).contains("outside.example.test"),
+        "the proxy hears a page's requests: {:?}",
+        heard.lock().expect("heard")
+    );
+    let extra: Vec<&String> = own
+        .iter()
+        .filter(|host| !browsers.contains(*host) && !is_browser_service(host))
+        .collect();
+    assert!(extra.is_empty(), "the report's page asked for {extra:?}");
+}
+
+/// The hosts the requests heard were for.
+fn hosts(heard: &Arc<Mutex<Vec<String>>>) -> std::collections::BTreeSet<String> {
+    heard
+        .lock()
+        .expect("heard")
+        .iter()
+        .filter_map(|line| {
+            let target = line.split_whitespace().nth(1)?;
+            let target = target.strip_prefix("http://").unwrap_or(target);
+            let host = target.split(['/', ':']).next()?;
+            Some(host.to_string())
+        })
+        .collect()
+}
+
+/// Hosts the browser calls itself, on its own schedule (a run may or may not reach one).
+fn is_browser_service(host: &str) -> bool {
+    host.ends_with(".google.com")
+        || host.ends_with(".googleapis.com")
+        || host.ends_with(".gvt1.com")
+}
