@@ -26,5 +26,3 @@ pub mod store;
 pub mod triage;
 pub mod tsg;
 pub mod verify;
-
-pub use runtime::engine;

@@ -107,9 +107,16 @@ pub fn outcome_exit(outcome: &Outcome) -> Option<ExitKind> {
 
 /// The most serious exit among the outcomes: error, conflict, refusal, not found.
 pub fn exit_for<'a>(outcomes: impl IntoIterator<Item = &'a Outcome>) -> Option<ExitKind> {
-    let kinds: Vec<ExitKind> = outcomes.into_iter().filter_map(outcome_exit).collect();
+    most_serious(outcomes.into_iter().filter_map(outcome_exit))
+}
+
+/// The one ranking a command with several failures exits by: error, authentication,
+/// conflict, refusal, not found.
+pub fn most_serious(kinds: impl IntoIterator<Item = ExitKind>) -> Option<ExitKind> {
+    let kinds: Vec<ExitKind> = kinds.into_iter().collect();
     [
         ExitKind::Error,
+        ExitKind::Auth,
         ExitKind::Conflict,
         ExitKind::Refused,
         ExitKind::NotFound,
@@ -130,25 +137,35 @@ pub fn exit_kind(err: &StoreError) -> ExitKind {
 }
 
 impl From<StoreError> for CliError {
+    /// The exit is [`exit_kind`]'s, the one mapping; this adds the words and the hint.
     fn from(err: StoreError) -> Self {
+        let kind = exit_kind(&err);
         let message = err.to_string();
-        match err {
-            StoreError::NotFound(_) => CliError::new(ExitKind::NotFound, message),
-            StoreError::Conflict(_) => CliError::new(ExitKind::Conflict, message).hint(
-                "someone else acted on it first; run `unsctl inspect <ID>` to see what changed",
+        let hint = match &err {
+            StoreError::Conflict(_) => Some(
+                "someone else acted on it first; run `unsctl inspect <ID>` to see what changed"
+                    .to_string(),
             ),
-            StoreError::Stale(_) => CliError::new(ExitKind::Conflict, message)
-                .hint("its history moved since it was triaged; triage it again"),
-            StoreError::Refused(refusal) => {
-                CliError::new(ExitKind::Refused, refusal.why()).hint(refusal.cli_remedy())
+            StoreError::Stale(_) => {
+                Some("its history moved since it was triaged; triage it again".to_string())
             }
-            StoreError::Invalid(_) => CliError::new(ExitKind::Error, message),
-            StoreError::Auth(_) => CliError::new(ExitKind::Auth, message)
-                .hint("check UNS_API_KEY: it must match the key the server was started with"),
-            StoreError::Unavailable(_) => CliError::new(ExitKind::Error, message),
-            StoreError::InvalidStore(_) => CliError::new(ExitKind::Error, message)
-                .hint("--db must name a store written by the UNS runtime"),
-            StoreError::Other(_) | StoreError::Stopped => CliError::new(ExitKind::Error, message),
+            StoreError::Refused(refusal) => Some(refusal.cli_remedy()),
+            StoreError::Auth(_) => Some(
+                "check UNS_API_KEY: it must match the key the server was started with".to_string(),
+            ),
+            StoreError::InvalidStore(_) => {
+                Some("--db must name a store written by the UNS runtime".to_string())
+            }
+            _ => None,
+        };
+        let message = match &err {
+            StoreError::Refused(refusal) => refusal.why(),
+            _ => message,
+        };
+        let error = CliError::new(kind, message);
+        match hint {
+            Some(hint) => error.hint(hint),
+            None => error,
         }
     }
 }
@@ -184,3 +201,38 @@ impl fmt::Display for Interrupted {
 impl std::error::Error for Interrupted {}
 
 pub type CliResult<T = ()> = Result<T, CliError>;
+
+#[cfg(test)]
+mod exit_tests {
+    use super::*;
+
+    /// The exit codes are a contract (DESIGN §5): each kind's code, pinned.
+    #[test]
+    fn every_exit_kind_keeps_its_code() {
+        let table = [
+            (ExitKind::Closed, 0),
+            (ExitKind::Error, 1),
+            (ExitKind::Usage, 2),
+            (ExitKind::NotFound, 3),
+            (ExitKind::Refused, 4),
+            (ExitKind::Conflict, 5),
+            (ExitKind::Auth, 6),
+            (ExitKind::Interrupted, 130),
+        ];
+        for (kind, code) in table {
+            assert_eq!(kind.code(), code, "{kind:?}");
+        }
+        // A store error exits by the one mapping, whichever way it is turned into one.
+        let errors = || {
+            [
+                StoreError::NotFound("n".into()),
+                StoreError::Auth("a".into()),
+                StoreError::Unavailable("u".into()),
+                StoreError::Invalid("i".into()),
+            ]
+        };
+        for (err, again) in errors().into_iter().zip(errors()) {
+            assert_eq!(CliError::from(err).kind, exit_kind(&again));
+        }
+    }
+}

@@ -126,9 +126,13 @@ pub fn run(global: &Invocation, args: Args) -> CliResult {
     } else {
         advise(&asked, recorded.as_ref(), args.record, &sources);
     }
-    match recorded.iter().flat_map(|r| &r.failed).next() {
-        Some((_, err)) => Err(CliError::new(
-            super::error::exit_kind(err),
+    let failed = recorded
+        .iter()
+        .flat_map(|r| &r.failed)
+        .map(|(_, err)| super::error::exit_kind(err));
+    match super::error::most_serious(failed) {
+        Some(kind) => Err(CliError::new(
+            kind,
             "not every answer was recorded (see above)",
         )),
         None => Ok(()),

@@ -12,10 +12,10 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc::{Receiver, channel};
 use std::time::{Duration, Instant};
 use unsctl::clock::{Clock, SystemClock};
-use unsctl::engine::{self, NewNotification};
 use unsctl::lab::fakes::{Behavior, Fakes};
 use unsctl::lab::repro;
 use unsctl::model::Channel;
+use unsctl::runtime::engine::{self, NewNotification};
 use unsctl::runtime::schema::{self, OpenMode};
 
 const WAIT: Duration = Duration::from_secs(30);

@@ -237,3 +237,55 @@ fn the_low_rooms_import_nothing_above_them() {
         assert!(above.is_empty(), "{room} imports {above:?}, above it");
     }
 }
+
+/// Every file under tests/ is compiled into a harness: a test file no `mod` line names
+/// would never run, and nothing else would say so.
+#[test]
+fn every_test_file_is_compiled_into_a_harness() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests");
+    let mut missing = Vec::new();
+    for dir in ["cli", "peers", "runtime", "support"] {
+        let folder = root.join(dir);
+        let main = if dir == "support" {
+            "mod.rs"
+        } else {
+            "main.rs"
+        };
+        let text = std::fs::read_to_string(folder.join(main)).expect("harness root");
+        let named: std::collections::BTreeSet<String> = text
+            .lines()
+            .filter_map(|line| {
+                let line = line.trim();
+                let rest = line
+                    .strip_prefix("pub mod ")
+                    .or_else(|| line.strip_prefix("mod "))?;
+                Some(rest.trim_end_matches(';').trim().to_string())
+            })
+            .collect();
+        for entry in std::fs::read_dir(&folder).expect("folder") {
+            let path = entry.expect("entry").path();
+            if path.extension().and_then(|e| e.to_str()) != Some("rs") {
+                continue;
+            }
+            let stem = path
+                .file_stem()
+                .and_then(|s| s.to_str())
+                .unwrap_or_default()
+                .to_string();
+            if stem != "main" && stem != "mod" && !named.contains(&stem) {
+                missing.push(path.display().to_string());
+            }
+        }
+    }
+    // And no file sits under tests/ outside the harnesses' folders.
+    for entry in std::fs::read_dir(&root).expect("tests") {
+        let path = entry.expect("entry").path();
+        if path.extension().and_then(|e| e.to_str()) == Some("rs") {
+            missing.push(path.display().to_string());
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "test files no harness compiles: {missing:?}"
+    );
+}

@@ -206,7 +206,7 @@ fn paged_before(db: &Path, fakes: &unsctl::lab::fakes::Fakes) -> String {
         &conn,
         T0,
         &[unsctl::model::Channel::Pagerduty],
-        &[unsctl::engine::DeliveryResult::rejected(
+        &[unsctl::runtime::engine::DeliveryResult::rejected(
             "HTTP 400: bad",
             false,
         )],

@@ -8,8 +8,8 @@
 use crate::support;
 
 use serde_json::Value;
-use unsctl::engine::DeliveryResult;
 use unsctl::model::Channel;
+use unsctl::runtime::engine::DeliveryResult;
 use unsctl::runtime::schema::{self, OpenMode};
 
 const T0: f64 = 1_761_192_000.0;

@@ -8,8 +8,8 @@ use serde_json::Value;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use unsctl::clock::{Clock, SystemClock};
-use unsctl::engine::{self, NewNotification};
 use unsctl::model::Channel;
+use unsctl::runtime::engine::{self, NewNotification};
 use unsctl::runtime::schema::{self, OpenMode};
 
 fn json(out: &Output, what: &str) -> Value {

@@ -8,8 +8,10 @@ use crate::support;
 
 use serde_json::{Value, json};
 use std::path::PathBuf;
-use unsctl::engine::{self, Backoff, ClaimOutcome, DeliveryResult, Lease, NewNotification};
 use unsctl::model::{Channel, MessageId};
+use unsctl::runtime::engine::{
+    self, Backoff, ClaimOutcome, DeliveryResult, Lease, NewNotification,
+};
 use unsctl::runtime::schema::{self, OpenMode};
 
 const T0: f64 = 1_764_590_400.0; // 2025-12-01T12:00:00Z

@@ -254,7 +254,9 @@ fn hostile_text_is_escaped_in_html_and_markdown_and_neutralised_in_csv() {
         &conn,
         1_100.0,
         &[unsctl::model::Channel::Slack],
-        &[unsctl::engine::DeliveryResult::rejected(HOSTILE, false)],
+        &[unsctl::runtime::engine::DeliveryResult::rejected(
+            HOSTILE, false,
+        )],
         1,
     );
     drop(conn);

@@ -9,8 +9,8 @@ use serde_json::Value;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::{Output, Stdio};
-use unsctl::engine::DeliveryResult;
 use unsctl::model::Channel;
+use unsctl::runtime::engine::DeliveryResult;
 use unsctl::runtime::schema::{self, OpenMode};
 
 /// Seconds between seeded entries.

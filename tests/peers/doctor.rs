@@ -8,9 +8,9 @@ use std::process::{Output, Stdio};
 use std::time::Duration;
 use support::SmtpSink;
 use unsctl::clock::{Clock, SystemClock};
-use unsctl::engine::{self, NewNotification};
 use unsctl::lab::fakes::{Behavior, Fakes};
 use unsctl::model::Channel;
+use unsctl::runtime::engine::{self, NewNotification};
 use unsctl::runtime::schema::{self, OpenMode};
 
 fn doctor(

@@ -11,10 +11,10 @@ use std::process::Stdio;
 use std::time::Duration;
 use support::relay::{Fault, Proxy, Relay};
 use unsctl::clock::{Clock, SystemClock};
-use unsctl::engine::{self, Backoff, ClaimOutcome, Decision, NewNotification, Settlement};
 use unsctl::model::Channel;
 use unsctl::runtime::adapters::email::{EmailAdapter, EmailConfig, StartTls};
 use unsctl::runtime::adapters::{Adapter, DeliveryRequest};
+use unsctl::runtime::engine::{self, Backoff, ClaimOutcome, Decision, NewNotification, Settlement};
 use unsctl::runtime::schema::{self, OpenMode};
 
 const LEASE: f64 = 1.0;

@@ -10,10 +10,10 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 use support::tmux::Tmux;
 use unsctl::clock::{Clock, SystemClock};
-use unsctl::engine::{self, NewNotification};
 use unsctl::lab::fakes::{Behavior, Fakes};
 use unsctl::lab::repro;
 use unsctl::model::Channel;
+use unsctl::runtime::engine::{self, NewNotification};
 use unsctl::runtime::schema::{self, OpenMode};
 
 /// `unsctl ARGS` with an environment cleared of everything but what it is given.

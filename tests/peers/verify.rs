@@ -15,10 +15,10 @@ use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 use support::relay::{Ca, Fault, Proxy, Relay};
 use unsctl::clock::{Clock, SystemClock};
-use unsctl::engine::{self, Backoff, ClaimOutcome, DeliveryResult, NewNotification};
 use unsctl::model::Channel;
 use unsctl::runtime::adapters::email::{EmailAdapter, EmailConfig, StartTls};
 use unsctl::runtime::adapters::{Adapter, DeliveryRequest};
+use unsctl::runtime::engine::{self, Backoff, ClaimOutcome, DeliveryResult, NewNotification};
 use unsctl::runtime::schema::{self, OpenMode};
 
 const LEASE: f64 = 1.0;

@@ -281,7 +281,7 @@ fn the_reconcile_route_pages_every_attempted_notification_in_its_window() {
         &api.conn,
         1020.0,
         &[unsctl::model::Channel::Email],
-        &[unsctl::engine::DeliveryResult::accepted(None)],
+        &[unsctl::runtime::engine::DeliveryResult::accepted(None)],
         3,
     ));
     early.sort();

@@ -3,11 +3,11 @@
 use rusqlite::Connection;
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
-use unsctl::engine::{
+use unsctl::model::{Channel, ChannelSet};
+use unsctl::runtime::engine::{
     self, Backoff, ClaimOutcome, Decision, DeliveryResult, Fence, Lease, NewNotification,
     RECOVERY_EXHAUSTED, Settlement,
 };
-use unsctl::model::{Channel, ChannelSet};
 use unsctl::runtime::schema::{self, OpenMode};
 
 const LEASE: f64 = 60.0;
@@ -351,7 +351,7 @@ fn an_unknown_outcome_under_a_held_lease_is_dead_lettered_at_once() {
     assert_eq!(
         settled,
         Settlement::Settled(Decision::DeadLettered {
-            reason: unsctl::engine::DeadReason::UnknownOutcome,
+            reason: unsctl::runtime::engine::DeadReason::UnknownOutcome,
             error_message: expected.into()
         })
     );
@@ -415,7 +415,7 @@ fn a_rejection_is_retried_with_backoff_then_dead_lettered() {
     assert_eq!(
         settled,
         Settlement::Settled(Decision::DeadLettered {
-            reason: unsctl::engine::DeadReason::BudgetExhausted,
+            reason: unsctl::runtime::engine::DeadReason::BudgetExhausted,
             error_message: "Attempt budget exhausted (2 of 2): SLACK HTTP 503: busy".into()
         })
     );

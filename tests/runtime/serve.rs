@@ -194,10 +194,10 @@ fn store_with_pending_slack() -> (tempfile::TempDir, std::path::PathBuf, String)
     let dir = tempfile::tempdir().expect("dir");
     let db = dir.path().join("uns.db");
     let conn = schema::open(&db, OpenMode::Create).expect("store");
-    let id = unsctl::engine::submit(
+    let id = unsctl::runtime::engine::submit(
         &conn,
         unsctl::clock::Clock::now(&unsctl::clock::SystemClock),
-        &unsctl::engine::NewNotification {
+        &unsctl::runtime::engine::NewNotification {
             channels: [unsctl::model::Channel::Slack].into_iter().collect(),
             payload: serde_json::json!({"subject": "live"}),
             idempotency_key: None,

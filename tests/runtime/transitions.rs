@@ -6,9 +6,9 @@ use crate::support;
 use rusqlite::Connection;
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
-use unsctl::engine::{self, ClaimOutcome, DeliveryResult};
 use unsctl::model::{Channel, ChannelSet};
 use unsctl::remediation::{self, Action, Actor, Claim, Refusal, Rejection, Request};
+use unsctl::runtime::engine::{self, ClaimOutcome, DeliveryResult};
 use unsctl::runtime::schema::{self, OpenMode};
 
 struct Store {

@@ -9,10 +9,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 use unsctl::clock::{Clock, ManualClock, SystemClock};
-use unsctl::engine::{self, Backoff, NewNotification, RECOVERY_EXHAUSTED};
 use unsctl::lab::fakes::{Behavior, Fakes};
 use unsctl::lab::repro;
 use unsctl::model::Channel;
+use unsctl::runtime::engine::{self, Backoff, NewNotification, RECOVERY_EXHAUSTED};
 use unsctl::runtime::schema::{self, OpenMode};
 use unsctl::runtime::worker::{Worker, WorkerConfig};
 

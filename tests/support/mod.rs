@@ -222,8 +222,8 @@ pub fn wait_for_port(addr: SocketAddr) {
 }
 
 use serde_json::json;
-use unsctl::engine::{self, Backoff, ClaimOutcome, DeliveryResult, NewNotification};
 use unsctl::model::Channel;
+use unsctl::runtime::engine::{self, Backoff, ClaimOutcome, DeliveryResult, NewNotification};
 
 const BACKOFF: Backoff = Backoff {
     base_seconds: 1.0,
