@@ -20,6 +20,9 @@ use std::time::{Duration, Instant};
 /// below never answers a question it did not see.
 pub const DIALOG_GRACE: Duration = Duration::from_millis(300);
 
+/// How often the DLQ is counted by branch while nothing changes it from here.
+pub const RECOUNT: Duration = Duration::from_secs(10);
+
 /// How the screen was started.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -308,10 +311,16 @@ impl App {
                 if !self.busy_with(job.label()) {
                     self.start(job, now, &mut jobs);
                 }
+                // Counting the whole DLQ is the costly read: at most every RECOUNT, and
+                // at once after a change or a new filter.
                 let counts = Job::Counts {
                     filter: self.dlq.filter.clone(),
                 };
-                if !self.busy_with(counts.label()) {
+                let due = self
+                    .dlq
+                    .counted
+                    .is_none_or(|at| now.duration_since(at) >= RECOUNT);
+                if due && !self.busy_with(counts.label()) {
                     self.start(counts, now, &mut jobs);
                 }
             }
@@ -524,6 +533,7 @@ impl App {
                 }
                 self.say("answers recorded", false);
                 self.dlq.loaded = None;
+                self.dlq.counted = None;
                 self.refresh_soon(now);
             }
             Reply::Failed { what, error } => {
@@ -995,6 +1005,7 @@ impl App {
                 self.dlq.pages.clear();
                 self.dlq.selected = 0;
                 self.dlq.counts = None;
+                self.dlq.counted = None;
                 self.dlq.rows.clear();
                 self.dlq.loaded = None;
                 self.message = None;
