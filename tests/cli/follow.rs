@@ -5,111 +5,18 @@
 
 use crate::support;
 
-use serde_json::{Value, json};
+use serde_json::Value;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc::{Receiver, channel};
 use std::time::{Duration, Instant};
-use unsctl::clock::{Clock, SystemClock};
-use unsctl::lab::fakes::{Behavior, Fakes};
-use unsctl::lab::repro;
-use unsctl::model::Channel;
-use unsctl::runtime::engine::{self, NewNotification};
+use unsctl::lab::fakes::Behavior;
 use unsctl::runtime::schema::{self, OpenMode};
 
 const WAIT: Duration = Duration::from_secs(30);
 
-struct Runtime {
-    _dir: tempfile::TempDir,
-    db: PathBuf,
-    fakes: Fakes,
-    server: unsctl::server::RunningServer,
-}
-
-impl Runtime {
-    fn start() -> Self {
-        let dir = tempfile::tempdir().expect("dir");
-        let db = dir.path().join("uns.db");
-        schema::open(&db, OpenMode::Create).expect("store");
-        let fakes = Fakes::start().expect("fakes");
-        let server = unsctl::server::start(unsctl::server::ServerConfig {
-            verify: Default::default(),
-            db_path: db.clone(),
-            listen: "127.0.0.1:0".parse().expect("addr"),
-            keys: Some(unsctl::server::Keys::single(support::KEY).expect("key")),
-            worker: Some((
-                // A lease long enough that a held call is still in flight when followed.
-                unsctl::runtime::worker::WorkerConfig {
-                    lease_seconds: 30.0,
-                    ..repro::worker_config(2)
-                },
-                repro::fake_adapters(&fakes).expect("adapters"),
-            )),
-            default_max_attempts: 1,
-            metrics: None,
-            limits: unsctl::server::Limits::default(),
-        })
-        .expect("server");
-        Runtime {
-            _dir: dir,
-            db,
-            fakes,
-            server,
-        }
-    }
-
-    /// The two ways to reach it: the store directly, and the API.
-    fn backends(&self) -> [Vec<String>; 2] {
-        support::BACKENDS.map(|b| b.flags(&self.db, &self.server))
-    }
-
-    /// A Slack notification with one attempt, written straight into the store.
-    fn submit(&self, subject: &str) -> String {
-        let conn = rusqlite::Connection::open(&self.db).expect("open");
-        engine::submit(
-            &conn,
-            SystemClock.now(),
-            &NewNotification {
-                channels: [Channel::Slack].into_iter().collect(),
-                payload: json!({"recipient": "ops@example.com", "subject": subject, "body": "b"}),
-                idempotency_key: None,
-                max_attempts: 1,
-            },
-        )
-        .expect("submit")
-        .id
-    }
-
-    fn status(&self, id: &str) -> (String, bool) {
-        let conn = rusqlite::Connection::open(&self.db).expect("open");
-        conn.query_row(
-            "SELECT status, dead_letter FROM uns_notifications WHERE id = ?1",
-            [id],
-            |r| Ok((r.get(0)?, r.get::<_, i64>(1)? == 1)),
-        )
-        .expect("row")
-    }
-
-    fn wait_dead(&self, id: &str) {
-        let start = Instant::now();
-        while !self.status(id).1 {
-            assert!(start.elapsed() < WAIT, "{id} never reached the DLQ");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    fn unsctl(&self, backend: &[String], args: &[&str]) -> Command {
-        let mut command = support::unsctl();
-        command
-            .args(backend)
-            .args(args)
-            .env("UNS_API_KEY", support::KEY)
-            .env("UNS_OPERATOR", "follow-test")
-            .stdin(Stdio::null());
-        command
-    }
-}
+use support::runtime::Runtime;
 
 /// A running unsctl whose stdout lines arrive on a channel as they are printed.
 struct Streaming {
@@ -231,7 +138,7 @@ fn uuid_like() -> String {
 
 #[test]
 fn events_follow_streams_new_events_then_stops_on_ctrl_c_with_an_account() {
-    let runtime = Runtime::start();
+    let runtime = Runtime::start(30.0);
     let scratch = tempfile::tempdir().expect("dir");
     for backend in runtime.backends() {
         let mut follow = Streaming::spawn(
@@ -281,7 +188,7 @@ fn inspect_follow_runs_until_the_notification_settles() {
     let scratch = tempfile::tempdir().expect("dir");
     // A fresh runtime per backend: a released hold stays released.
     for which in 0..2 {
-        let runtime = Runtime::start();
+        let runtime = Runtime::start(30.0);
         let backend = runtime.backends()[which].clone();
         // The provider holds the message until released: the follow starts mid-flight.
         runtime.fakes.control.set_default(Behavior::Hold);
@@ -364,7 +271,7 @@ fn inspect_follow_runs_until_the_notification_settles() {
 
 #[test]
 fn replay_wait_reports_each_notification_and_exits_0_only_when_all_were_delivered() {
-    let runtime = Runtime::start();
+    let runtime = Runtime::start(30.0);
     for backend in runtime.backends() {
         runtime.fakes.control.set_default(Behavior::Reject(400));
         let id = runtime.submit("refused");
@@ -452,7 +359,7 @@ fn replay_wait_reports_each_notification_and_exits_0_only_when_all_were_delivere
 
 #[test]
 fn apply_wait_follows_the_plans_replays_and_exits_0_only_when_all_were_delivered() {
-    let runtime = Runtime::start();
+    let runtime = Runtime::start(30.0);
     let scratch = tempfile::tempdir().expect("dir");
     for (n, backend) in runtime.backends().into_iter().enumerate() {
         runtime.fakes.control.set_default(Behavior::Reject(400));
@@ -548,7 +455,7 @@ fn apply_wait_follows_the_plans_replays_and_exits_0_only_when_all_were_delivered
 
 #[test]
 fn dlq_triage_watch_prints_entries_entering_and_leaving() {
-    let runtime = Runtime::start();
+    let runtime = Runtime::start(30.0);
     let scratch = tempfile::tempdir().expect("dir");
     for backend in runtime.backends() {
         let mut watch = Streaming::spawn(
@@ -673,7 +580,7 @@ fn events_follow_notices_a_store_replaced_by_an_older_copy() {
 
 #[test]
 fn a_paced_replay_is_followed_against_its_pace_by_wait_and_by_the_watch() {
-    let runtime = Runtime::start();
+    let runtime = Runtime::start(30.0);
     let scratch = tempfile::tempdir().expect("dir");
     let backend = runtime.backends()[0].clone();
     runtime.fakes.control.set_default(Behavior::Reject(400));
@@ -757,7 +664,7 @@ fn replays_of(db: &Path, id: &str) -> i64 {
 
 #[test]
 fn a_canary_stops_the_run_while_one_cause_still_refuses_and_carries_on_once_none_does() {
-    let runtime = Runtime::start();
+    let runtime = Runtime::start(30.0);
     for (round, backend) in runtime.backends().iter().enumerate() {
         let causes = three_causes(&runtime, &format!("canary-{round}"));
         let every: Vec<&str> = causes

@@ -4,16 +4,12 @@
 
 use crate::support;
 
-use serde_json::json;
 use std::net::TcpListener;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
+use support::runtime::Runtime;
 use support::tmux::Tmux;
-use unsctl::clock::{Clock, SystemClock};
-use unsctl::lab::fakes::{Behavior, Fakes};
-use unsctl::lab::repro;
-use unsctl::model::Channel;
-use unsctl::runtime::engine::{self, NewNotification};
+use unsctl::lab::fakes::Behavior;
 use unsctl::runtime::schema::{self, OpenMode};
 
 /// `unsctl ARGS` with an environment cleared of everything but what it is given.
@@ -87,66 +83,6 @@ fn below_60x16_the_screen_names_the_size_it_needs() {
     term.wait_for("EXIT=0");
 }
 
-struct Runtime {
-    _dir: tempfile::TempDir,
-    db: PathBuf,
-    fakes: Fakes,
-    server: unsctl::server::RunningServer,
-}
-
-impl Runtime {
-    /// The real server and worker on a 1 s lease, delivering to the fakes.
-    fn start() -> Self {
-        let dir = tempfile::tempdir().expect("dir");
-        let db = dir.path().join("uns.db");
-        schema::open(&db, OpenMode::Create).expect("store");
-        let fakes = Fakes::start().expect("fakes");
-        let server = unsctl::server::start(unsctl::server::ServerConfig {
-            verify: Default::default(),
-            db_path: db.clone(),
-            listen: "127.0.0.1:0".parse().expect("addr"),
-            keys: Some(unsctl::server::Keys::single(support::KEY).expect("key")),
-            worker: Some((
-                unsctl::runtime::worker::WorkerConfig {
-                    lease_seconds: 1.0,
-                    ..repro::worker_config(2)
-                },
-                repro::fake_adapters(&fakes).expect("adapters"),
-            )),
-            default_max_attempts: 1,
-            metrics: None,
-            limits: unsctl::server::Limits::default(),
-        })
-        .expect("server");
-        Self {
-            _dir: dir,
-            db,
-            fakes,
-            server,
-        }
-    }
-
-    fn submit(&self, subject: &str) -> String {
-        let conn = rusqlite::Connection::open(&self.db).expect("open");
-        engine::submit(
-            &conn,
-            SystemClock.now(),
-            &NewNotification {
-                channels: [Channel::Slack].into_iter().collect(),
-                payload: json!({"recipient": "#ops", "subject": subject, "body": "b"}),
-                idempotency_key: None,
-                max_attempts: 1,
-            },
-        )
-        .expect("submit")
-        .id
-    }
-
-    fn status(&self, id: &str) -> (String, bool) {
-        status(&self.db, id)
-    }
-}
-
 fn status(db: &Path, id: &str) -> (String, bool) {
     rusqlite::Connection::open(db)
         .expect("open")
@@ -160,7 +96,7 @@ fn status(db: &Path, id: &str) -> (String, bool) {
 
 #[test]
 fn over_the_api_a_replay_from_the_screen_is_delivered_and_a_live_lease_loss_shows_in_the_pulse() {
-    let runtime = Runtime::start();
+    let runtime = Runtime::start(1.0);
     runtime.fakes.control.set_default(Behavior::Reject(400));
     let id = runtime.submit("refused");
     support::wait_until("the entry reaches the DLQ", Duration::from_secs(20), || {

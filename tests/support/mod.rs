@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 pub mod relay;
+pub mod runtime;
 pub mod tmux;
 
 use std::net::{SocketAddr, TcpListener, TcpStream};

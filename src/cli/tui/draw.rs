@@ -266,18 +266,12 @@ fn dlq_table(frame: &mut Frame<'_>, view: &super::app::DlqView, table: Rect, pai
     ];
     let header = Row::new(vec!["", "ID", "BRANCH", "CHANNELS", "CAUSE"]).style(paint.bold());
     let empty = view.rows.is_empty() && view.loaded.is_some();
-    frame.render_widget(Table::new(rows, widths).header(header), table);
-    if empty {
-        let inner = Rect {
-            y: table.y + 1,
-            height: 1,
-            ..table
-        };
-        frame.render_widget(
-            Paragraph::new("No DLQ entries match: nothing to do here."),
-            inner,
-        );
-    }
+    table_or_nothing(
+        frame,
+        Table::new(rows, widths).header(header),
+        table,
+        empty.then_some("No DLQ entries match: nothing to do here."),
+    );
 }
 
 /// The row under the cursor in full: its channels, its cause, and the next step whole.
@@ -667,18 +661,12 @@ fn contexts(frame: &mut Frame<'_>, app: &App, area: Rect) {
         " CONTEXT", "RESOLVE", "VERIFY", "REPLAY", "LOST 15m", "STATE",
     ]);
     let empty = view.rows.is_empty() && view.loaded.is_some();
-    frame.render_widget(Table::new(rows, widths).header(header), area);
-    if empty {
-        let line = Rect {
-            y: area.y + 1,
-            height: 1,
-            ..area
-        };
-        frame.render_widget(
-            Paragraph::new("No contexts: the config file names none (unsctl context add)."),
-            line,
-        );
-    }
+    table_or_nothing(
+        frame,
+        Table::new(rows, widths).header(header),
+        area,
+        empty.then_some("No contexts: the config file names none (unsctl context add)."),
+    );
 }
 
 fn help(frame: &mut Frame<'_>, app: &App, area: Rect) {
@@ -823,4 +811,17 @@ fn buttons_line(dialog: &Dialog, paint: &Paint) -> Line<'static> {
             Focus::Go,
         ),
     ])
+}
+
+/// A table, and under its header, when it has no rows, what that means.
+fn table_or_nothing(frame: &mut Frame<'_>, table: Table<'_>, area: Rect, empty: Option<&str>) {
+    frame.render_widget(table, area);
+    if let Some(said) = empty {
+        let line = Rect {
+            y: area.y + 1,
+            height: 1,
+            ..area
+        };
+        frame.render_widget(Paragraph::new(said.to_string()), line);
+    }
 }
