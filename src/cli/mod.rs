@@ -89,8 +89,17 @@ pub enum Command {
 
 /// `-o csv` is reconcile's, `-o markdown` and `-o html` are report's: anywhere else they
 /// are a usage error, never a table printed instead.
-fn check_format(command: &Command, format: crate::render::output::Format) -> CliResult {
+fn check_format(
+    command: &Command,
+    format: crate::render::output::Format,
+    all_contexts: bool,
+) -> CliResult {
     use crate::render::output::Format;
+    if format == Format::Csv && all_contexts {
+        return Err(error::CliError::usage(
+            "-o csv lists one store's people to write to: pass --context NAME",
+        ));
+    }
     let fits = match format {
         Format::Csv => matches!(command, Command::Reconcile(_)),
         Format::Markdown | Format::Html => matches!(command, Command::Report(_)),
@@ -115,7 +124,7 @@ pub fn run(cli: Cli) -> CliResult {
     if global.trust_config_owner {
         crate::config::trust_owner();
     }
-    check_format(&cli.command, global.output)?;
+    check_format(&cli.command, global.output, global.all_contexts)?;
     match cli.command {
         Command::Inspect(args) => inspect::run(global, args),
         Command::Events(args) => events::run(global, args),

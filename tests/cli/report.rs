@@ -455,4 +455,25 @@ fn across_contexts_each_has_its_section_and_one_unread_is_named() {
         Some(3)
     );
     assert!(document["contexts"][1]["error"].is_string());
+    // The people to write to come from one store at a time.
+    let out = support::unsctl()
+        .env("UNSCTL_CONFIG", &config)
+        .args(["--all-contexts", "-o", "csv", "reconcile"])
+        .output()
+        .expect("csv");
+    assert_eq!(out.status.code(), Some(2));
+    // And -o csv, markdown or html where they do not belong is a usage error.
+    for (format, command) in [
+        ("csv", "events"),
+        ("html", "dlq"),
+        ("markdown", "reconcile"),
+    ] {
+        let out = support::unsctl()
+            .arg("--db")
+            .arg(&incident.db)
+            .args(["-o", format, command])
+            .output()
+            .expect("format");
+        assert_eq!(out.status.code(), Some(2), "-o {format} {command}");
+    }
 }
