@@ -298,14 +298,28 @@ pub fn verify_entry(conn: &rusqlite::Connection, now: f64) -> String {
 /// A RESOLVE-branch DLQ entry: EMAIL accepted late under a lost lease, then the reclaim
 /// found the budget gone.
 pub fn resolve_entry(conn: &rusqlite::Connection, now: f64) -> String {
+    let id = accepted_late(conn, now, json!({"recipient": "ops@example.com"}), 1);
+    let exhausted = engine::claim(conn, now + 62.0, "seed-worker-2", 60.0).expect("reclaim");
+    assert!(matches!(exhausted, ClaimOutcome::RecoveryExhausted { .. }));
+    id
+}
+
+/// An EMAIL notification whose first attempt the relay accepted 61 s into a 60 s lease:
+/// the result written late, the lease lost. Returns its id.
+fn accepted_late(
+    conn: &rusqlite::Connection,
+    now: f64,
+    payload: serde_json::Value,
+    max_attempts: i64,
+) -> String {
     let id = engine::submit(
         conn,
         now,
         &NewNotification {
             channels: [Channel::Email].into_iter().collect(),
-            payload: json!({"recipient": "ops@example.com"}),
+            payload,
             idempotency_key: None,
-            max_attempts: 1,
+            max_attempts,
         },
     )
     .expect("submit")
@@ -326,42 +340,14 @@ pub fn resolve_entry(conn: &rusqlite::Connection, now: f64) -> String {
         &BACKOFF,
     )
     .expect("settle");
-    let exhausted = engine::claim(conn, now + 62.0, "seed-worker-2", 60.0).expect("reclaim");
-    assert!(matches!(exhausted, ClaimOutcome::RecoveryExhausted { .. }));
     id
 }
 
 /// An EMAIL to `recipient` the relay took twice: accepted after its lease ran out, then
 /// again by the reclaim. DELIVERED, with two copies in its history.
 pub fn duplicated_email(conn: &rusqlite::Connection, now: f64, recipient: &str) -> String {
-    let id = engine::submit(
-        conn,
-        now,
-        &NewNotification {
-            channels: [Channel::Email].into_iter().collect(),
-            payload: json!({"recipient": recipient, "subject": "s", "body": "b"}),
-            idempotency_key: None,
-            max_attempts: 2,
-        },
-    )
-    .expect("submit")
-    .id;
-    let ClaimOutcome::Claimed(lease) =
-        engine::claim(conn, now, "seed-worker", 60.0).expect("claim")
-    else {
-        panic!("nothing to claim");
-    };
-    engine::start_channel(conn, now, &lease, Channel::Email, &Default::default()).expect("start");
-    let late = DeliveryResult::accepted(Some(format!("<{id}.1.1@uns.local>")));
-    engine::record_result(conn, now + 61.0, &lease, Channel::Email, &late).expect("result");
-    engine::settle(
-        conn,
-        now + 61.0,
-        &lease,
-        &[(Channel::Email, late)],
-        &BACKOFF,
-    )
-    .expect("settle");
+    let payload = json!({"recipient": recipient, "subject": "s", "body": "b"});
+    let id = accepted_late(conn, now, payload, 2);
     let ClaimOutcome::Claimed(again) =
         engine::claim(conn, now + 62.0, "seed-worker-2", 60.0).expect("reclaim")
     else {

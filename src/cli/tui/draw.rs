@@ -211,14 +211,7 @@ fn dlq_table(frame: &mut Frame<'_>, view: &super::app::DlqView, table: Rect, pai
         .max()
         .unwrap_or(12)
         .clamp(12, 36) as u16;
-    let height = table.height.saturating_sub(1) as usize;
-    let offset = scrolled(view.selected, height, view.rows.len());
-    let rows: Vec<Row<'_>> = view
-        .rows
-        .iter()
-        .enumerate()
-        .skip(offset)
-        .take(height)
+    let rows: Vec<Row<'_>> = visible(&view.rows, view.selected, table)
         .map(|(n, row)| {
             let verdict = &row.verdict;
             let marked = if view.marks.contains(&verdict.id) {
@@ -301,6 +294,14 @@ fn dlq_detail(view: &super::app::DlqView) -> Vec<Line<'static>> {
         .unwrap_or_default()
 }
 
+/// The rows a table of `area` (a header, then rows) shows, numbered, scrolled so that
+/// `selected` is in sight.
+fn visible<T>(rows: &[T], selected: usize, area: Rect) -> impl Iterator<Item = (usize, &T)> {
+    let height = area.height.saturating_sub(1) as usize;
+    let offset = scrolled(selected, height, rows.len());
+    rows.iter().enumerate().skip(offset).take(height)
+}
+
 /// The first row to show so that `selected` is on screen.
 fn scrolled(selected: usize, height: usize, len: usize) -> usize {
     if height == 0 || len <= height {
@@ -374,13 +375,7 @@ fn reconcile(frame: &mut Frame<'_>, app: &App, area: Rect, paint: &Paint) {
     }
     frame.render_widget(Paragraph::new(lines), head);
     let needs = view.needs();
-    let height = table.height.saturating_sub(1) as usize;
-    let offset = scrolled(view.selected, height, needs.len());
-    let rows: Vec<Row<'_>> = needs
-        .iter()
-        .enumerate()
-        .skip(offset)
-        .take(height)
+    let rows: Vec<Row<'_>> = visible(&needs, view.selected, table)
         .map(|(n, item)| {
             let style = if n == view.selected {
                 paint.selected()
@@ -530,14 +525,7 @@ fn pulse(frame: &mut Frame<'_>, app: &App, area: Rect, paint: &Paint) {
 fn audit(frame: &mut Frame<'_>, app: &App, area: Rect) {
     let view = &app.audit;
     let [table, detail] = Layout::vertical([Constraint::Min(3), Constraint::Length(2)]).areas(area);
-    let height = table.height.saturating_sub(1) as usize;
-    let offset = scrolled(view.selected, height, view.rows.len());
-    let rows: Vec<Row<'_>> = view
-        .rows
-        .iter()
-        .enumerate()
-        .skip(offset)
-        .take(height)
+    let rows: Vec<Row<'_>> = visible(&view.rows, view.selected, table)
         .map(|(n, row)| {
             let time: String = crate::render::time::rfc3339(row.at)
                 .chars()
