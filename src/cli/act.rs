@@ -533,18 +533,18 @@ pub fn carry_out_into(
     }
     // Entries the preview blocked are reported, not acted on; the rest run in order.
     let outcomes = execute_all(store, &intents, out)?;
-    done.extend(carried_out(&intents, &outcomes));
+    done.extend(carried_out(intents.iter().zip(&outcomes)));
     if out.json() {
         print_results(&intents[..outcomes.len()], &outcomes, false)?;
     }
     finish(&store.describe(), &outcomes)
 }
 
-/// Each entry `outcomes` says was carried out: its id and the id of the event written.
-pub fn carried_out(intents: &[Intent], outcomes: &[Outcome]) -> Vec<(String, i64)> {
-    intents
-        .iter()
-        .zip(outcomes)
+/// Each intent its outcome says was carried out: its id and the id of the event written.
+pub fn carried_out<'a>(
+    done: impl IntoIterator<Item = (&'a Intent, &'a Outcome)>,
+) -> Vec<(String, i64)> {
+    done.into_iter()
         .filter_map(|(intent, outcome)| match outcome {
             Outcome::Done { event_id, .. } => Some((intent.id.clone(), *event_id)),
             _ => None,

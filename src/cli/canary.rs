@@ -105,28 +105,14 @@ pub fn carry_out(
         pace::apply(&mut intents, pace)?;
         return carry_out_waited(store, intents, confirm, wait, out, verb);
     }
-    // The canary runs first and at once; the rest keep their order and the pace.
-    let mut canary = Vec::with_capacity(chosen.len());
-    let mut rest = Vec::with_capacity(intents.len() - chosen.len());
-    for (k, intent) in intents.into_iter().enumerate() {
-        if chosen.binary_search(&k).is_ok() {
-            canary.push(intent);
-        } else {
-            rest.push(intent);
-        }
-    }
-    pace::apply(&mut rest, pace)?;
-    let plan = Plan {
-        canary,
-        rest,
-        timeout,
-    };
+    let mut plan = Plan::split(intents, &chosen, timeout);
+    pace::apply(&mut plan.rest, pace)?;
     let intents: Vec<Intent> = plan.canary.iter().chain(&plan.rest).cloned().collect();
     if let Go::Stop(result) = act::present(store, &intents, confirm, out, verb, &plan.words())? {
         return result;
     }
     let first = act::execute_all(store, &plan.canary, out)?;
-    let sent = act::carried_out(&plan.canary, &first);
+    let sent = act::carried_out(plan.canary.iter().zip(&first));
     let waited = follow::wait_settled(store, &sent, every, timeout, None, out)?;
     if out.json() {
         print_json_line(&serde_json::json!({ "canary": waited.document() }))?;
@@ -180,7 +166,12 @@ pub fn carry_out(
     if !wait.wait {
         return acted;
     }
-    let replays = replays_carried_out(&plan.rest, &second);
+    let replays = act::carried_out(
+        plan.rest
+            .iter()
+            .zip(&second)
+            .filter(|(intent, _)| intent.action == Action::Replay),
+    );
     if replays.is_empty() {
         return acted;
     }
@@ -200,10 +191,35 @@ pub fn carry_out(
 struct Plan {
     canary: Vec<Intent>,
     rest: Vec<Intent>,
+    /// Every cause among the replays and how many entries it has, largest first.
+    causes: Vec<Cause>,
     timeout: std::time::Duration,
 }
 
+/// A cause, and how many of the entries have it.
+type Cause = (String, usize);
+
 impl Plan {
+    /// The canary (the `chosen` indices) apart from the rest: it runs first and at once;
+    /// the rest keep their order, for the pace.
+    fn split(intents: Vec<Intent>, chosen: &[usize], timeout: std::time::Duration) -> Self {
+        let causes = causes(&intents)
+            .into_iter()
+            .map(|(cause, members)| (cause, members.len()))
+            .collect();
+        let (canary, rest): (Vec<_>, Vec<_>) = intents
+            .into_iter()
+            .enumerate()
+            .partition(|(k, _)| chosen.binary_search(k).is_ok());
+        let strip = |part: Vec<(usize, Intent)>| part.into_iter().map(|(_, i)| i).collect();
+        Self {
+            canary: strip(canary),
+            rest: strip(rest),
+            causes,
+            timeout,
+        }
+    }
+
     /// The entries after the canary that will be acted on.
     fn rest_actionable(&self) -> usize {
         self.rest.iter().filter(|i| i.preview.is_ok()).count()
@@ -211,29 +227,11 @@ impl Plan {
 
     /// What the plan and the prompt say of the canary.
     fn words(&self) -> Vec<String> {
-        let mut sizes: BTreeMap<String, usize> = BTreeMap::new();
-        for intent in self.canary.iter().chain(&self.rest) {
-            if intent.action == Action::Replay && intent.preview.is_ok() {
-                *sizes.entry(cause(intent)).or_default() += 1;
-            }
-        }
-        let covered: Vec<String> = {
-            let mut seen = Vec::new();
-            for intent in &self.canary {
-                let key = cause(intent);
-                if !seen.contains(&key) {
-                    seen.push(key);
-                }
-            }
-            seen
-        };
-        let named = |key: &String| {
-            format!(
-                "{} ×{}",
-                views::shown(key),
-                sizes.get(key).copied().unwrap_or(0)
-            )
-        };
+        let (covered, uncovered): (Vec<&Cause>, Vec<&Cause>) = self
+            .causes
+            .iter()
+            .partition(|(key, _)| self.canary.iter().any(|i| cause(i) == *key));
+        let named = |(key, size): &&Cause| format!("{} ×{size}", views::shown(key));
         let mut lines = vec![format!(
             "Canary: {} first ({}), covering {}: {}.",
             counted(self.canary.len() as i64, "replay"),
@@ -245,16 +243,11 @@ impl Plan {
             counted(covered.len() as i64, "cause"),
             covered.iter().map(named).collect::<Vec<_>>().join("; "),
         )];
-        let uncovered: Vec<String> = sizes
-            .keys()
-            .filter(|key| !covered.contains(key))
-            .map(named)
-            .collect();
         if !uncovered.is_empty() {
             lines.push(format!(
                 "No canary for {}: {}.",
                 counted(uncovered.len() as i64, "cause"),
-                uncovered.join("; ")
+                uncovered.iter().map(named).collect::<Vec<_>>().join("; ")
             ));
         }
         lines.push(format!(
@@ -301,22 +294,6 @@ fn stop_after_canary(
     Err(CliError::error("the canary was not delivered: nothing else was replayed").hint(
         "`unsctl inspect ID` shows what still refuses; once it is fixed, the same command replays the rest (`dlq triage --error-code CODE` narrows to one cause)",
     ))
-}
-
-/// The replays among `intents` that `outcomes` says were carried out.
-fn replays_carried_out(intents: &[Intent], outcomes: &[Outcome]) -> Vec<(String, i64)> {
-    let replays: Vec<Intent> = intents
-        .iter()
-        .filter(|i| i.action == Action::Replay)
-        .cloned()
-        .collect();
-    let kept: Vec<Outcome> = intents
-        .iter()
-        .zip(outcomes)
-        .filter(|(i, _)| i.action == Action::Replay)
-        .map(|(_, o)| o.clone())
-        .collect();
-    act::carried_out(&replays, &kept)
 }
 
 /// Without a canary: carried out in one go, and waited on with `--wait`.
