@@ -1166,7 +1166,10 @@ mod evidence_holds {
     }
 
     proptest! {
-        #![proptest_config(ProptestConfig::with_cases(600))]
+        // 600 cases in CI; UNS_PROPTEST_CASES asks for more (a long run before a release).
+        #![proptest_config(ProptestConfig::with_cases(
+            std::env::var("UNS_PROPTEST_CASES").ok().and_then(|n| n.parse().ok()).unwrap_or(600),
+        ))]
         #[test]
         fn no_mutation_turns_one_answer_into_the_other(
             kind in prop_oneof![Just(Base::Delivered), Just(Base::Lost), Just(Base::Absent)],
