@@ -17,12 +17,11 @@ use std::time::{Duration, Instant};
 use unsctl::cli::backend::{Backend, Resolution, Source as Named};
 use unsctl::cli::tui::app::{App, Config, ViewKind};
 use unsctl::cli::tui::jobs::{self, Job, Source};
-use unsctl::store::Store;
 
 struct Screen {
     app: App,
     source: Source,
-    reader: Option<Box<dyn Store>>,
+    reader: jobs::Reader,
     terminal: Terminal<TestBackend>,
 }
 
@@ -97,7 +96,7 @@ fn main() -> anyhow::Result<()> {
             since: None,
             clock: Arc::new(unsctl::clock::SystemClock),
         },
-        reader: None,
+        reader: jobs::Reader::default(),
         terminal: Terminal::new(TestBackend::new(80, 24))?,
     };
     let jobs = screen.app.open(ViewKind::Dlq, None, Instant::now());

@@ -263,9 +263,9 @@ fn bundle(store: &dyn Store, asked: &report::Asked, dir: &Path) -> CliResult<Rep
     let audit = serde_json::to_string_pretty(&report.actions)
         .map_err(|err| CliError::error(err.to_string()))?;
     write_all(file("audit.json")?, format!("{audit}\n").as_bytes())?;
-    super::dlq::write_triage_document(store, &asked_selection(asked), file("triage.json")?)?;
+    super::dlq::write_triage_document(store, &asked.selection, file("triage.json")?)?;
     let reconcile_asked = crate::reconcile::Asked {
-        selection: asked_selection(asked),
+        selection: asked.selection.clone(),
         window: crate::store::Window {
             since: Some(asked.since),
             until: Some(asked.until),
@@ -297,10 +297,6 @@ fn bundle(store: &dyn Store, asked: &report::Asked, dir: &Path) -> CliResult<Rep
         crate::render::sanitize::shell_word(&dir.display().to_string())
     ));
     Ok(report)
-}
-
-fn asked_selection(asked: &report::Asked) -> Selection {
-    asked.selection.clone()
 }
 
 fn write_all(mut file: impl Write, bytes: &[u8]) -> CliResult {

@@ -198,17 +198,19 @@ pub fn gather(
 /// 1,440 steps a pulse may have.
 pub fn pulse_window(since: f64, until: f64) -> crate::pulse::Window {
     let span = (until - since).max(60.0);
-    let minutes = (span / 60.0 / crate::pulse::MAX_STEPS as f64)
+    let mut minutes = (span / 60.0 / crate::pulse::MAX_STEPS as f64)
         .ceil()
         .max(1.0);
-    let step = minutes * 60.0;
-    let since = (since / step).floor() * step;
-    let until = ((until / step).ceil() * step).max(since + step);
-    crate::pulse::Window::new(since, until, step).unwrap_or(crate::pulse::Window {
-        since,
-        until,
-        step,
-    })
+    loop {
+        // Widened to whole steps, a window may need one step more: then a longer step.
+        let step = minutes * 60.0;
+        let from = (since / step).floor() * step;
+        let to = ((until / step).ceil() * step).max(from + step);
+        if let Ok(window) = crate::pulse::Window::new(from, to, step) {
+            return window;
+        }
+        minutes += 1.0;
+    }
 }
 
 /// The counts per channel, the needs and the moments, as the notifications go by.
@@ -381,8 +383,6 @@ fn actions(store: &dyn Store, asked: &Asked) -> crate::store::Result<(Vec<Action
     let mut docs: BTreeMap<String, Option<crate::api::NotificationDoc>> = BTreeMap::new();
     let mut actions = Vec::with_capacity(found.len());
     for (n, event) in found.into_iter().enumerate() {
-        let payload: serde_json::Value =
-            serde_json::from_str(event.payload.get()).unwrap_or_default();
         let followed = if n < FOLLOWED_UP {
             let doc = docs
                 .entry(event.notification_id.clone())
@@ -392,9 +392,31 @@ fn actions(store: &dyn Store, asked: &Asked) -> crate::store::Result<(Vec<Action
             skipped += 1;
             "not looked up".to_string()
         };
-        actions.push(action(event, &payload, followed));
+        actions.push(Action::of(event, followed));
     }
     Ok((actions, skipped))
+}
+
+impl Action {
+    /// An operator action as its audited event records it (DLQ_RESOLVED, REPLAYED,
+    /// VERIFIED), and what `followed` it: the one reading of an audit record, for the
+    /// report and the live screen's audit view alike.
+    pub fn of(event: crate::api::EventRow, followed: String) -> Self {
+        let payload: serde_json::Value =
+            serde_json::from_str(event.payload.get()).unwrap_or_default();
+        action(event, &payload, followed)
+    }
+
+    /// What the operator said they found: the attestation, or the answer recorded.
+    pub fn said(&self) -> Option<String> {
+        match &self.answer {
+            Some(answer) => Some(format!(
+                "{} {} ({})",
+                answer.channel, answer.outcome, answer.source
+            )),
+            None => self.attestation.clone(),
+        }
+    }
 }
 
 fn action(event: crate::api::EventRow, payload: &serde_json::Value, followed: String) -> Action {
@@ -510,3 +532,22 @@ pub const CHARTED: [Series; 4] = [
     Series::DeadLettered,
     Series::Delivered,
 ];
+
+#[cfg(test)]
+mod tests {
+    /// Any window, aligned to whole steps, stays within the steps a pulse may have.
+    #[test]
+    fn a_reports_pulse_window_always_fits_a_pulse() {
+        for (since, span) in [
+            (0.0, 60.0),
+            (30.0, 86_400.0),
+            (59.0, 86_400.0),
+            (1_000_003.0, 86_400.0 * 7.0 + 1.0),
+            (17.5, 1_440.0 * 60.0),
+        ] {
+            let window = super::pulse_window(since, since + span);
+            assert!(window.steps() <= crate::pulse::MAX_STEPS, "{since} {span}");
+            assert!(window.since <= since && window.until >= since + span);
+        }
+    }
+}

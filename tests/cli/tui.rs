@@ -15,13 +15,12 @@ use unsctl::cli::backend::{Backend, Resolution, Source as Named};
 use unsctl::cli::tui::app::{App, Config, ViewKind};
 use unsctl::cli::tui::jobs::{self, Job, Source};
 use unsctl::runtime::schema::{self, OpenMode};
-use unsctl::store::Store;
 
 /// The screen over `db`, its jobs run here.
 struct Screen {
     app: App,
     source: Source,
-    reader: Option<Box<dyn Store>>,
+    reader: jobs::Reader,
     now: Instant,
 }
 
@@ -61,7 +60,7 @@ impl Screen {
         Self {
             app: App::new(config),
             source,
-            reader: None,
+            reader: jobs::Reader::default(),
             now: Instant::now(),
         }
     }
@@ -498,14 +497,18 @@ fn read_only_every_action_key_leaves_the_store_byte_identical() {
     // Nor can a change reach the store any other way: the screen's opener refuses.
     let intents = vec![
         unsctl::cli::act::intent(
-            screen.reader.as_deref().expect("reader"),
+            screen.reader.store().expect("reader"),
             &ids[0],
             unsctl::remediation::Action::Replay,
             &Default::default(),
         )
         .expect("intent"),
     ];
-    let reply = jobs::run(&screen.source, &mut None, Job::Carry { intents });
+    let reply = jobs::run(
+        &screen.source,
+        &mut jobs::Reader::default(),
+        Job::Carry { intents },
+    );
     assert!(
         matches!(&reply, jobs::Reply::Failed { error, .. } if error.contains("read-only")),
         "{reply:?}"

@@ -3,7 +3,7 @@
 //! flow can be driven by a test without a terminal or a clock.
 
 use super::filter::Filter;
-use super::jobs::{AuditRow, ContextRow, Job, Reply, Row};
+use super::jobs::{ContextRow, Job, Reply, Row};
 use super::keymap::Command;
 pub use super::keymap::ViewKind;
 use crate::cli::act::Intent;
@@ -22,6 +22,9 @@ pub const DIALOG_GRACE: Duration = Duration::from_millis(300);
 
 /// How often the DLQ is counted by branch while nothing changes it from here.
 pub const RECOUNT: Duration = Duration::from_secs(10);
+
+/// How often the reconcile and contexts views read again, at the most.
+pub const SLOW_REFRESH: Duration = Duration::from_secs(15);
 
 /// How the screen was started.
 #[derive(Debug, Clone)]
@@ -210,7 +213,7 @@ pub struct App {
     pub inspect: InspectView,
     pub reconcile: ReconcileView,
     pub pulse: PulseView,
-    pub audit: ListView<AuditRow>,
+    pub audit: ListView<crate::report::Action>,
     pub contexts: ListView<ContextRow>,
     pub input: Option<Input>,
     pub dialog: Option<Dialog>,
@@ -365,8 +368,14 @@ impl App {
         if self.dialog.is_some() || reading {
             return Vec::new();
         }
+        // Reconciling every notification and asking every context are whole reads: not
+        // at every refresh.
+        let every = match self.view {
+            ViewKind::Reconcile | ViewKind::Contexts => self.config.refresh.max(SLOW_REFRESH),
+            _ => self.config.refresh,
+        };
         match self.loaded() {
-            Some(at) if now.duration_since(at) < self.config.refresh => Vec::new(),
+            Some(at) if now.duration_since(at) < every => Vec::new(),
             None if !self.pending.is_empty() => Vec::new(),
             _ => self.load(now),
         }
@@ -525,7 +534,7 @@ impl App {
                 self.say(summary, false);
                 self.dlq.loaded = None;
                 self.dlq.counted = None;
-                self.refresh_soon(now);
+                self.refresh_soon();
             }
             Reply::Recorded { lines } => {
                 if let Some(dialog) = self.dialog.as_mut() {
@@ -534,7 +543,7 @@ impl App {
                 self.say("answers recorded", false);
                 self.dlq.loaded = None;
                 self.dlq.counted = None;
-                self.refresh_soon(now);
+                self.refresh_soon();
             }
             Reply::Failed { what, error } => {
                 if let Some(dialog) = self.dialog.as_mut()
@@ -558,7 +567,7 @@ impl App {
         }
     }
 
-    fn refresh_soon(&mut self, _now: Instant) {
+    fn refresh_soon(&mut self) {
         self.inspect.loaded = None;
         self.audit.loaded = None;
         self.pulse.loaded = None;
@@ -757,7 +766,7 @@ impl App {
                 .audit
                 .rows
                 .get(self.audit.selected)
-                .map(|r| r.id.clone()),
+                .map(|r| r.notification_id.clone()),
             _ => None,
         };
         match id {
@@ -786,7 +795,7 @@ impl App {
                 .audit
                 .rows
                 .get(self.audit.selected)
-                .map(|r| (r.id.clone(), None)),
+                .map(|r| (r.notification_id.clone(), None)),
             _ => None,
         }
     }

@@ -540,12 +540,17 @@ fn audit(frame: &mut Frame<'_>, app: &App, area: Rect) {
             Row::new(vec![
                 format!("{}{time}", if n == view.selected { ">" } else { " " }),
                 clean(&row.kind).into_owned(),
-                clean(&short(&row.id)).into_owned(),
+                clean(&short(&row.notification_id)).into_owned(),
                 clean(&row.operator).into_owned(),
                 format!(
                     "{}{}",
                     if row.forced { "FORCED " } else { "" },
-                    clean(row.reason.as_deref().or(row.said.as_deref()).unwrap_or("-"))
+                    clean(
+                        &row.reason
+                            .clone()
+                            .or_else(|| row.said())
+                            .unwrap_or("-".into())
+                    )
                 ),
             ])
             .style(style)
@@ -567,15 +572,15 @@ fn audit(frame: &mut Frame<'_>, app: &App, area: Rect) {
             format!(
                 "{} {} by {}: reason {}; ticket {}; {}; verdict then {}{}",
                 clean(&row.kind),
-                clean(&row.id),
+                clean(&row.notification_id),
                 clean(&row.operator),
                 quoted(row.reason.as_deref()),
                 quoted(row.ticket.as_deref()),
-                match &row.said {
-                    Some(said) => format!("said {}", quoted(Some(said))),
+                match row.said() {
+                    Some(said) => format!("said {}", quoted(Some(&said))),
                     None => "no attestation".into(),
                 },
-                row.branch
+                row.verdict_then
                     .as_deref()
                     .map_or("-".into(), |b| clean(b).into_owned()),
                 row.via

@@ -111,24 +111,6 @@ pub struct Row {
     pub short: String,
 }
 
-/// One operator action from the history.
-#[derive(Debug, Clone, PartialEq)]
-pub struct AuditRow {
-    pub event_id: i64,
-    pub at: f64,
-    pub kind: String,
-    pub id: String,
-    pub operator: String,
-    pub reason: Option<String>,
-    pub ticket: Option<String>,
-    /// The attestation, or a VERIFIED answer and its source.
-    pub said: Option<String>,
-    /// The branch the verdict had at the time.
-    pub branch: Option<String>,
-    pub forced: bool,
-    pub via: Option<String>,
-}
-
 /// One context of the config file.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ContextRow {
@@ -165,7 +147,7 @@ pub enum Reply {
         pulse: Pulse,
         now: f64,
     },
-    Audit(Vec<AuditRow>),
+    Audit(Vec<crate::report::Action>),
     Contexts(Vec<ContextRow>),
     Preview {
         action: Action,
@@ -204,7 +186,7 @@ impl Worker {
         let spawned = std::thread::Builder::new()
             .name("unsctl-tui-io".into())
             .spawn(move || {
-                let mut reader: Option<Box<dyn Store>> = None;
+                let mut reader = Reader::default();
                 for (seq, job) in inbox {
                     let reply = run(&source, &mut reader, job);
                     if outbox.send((seq, reply)).is_err() {
@@ -223,21 +205,45 @@ impl Worker {
     }
 }
 
-/// Runs one job with the reader `reader` (opened on first use, and again after an error).
-pub fn run(source: &Source, reader: &mut Option<Box<dyn Store>>, job: Job) -> Reply {
+/// How long a shortened id is trusted before the store is asked again whether it still
+/// names one notification alone: a page read every refresh asks only for new rows.
+const SHORT_ID_KEPT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// The worker's store, opened on first use (and again after an error), and the short
+/// ids it has already looked up.
+#[derive(Default)]
+pub struct Reader {
+    store: Option<Box<dyn Store>>,
+    short: HashMap<String, (String, std::time::Instant)>,
+}
+
+impl Reader {
+    /// The store, when it has been opened.
+    pub fn store(&self) -> Option<&dyn Store> {
+        self.store.as_deref()
+    }
+}
+
+/// Runs one job with `reader`.
+pub fn run(source: &Source, reader: &mut Reader, job: Job) -> Reply {
     let what = job.label();
     let result = match job {
         Job::Carry { intents } => carry(source, intents),
         Job::Record { asked, reason } => record(source, &asked, reason),
         Job::Contexts => Ok(Reply::Contexts(contexts(source))),
-        job => match opened(source, reader) {
+        Job::Dlq { filter, cursor } => opened(source, &mut reader.store)
+            .map_err(|err| err.to_string())
+            .and_then(|store| {
+                dlq_page(store, filter, cursor, &mut reader.short).map_err(|err| err.to_string())
+            }),
+        job => match opened(source, &mut reader.store) {
             Ok(store) => read(source, store, job),
             Err(err) => Err(err.to_string()),
         },
     };
     result.unwrap_or_else(|error| {
         // A store that failed is opened again next time.
-        *reader = None;
+        reader.store = None;
         Reply::Failed {
             what,
             error: crate::render::sanitize::clean(&error).into_owned(),
@@ -258,7 +264,6 @@ fn opened<'r>(source: &Source, reader: &'r mut Option<Box<dyn Store>>) -> CliRes
 fn read(source: &Source, store: &dyn Store, job: Job) -> Result<Reply, String> {
     let text = |err: StoreError| err.to_string();
     match job {
-        Job::Dlq { filter, cursor } => dlq_page(store, filter, cursor).map_err(text),
         Job::Counts { filter } => {
             let mut counts: BTreeMap<Branch, usize> = BTreeMap::new();
             store
@@ -312,7 +317,9 @@ fn read(source: &Source, store: &dyn Store, job: Job) -> Result<Reply, String> {
                 lines,
             })
         }
-        Job::Carry { .. } | Job::Record { .. } | Job::Contexts => Err("not a read".to_string()),
+        Job::Dlq { .. } | Job::Carry { .. } | Job::Record { .. } | Job::Contexts => {
+            Err("not a read".to_string())
+        }
     }
 }
 
@@ -322,6 +329,7 @@ pub fn dlq_page(
     store: &dyn Store,
     filter: Filter,
     cursor: Option<String>,
+    known: &mut HashMap<String, (String, std::time::Instant)>,
 ) -> crate::store::Result<Reply> {
     let mut verdicts: Vec<Verdict> = Vec::new();
     let mut at = cursor.clone();
@@ -341,17 +349,24 @@ pub fn dlq_page(
             other => break other,
         }
     };
-    let short: HashMap<String, String> = crate::cli::ids::short_ids(
+    // Asked of the store only for ids not looked up lately.
+    let now = std::time::Instant::now();
+    known.retain(|_, (_, at)| now.duration_since(*at) < SHORT_ID_KEPT);
+    let fresh = crate::cli::ids::short_ids(
         store,
-        verdicts.iter().map(|v| v.id.as_str()),
+        verdicts
+            .iter()
+            .map(|v| v.id.as_str())
+            .filter(|id| !known.contains_key(*id)),
         &Output::plain(80),
     );
+    known.extend(fresh.into_iter().map(|(id, short)| (id, (short, now))));
     let rows = verdicts
         .into_iter()
         .map(|verdict| Row {
-            short: short
+            short: known
                 .get(&verdict.id)
-                .cloned()
+                .map(|(short, _)| short.clone())
                 .unwrap_or_else(|| verdict.id.clone()),
             verdict,
         })
@@ -398,38 +413,11 @@ fn audit(store: &dyn Store) -> crate::store::Result<Reply> {
         limit: 1000,
         ..Default::default()
     };
-    let mut rows: Vec<AuditRow> = store
+    let mut rows: Vec<crate::report::Action> = store
         .events(&query)?
         .events
         .into_iter()
-        .map(|event| {
-            let payload: serde_json::Value =
-                serde_json::from_str(event.payload.get()).unwrap_or_default();
-            let text = |key: &str| payload[key].as_str().map(str::to_string);
-            let said = if event.kind == "VERIFIED" {
-                Some(format!(
-                    "{} {} ({})",
-                    payload["channel"].as_str().unwrap_or("?"),
-                    payload["outcome"].as_str().unwrap_or("?"),
-                    payload["source"].as_str().unwrap_or("?")
-                ))
-            } else {
-                text("attestation")
-            };
-            AuditRow {
-                event_id: event.id,
-                at: event.at,
-                kind: event.kind.clone(),
-                id: event.notification_id.clone(),
-                operator: text("operator").unwrap_or_default(),
-                reason: text("reason"),
-                ticket: text("ticket"),
-                said,
-                branch: payload["triage"]["branch"].as_str().map(str::to_string),
-                forced: payload["forced"].as_bool().unwrap_or(false),
-                via: text("via"),
-            }
-        })
+        .map(|event| crate::report::Action::of(event, String::new()))
         .collect();
     rows.sort_by_key(|row| std::cmp::Reverse(row.event_id));
     Ok(Reply::Audit(rows))
