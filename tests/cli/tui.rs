@@ -217,6 +217,12 @@ fn without_colour_every_meaning_is_in_words_or_glyphs() {
     ] {
         assert!(text.contains(words), "{words}:\n{text}");
     }
+    // However many keys the width leaves out, the footer keeps how to get help and out.
+    let footer = text.lines().last().unwrap_or_default().to_string();
+    assert!(
+        footer.contains("? help") && footer.contains("q quit"),
+        "{footer}"
+    );
     // The cursor is a glyph; a mark is [x].
     screen.press(KeyCode::Char(' '));
     assert!(
@@ -308,6 +314,23 @@ fn the_screen_gives_the_same_answers_as_the_commands() {
     shown.sort();
     assert!(!shown.is_empty());
     assert_eq!(shown, cli_classes);
+    // The ids that need a person are shown as prefixes that name one notification each,
+    // as every command takes them.
+    let conn = rusqlite::Connection::open(&db).expect("db");
+    let text = screen.text(120, 40);
+    for item in screen.app.reconcile.needs() {
+        let short = screen.app.short.get(&item.id).expect("shortened");
+        assert!(item.id.starts_with(short.as_str()) && short.len() < item.id.len());
+        let named: i64 = conn
+            .query_row(
+                "SELECT count(*) FROM uns_notifications WHERE substr(id, 1, length(?1)) = ?1",
+                [short],
+                |r| r.get(0),
+            )
+            .expect("count");
+        assert_eq!(named, 1, "{short} names one notification");
+        assert!(text.contains(short.as_str()), "{text}");
+    }
 
     screen.view(ViewKind::Pulse, None);
     let pulse = screen.app.pulse.pulse.clone().expect("pulse");
@@ -583,4 +606,29 @@ fn a_filter_it_cannot_read_says_why_and_keeps_the_rows() {
     screen.press(KeyCode::Tab);
     screen.press(KeyCode::Enter);
     assert_eq!(screen.app.view, ViewKind::Audit);
+}
+
+/// Esc cancels a read that hangs: the worker is abandoned, and the read is asked again
+/// only at the next refresh, not at once and not over and over.
+#[test]
+fn a_cancelled_read_is_asked_again_at_the_next_refresh_not_at_once() {
+    let (_dir, db, _ids) = replay_store();
+    let mut screen = Screen::open(&db, false, false);
+    let now = screen.now;
+    let pending = screen.app.open(ViewKind::Dlq, None, now);
+    assert!(!pending.is_empty(), "the first read is asked for");
+    // Nothing answers; Esc.
+    let jobs = screen
+        .app
+        .key(KeyEvent::new(KeyCode::Esc, KeyModifiers::NONE), now);
+    assert!(jobs.is_empty());
+    assert!(screen.app.pending.is_empty() && screen.app.restart_worker);
+    assert!(screen.text(80, 24).contains("cancelled: "));
+    assert!(screen.text(80, 24).contains("no data yet"));
+    assert!(screen.app.tick(now + Duration::from_millis(500)).is_empty());
+    let again = screen.app.tick(now + Duration::from_secs(2));
+    assert!(
+        again.iter().any(|(_, job)| matches!(job, Job::Dlq { .. })),
+        "{again:?}"
+    );
 }

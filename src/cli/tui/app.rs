@@ -226,9 +226,14 @@ pub struct App {
     pub restart_worker: bool,
     /// A context chosen in the contexts view: the loop moves the screen to it.
     pub switch_to: Option<String>,
+    /// After a read failed or was cancelled: not asked again before this.
+    retry_after: Option<Instant>,
     pub quit: bool,
     /// The width the inspect text is laid out for.
     pub width: u16,
+    /// Ids as the shortest prefix that names each alone in the store, for the narrow
+    /// columns of reconcile and audit (`y` copies the whole id).
+    pub short: HashMap<String, String>,
     next_seq: u64,
     back: Vec<ViewKind>,
 }
@@ -252,8 +257,10 @@ impl App {
             clipboard: None,
             restart_worker: false,
             switch_to: None,
+            retry_after: None,
             quit: false,
             width: 80,
+            short: HashMap::new(),
             next_seq: 0,
             back: Vec::new(),
         }
@@ -261,6 +268,7 @@ impl App {
 
     /// Forgets what every view read: the screen now shows another store.
     pub fn reset_views(&mut self) {
+        self.short.clear();
         self.dlq = DlqView::default();
         self.inspect = InspectView::default();
         self.reconcile = ReconcileView::default();
@@ -304,6 +312,7 @@ impl App {
 
     /// Reads the view in front again.
     pub fn load(&mut self, now: Instant) -> Vec<(u64, Job)> {
+        self.retry_after = None;
         let mut jobs = Vec::new();
         match self.view {
             ViewKind::Dlq => {
@@ -365,7 +374,7 @@ impl App {
             .pending
             .values()
             .any(|p| p.label != "counting" && p.label != "asking every context");
-        if self.dialog.is_some() || reading {
+        if self.dialog.is_some() || reading || self.retry_after.is_some_and(|at| now < at) {
             return Vec::new();
         }
         // Reconciling every notification and asking every context are whole reads: not
@@ -427,7 +436,9 @@ impl App {
                 recent,
                 channels,
                 now: at,
+                short,
             } => {
+                self.short.extend(short);
                 self.reconcile.now = at;
                 self.reconcile.items = items;
                 self.reconcile.recent = Some(recent);
@@ -439,7 +450,8 @@ impl App {
                 self.pulse.now = at;
                 self.pulse.loaded = Some(now);
             }
-            Reply::Audit(rows) => {
+            Reply::Audit { rows, short } => {
+                self.short.extend(short);
                 self.audit.rows = rows;
                 self.audit.loaded = Some(now);
             }
@@ -552,18 +564,18 @@ impl App {
                     dialog.note = Some(format!("{what} failed: {error}"));
                 }
                 self.say(format!("{what} failed: {error}"), true);
-                // Failed reads are tried again at the next refresh, not at once.
-                let stamp = Some(now);
-                match self.view {
-                    ViewKind::Dlq => self.dlq.loaded = self.dlq.loaded.or(stamp),
-                    ViewKind::Inspect => self.inspect.loaded = self.inspect.loaded.or(stamp),
-                    ViewKind::Reconcile => self.reconcile.loaded = self.reconcile.loaded.or(stamp),
-                    ViewKind::Pulse => self.pulse.loaded = self.pulse.loaded.or(stamp),
-                    ViewKind::Audit => self.audit.loaded = self.audit.loaded.or(stamp),
-                    ViewKind::Contexts => self.contexts.loaded = self.contexts.loaded.or(stamp),
-                }
+                self.retry_later(now);
             }
             _ => {}
+        }
+    }
+
+    /// A read that failed or was cancelled is tried again at the next refresh, not at
+    /// once: a backend that does not answer is not asked again and again.
+    fn retry_later(&mut self, now: Instant) {
+        self.retry_after = Some(now + self.config.refresh);
+        if self.view == ViewKind::Dlq {
+            self.dlq.counted = self.dlq.counted.or(Some(now));
         }
     }
 
@@ -645,6 +657,7 @@ impl App {
             );
             self.pending.clear();
             self.restart_worker = true;
+            self.retry_later(now);
             return Vec::new();
         }
         match self.back.pop() {

@@ -77,7 +77,10 @@ pub fn draw(frame: &mut Frame<'_>, app: &App, now: Instant) {
         ViewKind::Contexts => contexts(frame, app, body),
     }
     frame.render_widget(Paragraph::new(message_line(app, &paint)), message);
-    frame.render_widget(Paragraph::new(footer_line(app, &paint)), footer);
+    frame.render_widget(
+        Paragraph::new(footer_line(app, &paint, footer.width)),
+        footer,
+    );
     if app.help {
         help(frame, app, body);
     }
@@ -147,11 +150,23 @@ fn message_line(app: &App, paint: &Paint) -> Line<'static> {
     }
 }
 
-fn footer_line(app: &App, paint: &Paint) -> Line<'static> {
+/// The footer's keys, as many as fit `width`; `? help` and `q quit` always do (the help
+/// lists the rest).
+fn footer_line(app: &App, paint: &Paint, width: u16) -> Line<'static> {
+    let items = keymap::footer(app.view, app.config.readonly.is_some());
+    let size = |(keys, does): &(&str, &str)| keys.chars().count() + does.chars().count() + 3;
+    let last = items.len().saturating_sub(2);
+    let mut room = usize::from(width).saturating_sub(items[last..].iter().map(size).sum());
     let mut spans = Vec::new();
-    for (keys, does) in keymap::footer(app.view, app.config.readonly.is_some()) {
-        spans.push(Span::styled(keys.to_string(), paint.bold()));
-        spans.push(Span::raw(format!(" {does}  ")));
+    for (n, item) in items.iter().enumerate() {
+        if n < last {
+            if size(item) > room {
+                continue;
+            }
+            room -= size(item);
+        }
+        spans.push(Span::styled(item.0.to_string(), paint.bold()));
+        spans.push(Span::raw(format!(" {}  ", item.1)));
     }
     Line::from(spans)
 }
@@ -204,13 +219,24 @@ fn counts_line(view: &super::app::DlqView, paint: &Paint) -> Line<'static> {
 }
 
 fn dlq_table(frame: &mut Frame<'_>, view: &super::app::DlqView, table: Rect, paint: &Paint) {
-    let id_width = view
+    let id_width = column_width(view.rows.iter().map(|r| r.short.as_str()), 12, 36);
+    let channels: Vec<String> = view
         .rows
         .iter()
-        .map(|r| r.short.chars().count())
-        .max()
-        .unwrap_or(12)
-        .clamp(12, 36) as u16;
+        .map(|row| {
+            crate::render::views::channels_cell(
+                &row.verdict
+                    .channels
+                    .iter()
+                    .map(|c| (c.channel, c.state))
+                    .collect::<Vec<_>>(),
+            )
+        })
+        .collect();
+    // On a wide screen every channel's state fits; at 80 columns the cause keeps room
+    // (the row under the cursor is shown whole below the table).
+    let most = if table.width >= 120 { 44 } else { 24 };
+    let channels_width = column_width(channels.iter().map(String::as_str), 12, most);
     let rows: Vec<Row<'_>> = visible(&view.rows, view.selected, table)
         .map(|(n, row)| {
             let verdict = &row.verdict;
@@ -225,13 +251,7 @@ fn dlq_table(frame: &mut Frame<'_>, view: &super::app::DlqView, table: Rect, pai
                 " "
             };
             let cursor = if n == view.selected { ">" } else { " " };
-            let channels = crate::render::views::channels_cell(
-                &verdict
-                    .channels
-                    .iter()
-                    .map(|c| (c.channel, c.state))
-                    .collect::<Vec<_>>(),
-            );
+            let channels = channels[n].clone();
             let style = if n == view.selected {
                 paint.selected()
             } else {
@@ -254,7 +274,7 @@ fn dlq_table(frame: &mut Frame<'_>, view: &super::app::DlqView, table: Rect, pai
         Constraint::Length(5),
         Constraint::Length(id_width),
         Constraint::Length(7),
-        Constraint::Length(24),
+        Constraint::Length(channels_width),
         Constraint::Min(10),
     ];
     let header = Row::new(vec!["", "ID", "BRANCH", "CHANNELS", "CAUSE"]).style(paint.bold());
@@ -300,6 +320,12 @@ fn visible<T>(rows: &[T], selected: usize, area: Rect) -> impl Iterator<Item = (
     let height = area.height.saturating_sub(1) as usize;
     let offset = scrolled(selected, height, rows.len());
     rows.iter().enumerate().skip(offset).take(height)
+}
+
+/// A column as wide as its widest text, between `least` and `most`.
+fn column_width<'a>(texts: impl Iterator<Item = &'a str>, least: u16, most: u16) -> u16 {
+    let widest = texts.map(|t| t.chars().count()).max().unwrap_or(0);
+    u16::try_from(widest).unwrap_or(most).clamp(least, most)
 }
 
 /// The first row to show so that `selected` is on screen.
@@ -390,7 +416,7 @@ fn reconcile(frame: &mut Frame<'_>, app: &App, area: Rect, paint: &Paint) {
                 Line::from(if n == view.selected { ">" } else { " " }),
                 Line::from(Span::styled(item.class.as_str(), tone)),
                 Line::from(item.channel.as_str()),
-                Line::from(clean(&short(&item.id)).into_owned()),
+                Line::from(clean(short(app, &item.id)).into_owned()),
                 Line::from(item.copies.to_string()),
                 Line::from(clean(item.recipient.as_deref().unwrap_or("-")).into_owned()),
             ])
@@ -401,7 +427,11 @@ fn reconcile(frame: &mut Frame<'_>, app: &App, area: Rect, paint: &Paint) {
         Constraint::Length(1),
         Constraint::Length(16),
         Constraint::Length(9),
-        Constraint::Length(16),
+        Constraint::Length(column_width(
+            needs.iter().map(|i| short(app, &i.id)),
+            12,
+            36,
+        )),
         Constraint::Length(6),
         Constraint::Min(10),
     ];
@@ -450,9 +480,10 @@ fn still_line(stillness: &crate::pulse::Stillness, now: f64) -> String {
     )
 }
 
-/// An id cut to 16 characters for a narrow column: `y` copies it whole.
-fn short(id: &str) -> String {
-    id.chars().take(16).collect()
+/// An id as the shortest prefix that names it alone in the store, when the screen has
+/// looked it up; else whole.
+fn short<'a>(app: &'a App, id: &'a str) -> &'a str {
+    app.short.get(id).map_or(id, String::as_str)
 }
 
 fn pulse(frame: &mut Frame<'_>, app: &App, area: Rect, paint: &Paint) {
@@ -540,7 +571,7 @@ fn audit(frame: &mut Frame<'_>, app: &App, area: Rect) {
             Row::new(vec![
                 format!("{}{time}", if n == view.selected { ">" } else { " " }),
                 clean(&row.kind).into_owned(),
-                clean(&short(&row.notification_id)).into_owned(),
+                clean(short(app, &row.notification_id)).into_owned(),
                 clean(&row.operator).into_owned(),
                 format!(
                     "{}{}",
@@ -559,7 +590,11 @@ fn audit(frame: &mut Frame<'_>, app: &App, area: Rect) {
     let widths = [
         Constraint::Length(9),
         Constraint::Length(12),
-        Constraint::Length(16),
+        Constraint::Length(column_width(
+            view.rows.iter().map(|r| short(app, &r.notification_id)),
+            12,
+            36,
+        )),
         Constraint::Length(12),
         Constraint::Min(10),
     ];
@@ -677,13 +712,13 @@ fn help(frame: &mut Frame<'_>, app: &App, area: Rect) {
             clean(why)
         )));
     }
-    let place = centered(area, 90, 90);
-    frame.render_widget(Clear, place);
+    // The whole body: at 80×24 every key fits.
+    frame.render_widget(Clear, area);
     frame.render_widget(
         Paragraph::new(lines)
             .wrap(Wrap { trim: false })
             .block(Block::default().borders(Borders::ALL).title(" help ")),
-        place,
+        area,
     );
 }
 

@@ -142,12 +142,17 @@ pub enum Reply {
         recent: Recent,
         channels: Vec<crate::model::Channel>,
         now: f64,
+        /// The unique prefixes of the ids that need a person.
+        short: HashMap<String, String>,
     },
     Pulse {
         pulse: Pulse,
         now: f64,
     },
-    Audit(Vec<crate::report::Action>),
+    Audit {
+        rows: Vec<crate::report::Action>,
+        short: HashMap<String, String>,
+    },
     Contexts(Vec<ContextRow>),
     Preview {
         action: Action,
@@ -236,6 +241,12 @@ pub fn run(source: &Source, reader: &mut Reader, job: Job) -> Reply {
             .and_then(|store| {
                 dlq_page(store, filter, cursor, &mut reader.short).map_err(|err| err.to_string())
             }),
+        Job::Reconcile => opened(source, &mut reader.store)
+            .map_err(|err| err.to_string())
+            .and_then(|store| reconcile(source, store, &mut reader.short)),
+        Job::Audit => opened(source, &mut reader.store)
+            .map_err(|err| err.to_string())
+            .and_then(|store| audit(store, &mut reader.short).map_err(|err| err.to_string())),
         job => match opened(source, &mut reader.store) {
             Ok(store) => read(source, store, job),
             Err(err) => Err(err.to_string()),
@@ -293,7 +304,6 @@ fn read(source: &Source, store: &dyn Store, job: Job) -> Result<Reply, String> {
                 next_step,
             })
         }
-        Job::Reconcile => reconcile(source, store),
         Job::Pulse { span } => {
             let now = source.clock.now();
             let until = (now / 60.0).ceil() * 60.0;
@@ -303,7 +313,6 @@ fn read(source: &Source, store: &dyn Store, job: Job) -> Result<Reply, String> {
                 now,
             })
         }
-        Job::Audit => audit(store).map_err(text),
         Job::Preview {
             action,
             ids,
@@ -317,9 +326,12 @@ fn read(source: &Source, store: &dyn Store, job: Job) -> Result<Reply, String> {
                 lines,
             })
         }
-        Job::Dlq { .. } | Job::Carry { .. } | Job::Record { .. } | Job::Contexts => {
-            Err("not a read".to_string())
-        }
+        Job::Dlq { .. }
+        | Job::Reconcile
+        | Job::Audit
+        | Job::Carry { .. }
+        | Job::Record { .. }
+        | Job::Contexts => Err("not a read".to_string()),
     }
 }
 
@@ -349,24 +361,12 @@ pub fn dlq_page(
             other => break other,
         }
     };
-    // Asked of the store only for ids not looked up lately.
-    let now = std::time::Instant::now();
-    known.retain(|_, (_, at)| now.duration_since(*at) < SHORT_ID_KEPT);
-    let fresh = crate::cli::ids::short_ids(
-        store,
-        verdicts
-            .iter()
-            .map(|v| v.id.as_str())
-            .filter(|id| !known.contains_key(*id)),
-        &Output::plain(80),
-    );
-    known.extend(fresh.into_iter().map(|(id, short)| (id, (short, now))));
+    let mut short = shortened(store, verdicts.iter().map(|v| v.id.as_str()), known);
     let rows = verdicts
         .into_iter()
         .map(|verdict| Row {
-            short: known
-                .get(&verdict.id)
-                .map(|(short, _)| short.clone())
+            short: short
+                .remove(&verdict.id)
                 .unwrap_or_else(|| verdict.id.clone()),
             verdict,
         })
@@ -379,7 +379,31 @@ pub fn dlq_page(
     })
 }
 
-fn reconcile(source: &Source, store: &dyn Store) -> Result<Reply, String> {
+/// Each of `ids` as the shortest prefix that names it alone in the whole store, as every
+/// command takes it; the store is asked only for ids not looked up in the last
+/// [`SHORT_ID_KEPT`] (`known` keeps the answers).
+fn shortened<'i>(
+    store: &dyn Store,
+    ids: impl Iterator<Item = &'i str> + Clone,
+    known: &mut HashMap<String, (String, std::time::Instant)>,
+) -> HashMap<String, String> {
+    let now = std::time::Instant::now();
+    known.retain(|_, (_, at)| now.duration_since(*at) < SHORT_ID_KEPT);
+    let fresh = crate::cli::ids::short_ids(
+        store,
+        ids.clone().filter(|id| !known.contains_key(*id)),
+        &Output::plain(80),
+    );
+    known.extend(fresh.into_iter().map(|(id, short)| (id, (short, now))));
+    ids.filter_map(|id| Some((id.to_string(), known.get(id)?.0.clone())))
+        .collect()
+}
+
+fn reconcile(
+    source: &Source,
+    store: &dyn Store,
+    known: &mut HashMap<String, (String, std::time::Instant)>,
+) -> Result<Reply, String> {
     let now = source.clock.now();
     let window = match source.since.as_deref() {
         Some(since) => crate::store::Window {
@@ -397,16 +421,28 @@ fn reconcile(source: &Source, store: &dyn Store) -> Result<Reply, String> {
     let items = reconciliation.all(store).map_err(|err| err.to_string())?;
     let recent = Recent::read(store, None, now, crate::pulse::DEFAULT_QUIET_AFTER)
         .map_err(|err| err.to_string())?;
+    let short = shortened(
+        store,
+        items
+            .iter()
+            .filter(|i| i.class != crate::reconcile::Class::Once)
+            .map(|i| i.id.as_str()),
+        known,
+    );
     Ok(Reply::Reconcile {
         items,
         recent,
         channels: reconciliation.channels(),
         now,
+        short,
     })
 }
 
 /// The newest operator actions: resolves, replays and verify records, newest first.
-fn audit(store: &dyn Store) -> crate::store::Result<Reply> {
+fn audit(
+    store: &dyn Store,
+    known: &mut HashMap<String, (String, std::time::Instant)>,
+) -> crate::store::Result<Reply> {
     use crate::model::Kind;
     let query = crate::store::EventQuery {
         kinds: vec![Kind::DlqResolved, Kind::Replayed, Kind::Verified],
@@ -420,7 +456,13 @@ fn audit(store: &dyn Store) -> crate::store::Result<Reply> {
         .map(|event| crate::report::Action::of(event, String::new()))
         .collect();
     rows.sort_by_key(|row| std::cmp::Reverse(row.event_id));
-    Ok(Reply::Audit(rows))
+    // The newest screenful's ids shortened; older ones stay whole.
+    let short = shortened(
+        store,
+        rows.iter().take(100).map(|r| r.notification_id.as_str()),
+        known,
+    );
+    Ok(Reply::Audit { rows, short })
 }
 
 /// Each context: its DLQ by branch and its lease losses of the last 15 minutes, read

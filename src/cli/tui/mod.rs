@@ -249,9 +249,9 @@ fn run_screen(
             }
         }
         if std::mem::take(&mut app.restart_worker) {
+            // The old worker is left to its request; what was cancelled is asked again
+            // of the new one at the next refresh.
             worker = Worker::start(source.clone());
-            // What the old worker was asked is asked again of the new one.
-            jobs.extend(app.load(Instant::now()));
         }
         jobs.extend(app.tick(Instant::now()));
     }
