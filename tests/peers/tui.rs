@@ -190,12 +190,40 @@ fn a_context_marked_readonly_opens_read_only() {
         80,
         24,
     );
+    term.accept_clipboard();
     let screen = term.wait_for("REPLAY 1");
     assert!(screen.contains("READ-ONLY"), "{screen}");
     term.keys(&["p"]);
     term.wait_for("context prod says readonly");
+    // y puts the id on the terminal's clipboard (OSC 52), here tmux's buffer.
+    term.keys(&["y"]);
+    term.wait_for(&format!("copied {id}"));
+    assert!(
+        support::wait_for(Duration::from_secs(5), || term.clipboard() == id),
+        "{:?}",
+        term.clipboard()
+    );
     term.keys(&["q"]);
     term.wait_for("EXIT=0");
+    // `tui inspect PREFIX` opens straight on that notification.
+    let prefix: String = id.chars().take(14).collect();
+    let inspect = Tmux::start_sized(
+        &format!(
+            "env -i PATH={} HOME=/nonexistent UNSCTL_CONFIG={} TERM=xterm {} tui inspect {prefix}",
+            std::env::var("PATH").unwrap_or_default(),
+            config.display(),
+            env!("CARGO_BIN_EXE_unsctl")
+        ),
+        80,
+        24,
+    );
+    let screen = inspect.wait_for("Timeline");
+    assert!(
+        screen.contains("unsctl INSPECT") && screen.contains(&id),
+        "{screen}"
+    );
+    inspect.keys(&["q"]);
+    inspect.wait_for("EXIT=0");
     assert_eq!(std::fs::read(&db).expect("read"), before);
     assert_eq!(status(&db, &id), ("DEAD".to_string(), true));
 }

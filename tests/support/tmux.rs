@@ -75,6 +75,31 @@ impl Tmux {
         }
     }
 
+    /// Lets the program set tmux's paste buffer with OSC 52, as a terminal's clipboard.
+    pub fn accept_clipboard(&self) {
+        let status = Command::new("tmux")
+            .args([
+                "-L",
+                &self.socket,
+                "set-option",
+                "-g",
+                "set-clipboard",
+                "on",
+            ])
+            .status()
+            .expect("set-option");
+        assert!(status.success());
+    }
+
+    /// The newest paste buffer (what OSC 52 put there), if any.
+    pub fn clipboard(&self) -> String {
+        let output = Command::new("tmux")
+            .args(["-L", &self.socket, "show-buffer"])
+            .output()
+            .expect("show-buffer");
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    }
+
     pub fn keys(&self, keys: &[&str]) {
         let status = Command::new("tmux")
             .args(["-L", &self.socket, "send-keys", "-t", &self.session])
