@@ -183,13 +183,7 @@ pub fn write_csv(
         let evidence: Vec<String> = item
             .evidence
             .iter()
-            .map(|e| {
-                let mut said = e.text.clone();
-                if !e.queue_ids.is_empty() {
-                    said.push_str(&format!(" (queue id {})", e.queue_ids.join(", ")));
-                }
-                said
-            })
+            .map(crate::reconcile::Evidence::described)
             .collect();
         let cells = [
             item.channel.to_string(),

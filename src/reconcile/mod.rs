@@ -124,6 +124,20 @@ impl Evidence {
         }
     }
 
+    /// What it says and what it names, in one line: the text, the relay's queue ids and
+    /// the events it rests on (raw: each layout escapes it its own way).
+    pub fn described(&self) -> String {
+        let mut said = self.text.clone();
+        if !self.queue_ids.is_empty() {
+            said.push_str(&format!(" (queue id {})", self.queue_ids.join(", ")));
+        }
+        if !self.event_ids.is_empty() {
+            let ids: Vec<String> = self.event_ids.iter().map(i64::to_string).collect();
+            said.push_str(&format!(" (events {})", ids.join(", ")));
+        }
+        said
+    }
+
     fn of(mut self, attempt: &Attempt) -> Self {
         self.cycle = Some(attempt.cycle);
         self.attempt = Some(attempt.attempt);

@@ -240,13 +240,7 @@ fn needs(report: &Report) -> Markup {
                         td.n { (item.copies) }
                         td {
                             @for e in &item.evidence {
-                                div {
-                                    (c(&e.text))
-                                    @if !e.queue_ids.is_empty() { " (queue id " (c(&e.queue_ids.join(", "))) ")" }
-                                    @if !e.event_ids.is_empty() {
-                                        " (events " (e.event_ids.iter().map(i64::to_string).collect::<Vec<_>>().join(", ")) ")"
-                                    }
-                                }
+                                div { (c(&e.described())) }
                             }
                         }
                     }

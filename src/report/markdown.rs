@@ -173,17 +173,7 @@ fn needs(out: &mut String, report: &Report) {
         let evidence: Vec<String> = item
             .evidence
             .iter()
-            .map(|e| {
-                let mut said = escape(&e.text);
-                if !e.queue_ids.is_empty() {
-                    said.push_str(&format!(" (queue id {})", escape(&e.queue_ids.join(", "))));
-                }
-                if !e.event_ids.is_empty() {
-                    let ids: Vec<String> = e.event_ids.iter().map(i64::to_string).collect();
-                    said.push_str(&format!(" (events {})", ids.join(", ")));
-                }
-                said
-            })
+            .map(|e| escape(&e.described()))
             .collect();
         let _ = writeln!(
             out,
