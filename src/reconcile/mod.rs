@@ -14,13 +14,12 @@
 //!   the dedup key, so a second accepted trigger is not a second page unless the list of
 //!   incidents shows a second incident.
 
-pub mod history;
 pub mod records;
 
 use crate::clock;
+use crate::history::{Attempt, ChannelHistory, History, Recorded, Verification};
 use crate::model::{Channel, MessageId, Status};
 use crate::verify::Outcome;
-use history::{Attempt, ChannelHistory, History, Recorded};
 use records::Records;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -142,7 +141,7 @@ impl Evidence {
         self.cycle = Some(attempt.cycle);
         self.attempt = Some(attempt.attempt);
         self.at = self.at.or(Some(attempt.started));
-        self.event_ids.extend(&attempt.event_ids);
+        self.event_ids.extend(attempt.event_ids());
         self
     }
 }
@@ -178,10 +177,10 @@ pub fn reconcile(
     now: f64,
 ) -> Vec<Reconciled> {
     history
-        .channels
+        .by_channel
         .iter()
-        .filter(|(channel, _)| only.is_none_or(|c| c == **channel))
-        .map(|(&channel, part)| {
+        .filter(|(channel, _)| only.is_none_or(|c| c == *channel))
+        .map(|(channel, part)| {
             let count = match channel {
                 Channel::Email => email(history, part, records, now),
                 Channel::Slack => slack_copies(history, part, records, now),
@@ -297,10 +296,10 @@ fn recorded_text(attempt: &Attempt) -> String {
         .as_deref()
         .map(|e| format!(": {}", crate::render::sanitize::clean(e)))
         .unwrap_or_default();
-    match attempt.recorded {
+    match attempt.recorded() {
         Recorded::Accepted => "the provider accepted it (CHANNEL_ATTEMPT_RESULT ACCEPTED)".into(),
         Recorded::Rejected => format!("the provider refused it{error}"),
-        Recorded::Unknown if attempt.event_ids.len() > 1 => {
+        Recorded::Unknown if !attempt.results.is_empty() => {
             format!("its outcome is UNKNOWN{error}")
         }
         Recorded::Unknown => "the call started and no result was ever written".into(),
@@ -325,11 +324,11 @@ fn email(history: &History, part: &ChannelHistory, records: &Records, now: f64) 
             .and_then(|m| records.relay(m, attempt, now));
         let by_verified = verified(true);
         let by_relay = relay.as_ref().is_some_and(|r| !r.committed.is_empty());
-        if attempt.recorded == Recorded::Accepted || by_verified.is_some() || by_relay {
+        if attempt.recorded() == Recorded::Accepted || by_verified.is_some() || by_relay {
             email_copy(&mut count, attempt, by_verified, relay.as_ref(), message_id);
             continue;
         }
-        let mut item = if attempt.recorded == Recorded::Rejected {
+        let mut item = if attempt.recorded() == Recorded::Rejected {
             Evidence::new(What::NotTaken, recorded_text(attempt))
         } else if let Some(v) = verified(false) {
             let mut item = Evidence::new(
@@ -373,13 +372,13 @@ fn email(history: &History, part: &ChannelHistory, records: &Records, now: f64) 
 fn email_copy(
     count: &mut Count,
     attempt: &Attempt,
-    verified: Option<&history::Verification>,
+    verified: Option<&Verification>,
     relay: Option<&RelayWord>,
     message_id: Option<String>,
 ) {
     let mut item = Evidence::new(What::Copy, "");
     let mut said = Vec::new();
-    let accepted = attempt.recorded == Recorded::Accepted;
+    let accepted = attempt.recorded() == Recorded::Accepted;
     if accepted {
         item.sources.push("history");
         said.push("the relay accepted it (250 to the final dot)".to_string());
@@ -402,7 +401,7 @@ fn email_copy(
         ));
     }
     item.sources.dedup();
-    if attempt.recorded == Recorded::Rejected {
+    if attempt.recorded() == Recorded::Rejected {
         said.push(format!(
             "though the history says {}",
             recorded_text(attempt)
@@ -444,7 +443,7 @@ fn slack_copies(history: &History, part: &ChannelHistory, records: &Records, now
         let read = records.slack_messages(&key, (from, to), now);
         let accepted: Vec<&&Attempt> = attempts
             .iter()
-            .filter(|a| a.recorded == Recorded::Accepted)
+            .filter(|a| a.recorded() == Recorded::Accepted)
             .collect();
         let verified_delivered = part
             .verifications
@@ -479,13 +478,7 @@ fn slack_copies(history: &History, part: &ChannelHistory, records: &Records, now
         let settled_by_record = read.as_ref().is_some_and(|r| r.complete);
         let unsettled: Vec<&&Attempt> = attempts
             .iter()
-            .filter(|a| a.recorded == Recorded::Unknown)
-            .filter(|a| {
-                !part
-                    .verifications
-                    .iter()
-                    .any(|v| v.cycle == cycle && !v.delivered && v.attempts.contains(&a.attempt))
-            })
+            .filter(|a| history.settled(a).0 == Recorded::Unknown)
             .collect();
         // Every copy beyond the accepted ones came from an attempt whose outcome was
         // unknown, which is then no longer in doubt.
@@ -531,7 +524,7 @@ fn pagerduty_copies(
     let read = records.incidents(&history.id, &windows, now);
     let accepted: Vec<&&Attempt> = attempts
         .iter()
-        .filter(|a| a.recorded == Recorded::Accepted)
+        .filter(|a| a.recorded() == Recorded::Accepted)
         .collect();
     let verified_delivered = part.verifications.iter().find(|v| v.delivered);
     let incidents = read.as_ref().map_or(&[][..], |r| &r.proven[..]);
@@ -581,7 +574,7 @@ fn pagerduty_copies(
     }
     pagerduty_doubt(
         &mut count,
-        part,
+        history,
         &attempts,
         &accepted,
         read.as_ref(),
@@ -596,7 +589,7 @@ fn pagerduty_copies(
 #[allow(clippy::too_many_arguments)]
 fn pagerduty_doubt(
     count: &mut Count,
-    part: &ChannelHistory,
+    history: &History,
     attempts: &[&Attempt],
     accepted: &[&&Attempt],
     read: Option<&IncidentWord>,
@@ -623,13 +616,7 @@ fn pagerduty_doubt(
     let explained = total.saturating_sub(history_copies);
     for attempt in attempts
         .iter()
-        .filter(|a| a.recorded == Recorded::Unknown)
-        .filter(|a| {
-            !part
-                .verifications
-                .iter()
-                .any(|v| v.cycle == a.cycle && !v.delivered && v.attempts.contains(&a.attempt))
-        })
+        .filter(|a| history.settled(a).0 == Recorded::Unknown)
         .skip(explained)
     {
         count.unknown.push(in_doubt(
@@ -646,7 +633,7 @@ fn pagerduty_doubt(
 /// what was said.
 fn history_side(
     attempt: Option<&Attempt>,
-    verified: Option<&history::Verification>,
+    verified: Option<&Verification>,
     accepted: &str,
 ) -> (Evidence, Vec<String>) {
     let mut item = Evidence::new(What::Copy, "");
@@ -786,7 +773,10 @@ impl Reconciliation {
         let records = if records::Needs::wanted(&sources) {
             let mut needs = records::Needs::default();
             walk(store, asked, &mut |row, events| {
-                needs.add(&history::reduce(row, events), &sources);
+                needs.add(
+                    &History::read(row, events.iter().map(crate::store::StoredEvent::observed)),
+                    &sources,
+                );
                 Ok(())
             })?;
             Records::gather(needs, sources, now)
@@ -827,7 +817,8 @@ impl Reconciliation {
         let mut read = 0;
         walk(store, &self.asked, &mut |row, events| {
             read += 1;
-            let history = history::reduce(row, events);
+            let history =
+                History::read(row, events.iter().map(crate::store::StoredEvent::observed));
             let items = reconcile(
                 &history,
                 &self.records,

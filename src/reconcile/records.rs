@@ -3,9 +3,9 @@
 //! of every SLACK attempt, and PagerDuty's incidents per dedup key. Each is read by the
 //! rules of evidence of DESIGN §7; anything short of them is named, never counted.
 
-use super::history::{Attempt, History};
 use super::{IncidentWord, ProvenIncident, RelayWord, SlackWord, window_text};
 use crate::clock;
+use crate::history::{Attempt, History};
 use crate::model::{Channel, MessageId};
 use crate::verify::{self, Bearing, Logs, Sources, pagerduty, slack};
 use std::collections::HashMap;
@@ -44,7 +44,7 @@ impl Needs {
     /// Adds what `history`'s attempts ask of the records `sources` name.
     pub fn add(&mut self, history: &History, sources: &Sources) {
         if !sources.relay_logs.is_empty()
-            && let Some(part) = history.channels.get(&Channel::Email)
+            && let Some(part) = history.by_channel.get(&Channel::Email)
         {
             self.message_ids
                 .extend(part.attempts.iter().filter(|a| a.attempt >= 0).map(|a| {
@@ -55,7 +55,7 @@ impl Needs {
                 }));
         }
         if sources.slack.is_some()
-            && let Some(part) = history.channels.get(&Channel::Slack)
+            && let Some(part) = history.by_channel.get(&Channel::Slack)
         {
             for a in &part.attempts {
                 self.slack_span = Some(match self.slack_span {
@@ -66,7 +66,7 @@ impl Needs {
         }
         if sources.pagerduty.is_some()
             && history
-                .channels
+                .by_channel
                 .get(&Channel::Pagerduty)
                 .is_some_and(|p| !p.attempts.is_empty())
         {
@@ -164,7 +164,7 @@ impl Records {
             attempt.started - self.sources.skew,
             attempt.ended + self.sources.skew,
         );
-        let question = crate::history::Attempt {
+        let question = crate::history::InDoubt {
             attempt: attempt.attempt,
             message_id: Some(message_id.to_string()),
             sender: attempt.sender.clone(),

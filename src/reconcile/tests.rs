@@ -1,12 +1,12 @@
 //! The counting rules, case by case: what makes a copy on each channel, what leaves an
 //! attempt in doubt, and what a provider's record may and may not prove.
 
-use super::history::{Attempt, ChannelHistory, History, Recorded, Resolution, Verification};
 use super::records::Records;
 use super::{Class, Reconciled, What, reconcile};
-use crate::model::{Channel, Status, Stored};
+use crate::history::{Attempt, ChannelHistory, History, Parts, Recorded, Resolution, Verification};
+use crate::model::{Channel, ChannelSet, Status, Stored};
 use crate::verify::{Sources, pagerduty, slack};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 
 const T0: f64 = 1_764_590_400.0;
 /// An hour after T0: every window is past.
@@ -14,23 +14,29 @@ const NOW: f64 = T0 + 3600.0;
 const ID: &str = "n-0001";
 
 fn attempt(cycle: i64, number: i64, started: f64, recorded: Recorded) -> Attempt {
-    Attempt {
+    let mut attempt = Attempt::stated(
+        Channel::Email,
         cycle,
-        attempt: number,
-        lease_token: format!("lease-{cycle}-{number}"),
-        started,
-        ended: started + 60.0,
-        sender: Some("uns@uns.local".into()),
-        relay: None,
+        number,
+        (started, started + 60.0),
         recorded,
-        event_ids: vec![number * 10, number * 10 + 1],
-        error: (recorded != Recorded::Accepted).then(|| "timed out".to_string()),
-    }
+        number * 10,
+    );
+    attempt.sender = Some("uns@uns.local".into());
+    attempt.error = (recorded != Recorded::Accepted).then(|| "timed out".to_string());
+    attempt
 }
 
 fn history(status: Status, channel: Channel, attempts: Vec<Attempt>) -> History {
-    let mut channels = BTreeMap::new();
-    channels.insert(
+    let attempts = attempts
+        .into_iter()
+        .map(|mut attempt: Attempt| {
+            attempt.channel = channel;
+            attempt
+        })
+        .collect();
+    let mut by_channel = Parts::default();
+    by_channel.insert(
         channel,
         ChannelHistory {
             attempts,
@@ -43,10 +49,16 @@ fn history(status: Status, channel: Channel, attempts: Vec<Attempt>) -> History 
         dead_letter: status == Status::Dead,
         cycle: 1,
         recipient: Some("ops@example.com".into()),
-        channels,
+        channels: ChannelSet::from_iter([channel]),
+        by_channel,
+        replays: Vec::new(),
         owed: None,
         resolution: None,
+        lease_lost: false,
+        last_event_id: None,
         notes: Vec::new(),
+        unreadable: false,
+        channels_unreadable: false,
     }
 }
 
@@ -154,6 +166,7 @@ fn recorded_verifications_settle_an_attempt_either_way() {
         ],
     );
     let verified = |delivered: bool| Verification {
+        channel: Channel::Email,
         event_id: 99,
         at: T0 + 900.0,
         cycle: 1,
@@ -161,10 +174,10 @@ fn recorded_verifications_settle_an_attempt_either_way() {
         delivered,
         source: "relay-log".into(),
     };
-    let part = h.channels.get_mut(&Channel::Email).expect("email");
+    let part = h.by_channel.get_mut(&Channel::Email).expect("email");
     part.verifications.push(verified(true));
     assert_eq!(class(&h, &no_records()), (Class::Duplicated, 2, 0));
-    let part = h.channels.get_mut(&Channel::Email).expect("email");
+    let part = h.by_channel.get_mut(&Channel::Email).expect("email");
     part.verifications = vec![verified(false)];
     assert_eq!(class(&h, &no_records()), (Class::Once, 1, 0));
 }
@@ -330,11 +343,12 @@ fn an_email_attempt_is_one_copy_however_its_records_agree() {
         Channel::Email,
         vec![attempt(1, 1, T0, Recorded::Accepted)],
     );
-    h.channels
+    h.by_channel
         .get_mut(&Channel::Email)
         .expect("email")
         .verifications
         .push(Verification {
+            channel: Channel::Email,
             event_id: 7,
             at: T0 + 10.0,
             cycle: 1,

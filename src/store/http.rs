@@ -8,8 +8,9 @@ use crate::api::{
     self, ActionRequest, ActionResponse, DlqEntryView, DlqPage, DlqPageView, ErrorBody, ErrorKind,
     EventsResponse, NotificationDoc,
 };
+use crate::history::Observed;
 use crate::model::Notification;
-use crate::triage::{Observed, Triage};
+use crate::triage::Triage;
 use reqwest::StatusCode;
 use reqwest::blocking::{Client, RequestBuilder, Response};
 use serde::de::DeserializeOwned;
@@ -724,7 +725,7 @@ fn triage_entry(entry: DlqEntryView<'_>, visit: &mut super::Visit<'_>) -> Result
                 .iter()
                 .map(|u| format!("event {}: {u}", event.id)),
         );
-        let observed = Observed::from_text(event.id, &event.kind, event.payload.get())
+        let observed = Observed::from_text(event.id, event.at, &event.kind, event.payload.get())
             .with_unreadable(event.unreadable.first().map(String::as_str));
         triage.read(observed);
     }

@@ -127,6 +127,12 @@ pub struct StoredEvent<'a> {
 }
 
 impl<'a> StoredEvent<'a> {
+    /// What a history is read from.
+    pub fn observed(&self) -> crate::history::Observed<'_> {
+        crate::history::Observed::from_text(self.id, self.at, &self.kind, self.payload.get())
+            .with_unreadable(self.unreadable.first().map(String::as_str))
+    }
+
     /// Reads [`crate::runtime::queries::EVENT_COLUMNS`] from the start of `row`.
     pub fn from_copy<S: crate::runtime::queries::Source + ?Sized>(row: &'a S) -> Self {
         let mut cells = crate::runtime::queries::Cells::new(row);

@@ -5,11 +5,12 @@
 
 use super::selection::Rows;
 use super::{EntryVisit, Result, Selection, StoreError, StoredEvent, Triaged, Visit};
+use crate::history::Observed;
 use crate::model::payload_problem;
 use crate::runtime::queries::{
     self, Copies, EVENT_COLUMNS, NOTIFICATION_COLUMNS, NOTIFICATION_WIDTH,
 };
-use crate::triage::{Observed, Triage};
+use crate::triage::Triage;
 use rusqlite::types::ValueRef;
 use rusqlite::{Connection, Row, Statement};
 use std::sync::mpsc::{Receiver, SyncSender, channel, sync_channel};
@@ -211,10 +212,10 @@ fn triage_batch(batch: &Batch, selection: &Selection, visit: &mut Visit<'_>) -> 
                 .row(start + NOTIFICATION_WIDTH + event * EVENT_WIDTH);
             let mut cells = queries::Cells::new(&copy);
             let id = cells.integer(0, "id");
-            cells.required_real(1, "at");
+            let at = cells.required_real(1, "at");
             let kind = cells.text_ref(2, "kind");
             let payload = cells.text_ref(3, "payload");
-            let observed = Observed::from_text(id, &kind, &payload)
+            let observed = Observed::from_text(id, at, &kind, &payload)
                 .with_unreadable(cells.problems.first().map(String::as_str));
             let readable = triage.read(observed);
             if !readable && let Some(problem) = payload_problem(&payload) {

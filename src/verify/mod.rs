@@ -13,7 +13,7 @@ pub mod relay_log;
 pub mod slack;
 
 use crate::clock;
-use crate::history::{Attempt, Question};
+use crate::history::{InDoubt, Question};
 use crate::model::{Channel, Event, Notification};
 use crate::remediation::verified::Recorded;
 use crate::remediation::verified::{Finding, Verified};
@@ -360,7 +360,7 @@ fn window_text(from: f64, to: f64) -> String {
 /// EMAIL: the relay's log, by the attempt's Message-ID.
 fn email(
     question: &Question,
-    attempt: &Attempt,
+    attempt: &InDoubt,
     logs: Option<&Logs>,
     sources: &Sources,
     now: f64,
@@ -403,7 +403,7 @@ pub(crate) enum Bearing {
 
 /// The runtime's envelope senders for `attempt`, as the relay's log may write them: the
 /// one its start recorded, and those the operator gave (`--smtp-from`, `UNS_SMTP_FROM`).
-pub(crate) fn senders(attempt: &Attempt, sources: &Sources) -> Vec<String> {
+pub(crate) fn senders(attempt: &InDoubt, sources: &Sources) -> Vec<String> {
     let mut senders: Vec<String> = attempt.sender.iter().cloned().collect();
     for given in &sources.smtp_from {
         if !senders.contains(given) {
@@ -500,7 +500,7 @@ fn clean(text: &str) -> String {
 /// The rules for the relay log's answer about one attempt's Message-ID (DESIGN §7).
 pub(crate) fn email_answer(
     message_id: &str,
-    attempt: &Attempt,
+    attempt: &InDoubt,
     logs: &relay_log::Findings,
     sources: &Sources,
     now: f64,
@@ -550,7 +550,7 @@ pub(crate) fn email_answer(
 /// lacks.
 fn absence(
     message_id: &str,
-    attempt: &Attempt,
+    attempt: &InDoubt,
     logs: &relay_log::Findings,
     ours: &[String],
     refused: &[&relay_log::Message],
@@ -795,7 +795,7 @@ pub fn slack_answers(
     key: &str,
     config: &slack::Config,
     window: &slack::Window,
-    attempts: &[Attempt],
+    attempts: &[InDoubt],
     skew: f64,
     now: f64,
 ) -> PerAttempt {

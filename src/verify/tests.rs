@@ -73,7 +73,7 @@ fn each_unknown_attempt_is_asked_about_over_its_whole_window() {
     assert_eq!(
         question.attempts,
         [
-            Attempt {
+            InDoubt {
                 attempt: 1,
                 message_id: Some("<n-1.1.1@uns.local>".into()),
                 sender: None,
@@ -82,7 +82,7 @@ fn each_unknown_attempt_is_asked_about_over_its_whole_window() {
                 ended: 1060.0,
             },
             // The late result came after the lease ran out: the window runs to it.
-            Attempt {
+            InDoubt {
                 attempt: 2,
                 message_id: Some("<n-1.1.2@uns.local>".into()),
                 sender: None,
@@ -134,8 +134,8 @@ fn logs(covered: &[(f64, f64)], messages: Vec<relay_log::Message>) -> relay_log:
     findings
 }
 
-fn attempt(sender: Option<&str>) -> Attempt {
-    Attempt {
+fn attempt(sender: Option<&str>) -> InDoubt {
+    InDoubt {
         attempt: 1,
         message_id: Some(ID.into()),
         sender: sender.map(str::to_string),
@@ -590,7 +590,7 @@ fn history_answer(
     (from, to): (f64, f64),
     now: f64,
 ) -> (Outcome, String) {
-    let attempt = Attempt {
+    let attempt = InDoubt {
         attempt: 1,
         message_id: None,
         sender: None,
@@ -619,7 +619,7 @@ fn one_slack_message_proves_one_attempt_never_two() {
         app_id: None,
         user: None,
     };
-    let attempt = |attempt, started: f64| Attempt {
+    let attempt = |attempt, started: f64| InDoubt {
         attempt,
         message_id: None,
         sender: None,
@@ -736,7 +736,7 @@ fn findings_record_what_each_record_proves_and_skip_cannot_tell() {
         cycle: 2,
         attempts: attempts
             .iter()
-            .map(|&attempt| Attempt {
+            .map(|&attempt| InDoubt {
                 attempt,
                 message_id: None,
                 sender: None,
@@ -944,7 +944,7 @@ mod evidence_holds {
             names: relay_log::SyslogNames::new(given.iter().map(|n| n.to_string())),
         };
         let found = relay_log::search(&paths, &wanted, options);
-        let attempt = Attempt {
+        let attempt = InDoubt {
             attempt: 1,
             message_id: Some(ID.into()),
             sender: Some(OURS.into()),

@@ -219,7 +219,7 @@ fn the_low_rooms_import_nothing_above_them() {
         ("clock", &[]),
         ("identity", &[]),
         ("history", &["model"]),
-        ("triage", &["model"]),
+        ("triage", &["model", "history"]),
         ("pulse", &["clock"]),
         ("runtime", &["model", "clock", "bounded", "redact", "pulse"]),
         (
@@ -235,6 +235,42 @@ fn the_low_rooms_import_nothing_above_them() {
             .filter(|i| !may.contains(&i.as_str()))
             .collect();
         assert!(above.is_empty(), "{room} imports {above:?}, above it");
+    }
+}
+
+/// A notification's history is read in one place: triage, verify and reconcile point
+/// down to it, and no other file declares an attempt of its own or reads a payload's
+/// keys by their own list.
+#[test]
+fn one_room_reads_a_history_and_the_others_point_down_to_it() {
+    let rooms = Graph::read().rooms();
+    for reader in ["triage", "verify", "reconcile"] {
+        let imports = rooms.get(reader).cloned().unwrap_or_default();
+        assert!(
+            imports.contains("history"),
+            "{reader} does not read its history from history: {imports:?}"
+        );
+    }
+    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    sources(&src, &mut files);
+    for file in files {
+        if file.starts_with(src.join("history")) {
+            continue;
+        }
+        let text = std::fs::read_to_string(&file).expect("a source file");
+        for declared in [
+            "struct Attempt ",
+            "struct Attempt<",
+            "enum Recorded",
+            "struct Fields<",
+        ] {
+            assert!(
+                !text.contains(declared),
+                "{} declares {declared:?}: a history is read in src/history only",
+                file.display()
+            );
+        }
     }
 }
 

@@ -74,7 +74,7 @@ struct Operator<'a> {
 
 /// One command line and the exit code it must end with.
 #[derive(Clone)]
-struct Attempt {
+struct Step {
     backend: Backend,
     args: Vec<String>,
     expect: i32,
@@ -140,7 +140,7 @@ fn odd(channel: Channel, n: usize) -> String {
 }
 
 /// The mistakes to try on one entry, with the exit code each must end in.
-fn mistakes(verdict: &Verdict, has: &ChannelSet, n: usize) -> Vec<Attempt> {
+fn mistakes(verdict: &Verdict, has: &ChannelSet, n: usize) -> Vec<Step> {
     let id = verdict.id.as_str();
     let backend = if n.is_multiple_of(2) {
         Backend::Sqlite
@@ -156,7 +156,7 @@ fn mistakes(verdict: &Verdict, has: &ChannelSet, n: usize) -> Vec<Attempt> {
     let mut add = |backend, words: Vec<String>, expect| {
         let mut words = words;
         words.extend(args(&["--confirm", "--yes"]));
-        list.push(Attempt {
+        list.push(Step {
             backend,
             args: words,
             expect,
@@ -379,7 +379,7 @@ fn careless_commands(
     row_channels: &HashMap<String, ChannelSet>,
     report: &mut Remediation,
 ) {
-    let attempts: Vec<(String, Attempt)> = verdicts
+    let attempts: Vec<(String, Step)> = verdicts
         .iter()
         .enumerate()
         .flat_map(|(n, verdict)| {
@@ -391,7 +391,7 @@ fn careless_commands(
         })
         .collect();
     // Two at a time: the entries are independent, and the machine has two cores.
-    let results: Vec<(String, Attempt, Ran)> = std::thread::scope(|scope| {
+    let results: Vec<(String, Step, Ran)> = std::thread::scope(|scope| {
         let half = attempts.len().div_ceil(2).max(1);
         let operator = &operator;
         let handles: Vec<_> = attempts

@@ -1,18 +1,20 @@
-//! The payload fields triage reads, parsed straight into one value on the caller's
-//! stack. A million events go through here per large triage: building the struct in
-//! place instead of returning it through serde's layers saves copying it each time.
+//! The payload fields a history is read from, parsed straight into one value on the
+//! caller's stack. A million events go through here per large triage: building the
+//! struct in place instead of returning it through serde's layers saves copying it each
+//! time.
 //!
 //! The rules are serde's derived ones, field for field (the tests hold the two side by
 //! side): every known field is optional and may be `null`, unknown fields are skipped,
 //! a field given twice or of the wrong type makes the whole payload unreadable, and
-//! triage never guesses.
+//! the reading never guesses. Every key is one the writers in `model::payload` write
+//! (a test holds the two together).
 
 use serde::Deserialize;
 use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, Visitor};
 use std::borrow::Cow;
 use std::fmt;
 
-/// The fields triage reads, borrowed from the stored text where it can be.
+/// The fields a history is read from, borrowed from the stored text where it can be.
 #[derive(Debug, Default, PartialEq)]
 #[cfg_attr(test, derive(Deserialize))]
 pub struct Fields<'a> {
@@ -44,6 +46,24 @@ pub struct Fields<'a> {
     /// VERIFIED: DELIVERED or NOT_DELIVERED.
     #[cfg_attr(test, serde(borrow, default))]
     pub outcome: Option<Cow<'a, str>>,
+    /// ATTEMPT_STARTED: when the lease it took runs out.
+    #[cfg_attr(test, serde(default))]
+    pub lease_until: Option<f64>,
+    /// CHANNEL_ATTEMPT_STARTED (EMAIL): the envelope sender the message went out under.
+    #[cfg_attr(test, serde(borrow, default))]
+    pub smtp_from: Option<Cow<'a, str>>,
+    /// VERIFIED: whose records answered.
+    #[cfg_attr(test, serde(borrow, default))]
+    pub source: Option<Cow<'a, str>>,
+    /// An audit's operator, as the writer recorded it.
+    #[cfg_attr(test, serde(borrow, default))]
+    pub operator: Option<Cow<'a, str>>,
+    /// An audit's operator as the client named them, where that differs.
+    #[cfg_attr(test, serde(borrow, default))]
+    pub claimed_operator: Option<Cow<'a, str>>,
+    /// An audit's reason.
+    #[cfg_attr(test, serde(borrow, default))]
+    pub reason: Option<Cow<'a, str>>,
 }
 
 #[derive(Debug, Default, PartialEq, Deserialize)]
@@ -60,6 +80,9 @@ pub struct Metadata<'a> {
     /// The HTTP status, when the provider answered; anything but a number is no status.
     #[serde(default, deserialize_with = "code")]
     pub http_status: Option<i64>,
+    /// EMAIL: the name the relay's greeting gave.
+    #[serde(borrow, default, deserialize_with = "text")]
+    pub smtp_greeting: Option<Cow<'a, str>>,
 }
 
 /// A reply code: a whole number, or nothing (whatever else the value is).
@@ -126,9 +149,9 @@ pub fn parse<'a>(payload: &'a str, fields: &mut Fields<'a>) -> Result<(), String
         .map_err(|err| format!("payload: {}", crate::model::without_position(&err)))
 }
 
-/// The names triage knows; any other is skipped.
-#[derive(Clone, Copy)]
-enum Key {
+/// The names the reading knows; any other is skipped.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Key {
     Channel,
     Cycle,
     Attempt,
@@ -141,6 +164,12 @@ enum Key {
     Attestation,
     Attempts,
     Outcome,
+    LeaseUntil,
+    SmtpFrom,
+    Source,
+    Operator,
+    ClaimedOperator,
+    Reason,
     Other,
 }
 
@@ -159,11 +188,17 @@ impl Key {
             "attestation" => Key::Attestation,
             "attempts" => Key::Attempts,
             "outcome" => Key::Outcome,
+            "lease_until" => Key::LeaseUntil,
+            "smtp_from" => Key::SmtpFrom,
+            "source" => Key::Source,
+            "operator" => Key::Operator,
+            "claimed_operator" => Key::ClaimedOperator,
+            "reason" => Key::Reason,
             _ => Key::Other,
         }
     }
 
-    fn name(self) -> &'static str {
+    pub(super) fn name(self) -> &'static str {
         match self {
             Key::Channel => "channel",
             Key::Cycle => "cycle",
@@ -177,12 +212,41 @@ impl Key {
             Key::Attestation => "attestation",
             Key::Attempts => "attempts",
             Key::Outcome => "outcome",
+            Key::LeaseUntil => "lease_until",
+            Key::SmtpFrom => "smtp_from",
+            Key::Source => "source",
+            Key::Operator => "operator",
+            Key::ClaimedOperator => "claimed_operator",
+            Key::Reason => "reason",
             Key::Other => "",
         }
     }
 
-    fn bit(self) -> u16 {
-        1 << (self as u16)
+    /// Every key read, by name.
+    #[cfg(test)]
+    pub(super) const ALL: [Key; 18] = [
+        Key::Channel,
+        Key::Cycle,
+        Key::Attempt,
+        Key::LeaseToken,
+        Key::Success,
+        Key::MessageId,
+        Key::Error,
+        Key::Metadata,
+        Key::Channels,
+        Key::Attestation,
+        Key::Attempts,
+        Key::Outcome,
+        Key::LeaseUntil,
+        Key::SmtpFrom,
+        Key::Source,
+        Key::Operator,
+        Key::ClaimedOperator,
+        Key::Reason,
+    ];
+
+    fn bit(self) -> u32 {
+        1 << (self as u32)
     }
 }
 
@@ -247,7 +311,7 @@ impl<'de: 'a, 'a> Visitor<'de> for Into<'_, 'a> {
 
     fn visit_map<M: MapAccess<'de>>(self, mut map: M) -> Result<(), M::Error> {
         let fields = self.0;
-        let mut seen = 0u16;
+        let mut seen = 0u32;
         while let Some(key) = map.next_key::<Key>()? {
             if !matches!(key, Key::Other) {
                 if seen & key.bit() != 0 {
@@ -269,6 +333,12 @@ impl<'de: 'a, 'a> Visitor<'de> for Into<'_, 'a> {
                 Key::Attestation => fields.attestation = text(map.next_value()?),
                 Key::Attempts => fields.attempts = map.next_value()?,
                 Key::Outcome => fields.outcome = text(map.next_value()?),
+                Key::LeaseUntil => fields.lease_until = map.next_value()?,
+                Key::SmtpFrom => fields.smtp_from = text(map.next_value()?),
+                Key::Source => fields.source = text(map.next_value()?),
+                Key::Operator => fields.operator = text(map.next_value()?),
+                Key::ClaimedOperator => fields.claimed_operator = text(map.next_value()?),
+                Key::Reason => fields.reason = text(map.next_value()?),
                 Key::Other => {
                     map.next_value::<IgnoredAny>()?;
                 }
@@ -427,10 +497,23 @@ mod tests {
             r#"[1,2]"#,
             r#""text""#,
             r#"{"cycle":99999999999999999999}"#,
+            r#"{"lease_until":1.5,"smtp_from":"a@b","source":"relay-log","operator":"o","claimed_operator":"c","reason":"r"}"#,
+            r#"{"lease_until":"soon"}"#,
+            r#"{"operator":5}"#,
+            r#"{"metadata":{"smtp_greeting":"mx"}}"#,
         ];
         for case in cases {
             assert_eq!(in_place(case), derived(case), "{case}");
         }
+    }
+
+    #[test]
+    fn every_key_is_found_by_its_name_and_no_other() {
+        for key in Key::ALL {
+            assert!(Key::of(key.name()) == key, "{}", key.name());
+            assert!(Key::of(&key.name().to_uppercase()) == Key::Other);
+        }
+        assert!(Key::of("") == Key::Other);
     }
 
     #[test]
@@ -452,6 +535,7 @@ mod tests {
             prop::collection::vec(any::<i64>(), 0..3).prop_map(|v| json!(v)),
             prop::collection::vec("[A-Z]{0,5}", 0..3).prop_map(|v| json!(v)),
             Just(json!({"provider_outcome": "UNKNOWN", "message_id": "<m>"})),
+            Just(json!({"smtp_greeting": "relay.example", "smtp_code": 250})),
         ]
     }
 
@@ -461,7 +545,9 @@ mod tests {
             pairs in prop::collection::vec(
                 (prop::sample::select(vec![
                     "channel", "cycle", "attempt", "lease_token", "success", "message_id",
-                    "error", "metadata", "channels", "attestation", "attempts", "outcome", "other",
+                    "error", "metadata", "channels", "attestation", "attempts", "outcome",
+                    "lease_until", "smtp_from", "source", "operator", "claimed_operator",
+                    "reason", "other",
                 ]), value()),
                 0..6,
             )
