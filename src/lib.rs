@@ -22,6 +22,7 @@ pub mod render;
 pub mod report;
 pub mod runtime;
 pub mod server;
+pub mod session;
 pub mod store;
 pub mod triage;
 pub mod tsg;

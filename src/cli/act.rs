@@ -4,139 +4,56 @@
 
 use super::args::{AuditArgs, ConfirmArgs};
 use super::error::{CliError, CliResult, ExitKind, exit_for};
-use super::outcome::{Blocked, NotInDlq, Outcome};
 use super::prompt;
 use crate::api::ActionRequest;
-use crate::model::{Channel, ChannelSet};
-use crate::remediation::{Action, Approved, Claim, policy};
+use crate::model::ChannelSet;
+use crate::remediation::Action;
+use crate::remediation::{Approved, Claim};
 use crate::render::output::{Output, print, print_document, status};
 use crate::render::views;
-use crate::store::{Store, StoreError};
-use crate::triage::{self, Verdict};
+use crate::session::{
+    self, Blocked, Confirm, Flow, Intent, Outcome, Preview, carried_out, planned, receivers,
+    summary,
+};
+use crate::store::Store;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::io::IsTerminal;
 
-/// One entry's planned action, previewed before anything changes.
-#[derive(Debug, Clone)]
-pub struct Intent {
-    pub id: String,
-    pub action: Action,
-    /// The entry's verdict, when it could be read.
-    pub verdict: Option<Verdict>,
-    pub request: ActionRequest,
-    /// What the guardrails say, computed here for the preview; the transition checks again.
-    pub preview: Result<Approved, Blocked>,
-    /// What the line calls the action: resolve, replay, or verify for a plan entry left alone.
-    pub verb: &'static str,
-    /// A paced replay: seconds after the first paced replay runs that this one is due.
-    pub offset: Option<f64>,
-}
-
-impl Intent {
-    /// The intent for an entry whose verdict is known.
-    pub fn new(
-        action: Action,
-        verdict: Verdict,
-        row_channels: &Result<ChannelSet, String>,
-        mut request: ActionRequest,
-    ) -> Self {
-        request.expected_last_event_id = verdict.last_event_id;
-        let preview =
-            policy::check(&verdict, row_channels, action, &request).map_err(Blocked::Refused);
-        Self {
-            id: verdict.id.clone(),
-            action,
-            verdict: Some(verdict),
-            request,
-            preview,
-            verb: action.as_str(),
-            offset: None,
+/// One intent in one line: id, branch, action, channels, evidence.
+pub fn line(intent: &Intent, out: &Output) -> String {
+    let branch = intent
+        .verdict
+        .as_ref()
+        .map(|v| views::branch_text(v.branch, out))
+        .unwrap_or_else(|| "-".into());
+    let id = out.clean(&intent.id);
+    let verb = intent.verb;
+    match &intent.preview {
+        Ok(approved) => {
+            let channels = if approved.channels.is_empty() {
+                "-".to_string()
+            } else {
+                approved.channels.joined(",")
+            };
+            let evidence = intent
+                .verdict
+                .as_ref()
+                .map(|v| views::join_ids(&v.evidence()))
+                .unwrap_or_default();
+            let forced = if approved.overridden.is_empty() {
+                ""
+            } else {
+                "  FORCED"
+            };
+            format!("{id}  {branch}  {verb}  channels {channels}  evidence {evidence}{forced}")
         }
-    }
-
-    /// The intent for an entry that will not be acted on.
-    pub fn blocked(id: &str, action: Action, verdict: Option<Verdict>, blocked: Blocked) -> Self {
-        Self {
-            id: id.to_string(),
-            action,
-            verdict,
-            request: ActionRequest::default(),
-            preview: Err(blocked),
-            verb: action.as_str(),
-            offset: None,
-        }
-    }
-
-    /// One line: id, branch, action, channels, evidence.
-    pub fn line(&self, out: &Output) -> String {
-        let branch = self
-            .verdict
-            .as_ref()
-            .map(|v| views::branch_text(v.branch, out))
-            .unwrap_or_else(|| "-".into());
-        let id = out.clean(&self.id);
-        let verb = self.verb;
-        match &self.preview {
-            Ok(approved) => {
-                let channels = if approved.channels.is_empty() {
-                    "-".to_string()
-                } else {
-                    approved.channels.joined(",")
-                };
-                let evidence = self
-                    .verdict
-                    .as_ref()
-                    .map(|v| views::join_ids(&v.evidence()))
-                    .unwrap_or_default();
-                let forced = if approved.overridden.is_empty() {
-                    ""
-                } else {
-                    "  FORCED"
-                };
-                format!("{id}  {branch}  {verb}  channels {channels}  evidence {evidence}{forced}")
-            }
-            Err(blocked) => format!("{id}  {branch}  {verb} {}", blocked_text(blocked)),
-        }
+        Err(blocked) => format!("{id}  {branch}  {verb} {}", blocked_text(blocked)),
     }
 }
 
 fn blocked_text(blocked: &Blocked) -> String {
     crate::render::sanitize::clean(&blocked.words()).into_owned()
-}
-
-/// Reads and triages one entry, and previews `action` on it with `request`.
-pub fn intent(
-    store: &dyn Store,
-    id: &str,
-    action: Action,
-    request: &ActionRequest,
-) -> CliResult<Intent> {
-    let doc = match store.notification(id) {
-        Ok(doc) => doc,
-        Err(StoreError::NotFound(what)) => {
-            return Ok(Intent::blocked(id, action, None, Blocked::NotFound(what)));
-        }
-        Err(err) => return Err(err.into()),
-    };
-    let verdict = triage::triage_events(&doc.row, &doc.events);
-    if !doc.row.dead_letter {
-        return Ok(Intent::blocked(
-            id,
-            action,
-            Some(verdict),
-            Blocked::NotInDlq(NotInDlq {
-                id: id.to_string(),
-                status: doc.row.status.to_string(),
-            }),
-        ));
-    }
-    Ok(Intent::new(
-        action,
-        verdict,
-        &doc.row.channel_set(),
-        request.clone(),
-    ))
 }
 
 /// The request every intent of one command starts from, recorded as `operator`
@@ -167,29 +84,6 @@ pub fn check_force(audit: &AuditArgs) -> CliResult {
         ));
     }
     Ok(())
-}
-
-/// Carries one intent out, through the store's guarded transition.
-pub fn execute(store: &dyn Store, intent: &Intent) -> Outcome {
-    execute_at(store, intent, &intent.request)
-}
-
-/// [`execute`] with `request` (the intent's, made due at its place in a pace).
-fn execute_at(store: &dyn Store, intent: &Intent, request: &ActionRequest) -> Outcome {
-    if let Err(blocked) = &intent.preview {
-        return blocked.into();
-    }
-    let result = match intent.action {
-        Action::Resolve => store.resolve(&intent.id, request),
-        Action::Replay => store.replay(&intent.id, request),
-    };
-    match result {
-        Ok(done) => Outcome::Done {
-            event_id: done.event_id,
-            channels: done.channels,
-        },
-        Err(err) => Outcome::of_store_error(err),
-    }
 }
 
 /// One entry's result in `-o json`.
@@ -272,14 +166,23 @@ impl Target {
     }
 }
 
-/// Asks on a terminal; refuses without one unless `--yes`.
-pub fn confirmed(
-    store: &dyn Store,
-    intents: &[&Intent],
-    verb: &str,
-    confirm: &ConfirmArgs,
-    receivers: &[String],
-) -> CliResult<bool> {
+/// The terminal's confirmation: it asks on a terminal, and refuses without one unless
+/// `--yes`.
+pub struct Terminal<'a> {
+    pub store: &'a dyn Store,
+    pub confirm: &'a ConfirmArgs,
+}
+
+impl Confirm for Terminal<'_> {
+    type Error = CliError;
+
+    fn confirm(&mut self, preview: &Preview<'_>) -> CliResult<bool> {
+        confirmed(self.store, preview, self.confirm)
+    }
+}
+
+fn confirmed(store: &dyn Store, preview: &Preview<'_>, confirm: &ConfirmArgs) -> CliResult<bool> {
+    let (intents, verb, receivers) = (preview.approved, preview.verb, preview.receivers);
     let count = intents.len();
     let entries = if count == 1 { "entry" } else { "entries" };
     if confirm.yes {
@@ -353,7 +256,7 @@ pub fn confirmed(
             clean(attestation)
         ));
     }
-    if let Some(planned) = planned(intents.iter().copied()) {
+    if let Some(planned) = preview.planned() {
         let at = crate::clock::Clock::now(&crate::clock::SystemClock) + planned.last;
         context.push(format!(
             "Paced at {}: {} made due one after another, the last in {} (about {}).",
@@ -390,109 +293,6 @@ fn capitalized(verb: &str) -> String {
         .next()
         .map(|first| first.to_uppercase().chain(chars).collect())
         .unwrap_or_default()
-}
-
-/// Most PagerDuty entries whose incidents are looked up for one prompt.
-const INCIDENTS_LOOKED_UP: usize = 5;
-
-/// What each receiver does with the copy a replay sends: statements, not guardrails.
-/// Email and Slack drop no second copy; PagerDuty merges a trigger into an incident open
-/// under its dedup key and opens a new one (a new page) otherwise, which its REST API
-/// says when a token is set (UNS_PAGERDUTY_API_TOKEN).
-pub fn receivers(intents: &[Intent]) -> Vec<String> {
-    let replayed: Vec<(&str, &ChannelSet)> = intents
-        .iter()
-        .filter(|i| i.action == Action::Replay)
-        .filter_map(|i| Some((i.id.as_str(), &i.preview.as_ref().ok()?.channels)))
-        .collect();
-    let mut lines = Vec::new();
-    let plain: Vec<&str> = [Channel::Email, Channel::Slack]
-        .into_iter()
-        .filter(|c| replayed.iter().any(|(_, set)| set.contains(*c)))
-        .map(Channel::as_str)
-        .collect();
-    if !plain.is_empty() {
-        lines.push(format!(
-            "{}: the receiver does not drop a second copy; whoever got an earlier one gets this one too",
-            plain.join(" and ")
-        ));
-    }
-    let paging: Vec<&str> = replayed
-        .iter()
-        .filter(|(_, set)| set.contains(Channel::Pagerduty))
-        .map(|(id, _)| *id)
-        .collect();
-    lines.extend(pagerduty_statements(&paging));
-    lines
-}
-
-/// For each of `ids` (the first few), what a trigger sent now does at PagerDuty: merged
-/// into the incident open under its dedup key, or a new incident. From the REST API when
-/// UNS_PAGERDUTY_API_TOKEN is set; else the rule, said once.
-/// Whether PagerDuty can be asked here (`UNS_PAGERDUTY_API_TOKEN` is set).
-pub fn pagerduty_token_set() -> bool {
-    std::env::var("UNS_PAGERDUTY_API_TOKEN").is_ok_and(|t| !t.trim().is_empty())
-}
-
-pub fn pagerduty_statements(ids: &[&str]) -> Vec<String> {
-    let mut lines = Vec::new();
-    if ids.is_empty() {
-        return lines;
-    }
-    let config = std::env::var("UNS_PAGERDUTY_API_TOKEN")
-        .ok()
-        .map(|t| t.trim().to_string())
-        .filter(|t| !t.is_empty())
-        .map(|token| crate::verify::pagerduty::Config {
-            api_url: std::env::var("UNS_PAGERDUTY_API_URL")
-                .unwrap_or_else(|_| "https://api.pagerduty.com".into()),
-            token,
-        });
-    let client = config.as_ref().map(|_| crate::verify::http::client());
-    match (&config, client) {
-        (Some(config), Some(Ok(client))) => {
-            for id in ids.iter().take(INCIDENTS_LOOKED_UP) {
-                let said = crate::verify::pagerduty::replay_outcome(&client, config, id);
-                lines.push(format!(
-                    "PAGERDUTY {}: {}",
-                    crate::render::sanitize::clean(id),
-                    crate::redact::Secrets::new().add(&config.token).clean(&said)
-                ));
-            }
-            if ids.len() > INCIDENTS_LOOKED_UP {
-                lines.push(format!(
-                    "PAGERDUTY: {} more not looked up",
-                    ids.len() - INCIDENTS_LOOKED_UP
-                ));
-            }
-        }
-        _ => lines.push(
-            "PAGERDUTY: merged into the incident open under the dedup key if there is one, else it opens a new incident and pages again (set UNS_PAGERDUTY_API_TOKEN to say which)".into(),
-        ),
-    }
-    lines
-}
-
-/// What a paced run holds: the pace in words, how many replays it paces, and how long
-/// after the first the last is due.
-pub struct Planned<'a> {
-    pub words: &'a str,
-    pub count: usize,
-    pub last: f64,
-}
-
-/// The pace `pace::apply` gave `intents`, if it gave one.
-pub fn planned<'a, I>(intents: I) -> Option<Planned<'a>>
-where
-    I: IntoIterator<Item = &'a Intent>,
-    I::IntoIter: Clone,
-{
-    let intents = intents.into_iter();
-    let words = intents.clone().find_map(|i| i.request.pace.as_deref())?;
-    let offsets = intents.filter_map(|i| i.offset);
-    let count = offsets.clone().count();
-    let last = offsets.reduce(f64::max)?;
-    Some(Planned { words, count, last })
 }
 
 /// "paced at 200/s: 15000 replays, the last due 1m 15s after the first", when paced.
@@ -540,18 +340,6 @@ pub fn carry_out_into(
     finish(&store.describe(), &outcomes)
 }
 
-/// Each intent its outcome says was carried out: its id and the id of the event written.
-pub fn carried_out<'a>(
-    done: impl IntoIterator<Item = (&'a Intent, &'a Outcome)>,
-) -> Vec<(String, i64)> {
-    done.into_iter()
-        .filter_map(|(intent, outcome)| match outcome {
-            Outcome::Done { event_id, .. } => Some((intent.id.clone(), *event_id)),
-            _ => None,
-        })
-        .collect()
-}
-
 /// Whether a presented plan goes ahead.
 pub enum Go {
     Ahead,
@@ -589,7 +377,7 @@ pub fn present(
     let actionable: Vec<&Intent> = intents.iter().filter(|i| i.preview.is_ok()).collect();
     if !out.json() {
         for intent in intents {
-            print(&crate::render::output::fit_lines(&intent.line(out), out))?;
+            print(&crate::render::output::fit_lines(&line(intent, out), out))?;
         }
     }
     let mut told = receivers(intents);
@@ -629,7 +417,12 @@ pub fn present(
         ));
         return Ok(Go::Stop(finish(&store.describe(), &blocked)));
     }
-    if !confirmed(store, &actionable, verb, confirm, &told)? {
+    let preview = Preview {
+        verb,
+        approved: &actionable,
+        receivers: &told,
+    };
+    if !(Terminal { store, confirm }).confirm(&preview)? {
         status("Declined: nothing was changed.");
         return Ok(Go::Stop(Ok(())));
     }
@@ -650,26 +443,14 @@ fn finish_dry_run(previews: &[Outcome]) -> CliResult {
 /// stderr when it is a terminal. Ctrl-C lets the entry in flight finish, then stops.
 pub fn execute_all(store: &dyn Store, intents: &[Intent], out: &Output) -> CliResult<Vec<Outcome>> {
     prompt::install_interrupt_handler();
+    if prompt::interrupted() {
+        return Err(prompt::interrupted_error());
+    }
     let progress = progress_bar(intents.len());
-    let mut outcomes = Vec::with_capacity(intents.len());
-    // A pace counts from when the first paced replay runs, not from the prompt.
-    let mut paced_from: Option<f64> = None;
-    for intent in intents {
-        if prompt::interrupted() {
-            break;
-        }
-        let outcome = match intent.offset {
-            Some(offset) => {
-                let from = *paced_from
-                    .get_or_insert_with(|| crate::clock::Clock::now(&crate::clock::SystemClock));
-                let request = ActionRequest {
-                    due_at: Some(from + offset),
-                    ..intent.request.clone()
-                };
-                execute_at(store, intent, &request)
-            }
-            None => execute(store, intent),
-        };
+    let mut printed: CliResult = Ok(());
+    let mut counted = Vec::with_capacity(intents.len());
+    let now = || crate::clock::Clock::now(&crate::clock::SystemClock);
+    let outcomes = session::carry_out(store, intents, &now, &mut |intent, outcome| {
         let line = crate::render::output::fit_lines(
             &format!(
                 "{}  {}",
@@ -678,21 +459,31 @@ pub fn execute_all(store: &dyn Store, intents: &[Intent], out: &Output) -> CliRe
             ),
             out,
         );
-        outcomes.push(outcome);
-        prompt::set_progress(&summary(&outcomes));
+        counted.push(outcome.clone());
+        prompt::set_progress(&session::summary(&counted));
         if !out.json() {
-            match &progress {
-                Some(bar) => bar.suspend(|| print(&line))?,
-                None => print(&line)?,
+            let shown = match &progress {
+                Some(bar) => bar.suspend(|| print(&line)),
+                None => print(&line),
+            };
+            if let Err(err) = shown {
+                printed = Err(err.into());
+                return Flow::Stop;
             }
         }
         if let Some(bar) = &progress {
             bar.inc(1);
         }
-    }
+        if prompt::interrupted() {
+            Flow::Stop
+        } else {
+            Flow::Continue
+        }
+    });
     if let Some(bar) = progress {
         bar.finish_and_clear();
     }
+    printed?;
     if prompt::interrupted() {
         return Err(prompt::interrupted_error());
     }
@@ -713,20 +504,6 @@ pub fn finish(place: &str, outcomes: &[Outcome]) -> CliResult {
             "not every entry was carried out (see above)",
         )),
     }
-}
-
-pub fn summary(outcomes: &[Outcome]) -> String {
-    let count = |f: fn(&Outcome) -> bool| outcomes.iter().filter(|o| f(o)).count();
-    format!(
-        "{} done, {} skipped as stale, {} conflicts, {} refused, {} not found, {} failed, {} skipped",
-        count(|o| matches!(o, Outcome::Done { .. })),
-        count(|o| matches!(o, Outcome::Stale(_))),
-        count(|o| matches!(o, Outcome::Conflict(_))),
-        count(|o| matches!(o, Outcome::Refused(_))),
-        count(|o| matches!(o, Outcome::NotFound(_))),
-        count(|o| matches!(o, Outcome::Failed(_))),
-        count(|o| matches!(o, Outcome::Skipped(_))),
-    )
 }
 
 /// A bar on stderr for bulk work, only when stderr is a terminal.

@@ -1,13 +1,14 @@
 //! `unsctl apply plan.json`: carry out a triage plan, skipping entries that moved since.
 
-use super::act::{self, Intent};
+use super::act;
 use super::args::{AuditArgs, ConfirmArgs};
 use super::backend;
 use super::backend::Invocation;
 use super::error::{CliError, CliResult, ExitKind};
-use super::outcome::{Blocked, Stale, Unplanned};
 use crate::model::NotificationId;
 use crate::remediation::{Action, Claim};
+use crate::session::Intent;
+use crate::session::outcome::{Blocked, Stale, Unplanned};
 use crate::triage::PlanAction;
 use anyhow::Context;
 use std::io::Read;
@@ -38,7 +39,7 @@ pub struct Args {
     #[command(flatten)]
     pub confirm: ConfirmArgs,
     #[command(flatten)]
-    pub pace: crate::cli::pace::PaceArgs,
+    pub pace: crate::cli::args::PaceArgs,
     #[command(flatten)]
     pub wait: crate::cli::args::WaitArgs,
 }
@@ -264,7 +265,7 @@ fn planned(
         Action::Replay => Claim::NotDelivered,
     });
     let request = act::base_request(operator, audit, attestation, verified);
-    let mut intent = act::intent(store, &entry.id, action, &request)?;
+    let mut intent = crate::session::intent(store, &entry.id, action, &request)?;
     // An entry added by hand is held to every exclusion the plan records, not only its
     // ids: the selection the operator approved left it out.
     let left_out = excluded

@@ -371,3 +371,26 @@ impl WaitArgs {
         Ok((every, std::time::Duration::from_secs_f64(self.timeout)))
     }
 }
+
+/// How the replays of one run are spread out
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct PaceArgs {
+    /// Make the replays due at most N a second (also N/m, N/h, N/d; at least 1/d): the
+    /// worker sends them at that pace, not all at once
+    #[arg(long, value_name = "N/s", value_parser = super::values::parse_rate, conflicts_with = "spread")]
+    pub rate: Option<crate::session::pace::Rate>,
+    /// Make the replays due evenly over DURATION (90s, 30m, 2h, 2d; at most a week), the
+    /// last at its end
+    #[arg(long, value_name = "DURATION", value_parser = super::values::parse_spread)]
+    pub spread: Option<crate::session::pace::Pace>,
+}
+
+impl PaceArgs {
+    pub fn pace(&self) -> Option<crate::session::pace::Pace> {
+        match (self.rate, self.spread) {
+            (Some(rate), _) => Some(crate::session::pace::Pace::Rate(rate)),
+            (None, Some(spread)) => Some(spread),
+            (None, None) => None,
+        }
+    }
+}

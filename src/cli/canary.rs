@@ -3,15 +3,16 @@
 //! those was delivered. A cause still refusing stops the run after the canary, with
 //! nothing else changed; the API's replay is the same call either way (the CLI drives).
 
-use super::act::{self, Go, Intent};
+use super::act::{self, Go};
 use super::args::{ConfirmArgs, WaitArgs};
 use super::error::{CliError, CliResult};
 use super::follow;
-use super::outcome::{Outcome, Skip};
-use super::pace::{self, Pace};
 use crate::remediation::Action;
 use crate::render::output::{Output, counted, print_json_line, status};
 use crate::render::views;
+use crate::session::Intent;
+use crate::session::outcome::{Outcome, Skip};
+use crate::session::pace::{self, Pace};
 use crate::store::Store;
 use crate::triage::ChannelState;
 use std::collections::BTreeMap;
@@ -96,23 +97,23 @@ pub fn carry_out(
     verb: &str,
 ) -> CliResult {
     let Some(n) = wait.canary else {
-        pace::apply(&mut intents, pace)?;
+        pace::apply(&mut intents, pace).map_err(CliError::usage)?;
         return carry_out_waited(store, intents, confirm, wait, out, verb);
     };
     let (every, timeout) = wait.checked()?;
     let chosen = pick(&intents, usize::from(n));
     if chosen.is_empty() {
-        pace::apply(&mut intents, pace)?;
+        pace::apply(&mut intents, pace).map_err(CliError::usage)?;
         return carry_out_waited(store, intents, confirm, wait, out, verb);
     }
     let mut plan = Plan::split(intents, &chosen, timeout);
-    pace::apply(&mut plan.rest, pace)?;
+    pace::apply(&mut plan.rest, pace).map_err(CliError::usage)?;
     let intents: Vec<Intent> = plan.canary.iter().chain(&plan.rest).cloned().collect();
     if let Go::Stop(result) = act::present(store, &intents, confirm, out, verb, &plan.words())? {
         return result;
     }
     let first = act::execute_all(store, &plan.canary, out)?;
-    let sent = act::carried_out(plan.canary.iter().zip(&first));
+    let sent = crate::session::carried_out(plan.canary.iter().zip(&first));
     let waited = follow::wait_settled(store, &sent, every, timeout, None, out)?;
     if out.json() {
         print_json_line(&serde_json::json!({ "canary": waited.document() }))?;
@@ -166,7 +167,7 @@ pub fn carry_out(
     if !wait.wait {
         return acted;
     }
-    let replays = act::carried_out(
+    let replays = crate::session::carried_out(
         plan.rest
             .iter()
             .zip(&second)

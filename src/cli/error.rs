@@ -1,6 +1,6 @@
 //! The CLI's one error type, and the one table that maps it to exit codes (DESIGN §5).
 
-use super::outcome::Outcome;
+use crate::session::outcome::Outcome;
 use crate::store::StoreError;
 use std::fmt;
 

@@ -15,8 +15,6 @@ pub mod fleet;
 pub mod follow;
 pub mod ids;
 pub mod inspect;
-pub mod outcome;
-pub mod pace;
 pub mod prompt;
 pub mod pulse;
 pub mod reconcile;

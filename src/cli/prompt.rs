@@ -172,15 +172,6 @@ impl dialoguer::theme::Theme for Plain {
 /// An answer longer than this is not an answer: the prompt asks again.
 const MAX_ANSWER: usize = 4096;
 
-/// The word a confirmation needs: `yes`, or past ten entries the count itself.
-pub fn confirmation_word(count: usize) -> String {
-    if count > 10 {
-        count.to_string()
-    } else {
-        "yes".to_string()
-    }
-}
-
 /// Asks `question`, after the lines of `context`, with the first ten of `labels` one per
 /// line under it (each once, as given: already made safe to show) and how many more,
 /// and whether the typed answer is the confirmation word for `count` (the count itself
@@ -191,7 +182,7 @@ pub fn confirm_listed(
     labels: &[String],
     count: usize,
 ) -> std::io::Result<bool> {
-    Ok(confirms(
+    Ok(crate::session::confirms(
         ask(&listed_question(context, question, labels, count))?.as_deref(),
         count,
     ))
@@ -222,7 +213,7 @@ pub fn listed_question(
     }
     text.push_str(&format!(
         "Type {} and press Enter to go ahead (anything else does nothing):",
-        confirmation_word(count)
+        crate::session::confirmation_word(count)
     ));
     text
 }
@@ -243,27 +234,4 @@ pub fn wrapped(text: &str, width: usize) -> String {
         })
         .collect::<Vec<_>>()
         .join("\n")
-}
-/// Whether `answer` is exactly the confirmation word (case-insensitive for `yes`).
-pub fn confirms(answer: Option<&str>, count: usize) -> bool {
-    let expected = confirmation_word(count);
-    answer.is_some_and(|a| a.eq_ignore_ascii_case(&expected))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn only_the_whole_word_confirms() {
-        for stray in ["y", "Y", "ye", "yes please", "", "no", "j", " "] {
-            assert!(!confirms(Some(stray.trim()), 1), "{stray:?}");
-        }
-        assert!(confirms(Some("yes"), 1));
-        assert!(confirms(Some("YES"), 3));
-        assert!(!confirms(None, 1));
-        assert!(!confirms(Some("yes"), 11), "past ten the count is needed");
-        assert!(confirms(Some("11"), 11));
-        assert!(!confirms(Some("12"), 11));
-    }
 }

@@ -1,6 +1,6 @@
 //! `unsctl replay`: replay DLQ entries in a new cycle, for the channels not delivered.
 
-use super::act::{self, Intent};
+use super::act;
 use super::args::{AuditArgs, ConfirmArgs, SelectArgs, WaitArgs};
 use super::backend;
 use super::backend::Invocation;
@@ -8,6 +8,7 @@ use super::error::{CliError, CliResult};
 use super::selection;
 use crate::model::{Channel, ChannelSet};
 use crate::remediation::{Action, Claim};
+use crate::session::Intent;
 use crate::triage::Branch;
 
 /// Replay DLQ entries (dry run unless --confirm)
@@ -44,7 +45,7 @@ pub struct Args {
     #[command(flatten)]
     pub confirm: ConfirmArgs,
     #[command(flatten)]
-    pub pace: super::pace::PaceArgs,
+    pub pace: super::args::PaceArgs,
     #[command(flatten)]
     pub wait: WaitArgs,
 }
@@ -84,12 +85,14 @@ pub fn run(global: &Invocation, args: Args) -> CliResult {
             args.select.limit,
         )?
         .into_iter()
-        .map(|verdict| act::intent(store.as_ref(), &verdict.id, Action::Replay, &request))
-        .collect::<CliResult<_>>()?,
+        .map(|verdict| {
+            crate::session::intent(store.as_ref(), &verdict.id, Action::Replay, &request)
+        })
+        .collect::<Result<_, _>>()?,
         None => super::ids::expand_ids(store.as_ref(), &args.ids)?
             .iter()
-            .map(|id| act::intent(store.as_ref(), id, Action::Replay, &request))
-            .collect::<CliResult<_>>()?,
+            .map(|id| crate::session::intent(store.as_ref(), id, Action::Replay, &request))
+            .collect::<Result<_, _>>()?,
     };
     super::canary::carry_out(
         store.as_ref(),

@@ -1,6 +1,7 @@
 //! Values as typed on the command line, parsed into types before any command runs.
 
 use crate::model::NotificationId;
+use crate::session::pace::{self, Pace, Rate};
 use crate::verify::relay_log::Zone;
 
 /// An id argument, by the one id rule (`NotificationId`).
@@ -129,9 +130,50 @@ pub fn parse_span(text: &str) -> Result<f64, String> {
     }
 }
 
+/// `--rate`: `200/s`, `12/m`, `100/h`, `1/d` or a bare number (a second), within the
+/// bounds a pace keeps.
+pub fn parse_rate(text: &str) -> Result<Rate, String> {
+    let text = text.trim();
+    let (number, per) = text.split_once('/').unwrap_or((text, "s"));
+    let count: f64 = number
+        .trim()
+        .parse()
+        .map_err(|_| format!("{text:?}: expected a rate such as 200/s or 30/m"))?;
+    let per = match per.trim() {
+        "s" | "sec" => (1.0, 's'),
+        "m" | "min" => (60.0, 'm'),
+        "h" => (3600.0, 'h'),
+        "d" => (86_400.0, 'd'),
+        other => return Err(format!("{other:?}: the unit is s, m, h or d")),
+    };
+    Rate::new(count, per).map_err(|why| format!("{text:?}: {why}"))
+}
+
+/// `--spread`: a duration of the one grammar (`90s`, `30m`, `2h`, `2d`), at most a week.
+pub fn parse_spread(text: &str) -> Result<Pace, String> {
+    pace::spread(parse_duration(text)?).map_err(|why| format!("{:?}: {why}", text.trim()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn rates_read_as_people_write_them_and_nonsense_is_refused() {
+        let per_second = |text: &str| parse_rate(text).map(Rate::per_second);
+        assert_eq!(per_second("200/s"), Ok(200.0));
+        assert_eq!(per_second("200"), Ok(200.0));
+        assert_eq!(per_second("30/m"), Ok(0.5));
+        assert_eq!(per_second(" 3600 / h "), Ok(1.0));
+        assert_eq!(per_second("1/d"), Ok(1.0 / 86_400.0));
+        for bad in [
+            "0/s", "-1/s", "fast", "1/w", "NaN", "inf/s", "20000/s", "1e-300", "0.5/d",
+        ] {
+            assert!(parse_rate(bad).is_err(), "{bad}");
+        }
+        assert_eq!(parse_spread("2d"), Ok(Pace::Spread(172_800.0)));
+        assert!(parse_spread("8d").is_err());
+    }
 
     #[test]
     fn zones_and_spans_parse_or_say_why() {

@@ -5,15 +5,16 @@
 //! without a second answer to a question that repeats the action, the entry, its
 //! channels, the store and the operator. Anything not understood is asked again.
 
-use crate::cli::act::{self, Intent, Target};
+use crate::cli::act::{self, Target};
 use crate::cli::args::AuditArgs;
 use crate::cli::error::CliResult;
-use crate::cli::outcome::{Blocked, Outcome, Skip};
 use crate::cli::prompt;
 use crate::remediation::{Action, Claim};
 use crate::render::output::{Output, status};
 use crate::render::sanitize::clean;
 use crate::render::views;
+use crate::session::Intent;
+use crate::session::outcome::{Blocked, Outcome, Skip};
 use crate::store::Store;
 use crate::triage::{Branch, ChannelState, Verdict};
 use crate::verify::Sources;
@@ -181,7 +182,7 @@ fn verify_one(
         clean(&store.describe()),
         clean(&store.operator(operator)?)
     ))?;
-    if !prompt::confirms(answer.as_deref(), 1) {
+    if !crate::session::confirms(answer.as_deref(), 1) {
         ask.say("Not recorded.");
         return Ok(verdict);
     }
@@ -246,7 +247,7 @@ pub fn walk(
                 action,
                 outcome,
             });
-            prompt::set_progress(&act::summary(
+            prompt::set_progress(&crate::session::summary(
                 &decisions
                     .iter()
                     .map(|d| d.outcome.clone())
@@ -287,7 +288,7 @@ pub fn walk(
                 });
             }
             // Read the entry again: the decision is checked against what is stored now.
-            let intent = act::intent(store, &verdict.id, action, &request)?;
+            let intent = crate::session::intent(store, &verdict.id, action, &request)?;
             let approved = match &intent.preview {
                 Ok(approved) => approved.clone(),
                 Err(Blocked::Refused(refusal)) if refusals + 1 < RETRIES => {
@@ -307,7 +308,7 @@ pub fn walk(
                 decided(Some(action), Outcome::Skipped(Skip::NotConfirmed), ask);
                 break;
             }
-            let outcome = act::execute(store, &intent);
+            let outcome = crate::session::execute(store, &intent);
             decided(Some(action), outcome, ask);
             break;
         }
@@ -382,7 +383,7 @@ fn confirm(
         clean(&target.place),
         clean(&target.operator)
     ))?;
-    Ok(prompt::confirms(answer.as_deref(), 1))
+    Ok(crate::session::confirms(answer.as_deref(), 1))
 }
 
 #[cfg(test)]

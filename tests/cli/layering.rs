@@ -227,6 +227,20 @@ fn the_low_rooms_import_nothing_above_them() {
             &["model", "clock", "history", "triage", "runtime"],
         ),
         ("render", &["model", "clock", "triage", "pulse"]),
+        (
+            "session",
+            &[
+                "model",
+                "clock",
+                "api",
+                "remediation",
+                "store",
+                "triage",
+                "verify",
+                "render",
+                "redact",
+            ],
+        ),
     ];
     for (room, may) in allowed {
         let imports = rooms.get(*room).cloned().unwrap_or_default();
@@ -272,6 +286,33 @@ fn one_room_reads_a_history_and_the_others_point_down_to_it() {
             );
         }
     }
+}
+
+/// A change is carried out in one place: the remediation session. The commands and the
+/// live screen come to it; none calls the store's resolve or replay itself.
+#[test]
+fn only_the_session_carries_a_change_out() {
+    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    sources(&src, &mut files);
+    let below = ["store", "remediation", "server", "runtime", "session"];
+    for file in files {
+        let module = module_of(&src, &file);
+        if module.first().is_some_and(|top| below.contains(&top.as_str())) {
+            continue;
+        }
+        let text = std::fs::read_to_string(&file).expect("a source file");
+        for call in [".resolve(&", ".replay(&"] {
+            assert!(
+                !text.contains(call),
+                "{} calls {call}...) itself: carry a change out through unsctl::session",
+                file.display()
+            );
+        }
+    }
+    let rooms = Graph::read().rooms();
+    let cli = rooms.get("cli").cloned().unwrap_or_default();
+    assert!(cli.contains("session"), "the commands do not use the session");
 }
 
 /// Every file under tests/ is compiled into a harness: a test file no `mod` line names

@@ -519,7 +519,7 @@ fn read_only_every_action_key_leaves_the_store_byte_identical() {
     }
     // Nor can a change reach the store any other way: the screen's opener refuses.
     let intents = vec![
-        unsctl::cli::act::intent(
+        unsctl::session::intent(
             screen.reader.store().expect("reader"),
             &ids[0],
             unsctl::remediation::Action::Replay,
@@ -530,12 +530,50 @@ fn read_only_every_action_key_leaves_the_store_byte_identical() {
     let reply = jobs::run(
         &screen.source,
         &mut jobs::Reader::default(),
-        Job::Carry { intents },
+        Job::Carry {
+            intents,
+            word: "yes".into(),
+        },
     );
     assert!(
         matches!(&reply, jobs::Reply::Failed { error, .. } if error.contains("read-only")),
         "{reply:?}"
     );
+    assert_eq!(fingerprint(&db), before);
+}
+
+/// The screen carries out only what the session confirms: a word that is not the one the
+/// count calls for changes nothing, whatever the dialog let through.
+#[test]
+fn a_carry_out_with_the_wrong_word_changes_nothing() {
+    let (_dir, db, ids) = replay_store();
+    let before = fingerprint(&db);
+    let mut screen = Screen::open(&db, false, false);
+    screen.view(ViewKind::Dlq, None);
+    let intents = vec![
+        unsctl::session::intent(
+            screen.reader.store().expect("reader"),
+            &ids[0],
+            unsctl::remediation::Action::Replay,
+            &Default::default(),
+        )
+        .expect("intent"),
+    ];
+    assert!(intents[0].preview.is_ok(), "{:?}", intents[0].preview);
+    for word in ["y", "no", "11", ""] {
+        let reply = jobs::run(
+            &screen.source,
+            &mut jobs::Reader::default(),
+            Job::Carry {
+                intents: intents.clone(),
+                word: word.into(),
+            },
+        );
+        assert!(
+            matches!(&reply, jobs::Reply::Carried { lines, summary } if lines.is_empty() && summary.starts_with("nothing was changed")),
+            "{word:?}: {reply:?}"
+        );
+    }
     assert_eq!(fingerprint(&db), before);
 }
 

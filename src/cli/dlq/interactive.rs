@@ -1,17 +1,16 @@
 //! `unsctl dlq triage --interactive`: walk the DLQ one entry at a time and decide each
 //! (the walk itself is `cli::walk`).
 
-use crate::cli::act;
 use crate::cli::args::{AuditArgs, SelectArgs};
 use crate::cli::backend::{self, Invocation};
 use crate::cli::error::{CliError, CliResult, ExitKind, exit_for};
-use crate::cli::outcome::Outcome;
 use crate::cli::walk::{Terminal, walk};
 use crate::cli::{prompt, selection};
 use crate::remediation::Action;
 use crate::render::output::{print, status};
 use crate::render::sanitize::clean;
 use crate::render::views;
+use crate::session::outcome::Outcome;
 use crate::triage::Branch;
 use crate::verify::Sources;
 
@@ -65,7 +64,7 @@ pub fn run(
         ))?;
     }
     let outcomes: Vec<Outcome> = decisions.into_iter().map(|d| d.outcome).collect();
-    let mut line = act::summary(&outcomes);
+    let mut line = crate::session::summary(&outcomes);
     if outcomes.len() < total {
         line.push_str(&format!("; {} not reached", total - outcomes.len()));
     }

@@ -66,7 +66,7 @@ pub fn run(global: &Invocation, args: Args) -> CliResult {
     };
     let intents = ids
         .iter()
-        .map(|id| act::intent(store.as_ref(), id, Action::Resolve, &request))
-        .collect::<CliResult<Vec<_>>>()?;
+        .map(|id| crate::session::intent(store.as_ref(), id, Action::Resolve, &request))
+        .collect::<Result<Vec<_>, _>>()?;
     act::carry_out(store.as_ref(), intents, &args.confirm, &out, "resolve")
 }

@@ -335,7 +335,7 @@ impl Footer {
     fn print(&self, to: &mut dyn Write, out: &Output) -> std::io::Result<()> {
         if !self.paging.is_empty() {
             let ids: Vec<&str> = self.paging.iter().map(String::as_str).collect();
-            let looked_up = crate::cli::act::pagerduty_token_set();
+            let looked_up = crate::session::pagerduty_token_set();
             if looked_up {
                 writeln!(to, "\nPagerDuty, were these replayed:")?;
             } else {
@@ -345,7 +345,7 @@ impl Footer {
                     crate::render::output::counted(self.paging_total as i64, "entry")
                 )?;
             }
-            for line in crate::cli::act::pagerduty_statements(&ids) {
+            for line in crate::session::pagerduty_statements(&ids) {
                 writeln!(to, "  {}", out.clean(&line))?;
             }
             if looked_up && self.paging_total > self.paging.len() {

@@ -6,7 +6,6 @@
 //! Then the worker runs again and the fakes' ledger says what the actions caused.
 
 use crate::cli::args::AuditArgs;
-use crate::cli::outcome::Outcome;
 use crate::cli::selection;
 use crate::cli::walk::{self, Scripted};
 use crate::lab::sweep::Sweep;
@@ -14,6 +13,7 @@ use crate::model::{Channel, ChannelSet, Kind};
 use crate::render::output::{ColorChoice, Format, Output};
 use crate::runtime::queries;
 use crate::server::{self, Keys, ServerConfig};
+use crate::session::outcome::Outcome;
 use crate::store::sqlite::SqliteStore;
 use crate::triage::{Branch, ChannelState, Verdict};
 use serde::Serialize;

@@ -6,10 +6,10 @@ use super::filter::Filter;
 use super::jobs::{ContextRow, Job, Reply, Row};
 use super::keymap::Command;
 pub use super::keymap::ViewKind;
-use crate::cli::act::Intent;
 use crate::pulse::Pulse;
 use crate::reconcile::{Recent, Reconciled};
 use crate::remediation::Action;
+use crate::session::Intent;
 use crate::triage::Branch;
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -92,7 +92,7 @@ pub struct Dialog {
 
 impl Dialog {
     pub fn word_needed(&self) -> String {
-        crate::cli::prompt::confirmation_word(self.count)
+        crate::session::confirmation_word(self.count)
     }
 }
 
@@ -953,8 +953,7 @@ impl App {
             }
             Focus::Word => dialog.focus = Focus::Go,
             Focus::Go => {
-                let confirmed =
-                    crate::cli::prompt::confirms(Some(dialog.word.trim()), dialog.count);
+                let confirmed = crate::session::confirms(Some(dialog.word.trim()), dialog.count);
                 match (&dialog.plan, confirmed) {
                     (None, _) => dialog.note = Some("the preview is still being read".into()),
                     (Some(_), _) if dialog.count == 0 => {
@@ -969,8 +968,9 @@ impl App {
                     }
                     (Some(Plan::Act { intents, .. }), true) => {
                         let intents = intents.clone();
+                        let word = dialog.word.clone();
                         dialog.note = None;
-                        self.start(Job::Carry { intents }, now, &mut jobs);
+                        self.start(Job::Carry { intents, word }, now, &mut jobs);
                     }
                     (Some(Plan::Record { asked }), true) => {
                         let job = Job::Record {

@@ -4,15 +4,15 @@
 //! (Esc), and the next goes to a fresh worker.
 
 use super::filter::Filter;
-use crate::cli::act::{self, Intent};
+use crate::cli::act;
 use crate::cli::backend::Resolution;
 use crate::cli::error::CliResult;
-use crate::cli::outcome::Outcome;
 use crate::model::payload::Via;
 use crate::pulse::{Pulse, Window};
 use crate::reconcile::{Asked as ReconcileAsked, Recent, Reconciled, Reconciliation};
 use crate::remediation::Action;
 use crate::render::output::Output;
+use crate::session::{self, Confirm, Intent};
 use crate::store::{Store, StoreError};
 use crate::triage::{Branch, Verdict};
 use std::collections::{BTreeMap, HashMap};
@@ -72,6 +72,8 @@ pub enum Job {
     /// Carries out the previewed intents through the guarded transitions.
     Carry {
         intents: Vec<Intent>,
+        /// The word typed to confirm them.
+        word: String,
     },
     /// Asks the providers' records about `ids` (verify).
     Verify {
@@ -233,7 +235,7 @@ impl Reader {
 pub fn run(source: &Source, reader: &mut Reader, job: Job) -> Reply {
     let what = job.label();
     let result = match job {
-        Job::Carry { intents } => carry(source, intents),
+        Job::Carry { intents, word } => carry(source, intents, &word),
         Job::Record { asked, reason } => record(source, &asked, reason),
         Job::Contexts => Ok(Reply::Contexts(contexts(source))),
         Job::Dlq { filter, cursor } => opened(source, &mut reader.store)
@@ -539,11 +541,11 @@ fn preview(
     let request = request(source, reason);
     let intents: Vec<Intent> = ids
         .iter()
-        .map(|id| act::intent(store, id, action, &request))
-        .collect::<CliResult<_>>()?;
+        .map(|id| crate::session::intent(store, id, action, &request))
+        .collect::<Result<_, _>>()?;
     let out = Output::plain(200);
-    let mut lines: Vec<String> = intents.iter().map(|i| i.line(&out)).collect();
-    lines.extend(act::receivers(&intents));
+    let mut lines: Vec<String> = intents.iter().map(|i| act::line(i, &out)).collect();
+    lines.extend(crate::session::receivers(&intents));
     Ok(Reply::Preview {
         action,
         ids,
@@ -552,17 +554,32 @@ fn preview(
     })
 }
 
-/// Carries out `intents` on a store opened for writing, each through the guarded
-/// transition, which checks again; the outcome of each.
-fn carry(source: &Source, intents: Vec<Intent>) -> Result<Reply, String> {
+/// Carries out `intents` on a store opened for writing, once the session takes `word`
+/// as the confirmation for them: each through the guarded transition, which checks
+/// again; the outcome of each.
+fn carry(source: &Source, intents: Vec<Intent>, word: &str) -> Result<Reply, String> {
+    let approved: Vec<&Intent> = intents.iter().filter(|i| i.preview.is_ok()).collect();
+    let preview = session::Preview {
+        verb: "carry out",
+        approved: &approved,
+        receivers: &[],
+    };
+    let Ok(confirmed) = session::Typed(word).confirm(&preview);
+    if !confirmed {
+        return Ok(Reply::Carried {
+            lines: Vec::new(),
+            summary: format!(
+                "nothing was changed: the word for {} is {}",
+                approved.len(),
+                session::confirmation_word(approved.len())
+            ),
+        });
+    }
     let store = (source.open)(true).map_err(|err| err.message)?;
-    let outcomes: Vec<Outcome> = intents
-        .iter()
-        .map(|intent| match &intent.preview {
-            Ok(_) => act::execute(store.as_ref(), intent),
-            Err(blocked) => blocked.into(),
-        })
-        .collect();
+    let now = || crate::clock::Clock::now(&crate::clock::SystemClock);
+    let outcomes = session::carry_out(store.as_ref(), &intents, &now, &mut |_, _| {
+        session::Flow::Continue
+    });
     let lines = intents
         .iter()
         .zip(&outcomes)
@@ -576,7 +593,7 @@ fn carry(source: &Source, intents: Vec<Intent>) -> Result<Reply, String> {
         .collect();
     Ok(Reply::Carried {
         lines,
-        summary: act::summary(&outcomes),
+        summary: session::summary(&outcomes),
     })
 }
 

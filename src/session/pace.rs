@@ -1,8 +1,7 @@
 //! `--rate N/s` and `--spread DURATION`: a bulk replay into a provider that just came
 //! back, made due at a pace the worker then meets, instead of all at once.
 
-use super::act::Intent;
-use super::error::{CliError, CliResult};
+use super::Intent;
 use crate::remediation::Action;
 
 /// The most replays a second a pace asks for.
@@ -14,19 +13,6 @@ const MIN_RATE: f64 = 1.0 / 86_400.0;
 
 /// The longest a spread may take: as far ahead as a replay may be made due.
 const MAX_SPREAD: f64 = crate::remediation::MAX_DUE_AHEAD;
-
-/// How the replays of one run are spread out
-#[derive(Debug, Clone, Default, clap::Args)]
-pub struct PaceArgs {
-    /// Make the replays due at most N a second (also N/m, N/h, N/d; at least 1/d): the
-    /// worker sends them at that pace, not all at once
-    #[arg(long, value_name = "N/s", value_parser = parse_rate, conflicts_with = "spread")]
-    pub rate: Option<Rate>,
-    /// Make the replays due evenly over DURATION (90s, 30m, 2h, 2d; at most a week), the
-    /// last at its end
-    #[arg(long, value_name = "DURATION", value_parser = parse_spread)]
-    pub spread: Option<f64>,
-}
 
 /// A rate as the operator wrote it: so many per second, minute, hour or day.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -50,50 +36,26 @@ pub enum Pace {
     Spread(f64),
 }
 
-impl PaceArgs {
-    pub fn pace(&self) -> Option<Pace> {
-        match (self.rate, self.spread) {
-            (Some(rate), _) => Some(Pace::Rate(rate)),
-            (None, Some(spread)) => Some(Pace::Spread(spread)),
-            (None, None) => None,
+impl Rate {
+    /// `count` a unit of `per` seconds (its letter beside it), if between one a day and
+    /// 10,000 a second.
+    pub fn new(count: f64, per: (f64, char)) -> Result<Self, String> {
+        let rate = Rate { count, per };
+        let per_second = rate.per_second();
+        if count.is_finite() && (MIN_RATE..=MAX_RATE).contains(&per_second) {
+            Ok(rate)
+        } else {
+            Err(format!("at least 1/d and at most {MAX_RATE}/s"))
         }
     }
 }
 
-/// `200/s`, `12/m`, `100/h`, `1/d` or a bare number (a second): between one a day and
-/// 10,000 a second.
-pub fn parse_rate(text: &str) -> Result<Rate, String> {
-    let text = text.trim();
-    let (number, per) = text.split_once('/').unwrap_or((text, "s"));
-    let count: f64 = number
-        .trim()
-        .parse()
-        .map_err(|_| format!("{text:?}: expected a rate such as 200/s or 30/m"))?;
-    let per = match per.trim() {
-        "s" | "sec" => (1.0, 's'),
-        "m" | "min" => (60.0, 'm'),
-        "h" => (3600.0, 'h'),
-        "d" => (86_400.0, 'd'),
-        other => return Err(format!("{other:?}: the unit is s, m, h or d")),
-    };
-    let rate = Rate { count, per };
-    let per_second = rate.per_second();
-    if count.is_finite() && (MIN_RATE..=MAX_RATE).contains(&per_second) {
-        Ok(rate)
-    } else {
-        Err(format!("{text:?}: at least 1/d and at most {MAX_RATE}/s"))
-    }
-}
-
-/// A spread: a duration of the one grammar (`90s`, `30m`, `2h`, `2d`), at most a week.
-pub fn parse_spread(text: &str) -> Result<f64, String> {
-    let seconds = super::values::parse_duration(text)?;
+/// A spread of `seconds`, if it ends no further ahead than a replay may be due.
+pub fn spread(seconds: f64) -> Result<Pace, String> {
     if seconds <= MAX_SPREAD {
-        Ok(seconds)
+        Ok(Pace::Spread(seconds))
     } else {
-        Err(format!(
-            "{text:?}: at most a week, as far ahead as a replay may be due"
-        ))
+        Err("at most a week, as far ahead as a replay may be due".to_string())
     }
 }
 
@@ -127,7 +89,7 @@ fn trim(n: f64) -> String {
 
 /// Gives each replay `intents` will carry out its place in `pace`, in order; entries the
 /// preview refused take no place.
-pub fn apply(intents: &mut [Intent], pace: Option<Pace>) -> CliResult {
+pub fn apply(intents: &mut [Intent], pace: Option<Pace>) -> Result<(), String> {
     let Some(pace) = pace else {
         return Ok(());
     };
@@ -138,11 +100,11 @@ pub fn apply(intents: &mut [Intent], pace: Option<Pace>) -> CliResult {
     let n = paced.len();
     let last = pace.offset(n.saturating_sub(1), n);
     if last > crate::remediation::MAX_DUE_AHEAD {
-        return Err(CliError::usage(format!(
+        return Err(format!(
             "at {}, the last of {n} replays would be due in {}: more than a week",
             pace.describe(),
             crate::render::time::duration(last)
-        )));
+        ));
     }
     for (k, intent) in paced.into_iter().enumerate() {
         intent.offset = Some(pace.offset(k, n));
@@ -154,7 +116,7 @@ pub fn apply(intents: &mut [Intent], pace: Option<Pace>) -> CliResult {
 /// The pace of `intents` in words, and about when its last replay will be due (unix
 /// seconds, counted from now: the first runs right after this).
 pub fn expected(intents: &[Intent]) -> Option<(String, f64)> {
-    let planned = super::act::planned(intents)?;
+    let planned = super::planned(intents)?;
     let now = crate::clock::Clock::now(&crate::clock::SystemClock);
     Some((planned.words.to_string(), now + planned.last))
 }
@@ -164,25 +126,17 @@ mod tests {
     use super::*;
 
     #[test]
-    fn rates_read_as_people_write_them_and_nonsense_is_refused() {
-        let per_second = |text: &str| parse_rate(text).map(Rate::per_second);
-        assert_eq!(per_second("200/s"), Ok(200.0));
-        assert_eq!(per_second("200"), Ok(200.0));
-        assert_eq!(per_second("30/m"), Ok(0.5));
-        assert_eq!(per_second(" 3600 / h "), Ok(1.0));
-        assert_eq!(per_second("1/d"), Ok(1.0 / 86_400.0));
-        for bad in [
-            "0/s", "-1/s", "fast", "1/w", "NaN", "inf/s", "20000/s", "1e-300", "0.5/d",
-        ] {
-            assert!(parse_rate(bad).is_err(), "{bad}");
-        }
-        assert_eq!(parse_spread("2d"), Ok(172_800.0));
-        assert!(parse_spread("8d").is_err());
-    }
-
-    #[test]
     fn a_pace_puts_the_last_replay_where_it_says() {
-        let rate = |text: &str| Pace::Rate(parse_rate(text).expect("rate"));
+        let rate = |text: &str| {
+            let (count, unit) = text.split_once('/').unwrap_or((text, "s"));
+            let per = match unit {
+                "m" => (60.0, 'm'),
+                "h" => (3600.0, 'h'),
+                "d" => (86_400.0, 'd'),
+                _ => (1.0, 's'),
+            };
+            Pace::Rate(Rate::new(count.parse().expect("a count"), per).expect("rate"))
+        };
         assert_eq!(rate("200/s").offset(0, 10_000), 0.0);
         assert_eq!(rate("200/s").offset(9_999, 10_000), 49.995);
         assert_eq!(Pace::Spread(600.0).offset(9, 10), 600.0);
