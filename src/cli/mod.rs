@@ -1,37 +1,28 @@
 //! The command line: one file per command, one dispatch, one exit-code table.
 
 pub mod act;
-pub mod apply;
 pub mod args;
 pub mod backend;
 pub mod canary;
-pub mod completions;
-pub mod context;
-pub mod dlq;
-pub mod doctor;
+pub mod commands;
+pub mod documents;
 pub mod error;
-pub mod events;
 pub mod fleet;
 pub mod follow;
 pub mod ids;
-pub mod inspect;
+pub mod notification;
+pub mod plan;
 pub mod prompt;
-pub mod pulse;
-pub mod reconcile;
-pub mod replay;
-pub mod report;
-pub mod repro;
-pub mod runtime;
 pub mod selection;
-pub mod sweep;
-pub mod tsg;
-pub mod tui;
 pub mod values;
-pub mod verify;
 pub mod walk;
 
 use args::GlobalArgs;
 use clap::{Parser, Subcommand};
+use commands::{
+    apply, completions, context, dlq, doctor, events, inspect, pulse, reconcile, replay, report,
+    repro, runtime, sweep, tsg, verify,
+};
 use error::CliResult;
 
 /// Triage the UNS dead-letter queue: which entries are safe to resolve, verify or replay,
@@ -82,7 +73,7 @@ pub enum Command {
     #[command(subcommand)]
     Context(context::Command),
     Completions(completions::Args),
-    Tui(Box<crate::cli::tui::Args>),
+    Tui(Box<crate::cli::commands::tui::Args>),
 }
 
 /// `-o csv` is reconcile's, `-o markdown` and `-o html` are report's: anywhere else they
@@ -141,6 +132,6 @@ pub fn run(cli: Cli) -> CliResult {
         Command::Doctor(args) => doctor::run(global, args),
         Command::Context(command) => context::run(global, command),
         Command::Completions(args) => completions::run(args),
-        Command::Tui(args) => crate::cli::tui::run(global, *args),
+        Command::Tui(args) => crate::cli::commands::tui::run(global, *args),
     }
 }

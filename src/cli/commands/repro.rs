@@ -1,7 +1,7 @@
 //! `unsctl repro <scenario>` and `unsctl demo`: the runbook's cases, reproduced for real.
 
-use super::backend::Invocation;
-use super::error::{CliError, CliResult};
+use crate::cli::backend::Invocation;
+use crate::cli::error::{CliError, CliResult};
 use crate::lab::fakes::Fakes;
 use crate::lab::repro::{self, ReproError, Scenario, ScenarioReport};
 use crate::render::output::{Output, print, status, status_commands};
@@ -22,7 +22,7 @@ use std::path::{Path, PathBuf};
 #[command(verbatim_doc_comment)]
 pub struct ReproArgs {
     /// Which case (or `all`)
-    #[arg(value_parser = super::values::Listed::new(parse_scenarios, scenario_names))]
+    #[arg(value_parser = crate::cli::values::Listed::new(parse_scenarios, scenario_names))]
     pub scenario: ScenarioChoice,
     /// Then serve the API on loopback so the runbook's curl commands can be tried
     #[arg(long)]
@@ -118,7 +118,7 @@ fn reproduce(db: &Path, scenarios: &[Scenario]) -> CliResult<(Vec<ScenarioReport
 
 fn verdicts(db: &Path) -> CliResult<Vec<Verdict>> {
     let store = SqliteStore::open_read_only(db)?;
-    super::selection::verdicts(&store, &Default::default(), &|_| true, None)
+    crate::cli::selection::verdicts(&store, &Default::default(), &|_| true, None)
 }
 
 fn report_text(reports: &[ScenarioReport], out: &Output) -> String {
@@ -298,7 +298,7 @@ fn names(scenarios: &[Scenario]) -> String {
 
 /// Serves the reproduced store on loopback, with the fakes as providers, until Ctrl-C.
 fn keep_running(global: &Invocation, db: &Path, fakes: &Fakes) -> CliResult {
-    super::args::init_logging(global);
+    crate::cli::args::init_logging(global);
     let key = uuid::Uuid::new_v4().simple().to_string();
     let config = ServerConfig {
         db_path: db.to_path_buf(),

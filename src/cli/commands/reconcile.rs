@@ -1,10 +1,11 @@
 //! `unsctl reconcile`: who got duplicates and what never arrived, per notification and
 //! channel, counted from the history and the providers' own records (DESIGN §9).
 
-use super::args::SourceArgs;
-use super::backend::{self, Invocation};
-use super::error::{CliError, CliResult};
-use super::values;
+use crate::cli::args::SourceArgs;
+use crate::cli::backend::{self, Invocation};
+use crate::cli::documents::{Document, write_csv, write_reconcile};
+use crate::cli::error::{CliError, CliResult};
+use crate::cli::values;
 use crate::model::Channel;
 use crate::reconcile::{
     Asked, Class, Evidence, Recent, Reconciled, Reconciliation, Summary, What, summary,
@@ -54,10 +55,10 @@ pub struct Args {
     #[command(flatten)]
     pub sources: SourceArgs,
     #[command(flatten)]
-    pub senders: super::args::SenderArgs,
+    pub senders: crate::cli::args::SenderArgs,
     /// How long after the last lease loss or reclaim the incident is no longer called
     /// still happening
-    #[arg(long, value_name = "DURATION", default_value = "5m", value_parser = super::values::parse_duration)]
+    #[arg(long, value_name = "DURATION", default_value = "5m", value_parser = crate::cli::values::parse_duration)]
     pub quiet_after: f64,
 }
 
@@ -67,7 +68,7 @@ fn now() -> f64 {
 
 impl Args {
     fn asked(&self) -> CliResult<Asked> {
-        let window = super::args::window(self.since.as_deref(), self.until.as_deref())?;
+        let window = crate::cli::args::window(self.since.as_deref(), self.until.as_deref())?;
         window.check().map_err(CliError::usage)?;
         let selection = Selection {
             channel: self.channel,
@@ -114,7 +115,7 @@ pub fn run(global: &Invocation, args: Args) -> CliResult {
     let out = global.output();
     let store = backend::reader(global)?;
     if let Some(id) = &args.id {
-        asked.ids = Some(super::ids::expand_ids(
+        asked.ids = Some(crate::cli::ids::expand_ids(
             store.as_ref(),
             std::slice::from_ref(id),
         )?);
@@ -138,156 +139,7 @@ pub fn run(global: &Invocation, args: Args) -> CliResult {
 /// `{"window", "notifications", "summary", "recent"}`, each notification written as it
 /// is reconciled.
 fn write_json(reconciliation: &Reconciliation, store: &dyn Store, recent: &Recent) -> CliResult {
-    write_document(reconciliation, store, recent, std::io::stdout())
-}
-
-/// `reconcile -o json` to `writer`: what a report's evidence bundle keeps as
-/// reconcile.json.
-pub fn write_document(
-    reconciliation: &Reconciliation,
-    store: &dyn Store,
-    recent: &Recent,
-    writer: impl Write + Send,
-) -> CliResult {
-    let mut document = Document::start(&reconciliation.window, writer)?;
-    let mut classes = Vec::new();
-    reconciliation.each(store, &mut |item| {
-        classes.push((item.channel, item.class));
-        document.item(&item).map_err(written)
-    })?;
-    document.finish(&summary(&reconciliation.channels(), classes), recent, None)
-}
-
-/// `reconcile -o csv`: one line per notification and channel that needs a person
-/// (DUPLICATED, MISSING), for a mail merge: RFC 4180 quoting, and no cell a spreadsheet
-/// would run as a formula.
-pub fn write_csv(
-    reconciliation: &Reconciliation,
-    store: &dyn Store,
-    writer: impl Write + Send,
-) -> CliResult {
-    let mut writer = std::io::BufWriter::new(writer);
-    writer
-        .write_all(b"channel,recipient,id,class,copies,first_copy_at,last_copy_at,evidence\r\n")?;
-    reconciliation.each(store, &mut |item| {
-        if !matches!(item.class, Class::Duplicated | Class::Missing) {
-            return Ok(());
-        }
-        let copies: Vec<f64> = item
-            .evidence
-            .iter()
-            .filter(|e| e.what == crate::reconcile::What::Copy)
-            .filter_map(|e| e.at)
-            .collect();
-        let time = |at: Option<f64>| at.map(crate::render::time::rfc3339).unwrap_or_default();
-        let evidence: Vec<String> = item
-            .evidence
-            .iter()
-            .map(crate::reconcile::Evidence::described)
-            .collect();
-        let cells = [
-            item.channel.to_string(),
-            item.recipient.clone().unwrap_or_default(),
-            item.id.clone(),
-            item.class.as_str().to_string(),
-            item.copies.to_string(),
-            time(copies.iter().copied().reduce(f64::min)),
-            time(copies.iter().copied().reduce(f64::max)),
-            evidence.join("; "),
-        ];
-        let line: Vec<String> = cells.iter().map(|c| csv_cell(c)).collect();
-        writer
-            .write_all(format!("{}\r\n", line.join(",")).as_bytes())
-            .map_err(written)
-    })?;
-    writer.flush()?;
-    Ok(())
-}
-
-/// One CSV cell: control bytes shown escaped, a leading `=`, `+`, `-`, `@`, tab or
-/// carriage return neutralised with a `'` (OWASP's advice), quoted when it holds a
-/// comma, a quote or a line break, quotes doubled.
-pub fn csv_cell(text: &str) -> String {
-    let clean = crate::render::sanitize::clean(text);
-    let mut cell = clean.into_owned();
-    if cell.starts_with(['=', '+', '-', '@', '\t', '\r']) {
-        cell.insert(0, '\'');
-    }
-    if cell.contains([',', '"', '\n', '\r']) {
-        format!("\"{}\"", cell.replace('"', "\"\""))
-    } else {
-        cell
-    }
-}
-
-fn written(err: std::io::Error) -> crate::store::StoreError {
-    crate::store::StoreError::Other(format!("cannot write the answer: {err}"))
-}
-
-/// The reconcile document, written as it goes: the window, the notifications one at a
-/// time, then the summary, what is recent, and for a fleet the contexts read.
-struct Document<W: Write> {
-    writer: std::io::BufWriter<W>,
-    buffer: Vec<u8>,
-    written: usize,
-}
-
-impl<W: Write> Document<W> {
-    fn start(window: &Window, writer: W) -> std::io::Result<Self> {
-        let mut writer = std::io::BufWriter::with_capacity(1 << 16, writer);
-        let mut buffer = Vec::with_capacity(4096);
-        let window = indented(window, &mut buffer)?;
-        writer
-            .write_all(format!("{{\n  \"window\": {window},\n  \"notifications\": [").as_bytes())?;
-        Ok(Self {
-            writer,
-            buffer,
-            written: 0,
-        })
-    }
-
-    fn item(&mut self, item: &impl Serialize) -> std::io::Result<()> {
-        self.writer.write_all(if self.written == 0 {
-            b"\n    "
-        } else {
-            b",\n    "
-        })?;
-        self.written += 1;
-        crate::render::output::write_indented_entry(&mut self.writer, &mut self.buffer, item)
-    }
-
-    fn finish(
-        mut self,
-        summary: &Summary,
-        recent: &impl Serialize,
-        contexts: Option<&[crate::cli::fleet::ContextStatus]>,
-    ) -> CliResult {
-        let writer = &mut self.writer;
-        writer.write_all(if self.written > 0 {
-            b"\n  ],\n"
-        } else {
-            b"],\n"
-        })?;
-        let summary = indented(summary, &mut self.buffer)?;
-        let recent = indented(recent, &mut self.buffer)?;
-        writer
-            .write_all(format!("  \"summary\": {summary},\n  \"recent\": {recent}").as_bytes())?;
-        if let Some(contexts) = contexts {
-            let contexts = indented(&contexts, &mut self.buffer)?;
-            writer.write_all(format!(",\n  \"contexts\": {contexts}").as_bytes())?;
-        }
-        writer.write_all(b"\n}\n")?;
-        writer.flush()?;
-        Ok(())
-    }
-}
-
-/// `value` as pretty JSON with sorted keys, indented to sit one level in.
-fn indented<T: Serialize>(value: &T, buffer: &mut Vec<u8>) -> std::io::Result<String> {
-    let value = serde_json::to_value(value).map_err(std::io::Error::other)?;
-    buffer.clear();
-    serde_json::to_writer_pretty(&mut *buffer, &value).map_err(std::io::Error::other)?;
-    Ok(String::from_utf8_lossy(buffer).replace('\n', "\n  "))
+    write_reconcile(reconciliation, store, recent, std::io::stdout())
 }
 
 const NEEDS_COLUMNS: &[Column] = &[
@@ -379,7 +231,8 @@ fn write_table(
             continue;
         }
         writeln!(to, "{}", out.bold(title))?;
-        let short = super::ids::short_ids(store, items.iter().map(|item| item.id.as_str()), out);
+        let short =
+            crate::cli::ids::short_ids(store, items.iter().map(|item| item.id.as_str()), out);
         let mut grid = Grid::new(NEEDS_COLUMNS, out);
         for item in items {
             let id = short.get(&item.id).unwrap_or(&item.id);

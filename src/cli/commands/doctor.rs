@@ -1,8 +1,8 @@
 //! `unsctl doctor`: the checks the runbook's mitigation section asks for, one line each.
 
-use super::backend::Invocation;
-use super::backend::{self, Named};
-use super::error::{CliError, CliResult};
+use crate::cli::backend::Invocation;
+use crate::cli::backend::{self, Named};
+use crate::cli::error::{CliError, CliResult};
 use crate::render::output::{Output, View, counted, print};
 use crate::render::time;
 use crate::runtime::adapters::email::StartTls;
@@ -55,7 +55,7 @@ pub struct Args {
     pub stall_seconds: f64,
     /// How long after the last lease loss or reclaim the incident is no longer called
     /// still happening
-    #[arg(long, value_name = "DURATION", default_value = "5m", value_parser = super::values::parse_duration)]
+    #[arg(long, value_name = "DURATION", default_value = "5m", value_parser = crate::cli::values::parse_duration)]
     pub quiet_after: f64,
 }
 

@@ -5,10 +5,8 @@ mod list;
 mod resolve;
 mod triage;
 
-pub use triage::write_document as write_triage_document;
-
-use super::error::CliResult;
 use crate::cli::backend::Invocation;
+use crate::cli::error::CliResult;
 
 #[derive(Debug, clap::Subcommand)]
 pub enum Command {

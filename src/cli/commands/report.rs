@@ -2,9 +2,9 @@
 //! `--bundle DIR` the evidence behind it with a SHA256SUMS that `report check` (and
 //! `sha256sum -c`) verifies.
 
-use super::args::{SenderArgs, SourceArgs};
-use super::backend::{self, Invocation};
-use super::error::{CliError, CliResult, ExitKind};
+use crate::cli::args::{SenderArgs, SourceArgs};
+use crate::cli::backend::{self, Invocation};
+use crate::cli::error::{CliError, CliResult, ExitKind};
 use crate::render::output::{Format, print, status};
 use crate::report::{self, Report};
 use crate::store::{Selection, Store};
@@ -34,7 +34,7 @@ pub struct Args {
     #[arg(long, value_name = "TIME")]
     pub until: Option<String>,
     /// Only this channel
-    #[arg(long, value_parser = super::values::channel())]
+    #[arg(long, value_parser = crate::cli::values::channel())]
     pub channel: Option<crate::model::Channel>,
     /// Only notifications whose error message contains TEXT (repeat: any of them)
     #[arg(long, value_name = "TEXT")]
@@ -82,7 +82,7 @@ pub fn run(global: &Invocation, args: Args) -> CliResult {
             "a report needs its window: --since TIME (and --until TIME for one that reads the same twice)",
         ));
     };
-    let window = super::args::window(Some(since), args.until.as_deref())?;
+    let window = crate::cli::args::window(Some(since), args.until.as_deref())?;
     let now = crate::clock::Clock::now(&crate::clock::SystemClock);
     let (since, until) = (window.since.unwrap_or(now), window.until.unwrap_or(now));
     if since >= until {
@@ -263,7 +263,7 @@ fn bundle(store: &dyn Store, asked: &report::Asked, dir: &Path) -> CliResult<Rep
     let audit = serde_json::to_string_pretty(&report.actions)
         .map_err(|err| CliError::error(err.to_string()))?;
     write_all(file("audit.json")?, format!("{audit}\n").as_bytes())?;
-    super::dlq::write_triage_document(store, &asked.selection, file("triage.json")?)?;
+    crate::cli::documents::write_triage(store, &asked.selection, file("triage.json")?)?;
     let reconcile_asked = crate::reconcile::Asked {
         selection: asked.selection.clone(),
         window: crate::store::Window {
@@ -285,7 +285,12 @@ fn bundle(store: &dyn Store, asked: &report::Asked, dir: &Path) -> CliResult<Rep
         asked.until,
         crate::pulse::DEFAULT_QUIET_AFTER,
     )?;
-    super::reconcile::write_document(&reconciliation, store, &recent, file("reconcile.json")?)?;
+    crate::cli::documents::write_reconcile(
+        &reconciliation,
+        store,
+        &recent,
+        file("reconcile.json")?,
+    )?;
     let mut sums = String::new();
     for name in BUNDLE_FILES {
         sums.push_str(&format!("{}  {name}\n", sha256_of(&dir.join(name))?));

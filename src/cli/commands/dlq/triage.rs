@@ -4,6 +4,7 @@
 use crate::cli::args::{AuditArgs, SelectArgs};
 use crate::cli::backend;
 use crate::cli::backend::Invocation;
+use crate::cli::documents::{Tally, write_triage_json};
 use crate::cli::error::CliResult;
 use crate::cli::selection;
 use crate::render::output::{Output, status};
@@ -11,7 +12,6 @@ use crate::render::table::Grid;
 use crate::render::views;
 use crate::store::Triaged;
 use crate::triage::{self, Branch, Verdict};
-use std::collections::BTreeMap;
 use std::io::Write;
 use std::sync::mpsc::Receiver;
 
@@ -51,38 +51,6 @@ pub fn parse_branch(text: &str) -> Result<Branch, String> {
     text.parse()
 }
 
-/// What a run counted, for the lines on stderr.
-#[derive(Default)]
-struct Tally {
-    counts: BTreeMap<Branch, usize>,
-    with_notes: usize,
-    /// Each entry's branch, kept only for --watch.
-    seen: Option<crate::cli::follow::Branches>,
-}
-
-impl Tally {
-    fn watching(watch: bool) -> Self {
-        Tally {
-            seen: watch.then(Default::default),
-            ..Tally::default()
-        }
-    }
-
-    fn add(&mut self, verdict: &Verdict) {
-        if let Some(seen) = self.seen.as_mut() {
-            seen.insert(verdict.id.clone(), verdict.branch);
-        }
-        *self.counts.entry(verdict.branch).or_default() += 1;
-        if !verdict.notes.is_empty() {
-            self.with_notes += 1;
-        }
-    }
-
-    fn total(&self) -> usize {
-        self.counts.values().sum()
-    }
-}
-
 pub fn run(global: &Invocation, args: Args) -> CliResult {
     if global.all_contexts {
         return run_fleet(global, &args);
@@ -111,12 +79,12 @@ pub fn run(global: &Invocation, args: Args) -> CliResult {
         &|t: &Triaged| keep(&t.verdict),
         args.select.limit,
         |arriving| match out.json() {
-            true => write_json(
+            true => write_triage_json(
                 std::io::stdout().lock(),
                 arriving,
                 Tally::watching(args.watch),
                 identity.as_deref(),
-                crate::cli::apply::Excluded::of(&selection).as_ref(),
+                crate::cli::plan::Excluded::of(&selection).as_ref(),
             ),
             false => write_table(
                 arriving,
@@ -167,71 +135,6 @@ fn report(tally: &Tally, place: &str, args: &Args, out: &Output) {
             "VERIFY entries need an out-of-band check first: `unsctl verify` asks the providers' own records.",
         );
     }
-}
-
-/// `dlq triage -o json` of `selection` in `store`, written to `writer`: the document a
-/// report's evidence bundle keeps as triage.json.
-pub fn write_document(
-    store: &dyn crate::store::Store,
-    selection: &crate::store::Selection,
-    writer: impl Write + Send,
-) -> CliResult {
-    let identity = store.identity()?;
-    selection::stream(store, selection, &|_: &Triaged| true, None, |arriving| {
-        write_json(
-            writer,
-            arriving,
-            Tally::default(),
-            identity.as_deref(),
-            None,
-        )
-    })?;
-    Ok(())
-}
-
-/// `{"entries": [...], "summary": {...}, "store": ID}`, written as the verdicts arrive.
-fn write_json(
-    writer: impl Write,
-    arriving: Receiver<Vec<Triaged>>,
-    tally: Tally,
-    identity: Option<&str>,
-    excluded: Option<&crate::cli::apply::Excluded>,
-) -> CliResult<Tally> {
-    let mut writer = std::io::BufWriter::with_capacity(1 << 16, writer);
-    let mut tally = Tally {
-        counts: triage::empty_summary(),
-        ..tally
-    };
-    let mut buffer = Vec::with_capacity(4096);
-    writer.write_all(b"{\n  \"entries\": [")?;
-    for triaged in arriving.into_iter().flatten() {
-        let verdict = triaged.verdict;
-        writer.write_all(if tally.total() == 0 {
-            b"\n    "
-        } else {
-            b",\n    "
-        })?;
-        tally.add(&verdict);
-        crate::render::output::write_indented_entry(&mut writer, &mut buffer, &verdict)?;
-    }
-    writer.write_all(if tally.total() == 0 {
-        b"],\n"
-    } else {
-        b"\n  ],\n"
-    })?;
-    let summary = serde_json::to_string(&tally.counts).map_err(std::io::Error::other)?;
-    writer.write_all(format!("  \"summary\": {summary}").as_bytes())?;
-    if let Some(identity) = identity {
-        let identity = serde_json::to_string(identity).map_err(std::io::Error::other)?;
-        writer.write_all(format!(",\n  \"store\": {identity}").as_bytes())?;
-    }
-    if let Some(excluded) = excluded {
-        let excluded = serde_json::to_string(excluded).map_err(std::io::Error::other)?;
-        writer.write_all(format!(",\n  \"excluded\": {excluded}").as_bytes())?;
-    }
-    writer.write_all(b"\n}\n")?;
-    writer.flush()?;
-    Ok(tally)
 }
 
 /// The triage table, printed a chunk at a time.

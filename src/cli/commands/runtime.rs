@@ -1,10 +1,10 @@
 //! `unsctl runtime serve|submit|worker`: the bundled runtime.
 
-use super::args::init_logging;
-use super::backend::Invocation;
-use super::error::{CliError, CliResult, ExitKind};
-use super::{backend, backend::Backend};
 use crate::api::SubmitRequest;
+use crate::cli::args::init_logging;
+use crate::cli::backend::Invocation;
+use crate::cli::error::{CliError, CliResult, ExitKind};
+use crate::cli::{backend, backend::Backend};
 use crate::clock::{Clock, SystemClock};
 use crate::model::Channel;
 use crate::render::output::{print, print_json, status};
@@ -233,7 +233,7 @@ pub struct ServeArgs {
     pub worker: WorkerTuning,
     /// What `POST .../verify` reads
     #[command(flatten)]
-    pub verify: super::args::SourceArgs,
+    pub verify: crate::cli::args::SourceArgs,
 }
 
 fn db_path(global: &Invocation) -> CliResult<PathBuf> {
@@ -371,7 +371,7 @@ fn stop_on_signal(flag: Arc<AtomicBool>) -> std::io::Result<()> {
 #[derive(Debug, clap::Args)]
 pub struct SubmitArgs {
     /// Channels to send on (repeat, or comma-separated): email, slack, pagerduty
-    #[arg(long = "channel", value_delimiter = ',', required = true, value_parser = super::values::channel())]
+    #[arg(long = "channel", value_delimiter = ',', required = true, value_parser = crate::cli::values::channel())]
     pub channels: Vec<Channel>,
     /// Email address (needed for EMAIL)
     #[arg(long)]

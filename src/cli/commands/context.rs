@@ -1,9 +1,9 @@
 //! `unsctl context list|show|use`: the runtimes of the config file, and which one
 //! commands act on.
 
-use super::backend;
-use super::backend::Invocation;
-use super::error::CliResult;
+use crate::cli::backend;
+use crate::cli::backend::Invocation;
+use crate::cli::error::CliResult;
 use crate::config::{Config, Context, Place};
 use crate::render::output::{Output, View, print, status};
 use crate::render::sanitize::clean;

@@ -1,94 +1,38 @@
-//! `unsctl inspect <ID>`: summary, timeline, and the verdict when the row is in the DLQ.
+//! A notification as unsctl shows it: the API's document with the verdict when it is in
+//! the DLQ, as `inspect` prints it and the live screen's inspect view draws it.
 
-use super::backend;
-use super::backend::Invocation;
-use super::error::CliResult;
 use crate::api::NotificationDoc;
 use crate::model::Notification;
-use crate::render::output::Output;
-use crate::render::output::print;
+use crate::render::output::{Output, print};
 use crate::render::views;
 use crate::triage::{self, Verdict};
 use serde::Serialize;
 
-/// Show one notification: its state, every event, and the triage verdict
-///
-/// Example: unsctl --db uns.db inspect n-0192c3d4e5f6
-/// Example: unsctl inspect n-0192c3d4e5f6 --follow
-#[derive(Debug, clap::Args)]
-#[command(verbatim_doc_comment)]
-pub struct Args {
-    /// The notification id (the DLQ entry id is the same)
-    #[arg(value_parser = super::values::parse_id)]
-    pub id: String,
-    /// Then print its new events as they are written, until it settles (delivered,
-    /// dead-lettered or resolved); JSON: one event per line, then the final document
-    #[arg(long, short = 'f')]
-    pub follow: bool,
-    /// Seconds between looks at the store, with --follow
-    #[arg(long, default_value_t = 1.0, requires = "follow")]
-    pub interval: f64,
-}
-
 /// The API's notification document plus the verdict when in the DLQ.
 #[derive(Debug, Serialize)]
-pub struct InspectView {
+pub struct NotificationView {
     #[serde(flatten)]
     pub doc: NotificationDoc,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub triage: Option<Verdict>,
 }
 
-pub fn view(doc: NotificationDoc) -> InspectView {
+pub fn view(doc: NotificationDoc) -> NotificationView {
     let triage = doc
         .row
         .dead_letter
         .then(|| triage::triage_events(&doc.row, &doc.events));
-    InspectView { doc, triage }
+    NotificationView { doc, triage }
 }
 
-pub fn run(global: &Invocation, args: Args) -> CliResult {
-    let out = global.output();
-    let store = backend::reader(global)?;
-    let id = super::ids::expand_id(store.as_ref(), &args.id)?;
-    let mut doc = store.notification(&id)?;
-    if args.follow {
-        let every = super::follow::interval(args.interval)?;
-        if !out.json() {
-            show(&view(doc.clone()), &out)?;
-        }
-        doc = super::follow::follow_notification(store.as_ref(), doc, every, &out)?;
-        let status = doc.row.status.clone();
-        let view = view(doc);
-        if out.json() {
-            crate::render::output::print_json_line(&view)?;
-        } else {
-            print(&crate::render::output::fit_lines(
-                &settled_block(&view, &out),
-                &out,
-            ))?;
-        }
-        // A script waiting on it learns how it ended: 0 only when it was delivered.
-        if status.known() != Some(crate::model::Status::Delivered) {
-            return Err(super::error::CliError::error(format!(
-                "{} settled {status}, not DELIVERED",
-                crate::render::sanitize::clean(&id)
-            )));
-        }
-        return Ok(());
-    }
-    out.emit(&view(doc))?;
-    Ok(())
-}
-
-impl crate::render::output::View for InspectView {
+impl crate::render::output::View for NotificationView {
     fn show(&self, out: &crate::render::output::Output) -> std::io::Result<()> {
         show(self, out)
     }
 }
 
 /// How a followed notification ended: its status, and the verdict if it is in the DLQ.
-fn settled_block(view: &InspectView, out: &crate::render::output::Output) -> String {
+pub fn settled_block(view: &NotificationView, out: &crate::render::output::Output) -> String {
     let row = &view.doc.row;
     let mut text = vec![
         String::new(),
@@ -105,14 +49,14 @@ fn settled_block(view: &InspectView, out: &crate::render::output::Output) -> Str
     text.join("\n")
 }
 
-fn show(view: &InspectView, out: &crate::render::output::Output) -> std::io::Result<()> {
+pub fn show(view: &NotificationView, out: &crate::render::output::Output) -> std::io::Result<()> {
     print(&text(view, out))?;
     Ok(())
 }
 
 /// What `inspect` prints, fitted to `out`'s width: the summary, the timeline with the
 /// evidence marked, what was verified out of band and the verdict with its next step.
-pub fn text(view: &InspectView, out: &crate::render::output::Output) -> String {
+pub fn text(view: &NotificationView, out: &crate::render::output::Output) -> String {
     let mut text = vec![summary_block(&view.doc.row, out), String::new()];
     let evidence: Vec<i64> = view
         .triage

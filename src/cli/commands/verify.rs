@@ -1,11 +1,11 @@
 //! `unsctl verify`: ask each provider's own record about VERIFY entries, and with
 //! `--record` write the answers down so triage can move them to RESOLVE or REPLAY.
 
-use super::args::{ConfirmArgs, SelectArgs, SourceArgs};
-use super::backend::Invocation;
-use super::error::{CliError, CliResult, ExitKind};
-use super::selection;
-use super::{backend, prompt};
+use crate::cli::args::{ConfirmArgs, SelectArgs, SourceArgs};
+use crate::cli::backend::Invocation;
+use crate::cli::error::{CliError, CliResult, ExitKind};
+use crate::cli::selection;
+use crate::cli::{backend, prompt};
 use crate::remediation::verified::Recorded;
 use crate::render::output::{Output, counted, print, print_document, status};
 use crate::render::table::{Column, Grid, Text, Tone, toned};
@@ -27,14 +27,14 @@ use serde::Serialize;
 #[command(verbatim_doc_comment)]
 pub struct Args {
     /// Entries to verify (default: every VERIFY entry the selection picks)
-    #[arg(value_parser = super::values::parse_id)]
+    #[arg(value_parser = crate::cli::values::parse_id)]
     pub ids: Vec<String>,
     #[command(flatten)]
     pub select: SelectArgs,
     #[command(flatten)]
     pub sources: SourceArgs,
     #[command(flatten)]
-    pub senders: super::args::SenderArgs,
+    pub senders: crate::cli::args::SenderArgs,
     /// Write each answer other than CANNOT_TELL down as a VERIFIED event (a change: a dry
     /// run unless --confirm)
     #[arg(long)]
@@ -87,7 +87,7 @@ pub fn run(global: &Invocation, args: Args) -> CliResult {
         .map(|v| v.id)
         .collect()
     } else {
-        super::ids::expand_ids(store.as_ref(), &args.ids)?
+        crate::cli::ids::expand_ids(store.as_ref(), &args.ids)?
     };
     if ids.is_empty() {
         if out.json() {
@@ -129,8 +129,8 @@ pub fn run(global: &Invocation, args: Args) -> CliResult {
     let failed = recorded
         .iter()
         .flat_map(|r| &r.failed)
-        .map(|(_, err)| super::error::exit_kind(err));
-    match super::error::most_serious(failed) {
+        .map(|(_, err)| crate::cli::error::exit_kind(err));
+    match crate::cli::error::most_serious(failed) {
         Some(kind) => Err(CliError::new(
             kind,
             "not every answer was recorded (see above)",
@@ -270,7 +270,8 @@ fn print_answers(store: &dyn Store, asked: &Asked, out: &Output) -> CliResult {
     let stdout = std::io::stdout();
     let mut to = stdout.lock();
     if !asked.answers.is_empty() {
-        let short = super::ids::short_ids(store, asked.answers.iter().map(|a| a.id.as_str()), out);
+        let short =
+            crate::cli::ids::short_ids(store, asked.answers.iter().map(|a| a.id.as_str()), out);
         let mut grid = Grid::new(COLUMNS, out);
         for answer in &asked.answers {
             let id = short.get(&answer.id).unwrap_or(&answer.id);

@@ -1,7 +1,7 @@
 //! `unsctl tsg list|show`: the troubleshooting guides, embedded in the binary.
 
-use super::backend::Invocation;
-use super::error::{CliError, CliResult, ExitKind};
+use crate::cli::backend::Invocation;
+use crate::cli::error::{CliError, CliResult, ExitKind};
 use crate::render::output::{Output, View, print};
 use crate::render::table::{Column, Text, print_all};
 use crate::tsg;

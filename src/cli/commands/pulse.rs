@@ -1,8 +1,8 @@
 //! `unsctl pulse`: the incident minute by minute (DESIGN §10), and whether it is still
 //! happening, told by the last lease loss and the last reclaim.
 
-use super::backend::{self, Invocation};
-use super::error::{CliError, CliResult};
+use crate::cli::backend::{self, Invocation};
+use crate::cli::error::{CliError, CliResult};
 use crate::pulse::{Pulse, Series, Stillness, Window};
 use crate::render::output::{Output, View, status};
 use crate::render::table::{Column, Text, Tone, toned};
@@ -26,11 +26,11 @@ pub struct Args {
     #[arg(long, value_name = "TIME")]
     pub until: Option<String>,
     /// The length of one step (at most 1,440 steps a pulse)
-    #[arg(long, value_name = "DURATION", default_value = "1m", value_parser = super::values::parse_duration)]
+    #[arg(long, value_name = "DURATION", default_value = "1m", value_parser = crate::cli::values::parse_duration)]
     pub step: f64,
     /// How long after the last lease loss or reclaim the incident is no longer called
     /// still happening
-    #[arg(long, value_name = "DURATION", default_value = "5m", value_parser = super::values::parse_duration)]
+    #[arg(long, value_name = "DURATION", default_value = "5m", value_parser = crate::cli::values::parse_duration)]
     pub quiet_after: f64,
 }
 

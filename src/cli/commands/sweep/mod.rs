@@ -4,8 +4,8 @@
 
 mod operators;
 
-use super::error::{CliError, CliResult};
 use crate::cli::backend::Invocation;
+use crate::cli::error::{CliError, CliResult};
 use crate::lab::sweep;
 use crate::render::output::{print, print_json, status};
 use anyhow::Context;

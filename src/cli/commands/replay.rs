@@ -1,11 +1,11 @@
 //! `unsctl replay`: replay DLQ entries in a new cycle, for the channels not delivered.
 
-use super::act;
-use super::args::{AuditArgs, ConfirmArgs, SelectArgs, WaitArgs};
-use super::backend;
-use super::backend::Invocation;
-use super::error::{CliError, CliResult};
-use super::selection;
+use crate::cli::act;
+use crate::cli::args::{AuditArgs, ConfirmArgs, SelectArgs, WaitArgs};
+use crate::cli::backend;
+use crate::cli::backend::Invocation;
+use crate::cli::error::{CliError, CliResult};
+use crate::cli::selection;
 use crate::model::{Channel, ChannelSet};
 use crate::remediation::{Action, Claim};
 use crate::session::Intent;
@@ -23,7 +23,7 @@ use crate::triage::Branch;
 #[command(verbatim_doc_comment)]
 pub struct Args {
     /// The entries to replay
-    #[arg(required_unless_present = "branch", conflicts_with = "branch", value_parser = super::values::parse_id)]
+    #[arg(required_unless_present = "branch", conflicts_with = "branch", value_parser = crate::cli::values::parse_id)]
     pub ids: Vec<String>,
     /// Every entry of this branch instead of ids (only `replay` is allowed), narrowed by
     /// the selection flags
@@ -32,7 +32,7 @@ pub struct Args {
     #[command(flatten)]
     pub select: SelectArgs,
     /// Only these channels, comma-separated, any case (default: every channel not DELIVERED)
-    #[arg(long, value_delimiter = ',', value_parser = super::values::channel())]
+    #[arg(long, value_delimiter = ',', value_parser = crate::cli::values::channel())]
     pub channels: Vec<Channel>,
     /// Attest that you checked out of band and the uncertain message did not arrive
     #[arg(long, conflicts_with = "verified_delivered")]
@@ -45,7 +45,7 @@ pub struct Args {
     #[command(flatten)]
     pub confirm: ConfirmArgs,
     #[command(flatten)]
-    pub pace: super::args::PaceArgs,
+    pub pace: crate::cli::args::PaceArgs,
     #[command(flatten)]
     pub wait: WaitArgs,
 }
@@ -89,12 +89,12 @@ pub fn run(global: &Invocation, args: Args) -> CliResult {
             crate::session::intent(store.as_ref(), &verdict.id, Action::Replay, &request)
         })
         .collect::<Result<_, _>>()?,
-        None => super::ids::expand_ids(store.as_ref(), &args.ids)?
+        None => crate::cli::ids::expand_ids(store.as_ref(), &args.ids)?
             .iter()
             .map(|id| crate::session::intent(store.as_ref(), id, Action::Replay, &request))
             .collect::<Result<_, _>>()?,
     };
-    super::canary::carry_out(
+    crate::cli::canary::carry_out(
         store.as_ref(),
         intents,
         &args.confirm,

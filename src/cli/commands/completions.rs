@@ -1,6 +1,6 @@
 //! `unsctl completions <shell>`: shell completion scripts.
 
-use super::error::CliResult;
+use crate::cli::error::CliResult;
 use clap::CommandFactory;
 
 /// Print a shell completion script
@@ -14,7 +14,7 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> CliResult {
-    let mut command = super::Cli::command();
+    let mut command = crate::cli::Cli::command();
     // Into a buffer first: clap_complete panics if its own write fails (a closed pipe).
     let mut script = Vec::new();
     clap_complete::generate(args.shell, &mut command, "unsctl", &mut script);

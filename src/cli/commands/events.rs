@@ -1,9 +1,9 @@
 //! `unsctl events`: the runbook's cross-notification query, newest first.
 
-use super::args::SelectArgs;
-use super::backend;
-use super::backend::Invocation;
-use super::error::{CliError, CliResult};
+use crate::cli::args::SelectArgs;
+use crate::cli::backend;
+use crate::cli::backend::Invocation;
+use crate::cli::error::{CliError, CliResult};
 use crate::model::Kind;
 use crate::render::output::{Output, View, status};
 use crate::render::table::{Column, Text, Tone, toned};
@@ -19,7 +19,7 @@ use crate::store::EventQuery;
 #[command(verbatim_doc_comment)]
 pub struct Args {
     /// Event kinds to show, in any case (repeat; default LEASE_LOST and CHANNEL_ATTEMPT_RESULT)
-    #[arg(long = "kind", value_name = "KIND", value_parser = super::values::Listed::new(parse_kind, || Kind::ALL.iter().map(|k| k.as_str()).collect()))]
+    #[arg(long = "kind", value_name = "KIND", value_parser = crate::cli::values::Listed::new(parse_kind, || Kind::ALL.iter().map(|k| k.as_str()).collect()))]
     pub kinds: Vec<Kind>,
     #[command(flatten)]
     pub select: SelectArgs,
@@ -92,8 +92,8 @@ pub fn run(global: &Invocation, args: Args) -> CliResult {
         after: None,
     };
     if args.follow {
-        let every = super::follow::interval(args.interval)?;
-        return super::follow::follow_events(store.as_ref(), query, limit, every, &out);
+        let every = crate::cli::follow::interval(args.interval)?;
+        return crate::cli::follow::follow_events(store.as_ref(), query, limit, every, &out);
     }
     let response = store.events(&query)?;
     let nothing = format!(
@@ -112,7 +112,7 @@ pub fn run(global: &Invocation, args: Args) -> CliResult {
     );
     // Ids as the shortest prefix that names each in the store, so a row fits 80 columns
     // and its id still pastes into any command.
-    let short = super::ids::short_ids(
+    let short = crate::cli::ids::short_ids(
         store.as_ref(),
         response.events.iter().map(|e| e.notification_id.as_str()),
         &out,

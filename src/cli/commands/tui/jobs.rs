@@ -291,12 +291,12 @@ fn read(source: &Source, store: &dyn Store, job: Job) -> Result<Reply, String> {
         }
         Job::Inspect { id, width } => {
             let doc = store.notification(&id).map_err(text)?;
-            let view = crate::cli::inspect::view(doc);
+            let view = crate::cli::notification::view(doc);
             let next_step = view
                 .triage
                 .as_ref()
                 .map(|v| crate::triage::step_command(&v.next_step).to_string());
-            let lines = crate::cli::inspect::text(&view, &Output::plain(width))
+            let lines = crate::cli::notification::text(&view, &Output::plain(width))
                 .lines()
                 .map(str::to_string)
                 .collect();

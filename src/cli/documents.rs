@@ -1,0 +1,260 @@
+//! The JSON and CSV documents the commands write, each written once: triage's plan
+//! (`dlq triage -o json`) and reconcile's (`reconcile -o json`, `-o csv`). The commands
+//! print them, and a report's evidence bundle keeps the same bytes.
+
+use crate::cli::error::CliResult;
+use crate::cli::selection;
+use crate::reconcile::{Class, Recent, Reconciliation, Summary, summary};
+use crate::store::{Store, Triaged, Window};
+use crate::triage::{self, Branch, Verdict};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::sync::mpsc::Receiver;
+
+/// What a triage read so far: entries per branch, and how many carry notes.
+/// What a run counted, for the lines on stderr.
+#[derive(Default)]
+pub struct Tally {
+    pub counts: BTreeMap<Branch, usize>,
+    pub with_notes: usize,
+    /// Each entry's branch, kept only for --watch.
+    pub seen: Option<crate::cli::follow::Branches>,
+}
+
+impl Tally {
+    pub fn watching(watch: bool) -> Self {
+        Tally {
+            seen: watch.then(Default::default),
+            ..Tally::default()
+        }
+    }
+
+    pub fn add(&mut self, verdict: &Verdict) {
+        if let Some(seen) = self.seen.as_mut() {
+            seen.insert(verdict.id.clone(), verdict.branch);
+        }
+        *self.counts.entry(verdict.branch).or_default() += 1;
+        if !verdict.notes.is_empty() {
+            self.with_notes += 1;
+        }
+    }
+
+    pub fn total(&self) -> usize {
+        self.counts.values().sum()
+    }
+}
+
+/// `dlq triage -o json` of `selection` in `store`, written to `writer`: the document a
+/// report's evidence bundle keeps as triage.json.
+pub fn write_triage(
+    store: &dyn crate::store::Store,
+    selection: &crate::store::Selection,
+    writer: impl Write + Send,
+) -> CliResult {
+    let identity = store.identity()?;
+    selection::stream(store, selection, &|_: &Triaged| true, None, |arriving| {
+        write_triage_json(
+            writer,
+            arriving,
+            Tally::default(),
+            identity.as_deref(),
+            None,
+        )
+    })?;
+    Ok(())
+}
+
+/// `{"entries": [...], "summary": {...}, "store": ID}`, written as the verdicts arrive.
+pub fn write_triage_json(
+    writer: impl Write,
+    arriving: Receiver<Vec<Triaged>>,
+    tally: Tally,
+    identity: Option<&str>,
+    excluded: Option<&crate::cli::plan::Excluded>,
+) -> CliResult<Tally> {
+    let mut writer = std::io::BufWriter::with_capacity(1 << 16, writer);
+    let mut tally = Tally {
+        counts: triage::empty_summary(),
+        ..tally
+    };
+    let mut buffer = Vec::with_capacity(4096);
+    writer.write_all(b"{\n  \"entries\": [")?;
+    for triaged in arriving.into_iter().flatten() {
+        let verdict = triaged.verdict;
+        writer.write_all(if tally.total() == 0 {
+            b"\n    "
+        } else {
+            b",\n    "
+        })?;
+        tally.add(&verdict);
+        crate::render::output::write_indented_entry(&mut writer, &mut buffer, &verdict)?;
+    }
+    writer.write_all(if tally.total() == 0 {
+        b"],\n"
+    } else {
+        b"\n  ],\n"
+    })?;
+    let summary = serde_json::to_string(&tally.counts).map_err(std::io::Error::other)?;
+    writer.write_all(format!("  \"summary\": {summary}").as_bytes())?;
+    if let Some(identity) = identity {
+        let identity = serde_json::to_string(identity).map_err(std::io::Error::other)?;
+        writer.write_all(format!(",\n  \"store\": {identity}").as_bytes())?;
+    }
+    if let Some(excluded) = excluded {
+        let excluded = serde_json::to_string(excluded).map_err(std::io::Error::other)?;
+        writer.write_all(format!(",\n  \"excluded\": {excluded}").as_bytes())?;
+    }
+    writer.write_all(b"\n}\n")?;
+    writer.flush()?;
+    Ok(tally)
+}
+
+/// `reconcile -o json` to `writer`: what a report's evidence bundle keeps as
+/// reconcile.json.
+pub fn write_reconcile(
+    reconciliation: &Reconciliation,
+    store: &dyn Store,
+    recent: &Recent,
+    writer: impl Write + Send,
+) -> CliResult {
+    let mut document = Document::start(&reconciliation.window, writer)?;
+    let mut classes = Vec::new();
+    reconciliation.each(store, &mut |item| {
+        classes.push((item.channel, item.class));
+        document.item(&item).map_err(written)
+    })?;
+    document.finish(&summary(&reconciliation.channels(), classes), recent, None)
+}
+
+/// `reconcile -o csv`: one line per notification and channel that needs a person
+/// (DUPLICATED, MISSING), for a mail merge: RFC 4180 quoting, and no cell a spreadsheet
+/// would run as a formula.
+pub fn write_csv(
+    reconciliation: &Reconciliation,
+    store: &dyn Store,
+    writer: impl Write + Send,
+) -> CliResult {
+    let mut writer = std::io::BufWriter::new(writer);
+    writer
+        .write_all(b"channel,recipient,id,class,copies,first_copy_at,last_copy_at,evidence\r\n")?;
+    reconciliation.each(store, &mut |item| {
+        if !matches!(item.class, Class::Duplicated | Class::Missing) {
+            return Ok(());
+        }
+        let copies: Vec<f64> = item
+            .evidence
+            .iter()
+            .filter(|e| e.what == crate::reconcile::What::Copy)
+            .filter_map(|e| e.at)
+            .collect();
+        let time = |at: Option<f64>| at.map(crate::render::time::rfc3339).unwrap_or_default();
+        let evidence: Vec<String> = item
+            .evidence
+            .iter()
+            .map(crate::reconcile::Evidence::described)
+            .collect();
+        let cells = [
+            item.channel.to_string(),
+            item.recipient.clone().unwrap_or_default(),
+            item.id.clone(),
+            item.class.as_str().to_string(),
+            item.copies.to_string(),
+            time(copies.iter().copied().reduce(f64::min)),
+            time(copies.iter().copied().reduce(f64::max)),
+            evidence.join("; "),
+        ];
+        let line: Vec<String> = cells.iter().map(|c| csv_cell(c)).collect();
+        writer
+            .write_all(format!("{}\r\n", line.join(",")).as_bytes())
+            .map_err(written)
+    })?;
+    writer.flush()?;
+    Ok(())
+}
+
+/// One CSV cell: control bytes shown escaped, a leading `=`, `+`, `-`, `@`, tab or
+/// carriage return neutralised with a `'` (OWASP's advice), quoted when it holds a
+/// comma, a quote or a line break, quotes doubled.
+pub fn csv_cell(text: &str) -> String {
+    let clean = crate::render::sanitize::clean(text);
+    let mut cell = clean.into_owned();
+    if cell.starts_with(['=', '+', '-', '@', '\t', '\r']) {
+        cell.insert(0, '\'');
+    }
+    if cell.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", cell.replace('"', "\"\""))
+    } else {
+        cell
+    }
+}
+
+pub fn written(err: std::io::Error) -> crate::store::StoreError {
+    crate::store::StoreError::Other(format!("cannot write the answer: {err}"))
+}
+
+/// The reconcile document, written as it goes: the window, the notifications one at a
+/// time, then the summary, what is recent, and for a fleet the contexts read.
+pub struct Document<W: Write> {
+    writer: std::io::BufWriter<W>,
+    buffer: Vec<u8>,
+    written: usize,
+}
+
+impl<W: Write> Document<W> {
+    pub fn start(window: &Window, writer: W) -> std::io::Result<Self> {
+        let mut writer = std::io::BufWriter::with_capacity(1 << 16, writer);
+        let mut buffer = Vec::with_capacity(4096);
+        let window = indented(window, &mut buffer)?;
+        writer
+            .write_all(format!("{{\n  \"window\": {window},\n  \"notifications\": [").as_bytes())?;
+        Ok(Self {
+            writer,
+            buffer,
+            written: 0,
+        })
+    }
+
+    pub fn item(&mut self, item: &impl Serialize) -> std::io::Result<()> {
+        self.writer.write_all(if self.written == 0 {
+            b"\n    "
+        } else {
+            b",\n    "
+        })?;
+        self.written += 1;
+        crate::render::output::write_indented_entry(&mut self.writer, &mut self.buffer, item)
+    }
+
+    pub fn finish(
+        mut self,
+        summary: &Summary,
+        recent: &impl Serialize,
+        contexts: Option<&[crate::cli::fleet::ContextStatus]>,
+    ) -> CliResult {
+        let writer = &mut self.writer;
+        writer.write_all(if self.written > 0 {
+            b"\n  ],\n"
+        } else {
+            b"],\n"
+        })?;
+        let summary = indented(summary, &mut self.buffer)?;
+        let recent = indented(recent, &mut self.buffer)?;
+        writer
+            .write_all(format!("  \"summary\": {summary},\n  \"recent\": {recent}").as_bytes())?;
+        if let Some(contexts) = contexts {
+            let contexts = indented(&contexts, &mut self.buffer)?;
+            writer.write_all(format!(",\n  \"contexts\": {contexts}").as_bytes())?;
+        }
+        writer.write_all(b"\n}\n")?;
+        writer.flush()?;
+        Ok(())
+    }
+}
+
+/// `value` as pretty JSON with sorted keys, indented to sit one level in.
+pub fn indented<T: Serialize>(value: &T, buffer: &mut Vec<u8>) -> std::io::Result<String> {
+    let value = serde_json::to_value(value).map_err(std::io::Error::other)?;
+    buffer.clear();
+    serde_json::to_writer_pretty(&mut *buffer, &value).map_err(std::io::Error::other)?;
+    Ok(String::from_utf8_lossy(buffer).replace('\n', "\n  "))
+}
