@@ -496,7 +496,7 @@ fn a_store_in_a_read_only_place_is_read_as_a_snapshot() {
     // Root may write anywhere; run as an account that may not, as on a read-only mount.
     let as_user = |args: &[&str]| {
         let mut command = if is_root() {
-            let mut c = Command::new("runuser");
+            let mut c = support::launch("runuser");
             c.args(["-u", "nobody", "--", env!("CARGO_BIN_EXE_unsctl")]);
             c
         } else {
@@ -623,7 +623,7 @@ fn no_command_panics_when_its_output_goes_away() {
             format!("{line} 2>&1 >/dev/null | head -c1 >/dev/null; exit ${{PIPESTATUS[0]}}"),
             format!("{line} | head -c1 >/dev/null; exit ${{PIPESTATUS[0]}}"),
         ] {
-            let out = Command::new("bash")
+            let out = support::launch("bash")
                 .args(["-c", &shell])
                 .stdin(Stdio::null())
                 .output()
@@ -647,7 +647,7 @@ fn usage_errors_reach_a_terminal_escaped_and_clipped() {
         let dir = tempfile::tempdir().expect("dir");
         let captured = dir.path().join("tty");
         // `script` gives the command a pseudo-terminal and keeps every byte it wrote.
-        let out = Command::new("script")
+        let out = support::launch("script")
             .args(["-qe", "-c"])
             .arg(format!(
                 "env -u NO_COLOR {} --db /nonexistent inspect {arg}",

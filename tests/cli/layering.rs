@@ -298,7 +298,10 @@ fn only_the_session_carries_a_change_out() {
     let below = ["store", "remediation", "server", "runtime", "session"];
     for file in files {
         let module = module_of(&src, &file);
-        if module.first().is_some_and(|top| below.contains(&top.as_str())) {
+        if module
+            .first()
+            .is_some_and(|top| below.contains(&top.as_str()))
+        {
             continue;
         }
         let text = std::fs::read_to_string(&file).expect("a source file");
@@ -312,7 +315,83 @@ fn only_the_session_carries_a_change_out() {
     }
     let rooms = Graph::read().rooms();
     let cli = rooms.get("cli").cloned().unwrap_or_default();
-    assert!(cli.contains("session"), "the commands do not use the session");
+    assert!(
+        cli.contains("session"),
+        "the commands do not use the session"
+    );
+}
+
+/// `src/cli/commands/` holds the commands, each a file or a folder; what they share is
+/// the plumbing beside it. No command imports another, and the plumbing imports no
+/// command (only `cli/mod.rs` dispatches to them).
+#[test]
+fn no_command_imports_another_and_the_plumbing_imports_none() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/cli");
+    let commands: Vec<String> = std::fs::read_dir(root.join("commands"))
+        .expect("src/cli/commands")
+        .flatten()
+        .map(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .trim_end_matches(".rs")
+                .to_string()
+        })
+        .filter(|name| name != "mod")
+        .collect();
+    assert!(commands.len() >= 15, "{commands:?}");
+    let mut files = Vec::new();
+    sources(&root, &mut files);
+    for file in files {
+        let relative = file.strip_prefix(&root).expect("under src/cli");
+        let parts: Vec<String> = relative
+            .iter()
+            .map(|p| p.to_string_lossy().trim_end_matches(".rs").to_string())
+            .collect();
+        let own = match parts.as_slice() {
+            [top, ..] if top == "mod" => continue,
+            [commands_dir, own, ..] if commands_dir == "commands" => Some(own.clone()),
+            _ => None,
+        };
+        if own.as_deref() == Some("mod") {
+            continue;
+        }
+        let code = std::fs::read_to_string(&file).expect("a source file");
+        for other in &commands {
+            if own.as_deref() == Some(other.as_str()) {
+                continue;
+            }
+            let path = format!("commands::{other}");
+            assert!(
+                !code.contains(&path),
+                "{} imports the {other} command ({path}): share it through the plumbing",
+                file.display()
+            );
+        }
+    }
+}
+
+/// Every shell, `script`, `tmux` and `runuser` a test starts comes from
+/// `support::launch`, which clears the environment first: no test's child sees the
+/// caller's `UNS_*`, `HOME` or `NO_COLOR`.
+#[test]
+fn every_launch_starts_from_a_cleared_environment() {
+    let tests = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests");
+    let mut files = Vec::new();
+    sources(&tests, &mut files);
+    for file in files {
+        if file.ends_with("support/mod.rs") {
+            continue;
+        }
+        let code = std::fs::read_to_string(&file).expect("a test file");
+        for program in ["tmux", "script", "bash", "sh", "runuser", "env"] {
+            let direct = format!("Command::new(\"{program}\")");
+            assert!(
+                !code.contains(&direct),
+                "{} starts {program} itself: use support::launch(\"{program}\")",
+                file.display()
+            );
+        }
+    }
 }
 
 /// Every file under tests/ is compiled into a harness: a test file no `mod` line names

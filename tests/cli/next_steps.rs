@@ -81,7 +81,7 @@ fn printed_next_steps_run_in_the_runbooks_environment() {
     }
     for (id, step) in &steps {
         // Under a terminal, answering the prompt as an operator would.
-        let mut run = Command::new("script");
+        let mut run = support::launch("script");
         run.args(["-qec", step, "/dev/null"])
             .stdin(Stdio::piped())
             .stdout(Stdio::piped());

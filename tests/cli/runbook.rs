@@ -6,13 +6,12 @@ use crate::support;
 use serde_json::Value;
 use std::collections::BTreeSet;
 use std::path::Path;
-use std::process::Command;
 use unsctl::lab::fakes::Fakes;
 use unsctl::lab::repro::{self, Scenario};
 
 /// Runs a shell snippet with the guide's environment.
 fn sh(script: &str, env: &[(&str, String)]) -> String {
-    let output = Command::new("bash")
+    let output = support::launch("bash")
         .arg("-c")
         .arg(format!("set -euo pipefail\n{script}"))
         .envs(env.iter().map(|(k, v)| (*k, v.as_str())))

@@ -3,7 +3,6 @@
 
 use crate::support;
 use clap::CommandFactory;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 fn unsctl(args: &[&str]) -> std::process::Output {
@@ -115,7 +114,7 @@ fn version_and_completions() {
 
 #[test]
 fn a_closed_pipe_ends_quietly() {
-    let out = Command::new("bash")
+    let out = support::launch("bash")
         .arg("-c")
         .arg(format!(
             "{} tsg show TSG-02 | head -1",
@@ -135,7 +134,7 @@ fn a_closed_pipe_ends_quietly() {
 fn the_runbook_reads_well_in_an_80_column_terminal() {
     let socket = format!("unsctl-tsg-{}", std::process::id());
     let tmux = |args: &[&str]| {
-        Command::new("tmux")
+        support::launch("tmux")
             .args(["-L", &socket])
             .args(args)
             .output()

@@ -21,7 +21,7 @@ fn readme_commands(readme: &str) -> Vec<String> {
 }
 
 fn run(command: &str, dir: &Path, target: &Path) -> (bool, String) {
-    let out = Command::new("bash")
+    let out = crate::support::launch_as_user("bash")
         .arg("-c")
         .arg(command)
         .current_dir(dir)

@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 
 fn chromium() -> String {
     for name in ["chromium", "chromium-browser"] {
-        if Command::new("sh")
+        if support::launch("sh")
             .args(["-c", &format!("command -v {name}")])
             .output()
             .is_ok_and(|o| o.status.success())

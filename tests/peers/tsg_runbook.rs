@@ -6,7 +6,7 @@ use crate::support;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use unsctl::lab::fakes::Fakes;
 use unsctl::lab::repro::{self, Scenario};
 use unsctl::store::sqlite::SqliteStore;
@@ -146,7 +146,7 @@ fn every_shell_block_in_the_runbooks_runs_and_prints_what_it_says() {
             })
             .unwrap_or_default();
         // `script` gives the block a real terminal, so prompts are answered as a person would.
-        let mut child = Command::new("script")
+        let mut child = support::launch("script")
             .args([
                 "-qec",
                 &format!("bash -eo pipefail {}", script.display()),

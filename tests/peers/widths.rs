@@ -124,7 +124,7 @@ fn width(line: &str) -> usize {
 
 /// Runs `command` under a pseudo-terminal `columns` wide; its output as the terminal got it.
 fn in_pty(command: &str, columns: u16, color: &str, config: &str) -> String {
-    let out = Command::new("script")
+    let out = support::launch("script")
         .args(["-qec", &format!("{command} --color {color}"), "/dev/null"])
         .env("COLUMNS", columns.to_string())
         .env("TERM", "xterm-256color")
@@ -254,7 +254,7 @@ fn every_table_fits_80_and_160_columns_with_and_without_colour() {
         .display()
         .to_string();
     for command in &printed {
-        let out = Command::new("bash")
+        let out = support::launch("bash")
             .args(["-c", command])
             .env(
                 "PATH",

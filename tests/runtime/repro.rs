@@ -295,7 +295,7 @@ fn the_demo_runs_on_a_fresh_directory() {
         {
             continue;
         }
-        let run = std::process::Command::new("bash")
+        let run = support::launch("bash")
             .arg("-c")
             .arg(format!("{}; {command}", export.trim()))
             .output()
@@ -409,7 +409,7 @@ fn keep_running_serves_the_api_with_a_printed_key() {
     };
     let (url, key) = (value("UNS_BASE_URL"), value("UNS_API_KEY"));
     assert!(url.starts_with("http://127.0.0.1:"), "{url}");
-    let out: Output = Command::new("bash")
+    let out: Output = support::launch("bash")
         .arg("-c")
         .arg(r#"curl -sS -H "Authorization: Bearer $UNS_API_KEY" "$UNS_BASE_URL/api/v1/dlq" | jq '.entries | length'"#)
         .env("UNS_BASE_URL", &url)

@@ -30,6 +30,37 @@ pub fn unsctl() -> Command {
     command
 }
 
+/// The one way tests start a shell, `script`, `tmux` or `runuser` (which then start the
+/// binary): from the same cleared environment as [`unsctl`], with a terminal type and a
+/// UTF-8 locale, so nothing of the caller's (`UNS_*`, `NO_COLOR`, `HOME`, a config)
+/// reaches what runs inside. A test that wants a variable sets it.
+pub fn launch(program: &str) -> Command {
+    let mut command = Command::new(program);
+    command
+        .env_clear()
+        .env(
+            "PATH",
+            std::env::var_os("PATH").unwrap_or_else(|| "/usr/bin:/bin".into()),
+        )
+        .env("HOME", "/nonexistent/unsctl-test-home")
+        .env("UNSCTL_CONFIG", "/nonexistent/unsctl-test-home/config.toml")
+        .env("LANG", "C.UTF-8")
+        .env("TERM", "xterm-256color");
+    command
+}
+
+/// [`launch`] for a person at their own machine (the README's new user): their `HOME`
+/// and Rust toolchain, and nothing else of the caller's.
+pub fn launch_as_user(program: &str) -> Command {
+    let mut command = launch(program);
+    for name in ["HOME", "CARGO_HOME", "RUSTUP_HOME"] {
+        if let Some(value) = std::env::var_os(name) {
+            command.env(name, value);
+        }
+    }
+    command
+}
+
 /// The filters every snapshot of ours uses: each of `ids` as `[ID1]`, `[ID2]`, ... (then
 /// any other id as `[ID]`), lease tokens as `[TOKEN]`, a plan's store fingerprint as
 /// `[STORE]`.

@@ -1,7 +1,6 @@
 //! A real terminal for the tests: a private tmux server, read back as the operator
 //! would see it.
 
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 pub struct Tmux {
@@ -22,7 +21,7 @@ impl Tmux {
             uuid::Uuid::new_v4().simple()
         );
         let session = "t".to_string();
-        let status = Command::new("tmux")
+        let status = super::launch("tmux")
             .args([
                 "-L",
                 &socket,
@@ -43,7 +42,7 @@ impl Tmux {
     }
 
     pub fn screen(&self) -> String {
-        let output = Command::new("tmux")
+        let output = super::launch("tmux")
             .args([
                 "-L",
                 &self.socket,
@@ -77,7 +76,7 @@ impl Tmux {
 
     /// Lets the program set tmux's paste buffer with OSC 52, as a terminal's clipboard.
     pub fn accept_clipboard(&self) {
-        let status = Command::new("tmux")
+        let status = super::launch("tmux")
             .args([
                 "-L",
                 &self.socket,
@@ -93,7 +92,7 @@ impl Tmux {
 
     /// The newest paste buffer (what OSC 52 put there), if any.
     pub fn clipboard(&self) -> String {
-        let output = Command::new("tmux")
+        let output = super::launch("tmux")
             .args(["-L", &self.socket, "show-buffer"])
             .output()
             .expect("show-buffer");
@@ -101,7 +100,7 @@ impl Tmux {
     }
 
     pub fn keys(&self, keys: &[&str]) {
-        let status = Command::new("tmux")
+        let status = super::launch("tmux")
             .args(["-L", &self.socket, "send-keys", "-t", &self.session])
             .args(keys)
             .status()
@@ -124,7 +123,7 @@ impl Tmux {
 
     /// Whether the terminal shows its cursor (it must, once unsctl has exited).
     pub fn cursor_visible(&self) -> bool {
-        let output = Command::new("tmux")
+        let output = super::launch("tmux")
             .args([
                 "-L",
                 &self.socket,
@@ -158,7 +157,7 @@ impl Tmux {
 
 impl Drop for Tmux {
     fn drop(&mut self) {
-        let _ = Command::new("tmux")
+        let _ = super::launch("tmux")
             .args(["-L", &self.socket, "kill-server"])
             .status();
     }
