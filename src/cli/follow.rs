@@ -463,8 +463,11 @@ fn say_backlog(store: &dyn Store) {
     ));
 }
 
-/// How often a paced wait says where it stands.
-const PROGRESS_EVERY: Duration = Duration::from_secs(10);
+/// How often a paced wait (and a watch) says where it stands: every 10 s, or every ten
+/// looks when `--interval` looks more often than once a second.
+fn progress_every(every: Duration) -> Duration {
+    Duration::from_secs(10).min(every * 10)
+}
 
 /// What a wait found: each replayed notification's settlement (or where it stood when
 /// the wait ended), how many had not settled, and whether Ctrl-C ended it.
@@ -587,7 +590,7 @@ pub fn wait_settled(
             break;
         }
         if let Some(pace) = pace
-            && said.elapsed() >= PROGRESS_EVERY
+            && said.elapsed() >= progress_every(every)
         {
             said = Instant::now();
             say_progress(pace, &done, ids.len());
@@ -732,7 +735,7 @@ pub fn watch_dlq(
     let mut said = Instant::now();
     let mut stillness = say_stillness(store, None);
     while pause(every) {
-        if said.elapsed() >= PROGRESS_EVERY {
+        if said.elapsed() >= progress_every(every) {
             said = Instant::now();
             say_backlog(store);
             stillness = say_stillness(store, stillness);
@@ -809,6 +812,23 @@ fn change_line(change: &Change, out: &Output) -> String {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn progress_is_said_every_10_s_or_every_ten_looks_if_sooner() {
+        assert_eq!(
+            progress_every(Duration::from_secs(1)),
+            Duration::from_secs(10)
+        );
+        assert_eq!(
+            progress_every(Duration::from_secs(5)),
+            Duration::from_secs(10)
+        );
+        assert_eq!(
+            progress_every(Duration::from_millis(200)),
+            Duration::from_secs(2)
+        );
+    }
+
     use super::*;
     use crate::model::{Notification, payload_from_value};
 

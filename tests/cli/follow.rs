@@ -78,15 +78,8 @@ impl Streaming {
 
     /// Waits for a line on stderr (the status lines).
     fn expect_stderr(&self, text: &str) {
-        let start = Instant::now();
-        while !self.stderr_text().contains(text) {
-            assert!(
-                start.elapsed() < WAIT,
-                "stderr never said {text:?}: {}",
-                self.stderr_text()
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        let said = support::wait_for(WAIT, || self.stderr_text().contains(text));
+        assert!(said, "stderr never said {text:?}: {}", self.stderr_text());
     }
 
     fn interrupt(&mut self) -> (Option<i32>, String) {
@@ -100,17 +93,14 @@ impl Streaming {
     }
 
     fn finish(&mut self) -> (Option<i32>, String) {
-        let start = Instant::now();
-        let status = loop {
-            if let Some(status) = self.child.try_wait().expect("wait") {
-                break status;
-            }
-            assert!(
-                start.elapsed() < WAIT,
-                "did not end: {}",
-                self.stderr_text()
-            );
-            std::thread::sleep(Duration::from_millis(20));
+        let mut ended = None;
+        let child = &mut self.child;
+        support::wait_for(WAIT, || {
+            ended = child.try_wait().expect("wait");
+            ended.is_some()
+        });
+        let Some(status) = ended else {
+            panic!("did not end: {}", self.stderr_text());
         };
         while let Ok(line) = self.lines.recv_timeout(Duration::from_millis(200)) {
             self.seen.push(line);
@@ -193,20 +183,14 @@ fn inspect_follow_runs_until_the_notification_settles() {
         // The provider holds the message until released: the follow starts mid-flight.
         runtime.fakes.control.set_default(Behavior::Hold);
         let id = runtime.submit("slow one");
-        let start = Instant::now();
-        while runtime
-            .fakes
-            .control
-            .ledger()
-            .iter()
-            .all(|a| a.notification_id.as_deref() != Some(&id))
-        {
-            assert!(
-                start.elapsed() < WAIT,
-                "the worker never called the provider"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        support::wait_until("the worker to call the provider", WAIT, || {
+            runtime
+                .fakes
+                .control
+                .ledger()
+                .iter()
+                .any(|a| a.notification_id.as_deref() == Some(&id))
+        });
         let mut follow = Streaming::spawn(
             runtime.unsctl(
                 &backend,
@@ -604,7 +588,7 @@ fn a_paced_replay_is_followed_against_its_pace_by_wait_and_by_the_watch() {
                 "--branch",
                 "replay",
                 "--spread",
-                "18s",
+                "6s",
                 "--confirm",
                 "--yes",
                 "--reason",
@@ -616,8 +600,9 @@ fn a_paced_replay_is_followed_against_its_pace_by_wait_and_by_the_watch() {
         ),
         scratch.path(),
     );
-    replay.expect_stderr("paced at evenly over 18");
-    // Every 10 s, where it stands against the pace; the last due still ahead.
+    replay.expect_stderr("paced at evenly over 6");
+    // Every ten looks (--interval 0.2: 2 s), where it stands against the pace; the last
+    // due still ahead.
     replay.expect_stderr("settled (");
     assert!(
         replay.stderr_text().contains("the last is due in"),

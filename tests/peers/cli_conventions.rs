@@ -3,7 +3,7 @@
 
 use crate::support;
 use clap::CommandFactory;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 fn unsctl(args: &[&str]) -> std::process::Output {
     support::unsctl().args(args).output().expect("unsctl")
@@ -159,15 +159,12 @@ fn the_runbook_reads_well_in_an_80_column_terminal() {
         .status
         .success()
     );
-    let start = Instant::now();
-    let screen = loop {
-        let screen =
+    let mut screen = String::new();
+    support::wait_for(Duration::from_secs(10), || {
+        screen =
             String::from_utf8_lossy(&tmux(&["capture-pane", "-p", "-t", "t"]).stdout).into_owned();
-        if screen.contains("How it happens") || start.elapsed() > Duration::from_secs(10) {
-            break screen;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
+        screen.contains("How it happens")
+    });
     let _ = tmux(&["kill-server"]);
     assert!(screen.starts_with("TSG-02: Lost worker leases"), "{screen}");
     assert!(

@@ -4,7 +4,7 @@
 use crate::support;
 
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use unsctl::lab::fakes::{Behavior, Fakes};
 use unsctl::runtime::schema::{self, OpenMode};
 
@@ -129,15 +129,12 @@ fn serve_delivers_submissions_and_stops_gracefully_on_sigterm() {
     assert!(String::from_utf8_lossy(&bad.stderr).contains("EMAIL, SLACK and PAGERDUTY"));
 
     // Stop while the slow email is in flight.
-    let start = Instant::now();
-    while fakes
-        .control
-        .accepted_count(unsctl::model::Channel::Email, &slow_id)
-        == 0
-        && start.elapsed() < Duration::from_secs(10)
-    {
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    support::wait_for(Duration::from_secs(10), || {
+        fakes
+            .control
+            .accepted_count(unsctl::model::Channel::Email, &slow_id)
+            > 0
+    });
     Command::new("kill")
         .args(["-TERM", &server.id().to_string()])
         .status()
@@ -394,22 +391,19 @@ fn planted_secrets_reach_no_store_output_or_log() {
         .trim()
         .to_string();
     // Every channel fails: refused connections for EMAIL and SLACK, a 400 for PAGERDUTY.
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
+    let mut status = String::new();
+    let dead = support::wait_for(Duration::from_secs(20), || {
         let conn = schema::open(&db, OpenMode::ReadOnly).expect("store");
-        let status: String = conn
+        status = conn
             .query_row(
                 "SELECT status FROM uns_notifications WHERE id = ?1",
                 [&id],
                 |r| r.get(0),
             )
             .expect("row");
-        if status == "DEAD" {
-            break;
-        }
-        assert!(Instant::now() < deadline, "never dead-lettered: {status}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+        status == "DEAD"
+    });
+    assert!(dead, "never dead-lettered: {status}");
     let mut seen: Vec<(String, String)> = Vec::new();
     for name in ["uns.db", "uns.db-wal"] {
         let bytes = std::fs::read(dir.path().join(name)).unwrap_or_default();
