@@ -1,7 +1,9 @@
 //! Values as typed on the command line, parsed into types before any command runs.
 
 use crate::model::NotificationId;
+use crate::runtime::adapters::email::StartTls;
 use crate::session::pace::{self, Pace, Rate};
+use crate::triage::Branch;
 use crate::verify::relay_log::Zone;
 
 /// An id argument, by the one id rule (`NotificationId`).
@@ -152,6 +154,22 @@ pub fn parse_rate(text: &str) -> Result<Rate, String> {
 /// `--spread`: a duration of the one grammar (`90s`, `30m`, `2h`, `2d`), at most a week.
 pub fn parse_spread(text: &str) -> Result<Pace, String> {
     pace::spread(parse_duration(text)?).map_err(|why| format!("{:?}: {why}", text.trim()))
+}
+
+pub fn parse_starttls(text: &str) -> Result<StartTls, String> {
+    match text.to_ascii_lowercase().as_str() {
+        "never" | "off" => Ok(StartTls::Never),
+        "opportunistic" | "auto" => Ok(StartTls::Opportunistic),
+        "required" | "on" => Ok(StartTls::Required),
+        _ => Err(format!(
+            "{text:?}: expected never, opportunistic or required"
+        )),
+    }
+}
+
+/// `--branch`: resolve, verify or replay, any case.
+pub fn parse_branch(text: &str) -> Result<Branch, String> {
+    text.parse()
 }
 
 #[cfg(test)]

@@ -394,6 +394,35 @@ fn every_launch_starts_from_a_cleared_environment() {
     }
 }
 
+/// Every clap value parser is one of `cli/values.rs`'s (or clap's own): one place to
+/// read how each flag's text becomes a value.
+#[test]
+fn every_value_parser_sits_in_values() {
+    let cli = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/cli");
+    let mut files = Vec::new();
+    sources(&cli, &mut files);
+    for file in files {
+        let code = std::fs::read_to_string(&file).expect("a source file");
+        for (at, _) in code.match_indices("value_parser = ") {
+            let parser: String = code[at + "value_parser = ".len()..]
+                .chars()
+                .take_while(|c| c.is_alphanumeric() || matches!(c, '_' | ':'))
+                .collect();
+            // A list of words is clap's own possible-values parser.
+            let listed = code[at + "value_parser = ".len()..].starts_with('[');
+            assert!(
+                listed
+                    || parser.starts_with("clap::")
+                    || parser.starts_with("values::")
+                    || parser.starts_with("crate::cli::values::")
+                    || parser.starts_with("super::values::"),
+                "{}: value_parser = {parser}: put it in src/cli/values.rs",
+                file.display()
+            );
+        }
+    }
+}
+
 /// Every file under tests/ is compiled into a harness: a test file no `mod` line names
 /// would never run, and nothing else would say so.
 #[test]

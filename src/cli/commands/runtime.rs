@@ -40,7 +40,7 @@ pub struct ProviderArgs {
     #[arg(long, env = "UNS_SMTP_FROM", default_value = "uns@uns.local")]
     pub smtp_from: String,
     /// STARTTLS: never, opportunistic or required
-    #[arg(long, env = "UNS_SMTP_STARTTLS", default_value = "never", value_parser = parse_starttls)]
+    #[arg(long, env = "UNS_SMTP_STARTTLS", default_value = "never", value_parser = crate::cli::values::parse_starttls)]
     pub smtp_starttls: StartTls,
     /// Trust this CA (PEM) for STARTTLS instead of the public roots
     #[arg(long, env = "UNS_SMTP_CA_FILE", value_name = "PATH")]
@@ -61,17 +61,6 @@ pub struct ProviderArgs {
     /// PagerDuty routing key (enables PAGERDUTY)
     #[arg(long, env = "UNS_PAGERDUTY_ROUTING_KEY", hide_env_values = true)]
     pub pagerduty_routing_key: Option<String>,
-}
-
-fn parse_starttls(text: &str) -> Result<StartTls, String> {
-    match text.to_ascii_lowercase().as_str() {
-        "never" | "off" => Ok(StartTls::Never),
-        "opportunistic" | "auto" => Ok(StartTls::Opportunistic),
-        "required" | "on" => Ok(StartTls::Required),
-        _ => Err(format!(
-            "{text:?}: expected never, opportunistic or required"
-        )),
-    }
 }
 
 /// How the worker runs.

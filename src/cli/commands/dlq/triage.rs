@@ -26,7 +26,7 @@ use std::sync::mpsc::Receiver;
 #[command(verbatim_doc_comment)]
 pub struct Args {
     /// Only entries of this branch
-    #[arg(long, value_parser = crate::cli::values::Listed::new(parse_branch, || vec!["resolve", "verify", "replay"]))]
+    #[arg(long, value_parser = crate::cli::values::Listed::new(crate::cli::values::parse_branch, || vec!["resolve", "verify", "replay"]))]
     pub branch: Option<Branch>,
     #[command(flatten)]
     pub select: SelectArgs,
@@ -45,10 +45,6 @@ pub struct Args {
     /// Where `verify` looks, in the interactive walk
     #[command(flatten, next_help_heading = "Verify in the walk (with --interactive)")]
     pub verify: crate::cli::args::SourceArgs,
-}
-
-pub fn parse_branch(text: &str) -> Result<Branch, String> {
-    text.parse()
 }
 
 pub fn run(global: &Invocation, args: Args) -> CliResult {
