@@ -15,7 +15,7 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use unsctl::cli::backend::{Backend, Resolution, Source as Named};
-use unsctl::cli::commands::tui::app::{App, Config, ViewKind};
+use unsctl::cli::commands::tui::app::{App, Started, ViewKind};
 use unsctl::cli::commands::tui::jobs::{self, Job, Source};
 
 struct Screen {
@@ -80,7 +80,7 @@ fn main() -> anyhow::Result<()> {
     let started = Instant::now();
     let (place, readonly, open) = unsctl::cli::commands::tui::opener(resolution, true)?;
     let mut screen = Screen {
-        app: App::new(Config {
+        app: App::new(Started {
             place,
             operator: "bench".into(),
             readonly,

@@ -55,7 +55,7 @@ impl Secrets {
     }
 
     /// `text` with every secret hidden and every URL cut to its origin.
-    pub fn clean(&self, text: &str) -> String {
+    pub fn redact(&self, text: &str) -> String {
         let mut out = text.to_string();
         for value in &self.values {
             if out.contains(value.as_str()) {
@@ -125,7 +125,7 @@ mod tests {
         secrets.add("R0UTINGKEY123");
         let text = "error sending request for url (https://hooks.slack.com/services/T0/B0/XyZsecretPart): \
                     connection refused; body echoed /services/T0/B0/XyZsecretPart and R0UTINGKEY123";
-        let clean = secrets.clean(text);
+        let clean = secrets.redact(text);
         assert!(!clean.contains("XyZsecretPart"), "{clean}");
         assert!(!clean.contains("R0UTINGKEY123"), "{clean}");
         assert!(clean.contains("connection refused"), "{clean}");
@@ -154,6 +154,6 @@ mod tests {
     fn short_values_are_not_secrets() {
         let mut secrets = Secrets::new();
         secrets.add("a").add("");
-        assert_eq!(secrets.clean("a cat"), "a cat");
+        assert_eq!(secrets.redact("a cat"), "a cat");
     }
 }

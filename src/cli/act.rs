@@ -168,12 +168,12 @@ impl Target {
 
 /// The terminal's confirmation: it asks on a terminal, and refuses without one unless
 /// `--yes`.
-pub struct Terminal<'a> {
+pub struct Prompt<'a> {
     pub store: &'a dyn Store,
     pub confirm: &'a ConfirmArgs,
 }
 
-impl Confirm for Terminal<'_> {
+impl Confirm for Prompt<'_> {
     type Error = CliError;
 
     fn confirm(&mut self, preview: &Preview<'_>) -> CliResult<bool> {
@@ -182,7 +182,7 @@ impl Confirm for Terminal<'_> {
 }
 
 fn confirmed(store: &dyn Store, preview: &Preview<'_>, confirm: &ConfirmArgs) -> CliResult<bool> {
-    let (intents, verb, receivers) = (preview.approved, preview.verb, preview.receivers);
+    let (intents, verb) = (preview.approved, preview.verb);
     let count = intents.len();
     let entries = if count == 1 { "entry" } else { "entries" };
     if confirm.yes {
@@ -196,6 +196,21 @@ fn confirmed(store: &dyn Store, preview: &Preview<'_>, confirm: &ConfirmArgs) ->
         .hint("pass --yes to confirm from automation"));
     }
     let target = Target::of(store, &intents[0].request)?;
+    let clean = crate::render::sanitize::clean;
+    let listed = labels(intents);
+    let context = context_lines(preview);
+    let question = format!(
+        "{} {count} {entries} in {} as {}?",
+        capitalized(verb),
+        clean(&target.place),
+        clean(&target.operator),
+    );
+    Ok(prompt::confirm_listed(&context, &question, &listed, count)?)
+}
+
+/// Each approved entry as the prompt lists it (the first ten): its id, its channels, and
+/// in colour the guardrails a forced action overrides.
+fn labels(intents: &[&Intent]) -> Vec<String> {
     let clean = crate::render::sanitize::clean;
     // What is unusual is said where the answer is given: a forced action in colour with
     // the guardrail it overrides, and the attestation it rests on.
@@ -220,7 +235,7 @@ fn confirmed(store: &dyn Store, preview: &Preview<'_>, confirm: &ConfirmArgs) ->
             )
         })
     };
-    let listed: Vec<String> = intents
+    intents
         .iter()
         .take(10)
         .map(|intent| match &intent.preview {
@@ -238,7 +253,14 @@ fn confirmed(store: &dyn Store, preview: &Preview<'_>, confirm: &ConfirmArgs) ->
             }
             _ => clean(&intent.id).into_owned(),
         })
-        .collect();
+        .collect()
+}
+
+/// What the prompt says above its question: the attestation acted on, the pace, what
+/// each receiver does with a copy, and how many override a guardrail.
+fn context_lines(preview: &Preview<'_>) -> Vec<String> {
+    let (intents, receivers) = (preview.approved, preview.receivers);
+    let clean = crate::render::sanitize::clean;
     let mut context = Vec::new();
     if let Some(attestation) = intents[0].request.attestation.as_deref() {
         let reason = intents[0]
@@ -277,13 +299,7 @@ fn confirmed(store: &dyn Store, preview: &Preview<'_>, confirm: &ConfirmArgs) ->
             console::style("FORCED").red().bold().for_stderr()
         ));
     }
-    let question = format!(
-        "{} {count} {entries} in {} as {}?",
-        capitalized(verb),
-        clean(&target.place),
-        clean(&target.operator),
-    );
-    Ok(prompt::confirm_listed(&context, &question, &listed, count)?)
+    context
 }
 
 /// `verb` with its first letter in capitals: the start of a question.
@@ -422,7 +438,7 @@ pub fn present(
         approved: &actionable,
         receivers: &told,
     };
-    if !(Terminal { store, confirm }).confirm(&preview)? {
+    if !(Prompt { store, confirm }).confirm(&preview)? {
         status("Declined: nothing was changed.");
         return Ok(Go::Stop(Ok(())));
     }

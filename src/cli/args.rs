@@ -276,14 +276,12 @@ impl SourceArgs {
             ),
             smtp_from: env_value("UNS_SMTP_FROM").into_iter().collect(),
             max_log_gap: self.max_log_gap,
-            pagerduty: env_value("UNS_PAGERDUTY_API_TOKEN").map(|token| {
-                verify::pagerduty::Config {
-                    api_url: self.pagerduty_api_url.clone(),
-                    token,
-                }
+            pagerduty: env_value("UNS_PAGERDUTY_API_TOKEN").map(|token| verify::pagerduty::Api {
+                api_url: self.pagerduty_api_url.clone(),
+                token,
             }),
             slack: match (env_value("UNS_SLACK_BOT_TOKEN"), &self.slack_channel) {
-                (Some(token), Some(channel)) => Some(verify::slack::Config {
+                (Some(token), Some(channel)) => Some(verify::slack::Api {
                     api_url: self.slack_api_url.clone(),
                     token,
                     channel: channel.clone(),

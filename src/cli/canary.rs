@@ -85,6 +85,33 @@ pub fn pick(intents: &[Intent], n: usize) -> Vec<usize> {
     picked
 }
 
+/// Each canary not delivered, in a line: its id, its cause, and what became of it.
+fn not_delivered(canary: &[Intent], first: &[Outcome], waited: &follow::Waited) -> Vec<String> {
+    canary
+        .iter()
+        .zip(first)
+        .filter_map(|(intent, outcome)| {
+            let settled = waited.done.iter().find(|s| s.id == intent.id);
+            let why = match (outcome, settled) {
+                (Outcome::Done { .. }, Some(s)) if s.delivered => return None,
+                (Outcome::Done { .. }, Some(s)) if !s.settled => {
+                    format!("still {}", views::shown(&s.status))
+                }
+                (Outcome::Done { .. }, Some(s)) => match &s.error_message {
+                    Some(error) => format!("{}: {}", views::shown(&s.status), views::said(error)),
+                    None => views::shown(&s.status),
+                },
+                (outcome, _) => outcome.label(intent.action),
+            };
+            Some(format!(
+                "{} ({}): {why}",
+                views::shown(&intent.id),
+                views::shown(&cause(intent))
+            ))
+        })
+        .collect()
+}
+
 /// Carries out `intents` (replays, with `apply` resolves too) the way the flags say:
 /// at `pace`, waited on with `--wait`, and behind a canary with `--canary`.
 pub fn carry_out(
@@ -125,30 +152,7 @@ pub fn carry_out(
         ));
         return Err(crate::cli::prompt::interrupted_quietly());
     }
-    let failed: Vec<String> = plan
-        .canary
-        .iter()
-        .zip(&first)
-        .filter_map(|(intent, outcome)| {
-            let settled = waited.done.iter().find(|s| s.id == intent.id);
-            let why = match (outcome, settled) {
-                (Outcome::Done { .. }, Some(s)) if s.delivered => return None,
-                (Outcome::Done { .. }, Some(s)) if !s.settled => {
-                    format!("still {}", views::shown(&s.status))
-                }
-                (Outcome::Done { .. }, Some(s)) => match &s.error_message {
-                    Some(error) => format!("{}: {}", views::shown(&s.status), views::said(error)),
-                    None => views::shown(&s.status),
-                },
-                (outcome, _) => outcome.label(intent.action),
-            };
-            Some(format!(
-                "{} ({}): {why}",
-                views::shown(&intent.id),
-                views::shown(&cause(intent))
-            ))
-        })
-        .collect();
+    let failed = not_delivered(&plan.canary, &first, &waited);
     if !failed.is_empty() {
         return stop_after_canary(store, &plan, first, &failed, &waited, out);
     }

@@ -166,7 +166,7 @@ pub fn in_context(command: &str, context: &str) -> String {
 
 /// Writes a JSON document of tagged entries and per-context statuses, one entry at a
 /// time (a fleet holds hundreds of thousands), in the layout of the one-context output.
-pub fn print_document<T: Serialize>(
+pub fn print_contexts_document<T: Serialize>(
     entries: &[(String, T)],
     extra: Option<(&str, serde_json::Value)>,
     contexts: Vec<ContextStatus>,

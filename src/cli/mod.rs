@@ -9,13 +9,13 @@ pub mod documents;
 pub mod error;
 pub mod fleet;
 pub mod follow;
+pub mod guided;
 pub mod ids;
 pub mod notification;
 pub mod plan;
 pub mod prompt;
 pub mod selection;
 pub mod values;
-pub mod walk;
 
 use args::GlobalArgs;
 use clap::{Parser, Subcommand};

@@ -378,8 +378,7 @@ mod tests {
     /// fields, under the same names, with the same values.
     #[test]
     fn reads_what_the_writers_write() {
-        use crate::model::payload::{self, Claim, LeaseKeys};
-        use crate::model::{Channel, ChannelSet};
+        use crate::model::payload::{self, LeaseKeys};
         let lease = LeaseKeys {
             attempt: Some(2),
             cycle: Some(3),
@@ -409,7 +408,12 @@ mod tests {
         let metadata = fields.metadata.expect("metadata");
         assert_eq!(metadata.provider_outcome.as_deref(), Some("UNKNOWN"));
         assert_eq!(metadata.idempotency_key.as_deref(), Some("k"));
+    }
 
+    /// A replay's audit and new cycle, as the engine writes them.
+    #[test]
+    fn reads_a_replay_as_the_writers_write_it() {
+        use crate::model::payload::{self, Claim};
         let audit = payload::Audit {
             via: None,
             operator: "alice".into(),
@@ -443,7 +447,19 @@ mod tests {
             .map(|c| c.as_ref())
             .collect();
         assert_eq!(names, ["SLACK", "EMAIL"]);
+    }
 
+    /// A verification, and the sorted keys every writer's text has.
+    #[test]
+    fn reads_a_verification_as_the_writers_write_it() {
+        use crate::model::payload::{self, Claim, LeaseKeys};
+        use crate::model::{Channel, ChannelSet};
+        let lease = LeaseKeys {
+            attempt: Some(2),
+            cycle: Some(3),
+            cycle_attempt: Some(1),
+            lease_token: Some("t-1".into()),
+        };
         let verified = payload::to_text(&payload::Verified {
             via: None,
             channel: Channel::Slack,

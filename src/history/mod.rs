@@ -310,7 +310,7 @@ impl History {
     /// The attempt's outcome once recorded verifications are applied: a NOT_DELIVERED
     /// answer settles an UNKNOWN outcome as REJECTED (with the event that did), and never
     /// overrides an acceptance.
-    pub fn settled(&self, attempt: &Attempt) -> (Recorded, Option<i64>) {
+    pub fn outcome_of(&self, attempt: &Attempt) -> (Recorded, Option<i64>) {
         let recorded = attempt.recorded();
         if recorded != Recorded::Unknown {
             return (recorded, None);

@@ -235,7 +235,7 @@ fn a_verified_record_settles_only_the_unknown_attempts_it_names() {
         verified(vec![1, 3], Claim::NotDelivered),
     ]);
     let attempts = history.attempts(Channel::Email);
-    let settled: Vec<_> = attempts.iter().map(|a| history.settled(a)).collect();
+    let settled: Vec<_> = attempts.iter().map(|a| history.outcome_of(a)).collect();
     assert_eq!(
         settled,
         [

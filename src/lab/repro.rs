@@ -183,11 +183,11 @@ pub fn fake_sources(fakes: &Fakes, skew: f64) -> crate::verify::Sources {
         syslog_names: crate::verify::relay_log::SyslogNames::default(),
         smtp_from: Vec::new(),
         max_log_gap: crate::verify::DEFAULT_MAX_LOG_GAP,
-        pagerduty: Some(crate::verify::pagerduty::Config {
+        pagerduty: Some(crate::verify::pagerduty::Api {
             api_url: fakes.pagerduty_api_url(),
             token: PAGERDUTY_TOKEN.into(),
         }),
-        slack: Some(crate::verify::slack::Config {
+        slack: Some(crate::verify::slack::Api {
             api_url: fakes.slack_api_url(),
             token: SLACK_TOKEN.into(),
             channel: SLACK_CHANNEL.into(),

@@ -267,13 +267,9 @@ impl Sweep {
             .map(|_| ())
     }
 
-    /// Asks the fakes' records about every VERIFY entry (as `unsctl verify` does), checks
-    /// each answer against the ledger, records the answers, and judges again.
-    pub fn verify(&self, before: &Counts) -> Result<Verification, ReproError> {
-        self.wait_for_windows()?;
-        let skew = VERIFY_SKEW;
-        let ids: Vec<String> = self
-            .ids
+    /// The dead letters triage calls VERIFY.
+    fn in_verify(&self) -> Vec<String> {
+        self.ids
             .iter()
             .filter(|id| {
                 sqlite::notification_doc(&self.conn, id)
@@ -284,7 +280,15 @@ impl Sweep {
                     .unwrap_or(false)
             })
             .cloned()
-            .collect();
+            .collect()
+    }
+
+    /// Asks the fakes' records about every VERIFY entry (as `unsctl verify` does), checks
+    /// each answer against the ledger, records the answers, and judges again.
+    pub fn verify(&self, before: &Counts) -> Result<Verification, ReproError> {
+        self.wait_for_windows()?;
+        let skew = VERIFY_SKEW;
+        let ids = self.in_verify();
         let sources = repro::fake_sources(&self.fakes, skew);
         let asked = crate::verify::ask(&self.conn, &ids, &sources, SystemClock.now())
             .map_err(crate::store::StoreError::from)?;
@@ -626,54 +630,66 @@ fn judge(
             }
         }
         let verdict = triage::triage_events(&doc.row, &doc.events);
-        let truth: Vec<(Channel, bool)> = verdict
-            .channels
-            .iter()
-            .map(|c| c.channel)
-            .map(|c| (c, accepted(c) > 0))
-            .collect();
-        match verdict.branch {
-            Branch::Resolve => {
-                counts.resolve += 1;
-                if truth.iter().any(|(_, ok)| !ok) {
-                    counts.unsafe_resolve += 1;
-                    counts.failures.push(format!(
-                        "{id}: RESOLVE but not every provider accepted {truth:?} [{}]",
-                        schedule.describe()
-                    ));
-                }
-            }
-            Branch::Replay => {
-                counts.replay += 1;
-                let replayed_but_accepted = verdict
-                    .channels
-                    .iter()
-                    .filter(|c| c.state != ChannelState::Delivered)
-                    .map(|c| c.channel)
-                    .any(|c| accepted(c) > 0);
-                if replayed_but_accepted {
-                    counts.unsafe_replay += 1;
-                    counts.failures.push(format!(
-                        "{id}: REPLAY of a channel the provider accepted {truth:?} [{}]",
-                        schedule.describe()
-                    ));
-                }
-            }
-            Branch::Verify => {
-                counts.verify += 1;
-                let n = truth.iter().filter(|(_, ok)| *ok).count();
-                if n == truth.len() {
-                    counts.verify_all_accepted += 1;
-                } else if n == 0 {
-                    counts.verify_none_accepted += 1;
-                } else {
-                    counts.verify_some_accepted += 1;
-                }
-            }
-        }
+        judge_dead(&mut counts, id, &verdict, &accepted, schedule);
     }
     counts.failures.truncate(20);
     Ok(counts)
+}
+
+/// A dead letter's verdict held to what the providers really took: an unsafe RESOLVE or
+/// REPLAY is a failure; VERIFY counted by how many channels were taken.
+fn judge_dead(
+    counts: &mut Counts,
+    id: &str,
+    verdict: &triage::Verdict,
+    accepted: &dyn Fn(Channel) -> usize,
+    schedule: &Schedule,
+) {
+    let truth: Vec<(Channel, bool)> = verdict
+        .channels
+        .iter()
+        .map(|c| c.channel)
+        .map(|c| (c, accepted(c) > 0))
+        .collect();
+    match verdict.branch {
+        Branch::Resolve => {
+            counts.resolve += 1;
+            if truth.iter().any(|(_, ok)| !ok) {
+                counts.unsafe_resolve += 1;
+                counts.failures.push(format!(
+                    "{id}: RESOLVE but not every provider accepted {truth:?} [{}]",
+                    schedule.describe()
+                ));
+            }
+        }
+        Branch::Replay => {
+            counts.replay += 1;
+            let replayed_but_accepted = verdict
+                .channels
+                .iter()
+                .filter(|c| c.state != ChannelState::Delivered)
+                .map(|c| c.channel)
+                .any(|c| accepted(c) > 0);
+            if replayed_but_accepted {
+                counts.unsafe_replay += 1;
+                counts.failures.push(format!(
+                    "{id}: REPLAY of a channel the provider accepted {truth:?} [{}]",
+                    schedule.describe()
+                ));
+            }
+        }
+        Branch::Verify => {
+            counts.verify += 1;
+            let n = truth.iter().filter(|(_, ok)| *ok).count();
+            if n == truth.len() {
+                counts.verify_all_accepted += 1;
+            } else if n == 0 {
+                counts.verify_none_accepted += 1;
+            } else {
+                counts.verify_some_accepted += 1;
+            }
+        }
+    }
 }
 
 /// The Slack answers the ledger contradicts, by (id, cycle, attempt): per cycle, more

@@ -217,7 +217,7 @@ fn classify(history: &History, channel: Channel, count: Count, records: &Records
             Class::Unsettled
         }
         0 => {
-            evidence.push(settled(history, channel));
+            evidence.push(nothing_will_send(history, channel));
             Class::Missing
         }
         1 if unknown > 0 => Class::MaybeDuplicated,
@@ -247,7 +247,7 @@ fn classify(history: &History, channel: Channel, count: Count, records: &Records
 }
 
 /// Why nothing will send a copy.
-fn settled(history: &History, channel: Channel) -> Evidence {
+fn nothing_will_send(history: &History, channel: Channel) -> Evidence {
     if let Some(resolution) = &history.resolution {
         let mut item = Evidence::new(
             What::Settled,
@@ -478,7 +478,7 @@ fn slack_copies(history: &History, part: &ChannelHistory, records: &Records, now
         let settled_by_record = read.as_ref().is_some_and(|r| r.complete);
         let unsettled: Vec<&&Attempt> = attempts
             .iter()
-            .filter(|a| history.settled(a).0 == Recorded::Unknown)
+            .filter(|a| history.outcome_of(a).0 == Recorded::Unknown)
             .collect();
         // Every copy beyond the accepted ones came from an attempt whose outcome was
         // unknown, which is then no longer in doubt.
@@ -616,7 +616,7 @@ fn pagerduty_doubt(
     let explained = total.saturating_sub(history_copies);
     for attempt in attempts
         .iter()
-        .filter(|a| history.settled(a).0 == Recorded::Unknown)
+        .filter(|a| history.outcome_of(a).0 == Recorded::Unknown)
         .skip(explained)
     {
         count.unknown.push(in_doubt(

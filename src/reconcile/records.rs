@@ -146,8 +146,9 @@ impl Records {
         self.sources.skew
     }
 
-    fn clean(&self, text: &str) -> String {
-        crate::render::sanitize::clean(&self.secrets.clean(text)).into_owned()
+    /// Provider text as evidence shows it: secrets redacted, made safe for a terminal.
+    fn shown(&self, text: &str) -> String {
+        crate::render::sanitize::clean(&self.secrets.redact(text)).into_owned()
     }
 
     /// The relay log's word on `message_id`, sent by `attempt`; None without a log.
@@ -184,7 +185,7 @@ impl Records {
         Some(RelayWord {
             committed,
             outcome,
-            text: self.clean(&text),
+            text: self.shown(&text),
         })
     }
 
@@ -209,7 +210,7 @@ impl Records {
                 return Some(SlackWord {
                     proven: Vec::new(),
                     complete: false,
-                    text: self.clean(err),
+                    text: self.shown(err),
                 });
             }
         };
@@ -217,8 +218,8 @@ impl Records {
         let mut doubts = Vec::new();
         for message in window.tagged.iter().filter(|m| m.idempotency_key == key) {
             match slack::proof(message, key, config, (from, to)) {
-                Ok(at) => proven.push((self.clean(&message.ts), at)),
-                Err(doubt) => doubts.push(self.clean(&doubt)),
+                Ok(at) => proven.push((self.shown(&message.ts), at)),
+                Err(doubt) => doubts.push(self.shown(&doubt)),
             }
         }
         proven.sort_by(|a, b| a.1.total_cmp(&b.1));
@@ -233,7 +234,7 @@ impl Records {
         } else {
             format!(
                 "Slack's history of {} from {} holds {} message(s) with Idempotency-Key {key} ({} messages read, every page)",
-                self.clean(&config.channel),
+                self.shown(&config.channel),
                 window_text(from, to),
                 proven.len(),
                 window.read
@@ -262,7 +263,7 @@ impl Records {
                 return Some(IncidentWord {
                     proven: Vec::new(),
                     complete: false,
-                    text: self.clean(err),
+                    text: self.shown(err),
                 });
             }
         };
@@ -280,21 +281,21 @@ impl Records {
                     .and_then(pagerduty::parse_time)
                     .unwrap_or_default();
                 proven.push(ProvenIncident {
-                    name: self.clean(&incident_name(incident)),
+                    name: self.shown(&incident_name(incident)),
                     created,
-                    describe: self.clean(&incident.describe()),
+                    describe: self.shown(&incident.describe()),
                     service: incident
                         .service
                         .as_ref()
                         .and_then(|s| s.summary.as_deref())
-                        .map(|s| self.clean(s)),
+                        .map(|s| self.shown(s)),
                 });
             } else if standings.contains(&pagerduty::Standing::MergedInto) {
                 // Opened before the attempts by an earlier trigger of the same key, and
                 // counted there if that trigger is this notification's.
                 continue;
             } else if let Some(pagerduty::Standing::Doubt(why)) = standings.into_iter().next() {
-                doubts.push(self.clean(&why));
+                doubts.push(self.shown(&why));
             }
         }
         proven.sort_by(|a, b| a.created.total_cmp(&b.created));
@@ -326,8 +327,8 @@ impl Records {
     /// Who `channel`'s copies went to.
     pub fn recipient(&self, history: &History, channel: Channel) -> Option<String> {
         match channel {
-            Channel::Email => history.recipient.as_deref().map(|r| self.clean(r)),
-            Channel::Slack => self.sources.slack.as_ref().map(|c| self.clean(&c.channel)),
+            Channel::Email => history.recipient.as_deref().map(|r| self.shown(r)),
+            Channel::Slack => self.sources.slack.as_ref().map(|c| self.shown(&c.channel)),
             Channel::Pagerduty => self
                 .incidents
                 .get(&history.id)?
@@ -335,7 +336,7 @@ impl Records {
                 .ok()?
                 .iter()
                 .find_map(|i| i.service.as_ref()?.summary.as_deref())
-                .map(|s| self.clean(s)),
+                .map(|s| self.shown(s)),
         }
     }
 }
@@ -352,7 +353,7 @@ fn incident_name(incident: &pagerduty::Incident) -> String {
 /// Every key's incidents, a few lookups at a time.
 fn ask_pagerduty(
     client: Result<&verify::http::Client, &String>,
-    config: &pagerduty::Config,
+    config: &pagerduty::Api,
     keys: &[&str],
 ) -> HashMap<String, Result<Vec<pagerduty::Incident>, String>> {
     let client = match client {

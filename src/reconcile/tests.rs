@@ -200,7 +200,7 @@ fn incident(n: i64, created: f64, status: &str) -> pagerduty::Incident {
 
 fn with_incidents(incidents: Result<Vec<pagerduty::Incident>, String>) -> Records {
     let sources = Sources {
-        pagerduty: Some(pagerduty::Config {
+        pagerduty: Some(pagerduty::Api {
             api_url: "http://127.0.0.1:9".into(),
             token: "pd-secret-token".into(),
         }),
@@ -286,7 +286,7 @@ fn tagged(ts: f64, key: &str, bot: &str) -> slack::Tagged {
 
 fn with_slack(tagged: Vec<slack::Tagged>) -> Records {
     let sources = Sources {
-        slack: Some(slack::Config {
+        slack: Some(slack::Api {
             api_url: "http://127.0.0.1:9".into(),
             token: "xoxb-secret".into(),
             channel: "C0ALERTS".into(),

@@ -157,6 +157,34 @@ impl State<'_> {
         }
     }
 
+    /// A list item begins: its marker, numbered in an ordered list.
+    fn item_start(&mut self) {
+        self.flush_inline();
+        let marker = match self.lists.last_mut() {
+            Some(Some(n)) => {
+                let marker = format!("{n}. ");
+                *n += 1;
+                marker
+            }
+            _ => "- ".to_string(),
+        };
+        self.item_prefix = Some(marker);
+    }
+
+    fn cell_end(&mut self) {
+        let cell = std::mem::take(&mut self.inline).trim().to_string();
+        if let Some(table) = self.table.as_mut() {
+            table.row.push(cell);
+        }
+    }
+
+    fn row_end(&mut self) {
+        if let Some(table) = self.table.as_mut() {
+            let row = std::mem::take(&mut table.row);
+            table.rows.push(row);
+        }
+    }
+
     fn event(&mut self, event: Event<'_>) {
         if self.code.is_some() {
             self.code_event(event);
@@ -189,18 +217,7 @@ impl State<'_> {
                     self.lines.push(String::new());
                 }
             }
-            Event::Start(Tag::Item) => {
-                self.flush_inline();
-                let marker = match self.lists.last_mut() {
-                    Some(Some(n)) => {
-                        let marker = format!("{n}. ");
-                        *n += 1;
-                        marker
-                    }
-                    _ => "- ".to_string(),
-                };
-                self.item_prefix = Some(marker);
-            }
+            Event::Start(Tag::Item) => self.item_start(),
             Event::End(TagEnd::Item) => self.flush_inline(),
             Event::Start(Tag::CodeBlock(kind)) => {
                 self.flush_inline();
@@ -214,18 +231,8 @@ impl State<'_> {
                     row: Vec::new(),
                 });
             }
-            Event::End(TagEnd::TableCell) => {
-                let cell = std::mem::take(&mut self.inline).trim().to_string();
-                if let Some(table) = self.table.as_mut() {
-                    table.row.push(cell);
-                }
-            }
-            Event::End(TagEnd::TableHead | TagEnd::TableRow) => {
-                if let Some(table) = self.table.as_mut() {
-                    let row = std::mem::take(&mut table.row);
-                    table.rows.push(row);
-                }
-            }
+            Event::End(TagEnd::TableCell) => self.cell_end(),
+            Event::End(TagEnd::TableHead | TagEnd::TableRow) => self.row_end(),
             Event::End(TagEnd::Table) => self.table_end(),
             Event::Start(Tag::Link { dest_url, .. }) => self.link = Some(dest_url.to_string()),
             Event::End(TagEnd::Link) => {

@@ -66,6 +66,11 @@ pub fn quote_open(text: &str) -> bool {
 }
 
 /// `text` with every control character shown escaped (`\x1b`, `\n`, `\u{202e}`).
+/// [`clean`], owned: for text kept in an answer or an evidence line.
+pub fn cleaned(text: &str) -> String {
+    clean(text).into_owned()
+}
+
 pub fn clean(text: &str) -> Cow<'_, str> {
     if !text.chars().any(hostile) {
         return Cow::Borrowed(text);

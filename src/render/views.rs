@@ -106,6 +106,54 @@ pub fn detail(event: &Event, out: &Output) -> String {
     detail_of(event.kind.as_str(), &event.payload_value(), out)
 }
 
+/// A provider call's result in a line: its outcome, the Message-ID, the reply code and
+/// the provider's words.
+fn result_detail(p: &Value) -> String {
+    let outcome = p["metadata"]["provider_outcome"]
+        .as_str()
+        .unwrap_or(if p["success"] == true {
+            "ACCEPTED"
+        } else {
+            "?"
+        });
+    let mut parts = vec![outcome.to_string()];
+    if let Some(id) = text(p, "message_id").or_else(|| text(&p["metadata"], "message_id")) {
+        parts.push(id);
+    }
+    if let Some(code) =
+        text(&p["metadata"], "smtp_code").or_else(|| text(&p["metadata"], "http_status"))
+    {
+        parts.push(format!("code {code}"));
+    }
+    if let Some(error) = text(p, "error") {
+        parts.push(said(&error));
+    }
+    parts.join(" ")
+}
+
+/// An operator's resolve or replay in a line: who, on which verdict, what was said.
+fn action_detail(kind: Kind, p: &Value) -> String {
+    let mut parts = vec![format!("by {}", who_acted(p))];
+    if let Some(branch) = text(&p["triage"], "branch") {
+        parts.push(format!("on {branch}"));
+    }
+    if kind == Kind::Replayed {
+        parts.push(format!(
+            "channels {}",
+            text(p, "channels").unwrap_or_default()
+        ));
+    }
+    for key in ["reason", "ticket", "attestation"] {
+        if let Some(value) = text(p, key) {
+            parts.push(format!("{key}: {}", said(&value)));
+        }
+    }
+    if p["forced"] == true {
+        parts.push("FORCED".into());
+    }
+    parts.join(", ")
+}
+
 /// [`detail`] of an event of `kind` whose payload is parsed already.
 pub fn detail_of(kind: &str, p: &Value, out: &Output) -> String {
     if !p.is_object() {
@@ -127,29 +175,7 @@ pub fn detail_of(kind: &str, p: &Value, out: &Output) -> String {
             parts.join(", ")
         }
         Kind::ChannelAttemptStarted => "provider call may act from here".into(),
-        Kind::ChannelAttemptResult => {
-            let outcome =
-                p["metadata"]["provider_outcome"]
-                    .as_str()
-                    .unwrap_or(if p["success"] == true {
-                        "ACCEPTED"
-                    } else {
-                        "?"
-                    });
-            let mut parts = vec![outcome.to_string()];
-            if let Some(id) = text(p, "message_id").or_else(|| text(&p["metadata"], "message_id")) {
-                parts.push(id);
-            }
-            if let Some(code) =
-                text(&p["metadata"], "smtp_code").or_else(|| text(&p["metadata"], "http_status"))
-            {
-                parts.push(format!("code {code}"));
-            }
-            if let Some(error) = text(p, "error") {
-                parts.push(said(&error));
-            }
-            parts.join(" ")
-        }
+        Kind::ChannelAttemptResult => result_detail(p),
         Kind::LeaseLost => {
             if p["provider_effect_may_have_occurred"] == true {
                 "provider effect may have occurred".into()
@@ -169,27 +195,7 @@ pub fn detail_of(kind: &str, p: &Value, out: &Output) -> String {
         Kind::DeadLettered => text(p, "error_message")
             .map(|error| said(&error))
             .unwrap_or_default(),
-        Kind::DlqResolved | Kind::Replayed => {
-            let mut parts = vec![format!("by {}", who_acted(p))];
-            if let Some(branch) = text(&p["triage"], "branch") {
-                parts.push(format!("on {branch}"));
-            }
-            if kind == Kind::Replayed {
-                parts.push(format!(
-                    "channels {}",
-                    text(p, "channels").unwrap_or_default()
-                ));
-            }
-            for key in ["reason", "ticket", "attestation"] {
-                if let Some(value) = text(p, key) {
-                    parts.push(format!("{key}: {}", said(&value)));
-                }
-            }
-            if p["forced"] == true {
-                parts.push("FORCED".into());
-            }
-            parts.join(", ")
-        }
+        Kind::DlqResolved | Kind::Replayed => action_detail(kind, p),
         Kind::Verified => format!(
             "{} by {}: {}",
             text(p, "outcome").unwrap_or_else(|| "?".into()),

@@ -316,14 +316,7 @@ pub fn claim_for(
             return Ok(ClaimOutcome::Idle { declined });
         };
         let reclaimed = candidate.status == Status::Leased.as_str();
-        let first_try = candidate.cycle == 1 && candidate.cycle_attempts == 0;
-        let owed = match deliverable(&candidate).and_then(|channels| {
-            if first_try {
-                Ok(channels)
-            } else {
-                owed_channels(tx, &candidate.id, candidate.cycle, &channels)
-            }
-        }) {
+        let owed = match owed_by(tx, &candidate) {
             Ok(owed) => owed,
             Err(why) => {
                 let error_message = format!("Cannot deliver as stored: {why}");
@@ -403,6 +396,20 @@ fn declined(tx: &Connection, now: f64, filter: &str) -> Result<u64> {
 }
 
 /// The row's channels, or why the row cannot be delivered as stored.
+/// The channels a claim of `candidate` owes: every one it names on its first try, else
+/// those its cycle has not delivered; why none can be, when the row cannot be delivered
+/// as stored.
+fn owed_by(tx: &Connection, candidate: &Candidate) -> std::result::Result<ChannelSet, String> {
+    let first_try = candidate.cycle == 1 && candidate.cycle_attempts == 0;
+    deliverable(candidate).and_then(|channels| {
+        if first_try {
+            Ok(channels)
+        } else {
+            owed_channels(tx, &candidate.id, candidate.cycle, &channels)
+        }
+    })
+}
+
 fn deliverable(candidate: &Candidate) -> std::result::Result<ChannelSet, String> {
     if let Some(problem) = candidate.problems.first() {
         return Err(format!("column {problem}"));
@@ -649,10 +656,10 @@ impl DeliveryResult {
 
     /// The result with `secrets` hidden in its error and every text of its metadata.
     pub fn redacted(mut self, secrets: &crate::redact::Secrets) -> Self {
-        self.error = self.error.map(|error| secrets.clean(&error));
+        self.error = self.error.map(|error| secrets.redact(&error));
         for value in self.metadata.values_mut() {
             if let Value::String(text) = value {
-                *text = secrets.clean(text);
+                *text = secrets.redact(text);
             }
         }
         self

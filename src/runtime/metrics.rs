@@ -290,19 +290,7 @@ impl Metrics {
                 status: status.into(),
             }));
         }
-        let attempt_series = Channel::ALL
-            .iter()
-            .flat_map(|channel| {
-                OUTCOMES.iter().map(|outcome| {
-                    attempts
-                        .get_or_create(&AttemptLabels {
-                            channel: (*channel).into(),
-                            outcome: (*outcome).into(),
-                        })
-                        .clone()
-                })
-            })
-            .collect();
+        let attempt_series = attempt_series(&attempts);
         let call_series = Channel::ALL
             .iter()
             .map(|channel| {
@@ -313,16 +301,7 @@ impl Metrics {
                     .clone()
             })
             .collect();
-        let dead_series = DeadReason::ALL
-            .iter()
-            .map(|reason| {
-                dead_lettered
-                    .get_or_create(&ReasonLabels {
-                        reason: reason.as_str().into(),
-                    })
-                    .clone()
-            })
-            .collect();
+        let dead_series = dead_series(&dead_lettered);
         Self {
             attempt_series,
             call_series,
@@ -459,6 +438,37 @@ fn classic(open_metrics: &str) -> String {
         out.push('\n');
     }
     out
+}
+
+/// Each channel's and outcome's attempt counter, made at zero.
+fn attempt_series(attempts: &Family<AttemptLabels, Counter>) -> Vec<Counter> {
+    Channel::ALL
+        .iter()
+        .flat_map(|channel| {
+            OUTCOMES.iter().map(|outcome| {
+                attempts
+                    .get_or_create(&AttemptLabels {
+                        channel: (*channel).into(),
+                        outcome: (*outcome).into(),
+                    })
+                    .clone()
+            })
+        })
+        .collect()
+}
+
+/// Each dead-letter reason's counter, made at zero.
+fn dead_series(dead_lettered: &Family<ReasonLabels, Counter>) -> Vec<Counter> {
+    DeadReason::ALL
+        .iter()
+        .map(|reason| {
+            dead_lettered
+                .get_or_create(&ReasonLabels {
+                    reason: reason.as_str().into(),
+                })
+                .clone()
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -534,6 +534,37 @@ pub struct ChannelCalls {
 /// The most call results one health reading pairs with their starts.
 const CALLS_READ: i64 = 50_000;
 
+/// The workers that claimed a row since `since`, by name.
+fn workers_since(conn: &Connection, since: f64) -> rusqlite::Result<Vec<String>> {
+    let mut workers = Vec::new();
+    let mut statement = conn.prepare_cached(
+        "SELECT DISTINCT json_extract(payload, '$.worker_id') FROM uns_events
+         WHERE kind = 'ATTEMPT_STARTED' AND at >= ?1 AND json_valid(payload)",
+    )?;
+    let mut rows = statement.query([since])?;
+    while let Some(row) = rows.next()? {
+        if let Some(worker) = Cells::new(row).text(0, "worker_id") {
+            workers.push(worker);
+        }
+    }
+    workers.sort();
+    Ok(workers)
+}
+
+/// The lease the newest claim took, in seconds.
+fn newest_lease_seconds(conn: &Connection) -> rusqlite::Result<Option<f64>> {
+    Ok(conn
+        .prepare_cached(
+            "SELECT json_extract(payload, '$.lease_until') - at FROM uns_events
+             WHERE kind = 'ATTEMPT_STARTED' AND json_valid(payload)
+             ORDER BY at DESC LIMIT 1",
+        )?
+        .query_row([], |r| Ok(r.get::<_, Option<f64>>(0).ok().flatten()))
+        .optional()?
+        .flatten()
+        .filter(|s| s.is_finite() && *s > 0.0))
+}
+
 /// The runtime's health over the `window_seconds` before `until` (default: now).
 pub fn health(
     conn: &Connection,
@@ -565,27 +596,8 @@ pub fn health(
         last_reclaim,
         ..Health::default()
     };
-    let mut workers = conn.prepare_cached(
-        "SELECT DISTINCT json_extract(payload, '$.worker_id') FROM uns_events
-         WHERE kind = 'ATTEMPT_STARTED' AND at >= ?1 AND json_valid(payload)",
-    )?;
-    let mut rows = workers.query([since])?;
-    while let Some(row) = rows.next()? {
-        if let Some(worker) = Cells::new(row).text(0, "worker_id") {
-            health.workers.push(worker);
-        }
-    }
-    health.workers.sort();
-    health.lease_seconds = conn
-        .prepare_cached(
-            "SELECT json_extract(payload, '$.lease_until') - at FROM uns_events
-             WHERE kind = 'ATTEMPT_STARTED' AND json_valid(payload)
-             ORDER BY at DESC LIMIT 1",
-        )?
-        .query_row([], |r| Ok(r.get::<_, Option<f64>>(0).ok().flatten()))
-        .optional()?
-        .flatten()
-        .filter(|s| s.is_finite() && *s > 0.0);
+    health.workers = workers_since(conn, since)?;
+    health.lease_seconds = newest_lease_seconds(conn)?;
     // Each result is paired with the newest start of the same channel under the same
     // lease before it: a late result is never paired with a reclaiming worker's start.
     let mut calls = conn.prepare_cached(

@@ -171,6 +171,33 @@ fn admit(unproven: &Unproven, max_connections: usize) -> Arc<Admitted> {
     admitted
 }
 
+/// Logs that the connection limit turned someone away, at most every 10 s.
+fn say_turned_away(last: &mut Instant, limit: usize) {
+    if last.elapsed() > Duration::from_secs(10) {
+        tracing::warn!(limit, "connection limit reached: answering 503");
+        *last = Instant::now();
+    }
+}
+
+/// A connection's place: a free one, or the place of the oldest connection that has not
+/// yet proven itself, evicted for it; None when every place is held by a proven one.
+async fn place_for(
+    permits: &Arc<Semaphore>,
+    unproven: &Unproven,
+) -> Option<tokio::sync::OwnedSemaphorePermit> {
+    if let Ok(permit) = permits.clone().try_acquire_owned() {
+        return Some(permit);
+    }
+    if !evict_oldest(unproven) {
+        return None;
+    }
+    // The evicted connection gives its place back as it closes.
+    tokio::time::timeout(Duration::from_millis(200), permits.clone().acquire_owned())
+        .await
+        .ok()
+        .and_then(Result::ok)
+}
+
 /// Serves `app` on `listener` until `shutdown` turns true, then lets open connections
 /// finish their requests.
 pub async fn serve(
@@ -196,23 +223,8 @@ pub async fn serve(
                 continue;
             }
         };
-        let mut permit = permits.clone().try_acquire_owned().ok();
-        if permit.is_none() && evict_oldest(&unproven) {
-            // The evicted connection gives its place back as it closes.
-            permit =
-                tokio::time::timeout(Duration::from_millis(200), permits.clone().acquire_owned())
-                    .await
-                    .ok()
-                    .and_then(Result::ok);
-        }
-        let Some(permit) = permit else {
-            if turned_away_logged.elapsed() > Duration::from_secs(10) {
-                tracing::warn!(
-                    limit = limits.max_connections,
-                    "connection limit reached: answering 503"
-                );
-                turned_away_logged = Instant::now();
-            }
+        let Some(permit) = place_for(&permits, &unproven).await else {
+            say_turned_away(&mut turned_away_logged, limits.max_connections);
             tokio::spawn(turn_away(stream));
             continue;
         };

@@ -178,7 +178,7 @@ pub fn pagerduty_statements(ids: &[&str]) -> Vec<String> {
         .ok()
         .map(|t| t.trim().to_string())
         .filter(|t| !t.is_empty())
-        .map(|token| crate::verify::pagerduty::Config {
+        .map(|token| crate::verify::pagerduty::Api {
             api_url: std::env::var("UNS_PAGERDUTY_API_URL")
                 .unwrap_or_else(|_| "https://api.pagerduty.com".into()),
             token,
@@ -191,7 +191,7 @@ pub fn pagerduty_statements(ids: &[&str]) -> Vec<String> {
                 lines.push(format!(
                     "PAGERDUTY {}: {}",
                     crate::render::sanitize::clean(id),
-                    crate::redact::Secrets::new().add(&config.token).clean(&said)
+                    crate::redact::Secrets::new().add(&config.token).redact(&said)
                 ));
             }
             if ids.len() > INCIDENTS_LOOKED_UP {

@@ -223,22 +223,29 @@ impl Verdict {
     }
 }
 
-/// One channel's verdict from the history: the best outcome any attempt reached, the
-/// doubt of the current cycle, or its refusals.
-fn channel_verdict(history: &History, channel: Channel) -> ChannelVerdict {
-    let row_id = history.id.as_str();
-    let current = history.cycle;
+/// Every attempt of `channel` with its outcome once verifications are applied (and the
+/// event that settled it), in (cycle, attempt, lease) order.
+fn settled_attempts(history: &History, channel: Channel) -> Vec<(&Attempt, Recorded, Option<i64>)> {
     let mut attempts: Vec<(&Attempt, Recorded, Option<i64>)> = history
         .attempts(channel)
         .iter()
         .map(|attempt| {
-            let (outcome, settled_by) = history.settled(attempt);
+            let (outcome, settled_by) = history.outcome_of(attempt);
             (attempt, outcome, settled_by)
         })
         .collect();
     attempts.sort_by(|a, b| {
         (a.0.cycle, a.0.attempt, &a.0.lease_token).cmp(&(b.0.cycle, b.0.attempt, &b.0.lease_token))
     });
+    attempts
+}
+
+/// One channel's verdict from the history: the best outcome any attempt reached, the
+/// doubt of the current cycle, or its refusals.
+fn channel_verdict(history: &History, channel: Channel) -> ChannelVerdict {
+    let row_id = history.id.as_str();
+    let current = history.cycle;
+    let attempts = settled_attempts(history, channel);
     let verifications = history.verifications(channel);
     let verified_delivered: Vec<i64> = verifications
         .iter()
@@ -290,17 +297,9 @@ fn channel_verdict(history: &History, channel: Channel) -> ChannelVerdict {
         }
     }
     let cause = match state {
-        ChannelState::Uncertain | ChannelState::Failed => proof.last().map(|(attempt, _, settled)| {
-            match (&attempt.error, settled, attempt.results.is_empty()) {
-                (_, Some(id), _) => format!("verified not delivered (event {id})"),
-                (Some(error), _, _) => cause_text(error),
-                (None, _, true) => format!(
-                    "the call started (event {}) and no result was recorded: the worker died or hung mid-call",
-                    attempt.start.unwrap_or_default()
-                ),
-                (None, _, false) => "no detail recorded".to_string(),
-            }
-        }),
+        ChannelState::Uncertain | ChannelState::Failed => proof
+            .last()
+            .map(|(attempt, _, settled)| cause_of(attempt, *settled)),
         _ => None,
     };
     // The newest rejection decides: a permanent one fixed and then refused for a
@@ -320,6 +319,20 @@ fn channel_verdict(history: &History, channel: Channel) -> ChannelVerdict {
         cause,
         permanent,
         code,
+    }
+}
+
+/// Why an attempt left its channel FAILED or UNCERTAIN: the answer that settled it, the
+/// provider's or adapter's words, or what the history lacks.
+fn cause_of(attempt: &Attempt, settled: Option<i64>) -> String {
+    match (&attempt.error, settled, attempt.results.is_empty()) {
+        (_, Some(id), _) => format!("verified not delivered (event {id})"),
+        (Some(error), _, _) => cause_text(error),
+        (None, _, true) => format!(
+            "the call started (event {}) and no result was recorded: the worker died or hung mid-call",
+            attempt.start.unwrap_or_default()
+        ),
+        (None, _, false) => "no detail recorded".to_string(),
     }
 }
 

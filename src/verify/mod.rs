@@ -18,6 +18,7 @@ use crate::model::{Channel, Event, Notification};
 use crate::remediation::verified::Recorded;
 use crate::remediation::verified::{Finding, Verified};
 use crate::remediation::{Actor, Rejection};
+use crate::render::sanitize::cleaned;
 use crate::runtime::queries;
 use crate::triage;
 use crate::triage::{Branch, ChannelState, Verdict};
@@ -138,8 +139,8 @@ pub struct Sources {
     /// The longest stretch without a line that a relay log may have and still cover a
     /// window.
     pub max_log_gap: f64,
-    pub pagerduty: Option<pagerduty::Config>,
-    pub slack: Option<slack::Config>,
+    pub pagerduty: Option<pagerduty::Api>,
+    pub slack: Option<slack::Api>,
     /// Seconds added either side of an attempt's window: clocks that disagree, and
     /// providers that take a moment to show what they took.
     pub skew: f64,
@@ -288,7 +289,7 @@ pub fn check(questions: &[Question], sources: &Sources, now: f64) -> Vec<Answer>
     }
     let mut answers = ask_each(questions, sources, now);
     for answer in &mut answers {
-        answer.evidence = secrets.clean(&answer.evidence);
+        answer.evidence = secrets.redact(&answer.evidence);
     }
     answers
 }
@@ -416,7 +417,7 @@ pub(crate) fn senders(attempt: &InDoubt, sources: &Sources) -> Vec<String> {
 fn named_senders(senders: &[String]) -> String {
     senders
         .iter()
-        .map(|s| format!("<{}>", clean(s)))
+        .map(|s| format!("<{}>", cleaned(s)))
         .collect::<Vec<_>>()
         .join(" or ")
 }
@@ -428,7 +429,7 @@ pub(crate) fn bearing(
 ) -> Bearing {
     use relay_log::{Fate, Sender};
     let at = clock::rfc3339(message.at.lo);
-    let queue_id = clean(&message.queue_id);
+    let queue_id = cleaned(&message.queue_id);
     let outside = message.span.1 <= from || message.span.0 > to;
     let when = if outside {
         format!("{at}, outside the attempt's window,")
@@ -442,12 +443,12 @@ pub(crate) fn bearing(
         return match message.fate {
             Fate::Queued | Fate::Held => Bearing::Rewritten(format!(
                 "queue id {queue_id} at {when} was committed carrying the attempt's Message-ID from <{seen}>, not the runtime's {ours}: a relay that rewrites senders (canonical maps, masquerading, SRS) logs the runtime's own message so, and so does a forger; neither proof nor absence (if <{seen}> is how the relay writes the runtime's sender, say so with --smtp-from {seen})",
-                seen = clean(seen),
+                seen = cleaned(seen),
                 ours = named_senders(ours),
             )),
             _ => Bearing::Elsewhere(format!(
                 "queue id {queue_id} at {when} came from <{}>, not the runtime's {}, and was not committed: not this attempt",
-                clean(seen),
+                cleaned(seen),
                 named_senders(ours)
             )),
         };
@@ -491,10 +492,6 @@ pub(crate) fn bearing(
             "queue id {queue_id} at {at} carried it, and no line says what became of it"
         )),
     }
-}
-
-fn clean(text: &str) -> String {
-    crate::render::sanitize::clean(text).into_owned()
 }
 
 /// The rules for the relay log's answer about one attempt's Message-ID (DESIGN §7).
@@ -544,20 +541,17 @@ pub(crate) fn email_answer(
     }
 }
 
-/// Whether the relay's own record proves the attempt's message was never committed:
-/// the relay's word that the session carrying it ended without committing it, or no line
-/// with the Message-ID at all in a log proven to cover the window. The proof, or what it
-/// lacks.
-fn absence(
+/// What forbids claiming absence in the window `from`..`to` whatever else the log
+/// shows: a window not yet past, a log that cannot be read, lines lost near it, a line
+/// that mentions the Message-ID without being its record, a queue id taken with no
+/// message-id line (DESIGN §7).
+fn nothing_forbids_absence(
     message_id: &str,
-    attempt: &InDoubt,
     logs: &relay_log::Findings,
     ours: &[String],
-    refused: &[&relay_log::Message],
-    sources: &Sources,
+    (from, to): (f64, f64),
     now: f64,
-) -> Result<String, String> {
-    let (from, to) = (attempt.started - sources.skew, attempt.ended + sources.skew);
+) -> Result<(), String> {
     if to > now {
         return Err(format!(
             "the attempt's window ends at {}, not yet past",
@@ -572,42 +566,60 @@ fn absence(
     if let Some(loss) = logs.loss_near(from, to) {
         return Err(format!(
             "the log says it lost lines near the attempt's window ({:?}): what it lost may have been this message's",
-            clean(&loss.line)
+            cleaned(&loss.line)
         ));
     }
     if let Some(line) = logs.mentioned(message_id).first() {
         return Err(format!(
             "a line mentions {message_id} without being the relay's record of a message carrying it ({:?}): absence cannot be claimed",
-            clean(line)
+            cleaned(line)
         ));
     }
     if let Some(queue_id) = logs.orphan_within(from, to, ours) {
         return Err(format!(
             "queue id {} inside the attempt's window was taken with no message-id line: lines are missing from the log, and it may be this attempt's message",
-            clean(queue_id)
+            cleaned(queue_id)
         ));
     }
+    Ok(())
+}
+
+/// Whether the relay's own record proves the attempt's message was never committed:
+/// the relay's word that the session carrying it ended without committing it, or no line
+/// with the Message-ID at all in a log proven to cover the window. The proof, or what it
+/// lacks.
+fn absence(
+    message_id: &str,
+    attempt: &InDoubt,
+    logs: &relay_log::Findings,
+    ours: &[String],
+    refused: &[&relay_log::Message],
+    sources: &Sources,
+    now: f64,
+) -> Result<String, String> {
+    let (from, to) = (attempt.started - sources.skew, attempt.ended + sources.skew);
+    nothing_forbids_absence(message_id, logs, ours, (from, to), now)?;
     let host = logs.relay_host(from, to, attempt.relay.as_deref())?;
     let on_host = |m: &&&relay_log::Message| m.host.as_deref().unwrap_or_default() == host;
     if let Some(message) = refused.iter().find(on_host) {
         if !logs.host_continuous(host, message.span.0, message.span.1) {
             return Err(format!(
                 "queue id {} was refused, but the log has a hole during its session: its lines cannot be told from a later session's",
-                clean(&message.queue_id)
+                cleaned(&message.queue_id)
             ));
         }
         return Ok(format!(
             "the relay's own record: queue id {} carried {message_id} ({}) and was never committed: {}",
-            clean(&message.queue_id),
-            clean(&message.line),
-            clean(message.fate_line.as_deref().unwrap_or_default())
+            cleaned(&message.queue_id),
+            cleaned(&message.line),
+            cleaned(message.fate_line.as_deref().unwrap_or_default())
         ));
     }
     if let Some(message) = refused.first() {
         return Err(format!(
             "queue id {} on {} refused a message carrying it, and that is not the relay that answered the attempt",
-            clean(&message.queue_id),
-            clean(message.host.as_deref().unwrap_or("(no host)"))
+            cleaned(&message.queue_id),
+            cleaned(message.host.as_deref().unwrap_or("(no host)"))
         ));
     }
     if logs.host_covers(host, from, to) {
@@ -616,7 +628,7 @@ fn absence(
             if host.is_empty() {
                 "(no host named)".to_string()
             } else {
-                clean(host)
+                cleaned(host)
             },
             window_text(from, to),
             sources.max_log_gap
@@ -640,7 +652,7 @@ fn absence(
         window_text(from, to)
     );
     if let Some(unread) = logs.unread.first() {
-        why.push_str(&format!("; {}", clean(unread)));
+        why.push_str(&format!("; {}", cleaned(unread)));
     }
     Err(why)
 }
@@ -654,10 +666,10 @@ fn committed_text(message: &relay_log::Message) -> String {
     };
     format!(
         "the relay {how} as {} ({}): {} | {}",
-        clean(&message.queue_id),
+        cleaned(&message.queue_id),
         message.path.display(),
-        clean(&message.line),
-        clean(message.fate_line.as_deref().unwrap_or_default())
+        cleaned(&message.line),
+        cleaned(message.fate_line.as_deref().unwrap_or_default())
     )
 }
 
@@ -787,13 +799,51 @@ fn by_history(
     }
 }
 
+/// A Slack message proven to carry a key, and when it was posted.
+type Proven<'m> = (f64, &'m slack::Tagged);
+
+/// Each Slack message proven to carry a cycle's key, credited to one attempt: the one
+/// whose own window holds it, else the one that started nearest it among those whose
+/// widened window holds it; the ts of each message no attempt explains.
+fn credit<'m>(
+    mut proven: Vec<Proven<'m>>,
+    attempts: &[InDoubt],
+    skew: f64,
+) -> (Vec<Option<Proven<'m>>>, Vec<String>) {
+    proven.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let mut credited: Vec<Option<(f64, &slack::Tagged)>> = vec![None; attempts.len()];
+    let mut extra = Vec::new();
+    for (at, message) in proven {
+        let open = |n: &usize| {
+            credited[*n].is_none()
+                && at >= attempts[*n].started - skew
+                && at <= attempts[*n].ended + skew
+        };
+        let own = (0..attempts.len())
+            .filter(open)
+            .find(|n| at >= attempts[*n].started && at <= attempts[*n].ended);
+        let nearest = || {
+            (0..attempts.len()).filter(open).min_by(|a, b| {
+                (at - attempts[*a].started)
+                    .abs()
+                    .total_cmp(&(at - attempts[*b].started).abs())
+            })
+        };
+        match own.or_else(nearest) {
+            Some(n) => credited[n] = Some((at, message)),
+            None => extra.push(cleaned(&message.ts)),
+        }
+    }
+    (credited, extra)
+}
+
 /// Each attempt's answer from Slack's history: every message with the cycle's key proves
 /// one attempt, never two (the attempt whose own window holds it, else the one that
 /// started nearest it, among those whose widened window holds it); an attempt no message
 /// is credited to did not post, once the history was read in full and its window is past.
 pub fn slack_answers(
     key: &str,
-    config: &slack::Config,
+    config: &slack::Api,
     window: &slack::Window,
     attempts: &[InDoubt],
     skew: f64,
@@ -819,30 +869,7 @@ pub fn slack_answers(
             Err(doubt) => doubts.push(doubt),
         }
     }
-    proven.sort_by(|a, b| a.0.total_cmp(&b.0));
-    let mut credited: Vec<Option<(f64, &slack::Tagged)>> = vec![None; attempts.len()];
-    let mut extra = Vec::new();
-    for (at, message) in proven {
-        let open = |n: &usize| {
-            credited[*n].is_none()
-                && at >= attempts[*n].started - skew
-                && at <= attempts[*n].ended + skew
-        };
-        let own = (0..attempts.len())
-            .filter(open)
-            .find(|n| at >= attempts[*n].started && at <= attempts[*n].ended);
-        let nearest = || {
-            (0..attempts.len()).filter(open).min_by(|a, b| {
-                (at - attempts[*a].started)
-                    .abs()
-                    .total_cmp(&(at - attempts[*b].started).abs())
-            })
-        };
-        match own.or_else(nearest) {
-            Some(n) => credited[n] = Some((at, message)),
-            None => extra.push(clean(&message.ts)),
-        }
-    }
+    let (credited, extra) = credit(proven, attempts, skew);
     let extra = if extra.is_empty() {
         String::new()
     } else {
@@ -865,8 +892,8 @@ pub fn slack_answers(
                     Outcome::Delivered,
                     format!(
                         "message ts {} in {} carries Idempotency-Key {key}, posted {whose}{extra}",
-                        clean(&message.ts),
-                        clean(&config.channel)
+                        cleaned(&message.ts),
+                        cleaned(&config.channel)
                     ),
                 );
             }
@@ -887,7 +914,7 @@ pub fn slack_answers(
                 Outcome::NotDelivered,
                 format!(
                     "no message with Idempotency-Key {key} in {} from {} is this attempt's ({} messages read, every page){extra}",
-                    clean(&config.channel),
+                    cleaned(&config.channel),
                     window_text(from, to),
                     window.read
                 ),

@@ -9,7 +9,7 @@ pub const DEFAULT_API_URL: &str = "https://api.pagerduty.com";
 
 /// Where the REST API is and the token to ask it with.
 #[derive(Debug, Clone)]
-pub struct Config {
+pub struct Api {
     /// `https://api.pagerduty.com` unless set (`UNS_PAGERDUTY_API_URL`).
     pub api_url: String,
     /// `UNS_PAGERDUTY_API_TOKEN`; never printed.
@@ -150,7 +150,7 @@ const PAGE: usize = 100;
 
 /// Every incident the API gives for `key`, over all dates; which of them are proof is
 /// for [`standing`] to say.
-pub fn incidents(client: &Client, config: &Config, key: &str) -> Result<Vec<Incident>, String> {
+pub fn incidents(client: &Client, config: &Api, key: &str) -> Result<Vec<Incident>, String> {
     let url = format!("{}/incidents", config.api_url.trim_end_matches('/'));
     let mut found = Vec::new();
     for page in 0..MAX_PAGES {
@@ -194,7 +194,7 @@ pub fn incidents(client: &Client, config: &Config, key: &str) -> Result<Vec<Inci
 
 /// What a trigger with `key` sent now does, by the incidents PagerDuty lists for it:
 /// merged into the one open, or a new incident (a new page).
-pub fn replay_outcome(client: &Client, config: &Config, key: &str) -> String {
+pub fn replay_outcome(client: &Client, config: &Api, key: &str) -> String {
     let listed = match incidents(client, config, key) {
         Ok(listed) => listed,
         Err(err) => return format!("cannot tell whether it merges or pages again: {err}"),

@@ -13,7 +13,7 @@ use crate::runtime::adapters::webhook::SLACK_EVENT_TYPE as EVENT_TYPE;
 pub const DEFAULT_API_URL: &str = "https://slack.com/api";
 
 #[derive(Debug, Clone)]
-pub struct Config {
+pub struct Api {
     /// `https://slack.com/api` unless set (`UNS_SLACK_API_URL`).
     pub api_url: String,
     /// `UNS_SLACK_BOT_TOKEN` (`channels:history`); never printed.
@@ -92,12 +92,7 @@ const PAGE: usize = 200;
 
 /// Every message of the channel between `oldest` and `latest` (unix seconds) that
 /// carries our metadata.
-pub fn history(
-    client: &Client,
-    config: &Config,
-    oldest: f64,
-    latest: f64,
-) -> Result<Window, String> {
+pub fn history(client: &Client, config: &Api, oldest: f64, latest: f64) -> Result<Window, String> {
     let url = format!(
         "{}/conversations.history",
         config.api_url.trim_end_matches('/')
@@ -181,7 +176,7 @@ fn tagged(message: &Value) -> Option<Tagged> {
 pub fn proof(
     message: &Tagged,
     key: &str,
-    config: &Config,
+    config: &Api,
     (from, to): (f64, f64),
 ) -> Result<f64, String> {
     let clean = |t: &str| crate::render::sanitize::clean(t).into_owned();

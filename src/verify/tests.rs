@@ -453,6 +453,27 @@ fn a_pagerduty_incident_is_proof_only_with_its_key_inside_the_window() {
             Outcome::CannotTell,
             "after the attempt's window",
         ),
+        ("nothing", vec![], Outcome::NotDelivered, "every page read"),
+    ];
+    for (what, incidents, expected, word) in cases {
+        let (answer, evidence) = incident_answer("n-1", &incidents, (from, to), now);
+        assert_eq!(answer, expected, "{what}: {evidence}");
+        assert!(evidence.contains(word), "{what}: {evidence}");
+    }
+    assert_eq!(
+        incident_answer("n-1", &[], (from, to), to - 1.0).0,
+        Outcome::CannotTell,
+        "too soon"
+    );
+}
+
+/// An incident opened before the window proves a trigger merged into it only while it
+/// was still open when the attempt ran.
+#[test]
+fn a_pagerduty_incident_open_before_the_window_proves_only_while_it_was_open() {
+    let (from, to) = (1_795_989_600.0, 1_795_989_900.0);
+    let now = to + 3600.0;
+    let cases: Vec<(&str, Vec<pagerduty::Incident>, Outcome, &str)> = vec![
         (
             "open before the window",
             vec![incident(
@@ -486,18 +507,12 @@ fn a_pagerduty_incident_is_proof_only_with_its_key_inside_the_window() {
             Outcome::CannotTell,
             "cannot be told",
         ),
-        ("nothing", vec![], Outcome::NotDelivered, "every page read"),
     ];
     for (what, incidents, expected, word) in cases {
         let (answer, evidence) = incident_answer("n-1", &incidents, (from, to), now);
         assert_eq!(answer, expected, "{what}: {evidence}");
         assert!(evidence.contains(word), "{what}: {evidence}");
     }
-    assert_eq!(
-        incident_answer("n-1", &[], (from, to), to - 1.0).0,
-        Outcome::CannotTell,
-        "too soon"
-    );
 }
 
 #[test]
@@ -505,7 +520,7 @@ fn a_slack_message_is_proof_only_with_its_key_inside_the_window_and_from_the_bot
     let (from, to) = (1_795_989_600.0, 1_795_989_900.0);
     let now = to + 3600.0;
     let key = "n-1:SLACK:1";
-    let config = slack::Config {
+    let config = slack::Api {
         api_url: String::new(),
         token: String::new(),
         channel: "C1".into(),
@@ -568,7 +583,7 @@ fn a_slack_message_is_proof_only_with_its_key_inside_the_window_and_from_the_bot
         assert!(evidence.contains(word), "{what}: {evidence}");
     }
     // Where the bot is not known, the key and the time are what count.
-    let anyone = slack::Config {
+    let anyone = slack::Api {
         bot_id: None,
         ..config
     };
@@ -585,7 +600,7 @@ fn a_slack_message_is_proof_only_with_its_key_inside_the_window_and_from_the_bot
 /// Slack's answer for one attempt running `[from, to]`, with no margin.
 fn history_answer(
     key: &str,
-    config: &slack::Config,
+    config: &slack::Api,
     window: &slack::Window,
     (from, to): (f64, f64),
     now: f64,
@@ -605,7 +620,7 @@ fn history_answer(
 
 #[test]
 fn one_slack_message_proves_one_attempt_never_two() {
-    let config = slack::Config {
+    let config = slack::Api {
         api_url: String::new(),
         token: String::new(),
         channel: "C1".into(),

@@ -12,7 +12,7 @@ use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 use unsctl::cli::backend::{Backend, Resolution, Source as Named};
-use unsctl::cli::commands::tui::app::{App, Config, ViewKind};
+use unsctl::cli::commands::tui::app::{App, Started, ViewKind};
 use unsctl::cli::commands::tui::jobs::{self, Job, Source};
 use unsctl::runtime::schema::{self, OpenMode};
 
@@ -34,7 +34,7 @@ impl Screen {
         };
         let (place, readonly, open) =
             unsctl::cli::commands::tui::opener(resolution, readonly).expect("opener");
-        let config = Config {
+        let config = Started {
             place,
             operator: "erin".into(),
             readonly,

@@ -142,6 +142,24 @@ fn planned(
     Ok(intent)
 }
 
+/// A plan's entries under their context, in the order contexts first appear, found by
+/// name: linear in the plan's size.
+fn by_context(entries: Vec<PlanEntry>) -> Vec<(String, Vec<PlanEntry>)> {
+    let mut groups: Vec<(String, Vec<PlanEntry>)> = Vec::new();
+    let mut index: std::collections::HashMap<String, usize> = Default::default();
+    for entry in entries {
+        let name = entry.context.clone().unwrap_or_default();
+        match index.get(&name) {
+            Some(&at) => groups[at].1.push(entry),
+            None => {
+                index.insert(name.clone(), groups.len());
+                groups.push((name, vec![entry]));
+            }
+        }
+    }
+    groups
+}
+
 pub fn run(global: &Invocation, args: Args) -> CliResult {
     act::check_force(&args.audit)?;
     let mut plan = read_plan(&args.plan)?;
@@ -185,19 +203,7 @@ pub fn run(global: &Invocation, args: Args) -> CliResult {
         ));
     }
     let config = backend::required_config()?;
-    // In the order contexts first appear, found by name: linear in the plan's size.
-    let mut groups: Vec<(String, Vec<PlanEntry>)> = Vec::new();
-    let mut index: std::collections::HashMap<String, usize> = Default::default();
-    for entry in plan.entries {
-        let name = entry.context.clone().unwrap_or_default();
-        match index.get(&name) {
-            Some(&at) => groups[at].1.push(entry),
-            None => {
-                index.insert(name.clone(), groups.len());
-                groups.push((name, vec![entry]));
-            }
-        }
-    }
+    let groups = by_context(plan.entries);
     let planned_stores: std::collections::HashMap<&str, &str> = plan
         .contexts
         .iter()

@@ -203,10 +203,8 @@ fn run_fleet(global: &Invocation, asked: &report::Asked, args: &Args) -> CliResu
     Ok(())
 }
 
-/// Writes the evidence bundle to `dir` (created; an existing file is refused), and the
-/// report it holds.
-fn bundle(store: &dyn Store, asked: &report::Asked, dir: &Path) -> CliResult<Report> {
-    std::fs::create_dir_all(dir)?;
+/// Refuses a directory that already holds a file of a bundle: one is never written over.
+fn refuse_written_over(dir: &Path) -> CliResult {
     for name in BUNDLE_FILES.iter().chain(["SHA256SUMS"].iter()) {
         if dir.join(name).exists() {
             return Err(CliError::new(
@@ -218,6 +216,45 @@ fn bundle(store: &dyn Store, asked: &report::Asked, dir: &Path) -> CliResult<Rep
             ));
         }
     }
+    Ok(())
+}
+
+/// `reconcile -o json` of the report's window, judged as of its end, to `writer`.
+fn write_reconciliation(
+    store: &dyn Store,
+    asked: &report::Asked,
+    writer: impl Write + Send,
+) -> CliResult {
+    let reconcile_asked = crate::reconcile::Asked {
+        selection: asked.selection.clone(),
+        window: crate::store::Window {
+            since: Some(asked.since),
+            until: Some(asked.until),
+        },
+        ids: None,
+        limit: None,
+    };
+    let reconciliation = crate::reconcile::Reconciliation::read(
+        store,
+        &reconcile_asked,
+        asked.sources.clone(),
+        asked.until,
+    )?;
+    let recent = crate::reconcile::Recent::read(
+        store,
+        Some(asked.until),
+        asked.until,
+        crate::pulse::DEFAULT_QUIET_AFTER,
+    )?;
+    crate::cli::documents::write_reconcile(&reconciliation, store, &recent, writer)?;
+    Ok(())
+}
+
+/// Writes the evidence bundle to `dir` (created; an existing file is refused), and the
+/// report it holds.
+fn bundle(store: &dyn Store, asked: &report::Asked, dir: &Path) -> CliResult<Report> {
+    std::fs::create_dir_all(dir)?;
+    refuse_written_over(dir)?;
     let file = |name: &str| -> CliResult<std::io::BufWriter<std::fs::File>> {
         let file = std::fs::OpenOptions::new()
             .write(true)
@@ -264,33 +301,7 @@ fn bundle(store: &dyn Store, asked: &report::Asked, dir: &Path) -> CliResult<Rep
         .map_err(|err| CliError::error(err.to_string()))?;
     write_all(file("audit.json")?, format!("{audit}\n").as_bytes())?;
     crate::cli::documents::write_triage(store, &asked.selection, file("triage.json")?)?;
-    let reconcile_asked = crate::reconcile::Asked {
-        selection: asked.selection.clone(),
-        window: crate::store::Window {
-            since: Some(asked.since),
-            until: Some(asked.until),
-        },
-        ids: None,
-        limit: None,
-    };
-    let reconciliation = crate::reconcile::Reconciliation::read(
-        store,
-        &reconcile_asked,
-        asked.sources.clone(),
-        asked.until,
-    )?;
-    let recent = crate::reconcile::Recent::read(
-        store,
-        Some(asked.until),
-        asked.until,
-        crate::pulse::DEFAULT_QUIET_AFTER,
-    )?;
-    crate::cli::documents::write_reconcile(
-        &reconciliation,
-        store,
-        &recent,
-        file("reconcile.json")?,
-    )?;
+    write_reconciliation(store, asked, file("reconcile.json")?)?;
     let mut sums = String::new();
     for name in BUNDLE_FILES {
         sums.push_str(&format!("{}  {name}\n", sha256_of(&dir.join(name))?));

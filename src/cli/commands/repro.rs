@@ -331,6 +331,63 @@ fn keep_running(global: &Invocation, db: &Path, fakes: &Fakes) -> CliResult {
     Ok(())
 }
 
+/// What to try next on the store the demo kept: each a label and the command.
+fn kept_store_steps(
+    unsctl: &str,
+    db: &Path,
+    maillog: &Path,
+    verdicts: &[crate::triage::Verdict],
+) -> Vec<(String, String)> {
+    let example = |branch| {
+        verdicts
+            .iter()
+            .find(|v: &&crate::triage::Verdict| v.branch == branch)
+            .map(|v| v.id.clone())
+    };
+    let db_text = db.display().to_string();
+    let mut next = Vec::new();
+    next.push((
+        "every command below reads this store".into(),
+        format!("export UNS_DB_FILE={}", shell_word(&db_text)),
+    ));
+    next.push(("the table above".into(), format!("{unsctl} dlq triage")));
+    if let Some(id) = example(crate::triage::Branch::Verify) {
+        next.push((
+            "a VERIFY entry: what to look for".into(),
+            format!("{unsctl} inspect {id}"),
+        ));
+        next.push((
+            "ask the relay's log; add --record --confirm to write the answers down".into(),
+            format!(
+                "{unsctl} verify --relay-log {}",
+                shell_word(&maillog.display().to_string())
+            ),
+        ));
+    }
+    if let Some(id) = example(crate::triage::Branch::Resolve) {
+        next.push((
+            "dry run: what resolve would do".into(),
+            format!("{unsctl} dlq resolve {id}"),
+        ));
+    }
+    next.push((
+        "the runbook's cross-notification query".into(),
+        format!("{unsctl} events --kind LEASE_LOST"),
+    ));
+    next.push((
+        "when done".into(),
+        format!(
+            "rm -r {}",
+            shell_word(
+                &db.parent()
+                    .map(|d| d.display().to_string())
+                    .unwrap_or_default()
+            )
+        ),
+    ));
+    next
+}
+
 pub fn run_demo(global: &Invocation, args: DemoArgs) -> CliResult {
     let out = global.output();
     let started = std::time::Instant::now();
@@ -350,12 +407,6 @@ pub fn run_demo(global: &Invocation, args: DemoArgs) -> CliResult {
     drop(fakes);
     let verdicts = print_reports(&db, &reports, &out)?;
     if !out.json() {
-        let example = |branch| {
-            verdicts
-                .iter()
-                .find(|v| v.branch == branch)
-                .map(|v| v.id.clone())
-        };
         let db_text = db.display().to_string();
         let unsctl = invocation();
         status(&format!(
@@ -377,45 +428,7 @@ pub fn run_demo(global: &Invocation, args: DemoArgs) -> CliResult {
             status("Or try:");
         } else {
             status(&format!("The store is kept in {db_text}. Try next:"));
-            next.push((
-                "every command below reads this store".into(),
-                format!("export UNS_DB_FILE={}", shell_word(&db_text)),
-            ));
-            next.push(("the table above".into(), format!("{unsctl} dlq triage")));
-            if let Some(id) = example(crate::triage::Branch::Verify) {
-                next.push((
-                    "a VERIFY entry: what to look for".into(),
-                    format!("{unsctl} inspect {id}"),
-                ));
-                next.push((
-                    "ask the relay's log; add --record --confirm to write the answers down".into(),
-                    format!(
-                        "{unsctl} verify --relay-log {}",
-                        shell_word(&maillog.display().to_string())
-                    ),
-                ));
-            }
-            if let Some(id) = example(crate::triage::Branch::Resolve) {
-                next.push((
-                    "dry run: what resolve would do".into(),
-                    format!("{unsctl} dlq resolve {id}"),
-                ));
-            }
-            next.push((
-                "the runbook's cross-notification query".into(),
-                format!("{unsctl} events --kind LEASE_LOST"),
-            ));
-            next.push((
-                "when done".into(),
-                format!(
-                    "rm -r {}",
-                    shell_word(
-                        &db.parent()
-                            .map(|d| d.display().to_string())
-                            .unwrap_or_default()
-                    )
-                ),
-            ));
+            next = kept_store_steps(&unsctl, &db, &maillog, &verdicts);
         }
         next.push((
             "the same, with the API up for curl".into(),

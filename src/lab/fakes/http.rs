@@ -72,18 +72,7 @@ async fn connection(stream: TcpStream, control: Arc<Control>) -> std::io::Result
             body: body.clone(),
             at: now(),
         };
-        let success = match channel {
-            Channel::Pagerduty => format!(
-                "{{\"status\":\"success\",\"message\":\"Event processed\",\"dedup_key\":{}}}",
-                serde_json::json!(body["dedup_key"].as_str().unwrap_or(&key))
-            ),
-            _ => "ok".to_string(),
-        };
-        let status_ok = if channel == Channel::Pagerduty {
-            202
-        } else {
-            200
-        };
+        let (status_ok, success) = accepted_reply(channel, &body, &key);
         // A script for "id:CHANNEL" wins over one for the whole notification.
         let per_channel = format!("{key}:{channel}");
         match control.next_of(&[&per_channel, &key]) {
@@ -114,6 +103,21 @@ async fn connection(stream: TcpStream, control: Arc<Control>) -> std::io::Result
         }
     }
     Ok(())
+}
+
+/// What the provider answers a call it takes: PagerDuty's 202 naming the dedup key,
+/// Slack's 200 "ok".
+fn accepted_reply(channel: Channel, body: &serde_json::Value, key: &str) -> (u16, String) {
+    match channel {
+        Channel::Pagerduty => (
+            202,
+            format!(
+                "{{\"status\":\"success\",\"message\":\"Event processed\",\"dedup_key\":{}}}",
+                serde_json::json!(body["dedup_key"].as_str().unwrap_or(key))
+            ),
+        ),
+        _ => (200, "ok".to_string()),
+    }
 }
 
 fn query<'r>(request: &'r Request, name: &str) -> Option<&'r str> {

@@ -238,6 +238,34 @@ fn log_reject(control: &Control, queue_id: &str, mail: &Transaction, code: u16) 
     );
 }
 
+/// After the final dot, holds the connection open without a word until the client
+/// leaves; the session then ends.
+async fn hang<R: AsyncBufReadExt + Unpin>(
+    reader: &mut R,
+    session: &mut Session<'_>,
+) -> std::io::Result<bool> {
+    session.count("data", true);
+    session.last = "END-OF-MESSAGE";
+    let mut rest = String::new();
+    while reader.read_line(&mut rest).await? > 0 {
+        rest.clear();
+    }
+    session.lost("");
+    Ok(false)
+}
+
+/// The queue manager's line for a message it took.
+fn log_queued(control: &Control, queue_id: &str, mail: &Transaction, size: usize) {
+    control.log(
+        "qmgr",
+        &format!(
+            "{queue_id}: from=<{}>, size={size}, nrcpt={} (queue active)",
+            mail.sender,
+            mail.recipients.len()
+        ),
+    );
+}
+
 /// DATA through the reply to the final dot, by the script; false when the session ends.
 async fn data<R, W>(
     reader: &mut R,
@@ -274,26 +302,15 @@ where
     };
     let message_id = header(&message, "message-id");
     // Postfix's cleanup logs the Message-ID as the header goes by, queued or not.
+    let shown = message_id.clone();
     control.log(
         "cleanup",
         &format!(
             "{queue_id}: message-id={}",
-            message_id
-                .clone()
-                .unwrap_or_else(|| format!("<{queue_id}@fake>"))
+            shown.unwrap_or_else(|| format!("<{queue_id}@fake>"))
         ),
     );
-    let queued = || {
-        control.log(
-            "qmgr",
-            &format!(
-                "{queue_id}: from=<{}>, size={}, nrcpt={} (queue active)",
-                mail.sender,
-                message.len(),
-                mail.recipients.len()
-            ),
-        );
-    };
+    let queued = || log_queued(control, &queue_id, mail, message.len());
     let accepted = accepted(key, message_id, &message);
     const QUEUED: &[u8] = b"250 2.0.0 Ok: queued\r\n";
     match behavior {
@@ -325,15 +342,7 @@ where
         Behavior::Hang => {
             control.record(accepted);
             queued();
-            session.count("data", true);
-            session.last = "END-OF-MESSAGE";
-            // Hold the connection open without a word until the client leaves.
-            let mut rest = String::new();
-            while reader.read_line(&mut rest).await? > 0 {
-                rest.clear();
-            }
-            session.lost("");
-            return Ok(false);
+            return hang(reader, session).await;
         }
         Behavior::Lose => {
             session.count("data", false);

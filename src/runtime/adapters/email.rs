@@ -123,6 +123,15 @@ impl EmailAdapter {
         }
     }
 
+    /// Whether to say STARTTLS to a relay that does (or does not) offer it.
+    fn upgrades(&self, offered: bool) -> bool {
+        match self.config.starttls {
+            StartTls::Never => false,
+            StartTls::Opportunistic => offered,
+            StartTls::Required => true,
+        }
+    }
+
     fn send(
         &self,
         request: &DeliveryRequest<'_>,
@@ -149,13 +158,7 @@ impl EmailAdapter {
         // Which relay answered, by the name it gave: a log from another host cannot
         // prove that this attempt's message never reached it (DESIGN §7).
         greeted.replace(Some(conn.server_info().name().to_string()));
-        let offers_tls = conn.can_starttls();
-        let upgrade = match self.config.starttls {
-            StartTls::Never => false,
-            StartTls::Opportunistic => offers_tls,
-            StartTls::Required => true,
-        };
-        if upgrade {
+        if self.upgrades(conn.can_starttls()) {
             let tls = self.tls_parameters().map_err(before_data("starttls"))?;
             armed.set(set_timeout(&mut conn, request, "starttls")?);
             conn.starttls(&tls, &hello)

@@ -35,6 +35,7 @@ pub mod line;
 pub use clock::{Stamp, Zone};
 pub use line::SyslogNames;
 
+use crate::render::sanitize::cleaned;
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
@@ -237,7 +238,7 @@ impl Findings {
                     if h.is_empty() {
                         "(lines that name no host)".to_string()
                     } else {
-                        clean(h)
+                        cleaned(h)
                     }
                 })
                 .collect::<Vec<_>>()
@@ -254,12 +255,12 @@ impl Findings {
                 [] if hosts.is_empty() => Err("no line of the log is the relay's own".into()),
                 [] => Err(format!(
                     "the attempt was answered by relay {}, and the log's relay lines are from {}: another relay's log proves no absence",
-                    clean(relay),
+                    cleaned(relay),
                     named(&hosts)
                 )),
                 _ => Err(format!(
                     "more than one host of the log could be relay {} ({})",
-                    clean(relay),
+                    cleaned(relay),
                     named(&matching)
                 )),
             };
@@ -301,10 +302,6 @@ impl Findings {
             })
             .map(|orphan| orphan.what.as_str())
     }
-}
-
-fn clean(text: &str) -> String {
-    crate::render::sanitize::clean(text).into_owned()
 }
 
 /// Reads every file once, in the order of their first lines, looking for the `wanted`

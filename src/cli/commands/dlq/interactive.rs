@@ -1,10 +1,10 @@
 //! `unsctl dlq triage --interactive`: walk the DLQ one entry at a time and decide each
-//! (the walk itself is `cli::walk`).
+//! (the walk itself is `cli::guided`).
 
 use crate::cli::args::{AuditArgs, SelectArgs};
 use crate::cli::backend::{self, Invocation};
 use crate::cli::error::{CliError, CliResult, ExitKind, exit_for};
-use crate::cli::walk::{Terminal, walk};
+use crate::cli::guided::{Terminal, walk};
 use crate::cli::{prompt, selection};
 use crate::remediation::Action;
 use crate::render::output::{print, status};

@@ -197,7 +197,7 @@ fn run_fleet(global: &Invocation, args: &Args) -> CliResult {
             .iter()
             .map(|(context, t)| (context.clone(), ListEntry::from(t)))
             .collect();
-        fleet::print_document(
+        fleet::print_contexts_document(
             &rows,
             Some((
                 "summary",

@@ -343,7 +343,7 @@ fn run_fleet(global: &Invocation, args: &Args) -> CliResult {
         *counts.entry(verdict.branch).or_default() += 1;
     }
     if out.json() {
-        fleet::print_document(
+        fleet::print_contexts_document(
             &entries,
             Some((
                 "summary",

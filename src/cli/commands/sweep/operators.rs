@@ -6,8 +6,8 @@
 //! Then the worker runs again and the fakes' ledger says what the actions caused.
 
 use crate::cli::args::AuditArgs;
+use crate::cli::guided::{self, Scripted};
 use crate::cli::selection;
-use crate::cli::walk::{self, Scripted};
 use crate::lab::sweep::Sweep;
 use crate::model::{Channel, ChannelSet, Kind};
 use crate::render::output::{ColorChoice, Format, Output};
@@ -142,15 +142,10 @@ fn odd(channel: Channel, n: usize) -> String {
 /// The mistakes to try on one entry, with the exit code each must end in.
 fn mistakes(verdict: &Verdict, has: &ChannelSet, n: usize) -> Vec<Step> {
     let id = verdict.id.as_str();
-    let backend = if n.is_multiple_of(2) {
-        Backend::Sqlite
-    } else {
-        Backend::Http
-    };
-    let other = if backend == Backend::Sqlite {
-        Backend::Http
-    } else {
-        Backend::Sqlite
+    // Each mistake on one backend and its twin on the other, in turns.
+    let (backend, other) = match n.is_multiple_of(2) {
+        true => (Backend::Sqlite, Backend::Http),
+        false => (Backend::Http, Backend::Sqlite),
     };
     let mut list = Vec::new();
     let mut add = |backend, words: Vec<String>, expect| {
@@ -475,7 +470,7 @@ fn stray_walk(
 ) -> Result<(), String> {
     let mut stray = Scripted::new(stray_script(verdicts.len()));
     let quiet = Output::new(Format::Table, ColorChoice::Never);
-    let walked = walk::walk(
+    let walked = guided::walk(
         store,
         verdicts.to_vec(),
         &AuditArgs::default(),

@@ -28,7 +28,7 @@ pub const SLOW_REFRESH: Duration = Duration::from_secs(15);
 
 /// How the screen was started.
 #[derive(Debug, Clone)]
-pub struct Config {
+pub struct Started {
     /// The store, as every command describes it.
     pub place: String,
     pub operator: String,
@@ -207,7 +207,7 @@ pub struct Pending {
 
 /// The whole screen.
 pub struct App {
-    pub config: Config,
+    pub config: Started,
     pub view: ViewKind,
     pub dlq: DlqView,
     pub inspect: InspectView,
@@ -239,7 +239,7 @@ pub struct App {
 }
 
 impl App {
-    pub fn new(config: Config) -> Self {
+    pub fn new(config: Started) -> Self {
         Self {
             config,
             view: ViewKind::Dlq,

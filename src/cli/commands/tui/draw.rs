@@ -362,15 +362,10 @@ fn inspect(frame: &mut Frame<'_>, app: &App, area: Rect) {
     frame.render_widget(Paragraph::new(next).wrap(Wrap { trim: false }), step);
 }
 
-fn reconcile(frame: &mut Frame<'_>, app: &App, area: Rect, paint: &Paint) {
+/// The reconcile view's head: the classes counted over every channel, then each
+/// channel's counts.
+fn reconcile_counts(view: &super::app::ReconcileView) -> Vec<Line<'static>> {
     use crate::reconcile::Class;
-    let view = &app.reconcile;
-    let [head, table, still] = Layout::vertical([
-        Constraint::Length(4),
-        Constraint::Min(3),
-        Constraint::Length(2),
-    ])
-    .areas(area);
     let summary = crate::reconcile::summary(
         &view.channels,
         view.items.iter().map(|i| (i.channel, i.class)),
@@ -399,6 +394,19 @@ fn reconcile(frame: &mut Frame<'_>, app: &App, area: Rect, paint: &Paint) {
     if view.loaded.is_none() {
         lines = vec![Line::from("reconciling…")];
     }
+    lines
+}
+
+fn reconcile(frame: &mut Frame<'_>, app: &App, area: Rect, paint: &Paint) {
+    use crate::reconcile::Class;
+    let view = &app.reconcile;
+    let [head, table, still] = Layout::vertical([
+        Constraint::Length(4),
+        Constraint::Min(3),
+        Constraint::Length(2),
+    ])
+    .areas(area);
+    let lines = reconcile_counts(view);
     frame.render_widget(Paragraph::new(lines), head);
     let needs = view.needs();
     let rows: Vec<Row<'_>> = visible(&needs, view.selected, table)

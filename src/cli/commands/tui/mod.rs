@@ -66,7 +66,7 @@ pub struct Args {
 pub fn prepare(
     global: &Invocation,
     args: &Args,
-) -> CliResult<(app::Config, Source, ViewKind, Option<String>)> {
+) -> CliResult<(app::Started, Source, ViewKind, Option<String>)> {
     let (view, id) = first_view(args)?;
     let operator = global.operator(args.operator.as_deref());
     let contexts = match backend::config()? {
@@ -96,7 +96,7 @@ pub fn prepare(
     } else {
         view
     };
-    let config = app::Config {
+    let config = app::Started {
         place,
         operator: operator.clone(),
         readonly,
@@ -195,7 +195,7 @@ pub fn run(global: &Invocation, args: Args) -> CliResult {
 /// The loop: draw, take a key (waiting at most a tick), take what the worker sent back,
 /// refresh what is due. Never waits on the store.
 fn run_screen(
-    config: app::Config,
+    config: app::Started,
     source: Source,
     view: ViewKind,
     id: Option<String>,

@@ -210,6 +210,43 @@ fn verify_one(
     Ok(now)
 }
 
+/// One entry's card: what was verified out of band, then its verdict.
+fn show_card(store: &dyn Store, verdict: &Verdict, ask: &mut dyn Ask, out: &Output) {
+    if let Ok(doc) = store.notification(&verdict.id) {
+        let verified = views::verification_lines(&doc.events);
+        if !verified.is_empty() {
+            ask.say("Verified out of band (the providers' own records):");
+            for line in verified {
+                ask.say(&format!("  {line}"));
+            }
+        }
+    }
+    ask.say(&views::verdict_block(verdict, out));
+}
+
+/// The request for `action` on a card: on a VERIFY entry, with the operator's account
+/// of what they checked (None when they gave none).
+fn request_for(
+    verdict: &Verdict,
+    action: Action,
+    operator: &str,
+    audit: &AuditArgs,
+    ask: &mut dyn Ask,
+) -> std::io::Result<Option<crate::api::ActionRequest>> {
+    let mut request = act::base_request(operator, audit, None, None);
+    if verdict.branch == Branch::Verify {
+        let Some(checked) = account_of_check(ask, action)? else {
+            return Ok(None);
+        };
+        request.attestation = Some(checked);
+        request.verified = Some(match action {
+            Action::Resolve => Claim::Delivered,
+            Action::Replay => Claim::NotDelivered,
+        });
+    }
+    Ok(Some(request))
+}
+
 /// Walks `verdicts` and carries out what the operator confirms, entry by entry.
 pub fn walk(
     store: &dyn Store,
@@ -224,16 +261,7 @@ pub fn walk(
     let mut decisions: Vec<Decision> = Vec::new();
     for (n, verdict) in verdicts.into_iter().enumerate() {
         ask.say(&format!("\n[{}/{total}] {}", n + 1, clean(&verdict.id)));
-        if let Ok(doc) = store.notification(&verdict.id) {
-            let verified = views::verification_lines(&doc.events);
-            if !verified.is_empty() {
-                ask.say("Verified out of band (the providers' own records):");
-                for line in verified {
-                    ask.say(&format!("  {line}"));
-                }
-            }
-        }
-        ask.say(&views::verdict_block(&verdict, out));
+        show_card(store, &verdict, ask, out);
         let mut verdict = verdict;
         let id = verdict.id.clone();
         let mut decided = |action: Option<Action>, outcome: Outcome, ask: &mut dyn Ask| {
@@ -275,18 +303,10 @@ pub fn walk(
                 }
                 Choice::Act(action) => action,
             };
-            let mut request = act::base_request(operator, audit, None, None);
-            if verdict.branch == Branch::Verify {
-                let Some(checked) = account_of_check(ask, action)? else {
-                    decided(Some(action), Outcome::Skipped(Skip::NoCheckGiven), ask);
-                    break;
-                };
-                request.attestation = Some(checked);
-                request.verified = Some(match action {
-                    Action::Resolve => Claim::Delivered,
-                    Action::Replay => Claim::NotDelivered,
-                });
-            }
+            let Some(request) = request_for(&verdict, action, operator, audit, ask)? else {
+                decided(Some(action), Outcome::Skipped(Skip::NoCheckGiven), ask);
+                break;
+            };
             // Read the entry again: the decision is checked against what is stored now.
             let intent = crate::session::intent(store, &verdict.id, action, &request)?;
             let approved = match &intent.preview {
