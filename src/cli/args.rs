@@ -392,3 +392,17 @@ impl PaceArgs {
         }
     }
 }
+
+/// What an action that sends again takes beside its selection, as one group: who and why
+/// (the audit), the confirmation, the pace, and the wait afterwards.
+#[derive(Debug, clap::Args)]
+pub struct ActionArgs {
+    #[command(flatten)]
+    pub audit: AuditArgs,
+    #[command(flatten)]
+    pub confirm: ConfirmArgs,
+    #[command(flatten)]
+    pub pace: PaceArgs,
+    #[command(flatten)]
+    pub wait: WaitArgs,
+}

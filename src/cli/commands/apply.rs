@@ -1,7 +1,7 @@
 //! `unsctl apply plan.json`: carry out a triage plan, skipping entries that moved since.
 
 use crate::cli::act;
-use crate::cli::args::{AuditArgs, ConfirmArgs};
+use crate::cli::args::AuditArgs;
 use crate::cli::backend;
 use crate::cli::backend::Invocation;
 use crate::cli::error::{CliError, CliResult, ExitKind};
@@ -31,13 +31,7 @@ pub struct Args {
     /// The plan file (`-` for standard input)
     pub plan: PathBuf,
     #[command(flatten)]
-    pub audit: AuditArgs,
-    #[command(flatten)]
-    pub confirm: ConfirmArgs,
-    #[command(flatten)]
-    pub pace: crate::cli::args::PaceArgs,
-    #[command(flatten)]
-    pub wait: crate::cli::args::WaitArgs,
+    pub action: crate::cli::args::ActionArgs,
 }
 
 /// Refuses a plan made on another store than the one `store` is now: a context edited to
@@ -161,7 +155,7 @@ fn by_context(entries: Vec<PlanEntry>) -> Vec<(String, Vec<PlanEntry>)> {
 }
 
 pub fn run(global: &Invocation, args: Args) -> CliResult {
-    act::check_force(&args.audit)?;
+    act::check_force(&args.action.audit)?;
     let mut plan = read_plan(&args.plan)?;
     if let Some(excluded) = &plan.excluded {
         // An entry the plan's own triage left out is never acted on, whoever added it.
@@ -181,7 +175,7 @@ pub fn run(global: &Invocation, args: Args) -> CliResult {
         return Ok(());
     }
     if plan.entries.iter().all(|e| e.context.is_none()) {
-        let store = backend::for_action(global, args.confirm.confirm)?;
+        let store = backend::for_action(global, args.action.confirm.confirm)?;
         same_store(store.as_ref(), plan.store.as_deref())?;
         return apply_in(
             store.as_ref(),
@@ -217,7 +211,7 @@ pub fn run(global: &Invocation, args: Args) -> CliResult {
             crate::render::output::counted(entries.len() as i64, "plan entry"),
         ));
         let acted = backend::from_context(&config, &name)
-            .and_then(|resolved| backend::open_resolved(resolved, args.confirm.confirm))
+            .and_then(|resolved| backend::open_resolved(resolved, args.action.confirm.confirm))
             .and_then(|store| {
                 same_store(store.as_ref(), planned_stores.get(name.as_str()).copied())?;
                 apply_in(
@@ -249,20 +243,20 @@ fn apply_in(
     global: &Invocation,
 ) -> CliResult {
     let out = global.output();
-    let operator = global.operator(args.audit.operator.as_deref());
+    let operator = global.operator(args.action.audit.operator.as_deref());
     let intents = once_each(entries)
         .into_iter()
         .map(|entry| match entry {
-            Ok(entry) => planned(store, entry, &operator, &args.audit, excluded),
+            Ok(entry) => planned(store, entry, &operator, &args.action.audit, excluded),
             Err(refused) => Ok(refused),
         })
         .collect::<CliResult<Vec<_>>>()?;
     crate::cli::canary::carry_out(
         store,
         intents,
-        &args.confirm,
-        &args.wait,
-        args.pace.pace(),
+        &args.action.confirm,
+        &args.action.wait,
+        args.action.pace.pace(),
         &out,
         "apply the plan to",
     )

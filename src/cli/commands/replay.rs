@@ -1,7 +1,7 @@
 //! `unsctl replay`: replay DLQ entries in a new cycle, for the channels not delivered.
 
 use crate::cli::act;
-use crate::cli::args::{AuditArgs, ConfirmArgs, SelectArgs, WaitArgs};
+use crate::cli::args::SelectArgs;
 use crate::cli::backend;
 use crate::cli::backend::Invocation;
 use crate::cli::error::{CliError, CliResult};
@@ -41,19 +41,13 @@ pub struct Args {
     #[arg(long)]
     pub verified_delivered: bool,
     #[command(flatten)]
-    pub audit: AuditArgs,
-    #[command(flatten)]
-    pub confirm: ConfirmArgs,
-    #[command(flatten)]
-    pub pace: crate::cli::args::PaceArgs,
-    #[command(flatten)]
-    pub wait: WaitArgs,
+    pub action: crate::cli::args::ActionArgs,
 }
 
 pub fn run(global: &Invocation, args: Args) -> CliResult {
-    act::check_force(&args.audit)?;
+    act::check_force(&args.action.audit)?;
     let out = global.output();
-    let store = backend::for_action(global, args.confirm.confirm)?;
+    let store = backend::for_action(global, args.action.confirm.confirm)?;
     let (attestation, verified) = if args.verified_not_delivered {
         (
             Some("verified out of band: not delivered"),
@@ -67,8 +61,8 @@ pub fn run(global: &Invocation, args: Args) -> CliResult {
     } else {
         (None, None)
     };
-    let operator = global.operator(args.audit.operator.as_deref());
-    let mut request = act::base_request(&operator, &args.audit, attestation, verified);
+    let operator = global.operator(args.action.audit.operator.as_deref());
+    let mut request = act::base_request(&operator, &args.action.audit, attestation, verified);
     if !args.channels.is_empty() {
         request.channels = Some(args.channels.iter().copied().collect::<ChannelSet>());
     }
@@ -97,9 +91,9 @@ pub fn run(global: &Invocation, args: Args) -> CliResult {
     crate::cli::canary::carry_out(
         store.as_ref(),
         intents,
-        &args.confirm,
-        &args.wait,
-        args.pace.pace(),
+        &args.action.confirm,
+        &args.action.wait,
+        args.action.pace.pace(),
         &out,
         "replay",
     )
