@@ -518,15 +518,7 @@ fn read_only_every_action_key_leaves_the_store_byte_identical() {
         }
     }
     // Nor can a change reach the store any other way: the screen's opener refuses.
-    let intents = vec![
-        unsctl::session::intent(
-            screen.reader.store().expect("reader"),
-            &ids[0],
-            unsctl::remediation::Action::Replay,
-            &Default::default(),
-        )
-        .expect("intent"),
-    ];
+    let intents = vec![replay_intent(&screen, &ids[0])];
     let reply = jobs::run(
         &screen.source,
         &mut jobs::Reader::default(),
@@ -542,6 +534,17 @@ fn read_only_every_action_key_leaves_the_store_byte_identical() {
     assert_eq!(fingerprint(&db), before);
 }
 
+/// The session's intent to replay `id`, read through the screen's own reader.
+fn replay_intent(screen: &Screen, id: &str) -> unsctl::session::Intent {
+    unsctl::session::intent(
+        screen.reader.store().expect("reader"),
+        id,
+        unsctl::remediation::Action::Replay,
+        &Default::default(),
+    )
+    .expect("intent")
+}
+
 /// The screen carries out only what the session confirms: a word that is not the one the
 /// count calls for changes nothing, whatever the dialog let through.
 #[test]
@@ -550,15 +553,7 @@ fn a_carry_out_with_the_wrong_word_changes_nothing() {
     let before = fingerprint(&db);
     let mut screen = Screen::open(&db, false, false);
     screen.view(ViewKind::Dlq, None);
-    let intents = vec![
-        unsctl::session::intent(
-            screen.reader.store().expect("reader"),
-            &ids[0],
-            unsctl::remediation::Action::Replay,
-            &Default::default(),
-        )
-        .expect("intent"),
-    ];
+    let intents = vec![replay_intent(&screen, &ids[0])];
     assert!(intents[0].preview.is_ok(), "{:?}", intents[0].preview);
     for word in ["y", "no", "11", ""] {
         let reply = jobs::run(

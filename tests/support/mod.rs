@@ -17,24 +17,14 @@ pub const SMTP_SINK: &str = "/usr/sbin/smtp-sink";
 /// reads the developer's config, store variables or colour settings; a test that wants
 /// one sets it.
 pub fn unsctl() -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_unsctl"));
-    command
-        .env_clear()
-        .env(
-            "PATH",
-            std::env::var_os("PATH").unwrap_or_else(|| "/usr/bin:/bin".into()),
-        )
-        .env("HOME", "/nonexistent/unsctl-test-home")
-        .env("UNSCTL_CONFIG", "/nonexistent/unsctl-test-home/config.toml")
-        .stdin(Stdio::null());
+    let mut command = cleared(env!("CARGO_BIN_EXE_unsctl"));
+    command.stdin(Stdio::null());
     command
 }
 
-/// The one way tests start a shell, `script`, `tmux` or `runuser` (which then start the
-/// binary): from the same cleared environment as [`unsctl`], with a terminal type and a
-/// UTF-8 locale, so nothing of the caller's (`UNS_*`, `NO_COLOR`, `HOME`, a config)
-/// reaches what runs inside. A test that wants a variable sets it.
-pub fn launch(program: &str) -> Command {
+/// `program` with an environment of `PATH` alone, plus a `HOME` and `UNSCTL_CONFIG` that
+/// name nothing.
+fn cleared(program: &str) -> Command {
     let mut command = Command::new(program);
     command
         .env_clear()
@@ -43,9 +33,17 @@ pub fn launch(program: &str) -> Command {
             std::env::var_os("PATH").unwrap_or_else(|| "/usr/bin:/bin".into()),
         )
         .env("HOME", "/nonexistent/unsctl-test-home")
-        .env("UNSCTL_CONFIG", "/nonexistent/unsctl-test-home/config.toml")
-        .env("LANG", "C.UTF-8")
-        .env("TERM", "xterm-256color");
+        .env("UNSCTL_CONFIG", "/nonexistent/unsctl-test-home/config.toml");
+    command
+}
+
+/// The one way tests start a shell, `script`, `tmux` or `runuser` (which then start the
+/// binary): from the same cleared environment as [`unsctl`], with a terminal type and a
+/// UTF-8 locale, so nothing of the caller's (`UNS_*`, `NO_COLOR`, `HOME`, a config)
+/// reaches what runs inside. A test that wants a variable sets it.
+pub fn launch(program: &str) -> Command {
+    let mut command = cleared(program);
+    command.env("LANG", "C.UTF-8").env("TERM", "xterm-256color");
     command
 }
 
