@@ -465,8 +465,8 @@ pub fn execute_all(store: &dyn Store, intents: &[Intent], out: &Output) -> CliRe
     let progress = progress_bar(intents.len());
     let mut printed: CliResult = Ok(());
     let mut counted = Vec::with_capacity(intents.len());
-    let now = || crate::clock::Clock::now(&crate::clock::SystemClock);
-    let outcomes = session::carry_out(store, intents, &now, &mut |intent, outcome| {
+    let clock = crate::clock::SystemClock;
+    let outcomes = session::carry_out(store, intents, &clock, &mut |intent, outcome| {
         let line = crate::render::output::fit_lines(
             &format!(
                 "{}  {}",

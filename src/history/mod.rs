@@ -392,11 +392,6 @@ impl Reader {
         }
     }
 
-    /// The history as read so far.
-    pub fn history(&self) -> &History {
-        &self.history
-    }
-
     pub fn finish(self) -> History {
         self.history
     }

@@ -321,11 +321,11 @@ pub enum Flow {
 /// Carries `intents` out in order, each through the guarded transition (an entry the
 /// preview blocked ends as its block, and nothing is asked of the store), telling
 /// `after` each outcome. A paced replay is made due at its place counted from when the
-/// first paced one runs (`now` then). Stops early when `after` says so.
+/// first paced one runs (by `clock`). Stops early when `after` says so.
 pub fn carry_out(
     store: &dyn Store,
     intents: &[Intent],
-    now: &dyn Fn() -> f64,
+    clock: &dyn crate::clock::Clock,
     after: &mut dyn FnMut(&Intent, &Outcome) -> Flow,
 ) -> Vec<Outcome> {
     let mut outcomes = Vec::with_capacity(intents.len());
@@ -334,7 +334,7 @@ pub fn carry_out(
     for intent in intents {
         let outcome = match intent.offset {
             Some(offset) => {
-                let from = *paced_from.get_or_insert_with(now);
+                let from = *paced_from.get_or_insert_with(|| clock.now());
                 let request = ActionRequest {
                     due_at: Some(from + offset),
                     ..intent.request.clone()

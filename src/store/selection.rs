@@ -69,6 +69,16 @@ pub const MAX_TEXTS: usize = 32;
 pub const MAX_EXCLUDED: usize = 1000;
 
 impl Selection {
+    /// The notifications of `channel` (any, without one) whose error holds one of
+    /// `error`'s texts; an empty text selects nothing by itself and is dropped.
+    pub fn of_channel_and_error(channel: Option<Channel>, error: &[String]) -> Self {
+        Selection {
+            channel,
+            error: error.iter().filter(|e| !e.is_empty()).cloned().collect(),
+            ..Selection::default()
+        }
+    }
+
     pub fn is_empty(&self) -> bool {
         self == &Selection::default()
     }

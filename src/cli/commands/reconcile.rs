@@ -70,16 +70,7 @@ impl Args {
     fn asked(&self) -> CliResult<Asked> {
         let window = crate::cli::args::window(self.since.as_deref(), self.until.as_deref())?;
         window.check().map_err(CliError::usage)?;
-        let selection = Selection {
-            channel: self.channel,
-            error: self
-                .error
-                .iter()
-                .filter(|e| !e.is_empty())
-                .cloned()
-                .collect(),
-            ..Selection::default()
-        };
+        let selection = Selection::of_channel_and_error(self.channel, &self.error);
         selection.check().map_err(CliError::usage)?;
         if self.limit == Some(0) {
             return Err(CliError::usage("--limit must be at least 1"));

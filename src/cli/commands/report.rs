@@ -88,16 +88,7 @@ pub fn run(global: &Invocation, args: Args) -> CliResult {
     if since >= until {
         return Err(CliError::usage("--since must come before --until"));
     }
-    let selection = Selection {
-        channel: args.channel,
-        error: args
-            .error
-            .iter()
-            .filter(|e| !e.is_empty())
-            .cloned()
-            .collect(),
-        ..Selection::default()
-    };
+    let selection = Selection::of_channel_and_error(args.channel, &args.error);
     selection.check().map_err(CliError::usage)?;
     let asked = report::Asked {
         since,

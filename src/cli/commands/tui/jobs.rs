@@ -576,8 +576,8 @@ fn carry(source: &Source, intents: Vec<Intent>, word: &str) -> Result<Reply, Str
         });
     }
     let store = (source.open)(true).map_err(|err| err.message)?;
-    let now = || crate::clock::Clock::now(&crate::clock::SystemClock);
-    let outcomes = session::carry_out(store.as_ref(), &intents, &now, &mut |_, _| {
+    let clock = crate::clock::SystemClock;
+    let outcomes = session::carry_out(store.as_ref(), &intents, &clock, &mut |_, _| {
         session::Flow::Continue
     });
     let lines = intents
