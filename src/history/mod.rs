@@ -208,9 +208,13 @@ pub struct ChannelHistory {
 }
 
 /// Each channel's part of a history, in channel order; held inline, as a history is read
-/// per notification, a million times in a large triage.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Parts([Option<ChannelHistory>; 3]);
+/// per notification, a million times in a large triage. A reader that starts again keeps
+/// each part's room, so a long walk allocates its attempts' lists once.
+#[derive(Debug, Clone, Default)]
+pub struct Parts {
+    parts: [ChannelHistory; 3],
+    present: [bool; 3],
+}
 
 impl Parts {
     fn at(channel: Channel) -> usize {
@@ -222,20 +226,24 @@ impl Parts {
     }
 
     pub fn get(&self, channel: &Channel) -> Option<&ChannelHistory> {
-        self.0[Self::at(*channel)].as_ref()
+        let at = Self::at(*channel);
+        self.present[at].then(|| &self.parts[at])
     }
 
     pub fn get_mut(&mut self, channel: &Channel) -> Option<&mut ChannelHistory> {
-        self.0[Self::at(*channel)].as_mut()
+        let at = Self::at(*channel);
+        self.present[at].then(|| &mut self.parts[at])
     }
 
     /// The channel's part, begun empty if it had none.
     pub fn entry(&mut self, channel: Channel) -> &mut ChannelHistory {
-        self.0[Self::at(channel)].get_or_insert_with(ChannelHistory::default)
+        let at = Self::at(channel);
+        self.present[at] = true;
+        &mut self.parts[at]
     }
 
     pub fn insert(&mut self, channel: Channel, part: ChannelHistory) {
-        self.0[Self::at(channel)] = Some(part);
+        *self.entry(channel) = part;
     }
 
     /// Every channel with a part, in channel order.
@@ -243,6 +251,21 @@ impl Parts {
         Channel::ALL
             .into_iter()
             .filter_map(|channel| Some((channel, self.get(&channel)?)))
+    }
+
+    /// No part, each list's room kept.
+    fn clear(&mut self) {
+        for part in &mut self.parts {
+            part.attempts.clear();
+            part.verifications.clear();
+        }
+        self.present = [false; 3];
+    }
+}
+
+impl PartialEq for Parts {
+    fn eq(&self, other: &Self) -> bool {
+        self.iter().eq(other.iter())
     }
 }
 
@@ -350,29 +373,65 @@ pub struct Reader {
     tokens: String,
 }
 
+/// A reader between notifications: [`Reader::begin`] one before reading its events.
+impl Default for Reader {
+    fn default() -> Self {
+        Self {
+            history: History {
+                id: String::new(),
+                status: Stored::Unreadable(String::new()),
+                dead_letter: false,
+                cycle: 0,
+                recipient: None,
+                channels: ChannelSet::default(),
+                by_channel: Parts::default(),
+                replays: Vec::new(),
+                owed: None,
+                resolution: None,
+                lease_lost: false,
+                last_event_id: None,
+                notes: Vec::new(),
+                unreadable: false,
+                channels_unreadable: false,
+            },
+            leases: Vec::new(),
+            tokens: String::new(),
+        }
+    }
+}
+
 impl Reader {
     pub fn start(row: &Notification) -> Self {
-        let mut history = History {
-            id: row.id.clone(),
-            status: row.status.clone(),
-            dead_letter: row.dead_letter,
-            cycle: row.cycle,
-            recipient: row
-                .payload
-                .get("recipient")
-                .and_then(serde_json::Value::as_str)
-                .map(str::to_string),
-            channels: ChannelSet::default(),
-            by_channel: Parts::default(),
-            replays: Vec::new(),
-            owed: None,
-            resolution: None,
-            lease_lost: false,
-            last_event_id: None,
-            notes: Vec::new(),
-            unreadable: false,
-            channels_unreadable: false,
-        };
+        let mut reader = Self::default();
+        reader.begin(row);
+        reader
+    }
+
+    /// Starts on `row`, keeping the room the last notification's lists took: a walk
+    /// reads every entry with one reader.
+    pub fn begin(&mut self, row: &Notification) {
+        let history = &mut self.history;
+        history.id.clone_from(&row.id);
+        history.status.clone_from(&row.status);
+        history.dead_letter = row.dead_letter;
+        history.cycle = row.cycle;
+        history.recipient = row
+            .payload
+            .get("recipient")
+            .and_then(serde_json::Value::as_str)
+            .map(str::to_string);
+        history.channels = ChannelSet::default();
+        history.by_channel.clear();
+        history.replays.clear();
+        history.owed = None;
+        history.resolution = None;
+        history.lease_lost = false;
+        history.last_event_id = None;
+        history.notes.clear();
+        history.unreadable = false;
+        history.channels_unreadable = row.channel_set().is_err();
+        self.leases.clear();
+        self.tokens.clear();
         for problem in &row.unreadable {
             history.unreadable(format!("row {}: {problem}", row.id));
         }
@@ -385,11 +444,11 @@ impl Reader {
                 history.by_channel.entry(channel);
             }
         }
-        Self {
-            history,
-            leases: Vec::new(),
-            tokens: String::new(),
-        }
+    }
+
+    /// The history read so far.
+    pub fn history(&self) -> &History {
+        &self.history
     }
 
     pub fn finish(self) -> History {
@@ -456,11 +515,6 @@ impl Reader {
     fn read_lease(&mut self, fields: &Fields<'_>) {
         // A token claimed twice keeps its first lease: the lookup finds that one.
         if let (Some(token), Some(until)) = (fields.lease_token.as_deref(), fields.lease_until) {
-            if self.leases.is_empty() {
-                // Room for a few claims at once: most histories have one to three.
-                self.tokens.reserve(4 * token.len());
-                self.leases.reserve(4);
-            }
             let start = self.tokens.len();
             self.tokens.push_str(token);
             self.leases.push((start..self.tokens.len(), until));

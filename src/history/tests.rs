@@ -291,3 +291,59 @@ fn what_cannot_be_read_is_named_and_marks_the_history() {
     assert!(history.notes[2].contains("unknown kind"));
     assert!(history.verifications(Channel::Email).is_empty());
 }
+
+#[test]
+fn a_reader_begun_again_reads_each_history_as_a_fresh_reader_would() {
+    // Triage walks every entry with one reader; nothing of one entry may reach the next.
+    let resolved = (
+        "DLQ_RESOLVED",
+        payload::to_text(&payload::DlqResolved {
+            audit: audit(),
+            cycle: 1,
+        }),
+    );
+    let replayed = (
+        "REPLAYED",
+        json!({"cycle": 2, "channels": ["SLACK"], "attestation": "checked"}).to_string(),
+    );
+    let histories: Vec<Vec<(&str, String)>> = vec![
+        vec![
+            claimed(1, "t1", T0 + 60.0),
+            started(1, "t1"),
+            result(1, "t1", false, "UNKNOWN"),
+            verified(vec![1], Claim::NotDelivered),
+            resolved,
+            replayed,
+        ],
+        vec![("CHANNEL_ATTEMPT_RESULT", "{oops".into())],
+        vec![started(1, "t1"), result(1, "t1", true, "ACCEPTED")],
+        Vec::new(),
+    ];
+    let mut other = row();
+    other.id = "n-2".into();
+    other.channels = vec!["PAGERDUTY".into()];
+    other.unreadable = vec!["payload: not JSON".into()];
+    other.payload = Value::Null;
+    let rows = [row(), other];
+    let mut reader = Reader::default();
+    // Every history after every other, on either row.
+    for (first, second) in histories
+        .iter()
+        .flat_map(|a| histories.iter().map(move |b| (a, b)))
+    {
+        for row in &rows {
+            for events in [first, second] {
+                let observed = || {
+                    events.iter().enumerate().map(|(n, (kind, text))| {
+                        Observed::from_text(n as i64 + 1, T0 + n as f64, kind, text)
+                    })
+                };
+                reader.begin(row);
+                for event in observed() {
+                    reader.read(event);
+                }
+                assert_eq!(reader.history(), &History::read(row, observed()));
+            }
+        }
+    }
+}

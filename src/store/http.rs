@@ -8,9 +8,10 @@ use crate::api::{
     self, ActionRequest, ActionResponse, DlqEntryView, DlqPage, DlqPageView, ErrorBody, ErrorKind,
     EventsResponse, NotificationDoc,
 };
+use crate::history::History;
 use crate::history::Observed;
 use crate::model::Notification;
-use crate::triage::Triage;
+use crate::triage;
 use reqwest::StatusCode;
 use reqwest::blocking::{Client, RequestBuilder, Response};
 use serde::de::DeserializeOwned;
@@ -717,7 +718,6 @@ fn triage_entry(entry: DlqEntryView<'_>, visit: &mut super::Visit<'_>) -> Result
         payload: serde_json::Value::Null,
         ..entry.row
     };
-    let mut triage = Triage::start(row);
     for event in &events {
         unreadable.extend(
             event
@@ -725,11 +725,12 @@ fn triage_entry(entry: DlqEntryView<'_>, visit: &mut super::Visit<'_>) -> Result
                 .iter()
                 .map(|u| format!("event {}: {u}", event.id)),
         );
-        let observed = Observed::from_text(event.id, event.at, &event.kind, event.payload.get())
-            .with_unreadable(event.unreadable.first().map(String::as_str));
-        triage.read(observed);
     }
-    let (verdict, row) = triage.finish();
+    let observed = events.iter().map(|event| {
+        Observed::from_text(event.id, event.at, &event.kind, event.payload.get())
+            .with_unreadable(event.unreadable.first().map(String::as_str))
+    });
+    let verdict = triage::judge(&row, &History::read(&row, observed));
     visit(Triaged {
         row,
         verdict,

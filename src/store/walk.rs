@@ -5,12 +5,12 @@
 
 use super::selection::Rows;
 use super::{EntryVisit, Result, Selection, StoreError, StoredEvent, Triaged, Visit};
-use crate::history::Observed;
+use crate::history::{Observed, Reader};
 use crate::model::payload_problem;
 use crate::runtime::queries::{
     self, Copies, EVENT_COLUMNS, NOTIFICATION_COLUMNS, NOTIFICATION_WIDTH,
 };
-use crate::triage::Triage;
+use crate::triage;
 use rusqlite::types::ValueRef;
 use rusqlite::{Connection, Row, Statement};
 use std::sync::mpsc::{Receiver, SyncSender, channel, sync_channel};
@@ -25,8 +25,9 @@ const EVENT_WIDTH: usize = 4;
 const BY_TIME: &str = "uns_notifications_dlq_updated";
 
 pub fn each_triaged(conn: &Connection, selection: &Selection, visit: &mut Visit<'_>) -> Result<()> {
+    let mut reader = Reader::default();
     walk(conn, Rows::Dlq(selection), |batch| {
-        triage_batch(batch, selection, visit)
+        triage_batch(batch, selection, &mut reader, visit)
     })
 }
 
@@ -197,14 +198,19 @@ impl Batcher<'_> {
 }
 
 /// Decodes and triages one batch of copied rows, with the checks and notes of
-/// `queries::notification` and `queries::event`.
-fn triage_batch(batch: &Batch, selection: &Selection, visit: &mut Visit<'_>) -> Result<()> {
+/// `queries::notification` and `queries::event`; `reader` reads every entry in turn.
+fn triage_batch(
+    batch: &Batch,
+    selection: &Selection,
+    reader: &mut Reader,
+    visit: &mut Visit<'_>,
+) -> Result<()> {
     for &(start, events) in &batch.entries {
         let row = queries::notification(&batch.copies.row(start), 0);
         if !selection.keeps_channels(&row.channels, !row.unreadable.is_empty()) {
             continue;
         }
-        let mut triage = Triage::start(row);
+        reader.begin(&row);
         let mut unreadable = Vec::new();
         for event in 0..events {
             let copy = batch
@@ -217,13 +223,13 @@ fn triage_batch(batch: &Batch, selection: &Selection, visit: &mut Visit<'_>) -> 
             let payload = cells.text_ref(3, "payload");
             let observed = Observed::from_text(id, at, &kind, &payload)
                 .with_unreadable(cells.problems.first().map(String::as_str));
-            let readable = triage.read(observed);
+            let readable = reader.read(observed);
             if !readable && let Some(problem) = payload_problem(&payload) {
                 cells.problems.push(problem);
             }
             unreadable.extend(cells.problems.iter().map(|p| format!("event {id}: {p}")));
         }
-        let (verdict, row) = triage.finish();
+        let verdict = triage::judge(&row, reader.history());
         let mut all = row.unreadable.clone();
         all.extend(unreadable);
         visit(Triaged {

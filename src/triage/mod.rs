@@ -4,7 +4,7 @@
 //! for a channel the provider did not accept, nor REPLAY for one the provider may have
 //! acted on; evidence it cannot read makes the answer VERIFY, never silence.
 
-use crate::history::{Attempt, History, Observed, Reader, Recorded};
+use crate::history::{Attempt, History, Observed, Recorded};
 use crate::model::{Channel, ChannelSet, Event, Notification};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -356,44 +356,14 @@ fn cause_text(error: &str) -> String {
     )
 }
 
-/// The triage of one entry, fed its events one at a time in id order.
-pub struct Triage {
-    row: Notification,
-    reader: Reader,
-}
-
-impl Triage {
-    pub fn start(row: Notification) -> Self {
-        let reader = Reader::start(&row);
-        Self { row, reader }
-    }
-
-    /// Reads the next event; false when its payload is not a JSON object triage can
-    /// read (the caller may want to say why in its own words).
-    pub fn read(&mut self, event: Observed<'_>) -> bool {
-        self.reader.read(event)
-    }
-
-    /// The row this triage is about.
-    pub fn row(&self) -> &Notification {
-        &self.row
-    }
-
-    /// The verdict, and the row back.
-    pub fn finish(self) -> (Verdict, Notification) {
-        let Triage { row, reader } = self;
-        (judge(&row, reader.finish()), row)
-    }
-}
-
 /// The verdict on a history read.
-pub fn judge(row: &Notification, history: History) -> Verdict {
+pub fn judge(row: &Notification, history: &History) -> Verdict {
     let channels: Vec<ChannelVerdict> = history
         .channels
         .iter()
-        .map(|channel| channel_verdict(&history, channel))
+        .map(|channel| channel_verdict(history, channel))
         .collect();
-    let mut notes = history.notes;
+    let mut notes = history.notes.clone();
     let branch = if history.unreadable {
         Branch::Verify
     } else if channels.is_empty() {
@@ -427,7 +397,7 @@ pub fn judge(row: &Notification, history: History) -> Verdict {
 
 /// Classifies one notification from its row and full history.
 pub fn triage<'a>(row: &Notification, events: impl IntoIterator<Item = Observed<'a>>) -> Verdict {
-    judge(row, History::read(row, events))
+    judge(row, &History::read(row, events))
 }
 
 /// Triage over events read in full.
