@@ -9,7 +9,7 @@ use crate::api::ActionRequest;
 use crate::model::ChannelSet;
 use crate::remediation::Action;
 use crate::remediation::{Approved, Claim};
-use crate::render::output::{Output, print, print_document, status};
+use crate::render::output::{Output, print, status};
 use crate::render::views;
 use crate::session::{
     self, Blocked, Confirm, Flow, Intent, Outcome, Preview, carried_out, planned, receivers,
@@ -101,7 +101,14 @@ struct ResultView<'a> {
 }
 
 /// `{"dry_run": .., "results": [...], "summary": {...}}`.
-pub fn print_results(intents: &[Intent], outcomes: &[Outcome], dry_run: bool) -> CliResult {
+/// The closing document of resolve, replay and apply (only `-o json` prints one: a person
+/// read each line as it came).
+pub fn print_results(
+    out: &Output,
+    intents: &[Intent],
+    outcomes: &[Outcome],
+    dry_run: bool,
+) -> CliResult {
     let mut summary: BTreeMap<&'static str, usize> = BTreeMap::new();
     let results: Vec<ResultView> = intents
         .iter()
@@ -131,7 +138,7 @@ pub fn print_results(intents: &[Intent], outcomes: &[Outcome], dry_run: bool) ->
             }
         })
         .collect();
-    print_document(&Results {
+    out.closing(&Results {
         dry_run,
         results,
         summary,
@@ -350,9 +357,7 @@ pub fn carry_out_into(
     // Entries the preview blocked are reported, not acted on; the rest run in order.
     let outcomes = execute_all(store, &intents, out)?;
     done.extend(carried_out(intents.iter().zip(&outcomes)));
-    if out.json() {
-        print_results(&intents[..outcomes.len()], &outcomes, false)?;
-    }
+    print_results(out, &intents[..outcomes.len()], &outcomes, false)?;
     finish(&store.describe(), &outcomes)
 }
 
@@ -375,9 +380,7 @@ pub fn present(
 ) -> CliResult<Go> {
     if intents.is_empty() {
         status(&format!("Nothing to {verb}: no matching DLQ entries."));
-        if out.json() {
-            print_results(&[], &[], !confirm.confirm)?;
-        }
+        print_results(out, &[], &[], !confirm.confirm)?;
         return Ok(Go::Stop(Ok(())));
     }
     let blocked: Vec<Outcome> = intents
@@ -391,11 +394,11 @@ pub fn present(
         })
         .collect();
     let actionable: Vec<&Intent> = intents.iter().filter(|i| i.preview.is_ok()).collect();
-    if !out.json() {
-        for intent in intents {
-            print(&crate::render::output::fit_lines(&line(intent, out), out))?;
-        }
-    }
+    out.progress(|| {
+        intents.iter().try_for_each(|intent| {
+            print(&crate::render::output::fit_lines(&line(intent, out), out))
+        })
+    })?;
     let mut told = receivers(intents);
     told.extend(also.iter().cloned());
     // A prompt says all of it where the answer is given; without one it is said here.
@@ -407,11 +410,8 @@ pub fn present(
         }
     }
     if !confirm.confirm {
-        if out.json() {
-            print_results(intents, &blocked, true)?;
-        } else {
-            print("(dry run)")?;
-        }
+        print_results(out, intents, &blocked, true)?;
+        out.progress(|| print("(dry run)"))?;
         status(&format!(
             "Nothing was changed in {}. Add --confirm to {verb} {} {}.",
             crate::render::sanitize::clean(&store.describe()),
@@ -425,9 +425,7 @@ pub fn present(
         return Ok(Go::Stop(finish_dry_run(&blocked)));
     }
     if actionable.is_empty() {
-        if out.json() {
-            print_results(intents, &blocked, false)?;
-        }
+        print_results(out, intents, &blocked, false)?;
         status(&format!(
             "Nothing to {verb}: every entry was refused or skipped (see above)."
         ));
@@ -477,15 +475,13 @@ pub fn execute_all(store: &dyn Store, intents: &[Intent], out: &Output) -> CliRe
         );
         counted.push(outcome.clone());
         prompt::set_progress(&session::summary(&counted));
-        if !out.json() {
-            let shown = match &progress {
-                Some(bar) => bar.suspend(|| print(&line)),
-                None => print(&line),
-            };
-            if let Err(err) = shown {
-                printed = Err(err.into());
-                return Flow::Stop;
-            }
+        let shown = out.progress(|| match &progress {
+            Some(bar) => bar.suspend(|| print(&line)),
+            None => print(&line),
+        });
+        if let Err(err) = shown {
+            printed = Err(err.into());
+            return Flow::Stop;
         }
         if let Some(bar) = &progress {
             bar.inc(1);

@@ -8,7 +8,7 @@ use super::args::{ConfirmArgs, WaitArgs};
 use super::error::{CliError, CliResult};
 use super::follow;
 use crate::remediation::Action;
-use crate::render::output::{Output, counted, print_json_line, status};
+use crate::render::output::{Output, counted, status};
 use crate::render::views;
 use crate::session::Intent;
 use crate::session::outcome::{Outcome, Skip};
@@ -142,9 +142,9 @@ pub fn carry_out(
     let first = act::execute_all(store, &plan.canary, out)?;
     let sent = crate::session::carried_out(plan.canary.iter().zip(&first));
     let waited = follow::wait_settled(store, &sent, every, timeout, None, out)?;
-    if out.json() {
-        print_json_line(&serde_json::json!({ "canary": waited.document() }))?;
-    }
+    out.closing_line(&CanaryDocument {
+        canary: waited.document(),
+    })?;
     if waited.stopped {
         status(&format!(
             "\nstopped (Ctrl-C) while waiting on the canary: {}; nothing else was changed",
@@ -164,9 +164,7 @@ pub fn carry_out(
     let second = act::execute_all(store, &plan.rest, out)?;
     let mut outcomes = first;
     outcomes.extend(second.iter().cloned());
-    if out.json() {
-        act::print_results(&intents[..outcomes.len()], &outcomes, false)?;
-    }
+    act::print_results(out, &intents[..outcomes.len()], &outcomes, false)?;
     let acted = act::finish(&store.describe(), &outcomes);
     if !wait.wait {
         return acted;
@@ -280,10 +278,8 @@ fn stop_after_canary(
             .iter()
             .map(|_| Outcome::Skipped(Skip::CanaryNotDelivered)),
     );
-    if out.json() {
-        let intents: Vec<Intent> = plan.canary.iter().chain(&plan.rest).cloned().collect();
-        act::print_results(&intents, &outcomes, false)?;
-    }
+    let intents: Vec<Intent> = plan.canary.iter().chain(&plan.rest).cloned().collect();
+    act::print_results(out, &intents, &outcomes, false)?;
     status(&format!(
         "Canary: {}. Not delivered:",
         waited.account(plan.timeout)
@@ -336,4 +332,10 @@ fn carry_out_waited(
     );
     // A refusal among the entries outranks what the wait found.
     acted.and(waited)
+}
+
+/// The JSON line the canary's wait ends with.
+#[derive(serde::Serialize)]
+struct CanaryDocument<'a> {
+    canary: follow::WaitDocument<'a>,
 }

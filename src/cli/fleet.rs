@@ -164,40 +164,72 @@ pub fn in_context(command: &str, context: &str) -> String {
     }
 }
 
-/// Writes a JSON document of tagged entries and per-context statuses, one entry at a
-/// time (a fleet holds hundreds of thousands), in the layout of the one-context output.
-pub fn print_contexts_document<T: Serialize>(
-    entries: &[(String, T)],
-    extra: Option<(&str, serde_json::Value)>,
-    contexts: Vec<ContextStatus>,
-) -> CliResult {
-    use std::io::Write;
-    let stdout = std::io::stdout();
-    let mut writer = std::io::BufWriter::with_capacity(1 << 16, stdout.lock());
-    let mut buffer = Vec::with_capacity(4096);
-    writer.write_all(b"{\n  \"entries\": [")?;
-    for (n, (context, value)) in entries.iter().enumerate() {
-        writer.write_all(if n == 0 { b"\n    " } else { b",\n    " })?;
-        crate::render::output::write_indented_entry(
-            &mut writer,
-            &mut buffer,
-            &Tagged { context, value },
-        )?;
+/// One entry of a fleet's document: how the JSON document holds it, and its row in the
+/// one-context table.
+pub trait Entry {
+    type Json<'a>: Serialize
+    where
+        Self: 'a;
+    /// The one-context table's columns.
+    const COLUMNS: &'static [crate::render::table::Column];
+
+    fn json(&self) -> Self::Json<'_>;
+    fn row(&self, out: &crate::render::output::Output) -> Vec<crate::render::table::Text>;
+}
+
+/// A fleet's entries, as the output layer chooses: for a program, a JSON document of
+/// entries tagged with their context, a summary and every context's status, written one
+/// entry at a time (a fleet holds hundreds of thousands) in the layout of the
+/// one-context output; for a person, the one-context table with a CONTEXT column first.
+pub struct Across<'a, E> {
+    pub entries: &'a [(String, E)],
+    pub summary: Option<(&'a str, serde_json::Value)>,
+    pub contexts: Vec<ContextStatus>,
+}
+
+impl<E: Entry> crate::render::output::Streamed for Across<'_, E> {
+    type Done = CliResult;
+
+    fn json(self) -> CliResult {
+        use std::io::Write;
+        let stdout = std::io::stdout();
+        let mut writer = std::io::BufWriter::with_capacity(1 << 16, stdout.lock());
+        let mut buffer = Vec::with_capacity(4096);
+        writer.write_all(b"{\n  \"entries\": [")?;
+        for (n, (context, entry)) in self.entries.iter().enumerate() {
+            writer.write_all(if n == 0 { b"\n    " } else { b",\n    " })?;
+            crate::render::output::write_indented_entry(
+                &mut writer,
+                &mut buffer,
+                &Tagged {
+                    context,
+                    value: &entry.json(),
+                },
+            )?;
+        }
+        writer.write_all(if self.entries.is_empty() {
+            b"],\n"
+        } else {
+            b"\n  ],\n"
+        })?;
+        if let Some((key, value)) = self.summary {
+            let key = serde_json::to_string(key).map_err(std::io::Error::other)?;
+            let value = serde_json::to_string(&value).map_err(std::io::Error::other)?;
+            writer.write_all(format!("  {key}: {value},\n").as_bytes())?;
+        }
+        let contexts = serde_json::to_string(&self.contexts).map_err(std::io::Error::other)?;
+        writer.write_all(format!("  \"contexts\": {contexts}\n}}\n").as_bytes())?;
+        writer.flush()?;
+        Ok(())
     }
-    writer.write_all(if entries.is_empty() {
-        b"],\n"
-    } else {
-        b"\n  ],\n"
-    })?;
-    if let Some((key, value)) = extra {
-        let key = serde_json::to_string(key).map_err(std::io::Error::other)?;
-        let value = serde_json::to_string(&value).map_err(std::io::Error::other)?;
-        writer.write_all(format!("  {key}: {value},\n").as_bytes())?;
+
+    fn show(self, out: &crate::render::output::Output) -> CliResult {
+        let rows = self
+            .entries
+            .iter()
+            .map(|(context, entry)| (context.as_str(), entry.row(out)));
+        Ok(print_table(E::COLUMNS, rows, out)?)
     }
-    let contexts = serde_json::to_string(&contexts).map_err(std::io::Error::other)?;
-    writer.write_all(format!("  \"contexts\": {contexts}\n}}\n").as_bytes())?;
-    writer.flush()?;
-    Ok(())
 }
 
 /// Prints `rows` as a table of `columns` with a CONTEXT column first, each row tagged

@@ -6,7 +6,7 @@ use super::error::{CliError, CliResult};
 use super::prompt;
 use crate::api::{EventRow, NotificationDoc};
 use crate::model::Event;
-use crate::render::output::{Output, counted, print, print_json_line, status};
+use crate::render::output::{Output, counted, print, status};
 use crate::render::{time, views};
 use crate::store::{EventQuery, Selection, Store, StoreError};
 use crate::triage::{Branch, Verdict};
@@ -203,15 +203,13 @@ fn replaced(store: &dyn Store, identity: &mut Option<String>, cursor: &mut i64) 
 }
 
 fn emit_event(store: &dyn Store, row: &EventRow, out: &Output) -> CliResult {
-    if out.json() {
-        print_json_line(row)?;
-    } else {
+    out.record(row, || {
         let short = super::ids::short_ids(store, [row.notification_id.as_str()], out);
         let notification = short
             .get(&row.notification_id)
             .unwrap_or(&row.notification_id);
-        print(&event_line(row, notification, out))?;
-    }
+        event_line(row, notification, out)
+    })?;
     Ok(())
 }
 
@@ -260,13 +258,7 @@ pub fn follow_notification(
         let fresh: Vec<Event> = doc.events.iter().filter(|e| e.id > last).cloned().collect();
         if let Some(newest) = fresh.iter().map(|e| e.id).max() {
             last = newest;
-            if out.json() {
-                for event in &fresh {
-                    print_json_line(event)?;
-                }
-            } else {
-                print(&views::timeline(&fresh, &[], out))?;
-            }
+            out.records(&fresh, || views::timeline(&fresh, &[], out))?;
         }
     }
     Ok(doc)
@@ -469,6 +461,15 @@ fn progress_every(every: Duration) -> Duration {
     Duration::from_secs(10).min(every * 10)
 }
 
+/// The JSON line a wait ends with.
+#[derive(Debug, serde::Serialize)]
+pub struct WaitDocument<'a> {
+    pub waited: &'a [Settlement],
+    pub delivered: usize,
+    pub not_delivered: usize,
+    pub unsettled: usize,
+}
+
 /// What a wait found: each replayed notification's settlement (or where it stood when
 /// the wait ended), how many had not settled, and whether Ctrl-C ended it.
 pub struct Waited {
@@ -483,14 +484,14 @@ impl Waited {
     }
 
     /// `{"waited": [...], "delivered", "not_delivered", "unsettled"}`.
-    pub fn document(&self) -> serde_json::Value {
+    pub fn document(&self) -> WaitDocument<'_> {
         let delivered = self.delivered();
-        serde_json::json!({
-            "waited": self.done,
-            "delivered": delivered,
-            "not_delivered": self.done.len() - delivered - self.unsettled,
-            "unsettled": self.unsettled,
-        })
+        WaitDocument {
+            waited: &self.done,
+            delivered,
+            not_delivered: self.done.len() - delivered - self.unsettled,
+            unsettled: self.unsettled,
+        }
     }
 
     /// "2 of 3 delivered, 1 not settled within 5m".
@@ -523,9 +524,7 @@ pub fn wait_for_delivery_paced(
     out: &Output,
 ) -> CliResult {
     let waited = wait_settled(store, ids, every, timeout, pace, out)?;
-    if out.json() {
-        print_json_line(&waited.document())?;
-    }
+    out.closing_line(&waited.document())?;
     let account = waited.account(timeout);
     if waited.stopped {
         status(&format!("\nstopped (Ctrl-C): {account}"));
@@ -576,9 +575,7 @@ pub fn wait_settled(
             let replayed = replays.get(id.as_str()).copied().unwrap_or_default();
             match read_settlement(store, &id, replayed, started)? {
                 Waiting::Settled(settlement) => {
-                    if !out.json() {
-                        print(&settlement_line(&settlement, out))?;
-                    }
+                    out.progress(|| print(&settlement_line(&settlement, out)))?;
                     done.push(settlement);
                 }
                 Waiting::Open(Some(status)) => still.push((id, status)),
@@ -609,9 +606,7 @@ pub fn wait_settled(
             error_message: None,
             seconds: None,
         };
-        if !out.json() {
-            print(&settlement_line(&settlement, out))?;
-        }
+        out.progress(|| print(&settlement_line(&settlement, out)))?;
         done.push(settlement);
     }
     Ok(Waited {
@@ -768,11 +763,7 @@ pub fn watch_dlq(
                 Change::Left { .. } => counts[1] += 1,
                 Change::Branch { .. } => counts[2] += 1,
             }
-            if out.json() {
-                print_json_line(&change)?;
-            } else {
-                print(&change_line(&change, out))?;
-            }
+            out.record(&change, || change_line(&change, out))?;
         }
         known = now;
     }

@@ -88,10 +88,6 @@ impl Output {
         }
     }
 
-    pub fn json(&self) -> bool {
-        self.format == Format::Json
-    }
-
     /// `-o wide`: every value whole, however wide the table grows.
     pub fn wide(&self) -> bool {
         self.format == Format::Wide
@@ -193,6 +189,37 @@ pub trait View: serde::Serialize {
     fn show(&self, out: &Output) -> std::io::Result<()>;
 }
 
+/// A document written a piece at a time as its parts arrive (a triage of a million
+/// entries, a reconciliation): [`Output::stream`] picks which writing, once.
+pub trait Streamed {
+    /// What the writing hands back (its tally), or why it stopped.
+    type Done;
+
+    /// The JSON contract.
+    fn json(self) -> Self::Done;
+
+    /// The table or text a person reads.
+    fn show(self, out: &Output) -> Self::Done;
+
+    /// `-o csv`, where a command offers it (the CLI refuses it elsewhere).
+    fn csv(self, out: &Output) -> Self::Done
+    where
+        Self: Sized,
+    {
+        self.show(out)
+    }
+
+    /// `-o html`, where a command offers it (the report; the CLI refuses it elsewhere).
+    fn html(self, out: &Output) -> Self::Done
+    where
+        Self: Sized,
+    {
+        self.show(out)
+    }
+}
+
+/// The one place a run's format is chosen. Every document a command prints on stdout
+/// comes through one of these, so no command asks which format it is in.
 impl Output {
     /// Prints `view`: as JSON with `-o json` (see [`View::SORTED`]), else as the view
     /// shows itself.
@@ -203,16 +230,91 @@ impl Output {
             (false, _) => view.show(self),
         }
     }
+
+    /// Writes a streamed document in the run's format.
+    pub fn stream<S: Streamed>(&self, document: S) -> S::Done {
+        match self.format {
+            Format::Json => document.json(),
+            Format::Csv => document.csv(self),
+            Format::Html => document.html(self),
+            Format::Table | Format::Wide | Format::Markdown => document.show(self),
+        }
+    }
+
+    /// One record of a stream that runs until it is stopped (`--follow`, `--watch`): a
+    /// compact JSON line, or the line a person reads.
+    pub fn record<T: serde::Serialize>(
+        &self,
+        record: &T,
+        line: impl FnOnce() -> String,
+    ) -> std::io::Result<()> {
+        match self.json() {
+            true => print_json_line(record),
+            false => print(&line()),
+        }
+    }
+
+    /// Several records of such a stream at once: a compact JSON line each, or the block
+    /// a person reads them in.
+    pub fn records<T: serde::Serialize>(
+        &self,
+        records: &[T],
+        block: impl FnOnce() -> String,
+    ) -> std::io::Result<()> {
+        match self.json() {
+            true => records.iter().try_for_each(print_json_line),
+            false => print(&block()),
+        }
+    }
+
+    /// What a person reads on stdout as a command goes (a preview, each result as it
+    /// comes); with `-o json` nothing, as the command's closing document says it all.
+    pub fn progress<E>(&self, show: impl FnOnce() -> Result<(), E>) -> Result<(), E> {
+        match self.json() {
+            true => Ok(()),
+            false => show(),
+        }
+    }
+
+    /// The document a command ends with when a person's lines went out as it ran: with
+    /// `-o json`, printed with its keys sorted; for a person, nothing.
+    pub fn closing<T: serde::Serialize>(&self, document: &T) -> std::io::Result<()> {
+        match self.json() {
+            true => print_document(document),
+            false => Ok(()),
+        }
+    }
+
+    /// The same, as one compact line (its keys sorted too): the end of a stream of JSON
+    /// lines.
+    pub fn closing_line<T: serde::Serialize>(&self, document: &T) -> std::io::Result<()> {
+        match self.json() {
+            true => {
+                print_json_line(&serde_json::to_value(document).map_err(std::io::Error::other)?)
+            }
+            false => Ok(()),
+        }
+    }
+
+    /// Whether a person reads stdout: a summary or advice on stderr is for them, and a
+    /// value only the JSON contract carries need not be fetched.
+    pub fn for_people(&self) -> bool {
+        !self.json()
+    }
+
+    fn json(&self) -> bool {
+        self.format == Format::Json
+    }
 }
 
 /// A JSON document, its keys sorted at every level: what [`Output::emit`] prints, and
 /// what a command prints whose table was written as it went (the results of a bulk
 /// action).
-pub fn print_document(document: &impl serde::Serialize) -> std::io::Result<()> {
+fn print_document(document: &impl serde::Serialize) -> std::io::Result<()> {
     print_json(&serde_json::to_value(document).map_err(std::io::Error::other)?)
 }
 
-pub fn print_json<T: serde::Serialize>(value: &T) -> std::io::Result<()> {
+fn print_json<T: serde::Serialize>(value: &T) -> std::io::Result<()> {
     let text = serde_json::to_string_pretty(value).map_err(std::io::Error::other)?;
     print(&text)
 }
@@ -456,7 +558,7 @@ pub fn fit_lines(text: &str, out: &Output) -> String {
 }
 
 /// One compact JSON value per line on stdout, for streams (`--follow`, `--watch`).
-pub fn print_json_line<T: serde::Serialize>(value: &T) -> std::io::Result<()> {
+fn print_json_line<T: serde::Serialize>(value: &T) -> std::io::Result<()> {
     let text = serde_json::to_string(value).map_err(std::io::Error::other)?;
     let mut stdout = std::io::stdout().lock();
     stdout.write_all(text.as_bytes())?;

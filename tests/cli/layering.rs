@@ -423,6 +423,46 @@ fn every_value_parser_sits_in_values() {
     }
 }
 
+/// The run's format is chosen in one place, the output layer (`render/output.rs`): no
+/// command names a JSON, CSV, HTML or Markdown format, or compares `-o` itself, and none
+/// prints JSON but through it. (`cli/mod.rs` says which command offers which format;
+/// `cli/args.rs` declares the flag.)
+#[test]
+fn every_document_goes_through_the_output_layers_one_choice() {
+    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    sources(&src, &mut files);
+    let allowed = ["render/output.rs", "cli/mod.rs", "cli/args.rs"];
+    let chooses = [
+        "Format::Json",
+        "Format::Csv",
+        "Format::Html",
+        "Format::Markdown",
+        "output ==",
+        "output !=",
+        ".format ==",
+        "print_json",
+        "print_document",
+    ];
+    let mut found = Vec::new();
+    for file in files {
+        let relative = file.strip_prefix(&src).expect("under src");
+        if allowed.iter().any(|a| relative == std::path::Path::new(a)) {
+            continue;
+        }
+        let code = code_only(&std::fs::read_to_string(&file).expect("a source file"));
+        for word in chooses {
+            if code.contains(word) {
+                found.push(format!("{}: {word}", relative.display()));
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "a document chooses its own format; go through Output (emit, stream, record, progress, closing): {found:#?}"
+    );
+}
+
 /// Every file under tests/ is compiled into a harness: a test file no `mod` line names
 /// would never run, and nothing else would say so.
 #[test]

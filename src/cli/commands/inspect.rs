@@ -4,7 +4,6 @@ use crate::cli::backend;
 use crate::cli::backend::Invocation;
 use crate::cli::error::CliResult;
 use crate::cli::notification::{settled_block, show, view};
-use crate::render::output::print;
 
 /// Show one notification: its state, every event, and the triage verdict
 ///
@@ -32,20 +31,13 @@ pub fn run(global: &Invocation, args: Args) -> CliResult {
     let mut doc = store.notification(&id)?;
     if args.follow {
         let every = crate::cli::follow::interval(args.interval)?;
-        if !out.json() {
-            show(&view(doc.clone()), &out)?;
-        }
+        out.progress(|| show(&view(doc.clone()), &out))?;
         doc = crate::cli::follow::follow_notification(store.as_ref(), doc, every, &out)?;
         let status = doc.row.status.clone();
         let view = view(doc);
-        if out.json() {
-            crate::render::output::print_json_line(&view)?;
-        } else {
-            print(&crate::render::output::fit_lines(
-                &settled_block(&view, &out),
-                &out,
-            ))?;
-        }
+        out.record(&view, || {
+            crate::render::output::fit_lines(&settled_block(&view, &out), &out)
+        })?;
         // A script waiting on it learns how it ended: 0 only when it was delivered.
         if status.known() != Some(crate::model::Status::Delivered) {
             return Err(crate::cli::error::CliError::error(format!(

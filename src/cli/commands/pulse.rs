@@ -63,7 +63,7 @@ pub fn run(global: &Invocation, args: Args) -> CliResult {
     let store = backend::reader(global)?;
     let pulse = store.pulse(window)?;
     out.emit(&Shown(&pulse))?;
-    if !out.json() {
+    if out.for_people() {
         let stillness = Stillness::from_pulse(&pulse, window.until, args.quiet_after);
         status(&crate::render::views::still_words(
             &stillness,

@@ -5,12 +5,13 @@ use crate::cli::args::SourceArgs;
 use crate::cli::backend::{self, Invocation};
 use crate::cli::documents::{Document, write_csv, write_reconcile};
 use crate::cli::error::{CliError, CliResult};
+use crate::cli::fleet;
 use crate::cli::values;
 use crate::model::Channel;
 use crate::reconcile::{
     Asked, Class, Evidence, Recent, Reconciled, Reconciliation, Summary, What, summary,
 };
-use crate::render::output::{Output, counted, status};
+use crate::render::output::{Output, Streamed, counted, status};
 use crate::render::table::{Column, Grid, Text, Tone, toned};
 use crate::store::{Selection, Store, Window};
 use serde::Serialize;
@@ -114,17 +115,42 @@ pub fn run(global: &Invocation, args: Args) -> CliResult {
     let now = crate::clock::Clock::now(&crate::clock::SystemClock);
     let reconciliation = Reconciliation::read(store.as_ref(), &asked, args.sources(), now)?;
     let recent = Recent::read(store.as_ref(), asked.window.until, now, args.quiet_after)?;
-    if global.output == crate::render::output::Format::Csv {
-        write_csv(&reconciliation, store.as_ref(), std::io::stdout())?;
-    } else if out.json() {
-        write_json(&reconciliation, store.as_ref(), &recent)?;
-    } else if args.id.is_some() {
-        explain(&reconciliation, store.as_ref(), &out)?;
-    } else {
-        let tally = write_table(&reconciliation, store.as_ref(), &out)?;
-        report(&tally, &reconciliation, &recent, store.as_ref(), &out);
+    out.stream(OneStore {
+        reconciliation: &reconciliation,
+        store: store.as_ref(),
+        recent: &recent,
+        explain: args.id.is_some(),
+    })
+}
+
+/// One store's reconciliation, each notification written as it is read.
+struct OneStore<'a> {
+    reconciliation: &'a Reconciliation,
+    store: &'a dyn Store,
+    recent: &'a Recent,
+    /// One notification asked about: its evidence, not the table.
+    explain: bool,
+}
+
+impl Streamed for OneStore<'_> {
+    type Done = CliResult;
+
+    fn json(self) -> CliResult {
+        write_json(self.reconciliation, self.store, self.recent)
     }
-    Ok(())
+
+    fn show(self, out: &Output) -> CliResult {
+        if self.explain {
+            return explain(self.reconciliation, self.store, out);
+        }
+        let tally = write_table(self.reconciliation, self.store, out)?;
+        report(&tally, self.reconciliation, self.recent, self.store, out);
+        Ok(())
+    }
+
+    fn csv(self, _: &Output) -> CliResult {
+        write_csv(self.reconciliation, self.store, std::io::stdout())
+    }
 }
 
 /// `{"window", "notifications", "summary", "recent"}`, each notification written as it
@@ -515,7 +541,6 @@ struct InContext<'a> {
 /// `--all-contexts`: each context reconciled with the same window and sources; a context
 /// that cannot be read is named and the whole exits 1.
 fn run_fleet(global: &Invocation, args: &Args, asked: &Asked) -> CliResult {
-    use crate::cli::fleet;
     if args.id.is_some() {
         return Err(CliError::usage(
             "one notification lives in one context: pass --context NAME",
@@ -546,33 +571,61 @@ fn run_fleet(global: &Invocation, args: &Args, asked: &Asked) -> CliResult {
         &asked.channels(),
         items.iter().map(|(_, i)| (i.channel, i.class)),
     );
-    if out.json() {
-        let recent: BTreeMap<&str, &Recent> = readings
+    out.stream(Fleet {
+        readings: &readings,
+        items: &items,
+        summary: &summary,
+        window: &asked.window,
+        contexts: &contexts,
+    })?;
+    fleet::conclude(&readings)
+}
+
+/// Every context's reconciliation: one document, or one table of what needs a person.
+struct Fleet<'a> {
+    readings: &'a [fleet::Reading<(Vec<Reconciled>, Recent)>],
+    items: &'a [(&'a str, &'a Reconciled)],
+    summary: &'a Summary,
+    window: &'a Window,
+    contexts: &'a [fleet::ContextStatus],
+}
+
+impl Streamed for Fleet<'_> {
+    type Done = CliResult;
+
+    fn json(self) -> CliResult {
+        let recent: BTreeMap<&str, &Recent> = self
+            .readings
             .iter()
             .filter_map(|r| Some((r.context.as_str(), &r.result.as_ref().ok()?.1)))
             .collect();
-        let mut document = Document::start(&asked.window, std::io::stdout())?;
-        for (context, item) in &items {
+        let mut document = Document::start(self.window, std::io::stdout())?;
+        for (context, item) in self.items {
             document.item(&InContext { context, item })?;
         }
-        document.finish(&summary, &recent, Some(&contexts))?;
-    } else {
-        let needing: Vec<(&str, Vec<Text>)> = items
+        document.finish(self.summary, &recent, Some(self.contexts))?;
+        Ok(())
+    }
+
+    fn show(self, out: &Output) -> CliResult {
+        let needing: Vec<(&str, Vec<Text>)> = self
+            .items
             .iter()
             .filter(|(_, i)| i.class != Class::Once)
-            .map(|(context, item)| (*context, needs_row(item, &item.id, &out)))
+            .map(|(context, item)| (*context, needs_row(item, &item.id, out)))
             .collect();
-        fleet::print_table(NEEDS_COLUMNS, needing, &out)?;
-        for reading in &readings {
+        fleet::print_table(NEEDS_COLUMNS, needing, out)?;
+        for reading in self.readings {
             if let Ok((_, recent)) = &reading.result {
                 status(&format!(
                     "context {}: {}",
                     out.clean(&reading.context),
-                    still_happening(recent, None, &out)
+                    still_happening(recent, None, out)
                 ));
             }
         }
-        let totals: Vec<String> = summary
+        let totals: Vec<String> = self
+            .summary
             .iter()
             .map(|(channel, counts)| {
                 format!(
@@ -583,6 +636,6 @@ fn run_fleet(global: &Invocation, args: &Args, asked: &Asked) -> CliResult {
             })
             .collect();
         status(&totals.join("; "));
+        Ok(())
     }
-    fleet::conclude(&readings)
 }

@@ -5,7 +5,7 @@
 use crate::cli::args::{SenderArgs, SourceArgs};
 use crate::cli::backend::{self, Invocation};
 use crate::cli::error::{CliError, CliResult, ExitKind};
-use crate::render::output::{Format, print, status};
+use crate::render::output::{Output, Streamed, print, status};
 use crate::report::{self, Report};
 use crate::store::{Selection, Store};
 use sha2::Digest;
@@ -104,15 +104,29 @@ pub fn run(global: &Invocation, args: Args) -> CliResult {
         Some(dir) => bundle(store.as_ref(), &asked, dir)?,
         None => report::gather(store.as_ref(), &asked, &mut |_, _| Ok(()))?,
     };
-    print_report(&report, global.output)
+    global.output().stream(Postmortem(&report))
 }
 
-fn print_report(report: &Report, format: Format) -> CliResult {
-    let text = match format {
-        Format::Json => json(report)?,
-        Format::Html => report::html::render(report),
-        _ => report::markdown::render(report),
-    };
+/// One store's postmortem: Markdown (the default), HTML or JSON.
+struct Postmortem<'a>(&'a Report);
+
+impl Streamed for Postmortem<'_> {
+    type Done = CliResult;
+
+    fn json(self) -> CliResult {
+        write_out(&json(self.0)?)
+    }
+
+    fn show(self, _: &Output) -> CliResult {
+        write_out(&report::markdown::render(self.0))
+    }
+
+    fn html(self, _: &Output) -> CliResult {
+        write_out(&report::html::render(self.0))
+    }
+}
+
+fn write_out(text: &str) -> CliResult {
     let mut stdout = std::io::stdout().lock();
     stdout.write_all(text.as_bytes())?;
     stdout.flush()?;
@@ -136,55 +150,14 @@ fn run_fleet(global: &Invocation, asked: &report::Asked, args: &Args) -> CliResu
     }
     let config = backend::required_config()?;
     let mut parts = Vec::new();
-    let mut documents = Vec::new();
-    let mut failed = 0;
     for context in &config.contexts {
         let read = backend::from_context(&config, &context.name)
             .and_then(|r| backend::open_resolved(r, false))
             .and_then(|store| Ok(report::gather(store.as_ref(), asked, &mut |_, _| Ok(()))?));
-        match read {
-            Ok(report) => {
-                parts.push((context.name.clone(), Ok(report.clone())));
-                documents.push(serde_json::json!({"context": context.name, "report": report}));
-            }
-            Err(err) => {
-                failed += 1;
-                parts.push((context.name.clone(), Err(err.message.clone())));
-                documents.push(serde_json::json!({"context": context.name, "error": err.message}));
-            }
-        }
+        parts.push((context.name.clone(), read.map_err(|err| err.message)));
     }
-    let text = match global.output {
-        Format::Json => {
-            let mut text =
-                serde_json::to_string_pretty(&serde_json::json!({ "contexts": documents }))
-                    .map_err(|err| CliError::error(err.to_string()))?;
-            text.push('\n');
-            text
-        }
-        format => parts
-            .iter()
-            .map(|(name, part)| match (part, format) {
-                (Ok(report), Format::Html) => report::html::render(report),
-                (Ok(report), _) => format!(
-                    "<!-- context {} -->\n{}",
-                    crate::render::sanitize::clean(name),
-                    report::markdown::render(report).replacen(
-                        "# Postmortem:",
-                        &format!("# Context {}: postmortem:", report::markdown::escape(name)),
-                        1
-                    )
-                ),
-                (Err(why), _) => format!(
-                    "# Context {}: not read\n\n{}\n",
-                    report::markdown::escape(name),
-                    report::markdown::escape(why)
-                ),
-            })
-            .collect::<Vec<_>>()
-            .join("\n"),
-    };
-    print(text.trim_end())?;
+    global.output().stream(Postmortems(&parts))?;
+    let failed = parts.iter().filter(|(_, part)| part.is_err()).count();
     if failed > 0 {
         return Err(CliError::error(format!(
             "{failed} of {} contexts could not be read (see above)",
@@ -192,6 +165,81 @@ fn run_fleet(global: &Invocation, asked: &report::Asked, args: &Args) -> CliResu
         )));
     }
     Ok(())
+}
+
+/// Every context's postmortem, each under its name; one that could not be read says why.
+struct Postmortems<'a>(&'a [(String, Result<Report, String>)]);
+
+/// One context's part of `report --all-contexts -o json`.
+#[derive(serde::Serialize)]
+struct InContext<'a> {
+    context: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    report: Option<&'a Report>,
+}
+
+impl Postmortems<'_> {
+    fn each(self, part: impl Fn(&str, &Report) -> String) -> CliResult {
+        let text = self
+            .0
+            .iter()
+            .map(|(name, read)| match read {
+                Ok(report) => part(name, report),
+                Err(why) => format!(
+                    "# Context {}: not read\n\n{}\n",
+                    report::markdown::escape(name),
+                    report::markdown::escape(why)
+                ),
+            })
+            .collect::<Vec<_>>()
+            .join("\n");
+        Ok(print(text.trim_end())?)
+    }
+}
+
+impl Streamed for Postmortems<'_> {
+    type Done = CliResult;
+
+    /// `{"contexts": [...]}`, its keys sorted at every level.
+    fn json(self) -> CliResult {
+        let contexts: Vec<InContext<'_>> = self
+            .0
+            .iter()
+            .map(|(context, read)| InContext {
+                context,
+                error: read.as_ref().err().map(String::as_str),
+                report: read.as_ref().ok(),
+            })
+            .collect();
+        #[derive(serde::Serialize)]
+        struct Contexts<'a> {
+            contexts: Vec<InContext<'a>>,
+        }
+        let document = serde_json::to_value(Contexts { contexts })
+            .and_then(|sorted| serde_json::to_string_pretty(&sorted))
+            .map_err(|err| CliError::error(err.to_string()))?;
+        Ok(print(&document)?)
+    }
+
+    fn show(self, _: &Output) -> CliResult {
+        self.each(|name, report| {
+            format!(
+                "<!-- context {} -->\n{}",
+                crate::render::sanitize::clean(name),
+                report::markdown::render(report).replacen(
+                    "# Postmortem:",
+                    &format!("# Context {}: postmortem:", report::markdown::escape(name)),
+                    1
+                )
+            )
+        })
+    }
+
+    fn html(self, _: &Output) -> CliResult {
+        self.each(|_, report| report::html::render(report))
+    }
 }
 
 /// Refuses a directory that already holds a file of a bundle: one is never written over.

@@ -406,7 +406,7 @@ pub fn run_demo(global: &Invocation, args: DemoArgs) -> CliResult {
     std::fs::copy(&fakes.maillog, &maillog)?;
     drop(fakes);
     let verdicts = print_reports(&db, &reports, &out)?;
-    if !out.json() {
+    if out.for_people() {
         let db_text = db.display().to_string();
         let unsctl = invocation();
         status(&format!(

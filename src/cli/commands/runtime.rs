@@ -7,7 +7,7 @@ use crate::cli::error::{CliError, CliResult, ExitKind};
 use crate::cli::{backend, backend::Backend};
 use crate::clock::{Clock, SystemClock};
 use crate::model::Channel;
-use crate::render::output::{print, print_json, status};
+use crate::render::output::{Output, View, print, status};
 use crate::runtime::adapters::Adapter;
 use crate::runtime::adapters::email::{EmailAdapter, EmailConfig, StartTls};
 use crate::runtime::adapters::webhook::{Provider, WebhookAdapter};
@@ -397,9 +397,19 @@ fn submit(global: &Invocation, args: SubmitArgs) -> CliResult {
             backend::http_store(&url, key, deadline)?.submit(&request)?
         }
     };
-    if global.output().json() {
-        print_json(&submitted)?;
-    } else {
+    global.output().emit(&Submission(submitted))?;
+    Ok(())
+}
+
+/// What `submit` prints: the JSON answer, or the id alone on stdout (for a script's
+/// `$(...)`) and what happened on stderr.
+#[derive(serde::Serialize)]
+#[serde(transparent)]
+struct Submission(crate::api::SubmitResponse);
+
+impl View for Submission {
+    fn show(&self, _: &Output) -> std::io::Result<()> {
+        let submitted = &self.0;
         print(&submitted.id)?;
         let note = if submitted.created {
             "submitted"
@@ -407,8 +417,8 @@ fn submit(global: &Invocation, args: SubmitArgs) -> CliResult {
             "already submitted with this idempotency key"
         };
         status(&format!("{note}: {} ({})", submitted.id, submitted.status));
+        Ok(())
     }
-    Ok(())
 }
 
 pub fn run(global: &Invocation, command: Command) -> CliResult {

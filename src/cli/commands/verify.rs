@@ -7,7 +7,7 @@ use crate::cli::error::{CliError, CliResult, ExitKind};
 use crate::cli::selection;
 use crate::cli::{backend, prompt};
 use crate::remediation::verified::Recorded;
-use crate::render::output::{Output, counted, print, print_document, status};
+use crate::render::output::{Output, counted, print, status};
 use crate::render::table::{Column, Grid, Text, Tone, toned};
 use crate::store::{Store, StoreError};
 use crate::triage::Branch;
@@ -90,9 +90,7 @@ pub fn run(global: &Invocation, args: Args) -> CliResult {
         crate::cli::ids::expand_ids(store.as_ref(), &args.ids)?
     };
     if ids.is_empty() {
-        if out.json() {
-            print_document(&report(&Asked::default(), None))?;
-        }
+        out.closing(&report(&Asked::default(), None))?;
         status(&format!(
             "Nothing to verify: no VERIFY entries in {}.",
             store.describe()
@@ -106,9 +104,7 @@ pub fn run(global: &Invocation, args: Args) -> CliResult {
         .iter()
         .filter(|a| a.answer.finding().is_some())
         .count();
-    if !out.json() {
-        print_answers(store.as_ref(), &asked, &out)?;
-    }
+    out.progress(|| print_answers(store.as_ref(), &asked, &out))?;
     let recorded = if args.record {
         Some(record(
             store.as_ref(),
@@ -121,9 +117,8 @@ pub fn run(global: &Invocation, args: Args) -> CliResult {
     } else {
         None
     };
-    if out.json() {
-        print_document(&report(&asked, recorded.as_ref()))?;
-    } else {
+    out.closing(&report(&asked, recorded.as_ref()))?;
+    if out.for_people() {
         advise(&asked, recorded.as_ref(), args.record, &sources);
     }
     let failed = recorded
@@ -199,19 +194,17 @@ fn record(
     ) {
         match result {
             Ok(done) => {
-                if !out.json() {
-                    print(&recorded_line(&done, out))?;
-                }
+                out.progress(|| print(&recorded_line(&done, out)))?;
                 recording.done.push(done);
             }
             Err((id, err)) => {
-                if !out.json() {
+                out.progress(|| {
                     print(&format!(
                         "{}  not recorded: {}",
                         out.clean(&id),
                         out.clean(&err.to_string())
-                    ))?;
-                }
+                    ))
+                })?;
                 recording.failed.push((id, err));
             }
         }

@@ -4,9 +4,10 @@ use crate::cli::args::SelectArgs;
 use crate::cli::backend;
 use crate::cli::backend::Invocation;
 use crate::cli::error::CliResult;
+use crate::cli::fleet;
 use crate::cli::selection;
 use crate::model::Notification;
-use crate::render::output::{Output, counted, status};
+use crate::render::output::{Output, Streamed, counted, status};
 use crate::render::table::Grid;
 use crate::render::table::{Column, Text, toned};
 use crate::render::views;
@@ -31,7 +32,7 @@ pub struct Args {
 
 /// One row of `dlq list -o json`.
 #[derive(Debug, Serialize)]
-struct ListEntry<'a> {
+pub struct ListEntry<'a> {
     id: &'a str,
     status: &'a str,
     attempts: i64,
@@ -80,10 +81,7 @@ pub fn run(global: &Invocation, args: Args) -> CliResult {
         &selection,
         &|_| true,
         args.select.limit,
-        |arriving| match out.json() {
-            true => write_json(arriving),
-            false => write_table(arriving, &out),
-        },
+        |arriving| out.stream(Listing(arriving)),
     )?;
     let total: usize = listed.counts.values().sum();
     if total == 0 {
@@ -93,7 +91,7 @@ pub fn run(global: &Invocation, args: Args) -> CliResult {
         ));
         return Ok(());
     }
-    if !out.json() {
+    if out.for_people() {
         status(&views::summary_counts(&listed.counts));
     }
     if listed.unreadable > 0 {
@@ -114,6 +112,34 @@ fn count(listed: &mut Listed, t: &Triaged) {
     *listed.counts.entry(t.verdict.branch).or_default() += 1;
     if !t.unreadable.is_empty() {
         listed.unreadable += 1;
+    }
+}
+
+impl fleet::Entry for Triaged {
+    type Json<'a> = ListEntry<'a>;
+    const COLUMNS: &'static [Column] = LIST_COLUMNS;
+
+    fn json(&self) -> ListEntry<'_> {
+        ListEntry::from(self)
+    }
+
+    fn row(&self, out: &Output) -> Vec<Text> {
+        list_row(&self.row, &self.verdict, !self.unreadable.is_empty(), out)
+    }
+}
+
+/// The entries as they arrive from the walk.
+struct Listing(Receiver<Vec<Triaged>>);
+
+impl Streamed for Listing {
+    type Done = CliResult<Listed>;
+
+    fn json(self) -> Self::Done {
+        write_json(self.0)
+    }
+
+    fn show(self, out: &Output) -> Self::Done {
+        write_table(self.0, out)
     }
 }
 
@@ -164,7 +190,6 @@ fn write_table(arriving: Receiver<Vec<Triaged>>, out: &Output) -> CliResult<List
 
 /// `dlq list --all-contexts`: every context's entries, tagged.
 fn run_fleet(global: &Invocation, args: &Args) -> CliResult {
-    use crate::cli::fleet;
     let out = global.output();
     let selection = args.select.selection()?;
     let limit = args.select.limit;
@@ -192,28 +217,15 @@ fn run_fleet(global: &Invocation, args: &Args) -> CliResult {
     for (_, triaged) in &entries {
         count(&mut listed, triaged);
     }
-    if out.json() {
-        let rows: Vec<(String, ListEntry<'_>)> = entries
-            .iter()
-            .map(|(context, t)| (context.clone(), ListEntry::from(t)))
-            .collect();
-        fleet::print_contexts_document(
-            &rows,
-            Some((
-                "summary",
-                serde_json::to_value(&listed.counts).map_err(std::io::Error::other)?,
-            )),
-            contexts,
-        )?;
-    } else {
-        fleet::print_table(
-            LIST_COLUMNS,
-            entries.iter().map(|(context, t)| {
-                let cells = list_row(&t.row, &t.verdict, !t.unreadable.is_empty(), &out);
-                (context.as_str(), cells)
-            }),
-            &out,
-        )?;
+    out.stream(fleet::Across {
+        entries: &entries,
+        summary: Some((
+            "summary",
+            serde_json::to_value(&listed.counts).map_err(std::io::Error::other)?,
+        )),
+        contexts,
+    })?;
+    if out.for_people() {
         status(&views::summary_counts(&listed.counts));
     }
     fleet::conclude(&readings)

@@ -6,8 +6,9 @@ use crate::cli::backend;
 use crate::cli::backend::Invocation;
 use crate::cli::documents::{Tally, write_triage_json};
 use crate::cli::error::CliResult;
+use crate::cli::fleet;
 use crate::cli::selection;
-use crate::render::output::{Output, status};
+use crate::render::output::{Output, Streamed, status};
 use crate::render::table::Grid;
 use crate::render::views;
 use crate::store::Triaged;
@@ -64,30 +65,26 @@ pub fn run(global: &Invocation, args: Args) -> CliResult {
         )),
         false => None,
     };
-    // Which store the plan is made on, so `apply` never acts on another.
-    let identity = match out.json() {
-        true => store.identity()?,
-        false => None,
+    // Which store the plan is made on, so `apply` never acts on another: only the JSON
+    // plan carries it.
+    let identity = match out.for_people() {
+        true => None,
+        false => store.identity()?,
     };
+    let excluded = crate::cli::plan::Excluded::of(&selection);
     let mut tally = selection::stream(
         store.as_ref(),
         &selection,
         &|t: &Triaged| keep(&t.verdict),
         args.select.limit,
-        |arriving| match out.json() {
-            true => write_triage_json(
-                std::io::stdout().lock(),
+        |arriving| {
+            out.stream(Entries {
                 arriving,
-                Tally::watching(args.watch),
-                identity.as_deref(),
-                crate::cli::plan::Excluded::of(&selection).as_ref(),
-            ),
-            false => write_table(
-                arriving,
-                &out,
-                Tally::watching(args.watch),
-                !args.select.narrows() && args.branch.is_none() && out.fit_width().is_some(),
-            ),
+                tally: Tally::watching(args.watch),
+                identity: identity.as_deref(),
+                excluded: excluded.as_ref(),
+                shorten: !args.select.narrows() && args.branch.is_none(),
+            })
         },
     )?;
     if let Some((every, cursor)) = cursor {
@@ -107,6 +104,48 @@ pub fn run(global: &Invocation, args: Args) -> CliResult {
     Ok(())
 }
 
+/// The entries as they arrive from the walk: the plan document, or the table.
+struct Entries<'a> {
+    arriving: Receiver<Vec<Triaged>>,
+    tally: Tally,
+    identity: Option<&'a str>,
+    excluded: Option<&'a crate::cli::plan::Excluded>,
+    /// Ids may be cut to their shortest unique prefix (every entry is shown).
+    shorten: bool,
+}
+
+impl Streamed for Entries<'_> {
+    type Done = CliResult<Tally>;
+
+    fn json(self) -> Self::Done {
+        write_triage_json(
+            std::io::stdout().lock(),
+            self.arriving,
+            self.tally,
+            self.identity,
+            self.excluded,
+        )
+    }
+
+    fn show(self, out: &Output) -> Self::Done {
+        let shorten = self.shorten && out.fit_width().is_some();
+        write_table(self.arriving, out, self.tally, shorten)
+    }
+}
+
+impl fleet::Entry for Verdict {
+    type Json<'a> = &'a Verdict;
+    const COLUMNS: &'static [crate::render::table::Column] = views::TRIAGE_COLUMNS;
+
+    fn json(&self) -> &Verdict {
+        self
+    }
+
+    fn row(&self, out: &Output) -> Vec<crate::render::table::Text> {
+        views::triage_row(self, out)
+    }
+}
+
 /// The lines on stderr after the entries.
 fn report(tally: &Tally, place: &str, args: &Args, out: &Output) {
     if tally.total() == 0 {
@@ -116,7 +155,7 @@ fn report(tally: &Tally, place: &str, args: &Args, out: &Output) {
         ));
         return;
     }
-    if !out.json() {
+    if out.for_people() {
         status(&views::summary_counts(&tally.counts));
     }
     if tally.with_notes > 0 {
@@ -126,7 +165,7 @@ fn report(tally: &Tally, place: &str, args: &Args, out: &Output) {
             if tally.with_notes == 1 { "has" } else { "have" }
         ));
     }
-    if !out.json() && tally.counts.get(&Branch::Verify).is_some_and(|n| *n > 0) {
+    if out.for_people() && tally.counts.get(&Branch::Verify).is_some_and(|n| *n > 0) {
         status(
             "VERIFY entries need an out-of-band check first: `unsctl verify` asks the providers' own records.",
         );
@@ -300,7 +339,6 @@ impl Footer {
 /// `dlq triage --all-contexts`: every context's entries, tagged, with next steps that
 /// name their context. A plan written this way carries each entry's context for `apply`.
 fn run_fleet(global: &Invocation, args: &Args) -> CliResult {
-    use crate::cli::fleet;
     if args.interactive || args.watch {
         return Err(crate::cli::error::CliError::usage(
             "--interactive and --watch work in one context: pass --context NAME",
@@ -342,23 +380,15 @@ fn run_fleet(global: &Invocation, args: &Args) -> CliResult {
     for (_, verdict) in &entries {
         *counts.entry(verdict.branch).or_default() += 1;
     }
-    if out.json() {
-        fleet::print_contexts_document(
-            &entries,
-            Some((
-                "summary",
-                serde_json::to_value(&counts).map_err(std::io::Error::other)?,
-            )),
-            contexts,
-        )?;
-    } else {
-        fleet::print_table(
-            views::TRIAGE_COLUMNS,
-            entries
-                .iter()
-                .map(|(context, verdict)| (context.as_str(), views::triage_row(verdict, &out))),
-            &out,
-        )?;
+    out.stream(fleet::Across {
+        entries: &entries,
+        summary: Some((
+            "summary",
+            serde_json::to_value(&counts).map_err(std::io::Error::other)?,
+        )),
+        contexts,
+    })?;
+    if out.for_people() {
         status(&views::summary_counts(&counts));
     }
     fleet::conclude(&readings)

@@ -7,7 +7,7 @@ mod operators;
 use crate::cli::backend::Invocation;
 use crate::cli::error::{CliError, CliResult};
 use crate::lab::sweep;
-use crate::render::output::{print, print_json, status};
+use crate::render::output::{Output, View, print, status};
 use anyhow::Context;
 
 /// Run random fault schedules and count unsafe verdicts (must be zero)
@@ -51,6 +51,28 @@ struct Report<'a> {
     verify_after: Option<usize>,
     #[serde(skip_serializing_if = "Option::is_none")]
     verification: Option<&'a sweep::Verification>,
+    /// Seconds the sweep took, for a person.
+    #[serde(skip)]
+    took: f64,
+}
+
+impl View for Report<'_> {
+    fn show(&self, _: &Output) -> std::io::Result<()> {
+        print(&counts_text(self.counts, self.took))?;
+        if let Some(v) = self.verification {
+            print_verification(v, self.counts)?;
+        }
+        if let Some(r) = self.remediation {
+            print(&remediation_text(r))?;
+        }
+        for failure in &self.counts.failures {
+            status(&format!("unsafe: {failure}"));
+        }
+        for failure in self.remediation.iter().flat_map(|r| &r.failures) {
+            status(&format!("remediation: {failure}"));
+        }
+        Ok(())
+    }
 }
 
 pub fn run(global: &Invocation, args: Args) -> CliResult {
@@ -85,33 +107,18 @@ pub fn run(global: &Invocation, args: Args) -> CliResult {
     } else {
         None
     };
-    if global.output().json() {
-        print_json(&Report {
-            counts: &counts,
-            remediated: remediation.is_some(),
-            duplicates_caused: remediation.as_ref().map(|r| r.duplicates_caused),
-            drops_caused: remediation.as_ref().map(|r| r.drops_caused),
-            refusals: remediation.as_ref().map(|r| r.refusals),
-            remediation: remediation.as_ref(),
-            verify_before: verification.as_ref().map(|v| v.verify_before),
-            verify_after: verification.as_ref().map(|v| v.verify_after),
-            verification: verification.as_ref(),
-        })?;
-    } else {
-        print(&counts_text(&counts, started.elapsed().as_secs_f64()))?;
-        if let Some(v) = &verification {
-            print_verification(v, &counts)?;
-        }
-        if let Some(r) = &remediation {
-            print(&remediation_text(r))?;
-        }
-        for failure in &counts.failures {
-            status(&format!("unsafe: {failure}"));
-        }
-        for failure in remediation.iter().flat_map(|r| &r.failures) {
-            status(&format!("remediation: {failure}"));
-        }
-    }
+    global.output().emit(&Report {
+        counts: &counts,
+        remediated: remediation.is_some(),
+        duplicates_caused: remediation.as_ref().map(|r| r.duplicates_caused),
+        drops_caused: remediation.as_ref().map(|r| r.drops_caused),
+        refusals: remediation.as_ref().map(|r| r.refusals),
+        remediation: remediation.as_ref(),
+        verify_before: verification.as_ref().map(|v| v.verify_before),
+        verify_after: verification.as_ref().map(|v| v.verify_after),
+        verification: verification.as_ref(),
+        took: started.elapsed().as_secs_f64(),
+    })?;
     if verification.as_ref().is_some_and(|v| !v.safe()) {
         return Err(CliError::error(format!(
             "verify gave an answer the ledger contradicts, or left an unsafe verdict, with seed {seed}"
