@@ -76,7 +76,7 @@ fn run(notifications: usize, concurrency: usize, counted: bool) -> anyhow::Resul
     let commits_before = engine::commits();
     let start = Instant::now();
     let threads = worker.spawn(stop.clone());
-    while worker.counters.settled() < notifications as u64
+    while worker.counters.ended() < notifications as u64
         && start.elapsed() < Duration::from_secs(300)
     {
         std::thread::sleep(Duration::from_millis(2));

@@ -196,12 +196,12 @@ pub struct Skipped {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct VerifyResponse {
     pub answers: Vec<crate::verify::Answer>,
-    pub summary: std::collections::BTreeMap<crate::verify::Outcome, usize>,
+    pub summary: std::collections::BTreeMap<crate::verify::Delivery, usize>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub skipped: Vec<Skipped>,
     /// With `record`: what was written.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub recorded: Option<crate::remediation::verified::Recorded>,
+    pub recorded: Option<crate::remediation::verified::Written>,
 }
 
 /// `POST /api/v1/notifications`.

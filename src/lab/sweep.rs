@@ -128,7 +128,7 @@ pub struct Verification {
     pub verify_before: usize,
     pub verify_after: usize,
     /// The answers, by kind.
-    pub answers: std::collections::BTreeMap<crate::verify::Outcome, usize>,
+    pub answers: std::collections::BTreeMap<crate::verify::Delivery, usize>,
     /// Answers the ledger contradicts. Must be zero.
     pub wrong_answers: usize,
     /// VERIFIED events written.
@@ -310,11 +310,11 @@ impl Sweep {
                 _ if answer.channel == Channel::Slack => {
                     slack_wrong.contains(&(answer.id.clone(), answer.cycle, answer.attempt))
                 }
-                crate::verify::Outcome::Delivered => !accepted,
-                crate::verify::Outcome::NotDelivered => accepted,
-                crate::verify::Outcome::CannotTell => false,
+                crate::verify::Delivery::Delivered => !accepted,
+                crate::verify::Delivery::NotDelivered => accepted,
+                crate::verify::Delivery::CannotTell => false,
             };
-            if answer.answer == crate::verify::Outcome::CannotTell
+            if answer.answer == crate::verify::Delivery::CannotTell
                 && verification.cannot_tell.len() < 10
             {
                 verification.cannot_tell.push(format!(
@@ -699,7 +699,7 @@ fn slack_answers_against(
     answers: &[crate::verify::Answer],
     ledger: &[crate::lab::fakes::Accepted],
 ) -> std::collections::HashSet<(String, i64, i64)> {
-    use crate::verify::Outcome;
+    use crate::verify::Delivery;
     let mut by_cycle: std::collections::BTreeMap<(String, i64), Vec<&crate::verify::Answer>> =
         std::collections::BTreeMap::new();
     for answer in answers.iter().filter(|a| a.channel == Channel::Slack) {
@@ -716,11 +716,11 @@ fn slack_answers_against(
             .filter(|a| a.channel == Channel::Slack && a.idempotency_key.as_deref() == Some(&key))
             .count();
         let count = |outcome| answers.iter().filter(|a| a.answer == outcome).count();
-        let (delivered, cannot_tell) = (count(Outcome::Delivered), count(Outcome::CannotTell));
-        let contradicted = |outcome: Outcome| match outcome {
-            Outcome::Delivered => delivered > taken,
-            Outcome::NotDelivered => taken > delivered + cannot_tell,
-            Outcome::CannotTell => false,
+        let (delivered, cannot_tell) = (count(Delivery::Delivered), count(Delivery::CannotTell));
+        let contradicted = |outcome: Delivery| match outcome {
+            Delivery::Delivered => delivered > taken,
+            Delivery::NotDelivered => taken > delivered + cannot_tell,
+            Delivery::CannotTell => false,
         };
         for answer in answers {
             if contradicted(answer.answer) {

@@ -19,7 +19,7 @@ pub mod records;
 use crate::clock;
 use crate::history::{Attempt, ChannelHistory, History, Recorded, Verification};
 use crate::model::{Channel, MessageId, Status};
-use crate::verify::Outcome;
+use crate::verify::Delivery;
 use records::Records;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -342,7 +342,7 @@ fn email(history: &History, part: &ChannelHistory, records: &Records, now: f64) 
             item
         } else if let Some(relay) = relay
             .as_ref()
-            .filter(|r| r.outcome == Outcome::NotDelivered)
+            .filter(|r| r.outcome == Delivery::NotDelivered)
         {
             let mut item = Evidence::new(What::NotTaken, relay.text.clone());
             item.sources.push("relay-log");
@@ -410,7 +410,7 @@ fn email_copy(
     item.text = said.join("; ");
     item.message_id = message_id;
     count.copies.push(item.of(attempt));
-    if accepted && let Some(relay) = relay.filter(|r| r.outcome == Outcome::NotDelivered) {
+    if accepted && let Some(relay) = relay.filter(|r| r.outcome == Delivery::NotDelivered) {
         count.others.push(
             Evidence::new(
                 What::Note,
@@ -695,7 +695,7 @@ pub struct RelayWord {
     /// sender, with when.
     pub committed: Vec<(String, f64)>,
     /// By the rules of §7, when nothing committed it.
-    pub outcome: Outcome,
+    pub outcome: Delivery,
     pub text: String,
 }
 

@@ -156,7 +156,7 @@ impl Records {
         let Some(findings) = self.logs.as_ref()?.for_message(message_id) else {
             return Some(RelayWord {
                 committed: Vec::new(),
-                outcome: verify::Outcome::CannotTell,
+                outcome: verify::Delivery::CannotTell,
                 text: "the attempt started after the relay log was searched: reconcile again"
                     .into(),
             });

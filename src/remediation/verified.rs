@@ -59,7 +59,7 @@ pub struct Why<'a> {
 
 /// What recording did for one entry.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Recorded {
+pub struct Written {
     pub id: String,
     /// The VERIFIED events written.
     pub event_ids: Vec<i64>,
@@ -97,7 +97,7 @@ pub fn record(
     actor: &Actor,
     why: Why<'_>,
     read_on: ReadOn,
-) -> Result<Recorded, Rejection> {
+) -> Result<Written, Rejection> {
     engine::write_tx(conn, |tx| {
         let row = queries::read_notification(tx, id)?
             .ok_or_else(|| Rejection::NotFound(id.to_string()))?;
@@ -148,7 +148,7 @@ pub fn record(
             event_ids.push(engine::append_event(tx, id, now, Kind::Verified, &payload)?);
         }
         let after = triage::triage_events(&row, &queries::read_events(tx, id)?);
-        Ok(Recorded {
+        Ok(Written {
             id: id.to_string(),
             event_ids,
             skipped,

@@ -769,10 +769,10 @@ pub enum Decision {
     },
 }
 
-/// How an attempt ended.
+/// How an attempt ended: its decision written under the lease, or the lease gone.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Settlement {
-    Settled(Decision),
+pub enum Ended {
+    Decided(Decision),
     /// The fenced write found the lease gone; the replacement owns the row.
     LeaseLost,
 }
@@ -847,7 +847,7 @@ pub fn settle(
     lease: &Lease,
     results: &[(Channel, DeliveryResult)],
     backoff: &Backoff,
-) -> Result<Settlement> {
+) -> Result<Ended> {
     let decision = decide(lease, results, now, backoff);
     write_tx(conn, |tx| {
         let (status, dead_letter, next_attempt_at, error_message, event_kind, event) =
@@ -907,9 +907,9 @@ pub fn settle(
             ])?;
         if changed == 0 {
             append_lease_lost(tx, now, lease)?;
-            return Ok(Settlement::LeaseLost);
+            return Ok(Ended::LeaseLost);
         }
         append_text(tx, &lease.notification_id, now, event_kind, &event)?;
-        Ok(Settlement::Settled(decision.clone()))
+        Ok(Ended::Decided(decision.clone()))
     })
 }

@@ -8,7 +8,7 @@ use crate::model::Channel;
 use crate::model::ChannelSet;
 use crate::runtime::adapters::{Adapter, DeliveryRequest};
 use crate::runtime::engine::{
-    self, Backoff, ClaimOutcome, DeadReason, Decision, DeliveryResult, Fence, Lease, Settlement,
+    self, Backoff, ClaimOutcome, DeadReason, Decision, DeliveryResult, Ended, Fence, Lease,
 };
 use crate::runtime::metrics::Metrics;
 use crate::runtime::writer::Database;
@@ -51,9 +51,9 @@ pub fn default_worker_id() -> String {
     format!("{host}:{}:{}", std::process::id(), &suffix[..6])
 }
 
-/// How one iteration of the loop ended.
+/// How one pass of the loop ended.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Outcome {
+pub enum Pass {
     Idle,
     Delivered(String),
     RetryScheduled(String),
@@ -61,14 +61,14 @@ pub enum Outcome {
     DeadLettered(String),
 }
 
-impl Outcome {
+impl Pass {
     pub fn name(&self) -> &'static str {
         match self {
-            Outcome::Idle => "idle",
-            Outcome::Delivered(_) => "delivered",
-            Outcome::RetryScheduled(_) => "retry-scheduled",
-            Outcome::LeaseLost(_) => "lease-lost",
-            Outcome::DeadLettered(_) => "dead-lettered",
+            Pass::Idle => "idle",
+            Pass::Delivered(_) => "delivered",
+            Pass::RetryScheduled(_) => "retry-scheduled",
+            Pass::LeaseLost(_) => "lease-lost",
+            Pass::DeadLettered(_) => "dead-lettered",
         }
     }
 }
@@ -84,18 +84,20 @@ pub struct Counters {
 }
 
 impl Counters {
-    fn count(&self, outcome: &Outcome) {
+    fn count(&self, outcome: &Pass) {
         let counter = match outcome {
-            Outcome::Idle => return,
-            Outcome::Delivered(_) => &self.delivered,
-            Outcome::RetryScheduled(_) => &self.retry_scheduled,
-            Outcome::LeaseLost(_) => &self.lease_lost,
-            Outcome::DeadLettered(_) => &self.dead_lettered,
+            Pass::Idle => return,
+            Pass::Delivered(_) => &self.delivered,
+            Pass::RetryScheduled(_) => &self.retry_scheduled,
+            Pass::LeaseLost(_) => &self.lease_lost,
+            Pass::DeadLettered(_) => &self.dead_lettered,
         };
         counter.fetch_add(1, Ordering::Relaxed);
     }
 
-    pub fn settled(&self) -> u64 {
+    /// Attempts that ended, however they ended (a notification settles only once it is
+    /// DELIVERED or DEAD).
+    pub fn ended(&self) -> u64 {
         self.delivered.load(Ordering::Relaxed)
             + self.dead_lettered.load(Ordering::Relaxed)
             + self.retry_scheduled.load(Ordering::Relaxed)
@@ -178,7 +180,7 @@ impl Worker {
     }
 
     /// One iteration: claim, deliver every owed channel, settle.
-    pub fn run_once(&self) -> engine::Result<Outcome> {
+    pub fn run_once(&self) -> engine::Result<Pass> {
         let (worker_id, lease_seconds) = (self.config.worker_id.clone(), self.config.lease_seconds);
         let supported = self.supported();
         let claimed = self.write(move |conn, now| {
@@ -187,11 +189,11 @@ impl Worker {
         let outcome = match claimed {
             ClaimOutcome::Idle { declined } => {
                 self.warn_declined(declined);
-                Outcome::Idle
+                Pass::Idle
             }
             ClaimOutcome::RecoveryExhausted { notification_id } => {
                 self.count(|m| m.dead_lettered(DeadReason::RecoveryExhausted));
-                Outcome::DeadLettered(notification_id)
+                Pass::DeadLettered(notification_id)
             }
             ClaimOutcome::Undeliverable {
                 notification_id,
@@ -199,7 +201,7 @@ impl Worker {
             } => {
                 self.count(|m| m.dead_lettered(DeadReason::Undeliverable));
                 tracing::warn!(notification = %notification_id, error = %error_message, "dead-lettered: the row cannot be delivered as stored");
-                Outcome::DeadLettered(notification_id)
+                Pass::DeadLettered(notification_id)
             }
             ClaimOutcome::Claimed(lease) => {
                 if lease.reclaimed {
@@ -241,7 +243,7 @@ impl Worker {
         }
     }
 
-    fn attempt(&self, lease: Arc<Lease>) -> engine::Result<Outcome> {
+    fn attempt(&self, lease: Arc<Lease>) -> engine::Result<Pass> {
         let id = lease.notification_id.clone();
         let mut results: Vec<(Channel, DeliveryResult)> = Vec::new();
         for channel in lease.owed.iter() {
@@ -256,7 +258,7 @@ impl Worker {
             })?;
             if fence == Fence::Lost {
                 self.count(Metrics::lease_lost);
-                return Ok(Outcome::LeaseLost(id));
+                return Ok(Pass::LeaseLost(id));
             }
             let started = Instant::now();
             let result = self.call(&lease, channel);
@@ -272,15 +274,15 @@ impl Worker {
         let settlement =
             self.write(move |conn, now| engine::settle(conn, now, &lease, &results, &backoff))?;
         Ok(match settlement {
-            Settlement::Settled(Decision::Delivered) => Outcome::Delivered(id),
-            Settlement::Settled(Decision::RetryScheduled { .. }) => Outcome::RetryScheduled(id),
-            Settlement::Settled(Decision::DeadLettered { reason, .. }) => {
+            Ended::Decided(Decision::Delivered) => Pass::Delivered(id),
+            Ended::Decided(Decision::RetryScheduled { .. }) => Pass::RetryScheduled(id),
+            Ended::Decided(Decision::DeadLettered { reason, .. }) => {
                 self.count(|m| m.dead_lettered(reason));
-                Outcome::DeadLettered(id)
+                Pass::DeadLettered(id)
             }
-            Settlement::LeaseLost => {
+            Ended::LeaseLost => {
                 self.count(Metrics::lease_lost);
-                Outcome::LeaseLost(id)
+                Pass::LeaseLost(id)
             }
         })
     }
@@ -311,7 +313,7 @@ impl Worker {
         let mut was_idle = false;
         while !shutdown.load(Ordering::SeqCst) {
             match self.run_once() {
-                Ok(Outcome::Idle) => {
+                Ok(Pass::Idle) => {
                     if !was_idle {
                         tracing::info!(worker = %self.config.worker_id, outcome = "idle", "nothing due");
                     } else {
@@ -323,16 +325,16 @@ impl Worker {
                 Ok(outcome) => {
                     was_idle = false;
                     let id = match &outcome {
-                        Outcome::Delivered(id)
-                        | Outcome::RetryScheduled(id)
-                        | Outcome::LeaseLost(id)
-                        | Outcome::DeadLettered(id) => id.as_str(),
-                        Outcome::Idle => "",
+                        Pass::Delivered(id)
+                        | Pass::RetryScheduled(id)
+                        | Pass::LeaseLost(id)
+                        | Pass::DeadLettered(id) => id.as_str(),
+                        Pass::Idle => "",
                     };
                     // What log-based alerting watches for is a warning: a lost lease and a
                     // dead letter each may mean a duplicate or a message nobody received.
                     match outcome {
-                        Outcome::LeaseLost(_) | Outcome::DeadLettered(_) => {
+                        Pass::LeaseLost(_) | Pass::DeadLettered(_) => {
                             tracing::warn!(worker = %self.config.worker_id, outcome = outcome.name(), notification = id);
                         }
                         _ => {

@@ -671,8 +671,7 @@ impl Store for HttpStore {
         asked: &crate::verify::Asked,
         operator: &str,
         why: crate::remediation::verified::Why<'_>,
-    ) -> Vec<std::result::Result<crate::remediation::verified::Recorded, (String, StoreError)>>
-    {
+    ) -> Vec<std::result::Result<crate::remediation::verified::Written, (String, StoreError)>> {
         crate::verify::findings(&asked.answers, &asked.questions)
             .into_iter()
             .map(|(id, findings)| {

@@ -242,7 +242,7 @@ pub trait Store {
         asked: &crate::verify::Asked,
         operator: &str,
         why: crate::remediation::verified::Why<'_>,
-    ) -> Vec<std::result::Result<crate::remediation::verified::Recorded, (String, StoreError)>>;
+    ) -> Vec<std::result::Result<crate::remediation::verified::Written, (String, StoreError)>>;
 
     fn resolve(&self, id: &str, request: &ActionRequest) -> Result<ActionResponse>;
 

@@ -327,8 +327,7 @@ impl Store for SqliteStore {
         asked: &crate::verify::Asked,
         operator: &str,
         why: crate::remediation::verified::Why<'_>,
-    ) -> Vec<std::result::Result<crate::remediation::verified::Recorded, (String, StoreError)>>
-    {
+    ) -> Vec<std::result::Result<crate::remediation::verified::Written, (String, StoreError)>> {
         crate::verify::record(
             &self.conn,
             self.clock.now(),

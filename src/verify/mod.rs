@@ -15,7 +15,7 @@ pub mod slack;
 use crate::clock;
 use crate::history::{InDoubt, Question};
 use crate::model::{Channel, Event, Notification};
-use crate::remediation::verified::Recorded;
+use crate::remediation::verified::Written;
 use crate::remediation::verified::{Finding, Verified};
 use crate::remediation::{Actor, Rejection};
 use crate::render::sanitize::cleaned;
@@ -26,41 +26,41 @@ use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashSet};
 use std::path::PathBuf;
 
-/// The answer for one channel attempt.
+/// What a provider's own records say of one channel attempt.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
-pub enum Outcome {
+pub enum Delivery {
     Delivered,
     NotDelivered,
     CannotTell,
 }
 
-impl Outcome {
-    pub const ALL: [Outcome; 3] = [
-        Outcome::Delivered,
-        Outcome::NotDelivered,
-        Outcome::CannotTell,
+impl Delivery {
+    pub const ALL: [Delivery; 3] = [
+        Delivery::Delivered,
+        Delivery::NotDelivered,
+        Delivery::CannotTell,
     ];
 
     pub fn as_str(self) -> &'static str {
         match self {
-            Outcome::Delivered => "DELIVERED",
-            Outcome::NotDelivered => "NOT_DELIVERED",
-            Outcome::CannotTell => "CANNOT_TELL",
+            Delivery::Delivered => "DELIVERED",
+            Delivery::NotDelivered => "NOT_DELIVERED",
+            Delivery::CannotTell => "CANNOT_TELL",
         }
     }
 
     /// What recording it says, if anything.
     pub fn finding(self) -> Option<Finding> {
         match self {
-            Outcome::Delivered => Some(Finding::Delivered),
-            Outcome::NotDelivered => Some(Finding::NotDelivered),
-            Outcome::CannotTell => None,
+            Delivery::Delivered => Some(Finding::Delivered),
+            Delivery::NotDelivered => Some(Finding::NotDelivered),
+            Delivery::CannotTell => None,
         }
     }
 }
 
-impl std::fmt::Display for Outcome {
+impl std::fmt::Display for Delivery {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.as_str())
     }
@@ -75,7 +75,7 @@ pub struct Answer {
     pub attempt: i64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message_id: Option<String>,
-    pub answer: Outcome,
+    pub answer: Delivery,
     /// relay-log, pagerduty or slack.
     pub source: String,
     /// What was found, in words: the log lines, the incident, the message ts.
@@ -102,8 +102,8 @@ pub fn brief(evidence: &str) -> String {
 }
 
 /// Counts per answer, every answer present.
-pub fn summary<'a>(answers: impl IntoIterator<Item = &'a Answer>) -> BTreeMap<Outcome, usize> {
-    let mut counts: BTreeMap<Outcome, usize> = Outcome::ALL.iter().map(|o| (*o, 0)).collect();
+pub fn summary<'a>(answers: impl IntoIterator<Item = &'a Answer>) -> BTreeMap<Delivery, usize> {
+    let mut counts: BTreeMap<Delivery, usize> = Delivery::ALL.iter().map(|o| (*o, 0)).collect();
     for answer in answers {
         *counts.entry(answer.answer).or_default() += 1;
     }
@@ -315,7 +315,7 @@ fn ask_each(questions: &[Question], sources: &Sources, now: f64) -> Vec<Answer> 
                 by_incident(question, client, sources, now)
             }
             Some(Ok(client)) => by_history(question, client, sources, now),
-            Some(Err(err)) => every_attempt(question, Outcome::CannotTell, err),
+            Some(Err(err)) => every_attempt(question, Delivery::CannotTell, err),
             None => continue,
         };
         for (attempt, (answer, evidence)) in question.attempts.iter().zip(per_attempt) {
@@ -335,9 +335,9 @@ fn ask_each(questions: &[Question], sources: &Sources, now: f64) -> Vec<Answer> 
 }
 
 /// Per attempt of a question, in its order: the answer and its evidence.
-type PerAttempt = Vec<(Outcome, String)>;
+type PerAttempt = Vec<(Delivery, String)>;
 
-fn every_attempt(question: &Question, outcome: Outcome, evidence: &str) -> PerAttempt {
+fn every_attempt(question: &Question, outcome: Delivery, evidence: &str) -> PerAttempt {
     question
         .attempts
         .iter()
@@ -369,7 +369,7 @@ fn email(
     let message_id = attempt.message_id.clone().unwrap_or_default();
     let (answer, evidence) = match logs.and_then(|l| l.for_message(&message_id)) {
         None => (
-            Outcome::CannotTell,
+            Delivery::CannotTell,
             "no relay log to read (give one with --relay-log PATH)".to_string(),
         ),
         Some(logs) => email_answer(&message_id, attempt, logs, sources, now),
@@ -501,7 +501,7 @@ pub(crate) fn email_answer(
     logs: &relay_log::Findings,
     sources: &Sources,
     now: f64,
-) -> (Outcome, String) {
+) -> (Delivery, String) {
     let window = (attempt.started - sources.skew, attempt.ended + sources.skew);
     let ours = senders(attempt, sources);
     let mut elsewhere = Vec::new();
@@ -510,7 +510,7 @@ pub(crate) fn email_answer(
     let mut refused = Vec::new();
     for message in logs.seen(message_id) {
         match bearing(message, &ours, window) {
-            Bearing::Committed => return (Outcome::Delivered, committed_text(message)),
+            Bearing::Committed => return (Delivery::Delivered, committed_text(message)),
             Bearing::Refused => refused.push(message),
             Bearing::Unsettled(why) => doubts.push(why),
             Bearing::Rewritten(why) => rewritten.push(why),
@@ -533,11 +533,11 @@ pub(crate) fn email_answer(
     };
     doubts.extend(rewritten);
     if !doubts.is_empty() {
-        return (Outcome::CannotTell, with_notes(doubts.join("; ")));
+        return (Delivery::CannotTell, with_notes(doubts.join("; ")));
     }
     match absence(message_id, attempt, logs, &ours, &refused, sources, now) {
-        Ok(proof) => (Outcome::NotDelivered, with_notes(proof)),
-        Err(why) => (Outcome::CannotTell, with_notes(why)),
+        Ok(proof) => (Delivery::NotDelivered, with_notes(proof)),
+        Err(why) => (Delivery::CannotTell, with_notes(why)),
     }
 }
 
@@ -686,13 +686,13 @@ fn by_incident(
     let Some(config) = &sources.pagerduty else {
         return every_attempt(
             question,
-            Outcome::CannotTell,
+            Delivery::CannotTell,
             "no PagerDuty API token (set UNS_PAGERDUTY_API_TOKEN)",
         );
     };
     let incidents = match pagerduty::incidents(client, config, &question.id) {
         Ok(incidents) => incidents,
-        Err(err) => return every_attempt(question, Outcome::CannotTell, &err),
+        Err(err) => return every_attempt(question, Delivery::CannotTell, &err),
     };
     let mut answers: PerAttempt = question
         .attempts
@@ -706,12 +706,12 @@ fn by_incident(
         .attempts
         .iter()
         .zip(&answers)
-        .find(|(_, (outcome, _))| *outcome == Outcome::Delivered)
+        .find(|(_, (outcome, _))| *outcome == Delivery::Delivered)
         .map(|(attempt, (_, evidence))| (attempt.attempt, evidence.clone()));
     if let Some((number, evidence)) = proof {
         for (outcome, text) in &mut answers {
-            if *outcome != Outcome::Delivered {
-                *outcome = Outcome::Delivered;
+            if *outcome != Delivery::Delivered {
+                *outcome = Delivery::Delivered;
                 *text = format!(
                     "the cycle's incident, by attempt {number}'s trigger ({evidence}); PagerDuty holds one incident for the cycle's dedup key, so this attempt's trigger added no page of its own"
                 );
@@ -729,14 +729,14 @@ pub fn incident_answer(
     incidents: &[pagerduty::Incident],
     (from, to): (f64, f64),
     now: f64,
-) -> (Outcome, String) {
+) -> (Delivery, String) {
     use pagerduty::Standing;
     let mut doubts = Vec::new();
     for incident in incidents {
         match pagerduty::standing(incident, key, (from, to), now) {
             Standing::Opened => {
                 return (
-                    Outcome::Delivered,
+                    Delivery::Delivered,
                     format!(
                         "incident_key {key}: {} opened inside the attempt's window",
                         incident.describe()
@@ -745,7 +745,7 @@ pub fn incident_answer(
             }
             Standing::MergedInto => {
                 return (
-                    Outcome::Delivered,
+                    Delivery::Delivered,
                     format!(
                         "incident_key {key}: merged into open incident {}: it was open through the attempt's window, and PagerDuty folds a trigger with its key into it",
                         incident.describe()
@@ -756,11 +756,11 @@ pub fn incident_answer(
         }
     }
     if !doubts.is_empty() {
-        return (Outcome::CannotTell, doubts.join("; "));
+        return (Delivery::CannotTell, doubts.join("; "));
     }
     if to > now {
         return (
-            Outcome::CannotTell,
+            Delivery::CannotTell,
             format!(
                 "no incident yet, but the window ends at {}: too soon to say none will appear",
                 clock::rfc3339(to)
@@ -768,7 +768,7 @@ pub fn incident_answer(
         );
     }
     (
-        Outcome::NotDelivered,
+        Delivery::NotDelivered,
         format!(
             "no incident with incident_key {key} (every page read, all dates searched); the attempts ran {}",
             window_text(from, to)
@@ -786,7 +786,7 @@ fn by_history(
     let Some(config) = &sources.slack else {
         return every_attempt(
             question,
-            Outcome::CannotTell,
+            Delivery::CannotTell,
             "no Slack bot token and channel (set UNS_SLACK_BOT_TOKEN and UNS_SLACK_CHANNEL)",
         );
     };
@@ -795,7 +795,7 @@ fn by_history(
     let (from, to) = (started - sources.skew, ended + sources.skew);
     match slack::history(client, config, from, to.max(now)) {
         Ok(window) => slack_answers(&key, config, &window, &question.attempts, sources.skew, now),
-        Err(err) => every_attempt(question, Outcome::CannotTell, &err),
+        Err(err) => every_attempt(question, Delivery::CannotTell, &err),
     }
 }
 
@@ -889,7 +889,7 @@ pub fn slack_answers(
                     "nearest this attempt's start"
                 };
                 return (
-                    Outcome::Delivered,
+                    Delivery::Delivered,
                     format!(
                         "message ts {} in {} carries Idempotency-Key {key}, posted {whose}{extra}",
                         cleaned(&message.ts),
@@ -899,11 +899,11 @@ pub fn slack_answers(
             }
             let (from, to) = (attempt.started - skew, attempt.ended + skew);
             if !doubts.is_empty() {
-                return (Outcome::CannotTell, doubts.join("; "));
+                return (Delivery::CannotTell, doubts.join("; "));
             }
             if to > now {
                 return (
-                    Outcome::CannotTell,
+                    Delivery::CannotTell,
                     format!(
                         "nothing yet, but the window ends at {}: too soon to say",
                         clock::rfc3339(to)
@@ -911,7 +911,7 @@ pub fn slack_answers(
                 );
             }
             (
-                Outcome::NotDelivered,
+                Delivery::NotDelivered,
                 format!(
                     "no message with Idempotency-Key {key} in {} from {} is this attempt's ({} messages read, every page){extra}",
                     cleaned(&config.channel),
@@ -955,7 +955,7 @@ pub fn findings(answers: &[Answer], questions: &[Question]) -> BTreeMap<String, 
                 }
             }
             Channel::Slack => {
-                for outcome in [Outcome::Delivered, Outcome::NotDelivered] {
+                for outcome in [Delivery::Delivered, Delivery::NotDelivered] {
                     let these: Vec<&&Answer> =
                         answers.iter().filter(|a| a.answer == outcome).collect();
                     if let (Some(finding), Some(first)) = (outcome.finding(), these.first()) {
@@ -970,8 +970,8 @@ pub fn findings(answers: &[Answer], questions: &[Question]) -> BTreeMap<String, 
                     .find(|q| q.id == id && q.channel == channel && q.cycle == cycle)
                     .map(|q| q.cycle_attempts.clone())
                     .unwrap_or_else(|| answers.iter().map(|a| a.attempt).collect());
-                let delivered = answers.iter().find(|a| a.answer == Outcome::Delivered);
-                let all_absent = answers.iter().all(|a| a.answer == Outcome::NotDelivered);
+                let delivered = answers.iter().find(|a| a.answer == Delivery::Delivered);
+                let all_absent = answers.iter().all(|a| a.answer == Delivery::NotDelivered);
                 if let Some(proof) = delivered {
                     found.push(verified(Finding::Delivered, cycle_attempts, proof));
                 } else if all_absent && let Some(first) = answers.first() {
@@ -1001,7 +1001,7 @@ pub fn next_steps(answers: &[Answer], sources: &Sources) -> Vec<(String, String)
         .map(|(id, answers)| {
             let unsettled: Vec<String> = answers
                 .iter()
-                .filter(|a| a.answer == Outcome::CannotTell)
+                .filter(|a| a.answer == Delivery::CannotTell)
                 .map(|a| {
                     let key = match &a.message_id {
                         Some(message_id) => message_id.clone(),
@@ -1114,7 +1114,7 @@ pub fn record(
     actor: &Actor,
     why: crate::remediation::verified::Why<'_>,
     read_on: crate::remediation::verified::ReadOn,
-) -> Vec<Result<Recorded, (String, Rejection)>> {
+) -> Vec<Result<Written, (String, Rejection)>> {
     findings(&asked.answers, &asked.questions)
         .into_iter()
         .map(|(id, findings)| {

@@ -157,7 +157,7 @@ type EmailCase<'a> = (
     &'a str,
     &'a [(f64, f64)],
     Vec<relay_log::Message>,
-    Outcome,
+    Delivery,
     &'a str,
 );
 
@@ -187,56 +187,56 @@ fn an_email_answer_follows_what_the_relay_recorded() {
             "queued from our sender",
             &[],
             vec![message(1002.0, ours(), Fate::Queued)],
-            Outcome::Delivered,
+            Delivery::Delivered,
             "queued it as ABC123",
         ),
         (
             "held by the relay",
             &[],
             vec![message(1002.0, ours(), Fate::Held)],
-            Outcome::Delivered,
+            Delivery::Delivered,
             "held by the relay",
         ),
         (
             "another sender, queued in the window: a rewrite or a forgery",
             &covering,
             vec![message(1002.0, theirs(), Fate::Queued)],
-            Outcome::CannotTell,
+            Delivery::CannotTell,
             "--smtp-from attacker@evil.test",
         ),
         (
             "another sender, refused in the window",
             &covering,
             vec![message(1002.0, theirs(), Fate::Rejected)],
-            Outcome::NotDelivered,
+            Delivery::NotDelivered,
             "not this attempt",
         ),
         (
             "a forged sender, with no coverage",
             &[],
             vec![message(1002.0, theirs(), Fate::Queued)],
-            Outcome::CannotTell,
+            Delivery::CannotTell,
             "not the runtime's",
         ),
         (
             "ours, queued 21 minutes after the window",
             &covering,
             vec![message(1060.0 + 10.0 + 1260.0, ours(), Fate::Queued)],
-            Outcome::CannotTell,
+            Delivery::CannotTell,
             "outside the attempt's window",
         ),
         (
             "another sender's, committed 21 minutes after the window",
             &covering,
             vec![message(1060.0 + 10.0 + 1260.0, theirs(), Fate::Queued)],
-            Outcome::CannotTell,
+            Delivery::CannotTell,
             "outside the attempt's window",
         ),
         (
             "ours, three days before",
             &[],
             vec![message(1001.0 - 3.0 * 86_400.0, ours(), Fate::Queued)],
-            Outcome::CannotTell,
+            Delivery::CannotTell,
             "outside the attempt's window",
         ),
     ]);
@@ -252,35 +252,35 @@ fn an_email_answer_from_a_refusal_needs_the_relays_own_unbroken_record() {
             "a session lost during DATA",
             &covering,
             vec![message(1002.0, Sender::Unknown, Fate::Lost)],
-            Outcome::NotDelivered,
+            Delivery::NotDelivered,
             "the relay's own record",
         ),
         (
             "a session lost during DATA, with a hole in the log during it",
             &[(900.0, 1002.5), (1100.0, 2000.0)],
             vec![message(1002.0, Sender::Unknown, Fate::Lost)],
-            Outcome::CannotTell,
+            Delivery::CannotTell,
             "a hole during its session",
         ),
         (
             "rejected by cleanup",
             &covering,
             vec![message(1002.0, ours(), Fate::Rejected)],
-            Outcome::NotDelivered,
+            Delivery::NotDelivered,
             "never committed",
         ),
         (
             "seen, fate unknown",
             &covering,
             vec![message(1002.0, ours(), Fate::Open)],
-            Outcome::CannotTell,
+            Delivery::CannotTell,
             "no line says",
         ),
         (
             "committed, sender ambiguous",
             &covering,
             vec![message(1002.0, Sender::Ambiguous, Fate::Held)],
-            Outcome::CannotTell,
+            Delivery::CannotTell,
             "more than one way",
         ),
         (
@@ -290,7 +290,7 @@ fn an_email_answer_from_a_refusal_needs_the_relays_own_unbroken_record() {
                 message(1002.0, Sender::Unknown, Fate::Lost),
                 message(1003.0, ours(), Fate::Queued),
             ],
-            Outcome::Delivered,
+            Delivery::Delivered,
             "queued",
         ),
     ]);
@@ -304,28 +304,28 @@ fn an_email_answer_from_absence_needs_the_whole_window_covered() {
             "no line, the log covers the window",
             &covering,
             vec![],
-            Outcome::NotDelivered,
+            Delivery::NotDelivered,
             "covers",
         ),
         (
             "no line, the log starts inside the margin",
             &[(995.0, 2000.0)],
             vec![],
-            Outcome::CannotTell,
+            Delivery::CannotTell,
             "not all of the attempt's window",
         ),
         (
             "no line, the log ends before the lease ran out",
             &[(900.0, 1050.0)],
             vec![],
-            Outcome::CannotTell,
+            Delivery::CannotTell,
             "not all of the attempt's window",
         ),
         (
             "no line, a hole across the window",
             &[(900.0, 1020.0), (1040.0, 2000.0)],
             vec![],
-            Outcome::CannotTell,
+            Delivery::CannotTell,
             "not all of the attempt's window",
         ),
     ]);
@@ -338,7 +338,7 @@ fn an_email_answer_without_a_known_sender_or_a_readable_log_proves_less() {
     // The sender comes from the attempt's start, or else --smtp-from.
     let (answer, evidence) =
         email_answer(ID, &attempt(None), &logs(&[], queued()), &sources(), 5000.0);
-    assert_eq!(answer, Outcome::CannotTell, "{evidence}");
+    assert_eq!(answer, Delivery::CannotTell, "{evidence}");
     assert!(evidence.contains("--smtp-from"), "{evidence}");
     let named = Sources {
         smtp_from: vec![OURS.into()],
@@ -346,7 +346,7 @@ fn an_email_answer_without_a_known_sender_or_a_readable_log_proves_less() {
     };
     assert_eq!(
         email_answer(ID, &attempt(None), &logs(&[], queued()), &named, 5000.0).0,
-        Outcome::Delivered
+        Delivery::Delivered
     );
     // A file that could not be read may hold the commit: absence and refusals prove nothing.
     for messages in [vec![], vec![message(1002.0, Sender::Unknown, Fate::Lost)]] {
@@ -355,7 +355,7 @@ fn an_email_answer_without_a_known_sender_or_a_readable_log_proves_less() {
             .problems
             .push("maillog.1: Permission denied (os error 13)".into());
         let (answer, evidence) = email_answer(ID, &attempt(Some(OURS)), &found, &sources(), 5000.0);
-        assert_eq!(answer, Outcome::CannotTell, "{evidence}");
+        assert_eq!(answer, Delivery::CannotTell, "{evidence}");
         assert!(
             evidence.contains("maillog.1: Permission denied"),
             "{evidence}"
@@ -366,7 +366,7 @@ fn an_email_answer_without_a_known_sender_or_a_readable_log_proves_less() {
     found.problems.push("maillog.1: Permission denied".into());
     assert_eq!(
         email_answer(ID, &attempt(Some(OURS)), &found, &sources(), 5000.0).0,
-        Outcome::Delivered
+        Delivery::Delivered
     );
     // A window not yet past is never NOT_DELIVERED, whatever the log.
     assert_eq!(
@@ -378,7 +378,7 @@ fn an_email_answer_without_a_known_sender_or_a_readable_log_proves_less() {
             1065.0
         )
         .0,
-        Outcome::CannotTell
+        Delivery::CannotTell
     );
 }
 
@@ -406,23 +406,23 @@ fn a_pagerduty_incident_is_proof_only_with_its_key_inside_the_window() {
     let (from, to) = (1_795_989_600.0, 1_795_989_900.0);
     let now = to + 3600.0;
     let inside = "2026-11-29T22:01:00Z";
-    let cases: Vec<(&str, Vec<pagerduty::Incident>, Outcome, &str)> = vec![
+    let cases: Vec<(&str, Vec<pagerduty::Incident>, Delivery, &str)> = vec![
         (
             "exact key, inside",
             vec![incident(Some("n-1"), inside, "resolved", None)],
-            Outcome::Delivered,
+            Delivery::Delivered,
             "opened inside",
         ),
         (
             "no key",
             vec![incident(None, inside, "triggered", None)],
-            Outcome::CannotTell,
+            Delivery::CannotTell,
             "no incident_key",
         ),
         (
             "another key",
             vec![incident(Some("n-2"), inside, "triggered", None)],
-            Outcome::CannotTell,
+            Delivery::CannotTell,
             "not n-1",
         ),
         (
@@ -433,13 +433,13 @@ fn a_pagerduty_incident_is_proof_only_with_its_key_inside_the_window() {
                 "triggered",
                 None,
             )],
-            Outcome::CannotTell,
+            Delivery::CannotTell,
             "future",
         ),
         (
             "created_at 1s",
             vec![incident(Some("n-1"), "1s", "triggered", None)],
-            Outcome::CannotTell,
+            Delivery::CannotTell,
             "not an RFC 3339",
         ),
         (
@@ -450,10 +450,10 @@ fn a_pagerduty_incident_is_proof_only_with_its_key_inside_the_window() {
                 "triggered",
                 None,
             )],
-            Outcome::CannotTell,
+            Delivery::CannotTell,
             "after the attempt's window",
         ),
-        ("nothing", vec![], Outcome::NotDelivered, "every page read"),
+        ("nothing", vec![], Delivery::NotDelivered, "every page read"),
     ];
     for (what, incidents, expected, word) in cases {
         let (answer, evidence) = incident_answer("n-1", &incidents, (from, to), now);
@@ -462,7 +462,7 @@ fn a_pagerduty_incident_is_proof_only_with_its_key_inside_the_window() {
     }
     assert_eq!(
         incident_answer("n-1", &[], (from, to), to - 1.0).0,
-        Outcome::CannotTell,
+        Delivery::CannotTell,
         "too soon"
     );
 }
@@ -473,7 +473,7 @@ fn a_pagerduty_incident_is_proof_only_with_its_key_inside_the_window() {
 fn a_pagerduty_incident_open_before_the_window_proves_only_while_it_was_open() {
     let (from, to) = (1_795_989_600.0, 1_795_989_900.0);
     let now = to + 3600.0;
-    let cases: Vec<(&str, Vec<pagerduty::Incident>, Outcome, &str)> = vec![
+    let cases: Vec<(&str, Vec<pagerduty::Incident>, Delivery, &str)> = vec![
         (
             "open before the window",
             vec![incident(
@@ -482,7 +482,7 @@ fn a_pagerduty_incident_open_before_the_window_proves_only_while_it_was_open() {
                 "acknowledged",
                 None,
             )],
-            Outcome::Delivered,
+            Delivery::Delivered,
             "merged into open incident",
         ),
         (
@@ -493,7 +493,7 @@ fn a_pagerduty_incident_open_before_the_window_proves_only_while_it_was_open() {
                 "resolved",
                 Some("2026-11-29T22:10:00Z"),
             )],
-            Outcome::Delivered,
+            Delivery::Delivered,
             "merged into open incident",
         ),
         (
@@ -504,7 +504,7 @@ fn a_pagerduty_incident_open_before_the_window_proves_only_while_it_was_open() {
                 "resolved",
                 Some("2026-11-29T21:00:00Z"),
             )],
-            Outcome::CannotTell,
+            Delivery::CannotTell,
             "cannot be told",
         ),
     ];
@@ -534,44 +534,44 @@ fn a_slack_message_is_proof_only_with_its_key_inside_the_window_and_from_the_bot
         user: None,
     };
     let inside = "1795989700.000100";
-    let cases: Vec<(&str, Vec<slack::Tagged>, Outcome, &str)> = vec![
+    let cases: Vec<(&str, Vec<slack::Tagged>, Delivery, &str)> = vec![
         (
             "ours",
             vec![tagged(inside, key, Some("B1"))],
-            Outcome::Delivered,
+            Delivery::Delivered,
             "carries Idempotency-Key",
         ),
         (
             "another cycle's key",
             vec![tagged(inside, "n-1:SLACK:2", Some("B1"))],
-            Outcome::NotDelivered,
+            Delivery::NotDelivered,
             "no message",
         ),
         (
             "another bot",
             vec![tagged(inside, key, Some("B666"))],
-            Outcome::CannotTell,
+            Delivery::CannotTell,
             "not the webhook's bot",
         ),
         (
             "no bot named",
             vec![tagged(inside, key, None)],
-            Outcome::CannotTell,
+            Delivery::CannotTell,
             "not the webhook's bot",
         ),
         (
             "outside the window",
             vec![tagged("1795990000.000000", key, Some("B1"))],
-            Outcome::CannotTell,
+            Delivery::CannotTell,
             "outside the attempt's window",
         ),
         (
             "a ts that is not one",
             vec![tagged("soon", key, Some("B1"))],
-            Outcome::CannotTell,
+            Delivery::CannotTell,
             "not a Slack time",
         ),
-        ("nothing", vec![], Outcome::NotDelivered, "every page"),
+        ("nothing", vec![], Delivery::NotDelivered, "every page"),
     ];
     for (what, messages, expected, word) in cases {
         let window = slack::Window {
@@ -593,7 +593,7 @@ fn a_slack_message_is_proof_only_with_its_key_inside_the_window_and_from_the_bot
     };
     assert_eq!(
         history_answer(key, &anyone, &window, (from, to), now).0,
-        Outcome::Delivered
+        Delivery::Delivered
     );
 }
 
@@ -604,7 +604,7 @@ fn history_answer(
     window: &slack::Window,
     (from, to): (f64, f64),
     now: f64,
-) -> (Outcome, String) {
+) -> (Delivery, String) {
     let attempt = InDoubt {
         attempt: 1,
         message_id: None,
@@ -653,20 +653,20 @@ fn one_slack_message_proves_one_attempt_never_two() {
     };
     // One message inside the second attempt's own window: the second posted it.
     let one = answers(&[1080.0]);
-    assert_eq!(one[0].0, Outcome::NotDelivered, "{}", one[0].1);
-    assert_eq!(one[1].0, Outcome::Delivered, "{}", one[1].1);
+    assert_eq!(one[0].0, Delivery::NotDelivered, "{}", one[0].1);
+    assert_eq!(one[1].0, Delivery::Delivered, "{}", one[1].1);
     assert!(one[1].1.contains("own window"), "{}", one[1].1);
     // One in neither attempt's own window: the nearest start, not both.
     let between = answers(&[1065.0]);
     assert_eq!(
         (between[0].0, between[1].0),
-        (Outcome::NotDelivered, Outcome::Delivered)
+        (Delivery::NotDelivered, Delivery::Delivered)
     );
     // Two messages: one each, whatever their order.
     let two = answers(&[1010.0, 1020.0]);
     assert_eq!(
         (two[0].0, two[1].0),
-        (Outcome::Delivered, Outcome::Delivered)
+        (Delivery::Delivered, Delivery::Delivered)
     );
     assert_ne!(two[0].1, two[1].1, "each cites its own message");
     // A third has no attempt left to prove: named, never counted as an attempt's.
@@ -691,13 +691,13 @@ fn each_answer_has_one_next_step_and_cannot_tell_names_what_to_search_for() {
         evidence: "e".into(),
     };
     let answers = [
-        answer("n-1", Channel::Email, 1, Outcome::Delivered),
-        answer("n-2", Channel::Email, 1, Outcome::NotDelivered),
-        answer("n-3", Channel::Email, 1, Outcome::Delivered),
-        answer("n-3", Channel::Slack, 1, Outcome::CannotTell),
-        answer("n-3", Channel::Slack, 2, Outcome::CannotTell),
-        answer("n-4", Channel::Pagerduty, 1, Outcome::CannotTell),
-        answer("n-4", Channel::Email, 2, Outcome::CannotTell),
+        answer("n-1", Channel::Email, 1, Delivery::Delivered),
+        answer("n-2", Channel::Email, 1, Delivery::NotDelivered),
+        answer("n-3", Channel::Email, 1, Delivery::Delivered),
+        answer("n-3", Channel::Slack, 1, Delivery::CannotTell),
+        answer("n-3", Channel::Slack, 2, Delivery::CannotTell),
+        answer("n-4", Channel::Pagerduty, 1, Delivery::CannotTell),
+        answer("n-4", Channel::Email, 2, Delivery::CannotTell),
     ];
     let steps = next_steps(&answers, &Sources::default());
     assert_eq!(
@@ -779,12 +779,12 @@ fn findings_record_what_each_record_proves_and_skip_cannot_tell() {
         question(Channel::Pagerduty, &[1, 3]),
     ];
     let answers = [
-        answer(Channel::Slack, 1, Outcome::NotDelivered),
-        answer(Channel::Slack, 3, Outcome::Delivered),
-        answer(Channel::Email, 1, Outcome::Delivered),
-        answer(Channel::Email, 3, Outcome::CannotTell),
-        answer(Channel::Pagerduty, 1, Outcome::Delivered),
-        answer(Channel::Pagerduty, 3, Outcome::Delivered),
+        answer(Channel::Slack, 1, Delivery::NotDelivered),
+        answer(Channel::Slack, 3, Delivery::Delivered),
+        answer(Channel::Email, 1, Delivery::Delivered),
+        answer(Channel::Email, 3, Delivery::CannotTell),
+        answer(Channel::Pagerduty, 1, Delivery::Delivered),
+        answer(Channel::Pagerduty, 3, Delivery::Delivered),
     ];
     let grouped = findings(&answers, &questions);
     let recorded: Vec<(Channel, Finding, Vec<i64>, &str)> = grouped["n-1"]
@@ -812,11 +812,11 @@ fn findings_record_what_each_record_proves_and_skip_cannot_tell() {
             ),
         ]
     );
-    assert_eq!(summary(&answers)[&Outcome::CannotTell], 1);
+    assert_eq!(summary(&answers)[&Delivery::CannotTell], 1);
     // PagerDuty's absence is recorded only when every attempt's answer agrees.
     let split = [
-        answer(Channel::Pagerduty, 1, Outcome::NotDelivered),
-        answer(Channel::Pagerduty, 3, Outcome::CannotTell),
+        answer(Channel::Pagerduty, 1, Delivery::NotDelivered),
+        answer(Channel::Pagerduty, 3, Delivery::CannotTell),
     ];
     assert!(findings(&split, &questions).is_empty());
 }
@@ -849,10 +849,10 @@ mod evidence_holds {
     }
 
     impl Base {
-        fn answer(self) -> Outcome {
+        fn answer(self) -> Delivery {
             match self {
-                Base::Delivered => Outcome::Delivered,
-                Base::Lost | Base::Absent => Outcome::NotDelivered,
+                Base::Delivered => Delivery::Delivered,
+                Base::Lost | Base::Absent => Delivery::NotDelivered,
             }
         }
     }
@@ -936,7 +936,7 @@ mod evidence_holds {
         layout: Layout,
         given: &[&str],
         relay: Option<&str>,
-    ) -> (Outcome, String) {
+    ) -> (Delivery, String) {
         let dir = tempfile::tempdir().expect("dir");
         let paths: Vec<PathBuf> = files
             .iter()
@@ -970,7 +970,7 @@ mod evidence_holds {
         email_answer(ID, &attempt, &found, &sources(), T0 + 10_000.0)
     }
 
-    fn classic_answer(files: &[Lines]) -> (Outcome, String) {
+    fn classic_answer(files: &[Lines]) -> (Delivery, String) {
         answer_in(files, CLASSIC, &[], None)
     }
 
@@ -1136,14 +1136,14 @@ mod evidence_holds {
                 ..CLASSIC
             };
             let (answer, evidence) = answer_in(&[base(kind)], renamed, &[], None);
-            assert_eq!(answer, Outcome::CannotTell, "{kind:?}: {evidence}");
+            assert_eq!(answer, Delivery::CannotTell, "{kind:?}: {evidence}");
             // Only lines of other programs around the window.
             let cron: Lines = base(kind)
                 .into_iter()
                 .map(|(at, host, _)| (at, host, STRANGERS[0].to_string()))
                 .collect();
             let (answer, evidence) = classic_answer(&[cron]);
-            assert_eq!(answer, Outcome::CannotTell, "{kind:?}: {evidence}");
+            assert_eq!(answer, Delivery::CannotTell, "{kind:?}: {evidence}");
         }
         // The message's own lines under an unread name are a mention: not absence.
         let renamed = Layout {
@@ -1153,7 +1153,7 @@ mod evidence_holds {
         let mut files = vec![base(Base::Delivered)];
         files.push(base(Base::Absent));
         let (answer, evidence) = answer_in(&files, renamed, &["postfix"], None);
-        assert_eq!(answer, Outcome::CannotTell, "{evidence}");
+        assert_eq!(answer, Delivery::CannotTell, "{evidence}");
     }
 
     #[test]
@@ -1165,7 +1165,7 @@ mod evidence_holds {
             assert_eq!(answer, expected, "{kind:?}: {evidence}");
             // Another relay answered the attempt: this log is not its.
             let (answer, evidence) = answer_in(&[base(kind)], CLASSIC, &[], Some("relay2.test"));
-            assert_eq!(answer, Outcome::CannotTell, "{kind:?}: {evidence}");
+            assert_eq!(answer, Delivery::CannotTell, "{kind:?}: {evidence}");
             assert!(evidence.contains("another relay's log"), "{evidence}");
             // A container's lines name no host: they cannot be shown to be its.
             let level = Layout {
@@ -1173,11 +1173,11 @@ mod evidence_holds {
                 ..CLASSIC
             };
             let (answer, evidence) = answer_in(&[base(kind)], level, &[], Some("relay.test"));
-            assert_eq!(answer, Outcome::CannotTell, "{kind:?}: {evidence}");
+            assert_eq!(answer, Delivery::CannotTell, "{kind:?}: {evidence}");
         }
         // A committed message proves delivery whoever's log holds it.
         let (answer, _) = answer_in(&[base(Base::Delivered)], CLASSIC, &[], Some("other.test"));
-        assert_eq!(answer, Outcome::Delivered);
+        assert_eq!(answer, Delivery::Delivered);
     }
 
     proptest! {
@@ -1196,7 +1196,7 @@ mod evidence_holds {
             let given: &[&str] = if pick(&seeds, 14).is_multiple_of(2) { &[] } else { &[layout.name] };
             let (answer, evidence) = answer_in(&files, layout, given, None);
             prop_assert!(
-                answer == kind.answer() || answer == Outcome::CannotTell,
+                answer == kind.answer() || answer == Delivery::CannotTell,
                 "{kind:?}, family {family}, {layout:?}: {answer} ({evidence})"
             );
             // The same log in the classic layout answers as this one, or this one
@@ -1209,7 +1209,7 @@ mod evidence_holds {
             if layout.stamps != Stamps::Level && (given == [layout.name] || layout.name == "postfix") {
                 let (classic, _) = answer_in(&files, CLASSIC, &[], None);
                 prop_assert!(
-                    classic == Outcome::CannotTell || answer == classic,
+                    classic == Delivery::CannotTell || answer == classic,
                     "{kind:?}, family {family}, {layout:?}: {answer}, classic {classic} ({evidence})"
                 );
             }

@@ -463,6 +463,42 @@ fn every_document_goes_through_the_output_layers_one_choice() {
     );
 }
 
+/// The names that once meant several things each name one type now (issue 34): an
+/// `Attempt` is a history's, an `Outcome` what became of an entry in a remediation
+/// session, `Recorded` what a history recorded of a provider call, `Config` the config
+/// file's.
+#[test]
+fn each_name_that_meant_several_things_names_one_type() {
+    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    sources(&src, &mut files);
+    let mut declared: BTreeMap<&str, Vec<String>> = BTreeMap::new();
+    let names = ["Attempt", "Outcome", "Recorded", "Config", "Settlement"];
+    for file in files {
+        let code = code_only(&std::fs::read_to_string(&file).expect("a source file"));
+        for line in code.lines() {
+            let words: Vec<&str> = line
+                .split(|c: char| !(c.is_alphanumeric() || c == '_'))
+                .filter(|w| !w.is_empty())
+                .collect();
+            for pair in words.windows(2) {
+                if matches!(pair[0], "struct" | "enum" | "type" | "trait")
+                    && let Some(name) = names.iter().find(|n| **n == pair[1])
+                {
+                    let place = file.strip_prefix(&src).expect("under src");
+                    declared
+                        .entry(name)
+                        .or_default()
+                        .push(place.display().to_string());
+                }
+            }
+        }
+    }
+    for (name, places) in &declared {
+        assert_eq!(places.len(), 1, "{name} is declared in {places:?}");
+    }
+}
+
 /// Every file under tests/ is compiled into a harness: a test file no `mod` line names
 /// would never run, and nothing else would say so.
 #[test]

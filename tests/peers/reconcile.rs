@@ -14,7 +14,7 @@ use unsctl::clock::{Clock, SystemClock};
 use unsctl::model::Channel;
 use unsctl::runtime::adapters::email::{EmailAdapter, EmailConfig, StartTls};
 use unsctl::runtime::adapters::{Adapter, DeliveryRequest};
-use unsctl::runtime::engine::{self, Backoff, ClaimOutcome, Decision, NewNotification, Settlement};
+use unsctl::runtime::engine::{self, Backoff, ClaimOutcome, Decision, Ended, NewNotification};
 use unsctl::runtime::schema::{self, OpenMode};
 
 const LEASE: f64 = 1.0;
@@ -30,7 +30,7 @@ fn now() -> f64 {
 }
 
 /// One claim and one call through `adapter`, recorded as the worker records it.
-fn attempt(conn: &rusqlite::Connection, adapter: &EmailAdapter) -> (String, Settlement) {
+fn attempt(conn: &rusqlite::Connection, adapter: &EmailAdapter) -> (String, Ended) {
     let ClaimOutcome::Claimed(lease) =
         engine::claim(conn, now(), "reconcile-test", LEASE).expect("claim")
     else {
@@ -98,13 +98,13 @@ fn a_reclaim_after_a_held_reply_is_two_copies_by_the_relays_log_as_the_sink_rece
     //    the late settlement finds the lease gone.
     let (outcome, settled) = attempt(&conn, &adapter);
     assert_eq!(outcome, "UNKNOWN");
-    assert!(matches!(settled, Settlement::LeaseLost), "{settled:?}");
+    assert!(matches!(settled, Ended::LeaseLost), "{settled:?}");
     // 2. The reclaim sends it again, and the relay answers this time.
     proxy.set(Fault::None);
     let (outcome, settled) = attempt(&conn, &adapter);
     assert_eq!(outcome, "ACCEPTED");
     assert!(
-        matches!(settled, Settlement::Settled(Decision::Delivered)),
+        matches!(settled, Ended::Decided(Decision::Delivered)),
         "{settled:?}"
     );
 

@@ -5,8 +5,8 @@ use serde_json::{Value, json};
 use std::collections::BTreeSet;
 use unsctl::model::{Channel, ChannelSet};
 use unsctl::runtime::engine::{
-    self, Backoff, ClaimOutcome, Decision, DeliveryResult, Fence, Lease, NewNotification,
-    RECOVERY_EXHAUSTED, Settlement,
+    self, Backoff, ClaimOutcome, Decision, DeliveryResult, Ended, Fence, Lease, NewNotification,
+    RECOVERY_EXHAUSTED,
 };
 use unsctl::runtime::schema::{self, OpenMode};
 
@@ -129,7 +129,7 @@ fn first_attempt_delivers_with_the_documented_payload_keys() {
         &BACKOFF,
     )
     .expect("settle");
-    assert_eq!(settled, Settlement::Settled(Decision::Delivered));
+    assert_eq!(settled, Ended::Decided(Decision::Delivered));
 
     let history = events(&s.conn, &id);
     let observed: Vec<&str> = history.iter().map(|(kind, _)| kind.as_str()).collect();
@@ -207,7 +207,7 @@ fn late_success_after_the_lease_expired_is_recorded_then_lease_lost() {
     engine::record_result(&s.conn, 1060.5, &old, Channel::Email, &late).expect("late result");
     let settled =
         engine::settle(&s.conn, 1060.6, &old, &[(Channel::Email, late)], &BACKOFF).expect("settle");
-    assert_eq!(settled, Settlement::LeaseLost);
+    assert_eq!(settled, Ended::LeaseLost);
 
     let history = events(&s.conn, &id);
     let tail: Vec<&str> = history[history.len() - 2..]
@@ -294,7 +294,7 @@ fn unknown_outcomes_under_lost_leases_exhaust_the_budget_with_the_exact_message(
             &BACKOFF,
         )
         .expect("settle");
-        assert_eq!(settled, Settlement::LeaseLost);
+        assert_eq!(settled, Ended::LeaseLost);
         now += 61.5;
     }
     let outcome = engine::claim(&s.conn, now, "w2", LEASE).expect("claim");
@@ -350,7 +350,7 @@ fn an_unknown_outcome_under_a_held_lease_is_dead_lettered_at_once() {
         "Provider outcome unknown: EMAIL no reply after the message data was sent: timed out";
     assert_eq!(
         settled,
-        Settlement::Settled(Decision::DeadLettered {
+        Ended::Decided(Decision::DeadLettered {
             reason: unsctl::runtime::engine::DeadReason::UnknownOutcome,
             error_message: expected.into()
         })
@@ -384,7 +384,7 @@ fn a_rejection_is_retried_with_backoff_then_dead_lettered() {
     .expect("settle");
     assert_eq!(
         settled,
-        Settlement::Settled(Decision::RetryScheduled {
+        Ended::Decided(Decision::RetryScheduled {
             next_attempt_at: 1005.2,
             channels: [Channel::Slack].into_iter().collect()
         })
@@ -414,7 +414,7 @@ fn a_rejection_is_retried_with_backoff_then_dead_lettered() {
     .expect("settle");
     assert_eq!(
         settled,
-        Settlement::Settled(Decision::DeadLettered {
+        Ended::Decided(Decision::DeadLettered {
             reason: unsctl::runtime::engine::DeadReason::BudgetExhausted,
             error_message: "Attempt budget exhausted (2 of 2): SLACK HTTP 503: busy".into()
         })
@@ -453,7 +453,7 @@ fn a_permanent_rejection_is_not_retried() {
     .expect("settle");
     assert!(matches!(
         settled,
-        Settlement::Settled(Decision::DeadLettered { .. })
+        Ended::Decided(Decision::DeadLettered { .. })
     ));
     assert_eq!(row(&s.conn, &id).0, "DEAD");
 }
@@ -473,7 +473,7 @@ fn a_channel_accepted_in_this_cycle_is_not_sent_again() {
     let results = [(Channel::Email, ok), (Channel::Slack, no)];
     let settled = engine::settle(&s.conn, 1000.3, &lease, &results, &BACKOFF).expect("settle");
     assert!(
-        matches!(settled, Settlement::Settled(Decision::RetryScheduled { channels: ref owed, .. }) if owed == &channels(&[Channel::Slack]))
+        matches!(settled, Ended::Decided(Decision::RetryScheduled { channels: ref owed, .. }) if owed == &channels(&[Channel::Slack]))
     );
     let retry = claim(&s.conn, 1006.0, "w1");
     assert_eq!(retry.owed, channels(&[Channel::Slack]));
@@ -501,7 +501,7 @@ fn a_late_acceptance_is_honoured_by_the_reclaim() {
     assert!(reclaim.owed.is_empty());
     assert_eq!(
         engine::settle(&s.conn, 2061.1, &reclaim, &[], &BACKOFF).expect("settle"),
-        Settlement::Settled(Decision::Delivered)
+        Ended::Decided(Decision::Delivered)
     );
 }
 

@@ -6,12 +6,12 @@ use crate::cli::backend::Invocation;
 use crate::cli::error::{CliError, CliResult, ExitKind};
 use crate::cli::selection;
 use crate::cli::{backend, prompt};
-use crate::remediation::verified::Recorded;
+use crate::remediation::verified::Written;
 use crate::render::output::{Output, counted, print, status};
 use crate::render::table::{Column, Grid, Text, Tone, toned};
 use crate::store::{Store, StoreError};
 use crate::triage::Branch;
-use crate::verify::{self, Answer, Asked, Outcome, Sources};
+use crate::verify::{self, Answer, Asked, Delivery, Sources};
 use serde::Serialize;
 
 /// Ask each provider's own record whether VERIFY entries' uncertain attempts arrived
@@ -138,7 +138,7 @@ pub fn run(global: &Invocation, args: Args) -> CliResult {
 struct Recording {
     dry_run: bool,
     planned: usize,
-    done: Vec<Recorded>,
+    done: Vec<Written>,
     failed: Vec<(String, StoreError)>,
 }
 
@@ -251,11 +251,11 @@ fn confirmed(
     )?)
 }
 
-fn tone(outcome: Outcome) -> Tone {
+fn tone(outcome: Delivery) -> Tone {
     match outcome {
-        Outcome::Delivered => Tone::Good,
-        Outcome::NotDelivered => Tone::Bad,
-        Outcome::CannotTell => Tone::Warn,
+        Delivery::Delivered => Tone::Good,
+        Delivery::NotDelivered => Tone::Bad,
+        Delivery::CannotTell => Tone::Warn,
     }
 }
 
@@ -292,7 +292,7 @@ fn row(answer: &Answer, id: &str, out: &Output) -> Vec<Text> {
     ]
 }
 
-fn recorded_line(done: &Recorded, out: &Output) -> String {
+fn recorded_line(done: &Written, out: &Output) -> String {
     let id = out.clean(&done.id);
     let next = format!("next: {}", out.clean(&done.next_step));
     let mut line = format!(
@@ -319,11 +319,11 @@ fn advise(asked: &Asked, recorded: Option<&Recording>, recording: bool, sources:
         "{} attempt{} checked: {} DELIVERED, {} NOT_DELIVERED, {} CANNOT_TELL",
         asked.answers.len(),
         if asked.answers.len() == 1 { "" } else { "s" },
-        counts[&Outcome::Delivered],
-        counts[&Outcome::NotDelivered],
-        counts[&Outcome::CannotTell],
+        counts[&Delivery::Delivered],
+        counts[&Delivery::NotDelivered],
+        counts[&Delivery::CannotTell],
     ));
-    if counts[&Outcome::CannotTell] > 0 {
+    if counts[&Delivery::CannotTell] > 0 {
         status(
             "CANNOT_TELL: no record proves it either way; check those by hand (TSG-02, branch 2).",
         );
@@ -337,7 +337,7 @@ fn advise(asked: &Asked, recorded: Option<&Recording>, recording: bool, sources:
             ));
         }
     }
-    let answered = counts[&Outcome::Delivered] + counts[&Outcome::NotDelivered];
+    let answered = counts[&Delivery::Delivered] + counts[&Delivery::NotDelivered];
     if answered > 0 && !recording {
         status(
             "Write the answers down with --record --confirm; triage then moves those entries to RESOLVE or REPLAY.",
@@ -358,7 +358,7 @@ fn advise(asked: &Asked, recorded: Option<&Recording>, recording: bool, sources:
 #[derive(Serialize)]
 struct Report<'a> {
     answers: &'a [Answer],
-    summary: std::collections::BTreeMap<Outcome, usize>,
+    summary: std::collections::BTreeMap<Delivery, usize>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     skipped: Vec<Skipped<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -375,7 +375,7 @@ struct Skipped<'a> {
 struct RecordReport<'a> {
     dry_run: bool,
     planned: usize,
-    recorded: &'a [Recorded],
+    recorded: &'a [Written],
     failed: Vec<Failed>,
 }
 

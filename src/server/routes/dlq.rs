@@ -188,7 +188,7 @@ pub(crate) async fn verified(
     Extension(principal): Extension<Principal>,
     Path(id): Path<String>,
     body: Result<Bytes, BytesRejection>,
-) -> ApiResult<crate::remediation::verified::Recorded> {
+) -> ApiResult<crate::remediation::verified::Written> {
     checked_id(&id)?;
     let request: api::VerifiedRequest = object_body(body, false)?;
     if request.findings.is_empty() {
@@ -225,7 +225,7 @@ pub(crate) async fn verified(
 
 pub(crate) fn response(
     asked: crate::verify::Asked,
-    recorded: Option<crate::remediation::verified::Recorded>,
+    recorded: Option<crate::remediation::verified::Written>,
 ) -> api::VerifyResponse {
     api::VerifyResponse {
         summary: crate::verify::summary(&asked.answers),

@@ -207,9 +207,9 @@ fn print_verification(v: &sweep::Verification, counts: &sweep::Counts) -> std::i
     let lines = [
         format!(
             "verify answers       {} DELIVERED, {} NOT_DELIVERED, {} CANNOT_TELL",
-            answer(crate::verify::Outcome::Delivered),
-            answer(crate::verify::Outcome::NotDelivered),
-            answer(crate::verify::Outcome::CannotTell)
+            answer(crate::verify::Delivery::Delivered),
+            answer(crate::verify::Delivery::NotDelivered),
+            answer(crate::verify::Delivery::CannotTell)
         ),
         format!("  wrong by ledger    {}   (must be 0)", v.wrong_answers),
         format!("  recorded           {} VERIFIED events", v.recorded),
