@@ -3,8 +3,8 @@
 //! about a cycle's shared key may cover. The transition that records their answers
 //! checks each answer against these as the history stands.
 
-use super::{History, Observed, Recorded};
-use crate::model::{Channel, Event, MessageId, Notification};
+use super::{History, Recorded};
+use crate::model::{Channel, MessageId};
 use std::collections::BTreeMap;
 
 /// An attempt in doubt, as a provider is asked about it: what it was sent as, and when
@@ -55,12 +55,7 @@ impl Question {
 /// What to ask about `uncertain` channels (each with the events triage gave as its
 /// evidence, which for an UNCERTAIN channel are its unknown attempts'): their unknown
 /// attempts, by cycle.
-pub fn questions(
-    row: &Notification,
-    events: &[Event],
-    uncertain: &[(Channel, &[i64])],
-) -> Vec<Question> {
-    let history = History::read(row, events.iter().map(Observed::from_event));
+pub fn questions(history: &History, uncertain: &[(Channel, &[i64])]) -> Vec<Question> {
     let mut questions = Vec::new();
     for (channel, evidence) in uncertain {
         let channel = *channel;
@@ -76,8 +71,9 @@ pub fn questions(
         for attempt in asked {
             by_cycle.entry(attempt.cycle).or_default().push(InDoubt {
                 attempt: attempt.attempt,
-                message_id: (channel == Channel::Email)
-                    .then(|| MessageId::new(&row.id, attempt.cycle, attempt.attempt).to_string()),
+                message_id: (channel == Channel::Email).then(|| {
+                    MessageId::new(&history.id, attempt.cycle, attempt.attempt).to_string()
+                }),
                 sender: attempt.sender.clone(),
                 relay: attempt.relay.clone(),
                 started: attempt.started,
@@ -100,7 +96,7 @@ pub fn questions(
             cycle_attempts.sort_unstable();
             cycle_attempts.dedup();
             questions.push(Question {
-                id: row.id.clone(),
+                id: history.id.clone(),
                 channel,
                 cycle,
                 attempts,

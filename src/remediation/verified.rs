@@ -7,6 +7,7 @@
 //! doubt it would have settled is gone, so recording it again can only add noise.
 
 use super::{Actor, Rejection, audit_summary, conflict};
+use crate::history::{History, Observed};
 use crate::model::payload;
 use crate::model::{Channel, Kind};
 use crate::runtime::engine;
@@ -109,7 +110,8 @@ pub fn record(
             )));
         }
         let events = queries::read_events(tx, id)?;
-        let verdict = triage::triage_events(&row, &events);
+        let history = History::read(&row, events.iter().map(Observed::from_event));
+        let verdict = triage::judge(&row, &history);
         let mut event_ids = Vec::new();
         let mut skipped = Vec::new();
         for finding in findings {
@@ -123,7 +125,7 @@ pub fn record(
                 ));
                 continue;
             }
-            check(id, &row, &events, &verdict, finding)?;
+            check(id, &row, &history, &verdict, finding)?;
             let evidence: String = finding.evidence.chars().take(EVIDENCE_CHARS).collect();
             let text = |t: Option<&str>| {
                 t.map(str::trim)
@@ -164,7 +166,7 @@ pub fn record(
 fn check(
     id: &str,
     row: &crate::model::Notification,
-    events: &[crate::model::Event],
+    history: &History,
     verdict: &triage::Verdict,
     finding: &Verified,
 ) -> Result<(), Rejection> {
@@ -180,7 +182,7 @@ fn check(
         .channel(channel)
         .map(|c| c.evidence.as_slice())
         .unwrap_or_default();
-    let questions = crate::history::questions(row, events, &[(channel, evidence)]);
+    let questions = crate::history::questions(history, &[(channel, evidence)]);
     let Some(question) = questions.iter().find(|q| q.cycle == finding.cycle) else {
         return Err(stale(format!(
             "no {channel} attempt of cycle {} is in doubt",

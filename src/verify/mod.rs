@@ -13,7 +13,7 @@ pub mod relay_log;
 pub mod slack;
 
 use crate::clock;
-use crate::history::{InDoubt, Question};
+use crate::history::{History, InDoubt, Observed, Question};
 use crate::model::{Channel, Event, Notification};
 use crate::remediation::verified::Written;
 use crate::remediation::verified::{Finding, Verified};
@@ -110,8 +110,9 @@ pub fn summary<'a>(answers: impl IntoIterator<Item = &'a Answer>) -> BTreeMap<De
     counts
 }
 
-/// What to ask, for a VERIFY entry: its UNCERTAIN channels' unknown attempts, by cycle.
-pub fn questions(row: &Notification, events: &[Event], verdict: &Verdict) -> Vec<Question> {
+/// What to ask, for a VERIFY entry: its UNCERTAIN channels' unknown attempts, by cycle,
+/// from the history `verdict` was judged on.
+pub fn questions(history: &History, verdict: &Verdict) -> Vec<Question> {
     if verdict.branch != Branch::Verify {
         return Vec::new();
     }
@@ -121,7 +122,7 @@ pub fn questions(row: &Notification, events: &[Event], verdict: &Verdict) -> Vec
         .filter(|c| c.state == ChannelState::Uncertain)
         .map(|c| (c.channel, c.evidence.as_slice()))
         .collect();
-    crate::history::questions(row, events, &uncertain)
+    crate::history::questions(history, &uncertain)
 }
 
 /// Where to look, and how much the clocks may disagree.
@@ -1074,7 +1075,8 @@ pub fn ask_with<E>(
             asked.skipped.push((id.clone(), "not found".into()));
             continue;
         };
-        let verdict = triage::triage_events(&row, &events);
+        let history = History::read(&row, events.iter().map(Observed::from_event));
+        let verdict = triage::judge(&row, &history);
         if !row.dead_letter {
             asked.skipped.push((
                 id.clone(),
@@ -1092,7 +1094,7 @@ pub fn ask_with<E>(
             ));
             continue;
         }
-        let found = questions(&row, &events, &verdict);
+        let found = questions(&history, &verdict);
         if found.is_empty() {
             asked.skipped.push((
                 id.clone(),

@@ -63,9 +63,10 @@ fn history() -> Vec<Event> {
 fn each_unknown_attempt_is_asked_about_over_its_whole_window() {
     let row = row(&["EMAIL", "SLACK"]);
     let events = history();
-    let verdict = triage::triage_events(&row, &events);
+    let history = History::read(&row, events.iter().map(Observed::from_event));
+    let verdict = triage::judge(&row, &history);
     assert_eq!(verdict.branch, Branch::Verify);
-    let asked = questions(&row, &events, &verdict);
+    let asked = questions(&history, &verdict);
     assert_eq!(asked.len(), 1, "{asked:?}");
     let question = &asked[0];
     assert_eq!((question.channel, question.cycle), (Channel::Email, 1));
