@@ -499,6 +499,37 @@ fn each_name_that_meant_several_things_names_one_type() {
     }
 }
 
+/// Tests wait for a condition, never for a fixed time: the one poll loop is
+/// `support::wait_for`. A sleep is left only where it is a fake peer's own behaviour (a
+/// proxy that cuts a session, a hostile server that trickles its answer).
+#[test]
+fn tests_wait_for_conditions_not_fixed_times() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests");
+    let mut files = Vec::new();
+    sources(&root, &mut files);
+    let peers_own: BTreeMap<&str, usize> = [
+        ("support/mod.rs", 1),
+        ("support/relay.rs", 1),
+        ("cli/contexts.rs", 1),
+    ]
+    .into_iter()
+    .collect();
+    let mut found = Vec::new();
+    for file in files {
+        let relative = file.strip_prefix(&root).expect("under tests");
+        let name = relative.to_string_lossy().replace('\\', "/");
+        let code = code_only(&std::fs::read_to_string(&file).expect("a test file"));
+        let sleeps = code.matches("sleep(").count();
+        if sleeps > peers_own.get(name.as_str()).copied().unwrap_or(0) {
+            found.push(format!("{name}: {sleeps} sleeps"));
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "wait for a condition (support::wait_until, wait_past, Tmux::wait_for): {found:#?}"
+    );
+}
+
 /// Every file under tests/ is compiled into a harness: a test file no `mod` line names
 /// would never run, and nothing else would say so.
 #[test]

@@ -178,6 +178,8 @@ fn every_view_at_80x24_and_120x40_with_and_without_colour() {
         // A replay's dialog on the REPLAY entry refused permanently: the CLI's preview.
         screen.press(KeyCode::Char('G'));
         screen.press(KeyCode::Char('p'));
+        // As a person works with it, its first moment past.
+        screen.later(Duration::from_millis(400));
         shots.push(("dialog_80x24".into(), screen.draw(80, 24)));
         shots.push(("dialog_120x40".into(), screen.draw(120, 40)));
         let suffix = if color { "color" } else { "no_color" };
@@ -407,10 +409,16 @@ fn marked_rows_replayed_from_the_screen_are_audited_as_the_cli_audits_them_plus_
         unsctl::cli::commands::tui::app::Focus::Cancel,
         "focus starts on Cancel"
     );
-    // Keys in the first 300 ms are dropped: this Enter would have cancelled.
+    // Keys in the first 300 ms are dropped: this Enter would have cancelled. The buttons
+    // show only once they answer.
     screen.press(KeyCode::Enter);
     assert!(screen.app.dialog.is_some(), "a key at once is dropped");
     let text = screen.text(120, 40);
+    assert!(
+        text.contains("(the buttons take keys in a moment)"),
+        "{text}"
+    );
+    assert!(!text.contains("[ Cancel ]"), "{text}");
     for id in &ids {
         assert!(
             text.contains(&format!("{id}  REPLAY  replay  channels SLACK")),
@@ -418,6 +426,7 @@ fn marked_rows_replayed_from_the_screen_are_audited_as_the_cli_audits_them_plus_
         );
     }
     screen.later(Duration::from_millis(400));
+    assert!(screen.text(120, 40).contains("> [ Cancel ]"));
     // Tab to the reason, give it, Enter previews again with it; the word; Go.
     screen.press(KeyCode::Tab);
     screen.type_text("webhook fixed");

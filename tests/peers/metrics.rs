@@ -7,7 +7,7 @@ use crate::support;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use unsctl::lab::fakes::Fakes;
 use unsctl::lab::repro::{self, Scenario};
 use unsctl::runtime::metrics::Metrics;
@@ -360,18 +360,16 @@ impl Prometheus {
         what: &str,
         done: impl Fn(&serde_json::Value) -> bool,
     ) -> serde_json::Value {
-        let start = Instant::now();
-        loop {
-            let answer = self.get(path);
-            if done(&answer) {
-                return answer;
-            }
-            assert!(
-                start.elapsed() < Duration::from_secs(60),
-                "Prometheus never showed {what}; last answer: {answer}"
-            );
-            std::thread::sleep(Duration::from_millis(200));
-        }
+        let mut answer = serde_json::Value::Null;
+        let shown = support::wait_for(Duration::from_secs(60), || {
+            answer = self.get(path);
+            done(&answer)
+        });
+        assert!(
+            shown,
+            "Prometheus never showed {what}; last answer: {answer}"
+        );
+        answer
     }
 }
 

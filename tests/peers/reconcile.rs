@@ -77,9 +77,7 @@ fn a_reclaim_after_a_held_reply_is_two_copies_by_the_relays_log_as_the_sink_rece
     let mut config = EmailConfig::new(proxy.addr.to_string());
     config.starttls = StartTls::Never;
     let adapter = EmailAdapter::new(config);
-    // A line in an earlier second than any attempt, so the log is seen to start before.
-    relay.send_marker();
-    std::thread::sleep(Duration::from_millis(1100));
+    relay.mark_then_next_second();
 
     let conn = schema::open(&db, OpenMode::Create).expect("store");
     let id = engine::submit(

@@ -28,6 +28,19 @@ const BACKOFF: Backoff = Backoff {
     max_seconds: 0.0,
 };
 
+/// When the last lease the store's claims took runs out: every attempt's window has
+/// closed once the clock is past it.
+fn leases_end(db: &Path) -> f64 {
+    let conn = rusqlite::Connection::open(db).expect("store");
+    conn.query_row(
+        "SELECT MAX(json_extract(payload, '$.lease_until')) FROM uns_events WHERE kind = 'ATTEMPT_STARTED'",
+        [],
+        |row| row.get::<_, Option<f64>>(0),
+    )
+    .expect("leases")
+    .expect("a claim")
+}
+
 fn now() -> f64 {
     SystemClock.now()
 }
@@ -214,9 +227,7 @@ fn the_relays_own_log_settles_what_the_adapter_could_not_tell() {
     let relay = Relay::start(None);
     let proxy = Proxy::start(relay.addr, Fault::HoldReplyToDot);
     let via_proxy = adapter(proxy.addr, StartTls::Never, None);
-    // A line in an earlier second than any attempt, so the log is seen to start before.
-    relay.send_marker();
-    std::thread::sleep(Duration::from_millis(1100));
+    relay.mark_then_next_second();
 
     // 1. The relay queues the message; its reply to the final dot is held past the lease.
     let held = submit(&db, "held@example.test");
@@ -353,8 +364,7 @@ fn the_rules_of_evidence_hold_against_a_real_relay() {
     );
     let proxy = Proxy::start(relay.addr, Fault::HoldReplyToDot);
     let via_proxy = adapter(proxy.addr, StartTls::Never, None);
-    relay.send_marker();
-    std::thread::sleep(Duration::from_millis(1100));
+    relay.mark_then_next_second();
     let unknown = |recipient: &str, subject: &str| {
         let id = submit_with(&db, recipient, subject);
         let result = deliver_due(&db, &via_proxy);
@@ -385,14 +395,23 @@ fn the_rules_of_evidence_hold_against_a_real_relay() {
     relay.submit("attacker@evil.test", &forgery, true);
     relay.log_past(now() + LEASE + 2.5);
     relay.submit("attacker@evil.test", &forgery, true);
-    // 4. A session cut before the dot whose lines sit in a rotated file that goes missing.
-    std::thread::sleep(Duration::from_millis(2500));
+    let second_forgery = support::wall_clock();
+    // 4. A session cut before the dot whose lines sit in a rotated file that goes missing:
+    //    begun once the second forgery is beyond its window's reach (the 2 s skew).
+    support::wait_past(
+        "the second forgery out of the next window's skew",
+        second_forgery + 2.5,
+    );
     relay.send_marker();
     relay.wait_for_log("marker@marker.test>, size=");
     let before_gone = std::fs::metadata(&relay.maillog).expect("log").len() as usize;
     let gone = unknown("gone@example.test", "hello");
     relay.wait_for_log(&format!("message-id={}", message_id(&gone, 1, 1)));
-    std::thread::sleep(Duration::from_millis(2500));
+    // Everything its window and the skew could reach is in the part that goes missing.
+    support::wait_past(
+        "the gone attempt's window and skew to pass",
+        leases_end(&db) + 2.5,
+    );
     let after_gone = std::fs::metadata(&relay.maillog).expect("log").len() as usize;
     relay.log_past(now() + LEASE + 2.5);
     relay.wait_for_log(&format!("message-id={}", message_id(&forged, 1, 1)));
@@ -409,7 +428,11 @@ fn the_rules_of_evidence_hold_against_a_real_relay() {
             .expect("start");
         let _ = engine::claim(&conn, lease.lease_until + 0.01, "verify-test-2", LEASE);
     }
-    std::thread::sleep(Duration::from_millis(3000));
+    // The relay stays quiet past the call's window and the skew, then logs a line.
+    support::wait_past(
+        "the quiet attempt's window and skew to pass",
+        leases_end(&db) + 2.0,
+    );
     relay.send_marker();
     relay.log_past(now() + 0.5);
 
@@ -509,7 +532,6 @@ fn the_rules_of_evidence_hold_against_a_real_relay() {
         .output()
         .expect("postsuper");
     assert!(released.status.success(), "{released:?}");
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
     let arrived = || {
         relay
             .sink
@@ -517,14 +539,15 @@ fn the_rules_of_evidence_hold_against_a_real_relay() {
             .iter()
             .any(|m| m.contains(&message_id(&held, 1, 1)))
     };
-    while !arrived() && std::time::Instant::now() < deadline {
+    // Each look asks the queue manager to try again rather than wait out its backoff.
+    support::wait_for(Duration::from_secs(20), || {
         let _ = Command::new("postqueue")
             .arg("-c")
             .arg(relay.dir().join("conf"))
             .arg("-f")
             .output();
-        std::thread::sleep(Duration::from_millis(200));
-    }
+        arrived()
+    });
     assert!(
         arrived(),
         "the held message reached the sink once released: {}",
@@ -699,7 +722,10 @@ fn the_fake_relay_logs_sessions_as_postfix_does() {
     let fake_lost = submit(&fake_db, "lost@example.test");
     let result = deliver_due(&fake_db, &adapter(fakes.smtp, StartTls::Never, None));
     assert_eq!(result.outcome.as_str(), "UNKNOWN", "{result:?}");
-    std::thread::sleep(Duration::from_secs_f64(LEASE + 0.2));
+    support::wait_past(
+        "the fake's attempts' windows to close",
+        leases_end(&fake_db),
+    );
     fakes.control.mark_log();
 
     let real_log = relay.log();
@@ -779,13 +805,10 @@ fn starttls_against_the_real_relay_trusts_only_the_given_ca() {
         }
     }
     relay.send_marker();
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
     let delivered = |to: &str| relay.sink.received().iter().any(|m| m.contains(to));
-    while !(delivered("required@") && delivered("opportunistic@"))
-        && std::time::Instant::now() < deadline
-    {
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    support::wait_for(Duration::from_secs(10), || {
+        delivered("required@") && delivered("opportunistic@")
+    });
     let log = relay.log();
     assert!(delivered("required@example.test"), "{log}");
     assert!(delivered("opportunistic@example.test"), "{log}");
@@ -935,8 +958,7 @@ fn pagerduty_and_slack_are_asked_by_key_with_their_own_auth() {
             .output()
             .expect("unsctl")
     };
-    // Every window is past: the lease was one second.
-    std::thread::sleep(Duration::from_secs_f64(LEASE + 0.1));
+    support::wait_past("every attempt's window to close", leases_end(&db));
     let report = json(&run(PAGERDUTY_TOKEN, SLACK_TOKEN), "verify");
     for (id, channel, behavior) in &ids {
         let answer = report["answers"]
@@ -1062,7 +1084,7 @@ fn providers_that_lie_are_never_taken_at_their_word() {
         ids.push(id);
     }
     assert_eq!(branch(&db, &ids[0]), "VERIFY");
-    std::thread::sleep(Duration::from_secs_f64(LEASE + 0.1));
+    support::wait_past("every attempt's window to close", leases_end(&db));
     let (pd, slack) = (ids[0].clone(), ids[1].clone());
     let inside = unsctl::clock::rfc3339(now() - LEASE / 2.0);
     let ts_inside = format!("{:.6}", now() - LEASE / 2.0);

@@ -150,6 +150,22 @@ pub fn wait_for(limit: Duration, mut condition: impl FnMut() -> bool) -> bool {
     }
 }
 
+/// The system clock, in unix seconds: the clock real peers stamp their records by.
+pub fn wall_clock() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0)
+}
+
+/// Waits until the system clock has passed `at` (unix seconds): for a real peer that
+/// stamps its records by it (a relay's log, a provider's API) and a window that must
+/// have closed. The condition is the instant, named by the caller, not a guessed pause.
+pub fn wait_past(what: &str, at: f64) {
+    let limit = Duration::from_secs_f64((at - wall_clock()).max(0.0) + 5.0);
+    wait_until(what, limit, || wall_clock() > at);
+}
+
 /// A free loopback port (there is a small race between this and the bind that uses it).
 pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
@@ -241,14 +257,11 @@ pub const KEY: &str = "test-key-0123456789";
 
 /// Waits until something listens on `addr` (at most 10 s).
 pub fn wait_for_port(addr: SocketAddr) {
-    let start = Instant::now();
-    while start.elapsed() < Duration::from_secs(10) {
-        if TcpStream::connect_timeout(&addr, Duration::from_millis(100)).is_ok() {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    panic!("nothing listens on {addr}");
+    wait_until(
+        &format!("something to listen on {addr}"),
+        Duration::from_secs(10),
+        || TcpStream::connect_timeout(&addr, Duration::from_millis(100)).is_ok(),
+    );
 }
 
 use serde_json::json;

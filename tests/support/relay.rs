@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Starting Postfix edits the default configuration: one at a time.
 static STARTING: Mutex<()> = Mutex::new(());
@@ -117,6 +117,16 @@ impl Relay {
         );
     }
 
+    /// Sends a marker and waits until it is logged and the clock is in a later second:
+    /// every line logged after this is stamped after the marker (syslog stamps say the
+    /// second), so the log is seen to start before what follows.
+    pub fn mark_then_next_second(&self) {
+        self.send_marker();
+        self.wait_for_log("marker@marker.test>, size=");
+        let logged = crate::support::wall_clock();
+        crate::support::wait_past("the second after the marker's", logged.floor() + 1.0);
+    }
+
     /// Sends a message straight to the relay as `from`, with `text` (headers, a blank
     /// line, the body). With `finish` false the connection is closed inside DATA, before
     /// the final dot, as a client that died would leave it.
@@ -164,34 +174,20 @@ impl Relay {
 
     /// Waits until the log holds `text`.
     pub fn wait_for_log(&self, text: &str) {
-        let deadline = Instant::now() + Duration::from_secs(15);
-        while !self.log().contains(text) {
-            assert!(
-                Instant::now() < deadline,
-                "{text:?} never logged: {}",
-                self.log()
-            );
-            std::thread::sleep(Duration::from_millis(50));
+        if !crate::support::wait_for(Duration::from_secs(15), || self.log().contains(text)) {
+            panic!("{text:?} never logged: {}", self.log());
         }
     }
 
     /// Waits until the log has a line stamped at or after `at` (unix seconds), sending
-    /// markers to make one.
+    /// a marker once the clock is in a second past it (syslog stamps say the second).
     pub fn log_past(&self, at: f64) {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            let now = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|d| d.as_secs_f64())
-                .unwrap_or(0.0);
-            // Syslog stamps say the second: the line must be in a second past `at`.
-            if now >= at.ceil() {
-                self.send_marker();
-                std::thread::sleep(Duration::from_millis(300));
-                return;
-            }
-            assert!(Instant::now() < deadline, "the clock did not move on");
-            std::thread::sleep(Duration::from_millis(50));
+        crate::support::wait_past("a second past the instant", at.ceil());
+        let marked = |log: &str| log.matches("marker@marker.test>, size=").count();
+        let before = marked(&self.log());
+        self.send_marker();
+        if !crate::support::wait_for(Duration::from_secs(15), || marked(&self.log()) > before) {
+            panic!("the marker was never logged: {}", self.log());
         }
     }
 

@@ -4,7 +4,7 @@
 use serde_json::json;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use unsctl::clock::{Clock, SystemClock};
 use unsctl::lab::fakes::Fakes;
 use unsctl::lab::repro;
@@ -86,11 +86,9 @@ impl Runtime {
     }
 
     pub fn wait_dead(&self, id: &str) {
-        let start = Instant::now();
-        while !self.status(id).1 {
-            assert!(start.elapsed() < WAIT, "{id} never reached the DLQ");
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        super::wait_until(&format!("{id} to reach the DLQ"), WAIT, || {
+            self.status(id).1
+        });
     }
 
     pub fn unsctl(&self, backend: &[String], args: &[&str]) -> Command {

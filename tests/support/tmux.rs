@@ -1,7 +1,7 @@
 //! A real terminal for the tests: a private tmux server, read back as the operator
 //! would see it.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 pub struct Tmux {
     socket: String,
@@ -60,18 +60,7 @@ impl Tmux {
     }
 
     pub fn wait_for(&self, text: &str) -> String {
-        let start = Instant::now();
-        loop {
-            let screen = self.screen();
-            if screen.contains(text) {
-                return screen;
-            }
-            assert!(
-                start.elapsed() < Duration::from_secs(20),
-                "timed out waiting for {text:?}:\n{screen}"
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        self.wait_for_count(text, 1)
     }
 
     /// Lets the program set tmux's paste buffer with OSC 52, as a terminal's clipboard.
@@ -106,7 +95,6 @@ impl Tmux {
             .status()
             .expect("send-keys");
         assert!(status.success());
-        std::thread::sleep(Duration::from_millis(150));
     }
 }
 
@@ -140,18 +128,13 @@ impl Tmux {
 
     /// Waits until `text` appears `times` times on the screen.
     pub fn wait_for_count(&self, text: &str, times: usize) -> String {
-        let start = Instant::now();
-        loop {
-            let screen = self.screen();
-            if screen.matches(text).count() >= times {
-                return screen;
-            }
-            assert!(
-                start.elapsed() < Duration::from_secs(20),
-                "timed out waiting for {times}x {text:?}:\n{screen}"
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        let mut screen = String::new();
+        let shown = super::wait_for(Duration::from_secs(20), || {
+            screen = self.screen();
+            screen.matches(text).count() >= times
+        });
+        assert!(shown, "timed out waiting for {times}x {text:?}:\n{screen}");
+        screen
     }
 }
 

@@ -816,7 +816,12 @@ fn dialog_box(frame: &mut Frame<'_>, dialog: &Dialog, area: Rect, paint: &Paint,
         )),
         word,
     );
-    frame.render_widget(Paragraph::new(buttons_line(dialog, paint)), buttons);
+    // The buttons show once they answer: a key typed before then is dropped.
+    let buttons_text = match waiting {
+        true => Line::from("(the buttons take keys in a moment)"),
+        false => buttons_line(dialog, paint),
+    };
+    frame.render_widget(Paragraph::new(buttons_text), buttons);
 }
 
 /// `[ Cancel ]  [ Go: replay 3 entries ]`, the one with the keys marked `>`.
