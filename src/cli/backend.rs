@@ -26,12 +26,14 @@ pub enum Backend {
     },
 }
 
-/// `--api-timeout`, when given: it wins over any context's.
-static DEADLINE: OnceLock<Duration> = OnceLock::new();
-
-/// Sets the deadline `--api-timeout` gave, for every API store this process opens.
-pub fn set_deadline(deadline: Duration) {
-    let _ = DEADLINE.set(deadline);
+impl Resolution {
+    /// `--api-timeout`, when given, over the context's own deadline.
+    fn deadline_at_most(mut self, flag: Option<Duration>) -> Self {
+        if let (Backend::Http { deadline, .. }, Some(flag)) = (&mut self.backend, flag) {
+            *deadline = Some(flag);
+        }
+        self
+    }
 }
 
 /// Which rung of the precedence named the store.
@@ -95,9 +97,18 @@ impl Invocation {
     /// The store this command line names, or why none is named.
     pub fn resolution(&self) -> CliResult<&Resolution> {
         self.resolution
-            .get_or_init(|| resolution(&self.global, &|| self.config()))
+            .get_or_init(|| {
+                resolution(&self.global, &|| self.config())
+                    .map(|r| r.deadline_at_most(self.api_timeout))
+            })
             .as_ref()
             .map_err(Clone::clone)
+    }
+
+    /// The context called `name` in `config`, with `--api-timeout` over its own deadline:
+    /// what every command that reads more than the one store opens.
+    pub fn context(&self, config: &Config, name: &str) -> CliResult<Resolution> {
+        from_context(config, name).map(|r| r.deadline_at_most(self.api_timeout))
     }
 
     /// Who an action is recorded as: `--operator`, then UNS_OPERATOR, then the config
@@ -447,11 +458,7 @@ pub fn http_store(
     key: Option<String>,
     deadline: Option<Duration>,
 ) -> CliResult<HttpStore> {
-    let deadline = DEADLINE
-        .get()
-        .copied()
-        .or(deadline)
-        .unwrap_or(crate::store::http::DEFAULT_DEADLINE);
+    let deadline = deadline.unwrap_or(crate::store::http::DEFAULT_DEADLINE);
     HttpStore::new(url, key)
         .map(|store| store.with_deadline(deadline))
         .map_err(|err| match err {

@@ -32,6 +32,7 @@ const AT_ONCE: usize = 16;
 /// the config's order of names. Each API context's requests keep to their deadline, so
 /// one that trickles or never answers holds up only itself, and only that long.
 pub fn read_each<T: Send>(
+    global: &backend::Invocation,
     work: &(dyn Fn(&dyn Store) -> CliResult<T> + Sync),
 ) -> CliResult<Vec<Reading<T>>> {
     let config = backend::required_config()?;
@@ -47,7 +48,7 @@ pub fn read_each<T: Send>(
     let slots: Vec<std::sync::Mutex<Option<CliResult<T>>>> =
         names.iter().map(|_| std::sync::Mutex::new(None)).collect();
     let read_one = |name: &str| -> CliResult<T> {
-        let resolved = backend::from_context(config, name)?;
+        let resolved = global.context(config, name)?;
         let store = backend::open_resolved(resolved, false)?;
         work(store.as_ref())
     };

@@ -107,9 +107,6 @@ fn check_format(
 pub fn run(cli: Cli) -> CliResult {
     let invocation = backend::Invocation::new(cli.global);
     let global = &invocation;
-    if let Some(deadline) = global.api_timeout {
-        backend::set_deadline(deadline);
-    }
     if global.trust_config_owner {
         crate::config::trust_owner();
     }

@@ -210,7 +210,8 @@ pub fn run(global: &Invocation, args: Args) -> CliResult {
             crate::render::sanitize::clean(&name),
             crate::render::output::counted(entries.len() as i64, "plan entry"),
         ));
-        let acted = backend::from_context(&config, &name)
+        let acted = global
+            .context(&config, &name)
             .and_then(|resolved| backend::open_resolved(resolved, args.action.confirm.confirm))
             .and_then(|store| {
                 same_store(store.as_ref(), planned_stores.get(name.as_str()).copied())?;

@@ -747,7 +747,7 @@ pub fn run(global: &Invocation, args: Args) -> CliResult {
     crate::runtime::adapters::init_tls();
     let window = (args.interval_minutes.max(1) * 60) as f64;
     if global.all_contexts {
-        return run_fleet(&args, window, &out);
+        return run_fleet(global, &args, window, &out);
     }
     let named = backend::named(global)?;
     let (mut checks, in_use) = store_checks(&named, &args, window);
@@ -757,7 +757,7 @@ pub fn run(global: &Invocation, args: Args) -> CliResult {
 }
 
 /// `doctor --all-contexts`: every context's checks, concurrently, then the relay once.
-fn run_fleet(args: &Args, window: f64, out: &Output) -> CliResult {
+fn run_fleet(global: &Invocation, args: &Args, window: f64, out: &Output) -> CliResult {
     let config = backend::required_config()?;
     // The relay is this machine's: probed once, judged against each context's lease.
     let probe = probe_relay(args);
@@ -769,7 +769,7 @@ fn run_fleet(args: &Args, window: f64, out: &Output) -> CliResult {
             .map(|context| {
                 let config = &config;
                 scope.spawn(move || {
-                    let (mut checks, in_use) = match backend::from_context(config, &context.name) {
+                    let (mut checks, in_use) = match global.context(config, &context.name) {
                         Ok(resolved) => store_checks(&Named::from(resolved), args, window),
                         Err(err) => (
                             vec![check(

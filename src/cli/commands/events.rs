@@ -235,7 +235,7 @@ fn run_fleet(
         limit,
         after: None,
     };
-    let mut readings = fleet::read_each(&|store| {
+    let mut readings = fleet::read_each(global, &|store| {
         let here = EventQuery {
             selection: crate::cli::ids::with_exclusions_here(
                 store,

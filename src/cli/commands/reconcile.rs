@@ -548,7 +548,7 @@ fn run_fleet(global: &Invocation, args: &Args, asked: &Asked) -> CliResult {
     }
     let out = global.output();
     let now = crate::clock::Clock::now(&crate::clock::SystemClock);
-    let readings = fleet::read_each(&|store| {
+    let readings = fleet::read_each(global, &|store| {
         let reconciliation = Reconciliation::read(store, asked, args.sources(), now)?;
         let recent = Recent::read(store, asked.window.until, now, args.quiet_after)?;
         Ok((reconciliation.all(store)?, recent))

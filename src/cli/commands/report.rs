@@ -151,7 +151,8 @@ fn run_fleet(global: &Invocation, asked: &report::Asked, args: &Args) -> CliResu
     let config = backend::required_config()?;
     let mut parts = Vec::new();
     for context in &config.contexts {
-        let read = backend::from_context(&config, &context.name)
+        let read = global
+            .context(&config, &context.name)
             .and_then(|r| backend::open_resolved(r, false))
             .and_then(|store| Ok(report::gather(store.as_ref(), asked, &mut |_, _| Ok(()))?));
         parts.push((context.name.clone(), read.map_err(|err| err.message)));

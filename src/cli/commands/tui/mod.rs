@@ -73,7 +73,7 @@ pub fn prepare(
         Some(config) => config
             .contexts
             .iter()
-            .map(|c| (c.name.clone(), backend::from_context(&config, &c.name)))
+            .map(|c| (c.name.clone(), global.context(&config, &c.name)))
             .collect(),
         None => Vec::new(),
     };
