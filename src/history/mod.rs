@@ -429,19 +429,29 @@ impl Reader {
         history.last_event_id = None;
         history.notes.clear();
         history.unreadable = false;
-        history.channels_unreadable = row.channel_set().is_err();
+        history.channels_unreadable = false;
         self.leases.clear();
         self.tokens.clear();
         for problem in &row.unreadable {
             history.unreadable(format!("row {}: {problem}", row.id));
         }
-        match ChannelSet::parse(&row.channels) {
-            Ok(channels) => history.channels = channels,
-            Err(err) => history.unreadable(format!("row {}: channels column: {err}", row.id)),
-        }
-        if let Ok(channels) = row.channel_set() {
-            for channel in channels.iter() {
-                history.by_channel.entry(channel);
+        match row.channel_set() {
+            Ok(channels) => {
+                for channel in channels.iter() {
+                    history.by_channel.entry(channel);
+                }
+                history.channels = channels;
+            }
+            // The column or its text could not be read: what it names still counts, and
+            // which it is, is said.
+            Err(_) => {
+                history.channels_unreadable = true;
+                match ChannelSet::parse(&row.channels) {
+                    Ok(channels) => history.channels = channels,
+                    Err(err) => {
+                        history.unreadable(format!("row {}: channels column: {err}", row.id))
+                    }
+                }
             }
         }
     }
@@ -556,22 +566,22 @@ impl Reader {
         let at = found.unwrap_or_else(|| {
             let mut attempt = Attempt::new(channel, cycle, number, token, event.at);
             attempt.ended = lease_end.unwrap_or(event.at).max(event.at);
+            // What to search the provider for, in its own terms, first: PagerDuty's
+            // incident is named by the dedup key, the bare id, never by the
+            // Idempotency-Key; Slack's message by the cycle's Idempotency-Key.
+            match channel {
+                Channel::Pagerduty => attempt.message_ids.push(row_id.clone()),
+                Channel::Slack => attempt
+                    .message_ids
+                    .push(crate::model::idempotency_key(row_id, channel, cycle)),
+                Channel::Email => {}
+            }
             attempts.push(attempt);
             attempts.len() - 1
         });
         let attempt = &mut attempts[at];
         attempt.started = attempt.started.min(event.at);
         attempt.ended = attempt.ended.max(event.at);
-        // What to search the provider for, in its own terms: PagerDuty's incident is
-        // named by the dedup key, the bare id, never by the Idempotency-Key.
-        match channel {
-            Channel::Pagerduty => remember(&mut attempt.message_ids, row_id),
-            Channel::Slack => remember(
-                &mut attempt.message_ids,
-                &crate::model::idempotency_key(row_id, channel, cycle),
-            ),
-            Channel::Email => {}
-        }
         if kind == Kind::ChannelAttemptStarted {
             attempt.start.get_or_insert(event.id);
             if let Some(sender) = &fields.smtp_from {
