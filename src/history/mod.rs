@@ -300,6 +300,27 @@ pub struct History {
 }
 
 impl History {
+    /// Nothing read yet, of no row: a reader's start, and a test's.
+    pub(crate) fn blank() -> Self {
+        Self {
+            id: String::new(),
+            status: Stored::Unreadable(String::new()),
+            dead_letter: false,
+            cycle: 0,
+            recipient: None,
+            channels: ChannelSet::default(),
+            by_channel: Parts::default(),
+            replays: Vec::new(),
+            owed: None,
+            resolution: None,
+            lease_lost: false,
+            last_event_id: None,
+            notes: Vec::new(),
+            unreadable: false,
+            channels_unreadable: false,
+        }
+    }
+
     /// Reads `row` and its events, oldest first.
     pub fn read<'a>(row: &Notification, events: impl IntoIterator<Item = Observed<'a>>) -> Self {
         let mut reader = Reader::start(row);
@@ -377,23 +398,7 @@ pub struct Reader {
 impl Default for Reader {
     fn default() -> Self {
         Self {
-            history: History {
-                id: String::new(),
-                status: Stored::Unreadable(String::new()),
-                dead_letter: false,
-                cycle: 0,
-                recipient: None,
-                channels: ChannelSet::default(),
-                by_channel: Parts::default(),
-                replays: Vec::new(),
-                owed: None,
-                resolution: None,
-                lease_lost: false,
-                last_event_id: None,
-                notes: Vec::new(),
-                unreadable: false,
-                channels_unreadable: false,
-            },
+            history: History::blank(),
             leases: Vec::new(),
             tokens: String::new(),
         }

@@ -51,14 +51,7 @@ fn history(status: Status, channel: Channel, attempts: Vec<Attempt>) -> History 
         recipient: Some("ops@example.com".into()),
         channels: ChannelSet::from_iter([channel]),
         by_channel,
-        replays: Vec::new(),
-        owed: None,
-        resolution: None,
-        lease_lost: false,
-        last_event_id: None,
-        notes: Vec::new(),
-        unreadable: false,
-        channels_unreadable: false,
+        ..History::blank()
     }
 }
 

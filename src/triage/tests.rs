@@ -749,15 +749,21 @@ fn if_it_arrived_never_replays_whatever_the_other_channels_are() {
     }
 }
 
+/// A row whose channels column the store could not read.
+fn garbled_channels() -> Notification {
+    let mut garbled = row(&[], 1);
+    garbled
+        .unreadable
+        .push("channels: \"x\" is not a JSON array of channel names".into());
+    garbled
+}
+
 #[test]
 fn an_unreadable_channels_column_offers_nothing_after_a_check_even_with_a_channel_in_doubt() {
     // The doubt is at a provider (EMAIL UNKNOWN), but which channels the entry owes
     // cannot be read: the guardrails refuse every unforced action on such a row, so
     // neither "if it arrived" nor "if it did not" may be offered.
-    let mut garbled = row(&[], 1);
-    garbled
-        .unreadable
-        .push("channels: \"x\" is not a JSON array of channel names".into());
+    let garbled = garbled_channels();
     let history = History::new()
         .start(1, 1, "EMAIL", "a")
         .result(1, 1, "EMAIL", "a", "UNKNOWN");
@@ -770,10 +776,7 @@ fn an_unreadable_channels_column_offers_nothing_after_a_check_even_with_a_channe
 
 #[test]
 fn a_row_that_cannot_be_read_is_verify_with_the_column_named() {
-    let mut garbled = row(&[], 1);
-    garbled
-        .unreadable
-        .push("channels: \"x\" is not a JSON array of channel names".into());
+    let garbled = garbled_channels();
     let history = History::new()
         .start(1, 1, "EMAIL", "a")
         .result(1, 1, "EMAIL", "a", "ACCEPTED");
