@@ -323,10 +323,8 @@ impl History {
 
     /// Reads `row` and its events, oldest first.
     pub fn read<'a>(row: &Notification, events: impl IntoIterator<Item = Observed<'a>>) -> Self {
-        let mut reader = Reader::start(row);
-        for event in events {
-            reader.read(event);
-        }
+        let mut reader = Reader::default();
+        reader.read_history(row, events);
         reader.finish()
     }
 
@@ -406,12 +404,6 @@ impl Default for Reader {
 }
 
 impl Reader {
-    pub fn start(row: &Notification) -> Self {
-        let mut reader = Self::default();
-        reader.begin(row);
-        reader
-    }
-
     /// Starts on `row`, keeping the room the last notification's lists took: a walk
     /// reads every entry with one reader.
     pub fn begin(&mut self, row: &Notification) {
@@ -459,6 +451,20 @@ impl Reader {
                 }
             }
         }
+    }
+
+    /// Reads `row` and all its events, oldest first, keeping the room the last
+    /// notification's lists took: the history of each entry of a walk.
+    pub fn read_history<'a>(
+        &mut self,
+        row: &Notification,
+        events: impl IntoIterator<Item = Observed<'a>>,
+    ) -> &History {
+        self.begin(row);
+        for event in events {
+            self.read(event);
+        }
+        &self.history
     }
 
     /// The history read so far.

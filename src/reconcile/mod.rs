@@ -17,7 +17,7 @@
 pub mod records;
 
 use crate::clock;
-use crate::history::{Attempt, ChannelHistory, History, Recorded, Verification};
+use crate::history::{Attempt, ChannelHistory, History, Reader, Recorded, Verification};
 use crate::model::{Channel, MessageId, Status};
 use crate::verify::Delivery;
 use records::Records;
@@ -772,11 +772,10 @@ impl Reconciliation {
     ) -> crate::store::Result<Self> {
         let records = if records::Needs::wanted(&sources) {
             let mut needs = records::Needs::default();
+            let mut reader = Reader::default();
             walk(store, asked, &mut |row, events| {
-                needs.add(
-                    &History::read(row, events.iter().map(crate::store::StoredEvent::observed)),
-                    &sources,
-                );
+                let observed = events.iter().map(crate::store::StoredEvent::observed);
+                needs.add(reader.read_history(row, observed), &sources);
                 Ok(())
             })?;
             Records::gather(needs, sources, now)
@@ -815,12 +814,13 @@ impl Reconciliation {
         visit: &mut NotificationVisit<'_>,
     ) -> crate::store::Result<usize> {
         let mut read = 0;
+        let mut reader = Reader::default();
         walk(store, &self.asked, &mut |row, events| {
             read += 1;
-            let history =
-                History::read(row, events.iter().map(crate::store::StoredEvent::observed));
+            let observed = events.iter().map(crate::store::StoredEvent::observed);
+            let history = reader.read_history(row, observed);
             let items = reconcile(
-                &history,
+                history,
                 &self.records,
                 self.asked.selection.channel,
                 self.now,
