@@ -116,19 +116,19 @@ fn over_the_api_a_replay_from_the_screen_is_delivered_and_a_live_lease_loss_show
     let short: String = id.chars().take(12).collect();
     assert!(screen.contains(&short), "{screen}");
     assert!(screen.contains("next: unsctl replay"), "{screen}");
-    // p, and once the dialog takes keys (its buttons show when its first moment has
-    // passed): Tab to the reason, Enter previews with it, the word, Go.
-    // Each step waits for the screen to show the one before it took.
+    // p, and once the dialog takes keys (its buttons stop saying "keys in a moment"):
+    // Tab to the reason, Enter previews with it, the word, Go. Each step waits for the
+    // screen to show the one before it took.
     term.keys(&["p"]);
     term.wait_for("replay 1 entry");
-    term.wait_for("[ Cancel ]");
+    term.wait_while("(keys in a moment)");
     term.keys(&["Tab"]);
     term.wait_for("> Reason (recorded): _");
     term.keys(&["-l", "webhook fixed"]);
     term.wait_for("webhook fixed_");
     term.keys(&["Enter"]);
     term.wait_for("replay  channels SLACK");
-    term.wait_for("[ Cancel ]");
+    term.wait_while("(keys in a moment)");
     term.wait_for("> Type yes to go ahead: _");
     term.keys(&["-l", "yes"]);
     term.wait_for("go ahead: yes_");

@@ -63,6 +63,17 @@ impl Tmux {
         self.wait_for_count(text, 1)
     }
 
+    /// Waits until `text` is no longer on the screen.
+    pub fn wait_while(&self, text: &str) -> String {
+        let mut screen = String::new();
+        let gone = super::wait_for(Duration::from_secs(20), || {
+            screen = self.screen();
+            !screen.contains(text)
+        });
+        assert!(gone, "{text:?} stayed on the screen:\n{screen}");
+        screen
+    }
+
     /// Lets the program set tmux's paste buffer with OSC 52, as a terminal's clipboard.
     pub fn accept_clipboard(&self) {
         let status = super::launch("tmux")

@@ -816,11 +816,11 @@ fn dialog_box(frame: &mut Frame<'_>, dialog: &Dialog, area: Rect, paint: &Paint,
         )),
         word,
     );
-    // The buttons show once they answer: a key typed before then is dropped.
-    let buttons_text = match waiting {
-        true => Line::from("(the buttons take keys in a moment)"),
-        false => buttons_line(dialog, paint),
-    };
+    // Until the buttons answer, they say so: a key typed before then is dropped.
+    let mut buttons_text = buttons_line(dialog, paint);
+    if waiting {
+        buttons_text.push_span(Span::raw(" (keys in a moment)"));
+    }
     frame.render_widget(Paragraph::new(buttons_text), buttons);
 }
 
