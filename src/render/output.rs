@@ -1,4 +1,5 @@
-//! How a run prints: table or JSON on stdout, colour decided once, status on stderr.
+//! How a run prints: its format chosen once (table, JSON, CSV, Markdown, HTML) for every
+//! document on stdout, colour decided once, status on stderr.
 
 use clap::ValueEnum;
 use owo_colors::OwoColorize;
@@ -154,7 +155,6 @@ impl Output {
     }
 }
 
-/// Writes a line to stdout; a closed pipe ends the run quietly.
 /// `n` and `noun`, the noun plural unless `n` is 1 ("1 entry", "3 entries", "2 copies").
 /// A name in capitals (an event kind) stays as it is.
 pub fn counted(n: i64, noun: &str) -> String {
@@ -167,6 +167,7 @@ pub fn counted(n: i64, noun: &str) -> String {
     }
 }
 
+/// Writes `text` and a newline (unless it ends with one) to stdout: a person's line.
 pub fn print(text: &str) -> std::io::Result<()> {
     let mut stdout = std::io::stdout().lock();
     stdout.write_all(text.as_bytes())?;
@@ -176,7 +177,6 @@ pub fn print(text: &str) -> std::io::Result<()> {
     Ok(())
 }
 
-/// Pretty JSON plus a newline on stdout.
 /// A document a command prints: JSON with `-o json`, else its own table or text. A view
 /// is printed only through [`Output::emit`], which makes that choice in one place.
 pub trait View: serde::Serialize {
