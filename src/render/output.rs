@@ -320,8 +320,9 @@ fn print_json<T: serde::Serialize>(value: &T) -> std::io::Result<()> {
 }
 
 /// Status for people, on stderr, wrapped to the terminal when stderr is one (a long
-/// line continues two columns in). Never fails: with stderr closed there is nobody to
-/// tell.
+/// line continues two columns in). Each line is made safe for a terminal here, whatever
+/// store, provider or client text a caller put in it. Never fails: with stderr closed
+/// there is nobody to tell.
 pub fn status(text: &str) {
     if let Ok(mut held) = HELD.lock()
         && let Some(lines) = held.as_mut()
@@ -329,19 +330,16 @@ pub fn status(text: &str) {
         lines.push(crate::render::sanitize::clean(text).into_owned());
         return;
     }
-    let width = status_width();
+    let width = status_width().filter(|width| *width >= 22);
     let mut stderr = std::io::stderr().lock();
-    match width {
-        Some(width) if width >= 22 => {
-            for line in text.split('\n') {
-                for part in wrap_to(line, width, 2) {
-                    let _ = stderr.write_all(part.as_bytes());
-                    let _ = stderr.write_all(b"\n");
-                }
-            }
-        }
-        _ => {
-            let _ = stderr.write_all(text.as_bytes());
+    for line in text.split('\n') {
+        let line = crate::render::sanitize::clean(line);
+        let parts = match width {
+            Some(width) => wrap_to(&line, width, 2),
+            None => vec![line.into_owned()],
+        };
+        for part in parts {
+            let _ = stderr.write_all(part.as_bytes());
             let _ = stderr.write_all(b"\n");
         }
     }

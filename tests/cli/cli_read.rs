@@ -749,3 +749,39 @@ fn an_error_names_its_cause_under_it() {
     let hint = text.find("hint: write one with").expect("hint line");
     assert!(error < cause && cause < hint, "{text}");
 }
+
+/// A hostile API's answer to a submission: its id and status carry terminal escapes
+/// (a clipboard write, a screen clear). Neither reaches the terminal raw.
+#[test]
+fn a_submissions_answer_never_reaches_the_terminal_raw() {
+    let url = canned_server(|request| match request.starts_with("GET /healthz") {
+        true => ("", HEALTHY),
+        false => (
+            "",
+            r#"{"id": "n-1\u001b]52;c;cm0gLXJmIH4=\u0007", "created": true, "status": "PENDING\u001b[2J"}"#,
+        ),
+    });
+    let out = unsctl(
+        &[
+            "--api",
+            &url,
+            "runtime",
+            "submit",
+            "--channel",
+            "slack",
+            "--body",
+            "hello",
+        ],
+        &[("UNS_API_KEY", "test-key-0123456789")],
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(stdout.starts_with("n-1"), "{stdout}");
+    for (name, stream) in [("stdout", &stdout), ("stderr", &stderr)] {
+        assert!(
+            !stream.bytes().any(|b| b == 0x1b || b == 0x07),
+            "{name} has a raw control byte: {stream:?}"
+        );
+    }
+}

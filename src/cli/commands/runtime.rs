@@ -408,15 +408,20 @@ fn submit(global: &Invocation, args: SubmitArgs) -> CliResult {
 struct Submission(crate::api::SubmitResponse);
 
 impl View for Submission {
-    fn show(&self, _: &Output) -> std::io::Result<()> {
+    fn show(&self, out: &Output) -> std::io::Result<()> {
+        // The answer may come from an API: its text never reaches a terminal raw.
         let submitted = &self.0;
-        print(&submitted.id)?;
+        print(&out.clean(&submitted.id))?;
         let note = if submitted.created {
             "submitted"
         } else {
             "already submitted with this idempotency key"
         };
-        status(&format!("{note}: {} ({})", submitted.id, submitted.status));
+        status(&format!(
+            "{note}: {} ({})",
+            out.clean(&submitted.id),
+            out.clean(&submitted.status)
+        ));
         Ok(())
     }
 }
