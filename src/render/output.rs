@@ -586,7 +586,49 @@ pub fn write_indented_entry<T: serde::Serialize>(
 
 #[cfg(test)]
 mod tests {
-    use super::counted;
+    use super::{Format, Output, Streamed, counted};
+
+    /// Says which writing the output layer chose.
+    struct Which;
+
+    impl Streamed for Which {
+        type Done = &'static str;
+        fn json(self) -> &'static str {
+            "json"
+        }
+        fn show(self, _: &Output) -> &'static str {
+            "show"
+        }
+        fn csv(self, _: &Output) -> &'static str {
+            "csv"
+        }
+        fn html(self, _: &Output) -> &'static str {
+            "html"
+        }
+    }
+
+    #[test]
+    fn each_format_chooses_one_writing_and_a_persons_lines_only_for_people() {
+        let chosen = [
+            (Format::Table, "show", true),
+            (Format::Wide, "show", true),
+            (Format::Markdown, "show", true),
+            (Format::Json, "json", false),
+            (Format::Csv, "csv", true),
+            (Format::Html, "html", true),
+        ];
+        for (format, writing, for_people) in chosen {
+            let out = Output {
+                format,
+                ..Output::plain(80)
+            };
+            assert_eq!(out.stream(Which), writing, "{format:?}");
+            assert_eq!(out.for_people(), for_people, "{format:?}");
+            // A person's lines are not even made for the JSON contract.
+            let ran = out.progress(|| Err::<(), &str>("ran"));
+            assert_eq!(ran.is_err(), for_people, "{format:?}");
+        }
+    }
 
     #[test]
     fn nouns_are_plural_unless_there_is_one() {
