@@ -8,8 +8,8 @@ use crate::api::{
     self, ActionRequest, ActionResponse, DlqEntryView, DlqPage, DlqPageView, ErrorBody, ErrorKind,
     EventsResponse, NotificationDoc,
 };
-use crate::history::History;
 use crate::history::Observed;
+use crate::history::Reader;
 use crate::model::Notification;
 use crate::triage;
 use reqwest::StatusCode;
@@ -611,8 +611,9 @@ impl Store for HttpStore {
     /// in place and triaged.
     fn each_triaged(&self, selection: &Selection, visit: &mut super::Visit<'_>) -> Result<()> {
         let mut visit = super::keeping(selection, visit);
+        let mut reader = Reader::default();
         self.each_page(api::DLQ, &selection.query(), &mut |entry| {
-            triage_entry(entry, &mut visit)
+            triage_entry(entry, &mut reader, &mut visit)
         })
     }
 
@@ -708,8 +709,12 @@ impl Store for HttpStore {
     }
 }
 
-/// Triages one entry of a page read in place.
-fn triage_entry(entry: DlqEntryView<'_>, visit: &mut super::Visit<'_>) -> Result<()> {
+/// Triages one entry of a page read in place; `reader` reads every entry in turn.
+fn triage_entry(
+    entry: DlqEntryView<'_>,
+    reader: &mut Reader,
+    visit: &mut super::Visit<'_>,
+) -> Result<()> {
     let events = entry.events.unwrap_or_default();
     let mut unreadable = entry.row.unreadable.clone();
     // As the SQLite walk: the message is not read (see Triaged).
@@ -729,7 +734,7 @@ fn triage_entry(entry: DlqEntryView<'_>, visit: &mut super::Visit<'_>) -> Result
         Observed::from_text(event.id, event.at, &event.kind, event.payload.get())
             .with_unreadable(event.unreadable.first().map(String::as_str))
     });
-    let verdict = triage::judge(&row, &History::read(&row, observed));
+    let verdict = triage::judge(&row, reader.read_history(&row, observed));
     visit(Triaged {
         row,
         verdict,

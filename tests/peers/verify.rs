@@ -402,8 +402,7 @@ fn the_rules_of_evidence_hold_against_a_real_relay() {
         "the second forgery out of the next window's skew",
         second_forgery + 2.5,
     );
-    relay.send_marker();
-    relay.wait_for_log("marker@marker.test>, size=");
+    relay.mark_and_wait();
     let before_gone = std::fs::metadata(&relay.maillog).expect("log").len() as usize;
     let gone = unknown("gone@example.test", "hello");
     relay.wait_for_log(&format!("message-id={}", message_id(&gone, 1, 1)));

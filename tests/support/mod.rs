@@ -152,10 +152,7 @@ pub fn wait_for(limit: Duration, mut condition: impl FnMut() -> bool) -> bool {
 
 /// The system clock, in unix seconds: the clock real peers stamp their records by.
 pub fn wall_clock() -> f64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs_f64())
-        .unwrap_or(0.0)
+    unsctl::clock::Clock::now(&unsctl::clock::SystemClock)
 }
 
 /// Waits until the system clock has passed `at` (unix seconds): for a real peer that

@@ -121,8 +121,7 @@ impl Relay {
     /// every line logged after this is stamped after the marker (syslog stamps say the
     /// second), so the log is seen to start before what follows.
     pub fn mark_then_next_second(&self) {
-        self.send_marker();
-        self.wait_for_log("marker@marker.test>, size=");
+        self.mark_and_wait();
         let logged = crate::support::wall_clock();
         crate::support::wait_past("the second after the marker's", logged.floor() + 1.0);
     }
@@ -183,6 +182,11 @@ impl Relay {
     /// a marker once the clock is in a second past it (syslog stamps say the second).
     pub fn log_past(&self, at: f64) {
         crate::support::wait_past("a second past the instant", at.ceil());
+        self.mark_and_wait();
+    }
+
+    /// Sends a marker and waits until the log has its line (one more than before).
+    pub fn mark_and_wait(&self) {
         let marked = |log: &str| log.matches("marker@marker.test>, size=").count();
         let before = marked(&self.log());
         self.send_marker();

@@ -65,13 +65,9 @@ impl Tmux {
 
     /// Waits until `text` is no longer on the screen.
     pub fn wait_while(&self, text: &str) -> String {
-        let mut screen = String::new();
-        let gone = super::wait_for(Duration::from_secs(20), || {
-            screen = self.screen();
+        self.wait_screen(&format!("{text:?} to leave the screen"), |screen| {
             !screen.contains(text)
-        });
-        assert!(gone, "{text:?} stayed on the screen:\n{screen}");
-        screen
+        })
     }
 
     /// Lets the program set tmux's paste buffer with OSC 52, as a terminal's clipboard.
@@ -139,12 +135,19 @@ impl Tmux {
 
     /// Waits until `text` appears `times` times on the screen.
     pub fn wait_for_count(&self, text: &str, times: usize) -> String {
-        let mut screen = String::new();
-        let shown = super::wait_for(Duration::from_secs(20), || {
-            screen = self.screen();
+        self.wait_screen(&format!("{times}x {text:?}"), |screen| {
             screen.matches(text).count() >= times
+        })
+    }
+
+    /// Waits (at most 20 s) until the screen meets `condition`; the screen then.
+    fn wait_screen(&self, what: &str, condition: impl Fn(&str) -> bool) -> String {
+        let mut screen = String::new();
+        let met = super::wait_for(Duration::from_secs(20), || {
+            screen = self.screen();
+            condition(&screen)
         });
-        assert!(shown, "timed out waiting for {times}x {text:?}:\n{screen}");
+        assert!(met, "timed out waiting for {what}:\n{screen}");
         screen
     }
 }
