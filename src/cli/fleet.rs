@@ -148,23 +148,6 @@ pub fn statuses<T>(readings: &[Reading<Vec<T>>]) -> Vec<ContextStatus> {
         .collect()
 }
 
-/// A next-step command that runs in `context`: `unsctl --context NAME ...`.
-pub fn in_context(command: &str, context: &str) -> String {
-    let at = if command.starts_with("unsctl ") {
-        Some(0)
-    } else {
-        command.find(" unsctl ").map(|at| at + 1)
-    };
-    match at {
-        Some(at) => format!(
-            "{}unsctl --context {context} {}",
-            &command[..at],
-            &command[at + "unsctl ".len()..]
-        ),
-        None => command.to_string(),
-    }
-}
-
 /// One entry of a fleet's document: how the JSON document holds it, and its row in the
 /// one-context table.
 pub trait Entry {

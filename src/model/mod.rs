@@ -4,6 +4,7 @@
 //! the CLI all spell them the same way. Input is parsed into these types at the edge, so
 //! the rest of the code never compares channel or kind names as strings.
 
+pub mod command;
 pub mod payload;
 
 use serde::{Deserialize, Deserializer, Serialize};

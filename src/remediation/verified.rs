@@ -77,12 +77,14 @@ pub struct Written {
 /// REPLAY replays what was not delivered (the VERIFIED events are its attestation), and
 /// VERIFY is left for the out-of-band check.
 pub fn next_step(verdict: &triage::Verdict) -> String {
+    use crate::model::command::{CommandLine, Step};
     match verdict.branch {
-        Branch::Resolve | Branch::Replay => verdict.next_step.clone(),
-        Branch::Verify => format!(
-            "check out of band (TSG-02 branch 2): `unsctl inspect {}` names what to search for",
-            verdict.id
-        ),
+        Branch::Resolve | Branch::Replay => verdict.next_step.to_string(),
+        Branch::Verify => Step::after(
+            "check out of band (TSG-02 branch 2): see what to search for".into(),
+            CommandLine::unsctl(&["inspect"]).operand("the id", &verdict.id),
+        )
+        .to_string(),
     }
 }
 

@@ -6,26 +6,10 @@
 use std::borrow::Cow;
 use std::fmt::Write;
 
-/// Whether `c` must not reach a terminal raw: C0 controls, DEL, C1 controls, and the
-/// Unicode controls that reorder or hide text.
+/// Whether `c` must not reach a terminal raw: the same characters no composed command
+/// may hold.
 fn hostile(c: char) -> bool {
-    c.is_control()
-        || matches!(c,
-            '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{feff}')
-}
-
-/// `text` as one word of a shell command line: as it is when it holds nothing a shell
-/// reads specially, else in single quotes.
-pub fn shell_word(text: &str) -> Cow<'_, str> {
-    let plain = !text.is_empty()
-        && text
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"-_./:@,+=%".contains(&b));
-    if plain {
-        Cow::Borrowed(text)
-    } else {
-        Cow::Owned(format!("'{}'", text.replace('\'', "'\\''")))
-    }
+    crate::model::command::unprintable(c)
 }
 
 /// Store or provider text shown in a sentence: in double quotes, its own quotes and

@@ -419,7 +419,11 @@ pub fn next_steps(verdict: &Verdict) -> Vec<String> {
                     })
                 })
                 .collect();
-            let mut steps = vec![format!("{:<17} {}", "verify:", clean(&verdict.next_step))];
+            let mut steps = vec![format!(
+                "{:<17} {}",
+                "verify:",
+                clean(&verdict.next_step.to_string())
+            )];
             if !look_for.is_empty() {
                 steps.push(format!(
                     "{:<17} search the provider for {}",
@@ -428,11 +432,15 @@ pub fn next_steps(verdict: &Verdict) -> Vec<String> {
                 ));
             }
             for (label, command) in triage::after_verification(verdict) {
-                steps.push(format!("{:<17} {}", format!("{label}:"), clean(&command)));
+                steps.push(format!(
+                    "{:<17} {}",
+                    format!("{label}:"),
+                    clean(&command.to_string())
+                ));
             }
             steps
         }
-        _ => vec![format!("next: {}", clean(&verdict.next_step))],
+        _ => vec![format!("next: {}", clean(&verdict.next_step.to_string()))],
     }
 }
 
@@ -587,7 +595,7 @@ pub fn triage_row(verdict: &Verdict, _out: &Output) -> Vec<Text> {
         .into(),
         cause(verdict).into(),
         // The command alone: the cause it says to fix first is in CAUSE.
-        shown(crate::triage::step_command(&verdict.next_step)).into(),
+        shown(&verdict.next_step.command_text()).into(),
         if verdict.lease_lost { "yes" } else { "no" }.into(),
         join_ids(&verdict.evidence()).into(),
     ]
@@ -627,9 +635,10 @@ pub fn triage_row_short(verdict: &Verdict, short: &str, out: &Output) -> Vec<Tex
     let mut row = triage_row(verdict, out);
     if short.len() < verdict.id.len() {
         row[0] = shown(short).into();
-        row[4] =
-            shown(&crate::triage::step_command(&verdict.next_step).replace(&verdict.id, short))
-                .into();
+        let step = verdict
+            .next_step
+            .map(|line| line.with_operand(&verdict.id, short));
+        row[4] = shown(&step.command_text()).into();
     }
     row
 }

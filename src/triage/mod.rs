@@ -5,6 +5,7 @@
 //! acted on; evidence it cannot read makes the answer VERIFY, never silence.
 
 use crate::history::{Attempt, History, Observed, Recorded};
+use crate::model::command::{CommandLine, Step, Unwritable};
 use crate::model::{Channel, ChannelSet, Event, Notification};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -167,7 +168,7 @@ pub struct Verdict {
     pub error_message: Option<String>,
     pub last_event_id: Option<i64>,
     pub channels: Vec<ChannelVerdict>,
-    pub next_step: String,
+    pub next_step: Step,
     /// The plan's action for this entry.
     pub action: PlanAction,
     /// Anything odd in the evidence, each naming its event or column.
@@ -386,7 +387,7 @@ pub fn judge(row: &Notification, history: &History) -> Verdict {
         error_message: row.error_message.clone(),
         last_event_id: history.last_event_id,
         channels,
-        next_step: String::new(),
+        next_step: Step::default(),
         action: PlanAction::of(branch),
         notes,
         channels_unreadable: history.channels_unreadable,
@@ -408,19 +409,22 @@ pub fn triage_events(row: &Notification, events: &[Event]) -> Verdict {
 /// The command that carries the remediation out (for VERIFY: the one that asks the
 /// providers' own records, since nothing may act before someone has checked; when no
 /// channel is UNCERTAIN and the doubt comes from evidence that cannot be read, the one
-/// that shows it).
-fn next_step(verdict: &Verdict) -> String {
-    let id = &verdict.id;
+/// that shows it). The id is the store's, so it is quoted as data (DESIGN §5).
+fn next_step(verdict: &Verdict) -> Step {
+    let id = verdict.id.as_str();
     if verdict.notes.iter().any(|n| n.ends_with(": id: NULL")) {
-        return "none: the row has no id, so no command can address it; repair the store".into();
+        return Step::Words(
+            "none: the row has no id, so no command can address it; repair the store".into(),
+        );
     }
+    let on = |words: &[&str]| CommandLine::unsctl(words).operand("the id", id);
     match verdict.branch {
-        Branch::Resolve => format!("unsctl dlq resolve {id} --confirm"),
+        Branch::Resolve => Step::run(on(&["dlq", "resolve"]).map(|l| l.words(&["--confirm"]))),
         // Nothing a provider could answer: the doubt is in the store itself.
         Branch::Verify if verdict.in_state(ChannelState::Uncertain).is_empty() => {
-            format!("unsctl inspect {id}")
+            Step::run(on(&["inspect"]))
         }
-        Branch::Verify => format!("unsctl verify {id}"),
+        Branch::Verify => Step::run(on(&["verify"])),
         Branch::Replay => {
             let channels = verdict.undelivered().joined(",");
             let failed: Vec<&ChannelVerdict> = verdict
@@ -428,10 +432,13 @@ fn next_step(verdict: &Verdict) -> String {
                 .iter()
                 .filter(|c| c.state == ChannelState::Failed)
                 .collect();
+            let replay = |words: &[&str]| {
+                on(&["replay"]).map(|l| l.words(&["--channels", &channels]).words(words))
+            };
             // A channel refused permanently is refused again unless its cause is fixed, and
             // the replay must say what was: the guardrail asks for the reason.
             if !failed.iter().any(|c| c.permanent) {
-                return format!("unsctl replay {id} --channels {channels} --confirm");
+                return Step::run(replay(&["--confirm"]));
             }
             let causes: Vec<String> = failed
                 .iter()
@@ -444,9 +451,12 @@ fn next_step(verdict: &Verdict) -> String {
                     )
                 })
                 .collect();
-            format!(
-                "fix the cause first ({}: refused permanently, so a replay unchanged is refused again), then: unsctl replay {id} --channels {channels} --reason 'what was fixed' --confirm",
-                causes.join("; ")
+            Step::after(
+                format!(
+                    "fix the cause first ({}: refused permanently, so a replay unchanged is refused again)",
+                    causes.join("; ")
+                ),
+                replay(&["--reason", "'what was fixed'", "--confirm"]),
             )
         }
     }
@@ -476,35 +486,39 @@ pub fn short_cause(cause: &str) -> String {
     }
 }
 
-/// The command in a next step: all of it, or what follows "then: ".
-pub fn step_command(step: &str) -> &str {
-    step.rsplit_once("then: ")
-        .map_or(step, |(_, command)| command)
-}
-
 /// What a VERIFY entry leads to once someone has checked out of band: each a label and
 /// the command, only those that can succeed. "If it arrived" only ever resolves: where a
 /// channel is still owed, or the doubt is in the store rather than at a provider, an
 /// operator's word that something arrived must not be the ground for sending anything.
-pub fn after_verification(verdict: &Verdict) -> Vec<(&'static str, String)> {
-    let id = &verdict.id;
+pub fn after_verification(verdict: &Verdict) -> Vec<(&'static str, Step)> {
+    let id = verdict.id.as_str();
     let uncertain = verdict.in_state(ChannelState::Uncertain);
     if verdict.channels_unreadable || uncertain.is_empty() {
         return Vec::new();
     }
+    let on = |words: &[&str]| -> Result<CommandLine, Unwritable> {
+        CommandLine::unsctl(words).operand("the id", id)
+    };
     let mut steps = Vec::new();
     if verdict.unsent().is_empty() {
         steps.push((
             "if it arrived",
-            format!("unsctl dlq resolve {id} --verified-delivered --confirm"),
+            Step::run(
+                on(&["dlq", "resolve"]).map(|l| l.words(&["--verified-delivered", "--confirm"])),
+            ),
         ));
     }
+    let channels = verdict.undelivered().joined(",");
     steps.push((
         "if it did not",
-        format!(
-            "unsctl replay {id} --channels {} --verified-not-delivered --confirm",
-            verdict.undelivered().joined(",")
-        ),
+        Step::run(on(&["replay"]).map(|l| {
+            l.words(&[
+                "--channels",
+                &channels,
+                "--verified-not-delivered",
+                "--confirm",
+            ])
+        })),
     ));
     steps
 }

@@ -561,7 +561,10 @@ fn replay_covers_only_the_channels_not_delivered() {
     );
     let verify = verdict_of("two channels, one delivered and one unknown");
     assert_eq!(verify.undelivered().joined(","), "EMAIL");
-    let steps = after_verification(&verify);
+    let steps: Vec<(&str, String)> = after_verification(&verify)
+        .into_iter()
+        .map(|(label, step)| (label, step.to_string()))
+        .collect();
     assert_eq!(
         steps,
         [
@@ -691,6 +694,7 @@ fn a_verify_entry_only_suggests_commands_that_can_succeed() {
     let verdict = triage_events(&row(&["EMAIL"], 1), &history.events);
     assert_eq!(verdict.branch, Branch::Verify);
     for (_, command) in after_verification(&verdict) {
+        let command = command.to_string();
         assert!(
             !command.contains("--channels  ") && !command.ends_with("--channels"),
             "{command}"
@@ -727,6 +731,7 @@ fn if_it_arrived_never_replays_whatever_the_other_channels_are() {
             assert_eq!(verdict.branch, Branch::Verify, "{what}");
             let steps = after_verification(&verdict);
             for (label, command) in &steps {
+                let command = command.to_string();
                 if *label == "if it arrived" {
                     assert!(
                         command.starts_with("unsctl dlq resolve"),

@@ -14,6 +14,7 @@ pub mod slack;
 
 use crate::clock;
 use crate::history::{History, InDoubt, Observed, Question};
+use crate::model::command::{CommandLine, Step};
 use crate::model::{Channel, Event, Notification};
 use crate::remediation::verified::Written;
 use crate::remediation::verified::{Finding, Verified};
@@ -165,11 +166,10 @@ impl Default for Sources {
 impl Sources {
     /// The flags that name these sources again, so a printed next step asks the same
     /// records the same way when pasted; tokens stay in the environment, never printed.
-    pub fn flags(&self) -> Vec<String> {
-        use crate::render::sanitize::shell_word;
+    pub fn flags(&self) -> Vec<(&'static str, String)> {
         let mut flags = Vec::new();
-        let mut flag = |name: &str, value: &str| {
-            flags.push(format!("{name} {}", shell_word(value)));
+        let mut flag = |name: &'static str, value: &str| {
+            flags.push((name, value.to_string()));
         };
         for path in &self.relay_logs {
             flag("--relay-log", &path.display().to_string());
@@ -992,7 +992,7 @@ pub fn findings(answers: &[Answer], questions: &[Question]) -> BTreeMap<String, 
 /// what to search for; one answered in full is recorded, after which triage gives RESOLVE
 /// (every answer DELIVERED) or REPLAY (a NOT_DELIVERED, attested by the VERIFIED event).
 pub fn next_steps(answers: &[Answer], sources: &Sources) -> Vec<(String, String)> {
-    let flags: String = sources.flags().iter().map(|f| format!(" {f}")).collect();
+    let flags = sources.flags();
     let mut by_entry: BTreeMap<&str, Vec<&Answer>> = BTreeMap::new();
     for answer in answers {
         by_entry.entry(&answer.id).or_default().push(answer);
@@ -1016,7 +1016,14 @@ pub fn next_steps(answers: &[Answer], sources: &Sources) -> Vec<(String, String)
                 })
                 .collect();
             let step = if unsettled.is_empty() {
-                format!("unsctl verify {id}{flags} --record --confirm")
+                let line = CommandLine::unsctl(&["verify"])
+                    .operand("the id", id)
+                    .and_then(|line| {
+                        flags
+                            .iter()
+                            .try_fold(line, |line, (flag, value)| line.valued(flag, value))
+                    });
+                Step::run(line.map(|l| l.words(&["--record", "--confirm"]))).to_string()
             } else {
                 let mut unique = unsettled;
                 unique.dedup();

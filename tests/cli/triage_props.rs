@@ -193,6 +193,6 @@ proptest! {
             }
         }
         // Every verdict names its next step.
-        prop_assert!(!verdict.next_step.is_empty());
+        prop_assert!(!verdict.next_step.to_string().is_empty());
     }
 }

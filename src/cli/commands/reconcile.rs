@@ -323,7 +323,12 @@ fn brief(item: &Reconciled, out: &Output) -> String {
     if let Some(settled) = item.evidence.iter().find(|e| e.what == What::Settled) {
         parts.push(settled.text.clone());
     }
-    parts.push(format!("unsctl reconcile {}", item.id));
+    parts.push(
+        crate::model::command::Step::run(
+            crate::model::command::CommandLine::unsctl(&["reconcile"]).operand("the id", &item.id),
+        )
+        .to_string(),
+    );
     parts.join("; ")
 }
 

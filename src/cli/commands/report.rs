@@ -350,7 +350,8 @@ fn bundle(store: &dyn Store, asked: &report::Asked, dir: &Path) -> CliResult<Rep
     status(&format!(
         "evidence bundle written to {}: check it with `unsctl report check {}` or `sha256sum -c SHA256SUMS` inside it",
         dir.display(),
-        crate::render::sanitize::shell_word(&dir.display().to_string())
+        crate::model::command::word("the folder", &dir.display().to_string())
+            .unwrap_or_else(|err| format!("<{err}>"))
     ));
     Ok(report)
 }

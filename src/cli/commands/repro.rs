@@ -4,8 +4,8 @@ use crate::cli::backend::Invocation;
 use crate::cli::error::{CliError, CliResult};
 use crate::lab::fakes::Fakes;
 use crate::lab::repro::{self, ReproError, Scenario, ScenarioReport};
+use crate::model::command::word;
 use crate::render::output::{Output, print, status, status_commands};
-use crate::render::sanitize::shell_word;
 use crate::render::table::print_all;
 use crate::render::views;
 use crate::server::{self, Keys, ServerConfig};
@@ -87,9 +87,16 @@ fn invocation() -> String {
     if on_path {
         return "unsctl".into();
     }
+    // The path is this machine's, not unsctl's own words: quoted as one.
     std::env::current_exe()
-        .map(|exe| exe.display().to_string())
-        .unwrap_or_else(|_| "unsctl".into())
+        .ok()
+        .and_then(|exe| word("the program's path", &exe.display().to_string()).ok())
+        .unwrap_or_else(|| "unsctl".into())
+}
+
+/// `value` as one shell word, or a placeholder saying why it cannot be one.
+fn shell(what: &str, value: &str) -> String {
+    word(what, value).unwrap_or_else(|err| format!("<{err}>"))
 }
 
 fn repro_error(err: ReproError) -> CliError {
@@ -348,26 +355,26 @@ fn kept_store_steps(
     let mut next = Vec::new();
     next.push((
         "every command below reads this store".into(),
-        format!("export UNS_DB_FILE={}", shell_word(&db_text)),
+        format!("export UNS_DB_FILE={}", shell("the store's path", &db_text)),
     ));
     next.push(("the table above".into(), format!("{unsctl} dlq triage")));
     if let Some(id) = example(crate::triage::Branch::Verify) {
         next.push((
             "a VERIFY entry: what to look for".into(),
-            format!("{unsctl} inspect {id}"),
+            format!("{unsctl} inspect {}", shell("the id", &id)),
         ));
         next.push((
             "ask the relay's log; add --record --confirm to write the answers down".into(),
             format!(
                 "{unsctl} verify --relay-log {}",
-                shell_word(&maillog.display().to_string())
+                shell("the log's path", &maillog.display().to_string())
             ),
         ));
     }
     if let Some(id) = example(crate::triage::Branch::Resolve) {
         next.push((
             "dry run: what resolve would do".into(),
-            format!("{unsctl} dlq resolve {id}"),
+            format!("{unsctl} dlq resolve {}", shell("the id", &id)),
         ));
     }
     next.push((
@@ -378,7 +385,8 @@ fn kept_store_steps(
         "when done".into(),
         format!(
             "rm -r {}",
-            shell_word(
+            shell(
+                "the folder",
                 &db.parent()
                     .map(|d| d.display().to_string())
                     .unwrap_or_default()

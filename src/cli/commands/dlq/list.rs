@@ -41,7 +41,7 @@ pub struct ListEntry<'a> {
     error_message: Option<&'a str>,
     updated_at: f64,
     branch: Branch,
-    next_step: &'a str,
+    next_step: &'a crate::model::command::Step,
     #[serde(skip_serializing_if = "<[String]>::is_empty")]
     unreadable: &'a [String],
 }
@@ -204,8 +204,7 @@ fn run_fleet(global: &Invocation, args: &Args) -> CliResult {
     for reading in &mut readings {
         if let Ok(listed) = reading.result.as_mut() {
             for mut triaged in std::mem::take(listed) {
-                triaged.verdict.next_step =
-                    fleet::in_context(&triaged.verdict.next_step, &reading.context);
+                triaged.verdict.next_step = triaged.verdict.next_step.in_context(&reading.context);
                 entries.push((reading.context.clone(), triaged));
             }
         }
@@ -260,6 +259,6 @@ fn list_row(row: &Notification, verdict: &Verdict, unreadable: bool, out: &Outpu
         out.time(row.updated_at).into(),
         row.attempts.to_string().into(),
         row.cycle.to_string().into(),
-        views::shown(crate::triage::step_command(&verdict.next_step)).into(),
+        views::shown(&verdict.next_step.command_text()).into(),
     ]
 }

@@ -371,7 +371,7 @@ fn run_fleet(global: &Invocation, args: &Args) -> CliResult {
     for reading in &mut readings {
         if let Ok((_, verdicts)) = reading.result.as_mut() {
             for mut verdict in std::mem::take(verdicts) {
-                verdict.next_step = fleet::in_context(&verdict.next_step, &reading.context);
+                verdict.next_step = verdict.next_step.in_context(&reading.context);
                 entries.push((reading.context.clone(), verdict));
             }
         }

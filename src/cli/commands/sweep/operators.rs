@@ -501,12 +501,15 @@ fn careful_next_steps(operator: &Operator, verdicts: &[Verdict], report: &mut Re
             continue;
         }
         // The command of the step; a reason it leaves for the operator to write is theirs.
-        let command = crate::triage::step_command(&verdict.next_step)
+        let command = verdict
+            .next_step
+            .command_text()
             .replace("--reason 'what was fixed'", "--reason fixed");
-        let mut words: Vec<String> = command
-            .split_whitespace()
+        // Read as the shell a person pastes it into would read it.
+        let mut words: Vec<String> = shlex::split(&command)
+            .unwrap_or_default()
+            .into_iter()
             .skip(1)
-            .map(str::to_string)
             .collect();
         // Every third replay names its channels sloppily: any case, padded, twice.
         if verdict.branch == Branch::Replay

@@ -126,7 +126,7 @@ impl DlqView {
 pub struct InspectView {
     pub id: String,
     pub lines: Vec<String>,
-    pub next_step: Option<String>,
+    pub next_step: Option<crate::model::command::Step>,
     pub scroll: u16,
     pub loaded: Option<Instant>,
 }
@@ -789,14 +789,12 @@ impl App {
     }
 
     /// The id under the cursor, and its next step.
-    fn current(&self) -> Option<(String, Option<String>)> {
+    fn current(&self) -> Option<(String, Option<crate::model::command::Step>)> {
         match self.view {
-            ViewKind::Dlq => self.dlq.current().map(|r| {
-                (
-                    r.verdict.id.clone(),
-                    Some(crate::triage::step_command(&r.verdict.next_step).to_string()),
-                )
-            }),
+            ViewKind::Dlq => self
+                .dlq
+                .current()
+                .map(|r| (r.verdict.id.clone(), Some(r.verdict.next_step.clone()))),
             ViewKind::Inspect => (!self.inspect.id.is_empty())
                 .then(|| (self.inspect.id.clone(), self.inspect.next_step.clone())),
             ViewKind::Reconcile => self
@@ -813,16 +811,26 @@ impl App {
         }
     }
 
+    /// Copies the id, or the next step's command, exactly as shown and as one line; a
+    /// value that cannot stand on one line is not copied (DESIGN §5).
     fn copy(&mut self, step: bool) {
+        use crate::model::command::CommandLine;
         match (self.current(), step) {
-            (Some((id, _)), false) => {
-                self.say(format!("copied {id}"), false);
-                self.clipboard = Some(id);
-            }
-            (Some((_, Some(command))), true) => {
-                self.say(format!("copied: {command}"), false);
-                self.clipboard = Some(command);
-            }
+            (Some((id, _)), false) => match CommandLine::unsctl(&[]).operand("the id", &id) {
+                Ok(_) => {
+                    self.say(format!("copied {id}"), false);
+                    self.clipboard = Some(id);
+                }
+                Err(err) => self.say(format!("not copied: {err}"), true),
+            },
+            (Some((_, Some(step))), true) => match step.command() {
+                Some(line) => {
+                    let command = line.to_string();
+                    self.say(format!("copied: {command}"), false);
+                    self.clipboard = Some(command);
+                }
+                None => self.say(format!("no command to copy: {step}"), true),
+            },
             _ => self.say("nothing to copy here", true),
         }
     }

@@ -307,7 +307,7 @@ fn dlq_detail(view: &super::app::DlqView) -> Vec<Line<'static>> {
                 Line::from(format!("cause: {}", crate::render::views::cause(verdict))),
                 Line::from(format!(
                     "next: {}",
-                    clean(crate::triage::step_command(&verdict.next_step))
+                    clean(&verdict.next_step.command_text())
                 )),
             ]
         })
@@ -355,7 +355,7 @@ fn inspect(frame: &mut Frame<'_>, app: &App, area: Rect) {
         body,
     );
     let next = match &view.next_step {
-        Some(command) => format!("next: {} (j/k scroll)", clean(command)),
+        Some(step) => format!("next: {} (j/k scroll)", clean(&step.to_string())),
         None if view.lines.is_empty() => String::new(),
         None => "not in the DLQ: nothing to do (j/k scroll)".into(),
     };

@@ -137,7 +137,7 @@ pub enum Reply {
     Inspect {
         id: String,
         lines: Vec<String>,
-        next_step: Option<String>,
+        next_step: Option<crate::model::command::Step>,
     },
     Reconcile {
         items: Vec<Reconciled>,
@@ -292,10 +292,7 @@ fn read(source: &Source, store: &dyn Store, job: Job) -> Result<Reply, String> {
         Job::Inspect { id, width } => {
             let doc = store.notification(&id).map_err(text)?;
             let view = crate::cli::notification::view(doc);
-            let next_step = view
-                .triage
-                .as_ref()
-                .map(|v| crate::triage::step_command(&v.next_step).to_string());
+            let next_step = view.triage.as_ref().map(|v| v.next_step.clone());
             let lines = crate::cli::notification::text(&view, &Output::plain(width))
                 .lines()
                 .map(str::to_string)

@@ -1,0 +1,383 @@
+//! The commands unsctl composes for a person to paste or a script to run (DESIGN §5):
+//! unsctl's own words as it wrote them, and every value it did not write (an id, a path,
+//! a context's name) quoted for a POSIX shell, so the line passes each value as one word
+//! and runs nothing else. A value that cannot stand on one line is never put in one.
+//!
+//! The quoting is the `shlex` crate's; what it does not cover (control characters, which
+//! no quoting makes safe to paste into an interactive shell, and an operand that a parser
+//! would take for a flag) is refused or placed here.
+
+use std::fmt;
+
+/// A value that cannot be written into a command line.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{what} cannot be written on one command line: {why}")]
+pub struct Unwritable {
+    /// What the value is ("the id", "the relay log's path").
+    pub what: String,
+    pub why: &'static str,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Part {
+    /// unsctl's own text, as written.
+    Word(String),
+    /// A value, quoted when written; an operand, so it may need `--` before it.
+    Operand(String),
+    /// `--name value`, the value quoted.
+    Valued(&'static str, String),
+}
+
+/// One command, kept in parts until it is written, so a context or a shorter id can be
+/// put in without editing text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CommandLine {
+    parts: Vec<Part>,
+}
+
+impl CommandLine {
+    /// `unsctl` followed by its own `words` (a subcommand, flags it wrote).
+    pub fn unsctl(words: &[&str]) -> Self {
+        let mut line = Self { parts: Vec::new() };
+        line.parts.push(Part::Word("unsctl".into()));
+        line.words(words)
+    }
+
+    /// unsctl's own words, as written.
+    pub fn words(mut self, words: &[&str]) -> Self {
+        self.parts
+            .extend(words.iter().map(|w| Part::Word((*w).to_string())));
+        self
+    }
+
+    /// An operand (an id, a path) that unsctl did not write; `what` names it in the error.
+    pub fn operand(mut self, what: &str, value: &str) -> Result<Self, Unwritable> {
+        check(what, value)?;
+        self.parts.push(Part::Operand(value.to_string()));
+        Ok(self)
+    }
+
+    /// Every one of `values` as an operand.
+    pub fn operands<'v>(
+        mut self,
+        what: &str,
+        values: impl IntoIterator<Item = &'v str>,
+    ) -> Result<Self, Unwritable> {
+        for value in values {
+            self = self.operand(what, value)?;
+        }
+        Ok(self)
+    }
+
+    /// `--flag value` (`--flag=value` where the value starts with `-`), where unsctl did
+    /// not write the value.
+    pub fn valued(mut self, flag: &'static str, value: &str) -> Result<Self, Unwritable> {
+        check(flag, value)?;
+        self.parts.push(Part::Valued(flag, value.to_string()));
+        Ok(self)
+    }
+
+    /// The same command run in another store: `unsctl --context NAME ...`.
+    pub fn in_context(&self, context: &str) -> Result<Self, Unwritable> {
+        check("the context's name", context)?;
+        let mut parts = self.parts.clone();
+        let at = usize::from(matches!(parts.first(), Some(Part::Word(w)) if w == "unsctl"));
+        parts.insert(at, Part::Valued("--context", context.to_string()));
+        Ok(Self { parts })
+    }
+
+    /// The same command with every operand equal to `from` written as `to` (a unique
+    /// prefix in place of a long id).
+    pub fn with_operand(&self, from: &str, to: &str) -> Result<Self, Unwritable> {
+        check("the id", to)?;
+        let parts = self
+            .parts
+            .iter()
+            .map(|part| match part {
+                Part::Operand(value) if value == from => Part::Operand(to.to_string()),
+                other => other.clone(),
+            })
+            .collect();
+        Ok(Self { parts })
+    }
+
+    /// The operands, as given (unquoted).
+    pub fn operand_values(&self) -> impl Iterator<Item = &str> {
+        self.parts.iter().filter_map(|part| match part {
+            Part::Operand(value) => Some(value.as_str()),
+            _ => None,
+        })
+    }
+}
+
+impl fmt::Display for CommandLine {
+    /// The line as a POSIX shell reads it. Where an operand starts with `-`, every operand
+    /// goes after a `--`, so none is taken for a flag.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let dashed = self
+            .parts
+            .iter()
+            .any(|part| matches!(part, Part::Operand(value) if value.starts_with('-')));
+        let mut words: Vec<String> = Vec::with_capacity(self.parts.len() + 1);
+        let mut operands: Vec<String> = Vec::new();
+        for part in &self.parts {
+            match part {
+                Part::Word(word) => words.push(word.clone()),
+                Part::Operand(value) if dashed => operands.push(quote(value)),
+                Part::Operand(value) => words.push(quote(value)),
+                // `--flag=value` only where the value could pass for a flag.
+                Part::Valued(flag, value) if value.starts_with('-') => {
+                    words.push(format!("{flag}={}", quote(value)));
+                }
+                Part::Valued(flag, value) => {
+                    words.push((*flag).to_string());
+                    words.push(quote(value));
+                }
+            }
+        }
+        if dashed {
+            words.push("--".into());
+            words.extend(operands);
+        }
+        f.write_str(&words.join(" "))
+    }
+}
+
+impl serde::Serialize for CommandLine {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
+/// What to do next: a command, a command after something a person must do first, or
+/// words alone where no command can be written. Shown and serialised as one line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Step {
+    Run(CommandLine),
+    /// `first` is a sentence of unsctl's (provider text in it is quoted as data).
+    After {
+        first: String,
+        then: CommandLine,
+    },
+    Words(String),
+}
+
+impl Step {
+    /// `line`, or why it could not be written, as words that name no command.
+    pub fn run(line: Result<CommandLine, Unwritable>) -> Self {
+        match line {
+            Ok(line) => Step::Run(line),
+            Err(err) => Step::unwritable(&err),
+        }
+    }
+
+    /// `first`, then `line`.
+    pub fn after(first: String, line: Result<CommandLine, Unwritable>) -> Self {
+        match line {
+            Ok(then) => Step::After { first, then },
+            Err(err) => Step::unwritable(&err),
+        }
+    }
+
+    /// What stands in for a command that cannot be written.
+    pub fn unwritable(err: &Unwritable) -> Self {
+        Step::Words(format!(
+            "none written: {err}; name it by a unique prefix of its id that can"
+        ))
+    }
+
+    /// The command in it, if any.
+    pub fn command(&self) -> Option<&CommandLine> {
+        match self {
+            Step::Run(line) | Step::After { then: line, .. } => Some(line),
+            Step::Words(_) => None,
+        }
+    }
+
+    /// The command alone, or the words where there is none.
+    pub fn command_text(&self) -> String {
+        match self.command() {
+            Some(line) => line.to_string(),
+            None => self.to_string(),
+        }
+    }
+
+    /// The same step, its command changed by `change`.
+    pub fn map(
+        &self,
+        change: impl FnOnce(&CommandLine) -> Result<CommandLine, Unwritable>,
+    ) -> Self {
+        match self {
+            Step::Run(line) => Step::run(change(line)),
+            Step::After { first, then } => Step::after(first.clone(), change(then)),
+            Step::Words(words) => Step::Words(words.clone()),
+        }
+    }
+
+    /// The same step, run in `context`.
+    pub fn in_context(&self, context: &str) -> Self {
+        self.map(|line| line.in_context(context))
+    }
+}
+
+impl Default for Step {
+    fn default() -> Self {
+        Step::Words(String::new())
+    }
+}
+
+impl fmt::Display for Step {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Step::Run(line) => write!(f, "{line}"),
+            Step::After { first, then } => write!(f, "{first}, then: {then}"),
+            Step::Words(words) => f.write_str(words),
+        }
+    }
+}
+
+impl PartialEq<str> for Step {
+    fn eq(&self, other: &str) -> bool {
+        self.to_string() == other
+    }
+}
+
+impl PartialEq<&str> for Step {
+    fn eq(&self, other: &&str) -> bool {
+        self.to_string() == *other
+    }
+}
+
+impl PartialEq<String> for Step {
+    fn eq(&self, other: &String) -> bool {
+        self.to_string() == *other
+    }
+}
+
+impl serde::Serialize for Step {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
+/// `value` as one word of a shell line (a path in `export UNS_DB_FILE=...`), or why it
+/// cannot be one.
+pub fn word(what: &str, value: &str) -> Result<String, Unwritable> {
+    check(what, value)?;
+    Ok(quote(value))
+}
+
+/// Whether `value` can stand in a command line: not empty, and no character that no
+/// quoting makes safe to paste (a control character, a line or paragraph separator, a
+/// character that reorders what the terminal shows).
+fn check(what: &str, value: &str) -> Result<(), Unwritable> {
+    let unwritable = |why| {
+        Err(Unwritable {
+            what: what.to_string(),
+            why,
+        })
+    };
+    if value.is_empty() {
+        return unwritable("it is empty");
+    }
+    if value.contains(['\n', '\r']) {
+        return unwritable("it holds a line break");
+    }
+    if value.chars().any(unprintable) {
+        return unwritable("it holds a control or direction character");
+    }
+    Ok(())
+}
+
+/// Whether `c` may not reach a terminal raw, nor stand in a command: C0 and C1 controls,
+/// DEL, the line and paragraph separators, and the characters that reorder or hide text.
+pub fn unprintable(c: char) -> bool {
+    c.is_control()
+        || matches!(c,
+            '\u{2028}' | '\u{2029}' | '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}'
+            | '\u{2066}'..='\u{2069}' | '\u{feff}')
+}
+
+/// `value` as one word for a POSIX shell. Checked first, so it holds no NUL and
+/// `shlex` cannot refuse it; should it, the value is written in single quotes by the
+/// same rule.
+fn quote(value: &str) -> String {
+    match shlex::try_quote(value) {
+        Ok(quoted) => quoted.into_owned(),
+        Err(_) => format!("'{}'", value.replace('\'', r"'\''")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn words(line: &CommandLine) -> Vec<String> {
+        shlex::split(&line.to_string()).expect("splits")
+    }
+
+    #[test]
+    fn plain_values_read_as_before() {
+        let line = CommandLine::unsctl(&["dlq", "resolve"])
+            .operand("the id", "n-123")
+            .expect("id")
+            .words(&["--confirm"]);
+        assert_eq!(line.to_string(), "unsctl dlq resolve n-123 --confirm");
+    }
+
+    #[test]
+    fn every_hostile_value_is_one_word_and_nothing_else() {
+        for id in [
+            "n-1;touch pwned",
+            "$(touch pwned)",
+            "`touch pwned`",
+            "it's \"quoted\"",
+            "-rf",
+            "--confirm",
+            "a b\tc",
+            "~root",
+            "*",
+            "!!",
+        ] {
+            let Ok(line) = CommandLine::unsctl(&["inspect"]).operand("the id", id) else {
+                assert!(id.contains('\t'), "{id:?} refused");
+                continue;
+            };
+            let line = line.words(&["--confirm"]);
+            let expected: &[&str] = if id.starts_with('-') {
+                &["unsctl", "inspect", "--confirm", "--", id]
+            } else {
+                &["unsctl", "inspect", id, "--confirm"]
+            };
+            assert_eq!(words(&line), expected, "{line}");
+        }
+    }
+
+    #[test]
+    fn a_value_that_cannot_stand_on_one_line_is_refused() {
+        for id in ["a\nb", "a\rb", "a\u{1b}[2Jb", "a\u{202e}b", ""] {
+            assert!(
+                CommandLine::unsctl(&["inspect"])
+                    .operand("the id", id)
+                    .is_err(),
+                "{id:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_context_and_a_shorter_id_go_in_as_parts() {
+        let line = CommandLine::unsctl(&["verify"])
+            .operand("the id", "n-0123456789")
+            .expect("id")
+            .valued("--relay-log", "/var/log/mail log")
+            .expect("path");
+        let line = line.in_context("prod; rm").expect("context");
+        assert_eq!(
+            line.to_string(),
+            "unsctl --context 'prod; rm' verify n-0123456789 --relay-log '/var/log/mail log'"
+        );
+        let short = line.with_operand("n-0123456789", "n-0123").expect("short");
+        assert_eq!(words(&short)[4], "n-0123");
+    }
+}
