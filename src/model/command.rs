@@ -182,7 +182,7 @@ impl Step {
     /// What stands in for a command that cannot be written.
     pub fn unwritable(err: &Unwritable) -> Self {
         Step::Words(format!(
-            "none written: {err}; name it by a unique prefix of its id that can"
+            "none: {err}, so name the entry by a unique prefix of its id instead"
         ))
     }
 
@@ -257,6 +257,15 @@ impl PartialEq<String> for Step {
 impl serde::Serialize for Step {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         serializer.collect_str(self)
+    }
+}
+
+/// `unsctl WORDS ID REST` in backquotes, ready to paste inside a sentence, the id quoted
+/// as data; or why no command can carry the id.
+pub fn pasted(words: &[&str], id: &str, rest: &[&str]) -> String {
+    match CommandLine::unsctl(words).operand("the id", id) {
+        Ok(line) => format!("`{}`", line.words(rest)),
+        Err(err) => format!("(no command: {err})"),
     }
 }
 

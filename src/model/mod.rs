@@ -485,7 +485,10 @@ pub fn provider_key_name(channel: Channel) -> &'static str {
 pub const MAX_ID_BYTES: usize = 256;
 
 /// A notification id as an input carries it (an argument, a plan entry, an API route):
-/// 1 to `MAX_ID_BYTES` bytes, without whitespace or control characters. The one place the
+/// 1 to `MAX_ID_BYTES` bytes, none of them a control character or one that moves or hides
+/// text (a line break, a direction mark), nor a space at either end. A store may hold
+/// any text as an id, and every id a composed command can carry on one line must be one
+/// an argument can name, so inner spaces are allowed (DESIGN §5). The one place the
 /// id rule is written; every edge parses into this type, so a bad id is refused with the
 /// same words wherever it was typed. A command that expands prefixes takes a prefix under
 /// the same rule.
@@ -500,8 +503,10 @@ pub enum BadId {
     Empty,
     #[error("an id is at most {MAX_ID_BYTES} bytes; this one is {0}")]
     TooLong(usize),
-    #[error("an id holds no spaces or control characters")]
+    #[error("an id holds no control characters, line breaks or direction marks")]
     Unprintable,
+    #[error("an id neither starts nor ends with a space")]
+    Padded,
 }
 
 impl NotificationId {
@@ -512,8 +517,11 @@ impl NotificationId {
         if text.len() > MAX_ID_BYTES {
             return Err(BadId::TooLong(text.len()));
         }
-        if text.chars().any(|c| c.is_control() || c.is_whitespace()) {
+        if text.chars().any(command::unprintable) {
             return Err(BadId::Unprintable);
+        }
+        if text.trim() != text {
+            return Err(BadId::Padded);
         }
         Ok(Self(text.to_string()))
     }

@@ -2,6 +2,7 @@
 //! their own transaction on a verdict computed there, so no caller (CLI, API, plan,
 //! interactive walk) can skip it or feed it a verdict of its own.
 
+use crate::model::command::pasted;
 use crate::model::{Channel, ChannelSet};
 use crate::triage::{Branch, ChannelState, Verdict};
 use serde::{Deserialize, Serialize};
@@ -263,7 +264,8 @@ impl Refusal {
                 format!("name only its channels: --channels {}", has.joined(","))
             }
             Refusal::ReplayDelivered { id } => format!(
-                "resolve it with `unsctl dlq resolve {id} --confirm`, or pass --force --reason"
+                "resolve it with {}, or pass --force --reason",
+                pasted(&["dlq", "resolve"], id, &["--confirm"])
             ),
             Refusal::ReplayDeliveredChannels { .. } => {
                 "leave it out of --channels, or pass --force --reason".into()
@@ -274,7 +276,8 @@ impl Refusal {
                     Action::Resolve => "--verified-delivered",
                 };
                 format!(
-                    "check out of band first (`unsctl inspect {id}` says what to look for), then pass {flag}, or --force --reason"
+                    "check out of band first ({} says what to look for), then pass {flag}, or --force --reason",
+                    pasted(&["inspect"], id, &[])
                 )
             }
             Refusal::ResolveUnsent {
@@ -283,15 +286,35 @@ impl Refusal {
                 permanent,
                 ..
             } if !permanent.is_empty() && permanent == unsent => format!(
-                "fix the cause, then replay it (`unsctl replay {id} --channels {} --reason 'what was fixed' --confirm`); or give it up on purpose: `unsctl dlq resolve {id} --force --reason 'why it is given up' --confirm`",
-                unsent.joined(",")
+                "fix the cause, then replay it ({}); or give it up on purpose: {}",
+                pasted(
+                    &["replay"],
+                    id,
+                    &[
+                        "--channels",
+                        &unsent.joined(","),
+                        "--reason",
+                        "'what was fixed'",
+                        "--confirm"
+                    ]
+                ),
+                pasted(
+                    &["dlq", "resolve"],
+                    id,
+                    &["--force", "--reason", "'why it is given up'", "--confirm"]
+                )
             ),
             Refusal::ResolveUnsent { id, unsent, .. } => format!(
-                "replay it instead (`unsctl replay {id} --channels {} --confirm`), or pass --force --reason to drop it on purpose",
-                unsent.joined(",")
+                "replay it instead ({}), or pass --force --reason to drop it on purpose",
+                pasted(
+                    &["replay"],
+                    id,
+                    &["--channels", &unsent.joined(","), "--confirm"]
+                )
             ),
             Refusal::ResolveAttestedUndelivered { id } => format!(
-                "replay it instead: `unsctl replay {id} --verified-not-delivered --confirm`"
+                "replay it instead: {}",
+                pasted(&["replay"], id, &["--verified-not-delivered", "--confirm"])
             ),
             Refusal::ReplayAttestedDelivered { channels, .. } => format!(
                 "leave {} out of --channels (with --verified-delivered only FAILED and NOT_ATTEMPTED channels are replayed)",
@@ -301,8 +324,18 @@ impl Refusal {
                 "name channels with --channels (delivered ones need --force --reason)".into()
             }
             Refusal::PermanentWithoutReason { id, channels, .. } => format!(
-                "fix the cause first, then `unsctl replay {id} --channels {} --reason 'what was fixed' --confirm`",
-                channels.joined(",")
+                "fix the cause first, then {}",
+                pasted(
+                    &["replay"],
+                    id,
+                    &[
+                        "--channels",
+                        &channels.joined(","),
+                        "--reason",
+                        "'what was fixed'",
+                        "--confirm"
+                    ]
+                )
             ),
             Refusal::UnreadableChannels { .. } => {
                 "repair the row, or resolve it with --force --reason".into()

@@ -34,7 +34,8 @@ impl fmt::Display for NotInDlq {
         let Self { id, status } = self;
         write!(
             f,
-            "{id} is not in the DLQ (status {status}); `unsctl inspect {id}` shows its history"
+            "{id} is not in the DLQ (status {status}); {} shows its history",
+            crate::model::command::pasted(&["inspect"], id, &[])
         )
     }
 }

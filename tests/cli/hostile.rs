@@ -719,3 +719,137 @@ fn plans_past_their_limits_are_refused_before_anything_is_done() {
         "the plan with a long id wrote to the store"
     );
 }
+
+/// The ids of `hostile-ids.sql`, each beside the file its text would create if a shell
+/// ran it.
+const HOSTILE_IDS: &[(&str, &str)] = &[
+    ("n-1;touch pwned-semicolon", "pwned-semicolon"),
+    ("$(touch pwned-dollar)", "pwned-dollar"),
+    ("`touch pwned-backquote`'\"", "pwned-backquote"),
+    ("-n \"it's\" >pwned-dash", "pwned-dash"),
+    ("n-5\ntouch pwned-newline", "pwned-newline"),
+];
+
+/// Every command unsctl composed in `text`: from `unsctl ` to the end of its line or a
+/// closing backquote, and not where it stands inside double quotes (provider text).
+fn composed_commands(text: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for line in text.lines() {
+        let mut at = 0;
+        while let Some(start) = line[at..].find("unsctl ").map(|s| s + at) {
+            let quotes = line[..start].matches('"').count() - line[..start].matches("\\\"").count();
+            at = start + "unsctl ".len();
+            if quotes % 2 == 1 || line[..start].ends_with('`') {
+                continue;
+            }
+            let command = &line[start..];
+            let end = command.find("  ").unwrap_or(command.len());
+            found.push(command[..end].trim_end().to_string());
+        }
+    }
+    found
+}
+
+/// Runs `command` through `sh -c` in an empty folder, with a stand-in `unsctl` first on
+/// the PATH that writes down its arguments; what it was given, one argument each.
+fn run_pasted(command: &str) -> Vec<String> {
+    use std::os::unix::fs::PermissionsExt;
+    let scratch = tempfile::tempdir().expect("scratch");
+    let bin = tempfile::tempdir().expect("bin");
+    let argv = bin.path().join("argv");
+    let standin = bin.path().join("unsctl");
+    std::fs::write(
+        &standin,
+        "#!/bin/sh\nfor arg in \"$@\"; do printf '%s\\0' \"$arg\"; done > \"$ARGV_FILE\"\n",
+    )
+    .expect("stand-in");
+    std::fs::set_permissions(&standin, std::fs::Permissions::from_mode(0o755)).expect("mode");
+    let status = support::launch("sh")
+        .arg("-c")
+        .arg(command)
+        .current_dir(scratch.path())
+        .env("PATH", format!("{}:/usr/bin:/bin", bin.path().display()))
+        .env("ARGV_FILE", &argv)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .expect("sh");
+    assert!(status.success(), "`{command}` did not run");
+    let made: Vec<_> = std::fs::read_dir(scratch.path())
+        .expect("scratch")
+        .collect();
+    assert!(made.is_empty(), "`{command}` created {made:?}");
+    let recorded = std::fs::read(&argv).expect("the stand-in ran");
+    recorded
+        .split(|b| *b == 0)
+        .filter(|arg| !arg.is_empty())
+        .map(|arg| String::from_utf8_lossy(arg).into_owned())
+        .collect()
+}
+
+#[test]
+fn every_composed_command_passes_a_hostile_id_as_one_word_and_runs_nothing_else() {
+    let dir = tempfile::tempdir().expect("dir");
+    let db = build(dir.path(), "hostile-ids");
+    let server = support::server(&db);
+    let backends = [
+        vec!["--db".to_string(), db.display().to_string()],
+        vec!["--api".to_string(), format!("http://{}", server.addr)],
+    ];
+    for target in &backends {
+        let mut pasted = 0;
+        let mut texts: Vec<(String, String)> = Vec::new();
+        let triage = unsctl(target, &["dlq", "triage", "-o", "json"]);
+        sane("triage", &triage, 0);
+        let document: Value = serde_json::from_slice(&triage.stdout).expect("json");
+        for entry in document["entries"].as_array().expect("entries") {
+            let step = entry["next_step"].as_str().expect("next_step");
+            let command = step.rsplit_once("then: ").map_or(step, |(_, c)| c);
+            texts.push((entry["id"].as_str().expect("id").into(), command.into()));
+        }
+        for args in [&["dlq", "triage", "-o", "wide"][..], &["dlq", "list"][..]] {
+            let out = unsctl(target, args);
+            sane(&args.join(" "), &out, 0);
+            for command in composed_commands(&String::from_utf8_lossy(&out.stdout)) {
+                texts.push((String::new(), command));
+            }
+        }
+        for (id, _) in HOSTILE_IDS {
+            let out = unsctl(target, &["inspect", "--", id]);
+            // No argument can carry a line break: the entry is named by a prefix instead.
+            sane("inspect", &out, if id.contains('\n') { 2 } else { 0 });
+            for command in composed_commands(&String::from_utf8_lossy(&out.stdout)) {
+                texts.push((id.to_string(), command));
+            }
+        }
+        for (id, command) in &texts {
+            if !command.starts_with("unsctl ") {
+                // Words where no command can be written: never one with a line break.
+                assert!(id.contains('\n'), "{id:?}: no command in {command:?}");
+                assert!(!command.contains("unsctl "), "{command}");
+                continue;
+            }
+            let argv = run_pasted(command);
+            pasted += 1;
+            let named: Vec<&(&str, &str)> = HOSTILE_IDS
+                .iter()
+                .filter(|(hostile, _)| command.contains(&support::shell_quoted(hostile)))
+                .collect();
+            for (hostile, _) in &named {
+                assert!(
+                    argv.iter().any(|arg| arg == hostile),
+                    "`{command}` passed {argv:?}, not {hostile:?} as one argument"
+                );
+            }
+        }
+        assert!(pasted >= 10, "only {pasted} commands were composed");
+        // The id that cannot stand on one line is in no command anywhere.
+        let everything = texts
+            .iter()
+            .map(|(_, c)| c.as_str())
+            .collect::<Vec<_>>()
+            .join("\n");
+        assert!(!everything.contains("touch pwned-newline"), "{everything}");
+    }
+}

@@ -469,3 +469,8 @@ impl RecordingRelay {
         self.heard.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 }
+
+/// `text` as the one shell word unsctl's composed commands write for it.
+pub fn shell_quoted(text: &str) -> String {
+    shlex::try_quote(text).expect("quotable").into_owned()
+}
