@@ -60,6 +60,7 @@ fn describe(behavior: Behavior) -> String {
         Behavior::Reject(code) => format!("reject {code}"),
         Behavior::Hang => "take it and hang".into(),
         Behavior::Hold => "take it and answer when released".into(),
+        Behavior::AcceptOnceCopied => "take it and answer once a copy arrives".into(),
         Behavior::Drop => "drop the connection".into(),
         Behavior::Lose => "read the data, then lose the connection".into(),
     }

@@ -358,7 +358,7 @@ fn after_lost_leases_the_dlq_calls_and_losses_are_reported_the_same_on_both_back
         assert_eq!(level(&checks, "dlq"), "warn", "{checks:#?}");
         assert!(detail(&checks, "dlq").starts_with("1 entry, the oldest there"));
         assert_eq!(level(&checks, "provider calls"), "warn", "{checks:#?}");
-        // The relay answered 1.6 s into a 1 s lease.
+        // The relay answered 1.5 s into a 1 s lease.
         let calls = detail(&checks, "provider calls");
         assert!(
             calls.starts_with("EMAIL p99 1.") && calls.contains("of the 1.0 s lease"),

@@ -17,9 +17,14 @@ use unsctl::runtime::adapters::{Adapter, DeliveryRequest};
 use unsctl::runtime::engine::{self, Backoff, ClaimOutcome, Decision, Ended, NewNotification};
 use unsctl::runtime::schema::{self, OpenMode};
 
+/// The lease of the attempt whose reply is held: the proxy holds it past this, so the
+/// call outlives the lease, as in the incident, however fast the machine is.
 const LEASE: f64 = 1.0;
-/// Longer than the lease: the held call outlives it, as in the incident.
-const MIN_IO: Duration = Duration::from_millis(1500);
+/// The lease of the attempt that must succeed: far longer than a relay slowed by a
+/// loaded machine takes.
+const LONG_LEASE: f64 = 60.0;
+/// No socket step gives up before this: only the injected fault ends a call early.
+const MIN_IO: Duration = Duration::from_secs(30);
 const BACKOFF: Backoff = Backoff {
     base_seconds: 0.0,
     max_seconds: 0.0,
@@ -29,15 +34,16 @@ fn now() -> f64 {
     SystemClock.now()
 }
 
-/// One claim and one call through `adapter`, recorded as the worker records it.
-fn attempt(conn: &rusqlite::Connection, adapter: &EmailAdapter) -> (String, Ended) {
+/// One claim with a lease of `seconds` and one call through `adapter`, recorded as the
+/// worker records it.
+fn attempt(conn: &rusqlite::Connection, adapter: &EmailAdapter, seconds: f64) -> (String, Ended) {
     let ClaimOutcome::Claimed(lease) =
-        engine::claim(conn, now(), "reconcile-test", LEASE).expect("claim")
+        engine::claim(conn, now(), "reconcile-test", seconds).expect("claim")
     else {
         panic!("nothing due");
     };
     engine::start_channel(conn, now(), &lease, Channel::Email, &adapter.started()).expect("start");
-    let request = DeliveryRequest::for_lease(&lease, Channel::Email, LEASE, MIN_IO);
+    let request = DeliveryRequest::for_lease(&lease, Channel::Email, seconds, MIN_IO);
     let result = adapter.deliver(&request, &|| true);
     engine::record_result(conn, now(), &lease, Channel::Email, &result).expect("result");
     let settled = engine::settle(
@@ -94,12 +100,12 @@ fn a_reclaim_after_a_held_reply_is_two_copies_by_the_relays_log_as_the_sink_rece
     .id;
     // 1. The relay queues the message; its reply is held past the lease: UNKNOWN, and
     //    the late settlement finds the lease gone.
-    let (outcome, settled) = attempt(&conn, &adapter);
+    let (outcome, settled) = attempt(&conn, &adapter, LEASE);
     assert_eq!(outcome, "UNKNOWN");
     assert!(matches!(settled, Ended::LeaseLost), "{settled:?}");
     // 2. The reclaim sends it again, and the relay answers this time.
     proxy.set(Fault::None);
-    let (outcome, settled) = attempt(&conn, &adapter);
+    let (outcome, settled) = attempt(&conn, &adapter, LONG_LEASE);
     assert_eq!(outcome, "ACCEPTED");
     assert!(
         matches!(settled, Ended::Decided(Decision::Delivered)),

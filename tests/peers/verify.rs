@@ -21,19 +21,31 @@ use unsctl::runtime::adapters::{Adapter, DeliveryRequest};
 use unsctl::runtime::engine::{self, Backoff, ClaimOutcome, DeliveryResult, NewNotification};
 use unsctl::runtime::schema::{self, OpenMode};
 
+/// The lease of an attempt a fault makes outlive it (the proxy holds or cuts, the fake
+/// hangs or loses the message): short, so its window closes soon.
 const LEASE: f64 = 1.0;
-const MIN_IO: Duration = Duration::from_millis(300);
+/// The lease of an attempt that must succeed: far longer than a relay slowed by a
+/// loaded machine takes, so it is never lost by luck.
+const LONG_LEASE: f64 = 60.0;
+/// No socket step gives up before this, so only a fault the test injects makes a call
+/// UNKNOWN or REJECTED; a peer that never answers is waited for this long.
+const MIN_IO: Duration = Duration::from_secs(5);
 const BACKOFF: Backoff = Backoff {
     base_seconds: 0.0,
     max_seconds: 0.0,
 };
 
-/// When the last lease the store's claims took runs out: every attempt's window has
-/// closed once the clock is past it.
+/// When the last lease of an attempt in doubt runs out: every window verify may be asked
+/// about has closed once the clock is past it. An attempt whose result was a success
+/// (under a long lease) is never asked about.
 fn leases_end(db: &Path) -> f64 {
     let conn = rusqlite::Connection::open(db).expect("store");
     conn.query_row(
-        "SELECT MAX(json_extract(payload, '$.lease_until')) FROM uns_events WHERE kind = 'ATTEMPT_STARTED'",
+        "SELECT MAX(json_extract(s.payload, '$.lease_until')) FROM uns_events s
+         WHERE s.kind = 'ATTEMPT_STARTED' AND NOT EXISTS (
+             SELECT 1 FROM uns_events r
+             WHERE r.kind = 'CHANNEL_ATTEMPT_RESULT' AND json_extract(r.payload, '$.success')
+               AND json_extract(r.payload, '$.lease_token') = json_extract(s.payload, '$.lease_token'))",
         [],
         |row| row.get::<_, Option<f64>>(0),
     )
@@ -52,17 +64,18 @@ fn adapter(relay: SocketAddr, starttls: StartTls, ca: Option<&Path>) -> EmailAda
     EmailAdapter::new(config)
 }
 
-/// Claims the due row and makes one attempt through `adapter`, recorded as the worker
-/// records it; a lost lease is recovered, so a budget of one ends in the DLQ.
-fn deliver_due(db: &Path, adapter: &EmailAdapter) -> DeliveryResult {
+/// Claims the due row with a lease of `seconds` and makes one attempt through `adapter`,
+/// recorded as the worker records it; a lost lease is recovered, so a budget of one ends
+/// in the DLQ.
+fn deliver_due(db: &Path, adapter: &EmailAdapter, seconds: f64) -> DeliveryResult {
     let conn = schema::open(db, OpenMode::Create).expect("store");
     let ClaimOutcome::Claimed(lease) =
-        engine::claim(&conn, now(), "verify-test", LEASE).expect("claim")
+        engine::claim(&conn, now(), "verify-test", seconds).expect("claim")
     else {
         panic!("nothing due");
     };
     engine::start_channel(&conn, now(), &lease, Channel::Email, &adapter.started()).expect("start");
-    let request = DeliveryRequest::for_lease(&lease, Channel::Email, LEASE, MIN_IO);
+    let request = DeliveryRequest::for_lease(&lease, Channel::Email, seconds, MIN_IO);
     let result = adapter.deliver(&request, &|| true);
     engine::record_result(&conn, now(), &lease, Channel::Email, &result).expect("result");
     let _ = engine::settle(
@@ -83,7 +96,7 @@ fn deliver_due(db: &Path, adapter: &EmailAdapter) -> DeliveryResult {
         // The lease ran out mid-call: the next claim finds the budget gone.
         let later = lease.lease_until + 0.01;
         let outcome =
-            engine::claim(&conn, later.max(now()), "verify-test-2", LEASE).expect("reclaim");
+            engine::claim(&conn, later.max(now()), "verify-test-2", seconds).expect("reclaim");
         assert!(
             matches!(outcome, ClaimOutcome::RecoveryExhausted { .. }),
             "{outcome:?}"
@@ -231,16 +244,16 @@ fn the_relays_own_log_settles_what_the_adapter_could_not_tell() {
 
     // 1. The relay queues the message; its reply to the final dot is held past the lease.
     let held = submit(&db, "held@example.test");
-    let result = deliver_due(&db, &via_proxy);
+    let result = deliver_due(&db, &via_proxy, LEASE);
     assert_eq!(result.outcome.as_str(), "UNKNOWN", "{result:?}");
     // 2. The connection is cut before the final dot: nothing is queued.
     proxy.set(Fault::CutBeforeDot);
     let cut = submit(&db, "cut@example.test");
-    let result = deliver_due(&db, &via_proxy);
+    let result = deliver_due(&db, &via_proxy, LEASE);
     assert_eq!(result.outcome.as_str(), "UNKNOWN", "{result:?}");
     // 3. The same fault, but the log that held it is rotated away before anyone looks.
     let lost = submit(&db, "lost@example.test");
-    let result = deliver_due(&db, &via_proxy);
+    let result = deliver_due(&db, &via_proxy, LEASE);
     assert_eq!(result.outcome.as_str(), "UNKNOWN", "{result:?}");
     // Wait for the relay to log all of the session, so the rotation keeps none of it.
     // Postfix's cleanup logs the Message-ID after smtpd logged the session's end.
@@ -316,7 +329,7 @@ fn the_relays_own_log_settles_what_the_adapter_could_not_tell() {
     let applied = apply(&db, work.path());
     assert!(applied["results"].is_array(), "{applied:#}");
     proxy.set(Fault::None);
-    let replayed = deliver_due(&db, &via_proxy);
+    let replayed = deliver_due(&db, &via_proxy, LONG_LEASE);
     assert_eq!(replayed.outcome.as_str(), "ACCEPTED", "{replayed:?}");
     assert_eq!(branch(&db, &held), "(not in the DLQ)");
     assert_eq!(branch(&db, &lost), "VERIFY");
@@ -367,7 +380,7 @@ fn the_rules_of_evidence_hold_against_a_real_relay() {
     relay.mark_then_next_second();
     let unknown = |recipient: &str, subject: &str| {
         let id = submit_with(&db, recipient, subject);
-        let result = deliver_due(&db, &via_proxy);
+        let result = deliver_due(&db, &via_proxy, LEASE);
         assert_eq!(
             result.outcome.as_str(),
             "UNKNOWN",
@@ -578,7 +591,7 @@ fn a_rewritten_sender_or_another_relays_log_never_proves_absence() {
     rewriting.send_marker();
     other.send_marker();
     let id = submit_with(&db, "rewritten@example.test", "hello");
-    let result = deliver_due(&db, &via_proxy);
+    let result = deliver_due(&db, &via_proxy, LEASE);
     assert_eq!(result.outcome.as_str(), "UNKNOWN", "{result:?}");
     assert_eq!(
         result.metadata["smtp_greeting"], "relay.test",
@@ -704,10 +717,14 @@ fn the_fake_relay_logs_sessions_as_postfix_does() {
     let proxy = Proxy::start(relay.addr, Fault::CutBeforeDot);
     relay.send_marker();
     submit(&real_db, "sent@example.test");
-    let result = deliver_due(&real_db, &adapter(relay.addr, StartTls::Never, None));
+    let result = deliver_due(
+        &real_db,
+        &adapter(relay.addr, StartTls::Never, None),
+        LONG_LEASE,
+    );
     assert_eq!(result.outcome.as_str(), "ACCEPTED", "{result:?}");
     let real_lost = submit(&real_db, "lost@example.test");
-    let result = deliver_due(&real_db, &adapter(proxy.addr, StartTls::Never, None));
+    let result = deliver_due(&real_db, &adapter(proxy.addr, StartTls::Never, None), LEASE);
     assert_eq!(result.outcome.as_str(), "UNKNOWN", "{result:?}");
     relay.wait_for_log(&format!("message-id={}", message_id(&real_lost, 1, 1)));
     relay.log_past(now() + LEASE);
@@ -716,10 +733,14 @@ fn the_fake_relay_logs_sessions_as_postfix_does() {
     let fakes = Fakes::start().expect("fakes");
     fakes.control.script("lost@example.test", &[Behavior::Lose]);
     submit(&fake_db, "sent@example.test");
-    let result = deliver_due(&fake_db, &adapter(fakes.smtp, StartTls::Never, None));
+    let result = deliver_due(
+        &fake_db,
+        &adapter(fakes.smtp, StartTls::Never, None),
+        LONG_LEASE,
+    );
     assert_eq!(result.outcome.as_str(), "ACCEPTED", "{result:?}");
     let fake_lost = submit(&fake_db, "lost@example.test");
-    let result = deliver_due(&fake_db, &adapter(fakes.smtp, StartTls::Never, None));
+    let result = deliver_due(&fake_db, &adapter(fakes.smtp, StartTls::Never, None), LEASE);
     assert_eq!(result.outcome.as_str(), "UNKNOWN", "{result:?}");
     support::wait_past(
         "the fake's attempts' windows to close",
@@ -793,7 +814,7 @@ fn starttls_against_the_real_relay_trusts_only_the_given_ca() {
     ];
     for (recipient, mode, trusted, expected) in cases {
         let id = submit(&db, recipient);
-        let result = deliver_due(&db, &adapter(relay.addr, mode, Some(trusted)));
+        let result = deliver_due(&db, &adapter(relay.addr, mode, Some(trusted)), LONG_LEASE);
         assert_eq!(result.outcome.as_str(), expected, "{recipient}: {result:?}");
         if expected == "REJECTED" {
             assert_eq!(result.metadata["stage"], "starttls", "{result:?}");
@@ -1164,7 +1185,7 @@ fn over_the_api_the_client_reads_the_records_and_the_server_checks_what_it_recor
     let db = work.path().join("uns.db");
     fakes.control.script("hung@example.test", &[Behavior::Hang]);
     let id = submit(&db, "hung@example.test");
-    let result = deliver_due(&db, &adapter(fakes.smtp, StartTls::Never, None));
+    let result = deliver_due(&db, &adapter(fakes.smtp, StartTls::Never, None), LEASE);
     assert_eq!(result.outcome.as_str(), "UNKNOWN");
     fakes.control.mark_log();
     // The server is given no source at all.
@@ -1274,7 +1295,7 @@ fn the_recording_route_checks_each_answer_against_the_history() {
     let db = work.path().join("uns.db");
     fakes.control.script("hung@example.test", &[Behavior::Hang]);
     let id = submit(&db, "hung@example.test");
-    let _ = deliver_due(&db, &adapter(fakes.smtp, StartTls::Never, None));
+    let _ = deliver_due(&db, &adapter(fakes.smtp, StartTls::Never, None), LEASE);
     let server = unsctl::server::start(unsctl::server::ServerConfig::api_only(
         db.clone(),
         Some(unsctl::server::Keys::single(support::KEY).expect("key")),

@@ -214,7 +214,9 @@ impl Drop for Relay {
 pub enum Fault {
     /// Passes everything.
     None,
-    /// Passes the message and its final dot, then never passes the relay's reply.
+    /// Passes the message and its final dot, holds the relay's reply for [`HELD_FOR`],
+    /// then cuts the client's connection without it: an attempt whose reply never came,
+    /// ended by the fault itself rather than by a timeout the machine's speed decides.
     HoldReplyToDot,
     /// Passes the message but not its final dot, then cuts both connections.
     CutBeforeDot,
@@ -228,6 +230,10 @@ pub struct Proxy {
 }
 
 const END_OF_DATA: &[u8] = b"\r\n.\r\n";
+
+/// How long [`Fault::HoldReplyToDot`] holds a reply: past the 1 s leases the tests claim
+/// with, whatever the machine's speed, since the lease started before the message did.
+pub const HELD_FOR: Duration = Duration::from_millis(1500);
 
 impl Proxy {
     pub fn start(upstream: SocketAddr, fault: Fault) -> Self {
@@ -255,6 +261,13 @@ impl Proxy {
     pub fn set(&self, fault: Fault) {
         *self.fault.lock().unwrap_or_else(|p| p.into_inner()) = fault;
     }
+}
+
+/// The proxy's one timing: a pause, then both connections cut.
+fn cut_after(pause: Duration, server: &TcpStream, client: &TcpStream) {
+    std::thread::sleep(pause);
+    let _ = server.shutdown(Shutdown::Both);
+    let _ = client.shutdown(Shutdown::Both);
 }
 
 impl Drop for Proxy {
@@ -307,9 +320,14 @@ fn conversation(client: TcpStream, server: TcpStream, fault: Fault) {
                 // Up to the last line's CRLF, not the dot: then both connections go.
                 let upto = (at + 2).saturating_sub(tail.len());
                 let _ = to_server.write_all(&chunk[..upto.min(chunk.len())]);
-                std::thread::sleep(Duration::from_millis(200));
-                let _ = to_server.shutdown(Shutdown::Both);
-                let _ = from_client.shutdown(Shutdown::Both);
+                cut_after(Duration::from_millis(200), &to_server, &from_client);
+                break;
+            }
+            (Fault::HoldReplyToDot, Some(_)) => {
+                dot_sent.store(true, Ordering::SeqCst);
+                let _ = to_server.write_all(chunk);
+                // The relay has the message; its answer never reaches the client.
+                cut_after(HELD_FOR, &to_server, &from_client);
                 break;
             }
             (_, Some(_)) => {

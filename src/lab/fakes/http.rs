@@ -90,6 +90,12 @@ async fn connection(stream: TcpStream, control: Arc<Control>) -> std::io::Result
                 control.held().await;
                 respond(&mut write, status_ok, &success).await?;
             }
+            Behavior::AcceptOnceCopied => {
+                let key = accepted.key.clone();
+                control.record(accepted);
+                control.copied(&key).await;
+                respond(&mut write, status_ok, &success).await?;
+            }
             Behavior::Reject(code) => {
                 respond(&mut write, code, "{\"error\":\"rejected by fake\"}").await?;
             }

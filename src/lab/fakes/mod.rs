@@ -25,6 +25,10 @@ pub enum Behavior {
     /// Take the message (it is in the ledger) and answer that it was accepted only once
     /// the driver calls [`Control::release`]: a provider slower than any lease, on cue.
     Hold,
+    /// Take the message and answer that it was accepted only once another message with
+    /// the same key has been taken: the first send of a lost lease, answered after the
+    /// reclaim's copy went out, however fast or slow the machine is.
+    AcceptOnceCopied,
     /// Close the connection without taking the message (SMTP: on DATA).
     Drop,
     /// SMTP: read the message data, then close before any reply and queue nothing, as a
@@ -73,6 +77,8 @@ pub struct Control {
     in_flight: std::sync::atomic::AtomicUsize,
     peak: std::sync::atomic::AtomicUsize,
     released: tokio::sync::watch::Sender<bool>,
+    /// How many messages the ledger holds, for those waiting on a copy.
+    taken: tokio::sync::watch::Sender<usize>,
     maillog: Option<maillog::MailLog>,
     /// Whether the provider lookups list every record twice, as offset paging does when
     /// records arrive between pages.
@@ -94,6 +100,7 @@ impl Default for Control {
             peak: Default::default(),
             resolutions: Mutex::default(),
             released: tokio::sync::watch::Sender::new(false),
+            taken: tokio::sync::watch::Sender::new(0),
             maillog: None,
             repeated_listings: Default::default(),
         }
@@ -199,10 +206,25 @@ impl Control {
     }
 
     fn record(&self, accepted: Accepted) {
-        self.ledger
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push(accepted);
+        let mut ledger = self.ledger.lock().unwrap_or_else(|p| p.into_inner());
+        ledger.push(accepted);
+        self.taken.send_replace(ledger.len());
+    }
+
+    /// Waits until the ledger holds two messages taken under `key`.
+    async fn copied(&self, key: &str) {
+        let mut taken = self.taken.subscribe();
+        let _ = taken
+            .wait_for(|_| {
+                self.ledger
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .iter()
+                    .filter(|a| a.key.eq_ignore_ascii_case(key))
+                    .count()
+                    >= 2
+            })
+            .await;
     }
 
     /// Lets every held message (and any held later) be answered.

@@ -331,6 +331,13 @@ where
             control.held().await;
             write.write_all(QUEUED).await?;
         }
+        Behavior::AcceptOnceCopied => {
+            let key = accepted.key.clone();
+            control.record(accepted);
+            queued();
+            control.copied(&key).await;
+            write.write_all(QUEUED).await?;
+        }
         Behavior::Reject(code) => {
             log_reject(control, &queue_id, mail, code);
             let reply = format!("{code} {}.0.0 Error: message refused\r\n", code / 100);
