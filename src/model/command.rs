@@ -236,24 +236,6 @@ impl fmt::Display for Step {
     }
 }
 
-impl PartialEq<str> for Step {
-    fn eq(&self, other: &str) -> bool {
-        self.to_string() == other
-    }
-}
-
-impl PartialEq<&str> for Step {
-    fn eq(&self, other: &&str) -> bool {
-        self.to_string() == *other
-    }
-}
-
-impl PartialEq<String> for Step {
-    fn eq(&self, other: &String) -> bool {
-        self.to_string() == *other
-    }
-}
-
 impl serde::Serialize for Step {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         serializer.collect_str(self)

@@ -287,17 +287,7 @@ impl Refusal {
                 ..
             } if !permanent.is_empty() && permanent == unsent => format!(
                 "fix the cause, then replay it ({}); or give it up on purpose: {}",
-                pasted(
-                    &["replay"],
-                    id,
-                    &[
-                        "--channels",
-                        &unsent.joined(","),
-                        "--reason",
-                        "'what was fixed'",
-                        "--confirm"
-                    ]
-                ),
+                replay_when_fixed(id, unsent),
                 pasted(
                     &["dlq", "resolve"],
                     id,
@@ -325,17 +315,7 @@ impl Refusal {
             }
             Refusal::PermanentWithoutReason { id, channels, .. } => format!(
                 "fix the cause first, then {}",
-                pasted(
-                    &["replay"],
-                    id,
-                    &[
-                        "--channels",
-                        &channels.joined(","),
-                        "--reason",
-                        "'what was fixed'",
-                        "--confirm"
-                    ]
-                )
+                replay_when_fixed(id, channels)
             ),
             Refusal::UnreadableChannels { .. } => {
                 "repair the row, or resolve it with --force --reason".into()
@@ -599,4 +579,19 @@ fn is_delivered(verdict: &Verdict, channel: Channel) -> bool {
     verdict
         .channel(channel)
         .is_some_and(|c| c.state == ChannelState::Delivered)
+}
+
+/// The replay of `channels` once their cause is fixed, saying what was, ready to paste.
+fn replay_when_fixed(id: &str, channels: &ChannelSet) -> String {
+    pasted(
+        &["replay"],
+        id,
+        &[
+            "--channels",
+            &channels.joined(","),
+            "--reason",
+            "'what was fixed'",
+            "--confirm",
+        ],
+    )
 }

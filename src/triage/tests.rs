@@ -540,7 +540,10 @@ fn evidence_names_the_events_that_prove_each_state() {
     let late = verdict_of("late success after LEASE_LOST");
     assert_eq!(late.channels[0].evidence, [1, 2]);
     assert_eq!(late.channels[0].message_ids, ["<n-1.1.1@uns.local>"]);
-    assert_eq!(late.next_step, "unsctl dlq resolve n-1 --confirm");
+    assert_eq!(
+        late.next_step.to_string(),
+        "unsctl dlq resolve n-1 --confirm"
+    );
 
     let old_lease =
         verdict_of("the late result of an old lease arrives after the replacement's rejection");
@@ -548,7 +551,7 @@ fn evidence_names_the_events_that_prove_each_state() {
 
     let unknown = verdict_of("start with no result");
     assert_eq!(unknown.channels[0].evidence, [1]);
-    assert_eq!(unknown.next_step, "unsctl verify n-1");
+    assert_eq!(unknown.next_step.to_string(), "unsctl verify n-1");
 }
 
 #[test]
@@ -556,7 +559,7 @@ fn replay_covers_only_the_channels_not_delivered() {
     let mixed = verdict_of("two channels, one delivered and one rejected");
     assert_eq!(mixed.undelivered().joined(","), "SLACK");
     assert_eq!(
-        mixed.next_step,
+        mixed.next_step.to_string(),
         "unsctl replay n-1 --channels SLACK --confirm"
     );
     let verify = verdict_of("two channels, one delivered and one unknown");
@@ -702,7 +705,7 @@ fn a_verify_entry_only_suggests_commands_that_can_succeed() {
         assert!(!command.contains("--channels --"), "{command}");
     }
     // No provider holds the doubt: the store does, so nothing but `inspect` is offered.
-    assert_eq!(verdict.next_step, "unsctl inspect n-1");
+    assert_eq!(verdict.next_step.to_string(), "unsctl inspect n-1");
     assert!(after_verification(&verdict).is_empty());
 }
 
@@ -794,7 +797,10 @@ fn a_row_that_cannot_be_read_is_verify_with_the_column_named() {
     );
     // No provider can answer for a column, and the guardrails refuse every unforced
     // action on it: the next step shows the row, and nothing else is suggested.
-    assert_eq!(verdict.next_step, format!("unsctl inspect {}", verdict.id));
+    assert_eq!(
+        verdict.next_step.to_string(),
+        format!("unsctl inspect {}", verdict.id)
+    );
     assert!(after_verification(&verdict).is_empty());
 
     let unknown = row(&["EMAIL", "SMS"], 1);

@@ -75,25 +75,15 @@ async fn connection(stream: TcpStream, control: Arc<Control>) -> std::io::Result
         let (status_ok, success) = accepted_reply(channel, &body, &key);
         // A script for "id:CHANNEL" wins over one for the whole notification.
         let per_channel = format!("{key}:{channel}");
-        match control.next_of(&[&per_channel, &key]) {
-            Behavior::Accept => {
-                control.record(accepted);
-                respond(&mut write, status_ok, &success).await?;
-            }
-            Behavior::DelayAccept(delay) => {
-                control.record(accepted);
-                tokio::time::sleep(delay).await;
-                respond(&mut write, status_ok, &success).await?;
-            }
-            Behavior::Hold => {
-                control.record(accepted);
-                control.held().await;
-                respond(&mut write, status_ok, &success).await?;
-            }
-            Behavior::AcceptOnceCopied => {
+        let behavior = control.next_of(&[&per_channel, &key]);
+        match behavior {
+            Behavior::Accept
+            | Behavior::DelayAccept(_)
+            | Behavior::Hold
+            | Behavior::AcceptOnceCopied => {
                 let key = accepted.key.clone();
                 control.record(accepted);
-                control.copied(&key).await;
+                control.before_answering(behavior, &key).await;
                 respond(&mut write, status_ok, &success).await?;
             }
             Behavior::Reject(code) => {

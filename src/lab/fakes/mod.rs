@@ -211,6 +211,17 @@ impl Control {
         self.taken.send_replace(ledger.len());
     }
 
+    /// Waits as `behavior` says before a message taken under `key` is answered as
+    /// accepted: not at all, a while, until released, or until a copy arrives.
+    async fn before_answering(&self, behavior: Behavior, key: &str) {
+        match behavior {
+            Behavior::DelayAccept(delay) => tokio::time::sleep(delay).await,
+            Behavior::Hold => self.held().await,
+            Behavior::AcceptOnceCopied => self.copied(key).await,
+            _ => {}
+        }
+    }
+
     /// Waits until the ledger holds two messages taken under `key`.
     async fn copied(&self, key: &str) {
         let mut taken = self.taken.subscribe();

@@ -314,28 +314,14 @@ where
     let accepted = accepted(key, message_id, &message);
     const QUEUED: &[u8] = b"250 2.0.0 Ok: queued\r\n";
     match behavior {
-        Behavior::Accept => {
-            control.record(accepted);
-            queued();
-            write.write_all(QUEUED).await?;
-        }
-        Behavior::DelayAccept(delay) => {
-            control.record(accepted);
-            queued();
-            tokio::time::sleep(delay).await;
-            write.write_all(QUEUED).await?;
-        }
-        Behavior::Hold => {
-            control.record(accepted);
-            queued();
-            control.held().await;
-            write.write_all(QUEUED).await?;
-        }
-        Behavior::AcceptOnceCopied => {
+        Behavior::Accept
+        | Behavior::DelayAccept(_)
+        | Behavior::Hold
+        | Behavior::AcceptOnceCopied => {
             let key = accepted.key.clone();
             control.record(accepted);
             queued();
-            control.copied(&key).await;
+            control.before_answering(behavior, &key).await;
             write.write_all(QUEUED).await?;
         }
         Behavior::Reject(code) => {
