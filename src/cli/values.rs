@@ -218,6 +218,10 @@ mod tests {
         assert!(parse_id("").is_err());
         assert!(parse_id(&"n".repeat(257)).is_err());
         assert!(parse_id("n-1\x1b[2J").is_err());
-        assert!(parse_id("n 1").is_err());
+        assert!(parse_id("n-1\nrm").is_err());
+        assert!(parse_id("n-1\u{202e}").is_err());
+        assert!(parse_id(" n-1").is_err());
+        // A store may hold any text as an id: one with inner spaces can be named.
+        assert!(parse_id("n 1").is_ok());
     }
 }
