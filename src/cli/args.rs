@@ -236,6 +236,10 @@ pub struct SourceArgs {
     /// proof
     #[arg(long, env = "UNS_SLACK_BOT_ID", value_name = "ID")]
     pub slack_bot_id: Option<String>,
+    /// How long one lookup at PagerDuty or Slack may take, all its pages and retries
+    /// together; what is not read by then is CANNOT_TELL
+    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = values::parse_span)]
+    pub provider_timeout: f64,
 }
 
 /// The relay logs UNS_RELAY_LOG names, comma-separated.
@@ -261,6 +265,11 @@ fn env_value(name: &str) -> Option<String> {
 }
 
 impl SourceArgs {
+    /// `--provider-timeout` as a duration.
+    fn lookup_timeout(&self) -> std::time::Duration {
+        std::time::Duration::from_secs_f64(self.provider_timeout.max(0.0))
+    }
+
     /// The sources to read on this machine: the logs named, or else UNS_RELAY_LOG's.
     pub fn sources(&self) -> Sources {
         let relay_logs = if self.relay_logs.is_empty() {
@@ -279,6 +288,7 @@ impl SourceArgs {
             pagerduty: env_value("UNS_PAGERDUTY_API_TOKEN").map(|token| verify::pagerduty::Api {
                 api_url: self.pagerduty_api_url.clone(),
                 token,
+                timeout: self.lookup_timeout(),
             }),
             slack: match (env_value("UNS_SLACK_BOT_TOKEN"), &self.slack_channel) {
                 (Some(token), Some(channel)) => Some(verify::slack::Api {
@@ -286,6 +296,7 @@ impl SourceArgs {
                     token,
                     channel: channel.clone(),
                     bot_id: self.slack_bot_id.clone(),
+                    timeout: self.lookup_timeout(),
                 }),
                 _ => None,
             },

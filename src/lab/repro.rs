@@ -187,12 +187,14 @@ pub fn fake_sources(fakes: &Fakes, skew: f64) -> crate::verify::Sources {
         pagerduty: Some(crate::verify::pagerduty::Api {
             api_url: fakes.pagerduty_api_url(),
             token: PAGERDUTY_TOKEN.into(),
+            timeout: crate::verify::http::DEFAULT_TIMEOUT,
         }),
         slack: Some(crate::verify::slack::Api {
             api_url: fakes.slack_api_url(),
             token: SLACK_TOKEN.into(),
             channel: SLACK_CHANNEL.into(),
             bot_id: Some(SLACK_BOT_ID.into()),
+            timeout: crate::verify::http::DEFAULT_TIMEOUT,
         }),
         skew,
     }

@@ -196,6 +196,7 @@ fn with_incidents(incidents: Result<Vec<pagerduty::Incident>, String>) -> Record
         pagerduty: Some(pagerduty::Api {
             api_url: "http://127.0.0.1:9".into(),
             token: "pd-secret-token".into(),
+            timeout: crate::verify::http::DEFAULT_TIMEOUT,
         }),
         ..sources()
     };
@@ -284,6 +285,7 @@ fn with_slack(tagged: Vec<slack::Tagged>) -> Records {
             token: "xoxb-secret".into(),
             channel: "C0ALERTS".into(),
             bot_id: Some("B0UNS".into()),
+            timeout: crate::verify::http::DEFAULT_TIMEOUT,
         }),
         ..sources()
     };

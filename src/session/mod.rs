@@ -182,6 +182,7 @@ pub fn pagerduty_statements(ids: &[&str]) -> Vec<String> {
             api_url: std::env::var("UNS_PAGERDUTY_API_URL")
                 .unwrap_or_else(|_| "https://api.pagerduty.com".into()),
             token,
+            timeout: crate::verify::http::DEFAULT_TIMEOUT,
         });
     let client = config.as_ref().map(|_| crate::verify::http::client());
     match (&config, client) {

@@ -1,64 +1,117 @@
-//! The HTTP side of the lookups: one blocking client, JSON answers, and the providers'
-//! rate limits honoured a few times before giving up.
+//! The HTTP side of the lookups: one blocking client that never follows a redirect, JSON
+//! answers read within one deadline per lookup (every page, every retry, every byte of a
+//! body that trickles in), and the providers' rate limits honoured only while the
+//! deadline leaves room for the wait they ask.
 
 use serde::de::DeserializeOwned;
-use std::time::Duration;
+use std::io::Read;
+use std::time::{Duration, Instant};
 
 pub type Client = reqwest::blocking::Client;
 
-/// A client for the lookups. Not to be built inside a tokio runtime.
+/// How long one lookup (all its pages and retries) may take unless the operator says
+/// otherwise (`--provider-timeout`).
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// A client for the lookups. Not to be built inside a tokio runtime. It follows no
+/// redirect: an answer from wherever a provider (or a proxy, or a wrong URL) sends it is
+/// no answer of the provider's, and the token must not go there.
 pub fn client() -> Result<Client, String> {
     crate::runtime::adapters::init_tls();
     reqwest::blocking::Client::builder()
         .connect_timeout(Duration::from_secs(10))
-        .timeout(Duration::from_secs(30))
+        .timeout(DEFAULT_TIMEOUT)
+        .redirect(reqwest::redirect::Policy::none())
         .user_agent(concat!("unsctl-verify/", env!("CARGO_PKG_VERSION")))
         .build()
         .map_err(|err| format!("cannot build an HTTP client: {err}"))
 }
 
+/// When one lookup must be done by, over all its pages and retries.
+#[derive(Debug, Clone, Copy)]
+pub struct Deadline {
+    at: Instant,
+    of: Duration,
+}
+
+impl Deadline {
+    /// `of` from now.
+    pub fn after(of: Duration) -> Self {
+        Self {
+            at: Instant::now() + of,
+            of,
+        }
+    }
+
+    fn left(&self) -> Duration {
+        self.at.saturating_duration_since(Instant::now())
+    }
+
+    fn passed(&self, provider: &str) -> String {
+        format!(
+            "{provider} did not answer in full within the lookup's {} s (--provider-timeout): not every page could be read",
+            self.of.as_secs()
+        )
+    }
+}
+
 /// Tries after a 429 before giving up.
 const RATE_LIMITED_TRIES: u32 = 3;
-/// Longest wait a Retry-After may ask for.
-const LONGEST_WAIT: Duration = Duration::from_secs(30);
 /// The largest answer read: a page of Slack history or PagerDuty incidents is far less.
 const MAX_ANSWER_BYTES: u64 = 32 << 20;
 
-/// Sends `request` and reads a JSON answer; errors name `provider`. A token a provider
-/// echoes back is hidden where answers leave the verifier ([`super::check`]).
+/// Sends `request` and reads a JSON answer into `T`, all within `deadline`; errors name
+/// `provider`. A token a provider echoes back is hidden where answers leave the verifier
+/// ([`super::check`]).
 pub fn json<T: DeserializeOwned>(
     request: reqwest::blocking::RequestBuilder,
     provider: &str,
+    deadline: &Deadline,
 ) -> Result<T, String> {
     let mut tries = 0;
     loop {
+        if deadline.left().is_zero() {
+            return Err(deadline.passed(provider));
+        }
         let attempt = request
             .try_clone()
-            .ok_or_else(|| format!("{provider}: the request cannot be repeated"))?;
-        let response = attempt
-            .send()
-            .map_err(|err| format!("{provider}: {}", chain(&err)))?;
+            .ok_or_else(|| format!("{provider}: the request cannot be repeated"))?
+            .timeout(deadline.left());
+        let response = attempt.send().map_err(|err| {
+            if err.is_timeout() {
+                deadline.passed(provider)
+            } else {
+                format!("{provider}: {}", chain(&err))
+            }
+        })?;
         let status = response.status();
         if status == reqwest::StatusCode::TOO_MANY_REQUESTS && tries + 1 < RATE_LIMITED_TRIES {
             tries += 1;
-            let wait = response
-                .headers()
-                .get("retry-after")
-                .and_then(|v| v.to_str().ok())
-                .and_then(|v| v.trim().parse::<u64>().ok())
-                .map_or(Duration::from_secs(1), Duration::from_secs);
-            std::thread::sleep(wait.min(LONGEST_WAIT));
+            let wait = retry_after(&response).unwrap_or(Duration::from_secs(1));
+            if wait >= deadline.left() {
+                return Err(format!(
+                    "{provider} asked to wait {} s before asking again (Retry-After), more than the {} s left of the lookup's {} s (--provider-timeout): not read",
+                    wait.as_secs(),
+                    deadline.left().as_secs(),
+                    deadline.of.as_secs()
+                ));
+            }
+            std::thread::sleep(wait);
             continue;
         }
-        let mut body = Vec::new();
-        let whole = crate::bounded::read_to_end_at_most(response, MAX_ANSWER_BYTES, &mut body)
-            .map_err(|err| format!("{provider}: reading the answer: {err}"))?;
-        if !whole {
+        if status.is_redirection() {
+            let to = response
+                .headers()
+                .get(reqwest::header::LOCATION)
+                .and_then(|v| v.to_str().ok())
+                .map_or_else(|| "nowhere named".to_string(), crate::redact::origin);
             return Err(format!(
-                "{provider} answered with more than {} MiB: not an answer to read",
-                MAX_ANSWER_BYTES >> 20
+                "{provider} answered HTTP {} sending the lookup to {}: a redirect is not followed, so this is not the provider's answer",
+                status.as_u16(),
+                crate::render::sanitize::clean(&to)
             ));
         }
+        let body = read_within(response, provider, deadline)?;
         if !status.is_success() {
             let text = String::from_utf8_lossy(&body);
             let snippet: String = text.chars().take(200).collect();
@@ -68,9 +121,82 @@ pub fn json<T: DeserializeOwned>(
                 crate::render::sanitize::clean(&snippet)
             ));
         }
-        return serde_json::from_slice(&body)
-            .map_err(|err| format!("{provider}: an answer that is not the API's: {err}"));
+        return typed(&body, provider);
     }
+}
+
+/// A Retry-After in seconds (the HTTP-date form is read as unknown).
+fn retry_after(response: &reqwest::blocking::Response) -> Option<Duration> {
+    response
+        .headers()
+        .get(reqwest::header::RETRY_AFTER)?
+        .to_str()
+        .ok()?
+        .trim()
+        .parse::<u64>()
+        .ok()
+        .map(Duration::from_secs)
+}
+
+/// The body, read a piece at a time so that one trickling in never outlasts the deadline,
+/// and never more than [`MAX_ANSWER_BYTES`].
+fn read_within(
+    mut response: reqwest::blocking::Response,
+    provider: &str,
+    deadline: &Deadline,
+) -> Result<Vec<u8>, String> {
+    let mut body = Vec::new();
+    let mut piece = [0u8; 16 << 10];
+    loop {
+        if deadline.left().is_zero() {
+            return Err(deadline.passed(provider));
+        }
+        let read = response.read(&mut piece).map_err(|err| {
+            if timed_out(&err) {
+                deadline.passed(provider)
+            } else {
+                format!("{provider}: reading the answer: {err}")
+            }
+        })?;
+        if read == 0 {
+            return Ok(body);
+        }
+        body.extend_from_slice(&piece[..read]);
+        if body.len() as u64 > MAX_ANSWER_BYTES {
+            return Err(format!(
+                "{provider} answered with more than {} MiB: not an answer to read",
+                MAX_ANSWER_BYTES >> 20
+            ));
+        }
+    }
+}
+
+/// Whether reading a body stopped at its timeout (reqwest wraps its own error in the
+/// reader's).
+fn timed_out(err: &std::io::Error) -> bool {
+    err.kind() == std::io::ErrorKind::TimedOut
+        || err
+            .get_ref()
+            .and_then(|inner| inner.downcast_ref::<reqwest::Error>())
+            .is_some_and(reqwest::Error::is_timeout)
+}
+
+/// `body` as `T`, only from a JSON object: serde would also build a struct from a list of
+/// its fields in order, which no provider's API answers with.
+fn typed<T: DeserializeOwned>(body: &[u8], provider: &str) -> Result<T, String> {
+    let not_an_answer = |shape: &str| {
+        format!("{provider} answered with a body that is not its API's answer ({shape})")
+    };
+    let value: serde_json::Value = serde_json::from_slice(body)
+        .map_err(|err| format!("{}: {err}", not_an_answer("not JSON")))?;
+    let shape = match &value {
+        serde_json::Value::Object(map) if map.is_empty() => "an empty object",
+        serde_json::Value::Object(map) if map.contains_key("error") => "an error object",
+        serde_json::Value::Object(_) => "an object without the fields of a complete answer",
+        serde_json::Value::Array(_) => return Err(not_an_answer("a list, not an object")),
+        _ => return Err(not_an_answer("not an object")),
+    };
+    T::deserialize(value).map_err(|err| format!("{}: {err}", not_an_answer(shape)))
 }
 
 /// The error with its causes (the URL it names holds no secret: tokens go in headers).

@@ -199,6 +199,19 @@ impl Sources {
         {
             flag("--pagerduty-api-url", &config.api_url);
         }
+        let timeout = [
+            self.pagerduty.as_ref().map(|c| c.timeout),
+            self.slack.as_ref().map(|c| c.timeout),
+        ]
+        .into_iter()
+        .flatten()
+        .find(|t| *t != http::DEFAULT_TIMEOUT);
+        if let Some(timeout) = timeout {
+            flag(
+                "--provider-timeout",
+                &crate::clock::seconds_flag(timeout.as_secs_f64()),
+            );
+        }
         if let Some(config) = &self.slack {
             if config.api_url != slack::DEFAULT_API_URL {
                 flag("--slack-api-url", &config.api_url);

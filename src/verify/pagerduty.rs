@@ -7,13 +7,15 @@ use serde::Deserialize;
 /// PagerDuty's REST API, unless the operator names another.
 pub const DEFAULT_API_URL: &str = "https://api.pagerduty.com";
 
-/// Where the REST API is and the token to ask it with.
+/// Where the REST API is, the token to ask it with, and how long one lookup may take.
 #[derive(Debug, Clone)]
 pub struct Api {
     /// `https://api.pagerduty.com` unless set (`UNS_PAGERDUTY_API_URL`).
     pub api_url: String,
     /// `UNS_PAGERDUTY_API_TOKEN`; never printed.
     pub token: String,
+    /// One lookup's deadline, over all its pages and retries (`--provider-timeout`).
+    pub timeout: std::time::Duration,
 }
 
 /// One incident, as much of it as the evidence names. Every field is optional here, so
@@ -136,11 +138,12 @@ pub fn standing(incident: &Incident, key: &str, (from, to): (f64, f64), now: f64
     ))
 }
 
+/// One page of the incident list in its documented, complete shape: an `incidents`
+/// array and a boolean `more`. Neither has a default, so a body missing either (`{}`, an
+/// error object, another API's answer) is no page at all, never an empty last one.
 #[derive(Deserialize)]
 struct Page {
-    #[serde(default)]
     incidents: Vec<Incident>,
-    #[serde(default)]
     more: bool,
 }
 
@@ -152,6 +155,7 @@ const PAGE: usize = 100;
 /// for [`standing`] to say.
 pub fn incidents(client: &Client, config: &Api, key: &str) -> Result<Vec<Incident>, String> {
     let url = format!("{}/incidents", config.api_url.trim_end_matches('/'));
+    let deadline = http::Deadline::after(config.timeout);
     let mut found = Vec::new();
     for page in 0..MAX_PAGES {
         let query = [
@@ -166,7 +170,7 @@ pub fn incidents(client: &Client, config: &Api, key: &str) -> Result<Vec<Inciden
             .query(&query)
             .header("Authorization", format!("Token token={}", config.token))
             .header("Accept", "application/vnd.pagerduty+json;version=2");
-        let body: Page = http::json(request, "PagerDuty")?;
+        let body: Page = http::json(request, "PagerDuty", &deadline)?;
         let empty = body.incidents.is_empty();
         // An incident is its id: one listed again (offset paging shifts as incidents
         // open) is still one incident, never a second page.

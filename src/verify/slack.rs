@@ -23,6 +23,8 @@ pub struct Api {
     /// The webhook's bot or app id (`UNS_SLACK_BOT_ID`), when known: a message by anyone
     /// else is not proof.
     pub bot_id: Option<String>,
+    /// One lookup's deadline, over all its pages and retries (`--provider-timeout`).
+    pub timeout: std::time::Duration,
 }
 
 /// A message carrying our metadata.
@@ -68,14 +70,20 @@ pub struct Window {
     pub read: usize,
 }
 
+/// What every answer of the Web API says first: whether it is an answer at all.
 #[derive(Deserialize)]
-struct Page {
+struct Said {
     ok: bool,
     #[serde(default)]
     error: Option<String>,
-    #[serde(default)]
+}
+
+/// A page of `conversations.history` in its documented, complete shape: a `messages`
+/// array and a boolean `has_more`. Neither has a default, so `{"ok":true}` alone, or
+/// `messages: null`, is no page, never an empty last one.
+#[derive(Deserialize)]
+struct Page {
     messages: Vec<Value>,
-    #[serde(default)]
     has_more: bool,
     #[serde(default)]
     response_metadata: Option<Cursor>,
@@ -101,6 +109,7 @@ pub fn history(client: &Client, config: &Api, oldest: f64, latest: f64) -> Resul
         tagged: Vec::new(),
         read: 0,
     };
+    let deadline = http::Deadline::after(config.timeout);
     let mut cursor: Option<String> = None;
     let mut seen = std::collections::HashSet::new();
     for _ in 0..MAX_PAGES {
@@ -116,13 +125,21 @@ pub fn history(client: &Client, config: &Api, oldest: f64, latest: f64) -> Resul
             query.push(("cursor", cursor.clone()));
         }
         let request = client.get(&url).query(&query).bearer_auth(&config.token);
-        let page: Page = http::json(request, "Slack")?;
-        if !page.ok {
+        let answer: serde_json::Map<String, Value> = http::json(request, "Slack", &deadline)?;
+        let said = Said::deserialize(&answer).map_err(|err| {
+            format!("Slack answered with a body that is not its API's answer: {err}")
+        })?;
+        if !said.ok {
             return Err(format!(
                 "Slack: {}",
-                page.error.as_deref().unwrap_or("the answer was not ok")
+                crate::render::sanitize::clean(
+                    said.error.as_deref().unwrap_or("the answer was not ok")
+                )
             ));
         }
+        let page = Page::deserialize(&answer).map_err(|err| {
+            format!("Slack said ok, but its answer is not a complete history page: {err}")
+        })?;
         let empty = page.messages.is_empty();
         // A message is its ts in the channel: one listed again (a page repeated, a
         // cursor that stepped back) is still one message, never a second copy.
@@ -137,8 +154,13 @@ pub fn history(client: &Client, config: &Api, oldest: f64, latest: f64) -> Resul
             .response_metadata
             .and_then(|m| m.next_cursor)
             .filter(|c| !c.is_empty());
-        if !page.has_more || cursor.is_none() {
+        if !page.has_more {
             return Ok(window);
+        }
+        if cursor.is_none() {
+            return Err(
+                "Slack said there were more messages but gave no cursor to read them: not every page could be read".into(),
+            );
         }
         if empty {
             return Err(

@@ -526,6 +526,7 @@ fn a_slack_message_is_proof_only_with_its_key_inside_the_window_and_from_the_bot
         token: String::new(),
         channel: "C1".into(),
         bot_id: Some("B1".into()),
+        timeout: crate::verify::http::DEFAULT_TIMEOUT,
     };
     let tagged = |ts: &str, key: &str, bot: Option<&str>| slack::Tagged {
         ts: ts.into(),
@@ -626,6 +627,7 @@ fn one_slack_message_proves_one_attempt_never_two() {
         token: String::new(),
         channel: "C1".into(),
         bot_id: Some("B1".into()),
+        timeout: crate::verify::http::DEFAULT_TIMEOUT,
     };
     let key = "n-1:SLACK:1";
     let message = |ts: f64| slack::Tagged {

@@ -495,14 +495,10 @@ fn replayed_count(db: &Path) -> i64 {
 fn fingerprint(db: &Path) -> (String, String) {
     use sha2::Digest;
     let file = sha2::Sha256::digest(std::fs::read(db).expect("read"));
-    let dump = std::process::Command::new("sqlite3")
-        .arg(db)
-        .arg(".dump")
-        .output()
-        .expect("sqlite3");
+    let dump = support::dump(db);
     (
         format!("{file:x}"),
-        format!("{:x}", sha2::Sha256::digest(&dump.stdout)),
+        format!("{:x}", sha2::Sha256::digest(dump.as_bytes())),
     )
 }
 

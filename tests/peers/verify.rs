@@ -1382,3 +1382,256 @@ fn the_recording_route_checks_each_answer_against_the_history() {
     );
     server.stop();
 }
+
+/// How a stand-in provider answers one request.
+#[derive(Clone)]
+enum Reply {
+    /// `200 OK` with this JSON body.
+    Body(String),
+    /// A redirect to this URL.
+    Redirect(String),
+    /// `200 OK`, the body one byte a second.
+    Trickle(String),
+    /// `429` asking to wait this many seconds.
+    RetryAfter(u64),
+}
+
+/// A stand-in provider on loopback that answers every request with `reply`, counting the
+/// requests it is sent.
+fn stand_in(reply: Reply) -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    use std::io::{Read, Write};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let count = std::sync::Arc::new(AtomicUsize::new(0));
+    let counted = count.clone();
+    std::thread::spawn(move || {
+        for mut stream in listener.incoming().flatten() {
+            let reply = reply.clone();
+            counted.fetch_add(1, Ordering::SeqCst);
+            std::thread::spawn(move || {
+                let mut buffer = [0u8; 8192];
+                let _ = stream.read(&mut buffer);
+                let head = |status: &str, extra: &str, length: usize| {
+                    format!(
+                        "HTTP/1.1 {status}\r\ncontent-type: application/json\r\n{extra}content-length: {length}\r\nconnection: close\r\n\r\n"
+                    )
+                };
+                let _ = match reply {
+                    Reply::Body(body) => {
+                        write!(stream, "{}{body}", head("200 OK", "", body.len()))
+                    }
+                    Reply::Redirect(to) => {
+                        write!(
+                            stream,
+                            "{}",
+                            head("302 Found", &format!("location: {to}\r\n"), 0)
+                        )
+                    }
+                    Reply::RetryAfter(seconds) => write!(
+                        stream,
+                        "{}",
+                        head(
+                            "429 Too Many Requests",
+                            &format!("retry-after: {seconds}\r\n"),
+                            0
+                        )
+                    ),
+                    Reply::Trickle(body) => {
+                        let _ = write!(stream, "{}", head("200 OK", "", body.len()));
+                        for byte in body.bytes() {
+                            if stream.write_all(&[byte]).is_err() {
+                                break;
+                            }
+                            std::thread::sleep(Duration::from_secs(1));
+                        }
+                        Ok(())
+                    }
+                };
+            });
+        }
+    });
+    (format!("http://{addr}"), count)
+}
+
+/// Answers that are not answers (a wrong shape, a redirect, a body that trickles in, a
+/// wait longer than the lookup may take) prove nothing: every one is CANNOT_TELL naming
+/// what was wrong, `--record` writes nothing, reconcile never calls the channel MISSING,
+/// the redirect's target is never asked, and the trickle ends within the deadline. Both
+/// providers, both backends.
+#[test]
+fn answers_that_are_not_answers_prove_nothing() {
+    let work = tempfile::tempdir().expect("dir");
+    let db = work.path().join("uns.db");
+    let conn = schema::open(&db, OpenMode::Create).expect("store");
+    let mut ids = Vec::new();
+    for channel in [Channel::Pagerduty, Channel::Slack] {
+        let id = submit_on(&conn, channel);
+        let ClaimOutcome::Claimed(lease) =
+            engine::claim(&conn, now(), "verify-test", LEASE).expect("claim")
+        else {
+            panic!("nothing due");
+        };
+        engine::start_channel(&conn, now(), &lease, channel, &Default::default()).expect("start");
+        let _ = engine::claim(&conn, lease.lease_until + 0.01, "verify-test-2", LEASE);
+        ids.push(id);
+    }
+    drop(conn);
+    support::wait_past("every attempt's window to close", leases_end(&db));
+    let (pd, slack) = (ids[0].clone(), ids[1].clone());
+    let (elsewhere, strangers_asked) = stand_in(Reply::Body(
+        json!({"incidents": [], "more": false, "ok": true, "messages": [], "has_more": false})
+            .to_string(),
+    ));
+    let dump = || support::dump(&db);
+    let before = dump();
+    let server = support::server(&db);
+    let backends = [
+        vec!["--db".to_string(), db.display().to_string()],
+        vec!["--api".to_string(), format!("http://{}", server.addr)],
+    ];
+    let body = |value: Value| Reply::Body(value.to_string());
+    let cases: Vec<(&str, Reply, &str)> = vec![
+        ("pagerduty", body(json!({})), "missing field `incidents`"),
+        ("pagerduty", body(json!([])), "a list, not an object"),
+        (
+            "pagerduty",
+            body(json!({"error": {"message": "Not Found", "code": 2100}})),
+            "an error object",
+        ),
+        (
+            "pagerduty",
+            body(json!({"ok": true})),
+            "missing field `incidents`",
+        ),
+        (
+            "pagerduty",
+            body(json!({"incidents": []})),
+            "missing field `more`",
+        ),
+        (
+            "pagerduty",
+            body(json!({"incidents": null, "more": false})),
+            "invalid type: null",
+        ),
+        (
+            "pagerduty",
+            Reply::Redirect(format!("{elsewhere}/incidents")),
+            "a redirect is not followed",
+        ),
+        ("pagerduty", Reply::RetryAfter(3600), "Retry-After"),
+        (
+            "pagerduty",
+            Reply::Trickle(json!({"incidents": [], "more": false}).to_string()),
+            "--provider-timeout",
+        ),
+        ("slack", body(json!({})), "missing field `ok`"),
+        ("slack", body(json!([])), "a list, not an object"),
+        (
+            "slack",
+            body(json!({"ok": false, "error": "not_authed"})),
+            "not_authed",
+        ),
+        (
+            "slack",
+            body(json!({"ok": true})),
+            "missing field `messages`",
+        ),
+        (
+            "slack",
+            body(json!({"ok": true, "messages": null, "has_more": false})),
+            "invalid type: null",
+        ),
+        (
+            "slack",
+            body(json!({"ok": true, "messages": []})),
+            "missing field `has_more`",
+        ),
+        (
+            "slack",
+            Reply::Redirect(format!("{elsewhere}/api/conversations.history")),
+            "a redirect is not followed",
+        ),
+        ("slack", Reply::RetryAfter(3600), "Retry-After"),
+        (
+            "slack",
+            Reply::Trickle(json!({"ok": true, "messages": [], "has_more": false}).to_string()),
+            "--provider-timeout",
+        ),
+    ];
+    const TIMEOUT: f64 = 3.0;
+    // Every case at once: each has its own stand-in, and none may write anything.
+    std::thread::scope(|scope| {
+        for target in &backends {
+            for (provider, reply, reason) in &cases {
+                let (pd, slack, before, dump) = (&pd, &slack, &before, &dump);
+                scope.spawn(move || {
+                    let what = format!("{} {provider} {reason}", target[0]);
+                    let (base, _) = stand_in(reply.clone());
+                    let run = |args: &[&str]| {
+                        let started = std::time::Instant::now();
+                        let out = support::unsctl()
+                            .args(target)
+                            .args(args)
+                            .args([
+                                "--clock-skew",
+                                "0s",
+                                "--provider-timeout",
+                                "3s",
+                                "-o",
+                                "json",
+                            ])
+                            .args(["--slack-bot-id", "B0UNSFAKE", "--slack-channel", "C0STAND"])
+                            .env("UNS_API_KEY", support::KEY)
+                            .env("UNS_PAGERDUTY_API_URL", &base)
+                            .env("UNS_PAGERDUTY_API_TOKEN", "pd-token")
+                            .env("UNS_SLACK_API_URL", format!("{base}/api"))
+                            .env("UNS_SLACK_BOT_TOKEN", "xoxb-token")
+                            .env("USER", "answer-test")
+                            .stdin(Stdio::null())
+                            .output()
+                            .expect("unsctl");
+                        (out, started.elapsed())
+                    };
+                    let id = if *provider == "pagerduty" { pd } else { slack };
+                    let (out, took) = run(&["verify", id]);
+                    assert!(
+                        took.as_secs_f64() < TIMEOUT + 5.0,
+                        "{what}: verify took {took:?}"
+                    );
+                    let report = json(&out, &what);
+                    let answer = &report["answers"][0];
+                    assert_eq!(answer["answer"], "CANNOT_TELL", "{what}: {report:#}");
+                    let evidence = answer["evidence"].as_str().unwrap_or_default();
+                    assert!(evidence.contains(reason), "{what}: {evidence}");
+                    let (out, _) = run(&["verify", id, "--record", "--confirm", "--yes"]);
+                    assert!(
+                        out.status.success(),
+                        "{what}: {}",
+                        String::from_utf8_lossy(&out.stderr)
+                    );
+                    let after = dump();
+                    let changed: Vec<&str> = after
+                        .lines()
+                        .filter(|l| !before.lines().any(|b| b == *l))
+                        .chain(before.lines().filter(|b| !after.lines().any(|l| l == *b)))
+                        .collect();
+                    assert!(changed.is_empty(), "{what}: --record wrote {changed:#?}");
+                    let (out, _) = run(&["reconcile", "--since", "1h"]);
+                    let reconciled = json(&out, &what);
+                    for item in reconciled["notifications"]
+                        .as_array()
+                        .expect("notifications")
+                    {
+                        assert_ne!(item["class"], "MISSING", "{what}: {item:#}");
+                    }
+                });
+            }
+        }
+    });
+    assert_eq!(
+        strangers_asked.load(std::sync::atomic::Ordering::SeqCst),
+        0,
+        "a redirect was followed"
+    );
+}

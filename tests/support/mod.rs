@@ -474,3 +474,21 @@ impl RecordingRelay {
 pub fn shell_quoted(text: &str) -> String {
     shlex::try_quote(text).expect("quotable").into_owned()
 }
+
+/// The store's `.dump` as the `sqlite3` shell writes it. The shell waits for a lock a
+/// reader of a WAL store may meet for a moment while another process opens it, instead
+/// of writing its error into the dump.
+pub fn dump(db: &Path) -> String {
+    let out = Command::new("sqlite3")
+        .args(["-cmd", ".timeout 10000"])
+        .arg(db)
+        .arg(".dump")
+        .output()
+        .expect("sqlite3");
+    assert!(
+        out.status.success(),
+        "sqlite3 .dump: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
