@@ -208,6 +208,11 @@ pub struct SourceArgs {
     /// its postfix-* instances); repeat for several
     #[arg(long, value_name = "NAME")]
     pub relay_syslog_name: Vec<String>,
+    /// The relay's host field in its log, where it is not the name the relay greets with
+    /// (a container's id, a short name); repeat for several. Without it such a log proves
+    /// no absence
+    #[arg(long, value_name = "NAME")]
+    pub relay_host: Vec<String>,
     /// How far clocks may disagree; windows are widened by it and must be that far past
     #[arg(long, value_name = "DURATION", default_value = "2m", value_parser = values::parse_span)]
     pub clock_skew: f64,
@@ -283,6 +288,12 @@ impl SourceArgs {
             syslog_names: crate::verify::relay_log::SyslogNames::new(
                 self.relay_syslog_name.iter().cloned(),
             ),
+            relay_hosts: self
+                .relay_host
+                .iter()
+                .map(|h| h.trim().to_string())
+                .filter(|h| !h.is_empty())
+                .collect(),
             smtp_from: env_value("UNS_SMTP_FROM").into_iter().collect(),
             max_log_gap: self.max_log_gap,
             pagerduty: env_value("UNS_PAGERDUTY_API_TOKEN").map(|token| verify::pagerduty::Api {

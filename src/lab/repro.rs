@@ -182,6 +182,7 @@ pub fn fake_sources(fakes: &Fakes, skew: f64) -> crate::verify::Sources {
         relay_logs: vec![fakes.maillog.clone()],
         zone: crate::verify::relay_log::Zone::Fixed(0),
         syslog_names: crate::verify::relay_log::SyslogNames::default(),
+        relay_hosts: Vec::new(),
         smtp_from: Vec::new(),
         max_log_gap: crate::verify::DEFAULT_MAX_LOG_GAP,
         pagerduty: Some(crate::verify::pagerduty::Api {

@@ -264,8 +264,7 @@ impl HttpStore {
             let (spare, returned) = std::sync::mpsc::channel::<Vec<u8>>();
             let fetch = move || {
                 let mut cursor: Option<String> = None;
-                // A cursor seen before would page forever: a UNS API's only move forward.
-                let mut seen = std::collections::HashSet::new();
+                let mut onward = super::Onward::default();
                 let mut empty_in_a_row = 0;
                 loop {
                     let buffer = returned.try_recv().unwrap_or_default();
@@ -278,12 +277,9 @@ impl HttpStore {
                         }
                     };
                     if let Some(next) = &next
-                        && !seen.insert(next.clone())
+                        && let Err(err) = onward.cursor(&self.url(path), next)
                     {
-                        let _ = pages.send(Err(StoreError::Other(format!(
-                            "{} gave a page cursor it had given before: not a UNS API answer",
-                            self.url(path)
-                        ))));
+                        let _ = pages.send(Err(err));
                         return;
                     }
                     // A UNS API never sends empty pages that point to others: a server that
@@ -294,7 +290,7 @@ impl HttpStore {
                         0
                     };
                     if empty_in_a_row > 1 {
-                        let _ = pages.send(Err(StoreError::Other(format!(
+                        let _ = pages.send(Err(StoreError::Repeats(format!(
                             "{} gave empty pages, each with a cursor to another: not a UNS API answer",
                             self.url(path)
                         ))));
@@ -316,26 +312,17 @@ impl HttpStore {
                     StoreError::Other(format!("cannot start the fetch thread: {err}"))
                 })?;
             let url = self.url(path);
-            // The ids come in order, page after page: a page that does not start past the
-            // last id already read repeats the server's answer, and would be paged for
-            // ever under fresh cursors.
-            let mut last: Option<String> = None;
+            // The ids come in order, page after page.
+            let mut onward = super::Onward::default();
             for body in arriving {
                 let body = body?;
                 let page: DlqPageView<'_> =
                     serde_json::from_slice(&body).map_err(|err| malformed(&url, &err))?;
-                if let (Some(last), Some(first)) = (&last, page.entries.first())
-                    && first.row.id.as_str() <= last.as_str()
-                {
-                    return Err(StoreError::Other(format!(
-                        "{url} gave a page starting at id {}, not past the last id of the page before ({}): it repeats itself, and was not read further",
-                        crate::render::sanitize::clean(&first.row.id),
-                        crate::render::sanitize::clean(last)
-                    )));
-                }
-                if let Some(entry) = page.entries.last() {
-                    last = Some(entry.row.id.clone());
-                }
+                onward.page(
+                    &url,
+                    page.entries.first().map(|e| e.row.id.as_str()),
+                    page.entries.last().map(|e| e.row.id.as_str()),
+                )?;
                 for entry in page.entries {
                     handle(entry)?;
                 }

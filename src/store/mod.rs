@@ -38,6 +38,10 @@ pub enum StoreError {
     InvalidStore(String),
     #[error("{0}")]
     Other(String),
+    /// A server's pages do not move forward (a page repeated under a fresh cursor, a
+    /// cursor given twice): it would be paged for ever, so it is read no further.
+    #[error("{0}")]
+    Repeats(String),
     /// A reader asked a stream to stop early; not a failure.
     #[error("stopped")]
     Stopped,
@@ -269,6 +273,44 @@ pub trait Store {
         window_seconds: f64,
         until: Option<f64>,
     ) -> Result<crate::runtime::queries::Health>;
+}
+
+/// The rule every reader of pages keeps, the commands and the screen alike: each page
+/// starts past the last id of the page before, and no cursor comes twice. A server that
+/// breaks it repeats itself, and would be paged for ever under fresh cursors.
+#[derive(Debug, Default)]
+pub struct Onward {
+    last: Option<String>,
+    cursors: std::collections::HashSet<String>,
+}
+
+impl Onward {
+    /// A page from `place` whose ids run from `first` to `last` (none: an empty page).
+    pub fn page(&mut self, place: &str, first: Option<&str>, last: Option<&str>) -> Result<()> {
+        if let (Some(before), Some(first)) = (&self.last, first)
+            && first <= before.as_str()
+        {
+            return Err(StoreError::Repeats(format!(
+                "{place} repeats itself: a page starts at id {}, not past the last id of the page before ({}); it was read no further",
+                crate::render::sanitize::clean(first),
+                crate::render::sanitize::clean(before)
+            )));
+        }
+        if let Some(last) = last {
+            self.last = Some(last.to_string());
+        }
+        Ok(())
+    }
+
+    /// The cursor `place` gave for the next page.
+    pub fn cursor(&mut self, place: &str, next: &str) -> Result<()> {
+        if !self.cursors.insert(next.to_string()) {
+            return Err(StoreError::Repeats(format!(
+                "{place} repeats itself: it gave a page cursor it had given before, which no UNS API does; it was read no further"
+            )));
+        }
+        Ok(())
+    }
 }
 
 /// The opaque DLQ cursor: where the previous page ended, by id and then row, so that

@@ -133,6 +133,9 @@ pub struct Sources {
     pub zone: relay_log::Zone,
     /// The syslog names the relay logs under (`--relay-syslog-name`); none: Postfix's.
     pub syslog_names: relay_log::SyslogNames,
+    /// Host fields that are the relay's own though it greets under another name
+    /// (`--relay-host`: a container's id, a short name).
+    pub relay_hosts: Vec<String>,
     /// The runtime's envelope sender as the relay's log writes it: for attempts whose
     /// start does not record one (stores written before the adapter recorded it), and,
     /// where the relay rewrites senders, the address the operator vouches it rewrites
@@ -154,6 +157,7 @@ impl Default for Sources {
             relay_logs: Vec::new(),
             zone: relay_log::Zone::default(),
             syslog_names: relay_log::SyslogNames::default(),
+            relay_hosts: Vec::new(),
             smtp_from: Vec::new(),
             max_log_gap: DEFAULT_MAX_LOG_GAP,
             pagerduty: None,
@@ -180,6 +184,9 @@ impl Sources {
             }
             for name in self.syslog_names.given() {
                 flag("--relay-syslog-name", name);
+            }
+            for name in &self.relay_hosts {
+                flag("--relay-host", name);
             }
             for sender in &self.smtp_from {
                 flag("--smtp-from", sender);
@@ -589,6 +596,19 @@ fn nothing_forbids_absence(
             cleaned(line)
         ));
     }
+    if let Some(line) = logs.damaged_naming(message_id).first() {
+        return Err(format!(
+            "a damaged line names {message_id} and cannot be read whole, {}: what it says of it cannot be told, so absence cannot be claimed",
+            cleaned(line)
+        ));
+    }
+    if let Some(hole) = logs.hole_within(from, to) {
+        return Err(format!(
+            "{} cannot be read, and it lies {}, reaching into the attempt's window: the log there proves no absence",
+            cleaned(&hole.line),
+            hole_span(hole)
+        ));
+    }
     if let Some(queue_id) = logs.orphan_within(from, to, ours) {
         return Err(format!(
             "queue id {} inside the attempt's window was taken with no message-id line: lines are missing from the log, and it may be this attempt's message",
@@ -613,7 +633,7 @@ fn absence(
 ) -> Result<String, String> {
     let (from, to) = (attempt.started - sources.skew, attempt.ended + sources.skew);
     nothing_forbids_absence(message_id, logs, ours, (from, to), now)?;
-    let host = logs.relay_host(from, to, attempt.relay.as_deref())?;
+    let host = logs.relay_host(from, to, attempt.relay.as_deref(), &sources.relay_hosts)?;
     let on_host = |m: &&&relay_log::Message| m.host.as_deref().unwrap_or_default() == host;
     if let Some(message) = refused.iter().find(on_host) {
         if !logs.host_continuous(host, message.span.0, message.span.1) {
@@ -653,7 +673,14 @@ fn absence(
         .get(host)
         .into_iter()
         .flatten()
-        .map(|run| window_text(run.inner.0, run.inner.1))
+        .map(|run| {
+            // A run of one line proves only that instant; never shown backwards.
+            if run.inner.0 < run.inner.1 {
+                window_text(run.inner.0, run.inner.1)
+            } else {
+                format!("one line at {}", clock::rfc3339(run.outer.0))
+            }
+        })
         .collect();
     let mut why = format!(
         "the relay's own lines cover {} (gaps over {}s break them) but not all of the attempt's window, {}",
@@ -669,6 +696,20 @@ fn absence(
         why.push_str(&format!("; {}", cleaned(unread)));
     }
     Err(why)
+}
+
+/// Where a damaged line lies, between the readable lines around it.
+fn hole_span(hole: &relay_log::Hole) -> String {
+    match (hole.from.is_finite(), hole.to.is_finite()) {
+        (true, true) => format!(
+            "between the lines of {} and {}",
+            clock::rfc3339(hole.from),
+            clock::rfc3339(hole.to)
+        ),
+        (true, false) => format!("after the line of {}", clock::rfc3339(hole.from)),
+        (false, true) => format!("before the line of {}", clock::rfc3339(hole.to)),
+        (false, false) => "in a file with no readable stamp".into(),
+    }
 }
 
 fn committed_text(message: &relay_log::Message) -> String {

@@ -535,7 +535,7 @@ fn read_only_every_action_key_leaves_the_store_byte_identical() {
         },
     );
     assert!(
-        matches!(&reply, jobs::Reply::Failed { error, .. } if error.contains("read-only")),
+        matches!(&reply, jobs::Reply::Failed { error, .. } if error.message.contains("read-only")),
         "{reply:?}"
     );
     assert_eq!(fingerprint(&db), before);

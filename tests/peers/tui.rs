@@ -62,8 +62,11 @@ fn a_backend_that_never_answers_never_stops_the_keys() {
     term.keys(&["q"]);
     let screen = term.wait_for("EXIT=0");
     let took = asked.elapsed();
+    // The screen quits in well under half a second (the tui bench measures it); through
+    // tmux on a loaded machine the bound here only tells a screen that waits for its
+    // silent backend, which would never quit, from one that does not.
     assert!(
-        took < Duration::from_millis(500),
+        took < Duration::from_secs(3),
         "q took {took:?} with the backend silent"
     );
     // The terminal is given back: the shell's line, no screen left over, the cursor on.
@@ -234,4 +237,142 @@ fn a_context_marked_readonly_opens_read_only() {
     inspect.wait_for("EXIT=0");
     assert_eq!(std::fs::read(&db).expect("read"), before);
     assert_eq!(status(&db, &id), ("DEAD".to_string(), true));
+}
+
+/// A UNS API in front of `upstream` whose DLQ pages never move forward: every page is the
+/// first, under a fresh cursor each time. The DLQ requests it was sent, counted.
+fn repeating_api(
+    upstream: std::net::SocketAddr,
+) -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    use std::io::{BufRead, BufReader, Read, Write};
+    use std::sync::atomic::Ordering;
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let asked = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = asked.clone();
+    unsctl::runtime::adapters::init_tls();
+    std::thread::spawn(move || {
+        let client = reqwest::blocking::Client::new();
+        for stream in listener.incoming().flatten() {
+            let mut reader = BufReader::new(stream);
+            let mut head = Vec::new();
+            loop {
+                let mut line = String::new();
+                if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+                    break;
+                }
+                head.push(line.trim_end().to_string());
+            }
+            let Some((method, target)) =
+                head.first()
+                    .and_then(|l| l.split_once(' '))
+                    .map(|(m, rest)| {
+                        (
+                            m.to_string(),
+                            rest.split(' ').next().unwrap_or("").to_string(),
+                        )
+                    })
+            else {
+                continue;
+            };
+            let header = |name: &str| {
+                head.iter()
+                    .find_map(|l| {
+                        l.split_once(": ")
+                            .filter(|(k, _)| k.eq_ignore_ascii_case(name))
+                    })
+                    .map(|(_, v)| v.to_string())
+            };
+            let length: usize = header("content-length")
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(0);
+            let mut body = vec![0u8; length];
+            let _ = reader.read_exact(&mut body);
+            let dlq = target.starts_with("/api/v1/dlq");
+            let target = if dlq {
+                let n = counted.fetch_add(1, Ordering::SeqCst);
+                let (path, query) = target.split_once('?').unwrap_or((&target, ""));
+                let kept: Vec<&str> = query
+                    .split('&')
+                    .filter(|p| !p.starts_with("cursor="))
+                    .collect();
+                (format!("{path}?{}", kept.join("&")), n)
+            } else {
+                (target.clone(), 0)
+            };
+            let mut request = client
+                .request(
+                    method.parse().expect("method"),
+                    format!("http://{upstream}{}", target.0),
+                )
+                .body(body);
+            if let Some(key) = header("authorization") {
+                request = request.header("authorization", key);
+            }
+            let Ok(response) = request.send() else {
+                continue;
+            };
+            let status = response.status().as_u16();
+            let mut text = response.text().unwrap_or_default();
+            let mut extra = String::new();
+            if dlq && let Ok(mut page) = serde_json::from_str::<serde_json::Value>(&text) {
+                let fresh = format!("fresh-{}", target.1);
+                page["next_cursor"] = serde_json::Value::String(fresh.clone());
+                text = page.to_string();
+                extra = format!("{}: {fresh}\r\n", unsctl::api::NEXT_CURSOR);
+            }
+            let mut stream = reader.into_inner();
+            let _ = write!(
+                stream,
+                "HTTP/1.1 {status} X\r\ncontent-type: application/json\r\n{extra}content-length: {}\r\nconnection: close\r\n\r\n{text}",
+                text.len()
+            );
+        }
+    });
+    (format!("http://{addr}"), asked)
+}
+
+/// Against an API that repeats a page under fresh cursors, the screen stops paging as the
+/// commands do, says why, and asks no more until someone presses R.
+#[test]
+fn a_backend_whose_pages_repeat_is_read_no_further() {
+    let dir = tempfile::tempdir().expect("dir");
+    let db = dir.path().join("uns.db");
+    let conn = rusqlite::Connection::open(&db).expect("db");
+    let sql = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/fixtures/every-case.sql"
+    ))
+    .expect("fixture");
+    conn.execute_batch(&sql).expect("load");
+    drop(conn);
+    let server = support::server(&db);
+    let (url, asked) = repeating_api(server.addr);
+    let term = Tmux::start_sized(
+        &command(
+            &format!("--api {url} tui --refresh 0.5s"),
+            &[("UNS_API_KEY", support::KEY)],
+        ),
+        120,
+        40,
+    );
+    let shown = Instant::now();
+    let screen = term.wait_for("repeats itself");
+    assert!(
+        shown.elapsed() < Duration::from_secs(5),
+        "the reason took {:?}: {screen}",
+        shown.elapsed()
+    );
+    // Once the reads in flight have ended (each stops at the repeat too), four refresh
+    // periods on, nothing more was asked.
+    term.wait_while("(esc cancels)");
+    let before = asked.load(std::sync::atomic::Ordering::SeqCst);
+    support::wait_past("four refresh periods", support::wall_clock() + 2.0);
+    assert_eq!(
+        asked.load(std::sync::atomic::Ordering::SeqCst),
+        before,
+        "the screen kept paging"
+    );
+    term.keys(&["q"]);
+    term.wait_for("EXIT=0");
 }

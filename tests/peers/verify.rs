@@ -286,6 +286,39 @@ fn the_relays_own_log_settles_what_the_adapter_could_not_tell() {
         answer(&verify(&db, &cut, &[current], false)),
         "NOT_DELIVERED"
     );
+    // The same log damaged as a crash or a broken writer leaves it: a NUL inside the held
+    // message's Message-ID, a line that is not UTF-8 inside the cut one's window. Neither
+    // may become NOT_DELIVERED, and each answer names the damaged line.
+    let text = std::fs::read(current).expect("log");
+    let held_id = message_id(&held, 1, 1);
+    let damaged = work.path().join("maillog.damaged");
+    let mut bytes = Vec::new();
+    for line in text.split_inclusive(|b| *b == b'\n') {
+        let line_text = String::from_utf8_lossy(line);
+        if line_text.contains(&format!("message-id={held_id}")) {
+            bytes.extend_from_slice(line_text.replace("@uns.local>", "\0@uns.local>").as_bytes());
+            continue;
+        }
+        bytes.extend_from_slice(line);
+        if line_text.contains(&format!("message-id={}", message_id(&cut, 1, 1))) {
+            bytes.extend_from_slice(b"\xff\xfe a line that is not text\n");
+        }
+    }
+    std::fs::write(&damaged, &bytes).expect("damaged log");
+    for id in [&held, &cut] {
+        let (answer, evidence) = answer_of(&verify(&db, id, &[&damaged], false));
+        assert_eq!(answer, "CANNOT_TELL", "{evidence}");
+        assert!(evidence.contains("maillog.damaged"), "{evidence}");
+    }
+    // The relay's log rewritten as a central syslog server writes it (RFC 5424) answers as
+    // the relay's own does.
+    let rfc5424 = work.path().join("maillog.rfc5424");
+    std::fs::write(&rfc5424, as_rfc5424(&String::from_utf8_lossy(&text))).expect("rfc5424");
+    assert_eq!(answer(&verify(&db, &held, &[&rfc5424], false)), "DELIVERED");
+    assert_eq!(
+        answer(&verify(&db, &cut, &[&rfc5424], false)),
+        "NOT_DELIVERED"
+    );
     // Rotated: only what was written after case 3 is left, which cannot cover it.
     let rest = std::fs::read(current).expect("log");
     let after_rotation = work.path().join("maillog");
@@ -1634,4 +1667,29 @@ fn answers_that_are_not_answers_prove_nothing() {
         0,
         "a redirect was followed"
     );
+}
+
+/// A Postfix `maillog_file` log (`Nov 29 22:15:57 host program[pid]: text`, in this
+/// machine's zone) as an RFC 5424 server writes the same lines.
+fn as_rfc5424(log: &str) -> String {
+    let year = jiff::Timestamp::now().strftime("%Y").to_string();
+    log.lines()
+        .filter_map(|line| {
+            let (stamp, rest) = (line.get(..15)?, line.get(16..)?);
+            let at: jiff::civil::DateTime =
+                jiff::fmt::strtime::parse("%Y %b %d %H:%M:%S", format!("{year} {stamp}"))
+                    .ok()?
+                    .to_datetime()
+                    .ok()?;
+            let (host, rest) = rest.split_once(' ')?;
+            let (tag, text) = rest.split_once(": ")?;
+            let (app, pid) = tag.strip_suffix(']')?.split_once('[')?;
+            // The relay stamps in this machine's zone, as verify reads it by default.
+            let at = at.to_zoned(jiff::tz::TimeZone::system()).ok()?;
+            Some(format!(
+                "<22>1 {} {host} {app} {pid} - - {text}\n",
+                at.strftime("%Y-%m-%dT%H:%M:%S%:z")
+            ))
+        })
+        .collect()
 }

@@ -25,10 +25,14 @@ pub enum Stamps {
     ShortUnix,
     /// A container image's: RFC 3339, then a level word where the host would be.
     Level,
+    /// RFC 5424, as central syslog servers write it:
+    /// `<22>1 2026-11-29T22:15:57.123456+00:00 host postfix/smtpd 1 - - text`.
+    Rfc5424,
 }
 
 /// Every layout, and those that name the host (all but a container image's).
-pub const STAMPS: [Stamps; 10] = [
+pub const STAMPS: [Stamps; 11] = [
+    Stamps::Rfc5424,
     Stamps::Syslog,
     Stamps::SyslogUnpadded,
     Stamps::MaillogFile,
@@ -88,7 +92,9 @@ impl Layout {
             Stamps::Syslog => strftime(at, "%b %e %H:%M:%S"),
             Stamps::SyslogUnpadded => strftime(at, "%b %-d %H:%M:%S"),
             Stamps::MaillogFile => strftime(at, "%b %d %H:%M:%S"),
-            Stamps::Rfc3339 | Stamps::Level => strftime(at, "%Y-%m-%dT%H:%M:%S%.6f%:z"),
+            Stamps::Rfc3339 | Stamps::Level | Stamps::Rfc5424 => {
+                strftime(at, "%Y-%m-%dT%H:%M:%S%.6f%:z")
+            }
             Stamps::ShortPrecise => strftime(at, "%b %e %H:%M:%S%.6f"),
             Stamps::ShortIso => strftime(at, "%Y-%m-%dT%H:%M:%S%z"),
             Stamps::ShortIsoPrecise => strftime(at, "%Y-%m-%dT%H:%M:%S%.6f%z"),
@@ -97,6 +103,14 @@ impl Layout {
         };
         let line = match self.stamps {
             Stamps::Level => format!("{stamp} INFO    {program}: {text}"),
+            Stamps::Rfc5424 => {
+                // `program[pid]` becomes APP and PROCID; mail.info is PRI 22.
+                let (app, pid) = program
+                    .strip_suffix(']')
+                    .and_then(|p| p.split_once('['))
+                    .unwrap_or((&program, "-"));
+                format!("<22>1 {stamp} {host} {app} {pid} - - {text}")
+            }
             _ => format!("{stamp} {host} {program}: {text}"),
         };
         match self.prefix {

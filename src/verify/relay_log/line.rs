@@ -92,12 +92,36 @@ pub struct Stamped<'a> {
     /// After the stamp (and any stamp a container runtime put before it), from the first
     /// character that is not a space.
     pub rest: &'a [u8],
+    /// The line is RFC 5424's (`<PRI>1 TIMESTAMP HOST APP PROCID MSGID SD MSG`): `rest`
+    /// starts at HOST.
+    pub rfc5424: bool,
+}
+
+impl<'a> Stamped<'a> {
+    /// The line as one of the relay's own, if it is one.
+    pub fn relay_line(&self, names: &SyslogNames) -> Option<RelayLine<'a>> {
+        if self.rfc5424 {
+            relay_line_5424(self.rest, names)
+        } else {
+            relay_line(self.rest, names)
+        }
+    }
 }
 
 /// The stamp of `line` and what follows it; None for a line with no stamp read.
 pub fn stamped<'a>(line: &'a [u8], clock: &Clock) -> Option<Stamped<'a>> {
     let line = trim_end(line);
     let line = without_compose_prefix(line);
+    if let Some(after) = rfc5424_header(without_runtime_stamp(line)) {
+        let end = memchr::memchr(b' ', after).unwrap_or(after.len());
+        // A NILVALUE stamp (`-`) says nothing of when.
+        let (stamp, _) = clock.stamp(&after[..end])?;
+        return Some(Stamped {
+            stamp,
+            rest: after_space(&after[end..])?,
+            rfc5424: true,
+        });
+    }
     let (stamp, end) = clock.stamp(line)?;
     let mut rest = after_space(&line[end..])?;
     // `docker logs -t` and `kubectl logs --timestamps` put their own RFC 3339 stamp before
@@ -108,7 +132,97 @@ pub fn stamped<'a>(line: &'a [u8], clock: &Clock) -> Option<Stamped<'a>> {
     {
         rest = after_space(&rest[inner..])?;
     }
-    Some(Stamped { stamp, rest })
+    Some(Stamped {
+        stamp,
+        rest,
+        rfc5424: false,
+    })
+}
+
+/// `line` after a container runtime's RFC 3339 stamp and its space, where one stands
+/// before an RFC 5424 line (`docker logs -t`, `kubectl logs --timestamps`).
+fn without_runtime_stamp(line: &[u8]) -> &[u8] {
+    if !line.first().is_some_and(u8::is_ascii_digit) || line.get(4) != Some(&b'-') {
+        return line;
+    }
+    match memchr::memchr(b' ', line) {
+        Some(end) if line.get(end + 1) == Some(&b'<') => &line[end + 1..],
+        _ => line,
+    }
+}
+
+/// What follows RFC 5424's `<PRI>1 `: `PRI` one to three digits, version 1.
+fn rfc5424_header(line: &[u8]) -> Option<&[u8]> {
+    let rest = line.strip_prefix(b"<")?;
+    let digits = rest.iter().take_while(|b| b.is_ascii_digit()).count();
+    if !(1..=3).contains(&digits) {
+        return None;
+    }
+    rest[digits..].strip_prefix(b">1 ")
+}
+
+/// `HOST APP PROCID MSGID SD MSG` of an RFC 5424 line, read as one of the relay's own:
+/// APP is the program (`postfix/smtpd`), PROCID its pid, MSG its text after the
+/// structured data (`-`, or `[...]` elements, whose quoted values may hold spaces and
+/// escaped brackets) and any byte-order mark.
+fn relay_line_5424<'a>(rest: &'a [u8], names: &SyslogNames) -> Option<RelayLine<'a>> {
+    let mut fields = rest.splitn(4, |b| *b == b' ');
+    let host = fields.next()?;
+    let app = fields.next()?;
+    let pid = fields.next()?;
+    let after_pid = fields.next()?;
+    let (_msgid, sd_and_text) = after_pid.split_at(memchr::memchr(b' ', after_pid)?);
+    let text = after_structured_data(&sd_and_text[1..])?;
+    let text = text.strip_prefix(b"\xef\xbb\xbf").unwrap_or(text);
+    if pid.is_empty() || !pid.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    let slash = memchr::memchr(b'/', app)?;
+    let daemon = &app[memchr::memrchr(b'/', app)? + 1..];
+    if !names.accepts(&app[..slash]) || !DAEMONS.contains(&daemon) {
+        return None;
+    }
+    // APP and PROCID side by side: one process, as `program[pid]` is.
+    let tag_start = host.len() + 1;
+    let tag = &rest[tag_start..tag_start + app.len() + 1 + pid.len()];
+    Some(RelayLine {
+        host: (host != b"-").then_some(host),
+        tag,
+        daemon,
+        text,
+    })
+}
+
+/// What follows the structured data: after `-`, or after the last `[...]` element, a
+/// space and the message (or nothing).
+fn after_structured_data(sd: &[u8]) -> Option<&[u8]> {
+    let mut at = 0;
+    if sd.first() == Some(&b'-') {
+        at = 1;
+    } else {
+        while sd.get(at) == Some(&b'[') {
+            let mut quoted = false;
+            at += 1;
+            loop {
+                match sd.get(at)? {
+                    b'\\' if quoted => at += 1,
+                    b'"' => quoted = !quoted,
+                    b']' if !quoted => break,
+                    _ => {}
+                }
+                at += 1;
+            }
+            at += 1;
+        }
+        if at == 0 {
+            return None;
+        }
+    }
+    match sd.get(at) {
+        None => Some(&[]),
+        Some(b' ') => Some(&sd[at + 1..]),
+        Some(_) => None,
+    }
 }
 
 /// `service  | ` at the start of a line, as `docker compose logs` writes it.
@@ -204,22 +318,29 @@ pub fn relay_line<'a>(rest: &'a [u8], names: &SyslogNames) -> Option<RelayLine<'
     })
 }
 
-/// Whether a line says the log itself lost lines: rsyslog's rate-limiting ("imuxsock
+/// Whether a line says the log itself lost lines: rsyslog's suspended action and full
+/// queue, its rate-limiting ("imuxsock
 /// begins to drop messages", "imuxsock lost 1523 messages", "imjournal: 1523 messages
 /// lost"), journald's ("Suppressed 1523 messages from postfix@-.service", "Forwarding to
 /// syslog missed 12 messages"), a logger's "messages lost" or "dropped". Anyone who can
 /// make the relay write such words only takes absence away as proof, so any line counts.
 pub fn reports_loss(line: &[u8]) -> bool {
-    if memchr::memmem::find(line, b"essage").is_none()
-        && memchr::memmem::find(line, b"ESSAGE").is_none()
-    {
-        return false;
-    }
     let lower = line.to_ascii_lowercase();
     let words: Vec<&[u8]> = lower
         .split(|b| !b.is_ascii_alphanumeric())
         .filter(|w| !w.is_empty())
         .collect();
+    let has = |word: &[u8]| words.contains(&word);
+    // rsyslog's "action 'action-1-builtin:omfile' suspended (...)" (what it did not write
+    // while suspended is gone) and "... queue full - discarding message".
+    if (has(b"action") && has(b"suspended"))
+        || (has(b"queue") && has(b"full") && words.iter().any(|w| w.starts_with(b"discard")))
+    {
+        return true;
+    }
+    if memchr::memmem::find(&lower, b"essage").is_none() {
+        return false;
+    }
     let messages = |w: &[u8]| w == b"messages" || w == b"message";
     let number = |w: &[u8]| w.iter().all(u8::is_ascii_digit);
     words.windows(2).any(|pair| {

@@ -134,6 +134,23 @@ pub struct Covered {
     pub outer: (f64, f64),
 }
 
+/// The stretch of time around a damaged line: from the earliest the readable line before
+/// it can have been written to the latest the one after can (unbounded at a file's start
+/// or end).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Hole {
+    pub from: f64,
+    pub to: f64,
+    /// Which line, of which file, and what was wrong with it.
+    pub line: String,
+}
+
+impl Hole {
+    pub fn overlaps(&self, from: f64, to: f64) -> bool {
+        self.from < to && self.to > from
+    }
+}
+
 /// A line in which the log says it lost lines.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Loss {
@@ -161,6 +178,13 @@ pub struct Findings {
     pub mentions: HashMap<String, Vec<String>>,
     /// Per file, the lines that could not be read as the relay's own.
     pub unread: Vec<String>,
+    /// Stretches of time no absence can be proven in: each lies between the readable
+    /// lines around a damaged one (a NUL byte, invalid UTF-8, a line cut short), which may
+    /// have been any line at all.
+    pub holes: Vec<Hole>,
+    /// By Message-ID, damaged lines whose bytes name it: it cannot be told what they say
+    /// of it, so they forbid an absence answer.
+    pub damaged_mentions: HashMap<String, Vec<String>>,
     /// Files that could not be read to their end, and why.
     pub problems: Vec<String>,
     /// Messages the relay took or may have committed that no message-id line names: a
@@ -209,27 +233,51 @@ impl Findings {
     }
 
     /// Whether `host`'s lines alone cover all of `[from, to]`: a log proven to have
-    /// been written through it.
+    /// been written through it, with no damaged line inside.
     pub fn host_covers(&self, host: &str, from: f64, to: f64) -> bool {
-        self.covered.get(host).is_some_and(|runs| {
-            runs.iter()
-                .any(|run| run.inner.0 <= from && run.inner.1 >= to)
-        })
+        self.hole_within(from, to).is_none()
+            && self.covered.get(host).is_some_and(|runs| {
+                runs.iter()
+                    .any(|run| run.inner.0 <= from && run.inner.1 >= to)
+            })
     }
 
-    /// Whether `host`'s lines run from `from` to `to` without a gap longer than allowed:
-    /// no line of a session between them can have been lost unseen.
+    /// Whether `host`'s lines run from `from` to `to` without a gap longer than allowed
+    /// or a damaged line: no line of a session between them can have been lost unseen.
     pub fn host_continuous(&self, host: &str, from: f64, to: f64) -> bool {
-        self.covered.get(host).is_some_and(|runs| {
-            runs.iter()
-                .any(|run| run.outer.0 <= from && run.outer.1 >= to)
-        })
+        self.hole_within(from, to).is_none()
+            && self.covered.get(host).is_some_and(|runs| {
+                runs.iter()
+                    .any(|run| run.outer.0 <= from && run.outer.1 >= to)
+            })
+    }
+
+    /// A damaged line that may lie inside `[from, to]`.
+    pub fn hole_within(&self, from: f64, to: f64) -> Option<&Hole> {
+        self.holes.iter().find(|hole| hole.overlaps(from, to))
+    }
+
+    /// The damaged lines whose bytes name `message_id`.
+    pub fn damaged_naming(&self, message_id: &str) -> &[String] {
+        self.damaged_mentions
+            .get(message_id)
+            .map(Vec::as_slice)
+            .unwrap_or_default()
     }
 
     /// Which host's lines are the relay's for an attempt in `[from, to]`: the one the
-    /// attempt's greeting named (`relay`), or else the only host whose relay lines fall in
-    /// the window. Otherwise why no host's can be.
-    pub fn relay_host(&self, from: f64, to: f64, relay: Option<&str>) -> Result<&str, String> {
+    /// attempt's greeting named (`relay`), or one the operator says is the relay's under
+    /// another name (`also`, `--relay-host`), or else the only host whose relay lines fall
+    /// in the window. Otherwise why no host's can be.
+    pub fn relay_host(
+        &self,
+        from: f64,
+        to: f64,
+        relay: Option<&str>,
+        also: &[String],
+    ) -> Result<&str, String> {
+        let named_by_operator =
+            |host: &str| also.iter().any(|name| name.eq_ignore_ascii_case(host));
         let hosts: Vec<&str> = self.covered.keys().map(String::as_str).collect();
         let named = |hosts: &[&str]| -> String {
             hosts
@@ -248,14 +296,15 @@ impl Findings {
             let matching: Vec<&str> = hosts
                 .iter()
                 .copied()
-                .filter(|h| !h.is_empty() && same_host(h, relay))
+                .filter(|h| !h.is_empty() && (same_host(h, relay) || named_by_operator(h)))
                 .collect();
             return match matching.as_slice() {
                 [host] => Ok(host),
                 [] if hosts.is_empty() => Err("no line of the log is the relay's own".into()),
                 [] => Err(format!(
-                    "the attempt was answered by relay {}, and the log's relay lines are from {}: another relay's log proves no absence",
+                    "the attempt was answered by relay {}, and the log's relay lines are from {}: another relay's log proves no absence; if {} is that relay's own name in its log (a container's id, a short name), say so with --relay-host",
                     cleaned(relay),
+                    named(&hosts),
                     named(&hosts)
                 )),
                 _ => Err(format!(
@@ -268,6 +317,7 @@ impl Findings {
         let inside: Vec<&str> = self
             .covered
             .iter()
+            .filter(|(host, _)| also.is_empty() || named_by_operator(host))
             .filter(|(_, runs)| {
                 runs.iter()
                     .any(|run| run.outer.1 >= from && run.outer.0 <= to)
@@ -465,6 +515,37 @@ struct FileCount {
     relay: u64,
     unread: u64,
     first_unread: Option<String>,
+    damaged: u64,
+}
+
+/// What is known of the file being read.
+#[derive(Default)]
+struct FileState {
+    runs: HashMap<Vec<u8>, Run>,
+    count: FileCount,
+    /// The last stamp read: a loss report on a line without one is placed there.
+    last_stamp: Option<f64>,
+    loss_unplaced: Option<String>,
+    /// A damaged line read, and no readable stamped line since: from when, and which.
+    hole: Option<(f64, String)>,
+}
+
+/// Why a line cannot be read at all, whatever it says: it is not text, or not whole.
+fn damage(line: &[u8], consumed: usize) -> Option<&'static str> {
+    if consumed > line.len() {
+        return Some("longer than any line a relay writes, so cut short");
+    }
+    // Without its line end, the read stopped at the end of the file.
+    if !line.ends_with(b"\n") {
+        return Some("the file's last line, cut without its end");
+    }
+    if memchr::memchr(0, line).is_some() {
+        return Some("a NUL byte");
+    }
+    if std::str::from_utf8(line).is_err() {
+        return Some("bytes that are not UTF-8");
+    }
+    None
 }
 
 /// The state of one pass.
@@ -492,6 +573,8 @@ struct Scan<'w> {
     losses: Vec<Loss>,
     mentions: HashMap<String, Vec<String>>,
     unread: Vec<String>,
+    holes: Vec<Hole>,
+    damaged_mentions: HashMap<String, Vec<String>>,
     problems: Vec<String>,
     lines: u64,
     bytes: u64,
@@ -517,6 +600,8 @@ impl<'w> Scan<'w> {
             losses: Vec::new(),
             mentions: HashMap::new(),
             unread: Vec::new(),
+            holes: Vec::new(),
+            damaged_mentions: HashMap::new(),
             problems: Vec::new(),
             lines: 0,
             bytes: 0,
@@ -530,11 +615,7 @@ impl<'w> Scan<'w> {
     fn file(&mut self, path: &Path) -> std::io::Result<()> {
         let mut reader = open(path)?;
         let mut line = Vec::with_capacity(512);
-        let mut runs: HashMap<Vec<u8>, Run> = HashMap::new();
-        let mut count = FileCount::default();
-        // A loss report on a line without a stamp is placed at the nearest stamp read.
-        let mut last_stamp: Option<f64> = None;
-        let mut loss_unplaced: Option<String> = None;
+        let mut file = FileState::default();
         let result = loop {
             line.clear();
             let read = match read_line_at_most(&mut reader, &mut line, MAX_LINE) {
@@ -544,51 +625,18 @@ impl<'w> Scan<'w> {
             };
             self.bytes += read as u64;
             self.lines += 1;
-            count.lines += 1;
-            let stamped = line::stamped(&line, &self.clock);
-            let at = stamped.as_ref().map(|s| s.stamp.lo).or(last_stamp);
-            if line::reports_loss(&line) {
-                match at {
-                    Some(at) => self.losses.push(Loss {
-                        at,
-                        line: quoted(&line),
-                    }),
-                    None => loss_unplaced = Some(quoted(&line)),
-                }
-            }
-            if let Some(stamped) = &stamped {
-                last_stamp = Some(stamped.stamp.lo);
-                if let Some(text) = loss_unplaced.take() {
-                    self.losses.push(Loss {
-                        at: stamped.stamp.lo,
-                        line: text,
-                    });
-                }
-            }
-            let relay = stamped
-                .as_ref()
-                .and_then(|s| Some((s.stamp, line::relay_line(s.rest, &self.names)?)));
-            let Some((stamp, relay)) = relay else {
-                count.unread += 1;
-                if count.first_unread.is_none() {
-                    count.first_unread = Some(quoted(&line));
-                }
-                self.mention(&line);
-                continue;
-            };
-            count.relay += 1;
-            if !stamp.ambiguous {
-                self.extend_run(&mut runs, relay.host_key(), stamp);
-            }
-            if !self.line(path, stamp, &line, &relay) {
-                self.mention(&line);
-            }
+            file.count.lines += 1;
+            self.read_line(path, &mut file, &line, read);
         };
-        for (host, run) in runs {
-            self.runs
-                .push((String::from_utf8_lossy(&host).into_owned(), covered(run)));
+        self.close_runs(&mut file.runs);
+        if let Some((from, what)) = file.hole {
+            self.holes.push(Hole {
+                from,
+                to: f64::INFINITY,
+                line: what,
+            });
         }
-        if let Some(text) = loss_unplaced {
+        if let Some(text) = file.loss_unplaced {
             // A report with no stamp anywhere in its file: it may be about any time.
             self.losses.push(Loss {
                 at: f64::NAN,
@@ -596,8 +644,99 @@ impl<'w> Scan<'w> {
             });
         }
         result?;
-        self.count_file(path, &count);
+        self.count_file(path, &file.count);
         Ok(())
+    }
+
+    /// One line of `path`, `read` bytes of it consumed.
+    fn read_line(&mut self, path: &Path, file: &mut FileState, line: &[u8], read: usize) {
+        if let Some(why) = damage(line, read) {
+            file.count.damaged += 1;
+            let what = format!("line {} of {} ({why})", file.count.lines, path.display());
+            self.damaged_mention(line, &what);
+            file.hole
+                .get_or_insert((file.last_stamp.unwrap_or(f64::NEG_INFINITY), what));
+            // No run of lines reaches across it.
+            self.close_runs(&mut file.runs);
+            return;
+        }
+        let stamped = line::stamped(line, &self.clock);
+        if let Some(stamped) = &stamped
+            && let Some((from, what)) = file.hole.take()
+        {
+            self.holes.push(Hole {
+                from,
+                to: stamped.stamp.hi,
+                line: what,
+            });
+        }
+        self.losses_in(file, line, stamped.as_ref().map(|s| s.stamp.lo));
+        let relay = stamped
+            .as_ref()
+            .and_then(|s| Some((s.stamp, s.relay_line(&self.names)?)));
+        let Some((stamp, relay)) = relay else {
+            file.count.unread += 1;
+            if file.count.first_unread.is_none() {
+                file.count.first_unread = Some(quoted(line));
+            }
+            self.mention(line);
+            return;
+        };
+        file.count.relay += 1;
+        if !stamp.ambiguous {
+            self.extend_run(&mut file.runs, relay.host_key(), stamp);
+        }
+        if !self.line(path, stamp, line, &relay) {
+            self.mention(line);
+        }
+    }
+
+    /// A loss report in `line`, placed at its stamp, else at the nearest stamp read.
+    fn losses_in(&mut self, file: &mut FileState, line: &[u8], stamp: Option<f64>) {
+        let at = stamp.or(file.last_stamp);
+        if line::reports_loss(line) {
+            match at {
+                Some(at) => self.losses.push(Loss {
+                    at,
+                    line: quoted(line),
+                }),
+                None => file.loss_unplaced = Some(quoted(line)),
+            }
+        }
+        if let Some(stamp) = stamp {
+            file.last_stamp = Some(stamp);
+            if let Some(text) = file.loss_unplaced.take() {
+                self.losses.push(Loss {
+                    at: stamp,
+                    line: text,
+                });
+            }
+        }
+    }
+
+    /// Ends every host's run of lines in the file being read.
+    fn close_runs(&mut self, runs: &mut HashMap<Vec<u8>, Run>) {
+        for (host, run) in runs.drain() {
+            self.runs
+                .push((String::from_utf8_lossy(&host).into_owned(), covered(run)));
+        }
+    }
+
+    /// Keeps a damaged line whose bytes name a wanted Message-ID.
+    fn damaged_mention(&mut self, line: &[u8], what: &str) {
+        let ids: Vec<String> = self
+            .mentions_finder
+            .in_line(line)
+            .filter_map(|id| std::str::from_utf8(id).ok())
+            .filter(|id| self.wanted.contains(*id))
+            .map(str::to_string)
+            .collect();
+        for id in ids {
+            let kept = self.damaged_mentions.entry(id).or_default();
+            if kept.len() < MAX_MENTIONS {
+                kept.push(format!("{what}: {:?}", quoted(line)));
+            }
+        }
     }
 
     fn count_file(&mut self, path: &Path, count: &FileCount) {
@@ -614,6 +753,14 @@ impl<'w> Scan<'w> {
                 count.unread,
                 count.lines,
                 count.first_unread.as_deref().unwrap_or_default()
+            ));
+        }
+        if count.damaged > 0 {
+            self.unread.push(format!(
+                "{}: {} of {} lines damaged and not read at all",
+                path.display(),
+                count.damaged,
+                count.lines
             ));
         }
     }
@@ -1003,6 +1150,8 @@ impl<'w> Scan<'w> {
             losses: self.losses,
             mentions: self.mentions,
             unread: self.unread,
+            holes: self.holes,
+            damaged_mentions: self.damaged_mentions,
             problems: self.problems,
             orphans: self.orphans,
             orphans_overflow: self.orphans_overflow,

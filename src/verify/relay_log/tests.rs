@@ -666,6 +666,9 @@ fn a_log_that_says_it_lost_lines_is_kept_with_when() {
         "Nov 29 22:15:58 relay systemd-journald[384]: postfix@-.service: Suppressed 1523 messages",
         "Nov 29 22:15:58 relay systemd-journald[384]: Forwarding to syslog missed 12 messages.",
         "Nov 29 22:15:58 relay logger: 12 messages lost",
+        "Nov 29 22:15:58 relay rsyslogd[1]: action 'action-8-builtin:omfile' suspended (module 'builtin:omfile'), retry 0. There should be messages before this one giving the reason for suspension.",
+        "Nov 29 22:15:58 relay rsyslogd[1]: main Q: queue full - discarding message",
+        "Nov 29 22:15:58 relay rsyslogd[1]: action-1-builtin:omfwd queue: queue full - discarding newest message",
     ] {
         assert!(line::reports_loss(loss.as_bytes()), "{loss}");
         let found = search_text(&format!("{REAL}{loss}\n"), &[]);
@@ -796,10 +799,67 @@ Nov 29 22:16:40 relay postfix/anvil[1]: statistics
     assert_eq!(only(&found, "<n-1.1.1@uns.local>").fate, Fate::Open);
     assert!(found.host_covers("relay", AT, AT + 30.0));
     assert!(!found.host_covers("other", AT, AT + 30.0));
-    assert!(found.relay_host(AT, AT + 30.0, None).is_err());
+    assert!(found.relay_host(AT, AT + 30.0, None, &[]).is_err());
     assert_eq!(
-        found.relay_host(AT, AT + 30.0, Some("relay.test")),
+        found.relay_host(AT, AT + 30.0, Some("relay.test"), &[]),
         Ok("relay")
     );
-    assert!(found.relay_host(AT, AT + 30.0, Some("third.test")).is_err());
+    assert!(
+        found
+            .relay_host(AT, AT + 30.0, Some("third.test"), &[])
+            .is_err()
+    );
+}
+
+/// RFC 5424, as a central syslog server writes it: the same session reads as its RFC 3339
+/// twin, whatever the structured data holds (spaces and a bracket inside quoted values, or
+/// nothing), and a byte-order mark before the message is not part of it.
+#[test]
+fn rfc5424_lines_read_as_their_rfc3339_twins() {
+    let twin: String = REAL
+        .lines()
+        .map(|line| {
+            let (stamp, rest) = line.split_at(15);
+            let at = clock::Clock::new(&Zone::Fixed(0), NEAR)
+                .stamp(stamp.as_bytes())
+                .expect("stamp")
+                .0
+                .lo;
+            let rest = rest.trim_start();
+            let (host, rest) = rest.split_once(' ').expect("host");
+            let (tag, text) = rest.split_once(": ").expect("tag");
+            let (app, pid) = tag
+                .strip_suffix(']')
+                .and_then(|t| t.split_once('['))
+                .expect("pid");
+            let stamp = jiff::Timestamp::from_second(at as i64)
+                .expect("time")
+                .strftime("%Y-%m-%dT%H:%M:%S%:z");
+            let sd = if pid.ends_with('9') {
+                r#"[meta sequenceId="1" note="a \"quoted\" ] bracket"]"#
+            } else {
+                "-"
+            };
+            format!("<22>1 {stamp} {host} {app} {pid} - {sd} \u{feff}{text}\n")
+        })
+        .collect();
+    let ids = ["<n-1.1.1@uns.local>", "<n-2.1.1@uns.local>"];
+    let classic = search_text(REAL, &ids);
+    let rfc5424 = search_text(&twin, &ids);
+    assert!(rfc5424.unread.is_empty(), "{:?}", rfc5424.unread);
+    for id in ids {
+        let (a, b) = (only(&classic, id), only(&rfc5424, id));
+        assert_eq!(
+            (&a.queue_id, a.fate, &a.sender),
+            (&b.queue_id, b.fate, &b.sender),
+            "{id}"
+        );
+    }
+    assert_eq!(classic.covered, rfc5424.covered);
+    // A NILVALUE stamp says nothing of when: the line is not read.
+    let nil = search_text(
+        "<22>1 - relay postfix/anvil 9 - - statistics: max connection rate 1/60s\n",
+        &[],
+    );
+    assert!(nil.covered.is_empty());
 }

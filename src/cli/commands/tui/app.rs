@@ -228,6 +228,8 @@ pub struct App {
     pub switch_to: Option<String>,
     /// After a read failed or was cancelled: not asked again before this.
     retry_after: Option<Instant>,
+    /// The backend's pages did not move forward: nothing is read again by itself.
+    halted: bool,
     pub quit: bool,
     /// The width the inspect text is laid out for.
     pub width: u16,
@@ -258,6 +260,7 @@ impl App {
             restart_worker: false,
             switch_to: None,
             retry_after: None,
+            halted: false,
             quit: false,
             width: 80,
             short: HashMap::new(),
@@ -374,7 +377,11 @@ impl App {
             .pending
             .values()
             .any(|p| p.label != "counting" && p.label != "asking every context");
-        if self.dialog.is_some() || reading || self.retry_after.is_some_and(|at| now < at) {
+        if self.dialog.is_some()
+            || reading
+            || self.halted
+            || self.retry_after.is_some_and(|at| now < at)
+        {
             return Vec::new();
         }
         // Reconciling every notification and asking every context are whole reads: not
@@ -408,11 +415,15 @@ impl App {
                 cursor,
                 rows,
                 next,
+                stopped,
             } => {
                 if filter != self.dlq.filter || cursor != self.dlq.cursor {
                     return;
                 }
                 self.take_rows(rows, next, now);
+                if let Some(error) = stopped {
+                    self.halt("reading the DLQ", &error);
+                }
             }
             Reply::Counts { filter, counts } => {
                 if filter == self.dlq.filter {
@@ -563,11 +574,22 @@ impl App {
                 {
                     dialog.note = Some(format!("{what} failed: {error}"));
                 }
+                if error.stops_reading() {
+                    self.halt(what, &error);
+                    return;
+                }
                 self.say(format!("{what} failed: {error}"), true);
                 self.retry_later(now);
             }
             _ => {}
         }
+    }
+
+    /// Reading again would page the same answer for ever: nothing is read by itself
+    /// until someone asks (R).
+    fn halt(&mut self, what: &str, error: &super::jobs::Failure) {
+        self.halted = true;
+        self.say(format!("{what} stopped (R reads again): {error}"), true);
     }
 
     /// A read that failed or was cancelled is tried again at the next refresh, not at
@@ -618,7 +640,10 @@ impl App {
             }
             Command::CommandBar => self.input = Some(Input::Command(String::new())),
             Command::Back => return self.back(now),
-            Command::Refresh => return self.load(now),
+            Command::Refresh => {
+                self.halted = false;
+                return self.load(now);
+            }
             Command::Up | Command::Down | Command::PageUp | Command::PageDown => {
                 return self.move_by(command, now);
             }

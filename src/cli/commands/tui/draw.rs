@@ -63,7 +63,7 @@ pub fn draw(frame: &mut Frame<'_>, app: &App, now: Instant) {
     let [header, body, message, footer] = Layout::vertical([
         Constraint::Length(1),
         Constraint::Min(5),
-        Constraint::Length(1),
+        Constraint::Length(message_rows(app, area.width)),
         Constraint::Length(1),
     ])
     .areas(area);
@@ -76,7 +76,10 @@ pub fn draw(frame: &mut Frame<'_>, app: &App, now: Instant) {
         ViewKind::Audit => audit(frame, app, body),
         ViewKind::Contexts => contexts(frame, app, body),
     }
-    frame.render_widget(Paragraph::new(message_line(app, &paint)), message);
+    frame.render_widget(
+        Paragraph::new(message_line(app, &paint)).wrap(Wrap { trim: false }),
+        message,
+    );
     frame.render_widget(
         Paragraph::new(footer_line(app, &paint, footer.width)),
         footer,
@@ -129,6 +132,18 @@ fn header_line(app: &App, now: Instant, paint: &Paint) -> Line<'static> {
         clean(&app.config.place)
     )));
     Line::from(spans)
+}
+
+/// The message's rows: one, or as many as a longer error takes to be read whole (at most
+/// three), so a reason is never cut at the screen's edge.
+fn message_rows(app: &App, width: u16) -> u16 {
+    let length = app
+        .message
+        .as_ref()
+        .filter(|m| m.error)
+        .map_or(0, |m| clean(&m.text).chars().count() + 2);
+    let width = usize::from(width.max(1));
+    length.div_ceil(width).clamp(1, 3) as u16
 }
 
 fn message_line(app: &App, paint: &Paint) -> Line<'static> {

@@ -129,6 +129,8 @@ pub enum Reply {
         cursor: Option<String>,
         rows: Vec<Row>,
         next: Option<String>,
+        /// The backend's pages stopped moving forward: what was read before is in `rows`.
+        stopped: Option<Failure>,
     },
     Counts {
         filter: Filter,
@@ -175,8 +177,55 @@ pub enum Reply {
     },
     Failed {
         what: &'static str,
-        error: String,
+        error: Failure,
     },
+}
+
+/// Why a job failed: the words, shown escaped, and the store's own error where it came
+/// from one, so what it means (a server that repeats its pages, a refused key) is read
+/// from its kind, never from its words.
+#[derive(Debug)]
+pub struct Failure {
+    pub message: String,
+    pub cause: Option<StoreError>,
+}
+
+impl Failure {
+    /// The backend pages without moving forward: reading again repeats the same answer,
+    /// so the view is not read again until someone asks.
+    pub fn stops_reading(&self) -> bool {
+        matches!(self.cause, Some(StoreError::Repeats(_)))
+    }
+}
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl From<StoreError> for Failure {
+    fn from(err: StoreError) -> Self {
+        Self {
+            message: crate::render::sanitize::clean(&err.to_string()).into_owned(),
+            cause: Some(err),
+        }
+    }
+}
+
+impl From<String> for Failure {
+    fn from(message: String) -> Self {
+        Self {
+            message: crate::render::sanitize::clean(&message).into_owned(),
+            cause: None,
+        }
+    }
+}
+
+impl From<crate::cli::error::CliError> for Failure {
+    fn from(err: crate::cli::error::CliError) -> Self {
+        err.message.into()
+    }
 }
 
 /// A worker thread and its two channels. Dropped, it is abandoned: a request it is
@@ -239,28 +288,25 @@ pub fn run(source: &Source, reader: &mut Reader, job: Job) -> Reply {
         Job::Record { asked, reason } => record(source, &asked, reason),
         Job::Contexts => Ok(Reply::Contexts(contexts(source))),
         Job::Dlq { filter, cursor } => opened(source, &mut reader.store)
-            .map_err(|err| err.to_string())
+            .map_err(Failure::from)
             .and_then(|store| {
-                dlq_page(store, filter, cursor, &mut reader.short).map_err(|err| err.to_string())
+                dlq_page(store, filter, cursor, &mut reader.short).map_err(Failure::from)
             }),
         Job::Reconcile => opened(source, &mut reader.store)
-            .map_err(|err| err.to_string())
+            .map_err(Failure::from)
             .and_then(|store| reconcile(source, store, &mut reader.short)),
         Job::Audit => opened(source, &mut reader.store)
-            .map_err(|err| err.to_string())
-            .and_then(|store| audit(store, &mut reader.short).map_err(|err| err.to_string())),
+            .map_err(Failure::from)
+            .and_then(|store| audit(store, &mut reader.short).map_err(Failure::from)),
         job => match opened(source, &mut reader.store) {
             Ok(store) => read(source, store, job),
-            Err(err) => Err(err.to_string()),
+            Err(err) => Err(err.into()),
         },
     };
     result.unwrap_or_else(|error| {
         // A store that failed is opened again next time.
         reader.store = None;
-        Reply::Failed {
-            what,
-            error: crate::render::sanitize::clean(&error).into_owned(),
-        }
+        Reply::Failed { what, error }
     })
 }
 
@@ -274,8 +320,8 @@ fn opened<'r>(source: &Source, reader: &'r mut Option<Box<dyn Store>>) -> CliRes
     }
 }
 
-fn read(source: &Source, store: &dyn Store, job: Job) -> Result<Reply, String> {
-    let text = |err: StoreError| err.to_string();
+fn read(source: &Source, store: &dyn Store, job: Job) -> Result<Reply, Failure> {
+    let text = Failure::from;
     match job {
         Job::Counts { filter } => {
             let mut counts: BTreeMap<Branch, usize> = BTreeMap::new();
@@ -316,7 +362,7 @@ fn read(source: &Source, store: &dyn Store, job: Job) -> Result<Reply, String> {
             action,
             ids,
             reason,
-        } => preview(source, store, action, ids, reason).map_err(|err| err.to_string()),
+        } => preview(source, store, action, ids, reason).map_err(Failure::from),
         Job::Verify { ids } => {
             let asked = store.verify(&ids, &source.sources).map_err(text)?;
             let lines = verify_lines(&asked);
@@ -330,7 +376,7 @@ fn read(source: &Source, store: &dyn Store, job: Job) -> Result<Reply, String> {
         | Job::Audit
         | Job::Carry { .. }
         | Job::Record { .. }
-        | Job::Contexts => Err("not a read".to_string()),
+        | Job::Contexts => Err("not a read".to_string().into()),
     }
 }
 
@@ -344,8 +390,28 @@ pub fn dlq_page(
 ) -> crate::store::Result<Reply> {
     let mut verdicts: Vec<Verdict> = Vec::new();
     let mut at = cursor.clone();
+    // The rule the commands keep: a backend whose pages do not move forward is read no
+    // further.
+    let mut onward = crate::store::Onward::default();
+    let place = store.describe();
+    let mut stopped = None;
     let next = loop {
         let page = store.dlq_page(&filter.selection, at.as_deref(), PAGE, true)?;
+        let onward = onward
+            .page(
+                &place,
+                page.entries.first().map(|e| e.row.id.as_str()),
+                page.entries.last().map(|e| e.row.id.as_str()),
+            )
+            .and_then(|()| match &page.next_cursor {
+                Some(next) => onward.cursor(&place, next),
+                None => Ok(()),
+            });
+        // What was read before the repeat is shown; the repeat is not.
+        if let Err(err) = onward {
+            stopped = Some(Failure::from(err));
+            break None;
+        }
         for entry in page.entries {
             let events = entry.events.unwrap_or_default();
             let verdict = crate::triage::triage_events(&entry.row, &events);
@@ -375,6 +441,7 @@ pub fn dlq_page(
         cursor,
         rows,
         next,
+        stopped,
     })
 }
 
@@ -402,7 +469,7 @@ fn reconcile(
     source: &Source,
     store: &dyn Store,
     known: &mut HashMap<String, (String, std::time::Instant)>,
-) -> Result<Reply, String> {
+) -> Result<Reply, Failure> {
     let now = source.clock.now();
     let window = match source.since.as_deref() {
         Some(since) => crate::store::Window {
@@ -415,11 +482,9 @@ fn reconcile(
         window,
         ..ReconcileAsked::default()
     };
-    let reconciliation = Reconciliation::read(store, &asked, source.sources.clone(), now)
-        .map_err(|err| err.to_string())?;
-    let items = reconciliation.all(store).map_err(|err| err.to_string())?;
-    let recent = Recent::read(store, None, now, crate::pulse::DEFAULT_QUIET_AFTER)
-        .map_err(|err| err.to_string())?;
+    let reconciliation = Reconciliation::read(store, &asked, source.sources.clone(), now)?;
+    let items = reconciliation.all(store)?;
+    let recent = Recent::read(store, None, now, crate::pulse::DEFAULT_QUIET_AFTER)?;
     let short = shortened(
         store,
         items
@@ -554,7 +619,7 @@ fn preview(
 /// Carries out `intents` on a store opened for writing, once the session takes `word`
 /// as the confirmation for them: each through the guarded transition, which checks
 /// again; the outcome of each.
-fn carry(source: &Source, intents: Vec<Intent>, word: &str) -> Result<Reply, String> {
+fn carry(source: &Source, intents: Vec<Intent>, word: &str) -> Result<Reply, Failure> {
     let approved: Vec<&Intent> = intents.iter().filter(|i| i.preview.is_ok()).collect();
     let preview = session::Preview {
         verb: "carry out",
@@ -572,7 +637,7 @@ fn carry(source: &Source, intents: Vec<Intent>, word: &str) -> Result<Reply, Str
             ),
         });
     }
-    let store = (source.open)(true).map_err(|err| err.message)?;
+    let store = (source.open)(true)?;
     let clock = crate::clock::SystemClock;
     let outcomes = session::carry_out(store.as_ref(), &intents, &clock, &mut |_, _| {
         session::Flow::Continue
@@ -624,8 +689,8 @@ fn record(
     source: &Source,
     asked: &crate::verify::Asked,
     reason: Option<String>,
-) -> Result<Reply, String> {
-    let store = (source.open)(true).map_err(|err| err.message)?;
+) -> Result<Reply, Failure> {
+    let store = (source.open)(true)?;
     let why = crate::remediation::verified::Why {
         reason: reason.as_deref(),
         ticket: None,
