@@ -147,7 +147,8 @@ impl Window {
             ]
             .into_iter()
             .find(|step| *step >= needed)
-            .unwrap_or(needed.ceil());
+            // Past a day a step, whole days: a step a person would type.
+            .unwrap_or((needed / 86_400.0).ceil() * 86_400.0);
             return Err(format!(
                 "{steps} steps: at most {MAX_STEPS} in one pulse; take a step of {} or more",
                 crate::clock::seconds_flag(fits)
@@ -332,6 +333,9 @@ mod tests {
         assert!(Window::new(10.0, 10.0, 60.0).is_err());
         assert!(Window::new(0.0, 60.0, 0.5).is_err());
         assert_eq!(Window::new(0.0, 90.0, 60.0).map(|w| w.steps()), Ok(2));
+        // A window of years asks for a step in whole days, never a count of seconds.
+        let years = Window::new(0.0, 86_400_000_000.0, 60.0).expect_err("too many");
+        assert!(years.ends_with("take a step of 695d or more"), "{years}");
     }
 
     #[test]

@@ -287,10 +287,13 @@ fn stop_after_canary(
     for line in failed {
         status(&format!("  {line}"));
     }
+    let rest = plan.rest_actionable();
     status(&format!(
-        "{}: stopped after the canary; the other {} were not touched and are still in the DLQ.",
+        "{}: stopped after the canary; the other {} {} not touched and {} still in the DLQ.",
         crate::render::sanitize::clean(&store.describe()),
-        counted(plan.rest_actionable() as i64, "entry")
+        counted(rest as i64, "entry"),
+        if rest == 1 { "was" } else { "were" },
+        if rest == 1 { "is" } else { "are" },
     ));
     Err(CliError::error("the canary was not delivered: nothing else was replayed").hint(
         "`unsctl inspect ID` shows what still refuses; once it is fixed, the same command replays the rest (`dlq triage --error-code CODE` narrows to one cause)",

@@ -17,14 +17,18 @@ fn hostile(c: char) -> bool {
 /// (a command, a quote that would end ours) reads as quoted text, never as one of
 /// unsctl's own steps. Wrapping keeps commands whole only outside quotes.
 pub fn quoted(text: &str) -> String {
-    let cleaned = clean(text);
-    let mut out = String::with_capacity(cleaned.len() + 2);
+    // One pass over the text as it was: a backslash of its own is doubled, and the
+    // backslash of an escape made here is not (it would read `\\u{202e}`).
+    let mut out = String::with_capacity(text.len() + 2);
     out.push('"');
-    for c in cleaned.chars() {
-        if matches!(c, '"' | '\\') {
-            out.push('\\');
+    for c in text.chars() {
+        match c {
+            '"' | '\\' => {
+                out.push('\\');
+                out.push(c);
+            }
+            c => push_shown(&mut out, c),
         }
-        out.push(c);
     }
     out.push('"');
     out
@@ -61,37 +65,62 @@ pub fn clean(text: &str) -> Cow<'_, str> {
     }
     let mut cleaned = String::with_capacity(text.len() + 8);
     for c in text.chars() {
-        match c {
-            '\n' => cleaned.push_str("\\n"),
-            '\r' => cleaned.push_str("\\r"),
-            '\t' => cleaned.push_str("\\t"),
-            c if (c as u32) < 0x100 && hostile(c) => {
-                let _ = write!(cleaned, "\\x{:02x}", c as u32);
-            }
-            c if hostile(c) => {
-                let _ = write!(cleaned, "\\u{{{:x}}}", c as u32);
-            }
-            c => cleaned.push(c),
-        }
+        push_shown(&mut cleaned, c);
     }
     Cow::Owned(cleaned)
+}
+
+/// `c` as a terminal may be shown it: itself, or escaped.
+fn push_shown(out: &mut String, c: char) {
+    match c {
+        '\n' => out.push_str("\\n"),
+        '\r' => out.push_str("\\r"),
+        '\t' => out.push_str("\\t"),
+        c if (c as u32) < 0x100 && hostile(c) => {
+            let _ = write!(out, "\\x{:02x}", c as u32);
+        }
+        c if hostile(c) => {
+            let _ = write!(out, "\\u{{{:x}}}", c as u32);
+        }
+        c => out.push(c),
+    }
 }
 
 /// Like [`clean`], cut to `max` characters with a marker saying how much was left out;
 /// tables use it so one huge value cannot take the screen (JSON keeps values whole).
 pub fn clip(text: &str, max: usize) -> Cow<'_, str> {
-    let count = text.chars().take(max + 1).count();
-    if count <= max {
-        return clean(text);
+    match cut(text, max) {
+        (kept, None) => clean(kept),
+        (kept, Some(marker)) => Cow::Owned(format!("{}{marker}", clean(kept))),
     }
-    let kept: String = text.chars().take(max.saturating_sub(1)).collect();
-    let dropped = text.len() - kept.len();
-    Cow::Owned(format!("{}… (+{dropped} bytes)", clean(&kept)))
+}
+
+/// `text` cut to `max` characters, as it was (not made safe to show), and the marker
+/// saying how much was left out, if anything was.
+pub fn cut(text: &str, max: usize) -> (&str, Option<String>) {
+    match text.char_indices().nth(max) {
+        None => (text, None),
+        Some(_) => {
+            let end = text
+                .char_indices()
+                .nth(max.saturating_sub(1))
+                .map_or(text.len(), |(at, _)| at);
+            let dropped = text.len() - end;
+            (&text[..end], Some(format!("… (+{dropped} bytes)")))
+        }
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn quoted_text_is_escaped_once() {
+        assert_eq!(quoted("evil \u{202e}txt"), "\"evil \\u{202e}txt\"");
+        assert_eq!(quoted("a \"b\" c\\d"), "\"a \\\"b\\\" c\\\\d\"");
+        assert_eq!(quoted("line\nbreak"), "\"line\\nbreak\"");
+    }
 
     #[test]
     fn control_bytes_are_shown_escaped() {

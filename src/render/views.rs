@@ -60,7 +60,14 @@ pub fn shown(text: &str) -> String {
 /// Store or provider text in a sentence or a cell: cut like [`shown`], in quotes, so
 /// whatever it holds reads as what someone said, never as one of unsctl's own steps.
 pub fn said(text: &str) -> String {
-    super::sanitize::quoted(&shown(text))
+    match super::sanitize::cut(text, MAX_SHOWN) {
+        (kept, None) => super::sanitize::quoted(kept),
+        (kept, Some(marker)) => {
+            // The marker inside the quotes, where the text it stands for would be.
+            let quoted = super::sanitize::quoted(kept);
+            format!("{}{marker}\"", &quoted[..quoted.len() - 1])
+        }
+    }
 }
 
 /// A payload field as text, made safe to show (a long string is cut, never copied whole).
@@ -703,6 +710,16 @@ mod tests {
     use super::*;
     use crate::model::payload_from_value;
     use crate::render::output::{ColorChoice, Format};
+
+    #[test]
+    fn said_text_is_escaped_once_and_cut_inside_its_quotes() {
+        assert_eq!(said("x\u{202e}"), "\"x\\u{202e}\"");
+        let long = said(&"y".repeat(MAX_SHOWN + 10));
+        assert!(
+            long.starts_with("\"yyy") && long.ends_with(" bytes)\""),
+            "{long}"
+        );
+    }
 
     #[test]
     fn the_channel_that_needs_something_comes_first() {

@@ -249,3 +249,30 @@ fn an_incident_is_still_happening_only_while_its_last_loss_is_recent() {
         server.stop();
     }
 }
+
+/// A step under a second is a usage error that says so, never a count of steps it did
+/// not take; a window of years asks for a step a person would type.
+#[test]
+fn a_step_that_cannot_be_taken_is_refused_in_words() {
+    let dir = tempfile::tempdir().expect("dir");
+    let db = store_with_losses(dir.path(), 60.0);
+    for (args, says) in [
+        (&["--step", "0s"][..], "a step is at least 1s"),
+        (
+            &["--since", "30000d", "--step", "1m"][..],
+            "take a step of 21d or more",
+        ),
+    ] {
+        let out = support::unsctl()
+            .arg("--db")
+            .arg(&db)
+            .arg("pulse")
+            .args(args)
+            .output()
+            .expect("pulse");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(says), "{args:?}: {stderr}");
+        assert!(!stderr.contains("3601 steps"), "{stderr}");
+    }
+}

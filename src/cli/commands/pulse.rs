@@ -49,7 +49,13 @@ impl Args {
         };
         // Widened to whole steps of the clock (a minute from :00), so each row is one
         // minute of the clock and two runs a moment apart count alike.
-        let step = self.step.max(1.0);
+        let step = self.step;
+        if step.is_nan() || step < 1.0 {
+            return Err(CliError::usage(format!(
+                "--step {}: a step is at least 1s",
+                crate::clock::seconds_flag(step)
+            )));
+        }
         let since = (since / step).floor() * step;
         let until = (until / step).ceil() * step;
         Window::new(since, until, step).map_err(CliError::usage)
