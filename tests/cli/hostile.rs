@@ -97,19 +97,7 @@ const CASES: &[Case] = &[
 ];
 
 fn build(dir: &Path, patch: &str) -> PathBuf {
-    let db = dir.join(format!("{patch}.db"));
-    let conn = rusqlite::Connection::open(&db).expect("db");
-    for file in ["base.sql", &format!("{patch}.sql")] {
-        let sql = std::fs::read_to_string(Path::new(FIXTURES).join(file)).expect("fixture");
-        conn.execute_batch(&sql)
-            .unwrap_or_else(|err| panic!("{file}: {err}"));
-    }
-    // As the runtime leaves it: WAL mode, everything checkpointed.
-    conn.pragma_update(None, "journal_mode", "WAL")
-        .expect("wal");
-    conn.execute_batch("PRAGMA wal_checkpoint(TRUNCATE)")
-        .expect("checkpoint");
-    db
+    support::hostile_store(dir, patch)
 }
 
 fn bytes(db: &Path) -> Vec<Vec<u8>> {

@@ -376,3 +376,43 @@ fn a_backend_whose_pages_repeat_is_read_no_further() {
     term.keys(&["q"]);
     term.wait_for("EXIT=0");
 }
+
+/// The screen's `Y` copies exactly the command it shows, as one line, with the store's id
+/// quoted as data; an id that cannot stand on one line is never copied in a command.
+#[test]
+fn the_copied_step_is_one_line_and_quotes_the_id() {
+    let dir = tempfile::tempdir().expect("dir");
+    let db = support::hostile_store(dir.path(), "hostile-ids");
+    let id = "$(touch pwned-dollar)";
+    let start = |args: &str| {
+        let term = Tmux::start_sized(
+            &command(&format!("--db {} tui {args}", db.display()), &[]),
+            120,
+            30,
+        );
+        term.accept_clipboard();
+        term
+    };
+    let term = start(&format!("inspect {}", support::shell_quoted(id)));
+    term.wait_for("next: unsctl verify");
+    term.keys(&["Y"]);
+    term.wait_for("copied: unsctl verify");
+    let expected = format!("unsctl verify {}", support::shell_quoted(id));
+    assert!(
+        support::wait_for(Duration::from_secs(5), || term.clipboard() == expected),
+        "{:?}",
+        term.clipboard()
+    );
+    term.keys(&["q"]);
+    term.wait_for("EXIT=0");
+    // The entry whose id holds a line break sorts last: no command is copied for it.
+    let term = start("");
+    term.wait_for("VERIFY 2");
+    term.keys(&["End"]);
+    term.wait_for(">[ ]  n-5\\ntouch");
+    term.keys(&["Y"]);
+    let screen = term.wait_for("no command to copy");
+    assert!(!term.clipboard().contains("pwned-newline"), "{screen}");
+    term.keys(&["q"]);
+    term.wait_for("EXIT=0");
+}

@@ -492,3 +492,21 @@ pub fn dump(db: &Path) -> String {
     );
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
+
+/// The hostile store `fixtures/hostile/PATCH.sql` makes of the base store, in `dir`, as
+/// the runtime leaves a store: WAL mode, everything checkpointed.
+pub fn hostile_store(dir: &Path, patch: &str) -> PathBuf {
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/hostile");
+    let db = dir.join(format!("{patch}.db"));
+    let conn = rusqlite::Connection::open(&db).expect("db");
+    for file in ["base.sql", &format!("{patch}.sql")] {
+        let sql = std::fs::read_to_string(fixtures.join(file)).expect("fixture");
+        conn.execute_batch(&sql)
+            .unwrap_or_else(|err| panic!("{file}: {err}"));
+    }
+    conn.pragma_update(None, "journal_mode", "WAL")
+        .expect("wal");
+    conn.execute_batch("PRAGMA wal_checkpoint(TRUNCATE)")
+        .expect("checkpoint");
+    db
+}
