@@ -64,6 +64,9 @@ pub struct Fields<'a> {
     /// An audit's reason.
     #[cfg_attr(test, serde(borrow, default))]
     pub reason: Option<Cow<'a, str>>,
+    /// DLQ_RESOLVED: the channels given up on purpose.
+    #[cfg_attr(test, serde(borrow, default))]
+    pub given_up: Option<Vec<Cow<'a, str>>>,
 }
 
 #[derive(Debug, Default, PartialEq, Deserialize)]
@@ -170,6 +173,7 @@ pub(super) enum Key {
     Operator,
     ClaimedOperator,
     Reason,
+    GivenUp,
     Other,
 }
 
@@ -194,6 +198,7 @@ impl Key {
             "operator" => Key::Operator,
             "claimed_operator" => Key::ClaimedOperator,
             "reason" => Key::Reason,
+            "given_up" => Key::GivenUp,
             _ => Key::Other,
         }
     }
@@ -218,13 +223,14 @@ impl Key {
             Key::Operator => "operator",
             Key::ClaimedOperator => "claimed_operator",
             Key::Reason => "reason",
+            Key::GivenUp => "given_up",
             Key::Other => "",
         }
     }
 
     /// Every key read, by name.
     #[cfg(test)]
-    pub(super) const ALL: [Key; 18] = [
+    pub(super) const ALL: [Key; 19] = [
         Key::Channel,
         Key::Cycle,
         Key::Attempt,
@@ -243,6 +249,7 @@ impl Key {
         Key::Operator,
         Key::ClaimedOperator,
         Key::Reason,
+        Key::GivenUp,
     ];
 
     fn bit(self) -> u32 {
@@ -339,6 +346,7 @@ impl<'de: 'a, 'a> Visitor<'de> for Into<'_, 'a> {
                 Key::Operator => fields.operator = text(map.next_value()?),
                 Key::ClaimedOperator => fields.claimed_operator = text(map.next_value()?),
                 Key::Reason => fields.reason = text(map.next_value()?),
+                Key::GivenUp => fields.given_up = map.next_value()?,
                 Key::Other => {
                     map.next_value::<IgnoredAny>()?;
                 }
@@ -425,6 +433,7 @@ mod tests {
             overridden: Vec::new(),
             triage: serde_json::Value::Null,
             claimed_operator: None,
+            given_up: Vec::new(),
         };
         let replayed = payload::to_text(&payload::Replayed {
             audit,

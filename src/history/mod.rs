@@ -195,9 +195,11 @@ pub struct Replay {
 pub struct Resolution {
     pub event_id: i64,
     pub at: f64,
-    /// The operator recorded, with the key's name beside a different claimed one.
+    /// The person who acted ([`crate::model::payload::person`]).
     pub operator: String,
     pub reason: Option<String>,
+    /// The channels given up on purpose.
+    pub given_up: ChannelSet,
 }
 
 /// One channel's attempts and the VERIFIED records about it, each in event order.
@@ -749,19 +751,23 @@ fn read_verification(history: &mut History, event: Observed<'_>, fields: &Fields
 }
 
 fn read_resolution(history: &mut History, event: Observed<'_>, fields: &Fields<'_>) {
-    let operator = fields
-        .operator
-        .as_deref()
-        .unwrap_or("(no operator recorded)");
-    let operator = match fields.claimed_operator.as_deref() {
-        Some(claimed) if claimed != operator => format!("{claimed} (key {operator})"),
-        _ => operator.to_string(),
-    };
+    let operator = crate::model::payload::person(
+        fields.operator.as_deref(),
+        fields.claimed_operator.as_deref(),
+    );
+    // A channel name that cannot be read is not taken as given up.
+    let given_up = fields
+        .given_up
+        .iter()
+        .flatten()
+        .filter_map(|name| name.parse().ok())
+        .collect();
     history.resolution = Some(Resolution {
         event_id: event.id,
         at: event.at,
         operator,
         reason: fields.reason.as_deref().map(str::to_string),
+        given_up,
     });
 }
 

@@ -97,6 +97,7 @@ fn audit() -> Audit {
         overridden: Vec::new(),
         triage: Value::Null,
         claimed_operator: Some("alice".into()),
+        given_up: vec![crate::model::Channel::Slack],
     }
 }
 

@@ -142,6 +142,24 @@ pub struct Audit {
     /// Over the API: who the client said it was, beside the key's name in `operator`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub claimed_operator: Option<String>,
+    /// A resolve: the channels given up on purpose, that nobody received (FAILED or
+    /// NOT_ATTEMPTED when it was made).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub given_up: Vec<super::Channel>,
+}
+
+/// The person an audited act names, the one way it is said everywhere (audit, report,
+/// screen, prompts): over the API the operator the client claimed with the name of the
+/// key it came through, `oncall-jane (key ops-2)`; on the store directly, the operator.
+/// A key's name alone never stands for a person.
+pub fn person(operator: Option<&str>, claimed: Option<&str>) -> String {
+    let operator = operator.map(str::trim).filter(|o| !o.is_empty());
+    match (claimed.map(str::trim).filter(|c| !c.is_empty()), operator) {
+        (Some(claimed), Some(key)) => format!("{claimed} (key {key})"),
+        (Some(claimed), None) => claimed.to_string(),
+        (None, Some(operator)) => operator.to_string(),
+        (None, None) => "(no operator recorded)".into(),
+    }
 }
 
 /// A front end other than the command line, named in the audit of what it changed.

@@ -249,10 +249,15 @@ fn classify(history: &History, channel: Channel, count: Count, records: &Records
 /// Why nothing will send a copy.
 fn nothing_will_send(history: &History, channel: Channel) -> Evidence {
     if let Some(resolution) = &history.resolution {
+        let how = if resolution.given_up.contains(channel) {
+            "given up on purpose"
+        } else {
+            "resolved"
+        };
         let mut item = Evidence::new(
             What::Settled,
             format!(
-                "resolved by {} at {}{}: nothing will send {channel}",
+                "{how} by {} at {}{}: nothing will send {channel}",
                 resolution.operator,
                 clock::rfc3339(resolution.at),
                 resolution

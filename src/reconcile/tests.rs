@@ -127,6 +127,7 @@ fn a_resolved_entry_without_a_copy_is_missing_and_says_who_resolved_it() {
         at: T0 + 500.0,
         operator: "alice (key default)".into(),
         reason: Some("INC-7: channel archived".into()),
+        given_up: [Channel::Slack].into_iter().collect(),
     });
     let item = one(&h, &no_records());
     assert_eq!(item.class, Class::Missing);
@@ -136,7 +137,9 @@ fn a_resolved_entry_without_a_copy_is_missing_and_says_who_resolved_it() {
         .find(|e| e.what == What::Settled)
         .expect("settled");
     assert!(
-        settled.text.contains("resolved by alice (key default)"),
+        settled
+            .text
+            .contains("given up on purpose by alice (key default)"),
         "{}",
         settled.text
     );

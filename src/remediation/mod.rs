@@ -165,9 +165,13 @@ pub fn apply(
         let approved = policy::check(&verdict, &row.channel_set(), action, request)
             .map_err(Rejection::Refused)?;
         let due = due(request, action, now)?;
-        let audit = audit(&verdict, &approved, request, actor);
+        let mut audit = audit(&verdict, &approved, request, actor);
         match action {
-            Action::Resolve => resolve(tx, now, id, audit),
+            Action::Resolve => {
+                // Resolving past a channel nobody received gives it up: each is named.
+                audit.given_up = verdict.unsent().iter().collect();
+                resolve(tx, now, id, audit)
+            }
             Action::Replay => replay(tx, now, id, &approved.channels, audit, due),
         }
     })
@@ -227,6 +231,7 @@ fn audit(verdict: &Verdict, approved: &Approved, request: &Request, actor: &Acto
         overridden: approved.overridden.clone(),
         triage: audit_summary(verdict),
         claimed_operator: actor.claimed_operator.clone(),
+        given_up: Vec::new(),
     }
 }
 

@@ -454,16 +454,10 @@ pub fn next_steps(verdict: &Verdict) -> Vec<String> {
 /// Who an audit record says acted: over the API the key's name and the operator the
 /// client claimed, `alice (key default)`; on the store directly, the operator.
 fn who_acted(p: &Value) -> String {
-    let operator = p["operator"]
-        .as_str()
-        .map_or_else(|| "?".to_string(), shown);
-    match p["claimed_operator"]
-        .as_str()
-        .filter(|c| !c.trim().is_empty())
-    {
-        Some(claimed) if claimed != operator => format!("{} (key {operator})", shown(claimed)),
-        _ => operator,
-    }
+    shown(&crate::model::payload::person(
+        p["operator"].as_str(),
+        p["claimed_operator"].as_str(),
+    ))
 }
 
 /// What the providers' records said, as VERIFIED events recorded it: one line each.

@@ -432,7 +432,10 @@ fn action(event: crate::api::EventRow, payload: &serde_json::Value, followed: St
         at: event.at,
         kind: event.kind,
         notification_id: event.notification_id,
-        operator: text("operator").unwrap_or_default(),
+        operator: crate::model::payload::person(
+            payload["operator"].as_str(),
+            payload["claimed_operator"].as_str(),
+        ),
         reason: text("reason"),
         ticket: text("ticket"),
         attestation: text("attestation"),

@@ -733,15 +733,19 @@ pub enum DeadReason {
     RecoveryExhausted,
     /// The row cannot be delivered as stored.
     Undeliverable,
+    /// The cycle's channels were delivered, and a channel a replay left out is still owed:
+    /// it is replayed or given up on purpose, never dropped by a settlement.
+    Outstanding,
 }
 
 impl DeadReason {
-    pub const ALL: [DeadReason; 5] = [
+    pub const ALL: [DeadReason; 6] = [
         DeadReason::UnknownOutcome,
         DeadReason::Rejected,
         DeadReason::BudgetExhausted,
         DeadReason::RecoveryExhausted,
         DeadReason::Undeliverable,
+        DeadReason::Outstanding,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -751,6 +755,7 @@ impl DeadReason {
             DeadReason::BudgetExhausted => "budget_exhausted",
             DeadReason::RecoveryExhausted => "recovery_exhausted",
             DeadReason::Undeliverable => "undeliverable",
+            DeadReason::Outstanding => "outstanding",
         }
     }
 }
@@ -840,7 +845,10 @@ pub fn decide(
     }
 }
 
-/// Settles an attempt with one fenced UPDATE; zero rows means the lease was lost.
+/// Settles an attempt with one fenced UPDATE; zero rows means the lease was lost. A
+/// notification is DELIVERED only when every one of its channels was delivered in some
+/// cycle: checked here against the store, whatever the lease says it owed, so no caller
+/// can settle DELIVERED past a channel a partial replay left outstanding.
 pub fn settle(
     conn: &Connection,
     now: f64,
@@ -850,6 +858,19 @@ pub fn settle(
 ) -> Result<Ended> {
     let decision = decide(lease, results, now, backoff);
     write_tx(conn, |tx| {
+        let decision = match decision {
+            Decision::Delivered => match outstanding(tx, &lease.notification_id)? {
+                left if left.is_empty() => Decision::Delivered,
+                left => Decision::DeadLettered {
+                    reason: DeadReason::Outstanding,
+                    error_message: format!(
+                        "Replayed channels delivered; still outstanding: {} (replay it, or give it up on purpose with --force --reason)",
+                        left.joined(",")
+                    ),
+                },
+            },
+            other => other,
+        };
         let (status, dead_letter, next_attempt_at, error_message, event_kind, event) =
             match &decision {
                 Decision::Delivered => (
@@ -912,4 +933,47 @@ pub fn settle(
         append_text(tx, &lease.notification_id, now, event_kind, &event)?;
         Ok(Ended::Decided(decision.clone()))
     })
+}
+
+/// The notification's channels that no cycle delivered: no accepted result, and no
+/// VERIFIED DELIVERED for it. A row or event that cannot be read counts its channels as
+/// outstanding, never as delivered.
+fn outstanding(tx: &Connection, id: &str) -> Result<ChannelSet> {
+    let channels: Option<String> = tx
+        .prepare_cached("SELECT channels FROM uns_notifications WHERE id = ?1")?
+        .query_row([id], |row| row.get::<_, Option<String>>(0).or(Ok(None)))
+        .optional()?
+        .flatten();
+    let names: Vec<String> = channels
+        .as_deref()
+        .and_then(|text| serde_json::from_str(text).ok())
+        .unwrap_or_default();
+    let Ok(channels) = ChannelSet::parse(&names) else {
+        return Ok(Channel::ALL.into_iter().collect());
+    };
+    let mut stmt = tx.prepare_cached(
+        "SELECT kind, CAST(payload AS TEXT) FROM uns_events
+         WHERE notification_id = ?1 AND kind IN ('CHANNEL_ATTEMPT_RESULT', 'VERIFIED')",
+    )?;
+    let rows = stmt.query_map([id], |row| {
+        Ok((row.get::<_, String>(0)?, row.get::<_, Option<String>>(1)?))
+    })?;
+    let mut delivered = ChannelSet::new();
+    for row in rows {
+        let (kind, text) = row?;
+        let payload: Value = text
+            .as_deref()
+            .and_then(|t| serde_json::from_str(t).ok())
+            .unwrap_or_default();
+        let done = match kind.as_str() {
+            "VERIFIED" => payload["outcome"] == "DELIVERED",
+            _ => payload["success"] == true,
+        };
+        if let Some(channel) = payload["channel"].as_str().and_then(|c| c.parse().ok())
+            && done
+        {
+            delivered.insert(channel);
+        }
+    }
+    Ok(channels.without(&delivered))
 }

@@ -10,7 +10,6 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use unsctl::runtime::schema::{self, OpenMode};
 
-
 /// One hostile store: its patch, the entry it breaks (by recipient, or a literal id), and
 /// what the notes must say about it.
 struct Case {

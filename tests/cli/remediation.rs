@@ -1108,3 +1108,142 @@ fn over_the_api_the_claimed_operator_shows_beside_the_key() {
         "{replayed}"
     );
 }
+
+/// A replay of some channels leaves the others owed: EMAIL replayed and delivered, the
+/// entry is back in the DLQ with SLACK outstanding (never DELIVERED); giving SLACK up is
+/// a forced resolve that names it, the person and the reason; reconcile then calls SLACK
+/// MISSING, given up, and EMAIL delivered once. Both backends.
+#[test]
+fn a_partial_replay_leaves_the_rest_owed_until_given_up_on_purpose() {
+    use support::runtime::Runtime;
+    use unsctl::lab::fakes::Behavior;
+    use unsctl::runtime::engine::{self, NewNotification};
+    let runtime = Runtime::start(30.0);
+    for (n, backend) in runtime.backends().iter().enumerate() {
+        let recipient = format!("partial-{n}@example.com");
+        let id = engine::submit(
+            &rusqlite::Connection::open(&runtime.db).expect("db"),
+            unsctl::clock::Clock::now(&unsctl::clock::SystemClock),
+            &NewNotification {
+                channels: [Channel::Email, Channel::Slack].into_iter().collect(),
+                payload: json!({"recipient": recipient, "subject": "disk", "body": "b"}),
+                idempotency_key: None,
+                max_attempts: 1,
+            },
+        )
+        .expect("submit")
+        .id;
+        runtime
+            .fakes
+            .control
+            .script(&recipient, &[Behavior::Reject(554)]);
+        runtime.fakes.control.script(&id, &[Behavior::Reject(400)]);
+        runtime.wait_dead(&id);
+        // The relay is fixed; Slack's webhook is not.
+        let run = |args: &[&str]| {
+            let out = runtime
+                .unsctl(backend, args)
+                .env("UNS_OPERATOR", "oncall-jane")
+                .output()
+                .expect("unsctl");
+            assert!(out.status.success(), "{args:?}: {}", text(&out));
+            out
+        };
+        run(&[
+            "replay",
+            &id,
+            "--channels",
+            "email",
+            "--reason",
+            "relay fixed",
+            "--confirm",
+            "--yes",
+        ]);
+        support::wait_until(
+            "the EMAIL replay settles",
+            std::time::Duration::from_secs(20),
+            || {
+                let conn = rusqlite::Connection::open(&runtime.db).expect("db");
+                conn.query_row(
+                "SELECT COUNT(*) FROM uns_events WHERE notification_id = ?1 AND kind = 'DEAD_LETTERED'",
+                [&id],
+                |r| r.get::<_, i64>(0),
+            )
+            .expect("count")
+                == 2
+            },
+        );
+        assert_eq!(
+            runtime.status(&id),
+            ("DEAD".into(), true),
+            "back in the DLQ"
+        );
+        let triage: Value =
+            serde_json::from_slice(&run(&["dlq", "triage", "-o", "json"]).stdout).expect("json");
+        let entry = triage["entries"]
+            .as_array()
+            .and_then(|e| e.iter().find(|e| e["id"] == id.as_str()))
+            .cloned()
+            .expect("in the DLQ");
+        assert_eq!(entry["branch"], "REPLAY", "{entry:#}");
+        let state = |channel: &str| {
+            entry["channels"]
+                .as_array()
+                .and_then(|c| c.iter().find(|c| c["channel"] == channel))
+                .map(|c| c["state"].clone())
+        };
+        assert_eq!(state("EMAIL"), Some(json!("DELIVERED")));
+        assert_eq!(state("SLACK"), Some(json!("NOT_ATTEMPTED")));
+        assert!(
+            entry["error_message"]
+                .as_str()
+                .is_some_and(|e| e.contains("still outstanding: SLACK")),
+            "{entry:#}"
+        );
+        // Giving SLACK up is an act of its own: forced, with the reason.
+        let give_up = [
+            "dlq",
+            "resolve",
+            &id,
+            "--force",
+            "--reason",
+            "webhook retired",
+            "--confirm",
+            "--yes",
+        ];
+        run(&give_up);
+        let conn = rusqlite::Connection::open(&runtime.db).expect("db");
+        let audit: Value = conn
+            .query_row(
+                "SELECT payload FROM uns_events WHERE notification_id = ?1 AND kind = 'DLQ_RESOLVED'",
+                [&id],
+                |r| r.get::<_, String>(0),
+            )
+            .map(|text| serde_json::from_str(&text).expect("payload"))
+            .expect("resolved");
+        assert_eq!(audit["given_up"], json!(["SLACK"]), "{audit:#}");
+        assert_eq!(audit["reason"], "webhook retired");
+        assert!(
+            audit["operator"] == "oncall-jane" || audit["claimed_operator"] == "oncall-jane",
+            "{audit:#}"
+        );
+        let reconciled: Value =
+            serde_json::from_slice(&run(&["reconcile", &id, "-o", "json"]).stdout).expect("json");
+        let class = |channel: &str| {
+            reconciled["notifications"]
+                .as_array()
+                .and_then(|n| n.iter().find(|n| n["channel"] == channel))
+                .cloned()
+                .unwrap_or_default()
+        };
+        assert_eq!(class("EMAIL")["class"], "ONCE", "{reconciled:#}");
+        let slack = class("SLACK");
+        assert_eq!(slack["class"], "MISSING", "{reconciled:#}");
+        assert!(
+            slack
+                .to_string()
+                .contains("given up on purpose by oncall-jane"),
+            "{slack:#}"
+        );
+    }
+}

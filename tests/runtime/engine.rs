@@ -637,3 +637,86 @@ fn a_worker_without_an_adapter_leaves_the_row_untouched() {
     );
     assert_eq!(kinds(&s.conn, &slack), ["SUBMITTED"]);
 }
+
+/// A partial replay leaves the other channels owed: once the replayed channel is
+/// delivered the entry is back in the DLQ saying what is still outstanding, never
+/// DELIVERED; and a caller whose lease claims to owe less than the notification has
+/// cannot settle DELIVERED either, since the settlement reads the store, not the lease.
+#[test]
+fn no_settlement_is_delivered_past_an_outstanding_channel() {
+    use unsctl::remediation::{self, Action, Actor, Request};
+    let s = store();
+    let id = submit(&s.conn, &[Channel::Email, Channel::Slack], 1);
+    let lease = claim(&s.conn, 1001.0, "w1");
+    let refused = |why: &str| DeliveryResult::rejected(why, false);
+    let mut results = Vec::new();
+    for channel in [Channel::Email, Channel::Slack] {
+        started(&s.conn, 1001.5, &lease, channel);
+        let result = refused("HTTP 400: no");
+        engine::record_result(&s.conn, 1002.0, &lease, channel, &result).expect("result");
+        results.push((channel, result));
+    }
+    engine::settle(&s.conn, 1002.1, &lease, &results, &BACKOFF).expect("settle");
+    assert_eq!(row(&s.conn, &id).0, "DEAD");
+    // Replay EMAIL alone: SLACK is left as it was.
+    let request = Request {
+        channels: Some(channels(&[Channel::Email])),
+        reason: Some("relay fixed".into()),
+        ..Request::default()
+    };
+    remediation::apply(
+        &s.conn,
+        1100.0,
+        &id,
+        Action::Replay,
+        &request,
+        &Actor::local("oncall-jane"),
+    )
+    .expect("replay");
+    let lease = claim(&s.conn, 1100.5, "w1");
+    assert_eq!(lease.owed, channels(&[Channel::Email]));
+    started(&s.conn, 1101.0, &lease, Channel::Email);
+    let accepted = DeliveryResult::accepted(Some("<m@uns.local>".into()));
+    engine::record_result(&s.conn, 1101.5, &lease, Channel::Email, &accepted).expect("result");
+    let ended = engine::settle(
+        &s.conn,
+        1101.6,
+        &lease,
+        &[(Channel::Email, accepted)],
+        &BACKOFF,
+    )
+    .expect("settle");
+    let Ended::Decided(Decision::DeadLettered {
+        reason,
+        error_message,
+    }) = ended
+    else {
+        panic!("settled {ended:?} with SLACK outstanding");
+    };
+    assert_eq!(reason, engine::DeadReason::Outstanding);
+    assert!(error_message.contains("SLACK"), "{error_message}");
+    let (status, dead_letter, ..) = row(&s.conn, &id);
+    assert_eq!((status.as_str(), dead_letter), ("DEAD", true));
+
+    // A lease that says it owes EMAIL alone on a first try of EMAIL and SLACK.
+    let other = submit(&s.conn, &[Channel::Email, Channel::Slack], 1);
+    let mut lease = claim(&s.conn, 1200.0, "liar");
+    assert_eq!(lease.notification_id, other);
+    lease.owed = channels(&[Channel::Email]);
+    started(&s.conn, 1200.5, &lease, Channel::Email);
+    let accepted = DeliveryResult::accepted(Some("<m2@uns.local>".into()));
+    engine::record_result(&s.conn, 1201.0, &lease, Channel::Email, &accepted).expect("result");
+    let ended = engine::settle(
+        &s.conn,
+        1201.1,
+        &lease,
+        &[(Channel::Email, accepted)],
+        &BACKOFF,
+    )
+    .expect("settle");
+    assert!(
+        !matches!(ended, Ended::Decided(Decision::Delivered)),
+        "{ended:?}"
+    );
+    assert_ne!(row(&s.conn, &other).0, "DELIVERED");
+}

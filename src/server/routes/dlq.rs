@@ -82,16 +82,24 @@ pub(crate) async fn act(
     ))
 }
 
-/// Who acts: the key's name is recorded; what the client claims is kept beside it.
+/// Who acts: the key's name is recorded; what the client claims is kept beside it, and
+/// said to be missing when it claims no one, so the key's name never stands alone for a
+/// person (DESIGN §5).
 pub(crate) fn actor(principal: Principal, claimed: Option<&str>) -> Actor {
     Actor {
         operator: principal.0,
-        claimed_operator: claimed
-            .map(str::trim)
-            .filter(|o| !o.is_empty())
-            .map(str::to_string),
+        claimed_operator: Some(
+            claimed
+                .map(str::trim)
+                .filter(|o| !o.is_empty())
+                .unwrap_or(NO_OPERATOR)
+                .to_string(),
+        ),
     }
 }
+
+/// What stands for the operator when a client names none.
+pub(crate) const NO_OPERATOR: &str = "(no operator named)";
 
 pub(crate) async fn resolve(
     State(state): State<Arc<AppState>>,
