@@ -57,15 +57,7 @@ impl<'a> Observed<'a> {
     }
 }
 
-/// What the history recorded of one provider call. Ordered so that the best result an
-/// attempt recorded is its outcome.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Recorded {
-    Rejected,
-    /// An UNKNOWN result, or no result at all (the worker died or hung mid-call).
-    Unknown,
-    Accepted,
-}
+use crate::model::ProviderOutcome;
 
 /// One channel attempt: the events sharing (cycle, attempt, channel, lease token).
 #[derive(Debug, Clone, PartialEq)]
@@ -78,7 +70,7 @@ pub struct Attempt {
     /// CHANNEL_ATTEMPT_STARTED's event id.
     pub start: Option<i64>,
     /// Each result's event id, and what it recorded.
-    pub results: Vec<(i64, Recorded)>,
+    pub results: Vec<(i64, ProviderOutcome)>,
     /// When the first of its events was committed.
     pub started: f64,
     /// When the call could last have acted: its lease's end, or a later event.
@@ -102,12 +94,12 @@ pub struct Attempt {
 
 impl Attempt {
     /// The best result wins; a start without a result means the worker died or hung.
-    pub fn recorded(&self) -> Recorded {
+    pub fn recorded(&self) -> ProviderOutcome {
         self.results
             .iter()
             .map(|(_, outcome)| *outcome)
             .max()
-            .unwrap_or(Recorded::Unknown)
+            .unwrap_or(ProviderOutcome::Unknown)
     }
 
     /// Its start and result events, in that order.
@@ -354,9 +346,9 @@ impl History {
     /// The attempt's outcome once recorded verifications are applied: a NOT_DELIVERED
     /// answer settles an UNKNOWN outcome as REJECTED (with the event that did), and never
     /// overrides an acceptance.
-    pub fn outcome_of(&self, attempt: &Attempt) -> (Recorded, Option<i64>) {
+    pub fn outcome_of(&self, attempt: &Attempt) -> (ProviderOutcome, Option<i64>) {
         let recorded = attempt.recorded();
-        if recorded != Recorded::Unknown {
+        if recorded != ProviderOutcome::Unknown {
             return (recorded, None);
         }
         let by = self
@@ -365,7 +357,7 @@ impl History {
             .find(|v| !v.delivered && attempt.covered_by(v))
             .map(|v| v.event_id);
         match by {
-            Some(id) => (Recorded::Rejected, Some(id)),
+            Some(id) => (ProviderOutcome::Rejected, Some(id)),
             None => (recorded, None),
         }
     }
@@ -626,11 +618,10 @@ fn record_result(
     let (channel, cycle, number) = (attempt.channel, attempt.cycle, attempt.attempt);
     let unsaid = Metadata::default();
     let metadata = fields.metadata.as_ref().unwrap_or(&unsaid);
-    let outcome = match (fields.success, metadata.provider_outcome.as_deref()) {
-        (Some(true), _) => Recorded::Accepted,
-        (Some(false), Some("UNKNOWN")) | (None, _) => Recorded::Unknown,
-        (Some(false), _) => Recorded::Rejected,
-    };
+    let outcome = crate::model::ProviderOutcome::of_result(
+        fields.success,
+        metadata.provider_outcome.as_deref(),
+    );
     if let Some(name) = &metadata.smtp_greeting {
         attempt.relay = Some(name.to_string());
     }
@@ -652,13 +643,13 @@ fn record_result(
     if let Some(error) = fields.error.as_deref().filter(|e| !e.is_empty()) {
         attempt.error = Some(error.to_string());
     }
-    if outcome == Recorded::Rejected {
+    if outcome == ProviderOutcome::Rejected {
         let error = fields.error.as_deref().unwrap_or_default();
         attempt.permanent = permanent_rejection(metadata.smtp_code, metadata.http_status, error);
         attempt.code = reply_code(metadata.smtp_code, metadata.http_status, error);
     }
     attempt.results.push((event_id, outcome));
-    if outcome == Recorded::Accepted && message_id.is_none() {
+    if outcome == ProviderOutcome::Accepted && message_id.is_none() {
         notes.push(format!(
             "event {}: {channel} accepted without a message_id; confirm with the provider",
             event_id
@@ -821,7 +812,7 @@ impl Attempt {
         cycle: i64,
         number: i64,
         window: (f64, f64),
-        recorded: Recorded,
+        recorded: ProviderOutcome,
         first_event: i64,
     ) -> Self {
         let mut attempt = Attempt::new(

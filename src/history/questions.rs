@@ -3,7 +3,8 @@
 //! about a cycle's shared key may cover. The transition that records their answers
 //! checks each answer against these as the history stands.
 
-use super::{History, Recorded};
+use super::History;
+use crate::model::ProviderOutcome;
 use crate::model::{Channel, MessageId};
 use std::collections::BTreeMap;
 
@@ -89,7 +90,7 @@ pub fn questions(history: &History, uncertain: &[(Channel, &[i64])]) -> Vec<Ques
                 .attempts(channel)
                 .iter()
                 .filter(|a| {
-                    a.cycle == cycle && a.attempt >= 0 && a.recorded() != Recorded::Rejected
+                    a.cycle == cycle && a.attempt >= 0 && a.recorded() != ProviderOutcome::Rejected
                 })
                 .map(|a| a.attempt)
                 .collect();

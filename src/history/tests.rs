@@ -186,7 +186,7 @@ fn an_attempt_runs_from_its_first_event_to_its_lease_end_or_a_later_result() {
     assert_eq!(attempts[0].sender.as_deref(), Some("uns@uns.local"));
     assert_eq!(attempts[0].relay.as_deref(), Some("relay.test"));
     assert_eq!(attempts[0].event_ids().collect::<Vec<_>>(), [2, 3]);
-    assert_eq!(attempts[1].recorded(), Recorded::Unknown);
+    assert_eq!(attempts[1].recorded(), ProviderOutcome::Unknown);
     assert!(attempts[1].results.is_empty());
 }
 
@@ -210,7 +210,7 @@ fn an_attempts_outcome_is_its_best_result_in_either_order() {
         let history = read(&events);
         assert_eq!(
             history.attempts(Channel::Email)[0].recorded(),
-            Recorded::Unknown
+            ProviderOutcome::Unknown
         );
     }
     let accepted_then_refused = read(&[
@@ -220,7 +220,7 @@ fn an_attempts_outcome_is_its_best_result_in_either_order() {
     ]);
     assert_eq!(
         accepted_then_refused.attempts(Channel::Email)[0].recorded(),
-        Recorded::Accepted
+        ProviderOutcome::Accepted
     );
 }
 
@@ -240,10 +240,10 @@ fn a_verified_record_settles_only_the_unknown_attempts_it_names() {
     assert_eq!(
         settled,
         [
-            (Recorded::Rejected, Some(7)),
-            (Recorded::Unknown, None),
+            (ProviderOutcome::Rejected, Some(7)),
+            (ProviderOutcome::Unknown, None),
             // An answer never overrides an acceptance.
-            (Recorded::Accepted, None),
+            (ProviderOutcome::Accepted, None),
         ]
     );
     let record = &history.verifications(Channel::Email)[0];

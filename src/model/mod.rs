@@ -362,13 +362,17 @@ impl FromStr for Kind {
     }
 }
 
-/// What the provider did with a channel call, as far as the adapter can tell.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+/// What the provider did with a channel call, as far as the adapter can tell: the one
+/// outcome type, written by the adapter and read back from the history. Ordered so that
+/// the best result an attempt recorded is its outcome.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "UPPERCASE")]
 pub enum ProviderOutcome {
-    Accepted,
     Rejected,
+    /// An UNKNOWN result, or (read back) no result at all: the worker died or hung
+    /// mid-call.
     Unknown,
+    Accepted,
 }
 
 impl ProviderOutcome {
@@ -378,6 +382,25 @@ impl ProviderOutcome {
             ProviderOutcome::Rejected => "REJECTED",
             ProviderOutcome::Unknown => "UNKNOWN",
         }
+    }
+
+    /// A CHANNEL_ATTEMPT_RESULT read back, by its `success` and its metadata's
+    /// `provider_outcome`: the one table from a result to its outcome. A result that does
+    /// not say whether it succeeded is UNKNOWN, never a refusal.
+    pub fn of_result(success: Option<bool>, provider_outcome: Option<&str>) -> Self {
+        match (success, provider_outcome) {
+            (Some(true), _) => ProviderOutcome::Accepted,
+            (Some(false), Some("UNKNOWN")) | (None, _) => ProviderOutcome::Unknown,
+            (Some(false), _) => ProviderOutcome::Rejected,
+        }
+    }
+
+    /// A result's payload read the same way.
+    pub fn of_payload(payload: &serde_json::Value) -> Self {
+        Self::of_result(
+            payload["success"].as_bool(),
+            payload["metadata"]["provider_outcome"].as_str(),
+        )
     }
 }
 

@@ -17,7 +17,8 @@
 pub mod records;
 
 use crate::clock;
-use crate::history::{Attempt, ChannelHistory, History, Reader, Recorded, Verification};
+use crate::history::{Attempt, ChannelHistory, History, Reader, Verification};
+use crate::model::ProviderOutcome;
 use crate::model::{Channel, MessageId, Status};
 use crate::verify::Delivery;
 use records::Records;
@@ -302,12 +303,14 @@ fn recorded_text(attempt: &Attempt) -> String {
         .map(|e| format!(": {}", crate::render::sanitize::clean(e)))
         .unwrap_or_default();
     match attempt.recorded() {
-        Recorded::Accepted => "the provider accepted it (CHANNEL_ATTEMPT_RESULT ACCEPTED)".into(),
-        Recorded::Rejected => format!("the provider refused it{error}"),
-        Recorded::Unknown if !attempt.results.is_empty() => {
+        ProviderOutcome::Accepted => {
+            "the provider accepted it (CHANNEL_ATTEMPT_RESULT ACCEPTED)".into()
+        }
+        ProviderOutcome::Rejected => format!("the provider refused it{error}"),
+        ProviderOutcome::Unknown if !attempt.results.is_empty() => {
             format!("its outcome is UNKNOWN{error}")
         }
-        Recorded::Unknown => "the call started and no result was ever written".into(),
+        ProviderOutcome::Unknown => "the call started and no result was ever written".into(),
     }
 }
 
@@ -329,11 +332,11 @@ fn email(history: &History, part: &ChannelHistory, records: &Records, now: f64) 
             .and_then(|m| records.relay(m, attempt, now));
         let by_verified = verified(true);
         let by_relay = relay.as_ref().is_some_and(|r| !r.committed.is_empty());
-        if attempt.recorded() == Recorded::Accepted || by_verified.is_some() || by_relay {
+        if attempt.recorded() == ProviderOutcome::Accepted || by_verified.is_some() || by_relay {
             email_copy(&mut count, attempt, by_verified, relay.as_ref(), message_id);
             continue;
         }
-        let mut item = if attempt.recorded() == Recorded::Rejected {
+        let mut item = if attempt.recorded() == ProviderOutcome::Rejected {
             Evidence::new(What::NotTaken, recorded_text(attempt))
         } else if let Some(v) = verified(false) {
             let mut item = Evidence::new(
@@ -383,7 +386,7 @@ fn email_copy(
 ) {
     let mut item = Evidence::new(What::Copy, "");
     let mut said = Vec::new();
-    let accepted = attempt.recorded() == Recorded::Accepted;
+    let accepted = attempt.recorded() == ProviderOutcome::Accepted;
     if accepted {
         item.sources.push("history");
         said.push("the relay accepted it (250 to the final dot)".to_string());
@@ -406,7 +409,7 @@ fn email_copy(
         ));
     }
     item.sources.dedup();
-    if attempt.recorded() == Recorded::Rejected {
+    if attempt.recorded() == ProviderOutcome::Rejected {
         said.push(format!(
             "though the history says {}",
             recorded_text(attempt)
@@ -448,7 +451,7 @@ fn slack_copies(history: &History, part: &ChannelHistory, records: &Records, now
         let read = records.slack_messages(&key, (from, to), now);
         let accepted: Vec<&&Attempt> = attempts
             .iter()
-            .filter(|a| a.recorded() == Recorded::Accepted)
+            .filter(|a| a.recorded() == ProviderOutcome::Accepted)
             .collect();
         let verified_delivered = part
             .verifications
@@ -483,7 +486,7 @@ fn slack_copies(history: &History, part: &ChannelHistory, records: &Records, now
         let settled_by_record = read.as_ref().is_some_and(|r| r.complete);
         let unsettled: Vec<&&Attempt> = attempts
             .iter()
-            .filter(|a| history.outcome_of(a).0 == Recorded::Unknown)
+            .filter(|a| history.outcome_of(a).0 == ProviderOutcome::Unknown)
             .collect();
         // Every copy beyond the accepted ones came from an attempt whose outcome was
         // unknown, which is then no longer in doubt.
@@ -529,7 +532,7 @@ fn pagerduty_copies(
     let read = records.incidents(&history.id, &windows, now);
     let accepted: Vec<&&Attempt> = attempts
         .iter()
-        .filter(|a| a.recorded() == Recorded::Accepted)
+        .filter(|a| a.recorded() == ProviderOutcome::Accepted)
         .collect();
     let verified_delivered = part.verifications.iter().find(|v| v.delivered);
     let incidents = read.as_ref().map_or(&[][..], |r| &r.proven[..]);
@@ -621,7 +624,7 @@ fn pagerduty_doubt(
     let explained = total.saturating_sub(history_copies);
     for attempt in attempts
         .iter()
-        .filter(|a| history.outcome_of(a).0 == Recorded::Unknown)
+        .filter(|a| history.outcome_of(a).0 == ProviderOutcome::Unknown)
         .skip(explained)
     {
         count.unknown.push(in_doubt(

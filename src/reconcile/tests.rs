@@ -3,7 +3,8 @@
 
 use super::records::Records;
 use super::{Class, Reconciled, What, reconcile};
-use crate::history::{Attempt, ChannelHistory, History, Parts, Recorded, Resolution, Verification};
+use crate::history::{Attempt, ChannelHistory, History, Parts, Resolution, Verification};
+use crate::model::ProviderOutcome;
 use crate::model::{Channel, ChannelSet, Status, Stored};
 use crate::verify::{Sources, pagerduty, slack};
 use std::collections::HashMap;
@@ -13,7 +14,7 @@ const T0: f64 = 1_764_590_400.0;
 const NOW: f64 = T0 + 3600.0;
 const ID: &str = "n-0001";
 
-fn attempt(cycle: i64, number: i64, started: f64, recorded: Recorded) -> Attempt {
+fn attempt(cycle: i64, number: i64, started: f64, recorded: ProviderOutcome) -> Attempt {
     let mut attempt = Attempt::stated(
         Channel::Email,
         cycle,
@@ -23,7 +24,7 @@ fn attempt(cycle: i64, number: i64, started: f64, recorded: Recorded) -> Attempt
         number * 10,
     );
     attempt.sender = Some("uns@uns.local".into());
-    attempt.error = (recorded != Recorded::Accepted).then(|| "timed out".to_string());
+    attempt.error = (recorded != ProviderOutcome::Accepted).then(|| "timed out".to_string());
     attempt
 }
 
@@ -79,7 +80,7 @@ fn no_records() -> Records {
 
 #[test]
 fn the_history_alone_counts_accepted_attempts_and_leaves_the_unknown_in_doubt() {
-    use Recorded::*;
+    use ProviderOutcome::*;
     let cases = [
         (Status::Delivered, vec![Accepted], (Class::Once, 1, 0)),
         (
@@ -120,7 +121,7 @@ fn a_resolved_entry_without_a_copy_is_missing_and_says_who_resolved_it() {
     let mut h = history(
         Status::Resolved,
         Channel::Slack,
-        vec![attempt(1, 1, T0, Recorded::Rejected)],
+        vec![attempt(1, 1, T0, ProviderOutcome::Rejected)],
     );
     h.resolution = Some(Resolution {
         event_id: 42,
@@ -157,8 +158,8 @@ fn recorded_verifications_settle_an_attempt_either_way() {
         Status::Delivered,
         Channel::Email,
         vec![
-            attempt(1, 1, T0, Recorded::Unknown),
-            attempt(1, 2, T0 + 100.0, Recorded::Accepted),
+            attempt(1, 1, T0, ProviderOutcome::Unknown),
+            attempt(1, 2, T0 + 100.0, ProviderOutcome::Accepted),
         ],
     );
     let verified = |delivered: bool| Verification {
@@ -212,8 +213,8 @@ fn pagerduty_counts_incidents_not_triggers() {
         Status::Delivered,
         Channel::Pagerduty,
         vec![
-            attempt(1, 1, T0, Recorded::Accepted),
-            attempt(2, 2, T0 + 600.0, Recorded::Accepted),
+            attempt(1, 1, T0, ProviderOutcome::Accepted),
+            attempt(2, 2, T0 + 600.0, ProviderOutcome::Accepted),
         ],
     );
     // Without the incident list, the second trigger may have merged or paged again.
@@ -252,7 +253,7 @@ fn a_pagerduty_record_that_is_not_proof_leaves_doubt_and_never_leaks_the_token()
     let unknown = history(
         Status::Dead,
         Channel::Pagerduty,
-        vec![attempt(1, 1, T0, Recorded::Unknown)],
+        vec![attempt(1, 1, T0, ProviderOutcome::Unknown)],
     );
     // An incident under another key, and one created a day before: neither is this
     // notification's page, and neither lets its absence be proven.
@@ -307,8 +308,8 @@ fn slack_counts_messages_with_the_cycles_key_posted_by_the_webhooks_bot() {
         Status::Dead,
         Channel::Slack,
         vec![
-            attempt(1, 1, T0, Recorded::Unknown),
-            attempt(1, 2, T0 + 70.0, Recorded::Unknown),
+            attempt(1, 1, T0, ProviderOutcome::Unknown),
+            attempt(1, 2, T0 + 70.0, ProviderOutcome::Unknown),
         ],
     );
     // Both attempts of the cycle posted: two messages with the key, both the bot's.
@@ -339,7 +340,7 @@ fn an_email_attempt_is_one_copy_however_its_records_agree() {
     let mut h = history(
         Status::Delivered,
         Channel::Email,
-        vec![attempt(1, 1, T0, Recorded::Accepted)],
+        vec![attempt(1, 1, T0, ProviderOutcome::Accepted)],
     );
     h.by_channel
         .get_mut(&Channel::Email)

@@ -4,6 +4,7 @@
 use super::output::Output;
 use super::sanitize::clean;
 use super::table::{Column, Text, Tone, toned};
+use crate::model::ProviderOutcome;
 use crate::model::{Event, Kind};
 use crate::triage::{self, Branch, ChannelState, Verdict};
 use serde_json::Value;
@@ -31,14 +32,7 @@ pub fn clock_time(at: f64, now: f64) -> String {
 /// lease LOST, a notification DEAD or DELIVERED; empty for the others.
 pub fn outcome_word(kind: &str, payload: &Value) -> &'static str {
     match kind {
-        "CHANNEL_ATTEMPT_RESULT" => match (
-            payload["success"].as_bool(),
-            payload["metadata"]["provider_outcome"].as_str(),
-        ) {
-            (Some(true), _) => "ACCEPTED",
-            (Some(false), Some("UNKNOWN")) | (None, _) => "UNKNOWN",
-            (Some(false), _) => "REJECTED",
-        },
+        "CHANNEL_ATTEMPT_RESULT" => ProviderOutcome::of_payload(payload).as_str(),
         "LEASE_LOST" => "LOST",
         "DEAD_LETTERED" => "DEAD",
         "DELIVERED" => "DELIVERED",
@@ -101,7 +95,9 @@ fn raw_text(value: &Value, key: &str) -> Option<String> {
 fn stands_out_of(kind: &str, payload: &Value) -> bool {
     match Kind::from_stored(kind) {
         Some(Kind::LeaseLost | Kind::DeadLettered) => true,
-        Some(Kind::ChannelAttemptResult) => payload["metadata"]["provider_outcome"] == "UNKNOWN",
+        Some(Kind::ChannelAttemptResult) => {
+            ProviderOutcome::of_payload(payload) == ProviderOutcome::Unknown
+        }
         Some(Kind::AttemptStarted) => payload["reclaimed"] == true,
         Some(_) => false,
         None => true,
@@ -116,14 +112,7 @@ pub fn detail(event: &Event, out: &Output) -> String {
 /// A provider call's result in a line: its outcome, the Message-ID, the reply code and
 /// the provider's words.
 fn result_detail(p: &Value) -> String {
-    let outcome = p["metadata"]["provider_outcome"]
-        .as_str()
-        .unwrap_or(if p["success"] == true {
-            "ACCEPTED"
-        } else {
-            "?"
-        });
-    let mut parts = vec![outcome.to_string()];
+    let mut parts = vec![ProviderOutcome::of_payload(p).as_str().to_string()];
     if let Some(id) = text(p, "message_id").or_else(|| text(&p["metadata"], "message_id")) {
         parts.push(id);
     }

@@ -343,7 +343,9 @@ impl Tally {
 fn unknown(event: &StoredEvent<'_>) -> bool {
     serde_json::from_str::<serde_json::Value>(event.payload.get())
         .ok()
-        .is_some_and(|p| p["metadata"]["provider_outcome"] == "UNKNOWN")
+        .is_some_and(|p| {
+            crate::model::ProviderOutcome::of_payload(&p) == crate::model::ProviderOutcome::Unknown
+        })
 }
 
 /// Every resolve, replay and verify record in the window, oldest first, each with what

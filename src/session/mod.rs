@@ -253,7 +253,7 @@ pub fn summary(outcomes: &[Outcome]) -> String {
         count(|o| matches!(o, Outcome::Conflict(_))),
         count(|o| matches!(o, Outcome::Refused(_))),
         count(|o| matches!(o, Outcome::NotFound(_))),
-        count(|o| matches!(o, Outcome::Failed(_))),
+        count(|o| matches!(o, Outcome::Failed(..))),
         count(|o| matches!(o, Outcome::Skipped(_))),
     )
 }

@@ -2,6 +2,7 @@
 //! changed (`Blocked`), and what became of the entry (`Outcome`). The words shown for
 //! each live here; the exit code each calls for lives in `error.rs`'s one table.
 
+use crate::exit::ExitKind;
 use crate::model::{ChannelSet, MAX_ID_BYTES};
 use crate::remediation::{Action, Conflict, Refusal};
 use crate::store::StoreError;
@@ -148,8 +149,9 @@ pub enum Outcome {
     Refused(Refused),
     /// No notification has this id.
     NotFound(String),
-    /// The store could not carry it out.
-    Failed(String),
+    /// The store could not carry it out: what it said, and the exit that calls for (a
+    /// refused key is an authentication failure, whichever front end meets it).
+    Failed(String, ExitKind),
     /// Left alone by the operator.
     Skipped(Skip),
 }
@@ -222,7 +224,10 @@ impl Outcome {
             StoreError::Conflict(conflict) => Outcome::Conflict(Conflicted::Acted(conflict)),
             StoreError::Refused(refusal) => Outcome::Refused(Refused::Guardrail(refusal)),
             StoreError::NotFound(what) => Outcome::NotFound(what),
-            err => Outcome::Failed(err.to_string()),
+            err => {
+                let exit = crate::exit::exit_kind(&err);
+                Outcome::Failed(err.to_string(), exit)
+            }
         }
     }
 
@@ -234,7 +239,7 @@ impl Outcome {
             Outcome::Conflict(_) => "conflict",
             Outcome::Refused(_) => "refused",
             Outcome::NotFound(_) => "not_found",
-            Outcome::Failed(_) => "failed",
+            Outcome::Failed(..) => "failed",
             Outcome::Skipped(_) => "skipped",
         }
     }
@@ -254,7 +259,7 @@ impl Outcome {
             Outcome::Conflict(conflict) => conflict.to_string(),
             Outcome::Refused(refusal) => refusal.to_string(),
             Outcome::NotFound(what) => format!("{what} not found"),
-            Outcome::Failed(why) => why.clone(),
+            Outcome::Failed(why, _) => why.clone(),
             Outcome::Skipped(skip) => skip.to_string(),
         }
     }
@@ -272,8 +277,24 @@ impl Outcome {
             Outcome::Conflict(_) => format!("conflict: {}", self.why()),
             Outcome::Refused(_) => format!("refused (guardrail): {}", self.why()),
             Outcome::NotFound(_) => format!("not found: {}", self.why()),
-            Outcome::Failed(_) => format!("failed: {}", self.why()),
+            Outcome::Failed(..) => format!("failed: {}", self.why()),
             Outcome::Skipped(_) => format!("skipped: {}", self.why()),
         }
     }
+}
+
+/// The exit one entry's outcome calls for; `None` when it needs none.
+pub fn outcome_exit(outcome: &Outcome) -> Option<ExitKind> {
+    match outcome {
+        Outcome::Done { .. } | Outcome::Skipped(_) => None,
+        Outcome::Stale(_) | Outcome::Conflict(_) => Some(ExitKind::Conflict),
+        Outcome::Refused(_) => Some(ExitKind::Refused),
+        Outcome::NotFound(_) => Some(ExitKind::NotFound),
+        Outcome::Failed(_, exit) => Some(*exit),
+    }
+}
+
+/// The most serious exit among the outcomes: error, conflict, refusal, not found.
+pub fn exit_for<'a>(outcomes: impl IntoIterator<Item = &'a Outcome>) -> Option<ExitKind> {
+    crate::exit::most_serious(outcomes.into_iter().filter_map(outcome_exit))
 }

@@ -4,7 +4,8 @@
 //! for a channel the provider did not accept, nor REPLAY for one the provider may have
 //! acted on; evidence it cannot read makes the answer VERIFY, never silence.
 
-use crate::history::{Attempt, History, Observed, Recorded};
+use crate::history::{Attempt, History, Observed};
+use crate::model::ProviderOutcome;
 use crate::model::command::{CommandLine, Step, Unwritable};
 use crate::model::{Channel, ChannelSet, Event, Notification};
 use serde::{Deserialize, Serialize};
@@ -226,8 +227,11 @@ impl Verdict {
 
 /// Every attempt of `channel` with its outcome once verifications are applied (and the
 /// event that settled it), in (cycle, attempt, lease) order.
-fn settled_attempts(history: &History, channel: Channel) -> Vec<(&Attempt, Recorded, Option<i64>)> {
-    let mut attempts: Vec<(&Attempt, Recorded, Option<i64>)> = history
+fn settled_attempts(
+    history: &History,
+    channel: Channel,
+) -> Vec<(&Attempt, ProviderOutcome, Option<i64>)> {
+    let mut attempts: Vec<(&Attempt, ProviderOutcome, Option<i64>)> = history
         .attempts(channel)
         .iter()
         .map(|attempt| {
@@ -253,21 +257,23 @@ fn channel_verdict(history: &History, channel: Channel) -> ChannelVerdict {
         .filter(|v| v.delivered)
         .map(|v| v.event_id)
         .collect();
-    let pick = |wanted: Recorded, keep: &dyn Fn(&Attempt) -> bool| {
+    let pick = |wanted: ProviderOutcome, keep: &dyn Fn(&Attempt) -> bool| {
         attempts
             .iter()
             .filter(|(attempt, outcome, _)| *outcome == wanted && keep(attempt))
             .collect::<Vec<_>>()
     };
-    let accepted = pick(Recorded::Accepted, &|_| true);
-    let uncertain = pick(Recorded::Unknown, &|attempt| {
+    let accepted = pick(ProviderOutcome::Accepted, &|_| true);
+    let uncertain = pick(ProviderOutcome::Unknown, &|attempt| {
         attempt.cycle == current || !history.cleared_by_replay(channel, attempt.newest_event())
     });
-    let rejected = pick(Recorded::Rejected, &|attempt| attempt.cycle == current);
+    let rejected = pick(ProviderOutcome::Rejected, &|attempt| {
+        attempt.cycle == current
+    });
     let (state, proof, extra) = if !accepted.is_empty() || !verified_delivered.is_empty() {
         // The attempts a DELIVERED answer was about are part of its proof.
         let verified = attempts.iter().filter(|(attempt, outcome, _)| {
-            *outcome != Recorded::Accepted
+            *outcome != ProviderOutcome::Accepted
                 && verifications
                     .iter()
                     .any(|v| v.delivered && attempt.covered_by(v))

@@ -239,8 +239,10 @@ fn the_low_rooms_import_nothing_above_them() {
                 "verify",
                 "render",
                 "redact",
+                "exit",
             ],
         ),
+        ("exit", &["store"]),
     ];
     for (room, may) in allowed {
         let imports = rooms.get(*room).cloned().unwrap_or_default();
