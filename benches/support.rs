@@ -170,18 +170,10 @@ pub fn race(mut commands: Vec<Box<dyn FnMut() -> Command>>) -> anyhow::Result<Ve
 
 /// `Nov 29 22:15:57` for unix seconds `at`, in UTC.
 pub fn syslog(at: i64) -> String {
-    let t = time::OffsetDateTime::from_unix_timestamp(at).expect("time");
-    const MONTHS: [&str; 12] = [
-        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
-    ];
-    format!(
-        "{} {:>2} {:02}:{:02}:{:02}",
-        MONTHS[u8::from(t.month()) as usize - 1],
-        t.day(),
-        t.hour(),
-        t.minute(),
-        t.second()
-    )
+    jiff::Timestamp::from_second(at)
+        .expect("time")
+        .strftime("%b %e %H:%M:%S")
+        .to_string()
 }
 
 /// Writes about `megabytes` of log covering `from..to`, with the wanted messages spread

@@ -7,27 +7,20 @@ use std::time::{SystemTime, UNIX_EPOCH};
 /// `2025-10-23T04:00:00.1Z` for unix seconds, to the millisecond; a value no calendar
 /// holds (a damaged row) is shown short, as `unix 1e300 (out of range)`.
 pub fn rfc3339(seconds: f64) -> String {
-    use time::OffsetDateTime;
-    use time::format_description::well_known::Rfc3339;
     let nanos = (seconds * 1e9).round() as i128;
-    OffsetDateTime::from_unix_timestamp_nanos(nanos)
-        .ok()
-        .map(|t| {
-            t.replace_nanosecond((t.nanosecond() / 1_000_000) * 1_000_000)
-                .unwrap_or(t)
-        })
-        .and_then(|t| t.format(&Rfc3339).ok())
-        .unwrap_or_else(|| format!("unix {seconds:e} (out of range)"))
+    // Cut to the millisecond (toward the past), as the stamp has always been shown.
+    let millis = nanos.div_euclid(1_000_000) * 1_000_000;
+    jiff::Timestamp::from_nanosecond(millis)
+        .map(|t| t.to_string())
+        .unwrap_or_else(|_| format!("unix {seconds:e} (out of range)"))
 }
 
 /// An instant as a person gives it: RFC 3339 (`2026-11-29T03:00:00Z`), unix seconds, or
 /// a duration back from `now` (`90s`, `30m`, `2h`, `1d`, `1h30m`).
 pub fn parse_instant(text: &str, now: f64) -> Result<f64, String> {
-    use time::OffsetDateTime;
-    use time::format_description::well_known::Rfc3339;
     let text = text.trim();
-    if let Ok(at) = OffsetDateTime::parse(text, &Rfc3339) {
-        return Ok(at.unix_timestamp_nanos() as f64 / 1e9);
+    if let Ok(at) = text.parse::<jiff::Timestamp>() {
+        return Ok(at.as_nanosecond() as f64 / 1e9);
     }
     if let Ok(seconds) = text.parse::<f64>()
         && seconds.is_finite()

@@ -86,9 +86,12 @@ pub enum Standing {
 
 /// An RFC 3339 time and nothing else (no durations, no unix seconds).
 pub fn parse_time(text: &str) -> Option<f64> {
-    let at =
-        time::OffsetDateTime::parse(text, &time::format_description::well_known::Rfc3339).ok()?;
-    Some(at.unix_timestamp_nanos() as f64 / 1e9)
+    // Digits first: a duration or a word jiff might take in some other sense is no time.
+    if !text.starts_with(|c: char| c.is_ascii_digit()) {
+        return None;
+    }
+    let at: jiff::Timestamp = text.parse().ok()?;
+    Some(at.as_nanosecond() as f64 / 1e9)
 }
 
 /// How `incident` bears on a trigger with dedup key `key` inside `[from, to]`.
