@@ -13,6 +13,7 @@ pub mod config;
 pub mod exit;
 pub mod history;
 pub mod identity;
+pub mod interrupt;
 pub mod lab;
 pub mod model;
 pub mod pulse;

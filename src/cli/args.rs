@@ -176,7 +176,7 @@ impl SelectArgs {
         store: &dyn crate::store::Store,
         dlq_only: bool,
     ) -> CliResult<Selection> {
-        super::ids::with_exclusions(store, self.selection()?, dlq_only)
+        crate::session::ids::with_exclusions(store, self.selection()?, dlq_only)
     }
 
     /// Whether any flag narrows the selection.

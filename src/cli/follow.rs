@@ -204,7 +204,7 @@ fn replaced(store: &dyn Store, identity: &mut Option<String>, cursor: &mut i64) 
 
 fn emit_event(store: &dyn Store, row: &EventRow, out: &Output) -> CliResult {
     out.record(row, || {
-        let short = super::ids::short_ids(store, [row.notification_id.as_str()], out);
+        let short = crate::session::ids::short_ids(store, [row.notification_id.as_str()], out);
         let notification = short
             .get(&row.notification_id)
             .unwrap_or(&row.notification_id);

@@ -10,8 +10,6 @@ pub mod error;
 pub mod fleet;
 pub mod follow;
 pub mod guided;
-pub mod ids;
-pub mod notification;
 pub mod plan;
 pub mod prompt;
 pub mod selection;

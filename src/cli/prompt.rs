@@ -9,57 +9,16 @@
 //! the command returns an `ExitKind::Interrupted` error carrying the account, and `main`
 //! exits 130.
 
-use super::error::{CliError, ExitKind, Interrupted};
+use super::error::Interrupted;
+use crate::interrupt::interrupted_text;
+pub use crate::interrupt::{
+    install_interrupt_handler, interrupted, interrupted_error, interrupted_quietly, set_progress,
+};
 use std::io::IsTerminal;
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Whether a person can answer: both stdin and stderr are terminals.
 pub fn interactive() -> bool {
     std::io::stdin().is_terminal() && std::io::stderr().is_terminal()
-}
-
-/// What a run has done so far, printed if Ctrl-C ends it.
-static PROGRESS: Mutex<String> = Mutex::new(String::new());
-/// Set by Ctrl-C while the run is acting; the loop stops before the next entry.
-static INTERRUPTED: AtomicBool = AtomicBool::new(false);
-static INSTALLED: AtomicBool = AtomicBool::new(false);
-
-/// Records what has been done so far (replaces the previous account).
-pub fn set_progress(account: &str) {
-    let mut progress = PROGRESS.lock().unwrap_or_else(|p| p.into_inner());
-    progress.clear();
-    progress.push_str(account);
-}
-
-/// Whether Ctrl-C asked the run to stop.
-pub fn interrupted() -> bool {
-    INTERRUPTED.load(Ordering::SeqCst)
-}
-
-/// The error that ends a run after Ctrl-C, with the account of what was already done.
-pub fn interrupted_error() -> CliError {
-    CliError::new(ExitKind::Interrupted, interrupted_text())
-}
-
-/// "interrupted (Ctrl-C): " and what was done before it.
-fn interrupted_text() -> String {
-    let account = PROGRESS
-        .lock()
-        .map(|p| p.clone())
-        .unwrap_or_else(|p| p.into_inner().clone());
-    let done = if account.is_empty() {
-        "nothing was changed".to_string()
-    } else {
-        format!("done before the interrupt: {account}; nothing else was changed")
-    };
-    format!("interrupted (Ctrl-C): {done}")
-}
-
-/// The error that ends a run after Ctrl-C when the caller has already said what was
-/// done: nothing more is printed.
-pub fn interrupted_quietly() -> CliError {
-    CliError::new(ExitKind::Interrupted, "")
 }
 
 /// What a prompt's read returns when Ctrl-C woke it: the account, ready for `main`.
@@ -68,28 +27,6 @@ fn ctrl_c() -> std::io::Error {
         std::io::ErrorKind::Interrupted,
         Interrupted(interrupted_text()),
     )
-}
-
-/// Installs the Ctrl-C handler once: it marks the run interrupted, so a loop that is acting
-/// lets the entry in flight finish, then stops and reports. (At a prompt, Ctrl-C is a key
-/// that `ask` reads itself.)
-pub fn install_interrupt_handler() {
-    if INSTALLED.swap(true, Ordering::SeqCst) {
-        return;
-    }
-    let Ok(mut signals) = signal_hook::iterator::Signals::new([signal_hook::consts::SIGINT]) else {
-        return;
-    };
-    let spawned = std::thread::Builder::new()
-        .name("unsctl-interrupt".into())
-        .spawn(move || {
-            for _ in signals.forever() {
-                INTERRUPTED.store(true, Ordering::SeqCst);
-            }
-        });
-    if spawned.is_err() {
-        INSTALLED.store(false, Ordering::SeqCst);
-    }
 }
 
 /// Asks `question` on stderr and reads one line, trimmed, through dialoguer's `Input`:

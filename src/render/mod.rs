@@ -1,6 +1,7 @@
 //! Turning view structs into tables, timelines and JSON.
 
 pub mod markdown;
+pub mod notification;
 pub mod output;
 pub mod sanitize;
 pub mod table;

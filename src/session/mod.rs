@@ -7,6 +7,7 @@
 //! The command line and the live screen both come here, so they preview, confirm and
 //! carry out alike; neither decides on its own what an action will do.
 
+pub mod ids;
 pub mod outcome;
 pub mod pace;
 

@@ -112,7 +112,7 @@ pub fn run(global: &Invocation, args: Args) -> CliResult {
     );
     // Ids as the shortest prefix that names each in the store, so a row fits 80 columns
     // and its id still pastes into any command.
-    let short = crate::cli::ids::short_ids(
+    let short = crate::session::ids::short_ids(
         store.as_ref(),
         response.events.iter().map(|e| e.notification_id.as_str()),
         &out,
@@ -237,7 +237,7 @@ fn run_fleet(
     };
     let mut readings = fleet::read_each(global, &|store| {
         let here = EventQuery {
-            selection: crate::cli::ids::with_exclusions_here(
+            selection: crate::session::ids::with_exclusions_here(
                 store,
                 query.selection.clone(),
                 false,

@@ -3,7 +3,7 @@
 use crate::cli::backend;
 use crate::cli::backend::Invocation;
 use crate::cli::error::CliResult;
-use crate::cli::notification::{settled_block, show, view};
+use crate::render::notification::{settled_block, show, view};
 
 /// Show one notification: its state, every event, and the triage verdict
 ///
@@ -27,7 +27,7 @@ pub struct Args {
 pub fn run(global: &Invocation, args: Args) -> CliResult {
     let out = global.output();
     let store = backend::reader(global)?;
-    let id = crate::cli::ids::expand_id(store.as_ref(), &args.id)?;
+    let id = crate::session::ids::expand_id(store.as_ref(), &args.id)?;
     let mut doc = store.notification(&id)?;
     if args.follow {
         let every = crate::cli::follow::interval(args.interval)?;

@@ -107,7 +107,7 @@ pub fn run(global: &Invocation, args: Args) -> CliResult {
     let out = global.output();
     let store = backend::reader(global)?;
     if let Some(id) = &args.id {
-        asked.ids = Some(crate::cli::ids::expand_ids(
+        asked.ids = Some(crate::session::ids::expand_ids(
             store.as_ref(),
             std::slice::from_ref(id),
         )?);
@@ -249,7 +249,7 @@ fn write_table(
         }
         writeln!(to, "{}", out.bold(title))?;
         let short =
-            crate::cli::ids::short_ids(store, items.iter().map(|item| item.id.as_str()), out);
+            crate::session::ids::short_ids(store, items.iter().map(|item| item.id.as_str()), out);
         let mut grid = Grid::new(NEEDS_COLUMNS, out);
         for item in items {
             let id = short.get(&item.id).unwrap_or(&item.id);

@@ -83,7 +83,7 @@ pub fn run(global: &Invocation, args: Args) -> CliResult {
             crate::session::intent(store.as_ref(), &verdict.id, Action::Replay, &request)
         })
         .collect::<Result<_, _>>()?,
-        None => crate::cli::ids::expand_ids(store.as_ref(), &args.ids)?
+        None => crate::session::ids::expand_ids(store.as_ref(), &args.ids)?
             .iter()
             .map(|id| crate::session::intent(store.as_ref(), id, Action::Replay, &request))
             .collect::<Result<_, _>>()?,

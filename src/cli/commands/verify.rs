@@ -87,7 +87,7 @@ pub fn run(global: &Invocation, args: Args) -> CliResult {
         .map(|v| v.id)
         .collect()
     } else {
-        crate::cli::ids::expand_ids(store.as_ref(), &args.ids)?
+        crate::session::ids::expand_ids(store.as_ref(), &args.ids)?
     };
     if ids.is_empty() {
         out.closing(&report(&Asked::default(), None))?;
@@ -264,7 +264,7 @@ fn print_answers(store: &dyn Store, asked: &Asked, out: &Output) -> CliResult {
     let mut to = stdout.lock();
     if !asked.answers.is_empty() {
         let short =
-            crate::cli::ids::short_ids(store, asked.answers.iter().map(|a| a.id.as_str()), out);
+            crate::session::ids::short_ids(store, asked.answers.iter().map(|a| a.id.as_str()), out);
         let mut grid = Grid::new(COLUMNS, out);
         for answer in &asked.answers {
             let id = short.get(&answer.id).unwrap_or(&answer.id);

@@ -194,7 +194,7 @@ fn run_fleet(global: &Invocation, args: &Args) -> CliResult {
     let selection = args.select.selection()?;
     let limit = args.select.limit;
     let mut readings = fleet::read_each(global, &|store| {
-        let here = crate::cli::ids::with_exclusions_here(store, selection.clone(), true)?;
+        let here = crate::session::ids::with_exclusions_here(store, selection.clone(), true)?;
         selection::stream(store, &here, &|_| true, limit, |arriving| {
             Ok(arriving.into_iter().flatten().collect::<Vec<Triaged>>())
         })

@@ -62,7 +62,7 @@ pub fn run(global: &Invocation, args: Args) -> CliResult {
         .into_iter()
         .map(|v| v.id)
         .collect(),
-        None => crate::cli::ids::expand_ids(store.as_ref(), &args.ids)?,
+        None => crate::session::ids::expand_ids(store.as_ref(), &args.ids)?,
     };
     let intents = ids
         .iter()

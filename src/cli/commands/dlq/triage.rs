@@ -351,7 +351,7 @@ fn run_fleet(global: &Invocation, args: &Args) -> CliResult {
     // Each context's store identity with its verdicts, so `apply` acts on no other.
     let mut readings = fleet::read_each(global, &|store| {
         let identity = store.identity()?;
-        let here = crate::cli::ids::with_exclusions_here(store, selection.clone(), true)?;
+        let here = crate::session::ids::with_exclusions_here(store, selection.clone(), true)?;
         Ok((identity, selection::verdicts(store, &here, &keep, limit)?))
     })?;
     let mut contexts: Vec<fleet::ContextStatus> = Vec::new();

@@ -337,9 +337,9 @@ fn read(source: &Source, store: &dyn Store, job: Job) -> Result<Reply, Failure> 
         }
         Job::Inspect { id, width } => {
             let doc = store.notification(&id).map_err(text)?;
-            let view = crate::cli::notification::view(doc);
+            let view = crate::render::notification::view(doc);
             let next_step = view.triage.as_ref().map(|v| v.next_step.clone());
-            let lines = crate::cli::notification::text(&view, &Output::plain(width))
+            let lines = crate::render::notification::text(&view, &Output::plain(width))
                 .lines()
                 .map(str::to_string)
                 .collect();
@@ -455,7 +455,7 @@ fn shortened<'i>(
 ) -> HashMap<String, String> {
     let now = std::time::Instant::now();
     known.retain(|_, (_, at)| now.duration_since(*at) < SHORT_ID_KEPT);
-    let fresh = crate::cli::ids::short_ids(
+    let fresh = crate::session::ids::short_ids(
         store,
         ids.clone().filter(|id| !known.contains_key(*id)),
         &Output::plain(80),

@@ -178,7 +178,7 @@ pub fn run(global: &Invocation, args: Args) -> CliResult {
     let id = match (view, id) {
         (ViewKind::Inspect, Some(id)) => {
             let store = (source.open)(false)?;
-            Some(crate::cli::ids::expand_id(store.as_ref(), &id)?)
+            Some(crate::session::ids::expand_id(store.as_ref(), &id)?)
         }
         (_, id) => id,
     };
