@@ -43,14 +43,14 @@ impl ExitKind {
 /// What went wrong, the exit it calls for, and what to do. `causes` is the chain under
 /// the message, outermost first (`error:`, then each `Caused by:`, then each `hint:`).
 #[derive(Debug, Clone)]
-pub struct Error {
+pub struct Failure {
     pub kind: ExitKind,
     pub message: String,
     pub causes: Vec<String>,
     pub hints: Vec<String>,
 }
 
-impl Error {
+impl Failure {
     pub fn new(kind: ExitKind, message: impl Into<String>) -> Self {
         Self {
             kind,
@@ -86,13 +86,13 @@ impl Error {
     }
 }
 
-impl fmt::Display for Error {
+impl fmt::Display for Failure {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.message)
     }
 }
 
-impl std::error::Error for Error {}
+impl std::error::Error for Failure {}
 
 /// The one ranking a command with several failures exits by: error, authentication,
 /// conflict, refusal, not found.
@@ -120,7 +120,7 @@ pub fn exit_kind(err: &StoreError) -> ExitKind {
     }
 }
 
-impl From<StoreError> for Error {
+impl From<StoreError> for Failure {
     /// The exit is [`exit_kind`]'s, the one mapping; this adds the words and the hint.
     fn from(err: StoreError) -> Self {
         let kind = exit_kind(&err);
@@ -146,7 +146,7 @@ impl From<StoreError> for Error {
             StoreError::Refused(refusal) => refusal.why(),
             _ => message,
         };
-        let error = Error::new(kind, message);
+        let error = Failure::new(kind, message);
         match hint {
             Some(hint) => error.hint(hint),
             None => error,
@@ -154,21 +154,21 @@ impl From<StoreError> for Error {
     }
 }
 
-impl From<anyhow::Error> for Error {
+impl From<anyhow::Error> for Failure {
     fn from(err: anyhow::Error) -> Self {
-        Error::of(ExitKind::Error, &err)
+        Failure::of(ExitKind::Error, &err)
     }
 }
 
-impl From<std::io::Error> for Error {
+impl From<std::io::Error> for Failure {
     fn from(err: std::io::Error) -> Self {
         if err.kind() == std::io::ErrorKind::BrokenPipe {
-            return Error::new(ExitKind::Closed, "output closed");
+            return Failure::new(ExitKind::Closed, "output closed");
         }
         if let Some(Interrupted(account)) = err.get_ref().and_then(|e| e.downcast_ref()) {
-            return Error::new(ExitKind::Interrupted, account.clone());
+            return Failure::new(ExitKind::Interrupted, account.clone());
         }
-        Error::error(format!("I/O error: {err}"))
+        Failure::error(format!("I/O error: {err}"))
     }
 }
 
@@ -184,7 +184,7 @@ impl fmt::Display for Interrupted {
 
 impl std::error::Error for Interrupted {}
 
-pub type Result<T = ()> = std::result::Result<T, Error>;
+pub type Result<T = ()> = std::result::Result<T, Failure>;
 
 #[cfg(test)]
 mod exit_tests {
@@ -216,7 +216,7 @@ mod exit_tests {
             ]
         };
         for (err, again) in errors().into_iter().zip(errors()) {
-            assert_eq!(Error::from(err).kind, exit_kind(&again));
+            assert_eq!(Failure::from(err).kind, exit_kind(&again));
         }
     }
 }

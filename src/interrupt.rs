@@ -2,7 +2,7 @@
 //! acting lets the entry in flight finish, then stops and says what was done), and the
 //! error that ends the run carries that account.
 
-use crate::exit::{Error, ExitKind};
+use crate::exit::{ExitKind, Failure};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -25,8 +25,8 @@ pub fn interrupted() -> bool {
 }
 
 /// The error that ends a run after Ctrl-C, with the account of what was already done.
-pub fn interrupted_error() -> Error {
-    Error::new(ExitKind::Interrupted, interrupted_text())
+pub fn interrupted_error() -> Failure {
+    Failure::new(ExitKind::Interrupted, interrupted_text())
 }
 
 /// "interrupted (Ctrl-C): " and what was done before it.
@@ -45,8 +45,8 @@ pub fn interrupted_text() -> String {
 
 /// The error that ends a run after Ctrl-C when the caller has already said what was
 /// done: nothing more is printed.
-pub fn interrupted_quietly() -> Error {
-    Error::new(ExitKind::Interrupted, "")
+pub fn interrupted_quietly() -> Failure {
+    Failure::new(ExitKind::Interrupted, "")
 }
 
 /// Installs the Ctrl-C handler once: it marks the run interrupted, so a loop that is acting

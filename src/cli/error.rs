@@ -2,6 +2,6 @@
 //! ([`crate::exit`]), under the names the commands use.
 
 pub use crate::exit::{
-    Error as CliError, ExitKind, Interrupted, Result as CliResult, exit_kind, most_serious,
+    ExitKind, Failure as CliError, Interrupted, Result as CliResult, exit_kind, most_serious,
 };
 pub use crate::session::outcome::{exit_for, outcome_exit};

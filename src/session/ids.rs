@@ -1,7 +1,7 @@
 //! What the operator typed as an id, turned into ids: a whole id or a unique prefix,
 //! for the ids a command names and for the ones `--exclude` leaves out alike.
 
-use crate::exit::{Error as CliError, ExitKind, Result as CliResult};
+use crate::exit::{ExitKind, Failure as CliError, Result as CliResult};
 use crate::store::{Selection, Store};
 
 /// The shortest id prefix accepted.
