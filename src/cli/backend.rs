@@ -8,59 +8,9 @@ use super::args::GlobalArgs;
 use super::error::{CliError, CliResult, ExitKind};
 use crate::config::{Config, Place};
 use crate::store::Store;
-use crate::store::http::HttpStore;
-use crate::store::sqlite::SqliteStore;
+pub use crate::store::place::{Backend, Resolution, Source};
 use std::path::PathBuf;
 use std::sync::OnceLock;
-use std::time::Duration;
-
-/// Where the store is.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Backend {
-    Sqlite(PathBuf),
-    Http {
-        url: String,
-        key: Option<String>,
-        /// The context's own deadline for each request, when it sets one.
-        deadline: Option<Duration>,
-    },
-}
-
-impl Resolution {
-    /// `--api-timeout`, when given, over the context's own deadline.
-    fn deadline_at_most(mut self, flag: Option<Duration>) -> Self {
-        if let (Backend::Http { deadline, .. }, Some(flag)) = (&mut self.backend, flag) {
-            *deadline = Some(flag);
-        }
-        self
-    }
-}
-
-/// Which rung of the precedence named the store.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Source {
-    /// `--db` or `--api`.
-    Flag,
-    /// `--context NAME`.
-    ContextFlag,
-    /// `UNS_CONTEXT`.
-    ContextEnv,
-    /// `UNS_DB_FILE` or `UNS_BASE_URL`; `both` when the two are set (the API is used).
-    Environment { both: bool },
-    /// The config file's current context.
-    Current,
-}
-
-/// The store a command line names: the backend, the config context it came from, and
-/// which rung of the precedence named it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Resolution {
-    pub backend: Backend,
-    pub context: Option<String>,
-    pub source: Source,
-    /// The context says `readonly = true`.
-    pub readonly: bool,
-}
 
 /// One command line, as every command receives it: the global flags, and the store they,
 /// the environment and the config file name, resolved once, when a command first asks.
@@ -422,33 +372,14 @@ fn open(global: &Invocation, write: bool) -> CliResult<Box<dyn Store>> {
     open_resolved(resolution, write)
 }
 
-/// Opens a resolved backend; its context is named in everything it describes.
+/// Opens a resolved backend; its context is named in everything it describes, and what
+/// the store says of how it was opened (a read-only snapshot) is said on stderr.
 pub fn open_resolved(resolution: Resolution, write: bool) -> CliResult<Box<dyn Store>> {
-    let Resolution {
-        backend, context, ..
-    } = resolution;
-    Ok(match backend {
-        Backend::Sqlite(path) => {
-            let mut store = if write {
-                SqliteStore::open_read_write(&path)?
-            } else {
-                SqliteStore::open_read_only(&path)?
-            };
-            if let Some(note) = &store.note {
-                crate::render::output::status(note);
-            }
-            store.context = context;
-            Box::new(store)
-        }
-        Backend::Http { url, key, deadline } => {
-            let mut store = http_store(&url, key, deadline)?;
-            if let Some(note) = &store.note {
-                crate::render::output::status(note);
-            }
-            store.context = context;
-            Box::new(store)
-        }
-    })
+    let (store, note) = crate::store::place::open(resolution, write).map_err(not_opened)?;
+    if let Some(note) = note {
+        crate::render::output::status(&note);
+    }
+    Ok(store)
 }
 
 /// The API at `url`; a URL that cannot be one (not http or https, not a URL at all) is a
@@ -456,13 +387,16 @@ pub fn open_resolved(resolution: Resolution, write: bool) -> CliResult<Box<dyn S
 pub fn http_store(
     url: &str,
     key: Option<String>,
-    deadline: Option<Duration>,
-) -> CliResult<HttpStore> {
-    let deadline = deadline.unwrap_or(crate::store::http::DEFAULT_DEADLINE);
-    HttpStore::new(url, key)
-        .map(|store| store.with_deadline(deadline))
-        .map_err(|err| match err {
-            crate::store::StoreError::Invalid(message) => CliError::usage(message),
-            other => other.into(),
-        })
+    deadline: Option<std::time::Duration>,
+) -> CliResult<crate::store::http::HttpStore> {
+    crate::store::place::http_store(url, key, deadline).map_err(not_opened)
+}
+
+/// Why a store could not be opened: a place that cannot be one is the command line's
+/// mistake.
+fn not_opened(err: crate::store::StoreError) -> CliError {
+    match err {
+        crate::store::StoreError::Invalid(message) => CliError::usage(message),
+        other => other.into(),
+    }
 }

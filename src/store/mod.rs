@@ -2,6 +2,7 @@
 
 pub mod http;
 pub mod page;
+pub mod place;
 pub mod selection;
 pub mod sqlite;
 mod walk;
