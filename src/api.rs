@@ -55,12 +55,7 @@ pub struct WhoAmI {
 pub const NEXT_CURSOR: &str = "uns-next-cursor";
 
 /// `GET /api/v1/runtime/notifications/{id}`: the row's fields plus its events.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct NotificationDoc {
-    #[serde(flatten)]
-    pub row: Notification,
-    pub events: Vec<Event>,
-}
+pub use crate::model::NotificationDoc;
 
 /// `GET /api/v1/runtime/notifications?id_prefix=P[&dlq=true][&limit=N]`: the ids that
 /// start with P, in order.

@@ -10,51 +10,13 @@ use crate::model::ChannelSet;
 use crate::remediation::Action;
 use crate::remediation::{Approved, Claim};
 use crate::render::output::{Output, print, status};
-use crate::render::views;
 use crate::session::{
-    self, Blocked, Confirm, Flow, Intent, Outcome, Preview, carried_out, planned, receivers,
-    summary,
+    self, Confirm, Flow, Intent, Outcome, Preview, carried_out, receivers, summary,
 };
 use crate::store::Store;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::io::IsTerminal;
-
-/// One intent in one line: id, branch, action, channels, evidence.
-pub fn line(intent: &Intent, out: &Output) -> String {
-    let branch = intent
-        .verdict
-        .as_ref()
-        .map(|v| views::branch_text(v.branch, out))
-        .unwrap_or_else(|| "-".into());
-    let id = out.clean(&intent.id);
-    let verb = intent.verb;
-    match &intent.preview {
-        Ok(approved) => {
-            let channels = if approved.channels.is_empty() {
-                "-".to_string()
-            } else {
-                approved.channels.joined(",")
-            };
-            let evidence = intent
-                .verdict
-                .as_ref()
-                .map(|v| views::join_ids(&v.evidence()))
-                .unwrap_or_default();
-            let forced = if approved.overridden.is_empty() {
-                ""
-            } else {
-                "  FORCED"
-            };
-            format!("{id}  {branch}  {verb}  channels {channels}  evidence {evidence}{forced}")
-        }
-        Err(blocked) => format!("{id}  {branch}  {verb} {}", blocked_text(blocked)),
-    }
-}
-
-fn blocked_text(blocked: &Blocked) -> String {
-    crate::render::sanitize::clean(&blocked.words()).into_owned()
-}
 
 /// The request every intent of one command starts from, recorded as `operator`
 /// (`Invocation::operator`).
@@ -318,17 +280,6 @@ fn capitalized(verb: &str) -> String {
         .unwrap_or_default()
 }
 
-/// "paced at 200/s: 15000 replays, the last due 1m 15s after the first", when paced.
-fn pace_line(intents: &[Intent]) -> Option<String> {
-    let planned = planned(intents)?;
-    Some(format!(
-        "paced at {}: {}, the last due {} after the first",
-        crate::render::sanitize::clean(planned.words),
-        crate::render::output::counted(planned.count as i64, "replay"),
-        crate::render::time::duration(planned.last)
-    ))
-}
-
 /// Prints the plan, asks, runs it, prints each outcome and a summary, and exits by the
 /// most serious outcome.
 pub fn carry_out(
@@ -337,8 +288,17 @@ pub fn carry_out(
     confirm: &ConfirmArgs,
     out: &Output,
     verb: &str,
+    pagerduty: Option<&crate::verify::pagerduty::Api>,
 ) -> CliResult {
-    carry_out_into(store, intents, confirm, out, verb, &mut Vec::new())
+    carry_out_into(
+        store,
+        intents,
+        confirm,
+        out,
+        verb,
+        pagerduty,
+        &mut Vec::new(),
+    )
 }
 
 /// [`carry_out`], adding every entry it carried out to `done`: its id and the id of the
@@ -349,9 +309,10 @@ pub fn carry_out_into(
     confirm: &ConfirmArgs,
     out: &Output,
     verb: &str,
+    pagerduty: Option<&crate::verify::pagerduty::Api>,
     done: &mut Vec<(String, i64)>,
 ) -> CliResult {
-    if let Go::Stop(result) = present(store, &intents, confirm, out, verb, &[])? {
+    if let Go::Stop(result) = present(store, &intents, confirm, out, verb, &[], pagerduty)? {
         return result;
     }
     // Entries the preview blocked are reported, not acted on; the rest run in order.
@@ -377,6 +338,7 @@ pub fn present(
     out: &Output,
     verb: &str,
     also: &[String],
+    pagerduty: Option<&crate::verify::pagerduty::Api>,
 ) -> CliResult<Go> {
     if intents.is_empty() {
         status(&format!("Nothing to {verb}: no matching DLQ entries."));
@@ -394,18 +356,20 @@ pub fn present(
         })
         .collect();
     let actionable: Vec<&Intent> = intents.iter().filter(|i| i.preview.is_ok()).collect();
-    out.progress(|| {
-        intents.iter().try_for_each(|intent| {
-            print(&crate::render::output::fit_lines(&line(intent, out), out))
-        })
-    })?;
-    let mut told = receivers(intents);
+    let mut told = receivers(intents, pagerduty);
     told.extend(also.iter().cloned());
+    let shown = session::preview::Preview::of(intents, &told, out);
+    out.progress(|| {
+        shown
+            .lines
+            .iter()
+            .try_for_each(|line| print(&crate::render::output::fit_lines(line, out)))
+    })?;
     // A prompt says all of it where the answer is given; without one it is said here.
     let prompting =
         confirm.confirm && !confirm.yes && !actionable.is_empty() && prompt::interactive();
     if !prompting {
-        for line in pace_line(intents).iter().chain(&told) {
+        for line in &shown.notes {
             status(line);
         }
     }

@@ -247,6 +247,18 @@ pub struct SourceArgs {
     pub provider_timeout: f64,
 }
 
+/// PagerDuty's REST API as the environment names it (`UNS_PAGERDUTY_API_TOKEN`, and
+/// `UNS_PAGERDUTY_API_URL` or PagerDuty's own): what a replay's preview asks about the
+/// incidents its triggers would merge into. None without a token.
+pub fn pagerduty_api() -> Option<verify::pagerduty::Api> {
+    env_value("UNS_PAGERDUTY_API_TOKEN").map(|token| verify::pagerduty::Api {
+        api_url: env_value("UNS_PAGERDUTY_API_URL")
+            .unwrap_or_else(|| verify::pagerduty::DEFAULT_API_URL.into()),
+        token,
+        timeout: verify::http::DEFAULT_TIMEOUT,
+    })
+}
+
 /// The relay logs UNS_RELAY_LOG names, comma-separated.
 pub fn relay_logs_from_env() -> Vec<PathBuf> {
     std::env::var_os("UNS_RELAY_LOG")

@@ -122,21 +122,30 @@ pub fn carry_out(
     pace: Option<Pace>,
     out: &Output,
     verb: &str,
+    pagerduty: Option<&crate::verify::pagerduty::Api>,
 ) -> CliResult {
     let Some(n) = wait.canary else {
         pace::apply(&mut intents, pace).map_err(CliError::usage)?;
-        return carry_out_waited(store, intents, confirm, wait, out, verb);
+        return carry_out_waited(store, intents, confirm, wait, out, verb, pagerduty);
     };
     let (every, timeout) = wait.checked()?;
     let chosen = pick(&intents, usize::from(n));
     if chosen.is_empty() {
         pace::apply(&mut intents, pace).map_err(CliError::usage)?;
-        return carry_out_waited(store, intents, confirm, wait, out, verb);
+        return carry_out_waited(store, intents, confirm, wait, out, verb, pagerduty);
     }
     let mut plan = Plan::split(intents, &chosen, timeout);
     pace::apply(&mut plan.rest, pace).map_err(CliError::usage)?;
     let intents: Vec<Intent> = plan.canary.iter().chain(&plan.rest).cloned().collect();
-    if let Go::Stop(result) = act::present(store, &intents, confirm, out, verb, &plan.words())? {
+    if let Go::Stop(result) = act::present(
+        store,
+        &intents,
+        confirm,
+        out,
+        verb,
+        &plan.words(),
+        pagerduty,
+    )? {
         return result;
     }
     let first = act::execute_all(store, &plan.canary, out)?;
@@ -308,9 +317,10 @@ fn carry_out_waited(
     wait: &WaitArgs,
     out: &Output,
     verb: &str,
+    pagerduty: Option<&crate::verify::pagerduty::Api>,
 ) -> CliResult {
     if !wait.wait {
-        return act::carry_out(store, intents, confirm, out, verb);
+        return act::carry_out(store, intents, confirm, out, verb, pagerduty);
     }
     let (every, timeout) = wait.checked()?;
     let pacing = pace::expected(&intents);
@@ -320,7 +330,7 @@ fn carry_out_waited(
         .map(|i| i.id.clone())
         .collect();
     let mut done = Vec::new();
-    let acted = act::carry_out_into(store, intents, confirm, out, verb, &mut done);
+    let acted = act::carry_out_into(store, intents, confirm, out, verb, pagerduty, &mut done);
     done.retain(|(id, _)| replays.contains(id));
     if done.is_empty() {
         return acted;

@@ -580,6 +580,15 @@ impl From<NotificationId> for String {
     }
 }
 
+/// A notification with its history: the row's fields plus its events, in event order
+/// (the API's `GET /api/v1/runtime/notifications/{id}` document).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NotificationDoc {
+    #[serde(flatten)]
+    pub row: Notification,
+    pub events: Vec<Event>,
+}
+
 /// One row of `uns_notifications`, as read back.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Notification {

@@ -1,8 +1,7 @@
 //! A notification as unsctl shows it: the API's document with the verdict when it is in
 //! the DLQ, as `inspect` prints it and the live screen's inspect view draws it.
 
-use crate::api::NotificationDoc;
-use crate::model::Notification;
+use crate::model::{Notification, NotificationDoc};
 use crate::render::output::{Output, print};
 use crate::render::views;
 use crate::triage::{self, Verdict};

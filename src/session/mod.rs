@@ -10,6 +10,7 @@
 pub mod ids;
 pub mod outcome;
 pub mod pace;
+pub mod preview;
 
 pub use outcome::{Blocked, NotInDlq, Outcome};
 
@@ -18,6 +19,7 @@ use crate::model::{Channel, ChannelSet};
 use crate::remediation::{Action, Approved, policy};
 use crate::store::{Store, StoreError};
 use crate::triage::{self, Verdict};
+use crate::verify::pagerduty;
 
 /// One entry's planned action, previewed before anything changes.
 #[derive(Debug, Clone)]
@@ -134,8 +136,8 @@ const INCIDENTS_LOOKED_UP: usize = 5;
 /// What each receiver does with the copy a replay sends: statements, not guardrails.
 /// Email and Slack drop no second copy; PagerDuty merges a trigger into an incident open
 /// under its dedup key and opens a new one (a new page) otherwise, which its REST API
-/// says when a token is set (UNS_PAGERDUTY_API_TOKEN).
-pub fn receivers(intents: &[Intent]) -> Vec<String> {
+/// (`pagerduty`, when the front end was given a token) says.
+pub fn receivers(intents: &[Intent], pagerduty: Option<&pagerduty::Api>) -> Vec<String> {
     let replayed: Vec<(&str, &ChannelSet)> = intents
         .iter()
         .filter(|i| i.action == Action::Replay)
@@ -158,38 +160,23 @@ pub fn receivers(intents: &[Intent]) -> Vec<String> {
         .filter(|(_, set)| set.contains(Channel::Pagerduty))
         .map(|(id, _)| *id)
         .collect();
-    lines.extend(pagerduty_statements(&paging));
+    lines.extend(pagerduty_statements(&paging, pagerduty));
     lines
 }
 
 /// For each of `ids` (the first few), what a trigger sent now does at PagerDuty: merged
-/// into the incident open under its dedup key, or a new incident. From the REST API when
-/// UNS_PAGERDUTY_API_TOKEN is set; else the rule, said once.
-/// Whether PagerDuty can be asked here (`UNS_PAGERDUTY_API_TOKEN` is set).
-pub fn pagerduty_token_set() -> bool {
-    std::env::var("UNS_PAGERDUTY_API_TOKEN").is_ok_and(|t| !t.trim().is_empty())
-}
-
-pub fn pagerduty_statements(ids: &[&str]) -> Vec<String> {
+/// into the incident open under its dedup key, or a new incident, as its REST API says
+/// when `config` is given; else the rule, said once.
+pub fn pagerduty_statements(ids: &[&str], config: Option<&pagerduty::Api>) -> Vec<String> {
     let mut lines = Vec::new();
     if ids.is_empty() {
         return lines;
     }
-    let config = std::env::var("UNS_PAGERDUTY_API_TOKEN")
-        .ok()
-        .map(|t| t.trim().to_string())
-        .filter(|t| !t.is_empty())
-        .map(|token| crate::verify::pagerduty::Api {
-            api_url: std::env::var("UNS_PAGERDUTY_API_URL")
-                .unwrap_or_else(|_| "https://api.pagerduty.com".into()),
-            token,
-            timeout: crate::verify::http::DEFAULT_TIMEOUT,
-        });
-    let client = config.as_ref().map(|_| crate::verify::http::client());
-    match (&config, client) {
+    let client = config.map(|_| crate::verify::http::client());
+    match (config, client) {
         (Some(config), Some(Ok(client))) => {
             for id in ids.iter().take(INCIDENTS_LOOKED_UP) {
-                let said = crate::verify::pagerduty::replay_outcome(&client, config, id);
+                let said = pagerduty::replay_outcome(&client, config, id);
                 lines.push(format!(
                     "PAGERDUTY {}: {}",
                     crate::render::sanitize::clean(id),

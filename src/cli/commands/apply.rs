@@ -260,6 +260,7 @@ fn apply_in(
         args.action.pace.pace(),
         &out,
         "apply the plan to",
+        crate::cli::args::pagerduty_api().as_ref(),
     )
 }
 

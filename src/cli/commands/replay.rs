@@ -96,5 +96,6 @@ pub fn run(global: &Invocation, args: Args) -> CliResult {
         args.action.pace.pace(),
         &out,
         "replay",
+        crate::cli::args::pagerduty_api().as_ref(),
     )
 }

@@ -68,5 +68,12 @@ pub fn run(global: &Invocation, args: Args) -> CliResult {
         .iter()
         .map(|id| crate::session::intent(store.as_ref(), id, Action::Resolve, &request))
         .collect::<Result<Vec<_>, _>>()?;
-    act::carry_out(store.as_ref(), intents, &args.confirm, &out, "resolve")
+    act::carry_out(
+        store.as_ref(),
+        intents,
+        &args.confirm,
+        &out,
+        "resolve",
+        None,
+    )
 }

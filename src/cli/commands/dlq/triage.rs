@@ -273,7 +273,8 @@ impl Footer {
     fn print(&self, to: &mut dyn Write, out: &Output) -> std::io::Result<()> {
         if !self.paging.is_empty() {
             let ids: Vec<&str> = self.paging.iter().map(String::as_str).collect();
-            let looked_up = crate::session::pagerduty_token_set();
+            let pagerduty = crate::cli::args::pagerduty_api();
+            let looked_up = pagerduty.is_some();
             if looked_up {
                 writeln!(to, "\nPagerDuty, were these replayed:")?;
             } else {
@@ -283,7 +284,7 @@ impl Footer {
                     crate::render::output::counted(self.paging_total as i64, "entry")
                 )?;
             }
-            for line in crate::session::pagerduty_statements(&ids) {
+            for line in crate::session::pagerduty_statements(&ids, pagerduty.as_ref()) {
                 writeln!(to, "  {}", out.clean(&line))?;
             }
             if looked_up && self.paging_total > self.paging.len() {

@@ -606,8 +606,11 @@ fn preview(
         .map(|id| crate::session::intent(store, id, action, &request))
         .collect::<Result<_, _>>()?;
     let out = Output::plain(200);
-    let mut lines: Vec<String> = intents.iter().map(|i| act::line(i, &out)).collect();
-    lines.extend(crate::session::receivers(&intents));
+    let told = crate::session::receivers(&intents, source.sources.pagerduty.as_ref());
+    let lines: Vec<String> = crate::session::preview::Preview::of(&intents, &told, &out)
+        .all()
+        .cloned()
+        .collect();
     Ok(Reply::Preview {
         action,
         ids,
