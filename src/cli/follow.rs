@@ -4,10 +4,12 @@
 
 use super::error::{CliError, CliResult};
 use super::prompt;
-use crate::api::{EventRow, NotificationDoc};
+use crate::api::EventRow;
 use crate::model::Event;
+use crate::model::NotificationDoc;
 use crate::render::output::{Output, counted, print, status};
 use crate::render::{time, views};
+use crate::session::wait::{Settlement, Waited, Watch, settled};
 use crate::store::{EventQuery, Selection, Store, StoreError};
 use crate::triage::{Branch, Verdict};
 use std::collections::BTreeMap;
@@ -39,15 +41,6 @@ pub fn pause(interval: Duration) -> bool {
         std::thread::sleep(Duration::from_millis(25).min(interval));
     }
     !prompt::interrupted()
-}
-
-/// Whether a row has come to rest: delivered, dead-lettered or resolved.
-pub fn settled(doc: &NotificationDoc) -> bool {
-    doc.row.dead_letter
-        || matches!(
-            doc.row.status.known(),
-            Some(crate::model::Status::Delivered | crate::model::Status::Resolved)
-        )
 }
 
 /// The newest event id in the store now (0 for none): where following starts.
@@ -264,116 +257,6 @@ pub fn follow_notification(
     Ok(doc)
 }
 
-/// What became of one replayed notification.
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct Settlement {
-    pub id: String,
-    /// DELIVERED, DEAD, RESOLVED, or the status it still had when the wait ended.
-    pub status: String,
-    pub delivered: bool,
-    pub settled: bool,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub error_message: Option<String>,
-    /// Seconds from the start of the wait to the settlement.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub seconds: Option<f64>,
-}
-
-/// How a notification's document stands against the replay that was waited on: settled
-/// only in the cycle that replay started, so a store swapped for an older copy, where the
-/// row settled before it, never passes for a delivery.
-fn settled_since(doc: &NotificationDoc, replayed: i64) -> Result<bool, String> {
-    let Some(event) = doc.events.iter().find(|e| e.id == replayed) else {
-        return Err(format!(
-            "the store no longer shows the replay (event {replayed}): it was replaced or restored from a copy"
-        ));
-    };
-    if event.kind != crate::model::Kind::Replayed {
-        return Err(format!(
-            "event {replayed} is no longer the replay but {}: the store was replaced",
-            views::shown(event.kind.as_str())
-        ));
-    }
-    let cycle = event.payload_value()["cycle"].as_i64();
-    if cycle.is_some_and(|cycle| doc.row.cycle < cycle) {
-        return Err(format!(
-            "the row is in cycle {}, before the replay's: the store was replaced",
-            doc.row.cycle
-        ));
-    }
-    Ok(settled(doc))
-}
-
-/// Seconds from the REPLAYED event to the event that settled the row after it, as the
-/// store recorded them (not as often as the wait happened to look).
-fn settled_after(doc: &NotificationDoc, replayed: i64) -> Option<f64> {
-    use crate::model::Kind;
-    let start = doc.events.iter().find(|e| e.id == replayed)?.at;
-    let end = doc
-        .events
-        .iter()
-        .filter(|e| e.id > replayed)
-        .find(|e| {
-            matches!(
-                e.kind.known(),
-                Some(Kind::Delivered | Kind::DeadLettered | Kind::DlqResolved)
-            )
-        })?
-        .at;
-    (end >= start).then_some(end - start)
-}
-
-/// Where one replayed notification stands.
-enum Waiting {
-    Settled(Settlement),
-    /// Not settled yet, with its status (`None`: the store could not be read this time).
-    Open(Option<String>),
-}
-
-/// Reads `id` once: settled in the cycle its REPLAYED event `replayed` started (how long
-/// that took, from the store's own events), or still open.
-fn read_settlement(
-    store: &dyn Store,
-    id: &str,
-    replayed: i64,
-    started: Instant,
-) -> CliResult<Waiting> {
-    let doc = match store.notification(id) {
-        Ok(doc) => doc,
-        Err(err @ StoreError::Unavailable(_)) => {
-            status(&format!(
-                "cannot read {}: {err}; trying again",
-                views::shown(id)
-            ));
-            return Ok(Waiting::Open(None));
-        }
-        Err(err) => return Err(err.into()),
-    };
-    if let Err(why) = settled_since(&doc, replayed) {
-        return Ok(Waiting::Settled(Settlement {
-            id: id.to_string(),
-            status: "UNKNOWN".into(),
-            delivered: false,
-            settled: true,
-            error_message: Some(why),
-            seconds: Some(started.elapsed().as_secs_f64()),
-        }));
-    }
-    if !settled(&doc) {
-        return Ok(Waiting::Open(Some(doc.row.status.to_string())));
-    }
-    Ok(Waiting::Settled(Settlement {
-        id: id.to_string(),
-        status: doc.row.status.to_string(),
-        delivered: doc.row.status == crate::model::Status::Delivered,
-        settled: true,
-        error_message: doc.row.error_message.clone(),
-        seconds: Some(
-            settled_after(&doc, replayed).unwrap_or_else(|| started.elapsed().as_secs_f64()),
-        ),
-    }))
-}
-
 /// `replay --wait`: waits for each replayed notification (its id, and the id of the
 /// REPLAYED event) to settle in the cycle the replay started, one line each as it does.
 /// Ok only when every one was delivered.
@@ -461,57 +344,6 @@ fn progress_every(every: Duration) -> Duration {
     Duration::from_secs(10).min(every * 10)
 }
 
-/// The JSON line a wait ends with.
-#[derive(Debug, serde::Serialize)]
-pub struct WaitDocument<'a> {
-    pub waited: &'a [Settlement],
-    pub delivered: usize,
-    pub not_delivered: usize,
-    pub unsettled: usize,
-}
-
-/// What a wait found: each replayed notification's settlement (or where it stood when
-/// the wait ended), how many had not settled, and whether Ctrl-C ended it.
-pub struct Waited {
-    pub done: Vec<Settlement>,
-    pub unsettled: usize,
-    pub stopped: bool,
-}
-
-impl Waited {
-    pub fn delivered(&self) -> usize {
-        self.done.iter().filter(|s| s.delivered).count()
-    }
-
-    /// `{"waited": [...], "delivered", "not_delivered", "unsettled"}`.
-    pub fn document(&self) -> WaitDocument<'_> {
-        let delivered = self.delivered();
-        WaitDocument {
-            waited: &self.done,
-            delivered,
-            not_delivered: self.done.len() - delivered - self.unsettled,
-            unsettled: self.unsettled,
-        }
-    }
-
-    /// "2 of 3 delivered, 1 not settled within 5m".
-    pub fn account(&self, timeout: Duration) -> String {
-        format!(
-            "{} of {} delivered{}",
-            self.delivered(),
-            self.done.len(),
-            match (self.unsettled, self.stopped) {
-                (0, _) => String::new(),
-                (n, true) => format!(", {n} still in flight when Ctrl-C stopped the wait"),
-                (n, false) => format!(
-                    ", {n} not settled within {}",
-                    time::duration(timeout.as_secs_f64())
-                ),
-            }
-        )
-    }
-}
-
 /// [`wait_for_delivery`]; with `pace` (its words, and when its last replay is due, in
 /// unix seconds) it says every few seconds how many have settled against how many the
 /// pace has made due.
@@ -551,69 +383,41 @@ pub fn wait_settled(
     out: &Output,
 ) -> CliResult<Waited> {
     prompt::install_interrupt_handler();
-    let started = Instant::now();
+    let mut watch = Watch::new(ids);
     let mut said = Instant::now();
-    // Each id still open, with the status it had when last read.
-    let replays: std::collections::HashMap<&str, i64> = ids
-        .iter()
-        .map(|(id, event)| (id.as_str(), *event))
-        .collect();
-    let mut open: Vec<(String, String)> = ids
-        .iter()
-        .map(|(id, _)| (id.clone(), "UNKNOWN".into()))
-        .collect();
-    let mut done: Vec<Settlement> = Vec::new();
     status(&format!(
         "waiting for {} to settle (at most {}; Ctrl-C to stop) ...",
         counted(ids.len() as i64, "replayed notification"),
         time::duration(timeout.as_secs_f64())
     ));
     let mut stopped = false;
-    while !open.is_empty() {
-        let mut still = Vec::new();
-        for (id, last) in open {
-            let replayed = replays.get(id.as_str()).copied().unwrap_or_default();
-            match read_settlement(store, &id, replayed, started)? {
-                Waiting::Settled(settlement) => {
-                    out.progress(|| print(&settlement_line(&settlement, out)))?;
-                    done.push(settlement);
-                }
-                Waiting::Open(Some(status)) => still.push((id, status)),
-                Waiting::Open(None) => still.push((id, last)),
-            }
+    loop {
+        let look = watch.look(store)?;
+        for why in &look.unread {
+            status(why);
         }
-        open = still;
-        if open.is_empty() {
+        for settlement in &look.settled {
+            out.progress(|| print(&settlement_line(settlement, out)))?;
+        }
+        if watch.is_done() {
             break;
         }
         if let Some(pace) = pace
             && said.elapsed() >= progress_every(every)
         {
             said = Instant::now();
-            say_progress(pace, &done, ids.len());
+            say_progress(pace, watch.settled(), ids.len());
         }
-        if started.elapsed() >= timeout || !pause(every) {
+        if watch.elapsed() >= timeout || !pause(every) {
             stopped = prompt::interrupted();
             break;
         }
     }
-    for (id, last) in &open {
-        let settlement = Settlement {
-            id: id.clone(),
-            status: last.clone(),
-            delivered: false,
-            settled: false,
-            error_message: None,
-            seconds: None,
-        };
-        out.progress(|| print(&settlement_line(&settlement, out)))?;
-        done.push(settlement);
+    let waited = watch.end(stopped);
+    for settlement in waited.done.iter().filter(|s| !s.settled) {
+        out.progress(|| print(&settlement_line(settlement, out)))?;
     }
-    Ok(Waited {
-        done,
-        unsettled: open.len(),
-        stopped,
-    })
+    Ok(waited)
 }
 
 fn settlement_line(s: &Settlement, out: &Output) -> String {
@@ -821,73 +625,4 @@ mod tests {
     }
 
     use super::*;
-    use crate::model::{Notification, payload_from_value};
-
-    fn doc(status: &str, cycle: i64, events: &[(i64, &str, i64)]) -> NotificationDoc {
-        NotificationDoc {
-            row: Notification {
-                id: "n-1".into(),
-                status: status.into(),
-                dead_letter: false,
-                attempts: 2,
-                cycle,
-                cycle_attempts: 1,
-                max_attempts: 1,
-                channels: vec!["EMAIL".into()],
-                payload: serde_json::json!({}),
-                idempotency_key: None,
-                lease_token: None,
-                lease_until: None,
-                next_attempt_at: 0.0,
-                error_message: None,
-                created_at: 0.0,
-                updated_at: 0.0,
-                unreadable: Vec::new(),
-            },
-            events: events
-                .iter()
-                .map(|(id, kind, cycle)| Event {
-                    id: *id,
-                    at: 0.0,
-                    kind: (*kind).into(),
-                    payload: payload_from_value(&serde_json::json!({"cycle": cycle})),
-                    unreadable: Vec::new(),
-                })
-                .collect(),
-        }
-    }
-
-    #[test]
-    fn a_wait_judges_the_cycle_its_replay_started() {
-        // Delivered in the replay's cycle.
-        let after = doc("DELIVERED", 2, &[(7, "REPLAYED", 2), (9, "DELIVERED", 2)]);
-        assert_eq!(settled_since(&after, 7), Ok(true));
-        // Still due in it.
-        let pending = doc("PENDING", 2, &[(7, "REPLAYED", 2)]);
-        assert_eq!(settled_since(&pending, 7), Ok(false));
-        // A store swapped for an older copy: DELIVERED, but in a cycle before the replay,
-        // or without the replay at all.
-        let older = doc("DELIVERED", 1, &[(7, "REPLAYED", 2)]);
-        assert!(settled_since(&older, 7).is_err_and(|why| why.contains("before the replay")));
-        let copy = doc("DELIVERED", 1, &[(3, "DELIVERED", 1)]);
-        assert!(settled_since(&copy, 7).is_err_and(|why| why.contains("replaced")));
-        let mut timed = doc(
-            "DELIVERED",
-            2,
-            &[
-                (7, "REPLAYED", 2),
-                (8, "ATTEMPT_STARTED", 2),
-                (9, "DELIVERED", 2),
-            ],
-        );
-        timed.events[0].at = 100.0;
-        timed.events[2].at = 100.125;
-        assert_eq!(
-            settled_after(&timed, 7),
-            Some(0.125),
-            "measured in the store"
-        );
-        let other = doc("DELIVERED", 1, &[(7, "DELIVERED", 1)]);
-        assert!(settled_since(&other, 7).is_err_and(|why| why.contains("no longer the replay")));
-    }
 }

@@ -7,10 +7,12 @@
 //! The command line and the live screen both come here, so they preview, confirm and
 //! carry out alike; neither decides on its own what an action will do.
 
+pub mod canary;
 pub mod ids;
 pub mod outcome;
 pub mod pace;
 pub mod preview;
+pub mod wait;
 
 pub use outcome::{Blocked, NotInDlq, Outcome};
 

@@ -202,7 +202,11 @@ fn no_file_imports_a_file_that_imports_it_back() {
 #[test]
 fn top_level_modules_form_no_cycle() {
     let rooms = Graph::read().rooms();
-    assert_eq!(cycle(&rooms), None, "an import cycle between top-level modules");
+    assert_eq!(
+        cycle(&rooms),
+        None,
+        "an import cycle between top-level modules"
+    );
 }
 
 #[test]

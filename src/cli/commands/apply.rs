@@ -252,16 +252,15 @@ fn apply_in(
             Err(refused) => Ok(refused),
         })
         .collect::<CliResult<Vec<_>>>()?;
-    crate::cli::canary::carry_out(
-        store,
-        intents,
-        &args.action.confirm,
-        &args.action.wait,
-        args.action.pace.pace(),
-        &out,
-        "apply the plan to",
-        crate::cli::args::pagerduty_api().as_ref(),
-    )
+    let pagerduty = crate::cli::args::pagerduty_api();
+    let how = crate::cli::canary::How {
+        confirm: &args.action.confirm,
+        wait: &args.action.wait,
+        pace: args.action.pace.pace(),
+        verb: "apply the plan to",
+        pagerduty: pagerduty.as_ref(),
+    };
+    crate::cli::canary::carry_out(store, intents, &how, &out)
 }
 
 /// Each id once. The same entry written twice is one; an id listed with different

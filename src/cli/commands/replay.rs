@@ -88,14 +88,13 @@ pub fn run(global: &Invocation, args: Args) -> CliResult {
             .map(|id| crate::session::intent(store.as_ref(), id, Action::Replay, &request))
             .collect::<Result<_, _>>()?,
     };
-    crate::cli::canary::carry_out(
-        store.as_ref(),
-        intents,
-        &args.action.confirm,
-        &args.action.wait,
-        args.action.pace.pace(),
-        &out,
-        "replay",
-        crate::cli::args::pagerduty_api().as_ref(),
-    )
+    let pagerduty = crate::cli::args::pagerduty_api();
+    let how = crate::cli::canary::How {
+        confirm: &args.action.confirm,
+        wait: &args.action.wait,
+        pace: args.action.pace.pace(),
+        verb: "replay",
+        pagerduty: pagerduty.as_ref(),
+    };
+    crate::cli::canary::carry_out(store.as_ref(), intents, &how, &out)
 }

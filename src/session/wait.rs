@@ -1,0 +1,375 @@
+//! Waiting for replays to settle in the cycle each started: delivered, back in the DLQ,
+//! or resolved. Each look reads every replay still open once; the command line prints
+//! each settlement as it comes, the live screen shows the count ("replaying 12: 11
+//! delivered, 1 back in the DLQ").
+
+use crate::model::NotificationDoc;
+use crate::render::{time, views};
+use crate::store::{Store, StoreError};
+use std::time::{Duration, Instant};
+
+/// Whether a row has come to rest: delivered, dead-lettered or resolved.
+pub fn settled(doc: &NotificationDoc) -> bool {
+    doc.row.dead_letter
+        || matches!(
+            doc.row.status.known(),
+            Some(crate::model::Status::Delivered | crate::model::Status::Resolved)
+        )
+}
+
+/// What became of one replayed notification.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Settlement {
+    pub id: String,
+    /// DELIVERED, DEAD, RESOLVED, or the status it still had when the wait ended.
+    pub status: String,
+    pub delivered: bool,
+    pub settled: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error_message: Option<String>,
+    /// Seconds from the start of the wait to the settlement.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub seconds: Option<f64>,
+}
+
+/// How a notification's document stands against the replay that was waited on: settled
+/// only in the cycle that replay started, so a store swapped for an older copy, where the
+/// row settled before it, never passes for a delivery.
+fn settled_since(doc: &NotificationDoc, replayed: i64) -> Result<bool, String> {
+    let Some(event) = doc.events.iter().find(|e| e.id == replayed) else {
+        return Err(format!(
+            "the store no longer shows the replay (event {replayed}): it was replaced or restored from a copy"
+        ));
+    };
+    if event.kind != crate::model::Kind::Replayed {
+        return Err(format!(
+            "event {replayed} is no longer the replay but {}: the store was replaced",
+            views::shown(event.kind.as_str())
+        ));
+    }
+    let cycle = event.payload_value()["cycle"].as_i64();
+    if cycle.is_some_and(|cycle| doc.row.cycle < cycle) {
+        return Err(format!(
+            "the row is in cycle {}, before the replay's: the store was replaced",
+            doc.row.cycle
+        ));
+    }
+    Ok(settled(doc))
+}
+
+/// Seconds from the REPLAYED event to the event that settled the row after it, as the
+/// store recorded them (not as often as the wait happened to look).
+fn settled_after(doc: &NotificationDoc, replayed: i64) -> Option<f64> {
+    use crate::model::Kind;
+    let start = doc.events.iter().find(|e| e.id == replayed)?.at;
+    let end = doc
+        .events
+        .iter()
+        .filter(|e| e.id > replayed)
+        .find(|e| {
+            matches!(
+                e.kind.known(),
+                Some(Kind::Delivered | Kind::DeadLettered | Kind::DlqResolved)
+            )
+        })?
+        .at;
+    (end >= start).then_some(end - start)
+}
+
+/// Where one replayed notification stands after one look.
+enum Waiting {
+    Settled(Settlement),
+    /// Not settled yet, with its status.
+    Open(String),
+    /// The store could not be read this time (it is asked again): why.
+    Unread(String),
+}
+
+/// Reads `id` once: settled in the cycle its REPLAYED event `replayed` started (how long
+/// that took, from the store's own events), or still open.
+fn read_settlement(
+    store: &dyn Store,
+    id: &str,
+    replayed: i64,
+    started: Instant,
+) -> Result<Waiting, StoreError> {
+    let doc = match store.notification(id) {
+        Ok(doc) => doc,
+        Err(err @ StoreError::Unavailable(_)) => {
+            return Ok(Waiting::Unread(format!(
+                "cannot read {}: {err}; trying again",
+                views::shown(id)
+            )));
+        }
+        Err(err) => return Err(err),
+    };
+    if let Err(why) = settled_since(&doc, replayed) {
+        return Ok(Waiting::Settled(Settlement {
+            id: id.to_string(),
+            status: "UNKNOWN".into(),
+            delivered: false,
+            settled: true,
+            error_message: Some(why),
+            seconds: Some(started.elapsed().as_secs_f64()),
+        }));
+    }
+    if !settled(&doc) {
+        return Ok(Waiting::Open(doc.row.status.to_string()));
+    }
+    Ok(Waiting::Settled(Settlement {
+        id: id.to_string(),
+        status: doc.row.status.to_string(),
+        delivered: doc.row.status == crate::model::Status::Delivered,
+        settled: true,
+        error_message: doc.row.error_message.clone(),
+        seconds: Some(
+            settled_after(&doc, replayed).unwrap_or_else(|| started.elapsed().as_secs_f64()),
+        ),
+    }))
+}
+
+/// A wait under way: the replays still open (with the status each had when last read)
+/// and those that settled, each looked at again by [`Watch::look`]. The command line
+/// prints as it goes; the live screen shows the progress.
+pub struct Watch {
+    replays: std::collections::HashMap<String, i64>,
+    open: Vec<(String, String)>,
+    done: Vec<Settlement>,
+    started: Instant,
+}
+
+/// What one look found: the replays that settled since the last, and what could not be
+/// read this time.
+#[derive(Debug, Default)]
+pub struct Look {
+    pub settled: Vec<Settlement>,
+    pub unread: Vec<String>,
+}
+
+/// Where a wait stands, counted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Progress {
+    pub total: usize,
+    pub delivered: usize,
+    /// Settled without delivery: back in the DLQ, resolved, or the store replaced.
+    pub back: usize,
+    pub open: usize,
+}
+
+impl Progress {
+    /// "replaying 12: 11 delivered, 1 back in the DLQ, 0 in flight".
+    pub fn words(&self, verb: &str) -> String {
+        format!(
+            "{verb} {}: {} delivered, {} back in the DLQ, {} in flight",
+            self.total, self.delivered, self.back, self.open
+        )
+    }
+}
+
+impl Watch {
+    /// A wait for each of `ids` (a notification and its REPLAYED event), starting now.
+    pub fn new(ids: &[(String, i64)]) -> Self {
+        Self {
+            replays: ids.iter().cloned().collect(),
+            open: ids
+                .iter()
+                .map(|(id, _)| (id.clone(), "UNKNOWN".into()))
+                .collect(),
+            done: Vec::new(),
+            started: Instant::now(),
+        }
+    }
+
+    /// Reads every replay still open once.
+    pub fn look(&mut self, store: &dyn Store) -> Result<Look, StoreError> {
+        let mut look = Look::default();
+        let mut still = Vec::with_capacity(self.open.len());
+        for (id, last) in std::mem::take(&mut self.open) {
+            let replayed = self.replays.get(&id).copied().unwrap_or_default();
+            match read_settlement(store, &id, replayed, self.started)? {
+                Waiting::Settled(settlement) => {
+                    look.settled.push(settlement.clone());
+                    self.done.push(settlement);
+                }
+                Waiting::Open(status) => still.push((id, status)),
+                Waiting::Unread(why) => {
+                    look.unread.push(why);
+                    still.push((id, last));
+                }
+            }
+        }
+        self.open = still;
+        Ok(look)
+    }
+
+    /// Every replay has settled.
+    pub fn is_done(&self) -> bool {
+        self.open.is_empty()
+    }
+
+    /// How long it has waited.
+    pub fn elapsed(&self) -> std::time::Duration {
+        self.started.elapsed()
+    }
+
+    /// The settlements so far.
+    pub fn settled(&self) -> &[Settlement] {
+        &self.done
+    }
+
+    pub fn progress(&self) -> Progress {
+        let delivered = self.done.iter().filter(|s| s.delivered).count();
+        Progress {
+            total: self.done.len() + self.open.len(),
+            delivered,
+            back: self.done.len() - delivered,
+            open: self.open.len(),
+        }
+    }
+
+    /// The wait ended (`stopped` by Ctrl-C, or out of time): what it found, the replays
+    /// still open with where they stood.
+    pub fn end(mut self, stopped: bool) -> Waited {
+        let unsettled = self.open.len();
+        for (id, last) in self.open {
+            self.done.push(Settlement {
+                id,
+                status: last,
+                delivered: false,
+                settled: false,
+                error_message: None,
+                seconds: None,
+            });
+        }
+        Waited {
+            done: self.done,
+            unsettled,
+            stopped,
+        }
+    }
+}
+
+/// The JSON line a wait ends with.
+#[derive(Debug, serde::Serialize)]
+pub struct WaitDocument<'a> {
+    pub waited: &'a [Settlement],
+    pub delivered: usize,
+    pub not_delivered: usize,
+    pub unsettled: usize,
+}
+
+/// What a wait found: each replayed notification's settlement (or where it stood when
+/// the wait ended), how many had not settled, and whether Ctrl-C ended it.
+pub struct Waited {
+    pub done: Vec<Settlement>,
+    pub unsettled: usize,
+    pub stopped: bool,
+}
+
+impl Waited {
+    pub fn delivered(&self) -> usize {
+        self.done.iter().filter(|s| s.delivered).count()
+    }
+
+    /// `{"waited": [...], "delivered", "not_delivered", "unsettled"}`.
+    pub fn document(&self) -> WaitDocument<'_> {
+        let delivered = self.delivered();
+        WaitDocument {
+            waited: &self.done,
+            delivered,
+            not_delivered: self.done.len() - delivered - self.unsettled,
+            unsettled: self.unsettled,
+        }
+    }
+
+    /// "2 of 3 delivered, 1 not settled within 5m".
+    pub fn account(&self, timeout: Duration) -> String {
+        format!(
+            "{} of {} delivered{}",
+            self.delivered(),
+            self.done.len(),
+            match (self.unsettled, self.stopped) {
+                (0, _) => String::new(),
+                (n, true) => format!(", {n} still in flight when Ctrl-C stopped the wait"),
+                (n, false) => format!(
+                    ", {n} not settled within {}",
+                    time::duration(timeout.as_secs_f64())
+                ),
+            }
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{Event, Notification, payload_from_value};
+
+    fn doc(status: &str, cycle: i64, events: &[(i64, &str, i64)]) -> NotificationDoc {
+        NotificationDoc {
+            row: Notification {
+                id: "n-1".into(),
+                status: status.into(),
+                dead_letter: false,
+                attempts: 2,
+                cycle,
+                cycle_attempts: 1,
+                max_attempts: 1,
+                channels: vec!["EMAIL".into()],
+                payload: serde_json::json!({}),
+                idempotency_key: None,
+                lease_token: None,
+                lease_until: None,
+                next_attempt_at: 0.0,
+                error_message: None,
+                created_at: 0.0,
+                updated_at: 0.0,
+                unreadable: Vec::new(),
+            },
+            events: events
+                .iter()
+                .map(|(id, kind, cycle)| Event {
+                    id: *id,
+                    at: 0.0,
+                    kind: (*kind).into(),
+                    payload: payload_from_value(&serde_json::json!({"cycle": cycle})),
+                    unreadable: Vec::new(),
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn a_wait_judges_the_cycle_its_replay_started() {
+        // Delivered in the replay's cycle.
+        let after = doc("DELIVERED", 2, &[(7, "REPLAYED", 2), (9, "DELIVERED", 2)]);
+        assert_eq!(settled_since(&after, 7), Ok(true));
+        // Still due in it.
+        let pending = doc("PENDING", 2, &[(7, "REPLAYED", 2)]);
+        assert_eq!(settled_since(&pending, 7), Ok(false));
+        // A store swapped for an older copy: DELIVERED, but in a cycle before the replay,
+        // or without the replay at all.
+        let older = doc("DELIVERED", 1, &[(7, "REPLAYED", 2)]);
+        assert!(settled_since(&older, 7).is_err_and(|why| why.contains("before the replay")));
+        let copy = doc("DELIVERED", 1, &[(3, "DELIVERED", 1)]);
+        assert!(settled_since(&copy, 7).is_err_and(|why| why.contains("replaced")));
+        let mut timed = doc(
+            "DELIVERED",
+            2,
+            &[
+                (7, "REPLAYED", 2),
+                (8, "ATTEMPT_STARTED", 2),
+                (9, "DELIVERED", 2),
+            ],
+        );
+        timed.events[0].at = 100.0;
+        timed.events[2].at = 100.125;
+        assert_eq!(
+            settled_after(&timed, 7),
+            Some(0.125),
+            "measured in the store"
+        );
+        let other = doc("DELIVERED", 1, &[(7, "DELIVERED", 1)]);
+        assert!(settled_since(&other, 7).is_err_and(|why| why.contains("no longer the replay")));
+    }
+}
