@@ -14,9 +14,9 @@ use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use unsctl::cli::backend::{Backend, Resolution, Source as Named};
-use unsctl::cli::commands::tui::app::{App, Started, ViewKind};
-use unsctl::cli::commands::tui::jobs::{self, Job, Source};
+use unsctl::store::place::{Backend, Resolution, Source as Named};
+use unsctl::tui::app::{App, Started, ViewKind};
+use unsctl::tui::jobs::{self, Job, Source};
 
 struct Screen {
     app: App,
@@ -37,7 +37,7 @@ impl Screen {
         }
         let app = &self.app;
         self.terminal
-            .draw(|frame| unsctl::cli::commands::tui::draw::draw(frame, app, Instant::now()))
+            .draw(|frame| unsctl::tui::draw::draw(frame, app, Instant::now()))
             .expect("draw");
     }
 
@@ -78,7 +78,7 @@ fn main() -> anyhow::Result<()> {
         readonly: false,
     };
     let started = Instant::now();
-    let (place, readonly, open) = unsctl::cli::commands::tui::opener(resolution, true)?;
+    let (place, readonly, open) = unsctl::session::screen::opener(resolution, true)?;
     let mut screen = Screen {
         app: App::new(Started {
             place,

@@ -28,4 +28,5 @@ pub mod session;
 pub mod store;
 pub mod triage;
 pub mod tsg;
+pub mod tui;
 pub mod verify;

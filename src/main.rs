@@ -33,7 +33,12 @@ fn main() -> ExitCode {
             return ExitCode::from(ExitKind::Usage.code() as u8);
         }
     };
-    match cli::run(parsed) {
+    let ran = match cli::run(parsed) {
+        Ok(cli::Next::Screen(settings)) => unsctl::tui::run(*settings),
+        Ok(cli::Next::Done) => Ok(()),
+        Err(err) => Err(err),
+    };
+    match ran {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) if err.kind == ExitKind::Closed => ExitCode::SUCCESS,
         Err(err) if err.kind == ExitKind::Interrupted => {

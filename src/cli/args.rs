@@ -86,8 +86,8 @@ pub struct SelectArgs {
     /// Only entries with this channel (events: about it)
     #[arg(long, value_parser = values::channel())]
     pub channel: Option<Channel>,
-    /// Only entries whose error message contains TEXT, in any letter case (repeat: any
-    /// of them)
+    /// Only entries whose error, their own or any channel's, contains TEXT, in any letter
+    /// case (repeat: any of them)
     #[arg(long, value_name = "TEXT")]
     pub error: Vec<String>,
     /// Only entries with a channel whose reply code, as triage classes it, is CODE: an
@@ -107,10 +107,22 @@ pub struct SelectArgs {
     /// Leave out entries with this channel (events: about it)
     #[arg(long, value_name = "CHANNEL", value_parser = values::channel())]
     pub not_channel: Option<Channel>,
-    /// Leave out entries whose error message contains TEXT, in any letter case (repeat:
-    /// each is left out)
+    /// Leave out entries whose error, their own or any channel's, contains TEXT, in any
+    /// letter case (repeat: each is left out)
     #[arg(long, value_name = "TEXT")]
     pub not_error: Vec<String>,
+    /// Leave out entries with a channel whose reply code is CODE (as --error-code reads
+    /// it; repeat: each is left out)
+    #[arg(long, value_name = "CODE")]
+    pub not_error_code: Vec<String>,
+    /// Only entries whose message's subject contains TEXT, in any letter case (repeat:
+    /// any of them)
+    #[arg(long, value_name = "TEXT")]
+    pub subject: Vec<String>,
+    /// Only entries whose message's recipient contains TEXT, in any letter case (repeat:
+    /// any of them)
+    #[arg(long, value_name = "TEXT")]
+    pub to: Vec<String>,
     /// Leave out these entries, by id or a unique prefix of one (repeat, or separate with
     /// commas); one that matches no entry is a usage error
     #[arg(long, value_name = "ID", value_delimiter = ',', value_parser = values::parse_id)]
@@ -120,53 +132,30 @@ pub struct SelectArgs {
 /// `--since` and `--until` as instants, resolved against the clock now, so that both
 /// backends see the same ones.
 pub fn window(since: Option<&str>, until: Option<&str>) -> CliResult<crate::store::Window> {
-    let now = SystemClock.now();
-    let instant = |flag: &str, text: Option<&str>| {
-        text.map(|t| crate::clock::parse_instant(t, now))
-            .transpose()
-            .map_err(|err| CliError::usage(format!("{flag}: {err}")))
-    };
-    Ok(crate::store::Window {
-        since: instant("--since", since)?,
-        until: instant("--until", until)?,
-    })
+    crate::session::select::window(since, until, SystemClock.now())
 }
 
 impl SelectArgs {
     /// The typed selection; times are resolved against the clock now, so both backends
     /// see the same instants.
     pub fn selection(&self) -> CliResult<Selection> {
-        let window = window(self.since.as_deref(), self.until.as_deref())?;
-        let selection = Selection {
+        let parts = crate::session::select::Parts {
             channel: self.channel,
-            error: self
-                .error
-                .iter()
-                .filter(|e| !e.is_empty())
-                .cloned()
-                .collect(),
-            since: window.since,
-            until: window.until,
             not_channel: self.not_channel,
-            not_error: self
-                .not_error
-                .iter()
-                .filter(|e| !e.is_empty())
-                .cloned()
-                .collect(),
+            error: self.error.clone(),
+            not_error: self.not_error.clone(),
+            error_code: self.error_code.clone(),
+            not_error_code: self.not_error_code.clone(),
+            subject: self.subject.clone(),
+            recipient: self.to.clone(),
+            since: self.since.clone(),
+            until: self.until.clone(),
             exclude: self.exclude.clone(),
-            error_code: self
-                .error_code
-                .iter()
-                .filter(|c| !c.trim().is_empty())
-                .cloned()
-                .collect(),
         };
-        selection.check().map_err(CliError::usage)?;
         if self.limit == Some(0) {
             return Err(CliError::usage("--limit must be at least 1"));
         }
-        Ok(selection)
+        parts.selection(SystemClock.now())
     }
 
     /// The selection over `store`, each `--exclude` prefix expanded to its id among the
@@ -189,6 +178,9 @@ impl SelectArgs {
             || self.limit.is_some()
             || self.not_channel.is_some()
             || !self.not_error.is_empty()
+            || !self.not_error_code.is_empty()
+            || !self.subject.is_empty()
+            || !self.to.is_empty()
             || !self.exclude.is_empty()
     }
 }

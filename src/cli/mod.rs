@@ -19,7 +19,7 @@ use args::GlobalArgs;
 use clap::{Parser, Subcommand};
 use commands::{
     apply, completions, context, dlq, doctor, events, inspect, pulse, reconcile, replay, report,
-    repro, runtime, sweep, tsg, verify,
+    repro, runtime, sweep, tsg, tui, verify,
 };
 use error::CliResult;
 
@@ -71,7 +71,7 @@ pub enum Command {
     #[command(subcommand)]
     Context(context::Command),
     Completions(completions::Args),
-    Tui(Box<crate::cli::commands::tui::Args>),
+    Tui(Box<tui::Args>),
 }
 
 /// `-o csv` is reconcile's, `-o markdown` and `-o html` are report's: anywhere else they
@@ -101,15 +101,23 @@ fn check_format(
     }))
 }
 
+/// What a command line leaves to do once it has run: nothing, or the live screen (a
+/// sibling front end, which `main` starts with these settings).
+pub enum Next {
+    Done,
+    Screen(Box<crate::session::screen::Settings>),
+}
+
 /// Runs one parsed command line.
-pub fn run(cli: Cli) -> CliResult {
+pub fn run(cli: Cli) -> CliResult<Next> {
     let invocation = backend::Invocation::new(cli.global);
     let global = &invocation;
     if global.trust_config_owner {
         crate::config::trust_owner();
     }
     check_format(&cli.command, global.output, global.all_contexts)?;
-    match cli.command {
+    let done = match cli.command {
+        Command::Tui(args) => return tui::run(global, *args).map(Next::Screen),
         Command::Inspect(args) => inspect::run(global, args),
         Command::Events(args) => events::run(global, args),
         Command::Dlq(command) => dlq::run(global, command),
@@ -127,6 +135,6 @@ pub fn run(cli: Cli) -> CliResult {
         Command::Doctor(args) => doctor::run(global, args),
         Command::Context(command) => context::run(global, command),
         Command::Completions(args) => completions::run(args),
-        Command::Tui(args) => crate::cli::commands::tui::run(global, *args),
-    }
+    };
+    done.map(|()| Next::Done)
 }

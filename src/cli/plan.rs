@@ -60,21 +60,23 @@ fn one_or_many<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Vec<
 
 impl Excluded {
     /// Why `verdict`'s entry is one the plan's selection leaves out, if it is: a channel
-    /// `--not-channel` names, an error message `--not-error` matches (any letter case).
+    /// `--not-channel` names, an error `--not-error` matches (the entry's or a channel's, any letter case).
     pub fn leaves_out(&self, verdict: &crate::triage::Verdict) -> Option<String> {
         if let Some(channel) = self.not_channel
             && verdict.channel(channel).is_some()
         {
             return Some(format!("--not-channel {channel}"));
         }
-        let error = verdict
-            .error_message
-            .as_deref()
-            .unwrap_or_default()
-            .to_lowercase();
+        // The selection's own rule: the entry's error or any channel's.
         self.not_error
             .iter()
-            .find(|text| error.contains(&text.to_lowercase()))
+            .find(|text| {
+                !crate::store::Selection {
+                    not_error: vec![(*text).clone()],
+                    ..Default::default()
+                }
+                .keeps_verdict(verdict)
+            })
             .map(|text| format!("--not-error {}", crate::render::sanitize::quoted(text)))
     }
 

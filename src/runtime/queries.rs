@@ -522,13 +522,18 @@ pub struct Health {
     pub last_reclaim: Option<f64>,
 }
 
-/// How long one channel's provider calls took: CHANNEL_ATTEMPT_STARTED to its result.
+/// How long one channel's provider calls took (CHANNEL_ATTEMPT_STARTED to its result),
+/// and how many the provider refused or left unknown.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct ChannelCalls {
     pub channel: String,
     pub calls: usize,
     pub p99_seconds: f64,
     pub max_seconds: f64,
+    #[serde(default)]
+    pub refused: usize,
+    #[serde(default)]
+    pub unknown: usize,
 }
 
 /// The most call results one health reading pairs with their starts.
@@ -598,10 +603,20 @@ pub fn health(
     };
     health.workers = workers_since(conn, since)?;
     health.lease_seconds = newest_lease_seconds(conn)?;
+    health.calls = channel_calls(conn, since)?;
+    health.smtp_relay = newest_relay(conn)?;
+    Ok(health)
+}
+
+/// Each channel's calls since `since`: how long they took, how many were refused and how
+/// many ended unknown.
+fn channel_calls(conn: &Connection, since: f64) -> rusqlite::Result<Vec<ChannelCalls>> {
     // Each result is paired with the newest start of the same channel under the same
     // lease before it: a late result is never paired with a reclaiming worker's start.
     let mut calls = conn.prepare_cached(
         "SELECT json_extract(r.payload, '$.channel'),
+                json_extract(r.payload, '$.success'),
+                json_extract(r.payload, '$.metadata.provider_outcome'),
                 r.at - (SELECT s.at FROM uns_events s
                         WHERE s.notification_id = r.notification_id AND s.id < r.id
                           AND s.kind = 'CHANNEL_ATTEMPT_STARTED' AND json_valid(s.payload)
@@ -614,19 +629,47 @@ pub fn health(
          WHERE r.kind = 'CHANNEL_ATTEMPT_RESULT' AND r.at >= ?1 AND json_valid(r.payload)
          ORDER BY r.at DESC LIMIT ?2",
     )?;
-    let mut by_channel: std::collections::BTreeMap<String, Vec<f64>> = Default::default();
+    let mut by_channel: std::collections::BTreeMap<String, (Vec<f64>, usize, usize)> =
+        Default::default();
     let mut rows = calls.query(rusqlite::params![since, CALLS_READ])?;
     while let Some(row) = rows.next()? {
-        let channel = Cells::new(row).text(0, "channel");
-        let took = row.get::<_, Option<f64>>(1).ok().flatten();
+        let mut cells = Cells::new(row);
+        let channel = cells.text(0, "channel");
+        let success = row.get::<_, Option<bool>>(1).ok().flatten();
+        let said = cells.text(2, "provider_outcome");
+        let took = row.get::<_, Option<f64>>(3).ok().flatten();
         if let (Some(channel), Some(took)) = (channel, took)
             && took.is_finite()
             && took >= 0.0
         {
-            by_channel.entry(channel).or_default().push(took);
+            let entry = by_channel.entry(channel).or_default();
+            entry.0.push(took);
+            match crate::model::ProviderOutcome::of_result(success, said.as_deref()) {
+                crate::model::ProviderOutcome::Rejected => entry.1 += 1,
+                crate::model::ProviderOutcome::Unknown => entry.2 += 1,
+                crate::model::ProviderOutcome::Accepted => {}
+            }
         }
     }
-    health.smtp_relay = conn
+    let mut out = Vec::new();
+    for (channel, (mut took, refused, unknown)) in by_channel {
+        took.sort_by(f64::total_cmp);
+        let rank = ((took.len() as f64) * 0.99).ceil() as usize;
+        out.push(ChannelCalls {
+            channel,
+            calls: took.len(),
+            p99_seconds: took[rank.clamp(1, took.len()) - 1],
+            max_seconds: took[took.len() - 1],
+            refused,
+            unknown,
+        });
+    }
+    Ok(out)
+}
+
+/// The relay the newest email attempt named, when it names one as `host:port`.
+fn newest_relay(conn: &Connection) -> rusqlite::Result<Option<String>> {
+    Ok(conn
         .prepare_cached(
             "SELECT json_extract(payload, '$.smtp_relay') FROM uns_events
              WHERE kind = 'CHANNEL_ATTEMPT_STARTED' AND json_valid(payload)
@@ -635,18 +678,7 @@ pub fn health(
         )?
         .query_row([], |r| r.get::<_, String>(0))
         .optional()?
-        .filter(|relay| is_relay_address(relay));
-    for (channel, mut took) in by_channel {
-        took.sort_by(f64::total_cmp);
-        let rank = ((took.len() as f64) * 0.99).ceil() as usize;
-        health.calls.push(ChannelCalls {
-            channel,
-            calls: took.len(),
-            p99_seconds: took[rank.clamp(1, took.len()) - 1],
-            max_seconds: took[took.len() - 1],
-        });
-    }
-    Ok(health)
+        .filter(|relay| is_relay_address(relay)))
 }
 
 /// `host:port` and nothing else: what a store names as its relay is probed only then.

@@ -12,6 +12,8 @@ pub mod ids;
 pub mod outcome;
 pub mod pace;
 pub mod preview;
+pub mod screen;
+pub mod select;
 pub mod wait;
 
 pub use outcome::{Blocked, NotInDlq, Outcome};

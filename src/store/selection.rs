@@ -10,7 +10,8 @@ pub struct Selection {
     /// Entries that have this channel; events about it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub channel: Option<Channel>,
-    /// Substrings of the error message (any letter case): any of them matches.
+    /// Substrings of the error (any letter case), the entry's own or any channel's: any
+    /// of them matches.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub error: Vec<String>,
     /// Entries dead-lettered (last changed) at or after this; events at or after it.
@@ -22,7 +23,8 @@ pub struct Selection {
     /// Not entries that have this channel; not events about it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub not_channel: Option<Channel>,
-    /// Not entries whose error message contains any of these (any letter case).
+    /// Not entries whose error, their own or any channel's, contains any of these (any
+    /// letter case).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub not_error: Vec<String>,
     /// Not these entries (whole ids).
@@ -33,6 +35,15 @@ pub struct Selection {
     /// triaged, on either backend, never sent to a route.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub error_code: Vec<String>,
+    /// Not entries with a channel whose reply code is any of these (read as `error_code`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub not_error_code: Vec<String>,
+    /// Substrings of the message's subject (any letter case): any of them matches.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub subject: Vec<String>,
+    /// Substrings of the message's recipient (any letter case): any of them matches.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub recipient: Vec<String>,
 }
 
 /// The selection parameters of the DLQ and event routes, as their query strings spell
@@ -57,6 +68,12 @@ pub struct SelectionQuery {
     /// first value of a key).
     #[serde(skip)]
     pub exclude: Vec<String>,
+    /// `subject` repeats: every value, filled in by the route.
+    #[serde(skip)]
+    pub subject: Vec<String>,
+    /// `to` (the recipient) repeats: every value, filled in by the route.
+    #[serde(skip)]
+    pub to: Vec<String>,
 }
 
 /// The longest error text a selection takes.
@@ -101,6 +118,8 @@ impl Selection {
         }
         pairs.extend(self.not_error.iter().map(|e| ("not_error", e.clone())));
         pairs.extend(self.exclude.iter().map(|id| ("exclude", id.clone())));
+        pairs.extend(self.subject.iter().map(|t| ("subject", t.clone())));
+        pairs.extend(self.recipient.iter().map(|t| ("to", t.clone())));
         pairs
     }
 
@@ -109,13 +128,31 @@ impl Selection {
         self.not_channel.is_some() || !self.not_error.is_empty() || !self.exclude.is_empty()
     }
 
-    /// The selection's test on a triaged entry: a reply code it asks for.
+    /// The selection's tests on a triaged entry, exact where the store's conditions are
+    /// a superset: a reply code it asks for or leaves out, and error texts matched against
+    /// the entry's own error and each channel's.
     pub fn keeps_verdict(&self, verdict: &crate::triage::Verdict) -> bool {
-        self.error_code.is_empty()
-            || verdict
+        let has_code = |codes: &[String]| {
+            verdict
                 .channels
                 .iter()
-                .any(|c| self.error_code.iter().any(|code| c.has_code(code)))
+                .any(|c| codes.iter().any(|code| c.has_code(code)))
+        };
+        let errors: Vec<String> = verdict
+            .error_message
+            .iter()
+            .chain(verdict.channels.iter().filter_map(|c| c.cause.as_ref()))
+            .map(|e| e.to_lowercase())
+            .collect();
+        let says = |texts: &[String]| {
+            texts
+                .iter()
+                .any(|t| errors.iter().any(|e| e.contains(&t.to_lowercase())))
+        };
+        (self.error_code.is_empty() || has_code(&self.error_code))
+            && !has_code(&self.not_error_code)
+            && (self.error.is_empty() || says(&self.error))
+            && !says(&self.not_error)
     }
 
     /// Reads the selection from an API route's query: times as RFC 3339, unix seconds or
@@ -156,6 +193,14 @@ impl Selection {
                 .collect(),
             exclude: query.exclude.clone(),
             error_code: Vec::new(),
+            not_error_code: Vec::new(),
+            subject: query
+                .subject
+                .iter()
+                .filter(|e| !e.is_empty())
+                .cloned()
+                .collect(),
+            recipient: query.to.iter().filter(|e| !e.is_empty()).cloned().collect(),
         };
         selection.check()?;
         Ok(selection)
@@ -167,6 +212,8 @@ impl Selection {
             .error
             .iter()
             .chain(&self.not_error)
+            .chain(&self.subject)
+            .chain(&self.recipient)
             .any(|e| e.len() > MAX_ERROR_TEXT)
         {
             return Err(format!(
@@ -178,7 +225,14 @@ impl Selection {
         {
             return Err("since must come before until".into());
         }
-        if self.error.len() + self.not_error.len() + self.error_code.len() > MAX_TEXTS {
+        if self.error.len()
+            + self.not_error.len()
+            + self.error_code.len()
+            + self.not_error_code.len()
+            + self.subject.len()
+            + self.recipient.len()
+            > MAX_TEXTS
+        {
             return Err(format!(
                 "at most {MAX_TEXTS} error texts and codes in one selection"
             ));
@@ -207,9 +261,31 @@ impl Selection {
             params.push(Value::Text(format!("%{channel}%")));
         }
         if !self.error.is_empty() {
-            let any = vec!["instr(lower(n.error_message), lower(?)) > 0"; self.error.len()];
+            // The entry's own error, or any channel's (a superset: the verdict's test,
+            // `keeps_verdict`, is exact).
+            let one = "(instr(lower(n.error_message), lower(?)) > 0 OR EXISTS (
+                SELECT 1 FROM uns_events r WHERE r.notification_id = n.id
+                  AND r.kind = 'CHANNEL_ATTEMPT_RESULT' AND json_valid(r.payload)
+                  AND instr(lower(json_extract(r.payload, '$.error')), lower(?)) > 0))";
+            let any = vec![one; self.error.len()];
             sql.push_str(&format!(" AND ({})", any.join(" OR ")));
-            params.extend(self.error.iter().map(|e| Value::Text(e.clone())));
+            for e in &self.error {
+                params.push(Value::Text(e.clone()));
+                params.push(Value::Text(e.clone()));
+            }
+        }
+        for (texts, path) in [
+            (&self.subject, "$.subject"),
+            (&self.recipient, "$.recipient"),
+        ] {
+            if texts.is_empty() {
+                continue;
+            }
+            let one = format!(
+                "instr(lower(CASE WHEN json_valid(n.payload) AND json_type(n.payload, '{path}') = 'text' THEN json_extract(n.payload, '{path}') END), lower(?)) > 0"
+            );
+            sql.push_str(&format!(" AND ({})", vec![one; texts.len()].join(" OR ")));
+            params.extend(texts.iter().map(|t| Value::Text(t.clone())));
         }
         if let Some(since) = self.since {
             sql.push_str(" AND n.updated_at >= ?");

@@ -585,3 +585,65 @@ fn every_test_file_is_compiled_into_a_harness() {
         "test files no harness compiles: {missing:?}"
     );
 }
+
+/// The screen and the command line are siblings over the library (issue 43): neither
+/// imports the other, `main` starts each; and what both stand on reads no environment of
+/// its own: what it needs is handed to it as values.
+#[test]
+fn the_two_front_ends_are_siblings_over_a_library_that_reads_no_environment() {
+    let rooms = Graph::read().rooms();
+    let tui = rooms.get("tui").cloned().unwrap_or_default();
+    let cli = rooms.get("cli").cloned().unwrap_or_default();
+    assert!(!tui.contains("cli"), "the screen imports the command line");
+    assert!(!cli.contains("tui"), "the command line imports the screen");
+    for shared in ["session", "render", "store", "exit"] {
+        assert!(
+            tui.contains(shared),
+            "the screen does not use {shared}: {tui:?}"
+        );
+        assert!(
+            cli.contains(shared),
+            "the command line does not use {shared}: {cli:?}"
+        );
+    }
+    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut found = Vec::new();
+    for room in [
+        "session",
+        "history",
+        "triage",
+        "verify",
+        "reconcile",
+        "report",
+        "pulse",
+        "render",
+        "remediation",
+        "tui",
+        "model",
+    ] {
+        let mut files = Vec::new();
+        let dir = src.join(room);
+        if dir.is_dir() {
+            sources(&dir, &mut files);
+        } else {
+            files.push(src.join(format!("{room}.rs")));
+        }
+        for file in files {
+            // Tests may size themselves by the environment; the output layer reads the
+            // terminal's own conventions (NO_COLOR, COLUMNS), which are the terminal's.
+            if file.ends_with("tests.rs") || file.ends_with("render/output.rs") {
+                continue;
+            }
+            let code = code_only(&std::fs::read_to_string(&file).expect("a source file"));
+            for reads in ["env::var", "std::env::", "env!(\"UNS", "dotenv"] {
+                if code.contains(reads) {
+                    found.push(format!("{}: {reads}", file.display()));
+                }
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "the library reads the environment itself; resolve it in the front end: {found:#?}"
+    );
+}

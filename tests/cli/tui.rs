@@ -11,10 +11,10 @@ use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
-use unsctl::cli::backend::{Backend, Resolution, Source as Named};
-use unsctl::cli::commands::tui::app::{App, Started, ViewKind};
-use unsctl::cli::commands::tui::jobs::{self, Job, Source};
 use unsctl::runtime::schema::{self, OpenMode};
+use unsctl::store::place::{Backend, Resolution, Source as Named};
+use unsctl::tui::app::{App, Started, ViewKind};
+use unsctl::tui::jobs::{self, Job, Source};
 
 /// The screen over `db`, its jobs run here.
 struct Screen {
@@ -33,7 +33,7 @@ impl Screen {
             readonly: false,
         };
         let (place, readonly, open) =
-            unsctl::cli::commands::tui::opener(resolution, readonly).expect("opener");
+            unsctl::session::screen::opener(resolution, readonly).expect("opener");
         let config = Started {
             place,
             operator: "erin".into(),
@@ -97,7 +97,7 @@ impl Screen {
     fn draw(&self, width: u16, height: u16) -> Terminal<TestBackend> {
         let mut terminal = Terminal::new(TestBackend::new(width, height)).expect("terminal");
         terminal
-            .draw(|frame| unsctl::cli::commands::tui::draw::draw(frame, &self.app, self.now))
+            .draw(|frame| unsctl::tui::draw::draw(frame, &self.app, self.now))
             .expect("draw");
         terminal
     }
@@ -406,7 +406,7 @@ fn marked_rows_replayed_from_the_screen_are_audited_as_the_cli_audits_them_plus_
     let dialog = screen.app.dialog.as_ref().expect("dialog");
     assert_eq!(
         dialog.focus,
-        unsctl::cli::commands::tui::app::Focus::Cancel,
+        unsctl::tui::app::Focus::Cancel,
         "focus starts on Cancel"
     );
     // Keys in the first 300 ms are dropped: this Enter would have cancelled. The buttons

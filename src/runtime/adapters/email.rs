@@ -50,6 +50,28 @@ impl EmailConfig {
     }
 }
 
+/// What a relay said when greeted, and how long connecting and EHLO took.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Greeting {
+    /// The name its greeting gave.
+    pub name: String,
+    pub seconds: f64,
+}
+
+/// Greets `relay` (`host:port`) and says goodbye: no login, no message. All that may be
+/// asked of a relay a store or a record named, which gets no credentials (DESIGN §5).
+pub fn greet(relay: &str, timeout: std::time::Duration) -> Result<Greeting, String> {
+    super::init_tls();
+    let started = std::time::Instant::now();
+    let hello = ClientId::Domain("uns.local".into());
+    let mut conn = SmtpConnection::connect(relay, Some(timeout), &hello, None, None)
+        .map_err(|err| err.to_string())?;
+    let seconds = started.elapsed().as_secs_f64();
+    let name = conn.server_info().name().to_string();
+    let _ = conn.quit();
+    Ok(Greeting { name, seconds })
+}
+
 /// Whether `pem` holds a certificate the adapter can trust, or why not.
 pub fn check_ca(pem: &[u8]) -> Result<(), String> {
     Certificate::from_pem(pem)

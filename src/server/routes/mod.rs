@@ -113,6 +113,8 @@ pub(crate) fn selection(
         exclude: query.all("exclude").map(str::to_string).collect(),
         error: query.all("error").map(str::to_string).collect(),
         not_error: query.all("not_error").map(str::to_string).collect(),
+        subject: query.all("subject").map(str::to_string).collect(),
+        to: query.all("to").map(str::to_string).collect(),
         ..asked.clone()
     };
     crate::store::Selection::from_query(&asked, state.clock.now()).map_err(ApiError::invalid)

@@ -75,6 +75,7 @@ pub fn draw(frame: &mut Frame<'_>, app: &App, now: Instant) {
         ViewKind::Pulse => pulse(frame, app, body, &paint),
         ViewKind::Audit => audit(frame, app, body),
         ViewKind::Contexts => contexts(frame, app, body),
+        ViewKind::Providers => providers(frame, app, body, &paint),
     }
     frame.render_widget(
         Paragraph::new(message_line(app, &paint)).wrap(Wrap { trim: false }),
@@ -165,23 +166,12 @@ fn message_line(app: &App, paint: &Paint) -> Line<'static> {
     }
 }
 
-/// The footer's keys, as many as fit `width`; `? help` and `q quit` always do (the help
-/// lists the rest).
+/// The footer's keys, as many as fit `width` ([`keymap::footer`] chooses them).
 fn footer_line(app: &App, paint: &Paint, width: u16) -> Line<'static> {
-    let items = keymap::footer(app.view, app.config.readonly.is_some());
-    let size = |(keys, does): &(&str, &str)| keys.chars().count() + does.chars().count() + 3;
-    let last = items.len().saturating_sub(2);
-    let mut room = usize::from(width).saturating_sub(items[last..].iter().map(size).sum());
     let mut spans = Vec::new();
-    for (n, item) in items.iter().enumerate() {
-        if n < last {
-            if size(item) > room {
-                continue;
-            }
-            room -= size(item);
-        }
-        spans.push(Span::styled(item.0.to_string(), paint.bold()));
-        spans.push(Span::raw(format!(" {}  ", item.1)));
+    for (keys, does) in keymap::footer(app.view, app.config.readonly.is_some(), width.into()) {
+        spans.push(Span::styled(keys, paint.bold()));
+        spans.push(Span::raw(format!(" {does}  ")));
     }
     Line::from(spans)
 }
@@ -509,6 +499,68 @@ fn short<'a>(app: &'a App, id: &'a str) -> &'a str {
     app.short.get(id).map_or(id, String::as_str)
 }
 
+/// Doctor's figures per provider: calls, p99 against the lease, refusals and unknown
+/// outcomes over the window, and the relay's answer to a greeting.
+fn providers(frame: &mut Frame<'_>, app: &App, area: Rect, paint: &Paint) {
+    use crate::render::time::duration;
+    let Some(read) = &app.providers.read else {
+        frame.render_widget(Paragraph::new("asking the providers…"), area);
+        return;
+    };
+    let health = &read.health;
+    let lease = health.lease_seconds.unwrap_or(60.0);
+    let mut lines = vec![Line::from(format!(
+        "Provider calls over the last {}, against the {} lease (doctor's figures):",
+        duration(health.window_seconds),
+        duration(lease)
+    ))];
+    if health.calls.is_empty() {
+        lines.push(Line::from("  no provider call ended in the window"));
+    }
+    for calls in &health.calls {
+        let share = calls.p99_seconds / lease;
+        let text = format!(
+            "  {:<10} {:>6} calls  p99 {:>8} ({:>3.0}% of the lease)  max {:>8}  refused {}  unknown {}",
+            clean(&calls.channel),
+            calls.calls,
+            duration(calls.p99_seconds),
+            share * 100.0,
+            duration(calls.max_seconds),
+            calls.refused,
+            calls.unknown
+        );
+        let style = if share > 0.5 || calls.unknown > 0 {
+            paint.fg(Color::Red)
+        } else if calls.refused > 0 {
+            paint.fg(Color::Yellow)
+        } else {
+            Style::default()
+        };
+        let slow = if share > 0.5 {
+            "  SLOW: past half the lease"
+        } else {
+            ""
+        };
+        lines.push(Line::from(Span::styled(format!("{text}{slow}"), style)));
+    }
+    lines.push(Line::from(""));
+    match &read.relay {
+        None => lines.push(Line::from("The relay: no email attempt names one yet.")),
+        Some((relay, Ok(greeting))) => lines.push(Line::from(format!(
+            "The relay {} (the newest email's) greeted as {} in {} ({:.1}% of the lease); greeted only, never logged in to",
+            clean(relay),
+            clean(&greeting.name),
+            duration(greeting.seconds),
+            greeting.seconds / lease * 100.0
+        ))),
+        Some((relay, Err(err))) => lines.push(Line::from(Span::styled(
+            format!("The relay {} did not answer a greeting: {}", clean(relay), clean(err)),
+            paint.fg(Color::Red),
+        ))),
+    }
+    frame.render_widget(Paragraph::new(lines).wrap(Wrap { trim: false }), area);
+}
+
 fn pulse(frame: &mut Frame<'_>, app: &App, area: Rect, paint: &Paint) {
     use crate::pulse::Series;
     let Some(pulse) = &app.pulse.pulse else {
@@ -725,9 +777,10 @@ fn help(frame: &mut Frame<'_>, app: &App, area: Rect) {
         "Keys in {} (any key closes this)",
         app.view.name()
     ))];
-    for binding in keymap::for_view(app.view) {
-        lines.push(Line::from(format!("{:<9} {}", binding.keys, binding.does)));
+    for (keys, does) in keymap::help_lines(keymap::for_view(app.view)) {
+        lines.push(Line::from(format!("{keys:<9} {does}")));
     }
+    lines.push(Line::from(keymap::LEGEND));
     lines.push(Line::from(format!("filter words: {}", super::filter::KEYS)));
     if let Some(why) = &app.config.readonly {
         lines.push(Line::from(format!(

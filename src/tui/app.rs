@@ -167,6 +167,13 @@ impl ReconcileView {
     }
 }
 
+/// The providers view: doctor's figures per provider, read again in the background.
+#[derive(Debug, Default)]
+pub struct ProvidersView {
+    pub read: Option<super::jobs::Providers>,
+    pub loaded: Option<Instant>,
+}
+
 #[derive(Debug, Default)]
 pub struct PulseView {
     pub pulse: Option<Pulse>,
@@ -215,6 +222,7 @@ pub struct App {
     pub pulse: PulseView,
     pub audit: ListView<crate::report::Action>,
     pub contexts: ListView<ContextRow>,
+    pub providers: ProvidersView,
     pub input: Option<Input>,
     pub dialog: Option<Dialog>,
     pub help: bool,
@@ -251,6 +259,7 @@ impl App {
             pulse: PulseView::default(),
             audit: ListView::default(),
             contexts: ListView::default(),
+            providers: ProvidersView::default(),
             input: None,
             dialog: None,
             help: false,
@@ -277,6 +286,7 @@ impl App {
         self.reconcile = ReconcileView::default();
         self.pulse = PulseView::default();
         self.audit = ListView::default();
+        self.providers = ProvidersView::default();
         self.pending.clear();
         self.back.clear();
     }
@@ -354,6 +364,7 @@ impl App {
             }
             ViewKind::Audit => self.start(Job::Audit, now, &mut jobs),
             ViewKind::Contexts => self.start(Job::Contexts, now, &mut jobs),
+            ViewKind::Providers => self.start(Job::Providers, now, &mut jobs),
         }
         jobs
     }
@@ -367,6 +378,7 @@ impl App {
             ViewKind::Pulse => self.pulse.loaded,
             ViewKind::Audit => self.audit.loaded,
             ViewKind::Contexts => self.contexts.loaded,
+            ViewKind::Providers => self.providers.loaded,
         }
     }
 
@@ -387,7 +399,9 @@ impl App {
         // Reconciling every notification and asking every context are whole reads: not
         // at every refresh.
         let every = match self.view {
-            ViewKind::Reconcile | ViewKind::Contexts => self.config.refresh.max(SLOW_REFRESH),
+            ViewKind::Reconcile | ViewKind::Contexts | ViewKind::Providers => {
+                self.config.refresh.max(SLOW_REFRESH)
+            }
             _ => self.config.refresh,
         };
         match self.loaded() {
@@ -469,6 +483,10 @@ impl App {
             Reply::Contexts(rows) => {
                 self.contexts.rows = rows;
                 self.contexts.loaded = Some(now);
+            }
+            Reply::Providers(read) => {
+                self.providers.read = Some(read);
+                self.providers.loaded = Some(now);
             }
             reply => self.absorb_action(reply, now),
         }
@@ -625,7 +643,7 @@ impl App {
             self.help = false;
             return Vec::new();
         }
-        let Some(command) = command_of(key) else {
+        let Some(command) = super::keymap::command_of(key.code, self.view) else {
             return Vec::new();
         };
         self.command(command, now)
@@ -732,7 +750,7 @@ impl App {
             }
             ViewKind::Audit => step(&mut self.audit.selected, self.audit.rows.len(), 10),
             ViewKind::Contexts => step(&mut self.contexts.selected, self.contexts.rows.len(), 10),
-            ViewKind::Pulse => {}
+            ViewKind::Pulse | ViewKind::Providers => {}
         }
         Vec::new()
     }
@@ -1053,7 +1071,7 @@ impl App {
     }
 
     fn apply_filter(&mut self, text: &str, now: Instant) -> Vec<(u64, Job)> {
-        match Filter::parse(text) {
+        match Filter::parse(text, crate::clock::Clock::now(&crate::clock::SystemClock)) {
             Ok(filter) => {
                 self.dlq.filter = filter;
                 self.dlq.cursor = None;
@@ -1141,31 +1159,4 @@ fn complete(text: &str) -> String {
         [one] => format!("{one} "),
         _ => text.to_string(),
     }
-}
-
-/// The command a key stands for in the view's normal mode.
-pub fn command_of(key: KeyEvent) -> Option<Command> {
-    Some(match key.code {
-        KeyCode::Up | KeyCode::Char('k') => Command::Up,
-        KeyCode::Down | KeyCode::Char('j') => Command::Down,
-        KeyCode::PageUp => Command::PageUp,
-        KeyCode::PageDown => Command::PageDown,
-        KeyCode::Home | KeyCode::Char('g') => Command::Top,
-        KeyCode::End | KeyCode::Char('G') => Command::Bottom,
-        KeyCode::Char(' ') => Command::Mark,
-        KeyCode::Char('u') => Command::ClearMarks,
-        KeyCode::Enter => Command::Open,
-        KeyCode::Char('/') => Command::Filter,
-        KeyCode::Char(':') => Command::CommandBar,
-        KeyCode::Char('y') => Command::CopyId,
-        KeyCode::Char('Y') => Command::CopyStep,
-        KeyCode::Char('r') => Command::Resolve,
-        KeyCode::Char('p') => Command::Replay,
-        KeyCode::Char('v') => Command::Verify,
-        KeyCode::Char('R') | KeyCode::F(5) => Command::Refresh,
-        KeyCode::Char('?') => Command::Help,
-        KeyCode::Esc => Command::Back,
-        KeyCode::Char('q') => Command::Quit,
-        _ => return None,
-    })
 }

@@ -4,15 +4,14 @@
 //! (Esc), and the next goes to a fresh worker.
 
 use super::filter::Filter;
-use crate::cli::act;
-use crate::cli::backend::Resolution;
-use crate::cli::error::CliResult;
+use crate::exit::Result as Opened;
 use crate::model::payload::Via;
 use crate::pulse::{Pulse, Window};
 use crate::reconcile::{Asked as ReconcileAsked, Recent, Reconciled, Reconciliation};
 use crate::remediation::Action;
 use crate::render::output::Output;
 use crate::session::{self, Confirm, Intent};
+use crate::store::place::Resolution;
 use crate::store::{Store, StoreError};
 use crate::triage::{Branch, Verdict};
 use std::collections::{BTreeMap, HashMap};
@@ -22,14 +21,13 @@ use std::sync::mpsc::{Receiver, Sender, channel};
 /// Rows in one page of the DLQ view.
 pub const PAGE: usize = 100;
 
-/// Opens the store: for reading (`false`), or for a change.
-pub type Opener = Box<dyn Fn(bool) -> CliResult<Box<dyn Store>> + Send + Sync>;
+pub use crate::session::screen::Opener;
 
 /// Where the screen reads and acts: how to open the store, who acts, what verify reads.
 pub struct Source {
     pub open: Opener,
     /// The contexts of the config file, for the contexts view (name and how to reach it).
-    pub contexts: Vec<(String, CliResult<Resolution>)>,
+    pub contexts: Vec<(String, Opened<Resolution>)>,
     /// Who acts, as every command records it.
     pub operator: String,
     /// The providers' records verify and reconcile read.
@@ -63,6 +61,9 @@ pub enum Job {
     },
     Audit,
     Contexts,
+    /// The providers' figures over the last 15 minutes, as doctor gives them, and the
+    /// relay's answer to a greeting.
+    Providers,
     /// What resolve or replay would do with `ids`: the CLI's own preview.
     Preview {
         action: Action,
@@ -97,6 +98,7 @@ impl Job {
             Job::Pulse { .. } => "reading the pulse",
             Job::Audit => "reading the audit",
             Job::Contexts => "asking every context",
+            Job::Providers => "asking the providers",
             Job::Preview { .. } => "previewing",
             Job::Carry { .. } => "acting",
             Job::Verify { .. } => "asking the providers' records",
@@ -112,6 +114,20 @@ pub struct Row {
     /// The shortest prefix that names it in the whole store.
     pub short: String,
 }
+
+/// What the providers view shows: the runtime's provider calls over the window, and the
+/// relay the newest email went to, greeted (never logged in to: a relay named by data).
+#[derive(Debug, Clone)]
+pub struct Providers {
+    pub health: crate::runtime::queries::Health,
+    pub relay: Option<(
+        String,
+        Result<crate::runtime::adapters::email::Greeting, String>,
+    )>,
+}
+
+/// How far back the providers view counts calls.
+pub const PROVIDERS_WINDOW: f64 = 900.0;
 
 /// One context of the config file.
 #[derive(Debug, Clone, PartialEq)]
@@ -158,6 +174,7 @@ pub enum Reply {
         short: HashMap<String, String>,
     },
     Contexts(Vec<ContextRow>),
+    Providers(Providers),
     Preview {
         action: Action,
         ids: Vec<String>,
@@ -222,8 +239,8 @@ impl From<String> for Failure {
     }
 }
 
-impl From<crate::cli::error::CliError> for Failure {
-    fn from(err: crate::cli::error::CliError) -> Self {
+impl From<crate::exit::Failure> for Failure {
+    fn from(err: crate::exit::Failure) -> Self {
         err.message.into()
     }
 }
@@ -310,13 +327,13 @@ pub fn run(source: &Source, reader: &mut Reader, job: Job) -> Reply {
     })
 }
 
-fn opened<'r>(source: &Source, reader: &'r mut Option<Box<dyn Store>>) -> CliResult<&'r dyn Store> {
+fn opened<'r>(source: &Source, reader: &'r mut Option<Box<dyn Store>>) -> Opened<&'r dyn Store> {
     if reader.is_none() {
         *reader = Some((source.open)(false)?);
     }
     match reader.as_deref() {
         Some(store) => Ok(store),
-        None => Err(crate::cli::error::CliError::error("no store")),
+        None => Err(crate::exit::Failure::error("no store")),
     }
 }
 
@@ -348,6 +365,18 @@ fn read(source: &Source, store: &dyn Store, job: Job) -> Result<Reply, Failure> 
                 lines,
                 next_step,
             })
+        }
+        Job::Providers => {
+            let health = store.health(PROVIDERS_WINDOW, None)?;
+            let lease = health.lease_seconds.unwrap_or(60.0).clamp(1.0, 30.0);
+            let relay = health.smtp_relay.clone().map(|relay| {
+                let answer = crate::runtime::adapters::email::greet(
+                    &relay,
+                    std::time::Duration::from_secs_f64(lease),
+                );
+                (relay, answer)
+            });
+            Ok(Reply::Providers(Providers { health, relay }))
         }
         Job::Pulse { span } => {
             let now = source.clock.now();
@@ -556,12 +585,10 @@ fn contexts(source: &Source) -> Vec<ContextRow> {
     })
 }
 
-fn read_context(
-    resolution: &CliResult<Resolution>,
-) -> Result<(BTreeMap<Branch, usize>, i64), String> {
+fn read_context(resolution: &Opened<Resolution>) -> Result<(BTreeMap<Branch, usize>, i64), String> {
     let resolution = resolution.as_ref().map_err(|err| err.message.clone())?;
     let store =
-        crate::cli::backend::open_resolved(resolution.clone(), false).map_err(|err| err.message)?;
+        crate::session::screen::open(resolution.clone(), false).map_err(|err| err.message)?;
     let mut counts = BTreeMap::new();
     store
         .each_triaged(&Default::default(), &mut |entry| {
@@ -579,15 +606,11 @@ fn read_context(
 /// The request every action of the screen starts from: the operator, the reason, and
 /// that the screen made it.
 fn request(source: &Source, reason: Option<String>) -> crate::api::ActionRequest {
-    let audit = crate::cli::args::AuditArgs {
-        operator: Some(source.operator.clone()),
-        reason,
-        ticket: None,
-        force: false,
-    };
     crate::api::ActionRequest {
         via: Some(Via::Tui),
-        ..act::base_request(&source.operator, &audit, None, None)
+        operator: Some(source.operator.clone()),
+        reason,
+        ..crate::api::ActionRequest::default()
     }
 }
 
@@ -599,7 +622,7 @@ fn preview(
     action: Action,
     ids: Vec<String>,
     reason: Option<String>,
-) -> CliResult<Reply> {
+) -> Opened<Reply> {
     let request = request(source, reason);
     let intents: Vec<Intent> = ids
         .iter()
