@@ -95,6 +95,7 @@ fn main() -> anyhow::Result<()> {
             sources: Default::default(),
             since: None,
             clock: Arc::new(unsctl::clock::SystemClock),
+            wait: Duration::ZERO,
         },
         reader: jobs::Reader::default(),
         terminal: Terminal::new(TestBackend::new(80, 24))?,

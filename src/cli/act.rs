@@ -8,11 +8,10 @@ use super::prompt;
 use crate::api::ActionRequest;
 use crate::model::ChannelSet;
 use crate::remediation::Action;
+use crate::remediation::policy::Terms;
 use crate::remediation::{Approved, Claim};
 use crate::render::output::{Output, print, status};
-use crate::session::{
-    self, Confirm, Flow, Intent, Outcome, Preview, carried_out, receivers, summary,
-};
+use crate::session::{self, Confirm, Flow, Intent, Outcome, Preview, receivers, summary};
 use crate::store::Store;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -290,34 +289,11 @@ pub fn carry_out(
     verb: &str,
     pagerduty: Option<&crate::verify::pagerduty::Api>,
 ) -> CliResult {
-    carry_out_into(
-        store,
-        intents,
-        confirm,
-        out,
-        verb,
-        pagerduty,
-        &mut Vec::new(),
-    )
-}
-
-/// [`carry_out`], adding every entry it carried out to `done`: its id and the id of the
-/// event the change wrote.
-pub fn carry_out_into(
-    store: &dyn Store,
-    intents: Vec<Intent>,
-    confirm: &ConfirmArgs,
-    out: &Output,
-    verb: &str,
-    pagerduty: Option<&crate::verify::pagerduty::Api>,
-    done: &mut Vec<(String, i64)>,
-) -> CliResult {
     if let Go::Stop(result) = present(store, &intents, confirm, out, verb, &[], pagerduty)? {
         return result;
     }
     // Entries the preview blocked are reported, not acted on; the rest run in order.
     let outcomes = execute_all(store, &intents, out)?;
-    done.extend(carried_out(intents.iter().zip(&outcomes)));
     print_results(out, &intents[..outcomes.len()], &outcomes, false)?;
     finish(&store.describe(), &outcomes)
 }
@@ -358,7 +334,7 @@ pub fn present(
     let actionable: Vec<&Intent> = intents.iter().filter(|i| i.preview.is_ok()).collect();
     let mut told = receivers(intents, pagerduty);
     told.extend(also.iter().cloned());
-    let shown = session::preview::Preview::of(intents, &told, out);
+    let shown = session::preview::Preview::of(intents, &told, out, Terms::CommandLine);
     out.progress(|| {
         shown
             .lines

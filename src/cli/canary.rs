@@ -7,13 +7,15 @@ use super::act::{self, Go};
 use super::args::{ConfirmArgs, WaitArgs};
 use super::error::{CliError, CliResult};
 use super::follow;
-use crate::remediation::Action;
 use crate::render::output::{Output, counted, status};
 use crate::session::Intent;
-use crate::session::canary::{Plan, not_delivered, pick};
-use crate::session::outcome::{Outcome, Skip};
+use crate::session::canary::Plan;
+use crate::session::outcome::Outcome;
 use crate::session::pace::{self, Pace};
+use crate::session::run::{self, Ran, Stage, Steps};
+use crate::session::wait::Waited;
 use crate::store::Store;
+use std::time::Duration;
 
 /// How the command line carries a remediation out, by its flags: the confirmation, the
 /// wait and canary, the pace, what the prompt calls it, and PagerDuty's API for what a
@@ -28,10 +30,11 @@ pub struct How<'a> {
 }
 
 /// Carries out `intents` (replays, with `apply` resolves too) the way the flags say:
-/// at `pace`, waited on with `--wait`, and behind a canary with `--canary`.
+/// at `pace`, waited on with `--wait`, and behind a canary with `--canary`. The order of
+/// the steps is the library's ([`run::drive`]); this prints them.
 pub fn carry_out(
     store: &dyn Store,
-    mut intents: Vec<Intent>,
+    intents: Vec<Intent>,
     how: &How<'_>,
     out: &Output,
 ) -> CliResult {
@@ -42,79 +45,103 @@ pub fn carry_out(
         verb,
         pagerduty,
     } = *how;
-    let Some(n) = wait.canary else {
-        pace::apply(&mut intents, pace).map_err(CliError::usage)?;
-        return carry_out_waited(store, intents, how, out);
+    let (every, timeout) = if wait.wait || wait.canary.is_some() {
+        wait.checked()?
+    } else {
+        (
+            Duration::from_secs(1),
+            Duration::from_secs_f64(wait.timeout),
+        )
     };
-    let (every, timeout) = wait.checked()?;
-    let chosen = pick(&intents, usize::from(n));
-    if chosen.is_empty() {
-        pace::apply(&mut intents, pace).map_err(CliError::usage)?;
-        return carry_out_waited(store, intents, how, out);
-    }
-    let mut plan = Plan::split(intents, &chosen, timeout);
-    pace::apply(&mut plan.rest, pace).map_err(CliError::usage)?;
-    let intents: Vec<Intent> = plan.canary.iter().chain(&plan.rest).cloned().collect();
-    if let Go::Stop(result) = act::present(
-        store,
-        &intents,
-        confirm,
-        out,
-        verb,
-        &plan.words(),
-        pagerduty,
-    )? {
+    let plan = run::arrange(intents, wait.canary, pace, timeout).map_err(CliError::usage)?;
+    let all: Vec<Intent> = plan.all().cloned().collect();
+    if let Go::Stop(result) =
+        act::present(store, &all, confirm, out, verb, &plan.words(), pagerduty)?
+    {
         return result;
     }
-    let first = act::execute_all(store, &plan.canary, out)?;
-    let sent = crate::session::carried_out(plan.canary.iter().zip(&first));
-    let waited = follow::wait_settled(store, &sent, every, timeout, None, out)?;
-    out.closing_line(&CanaryDocument {
-        canary: waited.document(),
-    })?;
-    if waited.stopped {
-        status(&format!(
-            "\nstopped (Ctrl-C) while waiting on the canary: {}; nothing else was changed",
-            waited.account(timeout)
-        ));
-        return Err(crate::cli::prompt::interrupted_quietly());
-    }
-    let failed = not_delivered(&plan.canary, &first, &waited);
-    if !failed.is_empty() {
-        return stop_after_canary(store, &plan, first, &failed, &waited, out);
-    }
-    status(&format!(
-        "Canary: {}; carrying on with the other {}.",
-        waited.account(timeout),
-        counted(plan.rest_actionable() as i64, "entry")
-    ));
-    let second = act::execute_all(store, &plan.rest, out)?;
-    let mut outcomes = first;
-    outcomes.extend(second.iter().cloned());
-    act::print_results(out, &intents[..outcomes.len()], &outcomes, false)?;
-    let acted = act::finish(&store.describe(), &outcomes);
-    if !wait.wait {
-        return acted;
-    }
-    let replays = crate::session::carried_out(
-        plan.rest
-            .iter()
-            .zip(&second)
-            .filter(|(intent, _)| intent.action == Action::Replay),
-    );
-    if replays.is_empty() {
-        return acted;
-    }
-    let pacing = pace::expected(&plan.rest);
-    let waited = follow::wait_for_delivery_paced(
+    let mut steps = Printed {
         store,
-        &replays,
+        out,
         every,
         timeout,
-        pacing.as_ref().map(|(words, last)| (words.as_str(), *last)),
-        out,
-    );
-    acted.and(waited)
+        pacing: pace::expected(&plan.rest),
+        all: &all,
+        acted: None,
+    };
+    match run::drive(&plan, wait.wait, &mut steps)? {
+        Ran::CanaryInterrupted { waited, .. } => {
+            status(&format!(
+                "\nstopped (Ctrl-C) while waiting on the canary: {}; nothing else was changed",
+                waited.account(timeout)
+            ));
+            Err(crate::cli::prompt::interrupted_quietly())
+        }
+        Ran::CanaryFailed {
+            outcomes,
+            failed,
+            waited,
+        } => stop_after_canary(store, &plan, &all, &outcomes, &failed, &waited, out),
+        Ran::Carried { waited, .. } => {
+            let acted = steps.acted.unwrap_or(Ok(()));
+            match waited {
+                Some(waited) => acted.and(follow::judge(&waited, timeout, out)),
+                None => acted,
+            }
+        }
+    }
+}
+
+/// The command line's steps: each outcome a line, each settlement a line, the results
+/// and the summary once the rest is carried out.
+struct Printed<'a> {
+    store: &'a dyn Store,
+    out: &'a Output,
+    every: Duration,
+    timeout: Duration,
+    /// The pace in words and when its last replay is due, for the wait's progress.
+    pacing: Option<(String, f64)>,
+    all: &'a [Intent],
+    /// What the carry-out exits with (a refusal among the entries), before any wait.
+    acted: Option<CliResult>,
+}
+
+impl Steps for Printed<'_> {
+    type Error = CliError;
+
+    fn carry(&mut self, intents: &[Intent]) -> CliResult<Vec<Outcome>> {
+        act::execute_all(self.store, intents, self.out)
+    }
+
+    fn wait(&mut self, sent: &[(String, i64)], stage: Stage) -> CliResult<Waited> {
+        let pacing = match stage {
+            Stage::Canary => None,
+            Stage::Replays => self.pacing.as_ref().map(|(w, last)| (w.as_str(), *last)),
+        };
+        let waited =
+            follow::wait_settled(self.store, sent, self.every, self.timeout, pacing, self.out)?;
+        if stage == Stage::Canary {
+            self.out.closing_line(&CanaryDocument {
+                canary: waited.document(),
+            })?;
+        }
+        Ok(waited)
+    }
+
+    fn canary_passed(&mut self, waited: &Waited, plan: &Plan) -> CliResult {
+        status(&format!(
+            "Canary: {}; carrying on with the other {}.",
+            waited.account(self.timeout),
+            counted(plan.rest_actionable() as i64, "entry")
+        ));
+        Ok(())
+    }
+
+    fn carried(&mut self, outcomes: &[Outcome]) -> CliResult {
+        act::print_results(self.out, &self.all[..outcomes.len()], outcomes, false)?;
+        self.acted = Some(act::finish(&self.store.describe(), outcomes));
+        Ok(())
+    }
 }
 
 /// The canary was not delivered: the rest are reported skipped, nothing else is changed,
@@ -122,19 +149,13 @@ pub fn carry_out(
 fn stop_after_canary(
     store: &dyn Store,
     plan: &Plan,
-    first: Vec<Outcome>,
+    all: &[Intent],
+    outcomes: &[Outcome],
     failed: &[String],
-    waited: &crate::session::wait::Waited,
+    waited: &Waited,
     out: &Output,
 ) -> CliResult {
-    let mut outcomes = first;
-    outcomes.extend(
-        plan.rest
-            .iter()
-            .map(|_| Outcome::Skipped(Skip::CanaryNotDelivered)),
-    );
-    let intents: Vec<Intent> = plan.canary.iter().chain(&plan.rest).cloned().collect();
-    act::print_results(out, &intents, &outcomes, false)?;
+    act::print_results(out, all, outcomes, false)?;
     status(&format!(
         "Canary: {}. Not delivered:",
         waited.account(plan.timeout)
@@ -147,54 +168,12 @@ fn stop_after_canary(
         "{}: stopped after the canary; the other {} {} not touched and {} still in the DLQ.",
         crate::render::sanitize::clean(&store.describe()),
         counted(rest as i64, "entry"),
-        if rest == 1 { "was" } else { "were" },
+        if rest == 1 { "was" } else { "are" },
         if rest == 1 { "is" } else { "are" },
     ));
     Err(CliError::error("the canary was not delivered: nothing else was replayed").hint(
         "`unsctl inspect ID` shows what still refuses; once it is fixed, the same command replays the rest (`dlq triage --error-code CODE` narrows to one cause)",
     ))
-}
-
-/// Without a canary: carried out in one go, and waited on with `--wait`.
-fn carry_out_waited(
-    store: &dyn Store,
-    intents: Vec<Intent>,
-    how: &How<'_>,
-    out: &Output,
-) -> CliResult {
-    let How {
-        confirm,
-        wait,
-        verb,
-        pagerduty,
-        ..
-    } = *how;
-    if !wait.wait {
-        return act::carry_out(store, intents, confirm, out, verb, pagerduty);
-    }
-    let (every, timeout) = wait.checked()?;
-    let pacing = pace::expected(&intents);
-    let replays: std::collections::HashSet<String> = intents
-        .iter()
-        .filter(|i| i.action == Action::Replay)
-        .map(|i| i.id.clone())
-        .collect();
-    let mut done = Vec::new();
-    let acted = act::carry_out_into(store, intents, confirm, out, verb, pagerduty, &mut done);
-    done.retain(|(id, _)| replays.contains(id));
-    if done.is_empty() {
-        return acted;
-    }
-    let waited = follow::wait_for_delivery_paced(
-        store,
-        &done,
-        every,
-        timeout,
-        pacing.as_ref().map(|(words, last)| (words.as_str(), *last)),
-        out,
-    );
-    // A refusal among the entries outranks what the wait found.
-    acted.and(waited)
 }
 
 /// The JSON line the canary's wait ends with.

@@ -356,6 +356,12 @@ pub fn wait_for_delivery_paced(
     out: &Output,
 ) -> CliResult {
     let waited = wait_settled(store, ids, every, timeout, pace, out)?;
+    judge(&waited, timeout, out)
+}
+
+/// What a wait found, said: its JSON line, the account, and Ok only when every replay
+/// was delivered (Ctrl-C exits as interrupted).
+pub fn judge(waited: &Waited, timeout: Duration, out: &Output) -> CliResult {
     out.closing_line(&waited.document())?;
     let account = waited.account(timeout);
     if waited.stopped {
@@ -397,7 +403,7 @@ pub fn wait_settled(
             status(why);
         }
         for settlement in &look.settled {
-            out.progress(|| print(&settlement_line(settlement, out)))?;
+            out.progress(|| print(&settlement.line(out)))?;
         }
         if watch.is_done() {
             break;
@@ -415,28 +421,9 @@ pub fn wait_settled(
     }
     let waited = watch.end(stopped);
     for settlement in waited.done.iter().filter(|s| !s.settled) {
-        out.progress(|| print(&settlement_line(settlement, out)))?;
+        out.progress(|| print(&settlement.line(out)))?;
     }
     Ok(waited)
-}
-
-fn settlement_line(s: &Settlement, out: &Output) -> String {
-    let state = match (s.settled, s.delivered) {
-        (true, true) => out.green("DELIVERED"),
-        (true, false) => out.red(&views::shown(&s.status)),
-        (false, _) => out.yellow(&format!("still {}", views::shown(&s.status))),
-    };
-    let after = s
-        .seconds
-        .map(|secs| format!(" after {}", time::duration(secs)))
-        .unwrap_or_default();
-    let error = s
-        .error_message
-        .as_deref()
-        .filter(|_| !s.delivered)
-        .map(|e| format!(": {}", views::shown(e)))
-        .unwrap_or_default();
-    format!("{}  {state}{after}{error}", views::shown(&s.id))
 }
 
 /// A change in the DLQ that `dlq triage --watch` reports.

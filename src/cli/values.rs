@@ -135,20 +135,7 @@ pub fn parse_span(text: &str) -> Result<f64, String> {
 /// `--rate`: `200/s`, `12/m`, `100/h`, `1/d` or a bare number (a second), within the
 /// bounds a pace keeps.
 pub fn parse_rate(text: &str) -> Result<Rate, String> {
-    let text = text.trim();
-    let (number, per) = text.split_once('/').unwrap_or((text, "s"));
-    let count: f64 = number
-        .trim()
-        .parse()
-        .map_err(|_| format!("{text:?}: expected a rate such as 200/s or 30/m"))?;
-    let per = match per.trim() {
-        "s" | "sec" => (1.0, 's'),
-        "m" | "min" => (60.0, 'm'),
-        "h" => (3600.0, 'h'),
-        "d" => (86_400.0, 'd'),
-        other => return Err(format!("{other:?}: the unit is s, m, h or d")),
-    };
-    Rate::new(count, per).map_err(|why| format!("{text:?}: {why}"))
+    Rate::parse(text)
 }
 
 /// `--spread`: a duration of the one grammar (`90s`, `30m`, `2h`, `2d`), at most a week.

@@ -109,6 +109,13 @@ impl Request {
     }
 }
 
+/// Whose terms a remedy is said in: each front end names its own flags or keys.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Terms {
+    CommandLine,
+    Screen,
+}
+
 /// Why a guardrail refused, typed so the CLI and the API can each say what would allow
 /// it in their own terms.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -321,6 +328,57 @@ impl Refusal {
                 "repair the row, or resolve it with --force --reason".into()
             }
             Refusal::ChannelsOnResolve { .. } => "leave out --channels".into(),
+        }
+    }
+
+    /// What would allow it, in the live screen's own keys and fields (its dialog ticks
+    /// channels and "forced", and takes a reason), never a command to paste elsewhere.
+    pub fn screen_remedy(&self) -> String {
+        const FORCED: &str = "tick forced and give a reason";
+        match self {
+            Refusal::ForceWithoutReason { .. } => {
+                "type a reason: the audit record must say why".into()
+            }
+            Refusal::ForeignChannel { has, .. } => {
+                format!("tick only its channels ({})", has.joined(", "))
+            }
+            Refusal::ReplayDelivered { .. } => format!("resolve it instead (r), or {FORCED}"),
+            Refusal::ReplayDeliveredChannels { channels, .. } => {
+                format!("untick {}, or {FORCED}", channels.joined(", "))
+            }
+            Refusal::Unverified { .. } => format!(
+                "verify it first (v asks the providers' records and records the answer), or {FORCED}"
+            ),
+            Refusal::ResolveUnsent {
+                unsent, permanent, ..
+            } if !permanent.is_empty() && permanent == unsent => format!(
+                "fix the cause, then replay it (p) with a reason that says what was fixed; or give it up on purpose: {FORCED}"
+            ),
+            Refusal::ResolveUnsent { .. } => {
+                format!("replay it instead (p), or give it up on purpose: {FORCED}")
+            }
+            Refusal::ResolveAttestedUndelivered { .. } => "replay it instead (p)".into(),
+            Refusal::ReplayAttestedDelivered { channels, .. } => {
+                format!("untick {}", channels.joined(", "))
+            }
+            Refusal::NothingToReplay { .. } => {
+                "tick a channel (a delivered one needs forced and a reason)".into()
+            }
+            Refusal::PermanentWithoutReason { .. } => {
+                "fix the cause first, then give a reason that says what was fixed".into()
+            }
+            Refusal::UnreadableChannels { .. } => {
+                format!("repair the row, or give it up: resolve (r), {FORCED}")
+            }
+            Refusal::ChannelsOnResolve { .. } => "a resolve covers every channel".into(),
+        }
+    }
+
+    /// What would allow it, in `terms`.
+    pub fn remedy(&self, terms: Terms) -> String {
+        match terms {
+            Terms::CommandLine => self.cli_remedy(),
+            Terms::Screen => self.screen_remedy(),
         }
     }
 

@@ -108,6 +108,7 @@ pub fn not_delivered(canary: &[Intent], first: &[Outcome], waited: &Waited) -> V
 }
 
 /// The canary and the rest, as planned.
+#[derive(Debug, Clone)]
 pub struct Plan {
     pub canary: Vec<Intent>,
     pub rest: Vec<Intent>,
@@ -140,13 +141,21 @@ impl Plan {
         }
     }
 
+    /// Every entry, the canary's first: the order they are carried out in.
+    pub fn all(&self) -> impl Iterator<Item = &Intent> {
+        self.canary.iter().chain(&self.rest)
+    }
+
     /// The entries after the canary that will be acted on.
     pub fn rest_actionable(&self) -> usize {
         self.rest.iter().filter(|i| i.preview.is_ok()).count()
     }
 
-    /// What the plan and the prompt say of the canary.
+    /// What the plan and the prompt say of the canary (nothing without one).
     pub fn words(&self) -> Vec<String> {
+        if self.canary.is_empty() {
+            return Vec::new();
+        }
         let (covered, uncovered): (Vec<&Cause>, Vec<&Cause>) = self
             .causes
             .iter()

@@ -12,6 +12,7 @@ pub mod ids;
 pub mod outcome;
 pub mod pace;
 pub mod preview;
+pub mod run;
 pub mod screen;
 pub mod select;
 pub mod wait;

@@ -4,6 +4,7 @@
 
 use crate::exit::ExitKind;
 use crate::model::{ChannelSet, MAX_ID_BYTES};
+use crate::remediation::policy::Terms;
 use crate::remediation::{Action, Conflict, Refusal};
 use crate::store::StoreError;
 use std::fmt;
@@ -192,8 +193,15 @@ impl fmt::Display for Refused {
 impl Blocked {
     /// The words a dry-run line shows after the verb, not yet made safe to print.
     pub fn words(&self) -> String {
+        self.words_in(Terms::CommandLine)
+    }
+
+    /// [`Blocked::words`], a refusal's remedy in `terms`.
+    pub fn words_in(&self, terms: Terms) -> String {
         match self {
-            Blocked::Refused(refusal) => format!("REFUSED: {refusal}"),
+            Blocked::Refused(refusal) => {
+                format!("REFUSED: {}; {}", refusal.why(), refusal.remedy(terms))
+            }
             Blocked::Unplanned(why) => format!("REFUSED: {why}"),
             Blocked::NotFound(what) => format!("NOT FOUND: {what} not found"),
             Blocked::NotInDlq(not_in_dlq) => format!("CONFLICT: {not_in_dlq}"),

@@ -50,6 +50,48 @@ impl Rate {
     }
 }
 
+impl Rate {
+    /// `200/s`, `12/m`, `100/h`, `1/d` or a bare number (a second), within the bounds a
+    /// pace keeps.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let text = text.trim();
+        let (number, per) = text.split_once('/').unwrap_or((text, "s"));
+        let count: f64 = number
+            .trim()
+            .parse()
+            .map_err(|_| format!("{text:?}: expected a rate such as 200/s or 30/m"))?;
+        let per = match per.trim() {
+            "s" | "sec" => (1.0, 's'),
+            "m" | "min" => (60.0, 'm'),
+            "h" => (3600.0, 'h'),
+            "d" => (86_400.0, 'd'),
+            other => return Err(format!("{other:?}: the unit is s, m, h or d")),
+        };
+        Rate::new(count, per).map_err(|why| format!("{text:?}: {why}"))
+    }
+}
+
+impl Pace {
+    /// A pace as the live screen's field takes it: a rate (`200/s`, `30/m`) or a spread
+    /// (`over 30m`, or a bare duration `30m`); empty is no pace.
+    pub fn parse(text: &str) -> Result<Option<Self>, String> {
+        let text = text.trim();
+        if text.is_empty() {
+            return Ok(None);
+        }
+        if text.contains('/') {
+            return Rate::parse(text).map(|rate| Some(Pace::Rate(rate)));
+        }
+        let span = text.strip_prefix("over").unwrap_or(text).trim();
+        let seconds = crate::clock::parse_duration(span).ok_or_else(|| {
+            format!("{text:?}: a rate such as 200/s, or a spread such as over 30m")
+        })?;
+        spread(seconds)
+            .map(Some)
+            .map_err(|why| format!("{text:?}: {why}"))
+    }
+}
+
 /// A spread of `seconds`, if it ends no further ahead than a replay may be due.
 pub fn spread(seconds: f64) -> Result<Pace, String> {
     if seconds <= MAX_SPREAD {

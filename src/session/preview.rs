@@ -3,7 +3,8 @@
 //! what each receiver does with a copy, the canary). The command line prints it (the
 //! lines on stdout, the notes on stderr); the live screen draws the same lines.
 
-use super::{Blocked, Intent, planned};
+use super::{Intent, planned};
+use crate::remediation::policy::Terms;
 use crate::render::Output;
 use crate::render::views;
 
@@ -20,9 +21,12 @@ pub struct Preview {
 impl Preview {
     /// The preview of `intents`, with `told` (the receivers' statements and the canary's
     /// plan) after the pace.
-    pub fn of(intents: &[Intent], told: &[String], out: &Output) -> Self {
+    pub fn of(intents: &[Intent], told: &[String], out: &Output, terms: Terms) -> Self {
         Self {
-            lines: intents.iter().map(|intent| line(intent, out)).collect(),
+            lines: intents
+                .iter()
+                .map(|intent| line(intent, out, terms))
+                .collect(),
             notes: pace_line(intents)
                 .into_iter()
                 .chain(told.iter().cloned())
@@ -36,8 +40,9 @@ impl Preview {
     }
 }
 
-/// One intent in one line: id, branch, action, channels, evidence.
-pub fn line(intent: &Intent, out: &Output) -> String {
+/// One intent in one line: id, branch, action, channels, evidence; or why it is blocked
+/// and what would allow it, in `terms`.
+pub fn line(intent: &Intent, out: &Output, terms: Terms) -> String {
     let branch = intent
         .verdict
         .as_ref()
@@ -64,12 +69,11 @@ pub fn line(intent: &Intent, out: &Output) -> String {
             };
             format!("{id}  {branch}  {verb}  channels {channels}  evidence {evidence}{forced}")
         }
-        Err(blocked) => format!("{id}  {branch}  {verb} {}", blocked_text(blocked)),
+        Err(blocked) => format!(
+            "{id}  {branch}  {verb} {}",
+            crate::render::sanitize::clean(&blocked.words_in(terms))
+        ),
     }
-}
-
-fn blocked_text(blocked: &Blocked) -> String {
-    crate::render::sanitize::clean(&blocked.words()).into_owned()
 }
 
 /// "paced at 200/s: 15000 replays, the last due 1m 15s after the first", when paced.

@@ -33,6 +33,8 @@ pub struct Settings {
     pub refresh: Duration,
     /// The pulse's span, back from now, in seconds.
     pub pulse_span: f64,
+    /// How long a carry-out waits on its replays after the last is due.
+    pub wait: Duration,
     /// Capture the mouse.
     pub mouse: bool,
     /// `--all-contexts`: the screen reads every context and changes none.

@@ -128,6 +128,33 @@ fn read_settlement(
     }))
 }
 
+impl Settlement {
+    /// One line: the id, DELIVERED or where it ended (in colour on a terminal), after how
+    /// long, and the error of one not delivered.
+    pub fn line(&self, out: &crate::render::Output) -> String {
+        let s = self;
+        let state = match (s.settled, s.delivered) {
+            (true, true) => out.green("DELIVERED"),
+            (true, false) => out.red(&crate::render::views::shown(&s.status)),
+            (false, _) => out.yellow(&format!("still {}", crate::render::views::shown(&s.status))),
+        };
+        let after = s
+            .seconds
+            .map(|secs| format!(" after {}", crate::render::time::duration(secs)))
+            .unwrap_or_default();
+        let error = s
+            .error_message
+            .as_deref()
+            .filter(|_| !s.delivered)
+            .map(|e| format!(": {}", crate::render::views::shown(e)))
+            .unwrap_or_default();
+        format!(
+            "{}  {state}{after}{error}",
+            crate::render::views::shown(&s.id)
+        )
+    }
+}
+
 /// A wait under way: the replays still open (with the status each had when last read)
 /// and those that settled, each looked at again by [`Watch::look`]. The command line
 /// prints as it goes; the live screen shows the progress.

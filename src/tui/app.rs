@@ -3,17 +3,20 @@
 //! flow can be driven by a test without a terminal or a clock.
 
 use super::filter::Filter;
-use super::jobs::{ContextRow, Job, Reply, Row};
+use super::jobs::{Ask, ContextRow, Job, Reply, Row};
 use super::keymap::Command;
 pub use super::keymap::ViewKind;
+use crate::model::{Channel, ChannelSet};
 use crate::pulse::Pulse;
 use crate::reconcile::{Recent, Reconciled};
 use crate::remediation::Action;
-use crate::session::Intent;
+use crate::session::canary::Plan;
+use crate::session::pace::Pace;
 use crate::triage::Branch;
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 /// Keys typed this soon after a dialog opens are dropped: a key meant for the screen
@@ -52,38 +55,53 @@ pub enum Input {
 /// The field of a dialog that has the keys.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Focus {
+    Cancel,
+    /// The channel checkboxes of a replay (←/→ move, space ticks).
+    Channels,
+    Canary,
+    Pace,
+    /// Override the guardrails on purpose (a resolve: give it up); needs the reason.
+    Force,
     Reason,
     Word,
-    Cancel,
     Go,
 }
 
-/// What a dialog will do.
+/// What a dialog will do, as previewed.
 #[derive(Debug, Clone)]
-pub enum Plan {
-    Act {
-        action: Action,
-        intents: Vec<Intent>,
-    },
-    Record {
-        asked: Arc<crate::verify::Asked>,
-    },
+pub enum Prepared {
+    Act { action: Action, plan: Arc<Plan> },
+    Record { asked: Arc<crate::verify::Asked> },
 }
 
-/// An action's dialog: the preview, a reason, the typed word, and Cancel first.
+/// An action's dialog: the preview, what it asks (channels, canary, pace, forced, the
+/// reason), the typed word, and Cancel first; then the carry-out's progress, then its
+/// outcome.
 #[derive(Debug, Clone)]
 pub struct Dialog {
     pub title: String,
     pub ids: Vec<String>,
     pub action: Option<Action>,
     pub lines: Vec<String>,
-    pub plan: Option<Plan>,
+    pub prepared: Option<Prepared>,
+    /// The channel checkboxes: each channel a replay would cover, and whether it is
+    /// ticked; `channel_at` is the one the keys are on.
+    pub channels: Vec<(Channel, bool)>,
+    pub channel_at: usize,
+    pub canary: String,
+    pub pace: String,
+    pub force: bool,
     pub reason: String,
     pub word: String,
     pub focus: Focus,
     pub opened: Instant,
+    /// What the preview on screen was read with: the plan is carried out only as shown.
+    pub previewed: Option<Ask>,
     /// How many it would change, and the word that confirms them.
     pub count: usize,
+    /// A carry-out under way: where it stands, and the flag that stops it.
+    pub progress: Option<String>,
+    pub stop: Option<Arc<AtomicBool>>,
     /// The outcome, once carried out: the dialog then only closes.
     pub done: Option<Vec<String>>,
     pub scroll: u16,
@@ -91,8 +109,116 @@ pub struct Dialog {
 }
 
 impl Dialog {
+    fn new(action: Option<Action>, ids: Vec<String>, now: Instant) -> Self {
+        let count = crate::render::output::counted(ids.len() as i64, "entry");
+        Self {
+            title: format!(
+                "{} {count}",
+                action.map_or("verify and record", Action::as_str)
+            ),
+            ids,
+            action,
+            lines: Vec::new(),
+            prepared: None,
+            channels: Vec::new(),
+            channel_at: 0,
+            canary: String::new(),
+            pace: String::new(),
+            force: false,
+            reason: String::new(),
+            word: String::new(),
+            focus: Focus::Cancel,
+            opened: now,
+            previewed: None,
+            count: 0,
+            progress: None,
+            stop: None,
+            done: None,
+            scroll: 0,
+            note: None,
+        }
+    }
+
     pub fn word_needed(&self) -> String {
         crate::session::confirmation_word(self.count)
+    }
+
+    /// The fields Tab moves through, in order: Cancel first, where a dialog starts.
+    pub fn fields(&self) -> &'static [Focus] {
+        use Focus::*;
+        match self.action {
+            Some(Action::Replay) => &[Cancel, Channels, Canary, Pace, Force, Reason, Word, Go],
+            Some(Action::Resolve) => &[Cancel, Force, Reason, Word, Go],
+            None => &[Cancel, Reason, Word, Go],
+        }
+    }
+
+    /// What the fields ask for, read as the command's flags would be; or what is wrong
+    /// with one of them.
+    pub fn ask(&self) -> Result<Ask, String> {
+        let canary = match self.canary.trim() {
+            "" => None,
+            text => Some(
+                text.parse::<u16>()
+                    .ok()
+                    .filter(|n| (1..=1000).contains(n))
+                    .ok_or("the canary is a number of entries, 1 to 1000")?,
+            ),
+        };
+        let ticked: ChannelSet = self
+            .channels
+            .iter()
+            .filter(|(_, on)| *on)
+            .map(|(c, _)| *c)
+            .collect();
+        let every = self.channels.iter().all(|(_, on)| *on);
+        Ok(Ask {
+            reason: reason_of(&self.reason),
+            channels: (!every).then_some(ticked),
+            canary,
+            pace: Pace::parse(&self.pace)?,
+            force: self.force,
+        })
+    }
+
+    /// A preview read with `ask`: shown, unless the fields have changed since it was
+    /// asked for (a newer one is on its way).
+    fn take_preview(
+        &mut self,
+        ask: Ask,
+        lines: Vec<String>,
+        prepared: Prepared,
+        offered: ChannelSet,
+    ) {
+        if self.ask() != Ok(ask.clone()) {
+            return;
+        }
+        if self.channels.is_empty() && ask.channels.is_none() {
+            self.channels = offered.iter().map(|c| (c, true)).collect();
+        }
+        if let Prepared::Act { plan, .. } = &prepared {
+            self.count = plan.all().filter(|i| i.preview.is_ok()).count();
+        }
+        self.lines = lines;
+        self.note = (self.count == 0).then(|| {
+            "Nothing here can be carried out: each refusal above says why and what would allow it."
+                .to_string()
+        });
+        self.previewed = Some(ask);
+        self.prepared = Some(prepared);
+    }
+
+    /// The title as the forced choice reads: giving up is said as such.
+    fn retitle(&mut self) {
+        let count = crate::render::output::counted(self.ids.len() as i64, "entry");
+        self.title = match (self.action, self.force) {
+            (Some(Action::Resolve), true) => format!("give up {count} on purpose (forced)"),
+            (Some(Action::Replay), true) => format!("replay {count}, forced"),
+            (action, _) => format!(
+                "{} {count}",
+                action.map_or("verify and record", Action::as_str)
+            ),
+        };
     }
 }
 
@@ -420,6 +546,15 @@ impl App {
 
     /// Takes what the worker sent back for job `seq` (nothing, if it was cancelled).
     pub fn absorb(&mut self, seq: u64, reply: Reply, now: Instant) {
+        if let Reply::Progress { text, lines } = reply {
+            if self.pending.contains_key(&seq)
+                && let Some(dialog) = self.dialog.as_mut()
+            {
+                dialog.progress = Some(text);
+                dialog.lines = lines;
+            }
+            return;
+        }
         if self.pending.remove(&seq).is_none() {
             return;
         }
@@ -533,22 +668,17 @@ impl App {
             Reply::Preview {
                 action,
                 ids,
+                ask,
                 lines,
-                intents,
+                plan,
+                offered,
             } => {
-                let Some(dialog) = self.dialog.as_mut() else {
-                    return;
-                };
-                if dialog.ids != ids || dialog.action != Some(action) {
-                    return;
+                if let Some(dialog) = self.dialog.as_mut()
+                    && dialog.ids == ids
+                    && dialog.action == Some(action)
+                {
+                    dialog.take_preview(ask, lines, Prepared::Act { action, plan }, offered);
                 }
-                dialog.count = intents.iter().filter(|i| i.preview.is_ok()).count();
-                dialog.lines = lines;
-                dialog.note = (dialog.count == 0).then(|| {
-                    "Nothing here can be carried out: each refusal above says why and what would allow it."
-                        .to_string()
-                });
-                dialog.plan = Some(Plan::Act { action, intents });
             }
             Reply::Verified { asked, lines } => {
                 let Some(dialog) = self.dialog.as_mut() else {
@@ -564,13 +694,16 @@ impl App {
                     "No answer to record: CANNOT_TELL is never written down; check by hand."
                         .to_string()
                 });
-                dialog.plan = Some(Plan::Record { asked });
+                dialog.previewed = dialog.ask().ok();
+                dialog.prepared = Some(Prepared::Record { asked });
             }
             Reply::Carried { lines, summary } => {
                 if let Some(dialog) = self.dialog.as_mut() {
                     let mut done = lines;
                     done.push(summary.clone());
                     dialog.done = Some(done);
+                    dialog.progress = None;
+                    dialog.stop = None;
                 }
                 self.say(summary, false);
                 self.dlq.loaded = None;
@@ -587,10 +720,13 @@ impl App {
                 self.refresh_soon();
             }
             Reply::Failed { what, error } => {
-                if let Some(dialog) = self.dialog.as_mut()
-                    && dialog.plan.is_none()
-                {
-                    dialog.note = Some(format!("{what} failed: {error}"));
+                if let Some(dialog) = self.dialog.as_mut() {
+                    if dialog.stop.take().is_some() {
+                        dialog.progress = None;
+                        dialog.done = Some(vec![format!("{what} failed: {error}")]);
+                    } else if dialog.prepared.is_none() {
+                        dialog.note = Some(format!("{what} failed: {error}"));
+                    }
                 }
                 if error.stops_reading() {
                     self.halt(what, &error);
@@ -630,6 +766,14 @@ impl App {
     pub fn key(&mut self, key: KeyEvent, now: Instant) -> Vec<(u64, Job)> {
         let ctrl = key.modifiers.contains(KeyModifiers::CONTROL);
         if ctrl && matches!(key.code, KeyCode::Char('c')) {
+            // A carry-out under way is stopped first (the entry in flight finishes); a
+            // second Ctrl-C quits.
+            if let Some(stop) = self.dialog.as_ref().and_then(|d| d.stop.as_ref())
+                && !stop.swap(true, Ordering::SeqCst)
+            {
+                self.say("stopping the carry-out: Ctrl-C again quits", true);
+                return Vec::new();
+            }
             self.quit = true;
             return Vec::new();
         }
@@ -901,31 +1045,13 @@ impl App {
             self.say("no entry here to act on", true);
             return Vec::new();
         }
-        let verb = action.map_or("verify and record", Action::as_str);
-        self.dialog = Some(Dialog {
-            title: format!(
-                "{verb} {}",
-                crate::render::output::counted(ids.len() as i64, "entry")
-            ),
-            ids: ids.clone(),
-            action,
-            lines: Vec::new(),
-            plan: None,
-            reason: String::new(),
-            word: String::new(),
-            focus: Focus::Cancel,
-            opened: now,
-            count: 0,
-            done: None,
-            scroll: 0,
-            note: None,
-        });
+        self.dialog = Some(Dialog::new(action, ids.clone(), now));
         let mut jobs = Vec::new();
         let job = match action {
             Some(action) => Job::Preview {
                 action,
                 ids,
-                reason: None,
+                ask: Ask::default(),
             },
             None => Job::Verify { ids },
         };
@@ -947,6 +1073,16 @@ impl App {
             }
             return Vec::new();
         }
+        if let Some(stop) = &dialog.stop {
+            // Under way: only Esc, which stops it (what was sent goes on in the runtime).
+            if key.code == KeyCode::Esc && !stop.swap(true, Ordering::SeqCst) {
+                dialog.note = Some(
+                    "stopping: the entry in flight finishes, nothing after it starts; what was sent goes on in the runtime"
+                        .into(),
+                );
+            }
+            return Vec::new();
+        }
         match key.code {
             KeyCode::Esc => {
                 self.dialog = None;
@@ -954,84 +1090,164 @@ impl App {
                     !matches!(p.label, "previewing" | "asking the providers' records")
                 });
                 self.say("cancelled: nothing was changed", false);
+                return Vec::new();
             }
-            KeyCode::Tab | KeyCode::Down => dialog.focus = next_focus(dialog.focus, true),
-            KeyCode::BackTab | KeyCode::Up => dialog.focus = next_focus(dialog.focus, false),
+            KeyCode::Tab | KeyCode::Down => return self.leave_field(true, now),
+            KeyCode::BackTab | KeyCode::Up => return self.leave_field(false, now),
             KeyCode::PageDown => dialog.scroll = dialog.scroll.saturating_add(5),
             KeyCode::PageUp => dialog.scroll = dialog.scroll.saturating_sub(5),
-            KeyCode::Backspace => match dialog.focus {
-                Focus::Reason => {
-                    dialog.reason.pop();
+            KeyCode::Left if dialog.focus == Focus::Channels => {
+                dialog.channel_at = dialog.channel_at.saturating_sub(1);
+            }
+            KeyCode::Right if dialog.focus == Focus::Channels => {
+                dialog.channel_at =
+                    (dialog.channel_at + 1).min(dialog.channels.len().saturating_sub(1));
+            }
+            KeyCode::Char(' ') if matches!(dialog.focus, Focus::Channels | Focus::Force) => {
+                if dialog.focus == Focus::Force {
+                    dialog.force = !dialog.force;
+                    dialog.retitle();
+                } else if let Some((_, on)) = dialog.channels.get_mut(dialog.channel_at) {
+                    *on = !*on;
                 }
-                Focus::Word => {
-                    dialog.word.pop();
+                return self.preview_again(now);
+            }
+            KeyCode::Backspace => {
+                if let Some(text) = text_field(dialog) {
+                    text.pop();
                 }
-                _ => {}
-            },
-            KeyCode::Char(c) => match dialog.focus {
-                Focus::Reason if dialog.reason.len() < 500 => dialog.reason.push(c),
-                Focus::Word if dialog.word.len() < 20 => dialog.word.push(c),
-                _ => {}
-            },
+            }
+            KeyCode::Char(c) => {
+                let room = match dialog.focus {
+                    Focus::Reason => 500,
+                    Focus::Word => 20,
+                    _ => 40,
+                };
+                if let Some(text) = text_field(dialog)
+                    && text.len() < room
+                {
+                    text.push(c);
+                }
+            }
             KeyCode::Enter => return self.dialog_enter(now),
             _ => {}
         }
         Vec::new()
     }
 
+    /// The focus leaves its field (any key that moves it): what was typed there is read
+    /// at once, and the preview is read again when it changes what would be done, so the
+    /// reason recorded is always the reason typed.
+    fn leave_field(&mut self, forward: bool, now: Instant) -> Vec<(u64, Job)> {
+        let Some(dialog) = self.dialog.as_mut() else {
+            return Vec::new();
+        };
+        let fields = dialog.fields();
+        let at = fields.iter().position(|f| *f == dialog.focus).unwrap_or(0);
+        let next = if forward {
+            at + 1
+        } else {
+            at + fields.len() - 1
+        };
+        dialog.focus = fields[next % fields.len()];
+        self.preview_again(now)
+    }
+
+    /// Reads the preview again when what the fields ask differs from what it was read
+    /// with; says what is wrong with a field that cannot be read.
+    fn preview_again(&mut self, now: Instant) -> Vec<(u64, Job)> {
+        let Some(dialog) = self.dialog.as_mut() else {
+            return Vec::new();
+        };
+        let ask = match dialog.ask() {
+            Ok(ask) => ask,
+            Err(why) => {
+                dialog.note = Some(why);
+                return Vec::new();
+            }
+        };
+        if dialog.previewed.as_ref() == Some(&ask) {
+            return Vec::new();
+        }
+        let mut jobs = Vec::new();
+        match dialog.action {
+            Some(action) => {
+                let job = Job::Preview {
+                    action,
+                    ids: dialog.ids.clone(),
+                    ask,
+                };
+                dialog.prepared = None;
+                dialog.previewed = None;
+                dialog.note = None;
+                self.start(job, now, &mut jobs);
+            }
+            // What verify records is read at Go; only the reason goes with it.
+            None => dialog.previewed = Some(ask),
+        }
+        jobs
+    }
+
+    /// Enter: Cancel closes, Go goes, any other field is left for the next.
     fn dialog_enter(&mut self, now: Instant) -> Vec<(u64, Job)> {
+        match self.dialog.as_ref().map(|d| d.focus) {
+            Some(Focus::Cancel) => {
+                self.dialog = None;
+                self.say("cancelled: nothing was changed", false);
+                Vec::new()
+            }
+            Some(Focus::Go) => self.go(now),
+            Some(_) => self.leave_field(true, now),
+            None => Vec::new(),
+        }
+    }
+
+    /// Go: carried out only as previewed, with the word the count calls for.
+    fn go(&mut self, now: Instant) -> Vec<(u64, Job)> {
         let Some(dialog) = self.dialog.as_mut() else {
             return Vec::new();
         };
         let mut jobs = Vec::new();
-        match dialog.focus {
-            Focus::Cancel => {
-                self.dialog = None;
-                self.say("cancelled: nothing was changed", false);
+        let asked = dialog.ask();
+        let as_shown = asked.is_ok() && dialog.previewed.as_ref() == asked.as_ref().ok();
+        let confirmed = crate::session::confirms(Some(dialog.word.trim()), dialog.count);
+        match (&dialog.prepared, as_shown, confirmed) {
+            (_, _, _) if asked.is_err() => {
+                dialog.note = asked.err();
             }
-            Focus::Reason => {
-                // The preview again, with the reason: what the command shows with --reason.
+            (None, _, _) | (_, false, _) => {
+                dialog.note = Some("the preview is still being read: Go once it shows".into());
+                return self.preview_again(now);
+            }
+            (Some(_), _, _) if dialog.count == 0 => {
+                dialog.note = Some("nothing to carry out: Esc closes".into());
+            }
+            (Some(_), true, false) => {
+                dialog.note = Some(format!(
+                    "type {} in the word field to go ahead",
+                    dialog.word_needed()
+                ));
                 dialog.focus = Focus::Word;
-                if let Some(action) = dialog.action {
-                    let job = Job::Preview {
-                        action,
-                        ids: dialog.ids.clone(),
-                        reason: reason_of(&dialog.reason),
-                    };
-                    dialog.plan = None;
-                    self.start(job, now, &mut jobs);
-                }
             }
-            Focus::Word => dialog.focus = Focus::Go,
-            Focus::Go => {
-                let confirmed = crate::session::confirms(Some(dialog.word.trim()), dialog.count);
-                match (&dialog.plan, confirmed) {
-                    (None, _) => dialog.note = Some("the preview is still being read".into()),
-                    (Some(_), _) if dialog.count == 0 => {
-                        dialog.note = Some("nothing to carry out: Esc closes".into());
-                    }
-                    (Some(_), false) => {
-                        dialog.note = Some(format!(
-                            "type {} in the word field to go ahead",
-                            dialog.word_needed()
-                        ));
-                        dialog.focus = Focus::Word;
-                    }
-                    (Some(Plan::Act { intents, .. }), true) => {
-                        let intents = intents.clone();
-                        let word = dialog.word.clone();
-                        dialog.note = None;
-                        self.start(Job::Carry { intents, word }, now, &mut jobs);
-                    }
-                    (Some(Plan::Record { asked }), true) => {
-                        let job = Job::Record {
-                            asked: asked.clone(),
-                            reason: reason_of(&dialog.reason),
-                        };
-                        dialog.note = None;
-                        self.start(job, now, &mut jobs);
-                    }
-                }
+            (Some(Prepared::Act { plan, .. }), true, true) => {
+                let stop = Arc::new(AtomicBool::new(false));
+                let job = Job::Carry {
+                    plan: plan.clone(),
+                    word: dialog.word.clone(),
+                    stop: stop.clone(),
+                };
+                dialog.note = None;
+                dialog.stop = Some(stop);
+                dialog.progress = Some("starting…".into());
+                self.start(job, now, &mut jobs);
+            }
+            (Some(Prepared::Record { asked }), true, true) => {
+                let job = Job::Record {
+                    asked: asked.clone(),
+                    reason: reason_of(&dialog.reason),
+                };
+                dialog.note = None;
+                self.start(job, now, &mut jobs);
             }
         }
         jobs
@@ -1135,16 +1351,15 @@ fn reason_of(text: &str) -> Option<String> {
     Some(text.trim().to_string()).filter(|t| !t.is_empty())
 }
 
-/// Tab's order: from Cancel, where a dialog starts, to the reason, the word, then Go.
-fn next_focus(focus: Focus, forward: bool) -> Focus {
-    const ORDER: [Focus; 4] = [Focus::Cancel, Focus::Reason, Focus::Word, Focus::Go];
-    let at = ORDER.iter().position(|f| *f == focus).unwrap_or(0);
-    let next = if forward {
-        at + 1
-    } else {
-        at + ORDER.len() - 1
-    };
-    ORDER[next % ORDER.len()]
+/// The text field that has the keys, if one does.
+fn text_field(dialog: &mut Dialog) -> Option<&mut String> {
+    match dialog.focus {
+        Focus::Canary => Some(&mut dialog.canary),
+        Focus::Pace => Some(&mut dialog.pace),
+        Focus::Reason => Some(&mut dialog.reason),
+        Focus::Word => Some(&mut dialog.word),
+        _ => None,
+    }
 }
 
 /// Tab in the command bar: the one view name the typed start fits.

@@ -817,12 +817,15 @@ fn dialog_box(frame: &mut Frame<'_>, dialog: &Dialog, area: Rect, paint: &Paint,
         .title(format!(" {} ", clean(&dialog.title)));
     let inner = block.inner(place);
     frame.render_widget(block, place);
-    let [body, note, reason, word, buttons] = Layout::vertical([
+    let fields = if dialog.done.is_some() || dialog.progress.is_some() {
+        Vec::new()
+    } else {
+        field_lines(dialog, paint)
+    };
+    let [body, note, asked] = Layout::vertical([
         Constraint::Min(2),
         Constraint::Length(2),
-        Constraint::Length(1),
-        Constraint::Length(1),
-        Constraint::Length(1),
+        Constraint::Length(fields.len() as u16),
     ])
     .areas(inner);
     let lines: Vec<Line<'_>> = match (&dialog.done, dialog.lines.is_empty()) {
@@ -830,21 +833,40 @@ fn dialog_box(frame: &mut Frame<'_>, dialog: &Dialog, area: Rect, paint: &Paint,
             .iter()
             .map(|l| Line::from(clean(l).into_owned()))
             .collect(),
-        (None, true) => vec![Line::from("reading the preview…")],
-        (None, false) => dialog
+        (None, true) if dialog.progress.is_none() => vec![Line::from("reading the preview…")],
+        (None, _) => dialog
             .lines
             .iter()
             .map(|l| Line::from(clean(l).into_owned()))
             .collect(),
     };
+    // Under way, the newest lines are the ones in view.
+    let scroll = match &dialog.progress {
+        Some(_) => (lines.len() as u16).saturating_sub(body.height),
+        None => dialog.scroll,
+    };
     frame.render_widget(
         Paragraph::new(lines)
             .wrap(Wrap { trim: false })
-            .scroll((dialog.scroll, 0)),
+            .scroll((scroll, 0)),
         body,
     );
     if dialog.done.is_some() {
         frame.render_widget(Paragraph::new("Done. Enter closes."), note);
+        return;
+    }
+    if let Some(progress) = &dialog.progress {
+        let said = dialog.note.clone().unwrap_or_else(|| {
+            "Esc stops: the entry in flight finishes, nothing after it starts.".into()
+        });
+        frame.render_widget(
+            Paragraph::new(vec![
+                Line::from(Span::styled(clean(progress).into_owned(), paint.bold())),
+                Line::from(clean(&said).into_owned()),
+            ])
+            .wrap(Wrap { trim: true }),
+            note,
+        );
         return;
     }
     let waiting = now.duration_since(dialog.opened) < super::app::DIALOG_GRACE;
@@ -852,15 +874,29 @@ fn dialog_box(frame: &mut Frame<'_>, dialog: &Dialog, area: Rect, paint: &Paint,
         if waiting {
             "(keys are ignored for a moment: read first)".into()
         } else {
-            "Tab moves between the fields; Enter on the reason previews again with it; Esc cancels."
+            "Tab moves between the fields (the preview is read again with them); space ticks; Esc cancels."
                 .into()
         }
     });
-    frame.render_widget(Paragraph::new(note_text).wrap(Wrap { trim: true }), note);
-    let field = |label: &str, value: &str, focus: Focus| {
+    frame.render_widget(
+        Paragraph::new(clean(&note_text).into_owned()).wrap(Wrap { trim: true }),
+        note,
+    );
+    let mut fields = fields;
+    if waiting && let Some(buttons) = fields.last_mut() {
+        // Until the buttons answer, they say so: a key typed before then is dropped.
+        buttons.push_span(Span::raw(" (keys in a moment)"));
+    }
+    frame.render_widget(Paragraph::new(fields), asked);
+}
+
+/// The dialog's fields, one line each, in Tab's order after Cancel, then the buttons.
+fn field_lines(dialog: &Dialog, paint: &Paint) -> Vec<Line<'static>> {
+    let marker = |focus: Focus| if dialog.focus == focus { "> " } else { "  " };
+    let text = |label: &str, value: &str, focus: Focus| {
         let on = dialog.focus == focus;
         Line::from(vec![
-            Span::raw(if on { "> " } else { "  " }),
+            Span::raw(marker(focus)),
             Span::raw(label.to_string()),
             Span::styled(
                 format!("{}{}", clean(value), if on { "_" } else { "" }),
@@ -872,24 +908,80 @@ fn dialog_box(frame: &mut Frame<'_>, dialog: &Dialog, area: Rect, paint: &Paint,
             ),
         ])
     };
-    frame.render_widget(
-        Paragraph::new(field("Reason (recorded): ", &dialog.reason, Focus::Reason)),
-        reason,
-    );
-    frame.render_widget(
-        Paragraph::new(field(
-            &format!("Type {} to go ahead: ", dialog.word_needed()),
-            &dialog.word,
-            Focus::Word,
-        )),
-        word,
-    );
-    // Until the buttons answer, they say so: a key typed before then is dropped.
-    let mut buttons_text = buttons_line(dialog, paint);
-    if waiting {
-        buttons_text.push_span(Span::raw(" (keys in a moment)"));
+    let tick = |on: bool| if on { "[x]" } else { "[ ]" };
+    let mut lines = Vec::new();
+    for focus in dialog.fields() {
+        match focus {
+            Focus::Channels => lines.push(channels_line(dialog, paint)),
+            Focus::Canary => lines.push(text(
+                "Canary (entries first; empty: none): ",
+                &dialog.canary,
+                Focus::Canary,
+            )),
+            Focus::Pace => lines.push(text(
+                "Pace (200/s, 30/m, over 30m; empty: at once): ",
+                &dialog.pace,
+                Focus::Pace,
+            )),
+            Focus::Force => {
+                let what = match dialog.action {
+                    Some(crate::remediation::Action::Resolve) => {
+                        "Give up on purpose (forced: overrides the guardrails; needs a reason)"
+                    }
+                    _ => "Forced (overrides the guardrails on purpose; needs a reason)",
+                };
+                lines.push(Line::from(vec![
+                    Span::raw(marker(Focus::Force)),
+                    Span::styled(
+                        format!("{} {what}", tick(dialog.force)),
+                        if dialog.focus == Focus::Force {
+                            paint.selected()
+                        } else {
+                            Style::default()
+                        },
+                    ),
+                ]));
+            }
+            Focus::Reason => lines.push(text("Reason (recorded): ", &dialog.reason, Focus::Reason)),
+            Focus::Word => lines.push(text(
+                &format!("Type {} to go ahead: ", dialog.word_needed()),
+                &dialog.word,
+                Focus::Word,
+            )),
+            Focus::Cancel | Focus::Go => {}
+        }
     }
-    frame.render_widget(Paragraph::new(buttons_text), buttons);
+    lines.push(buttons_line(dialog, paint));
+    lines
+}
+
+/// `Channels: [x] SLACK  [ ] PAGERDUTY`, the one the keys are on marked.
+fn channels_line(dialog: &Dialog, paint: &Paint) -> Line<'static> {
+    let on_it = dialog.focus == Focus::Channels;
+    let mut spans = vec![
+        Span::raw(if on_it { "> " } else { "  " }),
+        Span::raw("Channels: "),
+    ];
+    if dialog.channels.is_empty() {
+        spans.push(Span::raw(if dialog.previewed.is_some() {
+            "(none left to replay)"
+        } else {
+            "(read with the preview)"
+        }));
+    }
+    for (k, (channel, ticked)) in dialog.channels.iter().enumerate() {
+        let here = on_it && k == dialog.channel_at;
+        spans.push(Span::styled(
+            format!("{} {channel}", if *ticked { "[x]" } else { "[ ]" }),
+            if here {
+                paint.selected()
+            } else {
+                Style::default()
+            },
+        ));
+        spans.push(Span::raw("  "));
+    }
+    Line::from(spans)
 }
 
 /// `[ Cancel ]  [ Go: replay 3 entries ]`, the one with the keys marked `>`.

@@ -5,18 +5,26 @@
 
 use super::filter::Filter;
 use crate::exit::Result as Opened;
+use crate::model::ChannelSet;
 use crate::model::payload::Via;
 use crate::pulse::{Pulse, Window};
 use crate::reconcile::{Asked as ReconcileAsked, Recent, Reconciled, Reconciliation};
 use crate::remediation::Action;
+use crate::remediation::policy::Terms;
 use crate::render::output::Output;
-use crate::session::{self, Confirm, Intent};
+use crate::session::canary::Plan;
+use crate::session::pace::Pace;
+use crate::session::run::{self, Ran, Stage, Steps};
+use crate::session::wait::{Waited, Watch};
+use crate::session::{self, Confirm, Intent, Outcome};
 use crate::store::place::Resolution;
 use crate::store::{Store, StoreError};
 use crate::triage::{Branch, Verdict};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, Sender, channel};
+use std::time::Duration;
 
 /// Rows in one page of the DLQ view.
 pub const PAGE: usize = 100;
@@ -36,6 +44,8 @@ pub struct Source {
     pub since: Option<String>,
     /// The wall clock the windows and "how long ago" are read by.
     pub clock: Arc<dyn crate::clock::Clock>,
+    /// How long a carry-out waits on its canary, and on its replays after the last is due.
+    pub wait: Duration,
 }
 
 /// Work for the background.
@@ -64,17 +74,20 @@ pub enum Job {
     /// The providers' figures over the last 15 minutes, as doctor gives them, and the
     /// relay's answer to a greeting.
     Providers,
-    /// What resolve or replay would do with `ids`: the CLI's own preview.
+    /// What resolve or replay would do with `ids`, as asked: the CLI's own preview.
     Preview {
         action: Action,
         ids: Vec<String>,
-        reason: Option<String>,
+        ask: Ask,
     },
-    /// Carries out the previewed intents through the guarded transitions.
+    /// Carries out the previewed plan through the guarded transitions, the canary first,
+    /// and waits on the replays; runs on a thread of its own, saying where it stands
+    /// ([`Reply::Progress`]) until each replay has an outcome or `stop` is set.
     Carry {
-        intents: Vec<Intent>,
+        plan: Arc<Plan>,
         /// The word typed to confirm them.
         word: String,
+        stop: Arc<AtomicBool>,
     },
     /// Asks the providers' records about `ids` (verify).
     Verify {
@@ -106,6 +119,22 @@ impl Job {
         }
     }
 }
+
+/// What a dialog asks for besides the entries, as the command's flags would: the reason,
+/// the channels (a replay), a canary and a pace (a replay), and whether a guardrail is
+/// overridden on purpose (`--force`; needs the reason).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Ask {
+    pub reason: Option<String>,
+    /// Only these channels; `None`: every channel not delivered.
+    pub channels: Option<ChannelSet>,
+    pub canary: Option<u16>,
+    pub pace: Option<Pace>,
+    pub force: bool,
+}
+
+/// How often a carry-out looks at its replays.
+const LOOK_EVERY: Duration = Duration::from_secs(1);
 
 /// One DLQ row as the screen shows it.
 #[derive(Debug, Clone)]
@@ -178,8 +207,17 @@ pub enum Reply {
     Preview {
         action: Action,
         ids: Vec<String>,
+        ask: Ask,
         lines: Vec<String>,
-        intents: Vec<Intent>,
+        plan: Arc<Plan>,
+        /// Every channel the replays would cover when none is named: the checkboxes.
+        offered: ChannelSet,
+    },
+    /// Where a carry-out stands: one line, and the lines so far (each outcome, each
+    /// settlement). Not its end: [`Reply::Carried`] is.
+    Progress {
+        text: String,
+        lines: Vec<String>,
     },
     Carried {
         lines: Vec<String>,
@@ -261,6 +299,35 @@ impl Worker {
             .spawn(move || {
                 let mut reader = Reader::default();
                 for (seq, job) in inbox {
+                    // A carry-out waits on its replays for minutes: on a thread of its own,
+                    // so the views go on being read.
+                    if let Job::Carry { plan, word, stop } = job {
+                        let (source, sender) = (source.clone(), outbox.clone());
+                        let started = std::thread::Builder::new()
+                            .name("unsctl-tui-carry".into())
+                            .spawn(move || {
+                                let said = |reply| {
+                                    let _ = sender.send((seq, reply));
+                                };
+                                let reply = carry(&source, &plan, &word, &stop, &said)
+                                    .unwrap_or_else(|error| Reply::Failed {
+                                        what: "acting",
+                                        error,
+                                    });
+                                said(reply);
+                            });
+                        if let Err(err) = started {
+                            let error = Failure::from(format!("cannot start the carry-out: {err}"));
+                            let _ = outbox.send((
+                                seq,
+                                Reply::Failed {
+                                    what: "acting",
+                                    error,
+                                },
+                            ));
+                        }
+                        continue;
+                    }
                     let reply = run(&source, &mut reader, job);
                     if outbox.send((seq, reply)).is_err() {
                         break;
@@ -301,7 +368,7 @@ impl Reader {
 pub fn run(source: &Source, reader: &mut Reader, job: Job) -> Reply {
     let what = job.label();
     let result = match job {
-        Job::Carry { intents, word } => carry(source, intents, &word),
+        Job::Carry { plan, word, stop } => carry(source, &plan, &word, &stop, &|_| {}),
         Job::Record { asked, reason } => record(source, &asked, reason),
         Job::Contexts => Ok(Reply::Contexts(contexts(source))),
         Job::Dlq { filter, cursor } => opened(source, &mut reader.store)
@@ -387,11 +454,9 @@ fn read(source: &Source, store: &dyn Store, job: Job) -> Result<Reply, Failure> 
                 now,
             })
         }
-        Job::Preview {
-            action,
-            ids,
-            reason,
-        } => preview(source, store, action, ids, reason).map_err(Failure::from),
+        Job::Preview { action, ids, ask } => {
+            preview(source, store, action, ids, ask).map_err(Failure::from)
+        }
         Job::Verify { ids } => {
             let asked = store.verify(&ids, &source.sources).map_err(text)?;
             let lines = verify_lines(&asked);
@@ -603,50 +668,81 @@ fn read_context(resolution: &Opened<Resolution>) -> Result<(BTreeMap<Branch, usi
     Ok((counts, lost))
 }
 
-/// The request every action of the screen starts from: the operator, the reason, and
-/// that the screen made it.
-fn request(source: &Source, reason: Option<String>) -> crate::api::ActionRequest {
+/// The request every action of the screen starts from, as the command's flags would make
+/// it: the operator, the reason, the channels, `force`, and that the screen made it.
+fn request(source: &Source, ask: &Ask) -> crate::api::ActionRequest {
     crate::api::ActionRequest {
         via: Some(Via::Tui),
         operator: Some(source.operator.clone()),
-        reason,
+        reason: ask.reason.clone(),
+        channels: ask.channels.clone(),
+        force: ask.force,
         ..crate::api::ActionRequest::default()
     }
 }
 
-/// The CLI's preview of `action` on `ids`: each entry's line, the pace and what each
-/// receiver does with a copy.
+/// The CLI's preview of `action` on `ids` as asked: each entry's line (a refusal's
+/// remedy in the screen's terms), the pace, what each receiver does with a copy, and the
+/// canary's plan; and the plan itself, carried out as previewed.
 fn preview(
     source: &Source,
     store: &dyn Store,
     action: Action,
     ids: Vec<String>,
-    reason: Option<String>,
+    ask: Ask,
 ) -> Opened<Reply> {
-    let request = request(source, reason);
+    let request = request(source, &ask);
     let intents: Vec<Intent> = ids
         .iter()
         .map(|id| crate::session::intent(store, id, action, &request))
         .collect::<Result<_, _>>()?;
+    let mut offered = ChannelSet::new();
+    for intent in &intents {
+        if let Ok(approved) = &intent.preview {
+            approved.channels.iter().for_each(|c| {
+                offered.insert(c);
+            });
+        }
+    }
+    let plan = run::arrange(intents, ask.canary, ask.pace, source.wait)
+        .map_err(crate::exit::Failure::usage)?;
+    let all: Vec<Intent> = plan.all().cloned().collect();
+    let mut told = crate::session::receivers(&all, source.sources.pagerduty.as_ref());
+    told.extend(plan.words());
     let out = Output::plain(200);
-    let told = crate::session::receivers(&intents, source.sources.pagerduty.as_ref());
-    let lines: Vec<String> = crate::session::preview::Preview::of(&intents, &told, &out)
+    let lines: Vec<String> = crate::session::preview::Preview::of(&all, &told, &out, Terms::Screen)
         .all()
         .cloned()
         .collect();
     Ok(Reply::Preview {
         action,
         ids,
+        ask,
         lines,
-        intents,
+        plan: Arc::new(plan),
+        offered,
     })
 }
 
-/// Carries out `intents` on a store opened for writing, once the session takes `word`
-/// as the confirmation for them: each through the guarded transition, which checks
-/// again; the outcome of each.
-fn carry(source: &Source, intents: Vec<Intent>, word: &str) -> Result<Reply, Failure> {
-    let approved: Vec<&Intent> = intents.iter().filter(|i| i.preview.is_ok()).collect();
+/// How long replays are waited on: `after` past the last one's due time.
+fn wait_limit(after: Duration, last_due: Option<f64>) -> Duration {
+    after + Duration::from_secs_f64(last_due.unwrap_or(0.0).clamp(0.0, 8.0 * 86_400.0))
+}
+
+/// Carries `plan` out on a store opened for writing, once the session takes `word` as
+/// the confirmation for it: the canary first and waited on, the rest only once every
+/// canary was delivered (waited on as long as the plan says), then the wait on every
+/// replay, the source's wait past the last one's due time; `said` hears where it stands
+/// after each step and each look. `stop` ends the carry-out after the entry in flight,
+/// or the wait (what was sent goes on in the runtime).
+fn carry(
+    source: &Source,
+    plan: &Plan,
+    word: &str,
+    stop: &AtomicBool,
+    said: &dyn Fn(Reply),
+) -> Result<Reply, Failure> {
+    let approved: Vec<&Intent> = plan.all().filter(|i| i.preview.is_ok()).collect();
     let preview = session::Preview {
         verb: "carry out",
         approved: &approved,
@@ -664,25 +760,131 @@ fn carry(source: &Source, intents: Vec<Intent>, word: &str) -> Result<Reply, Fai
         });
     }
     let store = (source.open)(true)?;
-    let clock = crate::clock::SystemClock;
-    let outcomes = session::carry_out(store.as_ref(), &intents, &clock, &mut |_, _| {
-        session::Flow::Continue
-    });
-    let lines = intents
-        .iter()
-        .zip(&outcomes)
-        .map(|(intent, outcome)| {
+    let last_due = session::planned(&plan.rest).map(|planned| planned.last);
+    let mut steps = Shown {
+        store: store.as_ref(),
+        stop,
+        said,
+        lines: Vec::new(),
+        canary_timeout: plan.timeout,
+        timeout: wait_limit(source.wait, last_due),
+        clock: source.clock.as_ref(),
+    };
+    let ran = run::drive(plan, true, &mut steps)?;
+    let mut lines = steps.lines;
+    let summary = match &ran {
+        Ran::Carried { outcomes, waited } => {
+            let carried = session::summary(outcomes);
+            match waited {
+                Some(waited) => format!("{carried}; {}", waited.account(steps.timeout)),
+                None => carried,
+            }
+        }
+        Ran::CanaryInterrupted { waited, .. } => format!(
+            "stopped while waiting on the canary: {}; nothing else was changed",
+            waited.account(steps.canary_timeout)
+        ),
+        Ran::CanaryFailed { failed, .. } => {
+            lines.push("Canary not delivered:".into());
+            lines.extend(failed.iter().map(|line| format!("  {line}")));
             format!(
-                "{}  {}",
-                crate::render::sanitize::clean(&intent.id),
-                outcome.label(intent.action)
+                "stopped after the canary: the other {} were not touched and are still in the DLQ",
+                plan.rest_actionable()
             )
-        })
-        .collect();
-    Ok(Reply::Carried {
-        lines,
-        summary: session::summary(&outcomes),
-    })
+        }
+    };
+    Ok(Reply::Carried { lines, summary })
+}
+
+/// The screen's steps: each outcome and each settlement a line, and where the run
+/// stands said after each.
+struct Shown<'a> {
+    store: &'a dyn Store,
+    stop: &'a AtomicBool,
+    said: &'a dyn Fn(Reply),
+    lines: Vec<String>,
+    /// How long the canary is waited on (it runs at once), and the replays (past the
+    /// last one's due time).
+    canary_timeout: Duration,
+    timeout: Duration,
+    clock: &'a dyn crate::clock::Clock,
+}
+
+impl Shown<'_> {
+    fn say(&self, text: String) {
+        (self.said)(Reply::Progress {
+            text,
+            lines: self.lines.clone(),
+        });
+    }
+}
+
+impl Steps for Shown<'_> {
+    type Error = Failure;
+
+    fn carry(&mut self, intents: &[Intent]) -> Result<Vec<Outcome>, Failure> {
+        let total = intents.len();
+        let mut done = 0;
+        let outcomes =
+            session::carry_out(self.store, intents, self.clock, &mut |intent, outcome| {
+                done += 1;
+                self.lines.push(format!(
+                    "{}  {}",
+                    crate::render::sanitize::clean(&intent.id),
+                    outcome.label(intent.action)
+                ));
+                self.say(format!("carrying out: {done} of {total}"));
+                if self.stop.load(Ordering::SeqCst) {
+                    session::Flow::Stop
+                } else {
+                    session::Flow::Continue
+                }
+            });
+        Ok(outcomes)
+    }
+
+    fn wait(&mut self, sent: &[(String, i64)], stage: Stage) -> Result<Waited, Failure> {
+        let (verb, timeout) = match stage {
+            Stage::Canary => ("canary", self.canary_timeout),
+            Stage::Replays => ("replaying", self.timeout),
+        };
+        let mut watch = Watch::new(sent);
+        let mut stopped = false;
+        loop {
+            let look = watch.look(self.store)?;
+            for settled in &look.settled {
+                self.lines.push(settled.line(&Output::plain(200)));
+            }
+            let mut text = watch.progress().words(verb);
+            if let Some(why) = look.unread.first() {
+                text.push_str(&format!(
+                    " (not read this time: {})",
+                    crate::render::sanitize::clean(why)
+                ));
+            }
+            self.say(text);
+            if watch.is_done() || watch.elapsed() >= timeout {
+                break;
+            }
+            if pause(self.stop, LOOK_EVERY) {
+                stopped = true;
+                break;
+            }
+        }
+        Ok(watch.end(stopped))
+    }
+}
+
+/// Waits `every`, or until `stop` is set (then true).
+fn pause(stop: &AtomicBool, every: Duration) -> bool {
+    let until = std::time::Instant::now() + every;
+    while std::time::Instant::now() < until {
+        if stop.load(Ordering::SeqCst) {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    stop.load(Ordering::SeqCst)
 }
 
 fn verify_lines(asked: &crate::verify::Asked) -> Vec<String> {

@@ -39,6 +39,7 @@ pub fn run(settings: Settings) -> Result {
         sources: settings.sources,
         since: settings.since,
         clock: Arc::new(crate::clock::SystemClock),
+        wait: settings.wait,
     };
     crate::render::output::hold_status();
     let screen = Screen::enter(settings.mouse)?;
@@ -139,6 +140,7 @@ fn switch(
             sources: source.sources.clone(),
             since: source.since.clone(),
             clock: source.clock.clone(),
+            wait: source.wait,
         },
         place,
         readonly,

@@ -18,6 +18,7 @@ mod reconcile;
 mod remediation;
 mod report;
 mod runbook;
+mod screen_acts;
 mod selection;
 mod snapshots;
 mod triage_props;

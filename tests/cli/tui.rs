@@ -17,15 +17,15 @@ use unsctl::tui::app::{App, Started, ViewKind};
 use unsctl::tui::jobs::{self, Job, Source};
 
 /// The screen over `db`, its jobs run here.
-struct Screen {
-    app: App,
-    source: Source,
-    reader: jobs::Reader,
-    now: Instant,
+pub struct Screen {
+    pub app: App,
+    pub source: Source,
+    pub reader: jobs::Reader,
+    pub now: Instant,
 }
 
 impl Screen {
-    fn open(db: &Path, readonly: bool, color: bool) -> Self {
+    pub fn open(db: &Path, readonly: bool, color: bool) -> Self {
         let resolution = Resolution {
             backend: Backend::Sqlite(db.to_path_buf()),
             context: None,
@@ -56,6 +56,8 @@ impl Screen {
             sources: Default::default(),
             since: None,
             clock: std::sync::Arc::new(unsctl::clock::ManualClock::new(newest + 1200.0)),
+            // Nothing runs the replays here: a carry-out looks once and does not wait.
+            wait: Duration::ZERO,
         };
         Self {
             app: App::new(config),
@@ -65,36 +67,47 @@ impl Screen {
         }
     }
 
-    fn run(&mut self, jobs: Vec<(u64, Job)>) {
+    pub fn run(&mut self, jobs: Vec<(u64, Job)>) {
         for (seq, job) in jobs {
             let reply = jobs::run(&self.source, &mut self.reader, job);
             self.app.absorb(seq, reply, self.now);
         }
     }
 
-    fn view(&mut self, view: ViewKind, id: Option<String>) {
+    pub fn view(&mut self, view: ViewKind, id: Option<String>) {
         let jobs = self.app.open(view, id, self.now);
         self.run(jobs);
     }
 
-    fn press(&mut self, code: KeyCode) {
+    pub fn press(&mut self, code: KeyCode) {
         let jobs = self
             .app
             .key(KeyEvent::new(code, KeyModifiers::NONE), self.now);
         self.run(jobs);
     }
 
-    fn type_text(&mut self, text: &str) {
+    pub fn type_text(&mut self, text: &str) {
         for c in text.chars() {
             self.press(KeyCode::Char(c));
         }
     }
 
-    fn later(&mut self, by: Duration) {
+    /// Tabs through the dialog until `focus` has the keys.
+    pub fn focus(&mut self, focus: unsctl::tui::app::Focus) {
+        for _ in 0..10 {
+            if self.app.dialog.as_ref().is_some_and(|d| d.focus == focus) {
+                return;
+            }
+            self.press(KeyCode::Tab);
+        }
+        panic!("no {focus:?} in the dialog");
+    }
+
+    pub fn later(&mut self, by: Duration) {
         self.now += by;
     }
 
-    fn draw(&self, width: u16, height: u16) -> Terminal<TestBackend> {
+    pub fn draw(&self, width: u16, height: u16) -> Terminal<TestBackend> {
         let mut terminal = Terminal::new(TestBackend::new(width, height)).expect("terminal");
         terminal
             .draw(|frame| unsctl::tui::draw::draw(frame, &self.app, self.now))
@@ -102,7 +115,7 @@ impl Screen {
         terminal
     }
 
-    fn text(&self, width: u16, height: u16) -> String {
+    pub fn text(&self, width: u16, height: u16) -> String {
         let terminal = self.draw(width, height);
         let buffer = terminal.backend().buffer();
         (0..buffer.area.height)
@@ -370,7 +383,7 @@ fn replay_store() -> (tempfile::TempDir, PathBuf, Vec<String>) {
     (dir, db, ids)
 }
 
-fn replayed_payloads(db: &Path, ids: &[String]) -> Vec<Value> {
+pub fn replayed_payloads(db: &Path, ids: &[String]) -> Vec<Value> {
     let conn = rusqlite::Connection::open(db).expect("db");
     ids.iter()
         .map(|id| {
@@ -430,7 +443,7 @@ fn marked_rows_replayed_from_the_screen_are_audited_as_the_cli_audits_them_plus_
     assert!(text.contains("> [ Cancel ]"), "{text}");
     assert!(!text.contains("(keys in a moment)"), "{text}");
     // Tab to the reason, give it, Enter previews again with it; the word; Go.
-    screen.press(KeyCode::Tab);
+    screen.focus(unsctl::tui::app::Focus::Reason);
     screen.type_text("webhook fixed");
     screen.press(KeyCode::Enter);
     screen.type_text("nope");
@@ -481,7 +494,7 @@ fn marked_rows_replayed_from_the_screen_are_audited_as_the_cli_audits_them_plus_
     }
 }
 
-fn replayed_count(db: &Path) -> i64 {
+pub fn replayed_count(db: &Path) -> i64 {
     rusqlite::Connection::open(db)
         .expect("db")
         .query_row(
@@ -492,7 +505,7 @@ fn replayed_count(db: &Path) -> i64 {
         .expect("count")
 }
 
-fn fingerprint(db: &Path) -> (String, String) {
+pub fn fingerprint(db: &Path) -> (String, String) {
     use sha2::Digest;
     let file = sha2::Sha256::digest(std::fs::read(db).expect("read"));
     let dump = support::dump(db);
@@ -529,16 +542,23 @@ fn read_only_every_action_key_leaves_the_store_byte_identical() {
     let reply = jobs::run(
         &screen.source,
         &mut jobs::Reader::default(),
-        Job::Carry {
-            intents,
-            word: "yes".into(),
-        },
+        carry_job(intents, "yes"),
     );
     assert!(
         matches!(&reply, jobs::Reply::Failed { error, .. } if error.message.contains("read-only")),
         "{reply:?}"
     );
     assert_eq!(fingerprint(&db), before);
+}
+
+/// The job that carries `intents` out, confirmed by `word`, with no wait.
+fn carry_job(intents: Vec<unsctl::session::Intent>, word: &str) -> Job {
+    let plan = unsctl::session::run::arrange(intents, None, None, Duration::ZERO).expect("plan");
+    Job::Carry {
+        plan: std::sync::Arc::new(plan),
+        word: word.into(),
+        stop: Default::default(),
+    }
 }
 
 /// The session's intent to replay `id`, read through the screen's own reader.
@@ -566,10 +586,7 @@ fn a_carry_out_with_the_wrong_word_changes_nothing() {
         let reply = jobs::run(
             &screen.source,
             &mut jobs::Reader::default(),
-            Job::Carry {
-                intents: intents.clone(),
-                word: word.into(),
-            },
+            carry_job(intents.clone(), word),
         );
         assert!(
             matches!(&reply, jobs::Reply::Carried { lines, summary } if lines.is_empty() && summary.starts_with("nothing was changed")),
@@ -599,8 +616,7 @@ fn a_preview_gone_stale_before_the_word_ends_as_a_conflict_with_nothing_changed(
         String::from_utf8_lossy(&out.stderr)
     );
     let replays_before = replayed_count(&db);
-    screen.press(KeyCode::Tab);
-    screen.press(KeyCode::Tab);
+    screen.focus(unsctl::tui::app::Focus::Word);
     screen.type_text("yes");
     screen.press(KeyCode::Enter);
     screen.press(KeyCode::Enter);

@@ -39,6 +39,9 @@ pub struct Args {
     /// Where reconcile starts: RFC 3339 or a duration back from now (default: all)
     #[arg(long, value_name = "TIME")]
     pub since: Option<String>,
+    /// How long a replay carried out from the screen is waited on, after the last is due
+    #[arg(long, value_name = "DURATION", default_value = "5m", value_parser = crate::cli::values::parse_span)]
+    pub wait: f64,
     /// The pulse's span, back from now
     #[arg(long, value_name = "DURATION", default_value = "1h", value_parser = crate::cli::values::parse_duration)]
     pub pulse: f64,
@@ -112,6 +115,7 @@ pub fn settings(global: &Invocation, args: &Args) -> CliResult<Settings> {
         color: crate::render::output::color_enabled(global.color, true),
         refresh: Duration::from_secs_f64(args.refresh.max(0.5)),
         pulse_span: args.pulse.clamp(60.0, 86_400.0),
+        wait: Duration::from_secs_f64(args.wait),
         mouse: args.mouse,
         all_contexts: global.all_contexts,
     })
