@@ -135,58 +135,19 @@ pub fn write_csv(
     store: &dyn Store,
     writer: impl Write + Send,
 ) -> CliResult {
+    use crate::render::columns::{NEEDS, csv_line};
     let mut writer = std::io::BufWriter::new(writer);
-    writer
-        .write_all(b"channel,recipient,id,class,copies,first_copy_at,last_copy_at,evidence\r\n")?;
+    writer.write_all(csv_line(NEEDS, None).as_bytes())?;
     reconciliation.each(store, &mut |item| {
         if !matches!(item.class, Class::Duplicated | Class::Missing) {
             return Ok(());
         }
-        let copies: Vec<f64> = item
-            .evidence
-            .iter()
-            .filter(|e| e.what == crate::reconcile::What::Copy)
-            .filter_map(|e| e.at)
-            .collect();
-        let time = |at: Option<f64>| at.map(crate::render::time::rfc3339).unwrap_or_default();
-        let evidence: Vec<String> = item
-            .evidence
-            .iter()
-            .map(crate::reconcile::Evidence::described)
-            .collect();
-        let cells = [
-            item.channel.to_string(),
-            item.recipient.clone().unwrap_or_default(),
-            item.id.clone(),
-            item.class.as_str().to_string(),
-            item.copies.to_string(),
-            time(copies.iter().copied().reduce(f64::min)),
-            time(copies.iter().copied().reduce(f64::max)),
-            evidence.join("; "),
-        ];
-        let line: Vec<String> = cells.iter().map(|c| csv_cell(c)).collect();
         writer
-            .write_all(format!("{}\r\n", line.join(",")).as_bytes())
+            .write_all(csv_line(NEEDS, Some(&item.row(&item.id))).as_bytes())
             .map_err(written)
     })?;
     writer.flush()?;
     Ok(())
-}
-
-/// One CSV cell: control bytes shown escaped, a leading `=`, `+`, `-`, `@`, tab or
-/// carriage return neutralised with a `'` (OWASP's advice), quoted when it holds a
-/// comma, a quote or a line break, quotes doubled.
-pub fn csv_cell(text: &str) -> String {
-    let clean = crate::render::sanitize::clean(text);
-    let mut cell = clean.into_owned();
-    if cell.starts_with(['=', '+', '-', '@', '\t', '\r']) {
-        cell.insert(0, '\'');
-    }
-    if cell.contains([',', '"', '\n', '\r']) {
-        format!("\"{}\"", cell.replace('"', "\"\""))
-    } else {
-        cell
-    }
 }
 
 pub fn written(err: std::io::Error) -> crate::store::StoreError {

@@ -155,7 +155,7 @@ pub trait Entry {
     where
         Self: 'a;
     /// The one-context table's columns.
-    const COLUMNS: &'static [crate::render::table::Column];
+    fn columns() -> Vec<crate::render::table::Column>;
 
     fn json(&self) -> Self::Json<'_>;
     fn row(&self, out: &crate::render::output::Output) -> Vec<crate::render::table::Text>;
@@ -212,7 +212,7 @@ impl<E: Entry> crate::render::output::Streamed for Across<'_, E> {
             .entries
             .iter()
             .map(|(context, entry)| (context.as_str(), entry.row(out)));
-        Ok(print_table(E::COLUMNS, rows, out)?)
+        Ok(print_table(&E::columns(), rows, out)?)
     }
 }
 

@@ -23,6 +23,55 @@ pub enum Claim {
     NotDelivered,
 }
 
+/// What a notification's message was, as far as its row says: the subject and the
+/// email recipient (text values only; anything else reads as absent).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Message {
+    pub subject: Option<String>,
+    pub recipient: Option<String>,
+}
+
+impl Message {
+    /// The message of a row's payload.
+    pub fn of(payload: &Value) -> Self {
+        let text = |key: &str| payload.get(key)?.as_str().map(str::to_string);
+        Self {
+            subject: text("subject"),
+            recipient: text("recipient"),
+        }
+    }
+
+    /// Who `channel`'s copy goes to: the email recipient, or where the provider's own
+    /// setting sends it (a Slack webhook names its channel, a PagerDuty routing key its
+    /// service: neither is in the store).
+    pub fn to(&self, channel: Channel) -> String {
+        match channel {
+            Channel::Email => self
+                .recipient
+                .clone()
+                .unwrap_or_else(|| "(no recipient recorded)".into()),
+            Channel::Slack => "(the Slack webhook's channel)".into(),
+            Channel::Pagerduty => "(the routing key's PagerDuty service)".into(),
+        }
+    }
+
+    /// Who each of `channels` goes to, in one line.
+    pub fn to_all(&self, channels: &[Channel]) -> String {
+        let mut said: Vec<String> = Vec::new();
+        for channel in channels {
+            let to = self.to(*channel);
+            if !said.contains(&to) {
+                said.push(to);
+            }
+        }
+        if said.is_empty() {
+            "-".into()
+        } else {
+            said.join(", ")
+        }
+    }
+}
+
 /// The keys every event written under a lease carries.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct LeaseKeys {

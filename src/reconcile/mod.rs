@@ -25,7 +25,8 @@ use records::Records;
 use serde::Serialize;
 use std::collections::BTreeMap;
 
-/// What reconciliation says about one notification's channel.
+/// What reconciliation says about one notification's channel. The order of the variants
+/// is the order a person works through them ([`person_order`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum Class {
@@ -57,6 +58,16 @@ impl Class {
             Class::MaybeDuplicated => "MAYBE_DUPLICATED",
             Class::Missing => "MISSING",
             Class::Unsettled => "UNSETTLED",
+        }
+    }
+
+    /// Its colour's meaning (the word carries it without colour).
+    pub fn tone(self) -> crate::render::table::Tone {
+        use crate::render::table::Tone;
+        match self {
+            Class::Once => Tone::Good,
+            Class::Duplicated | Class::Missing => Tone::Bad,
+            Class::MaybeDuplicated | Class::Unsettled => Tone::Warn,
         }
     }
 
@@ -160,6 +171,38 @@ pub struct Reconciled {
     /// service, when known.
     pub recipient: Option<String>,
     pub evidence: Vec<Evidence>,
+}
+
+/// The one order of what needs a person, wherever it is listed: DUPLICATED, then MISSING,
+/// then what is in doubt, each by id and channel.
+pub fn person_order(a: &Reconciled, b: &Reconciled) -> std::cmp::Ordering {
+    (a.class, &a.id, a.channel).cmp(&(b.class, &b.id, b.channel))
+}
+
+impl Reconciled {
+    /// Its row of the needs' columns, the id shown as `id` (whole, or a unique prefix).
+    pub fn row(&self, id: &str) -> crate::render::columns::NeedRow {
+        let copies: Vec<f64> = self
+            .evidence
+            .iter()
+            .filter(|e| e.what == What::Copy)
+            .filter_map(|e| e.at)
+            .collect();
+        crate::render::columns::NeedRow {
+            channel: self.channel,
+            recipient: self
+                .recipient
+                .clone()
+                .unwrap_or_else(|| crate::model::payload::Message::default().to(self.channel)),
+            id: id.to_string(),
+            class: self.class.as_str(),
+            tone: self.class.tone(),
+            copies: self.copies as i64,
+            first_copy: copies.iter().copied().reduce(f64::min),
+            last_copy: copies.iter().copied().reduce(f64::max),
+            evidence: self.evidence.iter().map(Evidence::described).collect(),
+        }
+    }
 }
 
 /// What the records say about one channel's copies.

@@ -1,5 +1,6 @@
 //! Turning view structs into tables, timelines and JSON.
 
+pub mod columns;
 pub mod keys;
 pub mod markdown;
 pub mod notification;

@@ -102,6 +102,16 @@ fn summary_block(row: &Notification, out: &Output) -> String {
     } else {
         "no".into()
     };
+    let message = crate::model::payload::Message::of(&row.payload);
+    // Who each channel's copy goes to, channel by channel.
+    let to = match row.channel_set() {
+        Ok(channels) if !channels.is_empty() => channels
+            .iter()
+            .map(|channel| format!("{channel} {}", message.to(channel)))
+            .collect::<Vec<_>>()
+            .join("; "),
+        _ => "(the row's channels cannot be read)".to_string(),
+    };
     let lease = match (&row.lease_token, row.lease_until) {
         (Some(token), Some(until)) => format!("{} until {}", views::shown(token), out.time(until)),
         _ => "none".into(),
@@ -115,6 +125,14 @@ fn summary_block(row: &Notification, out: &Output) -> String {
             row.attempts, row.cycle, row.cycle_attempts, row.max_attempts
         ),
         format!("  channels  {}", views::shown(&row.channels.join(", "))),
+        format!(
+            "  subject   {}",
+            message
+                .subject
+                .as_deref()
+                .map_or_else(|| "(none recorded)".to_string(), views::said)
+        ),
+        format!("  to        {}", views::shown(&to)),
         format!("  lease     {lease}"),
     ];
     if let Some(error) = &row.error_message {

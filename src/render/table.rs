@@ -152,80 +152,7 @@ impl Grid {
     }
 
     fn plan(&self) -> Layout {
-        let natural: Vec<u16> = (0..self.columns.len())
-            .map(|i| {
-                let content = self
-                    .pending
-                    .iter()
-                    .filter_map(|row| row.get(i))
-                    .map(|c| display_width(&c.text))
-                    .max()
-                    .unwrap_or(0);
-                let wanted = content.max(display_width(self.columns[i].header));
-                match self.columns[i].max {
-                    Some(max) if !self.wide => wanted.min(max),
-                    _ => wanted,
-                }
-            })
-            .collect();
-        let mut shown = vec![true; self.columns.len()];
-        let Some(limit) = self.width else {
-            return Layout {
-                shown,
-                widths: natural,
-            };
-        };
-        // The columns and the gaps between them (none after the last).
-        let total = |shown: &[bool], widths: &[u16]| -> u16 {
-            shown
-                .iter()
-                .zip(widths)
-                .filter(|(s, _)| **s)
-                .map(|(_, w)| w + GAP)
-                .sum::<u16>()
-                .saturating_sub(GAP)
-        };
-        // A column with a `max` holds text that may be cut: it can give way down to a
-        // readable minimum before anything is dropped for it.
-        let minimums: Vec<u16> = natural
-            .iter()
-            .zip(&self.columns)
-            .map(|(w, c)| {
-                if c.max.is_some() {
-                    (*w).min(SQUEEZED)
-                } else {
-                    *w
-                }
-            })
-            .collect();
-        // Drop the least important columns until the rest fit, never the essential ones.
-        let mut order: Vec<usize> = (0..self.columns.len())
-            .filter(|&i| self.columns[i].priority > 0)
-            .collect();
-        order.sort_by_key(|&i| std::cmp::Reverse((self.columns[i].priority, i)));
-        for i in order {
-            if total(&shown, &minimums) <= limit {
-                break;
-            }
-            shown[i] = false;
-        }
-        // Still too wide: take width from the widest column that may be cut, one step at
-        // a time; the essential ones give way last.
-        let mut widths = natural;
-        for essential in [false, true] {
-            while total(&shown, &widths) > limit {
-                let widest = (0..widths.len())
-                    .filter(|&i| shown[i] && widths[i] > NARROWEST && !self.columns[i].whole)
-                    .filter(|&i| {
-                        essential || (self.columns[i].priority > 0 && self.columns[i].max.is_some())
-                    })
-                    .max_by_key(|&i| widths[i]);
-                match widest {
-                    Some(i) => widths[i] -= 1,
-                    None => break,
-                }
-            }
-        }
+        let (shown, widths) = plan(&self.columns, &self.pending, self.width, self.wide);
         Layout { shown, widths }
     }
 
@@ -330,7 +257,7 @@ fn escape(tone: Tone) -> Option<&'static str> {
 }
 
 /// `text` cut to `width` columns, an ellipsis marking the cut; and the columns it takes.
-fn fit(text: &str, width: usize) -> (std::borrow::Cow<'_, str>, usize) {
+pub fn fit(text: &str, width: usize) -> (std::borrow::Cow<'_, str>, usize) {
     use unicode_width::UnicodeWidthChar;
     let whole = unicode_width::UnicodeWidthStr::width(text);
     if whole <= width {
@@ -374,6 +301,83 @@ fn fit(text: &str, width: usize) -> (std::borrow::Cow<'_, str>, usize) {
         used += 1;
     }
     (std::borrow::Cow::Owned(cut), used)
+}
+
+/// Which of `columns` are shown, and how wide each is, for `rows` in `width` columns (no
+/// limit: every column as wide as its widest value; `wide`: not cut at its usual widest
+/// either). The least important give way first; the essential ones are cut last.
+pub fn plan(
+    columns: &[Column],
+    rows: &[Vec<Text>],
+    width: Option<u16>,
+    wide: bool,
+) -> (Vec<bool>, Vec<u16>) {
+    let natural: Vec<u16> = (0..columns.len())
+        .map(|i| {
+            let content = rows
+                .iter()
+                .filter_map(|row| row.get(i))
+                .map(|c| display_width(&c.text))
+                .max()
+                .unwrap_or(0);
+            let wanted = content.max(display_width(columns[i].header));
+            match columns[i].max {
+                Some(max) if !wide => wanted.min(max),
+                _ => wanted,
+            }
+        })
+        .collect();
+    let Some(limit) = width else {
+        return (vec![true; columns.len()], natural);
+    };
+    // The columns and the gaps between them (none after the last).
+    let total = |shown: &[bool], widths: &[u16]| -> u16 {
+        shown
+            .iter()
+            .zip(widths)
+            .filter(|(s, _)| **s)
+            .map(|(_, w)| w + GAP)
+            .sum::<u16>()
+            .saturating_sub(GAP)
+    };
+    // The essential columns always; then each of the others in order of importance, at
+    // its whole width if it fits beside those before it, else cut (if it holds text that
+    // may be cut) down to a readable minimum, else left out. A column never takes room
+    // from one more important than itself; a value that has a line of its own to go to
+    // is shown whole or not at all.
+    let mut shown: Vec<bool> = columns.iter().map(|c| c.priority == 0).collect();
+    let mut widths = natural;
+    let mut order: Vec<usize> = (0..columns.len())
+        .filter(|&i| columns[i].priority > 0)
+        .collect();
+    order.sort_by_key(|&i| (columns[i].priority, i));
+    for i in order {
+        shown[i] = true;
+        let over = total(&shown, &widths).saturating_sub(limit);
+        let cuttable = columns[i].max.is_some() && !columns[i].own_line && !columns[i].whole;
+        if over == 0 {
+            continue;
+        }
+        if cuttable && widths[i].saturating_sub(over) >= widths[i].min(SQUEEZED) {
+            widths[i] -= over;
+        } else {
+            shown[i] = false;
+        }
+    }
+    // The essential ones alone too wide: the widest that may be cut gives way, a column
+    // at a time.
+    while total(&shown, &widths) > limit {
+        let widest = (0..widths.len())
+            .filter(|&i| {
+                shown[i] && widths[i] > NARROWEST && !columns[i].whole && !columns[i].own_line
+            })
+            .max_by_key(|&i| widths[i]);
+        match widest {
+            Some(i) => widths[i] -= 1,
+            None => break,
+        }
+    }
+    (shown, widths)
 }
 
 /// Columns a string takes on a terminal.

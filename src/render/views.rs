@@ -203,18 +203,19 @@ pub fn detail_of(kind: &str, p: &Value, out: &Output) -> String {
 
 /// The timeline's columns: what each event is, when, how long after the one before, and
 /// where it fell against the lease it was written under. On a narrow terminal identity
-/// and meaning go last: the channel and the outcome in DETAIL (cut, never dropped, when
-/// space runs short) outlive the time, and the time outlives the gap and the lease.
+/// and meaning go last: the attempt and the channel stay in the row, the outcome in
+/// DETAIL goes whole on a line of its own under it (never cut), and the time outlives the
+/// gap and the lease.
 pub const TIMELINE_COLUMNS: &[Column] = &[
     Column::new("", 0),
     Column::new("EVENT", 0),
-    Column::new("TIME", 2),
-    Column::new("GAP", 3),
-    Column::new("LEASE", 3),
+    Column::new("TIME", 3),
+    Column::new("GAP", 4),
+    Column::new("LEASE", 4),
     Column::new("KIND", 0),
-    Column::new("ATT/CYC", 4),
+    Column::new("ATT/CYC", 1),
     Column::new("CHANNEL", 1),
-    Column::new("DETAIL", 1).max(160),
+    Column::new("DETAIL", 2).max(160).own_line(),
 ];
 
 /// Where `at` falls against the lease `until`: "12.3 s left" or "0.6 s after it ran out".
@@ -489,19 +490,6 @@ pub fn join_ids(ids: &[i64]) -> String {
     ids.iter().map(i64::to_string).collect::<Vec<_>>().join(",")
 }
 
-/// The triage table's columns, most important first to stay when space runs out.
-pub const TRIAGE_COLUMNS: &[Column] = &[
-    Column::new("ID", 0).whole(),
-    Column::new("BRANCH", 0),
-    Column::new("CHANNELS", 1).max(48),
-    Column::new("CAUSE", 2).max(56),
-    // A command is shown whole: cut, it would not run as printed. Without room in the
-    // row, it goes on a line of its own under it.
-    Column::new("NEXT STEP", 3).own_line(),
-    Column::new("LEASE LOST", 4),
-    Column::new("EVIDENCE", 5).max(24),
-];
-
 pub fn branch_tone(branch: Branch) -> Tone {
     match branch {
         Branch::Resolve => Tone::Good,
@@ -571,26 +559,6 @@ pub fn channels_cell(channels: &[(crate::model::Channel, ChannelState)]) -> Stri
     parts.join(" ")
 }
 
-pub fn triage_row(verdict: &Verdict, _out: &Output) -> Vec<Text> {
-    vec![
-        shown(&verdict.id).into(),
-        toned(verdict.branch.as_str(), branch_tone(verdict.branch)),
-        channels_cell(
-            &verdict
-                .channels
-                .iter()
-                .map(|c| (c.channel, c.state))
-                .collect::<Vec<_>>(),
-        )
-        .into(),
-        cause(verdict).into(),
-        // The command alone: the cause it says to fix first is in CAUSE.
-        shown(&verdict.next_step.command_text()).into(),
-        if verdict.lease_lost { "yes" } else { "no" }.into(),
-        join_ids(&verdict.evidence()).into(),
-    ]
-}
-
 /// Shortens ids in a table of every DLQ entry in id order, as git shortens hashes: each
 /// to the shortest prefix no neighbour shares (never under 12 characters). Needs one
 /// row of look-ahead; only exact when the rows are the whole DLQ, so callers use it
@@ -618,19 +586,6 @@ impl ShortIds {
         self.previous = Some(id.to_string());
         id.chars().take(keep).collect()
     }
-}
-
-/// A triage row whose id, in the ID and NEXT STEP columns, is `short`.
-pub fn triage_row_short(verdict: &Verdict, short: &str, out: &Output) -> Vec<Text> {
-    let mut row = triage_row(verdict, out);
-    if short.len() < verdict.id.len() {
-        row[0] = shown(short).into();
-        let step = verdict
-            .next_step
-            .map(|line| line.with_operand(&verdict.id, short));
-        row[4] = shown(&step.command_text()).into();
-    }
-    row
 }
 
 /// "3 entries: 1 RESOLVE, 1 VERIFY, 1 REPLAY".

@@ -229,23 +229,10 @@ fn needs(report: &Report) -> Markup {
         @if report.needs.is_empty() {
             p { "Nobody: no notification was proven duplicated or missing." }
         } @else {
-            table {
-                tr { th { "Class" } th { "Channel" } th { "Recipient" } th { "Notification" } th { "Copies" } th { "Evidence" } }
-                @for item in &report.needs {
-                    tr {
-                        td { (item.class.as_str()) }
-                        td { (item.channel) }
-                        td { (c(item.recipient.as_deref().unwrap_or("-"))) }
-                        td { code { (c(&item.id)) } }
-                        td.n { (item.copies) }
-                        td {
-                            @for e in &item.evidence {
-                                div { (c(&e.described())) }
-                            }
-                        }
-                    }
-                }
-            }
+            (crate::render::columns::html(
+                crate::render::columns::NEEDS,
+                &report.needs.iter().map(|item| item.row(&item.id)).collect::<Vec<_>>(),
+            ))
         }
     }
 }

@@ -3,31 +3,11 @@
 
 use super::{Action, Moment, Report};
 use crate::pulse::Series;
+use crate::render::columns;
 use crate::render::time::rfc3339;
 use std::fmt::Write;
 
-/// `text` safe in a Markdown table cell or line: control bytes shown escaped, markup and
-/// HTML characters escaped, one line.
-pub fn escape(text: &str) -> String {
-    let clean = crate::render::sanitize::clean(text);
-    let mut out = String::with_capacity(clean.len());
-    for c in clean.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '|' => out.push_str("\\|"),
-            '`' => out.push_str("&#96;"),
-            '\n' | '\r' => out.push(' '),
-            '\\' | '*' | '_' | '[' | ']' | '~' => {
-                out.push('\\');
-                out.push(c);
-            }
-            c => out.push(c),
-        }
-    }
-    out
-}
+pub use crate::render::columns::markdown_text as escape;
 
 fn or_dash(text: Option<&str>) -> String {
     text.map_or_else(|| "-".into(), escape)
@@ -168,24 +148,8 @@ fn needs(out: &mut String, report: &Report) {
         out.push_str("Nobody: no notification was proven duplicated or missing.\n\n");
         return;
     }
-    out.push_str("| Class | Channel | Recipient | Notification | Copies | Evidence |\n|---|---|---|---|---:|---|\n");
-    for item in &report.needs {
-        let evidence: Vec<String> = item
-            .evidence
-            .iter()
-            .map(|e| escape(&e.described()))
-            .collect();
-        let _ = writeln!(
-            out,
-            "| {} | {} | {} | {} | {} | {} |",
-            item.class.as_str(),
-            item.channel,
-            or_dash(item.recipient.as_deref()),
-            escape(&item.id),
-            item.copies,
-            evidence.join("; ")
-        );
-    }
+    let rows: Vec<_> = report.needs.iter().map(|item| item.row(&item.id)).collect();
+    out.push_str(&columns::markdown(columns::NEEDS, &rows));
     out.push('\n');
 }
 

@@ -85,6 +85,31 @@ pub struct Action {
     pub followed: String,
 }
 
+impl Action {
+    /// Its row of the actions' columns, the id shown as `id`. A forced action says so;
+    /// the guardrails it overrode are for a footnote (their full text is never a cell).
+    pub fn row(&self, id: &str) -> crate::render::columns::ActionRow {
+        let mut action = self.kind.clone();
+        if self.forced {
+            action.push_str(" FORCED");
+        }
+        if let Some(via) = &self.via {
+            action.push_str(&format!(" (via {via})"));
+        }
+        crate::render::columns::ActionRow {
+            at: self.at,
+            action,
+            id: id.to_string(),
+            operator: self.operator.clone(),
+            reason: self.reason.clone(),
+            ticket: self.ticket.clone(),
+            attestation: self.attestation.clone().or_else(|| self.said()),
+            verdict_then: self.verdict_then.clone(),
+            followed: self.followed.clone(),
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Answer {
     pub channel: String,
@@ -172,13 +197,7 @@ pub fn gather(
         Ok(())
     })?;
     let mut needs = tally.needs;
-    needs.sort_by(|a, b| {
-        (a.class != Class::Duplicated, &a.id, a.channel).cmp(&(
-            b.class != Class::Duplicated,
-            &b.id,
-            b.channel,
-        ))
-    });
+    needs.sort_by(crate::reconcile::person_order);
     Ok(Report {
         window,
         store: store.identity()?,

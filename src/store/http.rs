@@ -704,9 +704,10 @@ fn triage_entry(
 ) -> Result<()> {
     let events = entry.events.unwrap_or_default();
     let mut unreadable = entry.row.unreadable.clone();
-    // As the SQLite walk: the message is not read (see Triaged).
+    // As the SQLite walk: only what the message was is kept (see Triaged).
+    let message = crate::model::payload::Message::of(&entry.row.payload);
     let row = Notification {
-        payload: serde_json::Value::Null,
+        payload: serde_json::json!({"subject": message.subject, "recipient": message.recipient}),
         ..entry.row
     };
     for event in &events {

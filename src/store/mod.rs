@@ -92,12 +92,20 @@ impl From<Rejection> for StoreError {
 /// One DLQ entry, triaged as it streamed past.
 #[derive(Debug, Clone)]
 pub struct Triaged {
-    /// The row, without its message: `payload` is null, since nothing a walk shows
-    /// reads it and reading it costs more than the triage.
+    /// The row, with only what its message was: `payload` holds the subject and the
+    /// email recipient (see [`Triaged::message`]), since nothing else a walk shows reads
+    /// it and reading it whole costs more than the triage.
     pub row: Notification,
     pub verdict: Verdict,
     /// Values that could not be read: the row's, then each event's ("event N: ...").
     pub unreadable: Vec<String>,
+}
+
+impl Triaged {
+    /// What the message was.
+    pub fn message(&self) -> crate::model::payload::Message {
+        crate::model::payload::Message::of(&self.row.payload)
+    }
 }
 
 /// What receives each triaged entry.

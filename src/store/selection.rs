@@ -416,6 +416,14 @@ pub enum Rows<'s> {
 }
 
 /// The message's recipient, when it is a text, and nothing else of it.
+/// A triage shows what the message was (its subject and email recipient), never the
+/// rest of it: the two, cut to a line's length, are all that is read of the payload.
+pub const MESSAGE_ONLY: &str = "CASE WHEN json_valid(n.payload) THEN json_object(\
+    'subject', CASE WHEN json_type(n.payload, '$.subject') = 'text' \
+        THEN substr(json_extract(n.payload, '$.subject'), 1, 400) END, \
+    'recipient', CASE WHEN json_type(n.payload, '$.recipient') = 'text' \
+        THEN substr(json_extract(n.payload, '$.recipient'), 1, 400) END) END";
+
 const RECIPIENT_ONLY: &str = "CASE WHEN json_valid(n.payload) AND json_type(n.payload, '$.recipient') = 'text' \
     THEN json_object('recipient', json_extract(n.payload, '$.recipient')) END";
 

@@ -89,9 +89,10 @@ fn read(
              WHERE {which} ORDER BY n.id, n.rowid, e.id"
         )
     };
-    // A triage never shows a notification's message, so it is not read (see Triaged).
+    // A triage shows only what the message was, so nothing else of it is read (see
+    // Triaged).
     let columns = match rows {
-        Rows::Dlq(_) => NOTIFICATION_COLUMNS.replace("n.payload", "NULL"),
+        Rows::Dlq(_) => NOTIFICATION_COLUMNS.replace("n.payload", super::selection::MESSAGE_ONLY),
         Rows::Attempted { .. } => rows.notification_columns().into_owned(),
     };
     let mut batcher = Batcher {

@@ -269,26 +269,14 @@ pub struct ReconcileView {
 }
 
 impl ReconcileView {
-    /// What needs a person first: DUPLICATED, then MISSING, then the rest in doubt.
+    /// What needs a person, in the one order ([`crate::reconcile::person_order`]).
     pub fn needs(&self) -> Vec<&Reconciled> {
-        use crate::reconcile::Class;
         let mut needs: Vec<&Reconciled> = self
             .items
             .iter()
-            .filter(|i| !matches!(i.class, Class::Once))
+            .filter(|i| i.class != crate::reconcile::Class::Once)
             .collect();
-        needs.sort_by_key(|i| {
-            (
-                match i.class {
-                    Class::Duplicated => 0,
-                    Class::Missing => 1,
-                    Class::MaybeDuplicated => 2,
-                    Class::Unsettled => 3,
-                    Class::Once => 4,
-                },
-                i.id.clone(),
-            )
-        });
+        needs.sort_by(|a, b| crate::reconcile::person_order(a, b));
         needs
     }
 }

@@ -4,7 +4,9 @@
 
 use super::app::{App, Dialog, Focus, Input, ViewKind};
 use super::keymap;
+use crate::render::columns::{self, Spec};
 use crate::render::sanitize::clean;
+use crate::render::table::{Text, Tone};
 use crate::triage::Branch;
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
@@ -43,6 +45,17 @@ impl Paint {
 
     fn bold(&self) -> Style {
         Style::default().add_modifier(Modifier::BOLD)
+    }
+
+    /// A cell's tone, in colour (the words carry the meaning without it).
+    fn tone(&self, tone: Tone) -> Style {
+        match tone {
+            Tone::Plain => Style::default(),
+            Tone::Good => self.fg(Color::Green),
+            Tone::Warn => self.fg(Color::Yellow),
+            Tone::Bad => self.fg(Color::Red),
+            Tone::Dim => self.fg(Color::DarkGray),
+        }
     }
 
     /// The cursor's row: reversed, which needs no colour.
@@ -178,10 +191,12 @@ fn footer_line(app: &App, paint: &Paint, width: u16) -> Line<'static> {
 
 fn dlq(frame: &mut Frame<'_>, app: &App, area: Rect, paint: &Paint) {
     let view = &app.dlq;
+    // The detail holds the row under the cursor whole: four lines, and the next step's
+    // command wrapped rather than cut.
     let [counts, table, detail] = Layout::vertical([
         Constraint::Length(1),
         Constraint::Min(3),
-        Constraint::Length(4),
+        Constraint::Length(detail_height(view, area.width)),
     ])
     .areas(area);
     frame.render_widget(Paragraph::new(counts_line(view, paint)), counts);
@@ -224,75 +239,126 @@ fn counts_line(view: &super::app::DlqView, paint: &Paint) -> Line<'static> {
 }
 
 fn dlq_table(frame: &mut Frame<'_>, view: &super::app::DlqView, table: Rect, paint: &Paint) {
-    let id_width = column_width(view.rows.iter().map(|r| r.short.as_str()), 12, 36);
-    let channels: Vec<String> = view
+    let specs = columns::dlq();
+    let cells: Vec<Vec<Text>> = view
         .rows
         .iter()
         .map(|row| {
-            crate::render::views::channels_cell(
-                &row.verdict
-                    .channels
-                    .iter()
-                    .map(|c| (c.channel, c.state))
-                    .collect::<Vec<_>>(),
+            columns::cells(
+                &specs,
+                &columns::DlqRow {
+                    verdict: &row.verdict,
+                    id: &row.short,
+                    message: &row.message,
+                },
             )
         })
         .collect();
-    // On a wide screen every channel's state fits; at 80 columns the cause keeps room
-    // (the row under the cursor is shown whole below the table).
-    let most = if table.width >= 120 { 44 } else { 24 };
-    let channels_width = column_width(channels.iter().map(String::as_str), 12, most);
-    let rows: Vec<Row<'_>> = visible(&view.rows, view.selected, table)
-        .map(|(n, row)| {
-            let verdict = &row.verdict;
-            let marked = if view.marks.contains(&verdict.id) {
+    // The cursor, the mark and the change take the first five columns.
+    let lead = |n: usize| {
+        let id = &view.rows[n].verdict.id;
+        format!(
+            "{}{}{}",
+            cursor(n, view.selected),
+            if view.marks.contains(id) {
                 "[x]"
             } else {
                 "[ ]"
-            };
-            let changed = if view.changed.contains(&verdict.id) {
-                "*"
-            } else {
-                " "
-            };
-            let cursor = if n == view.selected { ">" } else { " " };
-            let channels = channels[n].clone();
-            let style = if n == view.selected {
-                paint.selected()
-            } else {
-                Style::default()
-            };
-            Row::new(vec![
-                Line::from(format!("{cursor}{marked}{changed}")),
-                Line::from(clean(&row.short).into_owned()),
-                Line::from(Span::styled(
-                    verdict.branch.as_str(),
-                    paint.branch(verdict.branch),
-                )),
-                Line::from(channels),
-                Line::from(crate::render::views::cause(verdict)),
-            ])
-            .style(style)
-        })
-        .collect();
-    let widths = [
-        Constraint::Length(5),
-        Constraint::Length(id_width),
-        Constraint::Length(7),
-        Constraint::Length(channels_width),
-        Constraint::Min(10),
-    ];
-    let header = Row::new(vec!["", "ID", "BRANCH", "CHANNELS", "CAUSE"]).style(paint.bold());
+            },
+            if view.changed.contains(id) { "*" } else { " " }
+        )
+    };
+    let drawn = spec_table(&specs, &cells, (table, view.selected), (5, &lead), paint);
     let empty = view.rows.is_empty() && view.loaded.is_some();
     table_or_nothing(
         frame,
-        Table::new(rows, widths).header(header),
+        drawn,
         table,
         empty.then_some("No DLQ entries match: nothing to do here."),
     );
 }
 
-/// The row under the cursor in full: its channels, its cause, and the next step whole.
+/// Spaces between a table's columns, as the terminal's grid leaves them.
+const GAP: u16 = 2;
+
+/// The columns of `specs` the screen has room for in `width`, each with its width, laid
+/// out by the grid's own rule (the least important give way first). A column whose
+/// value would go on a line of its own is left to the detail under the table.
+fn spec_columns<R>(specs: &[Spec<R>], cells: &[Vec<Text>], width: u16) -> Vec<(usize, u16)> {
+    let kept: Vec<usize> = (0..specs.len()).filter(|&i| !specs[i].own_line).collect();
+    let columns: Vec<crate::render::table::Column> =
+        kept.iter().map(|&i| specs[i].column()).collect();
+    let rows: Vec<Vec<Text>> = cells
+        .iter()
+        .map(|row| kept.iter().map(|&i| row[i].clone()).collect())
+        .collect();
+    let (shown, widths) = crate::render::table::plan(&columns, &rows, Some(width), false);
+    kept.into_iter()
+        .zip(shown.into_iter().zip(widths))
+        .filter(|(_, (shown, _))| *shown)
+        .map(|(i, (_, width))| (i, width))
+        .collect()
+}
+
+/// A cell cut to `width` as the grid cuts it, in its tone's colour.
+fn cell_line(cell: &Text, width: u16, paint: &Paint) -> Line<'static> {
+    let (text, _) = crate::render::table::fit(&cell.text, usize::from(width));
+    Line::from(Span::styled(text.into_owned(), paint.tone(cell.tone)))
+}
+
+/// The lines the detail takes at `width`, its wrapped lines counted.
+fn detail_height(view: &super::app::DlqView, width: u16) -> u16 {
+    let width = usize::from(width.max(1));
+    let lines: usize = dlq_detail(view)
+        .iter()
+        .map(|line| line.width().div_ceil(width).max(1))
+        .sum();
+    u16::try_from(lines.clamp(4, 8)).unwrap_or(4)
+}
+
+/// A table of `specs` over `cells` in `area`, scrolled to `selected` (reversed), each
+/// row led by `lead` of its index (`lead_width` columns: the cursor, the marks).
+fn spec_table<'a, R>(
+    specs: &[Spec<R>],
+    cells: &'a [Vec<Text>],
+    (area, selected): (Rect, usize),
+    (lead_width, lead): (u16, &dyn Fn(usize) -> String),
+    paint: &Paint,
+) -> Table<'a> {
+    let laid = spec_columns(specs, cells, area.width.saturating_sub(lead_width + GAP));
+    let rows: Vec<Row<'_>> = visible(cells, selected, area)
+        .map(|(n, row)| {
+            let mut line = vec![Line::from(lead(n))];
+            line.extend(
+                laid.iter()
+                    .map(|&(i, width)| cell_line(&row[i], width, paint)),
+            );
+            let style = if n == selected {
+                paint.selected()
+            } else {
+                Style::default()
+            };
+            Row::new(line).style(style)
+        })
+        .collect();
+    let widths: Vec<Constraint> = std::iter::once(Constraint::Length(lead_width))
+        .chain(laid.iter().map(|&(_, w)| Constraint::Length(w)))
+        .collect();
+    let header: Vec<&str> = std::iter::once("")
+        .chain(laid.iter().map(|&(i, _)| specs[i].header))
+        .collect();
+    Table::new(rows, widths)
+        .column_spacing(GAP)
+        .header(Row::new(header).style(paint.bold()))
+}
+
+/// The cursor's mark, for a table's lead.
+fn cursor(n: usize, selected: usize) -> String {
+    if n == selected { ">" } else { " " }.to_string()
+}
+
+/// The row under the cursor in full: its channels, its cause, what the message was, and
+/// the next step whole (wrapped, never cut).
 fn dlq_detail(view: &super::app::DlqView) -> Vec<Line<'static>> {
     view.current()
         .map(|row| {
@@ -302,6 +368,8 @@ fn dlq_detail(view: &super::app::DlqView) -> Vec<Line<'static>> {
                 .iter()
                 .map(|c| format!("{}={}", c.channel, c.state.as_str()))
                 .collect();
+            let channels: Vec<crate::model::Channel> =
+                verdict.channels.iter().map(|c| c.channel).collect();
             vec![
                 Line::from(format!(
                     "{} {}: {}",
@@ -310,6 +378,14 @@ fn dlq_detail(view: &super::app::DlqView) -> Vec<Line<'static>> {
                     states.join(" ")
                 )),
                 Line::from(format!("cause: {}", crate::render::views::cause(verdict))),
+                Line::from(format!(
+                    "message: {} to {}",
+                    row.message
+                        .subject
+                        .as_deref()
+                        .map_or_else(|| "(no subject)".to_string(), |s| format!("{:?}", clean(s))),
+                    clean(&row.message.to_all(&channels))
+                )),
                 Line::from(format!(
                     "next: {}",
                     clean(&verdict.next_step.command_text())
@@ -325,12 +401,6 @@ fn visible<T>(rows: &[T], selected: usize, area: Rect) -> impl Iterator<Item = (
     let height = area.height.saturating_sub(1) as usize;
     let offset = scrolled(selected, height, rows.len());
     rows.iter().enumerate().skip(offset).take(height)
-}
-
-/// A column as wide as its widest text, between `least` and `most`.
-fn column_width<'a>(texts: impl Iterator<Item = &'a str>, least: u16, most: u16) -> u16 {
-    let widest = texts.map(|t| t.chars().count()).max().unwrap_or(0);
-    u16::try_from(widest).unwrap_or(most).clamp(least, most)
 }
 
 /// The first row to show so that `selected` is on screen.
@@ -403,7 +473,6 @@ fn reconcile_counts(view: &super::app::ReconcileView) -> Vec<Line<'static>> {
 }
 
 fn reconcile(frame: &mut Frame<'_>, app: &App, area: Rect, paint: &Paint) {
-    use crate::reconcile::Class;
     let view = &app.reconcile;
     let [head, table, still] = Layout::vertical([
         Constraint::Length(4),
@@ -414,43 +483,25 @@ fn reconcile(frame: &mut Frame<'_>, app: &App, area: Rect, paint: &Paint) {
     let lines = reconcile_counts(view);
     frame.render_widget(Paragraph::new(lines), head);
     let needs = view.needs();
-    let rows: Vec<Row<'_>> = visible(&needs, view.selected, table)
-        .map(|(n, item)| {
-            let style = if n == view.selected {
-                paint.selected()
-            } else {
-                Style::default()
-            };
-            let tone = match item.class {
-                Class::Duplicated | Class::Missing => paint.fg(Color::Red),
-                _ => paint.fg(Color::Yellow),
-            };
-            Row::new(vec![
-                Line::from(if n == view.selected { ">" } else { " " }),
-                Line::from(Span::styled(item.class.as_str(), tone)),
-                Line::from(item.channel.as_str()),
-                Line::from(clean(short(app, &item.id)).into_owned()),
-                Line::from(item.copies.to_string()),
-                Line::from(clean(item.recipient.as_deref().unwrap_or("-")).into_owned()),
-            ])
-            .style(style)
-        })
+    let rows: Vec<crate::render::columns::NeedRow> = needs
+        .iter()
+        .map(|item| item.row(short(app, &item.id)))
         .collect();
-    let widths = [
-        Constraint::Length(1),
-        Constraint::Length(16),
-        Constraint::Length(9),
-        Constraint::Length(column_width(
-            needs.iter().map(|i| short(app, &i.id)),
-            12,
-            36,
-        )),
-        Constraint::Length(6),
-        Constraint::Min(10),
-    ];
-    let header =
-        Row::new(vec!["", "CLASS", "CHANNEL", "ID", "COPIES", "RECIPIENT"]).style(paint.bold());
-    frame.render_widget(Table::new(rows, widths).header(header), table);
+    let cells: Vec<Vec<Text>> = rows
+        .iter()
+        .map(|row| columns::cells(columns::NEEDS, row))
+        .collect();
+    let lead = |n: usize| cursor(n, view.selected);
+    frame.render_widget(
+        spec_table(
+            columns::NEEDS,
+            &cells,
+            (table, view.selected),
+            (1, &lead),
+            paint,
+        ),
+        table,
+    );
     if let Some(recent) = &view.recent {
         let now = view.now;
         let stillness = crate::pulse::Stillness::of(
@@ -631,50 +682,30 @@ fn pulse(frame: &mut Frame<'_>, app: &App, area: Rect, paint: &Paint) {
 fn audit(frame: &mut Frame<'_>, app: &App, area: Rect) {
     let view = &app.audit;
     let [table, detail] = Layout::vertical([Constraint::Min(3), Constraint::Length(2)]).areas(area);
-    let rows: Vec<Row<'_>> = visible(&view.rows, view.selected, table)
-        .map(|(n, row)| {
-            let time: String = crate::render::time::rfc3339(row.at)
-                .chars()
-                .skip(11)
-                .take(8)
-                .collect();
-            let style = if n == view.selected {
-                Style::default().add_modifier(Modifier::REVERSED)
-            } else {
-                Style::default()
-            };
-            Row::new(vec![
-                format!("{}{time}", if n == view.selected { ">" } else { " " }),
-                clean(&row.kind).into_owned(),
-                clean(short(app, &row.notification_id)).into_owned(),
-                clean(&row.operator).into_owned(),
-                format!(
-                    "{}{}",
-                    if row.forced { "FORCED " } else { "" },
-                    clean(
-                        &row.reason
-                            .clone()
-                            .or_else(|| row.said())
-                            .unwrap_or("-".into())
-                    )
-                ),
-            ])
-            .style(style)
+    let cells: Vec<Vec<Text>> = view
+        .rows
+        .iter()
+        .map(|action| {
+            columns::cells(
+                columns::ACTIONS,
+                &action.row(short(app, &action.notification_id)),
+            )
         })
         .collect();
-    let widths = [
-        Constraint::Length(9),
-        Constraint::Length(12),
-        Constraint::Length(column_width(
-            view.rows.iter().map(|r| short(app, &r.notification_id)),
-            12,
-            36,
-        )),
-        Constraint::Length(12),
-        Constraint::Min(10),
-    ];
-    let header = Row::new(vec![" TIME", "KIND", "ID", "OPERATOR", "WHY"]);
-    frame.render_widget(Table::new(rows, widths).header(header), table);
+    let paint = Paint {
+        color: app.config.color,
+    };
+    let lead = |n: usize| cursor(n, view.selected);
+    frame.render_widget(
+        spec_table(
+            columns::ACTIONS,
+            &cells,
+            (table, view.selected),
+            (1, &lead),
+            &paint,
+        ),
+        table,
+    );
     let said = view
         .rows
         .get(view.selected)

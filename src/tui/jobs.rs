@@ -142,6 +142,8 @@ pub struct Row {
     pub verdict: Verdict,
     /// The shortest prefix that names it in the whole store.
     pub short: String,
+    /// What the message was.
+    pub message: crate::model::payload::Message,
 }
 
 /// What the providers view shows: the runtime's provider calls over the window, and the
@@ -482,7 +484,7 @@ pub fn dlq_page(
     cursor: Option<String>,
     known: &mut HashMap<String, (String, std::time::Instant)>,
 ) -> crate::store::Result<Reply> {
-    let mut verdicts: Vec<Verdict> = Vec::new();
+    let mut verdicts: Vec<(Verdict, crate::model::payload::Message)> = Vec::new();
     let mut at = cursor.clone();
     // The rule the commands keep: a backend whose pages do not move forward is read no
     // further.
@@ -512,7 +514,10 @@ pub fn dlq_page(
             if filter.branch.is_none_or(|b| b == verdict.branch)
                 && filter.selection.keeps_verdict(&verdict)
             {
-                verdicts.push(verdict);
+                verdicts.push((
+                    verdict,
+                    crate::model::payload::Message::of(&entry.row.payload),
+                ));
             }
         }
         match page.next_cursor {
@@ -520,14 +525,15 @@ pub fn dlq_page(
             other => break other,
         }
     };
-    let mut short = shortened(store, verdicts.iter().map(|v| v.id.as_str()), known);
+    let mut short = shortened(store, verdicts.iter().map(|(v, _)| v.id.as_str()), known);
     let rows = verdicts
         .into_iter()
-        .map(|verdict| Row {
+        .map(|(verdict, message)| Row {
             short: short
                 .remove(&verdict.id)
                 .unwrap_or_else(|| verdict.id.clone()),
             verdict,
+            message,
         })
         .collect();
     Ok(Reply::Dlq {

@@ -10,6 +10,7 @@ mod follow;
 mod hostile;
 mod layering;
 mod next_steps;
+mod one_spec;
 mod pace;
 mod permanent;
 mod prefix;

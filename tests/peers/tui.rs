@@ -122,12 +122,13 @@ fn over_the_api_a_replay_from_the_screen_is_delivered_and_a_live_lease_loss_show
     assert!(screen.contains(&short), "{screen}");
     assert!(screen.contains("next: unsctl replay"), "{screen}");
     // p, and once the dialog takes keys (its buttons stop saying "keys in a moment"):
-    // Tab to the reason, Enter previews with it, the word, Go. Each step waits for the
-    // screen to show the one before it took.
+    // Tab past the channels, the canary, the pace and forced to the reason; Enter
+    // previews with it, the word, Go. Each step waits for the screen to show the one
+    // before it took.
     term.keys(&["p"]);
     term.wait_for("replay 1 entry");
     term.wait_while("(keys in a moment)");
-    term.keys(&["Tab"]);
+    term.keys(&["Tab", "Tab", "Tab", "Tab", "Tab"]);
     term.wait_for("> Reason (recorded): _");
     term.keys(&["-l", "webhook fixed"]);
     term.wait_for("webhook fixed_");
@@ -409,7 +410,7 @@ fn the_copied_step_is_one_line_and_quotes_the_id() {
     let term = start("");
     term.wait_for("VERIFY 2");
     term.keys(&["End"]);
-    term.wait_for(">[ ]  n-5\\ntouch");
+    term.wait_for(">[ ]   n-5\\ntouch");
     term.keys(&["Y"]);
     let screen = term.wait_for("no command to copy");
     assert!(!term.clipboard().contains("pwned-newline"), "{screen}");

@@ -11,6 +11,7 @@ use crate::model::Channel;
 use crate::reconcile::{
     Asked, Class, Evidence, Recent, Reconciled, Reconciliation, Summary, What, summary,
 };
+use crate::render::columns;
 use crate::render::output::{Output, Streamed, counted, status};
 use crate::render::table::{Column, Grid, Text, Tone, toned};
 use crate::store::{Selection, Store, Window};
@@ -159,15 +160,6 @@ fn write_json(reconciliation: &Reconciliation, store: &dyn Store, recent: &Recen
     write_reconcile(reconciliation, store, recent, std::io::stdout())
 }
 
-const NEEDS_COLUMNS: &[Column] = &[
-    Column::new("ID", 0).whole(),
-    Column::new("CHANNEL", 0),
-    Column::new("CLASS", 0).whole(),
-    Column::new("COPIES", 0),
-    Column::new("RECIPIENT", 1).max(36),
-    Column::new("EVIDENCE", 2).own_line(),
-];
-
 const SUMMARY_COLUMNS: &[Column] = &[
     Column::new("CHANNEL", 0),
     Column::new("ONCE", 0),
@@ -176,14 +168,6 @@ const SUMMARY_COLUMNS: &[Column] = &[
     Column::new("MISSING", 0),
     Column::new("UNSETTLED", 0),
 ];
-
-fn tone(class: Class) -> Tone {
-    match class {
-        Class::Once => Tone::Good,
-        Class::Duplicated | Class::Missing => Tone::Bad,
-        Class::MaybeDuplicated | Class::Unsettled => Tone::Warn,
-    }
-}
 
 /// What the table found, for the lines after it.
 #[derive(Default)]
@@ -241,8 +225,11 @@ fn write_table(
     tally.summary = summary(&reconciliation.channels(), classes);
     let stdout = std::io::stdout();
     let mut to = stdout.lock();
-    // DUPLICATED before MISSING, each by id.
-    needs.sort_by(|a, b| (a.class, &a.id, a.channel).cmp(&(b.class, &b.id, b.channel)));
+    needs.sort_by(crate::reconcile::person_order);
+    doubt.sort_by(crate::reconcile::person_order);
+    if out.for_people() && !(needs.is_empty() && doubt.is_empty()) {
+        status("`unsctl reconcile ID` shows one notification's evidence, copy by copy.");
+    }
     for (title, items) in [("Needs a person", &needs), ("In doubt", &doubt)] {
         if items.is_empty() {
             continue;
@@ -250,10 +237,10 @@ fn write_table(
         writeln!(to, "{}", out.bold(title))?;
         let short =
             crate::session::ids::short_ids(store, items.iter().map(|item| item.id.as_str()), out);
-        let mut grid = Grid::new(NEEDS_COLUMNS, out);
+        let mut grid = Grid::new(&columns::columns(columns::NEEDS), out);
         for item in items {
             let id = short.get(&item.id).unwrap_or(&item.id);
-            grid.row(needs_row(item, id, out), &mut to)?;
+            grid.row(columns::cells(columns::NEEDS, &item.row(id)), &mut to)?;
         }
         grid.finish(&mut to)?;
         writeln!(to)?;
@@ -270,7 +257,7 @@ fn write_table(
         ] {
             let n = counts.get(&class).copied().unwrap_or(0);
             cells.push(if n > 0 && class != Class::Once {
-                toned(n.to_string(), tone(class))
+                toned(n.to_string(), class.tone())
             } else {
                 n.to_string().into()
             });
@@ -279,78 +266,6 @@ fn write_table(
     }
     grid.finish(&mut to)?;
     Ok(tally)
-}
-
-fn needs_row(item: &Reconciled, id: &str, out: &Output) -> Vec<Text> {
-    vec![
-        out.clean(id).into_owned().into(),
-        item.channel.as_str().into(),
-        toned(item.class.as_str(), tone(item.class)),
-        item.copies.to_string().into(),
-        out.clean(&recipient(item)).into_owned().into(),
-        out.clean(&brief(item, out)).into_owned().into(),
-    ]
-}
-
-/// Who got the copies, or where to find out.
-fn recipient(item: &Reconciled) -> String {
-    match (&item.recipient, item.channel) {
-        (Some(recipient), _) => recipient.clone(),
-        (None, Channel::Email) => "(no recipient recorded)".into(),
-        (None, Channel::Slack) => "(the Slack webhook's channel)".into(),
-        (None, Channel::Pagerduty) => "(the routing key's PagerDuty service)".into(),
-    }
-}
-
-/// The evidence in a line: each copy's time and provider reference, or why it is missing.
-fn brief(item: &Reconciled, out: &Output) -> String {
-    let copies: Vec<String> = item
-        .evidence
-        .iter()
-        .filter(|e| e.what == What::Copy)
-        .map(|e| reference(e, out))
-        .collect();
-    let mut parts = Vec::new();
-    if !copies.is_empty() {
-        parts.push(copies.join("; "));
-    }
-    if item.unknown_attempts > 0 {
-        parts.push(format!(
-            "{} in doubt",
-            counted(item.unknown_attempts as i64, "attempt")
-        ));
-    }
-    if let Some(settled) = item.evidence.iter().find(|e| e.what == What::Settled) {
-        parts.push(settled.text.clone());
-    }
-    parts.push(
-        crate::model::command::Step::run(
-            crate::model::command::CommandLine::unsctl(&["reconcile"]).operand("the id", &item.id),
-        )
-        .to_string(),
-    );
-    parts.join("; ")
-}
-
-/// One copy named: its time and what the provider calls it.
-fn reference(evidence: &Evidence, out: &Output) -> String {
-    let at = evidence
-        .at
-        .map(crate::render::time::rfc3339)
-        .unwrap_or_default();
-    let what = if !evidence.queue_ids.is_empty() {
-        format!("queue id {}", evidence.queue_ids.join(","))
-    } else if let Some(incident) = &evidence.incident {
-        format!("incident {incident}")
-    } else if let Some(ts) = &evidence.message_ts {
-        format!("ts {ts}")
-    } else {
-        match (evidence.cycle, evidence.attempt) {
-            (Some(cycle), Some(attempt)) => format!("cycle {cycle} attempt {attempt}"),
-            _ => "the history".into(),
-        }
-    };
-    out.clean(format!("{at} {what}").trim()).into_owned()
 }
 
 /// The lines on stderr after the tables: what needs doing, and whether it goes on.
@@ -454,7 +369,7 @@ fn explain(reconciliation: &Reconciliation, store: &dyn Store, out: &Output) -> 
             item.channel,
             toned_text(item.class, out),
             counted(item.copies as i64, "copy"),
-            out.clean(&recipient(&item))
+            out.clean(&item.row(&item.id).recipient)
         )?;
         let mut grid = Grid::new(EXPLAIN_COLUMNS, out);
         let mut copy = 0;
@@ -481,7 +396,7 @@ fn explain(reconciliation: &Reconciliation, store: &dyn Store, out: &Output) -> 
 }
 
 fn toned_text(class: Class, out: &Output) -> String {
-    match tone(class) {
+    match class.tone() {
         Tone::Bad => out.red(class.as_str()),
         Tone::Warn => out.yellow(class.as_str()),
         _ => out.green(class.as_str()),
@@ -613,13 +528,19 @@ impl Streamed for Fleet<'_> {
     }
 
     fn show(self, out: &Output) -> CliResult {
-        let needing: Vec<(&str, Vec<Text>)> = self
+        let mut needing: Vec<&(&str, &Reconciled)> = self
             .items
             .iter()
             .filter(|(_, i)| i.class != Class::Once)
-            .map(|(context, item)| (*context, needs_row(item, &item.id, out)))
             .collect();
-        fleet::print_table(NEEDS_COLUMNS, needing, out)?;
+        needing.sort_by(|a, b| crate::reconcile::person_order(a.1, b.1));
+        let rows = needing.into_iter().map(|(context, item)| {
+            (
+                *context,
+                columns::cells(columns::NEEDS, &item.row(&item.id)),
+            )
+        });
+        fleet::print_table(&columns::columns(columns::NEEDS), rows, out)?;
         for reading in self.readings {
             if let Ok((_, recent)) = &reading.result {
                 status(&format!(

@@ -2,6 +2,7 @@
 
 use crate::cli::backend::Invocation;
 use crate::cli::error::{CliError, CliResult};
+use crate::cli::selection::Listed;
 use crate::lab::fakes::Fakes;
 use crate::lab::repro::{self, ReproError, Scenario, ScenarioReport};
 use crate::model::command::word;
@@ -123,9 +124,9 @@ fn reproduce(db: &Path, scenarios: &[Scenario]) -> CliResult<(Vec<ScenarioReport
     Ok((reports, fakes))
 }
 
-fn verdicts(db: &Path) -> CliResult<Vec<Verdict>> {
+fn verdicts(db: &Path) -> CliResult<Vec<Listed>> {
     let store = SqliteStore::open_read_only(db)?;
-    crate::cli::selection::verdicts(&store, &Default::default(), &|_| true, None)
+    crate::cli::selection::listed(&store, &Default::default(), &|_| true, None)
 }
 
 fn report_text(reports: &[ScenarioReport], out: &Output) -> String {
@@ -248,6 +249,8 @@ struct Reproduced<'a> {
 #[derive(serde::Serialize)]
 struct Triaged<'a> {
     entries: &'a [Verdict],
+    #[serde(skip)]
+    listed: &'a [Listed],
     summary: std::collections::BTreeMap<crate::triage::Branch, usize>,
 }
 
@@ -256,20 +259,22 @@ impl crate::render::output::View for Reproduced<'_> {
 
     fn show(&self, out: &Output) -> std::io::Result<()> {
         print(&report_text(self.scenarios, out))?;
-        triage_table(self.triage.entries, out)?;
+        triage_table(self.triage.listed, out)?;
         status(&summary_line(self.triage.entries));
         Ok(())
     }
 }
 
 fn print_reports(db: &Path, reports: &[ScenarioReport], out: &Output) -> CliResult<Vec<Verdict>> {
-    let verdicts = verdicts(db)?;
+    let listed = verdicts(db)?;
+    let verdicts: Vec<Verdict> = listed.iter().map(|l| l.verdict.clone()).collect();
     out.emit(&Reproduced {
         scenarios: reports,
         store: db,
         triage: Triaged {
             summary: crate::triage::summary(&verdicts),
             entries: &verdicts,
+            listed: &listed,
         },
     })?;
     Ok(verdicts)
@@ -451,22 +456,26 @@ pub fn run_demo(global: &Invocation, args: DemoArgs) -> CliResult {
 /// The triage table of a whole DLQ whose verdicts are all at hand (the demo's), laid out
 /// as `dlq triage` lays out the incident's: on a terminal, ids cut to their unique
 /// prefixes, which leaves room for the cause.
-fn triage_table(verdicts: &[Verdict], out: &Output) -> std::io::Result<()> {
-    let mut sorted: Vec<&Verdict> = verdicts.iter().collect();
-    sorted.sort_by(|a, b| a.id.cmp(&b.id));
+fn triage_table(listed: &[Listed], out: &Output) -> std::io::Result<()> {
+    let mut sorted: Vec<&Listed> = listed.iter().collect();
+    sorted.sort_by(|a, b| a.verdict.id.cmp(&b.verdict.id));
     let mut short = views::ShortIds::default();
     let rows = sorted
         .iter()
         .enumerate()
-        .map(|(n, verdict)| match out.fit_width() {
+        .map(|(n, entry)| match out.fit_width() {
             Some(_) => {
-                let following = sorted.get(n + 1).map(|v| v.id.as_str());
-                views::triage_row_short(verdict, &short.next(&verdict.id, following), out)
+                let following = sorted.get(n + 1).map(|l| l.verdict.id.as_str());
+                entry.cells(&short.next(&entry.verdict.id, following))
             }
-            None => views::triage_row(verdict, out),
+            None => entry.cells(&entry.verdict.id),
         })
         .collect();
-    print_all(views::TRIAGE_COLUMNS, rows, out)
+    print_all(
+        &crate::render::columns::columns(&crate::render::columns::dlq()),
+        rows,
+        out,
+    )
 }
 
 /// How many entries each branch has, in one line.

@@ -117,7 +117,9 @@ fn count(listed: &mut Listed, t: &Triaged) {
 
 impl fleet::Entry for Triaged {
     type Json<'a> = ListEntry<'a>;
-    const COLUMNS: &'static [Column] = LIST_COLUMNS;
+    fn columns() -> Vec<Column> {
+        LIST_COLUMNS.to_vec()
+    }
 
     fn json(&self) -> ListEntry<'_> {
         ListEntry::from(self)

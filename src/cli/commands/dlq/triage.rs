@@ -7,7 +7,8 @@ use crate::cli::backend::Invocation;
 use crate::cli::documents::{Tally, write_triage_json};
 use crate::cli::error::CliResult;
 use crate::cli::fleet;
-use crate::cli::selection;
+use crate::cli::selection::{self, Listed};
+use crate::render::columns;
 use crate::render::output::{Output, Streamed, status};
 use crate::render::table::Grid;
 use crate::render::views;
@@ -133,16 +134,19 @@ impl Streamed for Entries<'_> {
     }
 }
 
-impl fleet::Entry for Verdict {
+impl fleet::Entry for Listed {
     type Json<'a> = &'a Verdict;
-    const COLUMNS: &'static [crate::render::table::Column] = views::TRIAGE_COLUMNS;
 
-    fn json(&self) -> &Verdict {
-        self
+    fn columns() -> Vec<crate::render::table::Column> {
+        columns::columns(&columns::dlq())
     }
 
-    fn row(&self, out: &Output) -> Vec<crate::render::table::Text> {
-        views::triage_row(self, out)
+    fn json(&self) -> &Verdict {
+        &self.verdict
+    }
+
+    fn row(&self, _: &Output) -> Vec<crate::render::table::Text> {
+        self.cells(&self.verdict.id)
     }
 }
 
@@ -183,27 +187,31 @@ fn write_table(
 ) -> CliResult<Tally> {
     let stdout = std::io::stdout();
     let mut writer = std::io::BufWriter::new(stdout.lock());
-    let mut grid = Grid::new(views::TRIAGE_COLUMNS, out);
+    let mut grid = Grid::new(&columns::columns(&columns::dlq()), out);
     let mut tally = tally;
     let mut short = views::ShortIds::default();
-    let mut held: Option<Verdict> = None;
+    let mut held: Option<Listed> = None;
     let mut footer = Footer::default();
     for triaged in arriving.into_iter().flatten() {
         tally.add(&triaged.verdict);
         footer.add(&triaged.verdict);
+        let listed = Listed {
+            message: triaged.message(),
+            verdict: triaged.verdict,
+        };
         if !shorten {
-            grid.row(views::triage_row(&triaged.verdict, out), &mut writer)?;
+            grid.row(listed.cells(&listed.verdict.id), &mut writer)?;
             continue;
         }
-        if let Some(verdict) = held.take() {
-            let id = short.next(&verdict.id, Some(&triaged.verdict.id));
-            grid.row(views::triage_row_short(&verdict, &id, out), &mut writer)?;
+        if let Some(before) = held.take() {
+            let id = short.next(&before.verdict.id, Some(&listed.verdict.id));
+            grid.row(before.cells(&id), &mut writer)?;
         }
-        held = Some(triaged.verdict);
+        held = Some(listed);
     }
-    if let Some(verdict) = held {
-        let id = short.next(&verdict.id, None);
-        grid.row(views::triage_row_short(&verdict, &id, out), &mut writer)?;
+    if let Some(last) = held {
+        let id = short.next(&last.verdict.id, None);
+        grid.row(last.cells(&id), &mut writer)?;
     }
     grid.finish(&mut writer)?;
     footer.print(&mut writer, out)?;
@@ -353,7 +361,7 @@ fn run_fleet(global: &Invocation, args: &Args) -> CliResult {
     let mut readings = fleet::read_each(global, &|store| {
         let identity = store.identity()?;
         let here = crate::session::ids::with_exclusions_here(store, selection.clone(), true)?;
-        Ok((identity, selection::verdicts(store, &here, &keep, limit)?))
+        Ok((identity, selection::listed(store, &here, &keep, limit)?))
     })?;
     let mut contexts: Vec<fleet::ContextStatus> = Vec::new();
     for reading in &readings {
@@ -368,17 +376,17 @@ fn run_fleet(global: &Invocation, args: &Args) -> CliResult {
                 .and_then(|(identity, _)| identity.clone()),
         });
     }
-    let mut entries: Vec<(String, Verdict)> = Vec::new();
+    let mut entries: Vec<(String, Listed)> = Vec::new();
     for reading in &mut readings {
         if let Ok((_, verdicts)) = reading.result.as_mut() {
-            for mut verdict in std::mem::take(verdicts) {
-                verdict.next_step = verdict.next_step.in_context(&reading.context);
-                entries.push((reading.context.clone(), verdict));
+            for mut listed in std::mem::take(verdicts) {
+                listed.verdict.next_step = listed.verdict.next_step.in_context(&reading.context);
+                entries.push((reading.context.clone(), listed));
             }
         }
     }
     let mut counts = triage::empty_summary();
-    for (_, verdict) in &entries {
+    for (_, Listed { verdict, .. }) in &entries {
         *counts.entry(verdict.branch).or_default() += 1;
     }
     out.stream(fleet::Across {

@@ -1,0 +1,449 @@
+//! One column spec per view that lists rows (the DLQ, what needs a person, the operator
+//! actions): each column's header, how much it matters, how wide it may grow and the
+//! function that makes its cell. The terminal's grid, the live screen, Markdown, HTML and
+//! CSV all read the same spec, so a row is laid out in one place and every front end shows
+//! the same cells in the same order (fewer, by priority, where the width is short).
+//!
+//! The rows are plain views the modules above fill in ([`DlqRow`] from a verdict,
+//! [`NeedRow`] from reconcile, [`ActionRow`] from the report's reading of the audit).
+
+use super::table::{Column, Text, Tone, toned};
+use super::time::rfc3339;
+use super::views::{branch_tone, cause, channels_cell, join_ids, shown};
+use crate::model::payload::Message;
+use crate::model::{Channel, command::Step};
+use crate::triage::Verdict;
+
+/// One column of a view.
+pub struct Spec<R: ?Sized> {
+    /// Its name in CSV and JSON (`first_copy_at`).
+    pub key: &'static str,
+    /// Its header on a terminal (`FIRST COPY`).
+    pub header: &'static str,
+    /// Its header in a document (`First copy`).
+    pub title: &'static str,
+    /// 0 is always shown; higher numbers give way first when the width is short.
+    pub priority: u8,
+    /// The widest it grows before its values are cut.
+    pub max: Option<u16>,
+    /// Never cut (an id pasted into a command).
+    pub whole: bool,
+    /// With no room, its value goes on a line of its own under the row (a command).
+    pub own_line: bool,
+    /// A count: right-aligned in a document.
+    pub numeric: bool,
+    /// An id or a command: set as code in a document.
+    pub code: bool,
+    pub cell: fn(&R) -> Text,
+}
+
+impl<R: ?Sized> Spec<R> {
+    const fn new(
+        key: &'static str,
+        header: &'static str,
+        title: &'static str,
+        priority: u8,
+        cell: fn(&R) -> Text,
+    ) -> Self {
+        Self {
+            key,
+            header,
+            title,
+            priority,
+            max: None,
+            whole: false,
+            own_line: false,
+            numeric: false,
+            code: false,
+            cell,
+        }
+    }
+
+    const fn max(mut self, width: u16) -> Self {
+        self.max = Some(width);
+        self
+    }
+
+    const fn whole(mut self) -> Self {
+        self.whole = true;
+        self
+    }
+
+    const fn own_line(mut self) -> Self {
+        self.own_line = true;
+        self
+    }
+
+    const fn code(mut self) -> Self {
+        self.code = true;
+        self
+    }
+
+    const fn numeric(mut self) -> Self {
+        self.numeric = true;
+        self
+    }
+
+    /// The grid's column for it.
+    pub fn column(&self) -> Column {
+        Column {
+            header: self.header,
+            priority: self.priority,
+            max: self.max,
+            own_line: self.own_line,
+            whole: self.whole,
+        }
+    }
+}
+
+/// The grid's columns for `specs`.
+pub fn columns<R: ?Sized>(specs: &[Spec<R>]) -> Vec<Column> {
+    specs.iter().map(Spec::column).collect()
+}
+
+/// `row`'s cells, in the spec's order.
+pub fn cells<R: ?Sized>(specs: &[Spec<R>], row: &R) -> Vec<Text> {
+    specs.iter().map(|spec| (spec.cell)(row)).collect()
+}
+
+/// A Markdown table of `rows` (GitHub's pipe tables): every cell escaped so store and
+/// provider text reads as text; ids and commands as code, never broken.
+pub fn markdown<'r, R: 'r + ?Sized>(
+    specs: &[Spec<R>],
+    rows: impl IntoIterator<Item = &'r R>,
+) -> String {
+    let mut out = String::new();
+    let titles: Vec<&str> = specs.iter().map(|s| s.title).collect();
+    out.push_str(&format!("| {} |\n", titles.join(" | ")));
+    let rules: Vec<&str> = specs
+        .iter()
+        .map(|s| if s.numeric { "---:" } else { "---" })
+        .collect();
+    out.push_str(&format!("|{}|\n", rules.join("|")));
+    for row in rows {
+        let cells: Vec<String> = specs
+            .iter()
+            .map(|spec| {
+                let text = (spec.cell)(row).text;
+                match (spec.code, text.as_str()) {
+                    (_, "" | "-") => "-".to_string(),
+                    (true, _) => code_span(&text),
+                    (false, _) => markdown_text(&text),
+                }
+            })
+            .collect();
+        out.push_str(&format!("| {} |\n", cells.join(" | ")));
+    }
+    out
+}
+
+/// `text` safe in a Markdown table cell or line: control bytes shown escaped, markup and
+/// HTML characters escaped, one line.
+pub fn markdown_text(text: &str) -> String {
+    let clean = super::sanitize::clean(text);
+    let mut out = String::with_capacity(clean.len());
+    for c in clean.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '|' => out.push_str("\\|"),
+            '`' => out.push_str("&#96;"),
+            '\n' | '\r' => out.push(' '),
+            '\\' | '*' | '_' | '[' | ']' | '~' => {
+                out.push('\\');
+                out.push(c);
+            }
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// An id or a command as inline code: kept on one line (a non-breaking hyphen never
+/// splits it), a pipe escaped for the table, a backtick inside fenced by more.
+fn code_span(text: &str) -> String {
+    let clean = super::sanitize::clean(text).replace(['\n', '\r'], " ");
+    let clean = clean.replace('|', "\\|");
+    let fence = if clean.contains('`') { "``" } else { "`" };
+    format!("{fence}{clean}{fence}")
+}
+
+/// An HTML table of `rows`: maud escapes the markup; ids and commands as code, which the
+/// page's style never breaks.
+pub fn html<'r, R: 'r + ?Sized>(
+    specs: &[Spec<R>],
+    rows: impl IntoIterator<Item = &'r R>,
+) -> maud::Markup {
+    let clean = |text: &str| super::sanitize::clean(text).into_owned();
+    maud::html! {
+        table {
+            tr { @for spec in specs { th { (spec.title) } } }
+            @for row in rows {
+                tr {
+                    @for spec in specs {
+                        @let text = (spec.cell)(row).text;
+                        @if spec.numeric {
+                            td.n { (clean(&text)) }
+                        } @else if spec.code && !text.is_empty() && text != "-" {
+                            td { code { (clean(&text)) } }
+                        } @else {
+                            td { (clean(&text)) }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// A CSV of `rows`: the header of keys, then one line each, CRLF, every cell made safe
+/// for a spreadsheet (see [`csv_cell`]).
+pub fn csv_line<R: ?Sized>(specs: &[Spec<R>], row: Option<&R>) -> String {
+    let cells: Vec<String> = match row {
+        None => specs.iter().map(|s| s.key.to_string()).collect(),
+        Some(row) => specs
+            .iter()
+            .map(|spec| csv_cell(&(spec.cell)(row).text))
+            .collect(),
+    };
+    format!("{}\r\n", cells.join(","))
+}
+
+/// One CSV cell: control bytes shown escaped, a leading `=`, `+`, `-`, `@`, tab or
+/// carriage return neutralised with a `'` (OWASP's advice), quoted when it holds a
+/// comma, a quote or a line break, quotes doubled.
+pub fn csv_cell(text: &str) -> String {
+    let clean = super::sanitize::clean(text);
+    let mut cell = clean.into_owned();
+    if cell.starts_with(['=', '+', '-', '@', '\t', '\r']) {
+        cell.insert(0, '\'');
+    }
+    if cell.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", cell.replace('"', "\"\""))
+    } else {
+        cell
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// The DLQ.
+
+/// A DLQ entry as every front end lists it: its verdict, its id as shown (whole, or the
+/// unique prefix every command accepts) and what the message was.
+pub struct DlqRow<'a> {
+    pub verdict: &'a Verdict,
+    pub id: &'a str,
+    pub message: &'a Message,
+}
+
+impl DlqRow<'_> {
+    /// Its next step, with the id as shown.
+    fn step(&self) -> Step {
+        if self.id.len() < self.verdict.id.len() {
+            self.verdict
+                .next_step
+                .clone()
+                .map(|line| line.with_operand(&self.verdict.id, self.id))
+        } else {
+            self.verdict.next_step.clone()
+        }
+    }
+}
+
+/// The DLQ: what it is and why it failed, then what to do, then what the message was;
+/// the columns the detail and `inspect` repeat give way first, then the message's. (A
+/// function, as its rows borrow.)
+pub fn dlq<'a>() -> [Spec<DlqRow<'a>>; 9] {
+    [
+        Spec::new("id", "ID", "Notification", 0, |r: &DlqRow<'a>| {
+            shown(r.id).into()
+        })
+        .whole()
+        .code(),
+        Spec::new("branch", "BRANCH", "Branch", 0, |r: &DlqRow<'a>| {
+            toned(r.verdict.branch.as_str(), branch_tone(r.verdict.branch))
+        }),
+        Spec::new("channels", "CHANNELS", "Channels", 2, |r: &DlqRow<'a>| {
+            channels_cell(
+                &r.verdict
+                    .channels
+                    .iter()
+                    .map(|c| (c.channel, c.state))
+                    .collect::<Vec<_>>(),
+            )
+            .into()
+        })
+        .max(48),
+        Spec::new("cause", "CAUSE", "Cause", 1, |r: &DlqRow<'a>| {
+            cause(r.verdict).into()
+        })
+        .max(56),
+        // The command alone: the cause it says to fix first is in CAUSE.
+        Spec::new(
+            "next_step",
+            "NEXT STEP",
+            "Next step",
+            3,
+            |r: &DlqRow<'a>| shown(&r.step().command_text()).into(),
+        )
+        .own_line()
+        .code(),
+        Spec::new(
+            "lease_lost",
+            "LEASE LOST",
+            "Lease lost",
+            6,
+            |r: &DlqRow<'a>| if r.verdict.lease_lost { "yes" } else { "no" }.into(),
+        ),
+        Spec::new("evidence", "EVIDENCE", "Evidence", 7, |r: &DlqRow<'a>| {
+            join_ids(&r.verdict.evidence()).into()
+        })
+        .max(24),
+        Spec::new("subject", "SUBJECT", "Subject", 4, |r: &DlqRow<'a>| {
+            shown(r.message.subject.as_deref().unwrap_or("-")).into()
+        })
+        .max(40),
+        Spec::new("to", "TO", "To", 5, |r: &DlqRow<'a>| {
+            let channels: Vec<Channel> = r.verdict.channels.iter().map(|c| c.channel).collect();
+            shown(&r.message.to_all(&channels)).into()
+        })
+        .max(40),
+    ]
+}
+
+// ---------------------------------------------------------------------------------------
+// What needs a person (reconcile).
+
+/// A notification and channel reconcile says needs a person (or is in doubt), as every
+/// front end lists it. Reconcile fills it in; the text is already in words.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NeedRow {
+    pub channel: Channel,
+    /// Who got the copies, or where to find out.
+    pub recipient: String,
+    /// As shown: whole, or a unique prefix.
+    pub id: String,
+    pub class: &'static str,
+    pub tone: Tone,
+    pub copies: i64,
+    pub first_copy: Option<f64>,
+    pub last_copy: Option<f64>,
+    /// Each piece of evidence in words.
+    pub evidence: Vec<String>,
+}
+
+/// What needs a person, in the order of `reconcile -o csv` (DESIGN §11).
+pub const NEEDS: &[Spec<NeedRow>] = &[
+    Spec::new("channel", "CHANNEL", "Channel", 0, |r: &NeedRow| {
+        r.channel.as_str().into()
+    }),
+    Spec::new("recipient", "RECIPIENT", "Recipient", 1, |r: &NeedRow| {
+        shown(&r.recipient).into()
+    })
+    .max(36),
+    Spec::new("id", "ID", "Notification", 0, |r: &NeedRow| {
+        shown(&r.id).into()
+    })
+    .whole()
+    .code(),
+    Spec::new("class", "CLASS", "Class", 0, |r: &NeedRow| {
+        toned(r.class, r.tone)
+    })
+    .whole(),
+    Spec::new("copies", "COPIES", "Copies", 0, |r: &NeedRow| {
+        r.copies.to_string().into()
+    })
+    .numeric(),
+    Spec::new(
+        "first_copy_at",
+        "FIRST COPY",
+        "First copy",
+        4,
+        |r: &NeedRow| r.first_copy.map(rfc3339).unwrap_or_default().into(),
+    ),
+    Spec::new(
+        "last_copy_at",
+        "LAST COPY",
+        "Last copy",
+        4,
+        |r: &NeedRow| r.last_copy.map(rfc3339).unwrap_or_default().into(),
+    ),
+    Spec::new("evidence", "EVIDENCE", "Evidence", 2, |r: &NeedRow| {
+        shown(&r.evidence.join("; ")).into()
+    })
+    .own_line(),
+];
+
+// ---------------------------------------------------------------------------------------
+// Operator actions (the audit).
+
+/// One operator action as every front end lists it (the report reads it from the audit).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ActionRow {
+    pub at: f64,
+    /// DLQ_RESOLVED, REPLAYED, VERIFIED; FORCED and the front end (`via tui`) beside it.
+    pub action: String,
+    /// As shown: whole, or a unique prefix.
+    pub id: String,
+    pub operator: String,
+    pub reason: Option<String>,
+    pub ticket: Option<String>,
+    pub attestation: Option<String>,
+    pub verdict_then: Option<String>,
+    pub followed: String,
+}
+
+fn or_dash(text: &Option<String>) -> Text {
+    shown(text.as_deref().unwrap_or("-")).into()
+}
+
+/// Operator actions, newest last.
+pub const ACTIONS: &[Spec<ActionRow>] = &[
+    Spec::new("at", "WHEN", "When", 0, |r: &ActionRow| {
+        rfc3339(r.at).into()
+    }),
+    Spec::new("action", "ACTION", "Action", 0, |r: &ActionRow| {
+        shown(&r.action).into()
+    }),
+    Spec::new("id", "ID", "Notification", 0, |r: &ActionRow| {
+        shown(&r.id).into()
+    })
+    .whole()
+    .code(),
+    Spec::new("operator", "OPERATOR", "Operator", 1, |r: &ActionRow| {
+        shown(&r.operator).into()
+    })
+    .max(24),
+    Spec::new("reason", "REASON", "Reason", 1, |r: &ActionRow| {
+        or_dash(&r.reason)
+    })
+    .max(48),
+    Spec::new("ticket", "TICKET", "Ticket", 3, |r: &ActionRow| {
+        or_dash(&r.ticket)
+    })
+    .max(16),
+    Spec::new(
+        "attestation",
+        "ATTESTATION",
+        "Attestation",
+        4,
+        |r: &ActionRow| or_dash(&r.attestation),
+    )
+    .max(40),
+    Spec::new(
+        "verdict_then",
+        "VERDICT THEN",
+        "Verdict then",
+        2,
+        |r: &ActionRow| or_dash(&r.verdict_then),
+    ),
+    Spec::new(
+        "followed",
+        "FOLLOWED",
+        "What followed",
+        2,
+        |r: &ActionRow| shown(&r.followed).into(),
+    )
+    .max(48),
+];
