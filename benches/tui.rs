@@ -96,6 +96,7 @@ fn main() -> anyhow::Result<()> {
             since: None,
             clock: Arc::new(unsctl::clock::SystemClock),
             wait: Duration::ZERO,
+            reports: std::env::temp_dir(),
         },
         reader: jobs::Reader::default(),
         terminal: Terminal::new(TestBackend::new(80, 24))?,

@@ -37,10 +37,13 @@ pub enum Series {
     DlqResolved,
     /// DELIVERED: every channel accepted.
     Delivered,
+    /// DELIVERED in a cycle a replay started (a cycle past the first): a replay that
+    /// worked.
+    ReplayDelivered,
 }
 
 impl Series {
-    pub const ALL: [Series; 7] = [
+    pub const ALL: [Series; 8] = [
         Series::LeaseLost,
         Series::Reclaimed,
         Series::Unknown,
@@ -48,6 +51,7 @@ impl Series {
         Series::Replayed,
         Series::DlqResolved,
         Series::Delivered,
+        Series::ReplayDelivered,
     ];
 
     /// The event kind it counts.
@@ -59,7 +63,7 @@ impl Series {
             Series::DeadLettered => "DEAD_LETTERED",
             Series::Replayed => "REPLAYED",
             Series::DlqResolved => "DLQ_RESOLVED",
-            Series::Delivered => "DELIVERED",
+            Series::Delivered | Series::ReplayDelivered => "DELIVERED",
         }
     }
 
@@ -73,6 +77,7 @@ impl Series {
             Series::Replayed => "REPLAYED",
             Series::DlqResolved => "DLQ_RESOLVED",
             Series::Delivered => "DELIVERED",
+            Series::ReplayDelivered => "REPLAY_DELIVERED",
         }
     }
 
@@ -86,6 +91,7 @@ impl Series {
             Series::Replayed => "REPLAY",
             Series::DlqResolved => "RESOLVE",
             Series::Delivered => "DELIVER",
+            Series::ReplayDelivered => "REPLAY OK",
         }
     }
 
@@ -99,6 +105,7 @@ impl Series {
             Series::Replayed => "replay",
             Series::DlqResolved => "resolve",
             Series::Delivered => "delivery",
+            Series::ReplayDelivered => "replay delivered",
         }
     }
 
@@ -109,6 +116,10 @@ impl Series {
             Series::Reclaimed => "json_valid(payload) AND json_extract(payload, '$.reclaimed') = 1",
             Series::Unknown => {
                 "json_valid(payload) AND json_extract(payload, '$.metadata.provider_outcome') = 'UNKNOWN'"
+            }
+            Series::ReplayDelivered => {
+                "json_valid(payload) AND json_type(payload, '$.cycle') = 'integer' \
+                 AND json_extract(payload, '$.cycle') > 1"
             }
             _ => "1",
         }

@@ -123,18 +123,7 @@ pub fn conclude<T>(readings: &[Reading<T>]) -> CliResult {
     )))
 }
 
-/// The per-context part of a fleet JSON document: entries counted, or the error.
-#[derive(Serialize)]
-pub struct ContextStatus {
-    pub context: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub entries: Option<usize>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
-    /// Which store the context named when it was read ([`crate::store::Store::identity`]).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub store: Option<String>,
-}
+pub use crate::documents::ContextStatus;
 
 pub fn statuses<T>(readings: &[Reading<Vec<T>>]) -> Vec<ContextStatus> {
     readings

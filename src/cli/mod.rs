@@ -5,7 +5,6 @@ pub mod args;
 pub mod backend;
 pub mod canary;
 pub mod commands;
-pub mod documents;
 pub mod error;
 pub mod fleet;
 pub mod follow;

@@ -110,6 +110,7 @@ use ViewKind::{Audit, Contexts, Dlq, Inspect, Reconcile};
 /// Where a row can be moved through.
 const LISTS: &[ViewKind] = &[];
 const MOVES: &str = "move: a row, a page, the first or last";
+const MARKS: &str = "marks";
 
 /// The keymap, in the order the help lists it.
 pub const BINDINGS: &[Binding] = &[
@@ -171,10 +172,10 @@ pub const BINDINGS: &[Binding] = &[
         codes: &[KeyCode::Char(' ')],
         command: Command::Mark,
         short: "mark",
-        does: "mark or unmark the row",
+        does: "mark or unmark the row (u clears every mark)",
         views: &[Dlq],
         footer: true,
-        group: None,
+        group: Some(MARKS),
     },
     Binding {
         codes: &[KeyCode::Char('u')],
@@ -183,7 +184,7 @@ pub const BINDINGS: &[Binding] = &[
         does: "clear every mark",
         views: &[Dlq],
         footer: false,
-        group: None,
+        group: Some(MARKS),
     },
     Binding {
         codes: &[KeyCode::Enter],
@@ -207,7 +208,7 @@ pub const BINDINGS: &[Binding] = &[
         codes: &[KeyCode::Char(':')],
         command: Command::CommandBar,
         short: "views",
-        does: "a view (tab completes): dlq, inspect ID, reconcile, pulse, audit, providers, contexts, report",
+        does: "a view (tab completes), or report [SINCE] to write the bundle",
         views: &[],
         footer: true,
         group: None,
@@ -216,7 +217,7 @@ pub const BINDINGS: &[Binding] = &[
         codes: &[KeyCode::Char('p')],
         command: Command::Replay,
         short: "replay",
-        does: "replay the marked rows or this one: channels, canary, pace, reason, typed word",
+        does: "replay: channels, canary, pace, reason, the typed word",
         views: &[Dlq, Inspect],
         footer: true,
         group: None,
@@ -225,7 +226,7 @@ pub const BINDINGS: &[Binding] = &[
         codes: &[KeyCode::Char('r')],
         command: Command::Resolve,
         short: "resolve",
-        does: "resolve the marked rows or this one (or give them up, forced): reason, typed word",
+        does: "resolve, or give up on purpose (forced): reason, the typed word",
         views: &[Dlq, Inspect],
         footer: true,
         group: None,
@@ -234,7 +235,7 @@ pub const BINDINGS: &[Binding] = &[
         codes: &[KeyCode::Char('v')],
         command: Command::Verify,
         short: "verify",
-        does: "verify the marked rows or this one, and record the answers",
+        does: "verify with the providers' records, then record the answers",
         views: &[Dlq, Inspect],
         footer: true,
         group: None,
@@ -296,7 +297,11 @@ pub const BINDINGS: &[Binding] = &[
 ];
 
 /// What the marks on a row mean, for the help.
-pub const LEGEND: &str = "rows: [x] marked, * changed since the last look, > the cursor";
+pub const LEGEND: &str =
+    "[x] marked (acts use these, else the cursor's row); * changed since last look";
+
+/// The views the command bar goes to.
+pub const VIEWS: &str = "views: dlq, inspect ID, reconcile, pulse, audit, providers, contexts";
 
 /// A key as the screen names it.
 pub fn key_name(code: &KeyCode) -> String {

@@ -4,6 +4,7 @@
 //! Nothing here reads the wall clock: the window's end is "now" for every judgement,
 //! so the same window gives the same bytes on every run and over both backends.
 
+pub mod bundle;
 pub mod html;
 pub mod markdown;
 
@@ -23,6 +24,36 @@ pub struct Asked {
     /// Narrows the notifications (channel, error text), as everywhere.
     pub selection: Selection,
     pub sources: crate::verify::Sources,
+}
+
+/// Lease losses this far apart belong to two incidents.
+pub const INCIDENT_GAP: f64 = 3600.0;
+
+/// The window of the incident going on at `now`, or the last one: from a minute before
+/// the first lease loss of the latest burst (losses less than [`INCIDENT_GAP`] apart, in
+/// the last day) to `now`; without a lease loss in the last day, the last hour.
+pub fn incident_window(store: &dyn Store, now: f64) -> crate::store::Result<(f64, f64)> {
+    let losses = store.events(&crate::store::EventQuery {
+        kinds: vec![crate::model::Kind::LeaseLost],
+        limit: 10_000,
+        ..Default::default()
+    })?;
+    let mut first: Option<f64> = None;
+    // Newest first: walk back until a gap.
+    for event in losses
+        .events
+        .iter()
+        .filter(|e| e.at <= now && e.at > now - 86_400.0)
+    {
+        match first {
+            Some(at) if at - event.at > INCIDENT_GAP => break,
+            _ => first = Some(event.at),
+        }
+    }
+    Ok(match first {
+        Some(at) => ((at - 60.0).floor(), now),
+        None => (now - 3600.0, now),
+    })
 }
 
 /// The most operator actions whose aftermath is looked up one by one.
@@ -83,6 +114,19 @@ pub struct Action {
     pub answer: Option<Answer>,
     /// What became of it: delivered, refused again, still due, resolved.
     pub followed: String,
+}
+
+impl Report {
+    /// What it found, in a line: duplicated, missing and in doubt, over every channel.
+    pub fn headline(&self) -> String {
+        let sum = |f: fn(&Impact) -> usize| self.impact.iter().map(f).sum::<usize>();
+        format!(
+            "{} duplicated, {} missing, {} in doubt",
+            sum(|i| i.duplicated),
+            sum(|i| i.missing),
+            sum(|i| i.maybe_duplicated + i.unsettled)
+        )
+    }
 }
 
 impl Action {

@@ -15,6 +15,7 @@ pub mod preview;
 pub mod run;
 pub mod screen;
 pub mod select;
+pub mod stream;
 pub mod wait;
 
 pub use outcome::{Blocked, NotInDlq, Outcome};

@@ -35,6 +35,8 @@ pub struct Settings {
     pub pulse_span: f64,
     /// How long a carry-out waits on its replays after the last is due.
     pub wait: Duration,
+    /// Where `:report` writes its bundles.
+    pub reports: std::path::PathBuf,
     /// Capture the mouse.
     pub mouse: bool,
     /// `--all-contexts`: the screen reads every context and changes none.

@@ -99,6 +99,8 @@ pub struct Dialog {
     pub previewed: Option<Ask>,
     /// How many it would change, and the word that confirms them.
     pub count: usize,
+    /// Verify: the entries the answers to record are over.
+    pub entries: usize,
     /// A carry-out under way: where it stands, and the flag that stops it.
     pub progress: Option<String>,
     pub stop: Option<Arc<AtomicBool>>,
@@ -131,6 +133,7 @@ impl Dialog {
             opened: now,
             previewed: None,
             count: 0,
+            entries: 0,
             progress: None,
             stop: None,
             done: None,
@@ -535,12 +538,7 @@ impl App {
     /// Takes what the worker sent back for job `seq` (nothing, if it was cancelled).
     pub fn absorb(&mut self, seq: u64, reply: Reply, now: Instant) {
         if let Reply::Progress { text, lines } = reply {
-            if self.pending.contains_key(&seq)
-                && let Some(dialog) = self.dialog.as_mut()
-            {
-                dialog.progress = Some(text);
-                dialog.lines = lines;
-            }
+            self.progress(seq, text, lines);
             return;
         }
         if self.pending.remove(&seq).is_none() {
@@ -569,11 +567,13 @@ impl App {
                 }
             }
             Reply::Inspect {
+                asked,
                 id,
                 lines,
                 next_step,
             } => {
-                if id == self.inspect.id {
+                if asked == self.inspect.id || id == self.inspect.id {
+                    self.inspect.id = id;
                     self.inspect.lines = lines;
                     self.inspect.next_step = next_step;
                     self.inspect.loaded = Some(now);
@@ -615,6 +615,16 @@ impl App {
         }
     }
 
+    /// Where a carry-out in flight stands (not its end).
+    fn progress(&mut self, seq: u64, text: String, lines: Vec<String>) {
+        if self.pending.contains_key(&seq)
+            && let Some(dialog) = self.dialog.as_mut()
+        {
+            dialog.progress = Some(text);
+            dialog.lines = lines;
+        }
+    }
+
     fn take_rows(&mut self, rows: Vec<Row>, next: Option<String>, now: Instant) {
         let first_read = self.dlq.loaded.is_none() || self.dlq.seen.is_empty();
         let mut changed = BTreeSet::new();
@@ -649,6 +659,13 @@ impl App {
         let live: BTreeSet<&String> = self.dlq.rows.iter().map(|r| &r.verdict.id).collect();
         self.dlq.marks.retain(|id| live.contains(id));
         self.dlq.loaded = Some(now);
+        // The first page read empty while the counts say there are entries: the counts
+        // are older than the rows, so they are not shown until counted again.
+        let counted: usize = self.dlq.counts.iter().flat_map(|c| c.values()).sum();
+        if self.dlq.rows.is_empty() && self.dlq.cursor.is_none() && counted > 0 {
+            self.dlq.counts = None;
+            self.dlq.counted = None;
+        }
     }
 
     fn absorb_action(&mut self, reply: Reply, now: Instant) {
@@ -672,15 +689,24 @@ impl App {
                 let Some(dialog) = self.dialog.as_mut() else {
                     return;
                 };
-                dialog.count = asked
+                let recordable: Vec<&str> = asked
                     .answers
                     .iter()
                     .filter(|a| a.answer.finding().is_some())
-                    .count();
+                    .map(|a| a.id.as_str())
+                    .collect();
+                dialog.count = recordable.len();
+                dialog.entries = recordable.iter().collect::<BTreeSet<_>>().len();
                 dialog.lines = lines;
-                dialog.note = (dialog.count == 0).then(|| {
+                dialog.note = Some(if dialog.count == 0 {
                     "No answer to record: CANNOT_TELL is never written down; check by hand."
                         .to_string()
+                } else {
+                    format!(
+                        "{} over {} can be recorded; CANNOT_TELL is never written down.",
+                        crate::render::output::counted(dialog.count as i64, "answer"),
+                        crate::render::output::counted(dialog.entries as i64, "entry")
+                    )
                 });
                 dialog.previewed = dialog.ask().ok();
                 dialog.prepared = Some(Prepared::Record { asked });
@@ -694,18 +720,15 @@ impl App {
                     dialog.stop = None;
                 }
                 self.say(summary, false);
-                self.dlq.loaded = None;
-                self.dlq.counted = None;
-                self.refresh_soon();
+                self.dlq_changed();
             }
+            Reply::Reported { said } => self.say(said, false),
             Reply::Recorded { lines } => {
                 if let Some(dialog) = self.dialog.as_mut() {
                     dialog.done = Some(lines);
                 }
                 self.say("answers recorded", false);
-                self.dlq.loaded = None;
-                self.dlq.counted = None;
-                self.refresh_soon();
+                self.dlq_changed();
             }
             Reply::Failed { what, error } => {
                 if let Some(dialog) = self.dialog.as_mut() {
@@ -741,6 +764,18 @@ impl App {
         if self.view == ViewKind::Dlq {
             self.dlq.counted = self.dlq.counted.or(Some(now));
         }
+    }
+
+    /// An act changed the DLQ: its rows and counts are read again, and the counts of
+    /// before are not shown over the rows of after.
+    fn dlq_changed(&mut self) {
+        // A read started before the act answers for the DLQ before it: dropped.
+        self.pending
+            .retain(|_, p| !matches!(p.label, "counting" | "reading the DLQ"));
+        self.dlq.loaded = None;
+        self.dlq.counted = None;
+        self.dlq.counts = None;
+        self.refresh_soon();
     }
 
     fn refresh_soon(&mut self) {
@@ -1307,6 +1342,14 @@ impl App {
             "pulse" => ViewKind::Pulse,
             "audit" => ViewKind::Audit,
             "contexts" | "context" => ViewKind::Contexts,
+            "providers" => ViewKind::Providers,
+            "report" => {
+                let mut jobs = Vec::new();
+                let until = words.next().map(str::to_string);
+                self.say("writing the report's bundle…", false);
+                self.start(Job::Report { since: arg, until }, now, &mut jobs);
+                return jobs;
+            }
             "q" | "quit" => {
                 self.quit = true;
                 return Vec::new();

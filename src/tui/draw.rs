@@ -644,7 +644,7 @@ fn pulse(frame: &mut Frame<'_>, app: &App, area: Rect, paint: &Paint) {
     for (n, series) in Series::ALL.iter().enumerate() {
         let place = areas[n + 1];
         let [label, chart] =
-            Layout::horizontal([Constraint::Length(28), Constraint::Min(10)]).areas(place);
+            Layout::horizontal([Constraint::Length(34), Constraint::Min(10)]).areas(place);
         let counts = pulse.series.get(series).cloned().unwrap_or_default();
         let last = pulse
             .last(*series)
@@ -656,10 +656,19 @@ fn pulse(frame: &mut Frame<'_>, app: &App, area: Rect, paint: &Paint) {
                     .collect::<String>()
             })
             .unwrap_or_else(|| "-".into());
+        // The numbers behind the bars: this minute's, the busiest minute's, the window's.
+        let now_count = counts.last().copied().unwrap_or(0);
+        let peak = counts.iter().copied().max().unwrap_or(0);
         frame.render_widget(
             Paragraph::new(vec![
-                Line::from(Span::styled(series.as_str(), paint.bold())),
-                Line::from(format!("{} · last {last}", pulse.total(*series))),
+                Line::from(vec![
+                    Span::styled(series.as_str(), paint.bold()),
+                    Span::raw(format!(" · last {last}")),
+                ]),
+                Line::from(format!(
+                    "{now_count}/min now · peak {peak}/min · {} in all",
+                    pulse.total(*series)
+                )),
             ]),
             label,
         );
@@ -804,14 +813,12 @@ fn contexts(frame: &mut Frame<'_>, app: &App, area: Rect) {
 }
 
 fn help(frame: &mut Frame<'_>, app: &App, area: Rect) {
-    let mut lines = vec![Line::from(format!(
-        "Keys in {} (any key closes this)",
-        app.view.name()
-    ))];
+    let mut lines = Vec::new();
     for (keys, does) in keymap::help_lines(keymap::for_view(app.view)) {
         lines.push(Line::from(format!("{keys:<9} {does}")));
     }
     lines.push(Line::from(keymap::LEGEND));
+    lines.push(Line::from(keymap::VIEWS));
     lines.push(Line::from(format!("filter words: {}", super::filter::KEYS)));
     if let Some(why) = &app.config.readonly {
         lines.push(Line::from(format!(
@@ -822,9 +829,12 @@ fn help(frame: &mut Frame<'_>, app: &App, area: Rect) {
     // The whole body: at 80×24 every key fits.
     frame.render_widget(Clear, area);
     frame.render_widget(
-        Paragraph::new(lines)
-            .wrap(Wrap { trim: false })
-            .block(Block::default().borders(Borders::ALL).title(" help ")),
+        Paragraph::new(lines).wrap(Wrap { trim: false }).block(
+            Block::default().borders(Borders::ALL).title(format!(
+                " keys in {} (any key closes this) ",
+                app.view.name()
+            )),
+        ),
         area,
     );
 }
@@ -1032,16 +1042,21 @@ fn buttons_line(dialog: &Dialog, paint: &Paint) -> Line<'static> {
             },
         )
     };
+    let go = match dialog.action {
+        Some(action) => format!(
+            "Go: {} {}",
+            action.as_str(),
+            crate::render::output::counted(dialog.count as i64, "entry")
+        ),
+        None => format!(
+            "Go: record {} over {}",
+            crate::render::output::counted(dialog.count as i64, "answer"),
+            crate::render::output::counted(dialog.entries as i64, "entry")
+        ),
+    };
     Line::from(vec![
         button("Cancel", Focus::Cancel),
-        button(
-            &format!(
-                "Go: {} {}",
-                dialog.action.map_or("record", |a| a.as_str()),
-                crate::render::output::counted(dialog.count as i64, "entry")
-            ),
-            Focus::Go,
-        ),
+        button(&go, Focus::Go),
     ])
 }
 

@@ -46,6 +46,8 @@ pub struct Source {
     pub clock: Arc<dyn crate::clock::Clock>,
     /// How long a carry-out waits on its canary, and on its replays after the last is due.
     pub wait: Duration,
+    /// Where `:report` writes its bundles (each in a new directory).
+    pub reports: std::path::PathBuf,
 }
 
 /// Work for the background.
@@ -93,6 +95,12 @@ pub enum Job {
     Verify {
         ids: Vec<String>,
     },
+    /// Writes the evidence bundle of a report for the window typed (`since`, `until`), or
+    /// the incident's: from the first lease loss of the latest burst to now.
+    Report {
+        since: Option<String>,
+        until: Option<String>,
+    },
     /// Writes the answers down as VERIFIED events.
     Record {
         asked: Arc<crate::verify::Asked>,
@@ -116,6 +124,7 @@ impl Job {
             Job::Carry { .. } => "acting",
             Job::Verify { .. } => "asking the providers' records",
             Job::Record { .. } => "recording",
+            Job::Report { .. } => "writing the report",
         }
     }
 }
@@ -184,6 +193,8 @@ pub enum Reply {
         counts: BTreeMap<Branch, usize>,
     },
     Inspect {
+        /// The id as asked (a prefix the screen showed), and the whole id it names.
+        asked: String,
         id: String,
         lines: Vec<String>,
         next_step: Option<crate::model::command::Step>,
@@ -228,6 +239,10 @@ pub enum Reply {
     Verified {
         asked: Arc<crate::verify::Asked>,
         lines: Vec<String>,
+    },
+    /// A report's bundle was written: where, and what it found in a line.
+    Reported {
+        said: String,
     },
     Recorded {
         lines: Vec<String>,
@@ -421,7 +436,9 @@ fn read(source: &Source, store: &dyn Store, job: Job) -> Result<Reply, Failure> 
                 .map_err(text)?;
             Ok(Reply::Counts { filter, counts })
         }
-        Job::Inspect { id, width } => {
+        Job::Inspect { id: asked, width } => {
+            // Any prefix the screen shows names its notification, as on the command line.
+            let id = crate::session::ids::expand_id(store, &asked)?;
             let doc = store.notification(&id).map_err(text)?;
             let view = crate::render::notification::view(doc);
             let next_step = view.triage.as_ref().map(|v| v.next_step.clone());
@@ -430,6 +447,7 @@ fn read(source: &Source, store: &dyn Store, job: Job) -> Result<Reply, Failure> 
                 .map(str::to_string)
                 .collect();
             Ok(Reply::Inspect {
+                asked,
                 id,
                 lines,
                 next_step,
@@ -456,6 +474,7 @@ fn read(source: &Source, store: &dyn Store, job: Job) -> Result<Reply, Failure> 
                 now,
             })
         }
+        Job::Report { since, until } => report(source, store, since, until),
         Job::Preview { action, ids, ask } => {
             preview(source, store, action, ids, ask).map_err(Failure::from)
         }
@@ -893,6 +912,52 @@ fn pause(stop: &AtomicBool, every: Duration) -> bool {
     stop.load(Ordering::SeqCst)
 }
 
+/// The bundle of `report --bundle` for the window typed, or the incident's, written to a
+/// new directory under the source's; what is said of it.
+fn report(
+    source: &Source,
+    store: &dyn Store,
+    since: Option<String>,
+    until: Option<String>,
+) -> Result<Reply, Failure> {
+    let now = source.clock.now();
+    let instant = |text: &str| {
+        crate::clock::parse_instant(text, now).map_err(|err| {
+            Failure::from(format!("{}: {err}", crate::render::sanitize::clean(text)))
+        })
+    };
+    let (since, until) = match (since, until) {
+        (Some(since), until) => (
+            instant(&since)?,
+            until.as_deref().map(instant).transpose()?.unwrap_or(now),
+        ),
+        (None, _) => crate::report::incident_window(store, now)?,
+    };
+    if since >= until || until > now {
+        return Err("a report's window runs from its start to now at the latest"
+            .to_string()
+            .into());
+    }
+    let asked = crate::report::Asked {
+        since,
+        until,
+        selection: Default::default(),
+        sources: source.sources.clone(),
+    };
+    let stamp = crate::render::time::rfc3339(now).replace([':', '-', '.'], "");
+    let dir = source.reports.join(format!("unsctl-report-{stamp}"));
+    let written = crate::report::bundle::write(store, &asked, &dir)?;
+    Ok(Reply::Reported {
+        said: format!(
+            "report {} to {}: {}; {}",
+            crate::render::time::rfc3339(since),
+            crate::render::time::rfc3339(until),
+            crate::report::bundle::written(&dir),
+            written.headline()
+        ),
+    })
+}
+
 fn verify_lines(asked: &crate::verify::Asked) -> Vec<String> {
     let mut lines: Vec<String> = asked
         .answers
@@ -905,7 +970,8 @@ fn verify_lines(asked: &crate::verify::Asked) -> Vec<String> {
                 answer.cycle,
                 answer.attempt,
                 answer.answer.as_str(),
-                crate::render::views::said(&crate::verify::brief(&answer.evidence))
+                // Whole: a CANNOT_TELL's reason is what a person checks by hand next.
+                crate::render::views::said(&answer.evidence)
             )
         })
         .collect();

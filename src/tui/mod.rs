@@ -40,6 +40,7 @@ pub fn run(settings: Settings) -> Result {
         since: settings.since,
         clock: Arc::new(crate::clock::SystemClock),
         wait: settings.wait,
+        reports: settings.reports,
     };
     crate::render::output::hold_status();
     let screen = Screen::enter(settings.mouse)?;
@@ -141,6 +142,7 @@ fn switch(
             since: source.since.clone(),
             clock: source.clock.clone(),
             wait: source.wait,
+            reports: source.reports.clone(),
         },
         place,
         readonly,

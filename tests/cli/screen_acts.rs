@@ -269,3 +269,63 @@ fn giving_up_from_the_screen_is_a_forced_resolve_with_its_reason() {
     let theirs = payloads(&cli_db, &ids[0], "DLQ_RESOLVED");
     same_but_via(ours[0].clone(), &theirs[0]);
 }
+
+/// The command bar: `:inspect` takes the prefix the list shows, `:providers` opens the
+/// providers' figures, and `:report` writes a bundle that `report check` passes.
+#[test]
+fn the_command_bar_inspects_a_shown_prefix_and_writes_the_report() {
+    let (dir, db, ids) = refused_store(2, &["HTTP 400"]);
+    let mut screen = Screen::open(&db, false, false);
+    screen.source.reports = dir.path().join("reports");
+    std::fs::create_dir_all(&screen.source.reports).expect("reports");
+    screen.view(ViewKind::Dlq, None);
+    let shown = screen.app.dlq.rows[1].short.clone();
+    assert!(shown.len() < ids[1].len(), "{shown} is a prefix");
+    screen.press(KeyCode::Char(':'));
+    screen.type_text(&format!("inspect {shown}"));
+    screen.press(KeyCode::Enter);
+    assert_eq!(screen.app.view, ViewKind::Inspect);
+    assert_eq!(
+        screen.app.inspect.id, ids[1],
+        "the whole id, from the prefix"
+    );
+    let text = screen.text(120, 40);
+    assert!(text.contains("subject   \"seeded\""), "{text}");
+    assert!(
+        text.contains("to        SLACK (the Slack webhook's channel)"),
+        "{text}"
+    );
+
+    screen.press(KeyCode::Char(':'));
+    screen.type_text("prov");
+    screen.press(KeyCode::Tab);
+    screen.press(KeyCode::Enter);
+    assert_eq!(screen.app.view, ViewKind::Providers);
+
+    screen.press(KeyCode::Char(':'));
+    screen.type_text("report 2d");
+    screen.press(KeyCode::Enter);
+    let said = screen.app.message.as_ref().expect("said").text.clone();
+    assert!(said.contains("evidence bundle written to"), "{said}");
+    let bundle = std::fs::read_dir(&screen.source.reports)
+        .expect("reports")
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.is_dir())
+        .expect("a bundle directory");
+    let out = support::unsctl()
+        .args(["report", "check"])
+        .arg(&bundle)
+        .output()
+        .expect("check");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let markdown = std::fs::read_to_string(bundle.join("report.md")).expect("report.md");
+    assert!(
+        markdown.contains("MISSING") || markdown.contains("Postmortem"),
+        "{markdown}"
+    );
+}

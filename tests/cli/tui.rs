@@ -58,6 +58,7 @@ impl Screen {
             clock: std::sync::Arc::new(unsctl::clock::ManualClock::new(newest + 1200.0)),
             // Nothing runs the replays here: a carry-out looks once and does not wait.
             wait: Duration::ZERO,
+            reports: std::env::temp_dir(),
         };
         Self {
             app: App::new(config),
@@ -463,6 +464,13 @@ fn marked_rows_replayed_from_the_screen_are_audited_as_the_cli_audits_them_plus_
     screen.press(KeyCode::Enter);
     let text = screen.text(120, 40);
     assert!(text.contains("3 done"), "{text}");
+    // Closed, the view reads again: the counts of before are never shown over the rows
+    // of after, not even while they are being counted again.
+    assert!(screen.app.dlq.counts.is_none(), "the old counts are dropped at once");
+    screen.press(KeyCode::Enter);
+    let text = screen.text(120, 40);
+    assert!(text.contains("No DLQ entries match"), "{text}");
+    assert!(!text.contains("REPLAY 3"), "{text}");
     let ours = replayed_payloads(&db, &ids);
 
     // The CLI, for the same selection, on a copy of the same store.

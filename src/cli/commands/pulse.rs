@@ -104,6 +104,7 @@ const COLUMNS: &[Column] = &[
     Column::new("REPLAY", 1),
     Column::new("RESOLVE", 1),
     Column::new("DELIVER", 1),
+    Column::new("REPLAY OK", 1),
     Column::new("LOSSES", 2),
 ];
 
@@ -161,7 +162,7 @@ pub fn table(pulse: &Pulse, out: &Output) -> String {
             let tone = match series {
                 Series::LeaseLost | Series::Reclaimed | Series::Unknown if count > 0 => Tone::Bad,
                 Series::DeadLettered if count > 0 => Tone::Warn,
-                Series::Delivered if count > 0 => Tone::Good,
+                Series::Delivered | Series::ReplayDelivered if count > 0 => Tone::Good,
                 _ => Tone::Plain,
             };
             row.push(toned(count.to_string(), tone));

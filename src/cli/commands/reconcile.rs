@@ -3,10 +3,10 @@
 
 use crate::cli::args::SourceArgs;
 use crate::cli::backend::{self, Invocation};
-use crate::cli::documents::{Document, write_csv, write_reconcile};
 use crate::cli::error::{CliError, CliResult};
 use crate::cli::fleet;
 use crate::cli::values;
+use crate::documents::{Document, write_csv, write_reconcile};
 use crate::model::Channel;
 use crate::reconcile::{
     Asked, Class, Evidence, Recent, Reconciled, Reconciliation, Summary, What, summary,

@@ -4,11 +4,10 @@
 
 use crate::cli::args::{SenderArgs, SourceArgs};
 use crate::cli::backend::{self, Invocation};
-use crate::cli::error::{CliError, CliResult, ExitKind};
+use crate::cli::error::{CliError, CliResult};
 use crate::render::output::{Output, Streamed, print, status};
 use crate::report::{self, Report};
-use crate::store::{Selection, Store};
-use sha2::Digest;
+use crate::store::Selection;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -62,17 +61,6 @@ pub enum Command {
     },
 }
 
-/// The files of a bundle, in the order SHA256SUMS lists them.
-pub const BUNDLE_FILES: [&str; 7] = [
-    "report.md",
-    "report.html",
-    "report.json",
-    "events.jsonl",
-    "triage.json",
-    "reconcile.json",
-    "audit.json",
-];
-
 pub fn run(global: &Invocation, args: Args) -> CliResult {
     if let Some(Command::Check { dir }) = &args.command {
         return check(dir);
@@ -101,7 +89,11 @@ pub fn run(global: &Invocation, args: Args) -> CliResult {
     }
     let store = backend::reader(global)?;
     let report = match &args.bundle {
-        Some(dir) => bundle(store.as_ref(), &asked, dir)?,
+        Some(dir) => {
+            let report = report::bundle::write(store.as_ref(), &asked, dir)?;
+            status(&report::bundle::written(dir));
+            report
+        }
         None => report::gather(store.as_ref(), &asked, &mut |_, _| Ok(()))?,
     };
     global.output().stream(Postmortem(&report))
@@ -114,7 +106,7 @@ impl Streamed for Postmortem<'_> {
     type Done = CliResult;
 
     fn json(self) -> CliResult {
-        write_out(&json(self.0)?)
+        write_out(&report::bundle::json(self.0)?)
     }
 
     fn show(self, _: &Output) -> CliResult {
@@ -131,13 +123,6 @@ fn write_out(text: &str) -> CliResult {
     stdout.write_all(text.as_bytes())?;
     stdout.flush()?;
     Ok(())
-}
-
-fn json(report: &Report) -> CliResult<String> {
-    let mut text = serde_json::to_string_pretty(report)
-        .map_err(|err| CliError::error(format!("cannot write the report: {err}")))?;
-    text.push('\n');
-    Ok(text)
 }
 
 /// `report --all-contexts`: one report a context, each under its name; one that cannot
@@ -243,196 +228,22 @@ impl Streamed for Postmortems<'_> {
     }
 }
 
-/// Refuses a directory that already holds a file of a bundle: one is never written over.
-fn refuse_written_over(dir: &Path) -> CliResult {
-    for name in BUNDLE_FILES.iter().chain(["SHA256SUMS"].iter()) {
-        if dir.join(name).exists() {
-            return Err(CliError::new(
-                ExitKind::Refused,
-                format!(
-                    "{} already holds {name}: a bundle is never written over; choose a new directory",
-                    dir.display()
-                ),
-            ));
-        }
-    }
-    Ok(())
-}
-
-/// `reconcile -o json` of the report's window, judged as of its end, to `writer`.
-fn write_reconciliation(
-    store: &dyn Store,
-    asked: &report::Asked,
-    writer: impl Write + Send,
-) -> CliResult {
-    let reconcile_asked = crate::reconcile::Asked {
-        selection: asked.selection.clone(),
-        window: crate::store::Window {
-            since: Some(asked.since),
-            until: Some(asked.until),
-        },
-        ids: None,
-        limit: None,
-    };
-    let reconciliation = crate::reconcile::Reconciliation::read(
-        store,
-        &reconcile_asked,
-        asked.sources.clone(),
-        asked.until,
-    )?;
-    let recent = crate::reconcile::Recent::read(
-        store,
-        Some(asked.until),
-        asked.until,
-        crate::pulse::DEFAULT_QUIET_AFTER,
-    )?;
-    crate::cli::documents::write_reconcile(&reconciliation, store, &recent, writer)?;
-    Ok(())
-}
-
-/// Writes the evidence bundle to `dir` (created; an existing file is refused), and the
-/// report it holds.
-fn bundle(store: &dyn Store, asked: &report::Asked, dir: &Path) -> CliResult<Report> {
-    std::fs::create_dir_all(dir)?;
-    refuse_written_over(dir)?;
-    let file = |name: &str| -> CliResult<std::io::BufWriter<std::fs::File>> {
-        let file = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(dir.join(name))?;
-        Ok(std::io::BufWriter::with_capacity(1 << 16, file))
-    };
-    let mut events = file("events.jsonl")?;
-    let mut failed: Option<std::io::Error> = None;
-    let report = report::gather(store, asked, &mut |id, stored| {
-        for event in stored {
-            let line = serde_json::json!({
-                "notification_id": id,
-                "id": event.id,
-                "at": event.at,
-                "kind": event.kind,
-                "payload": event.payload,
-            });
-            let written = serde_json::to_writer(&mut events, &line)
-                .map_err(std::io::Error::other)
-                .and_then(|()| events.write_all(b"\n"));
-            if let Err(err) = written {
-                failed = Some(err);
-                return Err(crate::store::StoreError::Stopped);
-            }
-        }
-        Ok(())
-    });
-    if let Some(err) = failed {
-        return Err(err.into());
-    }
-    let report = report?;
-    events.flush()?;
-    write_all(
-        file("report.md")?,
-        report::markdown::render(&report).as_bytes(),
-    )?;
-    write_all(
-        file("report.html")?,
-        report::html::render(&report).as_bytes(),
-    )?;
-    write_all(file("report.json")?, json(&report)?.as_bytes())?;
-    let audit = serde_json::to_string_pretty(&report.actions)
-        .map_err(|err| CliError::error(err.to_string()))?;
-    write_all(file("audit.json")?, format!("{audit}\n").as_bytes())?;
-    crate::cli::documents::write_triage(store, &asked.selection, file("triage.json")?)?;
-    write_reconciliation(store, asked, file("reconcile.json")?)?;
-    let mut sums = String::new();
-    for name in BUNDLE_FILES {
-        sums.push_str(&format!("{}  {name}\n", sha256_of(&dir.join(name))?));
-    }
-    write_all(file("SHA256SUMS")?, sums.as_bytes())?;
-    status(&format!(
-        "evidence bundle written to {}: check it with `unsctl report check {}` or `sha256sum -c SHA256SUMS` inside it",
-        dir.display(),
-        crate::model::command::word("the folder", &dir.display().to_string())
-            .unwrap_or_else(|err| format!("<{err}>"))
-    ));
-    Ok(report)
-}
-
-fn write_all(mut file: impl Write, bytes: &[u8]) -> CliResult {
-    file.write_all(bytes)?;
-    file.flush()?;
-    Ok(())
-}
-
-fn sha256_of(path: &Path) -> CliResult<String> {
-    let mut file = std::fs::File::open(path)?;
-    let mut hasher = sha2::Sha256::new();
-    std::io::copy(&mut file, &mut hasher)?;
-    Ok(format!("{:x}", hasher.finalize()))
-}
-
-/// `report check DIR`: each listed file's digest against SHA256SUMS, and any file the
-/// list does not name.
+/// `report check DIR`: each file's line, then whether every one is as written.
 fn check(dir: &Path) -> CliResult {
-    let sums = std::fs::read_to_string(dir.join("SHA256SUMS")).map_err(|err| {
-        CliError::error(format!(
-            "{}: no SHA256SUMS to check against: {err}",
-            dir.display()
-        ))
-    })?;
-    let mut listed = std::collections::BTreeSet::new();
-    let mut problems = Vec::new();
-    for line in sums.lines().filter(|l| !l.trim().is_empty()) {
-        let Some((digest, name)) = line.split_once("  ") else {
-            problems.push(format!(
-                "SHA256SUMS: unreadable line {:?}",
-                crate::render::sanitize::clean(line)
-            ));
-            continue;
-        };
-        let name = name.trim_start_matches('*');
-        if name.contains('/') || name.contains("..") {
-            problems.push(format!(
-                "SHA256SUMS names {:?}, outside the bundle",
-                crate::render::sanitize::clean(name)
-            ));
-            continue;
-        }
-        listed.insert(name.to_string());
-        let path = dir.join(name);
-        if !path.is_file() {
-            problems.push(format!("{}: missing", crate::render::sanitize::clean(name)));
-            continue;
-        }
-        if sha256_of(&path)? != digest.trim() {
-            problems.push(format!("{}: changed", crate::render::sanitize::clean(name)));
-        } else {
-            print(&format!("{}: OK", crate::render::sanitize::clean(name)))?;
-        }
+    let checked = report::bundle::check(dir)?;
+    for line in checked.ok.iter().chain(&checked.problems) {
+        print(line)?;
     }
-    let mut present: Vec<String> = std::fs::read_dir(dir)?
-        .filter_map(|e| e.ok())
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|name| name != "SHA256SUMS" && !listed.contains(name))
-        .collect();
-    present.sort();
-    problems.extend(present.iter().map(|name| {
-        format!(
-            "{}: added (not in SHA256SUMS)",
-            crate::render::sanitize::clean(name)
-        )
-    }));
-    for problem in &problems {
-        print(problem)?;
-    }
-    if problems.is_empty() {
+    if checked.problems.is_empty() {
         status(&format!(
             "{}: every file is as it was written",
-            dir.display()
+            crate::render::sanitize::clean(&dir.display().to_string())
         ));
         return Ok(());
     }
     Err(CliError::error(format!(
         "{}: {} not as written",
-        dir.display(),
-        crate::render::output::counted(problems.len() as i64, "file")
+        crate::render::sanitize::clean(&dir.display().to_string()),
+        crate::render::output::counted(checked.problems.len() as i64, "file")
     )))
 }

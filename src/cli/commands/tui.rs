@@ -42,6 +42,9 @@ pub struct Args {
     /// How long a replay carried out from the screen is waited on, after the last is due
     #[arg(long, value_name = "DURATION", default_value = "5m", value_parser = crate::cli::values::parse_span)]
     pub wait: f64,
+    /// Where `:report` writes the evidence bundle (each in a new directory)
+    #[arg(long, value_name = "DIR", default_value = ".")]
+    pub reports: std::path::PathBuf,
     /// The pulse's span, back from now
     #[arg(long, value_name = "DURATION", default_value = "1h", value_parser = crate::cli::values::parse_duration)]
     pub pulse: f64,
@@ -116,6 +119,7 @@ pub fn settings(global: &Invocation, args: &Args) -> CliResult<Settings> {
         refresh: Duration::from_secs_f64(args.refresh.max(0.5)),
         pulse_span: args.pulse.clamp(60.0, 86_400.0),
         wait: Duration::from_secs_f64(args.wait),
+        reports: args.reports.clone(),
         mouse: args.mouse,
         all_contexts: global.all_contexts,
     })

@@ -4,10 +4,10 @@
 use crate::cli::args::{AuditArgs, SelectArgs};
 use crate::cli::backend;
 use crate::cli::backend::Invocation;
-use crate::cli::documents::{Tally, write_triage_json};
 use crate::cli::error::CliResult;
 use crate::cli::fleet;
 use crate::cli::selection::{self, Listed};
+use crate::documents::{Tally, write_triage_json};
 use crate::render::columns;
 use crate::render::output::{Output, Streamed, status};
 use crate::render::table::Grid;
@@ -119,12 +119,17 @@ impl Streamed for Entries<'_> {
     type Done = CliResult<Tally>;
 
     fn json(self) -> Self::Done {
+        let excluded = self
+            .excluded
+            .map(serde_json::to_value)
+            .transpose()
+            .map_err(std::io::Error::other)?;
         write_triage_json(
             std::io::stdout().lock(),
             self.arriving,
             self.tally,
             self.identity,
-            self.excluded,
+            excluded.as_ref(),
         )
     }
 
@@ -279,37 +284,52 @@ impl Footer {
     }
 
     fn print(&self, to: &mut dyn Write, out: &Output) -> std::io::Result<()> {
+        // Prose within the terminal's width, as every line a command prints.
+        let mut text = String::new();
+        self.write(&mut text, out);
+        if !text.is_empty() {
+            let _ = writeln!(
+                to,
+                "{}",
+                crate::render::output::fit_lines(text.trim_end(), out)
+            );
+        }
+        Ok(())
+    }
+
+    fn write(&self, to: &mut String, out: &Output) {
+        use std::fmt::Write as _;
         if !self.paging.is_empty() {
             let ids: Vec<&str> = self.paging.iter().map(String::as_str).collect();
             let pagerduty = crate::cli::args::pagerduty_api();
             let looked_up = pagerduty.is_some();
             if looked_up {
-                writeln!(to, "\nPagerDuty, were these replayed:")?;
+                let _ = writeln!(to, "\nPagerDuty, were these replayed:");
             } else {
-                writeln!(
+                let _ = writeln!(
                     to,
                     "\nPagerDuty: {} not delivered; nothing was looked up (UNS_PAGERDUTY_API_TOKEN is not set), so a replay of each:",
                     crate::render::output::counted(self.paging_total as i64, "entry")
-                )?;
+                );
             }
             for line in crate::session::pagerduty_statements(&ids, pagerduty.as_ref()) {
-                writeln!(to, "  {}", out.clean(&line))?;
+                let _ = writeln!(to, "  {}", out.clean(&line));
             }
             if looked_up && self.paging_total > self.paging.len() {
-                writeln!(
+                let _ = writeln!(
                     to,
                     "  and {} more PagerDuty entries, not looked up",
                     self.paging_total - self.paging.len()
-                )?;
+                );
             }
         }
         if self.by_code.is_empty() {
-            return Ok(());
+            return;
         }
-        writeln!(
+        let _ = writeln!(
             to,
             "\nRefused permanently, by code (a replay unchanged is refused again: fix each cause first):"
-        )?;
+        );
         for (code, group) in &self.by_code {
             let shown: Vec<String> = group
                 .ids
@@ -318,7 +338,7 @@ impl Footer {
                 .map(|id| out.clean(id).into_owned())
                 .collect();
             let more = group.ids.len().saturating_sub(shown.len());
-            writeln!(
+            let _ = writeln!(
                 to,
                 "  {}  {}: {}{}",
                 out.clean(code),
@@ -329,19 +349,18 @@ impl Footer {
                 } else {
                     String::new()
                 }
-            )?;
+            );
             for (text, count) in group.texts.iter().take(TEXTS_SHOWN) {
-                writeln!(to, "    {} ×{count}", crate::render::sanitize::quoted(text))?;
+                let _ = writeln!(to, "    {} ×{count}", crate::render::sanitize::quoted(text));
             }
             if group.texts.len() > TEXTS_SHOWN {
-                writeln!(
+                let _ = writeln!(
                     to,
                     "    and {} more distinct replies",
                     group.texts.len() - TEXTS_SHOWN
-                )?;
+                );
             }
         }
-        Ok(())
     }
 }
 

@@ -2,9 +2,9 @@
 //! (`dlq triage -o json`) and reconcile's (`reconcile -o json`, `-o csv`). The commands
 //! print them, and a report's evidence bundle keeps the same bytes.
 
-use crate::cli::error::CliResult;
-use crate::cli::selection;
+use crate::exit::Result as CliResult;
 use crate::reconcile::{Class, Recent, Reconciliation, Summary, summary};
+use crate::session::stream as selection;
 use crate::store::{Store, Triaged, Window};
 use crate::triage::{self, Branch, Verdict};
 use serde::Serialize;
@@ -19,7 +19,7 @@ pub struct Tally {
     pub counts: BTreeMap<Branch, usize>,
     pub with_notes: usize,
     /// Each entry's branch, kept only for --watch.
-    pub seen: Option<crate::cli::follow::Branches>,
+    pub seen: Option<BTreeMap<String, Branch>>,
 }
 
 impl Tally {
@@ -71,7 +71,7 @@ pub fn write_triage_json(
     arriving: Receiver<Vec<Triaged>>,
     tally: Tally,
     identity: Option<&str>,
-    excluded: Option<&crate::cli::plan::Excluded>,
+    excluded: Option<&serde_json::Value>,
 ) -> CliResult<Tally> {
     let mut writer = std::io::BufWriter::with_capacity(1 << 16, writer);
     let mut tally = Tally {
@@ -190,7 +190,7 @@ impl<W: Write> Document<W> {
         mut self,
         summary: &Summary,
         recent: &impl Serialize,
-        contexts: Option<&[crate::cli::fleet::ContextStatus]>,
+        contexts: Option<&[ContextStatus]>,
     ) -> CliResult {
         let writer = &mut self.writer;
         writer.write_all(if self.written > 0 {
@@ -218,4 +218,17 @@ pub fn indented<T: Serialize>(value: &T, buffer: &mut Vec<u8>) -> std::io::Resul
     buffer.clear();
     serde_json::to_writer_pretty(&mut *buffer, &value).map_err(std::io::Error::other)?;
     Ok(String::from_utf8_lossy(buffer).replace('\n', "\n  "))
+}
+
+/// The per-context part of a fleet's JSON document: entries counted, or the error.
+#[derive(Serialize)]
+pub struct ContextStatus {
+    pub context: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub entries: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// Which store the context named when it was read ([`crate::store::Store::identity`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub store: Option<String>,
 }

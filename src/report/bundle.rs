@@ -1,0 +1,223 @@
+//! A report's evidence bundle: the three reports, every event of the window, the triage,
+//! the reconciliation and the audit, with a SHA256SUMS that `report check` (and
+//! `sha256sum -c`) verifies. Written by `report --bundle` and the live screen's
+//! `:report` alike.
+
+use super::Report;
+use crate::exit::{Failure as CliError, Result as CliResult};
+use crate::store::Store;
+use sha2::Digest;
+use std::io::Write;
+use std::path::Path;
+
+/// The files of a bundle, in the order SHA256SUMS lists them.
+pub const FILES: [&str; 7] = [
+    "report.md",
+    "report.html",
+    "report.json",
+    "events.jsonl",
+    "triage.json",
+    "reconcile.json",
+    "audit.json",
+];
+
+/// The report as `-o json` writes it.
+pub fn json(report: &Report) -> CliResult<String> {
+    let mut text = serde_json::to_string_pretty(report)
+        .map_err(|err| CliError::error(format!("cannot write the report: {err}")))?;
+    text.push('\n');
+    Ok(text)
+}
+
+/// `reconcile -o json` of the report's window, judged as of its end, to `writer`.
+fn write_reconciliation(
+    store: &dyn Store,
+    asked: &super::Asked,
+    writer: impl Write + Send,
+) -> CliResult {
+    let reconcile_asked = crate::reconcile::Asked {
+        selection: asked.selection.clone(),
+        window: crate::store::Window {
+            since: Some(asked.since),
+            until: Some(asked.until),
+        },
+        ids: None,
+        limit: None,
+    };
+    let reconciliation = crate::reconcile::Reconciliation::read(
+        store,
+        &reconcile_asked,
+        asked.sources.clone(),
+        asked.until,
+    )?;
+    let recent = crate::reconcile::Recent::read(
+        store,
+        Some(asked.until),
+        asked.until,
+        crate::pulse::DEFAULT_QUIET_AFTER,
+    )?;
+    crate::documents::write_reconcile(&reconciliation, store, &recent, writer)?;
+    Ok(())
+}
+
+/// Writes the evidence bundle to `dir` (created; an existing file is refused), and the
+/// report it holds.
+pub fn write(store: &dyn Store, asked: &super::Asked, dir: &Path) -> CliResult<Report> {
+    std::fs::create_dir_all(dir)?;
+    refuse_written_over(dir)?;
+    let file = |name: &str| -> CliResult<std::io::BufWriter<std::fs::File>> {
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(dir.join(name))?;
+        Ok(std::io::BufWriter::with_capacity(1 << 16, file))
+    };
+    let mut events = file("events.jsonl")?;
+    let mut failed: Option<std::io::Error> = None;
+    let report = super::gather(store, asked, &mut |id, stored| {
+        for event in stored {
+            let line = serde_json::json!({
+                "notification_id": id,
+                "id": event.id,
+                "at": event.at,
+                "kind": event.kind,
+                "payload": event.payload,
+            });
+            let written = serde_json::to_writer(&mut events, &line)
+                .map_err(std::io::Error::other)
+                .and_then(|()| events.write_all(b"\n"));
+            if let Err(err) = written {
+                failed = Some(err);
+                return Err(crate::store::StoreError::Stopped);
+            }
+        }
+        Ok(())
+    });
+    if let Some(err) = failed {
+        return Err(err.into());
+    }
+    let report = report?;
+    events.flush()?;
+    write_all(
+        file("report.md")?,
+        super::markdown::render(&report).as_bytes(),
+    )?;
+    write_all(
+        file("report.html")?,
+        super::html::render(&report).as_bytes(),
+    )?;
+    write_all(file("report.json")?, json(&report)?.as_bytes())?;
+    let audit = serde_json::to_string_pretty(&report.actions)
+        .map_err(|err| CliError::error(err.to_string()))?;
+    write_all(file("audit.json")?, format!("{audit}\n").as_bytes())?;
+    crate::documents::write_triage(store, &asked.selection, file("triage.json")?)?;
+    write_reconciliation(store, asked, file("reconcile.json")?)?;
+    let mut sums = String::new();
+    for name in FILES {
+        sums.push_str(&format!("{}  {name}\n", sha256_of(&dir.join(name))?));
+    }
+    write_all(file("SHA256SUMS")?, sums.as_bytes())?;
+    Ok(report)
+}
+
+/// What is said once a bundle is written to `dir`: where, and how to check it.
+pub fn written(dir: &Path) -> String {
+    format!(
+        "evidence bundle written to {}: check it with `unsctl report check {}` or `sha256sum -c SHA256SUMS` inside it",
+        crate::render::sanitize::clean(&dir.display().to_string()),
+        crate::model::command::word("the folder", &dir.display().to_string())
+            .unwrap_or_else(|err| format!("<{err}>"))
+    )
+}
+
+/// Refuses a directory that already holds a file of a bundle: one is never written over.
+fn refuse_written_over(dir: &Path) -> CliResult {
+    for name in FILES.iter().chain(["SHA256SUMS"].iter()) {
+        if dir.join(name).exists() {
+            return Err(CliError::new(
+                crate::exit::ExitKind::Refused,
+                format!(
+                    "{} already holds {name}: a bundle is never written over; choose a new directory",
+                    dir.display()
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn write_all(mut file: impl Write, bytes: &[u8]) -> CliResult {
+    file.write_all(bytes)?;
+    file.flush()?;
+    Ok(())
+}
+
+fn sha256_of(path: &Path) -> CliResult<String> {
+    let mut file = std::fs::File::open(path)?;
+    let mut hasher = sha2::Sha256::new();
+    std::io::copy(&mut file, &mut hasher)?;
+    Ok(format!("{:x}", hasher.finalize()))
+}
+
+/// What `report check` found: each file as listed and whether it is as written, and
+/// each problem (changed, missing, added, a line that cannot be read).
+#[derive(Debug, Default)]
+pub struct Checked {
+    pub ok: Vec<String>,
+    pub problems: Vec<String>,
+}
+
+/// `report check DIR`: each listed file's digest against SHA256SUMS, and any file the
+/// list does not name.
+pub fn check(dir: &Path) -> CliResult<Checked> {
+    let sums = std::fs::read_to_string(dir.join("SHA256SUMS")).map_err(|err| {
+        CliError::error(format!(
+            "{}: no SHA256SUMS to check against: {err}",
+            dir.display()
+        ))
+    })?;
+    let mut listed = std::collections::BTreeSet::new();
+    let mut problems = Vec::new();
+    let mut ok = Vec::new();
+    for line in sums.lines().filter(|l| !l.trim().is_empty()) {
+        let Some((digest, name)) = line.split_once("  ") else {
+            problems.push(format!(
+                "SHA256SUMS: unreadable line {:?}",
+                crate::render::sanitize::clean(line)
+            ));
+            continue;
+        };
+        let name = name.trim_start_matches('*');
+        if name.contains('/') || name.contains("..") {
+            problems.push(format!(
+                "SHA256SUMS names {:?}, outside the bundle",
+                crate::render::sanitize::clean(name)
+            ));
+            continue;
+        }
+        listed.insert(name.to_string());
+        let path = dir.join(name);
+        if !path.is_file() {
+            problems.push(format!("{}: missing", crate::render::sanitize::clean(name)));
+            continue;
+        }
+        if sha256_of(&path)? != digest.trim() {
+            problems.push(format!("{}: changed", crate::render::sanitize::clean(name)));
+        } else {
+            ok.push(format!("{}: OK", crate::render::sanitize::clean(name)));
+        }
+    }
+    let mut present: Vec<String> = std::fs::read_dir(dir)?
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|name| name != "SHA256SUMS" && !listed.contains(name))
+        .collect();
+    present.sort();
+    problems.extend(present.iter().map(|name| {
+        format!(
+            "{}: added (not in SHA256SUMS)",
+            crate::render::sanitize::clean(name)
+        )
+    }));
+    Ok(Checked { ok, problems })
+}
