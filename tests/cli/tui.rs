@@ -466,7 +466,10 @@ fn marked_rows_replayed_from_the_screen_are_audited_as_the_cli_audits_them_plus_
     assert!(text.contains("3 done"), "{text}");
     // Closed, the view reads again: the counts of before are never shown over the rows
     // of after, not even while they are being counted again.
-    assert!(screen.app.dlq.counts.is_none(), "the old counts are dropped at once");
+    assert!(
+        screen.app.dlq.counts.is_none(),
+        "the old counts are dropped at once"
+    );
     screen.press(KeyCode::Enter);
     let text = screen.text(120, 40);
     assert!(text.contains("No DLQ entries match"), "{text}");
