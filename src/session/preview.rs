@@ -4,6 +4,7 @@
 //! lines on stdout, the notes on stderr); the live screen draws the same lines.
 
 use super::{Intent, planned};
+use crate::remediation::Action;
 use crate::remediation::policy::Terms;
 use crate::render::Output;
 use crate::render::views;
@@ -67,7 +68,16 @@ pub fn line(intent: &Intent, out: &Output, terms: Terms) -> String {
             } else {
                 "  FORCED"
             };
-            format!("{id}  {branch}  {verb}  channels {channels}  evidence {evidence}{forced}")
+            // Resolving past a channel nobody received gives it up: said before it is.
+            let given_up = match (&intent.verdict, intent.action) {
+                (Some(verdict), Action::Resolve) if !verdict.unsent().is_empty() => {
+                    format!("  gives up {}", verdict.unsent().joined(","))
+                }
+                _ => String::new(),
+            };
+            format!(
+                "{id}  {branch}  {verb}  channels {channels}  evidence {evidence}{given_up}{forced}"
+            )
         }
         Err(blocked) => format!(
             "{id}  {branch}  {verb} {}",

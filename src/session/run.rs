@@ -179,6 +179,7 @@ mod tests {
                         id: id.clone(),
                         status: "DELIVERED".into(),
                         delivered: (self.delivered)(id),
+                        outstanding: None,
                         settled: true,
                         error_message: None,
                         seconds: Some(0.0),

@@ -23,7 +23,11 @@ pub struct Settlement {
     pub id: String,
     /// DELIVERED, DEAD, RESOLVED, or the status it still had when the wait ended.
     pub status: String,
+    /// Every channel replayed was delivered (a replay of some channels: the entry is
+    /// back in the DLQ for the rest, named in `outstanding`).
     pub delivered: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub outstanding: Option<crate::model::ChannelSet>,
     pub settled: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error_message: Option<String>,
@@ -76,6 +80,41 @@ fn settled_after(doc: &NotificationDoc, replayed: i64) -> Option<f64> {
     (end >= start).then_some(end - start)
 }
 
+/// A replay of some channels that delivered each of them, back in the DLQ for the
+/// channels it left outstanding: those channels (the replay did what it was asked; the
+/// entry waits for the rest to be replayed or given up).
+fn outstanding_after(doc: &NotificationDoc, replayed: i64) -> Option<crate::model::ChannelSet> {
+    use crate::triage::ChannelState;
+    if !doc.row.dead_letter {
+        return None;
+    }
+    let event = doc.events.iter().find(|e| e.id == replayed)?;
+    let asked: crate::model::ChannelSet = event.payload_value()["channels"]
+        .as_array()?
+        .iter()
+        .filter_map(|c| c.as_str()?.parse().ok())
+        .collect();
+    let verdict = crate::triage::triage_events(&doc.row, &doc.events);
+    let state = |channel| {
+        verdict
+            .channels
+            .iter()
+            .find(|c| c.channel == channel)
+            .map(|c| c.state)
+    };
+    let delivered = !asked.is_empty()
+        && asked
+            .iter()
+            .all(|c| state(c) == Some(ChannelState::Delivered));
+    let left: crate::model::ChannelSet = verdict
+        .channels
+        .iter()
+        .filter(|c| c.state != ChannelState::Delivered)
+        .map(|c| c.channel)
+        .collect();
+    (delivered && !left.is_empty()).then_some(left)
+}
+
 /// Where one replayed notification stands after one look.
 enum Waiting {
     Settled(Settlement),
@@ -108,6 +147,7 @@ fn read_settlement(
             id: id.to_string(),
             status: "UNKNOWN".into(),
             delivered: false,
+            outstanding: None,
             settled: true,
             error_message: Some(why),
             seconds: Some(started.elapsed().as_secs_f64()),
@@ -116,10 +156,12 @@ fn read_settlement(
     if !settled(&doc) {
         return Ok(Waiting::Open(doc.row.status.to_string()));
     }
+    let outstanding = outstanding_after(&doc, replayed);
     Ok(Waiting::Settled(Settlement {
         id: id.to_string(),
         status: doc.row.status.to_string(),
-        delivered: doc.row.status == crate::model::Status::Delivered,
+        delivered: doc.row.status == crate::model::Status::Delivered || outstanding.is_some(),
+        outstanding,
         settled: true,
         error_message: doc.row.error_message.clone(),
         seconds: Some(
@@ -133,10 +175,17 @@ impl Settlement {
     /// long, and the error of one not delivered.
     pub fn line(&self, out: &crate::render::Output) -> String {
         let s = self;
-        let state = match (s.settled, s.delivered) {
-            (true, true) => out.green("DELIVERED"),
-            (true, false) => out.red(&crate::render::views::shown(&s.status)),
-            (false, _) => out.yellow(&format!("still {}", crate::render::views::shown(&s.status))),
+        let state = match (s.settled, s.delivered, &s.outstanding) {
+            (true, true, Some(left)) => format!(
+                "{}; still outstanding in the DLQ: {} (replay it, or give it up on purpose)",
+                out.green("replayed channels DELIVERED"),
+                left.joined(",")
+            ),
+            (true, true, None) => out.green("DELIVERED"),
+            (true, false, _) => out.red(&crate::render::views::shown(&s.status)),
+            (false, _, _) => {
+                out.yellow(&format!("still {}", crate::render::views::shown(&s.status)))
+            }
         };
         let after = s
             .seconds
@@ -263,6 +312,7 @@ impl Watch {
                 id,
                 status: last,
                 delivered: false,
+                outstanding: None,
                 settled: false,
                 error_message: None,
                 seconds: None,
@@ -311,10 +361,15 @@ impl Waited {
 
     /// "2 of 3 delivered, 1 not settled within 5m".
     pub fn account(&self, timeout: Duration) -> String {
+        let partial = self.done.iter().filter(|s| s.outstanding.is_some()).count();
         format!(
-            "{} of {} delivered{}",
+            "{} of {} delivered{}{}",
             self.delivered(),
             self.done.len(),
+            match partial {
+                0 => String::new(),
+                n => format!(" ({n} with other channels still outstanding in the DLQ)"),
+            },
             match (self.unsettled, self.stopped) {
                 (0, _) => String::new(),
                 (n, true) => format!(", {n} still in flight when Ctrl-C stopped the wait"),

@@ -967,7 +967,7 @@ fn field_lines(dialog: &Dialog, paint: &Paint) -> Vec<Line<'static>> {
             Focus::Force => {
                 let what = match dialog.action {
                     Some(crate::remediation::Action::Resolve) => {
-                        "Give up on purpose (forced: overrides the guardrails; needs a reason)"
+                        "Give up on purpose (forced, past the guardrails; needs a reason)"
                     }
                     _ => "Forced (overrides the guardrails on purpose; needs a reason)",
                 };

@@ -721,13 +721,18 @@ fn preview(
         .iter()
         .map(|id| crate::session::intent(store, id, action, &request))
         .collect::<Result<_, _>>()?;
+    // The channels to tick: what each replay would send, and for one refused (no reason
+    // yet, say) what it would send once allowed, so a channel can be chosen first.
     let mut offered = ChannelSet::new();
     for intent in &intents {
-        if let Ok(approved) = &intent.preview {
-            approved.channels.iter().for_each(|c| {
-                offered.insert(c);
-            });
-        }
+        let channels = match (&intent.preview, &intent.verdict) {
+            (Ok(approved), _) => approved.channels.clone(),
+            (Err(_), Some(verdict)) => verdict.undelivered(),
+            (Err(_), None) => ChannelSet::new(),
+        };
+        channels.iter().for_each(|c| {
+            offered.insert(c);
+        });
     }
     let plan = run::arrange(intents, ask.canary, ask.pace, source.wait)
         .map_err(crate::exit::Failure::usage)?;

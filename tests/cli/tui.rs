@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 use unsctl::runtime::schema::{self, OpenMode};
 use unsctl::store::place::{Backend, Resolution, Source as Named};
+use unsctl::triage::PlanAction;
 use unsctl::tui::app::{App, Started, ViewKind};
 use unsctl::tui::jobs::{self, Job, Source};
 
@@ -155,6 +156,8 @@ fn snapshot_settings() -> insta::Settings {
         r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|\+00:00)",
         "[TIME]",
     );
+    // The providers view names the relay it greeted, on a port of the moment.
+    settings.add_filter(r"127\.0\.0\.1:\d+", "127.0.0.1:[PORT]");
     settings.set_snapshot_path("snapshots/tui");
     settings
 }
@@ -175,6 +178,7 @@ fn every_view_at_80x24_and_120x40_with_and_without_colour() {
             ("pulse", ViewKind::Pulse, None),
             ("audit", ViewKind::Audit, None),
             ("contexts", ViewKind::Contexts, None),
+            ("providers", ViewKind::Providers, None),
         ] {
             screen.view(view, id);
             for (width, height) in [(80u16, 24u16), (120, 40)] {
@@ -196,6 +200,32 @@ fn every_view_at_80x24_and_120x40_with_and_without_colour() {
         screen.later(Duration::from_millis(400));
         shots.push(("dialog_80x24".into(), screen.draw(80, 24)));
         shots.push(("dialog_120x40".into(), screen.draw(120, 40)));
+        // The other two acts' dialogs, each on the first entry of its own verdict.
+        for (name, key, action) in [
+            ("resolve_dialog", 'r', PlanAction::Resolve),
+            ("verify_dialog", 'v', PlanAction::Verify),
+        ] {
+            screen.press(KeyCode::Esc);
+            let row = screen
+                .app
+                .dlq
+                .rows
+                .iter()
+                .position(|row| row.verdict.action == action)
+                .expect("a row of the verdict");
+            screen.press(KeyCode::Char('g'));
+            for _ in 0..row {
+                screen.press(KeyCode::Char('j'));
+            }
+            screen.press(KeyCode::Char(key));
+            screen.later(Duration::from_millis(400));
+            for (width, height) in [(80u16, 24u16), (120, 40)] {
+                shots.push((
+                    format!("{name}_{width}x{height}"),
+                    screen.draw(width, height),
+                ));
+            }
+        }
         let suffix = if color { "color" } else { "no_color" };
         settings.bind(|| {
             for (name, terminal) in shots {

@@ -417,3 +417,241 @@ fn the_copied_step_is_one_line_and_quotes_the_id() {
     term.keys(&["q"]);
     term.wait_for("EXIT=0");
 }
+
+/// Each of `kind`'s event payloads for `id`, oldest first.
+fn payloads(db: &Path, id: &str, kind: &str) -> Vec<serde_json::Value> {
+    let conn = rusqlite::Connection::open(db).expect("db");
+    let mut statement = conn
+        .prepare(
+            "SELECT payload FROM uns_events WHERE notification_id = ?1 AND kind = ?2 ORDER BY id",
+        )
+        .expect("query");
+    statement
+        .query_map([id, kind], |r| r.get::<_, String>(0))
+        .expect("rows")
+        .map(|p| serde_json::from_str(&p.expect("payload")).expect("json"))
+        .collect()
+}
+
+/// The DLQ filtered to `words`, typed into the filter in place of what it held.
+fn filter(term: &Tmux, words: &str) {
+    term.keys(&["/"]);
+    for _ in 0..40 {
+        term.keys(&["BSpace"]);
+    }
+    term.keys(&["-l", words]);
+    term.keys(&["Enter"]);
+}
+
+/// A dialog's fields are read once it takes keys; `tabs` Tabs from Cancel reach the
+/// reason, where `reason` is typed, then the word and Go; the preview read again with
+/// the reason shows each of `shows` before the word is typed.
+fn reason_word_go(term: &Tmux, tabs: usize, reason: &str, shows: &[&str]) {
+    term.wait_while("(keys in a moment)");
+    for _ in 0..tabs {
+        term.keys(&["Tab"]);
+    }
+    term.wait_for("> Reason (recorded): _");
+    term.keys(&["-l", reason]);
+    term.wait_for(&format!("{reason}_"));
+    // Leaving the reason reads the preview again with it; the word waits for that.
+    term.keys(&["Tab"]);
+    term.wait_while("(keys in a moment)");
+    for text in shows {
+        term.wait_for(text);
+    }
+    term.wait_for("> Type yes to go ahead: _");
+    term.keys(&["-l", "yes"]);
+    term.wait_for("go ahead: yes_");
+    term.keys(&["Tab"]);
+    term.wait_for("> [ Go:");
+    term.keys(&["Enter"]);
+}
+
+/// An incident worked from the screen alone, against `runtime serve` whose worker
+/// delivers to fakes that hang or refuse: verify and record the entry whose lease was
+/// lost, resolve it; a canary replay at a pace; a replay of one channel of two; giving
+/// the other up on purpose; `:report`. No command is typed outside the screen, and each
+/// act writes what the command line writes for it, over the API, plus `via`.
+#[test]
+fn an_incident_is_worked_from_the_screen_alone() {
+    use unsctl::lab::fakes::{SLACK_CHANNEL, SLACK_TOKEN};
+    use unsctl::model::Channel;
+    // A lease far longer than any send the fakes accept takes on a loaded machine; the
+    // one lost below is lost on purpose, to a provider that never answers.
+    let runtime = Runtime::start(4.0);
+    let control = &runtime.fakes.control;
+    control.set_default(Behavior::Hang);
+    let lost = runtime.submit("verify-me");
+    runtime.wait_dead(&lost);
+    control.set_default(Behavior::Reject(400));
+    let batch: Vec<String> = (1..=3)
+        .map(|n| runtime.submit(&format!("batch {n}")))
+        .collect();
+    let both = runtime.submit_to(&[Channel::Slack, Channel::Pagerduty], "two-channels");
+    for id in batch.iter().chain([&both]) {
+        runtime.wait_dead(id);
+    }
+    // The providers are fixed.
+    control.set_default(Behavior::Accept);
+
+    let reports = tempfile::tempdir().expect("reports");
+    let url = format!("http://{}", runtime.server.addr);
+    let slack_api = runtime.fakes.slack_api_url();
+    let term = Tmux::start_sized(
+        &command(
+            &format!(
+                "--api {url} tui --operator erin --refresh 0.5s --wait 1m --reports {}",
+                reports.path().display()
+            ),
+            &[
+                ("UNS_API_KEY", support::KEY),
+                ("UNS_SLACK_API_URL", &slack_api),
+                ("UNS_SLACK_BOT_TOKEN", SLACK_TOKEN),
+                ("UNS_SLACK_CHANNEL", SLACK_CHANNEL),
+            ],
+        ),
+        120,
+        40,
+    );
+    term.wait_for("total 5");
+
+    // Verify and record: the fake's Slack history holds the message it never answered.
+    filter(&term, "subject:verify-me");
+    term.wait_for("total 1");
+    term.keys(&["v"]);
+    term.wait_for("1 answer over 1 entry can be recorded");
+    reason_word_go(&term, 1, "slack history shows it", &[]);
+    term.wait_for("answers recorded");
+    term.keys(&["Enter"]);
+    let verified = payloads(&runtime.db, &lost, "VERIFIED");
+    assert_eq!(verified.len(), 1, "{verified:?}");
+    assert_eq!(verified[0]["outcome"], "DELIVERED", "{}", verified[0]);
+    assert_eq!(verified[0]["via"], "tui");
+    // Recorded, the entry reads RESOLVE; resolving it takes it out of the DLQ.
+    term.wait_for("RESOLVE 1");
+    term.keys(&["r"]);
+    term.wait_for("resolve 1 entry");
+    reason_word_go(&term, 2, "delivered per slack history", &[]);
+    term.wait_for("1 done");
+    term.keys(&["Enter"]);
+    support::wait_until("the resolve", Duration::from_secs(20), || {
+        runtime.status(&lost) == ("RESOLVED".to_string(), false)
+    });
+
+    // A canary of one, then the rest at a pace, all marked.
+    filter(&term, "subject:batch");
+    term.wait_for("total 3");
+    term.keys(&["g", "Space", "Space", "Space"]);
+    term.keys(&["p"]);
+    term.wait_for("replay 3 entries");
+    term.wait_while("(keys in a moment)");
+    term.keys(&["Tab", "Tab"]);
+    term.keys(&["-l", "1"]);
+    term.keys(&["Tab"]);
+    term.keys(&["-l", "2/s"]);
+    reason_word_go(
+        &term,
+        2,
+        "slack webhook fixed",
+        &["Canary: 1 replay", "paced at 2/s"],
+    );
+    term.wait_for("3 done");
+    term.keys(&["Enter"]);
+    for id in &batch {
+        assert_eq!(runtime.status(id), ("DELIVERED".to_string(), false), "{id}");
+    }
+    let first = batch
+        .iter()
+        .filter_map(|id| payloads(&runtime.db, id, "REPLAYED").pop())
+        .collect::<Vec<_>>();
+    assert_eq!(first.len(), 3);
+
+    // One channel of two: PAGERDUTY alone; SLACK stays outstanding in the DLQ.
+    filter(&term, "subject:two-channels");
+    term.wait_for("total 1");
+    term.keys(&["p"]);
+    term.wait_for("[x] SLACK");
+    term.wait_while("(keys in a moment)");
+    term.keys(&["Tab", "Space"]);
+    term.wait_for("[ ] SLACK");
+    // From the channels, four Tabs reach the reason (canary, pace, forced, reason).
+    term.keys(&["BTab"]);
+    reason_word_go(
+        &term,
+        5,
+        "pagerduty routing key rotated",
+        &["channels PAGERDUTY"],
+    );
+    // Said as it is: the channel replayed delivered, the other still outstanding.
+    term.wait_for("still outstanding in the DLQ: SLACK");
+    term.wait_for("1 of 1 delivered (1 with other");
+    term.keys(&["Enter"]);
+    support::wait_until("PAGERDUTY delivered", Duration::from_secs(20), || {
+        runtime.fakes.control.copies(Channel::Pagerduty, &both) == 1
+    });
+    term.wait_for("total 1");
+    assert!(
+        runtime.status(&both).1,
+        "SLACK outstanding keeps it in the DLQ"
+    );
+
+    // Giving SLACK up on purpose: forced, with its reason.
+    term.keys(&["r"]);
+    term.wait_for("resolve 1 entry");
+    term.wait_while("(keys in a moment)");
+    term.keys(&["Tab", "Space"]);
+    term.wait_for("give up 1 entry on purpose (forced)");
+    term.keys(&["BTab"]);
+    reason_word_go(
+        &term,
+        2,
+        "channel retired; told by phone",
+        &["gives up SLACK"],
+    );
+    term.wait_for("1 done");
+    term.keys(&["Enter"]);
+    filter(&term, "");
+    term.wait_for("total 0");
+
+    // The report of the incident, and its check.
+    term.keys(&[":"]);
+    term.keys(&["-l", "report 1h"]);
+    term.keys(&["Enter"]);
+    term.wait_for("evidence bundle written to");
+    term.keys(&["q"]);
+    term.wait_for("EXIT=0");
+    let bundle = std::fs::read_dir(reports.path())
+        .expect("reports")
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.is_dir())
+        .expect("a bundle directory");
+    let out = support::unsctl()
+        .args(["report", "check"])
+        .arg(&bundle)
+        .output()
+        .expect("check");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    // What each act wrote: the person (claimed, and the key it came through), the
+    // reason typed, the channels, and `via`, as the command line writes them.
+    let replayed = payloads(&runtime.db, &both, "REPLAYED");
+    assert_eq!(replayed.len(), 1);
+    assert_eq!(replayed[0]["channels"], serde_json::json!(["PAGERDUTY"]));
+    assert_eq!(replayed[0]["reason"], "pagerduty routing key rotated");
+    let resolved = payloads(&runtime.db, &both, "DLQ_RESOLVED");
+    assert_eq!(resolved.len(), 1);
+    assert_eq!(resolved[0]["forced"], true);
+    assert_eq!(resolved[0]["given_up"], serde_json::json!(["SLACK"]));
+    assert_eq!(resolved[0]["reason"], "channel retired; told by phone");
+    for payload in first.iter().chain(&replayed).chain(&resolved) {
+        assert_eq!(payload["via"], "tui", "{payload}");
+        assert_eq!(payload["claimed_operator"], "erin", "{payload}");
+    }
+    assert_eq!(first[0]["reason"], "slack webhook fixed");
+}

@@ -60,12 +60,17 @@ impl Runtime {
 
     /// A Slack notification with one attempt, written straight into the store.
     pub fn submit(&self, subject: &str) -> String {
+        self.submit_to(&[Channel::Slack], subject)
+    }
+
+    /// A notification on `channels` with one attempt, written straight into the store.
+    pub fn submit_to(&self, channels: &[Channel], subject: &str) -> String {
         let conn = rusqlite::Connection::open(&self.db).expect("open");
         engine::submit(
             &conn,
             SystemClock.now(),
             &NewNotification {
-                channels: [Channel::Slack].into_iter().collect(),
+                channels: channels.iter().copied().collect(),
                 payload: json!({"recipient": "ops@example.com", "subject": subject, "body": "b"}),
                 idempotency_key: None,
                 max_attempts: 1,
