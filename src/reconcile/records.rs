@@ -189,6 +189,25 @@ impl Records {
         })
     }
 
+    /// Of the records that could settle attempts on `channels`, those not given, each as
+    /// the flag or variables that give it: none when every one was.
+    pub fn not_given(&self, channels: &crate::model::ChannelSet) -> Vec<&'static str> {
+        use crate::model::Channel;
+        channels
+            .iter()
+            .filter_map(|channel| match channel {
+                Channel::Email if self.sources.relay_logs.is_empty() => Some("--relay-log"),
+                Channel::Slack if self.sources.slack.is_none() => {
+                    Some("UNS_SLACK_BOT_TOKEN and UNS_SLACK_CHANNEL")
+                }
+                Channel::Pagerduty if self.sources.pagerduty.is_none() => {
+                    Some("UNS_PAGERDUTY_API_TOKEN")
+                }
+                _ => None,
+            })
+            .collect()
+    }
+
     pub fn no_relay_log(&self) -> String {
         "no relay log was read (give one with --relay-log PATH)".into()
     }

@@ -360,3 +360,30 @@ fn an_email_attempt_is_one_copy_however_its_records_agree() {
     assert_eq!(item.evidence[0].sources, ["history"]);
     assert!(item.evidence[0].event_ids.contains(&7));
 }
+
+/// The hint for what is in doubt names only the records not given, for the channels in
+/// doubt: never a log or a token the operator already gave.
+#[test]
+fn the_records_not_given_are_named_for_the_channels_in_doubt_alone() {
+    use crate::model::ChannelSet;
+    let every: ChannelSet = [Channel::Email, Channel::Slack, Channel::Pagerduty]
+        .into_iter()
+        .collect();
+    assert_eq!(
+        no_records().not_given(&every),
+        [
+            "--relay-log",
+            "UNS_SLACK_BOT_TOKEN and UNS_SLACK_CHANNEL",
+            "UNS_PAGERDUTY_API_TOKEN"
+        ]
+    );
+    let pagerduty_given = with_incidents(Ok(Vec::new()));
+    assert_eq!(
+        pagerduty_given.not_given(&every),
+        ["--relay-log", "UNS_SLACK_BOT_TOKEN and UNS_SLACK_CHANNEL"]
+    );
+    let only_pagerduty: ChannelSet = [Channel::Pagerduty].into_iter().collect();
+    assert!(pagerduty_given.not_given(&only_pagerduty).is_empty());
+    let only_email: ChannelSet = [Channel::Email].into_iter().collect();
+    assert_eq!(no_records().not_given(&only_email), ["--relay-log"]);
+}

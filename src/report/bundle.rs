@@ -63,6 +63,13 @@ fn write_reconciliation(
 /// Writes the evidence bundle to `dir` (created; an existing file is refused), and the
 /// report it holds.
 pub fn write(store: &dyn Store, asked: &super::Asked, dir: &Path) -> CliResult<Report> {
+    // A bundle certifies its window: one still filling is refused, never certified.
+    if let Some(open) = asked.open_until() {
+        return Err(crate::exit::Failure::usage(format!(
+            "the window runs until {}, still to come: a bundle certifies a closed window, so write it after then (a report of it without a bundle says PROVISIONAL)",
+            crate::render::time::rfc3339(open)
+        )));
+    }
     std::fs::create_dir_all(dir)?;
     refuse_written_over(dir)?;
     let file = |name: &str| -> CliResult<std::io::BufWriter<std::fs::File>> {

@@ -33,17 +33,29 @@ const LABEL: f64 = 110.0;
 pub fn render(report: &Report) -> String {
     let since = report.window.since.map(rfc3339).unwrap_or_default();
     let until = report.window.until.map(rfc3339).unwrap_or_default();
+    let provisional = if report.provisional_until.is_some() {
+        "PROVISIONAL "
+    } else {
+        ""
+    };
     let page = html! {
         (DOCTYPE)
         html lang="en" {
             head {
                 meta charset="utf-8";
                 meta name="referrer" content="no-referrer";
-                title { "Postmortem: notifications from " (since) " to " (until) }
+                title { (provisional) "Postmortem: notifications from " (since) " to " (until) }
                 style { (PreEscaped(STYLE)) }
             }
             body {
-                h1 { "Postmortem: notifications from " (since) " to " (until) }
+                h1 { (provisional) "Postmortem: notifications from " (since) " to " (until) }
+                @if let Some(open) = report.provisional_until {
+                    p.provisional {
+                        strong { "PROVISIONAL:" }
+                        " the window is still open until " (rfc3339(open))
+                        ": its figures can still change, and a report of it is complete only when written after then."
+                    }
+                }
                 p {
                     "Written by unsctl " (env!("CARGO_PKG_VERSION")) " from the store "
                     @if let Some(store) = &report.store { code { (c(store)) } }
@@ -93,6 +105,9 @@ fn summary(report: &Report) -> Markup {
             (moment_row("Last lease loss", s.last_lease_lost.as_ref()))
             (moment_row("Repair started (first operator action)", s.first_action.as_ref()))
             (moment_row("Last dead letter", s.last_dead_letter.as_ref()))
+            @if let Some(fixed) = s.fixed_at {
+                tr { th { "Fixed (as the operator gave it, --fixed-at)" } td { (rfc3339(fixed)) } td {} td {} }
+            }
         }
         p { (report.notifications) " notifications had a channel attempt in the window." }
     }

@@ -32,7 +32,14 @@ pub fn render(report: &Report) -> String {
         report.window.since.map(rfc3339).unwrap_or_default(),
         report.window.until.map(rfc3339).unwrap_or_default(),
     );
-    let _ = writeln!(out, "# Postmortem: notifications from {since} to {until}\n");
+    let _ = match report.provisional_until {
+        Some(open) => writeln!(
+            out,
+            "# PROVISIONAL postmortem: notifications from {since} to {until}\n\n**PROVISIONAL:** the window is still open until {}: its figures can still change, and a report of it is complete only when written after then.\n",
+            rfc3339(open)
+        ),
+        None => writeln!(out, "# Postmortem: notifications from {since} to {until}\n"),
+    };
     let _ = writeln!(
         out,
         "Written by unsctl {} from the store{} and the providers' records it was given. Each figure names the events or records it comes from. Times are UTC.\n",
@@ -65,6 +72,13 @@ fn summary(out: &mut String, report: &Report) {
         s.first_action.as_ref(),
     );
     moment_row(out, "Last dead letter", s.last_dead_letter.as_ref());
+    if let Some(fixed) = s.fixed_at {
+        let _ = writeln!(
+            out,
+            "| Fixed (as the operator gave it, --fixed-at) | {} | | |",
+            rfc3339(fixed)
+        );
+    }
     let _ = writeln!(
         out,
         "\n{} notifications had a channel attempt in the window.\n",

@@ -24,6 +24,18 @@ pub struct Asked {
     /// Narrows the notifications (channel, error text), as everywhere.
     pub selection: Selection,
     pub sources: crate::verify::Sources,
+    /// When the report is made: a window that ends after it is still open, and its
+    /// report PROVISIONAL.
+    pub now: f64,
+    /// When the fix went in, as the operator gave it (`--fixed-at`).
+    pub fixed_at: Option<f64>,
+}
+
+impl Asked {
+    /// The window still fills until its end: figures may change, and nothing certifies it.
+    pub fn open_until(&self) -> Option<f64> {
+        (self.until > self.now).then_some(self.until)
+    }
 }
 
 /// Lease losses this far apart belong to two incidents.
@@ -77,6 +89,9 @@ pub struct Summary {
     /// The first resolve, replay or verify record in the window: repair started.
     pub first_action: Option<Moment>,
     pub last_dead_letter: Option<Moment>,
+    /// When the fix went in, as the operator said (`--fixed-at`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fixed_at: Option<f64>,
 }
 
 /// One channel's impact, as reconcile counts it for the window.
@@ -166,6 +181,9 @@ pub struct Answer {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Report {
     pub window: Window,
+    /// The window had not ended when the report was made: PROVISIONAL until then.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub provisional_until: Option<f64>,
     /// The store's identity (the same over both backends), when it has one.
     pub store: Option<String>,
     pub summary: Summary,
@@ -242,8 +260,10 @@ pub fn gather(
     })?;
     let mut needs = tally.needs;
     needs.sort_by(crate::reconcile::person_order);
+    summary.fixed_at = asked.fixed_at;
     Ok(Report {
         window,
+        provisional_until: asked.open_until(),
         store: store.identity()?,
         summary,
         impact: tally.impact.into_values().map(Impact::from).collect(),
@@ -567,23 +587,33 @@ fn key_moments(summary: &Summary, actions: &[Action]) -> Vec<Moment> {
     .flatten()
     .cloned()
     .collect();
-    moments.extend(actions.iter().map(|a| Moment {
-        at: a.at,
-        what: match &a.answer {
-            Some(answer) => format!(
-                "VERIFIED {} {} ({}) by {}",
-                answer.channel, answer.outcome, answer.source, a.operator
-            ),
-            None => format!(
-                "{}{} by {}",
-                a.kind,
-                if a.forced { " (FORCED)" } else { "" },
-                a.operator
-            ),
-        },
-        event_id: a.event_id,
-        notification_id: a.notification_id.clone(),
-    }));
+    // Of each kind of act (a forced one is a kind of its own), the first and the last:
+    // a batch of 40 replays is two moments, never 40 lines.
+    let mut kinds: BTreeMap<String, Vec<&Action>> = BTreeMap::new();
+    for action in actions {
+        let kind = match &action.answer {
+            Some(answer) => format!("VERIFIED {} {}", answer.channel, answer.outcome),
+            None if action.forced => format!("{} (FORCED)", action.kind),
+            None => action.kind.clone(),
+        };
+        kinds.entry(kind).or_default().push(action);
+    }
+    for (kind, acts) in &kinds {
+        let (first, last) = (acts[0], acts[acts.len() - 1]);
+        let moment = |a: &Action, which: &str| Moment {
+            at: a.at,
+            what: format!("{kind} by {}{which}", a.operator),
+            event_id: a.event_id,
+            notification_id: a.notification_id.clone(),
+        };
+        match acts.len() {
+            1 => moments.push(moment(first, "")),
+            n => {
+                moments.push(moment(first, &format!(" (the first of {n})")));
+                moments.push(moment(last, &format!(" (the last of {n})")));
+            }
+        }
+    }
     moments.sort_by(|a, b| {
         a.at.total_cmp(&b.at)
             .then(a.event_id.cmp(&b.event_id))

@@ -948,6 +948,8 @@ fn report(
         until,
         selection: Default::default(),
         sources: source.sources.clone(),
+        now,
+        fixed_at: None,
     };
     let stamp = crate::render::time::rfc3339(now).replace([':', '-', '.'], "");
     let dir = source.reports.join(format!("unsctl-report-{stamp}"));

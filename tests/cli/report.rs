@@ -477,3 +477,133 @@ fn across_contexts_each_has_its_section_and_one_unread_is_named() {
         assert_eq!(out.status.code(), Some(2), "-o {format} {command}");
     }
 }
+
+/// A window that has not ended: no bundle certifies it (exit 2, nothing written, saying
+/// when it may be), and its report says PROVISIONAL and until when, in every format.
+#[test]
+fn an_open_window_is_never_certified_and_its_report_says_provisional() {
+    let incident = incident();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("time")
+        .as_secs_f64();
+    // An hour ahead: open however slow the machine is.
+    let until = rfc3339((now + 3600.0).floor());
+    let dir = tempfile::tempdir().expect("dir");
+    let bundle = dir.path().join("open");
+    let out = support::unsctl()
+        .arg("--db")
+        .arg(&incident.db)
+        .args(["report", "--since", &incident.since, "--until", &until])
+        .arg("--bundle")
+        .arg(&bundle)
+        .output()
+        .expect("report");
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(&until) && stderr.contains("closed window"),
+        "{stderr}"
+    );
+    assert!(!bundle.exists(), "nothing is written for an open window");
+
+    let args = ["report", "--since", &incident.since, "--until", &until];
+    let markdown = report(&incident.db, None, &args);
+    assert!(
+        markdown.starts_with("# PROVISIONAL postmortem")
+            && markdown.contains(&format!("still open until {until}")),
+        "{markdown}"
+    );
+    let html = report(&incident.db, None, &[&args[..], &["-o", "html"]].concat());
+    assert!(html.contains("<h1>PROVISIONAL Postmortem"), "{html}");
+    let json: serde_json::Value = serde_json::from_str(&report(
+        &incident.db,
+        None,
+        &[&args[..], &["-o", "json"]].concat(),
+    ))
+    .expect("json");
+    assert_eq!(json["provisional_until"], (now + 3600.0).floor());
+    // A closed window says nothing of the kind.
+    let closed = report(
+        &incident.db,
+        None,
+        &[
+            "report",
+            "--since",
+            &incident.since,
+            "--until",
+            &incident.until,
+        ],
+    );
+    assert!(!closed.contains("PROVISIONAL"), "{closed}");
+}
+
+/// The fix time the operator gives stands in the summary; the key moments keep the
+/// first and last of each kind of act, never one line per act.
+#[test]
+fn the_fix_time_stands_in_the_summary_and_key_moments_keep_first_and_last() {
+    let incident = incident();
+    let fixed = incident.since.replace(":00Z", ":30Z");
+    let json: serde_json::Value = serde_json::from_str(&report(
+        &incident.db,
+        None,
+        &[
+            "report",
+            "--since",
+            &incident.since,
+            "--until",
+            &incident.until,
+            "--fixed-at",
+            &fixed,
+            "-o",
+            "json",
+        ],
+    ))
+    .expect("json");
+    let fixed_at = json["summary"]["fixed_at"].as_f64().expect("fixed_at");
+    assert_eq!(rfc3339(fixed_at), fixed);
+    let markdown = report(
+        &incident.db,
+        None,
+        &[
+            "report",
+            "--since",
+            &incident.since,
+            "--until",
+            &incident.until,
+            "--fixed-at",
+            &fixed,
+        ],
+    );
+    assert!(
+        markdown.contains(&format!(
+            "| Fixed (as the operator gave it, --fixed-at) | {fixed} |"
+        )),
+        "{markdown}"
+    );
+    // bob replayed once unforced and once forced: two kinds, one moment each.
+    let moments: Vec<&str> = json["key_moments"]
+        .as_array()
+        .expect("moments")
+        .iter()
+        .filter_map(|m| m["what"].as_str())
+        .collect();
+    let replays: Vec<&&str> = moments
+        .iter()
+        .filter(|m| m.starts_with("REPLAYED"))
+        .collect();
+    assert_eq!(replays.len(), 2, "{moments:?}");
+    assert!(
+        replays
+            .iter()
+            .any(|m| m.starts_with("REPLAYED (FORCED) by bob")),
+        "{moments:?}"
+    );
+    // Every kind appears at most twice (its first and its last).
+    let mut kinds: std::collections::BTreeMap<String, usize> = Default::default();
+    for what in &moments {
+        let kind = what.split(" by ").next().unwrap_or_default().to_string();
+        *kinds.entry(kind).or_default() += 1;
+    }
+    assert!(kinds.values().all(|n| *n <= 2), "{kinds:?}");
+}

@@ -177,6 +177,8 @@ struct Tally {
     duplicated: usize,
     missing: usize,
     in_doubt: usize,
+    /// The channels of the attempts in doubt.
+    doubt_channels: crate::model::ChannelSet,
     /// Of those in doubt, the ones with a copy proven and another attempt in doubt.
     maybe_duplicated: usize,
     newest_copy: Option<f64>,
@@ -213,6 +215,7 @@ fn write_table(
             }
             Class::MaybeDuplicated | Class::Unsettled => {
                 tally.in_doubt += 1;
+                tally.doubt_channels.insert(item.channel);
                 if item.class == Class::MaybeDuplicated {
                     tally.maybe_duplicated += 1;
                 }
@@ -302,9 +305,16 @@ fn report(
         ));
     }
     if tally.in_doubt > 0 {
-        status(
-            "In doubt: give the providers' records (--relay-log, UNS_PAGERDUTY_API_TOKEN, UNS_SLACK_BOT_TOKEN) to settle them, or check out of band.",
-        );
+        // Only what was not given: asking for a log already read sends a person in circles.
+        let missing = reconciliation.records.not_given(&tally.doubt_channels);
+        status(&if missing.is_empty() {
+            "In doubt: the providers' records given do not settle them (each row says why); check out of band.".to_string()
+        } else {
+            format!(
+                "In doubt: give {} to settle them, or check out of band.",
+                missing.join(", ")
+            )
+        });
     }
     status(&still_happening(recent, tally.newest_copy, out));
 }

@@ -38,6 +38,10 @@ pub struct Args {
     /// Only notifications whose error message contains TEXT (repeat: any of them)
     #[arg(long, value_name = "TEXT")]
     pub error: Vec<String>,
+    /// When the fix went in (RFC 3339, or a duration back from now): it stands in the
+    /// summary
+    #[arg(long, value_name = "TIME")]
+    pub fixed_at: Option<String>,
     #[command(flatten)]
     pub sources: SourceArgs,
     #[command(flatten)]
@@ -78,11 +82,21 @@ pub fn run(global: &Invocation, args: Args) -> CliResult {
     }
     let selection = Selection::of_channel_and_error(args.channel, &args.error);
     selection.check().map_err(CliError::usage)?;
+    let fixed_at = match args.fixed_at.as_deref() {
+        Some(text) => Some(
+            crate::cli::args::window(Some(text), None)?
+                .since
+                .ok_or_else(|| CliError::usage("--fixed-at needs a time"))?,
+        ),
+        None => None,
+    };
     let asked = report::Asked {
         since,
         until,
         selection,
         sources: args.senders.apply(args.sources.sources()),
+        now,
+        fixed_at,
     };
     if global.all_contexts {
         return run_fleet(global, &asked, &args);
