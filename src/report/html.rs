@@ -307,7 +307,7 @@ fn verdicts(report: &Report) -> Markup {
                     li {
                         (rfc3339(a.at)) ": " code { (c(&a.notification_id)) } " " (c(&answer.channel)) " "
                         strong { (c(&answer.outcome)) } " from " (c(&answer.source)) " by " (c(&a.operator))
-                        " (event " (a.event_id) "): " (c(&answer.evidence))
+                        " (event " (a.event_id) "; " (super::ran_words(answer.ran)) "): " (c(&answer.evidence))
                     }
                 }
             }

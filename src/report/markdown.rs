@@ -224,7 +224,7 @@ fn verdicts(out: &mut String, report: &Report) {
         if let Some(answer) = &a.answer {
             let _ = writeln!(
                 out,
-                "- {}: {} {} {} from {} by {} (event {}; reason {}): {}",
+                "- {}: {} {} {} from {} by {} (event {}; reason {}; {}): {}",
                 rfc3339(a.at),
                 escape(&a.notification_id),
                 escape(&answer.channel),
@@ -233,6 +233,7 @@ fn verdicts(out: &mut String, report: &Report) {
                 escape(&a.operator),
                 a.event_id,
                 or_dash(a.reason.as_deref()),
+                super::ran_words(answer.ran),
                 escape(&answer.evidence)
             );
         }

@@ -175,6 +175,10 @@ pub struct Answer {
     pub outcome: String,
     pub source: String,
     pub evidence: String,
+    /// When the attempts the answer is about ran: the first start to the last end as
+    /// the history records them, never the window widened for clock skew.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ran: Option<(f64, f64)>,
 }
 
 /// The report's data: what `-o json` prints and both layouts read.
@@ -477,9 +481,51 @@ fn actions(store: &dyn Store, asked: &Asked) -> crate::store::Result<(Vec<Action
             skipped += 1;
             "not looked up".to_string()
         };
-        actions.push(Action::of(event, followed));
+        let mut action = Action::of(event, followed);
+        if let (Some(answer), Some(Some(doc))) =
+            (action.answer.as_mut(), docs.get(&action.notification_id))
+        {
+            answer.ran = attempts_ran(doc, action.event_id);
+        }
+        actions.push(action);
     }
     Ok((actions, skipped))
+}
+
+/// "the attempt ran 06:26:11Z to 06:26:14Z", in the attempt's own times.
+pub fn ran_words(ran: Option<(f64, f64)>) -> String {
+    match ran {
+        Some((from, to)) => format!(
+            "the attempt ran {} to {}",
+            crate::render::time::rfc3339(from),
+            crate::render::time::rfc3339(to)
+        ),
+        None => "the attempt's times are not in the history".into(),
+    }
+}
+
+/// When the attempts a VERIFIED event (`verified`, in `doc`) answers for ran, by the
+/// history: none when the payload or the history does not say.
+fn attempts_ran(doc: &crate::api::NotificationDoc, verified: i64) -> Option<(f64, f64)> {
+    let event = doc.events.iter().find(|e| e.id == verified)?;
+    let payload = event.payload_value();
+    let channel: Channel = payload["channel"].as_str()?.parse().ok()?;
+    let cycle = payload["cycle"].as_i64()?;
+    let numbers: Vec<i64> = payload["attempts"]
+        .as_array()?
+        .iter()
+        .filter_map(serde_json::Value::as_i64)
+        .collect();
+    let history = crate::history::History::read(
+        &doc.row,
+        doc.events.iter().map(crate::history::Observed::from_event),
+    );
+    history
+        .attempts(channel)
+        .iter()
+        .filter(|a| a.cycle == cycle && numbers.contains(&a.attempt))
+        .map(|a| (a.started, a.ended))
+        .reduce(|(s1, e1), (s2, e2)| (s1.min(s2), e1.max(e2)))
 }
 
 impl Action {
@@ -511,6 +557,7 @@ fn action(event: crate::api::EventRow, payload: &serde_json::Value, followed: St
         outcome: text("outcome").unwrap_or_default(),
         source: text("source").unwrap_or_default(),
         evidence: text("evidence").unwrap_or_default(),
+        ran: None,
     });
     Action {
         event_id: event.id,

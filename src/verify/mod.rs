@@ -754,7 +754,8 @@ fn by_incident(
         .iter()
         .map(|attempt| {
             let window = (attempt.started - sources.skew, attempt.ended + sources.skew);
-            incident_answer(&question.id, &incidents, window, now)
+            let ran = (attempt.started, attempt.ended);
+            incident_answer(&question.id, &incidents, window, ran, now)
         })
         .collect();
     let proof = question
@@ -783,6 +784,7 @@ pub fn incident_answer(
     key: &str,
     incidents: &[pagerduty::Incident],
     (from, to): (f64, f64),
+    (started, ended): (f64, f64),
     now: f64,
 ) -> (Delivery, String) {
     use pagerduty::Standing;
@@ -825,8 +827,9 @@ pub fn incident_answer(
     (
         Delivery::NotDelivered,
         format!(
-            "no incident with incident_key {key} (every page read, all dates searched); the attempts ran {}",
-            window_text(from, to)
+            "no incident with incident_key {key} (every page read, all dates searched); the attempt ran {} (searched {} either side for clock skew)",
+            window_text(started, ended),
+            crate::render::time::duration((started - from).max(0.0))
         ),
     )
 }

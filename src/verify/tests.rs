@@ -457,12 +457,12 @@ fn a_pagerduty_incident_is_proof_only_with_its_key_inside_the_window() {
         ("nothing", vec![], Delivery::NotDelivered, "every page read"),
     ];
     for (what, incidents, expected, word) in cases {
-        let (answer, evidence) = incident_answer("n-1", &incidents, (from, to), now);
+        let (answer, evidence) = incident_answer("n-1", &incidents, (from, to), (from, to), now);
         assert_eq!(answer, expected, "{what}: {evidence}");
         assert!(evidence.contains(word), "{what}: {evidence}");
     }
     assert_eq!(
-        incident_answer("n-1", &[], (from, to), to - 1.0).0,
+        incident_answer("n-1", &[], (from, to), (from, to), to - 1.0).0,
         Delivery::CannotTell,
         "too soon"
     );
@@ -510,7 +510,7 @@ fn a_pagerduty_incident_open_before_the_window_proves_only_while_it_was_open() {
         ),
     ];
     for (what, incidents, expected, word) in cases {
-        let (answer, evidence) = incident_answer("n-1", &incidents, (from, to), now);
+        let (answer, evidence) = incident_answer("n-1", &incidents, (from, to), (from, to), now);
         assert_eq!(answer, expected, "{what}: {evidence}");
         assert!(evidence.contains(word), "{what}: {evidence}");
     }

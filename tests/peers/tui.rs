@@ -638,6 +638,32 @@ fn an_incident_is_worked_from_the_screen_alone() {
         String::from_utf8_lossy(&out.stderr)
     );
 
+    // The verdict change carries the attempt's own times, never its window widened
+    // for clock skew (two minutes either side): from the attempt's start to its end, the
+    // 4 s lease and the moment its loss was written.
+    let report: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(bundle.join("report.json")).expect("report.json"),
+    )
+    .expect("json");
+    let change = report["actions"]
+        .as_array()
+        .expect("actions")
+        .iter()
+        .find(|a| a["kind"] == "VERIFIED")
+        .expect("the verdict change");
+    let started: f64 = rusqlite::Connection::open(&runtime.db)
+        .expect("db")
+        .query_row(
+            "SELECT min(at) FROM uns_events WHERE notification_id = ?1 AND kind = 'CHANNEL_ATTEMPT_STARTED'",
+            [&lost],
+            |r| r.get(0),
+        )
+        .expect("start");
+    let ran = &change["answer"]["ran"];
+    assert_eq!(ran[0].as_f64(), Some(started), "{change}");
+    let ended = ran[1].as_f64().expect("end");
+    assert!(ended >= started + 4.0 && ended < started + 60.0, "{change}");
+
     // What each act wrote: the person (claimed, and the key it came through), the
     // reason typed, the channels, and `via`, as the command line writes them.
     let replayed = payloads(&runtime.db, &both, "REPLAYED");
