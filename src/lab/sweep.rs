@@ -158,6 +158,9 @@ pub struct Sweep {
     worker: Worker,
 }
 
+/// The lease the remediation's replays are delivered under (see [`Sweep::run_replays`]).
+pub const REPLAY_LEASE_SECONDS: f64 = 60.0;
+
 /// Runs `schedules` random schedules drawn from `seed` in a store at `db`.
 pub fn run(
     db: &Path,
@@ -252,8 +255,20 @@ impl Sweep {
     /// Runs the worker until no row is PENDING or LEASED. Joining its threads lets late
     /// answers under lost leases land before the ledger is read.
     pub fn run_worker(&self) -> Result<(), ReproError> {
+        self.drive(&self.worker)
+    }
+
+    /// Delivers the remediation's replays with leases far longer than any call to the
+    /// fixed providers takes, on a machine as loaded as it may be: the faults were the
+    /// schedules'; a copy the sweep counts from here on is one the remediation made,
+    /// never one a slow machine's lost lease made.
+    pub fn run_replays(&self) -> Result<(), ReproError> {
+        self.drive(&self.worker.with_lease(REPLAY_LEASE_SECONDS))
+    }
+
+    fn drive(&self, worker: &Worker) -> Result<(), ReproError> {
         let deadline = Duration::from_secs(60 + self.ids.len() as u64 / 10);
-        self.worker
+        worker
             .run_until(deadline, Duration::from_millis(50), || {
                 let open: i64 = self
                     .conn

@@ -447,3 +447,61 @@ pub const ACTIONS: &[Spec<ActionRow>] = &[
     )
     .max(48),
 ];
+
+// ---------------------------------------------------------------------------------------
+// Carry-outs (the report's operator actions, a row per batch).
+
+/// One carry-out as the report lays it out: a row per batch, never per entry.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CarryOutRow {
+    pub first_at: f64,
+    pub last_at: f64,
+    /// REPLAYED, DLQ_RESOLVED; FORCED with its footnote's number; the front end.
+    pub action: String,
+    pub entries: usize,
+    pub operator: String,
+    pub reason: Option<String>,
+    pub ticket: Option<String>,
+    pub followed: String,
+}
+
+/// The report's operator actions, oldest first.
+pub const CARRY_OUTS: &[Spec<CarryOutRow>] = &[
+    Spec::new("first_at", "FROM", "From", 0, |r: &CarryOutRow| {
+        rfc3339(r.first_at).into()
+    })
+    .whole()
+    .code(),
+    Spec::new("last_at", "TO", "To", 1, |r: &CarryOutRow| {
+        rfc3339(r.last_at).into()
+    })
+    .whole()
+    .code(),
+    Spec::new("action", "ACTION", "Action", 0, |r: &CarryOutRow| {
+        shown(&r.action).into()
+    }),
+    Spec::new("entries", "ENTRIES", "Entries", 0, |r: &CarryOutRow| {
+        r.entries.to_string().into()
+    })
+    .numeric(),
+    Spec::new("operator", "OPERATOR", "Who", 0, |r: &CarryOutRow| {
+        shown(&r.operator).into()
+    })
+    .max(24),
+    Spec::new("reason", "REASON", "Why", 1, |r: &CarryOutRow| {
+        or_dash(&r.reason)
+    })
+    .max(48),
+    Spec::new("ticket", "TICKET", "Ticket", 3, |r: &CarryOutRow| {
+        or_dash(&r.ticket)
+    })
+    .max(16),
+    Spec::new(
+        "followed",
+        "FOLLOWED",
+        "What followed",
+        2,
+        |r: &CarryOutRow| shown(&r.followed).into(),
+    )
+    .max(48),
+];

@@ -252,43 +252,20 @@ fn needs(report: &Report) -> Markup {
     }
 }
 
-fn action_cell(a: &Action) -> Markup {
-    html! {
-        (c(&a.kind))
-        @if a.forced { " " strong { "FORCED" } " over: " (c(&a.overridden.join("; "))) }
-        @if let Some(via) = &a.via { " (via " (c(via)) ")" }
-    }
-}
-
 fn actions(report: &Report) -> Markup {
-    let acted: Vec<&Action> = report
-        .actions
-        .iter()
-        .filter(|a| a.kind != "VERIFIED")
-        .collect();
+    let (rows, notes) = super::carry_out_rows(report);
     html! {
         h2 { "Operator actions" }
-        @if acted.is_empty() {
+        @if rows.is_empty() {
             p { "None in the window." }
         } @else {
-            table {
-                tr {
-                    th { "When" } th { "Action" } th { "Notification" } th { "Operator" } th { "Reason" }
-                    th { "Ticket" } th { "Attestation" } th { "Verdict then" } th { "What followed" }
-                }
-                @for a in acted {
-                    tr {
-                        td { (rfc3339(a.at)) }
-                        td { (action_cell(a)) }
-                        td { code { (c(&a.notification_id)) } }
-                        td { (c(&a.operator)) }
-                        td { (c(a.reason.as_deref().unwrap_or("-"))) }
-                        td { (c(a.ticket.as_deref().unwrap_or("-"))) }
-                        td { (c(a.attestation.as_deref().unwrap_or("-"))) }
-                        td { (c(a.verdict_then.as_deref().unwrap_or("-"))) }
-                        td { (c(&a.followed)) }
-                    }
-                }
+            p { "One row per carry-out: the acts of one kind by one person for one reason, each within 15 minutes of the last; every entry's action is in the bundle's report.json." }
+            (crate::render::columns::html(crate::render::columns::CARRY_OUTS, &rows))
+            @for (n, guardrails) in notes.iter().enumerate() {
+                p.note { "[" (n + 1) "] FORCED over the guardrails: " (c(&guardrails.join("; "))) }
+            }
+            @if report.actions_not_followed > 0 {
+                p { (report.actions_not_followed) " actions past the first 2,000 were not followed up one by one." }
             }
         }
     }

@@ -1,7 +1,7 @@
 //! The report as Markdown, to paste into the postmortem document: every text from a
 //! store or a provider escaped so it reads as text (never as markup, a link or HTML).
 
-use super::{Action, Moment, Report};
+use super::{Moment, Report};
 use crate::pulse::Series;
 use crate::render::columns;
 use crate::render::time::rfc3339;
@@ -169,41 +169,22 @@ fn needs(out: &mut String, report: &Report) {
 
 fn actions(out: &mut String, report: &Report) {
     out.push_str("## Operator actions\n\n");
-    let acted: Vec<&Action> = report
-        .actions
-        .iter()
-        .filter(|a| a.kind != "VERIFIED")
-        .collect();
-    if acted.is_empty() {
+    if report.carry_outs.is_empty() {
         out.push_str("None in the window.\n\n");
         return;
     }
-    out.push_str("| When | Action | Notification | Operator | Reason | Ticket | Attestation | Verdict then | What followed |\n|---|---|---|---|---|---|---|---|---|\n");
-    for a in acted {
-        let action = format!(
-            "{}{}{}",
-            a.kind,
-            if a.forced {
-                format!(" FORCED over: {}", escape(&a.overridden.join("; ")))
-            } else {
-                String::new()
-            },
-            a.via
-                .as_deref()
-                .map(|v| format!(" (via {})", escape(v)))
-                .unwrap_or_default()
-        );
+    out.push_str("One row per carry-out: the acts of one kind by one person for one reason, each within 15 minutes of the last; every entry's action is in the bundle's report.json.\n\n");
+    let (rows, notes) = super::carry_out_rows(report);
+    out.push_str(&columns::markdown(columns::CARRY_OUTS, &rows));
+    if !notes.is_empty() {
+        out.push('\n');
+    }
+    for (n, guardrails) in notes.iter().enumerate() {
         let _ = writeln!(
             out,
-            "| {} | {action} | {} | {} | {} | {} | {} | {} | {} |",
-            rfc3339(a.at),
-            escape(&a.notification_id),
-            escape(&a.operator),
-            or_dash(a.reason.as_deref()),
-            or_dash(a.ticket.as_deref()),
-            or_dash(a.attestation.as_deref()),
-            or_dash(a.verdict_then.as_deref()),
-            escape(&a.followed)
+            "[{}] FORCED over the guardrails: {}\n",
+            n + 1,
+            escape(&guardrails.join("; "))
         );
     }
     if report.actions_not_followed > 0 {

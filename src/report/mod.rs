@@ -181,6 +181,166 @@ pub struct Answer {
     pub ran: Option<(f64, f64)>,
 }
 
+/// One carry-out: the acts of one kind by one person for one reason, each within
+/// [`CARRY_OUT_GAP`] of the one before (a batch, a canary and its rest), as one row.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CarryOut {
+    pub first_at: f64,
+    pub last_at: f64,
+    pub kind: String,
+    pub forced: bool,
+    pub via: Option<String>,
+    pub operator: String,
+    pub reason: Option<String>,
+    pub ticket: Option<String>,
+    /// The guardrails a forced carry-out overrode, each once: a footnote, never a cell.
+    pub overridden: Vec<String>,
+    /// The entries, in order (their actions are in `actions`, one by one).
+    pub ids: Vec<String>,
+    /// What followed, counted: `("SLACK delivered", 3)`.
+    pub followed: Vec<(String, usize)>,
+}
+
+/// Acts further apart than this are two carry-outs, whoever did them and why.
+pub const CARRY_OUT_GAP: f64 = 900.0;
+
+impl CarryOut {
+    /// "SLACK delivered (3); PAGERDUTY refused again (1)".
+    pub fn followed_words(&self) -> String {
+        self.followed
+            .iter()
+            .map(|(what, n)| format!("{what} ({n})"))
+            .collect::<Vec<_>>()
+            .join("; ")
+    }
+
+    pub fn row(&self, footnote: Option<usize>) -> crate::render::columns::CarryOutRow {
+        let mut action = self.kind.clone();
+        if self.forced {
+            action.push_str(" FORCED");
+            if let Some(n) = footnote {
+                action.push_str(&format!(" [{n}]"));
+            }
+        }
+        if let Some(via) = &self.via {
+            action.push_str(&format!(" (via {via})"));
+        }
+        crate::render::columns::CarryOutRow {
+            first_at: self.first_at,
+            last_at: self.last_at,
+            action,
+            entries: self.ids.len(),
+            operator: self.operator.clone(),
+            reason: self.reason.clone(),
+            ticket: self.ticket.clone(),
+            followed: self.followed_words(),
+        }
+    }
+}
+
+/// `followed` without its times, in parts: "SLACK delivered at T; EMAIL refused again
+/// at U" is "SLACK delivered" and "EMAIL refused again".
+fn followed_parts(action: &Action) -> Vec<String> {
+    let untimed = |part: &str| match part.find(" at ") {
+        Some(at) if part[at + 4..].starts_with(|c: char| c.is_ascii_digit()) => {
+            part[..at].to_string()
+        }
+        _ => part.to_string(),
+    };
+    if action.kind == "REPLAYED" {
+        action.followed.split("; ").map(untimed).collect()
+    } else {
+        vec![untimed(&action.followed)]
+    }
+}
+
+/// The carry-outs' rows, and the footnotes their FORCED marks point to: each distinct set
+/// of guardrails overridden once, numbered from 1.
+pub fn carry_out_rows(
+    report: &Report,
+) -> (Vec<crate::render::columns::CarryOutRow>, Vec<Vec<String>>) {
+    let mut notes: Vec<Vec<String>> = Vec::new();
+    let rows = report
+        .carry_outs
+        .iter()
+        .map(|carry_out| {
+            let note = (carry_out.forced && !carry_out.overridden.is_empty()).then(|| match notes
+                .iter()
+                .position(|n| *n == carry_out.overridden)
+            {
+                Some(n) => n + 1,
+                None => {
+                    notes.push(carry_out.overridden.clone());
+                    notes.len()
+                }
+            });
+            carry_out.row(note)
+        })
+        .collect();
+    (rows, notes)
+}
+
+/// What makes two acts one carry-out: kind, forced, via, person, reason, ticket.
+type CarryOutKey = (
+    String,
+    bool,
+    Option<String>,
+    String,
+    Option<String>,
+    Option<String>,
+);
+
+/// The operator actions (but verify records, which are verdict changes) as carry-outs.
+pub fn carry_outs(actions: &[Action]) -> Vec<CarryOut> {
+    let mut groups: Vec<CarryOut> = Vec::new();
+    let mut open: BTreeMap<CarryOutKey, usize> = BTreeMap::new();
+    for action in actions.iter().filter(|a| a.kind != "VERIFIED") {
+        let key = (
+            action.kind.clone(),
+            action.forced,
+            action.via.clone(),
+            action.operator.clone(),
+            action.reason.clone(),
+            action.ticket.clone(),
+        );
+        let at = match open.get(&key) {
+            Some(&n) if action.at - groups[n].last_at <= CARRY_OUT_GAP => n,
+            _ => {
+                groups.push(CarryOut {
+                    first_at: action.at,
+                    last_at: action.at,
+                    kind: action.kind.clone(),
+                    forced: action.forced,
+                    via: action.via.clone(),
+                    operator: action.operator.clone(),
+                    reason: action.reason.clone(),
+                    ticket: action.ticket.clone(),
+                    overridden: Vec::new(),
+                    ids: Vec::new(),
+                    followed: Vec::new(),
+                });
+                open.insert(key, groups.len() - 1);
+                groups.len() - 1
+            }
+        };
+        let group = &mut groups[at];
+        group.last_at = group.last_at.max(action.at);
+        group.ids.push(action.notification_id.clone());
+        for guardrail in &action.overridden {
+            if !group.overridden.contains(guardrail) {
+                group.overridden.push(guardrail.clone());
+            }
+        }
+        for part in followed_parts(action) {
+            match group.followed.iter_mut().find(|(what, _)| *what == part) {
+                Some((_, n)) => *n += 1,
+                None => group.followed.push((part, 1)),
+            }
+        }
+    }
+    groups
+}
+
 /// The report's data: what `-o json` prints and both layouts read.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Report {
@@ -198,7 +358,10 @@ pub struct Report {
     pub key_moments: Vec<Moment>,
     /// DUPLICATED and MISSING, each with its recipient, copies and evidence.
     pub needs: Vec<Reconciled>,
+    /// Every operator action, one by one.
     pub actions: Vec<Action>,
+    /// The same actions (but verify records) as carry-outs, a row each in the layouts.
+    pub carry_outs: Vec<CarryOut>,
     /// Actions not followed up one by one, past the first [`FOLLOWED_UP`].
     pub actions_not_followed: usize,
     pub notifications: usize,
@@ -275,6 +438,7 @@ pub fn gather(
         pulse: store.pulse(pulse_window(asked.since, asked.until))?,
         key_moments,
         needs,
+        carry_outs: carry_outs(&actions.0),
         actions: actions.0,
         actions_not_followed: actions.1,
         notifications,
@@ -607,6 +771,11 @@ fn followed(
                 Some(Kind::Delivered | Kind::DeadLettered | Kind::DlqResolved | Kind::Replayed)
             )
         });
+    if event.kind == "REPLAYED"
+        && let Some(words) = replay_followed(doc, event, until)
+    {
+        return words;
+    }
     match (event.kind.as_str(), next) {
         ("DLQ_RESOLVED", _) => "left the DLQ as RESOLVED; nothing was sent".into(),
         ("VERIFIED", Some(next)) => format!("then {} at {}", next.kind.as_str(), time(next.at)),
@@ -620,6 +789,60 @@ fn followed(
         (_, Some(next)) => format!("then {} at {}", next.kind.as_str(), time(next.at)),
         (_, None) => "still due or in flight at the window's end".into(),
     }
+}
+
+/// What followed a replay, channel by channel: each channel it sent delivered, refused
+/// again, in doubt or still due, by the first attempt of that channel after it (before
+/// `until`); none when the payload does not name its channels.
+fn replay_followed(
+    doc: &crate::api::NotificationDoc,
+    event: &crate::api::EventRow,
+    until: f64,
+) -> Option<String> {
+    use crate::model::ProviderOutcome;
+    let payload: serde_json::Value = serde_json::from_str(event.payload.get()).ok()?;
+    let channels: Vec<Channel> = payload["channels"]
+        .as_array()?
+        .iter()
+        .filter_map(|c| c.as_str()?.parse().ok())
+        .collect();
+    if channels.is_empty() {
+        return None;
+    }
+    let history = crate::history::History::read(
+        &doc.row,
+        doc.events
+            .iter()
+            .filter(|e| e.at < until)
+            .map(crate::history::Observed::from_event),
+    );
+    let time = |id: i64| {
+        doc.events
+            .iter()
+            .find(|e| e.id == id)
+            .map(|e| crate::render::time::rfc3339(e.at))
+            .unwrap_or_default()
+    };
+    let words: Vec<String> = channels
+        .iter()
+        .map(|channel| {
+            let after = history
+                .attempts(*channel)
+                .iter()
+                .find(|a| a.start.is_some_and(|start| start > event.id));
+            let said = match after.and_then(|a| a.results.last()) {
+                Some((id, ProviderOutcome::Accepted)) => format!("delivered at {}", time(*id)),
+                Some((id, ProviderOutcome::Rejected)) => format!("refused again at {}", time(*id)),
+                Some((id, ProviderOutcome::Unknown)) => {
+                    format!("outcome unknown at {}", time(*id))
+                }
+                None if after.is_some() => "in flight at the window's end".into(),
+                None => "still due at the window's end".into(),
+            };
+            format!("{channel} {said}")
+        })
+        .collect();
+    Some(words.join("; "))
 }
 
 /// First and last lease loss, each operator action and each verify record, in order.
@@ -694,5 +917,109 @@ mod tests {
             assert!(window.steps() <= crate::pulse::MAX_STEPS, "{since} {span}");
             assert!(window.since <= since && window.until >= since + span);
         }
+    }
+}
+
+#[cfg(test)]
+mod carry_out_tests {
+    use super::*;
+
+    fn act(at: f64, kind: &str, who: &str, reason: &str, followed: &str) -> Action {
+        Action {
+            event_id: at as i64,
+            at,
+            kind: kind.into(),
+            notification_id: format!("n-{at}"),
+            operator: who.into(),
+            reason: Some(reason.into()),
+            ticket: None,
+            attestation: None,
+            forced: false,
+            overridden: Vec::new(),
+            verdict_then: None,
+            via: None,
+            answer: None,
+            followed: followed.into(),
+        }
+    }
+
+    /// A batch is one row, a canary and its rest too; another person, another reason or
+    /// a quarter of an hour apart is another; verify records are verdict changes.
+    #[test]
+    fn acts_of_one_kind_by_one_person_for_one_reason_are_one_carry_out() {
+        let actions = [
+            act(
+                100.0,
+                "REPLAYED",
+                "erin",
+                "fixed",
+                "SLACK delivered at 2026-12-02T01:00:00Z",
+            ),
+            act(
+                101.0,
+                "DLQ_RESOLVED",
+                "bob",
+                "seen",
+                "left the DLQ as RESOLVED; nothing was sent",
+            ),
+            act(
+                160.0,
+                "REPLAYED",
+                "erin",
+                "fixed",
+                "SLACK delivered at 2026-12-02T01:01:00Z; EMAIL refused again at 2026-12-02T01:01:00Z",
+            ),
+            act(
+                400.0,
+                "REPLAYED",
+                "erin",
+                "fixed",
+                "SLACK delivered at 2026-12-02T01:05:00Z",
+            ),
+            act(401.0, "VERIFIED", "erin", "fixed", "recorded"),
+            act(
+                402.0,
+                "REPLAYED",
+                "erin",
+                "other",
+                "SLACK still due at the window's end",
+            ),
+            act(
+                400.0 + CARRY_OUT_GAP + 1.0,
+                "REPLAYED",
+                "erin",
+                "fixed",
+                "SLACK delivered at 2026-12-02T02:00:00Z",
+            ),
+        ];
+        let rows = carry_outs(&actions);
+        let shape: Vec<(&str, &str, usize)> = rows
+            .iter()
+            .map(|c| {
+                (
+                    c.kind.as_str(),
+                    c.reason.as_deref().unwrap_or(""),
+                    c.ids.len(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            shape,
+            [
+                ("REPLAYED", "fixed", 3),
+                ("DLQ_RESOLVED", "seen", 1),
+                ("REPLAYED", "other", 1),
+                ("REPLAYED", "fixed", 1)
+            ]
+        );
+        assert_eq!(
+            rows[0].followed_words(),
+            "SLACK delivered (3); EMAIL refused again (1)"
+        );
+        assert_eq!(
+            rows[1].followed_words(),
+            "left the DLQ as RESOLVED; nothing was sent (1)"
+        );
+        assert_eq!((rows[0].first_at, rows[0].last_at), (100.0, 400.0));
     }
 }

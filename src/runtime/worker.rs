@@ -148,6 +148,22 @@ impl Worker {
         self
     }
 
+    /// The same worker (store, clock, providers) holding leases of `lease_seconds`.
+    pub fn with_lease(&self, lease_seconds: f64) -> Worker {
+        Worker {
+            db: self.db.clone(),
+            clock: self.clock.clone(),
+            adapters: self.adapters.clone(),
+            config: WorkerConfig {
+                lease_seconds,
+                ..self.config.clone()
+            },
+            counters: Arc::new(Counters::default()),
+            metrics: self.metrics.clone(),
+            declined_warned: Arc::new(AtomicU64::new(0)),
+        }
+    }
+
     pub fn lease_seconds(&self) -> f64 {
         self.config.lease_seconds
     }

@@ -169,7 +169,8 @@ fn the_postmortem_of_every_case_reads_the_same_over_both_backends_and_twice() {
         "| Repair started (first operator action) |",
         "alice",
         "INC\\-42",
-        "FORCED over:",
+        "FORCED \\[1\\]",
+        "[1] FORCED over the guardrails:",
         "| EMAIL | duplicate\\-after\\-reclaim@repro.uns.local | `n-",
         "### Root cause",
     ] {

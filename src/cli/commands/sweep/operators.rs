@@ -361,7 +361,7 @@ pub fn run(sweep: &Sweep, binary: &Path, work: &Path) -> Result<Remediation, Str
     careless_plan(&operator, &stale, &mut report)?;
     server.stop();
 
-    sweep.run_worker().map_err(|e| e.to_string())?;
+    sweep.run_replays().map_err(|e| e.to_string())?;
     count_effects(sweep, &verdicts, &before, &mut report)?;
     Ok(report)
 }
