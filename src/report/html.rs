@@ -16,11 +16,13 @@ th, td { border: 1px solid #bbb; padding: 2px 4px; text-align: left; vertical-al
   overflow-wrap: anywhere; font-size: 8.5pt; }
 th { background: #eee; }
 td.n { text-align: right; }
-code { font-family: monospace; font-size: 8.5pt; overflow-wrap: anywhere; }
+code { font-family: monospace; font-size: 8.5pt; }
 svg { width: 100%; height: auto; }
 .bar-LEASE_LOST { fill: #c0392b; } .bar-UNKNOWN { fill: #d68910; }
 .bar-DEAD_LETTERED { fill: #7d3c98; } .bar-DELIVERED { fill: #1e8449; }
 .mark { stroke: #333; stroke-dasharray: 3 2; }
+ol.marks { columns: 2; font-size: 8.5pt; margin: 0.3em 0 0.8em; }
+.t, code { white-space: nowrap; }
 .empty { min-height: 3em; border-left: 3px solid #ccc; padding-left: 6px; color: #777; }
 "#;
 
@@ -29,6 +31,8 @@ const CHART_WIDTH: f64 = 700.0;
 const ROW_HEIGHT: f64 = 56.0;
 const BAR_MAX: f64 = 44.0;
 const LABEL: f64 = 110.0;
+/// Room above the rows for the markers' numbers.
+const TOP: f64 = 12.0;
 
 pub fn render(report: &Report) -> String {
     let since = report.window.since.map(rfc3339).unwrap_or_default();
@@ -78,7 +82,7 @@ pub fn render(report: &Report) -> String {
     page.into_string()
 }
 
-fn moment_row(label: &str, moment: Option<&Moment>) -> Markup {
+fn moment_row(report: &Report, label: &str, moment: Option<&Moment>) -> Markup {
     html! {
         tr {
             th { (label) }
@@ -86,7 +90,7 @@ fn moment_row(label: &str, moment: Option<&Moment>) -> Markup {
                 Some(m) => {
                     td { (rfc3339(m.at)) }
                     td { "event " (m.event_id) }
-                    td { code { (c(&m.notification_id)) } }
+                    td { code { (c(report.shown(&m.notification_id))) } }
                 }
                 None => { td colspan="3" { "none in the window" } }
             }
@@ -100,11 +104,11 @@ fn summary(report: &Report) -> Markup {
         h2 { "Summary" }
         table {
             tr { th {} th { "When" } th { "Event" } th { "Notification" } }
-            (moment_row("Impact start", s.impact_start.as_ref()))
-            (moment_row("First lease loss", s.first_lease_lost.as_ref()))
-            (moment_row("Last lease loss", s.last_lease_lost.as_ref()))
-            (moment_row("Repair started (first operator action)", s.first_action.as_ref()))
-            (moment_row("Last dead letter", s.last_dead_letter.as_ref()))
+            (moment_row(report, "Impact start", s.impact_start.as_ref()))
+            (moment_row(report, "First lease loss", s.first_lease_lost.as_ref()))
+            (moment_row(report, "Last lease loss", s.last_lease_lost.as_ref()))
+            (moment_row(report, "Repair started (first operator action)", s.first_action.as_ref()))
+            (moment_row(report, "Last dead letter", s.last_dead_letter.as_ref()))
             @if let Some(fixed) = s.fixed_at {
                 tr { th { "Fixed (as the operator gave it, --fixed-at)" } td { (rfc3339(fixed)) } td {} td {} }
             }
@@ -155,27 +159,23 @@ pub fn chart(report: &Report) -> Markup {
         .max(1);
     let plot = CHART_WIDTH - LABEL;
     let width = plot / steps as f64;
-    let height = ROW_HEIGHT * super::CHARTED.len() as f64 + 16.0;
+    let height = TOP + ROW_HEIGHT * super::CHARTED.len() as f64 + 16.0;
     let x_of = |at: f64| LABEL + (at - pulse.window.since) / pulse.step * width;
-    let marks: Vec<(&str, f64)> = [
-        ("impact start", report.summary.impact_start.as_ref()),
-        ("last lease loss", report.summary.last_lease_lost.as_ref()),
-        ("repair started", report.summary.first_action.as_ref()),
-        ("last dead letter", report.summary.last_dead_letter.as_ref()),
-    ]
-    .into_iter()
-    .filter_map(|(label, m)| Some((label, x_of(m?.at))))
-    .collect();
+    let marks = marks(report);
     html! {
         svg xmlns="http://www.w3.org/2000/svg" viewBox=(format!("0 0 {CHART_WIDTH} {height}"))
-            role="img" aria-label="Per step: lease losses, unknown outcomes, dead letters, deliveries" {
-            @for (row, series) in super::CHARTED.iter().enumerate() {
-                (series_row(report, *series, row, width))
-            }
-            @for (label, x) in &marks {
-                line.mark x1=(fmt(*x)) x2=(fmt(*x)) y1="0" y2=(fmt(height - 14.0)) data-mark=(label) {
-                    title { (label) }
+            role="img" aria-label="Per step: lease losses, unknown outcomes, dead letters, deliveries; numbered lines mark the moments listed under it" {
+            g transform=(format!("translate(0 {TOP})")) {
+                @for (row, series) in super::CHARTED.iter().enumerate() {
+                    (series_row(report, *series, row, width))
                 }
+            }
+            @for (n, (label, at)) in marks.iter().enumerate() {
+                @let x = x_of(*at);
+                line.mark x1=(fmt(x)) x2=(fmt(x)) y1=(fmt(TOP)) y2=(fmt(height - 14.0)) data-mark=(c(label)) {
+                    title { (n + 1) ". " (c(label)) }
+                }
+                text.mark-label x=(fmt(x)) y="10" font-size="9" text-anchor="middle" { (n + 1) }
             }
             text x=(fmt(LABEL)) y=(fmt(height - 2.0)) font-size="9" {
                 (rfc3339(pulse.window.since))
@@ -185,6 +185,39 @@ pub fn chart(report: &Report) -> Markup {
             }
         }
     }
+}
+
+/// The moments the chart marks, in time order: the summary's, the fix, and each
+/// carry-out (its replays or resolves), each with its label.
+pub fn marks(report: &Report) -> Vec<(String, f64)> {
+    let s = &report.summary;
+    let mut marks: Vec<(String, f64)> = [
+        ("impact start", s.impact_start.as_ref()),
+        ("last lease loss", s.last_lease_lost.as_ref()),
+        ("repair started", s.first_action.as_ref()),
+        ("last dead letter", s.last_dead_letter.as_ref()),
+    ]
+    .into_iter()
+    .filter_map(|(label, m)| Some((label.to_string(), m?.at)))
+    .collect();
+    marks.extend(s.fixed_at.map(|at| ("fixed".to_string(), at)));
+    marks.extend(report.carry_outs.iter().map(|carry_out| {
+        let what = match carry_out.kind.as_str() {
+            "REPLAYED" => "replayed",
+            "DLQ_RESOLVED" => "resolved",
+            other => other,
+        };
+        (
+            format!(
+                "{what} {} by {}",
+                crate::render::output::counted(carry_out.ids.len() as i64, "entry"),
+                carry_out.operator
+            ),
+            carry_out.first_at,
+        )
+    }));
+    marks.sort_by(|a, b| a.1.total_cmp(&b.1).then_with(|| a.0.cmp(&b.0)));
+    marks
 }
 
 fn series_row(report: &Report, series: Series, row: usize, width: f64) -> Markup {
@@ -226,13 +259,18 @@ fn fmt(value: f64) -> String {
 fn timeline(report: &Report) -> Markup {
     html! {
         h2 { "Timeline" }
-        p { "Per " (crate::render::time::duration(report.pulse.step)) " from the events (" code { "unsctl pulse" } "); the dashed lines mark the summary's moments." }
+        p { "Per " (crate::render::time::duration(report.pulse.step)) " from the events (" code { "unsctl pulse" } "); the numbered dashed lines mark these moments:" }
         (chart(report))
+        ol.marks {
+            @for (label, at) in marks(report) {
+                li { span.t { (rfc3339(at)) } " " (c(&label)) }
+            }
+        }
         h3 { "Key moments" }
         ul {
             @if report.key_moments.is_empty() { li { "none in the window" } }
             @for m in &report.key_moments {
-                li { (rfc3339(m.at)) ": " (c(&m.what)) " (event " (m.event_id) ", " code { (c(&m.notification_id)) } ")" }
+                li { (rfc3339(m.at)) ": " (c(&m.what)) " (event " (m.event_id) ", " code { (c(report.shown(&m.notification_id))) } ")" }
             }
         }
     }
@@ -246,7 +284,11 @@ fn needs(report: &Report) -> Markup {
         } @else {
             (crate::render::columns::html(
                 crate::render::columns::NEEDS,
-                &report.needs.iter().map(|item| item.row(&item.id)).collect::<Vec<_>>(),
+                &report
+                    .needs
+                    .iter()
+                    .map(|item| item.row(report.shown(&item.id)))
+                    .collect::<Vec<_>>(),
             ))
         }
     }
@@ -282,7 +324,7 @@ fn verdicts(report: &Report) -> Markup {
             @for a in &changes {
                 @if let Some(answer) = &a.answer {
                     li {
-                        (rfc3339(a.at)) ": " code { (c(&a.notification_id)) } " " (c(&answer.channel)) " "
+                        (rfc3339(a.at)) ": " code { (c(report.shown(&a.notification_id))) } " " (c(&answer.channel)) " "
                         strong { (c(&answer.outcome)) } " from " (c(&answer.source)) " by " (c(&a.operator))
                         " (event " (a.event_id) "; " (super::ran_words(answer.ran)) "): " (c(&answer.evidence))
                     }

@@ -9,18 +9,23 @@ use std::fmt::Write;
 
 pub use crate::render::columns::markdown_text as escape;
 
+/// An id as inline code, which never breaks inside.
+fn code(id: &str) -> String {
+    format!("`{}`", escape(id).replace('`', ""))
+}
+
 fn or_dash(text: Option<&str>) -> String {
     text.map_or_else(|| "-".into(), escape)
 }
 
-fn moment_row(out: &mut String, label: &str, moment: Option<&Moment>) {
+fn moment_row(out: &mut String, report: &Report, label: &str, moment: Option<&Moment>) {
     let _ = match moment {
         Some(m) => writeln!(
             out,
             "| {label} | {} | event {} | {} |",
             rfc3339(m.at),
             m.event_id,
-            escape(&m.notification_id)
+            code(report.shown(&m.notification_id))
         ),
         None => writeln!(out, "| {label} | none in the window | | |"),
     };
@@ -63,15 +68,16 @@ pub fn render(report: &Report) -> String {
 fn summary(out: &mut String, report: &Report) {
     let s = &report.summary;
     out.push_str("## Summary\n\n| | When | Event | Notification |\n|---|---|---|---|\n");
-    moment_row(out, "Impact start", s.impact_start.as_ref());
-    moment_row(out, "First lease loss", s.first_lease_lost.as_ref());
-    moment_row(out, "Last lease loss", s.last_lease_lost.as_ref());
+    moment_row(out, report, "Impact start", s.impact_start.as_ref());
+    moment_row(out, report, "First lease loss", s.first_lease_lost.as_ref());
+    moment_row(out, report, "Last lease loss", s.last_lease_lost.as_ref());
     moment_row(
         out,
+        report,
         "Repair started (first operator action)",
         s.first_action.as_ref(),
     );
-    moment_row(out, "Last dead letter", s.last_dead_letter.as_ref());
+    moment_row(out, report, "Last dead letter", s.last_dead_letter.as_ref());
     if let Some(fixed) = s.fixed_at {
         let _ = writeln!(
             out,
@@ -150,7 +156,7 @@ fn timeline(out: &mut String, report: &Report) {
             rfc3339(m.at),
             escape(&m.what),
             m.event_id,
-            escape(&m.notification_id)
+            code(report.shown(&m.notification_id))
         );
     }
     out.push('\n');
@@ -162,7 +168,11 @@ fn needs(out: &mut String, report: &Report) {
         out.push_str("Nobody: no notification was proven duplicated or missing.\n\n");
         return;
     }
-    let rows: Vec<_> = report.needs.iter().map(|item| item.row(&item.id)).collect();
+    let rows: Vec<_> = report
+        .needs
+        .iter()
+        .map(|item| item.row(report.shown(&item.id)))
+        .collect();
     out.push_str(&columns::markdown(columns::NEEDS, &rows));
     out.push('\n');
 }
@@ -207,7 +217,7 @@ fn verdicts(out: &mut String, report: &Report) {
                 out,
                 "- {}: {} {} {} from {} by {} (event {}; reason {}; {}): {}",
                 rfc3339(a.at),
-                escape(&a.notification_id),
+                code(report.shown(&a.notification_id)),
                 escape(&answer.channel),
                 escape(&answer.outcome),
                 escape(&answer.source),

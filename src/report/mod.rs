@@ -362,12 +362,21 @@ pub struct Report {
     pub actions: Vec<Action>,
     /// The same actions (but verify records) as carry-outs, a row each in the layouts.
     pub carry_outs: Vec<CarryOut>,
+    /// Each id the layouts show, as the shortest prefix (12 characters at least) no
+    /// other id of the report shares; the JSON keeps ids whole.
+    #[serde(skip)]
+    pub shown_ids: BTreeMap<String, String>,
     /// Actions not followed up one by one, past the first [`FOLLOWED_UP`].
     pub actions_not_followed: usize,
     pub notifications: usize,
 }
 
 impl Report {
+    /// `id` as the layouts show it: a prefix unique in the report, or whole.
+    pub fn shown<'a>(&'a self, id: &'a str) -> &'a str {
+        self.shown_ids.get(id).map_or(id, String::as_str)
+    }
+
     /// The VERIFIED events among the actions: the verdict changes.
     pub fn verdict_changes(&self) -> impl Iterator<Item = &Action> {
         self.actions.iter().filter(|a| a.kind == "VERIFIED")
@@ -428,7 +437,9 @@ pub fn gather(
     let mut needs = tally.needs;
     needs.sort_by(crate::reconcile::person_order);
     summary.fixed_at = asked.fixed_at;
+    let shown_ids = shown_ids(&summary, &needs, &actions.0, &key_moments);
     Ok(Report {
+        shown_ids,
         window,
         provisional_until: asked.open_until(),
         store: store.identity()?,
@@ -443,6 +454,58 @@ pub fn gather(
         actions_not_followed: actions.1,
         notifications,
     })
+}
+
+/// Every id the layouts show, each as its prefix unique in the report.
+fn shown_ids(
+    summary: &Summary,
+    needs: &[Reconciled],
+    actions: &[Action],
+    moments: &[Moment],
+) -> BTreeMap<String, String> {
+    let summarised = [
+        &summary.impact_start,
+        &summary.first_lease_lost,
+        &summary.last_lease_lost,
+        &summary.first_action,
+        &summary.last_dead_letter,
+    ];
+    unique_prefixes(
+        needs
+            .iter()
+            .map(|n| n.id.as_str())
+            .chain(actions.iter().map(|a| a.notification_id.as_str()))
+            .chain(moments.iter().map(|m| m.notification_id.as_str()))
+            .chain(
+                summarised
+                    .into_iter()
+                    .flatten()
+                    .map(|m| m.notification_id.as_str()),
+            ),
+    )
+}
+
+/// The shortest prefix shown of an id.
+const SHORTEST_ID: usize = 12;
+
+/// Each of `ids` as the shortest prefix, [`SHORTEST_ID`] characters at least, that no
+/// other of `ids` starts with: the same for the same ids, whatever else the store holds.
+pub fn unique_prefixes<'a>(ids: impl IntoIterator<Item = &'a str>) -> BTreeMap<String, String> {
+    let mut sorted: Vec<&str> = ids.into_iter().collect();
+    sorted.sort_unstable();
+    sorted.dedup();
+    let common = |a: &str, b: &str| a.chars().zip(b.chars()).take_while(|(x, y)| x == y).count();
+    sorted
+        .iter()
+        .enumerate()
+        .map(|(k, id)| {
+            let before = k.checked_sub(1).map_or(0, |p| common(id, sorted[p]));
+            let after = sorted.get(k + 1).map_or(0, |next| common(id, next));
+            let keep = (before.max(after) + 1).max(SHORTEST_ID);
+            let shown: String = id.chars().take(keep).collect();
+            (id.to_string(), shown)
+        })
+        .collect()
 }
 
 /// The window's pulse: a minute a step, or as many whole minutes as keep it within the
@@ -1021,5 +1084,31 @@ mod carry_out_tests {
             "left the DLQ as RESOLVED; nothing was sent (1)"
         );
         assert_eq!((rows[0].first_at, rows[0].last_at), (100.0, 400.0));
+    }
+}
+
+#[cfg(test)]
+mod prefix_tests {
+    use super::unique_prefixes;
+
+    #[test]
+    fn each_id_is_shown_by_the_shortest_prefix_no_other_shares() {
+        let ids = [
+            "n-01a236d443527003a9dad126f3dd4ecd",
+            "n-01a236d44360751eb2dfcbc7724539b0",
+            "n-01a236d443527003ffff000000000000",
+            "n-0200",
+        ];
+        let shown = unique_prefixes(ids);
+        assert_eq!(shown[ids[0]], "n-01a236d443527003a");
+        assert_eq!(shown[ids[2]], "n-01a236d443527003f");
+        assert_eq!(shown[ids[1]], "n-01a236d4436");
+        // Shorter than the least shown: whole.
+        assert_eq!(shown[ids[3]], "n-0200");
+        for (k, id) in ids.iter().enumerate() {
+            for (j, other) in ids.iter().enumerate() {
+                assert!(k == j || !other.starts_with(&shown[*id]), "{id} {other}");
+            }
+        }
     }
 }

@@ -582,6 +582,38 @@ fn the_fix_time_stands_in_the_summary_and_key_moments_keep_first_and_last() {
         )),
         "{markdown}"
     );
+    // The chart numbers every marker, the fix and each carry-out among them, and lists
+    // what each number is under it.
+    let html = report(
+        &incident.db,
+        None,
+        &[
+            "report",
+            "--since",
+            &incident.since,
+            "--until",
+            &incident.until,
+            "--fixed-at",
+            &fixed,
+            "-o",
+            "html",
+        ],
+    );
+    let listed = html
+        .split("<ol class=\"marks\">")
+        .nth(1)
+        .and_then(|rest| rest.split("</ol>").next())
+        .expect("the markers' list");
+    for label in [
+        "fixed",
+        "resolved 1 entry by alice",
+        "replayed 1 entry by bob",
+        "impact start",
+    ] {
+        assert!(listed.contains(label), "{label}: {listed}");
+    }
+    let numbered = html.matches("class=\"mark-label\"").count();
+    assert_eq!(numbered, listed.matches("<li>").count(), "{html}");
     // bob replayed once unforced and once forced: two kinds, one moment each.
     let moments: Vec<&str> = json["key_moments"]
         .as_array()
