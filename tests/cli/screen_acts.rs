@@ -329,3 +329,39 @@ fn the_command_bar_inspects_a_shown_prefix_and_writes_the_report() {
         "{markdown}"
     );
 }
+
+/// The reason typed is the reason recorded, whichever key leaves the field: Tab, the
+/// arrow keys (down, and up then back down), straight on to the word and Go.
+#[test]
+fn the_reason_typed_is_recorded_whichever_key_leaves_the_field() {
+    let leaving: [(&str, &[KeyCode]); 3] = [
+        ("tab", &[KeyCode::Tab]),
+        ("down", &[KeyCode::Down]),
+        ("up and down", &[KeyCode::Up, KeyCode::Down, KeyCode::Down]),
+    ];
+    for (how, keys) in leaving {
+        let (_dir, db, ids) = refused_store(1, &["HTTP 400"]);
+        let mut screen = Screen::open(&db, false, false);
+        screen.view(ViewKind::Dlq, None);
+        open_dialog(&mut screen, 'p');
+        screen.focus(Focus::Reason);
+        let reason = format!("webhook fixed, left by {how}");
+        screen.type_text(&reason);
+        for key in keys {
+            screen.press(*key);
+        }
+        assert_eq!(
+            screen.app.dialog.as_ref().map(|d| d.focus),
+            Some(Focus::Word),
+            "{how}"
+        );
+        screen.type_text("yes");
+        screen.press(KeyCode::Down);
+        screen.press(KeyCode::Enter);
+        let text = dialog_text(&screen);
+        assert!(text.contains("1 done"), "{how}:\n{text}");
+        let replayed = payloads(&db, &ids[0], "REPLAYED");
+        assert_eq!(replayed.len(), 1, "{how}");
+        assert_eq!(replayed[0]["reason"], reason.as_str(), "{how}");
+    }
+}
