@@ -96,8 +96,11 @@ fn main() -> anyhow::Result<()> {
             c
         }) as Box<dyn FnMut() -> Command>
     };
-    let measured = support::race(vec![shell, reconcile(false), reconcile(true)])?;
+    let mut commands = vec![shell, reconcile(false), reconcile(true)];
+    commands.extend(support::floors(&log));
+    let measured = support::race(commands)?;
     let (shell, history, with_log) = (&measured[0], &measured[1], &measured[2]);
+    let (grep, wc) = (&measured[3], &measured[4]);
     let secs = |m: &support::Measured| m.elapsed.as_secs_f64();
     let mb = |m: &support::Measured| m.max_rss_kib as f64 / 1024.0;
     println!(
@@ -115,6 +118,13 @@ fn main() -> anyhow::Result<()> {
         "  unsctl reconcile --relay-log (1 GB)         {:>6.2} s   peak RSS {:>6.1} MB   (targets < 10 s, < 256 MB)",
         secs(with_log),
         mb(with_log)
+    );
+    support::print_floors(grep, wc);
+    let share = secs(with_log) - secs(history);
+    println!(
+        "  the log's share (with the log - the history alone) {:.2} s = {:.1}x grep (target <= 3x)",
+        share,
+        share / secs(grep)
     );
     // What it found: the log's second copies counted, by class.
     let report: serde_json::Value =

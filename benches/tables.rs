@@ -82,7 +82,7 @@ fn comfy() -> std::io::Result<()> {
     while n < ROWS {
         let mut table = Table::new();
         table
-            .load_preset(comfy_table::presets::NOTHING)
+            .load_style(comfy_table::presets::NOTHING)
             .set_content_arrangement(ContentArrangement::Disabled);
         if first {
             table.set_header(COLUMNS.iter().map(|c| c.header));
@@ -131,7 +131,7 @@ fn main() -> anyhow::Result<()> {
         ours.max_rss_kib
     );
     println!(
-        "  comfy-table  {:>8.1} ms  peak RSS {:>6} KiB",
+        "  comfy-table 8 {:>7.1} ms  peak RSS {:>6} KiB",
         theirs.elapsed.as_secs_f64() * 1e3,
         theirs.max_rss_kib
     );
