@@ -80,8 +80,9 @@ fn below_60x16_the_screen_names_the_size_it_needs() {
     let db = dir.path().join("uns.db");
     schema::open(&db, OpenMode::Create).expect("store");
     let term = Tmux::start_sized(&command(&format!("--db {} tui", db.display()), &[]), 50, 12);
-    let screen = term.wait_for("50×12");
-    assert!(screen.contains("needs at least 60×16"), "{screen}");
+    // A capture can land mid-frame: each text is waited for, never read off one capture.
+    term.wait_for("50×12");
+    term.wait_for("needs at least 60×16");
     term.keys(&["q"]);
     term.wait_for("EXIT=0");
 }
@@ -117,10 +118,10 @@ fn over_the_api_a_replay_from_the_screen_is_delivered_and_a_live_lease_loss_show
         80,
         24,
     );
-    let screen = term.wait_for("REPLAY 1");
+    term.wait_for("REPLAY 1");
     let short: String = id.chars().take(12).collect();
-    assert!(screen.contains(&short), "{screen}");
-    assert!(screen.contains("next: unsctl replay"), "{screen}");
+    term.wait_for(&short);
+    term.wait_for("next: unsctl replay");
     // p, and once the dialog takes keys (its buttons stop saying "keys in a moment"):
     // Tab past the channels, the canary, the pace and forced to the reason; Enter
     // previews with it, the word, Go. Each step waits for the screen to show the one
@@ -153,12 +154,12 @@ fn over_the_api_a_replay_from_the_screen_is_delivered_and_a_live_lease_loss_show
     term.keys(&[":"]);
     term.keys(&["-l", "pulse"]);
     term.keys(&["Enter"]);
-    let screen = term.wait_for("LEASE_LOST");
-    assert!(screen.contains("REPLAYED"), "{screen}");
+    term.wait_for("LEASE_LOST");
+    term.wait_for("REPLAYED");
     runtime.fakes.control.set_default(Behavior::Hang);
     runtime.submit("slow");
-    let screen = term.wait_for("STILL HAPPENING");
-    assert!(screen.contains("last lease loss"), "{screen}");
+    term.wait_for("STILL HAPPENING");
+    term.wait_for("last lease loss");
     term.keys(&["q"]);
     term.wait_for("EXIT=0");
     // Audited as the screen's.
@@ -203,8 +204,8 @@ fn a_context_marked_readonly_opens_read_only() {
         24,
     );
     term.accept_clipboard();
-    let screen = term.wait_for("REPLAY 1");
-    assert!(screen.contains("READ-ONLY"), "{screen}");
+    term.wait_for("REPLAY 1");
+    term.wait_for("READ-ONLY");
     term.keys(&["p"]);
     term.wait_for("context prod says readonly");
     // y puts the id on the terminal's clipboard (OSC 52), here tmux's buffer.
@@ -517,8 +518,10 @@ fn an_incident_is_worked_from_the_screen_alone() {
     term.wait_for("total 5");
 
     // Verify and record: the fake's Slack history holds the message it never answered.
+    // The header counts apart from the rows: the row itself is waited for (the filter's
+    // words in the header are the first "verify-me").
     filter(&term, "subject:verify-me");
-    term.wait_for("total 1");
+    term.wait_for_count("verify-me", 2);
     term.keys(&["v"]);
     term.wait_for("1 answer over 1 entry can be recorded");
     reason_word_go(&term, 1, "slack history shows it", &[]);
@@ -529,7 +532,9 @@ fn an_incident_is_worked_from_the_screen_alone() {
     assert_eq!(verified[0]["outcome"], "DELIVERED", "{}", verified[0]);
     assert_eq!(verified[0]["via"], "tui");
     // Recorded, the entry reads RESOLVE; resolving it takes it out of the DLQ.
+    // The header's count and the row's branch, each read apart: both say RESOLVE.
     term.wait_for("RESOLVE 1");
+    term.wait_for_count("RESOLVE", 2);
     term.keys(&["r"]);
     term.wait_for("resolve 1 entry");
     reason_word_go(&term, 2, "delivered per slack history", &[]);
@@ -542,6 +547,9 @@ fn an_incident_is_worked_from_the_screen_alone() {
     // A canary of one, then the rest at a pace, all marked.
     filter(&term, "subject:batch");
     term.wait_for("total 3");
+    for n in 1..=3 {
+        term.wait_for(&format!("batch {n}"));
+    }
     term.keys(&["g", "Space", "Space", "Space"]);
     term.keys(&["p"]);
     term.wait_for("replay 3 entries");
@@ -569,7 +577,7 @@ fn an_incident_is_worked_from_the_screen_alone() {
 
     // One channel of two: PAGERDUTY alone; SLACK stays outstanding in the DLQ.
     filter(&term, "subject:two-channels");
-    term.wait_for("total 1");
+    term.wait_for_count("two-channels", 2);
     term.keys(&["p"]);
     term.wait_for("[x] SLACK");
     term.wait_while("(keys in a moment)");
