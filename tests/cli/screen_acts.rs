@@ -7,7 +7,7 @@ use super::tui::{Screen, replayed_count};
 use crate::support;
 use ratatui::crossterm::event::KeyCode;
 use serde_json::Value;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 use unsctl::model::Channel;
 use unsctl::runtime::engine::DeliveryResult;
@@ -37,21 +37,6 @@ fn refused_store(n: usize, codes: &[&str]) -> (tempfile::TempDir, PathBuf, Vec<S
         .collect();
     ids.sort();
     (dir, db, ids)
-}
-
-/// Each of `kind`'s event payloads for `id`, oldest first.
-fn payloads(db: &Path, id: &str, kind: &str) -> Vec<Value> {
-    let conn = rusqlite::Connection::open(db).expect("db");
-    let mut statement = conn
-        .prepare(
-            "SELECT payload FROM uns_events WHERE notification_id = ?1 AND kind = ?2 ORDER BY id",
-        )
-        .expect("query");
-    statement
-        .query_map([id, kind], |r| r.get::<_, String>(0))
-        .expect("rows")
-        .map(|p| serde_json::from_str(&p.expect("payload")).expect("json"))
-        .collect()
 }
 
 /// What the screen wrote equals what the command wrote, but for `via`.
@@ -106,7 +91,7 @@ fn a_replay_of_one_channel_from_the_screen_replays_that_channel_alone() {
     screen.press(KeyCode::Enter);
     let text = dialog_text(&screen);
     assert!(text.contains("1 done"), "{text}");
-    let ours = payloads(&db, &ids[0], "REPLAYED");
+    let ours = support::payloads(&db, &ids[0], "REPLAYED");
     assert_eq!(ours.len(), 1);
     assert_eq!(ours[0]["channels"], serde_json::json!(["PAGERDUTY"]));
     assert_eq!(ours[0]["reason"], "pagerduty routing key rotated");
@@ -124,7 +109,7 @@ fn a_replay_of_one_channel_from_the_screen_replays_that_channel_alone() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let theirs = payloads(&cli_db, &ids[0], "REPLAYED");
+    let theirs = support::payloads(&cli_db, &ids[0], "REPLAYED");
     same_but_via(ours[0].clone(), &theirs[0]);
 }
 
@@ -249,7 +234,7 @@ fn giving_up_from_the_screen_is_a_forced_resolve_with_its_reason() {
         "{}",
         dialog_text(&screen)
     );
-    let ours = payloads(&db, &ids[0], "DLQ_RESOLVED");
+    let ours = support::payloads(&db, &ids[0], "DLQ_RESOLVED");
     assert_eq!(ours.len(), 1);
     assert_eq!(ours[0]["reason"], "customer churned; nobody to page");
 
@@ -266,7 +251,7 @@ fn giving_up_from_the_screen_is_a_forced_resolve_with_its_reason() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let theirs = payloads(&cli_db, &ids[0], "DLQ_RESOLVED");
+    let theirs = support::payloads(&cli_db, &ids[0], "DLQ_RESOLVED");
     same_but_via(ours[0].clone(), &theirs[0]);
 }
 
@@ -307,22 +292,7 @@ fn the_command_bar_inspects_a_shown_prefix_and_writes_the_report() {
     screen.press(KeyCode::Enter);
     let said = screen.app.message.as_ref().expect("said").text.clone();
     assert!(said.contains("evidence bundle written to"), "{said}");
-    let bundle = std::fs::read_dir(&screen.source.reports)
-        .expect("reports")
-        .flatten()
-        .map(|e| e.path())
-        .find(|p| p.is_dir())
-        .expect("a bundle directory");
-    let out = support::unsctl()
-        .args(["report", "check"])
-        .arg(&bundle)
-        .output()
-        .expect("check");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let bundle = support::checked_bundle(&screen.source.reports);
     let markdown = std::fs::read_to_string(bundle.join("report.md")).expect("report.md");
     assert!(
         markdown.contains("MISSING") || markdown.contains("Postmortem"),
@@ -360,7 +330,7 @@ fn the_reason_typed_is_recorded_whichever_key_leaves_the_field() {
         screen.press(KeyCode::Enter);
         let text = dialog_text(&screen);
         assert!(text.contains("1 done"), "{how}:\n{text}");
-        let replayed = payloads(&db, &ids[0], "REPLAYED");
+        let replayed = support::payloads(&db, &ids[0], "REPLAYED");
         assert_eq!(replayed.len(), 1, "{how}");
         assert_eq!(replayed[0]["reason"], reason.as_str(), "{how}");
     }

@@ -419,21 +419,6 @@ fn the_copied_step_is_one_line_and_quotes_the_id() {
     term.wait_for("EXIT=0");
 }
 
-/// Each of `kind`'s event payloads for `id`, oldest first.
-fn payloads(db: &Path, id: &str, kind: &str) -> Vec<serde_json::Value> {
-    let conn = rusqlite::Connection::open(db).expect("db");
-    let mut statement = conn
-        .prepare(
-            "SELECT payload FROM uns_events WHERE notification_id = ?1 AND kind = ?2 ORDER BY id",
-        )
-        .expect("query");
-    statement
-        .query_map([id, kind], |r| r.get::<_, String>(0))
-        .expect("rows")
-        .map(|p| serde_json::from_str(&p.expect("payload")).expect("json"))
-        .collect()
-}
-
 /// The DLQ filtered to `words`, typed into the filter in place of what it held.
 fn filter(term: &Tmux, words: &str) {
     term.keys(&["/"]);
@@ -527,7 +512,7 @@ fn an_incident_is_worked_from_the_screen_alone() {
     reason_word_go(&term, 1, "slack history shows it", &[]);
     term.wait_for("answers recorded");
     term.keys(&["Enter"]);
-    let verified = payloads(&runtime.db, &lost, "VERIFIED");
+    let verified = support::payloads(&runtime.db, &lost, "VERIFIED");
     assert_eq!(verified.len(), 1, "{verified:?}");
     assert_eq!(verified[0]["outcome"], "DELIVERED", "{}", verified[0]);
     assert_eq!(verified[0]["via"], "tui");
@@ -571,7 +556,7 @@ fn an_incident_is_worked_from_the_screen_alone() {
     }
     let first = batch
         .iter()
-        .filter_map(|id| payloads(&runtime.db, id, "REPLAYED").pop())
+        .filter_map(|id| support::payloads(&runtime.db, id, "REPLAYED").pop())
         .collect::<Vec<_>>();
     assert_eq!(first.len(), 3);
 
@@ -629,22 +614,7 @@ fn an_incident_is_worked_from_the_screen_alone() {
     term.wait_for("evidence bundle written to");
     term.keys(&["q"]);
     term.wait_for("EXIT=0");
-    let bundle = std::fs::read_dir(reports.path())
-        .expect("reports")
-        .flatten()
-        .map(|e| e.path())
-        .find(|p| p.is_dir())
-        .expect("a bundle directory");
-    let out = support::unsctl()
-        .args(["report", "check"])
-        .arg(&bundle)
-        .output()
-        .expect("check");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let bundle = support::checked_bundle(reports.path());
 
     // The verdict change carries the attempt's own times, never its window widened
     // for clock skew (two minutes either side): from the attempt's start to its end, the
@@ -674,11 +644,11 @@ fn an_incident_is_worked_from_the_screen_alone() {
 
     // What each act wrote: the person (claimed, and the key it came through), the
     // reason typed, the channels, and `via`, as the command line writes them.
-    let replayed = payloads(&runtime.db, &both, "REPLAYED");
+    let replayed = support::payloads(&runtime.db, &both, "REPLAYED");
     assert_eq!(replayed.len(), 1);
     assert_eq!(replayed[0]["channels"], serde_json::json!(["PAGERDUTY"]));
     assert_eq!(replayed[0]["reason"], "pagerduty routing key rotated");
-    let resolved = payloads(&runtime.db, &both, "DLQ_RESOLVED");
+    let resolved = support::payloads(&runtime.db, &both, "DLQ_RESOLVED");
     assert_eq!(resolved.len(), 1);
     assert_eq!(resolved[0]["forced"], true);
     assert_eq!(resolved[0]["given_up"], serde_json::json!(["SLACK"]));

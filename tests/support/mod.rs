@@ -510,3 +510,40 @@ pub fn hostile_store(dir: &Path, patch: &str) -> PathBuf {
         .expect("checkpoint");
     db
 }
+
+/// Each of `kind`'s event payloads for `id`, oldest first.
+pub fn payloads(db: &Path, id: &str, kind: &str) -> Vec<serde_json::Value> {
+    let conn = rusqlite::Connection::open(db).expect("db");
+    let mut statement = conn
+        .prepare(
+            "SELECT payload FROM uns_events WHERE notification_id = ?1 AND kind = ?2 ORDER BY id",
+        )
+        .expect("query");
+    statement
+        .query_map([id, kind], |r| r.get::<_, String>(0))
+        .expect("rows")
+        .map(|p| serde_json::from_str(&p.expect("payload")).expect("json"))
+        .collect()
+}
+
+/// The one evidence bundle the screen's `:report` wrote under `reports`, checked by
+/// `unsctl report check` (which must pass).
+pub fn checked_bundle(reports: &Path) -> PathBuf {
+    let bundle = std::fs::read_dir(reports)
+        .expect("reports")
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.is_dir())
+        .expect("a bundle directory");
+    let out = unsctl()
+        .args(["report", "check"])
+        .arg(&bundle)
+        .output()
+        .expect("check");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    bundle
+}
