@@ -545,37 +545,28 @@ fn an_open_window_is_never_certified_and_its_report_says_provisional() {
 fn the_fix_time_stands_in_the_summary_and_key_moments_keep_first_and_last() {
     let incident = incident();
     let fixed = incident.since.replace(":00Z", ":30Z");
-    let json: serde_json::Value = serde_json::from_str(&report(
-        &incident.db,
-        None,
-        &[
-            "report",
-            "--since",
-            &incident.since,
-            "--until",
-            &incident.until,
-            "--fixed-at",
-            &fixed,
-            "-o",
-            "json",
-        ],
-    ))
-    .expect("json");
+    // The same window and fix time, in each format.
+    let as_format = |format: &str| {
+        report(
+            &incident.db,
+            None,
+            &[
+                "report",
+                "--since",
+                &incident.since,
+                "--until",
+                &incident.until,
+                "--fixed-at",
+                &fixed,
+                "-o",
+                format,
+            ],
+        )
+    };
+    let json: serde_json::Value = serde_json::from_str(&as_format("json")).expect("json");
     let fixed_at = json["summary"]["fixed_at"].as_f64().expect("fixed_at");
     assert_eq!(rfc3339(fixed_at), fixed);
-    let markdown = report(
-        &incident.db,
-        None,
-        &[
-            "report",
-            "--since",
-            &incident.since,
-            "--until",
-            &incident.until,
-            "--fixed-at",
-            &fixed,
-        ],
-    );
+    let markdown = as_format("markdown");
     assert!(
         markdown.contains(&format!(
             "| Fixed (as the operator gave it, --fixed-at) | {fixed} |"
@@ -584,21 +575,7 @@ fn the_fix_time_stands_in_the_summary_and_key_moments_keep_first_and_last() {
     );
     // The chart numbers every marker, the fix and each carry-out among them, and lists
     // what each number is under it.
-    let html = report(
-        &incident.db,
-        None,
-        &[
-            "report",
-            "--since",
-            &incident.since,
-            "--until",
-            &incident.until,
-            "--fixed-at",
-            &fixed,
-            "-o",
-            "html",
-        ],
-    );
+    let html = as_format("html");
     let listed = html
         .split("<ol class=\"marks\">")
         .nth(1)
