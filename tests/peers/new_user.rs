@@ -6,6 +6,12 @@
 //! a fresh clone; here the test command runs one quick group of tests. Slow all the same
 //! (the release build), so it is ignored by `cargo test` and run by `.ci/run` with
 //! `cargo test --test peers new_user -- --ignored`.
+//!
+//! `.ci/run` makes the clone first and builds it in release beside the style check and
+//! the suite (the release profile has its own build directory, so nothing the suite runs
+//! is rebuilt under it), then names it in `UNS_FRESH_CLONE`: the commands below run as
+//! written in that clone and find their build done. Without the variable the test clones
+//! and builds on its own.
 
 use std::path::Path;
 use std::process::Command;
@@ -60,14 +66,46 @@ fn the_readme_works_on_a_fresh_clone() {
     );
 
     let dir = tempfile::tempdir().expect("dir");
-    let clone = dir.path().join("unsctl");
-    let status = Command::new("git")
-        .args(["clone", "--quiet", "--no-hardlinks"])
-        .arg(repo)
-        .arg(&clone)
-        .status()
-        .expect("git clone");
-    assert!(status.success());
+    let clone = match std::env::var_os("UNS_FRESH_CLONE") {
+        Some(prepared) => {
+            let clone = std::path::PathBuf::from(prepared);
+            let status = Command::new("git")
+                .args(["status", "--porcelain", "--untracked-files=all"])
+                .current_dir(&clone)
+                .output()
+                .expect("git status");
+            assert!(
+                status.status.success() && status.stdout.is_empty(),
+                "UNS_FRESH_CLONE is a clean clone: {}",
+                String::from_utf8_lossy(&status.stdout)
+            );
+            let head = |dir: &Path| {
+                let out = Command::new("git")
+                    .args(["rev-parse", "HEAD"])
+                    .current_dir(dir)
+                    .output()
+                    .expect("git rev-parse");
+                String::from_utf8_lossy(&out.stdout).trim().to_string()
+            };
+            assert_eq!(
+                head(&clone),
+                head(repo),
+                "UNS_FRESH_CLONE is of this commit"
+            );
+            clone
+        }
+        None => {
+            let clone = dir.path().join("unsctl");
+            let status = Command::new("git")
+                .args(["clone", "--quiet", "--no-hardlinks"])
+                .arg(repo)
+                .arg(&clone)
+                .status()
+                .expect("git clone");
+            assert!(status.success());
+            clone
+        }
+    };
     // Share the build cache, as a second checkout on the same machine would.
     let target = std::env::var_os("CARGO_TARGET_DIR")
         .map(std::path::PathBuf::from)
@@ -97,4 +135,5 @@ fn the_readme_works_on_a_fresh_clone() {
 
 /// The tests the new user's test command runs: the engine's transitions, over real
 /// store files, in a few seconds.
-const QUICK_GROUP: &str = "--test runtime engine::";
+/// In release, so that a clone `.ci/run` built for the demo has their build done too.
+const QUICK_GROUP: &str = "--release --test runtime engine::";
