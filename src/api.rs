@@ -6,10 +6,13 @@ use crate::remediation::{Conflict, Refusal};
 use crate::runtime::engine::Submitted;
 use serde::{Deserialize, Serialize};
 
+/// A note (`POST /api/v1/runtime/notes`) and one as stored.
+pub use crate::model::NoteRow;
 /// The answer to resolve and replay.
 pub use crate::remediation::Done as ActionResponse;
 /// The body of resolve (`DELETE /api/v1/dlq/{id}`) and replay.
 pub use crate::remediation::Request as ActionRequest;
+pub use crate::remediation::note::NoteRequest;
 
 pub const NOTIFICATIONS: &str = "/api/v1/notifications";
 pub const RUNTIME_NOTIFICATION: &str = "/api/v1/runtime/notifications";
@@ -23,6 +26,8 @@ pub const WHOAMI: &str = "/api/v1/whoami";
 pub const RUNTIME_RECONCILE: &str = "/api/v1/runtime/reconcile";
 /// `GET`: the pulse of DESIGN §10 (`since`, `until`, `step`, in unix seconds).
 pub const RUNTIME_PULSE: &str = "/api/v1/runtime/pulse";
+/// `POST`: an operator's note ([`NoteRequest`]); `GET`: the notes (`since`, `until`).
+pub const RUNTIME_NOTES: &str = "/api/v1/runtime/notes";
 
 /// `url` without a `user:password@` part, for anything printed.
 pub fn without_userinfo(url: &str) -> String {
@@ -97,6 +102,12 @@ impl EventRow {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct EventsResponse {
     pub events: Vec<EventRow>,
+}
+
+/// The notes of a window, oldest first (`GET /api/v1/runtime/notes`).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct NotesResponse {
+    pub notes: Vec<NoteRow>,
 }
 
 /// One DLQ entry; `events` only with `include=events`.

@@ -17,8 +17,8 @@ pub mod values;
 use args::GlobalArgs;
 use clap::{Parser, Subcommand};
 use commands::{
-    apply, completions, context, dlq, doctor, events, inspect, pulse, reconcile, replay, report,
-    repro, runtime, sweep, tsg, tui, verify,
+    apply, completions, context, dlq, doctor, events, inspect, note, pulse, reconcile, replay,
+    report, repro, runtime, sweep, tsg, tui, verify,
 };
 use error::CliResult;
 
@@ -64,6 +64,7 @@ pub enum Command {
     Reconcile(reconcile::Args),
     Pulse(pulse::Args),
     Report(report::Args),
+    Note(note::Args),
     #[command(subcommand)]
     Tsg(tsg::Command),
     Doctor(doctor::Args),
@@ -130,6 +131,7 @@ pub fn run(cli: Cli) -> CliResult<Next> {
         Command::Reconcile(args) => reconcile::run(global, args),
         Command::Pulse(args) => pulse::run(global, args),
         Command::Report(args) => report::run(global, args),
+        Command::Note(args) => note::run(global, args),
         Command::Tsg(command) => tsg::run(global, command),
         Command::Doctor(args) => doctor::run(global, args),
         Command::Context(command) => context::run(global, command),

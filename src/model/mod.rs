@@ -630,6 +630,25 @@ impl Notification {
 /// JSON string and the event names the column as unreadable.
 pub type Payload = Box<serde_json::value::RawValue>;
 
+/// One note as stored: its payload verbatim, as an event's is.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct NoteRow {
+    pub id: i64,
+    pub at: f64,
+    pub kind: String,
+    pub payload: Payload,
+    /// What could not be read of it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unreadable: Vec<String>,
+}
+
+impl NoteRow {
+    /// The note it holds; None when its payload is not one.
+    pub fn note(&self) -> Option<payload::Note> {
+        serde_json::from_str(self.payload.get()).ok()
+    }
+}
+
 /// The payload for stored `text`: verbatim when it is JSON, else the text as a JSON
 /// string and why it could not be read.
 pub fn payload_of(text: &str) -> (Payload, Option<String>) {

@@ -219,6 +219,33 @@ pub enum Via {
     Tui,
 }
 
+/// NOTE: what an operator wrote down about the incident (`unsctl note`), kept in the
+/// store's notes beside the events. It changes no entry; a note that says it is the fix
+/// gives the report its fix time.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Note {
+    /// The front end that wrote it, when it was not the command line.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub via: Option<Via>,
+    /// As in [`Audit`]: the key's name over the API, beside the person it claimed.
+    pub operator: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub claimed_operator: Option<String>,
+    pub text: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ticket: Option<String>,
+    /// When the fix went in, as the note says: the note is the fix's record.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fixed_at: Option<f64>,
+}
+
+impl Note {
+    /// Who wrote it, said as every act's person is.
+    pub fn person(&self) -> String {
+        person(Some(&self.operator), self.claimed_operator.as_deref())
+    }
+}
+
 /// DLQ_RESOLVED.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct DlqResolved {

@@ -5,6 +5,7 @@
 //! path both call [`apply`]; there is no other way to resolve or replay, so no caller can
 //! skip a guardrail or have a verdict of its own recorded.
 
+pub mod note;
 pub mod policy;
 pub mod verified;
 

@@ -34,6 +34,8 @@ pub struct Spec<R: ?Sized> {
     pub numeric: bool,
     /// An id or a command: set as code in a document.
     pub code: bool,
+    /// A time: never broken across lines in a document.
+    pub time: bool,
     pub cell: fn(&R) -> Text,
 }
 
@@ -55,6 +57,7 @@ impl<R: ?Sized> Spec<R> {
             own_line: false,
             numeric: false,
             code: false,
+            time: false,
             cell,
         }
     }
@@ -76,6 +79,11 @@ impl<R: ?Sized> Spec<R> {
 
     const fn code(mut self) -> Self {
         self.code = true;
+        self
+    }
+
+    const fn time(mut self) -> Self {
+        self.time = true;
         self
     }
 
@@ -169,8 +177,9 @@ fn code_span(text: &str) -> String {
     format!("{fence}{clean}{fence}")
 }
 
-/// An HTML table of `rows`: maud escapes the markup; ids and commands as code, which the
-/// page's style never breaks.
+/// An HTML table of `rows`: maud escapes the markup; ids, commands and times in cells
+/// the page's style never breaks, words of ours (a channel, a class) broken only between
+/// words, so the columns of free text around them give way instead.
 pub fn html<'r, R: 'r + ?Sized>(
     specs: &[Spec<R>],
     rows: impl IntoIterator<Item = &'r R>,
@@ -182,13 +191,19 @@ pub fn html<'r, R: 'r + ?Sized>(
             @for row in rows {
                 tr {
                     @for spec in specs {
-                        @let text = (spec.cell)(row).text;
+                        @let text = clean(&(spec.cell)(row).text);
                         @if spec.numeric {
-                            td.n { (clean(&text)) }
+                            td.n { (text) }
                         } @else if spec.code && !text.is_empty() && text != "-" {
-                            td { code { (clean(&text)) } }
+                            td { code { (text) } }
+                        } @else if spec.time {
+                            td.t { (text) }
+                        } @else if spec.max.is_some() || spec.own_line {
+                            // Text from a store, a provider or a person: it may hold
+                            // one long run without a space, so it may break anywhere.
+                            td.p { (text) }
                         } @else {
-                            td { (clean(&text)) }
+                            td { (text) }
                         }
                     }
                 }
@@ -361,14 +376,16 @@ pub const NEEDS: &[Spec<NeedRow>] = &[
         "First copy",
         4,
         |r: &NeedRow| r.first_copy.map(rfc3339).unwrap_or_default().into(),
-    ),
+    )
+    .time(),
     Spec::new(
         "last_copy_at",
         "LAST COPY",
         "Last copy",
         4,
         |r: &NeedRow| r.last_copy.map(rfc3339).unwrap_or_default().into(),
-    ),
+    )
+    .time(),
     Spec::new("evidence", "EVIDENCE", "Evidence", 2, |r: &NeedRow| {
         shown(&r.evidence.join("; ")).into()
     })
@@ -402,7 +419,8 @@ fn or_dash(text: &Option<String>) -> Text {
 pub const ACTIONS: &[Spec<ActionRow>] = &[
     Spec::new("at", "WHEN", "When", 0, |r: &ActionRow| {
         rfc3339(r.at).into()
-    }),
+    })
+    .time(),
     Spec::new("action", "ACTION", "Action", 0, |r: &ActionRow| {
         shown(&r.action).into()
     }),
@@ -471,11 +489,13 @@ pub const CARRY_OUTS: &[Spec<CarryOutRow>] = &[
         rfc3339(r.first_at).into()
     })
     .whole()
+    .time()
     .code(),
     Spec::new("last_at", "TO", "To", 1, |r: &CarryOutRow| {
         rfc3339(r.last_at).into()
     })
     .whole()
+    .time()
     .code(),
     Spec::new("action", "ACTION", "Action", 0, |r: &CarryOutRow| {
         shown(&r.action).into()

@@ -643,6 +643,38 @@ pub fn still_words(stillness: &crate::pulse::Stillness, at: f64, now: f64) -> St
     )
 }
 
+/// A note as kept, in words: which note, where, by whom, when, what it says, and the fix
+/// time it records.
+pub fn note_written(row: &crate::model::NoteRow, place: &str) -> String {
+    let clean = |text: &str| crate::render::sanitize::clean(text).into_owned();
+    let Some(note) = row.note() else {
+        return format!(
+            "note {} kept in {} at {}",
+            row.id,
+            clean(place),
+            crate::render::time::rfc3339(row.at)
+        );
+    };
+    let mut line = format!(
+        "note {} kept in {} by {} at {}: {}",
+        row.id,
+        clean(place),
+        clean(&note.person()),
+        crate::render::time::rfc3339(row.at),
+        clean(&note.text)
+    );
+    if let Some(ticket) = &note.ticket {
+        line.push_str(&format!(" (ticket {})", clean(ticket)));
+    }
+    if let Some(fixed) = note.fixed_at {
+        line.push_str(&format!(
+            "\nthe fix went in at {}: the report's summary names it",
+            crate::render::time::rfc3339(fixed)
+        ));
+    }
+    line
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -114,8 +114,12 @@ pub fn write(store: &dyn Store, asked: &super::Asked, dir: &Path) -> CliResult<R
         super::html::render(&report).as_bytes(),
     )?;
     write_all(file("report.json")?, json(&report)?.as_bytes())?;
-    let audit = serde_json::to_string_pretty(&report.actions)
-        .map_err(|err| CliError::error(err.to_string()))?;
+    // Every act one by one, and the notes written beside them.
+    let audit = serde_json::to_string_pretty(&serde_json::json!({
+        "actions": report.actions,
+        "notes": report.notes,
+    }))
+    .map_err(|err| CliError::error(err.to_string()))?;
     write_all(file("audit.json")?, format!("{audit}\n").as_bytes())?;
     crate::documents::write_triage(store, &asked.selection, file("triage.json")?)?;
     write_reconciliation(store, asked, file("reconcile.json")?)?;

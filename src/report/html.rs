@@ -9,17 +9,19 @@ use maud::{DOCTYPE, Markup, PreEscaped, html};
 
 const STYLE: &str = r#"
 @page { size: A4; margin: 14mm; }
-body { font-family: sans-serif; font-size: 10pt; color: #111; max-width: 180mm; margin: 0 auto; }
+body { font-family: sans-serif; font-size: 10pt; color: #111; max-width: 1400px; margin: 0 auto; }
 h1 { font-size: 16pt; } h2 { font-size: 13pt; margin-top: 1.4em; border-bottom: 1px solid #999; }
-table { border-collapse: collapse; width: 100%; table-layout: fixed; margin: 0.5em 0; }
+table { border-collapse: collapse; width: 100%; margin: 0.5em 0; }
 th, td { border: 1px solid #bbb; padding: 2px 4px; text-align: left; vertical-align: top;
-  overflow-wrap: anywhere; font-size: 8.5pt; }
+  overflow-wrap: break-word; font-size: 8.5pt; }
+td.p { overflow-wrap: anywhere; }
 th { background: #eee; }
-td.n { text-align: right; }
+td.n { text-align: right; white-space: nowrap; }
 code { font-family: monospace; font-size: 8.5pt; }
-svg { width: 100%; height: auto; }
+svg { width: 100%; max-width: 760px; height: auto; }
 .bar-LEASE_LOST { fill: #c0392b; } .bar-UNKNOWN { fill: #d68910; }
 .bar-DEAD_LETTERED { fill: #7d3c98; } .bar-DELIVERED { fill: #1e8449; }
+.bar-REPLAYED { fill: #2471a3; } .bar-DLQ_RESOLVED { fill: #5d6d7e; }
 .mark { stroke: #333; stroke-dasharray: 3 2; }
 ol.marks { columns: 2; font-size: 8.5pt; margin: 0.3em 0 0.8em; }
 .t, code { white-space: nowrap; }
@@ -31,8 +33,10 @@ const CHART_WIDTH: f64 = 700.0;
 const ROW_HEIGHT: f64 = 56.0;
 const BAR_MAX: f64 = 44.0;
 const LABEL: f64 = 110.0;
-/// Room above the rows for the markers' numbers.
-const TOP: f64 = 12.0;
+/// Room above the rows for one line of the markers' numbers.
+const LABEL_LINE: f64 = 10.0;
+/// The least distance between two numbers on one line: closer, the later goes a line up.
+const LABEL_GAP: f64 = 12.0;
 
 pub fn render(report: &Report) -> String {
     let since = report.window.since.map(rfc3339).unwrap_or_default();
@@ -88,8 +92,8 @@ fn moment_row(report: &Report, label: &str, moment: Option<&Moment>) -> Markup {
             th { (label) }
             @match moment {
                 Some(m) => {
-                    td { (rfc3339(m.at)) }
-                    td { "event " (m.event_id) }
+                    td.t { (rfc3339(m.at)) }
+                    td.t { "event " (m.event_id) }
                     td { code { (c(report.shown(&m.notification_id))) } }
                 }
                 None => { td colspan="3" { "none in the window" } }
@@ -110,7 +114,11 @@ fn summary(report: &Report) -> Markup {
             (moment_row(report, "Repair started (first operator action)", s.first_action.as_ref()))
             (moment_row(report, "Last dead letter", s.last_dead_letter.as_ref()))
             @if let Some(fixed) = s.fixed_at {
-                tr { th { "Fixed (as the operator gave it, --fixed-at)" } td { (rfc3339(fixed)) } td {} td {} }
+                tr {
+                    th { "Fixed" }
+                    td.t { (rfc3339(fixed)) }
+                    td.p colspan="2" { (c(s.fixed_by.as_deref().unwrap_or("as the operator gave it"))) }
+                }
             }
         }
         p { (report.notifications) " notifications had a channel attempt in the window." }
@@ -159,23 +167,25 @@ pub fn chart(report: &Report) -> Markup {
         .max(1);
     let plot = CHART_WIDTH - LABEL;
     let width = plot / steps as f64;
-    let height = TOP + ROW_HEIGHT * super::CHARTED.len() as f64 + 16.0;
     let x_of = |at: f64| LABEL + (at - pulse.window.since) / pulse.step * width;
     let marks = marks(report);
+    let xs: Vec<f64> = marks.iter().map(|(_, at)| x_of(*at)).collect();
+    let lines = label_lines(&xs);
+    let top = LABEL_LINE * (lines.iter().copied().max().unwrap_or(0) + 1) as f64 + 2.0;
+    let height = top + ROW_HEIGHT * super::CHARTED.len() as f64 + 16.0;
     html! {
         svg xmlns="http://www.w3.org/2000/svg" viewBox=(format!("0 0 {CHART_WIDTH} {height}"))
             role="img" aria-label="Per step: lease losses, unknown outcomes, dead letters, deliveries; numbered lines mark the moments listed under it" {
-            g transform=(format!("translate(0 {TOP})")) {
+            g transform=(format!("translate(0 {top})")) {
                 @for (row, series) in super::CHARTED.iter().enumerate() {
                     (series_row(report, *series, row, width))
                 }
             }
-            @for (n, (label, at)) in marks.iter().enumerate() {
-                @let x = x_of(*at);
-                line.mark x1=(fmt(x)) x2=(fmt(x)) y1=(fmt(TOP)) y2=(fmt(height - 14.0)) data-mark=(c(label)) {
+            @for (n, ((label, _), x)) in marks.iter().zip(&xs).enumerate() {
+                line.mark x1=(fmt(*x)) x2=(fmt(*x)) y1=(fmt(top)) y2=(fmt(height - 14.0)) data-mark=(c(label)) {
                     title { (n + 1) ". " (c(label)) }
                 }
-                text.mark-label x=(fmt(x)) y="10" font-size="9" text-anchor="middle" { (n + 1) }
+                text.mark-label x=(fmt(*x)) y=(fmt(top - 2.0 - LABEL_LINE * lines[n] as f64)) font-size="9" text-anchor="middle" { (n + 1) }
             }
             text x=(fmt(LABEL)) y=(fmt(height - 2.0)) font-size="9" {
                 (rfc3339(pulse.window.since))
@@ -185,6 +195,26 @@ pub fn chart(report: &Report) -> Markup {
             }
         }
     }
+}
+
+/// For markers at `xs` (in order), the line above the chart each one's number goes on:
+/// the lowest where no number already there is nearer than [`LABEL_GAP`], so numbers of
+/// moments close in time stack instead of covering each other.
+fn label_lines(xs: &[f64]) -> Vec<usize> {
+    let mut placed: Vec<Vec<f64>> = Vec::new();
+    xs.iter()
+        .map(|x| {
+            let free = placed
+                .iter()
+                .position(|line| line.iter().all(|other| (other - x).abs() >= LABEL_GAP));
+            let line = free.unwrap_or(placed.len());
+            if line == placed.len() {
+                placed.push(Vec::new());
+            }
+            placed[line].push(*x);
+            line
+        })
+        .collect()
 }
 
 /// The moments the chart marks, in time order: the summary's, the fix, and each
@@ -228,7 +258,12 @@ fn series_row(report: &Report, series: Series, row: usize, width: f64) -> Markup
     html! {
         g data-series=(series.as_str()) {
             text x="0" y=(fmt(base - 20.0)) font-size="10" { (series.as_str()) }
-            text x="0" y=(fmt(base - 8.0)) font-size="9" { (pulse.total(series)) " in all, at most " (most as u64) " a step" }
+            text x="0" y=(fmt(base - 8.0)) font-size="9" {
+                @match pulse.total(series) {
+                    0 => "none in the window",
+                    total => { (total) " in all, at most " (most as u64) " a step" }
+                }
+            }
             line x1=(fmt(LABEL)) x2=(fmt(CHART_WIDTH)) y1=(fmt(base)) y2=(fmt(base)) stroke="#999" {}
             @for (k, count) in counts.iter().enumerate() {
                 @if *count > 0 {
@@ -268,9 +303,17 @@ fn timeline(report: &Report) -> Markup {
         }
         h3 { "Key moments" }
         ul {
-            @if report.key_moments.is_empty() { li { "none in the window" } }
-            @for m in &report.key_moments {
-                li { (rfc3339(m.at)) ": " (c(&m.what)) " (event " (m.event_id) ", " code { (c(report.shown(&m.notification_id))) } ")" }
+            @let lines = report.key_lines();
+            @if lines.is_empty() { li { "none in the window" } }
+            @for line in lines {
+                @match line {
+                    super::KeyLine::Moment(m) => {
+                        li { span.t { (rfc3339(m.at)) } ": " (c(&m.what)) " (event " (m.event_id) ", " code { (c(report.shown(&m.notification_id))) } ")" }
+                    }
+                    super::KeyLine::Note(n) => {
+                        li { span.t { (rfc3339(n.at)) } ": " (c(&n.what())) " (note " (n.note_id) ")" }
+                    }
+                }
             }
         }
     }
@@ -324,7 +367,7 @@ fn verdicts(report: &Report) -> Markup {
             @for a in &changes {
                 @if let Some(answer) = &a.answer {
                     li {
-                        (rfc3339(a.at)) ": " code { (c(report.shown(&a.notification_id))) } " " (c(&answer.channel)) " "
+                        span.t { (rfc3339(a.at)) } ": " code { (c(report.shown(&a.notification_id))) } " " (c(&answer.channel)) " "
                         strong { (c(&answer.outcome)) } " from " (c(&answer.source)) " by " (c(&a.operator))
                         " (event " (a.event_id) "; " (super::ran_words(answer.ran)) "): " (c(&answer.evidence))
                     }

@@ -81,7 +81,8 @@ fn summary(out: &mut String, report: &Report) {
     if let Some(fixed) = s.fixed_at {
         let _ = writeln!(
             out,
-            "| Fixed (as the operator gave it, --fixed-at) | {} | | |",
+            "| Fixed ({}) | {} | | |",
+            escape(s.fixed_by.as_deref().unwrap_or("as the operator gave it")),
             rfc3339(fixed)
         );
     }
@@ -146,18 +147,28 @@ fn timeline(out: &mut String, report: &Report) {
         let _ = writeln!(out, "| {} | {} |", rfc3339(at), cells.join(" | "));
     }
     out.push_str("\nKey moments:\n\n");
-    if report.key_moments.is_empty() {
+    let lines = report.key_lines();
+    if lines.is_empty() {
         out.push_str("- none in the window\n");
     }
-    for m in &report.key_moments {
-        let _ = writeln!(
-            out,
-            "- {}: {} (event {}, {})",
-            rfc3339(m.at),
-            escape(&m.what),
-            m.event_id,
-            code(report.shown(&m.notification_id))
-        );
+    for line in lines {
+        let _ = match line {
+            super::KeyLine::Moment(m) => writeln!(
+                out,
+                "- {}: {} (event {}, {})",
+                rfc3339(m.at),
+                escape(&m.what),
+                m.event_id,
+                code(report.shown(&m.notification_id))
+            ),
+            super::KeyLine::Note(n) => writeln!(
+                out,
+                "- {}: {} (note {})",
+                rfc3339(n.at),
+                escape(&n.what()),
+                n.note_id
+            ),
+        };
     }
     out.push('\n');
 }

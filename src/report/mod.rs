@@ -89,9 +89,71 @@ pub struct Summary {
     /// The first resolve, replay or verify record in the window: repair started.
     pub first_action: Option<Moment>,
     pub last_dead_letter: Option<Moment>,
-    /// When the fix went in, as the operator said (`--fixed-at`).
+    /// When the fix went in, as the operator said (`--fixed-at`, or a note that
+    /// records the fix).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fixed_at: Option<f64>,
+    /// Who said so, and where: `--fixed-at`, or the note.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fixed_by: Option<String>,
+}
+
+/// An operator's note (`unsctl note`), as the report keeps it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct NoteItem {
+    pub note_id: i64,
+    /// When it was written.
+    pub at: f64,
+    /// Who wrote it, as every act's person is said.
+    pub by: String,
+    pub text: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ticket: Option<String>,
+    /// The fix it records went in at this time.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fixed_at: Option<f64>,
+}
+
+impl NoteItem {
+    /// The note in a stored row; one whose payload cannot be read says so in its text.
+    pub fn of(row: &crate::api::NoteRow) -> Self {
+        match row.note() {
+            Some(note) => Self {
+                note_id: row.id,
+                at: row.at,
+                by: note.person(),
+                text: note.text,
+                ticket: note.ticket,
+                fixed_at: note.fixed_at,
+            },
+            None => Self {
+                note_id: row.id,
+                at: row.at,
+                by: "(unreadable)".into(),
+                text: format!("(note {} cannot be read: {})", row.id, row.payload.get()),
+                ticket: None,
+                fixed_at: None,
+            },
+        }
+    }
+
+    /// What it says, in the words of a key moment.
+    pub fn what(&self) -> String {
+        let mut what = format!("note by {}: {}", self.by, self.text);
+        if let Some(at) = self.fixed_at {
+            what.push_str(&format!(
+                " (records the fix, at {})",
+                crate::render::time::rfc3339(at)
+            ));
+        }
+        what
+    }
+}
+
+/// One line of the key moments: a moment of the history, or a note.
+pub enum KeyLine<'r> {
+    Moment(&'r Moment),
+    Note(&'r NoteItem),
 }
 
 /// One channel's impact, as reconcile counts it for the window.
@@ -356,6 +418,8 @@ pub struct Report {
     pub dlq_now: BTreeMap<Branch, usize>,
     pub pulse: Pulse,
     pub key_moments: Vec<Moment>,
+    /// The operators' notes written in the window, oldest first.
+    pub notes: Vec<NoteItem>,
     /// DUPLICATED and MISSING, each with its recipient, copies and evidence.
     pub needs: Vec<Reconciled>,
     /// Every operator action, one by one.
@@ -375,6 +439,18 @@ impl Report {
     /// `id` as the layouts show it: a prefix unique in the report, or whole.
     pub fn shown<'a>(&'a self, id: &'a str) -> &'a str {
         self.shown_ids.get(id).map_or(id, String::as_str)
+    }
+
+    /// The key moments and the notes, in time order.
+    pub fn key_lines(&self) -> Vec<KeyLine<'_>> {
+        let mut lines: Vec<(f64, KeyLine<'_>)> = self
+            .key_moments
+            .iter()
+            .map(|m| (m.at, KeyLine::Moment(m)))
+            .chain(self.notes.iter().map(|n| (n.at, KeyLine::Note(n))))
+            .collect();
+        lines.sort_by(|a, b| a.0.total_cmp(&b.0));
+        lines.into_iter().map(|(_, line)| line).collect()
     }
 
     /// The VERIFIED events among the actions: the verdict changes.
@@ -436,7 +512,13 @@ pub fn gather(
     })?;
     let mut needs = tally.needs;
     needs.sort_by(crate::reconcile::person_order);
-    summary.fixed_at = asked.fixed_at;
+    let notes = store.notes(None, None)?;
+    (summary.fixed_at, summary.fixed_by) = fix(asked, &notes);
+    let notes: Vec<NoteItem> = notes
+        .iter()
+        .filter(|row| row.at >= asked.since && row.at < asked.until)
+        .map(NoteItem::of)
+        .collect();
     let shown_ids = shown_ids(&summary, &needs, &actions.0, &key_moments);
     Ok(Report {
         shown_ids,
@@ -448,12 +530,39 @@ pub fn gather(
         dlq_now,
         pulse: store.pulse(pulse_window(asked.since, asked.until))?,
         key_moments,
+        notes,
         needs,
         carry_outs: carry_outs(&actions.0),
         actions: actions.0,
         actions_not_followed: actions.1,
         notifications,
     })
+}
+
+/// When the fix went in, and who says so: `--fixed-at` when given, else the latest note
+/// (written at any time, a correction after the fact included) that records a fix inside
+/// the window.
+fn fix(asked: &Asked, notes: &[crate::api::NoteRow]) -> (Option<f64>, Option<String>) {
+    if let Some(at) = asked.fixed_at {
+        return (Some(at), Some("as the operator gave it, --fixed-at".into()));
+    }
+    notes
+        .iter()
+        .rev()
+        .map(NoteItem::of)
+        .find(|note| {
+            note.fixed_at
+                .is_some_and(|at| at >= asked.since && at < asked.until)
+        })
+        .map_or((None, None), |note| {
+            (
+                note.fixed_at,
+                Some(format!(
+                    "note {} by {}: {}",
+                    note.note_id, note.by, note.text
+                )),
+            )
+        })
 }
 
 /// Every id the layouts show, each as its prefix unique in the report.
@@ -765,6 +874,30 @@ impl Action {
         action(event, &payload, followed)
     }
 
+    /// A note as the audit lists it beside the acts: NOTE, no entry, its text where an
+    /// act's reason stands, the fix it records where an act's aftermath does.
+    pub fn of_note(note: &NoteItem) -> Self {
+        Self {
+            event_id: note.note_id,
+            at: note.at,
+            kind: crate::remediation::note::KIND.to_string(),
+            notification_id: String::new(),
+            operator: note.by.clone(),
+            reason: Some(note.text.clone()),
+            ticket: note.ticket.clone(),
+            attestation: None,
+            forced: false,
+            overridden: Vec::new(),
+            verdict_then: None,
+            via: None,
+            answer: None,
+            followed: note.fixed_at.map_or_else(
+                || "-".to_string(),
+                |at| format!("records the fix, at {}", crate::render::time::rfc3339(at)),
+            ),
+        }
+    }
+
     /// What the operator said they found: the attestation, or the answer recorded.
     pub fn said(&self) -> Option<String> {
         match &self.answer {
@@ -957,10 +1090,12 @@ fn key_moments(summary: &Summary, actions: &[Action]) -> Vec<Moment> {
 }
 
 /// The series the chart draws, in order.
-pub const CHARTED: [Series; 4] = [
+pub const CHARTED: [Series; 6] = [
     Series::LeaseLost,
     Series::Unknown,
     Series::DeadLettered,
+    Series::Replayed,
+    Series::DlqResolved,
     Series::Delivered,
 ];
 

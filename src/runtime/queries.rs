@@ -408,6 +408,45 @@ pub fn read_events(conn: &Connection, id: &str) -> rusqlite::Result<Vec<Event>> 
     stmt.query_map([id], |row| Ok(event(row, 0)))?.collect()
 }
 
+/// Whether the store has a place for notes (schema version 3 on).
+pub fn has_notes(conn: &Connection) -> rusqlite::Result<bool> {
+    conn.prepare_cached(
+        "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'uns_notes')",
+    )?
+    .query_row([], |row| row.get(0))
+}
+
+/// The notes written in `[since, until)` (either end open), oldest first; none in a store
+/// without a place for them.
+pub fn read_notes(
+    conn: &Connection,
+    since: Option<f64>,
+    until: Option<f64>,
+) -> rusqlite::Result<Vec<crate::api::NoteRow>> {
+    if !has_notes(conn)? {
+        return Ok(Vec::new());
+    }
+    let mut stmt = conn.prepare_cached(
+        "SELECT id, at, kind, payload FROM uns_notes
+         WHERE at >= coalesce(?1, at) AND at < coalesce(?2, at + 1) ORDER BY id",
+    )?;
+    stmt.query_map(rusqlite::params![since, until], |row| {
+        let mut cells = Cells::new(row);
+        let note = crate::api::NoteRow {
+            id: cells.integer(0, "id"),
+            at: cells.required_real(1, "at"),
+            kind: cells.required_text(2, "kind"),
+            payload: cells.payload(3, "payload"),
+            unreadable: Vec::new(),
+        };
+        Ok(crate::api::NoteRow {
+            unreadable: cells.problems,
+            ..note
+        })
+    })?
+    .collect()
+}
+
 /// The id of a notification's newest event.
 pub fn newest_event_id(conn: &Connection, id: &str) -> rusqlite::Result<Option<i64>> {
     conn.prepare_cached("SELECT MAX(id) FROM uns_events WHERE notification_id = ?1")?

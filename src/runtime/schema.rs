@@ -9,7 +9,7 @@ use std::time::Duration;
 
 /// The schema version this build creates, and migrates older stores to when the
 /// runtime opens them (`PRAGMA user_version`).
-pub const SCHEMA_VERSION: i64 = 2;
+pub const SCHEMA_VERSION: i64 = 3;
 
 /// The oldest version this build reads and changes as it is, without migrating.
 pub const OLDEST_VERSION: i64 = 1;
@@ -67,8 +67,27 @@ const SCHEMA_V2: &str = r#"
 CREATE INDEX uns_notifications_dlq_updated ON uns_notifications (updated_at) WHERE dead_letter = 1;
 "#;
 
+/// Version 3: the operators' notes about an incident (`unsctl note`), which belong to no
+/// one notification; evidence as the events are, so appended to and never rewritten.
+const SCHEMA_V3: &str = r#"
+CREATE TABLE uns_notes (
+    id      INTEGER PRIMARY KEY AUTOINCREMENT,
+    at      REAL NOT NULL,
+    kind    TEXT NOT NULL,
+    payload TEXT NOT NULL
+);
+CREATE INDEX uns_notes_at ON uns_notes (at);
+CREATE TRIGGER uns_notes_append_only_update BEFORE UPDATE ON uns_notes
+BEGIN SELECT RAISE(ABORT, 'uns_notes is append-only'); END;
+CREATE TRIGGER uns_notes_append_only_delete BEFORE DELETE ON uns_notes
+BEGIN SELECT RAISE(ABORT, 'uns_notes is append-only'); END;
+"#;
+
+/// The first version with a place for notes: an older store reads as one without any.
+pub const NOTES_VERSION: i64 = 3;
+
 /// Each version's change, applied in order from the store's version up.
-const MIGRATIONS: [(i64, &str); 2] = [(1, SCHEMA_V1), (2, SCHEMA_V2)];
+const MIGRATIONS: [(i64, &str); 3] = [(1, SCHEMA_V1), (2, SCHEMA_V2), (3, SCHEMA_V3)];
 
 /// Why a file could not be used as a store.
 #[derive(Debug, thiserror::Error)]
@@ -365,11 +384,15 @@ const REQUIRED: &[(&str, &[&str])] = &[
     ),
 ];
 
-/// What a store of a known version lacks (a table or columns someone dropped), said in
-/// words; `None` when it has all it should.
-fn missing_columns(conn: &Connection) -> Option<String> {
+/// What a store of version 3 on has beside them.
+const REQUIRED_NOTES: (&str, &[&str]) = ("uns_notes", &["id", "at", "kind", "payload"]);
+
+/// What a store of `version` lacks (a table or columns someone dropped), said in words;
+/// `None` when it has all it should.
+fn missing_columns(conn: &Connection, version: i64) -> Option<String> {
     let mut missing = Vec::new();
-    for (table, columns) in REQUIRED {
+    let notes = (version >= NOTES_VERSION).then_some(&REQUIRED_NOTES);
+    for (table, columns) in REQUIRED.iter().chain(notes) {
         let present: Vec<String> = conn
             .prepare(&format!("PRAGMA table_info({table})"))
             .and_then(|mut stmt| {
@@ -413,7 +436,7 @@ fn check_existing(path: &Path, access: &Access) -> Result<(), OpenError> {
         .map_err(|source| classify(path, source))?;
     let path = path.to_path_buf();
     match version {
-        OLDEST_VERSION..=SCHEMA_VERSION if has_table => match missing_columns(&conn) {
+        OLDEST_VERSION..=SCHEMA_VERSION if has_table => match missing_columns(&conn, version) {
             Some(missing) => Err(OpenError::Damaged { path, missing }),
             None => Ok(()),
         },

@@ -694,6 +694,23 @@ impl Store for HttpStore {
         ));
         self.mutate(self.client.post(&url).json(request), &url)
     }
+
+    fn note(&self, request: &api::NoteRequest) -> Result<api::NoteRow> {
+        let url = self.url(api::RUNTIME_NOTES);
+        self.mutate(self.client.post(&url).json(request), &url)
+    }
+
+    fn notes(&self, since: Option<f64>, until: Option<f64>) -> Result<Vec<api::NoteRow>> {
+        let mut query = Vec::new();
+        query.extend(since.map(|at| ("since", at.to_string())));
+        query.extend(until.map(|at| ("until", at.to_string())));
+        match self.get::<api::NotesResponse>(api::RUNTIME_NOTES, &query) {
+            Ok(notes) => Ok(notes.notes),
+            // A server from before notes keeps none.
+            Err(StoreError::NotFound(_)) => Ok(Vec::new()),
+            Err(err) => Err(err),
+        }
+    }
 }
 
 /// Triages one entry of a page read in place; `reader` reads every entry in turn.

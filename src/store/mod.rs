@@ -259,6 +259,12 @@ pub trait Store {
 
     fn resolve(&self, id: &str, request: &ActionRequest) -> Result<ActionResponse>;
 
+    /// Keeps an operator's note about the incident (`unsctl note`); it changes no entry.
+    fn note(&self, request: &crate::api::NoteRequest) -> Result<crate::api::NoteRow>;
+
+    /// The notes written in `[since, until)` (either end open), oldest first.
+    fn notes(&self, since: Option<f64>, until: Option<f64>) -> Result<Vec<crate::api::NoteRow>>;
+
     fn replay(&self, id: &str, request: &ActionRequest) -> Result<ActionResponse>;
 
     /// The ids that start with `prefix` (DLQ entries only when `dlq_only`), in order, at

@@ -171,22 +171,24 @@ fn act(
     action: Action,
     request: &ActionRequest,
 ) -> Result<ActionResponse> {
-    // On the store itself the operator is who the process runs as, as the CLI says.
-    let operator = request
-        .operator
-        .as_deref()
-        .map(str::trim)
-        .filter(|o| !o.is_empty())
-        .map(str::to_string)
-        .unwrap_or_else(crate::identity::account_name);
     Ok(remediation::apply(
         conn,
         clock.now(),
         id,
         action,
         request,
-        &Actor::local(&operator),
+        &Actor::local(&local_operator(request.operator.as_deref())),
     )?)
+}
+
+/// On the store itself the operator is the one the command names, else who the process
+/// runs as, as the command line says.
+fn local_operator(named: Option<&str>) -> String {
+    named
+        .map(str::trim)
+        .filter(|o| !o.is_empty())
+        .map(str::to_string)
+        .unwrap_or_else(crate::identity::account_name)
 }
 
 /// A store file opened directly.
@@ -353,5 +355,19 @@ impl Store for SqliteStore {
 
     fn replay(&self, id: &str, request: &ActionRequest) -> Result<ActionResponse> {
         act(&self.conn, self.clock.as_ref(), id, Action::Replay, request)
+    }
+
+    fn note(&self, request: &crate::api::NoteRequest) -> Result<crate::api::NoteRow> {
+        let actor = Actor::local(&local_operator(request.operator.as_deref()));
+        Ok(remediation::note::write(
+            &self.conn,
+            self.clock.now(),
+            request,
+            &actor,
+        )?)
+    }
+
+    fn notes(&self, since: Option<f64>, until: Option<f64>) -> Result<Vec<crate::api::NoteRow>> {
+        Ok(queries::read_notes(&self.conn, since, until)?)
     }
 }

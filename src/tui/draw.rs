@@ -719,6 +719,15 @@ fn audit(frame: &mut Frame<'_>, app: &App, area: Rect) {
         .rows
         .get(view.selected)
         .map(|row| {
+            if row.kind == crate::remediation::note::KIND {
+                return format!(
+                    "NOTE by {}: {}; ticket {}; {}",
+                    clean(&row.operator),
+                    quoted(row.reason.as_deref()),
+                    quoted(row.ticket.as_deref()),
+                    clean(&row.followed)
+                );
+            }
             format!(
                 "{} {} by {}: reason {}; ticket {}; {}; verdict then {}{}",
                 clean(&row.kind),

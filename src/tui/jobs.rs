@@ -638,7 +638,14 @@ fn audit(
         .into_iter()
         .map(|event| crate::report::Action::of(event, String::new()))
         .collect();
-    rows.sort_by_key(|row| std::cmp::Reverse(row.event_id));
+    // The notes written beside the acts, as the report keeps them.
+    rows.extend(
+        store
+            .notes(None, None)?
+            .iter()
+            .map(|row| crate::report::Action::of_note(&crate::report::NoteItem::of(row))),
+    );
+    rows.sort_by(|a, b| b.at.total_cmp(&a.at).then(b.event_id.cmp(&a.event_id)));
     // The newest screenful's ids shortened; older ones stay whole.
     let short = shortened(
         store,

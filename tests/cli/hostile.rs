@@ -164,6 +164,11 @@ fn every_hostile_store_is_read_and_refused_without_harm() {
     let dir = tempfile::tempdir().expect("dir");
     for case in CASES {
         let db = build(dir.path(), case.patch);
+        // As the runtime keeps it now: the server below would bring it there first.
+        drop(
+            unsctl::runtime::schema::open(&db, unsctl::runtime::schema::OpenMode::Runtime)
+                .expect("migrate"),
+        );
         let bad = id_of(&db, &case.bad);
         let good: Vec<String> = {
             let conn = rusqlite::Connection::open(&db).expect("db");

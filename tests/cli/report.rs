@@ -6,104 +6,14 @@
 use crate::support;
 
 use serde_json::Value;
-use std::path::{Path, PathBuf};
+use std::path::Path;
+use support::incident::incident;
 use unsctl::api::ActionRequest;
 use unsctl::store::Store;
 use unsctl::store::sqlite::SqliteStore;
 
-struct Incident {
-    _dir: tempfile::TempDir,
-    db: PathBuf,
-    since: String,
-    until: String,
-}
-
 fn rfc3339(at: f64) -> String {
     unsctl::render::time::rfc3339(at)
-}
-
-/// The every-case store, then: alice resolves the RESOLVE entry, bob replays the REPLAY
-/// entry refused with a 500, and bob forces a replay of a VERIFY entry; each two minutes
-/// after the last, on a clock of the test's.
-fn incident() -> Incident {
-    let dir = tempfile::tempdir().expect("dir");
-    let db = dir.path().join("uns.db");
-    let sql = std::fs::read_to_string(
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/every-case.sql"),
-    )
-    .expect("fixture");
-    let conn = rusqlite::Connection::open(&db).expect("db");
-    conn.execute_batch(&sql).expect("load");
-    let (first, newest): (f64, f64) = conn
-        .query_row("SELECT min(at), max(at) FROM uns_events", [], |r| {
-            Ok((r.get(0)?, r.get(1)?))
-        })
-        .expect("span");
-    drop(conn);
-    let clock = unsctl::clock::ManualClock::new(newest + 120.0);
-    let store = SqliteStore::open_read_write(&db)
-        .expect("store")
-        .with_clock(Box::new(clock.clone()));
-    let verdicts: Vec<(String, String, String)> = {
-        let mut found = Vec::new();
-        store
-            .each_triaged(&Default::default(), &mut |t| {
-                let error = t.verdict.error_message.clone().unwrap_or_default();
-                found.push((t.verdict.id.clone(), t.verdict.branch.to_string(), error));
-                Ok(())
-            })
-            .expect("triage");
-        found
-    };
-    let of = |branch: &str, error: &str| {
-        verdicts
-            .iter()
-            .find(|(_, b, e)| b == branch && e.contains(error))
-            .map(|(id, _, _)| id.clone())
-            .expect("entry")
-    };
-    store
-        .resolve(
-            &of("RESOLVE", ""),
-            &ActionRequest {
-                operator: Some("alice".into()),
-                reason: Some("the relay log shows it queued".into()),
-                ticket: Some("INC-42".into()),
-                ..Default::default()
-            },
-        )
-        .expect("resolve");
-    clock.advance(120.0);
-    store
-        .replay(
-            &of("REPLAY", "HTTP 500"),
-            &ActionRequest {
-                operator: Some("bob".into()),
-                reason: Some("Slack is back".into()),
-                ticket: Some("INC-42".into()),
-                ..Default::default()
-            },
-        )
-        .expect("replay");
-    clock.advance(120.0);
-    store
-        .replay(
-            &of("VERIFY", "Provider outcome unknown"),
-            &ActionRequest {
-                operator: Some("bob".into()),
-                reason: Some("the customer asked for a resend".into()),
-                force: true,
-                ..Default::default()
-            },
-        )
-        .expect("forced replay");
-    let since = (first / 60.0).floor() * 60.0 - 60.0;
-    Incident {
-        _dir: dir,
-        db,
-        since: rfc3339(since),
-        until: rfc3339(since + 3.0 * 3600.0),
-    }
 }
 
 fn settings() -> insta::Settings {
@@ -616,4 +526,150 @@ fn the_fix_time_stands_in_the_summary_and_key_moments_keep_first_and_last() {
         *kinds.entry(kind).or_default() += 1;
     }
     assert!(kinds.values().all(|n| *n <= 2), "{kinds:?}");
+}
+
+#[test]
+fn a_note_records_the_fix_and_its_writer_and_reads_the_same_over_both_backends() {
+    let incident = incident();
+    let since = unsctl::clock::parse_instant(&incident.since, 0.0).expect("since");
+    let until = unsctl::clock::parse_instant(&incident.until, 0.0).expect("until");
+    // A store from before notes says why it keeps none, and is left as it was.
+    let before = std::fs::read(&incident.db).expect("db");
+    let out = support::unsctl()
+        .arg("--db")
+        .arg(&incident.db)
+        .args(["note", "relay restarted", "--fixed"])
+        .output()
+        .expect("note");
+    assert_eq!(out.status.code(), Some(1));
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(said.contains("no place for notes"), "{said}");
+    assert!(said.contains("runtime serve"), "{said}");
+    assert_eq!(std::fs::read(&incident.db).expect("db"), before);
+
+    // The runtime brings the store to the version with notes.
+    let server = support::server(&incident.db);
+    // A note written during the incident, on the incident's clock.
+    let store = SqliteStore::open_read_write(&incident.db)
+        .expect("store")
+        .with_clock(Box::new(unsctl::clock::ManualClock::new(since + 600.0)));
+    let kept = store
+        .note(&unsctl::api::NoteRequest {
+            operator: Some("alice".into()),
+            text: "paged the relay team".into(),
+            ..Default::default()
+        })
+        .expect("note");
+    drop(store);
+    // The fix, noted afterwards over the API by a named person: the key and the person.
+    let fixed = rfc3339(since + 1800.0);
+    let out = support::unsctl()
+        .args(["--api", &format!("http://{}", server.addr)])
+        .env("UNS_API_KEY", support::KEY)
+        .args([
+            "-o",
+            "json",
+            "note",
+            "relay restarted with a 120 s data timeout",
+        ])
+        .args(["--fixed-at", &fixed, "--operator", "oncall-jane"])
+        .args(["--ticket", "INC-42"])
+        .output()
+        .expect("note");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let written: Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(written["kind"], "NOTE");
+    assert_eq!(written["id"], kept.id + 1);
+    assert_eq!(written["payload"]["operator"], "default");
+    assert_eq!(written["payload"]["claimed_operator"], "oncall-jane");
+    assert_eq!(
+        written["payload"]["fixed_at"].as_f64(),
+        Some(since + 1800.0)
+    );
+    // A fix still to come, or no text, is refused before anything is written.
+    let later = rfc3339(unsctl::clock::Clock::now(&unsctl::clock::SystemClock) + 3600.0);
+    for (args, words) in [
+        (vec!["note", "done", "--fixed-at", &later], "still to come"),
+        (vec!["note", "   "], "needs some text"),
+    ] {
+        let out = support::unsctl()
+            .args(["--api", &format!("http://{}", server.addr)])
+            .env("UNS_API_KEY", support::KEY)
+            .args(&args)
+            .output()
+            .expect("note");
+        assert!(!out.status.success(), "{args:?}");
+        let said = String::from_utf8_lossy(&out.stderr);
+        assert!(said.contains(words), "{args:?}: {said}");
+    }
+
+    let window = [
+        "report",
+        "--since",
+        &incident.since,
+        "--until",
+        &incident.until,
+    ];
+    let mut json_args = vec!["-o", "json"];
+    json_args.extend(window);
+    let json = report(&incident.db, None, &json_args);
+    assert_eq!(json, report(&incident.db, Some(&server), &json_args));
+    let data: Value = serde_json::from_str(&json).expect("json");
+    assert_eq!(data["summary"]["fixed_at"].as_f64(), Some(since + 1800.0));
+    assert_eq!(
+        data["summary"]["fixed_by"],
+        format!(
+            "note {} by oncall-jane (key default): relay restarted with a 120 s data timeout",
+            kept.id + 1
+        )
+    );
+    // Only the note written inside the window is one of its moments.
+    let notes = data["notes"].as_array().expect("notes");
+    assert_eq!(notes.len(), 1, "{notes:?}");
+    assert_eq!(notes[0]["by"], "alice");
+    assert_eq!(notes[0]["at"].as_f64(), Some(since + 600.0));
+    let markdown = report(&incident.db, None, &window);
+    assert_eq!(markdown, report(&incident.db, Some(&server), &window));
+    assert!(
+        markdown.contains(&format!(
+            "| Fixed (note {} by oncall-jane (key default): relay restarted with a 120 s data timeout) | {fixed} |",
+            kept.id + 1
+        )),
+        "{markdown}"
+    );
+    assert!(
+        markdown.contains(&format!(
+            "- {}: note by alice: paged the relay team (note {})",
+            rfc3339(since + 600.0),
+            kept.id
+        )),
+        "{markdown}"
+    );
+    // --fixed-at given to the report stands over any note.
+    let mut given = window.to_vec();
+    let own = rfc3339(until - 60.0);
+    given.extend(["--fixed-at", &own]);
+    let markdown = report(&incident.db, None, &given);
+    assert!(
+        markdown.contains(&format!(
+            "| Fixed (as the operator gave it, --fixed-at) | {own} |"
+        )),
+        "{markdown}"
+    );
+    // The bundle's audit keeps the acts and the notes.
+    let bundle = tempfile::tempdir().expect("dir");
+    let mut bundled = window.to_vec();
+    let place = bundle.path().join("b");
+    let place_text = place.display().to_string();
+    bundled.extend(["--bundle", &place_text]);
+    report(&incident.db, None, &bundled);
+    let audit: Value =
+        serde_json::from_slice(&std::fs::read(place.join("audit.json")).expect("audit"))
+            .expect("json");
+    assert_eq!(audit["notes"][0]["text"], "paged the relay team");
+    assert!(!audit["actions"].as_array().expect("actions").is_empty());
 }

@@ -566,8 +566,12 @@ fn a_version_1_store_is_read_as_it_is_and_only_the_runtime_migrates_it() {
     std::fs::copy(&current.db, &old).expect("copy");
     {
         let conn = rusqlite::Connection::open(&old).expect("db");
-        conn.execute_batch("DROP INDEX uns_notifications_dlq_updated; PRAGMA user_version = 1;")
-            .expect("back to version 1");
+        conn.execute_batch(
+            "DROP INDEX uns_notifications_dlq_updated;
+             DROP TRIGGER uns_notes_append_only_update; DROP TRIGGER uns_notes_append_only_delete;
+             DROP TABLE uns_notes; PRAGMA user_version = 1;",
+        )
+        .expect("back to version 1");
         conn.execute_batch("PRAGMA wal_checkpoint(TRUNCATE)")
             .expect("checkpoint");
     }

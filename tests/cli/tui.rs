@@ -729,3 +729,36 @@ fn a_cancelled_read_is_asked_again_at_the_next_refresh_not_at_once() {
         "{again:?}"
     );
 }
+
+#[test]
+fn the_audit_view_lists_the_notes_beside_the_acts() {
+    let (_dir, db) = fixture("every-case");
+    drop(
+        unsctl::runtime::schema::open(&db, unsctl::runtime::schema::OpenMode::Runtime)
+            .expect("migrate"),
+    );
+    let store = unsctl::store::sqlite::SqliteStore::open_read_write(&db).expect("store");
+    use unsctl::store::Store;
+    store
+        .note(&unsctl::api::NoteRequest {
+            operator: Some("oncall-jane".into()),
+            text: "relay restarted".into(),
+            fixed: true,
+            ticket: Some("INC-9".into()),
+            ..Default::default()
+        })
+        .expect("note");
+    drop(store);
+    let mut screen = Screen::open(&db, false, false);
+    screen.view(ViewKind::Audit, None);
+    let text = screen.text(120, 40);
+    assert!(text.contains("NOTE"), "{text}");
+    assert!(text.contains("oncall-jane"), "{text}");
+    assert!(text.contains("relay restarted"), "{text}");
+    assert!(
+        text.contains(
+            "NOTE by oncall-jane: \"relay restarted\"; ticket \"INC-9\"; records the fix, at"
+        ),
+        "the selected note, said in full: {text}"
+    );
+}

@@ -267,3 +267,141 @@ fn is_browser_service(host: &str) -> bool {
         || host.ends_with(".googleapis.com")
         || host.ends_with(".gvt1.com")
 }
+
+/// Measures the page as laid out and writes what it found into the page, for
+/// `--dump-dom` to read back: the report itself has no script, so a copy of it gets this.
+const MEASURE: &str = r#"<script>
+(() => {
+  const time = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z$/;
+  const lines = (node) => {
+    const range = document.createRange();
+    range.selectNodeContents(node);
+    const tops = new Set();
+    for (const r of range.getClientRects()) {
+      if (r.width > 0 && r.height > 0) tops.add(Math.round(r.top));
+    }
+    return tops.size;
+  };
+  const sectionOf = el => {
+    let h = el.closest('table') || el.parentElement;
+    while (h && h.tagName !== 'H2') h = h.previousElementSibling || h.parentElement;
+    return h ? h.textContent : '';
+  };
+  const cells = [];
+  for (const el of document.querySelectorAll('code, .t, td')) {
+    const text = el.textContent.trim();
+    const isId = el.tagName === 'CODE' || el.classList.contains('t') || time.test(text);
+    if (!isId || text === '') continue;
+    const box = el.closest('td') || el;
+    cells.push({text, section: sectionOf(el), lines: lines(el),
+                 overflows: box.scrollWidth > box.clientWidth + 1});
+  }
+  const content = document.body.clientWidth;
+  const tables = [...document.querySelectorAll('table')].map(t => {
+    return {section: sectionOf(t), share: t.getBoundingClientRect().width / content,
+            rows: t.querySelectorAll('tr').length - 1};
+  });
+  const marks = [...document.querySelectorAll('line.mark')].map(l => l.getAttribute('x1'));
+  const labels = [...document.querySelectorAll('text.mark-label')].map(t => [t.getAttribute('x'), t.textContent]);
+  const listed = [...document.querySelectorAll('ol.marks li')].map(li => li.textContent);
+  const pre = document.createElement('pre');
+  pre.id = 'measured';
+  pre.textContent = JSON.stringify({cells, tables, marks, labels, listed});
+  document.body.appendChild(pre);
+})();
+</script>"#;
+
+#[test]
+fn the_html_report_keeps_ids_and_times_whole_tables_wide_and_markers_labelled() {
+    let incident = support::incident::incident();
+    let dir = incident._dir.path();
+    let report = |format: &str| -> Vec<u8> {
+        let out = support::unsctl()
+            .arg("--db")
+            .arg(&incident.db)
+            .args(["-o", format, "report", "--since", &incident.since])
+            .args(["--until", &incident.until])
+            .output()
+            .expect("report");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        out.stdout
+    };
+    let data: Value = serde_json::from_slice(&report("json")).expect("json");
+    let page = String::from_utf8(report("html")).expect("utf-8");
+    let measured = dir.join("measured.html");
+    std::fs::write(
+        &measured,
+        page.replace("</body>", &format!("{MEASURE}</body>")),
+    )
+    .expect("html");
+    let (proxy, _heard) = listening_proxy();
+    let out = browse(
+        &measured,
+        dir,
+        proxy,
+        &["--window-size=1200,1600", "--dump-dom"],
+    );
+    let dom = String::from_utf8_lossy(&out.stdout).into_owned();
+    let start = dom
+        .find("<pre id=\"measured\">")
+        .expect("the page measured itself")
+        + 19;
+    let end = start + dom[start..].find("</pre>").expect("end");
+    let text = dom[start..end]
+        .replace("&lt;", "<")
+        .replace("&gt;", ">")
+        .replace("&quot;", "\"")
+        .replace("&amp;", "&");
+    let m: Value = serde_json::from_str(&text).expect("measures");
+
+    // Every id and every time on one line, inside its cell.
+    let cells = m["cells"].as_array().expect("cells");
+    assert!(cells.len() >= 20, "ids and times found: {cells:?}");
+    for cell in cells {
+        assert_eq!(cell["lines"], 1, "broken across lines: {cell}");
+        assert_eq!(cell["overflows"], false, "wider than its cell: {cell}");
+    }
+    // Every table at the page's width.
+    let tables = m["tables"].as_array().expect("tables");
+    assert!(tables.len() >= 3, "{tables:?}");
+    for table in tables {
+        assert!(table["share"].as_f64().expect("share") >= 0.9, "{table}");
+    }
+    // The action table: one row per carry-out.
+    let carry_outs = data["carry_outs"].as_array().expect("carry-outs").len();
+    assert!(carry_outs >= 2, "{data:#}");
+    let actions = tables
+        .iter()
+        .find(|t| t["section"] == "Operator actions")
+        .expect("the action table");
+    assert_eq!(actions["rows"], carry_outs, "{actions}");
+    // Each marker numbered at its line, and listed with what it marks.
+    let marks = m["marks"].as_array().expect("marks");
+    let labels = m["labels"].as_array().expect("labels");
+    let listed = m["listed"].as_array().expect("listed");
+    assert!(marks.len() >= 4, "{m}");
+    assert_eq!(labels.len(), marks.len());
+    assert_eq!(listed.len(), marks.len());
+    for (n, (x, label)) in marks.iter().zip(labels).enumerate() {
+        assert_eq!(&label[0], x, "marker {} at its line", n + 1);
+        assert_eq!(label[1], (n + 1).to_string());
+        let item = listed[n].as_str().expect("item");
+        assert!(
+            item.len() > 22,
+            "marker {} says what it marks: {item}",
+            n + 1
+        );
+    }
+    for carry_out in ["replayed", "resolved"] {
+        assert!(
+            listed
+                .iter()
+                .any(|l| l.as_str().unwrap_or("").contains(carry_out)),
+            "the chart marks the {carry_out} carry-outs: {listed:?}"
+        );
+    }
+}

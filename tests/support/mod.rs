@@ -1,6 +1,7 @@
 //! Helpers shared by the integration tests: real peers started on loopback.
 #![allow(dead_code)]
 
+pub mod incident;
 pub mod relay;
 pub mod runtime;
 pub mod tmux;

@@ -9,6 +9,7 @@ pub mod dlq;
 pub mod doctor;
 pub mod events;
 pub mod inspect;
+pub mod note;
 pub mod pulse;
 pub mod reconcile;
 pub mod replay;

@@ -13,6 +13,7 @@ use axum::routing::{delete, get, post};
 use std::sync::Arc;
 
 pub(crate) mod dlq;
+pub(crate) mod notes;
 pub(crate) mod notifications;
 pub(crate) mod ops;
 pub(crate) mod query;
@@ -182,6 +183,7 @@ pub(crate) fn router(state: Arc<AppState>) -> Router {
         .route(api::RUNTIME_EVENTS, get(notifications::events))
         .route(api::RUNTIME_STATS, get(ops::stats))
         .route(api::RUNTIME_PULSE, get(ops::pulse))
+        .route(api::RUNTIME_NOTES, get(notes::list).post(notes::write))
         .route(api::DLQ, get(dlq::page))
         .route(api::RUNTIME_RECONCILE, get(reconcile::page))
         .route(&format!("{}/{{id}}", api::DLQ), delete(dlq::resolve))
