@@ -201,6 +201,7 @@ impl Reconciled {
             first_copy: copies.iter().copied().reduce(f64::min),
             last_copy: copies.iter().copied().reduce(f64::max),
             evidence: self.evidence.iter().map(Evidence::described).collect(),
+            times: crate::render::time::Times::Whole,
         }
     }
 }
@@ -631,7 +632,6 @@ fn pagerduty_copies(
         read.as_ref(),
         records,
         total,
-        history_copies,
     );
     count
 }
@@ -646,7 +646,6 @@ fn pagerduty_doubt(
     read: Option<&IncidentWord>,
     records: &Records,
     total: usize,
-    history_copies: usize,
 ) {
     let why = match read {
         Some(read) => read.text.clone(),
@@ -664,7 +663,10 @@ fn pagerduty_doubt(
         item.sources.push("history");
         count.unknown.push(item.of(attempt));
     }
-    let explained = total.saturating_sub(history_copies);
+    // Every copy but an accepted trigger's came from a trigger whose outcome was unknown
+    // (an incident PagerDuty lists, or one a VERIFIED DELIVERED event recorded), which is
+    // then no longer in doubt: as for Slack, whatever the list can tell yet.
+    let explained = total.saturating_sub(usize::from(!accepted.is_empty()));
     for attempt in attempts
         .iter()
         .filter(|a| history.outcome_of(a).0 == ProviderOutcome::Unknown)

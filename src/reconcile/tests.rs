@@ -248,6 +248,65 @@ fn pagerduty_counts_incidents_not_triggers() {
     assert_eq!(incidents, ["PINC1 (#1)", "PINC2 (#2)"]);
 }
 
+/// A report judges as of its window's end, which can come before a trigger's window (its
+/// lease and the skew) is past: PagerDuty's list cannot rule out an incident yet, but the
+/// VERIFIED DELIVERED event recorded it, and the trigger it lists, the cycle's only one,
+/// made that incident. One copy; a second trigger of the cycle stays in doubt.
+#[test]
+fn a_trigger_verified_delivered_is_its_incident_before_its_window_is_past() {
+    let verified = |attempts: Vec<i64>| Verification {
+        channel: Channel::Pagerduty,
+        event_id: 77,
+        at: T0 + 70.0,
+        cycle: 1,
+        attempts,
+        delivered: true,
+        source: "pagerduty".into(),
+    };
+    let mut one_trigger = history(
+        Status::Resolved,
+        Channel::Pagerduty,
+        vec![attempt(1, 1, T0, ProviderOutcome::Unknown)],
+    );
+    one_trigger
+        .by_channel
+        .get_mut(&Channel::Pagerduty)
+        .expect("pagerduty")
+        .verifications
+        .push(verified(vec![1]));
+    let listed = with_incidents(Ok(vec![incident(1, T0 + 1.0, "triggered")]));
+    let before_the_window_ends = T0 + 30.0;
+    let item = reconcile(&one_trigger, &listed, None, before_the_window_ends).remove(0);
+    assert_eq!(
+        (item.class, item.copies, item.unknown_attempts),
+        (Class::Once, 1, 0),
+        "{item:?}"
+    );
+    // Without any list at all, the record alone says the same.
+    assert_eq!(class(&one_trigger, &no_records()), (Class::Once, 1, 0));
+
+    let mut two_triggers = history(
+        Status::Resolved,
+        Channel::Pagerduty,
+        vec![
+            attempt(1, 1, T0, ProviderOutcome::Unknown),
+            attempt(1, 2, T0 + 62.0, ProviderOutcome::Unknown),
+        ],
+    );
+    two_triggers
+        .by_channel
+        .get_mut(&Channel::Pagerduty)
+        .expect("pagerduty")
+        .verifications
+        .push(verified(vec![1, 2]));
+    let item = reconcile(&two_triggers, &listed, None, before_the_window_ends).remove(0);
+    assert_eq!(
+        (item.class, item.copies, item.unknown_attempts),
+        (Class::MaybeDuplicated, 1, 1),
+        "a second trigger may have paged again: {item:?}"
+    );
+}
+
 #[test]
 fn a_pagerduty_record_that_is_not_proof_leaves_doubt_and_never_leaks_the_token() {
     let unknown = history(

@@ -8,7 +8,7 @@
 //! [`NeedRow`] from reconcile, [`ActionRow`] from the report's reading of the audit).
 
 use super::table::{Column, Text, Tone, toned};
-use super::time::rfc3339;
+use super::time::{Times, rfc3339};
 use super::views::{branch_tone, cause, channels_cell, join_ids, shown};
 use crate::model::payload::Message;
 use crate::model::{Channel, command::Step};
@@ -179,18 +179,22 @@ fn code_span(text: &str) -> String {
 
 /// An HTML table of `rows`: maud escapes the markup; ids, commands and times in cells
 /// the page's style never breaks, words of ours (a channel, a class) broken only between
-/// words, so the columns of free text around them give way instead.
+/// words, so the columns of free text around them give way instead. A column that goes
+/// on a line of its own on a terminal (evidence, a command) takes a row of its own under
+/// its row, the table's whole width, rather than a sliver of it.
 pub fn html<'r, R: 'r + ?Sized>(
     specs: &[Spec<R>],
     rows: impl IntoIterator<Item = &'r R>,
 ) -> maud::Markup {
     let clean = |text: &str| super::sanitize::clean(text).into_owned();
+    let inline: Vec<&Spec<R>> = specs.iter().filter(|s| !s.own_line).collect();
+    let under: Vec<&Spec<R>> = specs.iter().filter(|s| s.own_line).collect();
     maud::html! {
         table {
-            tr { @for spec in specs { th { (spec.title) } } }
+            tr { @for spec in &inline { th { (spec.title) } } }
             @for row in rows {
                 tr {
-                    @for spec in specs {
+                    @for spec in &inline {
                         @let text = clean(&(spec.cell)(row).text);
                         @if spec.numeric {
                             td.n { (text) }
@@ -198,12 +202,23 @@ pub fn html<'r, R: 'r + ?Sized>(
                             td { code { (text) } }
                         } @else if spec.time {
                             td.t { (text) }
-                        } @else if spec.max.is_some() || spec.own_line {
+                        } @else if spec.max.is_some() {
                             // Text from a store, a provider or a person: it may hold
                             // one long run without a space, so it may break anywhere.
                             td.p { (text) }
                         } @else {
                             td { (text) }
+                        }
+                    }
+                }
+                @for spec in &under {
+                    @let text = clean(&(spec.cell)(row).text);
+                    @if !text.is_empty() && text != "-" {
+                        tr.under {
+                            td.p colspan=(inline.len()) {
+                                span.k { (spec.title) ": " }
+                                @if spec.code { code { (text) } } @else { (text) }
+                            }
                         }
                     }
                 }
@@ -346,6 +361,8 @@ pub struct NeedRow {
     pub last_copy: Option<f64>,
     /// Each piece of evidence in words.
     pub evidence: Vec<String>,
+    /// How its times are written.
+    pub times: Times,
 }
 
 /// What needs a person, in the order of `reconcile -o csv` (DESIGN §11).
@@ -375,7 +392,12 @@ pub const NEEDS: &[Spec<NeedRow>] = &[
         "FIRST COPY",
         "First copy",
         4,
-        |r: &NeedRow| r.first_copy.map(rfc3339).unwrap_or_default().into(),
+        |r: &NeedRow| {
+            r.first_copy
+                .map(|at| r.times.of(at))
+                .unwrap_or_default()
+                .into()
+        },
     )
     .time(),
     Spec::new(
@@ -383,7 +405,12 @@ pub const NEEDS: &[Spec<NeedRow>] = &[
         "LAST COPY",
         "Last copy",
         4,
-        |r: &NeedRow| r.last_copy.map(rfc3339).unwrap_or_default().into(),
+        |r: &NeedRow| {
+            r.last_copy
+                .map(|at| r.times.of(at))
+                .unwrap_or_default()
+                .into()
+        },
     )
     .time(),
     Spec::new("evidence", "EVIDENCE", "Evidence", 2, |r: &NeedRow| {
@@ -481,18 +508,20 @@ pub struct CarryOutRow {
     pub reason: Option<String>,
     pub ticket: Option<String>,
     pub followed: String,
+    /// How its times are written.
+    pub times: Times,
 }
 
 /// The report's operator actions, oldest first.
 pub const CARRY_OUTS: &[Spec<CarryOutRow>] = &[
     Spec::new("first_at", "FROM", "From", 0, |r: &CarryOutRow| {
-        rfc3339(r.first_at).into()
+        r.times.of(r.first_at).into()
     })
     .whole()
     .time()
     .code(),
     Spec::new("last_at", "TO", "To", 1, |r: &CarryOutRow| {
-        rfc3339(r.last_at).into()
+        r.times.of(r.last_at).into()
     })
     .whole()
     .time()
@@ -524,4 +553,92 @@ pub const CARRY_OUTS: &[Spec<CarryOutRow>] = &[
         |r: &CarryOutRow| shown(&r.followed).into(),
     )
     .max(48),
+];
+
+// ---------------------------------------------------------------------------------------
+// Verdict changes (the report's VERIFIED events).
+
+/// One verdict change: a provider's own record, recorded as VERIFIED.
+#[derive(Debug, Clone, PartialEq)]
+pub struct VerdictRow {
+    pub at: f64,
+    /// As shown: whole, or a unique prefix.
+    pub id: String,
+    pub channel: String,
+    pub answer: String,
+    pub source: String,
+    pub operator: String,
+    /// When the attempts the answer is about ran, by their own events.
+    pub ran: Option<(f64, f64)>,
+    pub event_id: i64,
+    pub evidence: String,
+    /// How its times are written.
+    pub times: Times,
+}
+
+/// The most of a verdict change's evidence a page shows; the bundle's report.json and
+/// the VERIFIED event keep it whole.
+pub const EVIDENCE_SHOWN: usize = 110;
+
+/// Verdict changes, oldest first.
+pub const VERDICTS: &[Spec<VerdictRow>] = &[
+    Spec::new("at", "WHEN", "Recorded", 0, |r: &VerdictRow| {
+        r.times.of(r.at).into()
+    })
+    .time(),
+    Spec::new("id", "ID", "Notification", 0, |r: &VerdictRow| {
+        shown(&r.id).into()
+    })
+    .whole()
+    .code(),
+    Spec::new("channel", "CHANNEL", "Channel", 0, |r: &VerdictRow| {
+        shown(&r.channel).into()
+    }),
+    Spec::new("answer", "ANSWER", "Answer", 0, |r: &VerdictRow| {
+        shown(&r.answer).into()
+    }),
+    Spec::new("source", "SOURCE", "Source", 1, |r: &VerdictRow| {
+        shown(&r.source).into()
+    }),
+    Spec::new(
+        "ran_from",
+        "RAN FROM",
+        "Attempt started",
+        2,
+        |r: &VerdictRow| {
+            r.ran
+                .map(|(from, _)| r.times.of(from))
+                .unwrap_or_default()
+                .into()
+        },
+    )
+    .time(),
+    Spec::new("ran_to", "RAN TO", "Attempt ended", 2, |r: &VerdictRow| {
+        r.ran
+            .map(|(_, to)| r.times.of(to))
+            .unwrap_or_default()
+            .into()
+    })
+    .time(),
+    Spec::new("event", "EVENT", "Event", 3, |r: &VerdictRow| {
+        r.event_id.to_string().into()
+    })
+    .numeric(),
+    // Who recorded it and what the record said, on a line of their own: the person is
+    // the same for a run of them, and the record's words are long.
+    Spec::new(
+        "evidence",
+        "EVIDENCE",
+        "Recorded by",
+        4,
+        |r: &VerdictRow| {
+            let evidence = shown(&r.evidence);
+            let evidence = match evidence.char_indices().nth(EVIDENCE_SHOWN) {
+                Some((end, _)) => format!("{}… (whole in event {})", &evidence[..end], r.event_id),
+                None => evidence,
+            };
+            format!("{}: {evidence}", shown(&r.operator)).into()
+        },
+    )
+    .own_line(),
 ];

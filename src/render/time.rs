@@ -2,6 +2,47 @@
 
 pub use crate::clock::rfc3339;
 
+/// How a document writes its times: whole (RFC 3339), or, in a document whose times all
+/// fall on one UTC day that it names once, the time of day alone (`07:49:11.852`), so a
+/// table of times fits a printed page.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Times {
+    #[default]
+    Whole,
+    OfDay,
+}
+
+impl Times {
+    /// The style for a document of the window `[since, until)`: the time of day when it
+    /// lies within one UTC day.
+    pub fn within(since: f64, until: f64) -> Self {
+        let day = |at: f64| (at / 86_400.0).floor();
+        if since.is_finite() && until > since && day(since) == day(until - 1e-3) {
+            Times::OfDay
+        } else {
+            Times::Whole
+        }
+    }
+
+    pub fn of(self, at: f64) -> String {
+        let whole = rfc3339(at);
+        match self {
+            Times::Whole => whole,
+            // To the millisecond, always three digits, so a column of them aligns.
+            Times::OfDay => match (whole.find('T'), whole.strip_suffix('Z')) {
+                (Some(t), Some(time)) => {
+                    let (clock, fraction) = time[t + 1..]
+                        .split_once('.')
+                        .unwrap_or((&time[t + 1..], ""));
+                    let millis: String = fraction.chars().chain("000".chars()).take(3).collect();
+                    format!("{clock}.{millis}")
+                }
+                _ => whole,
+            },
+        }
+    }
+}
+
 /// "42s ago", "3m ago", "5h ago", "2d ago" (or "in 10s" for the future).
 pub fn relative(seconds: f64, now: f64) -> String {
     let delta = now - seconds;
@@ -53,6 +94,18 @@ pub fn duration(seconds: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_day_of_times_is_written_by_the_time_of_day_to_the_millisecond() {
+        let day = 1_796_342_400.0; // 2026-12-04T00:00:00Z
+        assert_eq!(Times::within(day + 60.0, day + 3600.0), Times::OfDay);
+        assert_eq!(Times::within(day + 60.0, day + 86_400.0), Times::OfDay);
+        assert_eq!(Times::within(day - 60.0, day + 60.0), Times::Whole);
+        assert_eq!(Times::OfDay.of(day + 7.0 * 3600.0 + 57.1), "07:00:57.100");
+        assert_eq!(Times::OfDay.of(day + 3.0), "00:00:03.000");
+        assert_eq!(Times::OfDay.of(day + 12.6859), "00:00:12.685");
+        assert_eq!(Times::Whole.of(day + 3.0), rfc3339(day + 3.0));
+    }
 
     #[test]
     fn spans_read_at_their_own_scale() {

@@ -2,7 +2,7 @@
 //! chart an inline SVG of our own, every text escaped by the builder (maud), laid out
 //! to print on A4.
 
-use super::{Action, Moment, Report};
+use super::{Moment, Report};
 use crate::pulse::Series;
 use crate::render::time::rfc3339;
 use maud::{DOCTYPE, Markup, PreEscaped, html};
@@ -10,11 +10,14 @@ use maud::{DOCTYPE, Markup, PreEscaped, html};
 const STYLE: &str = r#"
 @page { size: A4; margin: 14mm; }
 body { font-family: sans-serif; font-size: 10pt; color: #111; max-width: 1400px; margin: 0 auto; }
-h1 { font-size: 16pt; } h2 { font-size: 13pt; margin-top: 1.4em; border-bottom: 1px solid #999; }
+h1 { font-size: 16pt; } h2 { font-size: 13pt; margin-top: 1.1em; border-bottom: 1px solid #999; }
 table { border-collapse: collapse; width: 100%; margin: 0.5em 0; }
 th, td { border: 1px solid #bbb; padding: 2px 4px; text-align: left; vertical-align: top;
   overflow-wrap: break-word; font-size: 8.5pt; }
 td.p { overflow-wrap: anywhere; }
+tr.under td { border-top: none; color: #333; font-size: 8pt; }
+tr.under code { white-space: normal; overflow-wrap: anywhere; }
+.k { color: #666; }
 th { background: #eee; }
 td.n { text-align: right; white-space: nowrap; }
 code { font-family: monospace; font-size: 8.5pt; }
@@ -25,16 +28,16 @@ svg { width: 100%; max-width: 760px; height: auto; }
 .mark { stroke: #333; stroke-dasharray: 3 2; }
 ol.marks { columns: 2; font-size: 8.5pt; margin: 0.3em 0 0.8em; }
 .t, code { white-space: nowrap; }
-.empty { min-height: 3em; border-left: 3px solid #ccc; padding-left: 6px; color: #777; }
+.empty { min-height: 2em; border-left: 3px solid #ccc; padding-left: 6px; color: #777; }
 "#;
 
 /// Width and height of the chart's drawing area, in SVG units.
 const CHART_WIDTH: f64 = 700.0;
-const ROW_HEIGHT: f64 = 56.0;
-const BAR_MAX: f64 = 44.0;
+const ROW_HEIGHT: f64 = 44.0;
+const BAR_MAX: f64 = 30.0;
 const LABEL: f64 = 110.0;
 /// Room above the rows for one line of the markers' numbers.
-const LABEL_LINE: f64 = 10.0;
+const LABEL_LINE: f64 = 12.0;
 /// The least distance between two numbers on one line: closer, the later goes a line up.
 const LABEL_GAP: f64 = 12.0;
 
@@ -67,7 +70,7 @@ pub fn render(report: &Report) -> String {
                 p {
                     "Written by unsctl " (env!("CARGO_PKG_VERSION")) " from the store "
                     @if let Some(store) = &report.store { code { (c(store)) } }
-                    " and the providers' records it was given. Each figure names the events or records it comes from. Times are UTC."
+                    " and the providers' records it was given. Each figure names the events or records it comes from. " (report.times_said())
                 }
                 (summary(report))
                 (impact(report))
@@ -92,7 +95,7 @@ fn moment_row(report: &Report, label: &str, moment: Option<&Moment>) -> Markup {
             th { (label) }
             @match moment {
                 Some(m) => {
-                    td.t { (rfc3339(m.at)) }
+                    td.t { (report.times().of(m.at)) }
                     td.t { "event " (m.event_id) }
                     td { code { (c(report.shown(&m.notification_id))) } }
                 }
@@ -116,7 +119,7 @@ fn summary(report: &Report) -> Markup {
             @if let Some(fixed) = s.fixed_at {
                 tr {
                     th { "Fixed" }
-                    td.t { (rfc3339(fixed)) }
+                    td.t { (report.times().of(fixed)) }
                     td.p colspan="2" { (c(s.fixed_by.as_deref().unwrap_or("as the operator gave it"))) }
                 }
             }
@@ -298,7 +301,7 @@ fn timeline(report: &Report) -> Markup {
         (chart(report))
         ol.marks {
             @for (label, at) in marks(report) {
-                li { span.t { (rfc3339(at)) } " " (c(&label)) }
+                li { span.t { (report.times().of(at)) } " " (c(&label)) }
             }
         }
         h3 { "Key moments" }
@@ -308,10 +311,10 @@ fn timeline(report: &Report) -> Markup {
             @for line in lines {
                 @match line {
                     super::KeyLine::Moment(m) => {
-                        li { span.t { (rfc3339(m.at)) } ": " (c(&m.what)) " (event " (m.event_id) ", " code { (c(report.shown(&m.notification_id))) } ")" }
+                        li { span.t { (report.times().of(m.at)) } ": " (c(&m.what)) " (event " (m.event_id) ", " code { (c(report.shown(&m.notification_id))) } ")" }
                     }
                     super::KeyLine::Note(n) => {
-                        li { span.t { (rfc3339(n.at)) } ": " (c(&n.what())) " (note " (n.note_id) ")" }
+                        li { span.t { (report.times().of(n.at)) } ": " (c(&n.what())) " (note " (n.note_id) ")" }
                     }
                 }
             }
@@ -325,14 +328,7 @@ fn needs(report: &Report) -> Markup {
         @if report.needs.is_empty() {
             p { "Nobody: no notification was proven duplicated or missing." }
         } @else {
-            (crate::render::columns::html(
-                crate::render::columns::NEEDS,
-                &report
-                    .needs
-                    .iter()
-                    .map(|item| item.row(report.shown(&item.id)))
-                    .collect::<Vec<_>>(),
-            ))
+            (crate::render::columns::html(crate::render::columns::NEEDS, &report.need_rows()))
         }
     }
 }
@@ -357,23 +353,14 @@ fn actions(report: &Report) -> Markup {
 }
 
 fn verdicts(report: &Report) -> Markup {
-    let changes: Vec<&Action> = report
-        .verdict_changes()
-        .filter(|a| a.answer.is_some())
-        .collect();
+    let rows = super::verdict_rows(report);
     html! {
         h2 { "Verdict changes" }
-        ul {
-            @for a in &changes {
-                @if let Some(answer) = &a.answer {
-                    li {
-                        span.t { (rfc3339(a.at)) } ": " code { (c(report.shown(&a.notification_id))) } " " (c(&answer.channel)) " "
-                        strong { (c(&answer.outcome)) } " from " (c(&answer.source)) " by " (c(&a.operator))
-                        " (event " (a.event_id) "; " (super::ran_words(answer.ran)) "): " (c(&answer.evidence))
-                    }
-                }
-            }
-            @if changes.is_empty() { li { "none in the window" } }
+        @if rows.is_empty() {
+            p { "None in the window." }
+        } @else {
+            p { "Each VERIFIED event: an answer from a provider's own record, and when the attempts it answers for ran by their own events." }
+            (crate::render::columns::html(crate::render::columns::VERDICTS, &rows))
         }
     }
 }

@@ -14,16 +14,12 @@ fn code(id: &str) -> String {
     format!("`{}`", escape(id).replace('`', ""))
 }
 
-fn or_dash(text: Option<&str>) -> String {
-    text.map_or_else(|| "-".into(), escape)
-}
-
 fn moment_row(out: &mut String, report: &Report, label: &str, moment: Option<&Moment>) {
     let _ = match moment {
         Some(m) => writeln!(
             out,
             "| {label} | {} | event {} | {} |",
-            rfc3339(m.at),
+            report.times().of(m.at),
             m.event_id,
             code(report.shown(&m.notification_id))
         ),
@@ -47,13 +43,14 @@ pub fn render(report: &Report) -> String {
     };
     let _ = writeln!(
         out,
-        "Written by unsctl {} from the store{} and the providers' records it was given. Each figure names the events or records it comes from. Times are UTC.\n",
+        "Written by unsctl {} from the store{} and the providers' records it was given. Each figure names the events or records it comes from. {}\n",
         env!("CARGO_PKG_VERSION"),
         report
             .store
             .as_deref()
             .map(|s| format!(" {}", escape(s)))
-            .unwrap_or_default()
+            .unwrap_or_default(),
+        report.times_said()
     );
     summary(&mut out, report);
     impact(&mut out, report);
@@ -83,7 +80,7 @@ fn summary(out: &mut String, report: &Report) {
             out,
             "| Fixed ({}) | {} | | |",
             escape(s.fixed_by.as_deref().unwrap_or("as the operator gave it")),
-            rfc3339(fixed)
+            report.times().of(fixed)
         );
     }
     let _ = writeln!(
@@ -144,7 +141,7 @@ fn timeline(out: &mut String, report: &Report) {
         }
         let at = pulse.window.since + k as f64 * pulse.step;
         let cells: Vec<String> = counts.iter().map(u64::to_string).collect();
-        let _ = writeln!(out, "| {} | {} |", rfc3339(at), cells.join(" | "));
+        let _ = writeln!(out, "| {} | {} |", report.times().of(at), cells.join(" | "));
     }
     out.push_str("\nKey moments:\n\n");
     let lines = report.key_lines();
@@ -156,7 +153,7 @@ fn timeline(out: &mut String, report: &Report) {
             super::KeyLine::Moment(m) => writeln!(
                 out,
                 "- {}: {} (event {}, {})",
-                rfc3339(m.at),
+                report.times().of(m.at),
                 escape(&m.what),
                 m.event_id,
                 code(report.shown(&m.notification_id))
@@ -164,7 +161,7 @@ fn timeline(out: &mut String, report: &Report) {
             super::KeyLine::Note(n) => writeln!(
                 out,
                 "- {}: {} (note {})",
-                rfc3339(n.at),
+                report.times().of(n.at),
                 escape(&n.what()),
                 n.note_id
             ),
@@ -179,12 +176,7 @@ fn needs(out: &mut String, report: &Report) {
         out.push_str("Nobody: no notification was proven duplicated or missing.\n\n");
         return;
     }
-    let rows: Vec<_> = report
-        .needs
-        .iter()
-        .map(|item| item.row(report.shown(&item.id)))
-        .collect();
-    out.push_str(&columns::markdown(columns::NEEDS, &rows));
+    out.push_str(&columns::markdown(columns::NEEDS, &report.need_rows()));
     out.push('\n');
 }
 
@@ -219,29 +211,13 @@ fn actions(out: &mut String, report: &Report) {
 }
 
 fn verdicts(out: &mut String, report: &Report) {
-    out.push_str("## Verdict changes\n\nEach VERIFIED event: an answer from a provider's own record, with its evidence.\n\n");
-    let mut any = false;
-    for a in report.verdict_changes() {
-        any = true;
-        if let Some(answer) = &a.answer {
-            let _ = writeln!(
-                out,
-                "- {}: {} {} {} from {} by {} (event {}; reason {}; {}): {}",
-                rfc3339(a.at),
-                code(report.shown(&a.notification_id)),
-                escape(&answer.channel),
-                escape(&answer.outcome),
-                escape(&answer.source),
-                escape(&a.operator),
-                a.event_id,
-                or_dash(a.reason.as_deref()),
-                super::ran_words(answer.ran),
-                escape(&answer.evidence)
-            );
-        }
+    out.push_str("## Verdict changes\n\n");
+    let rows = super::verdict_rows(report);
+    if rows.is_empty() {
+        out.push_str("None in the window.\n\n");
+        return;
     }
-    if !any {
-        out.push_str("- none in the window\n");
-    }
+    out.push_str("Each VERIFIED event: an answer from a provider's own record, and when the attempts it answers for ran by their own events.\n\n");
+    out.push_str(&columns::markdown(columns::VERDICTS, &rows));
     out.push('\n');
 }

@@ -276,7 +276,11 @@ impl CarryOut {
             .join("; ")
     }
 
-    pub fn row(&self, footnote: Option<usize>) -> crate::render::columns::CarryOutRow {
+    pub fn row(
+        &self,
+        footnote: Option<usize>,
+        times: crate::render::time::Times,
+    ) -> crate::render::columns::CarryOutRow {
         let mut action = self.kind.clone();
         if self.forced {
             action.push_str(" FORCED");
@@ -296,6 +300,7 @@ impl CarryOut {
             reason: self.reason.clone(),
             ticket: self.ticket.clone(),
             followed: self.followed_words(),
+            times,
         }
     }
 }
@@ -336,7 +341,7 @@ pub fn carry_out_rows(
                     notes.len()
                 }
             });
-            carry_out.row(note)
+            carry_out.row(note, report.times())
         })
         .collect();
     (rows, notes)
@@ -439,6 +444,37 @@ impl Report {
     /// `id` as the layouts show it: a prefix unique in the report, or whole.
     pub fn shown<'a>(&'a self, id: &'a str) -> &'a str {
         self.shown_ids.get(id).map_or(id, String::as_str)
+    }
+
+    /// How its layouts write times: the time of day alone when the window lies within
+    /// one UTC day, which the page names once.
+    pub fn times(&self) -> crate::render::time::Times {
+        match (self.window.since, self.window.until) {
+            (Some(since), Some(until)) => crate::render::time::Times::within(since, until),
+            _ => crate::render::time::Times::Whole,
+        }
+    }
+
+    /// The sentence that says how times are written.
+    pub fn times_said(&self) -> String {
+        match (self.times(), self.window.since) {
+            (crate::render::time::Times::OfDay, Some(since)) => format!(
+                "Times are UTC, all on {}.",
+                &crate::render::time::rfc3339(since)[..10]
+            ),
+            _ => "Times are UTC.".into(),
+        }
+    }
+
+    /// The rows of what needs a person, as the layouts show them.
+    pub fn need_rows(&self) -> Vec<crate::render::columns::NeedRow> {
+        self.needs
+            .iter()
+            .map(|item| crate::render::columns::NeedRow {
+                times: self.times(),
+                ..item.row(self.shown(&item.id))
+            })
+            .collect()
     }
 
     /// The key moments and the notes, in time order.
@@ -829,6 +865,28 @@ fn actions(store: &dyn Store, asked: &Asked) -> crate::store::Result<(Vec<Action
 }
 
 /// "the attempt ran 06:26:11Z to 06:26:14Z", in the attempt's own times.
+/// The verdict changes as the layouts' rows.
+pub fn verdict_rows(report: &Report) -> Vec<crate::render::columns::VerdictRow> {
+    report
+        .verdict_changes()
+        .filter_map(|action| {
+            let answer = action.answer.as_ref()?;
+            Some(crate::render::columns::VerdictRow {
+                at: action.at,
+                id: report.shown(&action.notification_id).to_string(),
+                channel: answer.channel.clone(),
+                answer: answer.outcome.clone(),
+                source: answer.source.clone(),
+                operator: action.operator.clone(),
+                ran: answer.ran,
+                event_id: action.event_id,
+                evidence: answer.evidence.clone(),
+                times: report.times(),
+            })
+        })
+        .collect()
+}
+
 pub fn ran_words(ran: Option<(f64, f64)>) -> String {
     match ran {
         Some((from, to)) => format!(
@@ -1054,11 +1112,12 @@ fn key_moments(summary: &Summary, actions: &[Action]) -> Vec<Moment> {
     .cloned()
     .collect();
     // Of each kind of act (a forced one is a kind of its own), the first and the last:
-    // a batch of 40 replays is two moments, never 40 lines.
+    // a batch of 40 replays is two moments, never 40 lines. The verify records are one
+    // kind: each is listed, with its answer, under the verdict changes.
     let mut kinds: BTreeMap<String, Vec<&Action>> = BTreeMap::new();
     for action in actions {
         let kind = match &action.answer {
-            Some(answer) => format!("VERIFIED {} {}", answer.channel, answer.outcome),
+            Some(_) => action.kind.clone(),
             None if action.forced => format!("{} (FORCED)", action.kind),
             None => action.kind.clone(),
         };
@@ -1068,7 +1127,13 @@ fn key_moments(summary: &Summary, actions: &[Action]) -> Vec<Moment> {
         let (first, last) = (acts[0], acts[acts.len() - 1]);
         let moment = |a: &Action, which: &str| Moment {
             at: a.at,
-            what: format!("{kind} by {}{which}", a.operator),
+            what: match &a.answer {
+                Some(answer) => format!(
+                    "{kind} {} {} by {}{which}",
+                    answer.channel, answer.outcome, a.operator
+                ),
+                None => format!("{kind} by {}{which}", a.operator),
+            },
             event_id: a.event_id,
             notification_id: a.notification_id.clone(),
         };

@@ -66,10 +66,12 @@ fn same_cells_everywhere<R>(
     let cells: Vec<Vec<Text>> = rows.iter().map(|r| columns::cells(specs, r)).collect();
     let grid = render_all(&columns::columns(specs), cells.clone(), &Output::plain(400));
     let markdown = unescaped(&columns::markdown(specs, rows.iter()));
+    // A row and the row under it that holds its own-line cells, on one line.
     let html = unescaped(
         &columns::html(specs, rows.iter())
             .into_string()
-            .replace("</tr>", "</tr>\n"),
+            .replace("</tr>", "</tr>\n")
+            .replace("</tr>\n<tr class=\"under\">", "</tr><tr class=\"under\">"),
     );
     let csv = {
         let mut csv = columns::csv_line(specs, None);
@@ -98,7 +100,15 @@ fn same_cells_everywhere<R>(
         in_order(line_with(&grid, &key), &tabled).expect("grid");
         in_order(line_with(drawn, &key), &tabled).expect("screen");
         in_order(line_with(&markdown, &key), &every).expect("markdown");
-        in_order(line_with(&html, &key), &every).expect("html");
+        // A document's own-line cells come under the row, the width of the table.
+        let under: Vec<String> = specs
+            .iter()
+            .zip(&every)
+            .filter(|(spec, text)| spec.own_line && !text.is_empty() && text.as_str() != "-")
+            .map(|(_, text)| text.clone())
+            .collect();
+        let documented: Vec<String> = tabled.iter().chain(&under).cloned().collect();
+        in_order(line_with(&html, &key), &documented).expect("html");
         let quoted: Vec<String> = every.iter().map(|t| columns::csv_cell(t)).collect();
         assert_eq!(line_with(&csv, &key).trim_end(), quoted.join(","), "csv");
     }

@@ -16,6 +16,11 @@ fn rfc3339(at: f64) -> String {
     unsctl::render::time::rfc3339(at)
 }
 
+/// A time as a report of a window within one day writes it: the time of day.
+fn of_day(at: f64) -> String {
+    unsctl::render::time::Times::OfDay.of(at)
+}
+
 fn settings() -> insta::Settings {
     let mut settings = support::snapshot_settings(&[]);
     settings.add_filter(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z", "[TIME]");
@@ -479,7 +484,8 @@ fn the_fix_time_stands_in_the_summary_and_key_moments_keep_first_and_last() {
     let markdown = as_format("markdown");
     assert!(
         markdown.contains(&format!(
-            "| Fixed (as the operator gave it, --fixed-at) | {fixed} |"
+            "| Fixed (as the operator gave it, --fixed-at) | {} |",
+            of_day(fixed_at)
         )),
         "{markdown}"
     );
@@ -636,15 +642,16 @@ fn a_note_records_the_fix_and_its_writer_and_reads_the_same_over_both_backends()
     assert_eq!(markdown, report(&incident.db, Some(&server), &window));
     assert!(
         markdown.contains(&format!(
-            "| Fixed (note {} by oncall-jane (key default): relay restarted with a 120 s data timeout) | {fixed} |",
-            kept.id + 1
+            "| Fixed (note {} by oncall-jane (key default): relay restarted with a 120 s data timeout) | {} |",
+            kept.id + 1,
+            of_day(since + 1800.0)
         )),
         "{markdown}"
     );
     assert!(
         markdown.contains(&format!(
             "- {}: note by alice: paged the relay team (note {})",
-            rfc3339(since + 600.0),
+            of_day(since + 600.0),
             kept.id
         )),
         "{markdown}"
@@ -656,7 +663,8 @@ fn a_note_records_the_fix_and_its_writer_and_reads_the_same_over_both_backends()
     let markdown = report(&incident.db, None, &given);
     assert!(
         markdown.contains(&format!(
-            "| Fixed (as the operator gave it, --fixed-at) | {own} |"
+            "| Fixed (as the operator gave it, --fixed-at) | {} |",
+            of_day(until - 60.0)
         )),
         "{markdown}"
     );

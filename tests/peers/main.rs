@@ -5,6 +5,7 @@ mod support;
 
 mod cli_conventions;
 mod doctor;
+mod incident;
 mod metrics;
 mod new_user;
 mod reconcile;
