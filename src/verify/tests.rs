@@ -1342,6 +1342,80 @@ mod evidence_holds {
         assert_eq!(answer, Delivery::NotDelivered, "{evidence}");
     }
 
+    /// Everything a search found, in one order, for comparing two readings of a log.
+    fn canonical(found: &relay_log::Findings) -> String {
+        let sorted = |map: &std::collections::HashMap<String, Vec<String>>| {
+            let mut all: Vec<_> = map.iter().collect();
+            all.sort();
+            format!("{all:?}")
+        };
+        let mut messages: Vec<_> = found.messages.iter().collect();
+        messages.sort_by(|a, b| a.0.cmp(b.0));
+        format!(
+            "messages {messages:?}\ncovered {:?}\nlosses {:?}\nmentions {}\nunread {:?}\nholes {:?}\ndamaged {}\nproblems {:?}\norphans {:?} {}\nlines {} bytes {}",
+            found.covered,
+            found.losses,
+            sorted(&found.mentions),
+            found.unread,
+            found.holes,
+            sorted(&found.damaged_mentions),
+            found.problems,
+            found.orphans,
+            found.orphans_overflow,
+            found.lines,
+            found.bytes
+        )
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(
+            std::env::var("UNS_PROPTEST_CASES").ok().and_then(|n| n.parse().ok()).unwrap_or(300),
+        ))]
+        /// A log cut into blocks (as small as a few bytes, so every line and session is
+        /// cut somewhere) and read on several threads finds exactly what one thread reading
+        /// it whole finds: every layout, holes, damaged and cut lines, rotated files, gzip.
+        #[test]
+        fn a_log_read_on_every_core_finds_what_one_thread_finds(
+            kind in prop_oneof![Just(Base::Delivered), Just(Base::Lost), Just(Base::Absent)],
+            family in 0u8..8,
+            seeds in prop::collection::vec(any::<u32>(), 1..64),
+            block in 1usize..700,
+            threads in 2usize..5,
+            zipped in any::<u8>(),
+        ) {
+            let files = mutate(kind, family, &seeds);
+            let layout = layout(&seeds);
+            let dir = tempfile::tempdir().expect("dir");
+            let paths: Vec<PathBuf> = files
+                .iter()
+                .enumerate()
+                .map(|(n, lines)| {
+                    let path = dir.path().join(format!("maillog.{n}"));
+                    let bytes = damaged(lines, layout);
+                    if zipped >> (n % 8) & 1 == 1 {
+                        let file = std::fs::File::create(&path).expect("file");
+                        let mut gz = flate2::write::GzEncoder::new(file, flate2::Compression::fast());
+                        std::io::Write::write_all(&mut gz, &bytes).expect("gzip");
+                        gz.finish().expect("gzip");
+                    } else {
+                        std::fs::write(&path, bytes).expect("write");
+                    }
+                    path
+                })
+                .collect();
+            let wanted: HashSet<String> = [ID.to_string(), "<n-9.1.1@uns.local>".to_string()].into();
+            let options = relay_log::Options {
+                zone: relay_log::Zone::Fixed(0),
+                near: T0,
+                max_gap: 300.0,
+                names: relay_log::SyslogNames::new([layout.name.to_string()]),
+            };
+            let one = relay_log::search_with(&paths, &wanted, options.clone(), relay_log::Reading { threads: 1, block: 1 << 20 });
+            let many = relay_log::search_with(&paths, &wanted, options, relay_log::Reading { threads, block });
+            prop_assert_eq!(canonical(&one), canonical(&many));
+        }
+    }
+
     proptest! {
         // 600 cases in CI; UNS_PROPTEST_CASES asks for more (a long run before a release).
         #![proptest_config(ProptestConfig::with_cases(

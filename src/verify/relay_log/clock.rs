@@ -108,6 +108,18 @@ pub struct Clock {
     near_year: i16,
     /// The last civil second converted, and what it became.
     last: RefCell<Option<(Civil, Option<Stamp>)>>,
+    /// The last RFC 3339 second read: its text to the second, its zone's, and the unix
+    /// second it is. Most lines share one with the line before.
+    last_rfc3339: RefCell<Option<RfcSecond>>,
+}
+
+/// One RFC 3339 second, as [`Clock::rfc3339`] remembers it.
+#[derive(Clone, Copy)]
+struct RfcSecond {
+    head: [u8; 19],
+    zone: [u8; 6],
+    zone_len: u8,
+    second: i64,
 }
 
 /// A local date and time to the second, as a stamp wrote it; `year` 0 when it gave none.
@@ -136,6 +148,7 @@ impl Clock {
             near,
             near_year,
             last: RefCell::new(None),
+            last_rfc3339: RefCell::new(None),
         }
     }
 
@@ -149,7 +162,7 @@ impl Clock {
             let end = memchr::memchr(b' ', line).unwrap_or(line.len());
             let token = &line[..end];
             let stamp = if token.get(4) == Some(&b'-') {
-                rfc3339(token)
+                self.rfc3339(token)
             } else {
                 unix(token)
             };
@@ -312,25 +325,60 @@ impl Civil {
     }
 }
 
-/// RFC 3339 with a zone: `2026-11-29T22:15:57[.ffffff](Z|+hh:mm|+hhmm)`.
-fn rfc3339(token: &[u8]) -> Option<Stamp> {
-    if !matches!(token.get(10), Some(b'T' | b't')) {
-        return None;
-    }
-    let text = std::str::from_utf8(token).ok()?;
-    let at: Timestamp = text.parse().ok()?;
-    let precision = match token.get(19) {
-        Some(b'.') => {
-            let count = token[20..]
-                .iter()
-                .take_while(|b| b.is_ascii_digit())
-                .count();
-            10f64.powi(-(count.min(9) as i32))
+impl Clock {
+    /// RFC 3339 with a zone: `2026-11-29T22:15:57[.ffffff](Z|+hh:mm|+hhmm)`. A stamp whose
+    /// second and zone are the last one's, written alike, differs from it only in its
+    /// fraction: that is read here, and the rest is jiff's reading of the last one.
+    fn rfc3339(&self, token: &[u8]) -> Option<Stamp> {
+        if !matches!(token.get(10), Some(b'T' | b't')) || token.len() < 20 {
+            return None;
         }
-        _ => 1.0,
-    };
-    let seconds = at.as_second() as f64 + f64::from(at.subsec_nanosecond()) / 1e9;
-    Some(Stamp::exact(seconds, precision))
+        let (digits, zone) = match token[19] {
+            b'.' => {
+                let count = token[20..]
+                    .iter()
+                    .take_while(|b| b.is_ascii_digit())
+                    .count();
+                (&token[20..20 + count], &token[20 + count..])
+            }
+            _ => (&token[..0], &token[19..]),
+        };
+        let kept = (token[19] != b'.' || (1..=9).contains(&digits.len())) && zone.len() <= 6;
+        if kept
+            && let Some(last) = *self.last_rfc3339.borrow()
+            && last.head == token[..19]
+            && last.zone[..last.zone_len as usize] == *zone
+        {
+            let (fraction, precision) = match digits {
+                [] => (0.0, 1.0),
+                digits => {
+                    let scale = 10f64.powi(digits.len() as i32);
+                    (number(digits)? as f64 / scale, 1.0 / scale)
+                }
+            };
+            return Some(Stamp::exact(last.second as f64 + fraction, precision));
+        }
+        let text = std::str::from_utf8(token).ok()?;
+        let at: Timestamp = text.parse().ok()?;
+        let precision = match token.get(19) {
+            Some(b'.') => 10f64.powi(-(digits.len().min(9) as i32)),
+            _ => 1.0,
+        };
+        if kept && at.as_second() >= 0 {
+            let mut head = [0u8; 19];
+            head.copy_from_slice(&token[..19]);
+            let mut kept_zone = [0u8; 6];
+            kept_zone[..zone.len()].copy_from_slice(zone);
+            *self.last_rfc3339.borrow_mut() = Some(RfcSecond {
+                head,
+                zone: kept_zone,
+                zone_len: zone.len() as u8,
+                second: at.as_second(),
+            });
+        }
+        let seconds = at.as_second() as f64 + f64::from(at.subsec_nanosecond()) / 1e9;
+        Some(Stamp::exact(seconds, precision))
+    }
 }
 
 /// journald's `short-unix`: `1795990557.123456`.

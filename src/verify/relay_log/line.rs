@@ -80,6 +80,11 @@ const DAEMONS: &[&[u8]] = &[
     b"virtual",
 ];
 
+/// Whether `name` is one of Postfix's programs; the busy ones are asked first.
+fn is_daemon(name: &[u8]) -> bool {
+    matches!(name, b"smtpd" | b"cleanup" | b"qmgr" | b"smtp") || DAEMONS.contains(&name)
+}
+
 /// Words container images write where syslog writes the host.
 const LEVELS: &[&str] = &[
     "emerg", "alert", "crit", "critical", "err", "error", "warn", "warning", "notice", "info",
@@ -179,7 +184,7 @@ fn relay_line_5424<'a>(rest: &'a [u8], names: &SyslogNames) -> Option<RelayLine<
     }
     let slash = memchr::memchr(b'/', app)?;
     let daemon = &app[memchr::memrchr(b'/', app)? + 1..];
-    if !names.accepts(&app[..slash]) || !DAEMONS.contains(&daemon) {
+    if !names.accepts(&app[..slash]) || !is_daemon(daemon) {
         return None;
     }
     // APP and PROCID side by side: one process, as `program[pid]` is.
@@ -307,7 +312,7 @@ pub fn relay_line<'a>(rest: &'a [u8], names: &SyslogNames) -> Option<RelayLine<'
     }
     let slash = memchr::memchr(b'/', program)?;
     let daemon = &program[memchr::memrchr(b'/', program)? + 1..];
-    if !names.accepts(&program[..slash]) || !DAEMONS.contains(&daemon) {
+    if !names.accepts(&program[..slash]) || !is_daemon(daemon) {
         return None;
     }
     Some(RelayLine {
@@ -324,36 +329,72 @@ pub fn relay_line<'a>(rest: &'a [u8], names: &SyslogNames) -> Option<RelayLine<'
 /// lost"), journald's ("Suppressed 1523 messages from postfix@-.service", "Forwarding to
 /// syslog missed 12 messages"), a logger's "messages lost" or "dropped". Anyone who can
 /// make the relay write such words only takes absence away as proof, so any line counts.
+///
+/// Read on every line of a log, so it takes no allocation: the line is lowered into a
+/// buffer of the thread's, and only a line holding one of the few needles is read word
+/// by word.
 pub fn reports_loss(line: &[u8]) -> bool {
-    let lower = line.to_ascii_lowercase();
-    let words: Vec<&[u8]> = lower
-        .split(|b| !b.is_ascii_alphanumeric())
-        .filter(|w| !w.is_empty())
-        .collect();
-    let has = |word: &[u8]| words.contains(&word);
+    thread_local! {
+        static LOWER: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+    }
+    LOWER.with(|lower| {
+        let mut lower = lower.borrow_mut();
+        lower.clear();
+        lower.extend(line.iter().map(u8::to_ascii_lowercase));
+        loss_words(&lower)
+    })
+}
+
+/// [`reports_loss`] on a line already lowered.
+fn loss_words(lower: &[u8]) -> bool {
+    use std::sync::OnceLock;
+    static NEEDLES: OnceLock<[memchr::memmem::Finder<'static>; 3]> = OnceLock::new();
+    let [suspended, full, essage] = NEEDLES.get_or_init(|| {
+        [
+            memchr::memmem::Finder::new(b"suspended"),
+            memchr::memmem::Finder::new(b"full"),
+            memchr::memmem::Finder::new(b"essage"),
+        ]
+    });
+    // Every word the rules below need holds one of these.
+    let messaging = essage.find(lower).is_some();
+    if !messaging && suspended.find(lower).is_none() && full.find(lower).is_none() {
+        return false;
+    }
+    let words = || {
+        lower
+            .split(|b| !b.is_ascii_alphanumeric())
+            .filter(|w| !w.is_empty())
+    };
+    let has = |word: &[u8]| words().any(|w| w == word);
     // rsyslog's "action 'action-1-builtin:omfile' suspended (...)" (what it did not write
     // while suspended is gone) and "... queue full - discarding message".
     if (has(b"action") && has(b"suspended"))
-        || (has(b"queue") && has(b"full") && words.iter().any(|w| w.starts_with(b"discard")))
+        || (has(b"queue") && has(b"full") && words().any(|w| w.starts_with(b"discard")))
     {
         return true;
     }
-    if memchr::memmem::find(&lower, b"essage").is_none() {
+    if !messaging {
         return false;
     }
     let messages = |w: &[u8]| w == b"messages" || w == b"message";
     let number = |w: &[u8]| w.iter().all(u8::is_ascii_digit);
-    words.windows(2).any(|pair| {
-        messages(pair[0]) && matches!(pair[1], b"lost" | b"dropped" | b"suppressed" | b"missed")
-            || matches!(pair[0], b"drop" | b"dropping") && messages(pair[1])
-    }) || words.windows(3).any(|three| {
-        matches!(
-            three[0],
-            b"lost" | b"suppressed" | b"missed" | b"dropped" | b"dropping"
-        ) && number(three[1])
-            && (messages(three[2])
-                || matches!(three[2], b"kernel" | b"log" | b"syslog" | b"journal"))
-    })
+    let (mut before, mut last): (&[u8], &[u8]) = (b"", b"");
+    for word in words() {
+        if messages(last) && matches!(word, b"lost" | b"dropped" | b"suppressed" | b"missed")
+            || matches!(last, b"drop" | b"dropping") && messages(word)
+            || matches!(
+                before,
+                b"lost" | b"suppressed" | b"missed" | b"dropped" | b"dropping"
+            ) && !last.is_empty()
+                && number(last)
+                && (messages(word) || matches!(word, b"kernel" | b"log" | b"syslog" | b"journal"))
+        {
+            return true;
+        }
+        (before, last) = (last, word);
+    }
+    false
 }
 
 /// Finds the Message-IDs of the shape unsctl writes (`<...@uns.local>`) wherever they

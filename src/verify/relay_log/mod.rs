@@ -31,13 +31,15 @@
 pub mod clock;
 pub mod layouts;
 pub mod line;
+mod read;
 
 pub use clock::{Stamp, Zone};
 pub use line::SyslogNames;
+pub use read::Reading;
 
 use crate::render::sanitize::cleaned;
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
-use std::io::{BufRead, BufReader, Read};
+use std::io::Read;
 use std::path::{Path, PathBuf};
 
 /// How to read the files.
@@ -355,13 +357,25 @@ impl Findings {
 }
 
 /// Reads every file once, in the order of their first lines, looking for the `wanted`
-/// Message-IDs.
+/// Message-IDs, with the blocks of each file taken apart on every core.
 pub fn search(paths: &[PathBuf], wanted: &HashSet<String>, options: Options) -> Findings {
-    let mut scan = Scan::new(wanted, options);
+    search_with(paths, wanted, options, Reading::default())
+}
+
+/// As [`search`], read as `reading` says (one thread, the size of a block): the answer is
+/// the same however the reading is cut.
+pub fn search_with(
+    paths: &[PathBuf],
+    wanted: &HashSet<String>,
+    options: Options,
+    reading: Reading,
+) -> Findings {
+    let mut scan = Scan::new(wanted, options, reading);
+    let clock = clock::Clock::new(&scan.zone, scan.near);
     let mut files: Vec<(f64, &PathBuf)> = Vec::new();
     for path in paths {
         match std::fs::metadata(path) {
-            Ok(meta) if meta.is_file() => match first_stamp(path, &scan.clock) {
+            Ok(meta) if meta.is_file() => match first_stamp(path, &clock) {
                 Ok(first) => files.push((first.unwrap_or(f64::NEG_INFINITY), path)),
                 Err(err) => scan.problem(path, &err.to_string()),
             },
@@ -378,10 +392,6 @@ pub fn search(paths: &[PathBuf], wanted: &HashSet<String>, options: Options) -> 
     }
     scan.finish()
 }
-
-/// The most of one log line kept: Postfix's are a few hundred bytes; the rest of a longer
-/// one (a damaged or hostile file, a line that never ends) is skipped, not held.
-const MAX_LINE: usize = 64 << 10;
 
 /// How far back in time a line may step before the run of lines is taken as broken:
 /// Postfix's daemons write to one log, a little out of order at most.
@@ -405,65 +415,80 @@ const MAX_MENTIONS: usize = 3;
 /// The most of a line quoted in evidence.
 const QUOTED: usize = 300;
 
-/// Reads one line into `line`, keeping at most `max` bytes of it; returns the bytes
-/// consumed, 0 at the end.
-fn read_line_at_most(
-    reader: &mut impl BufRead,
-    line: &mut Vec<u8>,
-    max: usize,
-) -> std::io::Result<usize> {
-    let mut consumed = 0;
-    loop {
-        let available = match reader.fill_buf() {
-            Ok(available) => available,
-            Err(err) if err.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(err) => return Err(err),
-        };
-        if available.is_empty() {
-            return Ok(consumed);
-        }
-        let (used, ended) = match memchr::memchr(b'\n', available) {
-            Some(at) => (at + 1, true),
-            None => (available.len(), false),
-        };
-        let room = max.saturating_sub(line.len());
-        line.extend_from_slice(&available[..used.min(room)]);
-        reader.consume(used);
-        consumed += used;
-        if ended {
-            return Ok(consumed);
-        }
-    }
-}
-
-/// A file opened for reading, decompressed when it is gzip.
-fn open(path: &Path) -> std::io::Result<BufReader<Box<dyn Read>>> {
-    let mut raw = std::fs::File::open(path)?;
-    let mut magic = [0u8; 2];
-    let gzip = raw.read(&mut magic)? == 2 && magic == [0x1f, 0x8b];
-    let raw = std::fs::File::open(path)?;
-    let reader: Box<dyn Read> = if gzip {
-        Box::new(flate2::read::MultiGzDecoder::new(raw))
-    } else {
-        Box::new(raw)
-    };
-    Ok(BufReader::with_capacity(1 << 18, reader))
-}
-
 /// The stamp of a file's first stamped line among its first few thousand.
 fn first_stamp(path: &Path, clock: &clock::Clock) -> std::io::Result<Option<f64>> {
-    let mut reader = open(path)?;
-    let mut line = Vec::new();
-    for _ in 0..4096 {
-        line.clear();
-        if read_line_at_most(&mut reader, &mut line, MAX_LINE)? == 0 {
-            break;
-        }
-        if let Some(stamped) = line::stamped(&line, clock) {
-            return Ok(Some(stamped.stamp.lo));
+    let mut splitter = read::Splitter::new(read::open(path)?, 256 << 10);
+    let mut seen = 0;
+    while let Some(block) = splitter.next_block()? {
+        for line in block.data.split_inclusive(|b| *b == b'\n') {
+            if seen == 4096 {
+                return Ok(None);
+            }
+            seen += 1;
+            let line = &line[..line.len().min(read::MAX_LINE)];
+            if let Some(stamped) = line::stamped(line, clock) {
+                return Ok(Some(stamped.stamp.lo));
+            }
         }
     }
     Ok(None)
+}
+
+/// The maps of a pass: keyed by bytes from the log, so hashed with a seed of the
+/// process's own.
+type Map<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
+type Set<K> = HashSet<K, foldhash::fast::RandomState>;
+
+/// Bytes of a line kept as a key without a heap allocation when short (a queue id, a
+/// `program[pid]`).
+#[derive(Clone)]
+enum Short {
+    Inline(u8, [u8; 30]),
+    Heap(Box<[u8]>),
+}
+
+impl Short {
+    fn new(bytes: &[u8]) -> Self {
+        if bytes.len() <= 30 {
+            let mut inline = [0u8; 30];
+            inline[..bytes.len()].copy_from_slice(bytes);
+            Short::Inline(bytes.len() as u8, inline)
+        } else {
+            Short::Heap(bytes.into())
+        }
+    }
+
+    fn bytes(&self) -> &[u8] {
+        match self {
+            Short::Inline(len, bytes) => &bytes[..*len as usize],
+            Short::Heap(bytes) => bytes,
+        }
+    }
+
+    fn text(&self) -> String {
+        String::from_utf8_lossy(self.bytes()).into_owned()
+    }
+}
+
+impl PartialEq for Short {
+    fn eq(&self, other: &Self) -> bool {
+        self.bytes() == other.bytes()
+    }
+}
+
+impl Eq for Short {}
+
+impl std::hash::Hash for Short {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.bytes().hash(state);
+    }
+}
+
+/// A queue id, or a process, of one host's relay: two hosts' may meet.
+#[derive(Clone, PartialEq, Eq, Hash)]
+struct Key {
+    host: u32,
+    name: Short,
 }
 
 /// What is known of a queue id while its lines come in.
@@ -496,13 +521,13 @@ impl Track {
 }
 
 /// One smtpd session under way: when it connected, and the queue ids it carried.
-#[derive(Debug, Default)]
+#[derive(Default)]
 struct Session {
     since: f64,
     /// Its `connect from` line was read: only then is a line about its end known to be
     /// about the messages it carried, not a later session's whose start was lost.
     connected: bool,
-    queue_ids: Vec<String>,
+    queue_ids: Vec<Key>,
 }
 
 /// The run of one host's lines in the file being read: its first and last stamps.
@@ -521,7 +546,8 @@ struct FileCount {
 /// What is known of the file being read.
 #[derive(Default)]
 struct FileState {
-    runs: HashMap<Vec<u8>, Run>,
+    /// Each host's run, in the order the hosts were first seen.
+    runs: Vec<(u32, Run)>,
     count: FileCount,
     /// The last stamp read: a loss report on a line without one is placed there.
     last_stamp: Option<f64>,
@@ -530,42 +556,50 @@ struct FileState {
     hole: Option<(f64, String)>,
 }
 
-/// Why a line cannot be read at all, whatever it says: it is not text, or not whole.
-fn damage(line: &[u8], consumed: usize) -> Option<&'static str> {
-    if consumed > line.len() {
-        return Some("longer than any line a relay writes, so cut short");
+/// A line's words as evidence, and the line it came from, made only when kept.
+struct Said<'l> {
+    data: &'l [u8],
+    line: &'l [u8],
+}
+
+impl Said<'_> {
+    fn line(&self) -> String {
+        quoted(self.line)
     }
-    // Without its line end, the read stopped at the end of the file.
-    if !line.ends_with(b"\n") {
-        return Some("the file's last line, cut without its end");
+
+    fn sender(&self, sender: read::SenderSpan) -> Sender {
+        match sender {
+            read::SenderSpan::Known(span) => {
+                Sender::Known(String::from_utf8_lossy(span.in_(self.data)).into_owned())
+            }
+            read::SenderSpan::Ambiguous => Sender::Ambiguous,
+        }
     }
-    if memchr::memchr(0, line).is_some() {
-        return Some("a NUL byte");
-    }
-    if std::str::from_utf8(line).is_err() {
-        return Some("bytes that are not UTF-8");
-    }
-    None
 }
 
 /// The state of one pass.
 struct Scan<'w> {
     wanted: &'w HashSet<String>,
-    clock: clock::Clock,
+    zone: Zone,
+    near: f64,
+    reading: Reading,
     names: SyslogNames,
     mentions_finder: line::Mentions,
     max_gap: f64,
-    /// Queue ids being followed, by `host queue_id`.
-    tracks: HashMap<String, Track>,
+    /// The hosts lines name, by the number keys carry ("" for lines that name none).
+    hosts: Vec<String>,
+    host_numbers: Map<Vec<u8>, u32>,
+    /// Queue ids being followed.
+    tracks: Map<Key, Track>,
     /// Queue ids with no message-id line yet, by when they appeared, to forget them.
-    pending: VecDeque<(f64, String)>,
+    pending: VecDeque<(f64, Key)>,
     /// Queue ids whose message-id line named another Message-ID, for a while.
-    identified: HashSet<String>,
-    identified_order: VecDeque<(f64, String)>,
+    identified: Set<Key>,
+    identified_order: VecDeque<(f64, Key)>,
     orphans: Vec<Orphan>,
     orphans_overflow: bool,
     /// smtpd sessions (host and process) under way.
-    sessions: HashMap<String, Session>,
+    sessions: Map<Key, Session>,
     /// Messages with a wanted Message-ID, in log order.
     found: Vec<(String, Message)>,
     /// Stretches without a long gap, by host, as each file's lines gave them.
@@ -581,20 +615,24 @@ struct Scan<'w> {
 }
 
 impl<'w> Scan<'w> {
-    fn new(wanted: &'w HashSet<String>, options: Options) -> Self {
+    fn new(wanted: &'w HashSet<String>, options: Options, reading: Reading) -> Self {
         Self {
             wanted,
-            clock: clock::Clock::new(&options.zone, options.near),
+            zone: options.zone,
+            near: options.near,
+            reading,
             names: options.names,
             mentions_finder: line::Mentions::new(),
             max_gap: options.max_gap,
-            tracks: HashMap::new(),
+            hosts: Vec::new(),
+            host_numbers: Map::default(),
+            tracks: Map::default(),
             pending: VecDeque::new(),
-            identified: HashSet::new(),
+            identified: Set::default(),
             identified_order: VecDeque::new(),
             orphans: Vec::new(),
             orphans_overflow: false,
-            sessions: HashMap::new(),
+            sessions: Map::default(),
             found: Vec::new(),
             runs: Vec::new(),
             losses: Vec::new(),
@@ -612,21 +650,17 @@ impl<'w> Scan<'w> {
         self.problems.push(format!("{}: {why}", path.display()));
     }
 
+    fn parser(&self) -> read::Parser<'w> {
+        read::Parser::new(self.wanted, &self.zone, self.near, self.names.clone())
+    }
+
     fn file(&mut self, path: &Path) -> std::io::Result<()> {
-        let mut reader = open(path)?;
-        let mut line = Vec::with_capacity(512);
+        let source = read::open(path)?;
         let mut file = FileState::default();
-        let result = loop {
-            line.clear();
-            let read = match read_line_at_most(&mut reader, &mut line, MAX_LINE) {
-                Ok(0) => break Ok(()),
-                Ok(read) => read,
-                Err(err) => break Err(err),
-            };
-            self.bytes += read as u64;
-            self.lines += 1;
-            file.count.lines += 1;
-            self.read_line(path, &mut file, &line, read);
+        let result = if self.reading.threads <= 1 {
+            self.read_here(path, source, &mut file)
+        } else {
+            self.read_on_every_core(path, source, &mut file)
         };
         self.close_runs(&mut file.runs);
         if let Some((from, what)) = file.hole {
@@ -648,53 +682,177 @@ impl<'w> Scan<'w> {
         Ok(())
     }
 
-    /// One line of `path`, `read` bytes of it consumed.
-    fn read_line(&mut self, path: &Path, file: &mut FileState, line: &[u8], read: usize) {
-        if let Some(why) = damage(line, read) {
-            file.count.damaged += 1;
-            let what = format!("line {} of {} ({why})", file.count.lines, path.display());
-            self.damaged_mention(line, &what);
-            file.hole
-                .get_or_insert((file.last_stamp.unwrap_or(f64::NEG_INFINITY), what));
-            // No run of lines reaches across it.
-            self.close_runs(&mut file.runs);
-            return;
+    /// Every block read, taken apart and followed on this thread.
+    fn read_here(
+        &mut self,
+        path: &Path,
+        source: Box<dyn Read + Send>,
+        file: &mut FileState,
+    ) -> std::io::Result<()> {
+        let parser = self.parser();
+        let mut splitter = read::Splitter::new(source, self.reading.block);
+        while let Some(block) = splitter.next_block()? {
+            for record in parser.parse(&block) {
+                self.apply(path, file, &block.data, &record);
+            }
         }
-        let stamped = line::stamped(line, &self.clock);
-        if let Some(stamped) = &stamped
+        Ok(())
+    }
+
+    /// Blocks read (and decompressed) on one thread, taken apart on every core, and
+    /// followed here in the file's order.
+    fn read_on_every_core(
+        &mut self,
+        path: &Path,
+        source: Box<dyn Read + Send>,
+        file: &mut FileState,
+    ) -> std::io::Result<()> {
+        use std::sync::{Mutex, mpsc};
+        /// A block taken apart, the file's end (None), or why it could not be read.
+        type Item = std::io::Result<Option<(read::Block, Vec<read::Record>)>>;
+        type Parsed = (usize, Item);
+        let threads = self.reading.threads;
+        let (to_parse, blocks) = mpsc::sync_channel::<(usize, read::Block)>(threads);
+        let blocks = Mutex::new(blocks);
+        let (to_follow, parsed) = mpsc::sync_channel::<Parsed>(threads * 2);
+        let size = self.reading.block;
+        let parsers: Vec<read::Parser<'w>> = (0..threads).map(|_| self.parser()).collect();
+        std::thread::scope(|scope| {
+            let reader_out = to_follow.clone();
+            scope.spawn(move || {
+                let mut splitter = read::Splitter::new(source, size);
+                let mut seq = 0;
+                loop {
+                    match splitter.next_block() {
+                        Ok(Some(block)) => {
+                            if to_parse.send((seq, block)).is_err() {
+                                return;
+                            }
+                        }
+                        Ok(None) => {
+                            let _ = reader_out.send((seq, Ok(None)));
+                            return;
+                        }
+                        Err(err) => {
+                            let _ = reader_out.send((seq, Err(err)));
+                            return;
+                        }
+                    }
+                    seq += 1;
+                }
+            });
+            for parser in parsers {
+                let (blocks, out) = (&blocks, to_follow.clone());
+                scope.spawn(move || {
+                    loop {
+                        let next = blocks.lock().map(|queue| queue.recv());
+                        let Ok(Ok((seq, block))) = next else {
+                            return;
+                        };
+                        let records = parser.parse(&block);
+                        if out.send((seq, Ok(Some((block, records))))).is_err() {
+                            return;
+                        }
+                    }
+                });
+            }
+            drop(to_follow);
+            let mut waiting: BTreeMap<usize, Item> = BTreeMap::new();
+            let mut next = 0;
+            let outcome = 'follow: loop {
+                while let Some(item) = waiting.remove(&next) {
+                    match item {
+                        Ok(Some((block, records))) => {
+                            for record in &records {
+                                self.apply(path, file, &block.data, record);
+                            }
+                            next += 1;
+                        }
+                        Ok(None) => break 'follow Ok(()),
+                        Err(err) => break 'follow Err(err),
+                    }
+                }
+                match parsed.recv() {
+                    Ok((seq, item)) => {
+                        waiting.insert(seq, item);
+                    }
+                    Err(_) => break Err(std::io::Error::other("the log's reader stopped")),
+                }
+            };
+            // Ends the reader and the parsers when the file stopped early.
+            drop(parsed);
+            outcome
+        })
+    }
+
+    /// The number `host` (empty: a line that names none) is known by.
+    fn host(&mut self, host: &[u8]) -> u32 {
+        if let Some(number) = self.host_numbers.get(host) {
+            return *number;
+        }
+        let number = self.hosts.len() as u32;
+        self.hosts.push(String::from_utf8_lossy(host).into_owned());
+        self.host_numbers.insert(host.to_vec(), number);
+        number
+    }
+
+    /// One line of `path`, as its record says.
+    fn apply(&mut self, path: &Path, file: &mut FileState, data: &[u8], record: &read::Record) {
+        let line = record.line.in_(data);
+        self.bytes += record.consumed;
+        self.lines += 1;
+        file.count.lines += 1;
+        let (stamp, loss, relay) = match &record.kind {
+            read::Kind::Damaged { why } => {
+                file.count.damaged += 1;
+                let what = format!("line {} of {} ({why})", file.count.lines, path.display());
+                if record.mentions {
+                    self.damaged_mention(line, &what);
+                }
+                file.hole
+                    .get_or_insert((file.last_stamp.unwrap_or(f64::NEG_INFINITY), what));
+                // No run of lines reaches across it.
+                self.close_runs(&mut file.runs);
+                return;
+            }
+            read::Kind::Read { stamp, loss, relay } => (*stamp, *loss, *relay),
+        };
+        if let Some(stamp) = &stamp
             && let Some((from, what)) = file.hole.take()
         {
             self.holes.push(Hole {
                 from,
-                to: stamped.stamp.hi,
+                to: stamp.hi,
                 line: what,
             });
         }
-        self.losses_in(file, line, stamped.as_ref().map(|s| s.stamp.lo));
-        let relay = stamped
-            .as_ref()
-            .and_then(|s| Some((s.stamp, s.relay_line(&self.names)?)));
-        let Some((stamp, relay)) = relay else {
+        self.losses_in(file, line, loss, stamp.map(|s| s.lo));
+        let (Some(stamp), Some(relay)) = (stamp, relay) else {
             file.count.unread += 1;
             if file.count.first_unread.is_none() {
                 file.count.first_unread = Some(quoted(line));
             }
-            self.mention(line);
+            if record.mentions {
+                self.mention(line);
+            }
             return;
         };
         file.count.relay += 1;
+        let host = self.host(relay.host.map_or(&b""[..], |h| h.in_(data)));
         if !stamp.ambiguous {
-            self.extend_run(&mut file.runs, relay.host_key(), stamp);
+            self.extend_run(&mut file.runs, host, stamp);
         }
-        if !self.line(path, stamp, line, &relay) {
+        let said = Said { data, line };
+        if !self.line(path, stamp, host, &relay, &said) && record.mentions {
             self.mention(line);
         }
     }
 
-    /// A loss report in `line`, placed at its stamp, else at the nearest stamp read.
-    fn losses_in(&mut self, file: &mut FileState, line: &[u8], stamp: Option<f64>) {
+    /// A loss report in `line` (`loss`), placed at its stamp, else at the nearest stamp
+    /// read.
+    fn losses_in(&mut self, file: &mut FileState, line: &[u8], loss: bool, stamp: Option<f64>) {
         let at = stamp.or(file.last_stamp);
-        if line::reports_loss(line) {
+        if loss {
             match at {
                 Some(at) => self.losses.push(Loss {
                     at,
@@ -715,10 +873,10 @@ impl<'w> Scan<'w> {
     }
 
     /// Ends every host's run of lines in the file being read.
-    fn close_runs(&mut self, runs: &mut HashMap<Vec<u8>, Run>) {
-        for (host, run) in runs.drain() {
+    fn close_runs(&mut self, runs: &mut Vec<(u32, Run)>) {
+        for (host, run) in runs.drain(..) {
             self.runs
-                .push((String::from_utf8_lossy(&host).into_owned(), covered(run)));
+                .push((self.hosts[host as usize].clone(), covered(run)));
         }
     }
 
@@ -767,21 +925,19 @@ impl<'w> Scan<'w> {
 
     /// Extends `host`'s run of lines in this file to `stamp`, closing it at a gap longer
     /// than allowed or a step back in time.
-    fn extend_run(&mut self, runs: &mut HashMap<Vec<u8>, Run>, host: &[u8], stamp: Stamp) {
-        let Some((first, last)) = runs.get(host).copied() else {
-            runs.insert(host.to_vec(), (stamp, stamp));
+    fn extend_run(&mut self, runs: &mut Vec<(u32, Run)>, host: u32, stamp: Stamp) {
+        let Some(at) = runs.iter().position(|(h, _)| *h == host) else {
+            runs.push((host, (stamp, stamp)));
             return;
         };
-        let run = if stamp.hi - last.lo > self.max_gap || stamp.lo < last.lo - BACKWARDS {
-            self.runs.push((
-                String::from_utf8_lossy(host).into_owned(),
-                covered((first, last)),
-            ));
+        let (first, last) = runs[at].1;
+        runs[at].1 = if stamp.hi - last.lo > self.max_gap || stamp.lo < last.lo - BACKWARDS {
+            self.runs
+                .push((self.hosts[host as usize].clone(), covered((first, last))));
             (stamp, stamp)
         } else {
             (first, if stamp.lo > last.lo { stamp } else { last })
         };
-        runs.insert(host.to_vec(), run);
     }
 
     /// Keeps a line that mentions a wanted Message-ID without being its record.
@@ -803,88 +959,117 @@ impl<'w> Scan<'w> {
 
     /// Reads one of the relay's lines; true when it was the record of a message carrying
     /// a wanted Message-ID.
-    fn line(&mut self, path: &Path, stamp: Stamp, whole: &[u8], line: &line::RelayLine) -> bool {
-        let whole = || quoted(whole);
-        match line.daemon {
-            b"smtpd" => {
-                self.smtpd(stamp, line, whole);
-                false
+    fn line(
+        &mut self,
+        path: &Path,
+        stamp: Stamp,
+        host: u32,
+        relay: &read::Relay,
+        said: &Said<'_>,
+    ) -> bool {
+        use read::Op;
+        let key = |span: read::Span| Key {
+            host,
+            name: Short::new(span.in_(said.data)),
+        };
+        let process = || Key {
+            host,
+            name: Short::new(relay.tag.in_(said.data)),
+        };
+        match relay.op {
+            Op::Nothing => {}
+            Op::SmtpdConnect => self.connect(process(), stamp),
+            Op::SmtpdClient { queue_id } => self.client(process(), key(queue_id), stamp),
+            Op::SmtpdSettle {
+                queue_id,
+                fate,
+                sender,
             }
-            b"cleanup" => self.cleanup(path, stamp, line, whole),
-            b"qmgr" => {
-                self.qmgr(stamp, line, whole);
-                false
+            | Op::CleanupSettle {
+                queue_id,
+                fate,
+                sender,
+            } => {
+                let fate = match fate {
+                    read::Settled::Held => Fate::Held,
+                    read::Settled::Rejected => Fate::Rejected,
+                    read::Settled::Discarded => Fate::Discarded,
+                };
+                self.settle(&key(queue_id), fate, Some(sender), said, stamp);
             }
-            _ => false,
-        }
-    }
-
-    fn smtpd(&mut self, stamp: Stamp, line: &line::RelayLine, whole: impl Fn() -> String) {
-        let mut process = String::from_utf8_lossy(line.host_key()).into_owned();
-        process.push(' ');
-        process.push_str(&String::from_utf8_lossy(line.tag));
-        let text = line.text;
-        if text.starts_with(b"connect from ") {
-            let session = Session {
-                since: stamp.lo,
-                connected: true,
-                queue_ids: Vec::new(),
-            };
-            // A session that never ended may have carried anything.
-            if let Some(open) = self.sessions.insert(process.clone(), session) {
-                self.orphan(
-                    open.since,
-                    &format!("(a session of {process} with no end)"),
-                    None,
-                );
+            Op::SmtpdLost => {
+                // The message in transfer when the session ended is its last one, if the
+                // session's own start was read.
+                let last = self
+                    .sessions
+                    .get(&process())
+                    .filter(|s| s.connected)
+                    .and_then(|s| s.queue_ids.last())
+                    .cloned();
+                if let Some(key) = last {
+                    self.settle(&key, Fate::Lost, None, said, stamp);
+                }
             }
-            return;
-        }
-        if let Some((queue_id, after)) = queue_id(text) {
-            let key = track_key(line, queue_id);
-            if after.starts_with(b"client=") {
-                self.client(process, key, stamp);
-            } else if after.starts_with(b"hold: ") || after.starts_with(b"milter-hold: ") {
-                self.settle(&key, Fate::Held, Some(check_sender(after)), whole(), stamp);
-            } else if after.starts_with(b"milter-reject: ") {
+            Op::SmtpdDisconnect { taken } => self.disconnect(&process(), taken, stamp, said),
+            Op::CleanupMessageId {
+                queue_id,
+                value,
+                wanted,
+            } => {
+                return self.message_id(path, stamp, key(queue_id), value, wanted, relay, said);
+            }
+            Op::QmgrRemoved { queue_id } => {
+                let key = key(queue_id);
+                if let Some(old) = self.tracks.remove(&key) {
+                    self.orphan_if_unnamed(&key, &old);
+                }
+            }
+            Op::QmgrActive { queue_id, sender } => {
+                let key = key(queue_id);
+                if !self.tracks.contains_key(&key) && !self.identified.contains(&key) {
+                    // Queued, and no line ever said what it carried.
+                    self.orphan(
+                        stamp.lo,
+                        &key.name.text(),
+                        Some(String::from_utf8_lossy(sender.in_(said.data)).into_owned()),
+                    );
+                    return false;
+                }
                 self.settle(
                     &key,
-                    Fate::Rejected,
-                    Some(check_sender(after)),
-                    whole(),
+                    Fate::Queued,
+                    Some(read::SenderSpan::Known(sender)),
+                    said,
                     stamp,
                 );
             }
-            return;
         }
-        let during_data = [
-            &b"lost connection after DATA"[..],
-            b"timeout after DATA",
-            b"lost connection after BDAT",
-            b"timeout after BDAT",
-        ]
-        .iter()
-        .any(|prefix| text.starts_with(prefix));
-        if during_data {
-            // The message in transfer when the session ended is its last one, if the
-            // session's own start was read.
-            let last = self
-                .sessions
-                .get(&process)
-                .filter(|s| s.connected)
-                .and_then(|s| s.queue_ids.last())
-                .cloned();
-            if let Some(key) = last {
-                self.settle(&key, Fate::Lost, None, whole(), stamp);
-            }
-            return;
-        }
-        if text.starts_with(b"disconnect from ") {
-            self.disconnect(&process, text, stamp, whole);
+        false
+    }
+
+    fn connect(&mut self, process: Key, stamp: Stamp) {
+        let session = Session {
+            since: stamp.lo,
+            connected: true,
+            queue_ids: Vec::new(),
+        };
+        // A session that never ended may have carried anything.
+        if let Some(open) = self.sessions.insert(process.clone(), session) {
+            let what = self.session_with_no_end(&process);
+            self.orphan(open.since, &what, None);
         }
     }
 
-    fn client(&mut self, process: String, key: String, stamp: Stamp) {
+    /// `(a session of HOST PROGRAM[PID] with no end)`.
+    fn session_with_no_end(&self, process: &Key) -> String {
+        format!(
+            "(a session of {} {} with no end)",
+            self.hosts[process.host as usize],
+            process.name.text()
+        )
+    }
+
+    fn client(&mut self, process: Key, key: Key, stamp: Stamp) {
         let session = self.sessions.entry(process).or_insert_with(|| Session {
             since: stamp.lo,
             connected: false,
@@ -904,121 +1089,83 @@ impl<'w> Scan<'w> {
         self.forget_pending(stamp.lo);
     }
 
-    fn disconnect(&mut self, process: &str, text: &[u8], stamp: Stamp, whole: impl Fn() -> String) {
+    fn disconnect(&mut self, process: &Key, taken: Option<usize>, stamp: Stamp, said: &Said<'_>) {
         let session = self.sessions.remove(process).unwrap_or_default();
         for key in &session.queue_ids {
             self.touch(key, stamp);
         }
         // Postfix before 3.0 writes no counts: such a line says nothing about DATA.
-        let Some(taken) = messages_taken(text) else {
+        let Some(taken) = taken else {
             return;
         };
         if taken == 0 && session.connected {
             for key in &session.queue_ids {
-                self.settle(key, Fate::Lost, None, whole(), stamp);
+                self.settle(key, Fate::Lost, None, said, stamp);
             }
         } else if taken > session.queue_ids.len() {
             // It took a message whose queue id no line names.
-            self.orphan(
-                stamp.lo,
-                &format!("(a message of {process} with no queue id)"),
-                None,
+            let what = format!(
+                "(a message of {} {} with no queue id)",
+                self.hosts[process.host as usize],
+                process.name.text()
             );
+            self.orphan(stamp.lo, &what, None);
         }
     }
 
-    /// Returns true when the line was the message-id record of a wanted Message-ID.
-    fn cleanup(
+    /// cleanup's `QID: message-id=VALUE`; true when it was the record of a message
+    /// carrying a wanted Message-ID.
+    #[allow(clippy::too_many_arguments)]
+    fn message_id(
         &mut self,
         path: &Path,
         stamp: Stamp,
-        line: &line::RelayLine,
-        whole: impl Fn() -> String,
+        key: Key,
+        value: read::Span,
+        wanted: bool,
+        relay: &read::Relay,
+        said: &Said<'_>,
     ) -> bool {
-        let Some((queue_id, after)) = queue_id(line.text) else {
+        if self.tracks.get(&key).is_some_and(|t| t.message.is_some()) {
             return false;
-        };
-        let key = track_key(line, queue_id);
-        if let Some(value) = after.strip_prefix(b"message-id=") {
-            let value = String::from_utf8_lossy(value);
-            let value = value.trim_end();
-            if self.tracks.get(&key).is_some_and(|t| t.message.is_some()) {
-                return false;
-            }
-            if !self.wanted.contains(value) {
-                self.tracks.remove(&key);
-                self.identified.insert(key.clone());
-                self.identified_order.push_back((stamp.lo, key));
-                return false;
-            }
-            let index = self.found.len();
-            let track = self.tracks.entry(key).or_insert_with(|| Track::new(stamp));
-            track.message = Some(index);
-            let message = Message {
-                queue_id: queue_id.to_string(),
-                host: line.host.map(|h| String::from_utf8_lossy(h).into_owned()),
-                at: stamp,
-                span: (track.span.0.min(stamp.lo), track.span.1.max(stamp.hi)),
-                ambiguous: track.ambiguous || stamp.ambiguous,
-                path: path.to_path_buf(),
-                line: whole(),
-                sender: track.sender.clone(),
-                fate: track.fate,
-                fate_line: track.fate_line.clone(),
-            };
-            self.found.push((value.to_string(), message));
-            return true;
         }
-        let fate = if after.starts_with(b"hold: ") || after.starts_with(b"milter-hold: ") {
-            Fate::Held
-        } else if after.starts_with(b"reject: ") || after.starts_with(b"milter-reject: ") {
-            Fate::Rejected
-        } else if after.starts_with(b"discard: ") || after.starts_with(b"milter-discard: ") {
-            Fate::Discarded
-        } else {
+        if !wanted {
+            self.tracks.remove(&key);
+            self.identified.insert(key.clone());
+            self.identified_order.push_back((stamp.lo, key));
             return false;
-        };
-        let sender = check_sender(after);
-        self.settle(&key, fate, Some(sender), whole(), stamp);
-        false
-    }
-
-    fn qmgr(&mut self, stamp: Stamp, line: &line::RelayLine, whole: impl Fn() -> String) {
-        let Some((queue_id, after)) = queue_id(line.text) else {
-            return;
-        };
-        let key = track_key(line, queue_id);
-        if after == b"removed" {
-            if let Some(old) = self.tracks.remove(&key) {
-                self.orphan_if_unnamed(&key, &old);
-            }
-            return;
         }
-        if let Some(sender) = queue_active_sender(after) {
-            if !self.tracks.contains_key(&key) && !self.identified.contains(&key) {
-                // Queued, and no line ever said what it carried.
-                self.orphan(stamp.lo, queue_id, Some(sender));
-                return;
-            }
-            self.settle(
-                &key,
-                Fate::Queued,
-                Some(Sender::Known(sender)),
-                whole(),
-                stamp,
-            );
-        }
+        let index = self.found.len();
+        let queue_id = key.name.text();
+        let track = self.tracks.entry(key).or_insert_with(|| Track::new(stamp));
+        track.message = Some(index);
+        let message = Message {
+            queue_id,
+            host: relay
+                .host
+                .map(|h| String::from_utf8_lossy(h.in_(said.data)).into_owned()),
+            at: stamp,
+            span: (track.span.0.min(stamp.lo), track.span.1.max(stamp.hi)),
+            ambiguous: track.ambiguous || stamp.ambiguous,
+            path: path.to_path_buf(),
+            line: said.line(),
+            sender: track.sender.clone(),
+            fate: track.fate,
+            fate_line: track.fate_line.clone(),
+        };
+        let value = String::from_utf8_lossy(value.in_(said.data)).into_owned();
+        self.found.push((value, message));
+        true
     }
 
     /// A message that may have been committed though no message-id line names it.
-    fn orphan_if_unnamed(&mut self, key: &str, track: &Track) {
+    fn orphan_if_unnamed(&mut self, key: &Key, track: &Track) {
         if track.message.is_none() && !track.fate.refused() {
             let sender = match &track.sender {
                 Sender::Known(sender) => Some(sender.clone()),
                 _ => None,
             };
-            let queue_id = key.rsplit(' ').next().unwrap_or(key);
-            self.orphan(track.since, queue_id, sender);
+            self.orphan(track.since, &key.name.text(), sender);
         }
     }
 
@@ -1035,7 +1182,7 @@ impl<'w> Scan<'w> {
     }
 
     /// Widens what `key`'s lines span to `stamp`.
-    fn touch(&mut self, key: &str, stamp: Stamp) {
+    fn touch(&mut self, key: &Key, stamp: Stamp) {
         let Some(track) = self.tracks.get_mut(key) else {
             return;
         };
@@ -1054,10 +1201,10 @@ impl<'w> Scan<'w> {
     /// only where nothing was said before.
     fn settle(
         &mut self,
-        key: &str,
+        key: &Key,
         fate: Fate,
-        sender: Option<Sender>,
-        line: String,
+        sender: Option<read::SenderSpan>,
+        said: &Said<'_>,
         stamp: Stamp,
     ) {
         self.touch(key, stamp);
@@ -1076,7 +1223,7 @@ impl<'w> Scan<'w> {
             None => (&mut track.fate, &mut track.sender, &mut track.fate_line),
         };
         if let Some(sender) = sender {
-            *current_sender = merge(current_sender, sender);
+            *current_sender = merge(current_sender, said.sender(sender));
         }
         let takes = match (*current, fate) {
             (now, _) if now.committed() => false,
@@ -1086,7 +1233,7 @@ impl<'w> Scan<'w> {
         };
         if takes {
             *current = fate;
-            *current_line = Some(line);
+            *current_line = Some(said.line());
         }
     }
 
@@ -1116,7 +1263,7 @@ impl<'w> Scan<'w> {
     }
 
     fn finish(mut self) -> Findings {
-        let unnamed: Vec<(String, Track)> = self
+        let unnamed: Vec<(Key, Track)> = self
             .tracks
             .drain()
             .filter(|(_, track)| track.message.is_none())
@@ -1124,14 +1271,18 @@ impl<'w> Scan<'w> {
         for (key, track) in unnamed {
             self.orphan_if_unnamed(&key, &track);
         }
-        let open: Vec<(String, Session)> = self.sessions.drain().collect();
+        let open: Vec<(Key, Session)> = self.sessions.drain().collect();
         for (process, session) in open {
-            self.orphan(
-                session.since,
-                &format!("(a session of {process} with no end)"),
-                None,
-            );
+            let what = self.session_with_no_end(&process);
+            self.orphan(session.since, &what, None);
         }
+        // The maps drained above hold no order of their own: the orphans are put in one,
+        // so a search reads the same however often it is made.
+        self.orphans.sort_by(|a, b| {
+            a.at.total_cmp(&b.at)
+                .then_with(|| a.what.cmp(&b.what))
+                .then_with(|| a.sender.cmp(&b.sender))
+        });
         let mut messages: HashMap<String, Vec<Message>> = HashMap::new();
         for (message_id, message) in self.found {
             messages.entry(message_id).or_default().push(message);
@@ -1159,14 +1310,6 @@ impl<'w> Scan<'w> {
             bytes: self.bytes,
         }
     }
-}
-
-/// A queue id's key: the host's relay assigns it, so two hosts' may meet.
-fn track_key(line: &line::RelayLine, queue_id: &str) -> String {
-    let mut key = String::from_utf8_lossy(line.host_key()).into_owned();
-    key.push(' ');
-    key.push_str(queue_id);
-    key
 }
 
 /// A line as evidence: escaped later where shown, cut to a readable length here.
@@ -1209,85 +1352,6 @@ fn merge_runs(mut runs: Vec<Covered>, gap: f64) -> Vec<Covered> {
         }
     }
     merged
-}
-
-/// `QID: rest`, where QID has the shape of a Postfix queue id.
-fn queue_id(text: &[u8]) -> Option<(&str, &[u8])> {
-    let end = memchr::memmem::find(text, b": ")?;
-    let id = std::str::from_utf8(&text[..end]).ok()?;
-    is_queue_id(id).then(|| (id, &text[end + 2..]))
-}
-
-/// Postfix queue ids: short (upper-case hex) or long (letters and digits); never a word
-/// such as `warning` or the `NOQUEUE` of a rejected session.
-fn is_queue_id(text: &str) -> bool {
-    (6..=20).contains(&text.len())
-        && text.bytes().all(|b| b.is_ascii_alphanumeric())
-        && text != "NOQUEUE"
-        && !text.bytes().all(|b| b.is_ascii_lowercase())
-}
-
-/// How many messages smtpd's `disconnect from ... data=K[/N] ... commands=...` says the
-/// session took: 0 when it never sent DATA (or BDAT) or none succeeded. None when the
-/// line carries no counts at all (Postfix before 3.0). A count that cannot be read is
-/// taken as many, so it never stands for "nothing taken".
-fn messages_taken(text: &[u8]) -> Option<usize> {
-    let tokens = || text.split(|b| *b == b' ');
-    if !tokens().any(|token| token.starts_with(b"commands=")) {
-        return None;
-    }
-    Some(
-        tokens()
-            .filter_map(|token| {
-                [&b"data="[..], b"bdat="]
-                    .iter()
-                    .find_map(|name| token.strip_prefix(*name))
-            })
-            .map(|count| {
-                let succeeded = count.split(|b| *b == b'/').next().unwrap_or(count);
-                std::str::from_utf8(succeeded)
-                    .ok()
-                    .and_then(|n| n.parse::<usize>().ok())
-                    .unwrap_or(usize::MAX)
-            })
-            .fold(0, usize::saturating_add),
-    )
-}
-
-/// qmgr's `from=<S>, size=N, nrcpt=N (queue active)`, read from its end so a sender
-/// that quotes the shape cannot move it; the sender, or None for any other line.
-fn queue_active_sender(text: &[u8]) -> Option<String> {
-    let rest = text.strip_suffix(b" (queue active)")?;
-    let rest = strip_number_field(rest, b", nrcpt=")?;
-    let rest = strip_number_field(rest, b", size=")?;
-    let sender = rest.strip_prefix(b"from=<")?.strip_suffix(b">")?;
-    String::from_utf8(sender.to_vec()).ok()
-}
-
-/// `rest` without a trailing `<name>DIGITS`.
-fn strip_number_field<'a>(text: &'a [u8], name: &[u8]) -> Option<&'a [u8]> {
-    let at = memchr::memmem::rfind(text, name)?;
-    let digits = &text[at + name.len()..];
-    (!digits.is_empty() && digits.iter().all(u8::is_ascii_digit)).then(|| &text[..at])
-}
-
-/// The sender of a `hold:`, `reject:`, `discard:` or milter line: `...; from=<S> to=<R>
-/// proto=...`. The text before it quotes a header or a reply the submitter wrote, so a
-/// line where the shape occurs more than once cannot be read and names no sender.
-fn check_sender(text: &[u8]) -> Sender {
-    let mut found = memchr::memmem::find_iter(text, b"; from=<");
-    let (Some(at), None) = (found.next(), found.next()) else {
-        return Sender::Ambiguous;
-    };
-    let tail = &text[at + b"; from=<".len()..];
-    let mut ends = memchr::memmem::find_iter(tail, b"> to=<");
-    let (Some(end), None) = (ends.next(), ends.next()) else {
-        return Sender::Ambiguous;
-    };
-    match std::str::from_utf8(&tail[..end]) {
-        Ok(sender) => Sender::Known(sender.to_string()),
-        Err(_) => Sender::Ambiguous,
-    }
 }
 
 #[cfg(test)]

@@ -130,6 +130,19 @@ Nov 29 22:15:58 relay postfix/qmgr[x]: ABCDEF0001: from=<uns@uns.local>, size=1,
     assert_eq!(only(&found, "<n-1.1.1@uns.local>").fate, Fate::Open);
 }
 
+fn queue_active_sender(text: &[u8]) -> Option<String> {
+    read::queue_active_sender(text).map(|s| String::from_utf8_lossy(s).into_owned())
+}
+
+fn check_sender(text: &[u8]) -> Sender {
+    match read::check_sender(text, text) {
+        read::SenderSpan::Known(span) => {
+            Sender::Known(String::from_utf8_lossy(span.in_(text)).into_owned())
+        }
+        read::SenderSpan::Ambiguous => Sender::Ambiguous,
+    }
+}
+
 #[test]
 fn a_sender_that_quotes_the_shape_cannot_move_it() {
     assert_eq!(
@@ -428,13 +441,49 @@ fn rfc3339_stamps_keep_their_precision_and_refuse_other_shapes() {
     }
 }
 
+/// A stamp read after another of the same second (the one the clock remembers) reads as
+/// it does on a clock of its own, whatever its fraction, zone or shape.
+#[test]
+fn an_rfc3339_stamp_reads_the_same_after_any_other() {
+    let stamps: Vec<&[u8]> = vec![
+        b"2026-11-29T22:00:00.250000+00:00",
+        b"2026-11-29T22:00:00.7+00:00",
+        b"2026-11-29T22:00:00+00:00",
+        b"2026-11-29T22:00:00.123456789+00:00",
+        b"2026-11-29T22:00:00.1234567891+00:00",
+        b"2026-11-29T22:00:00.+00:00",
+        b"2026-11-29T22:00:00.5Z",
+        b"2026-11-29T22:00:00.5+0000",
+        b"2026-11-29T22:00:00.5+01:00",
+        b"2026-11-29T22:00:00.5+1:00",
+        b"2026-11-29T22:00:00.5",
+        b"2026-11-29t22:00:00.5z",
+        b"2026-11-29T22:00:01.5+00:00",
+        b"2026-11-29T22:00:00.5+00:00junk",
+    ];
+    let shared = clock::Clock::new(&Zone::Fixed(0), NEAR);
+    for before in &stamps {
+        for stamp in &stamps {
+            let fresh = clock::Clock::new(&Zone::Fixed(0), NEAR);
+            let _ = shared.stamp_of(before);
+            assert_eq!(
+                shared.stamp_of(stamp),
+                fresh.stamp_of(stamp),
+                "{} after {}",
+                String::from_utf8_lossy(stamp),
+                String::from_utf8_lossy(before)
+            );
+        }
+    }
+}
+
 #[test]
 fn words_and_noqueue_are_not_queue_ids_and_programs_must_be_postfix() {
     for id in ["7E4029C0029", "4Kz5bC0sN8z1y2W", "ABCDEF"] {
-        assert!(is_queue_id(id), "{id}");
+        assert!(read::is_queue_id(id.as_bytes()), "{id}");
     }
     for word in ["warning", "NOQUEUE", "error", "statistics", "AB", "x-y-z-w"] {
-        assert!(!is_queue_id(word), "{word}");
+        assert!(!read::is_queue_id(word.as_bytes()), "{word}");
     }
     let names = SyslogNames::default();
     let daemon = |rest: &[u8]| {
@@ -471,23 +520,24 @@ fn words_and_noqueue_are_not_queue_ids_and_programs_must_be_postfix() {
 
 #[test]
 fn a_line_that_never_ends_is_kept_only_up_to_the_bound() {
-    let endless = std::io::Read::chain(&b"short line\n"[..], std::io::repeat(b'x').take(1 << 20));
-    let mut reader = BufReader::with_capacity(4096, endless);
-    let mut line = Vec::new();
-    assert_eq!(
-        read_line_at_most(&mut reader, &mut line, 100).expect("read"),
-        11
-    );
-    assert_eq!(line, b"short line\n");
-    line.clear();
-    let read = read_line_at_most(&mut reader, &mut line, 100).expect("read");
-    assert_eq!(read, 1 << 20, "the whole line is consumed");
-    assert_eq!(line.len(), 100, "only the bound is kept");
-    line.clear();
-    assert_eq!(
-        read_line_at_most(&mut reader, &mut line, 100).expect("read"),
-        0
-    );
+    // However the reads cut it: a block of 4 KiB, and one larger than the line.
+    for size in [4096, 2 << 20] {
+        let endless =
+            std::io::Read::chain(&b"short line\n"[..], std::io::repeat(b'x').take(1 << 20));
+        let mut splitter = read::Splitter::new(endless, size);
+        let mut lines = Vec::new();
+        let none = HashSet::new();
+        while let Some(block) = splitter.next_block().expect("read") {
+            let parser = read::Parser::new(&none, &Zone::Fixed(0), NEAR, SyslogNames::default());
+            for record in parser.parse(&block) {
+                lines.push((record.line.in_(&block.data).to_vec(), record.consumed));
+            }
+        }
+        assert_eq!(lines.len(), 2, "block {size}");
+        assert_eq!(lines[0], (b"short line\n".to_vec(), 11));
+        assert_eq!(lines[1].0.len(), read::MAX_LINE, "only the bound is kept");
+        assert_eq!(lines[1].1, 1 << 20, "the whole line is consumed");
+    }
 }
 
 /// Lines a real Postfix 3.7 relay wrote through `maillog_file` with `syslog_name =
@@ -862,4 +912,87 @@ fn rfc5424_lines_read_as_their_rfc3339_twins() {
         &[],
     );
     assert!(nil.covered.is_empty());
+}
+
+/// The loss rule as first written, word for word on an allocated copy: the oracle the
+/// allocation-free reading is held to.
+fn reports_loss_as_written(line: &[u8]) -> bool {
+    let lower = line.to_ascii_lowercase();
+    let words: Vec<&[u8]> = lower
+        .split(|b| !b.is_ascii_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .collect();
+    let has = |word: &[u8]| words.contains(&word);
+    if (has(b"action") && has(b"suspended"))
+        || (has(b"queue") && has(b"full") && words.iter().any(|w| w.starts_with(b"discard")))
+    {
+        return true;
+    }
+    if memchr::memmem::find(&lower, b"essage").is_none() {
+        return false;
+    }
+    let messages = |w: &[u8]| w == b"messages" || w == b"message";
+    let number = |w: &[u8]| w.iter().all(u8::is_ascii_digit);
+    words.windows(2).any(|pair| {
+        messages(pair[0]) && matches!(pair[1], b"lost" | b"dropped" | b"suppressed" | b"missed")
+            || matches!(pair[0], b"drop" | b"dropping") && messages(pair[1])
+    }) || words.windows(3).any(|three| {
+        matches!(
+            three[0],
+            b"lost" | b"suppressed" | b"missed" | b"dropped" | b"dropping"
+        ) && number(three[1])
+            && (messages(three[2])
+                || matches!(three[2], b"kernel" | b"log" | b"syslog" | b"journal"))
+    })
+}
+
+#[test]
+fn the_loss_rule_reads_every_line_as_it_was_written() {
+    let phrases = [
+        "imuxsock begins to drop messages from pid 4242 due to rate-limiting",
+        "imuxsock lost 1523 messages from pid 4242 due to rate-limiting",
+        "imjournal: 1523 messages lost due to rate-limiting",
+        "Suppressed 1523 messages from postfix@-.service",
+        "Forwarding to syslog missed 12 messages.",
+        "action 'action-1-builtin:omfile' suspended (module 'builtin:omfile')",
+        "main Q: queue full - discarding message",
+        "messages dropped",
+        "Dropped 3 log messages",
+        "lost 5 kernel messages",
+        "7E4029C0029: message-id=<n-1.1.1@uns.local>",
+        "statistics: max connection rate 2/60s for (smtp:127.0.0.1)",
+        "MESSAGES LOST",
+        "a full moon",
+        "the queue is full, nothing discarded? discarding!",
+        "message",
+        "",
+    ];
+    let mut lines: Vec<Vec<u8>> = phrases.iter().map(|p| p.as_bytes().to_vec()).collect();
+    // Each phrase with its words' letters in other cases, and cut at every byte.
+    for phrase in phrases {
+        let upper: Vec<u8> = phrase
+            .bytes()
+            .enumerate()
+            .map(|(n, b)| {
+                if n % 2 == 0 {
+                    b.to_ascii_uppercase()
+                } else {
+                    b
+                }
+            })
+            .collect();
+        lines.push(upper);
+        for cut in 0..phrase.len() {
+            lines.push(phrase.as_bytes()[..cut].to_vec());
+            lines.push(phrase.as_bytes()[cut..].to_vec());
+        }
+    }
+    for line in &lines {
+        assert_eq!(
+            line::reports_loss(line),
+            reports_loss_as_written(line),
+            "{:?}",
+            String::from_utf8_lossy(line)
+        );
+    }
 }
