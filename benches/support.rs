@@ -130,15 +130,24 @@ pub struct Measured {
 /// Runs `command` to completion with its output to /dev/null; wall time and peak RSS.
 pub fn measure(command: &mut Command) -> anyhow::Result<Measured> {
     let start = Instant::now();
-    let child = command
-        .stdout(std::process::Stdio::null())
+    // Output goes to a pipe that is read, never to /dev/null: GNU grep stops at its first
+    // match when it sees its output thrown away, which would make a floor of nothing.
+    let mut child = command
+        .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null())
         .spawn()?;
+    let drain = child
+        .stdout
+        .take()
+        .map(|mut out| std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::sink())));
     let pid = child.id() as libc::pid_t;
     let mut status = 0;
     let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
     // SAFETY: waits for our own child; `status` and `usage` are valid for writes.
     let waited = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+    if let Some(drain) = drain {
+        let _ = drain.join();
+    }
     let elapsed = start.elapsed();
     std::mem::forget(child);
     Ok(Measured {

@@ -80,9 +80,35 @@ const DAEMONS: &[&[u8]] = &[
     b"virtual",
 ];
 
+/// Where `needle` first stands in `haystack`: found by its first byte, for the short
+/// needles of a line's shape, with no searcher to build for each line.
+pub fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+    let (first, rest) = needle.split_first()?;
+    memchr::memchr_iter(*first, haystack).find(|&at| haystack[at + 1..].starts_with(rest))
+}
+
+/// Where `needle` last stands in `haystack`, as [`find`].
+pub fn rfind(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+    let (first, rest) = needle.split_first()?;
+    memchr::memrchr_iter(*first, haystack).find(|&at| haystack[at + 1..].starts_with(rest))
+}
+
 /// Whether `name` is one of Postfix's programs; the busy ones are asked first.
 fn is_daemon(name: &[u8]) -> bool {
     matches!(name, b"smtpd" | b"cleanup" | b"qmgr" | b"smtp") || DAEMONS.contains(&name)
+}
+
+/// Whether `word` is one of [`LEVELS`], in any case.
+fn is_level(word: &[u8]) -> bool {
+    if !(3..=8).contains(&word.len()) {
+        return false;
+    }
+    let mut lower = [0u8; 8];
+    for (to, from) in lower.iter_mut().zip(word) {
+        *to = from.to_ascii_lowercase();
+    }
+    let lower = &lower[..word.len()];
+    LEVELS.iter().any(|level| level.as_bytes() == lower)
 }
 
 /// Words container images write where syslog writes the host.
@@ -299,11 +325,10 @@ pub fn relay_line<'a>(rest: &'a [u8], names: &SyslogNames) -> Option<RelayLine<'
     } else {
         let after = &rest[first_end + 1..];
         let after = &after[after.iter().take_while(|b| **b == b' ').count()..];
-        let level = std::str::from_utf8(first)
-            .is_ok_and(|word| LEVELS.iter().any(|l| l.eq_ignore_ascii_case(word)));
+        let level = is_level(first);
         (if level { None } else { Some(first) }, after)
     };
-    let tag_end = memchr::memmem::find(after, b"]: ")?;
+    let tag_end = find(after, b"]: ")?;
     let tag = &after[..=tag_end];
     let open = memchr::memrchr(b'[', tag)?;
     let (program, pid) = (&tag[..open], &tag[open + 1..tag.len() - 1]);
@@ -345,20 +370,16 @@ pub fn reports_loss(line: &[u8]) -> bool {
     })
 }
 
+/// Every word the loss rule needs holds one of these: a line (lowered) with none of them
+/// reports no loss, so a block can be searched for them once.
+pub const LOSS_NEEDLES: [&[u8]; 3] = [b"essage", b"suspended", b"full"];
+
 /// [`reports_loss`] on a line already lowered.
-fn loss_words(lower: &[u8]) -> bool {
-    use std::sync::OnceLock;
-    static NEEDLES: OnceLock<[memchr::memmem::Finder<'static>; 3]> = OnceLock::new();
-    let [suspended, full, essage] = NEEDLES.get_or_init(|| {
-        [
-            memchr::memmem::Finder::new(b"suspended"),
-            memchr::memmem::Finder::new(b"full"),
-            memchr::memmem::Finder::new(b"essage"),
-        ]
-    });
-    // Every word the rules below need holds one of these.
-    let messaging = essage.find(lower).is_some();
-    if !messaging && suspended.find(lower).is_none() && full.find(lower).is_none() {
+pub fn loss_words(lower: &[u8]) -> bool {
+    let messaging = find(lower, b"essage").is_some();
+    let suspended = find(lower, b"suspended").is_some();
+    let full = find(lower, b"full").is_some();
+    if !messaging && !suspended && !full {
         return false;
     }
     let words = || {
@@ -368,9 +389,10 @@ fn loss_words(lower: &[u8]) -> bool {
     };
     let has = |word: &[u8]| words().any(|w| w == word);
     // rsyslog's "action 'action-1-builtin:omfile' suspended (...)" (what it did not write
-    // while suspended is gone) and "... queue full - discarding message".
-    if (has(b"action") && has(b"suspended"))
-        || (has(b"queue") && has(b"full") && words().any(|w| w.starts_with(b"discard")))
+    // while suspended is gone) and "... queue full - discarding message". Each needs its
+    // word, which needs its needle.
+    if (suspended && has(b"action") && has(b"suspended"))
+        || (full && has(b"queue") && has(b"full") && words().any(|w| w.starts_with(b"discard")))
     {
         return true;
     }
@@ -411,6 +433,11 @@ impl Mentions {
     pub fn new() -> Self {
         let suffix = format!("@{}>", crate::model::MessageId::DOMAIN);
         Self(memchr::memmem::Finder::new(suffix.as_bytes()).into_owned())
+    }
+
+    /// Where the shape's end stands in `data`, each time.
+    pub fn positions<'d>(&'d self, data: &'d [u8]) -> impl Iterator<Item = usize> + 'd {
+        self.0.find_iter(data)
     }
 
     pub fn in_line<'l>(&'l self, line: &'l [u8]) -> impl Iterator<Item = &'l [u8]> + 'l {

@@ -434,10 +434,31 @@ fn first_stamp(path: &Path, clock: &clock::Clock) -> std::io::Result<Option<f64>
     Ok(None)
 }
 
-/// The maps of a pass: keyed by bytes from the log, so hashed with a seed of the
-/// process's own.
-type Map<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
-type Set<K> = HashSet<K, foldhash::fast::RandomState>;
+/// The maps of a pass, keyed by [`Key`]s whose hash the parsers made (with a seed of
+/// the search's own, so bytes from the log cannot be chosen to collide).
+type Map<K, V> = HashMap<K, V, std::hash::BuildHasherDefault<Made>>;
+type Set<K> = HashSet<K, std::hash::BuildHasherDefault<Made>>;
+
+/// The hasher of a key whose hash was made already: it takes that hash as it is.
+#[derive(Default)]
+struct Made(u64);
+
+impl std::hash::Hasher for Made {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        // Only `write_u64` is called by `Key`; anything else is folded in all the same.
+        for byte in bytes {
+            self.0 = self.0.rotate_left(8) ^ u64::from(*byte);
+        }
+    }
+
+    fn write_u64(&mut self, hash: u64) {
+        self.0 = hash;
+    }
+}
 
 /// Bytes of a line kept as a key without a heap allocation when short (a queue id, a
 /// `program[pid]`).
@@ -472,7 +493,11 @@ impl Short {
 
 impl PartialEq for Short {
     fn eq(&self, other: &Self) -> bool {
-        self.bytes() == other.bytes()
+        match (self, other) {
+            // Padded with zeros past their length: the whole arrays compare.
+            (Short::Inline(a, x), Short::Inline(b, y)) => a == b && x == y,
+            _ => self.bytes() == other.bytes(),
+        }
     }
 }
 
@@ -485,10 +510,36 @@ impl std::hash::Hash for Short {
 }
 
 /// A queue id, or a process, of one host's relay: two hosts' may meet.
-#[derive(Clone, PartialEq, Eq, Hash)]
+#[derive(Clone)]
 struct Key {
+    /// Made by the parser of the line, from the host's name and `name`.
+    hash: u64,
     host: u32,
     name: Short,
+}
+
+impl Key {
+    fn of(host: u32, name: read::Name, data: &[u8]) -> Self {
+        Key {
+            hash: name.hash,
+            host,
+            name: Short::new(name.span.in_(data)),
+        }
+    }
+}
+
+impl PartialEq for Key {
+    fn eq(&self, other: &Self) -> bool {
+        self.hash == other.hash && self.host == other.host && self.name == other.name
+    }
+}
+
+impl Eq for Key {}
+
+impl std::hash::Hash for Key {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        state.write_u64(self.hash);
+    }
 }
 
 /// What is known of a queue id while its lines come in.
@@ -588,7 +639,11 @@ struct Scan<'w> {
     max_gap: f64,
     /// The hosts lines name, by the number keys carry ("" for lines that name none).
     hosts: Vec<String>,
-    host_numbers: Map<Vec<u8>, u32>,
+    host_numbers: HashMap<Vec<u8>, u32>,
+    /// The last host looked up: most lines name the host of the line before.
+    last_host: Option<u32>,
+    /// Hashes names alike in every parser of the search.
+    hasher: foldhash::fast::RandomState,
     /// Queue ids being followed.
     tracks: Map<Key, Track>,
     /// Queue ids with no message-id line yet, by when they appeared, to forget them.
@@ -625,7 +680,9 @@ impl<'w> Scan<'w> {
             mentions_finder: line::Mentions::new(),
             max_gap: options.max_gap,
             hosts: Vec::new(),
-            host_numbers: Map::default(),
+            host_numbers: HashMap::new(),
+            last_host: None,
+            hasher: foldhash::fast::RandomState::default(),
             tracks: Map::default(),
             pending: VecDeque::new(),
             identified: Set::default(),
@@ -651,7 +708,13 @@ impl<'w> Scan<'w> {
     }
 
     fn parser(&self) -> read::Parser<'w> {
-        read::Parser::new(self.wanted, &self.zone, self.near, self.names.clone())
+        read::Parser::new(
+            self.wanted,
+            &self.zone,
+            self.near,
+            self.names.clone(),
+            self.hasher.clone(),
+        )
     }
 
     fn file(&mut self, path: &Path) -> std::io::Result<()> {
@@ -787,12 +850,21 @@ impl<'w> Scan<'w> {
 
     /// The number `host` (empty: a line that names none) is known by.
     fn host(&mut self, host: &[u8]) -> u32 {
-        if let Some(number) = self.host_numbers.get(host) {
-            return *number;
+        if let Some(last) = self.last_host
+            && self.hosts[last as usize].as_bytes() == host
+        {
+            return last;
         }
-        let number = self.hosts.len() as u32;
-        self.hosts.push(String::from_utf8_lossy(host).into_owned());
-        self.host_numbers.insert(host.to_vec(), number);
+        let number = match self.host_numbers.get(host) {
+            Some(number) => *number,
+            None => {
+                let number = self.hosts.len() as u32;
+                self.hosts.push(String::from_utf8_lossy(host).into_owned());
+                self.host_numbers.insert(host.to_vec(), number);
+                number
+            }
+        };
+        self.last_host = Some(number);
         number
     }
 
@@ -968,14 +1040,8 @@ impl<'w> Scan<'w> {
         said: &Said<'_>,
     ) -> bool {
         use read::Op;
-        let key = |span: read::Span| Key {
-            host,
-            name: Short::new(span.in_(said.data)),
-        };
-        let process = || Key {
-            host,
-            name: Short::new(relay.tag.in_(said.data)),
-        };
+        let key = |name: read::Name| Key::of(host, name, said.data);
+        let process = || Key::of(host, relay.tag, said.data);
         match relay.op {
             Op::Nothing => {}
             Op::SmtpdConnect => self.connect(process(), stamp),

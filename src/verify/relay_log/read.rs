@@ -75,10 +75,15 @@ impl Pending {
     }
 }
 
-/// Cuts a byte stream into blocks of whole lines.
+/// Cuts a byte stream into blocks of whole lines. Bytes are read straight into the
+/// block that hands them on; only the start of a line cut by a read is copied, into the
+/// next block.
 pub(super) struct Splitter<R> {
     source: R,
     size: usize,
+    /// The start of a line the last read cut, when short enough to keep whole.
+    carry: Vec<u8>,
+    /// A line longer than any kept, being read to its end.
     pending: Pending,
     buffer: Vec<u8>,
     done: bool,
@@ -89,78 +94,115 @@ impl<R: Read> Splitter<R> {
         Self {
             source,
             size: size.max(1),
+            carry: Vec::new(),
             pending: Pending::default(),
             buffer: Vec::new(),
             done: false,
         }
     }
 
-    /// Fills the buffer with up to a block's bytes; false at the end of the stream.
-    fn fill(&mut self) -> std::io::Result<bool> {
-        self.buffer.resize(self.size, 0);
+    /// Reads up to a block's bytes onto the end of `into`; how many.
+    fn fill(&mut self, into: &mut Vec<u8>) -> std::io::Result<usize> {
+        let start = into.len();
+        into.resize(start + self.size, 0);
         let mut filled = 0;
-        while filled < self.size {
-            match self.source.read(&mut self.buffer[filled..]) {
-                Ok(0) => break,
+        let result = loop {
+            if filled == self.size {
+                break Ok(filled);
+            }
+            match self.source.read(&mut into[start + filled..]) {
+                Ok(0) => break Ok(filled),
                 Ok(n) => filled += n,
                 Err(err) if err.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(err) => {
-                    self.buffer.truncate(filled);
-                    return Err(err);
-                }
+                Err(err) => break Err(err),
             }
-        }
-        self.buffer.truncate(filled);
-        Ok(filled > 0)
+        };
+        into.truncate(start + filled);
+        result
     }
 
     /// The next block, None at the end. The file's last line, without its line end,
     /// ends the last block.
     pub fn next_block(&mut self) -> std::io::Result<Option<Block>> {
         while !self.done {
-            let more = self.fill()?;
-            let mut block = Block {
-                data: Vec::with_capacity(self.buffer.len() + self.pending.kept.len()),
-                long: Vec::new(),
-            };
-            if !more {
-                self.done = true;
-                if self.pending.active {
-                    self.pending.emit(&mut block);
+            if self.pending.active {
+                if let Some(block) = self.past_long_line()? {
                     return Ok(Some(block));
                 }
-                return Ok(None);
+                continue;
             }
-            let mut rest = &self.buffer[..];
-            if self.pending.active {
-                match memchr::memchr(b'\n', rest) {
-                    Some(end) => {
-                        self.pending.push(&rest[..=end]);
-                        self.pending.emit(&mut block);
-                        rest = &rest[end + 1..];
-                    }
-                    None => {
-                        self.pending.push(rest);
-                        continue;
-                    }
-                }
+            let mut data = std::mem::take(&mut self.carry);
+            if self.fill(&mut data)? == 0 {
+                self.done = true;
+                // The file's last line, without its end (if any).
+                return Ok((!data.is_empty()).then(|| Block {
+                    data,
+                    long: Vec::new(),
+                }));
             }
-            match memchr::memrchr(b'\n', rest) {
+            match memchr::memrchr(b'\n', &data) {
                 Some(end) => {
-                    block.data.extend_from_slice(&rest[..=end]);
-                    let tail = &rest[end + 1..];
-                    if !tail.is_empty() {
+                    let tail = &data[end + 1..];
+                    if tail.len() > MAX_LINE {
                         self.pending.push(tail);
+                    } else {
+                        self.carry.extend_from_slice(tail);
                     }
+                    data.truncate(end + 1);
+                    return Ok(Some(Block {
+                        data,
+                        long: Vec::new(),
+                    }));
                 }
-                None if !rest.is_empty() => self.pending.push(rest),
-                None => {}
-            }
-            if !block.data.is_empty() {
-                return Ok(Some(block));
+                None if data.len() > MAX_LINE => self.pending.push(&data),
+                None => self.carry = data,
             }
         }
         Ok(None)
+    }
+
+    /// Reads on through a line longer than any kept: a block that starts with what is
+    /// kept of it, once its end is read (or the file's).
+    fn past_long_line(&mut self) -> std::io::Result<Option<Block>> {
+        let mut buffer = std::mem::take(&mut self.buffer);
+        buffer.clear();
+        let filled = self.fill(&mut buffer);
+        self.buffer = buffer;
+        let mut block = Block {
+            data: Vec::new(),
+            long: Vec::new(),
+        };
+        if filled? == 0 {
+            self.done = true;
+            self.pending.emit(&mut block);
+            return Ok(Some(block));
+        }
+        let Some(end) = memchr::memchr(b'\n', &self.buffer) else {
+            let buffer = std::mem::take(&mut self.buffer);
+            self.pending.push(&buffer);
+            self.buffer = buffer;
+            return Ok(None);
+        };
+        let buffer = std::mem::take(&mut self.buffer);
+        self.pending.push(&buffer[..=end]);
+        self.pending.emit(&mut block);
+        // The rest: whole lines, and the start of one the read cut.
+        let rest = &buffer[end + 1..];
+        match memchr::memrchr(b'\n', rest) {
+            Some(last) => {
+                block.data.extend_from_slice(&rest[..=last]);
+                let tail = &rest[last + 1..];
+                if tail.len() > MAX_LINE {
+                    self.pending.push(tail);
+                } else {
+                    self.carry.extend_from_slice(tail);
+                }
+            }
+            None if rest.len() > MAX_LINE => self.pending.push(rest),
+            None => self.carry.extend_from_slice(rest),
+        }
+        self.buffer = buffer;
+        Ok(Some(block))
     }
 }
 
@@ -200,6 +242,14 @@ impl Span {
     }
 }
 
+/// A queue id or a `program[pid]` of a line, with the hash of it and its host's name that
+/// the one pass keys it by: hashed here, on every core, so that pass does not.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Name {
+    pub span: Span,
+    pub hash: u64,
+}
+
 /// What a line of cleanup or a milter says became of a message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Settled {
@@ -222,10 +272,10 @@ pub(super) enum Op {
     Nothing,
     SmtpdConnect,
     SmtpdClient {
-        queue_id: Span,
+        queue_id: Name,
     },
     SmtpdSettle {
-        queue_id: Span,
+        queue_id: Name,
         fate: Settled,
         sender: SenderSpan,
     },
@@ -236,20 +286,20 @@ pub(super) enum Op {
         taken: Option<usize>,
     },
     CleanupMessageId {
-        queue_id: Span,
+        queue_id: Name,
         value: Span,
         wanted: bool,
     },
     CleanupSettle {
-        queue_id: Span,
+        queue_id: Name,
         fate: Settled,
         sender: SenderSpan,
     },
     QmgrRemoved {
-        queue_id: Span,
+        queue_id: Name,
     },
     QmgrActive {
-        queue_id: Span,
+        queue_id: Name,
         sender: Span,
     },
 }
@@ -259,7 +309,7 @@ pub(super) enum Op {
 pub(super) struct Relay {
     pub host: Option<Span>,
     /// `program[pid]`.
-    pub tag: Span,
+    pub tag: Name,
     pub op: Op,
 }
 
@@ -294,21 +344,83 @@ pub(super) struct Parser<'w> {
     clock: Clock,
     names: SyslogNames,
     mentions: line::Mentions,
+    hasher: foldhash::fast::RandomState,
+    /// The loss rule's needles, searched for in a whole block at once.
+    loss_needles: [memchr::memmem::Finder<'static>; 3],
+    /// The block being read, lowered.
+    lowered: std::cell::RefCell<Vec<u8>>,
+}
+
+/// Where a block's lines may say something, found by searching the whole block once:
+/// the loss rule's needles in the lowered block, and Message-IDs of the shape unsctl
+/// writes.
+struct Hits {
+    /// Starts of needle matches, in order.
+    loss: Vec<usize>,
+    mention: Vec<usize>,
+    /// The block is text with no NUL byte: no line of it is damaged but by its end.
+    clean: bool,
 }
 
 impl<'w> Parser<'w> {
-    pub fn new(wanted: &'w HashSet<String>, zone: &Zone, near: f64, names: SyslogNames) -> Self {
+    /// `hasher` is the one pass's: every parser of a search hashes names alike.
+    pub fn new(
+        wanted: &'w HashSet<String>,
+        zone: &Zone,
+        near: f64,
+        names: SyslogNames,
+        hasher: foldhash::fast::RandomState,
+    ) -> Self {
         Self {
             wanted,
             clock: Clock::new(zone, near),
             names,
             mentions: line::Mentions::new(),
+            hasher,
+            loss_needles: line::LOSS_NEEDLES
+                .map(|needle| memchr::memmem::Finder::new(needle).into_owned()),
+            lowered: std::cell::RefCell::new(Vec::new()),
+        }
+    }
+
+    /// The hits of `data`, searched once.
+    fn hits(&self, data: &[u8]) -> Hits {
+        let mut lowered = self.lowered.borrow_mut();
+        lowered.clear();
+        lowered.extend(data.iter().map(u8::to_ascii_lowercase));
+        let mut loss: Vec<usize> = Vec::new();
+        for needle in &self.loss_needles {
+            // Overlapping matches too: a match that runs from a line cut short into the
+            // next must not hide one that starts in the next ("essag" + "essage").
+            let mut at = 0;
+            while let Some(found) = needle.find(&lowered[at..]) {
+                loss.push(at + found);
+                at += found + 1;
+            }
+        }
+        loss.sort_unstable();
+        Hits {
+            loss,
+            mention: self.mentions.positions(data).collect(),
+            clean: memchr::memchr(0, data).is_none() && std::str::from_utf8(data).is_ok(),
+        }
+    }
+
+    /// `name` of a line of `host` (empty: a line that names none), with its hash.
+    fn name(&self, data: &[u8], host: &[u8], name: &[u8]) -> Name {
+        use std::hash::BuildHasher;
+        Name {
+            span: Span::of(data, name),
+            hash: self.hasher.hash_one((host, name)),
         }
     }
 
     /// Every line of `block`, in order.
     pub fn parse(&self, block: &Block) -> Vec<Record> {
         let data = &block.data[..];
+        let hits = self.hits(data);
+        let mut loss = hits.loss.iter().peekable();
+        let mut mention = hits.mention.iter().peekable();
         let mut records = Vec::with_capacity(data.len() / 96 + 1);
         let mut long = block.long.iter().peekable();
         let mut start = 0;
@@ -326,39 +438,46 @@ impl<'w> Parser<'w> {
                     (&data[start..start + whole.min(MAX_LINE)], whole as u64, end)
                 }
             };
-            records.push(self.record(data, kept, consumed));
+            let (from, to) = (start, start + kept.len());
+            let mentions = within(&mut mention, from, to) && self.mentions_wanted(kept);
+            let whole = consumed == kept.len() as u64 && kept.ends_with(b"\n");
+            let damaged = if hits.clean && whole {
+                None
+            } else {
+                damage(kept, consumed)
+            };
+            let kind = match damaged {
+                Some(why) => Kind::Damaged { why },
+                None => {
+                    let loss = within(&mut loss, from, to)
+                        && line::loss_words(&self.lowered.borrow()[from..to]);
+                    self.read(data, kept, loss)
+                }
+            };
+            records.push(Record {
+                line: Span::of(data, kept),
+                consumed,
+                mentions,
+                kind,
+            });
             start = end;
         }
         records
     }
 
-    fn record(&self, data: &[u8], line: &[u8], consumed: u64) -> Record {
-        let mentions = self.mentions_wanted(line);
-        let kind = match damage(line, consumed) {
-            Some(why) => Kind::Damaged { why },
-            None => self.read(data, line),
-        };
-        Record {
-            line: Span::of(data, line),
-            consumed,
-            mentions,
-            kind,
-        }
-    }
-
-    fn read(&self, data: &[u8], line: &[u8]) -> Kind {
+    fn read(&self, data: &[u8], line: &[u8], loss: bool) -> Kind {
         let stamped = line::stamped(line, &self.clock);
         let relay = stamped.as_ref().and_then(|s| {
             let relay = s.relay_line(&self.names)?;
             Some(Relay {
                 host: relay.host.map(|h| Span::of(data, h)),
-                tag: Span::of(data, relay.tag),
+                tag: self.name(data, relay.host_key(), relay.tag),
                 op: self.op(data, &relay),
             })
         });
         Kind::Read {
             stamp: stamped.map(|s| s.stamp),
-            loss: line::reports_loss(line),
+            loss,
             relay,
         }
     }
@@ -371,19 +490,20 @@ impl<'w> Parser<'w> {
     }
 
     fn op(&self, data: &[u8], line: &line::RelayLine<'_>) -> Op {
+        let name = |id: &[u8]| self.name(data, line.host_key(), id);
         match line.daemon {
-            b"smtpd" => smtpd(data, line.text),
-            b"cleanup" => self.cleanup(data, line.text),
-            b"qmgr" => qmgr(data, line.text),
+            b"smtpd" => smtpd(data, line.text, name),
+            b"cleanup" => self.cleanup(data, line.text, name),
+            b"qmgr" => qmgr(data, line.text, name),
             _ => Op::Nothing,
         }
     }
 
-    fn cleanup(&self, data: &[u8], text: &[u8]) -> Op {
+    fn cleanup(&self, data: &[u8], text: &[u8], name: impl Fn(&[u8]) -> Name) -> Op {
         let Some((queue_id, after)) = queue_id(text) else {
             return Op::Nothing;
         };
-        let queue_id = Span::of(data, queue_id);
+        let queue_id = name(queue_id);
         if let Some(value) = after.strip_prefix(b"message-id=") {
             let value = trim_end(value);
             let wanted = std::str::from_utf8(value).is_ok_and(|v| self.wanted.contains(v));
@@ -410,6 +530,16 @@ impl<'w> Parser<'w> {
     }
 }
 
+/// Whether a hit of `hits` starts in `from..to`, passing the hits before it.
+fn within(
+    hits: &mut std::iter::Peekable<std::slice::Iter<'_, usize>>,
+    from: usize,
+    to: usize,
+) -> bool {
+    while hits.next_if(|at| **at < from).is_some() {}
+    hits.peek().is_some_and(|at| **at < to)
+}
+
 /// A line's bytes without the whitespace at its end, as `str::trim_end` takes it.
 fn trim_end(bytes: &[u8]) -> &[u8] {
     match std::str::from_utf8(bytes) {
@@ -418,12 +548,12 @@ fn trim_end(bytes: &[u8]) -> &[u8] {
     }
 }
 
-fn smtpd(data: &[u8], text: &[u8]) -> Op {
+fn smtpd(data: &[u8], text: &[u8], name: impl Fn(&[u8]) -> Name) -> Op {
     if text.starts_with(b"connect from ") {
         return Op::SmtpdConnect;
     }
     if let Some((queue_id, after)) = queue_id(text) {
-        let queue_id = Span::of(data, queue_id);
+        let queue_id = name(queue_id);
         return if after.starts_with(b"client=") {
             Op::SmtpdClient { queue_id }
         } else if after.starts_with(b"hold: ") || after.starts_with(b"milter-hold: ") {
@@ -461,11 +591,11 @@ fn smtpd(data: &[u8], text: &[u8]) -> Op {
     Op::Nothing
 }
 
-fn qmgr(data: &[u8], text: &[u8]) -> Op {
+fn qmgr(data: &[u8], text: &[u8], name: impl Fn(&[u8]) -> Name) -> Op {
     let Some((queue_id, after)) = queue_id(text) else {
         return Op::Nothing;
     };
-    let queue_id = Span::of(data, queue_id);
+    let queue_id = name(queue_id);
     if after == b"removed" {
         return Op::QmgrRemoved { queue_id };
     }
@@ -498,7 +628,7 @@ pub(super) fn damage(line: &[u8], consumed: u64) -> Option<&'static str> {
 
 /// `QID: rest`, where QID has the shape of a Postfix queue id.
 pub(super) fn queue_id(text: &[u8]) -> Option<(&[u8], &[u8])> {
-    let end = memchr::memmem::find(text, b": ")?;
+    let end = line::find(text, b": ")?;
     let id = &text[..end];
     is_queue_id(id).then(|| (id, &text[end + 2..]))
 }
@@ -551,7 +681,7 @@ pub(super) fn queue_active_sender(text: &[u8]) -> Option<&[u8]> {
 
 /// `rest` without a trailing `<name>DIGITS`.
 fn strip_number_field<'a>(text: &'a [u8], name: &[u8]) -> Option<&'a [u8]> {
-    let at = memchr::memmem::rfind(text, name)?;
+    let at = line::rfind(text, name)?;
     let digits = &text[at + name.len()..];
     (!digits.is_empty() && digits.iter().all(u8::is_ascii_digit)).then(|| &text[..at])
 }

@@ -528,7 +528,13 @@ fn a_line_that_never_ends_is_kept_only_up_to_the_bound() {
         let mut lines = Vec::new();
         let none = HashSet::new();
         while let Some(block) = splitter.next_block().expect("read") {
-            let parser = read::Parser::new(&none, &Zone::Fixed(0), NEAR, SyslogNames::default());
+            let parser = read::Parser::new(
+                &none,
+                &Zone::Fixed(0),
+                NEAR,
+                SyslogNames::default(),
+                Default::default(),
+            );
             for record in parser.parse(&block) {
                 lines.push((record.line.in_(&block.data).to_vec(), record.consumed));
             }
@@ -994,5 +1000,52 @@ fn the_loss_rule_reads_every_line_as_it_was_written() {
             "{:?}",
             String::from_utf8_lossy(line)
         );
+    }
+}
+
+/// Lines longer than any kept, between others and at the file's end, read the same
+/// however the reads cut them.
+#[test]
+fn long_lines_read_the_same_whatever_the_block() {
+    let mut stream = b"a\n".to_vec();
+    stream.extend(std::iter::repeat_n(b'x', 70_000));
+    stream.extend(b"\nb\n");
+    stream.extend(std::iter::repeat_n(b'y', read::MAX_LINE - 1));
+    stream.extend(b"\nc\n");
+    stream.extend(std::iter::repeat_n(b'z', 70_000));
+    let none = HashSet::new();
+    let mut seen: Option<Vec<(Vec<u8>, u64)>> = None;
+    for size in [1, 7, 4096, 65_537, 100_000, 2 << 20] {
+        let mut splitter = read::Splitter::new(&stream[..], size);
+        let parser = read::Parser::new(
+            &none,
+            &Zone::Fixed(0),
+            NEAR,
+            SyslogNames::default(),
+            Default::default(),
+        );
+        let mut lines = Vec::new();
+        while let Some(block) = splitter.next_block().expect("read") {
+            for record in parser.parse(&block) {
+                lines.push((record.line.in_(&block.data).to_vec(), record.consumed));
+            }
+        }
+        let shape: Vec<(usize, u64)> = lines.iter().map(|(l, c)| (l.len(), *c)).collect();
+        assert_eq!(
+            shape,
+            [
+                (2, 2),
+                (read::MAX_LINE, 70_001),
+                (2, 2),
+                (read::MAX_LINE, read::MAX_LINE as u64),
+                (2, 2),
+                (read::MAX_LINE, 70_000)
+            ],
+            "block {size}"
+        );
+        match &seen {
+            Some(first) => assert_eq!(&lines, first, "block {size}"),
+            None => seen = Some(lines),
+        }
     }
 }
