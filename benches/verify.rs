@@ -19,8 +19,14 @@ fn main() -> anyhow::Result<()> {
     let entries = numbers.first().copied().unwrap_or(10_000) as usize;
     let megabytes = numbers.get(1).copied().unwrap_or(1024);
     let unsctl = env!("CARGO_BIN_EXE_unsctl");
+    // VERIFY_BENCH_DIR keeps the store and the log there, to compare readers on them.
     let dir = tempfile::tempdir()?;
-    let db = dir.path().join("verify.db");
+    let place = std::env::var_os("VERIFY_BENCH_DIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| dir.path().to_path_buf());
+    std::fs::create_dir_all(&place)?;
+    let db = place.join("verify.db");
+    let _ = std::fs::remove_file(&db);
     // Post-data timeouts only: every entry is VERIFY, its one uncertain attempt attempt 1
     // of cycle 1 (the other attempts were refused).
     support::generate_branches(&db, entries, &[1])?;
@@ -44,7 +50,7 @@ fn main() -> anyhow::Result<()> {
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)?
         .as_secs() as i64;
-    let log = dir.path().join("mail.log");
+    let log = place.join("mail.log");
     let written_at = std::time::Instant::now();
     let bytes = support::write_log(&log, megabytes, first - 3600, now, &wanted)?;
     println!(
