@@ -9,6 +9,7 @@ use std::net::TcpStream;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 use unsctl::clock::{Clock, SystemClock};
+use unsctl::db::Db;
 use unsctl::lab::fakes::Fakes;
 use unsctl::lab::repro;
 use unsctl::model::Channel;
@@ -33,7 +34,7 @@ fn arg(n: usize, default: usize) -> usize {
 fn fifty_events(conn: &rusqlite::Connection) -> anyhow::Result<String> {
     let mut now = 1_000.0;
     let id = engine::submit(
-        conn,
+        &Db::Sqlite(conn),
         now,
         &NewNotification {
             channels: [Channel::Slack].into_iter().collect(),
@@ -48,17 +49,30 @@ fn fifty_events(conn: &rusqlite::Connection) -> anyhow::Result<String> {
         max_seconds: 1.0,
     };
     for _ in 0..12 {
-        let ClaimOutcome::Claimed(lease) = engine::claim(conn, now, "load", 60.0)? else {
+        let ClaimOutcome::Claimed(lease) = engine::claim(&Db::Sqlite(conn), now, "load", 60.0)?
+        else {
             anyhow::bail!("nothing to claim");
         };
-        engine::start_channel(conn, now, &lease, Channel::Slack, &Default::default())?;
+        engine::start_channel(
+            &Db::Sqlite(conn),
+            now,
+            &lease,
+            Channel::Slack,
+            &Default::default(),
+        )?;
         let refused = DeliveryResult::rejected("HTTP 503", true);
-        engine::record_result(conn, now, &lease, Channel::Slack, &refused)?;
-        engine::settle(conn, now, &lease, &[(Channel::Slack, refused)], &backoff)?;
+        engine::record_result(&Db::Sqlite(conn), now, &lease, Channel::Slack, &refused)?;
+        engine::settle(
+            &Db::Sqlite(conn),
+            now,
+            &lease,
+            &[(Channel::Slack, refused)],
+            &backoff,
+        )?;
         now += 2.0;
     }
     unsctl::remediation::apply(
-        conn,
+        &Db::Sqlite(conn),
         now,
         &id,
         unsctl::remediation::Action::Resolve,
@@ -132,7 +146,7 @@ fn main() -> anyhow::Result<()> {
     // Work for the worker while the GETs run.
     for n in 0..20_000 {
         engine::submit(
-            &conn,
+            &Db::Sqlite(&conn),
             SystemClock.now(),
             &NewNotification {
                 channels: [Channel::Slack].into_iter().collect(),
@@ -145,7 +159,7 @@ fn main() -> anyhow::Result<()> {
     let fakes = Fakes::start()?;
     let running = server::start(ServerConfig {
         verify: Default::default(),
-        db_path: db.clone(),
+        db: db.clone().into(),
         listen: "127.0.0.1:0".parse()?,
         keys: Some(unsctl::server::Keys::single(KEY).expect("key")),
         worker: Some((

@@ -6,6 +6,7 @@
 mod support;
 
 use std::time::{Duration, Instant};
+use unsctl::db::Db;
 use unsctl::runtime::metrics::STORE_GAUGES_TTL;
 
 fn main() -> anyhow::Result<()> {
@@ -44,7 +45,7 @@ fn main() -> anyhow::Result<()> {
     let mut read = Vec::new();
     for _ in 0..5 {
         let start = Instant::now();
-        metrics.refresh(&conn, 0.0)?;
+        metrics.refresh(&Db::Sqlite(&conn), 0.0)?;
         read.push(start.elapsed().as_secs_f64() * 1e3);
     }
     for list in [&mut stale, &mut fresh, &mut read] {

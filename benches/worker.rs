@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 use unsctl::clock::{Clock, SystemClock};
+use unsctl::db::Db;
 use unsctl::lab::fakes::Fakes;
 use unsctl::lab::repro;
 use unsctl::model::Channel;
@@ -46,7 +47,7 @@ fn run(notifications: usize, concurrency: usize, counted: bool) -> anyhow::Resul
     // Queue the work first so the measurement is the worker alone.
     for n in 0..notifications {
         engine::submit(
-            &conn,
+            &Db::Sqlite(&conn),
             SystemClock.now(),
             &NewNotification {
                 channels: [Channel::Slack].into_iter().collect(),
@@ -143,13 +144,14 @@ fn main() -> anyhow::Result<()> {
     let raw_count = 20_000;
     let raw_start = Instant::now();
     for n in 0..raw_count {
-        engine::write_tx(&raw, |tx| {
+        engine::write_tx(&Db::Sqlite(&raw), |tx| {
             // The same one-row insert append_event does, under a kind of its own.
-            tx.prepare_cached(
+            tx.execute(
                 "INSERT INTO uns_events (notification_id, at, kind, payload) VALUES (?1, ?2, 'BENCH_COMMIT', ?3)",
-            )?
-            .execute(rusqlite::params![some_id, SystemClock.now(), json!({ "n": n }).to_string()])
-        })?;
+                unsctl::args![&some_id, SystemClock.now(), json!({ "n": n }).to_string()],
+            )
+        })
+        .map_err(Box::new)?;
     }
     let raw_rate = raw_count as f64 / raw_start.elapsed().as_secs_f64();
     let share = throughput * per_notification / raw_rate;

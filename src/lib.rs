@@ -10,6 +10,7 @@ pub mod bounded;
 pub mod cli;
 pub mod clock;
 pub mod config;
+pub mod db;
 pub mod documents;
 pub mod exit;
 pub mod history;

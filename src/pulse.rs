@@ -4,7 +4,9 @@
 //! still happening. Read from the events' `(kind, at)` index, the same query on the store
 //! and behind the API, so both backends give the same document for the same window.
 
-use rusqlite::Connection;
+use crate::args;
+use crate::db::value::Cells;
+use crate::db::{Db, DbResult, Dialect};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -110,19 +112,27 @@ impl Series {
     }
 
     /// The SQL condition on a row of `uns_events` (kind already matched) that makes it
-    /// one of this series; a payload that is not JSON is none.
-    fn condition(self) -> &'static str {
-        match self {
-            Series::Reclaimed => "json_valid(payload) AND json_extract(payload, '$.reclaimed') = 1",
-            Series::Unknown => {
-                "json_valid(payload) AND json_extract(payload, '$.metadata.provider_outcome') = 'UNKNOWN'"
-            }
-            Series::ReplayDelivered => {
-                "json_valid(payload) AND json_type(payload, '$.cycle') = 'integer' \
-                 AND json_extract(payload, '$.cycle') > 1"
-            }
-            _ => "1",
-        }
+    /// one of this series, and that `at` is a time; a payload that is not JSON is none.
+    fn condition(self, dialect: Dialect) -> String {
+        let at = match dialect {
+            // A damaged SQLite store may hold text where a time belongs.
+            Dialect::Sqlite => "typeof(at) IN ('real', 'integer')",
+            Dialect::Postgres => "at IS NOT NULL",
+        };
+        let series = match self {
+            Series::Reclaimed => format!("{} = 1", dialect.json_number("payload", "$.reclaimed")),
+            Series::Unknown => format!(
+                "{} = 'UNKNOWN'",
+                dialect.json_text("payload", "$.metadata.provider_outcome")
+            ),
+            Series::ReplayDelivered => format!(
+                "{} = 'integer' AND {} > 1",
+                dialect.json_type("payload", "$.cycle"),
+                dialect.json_number("payload", "$.cycle")
+            ),
+            _ => return at.to_string(),
+        };
+        format!("{at} AND {series}")
     }
 }
 
@@ -219,45 +229,38 @@ impl Pulse {
 }
 
 /// Counts every series over `window`, and finds the last of each.
-pub fn read(conn: &Connection, window: Window) -> rusqlite::Result<Pulse> {
+pub fn read(db: &Db<'_>, window: Window) -> DbResult<Pulse> {
     let steps = window.steps();
     let mut series: BTreeMap<Series, Vec<u64>> =
         Series::ALL.iter().map(|s| (*s, vec![0; steps])).collect();
     let mut last = BTreeMap::new();
+    // The step a time falls in: past the window's start, truncation is the floor.
+    let bucket = match db.dialect() {
+        Dialect::Sqlite => "CAST((at - ?1) / ?3 AS INTEGER)",
+        Dialect::Postgres => "CAST(floor((at - ?1) / ?3) AS BIGINT)",
+    };
     for kind in Series::ALL {
         // One index range per series: the kind, then the window's span of `at`.
         let sql = format!(
-            "SELECT CAST((at - ?1) / ?3 AS INTEGER), COUNT(*) FROM uns_events
-             WHERE kind = ?4 AND at >= ?1 AND at < ?2 AND typeof(at) IN ('real', 'integer')
-               AND {}
+            "SELECT {bucket}, COUNT(*) FROM uns_events
+             WHERE kind = ?4 AND at >= ?1 AND at < ?2 AND {}
              GROUP BY 1",
-            kind.condition()
+            kind.condition(db.dialect())
         );
-        let mut statement = conn.prepare_cached(&sql)?;
-        let mut rows = statement.query(rusqlite::params![
-            window.since,
-            window.until,
-            window.step,
-            kind.kind()
-        ])?;
         let counts = series.entry(kind).or_default();
-        while let Some(row) = rows.next()? {
-            let (bucket, count): (i64, i64) = (row.get(0)?, row.get(1)?);
-            if let Some(slot) = usize::try_from(bucket).ok().and_then(|b| counts.get_mut(b)) {
-                *slot += count.max(0) as u64;
-            }
-        }
-        let sql = format!(
-            "SELECT at FROM uns_events
-             WHERE kind = ?1 AND at < ?2 AND typeof(at) IN ('real', 'integer') AND {}
-             ORDER BY at DESC LIMIT 1",
-            kind.condition()
-        );
-        let newest: Option<f64> = conn
-            .prepare_cached(&sql)?
-            .query_row(rusqlite::params![kind.kind(), window.until], |r| r.get(0))
-            .ok();
-        last.insert(kind, newest.filter(|at| at.is_finite()));
+        db.each(
+            &sql,
+            args![window.since, window.until, window.step, kind.kind()],
+            &mut |row| {
+                let mut cells = Cells::new(row);
+                let (bucket, count) = (cells.integer(0, "step"), cells.integer(1, "count"));
+                if let Some(slot) = usize::try_from(bucket).ok().and_then(|b| counts.get_mut(b)) {
+                    *slot += count.max(0) as u64;
+                }
+                Ok(())
+            },
+        )?;
+        last.insert(kind, newest(db, kind, window.until)?);
     }
     Ok(Pulse {
         window: Span {
@@ -268,6 +271,21 @@ pub fn read(conn: &Connection, window: Window) -> rusqlite::Result<Pulse> {
         series,
         last,
     })
+}
+
+/// The newest event of `series` before `until`.
+fn newest(db: &Db<'_>, series: Series, until: f64) -> DbResult<Option<f64>> {
+    let sql = format!(
+        "SELECT at FROM uns_events WHERE kind = ?1 AND at < ?2 AND {}
+         ORDER BY at DESC LIMIT 1",
+        series.condition(db.dialect())
+    );
+    Ok(db
+        .row(&sql, args![series.kind(), until], |row| {
+            Ok(Cells::new(row).real(0, "at"))
+        })?
+        .flatten()
+        .filter(|at| at.is_finite()))
 }
 
 /// Whether the incident is still happening at `now`: a lease loss or a reclaim within
@@ -309,23 +327,11 @@ impl Stillness {
 
 /// The last lease loss and reclaim up to `until`, from the index alone: what "still
 /// happening" is told by.
-pub fn last_losses(conn: &Connection, until: f64) -> rusqlite::Result<(Option<f64>, Option<f64>)> {
-    let newest = |series: Series| -> rusqlite::Result<Option<f64>> {
-        let sql = format!(
-            "SELECT at FROM uns_events
-             WHERE kind = ?1 AND at < ?2 AND typeof(at) IN ('real', 'integer') AND {}
-             ORDER BY at DESC LIMIT 1",
-            series.condition()
-        );
-        Ok(conn
-            .prepare_cached(&sql)?
-            .query_row(rusqlite::params![series.kind(), until], |r| {
-                r.get::<_, f64>(0)
-            })
-            .ok()
-            .filter(|at| at.is_finite()))
-    };
-    Ok((newest(Series::LeaseLost)?, newest(Series::Reclaimed)?))
+pub fn last_losses(db: &Db<'_>, until: f64) -> DbResult<(Option<f64>, Option<f64>)> {
+    Ok((
+        newest(db, Series::LeaseLost, until)?,
+        newest(db, Series::Reclaimed, until)?,
+    ))
 }
 
 #[cfg(test)]

@@ -129,6 +129,29 @@ fn rung(global: &GlobalArgs) -> Rung {
     Rung::Current
 }
 
+/// What `--db`, `UNS_DB_FILE` or a context's `db` names: a `postgres://` URL is a
+/// database, its password from the operator's environment as libpq finds one
+/// (`PGPASSWORD`, else `PGPASSFILE` or `~/.pgpass`); anything else is a file.
+pub fn db_backend(db: PathBuf) -> Backend {
+    let Some(url) = db.to_str().filter(|text| crate::db::pg::is_url(text)) else {
+        return Backend::Sqlite(db);
+    };
+    let pgpass = std::env::var_os("PGPASSFILE")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".pgpass")))
+        // As libpq: a password file others can read is not used.
+        .filter(|file| {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::metadata(file).is_ok_and(|m| m.permissions().mode() & 0o077 == 0)
+        })
+        .and_then(|file| std::fs::read_to_string(file).ok());
+    Backend::Postgres(crate::db::pg::Target::new(
+        url,
+        env("PGPASSWORD"),
+        pgpass.as_deref(),
+    ))
+}
+
 /// Every store the flags, the environment or the context name: `doctor` checks each.
 #[derive(Debug, Clone, Default)]
 pub struct Named {
@@ -158,6 +181,11 @@ impl From<Resolution> for Named {
         match backend {
             Backend::Sqlite(path) => Named {
                 db: Some(path),
+                api: None,
+                context,
+            },
+            Backend::Postgres(target) => Named {
+                db: Some(target.url.into()),
                 api: None,
                 context,
             },
@@ -250,7 +278,7 @@ pub fn from_context(config: &Config, name: &str) -> CliResult<Resolution> {
 fn context_named(config: &Config, name: &str, source: Source) -> CliResult<Resolution> {
     let context = config.get(name).map_err(config_error)?;
     let backend = match &context.place {
-        Place::Db(path) => Backend::Sqlite(path.clone()),
+        Place::Db(path) => db_backend(path.clone()),
         Place::Api { url, key_env } => {
             let key = context.api_key();
             if let (Some(var), None) = (key_env, &key) {
@@ -308,7 +336,7 @@ fn resolution(
         } => Err(CliError::usage(
             "--db and --api both given: name one backend",
         )),
-        Rung::Flags { db: Some(path), .. } => plain(Backend::Sqlite(path), Source::Flag),
+        Rung::Flags { db: Some(path), .. } => plain(db_backend(path), Source::Flag),
         Rung::Flags { api, .. } => plain(http(api.unwrap_or_default()), Source::Flag),
         Rung::Context { name, source } => context_named(&required(config()?)?, &name, source),
         // The runbook's environment exports both: the API is the runtime's own door,
@@ -320,7 +348,7 @@ fn resolution(
             },
         ),
         Rung::Environment { db, .. } => plain(
-            Backend::Sqlite(db.unwrap_or_default()),
+            db_backend(db.unwrap_or_default()),
             Source::Environment { both: false },
         ),
         Rung::Current => match config()? {

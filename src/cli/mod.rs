@@ -18,7 +18,7 @@ use args::GlobalArgs;
 use clap::{Parser, Subcommand};
 use commands::{
     apply, completions, context, dlq, doctor, events, inspect, note, pulse, reconcile, replay,
-    report, repro, runtime, sweep, tsg, tui, verify,
+    report, repro, runtime, store, sweep, tsg, tui, verify,
 };
 use error::CliResult;
 
@@ -65,6 +65,8 @@ pub enum Command {
     Pulse(pulse::Args),
     Report(report::Args),
     Note(note::Args),
+    #[command(subcommand)]
+    Store(store::Command),
     #[command(subcommand)]
     Tsg(tsg::Command),
     Doctor(doctor::Args),
@@ -132,6 +134,7 @@ pub fn run(cli: Cli) -> CliResult<Next> {
         Command::Pulse(args) => pulse::run(global, args),
         Command::Report(args) => report::run(global, args),
         Command::Note(args) => note::run(global, args),
+        Command::Store(command) => store::run(global, command),
         Command::Tsg(command) => tsg::run(global, command),
         Command::Doctor(args) => doctor::run(global, args),
         Command::Context(command) => context::run(global, command),

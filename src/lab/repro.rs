@@ -2,6 +2,7 @@
 //! fault-injecting fakes, writing into a real store.
 
 use crate::clock::{Clock, SystemClock};
+use crate::db::Db;
 use crate::lab::fakes::{Accepted, Behavior, Fakes};
 use crate::model::{Channel, ChannelSet, Status};
 use crate::runtime::adapters::Adapter;
@@ -12,7 +13,7 @@ use crate::runtime::queries;
 use crate::runtime::schema::{self, OpenMode};
 use crate::runtime::worker::{Adapters, Worker, WorkerConfig};
 use crate::runtime::writer::Database;
-use crate::store::sqlite;
+use crate::store::direct;
 use crate::triage::{self, Branch};
 use serde::Serialize;
 use std::path::Path;
@@ -271,7 +272,7 @@ fn submit(db: &rusqlite::Connection, scenario: Scenario) -> Result<String, Repro
         "body": scenario.story(),
     });
     let submitted = engine::submit(
-        db,
+        &Db::Sqlite(db),
         crate::clock::Clock::now(&SystemClock),
         &engine::NewNotification {
             channels: scenario.channels(),
@@ -284,7 +285,8 @@ fn submit(db: &rusqlite::Connection, scenario: Scenario) -> Result<String, Repro
 }
 
 fn settled(conn: &rusqlite::Connection, id: &str) -> Result<bool, ReproError> {
-    let row = queries::read_notification(conn, id).map_err(crate::store::StoreError::from)?;
+    let row = queries::read_notification(&Db::Sqlite(conn), id)
+        .map_err(crate::store::StoreError::from)?;
     Ok(row.is_some_and(|r| r.status.known().is_some_and(Status::is_settled)))
 }
 
@@ -411,9 +413,14 @@ pub fn run_counted(
     // to run past every window), the incident list, the channel history.
     fakes.control.mark_log();
     let all: Vec<String> = ids.iter().map(|(_, id)| id.clone()).collect();
-    let asked = crate::verify::ask(&conn, &all, &fake_sources(fakes, 1.0), SystemClock.now())
-        .map_err(crate::store::StoreError::from)?;
-    let store = sqlite::SqliteStore::open_read_only(db)?;
+    let asked = crate::verify::ask(
+        &Db::Sqlite(&conn),
+        &all,
+        &fake_sources(fakes, 1.0),
+        SystemClock.now(),
+    )
+    .map_err(crate::store::StoreError::from)?;
+    let store = direct::DirectStore::open_read_only(db)?;
     let reconciliation = crate::reconcile::Reconciliation::read(
         &store,
         &crate::reconcile::Asked {
@@ -426,7 +433,7 @@ pub fn run_counted(
     let reconciled: Vec<crate::reconcile::Reconciled> = reconciliation.all(&store)?;
     ids.into_iter()
         .map(|(scenario, id)| {
-            let doc = sqlite::notification_doc(&conn, &id)?;
+            let doc = direct::notification_doc(&Db::Sqlite(&conn), &id)?;
             let branch = doc
                 .row
                 .dead_letter

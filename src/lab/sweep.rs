@@ -6,20 +6,21 @@
 //! replayed exactly.
 
 use crate::clock::{Clock, SystemClock};
+use crate::db::{Conn, Db, Place};
 use crate::lab::fakes::{Behavior, Fakes};
 use crate::lab::repro::{self, ReproError};
 use crate::model::Channel;
 use crate::runtime::adapters::DeliveryRequest;
 use crate::runtime::engine::{self, Backoff, ClaimOutcome, NewNotification};
-use crate::runtime::schema::{self, OpenMode};
+use crate::runtime::queries;
 use crate::runtime::worker::{Adapters, Worker, WorkerConfig};
 use crate::runtime::writer::Database;
-use crate::store::sqlite;
+use crate::store::direct;
 use crate::triage::{self, Branch, ChannelState};
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
 use serde::Serialize;
-use std::path::{Path, PathBuf};
+
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -149,8 +150,8 @@ impl Verification {
 
 /// A sweep in progress: the store, the fakes and what was drawn.
 pub struct Sweep {
-    pub db: PathBuf,
-    pub conn: rusqlite::Connection,
+    pub db: Place,
+    pub conn: Conn,
     pub fakes: Fakes,
     pub ids: Vec<String>,
     pub drawn: Vec<Schedule>,
@@ -163,7 +164,7 @@ pub const REPLAY_LEASE_SECONDS: f64 = 60.0;
 
 /// Runs `schedules` random schedules drawn from `seed` in a store at `db`.
 pub fn run(
-    db: &Path,
+    db: &Place,
     schedules: usize,
     seed: u64,
     concurrency: usize,
@@ -175,7 +176,7 @@ impl Sweep {
     /// Submits the schedules, lets the worker run them to the end, and returns the
     /// sweep for judging (and, for `--remediate`, for acting on).
     pub fn run(
-        db: &Path,
+        db: &Place,
         schedules: usize,
         seed: u64,
         concurrency: usize,
@@ -191,7 +192,7 @@ impl Sweep {
         // The fake relay's log must be seen running a clock-skew margin before the first
         // message, or no missing message could be proved missing.
         std::thread::sleep(Duration::from_secs_f64(2.0 * VERIFY_SKEW));
-        let conn = schema::open(db, OpenMode::Create)?;
+        let conn = crate::runtime::writer::open_runtime(db)?;
         let adapters = repro::fake_adapters(&fakes)?;
         let drawn: Vec<Schedule> = (0..schedules).map(|_| draw(&mut rng)).collect();
 
@@ -202,7 +203,7 @@ impl Sweep {
         for &i in &order {
             let schedule = &drawn[i];
             let id = engine::submit(
-                &conn,
+                &conn.db(),
                 SystemClock.now(),
                 &NewNotification {
                     channels: schedule.channels.iter().copied().collect(),
@@ -218,10 +219,10 @@ impl Sweep {
         }
         let mut abandoned = Vec::new();
         for &i in order.iter().take_while(|&&i| drawn[i].crash) {
-            abandoned.push(crash(&conn, &adapters, &ids[i])?);
+            abandoned.push(crash(&conn.db(), &adapters, &ids[i])?);
         }
         let worker = Worker::new(
-            Database::open(db)?,
+            Database::open_at(db)?,
             Arc::new(SystemClock),
             adapters,
             WorkerConfig {
@@ -237,7 +238,7 @@ impl Sweep {
             },
         );
         let sweep = Sweep {
-            db: db.to_path_buf(),
+            db: db.clone(),
             conn,
             fakes,
             ids,
@@ -270,15 +271,16 @@ impl Sweep {
         let deadline = Duration::from_secs(60 + self.ids.len() as u64 / 10);
         worker
             .run_until(deadline, Duration::from_millis(50), || {
-                let open: i64 = self
+                let open = self
                     .conn
-                    .query_row(
+                    .db()
+                    .row(
                         "SELECT COUNT(*) FROM uns_notifications WHERE status IN ('PENDING', 'LEASED')",
-                        [],
-                        |r| r.get(0),
+                        &[],
+                        |r| Ok(queries::Cells::new(r).integer(0, "count")),
                     )
                     .map_err(crate::store::StoreError::from)?;
-                Ok::<bool, ReproError>(open == 0)
+                Ok::<bool, ReproError>(open == Some(0))
             })
             .map(|_| ())
     }
@@ -288,7 +290,7 @@ impl Sweep {
         self.ids
             .iter()
             .filter(|id| {
-                sqlite::notification_doc(&self.conn, id)
+                direct::notification_doc(&self.conn.db(), id)
                     .map(|doc| {
                         doc.row.dead_letter
                             && triage::triage_events(&doc.row, &doc.events).branch == Branch::Verify
@@ -306,7 +308,7 @@ impl Sweep {
         let skew = VERIFY_SKEW;
         let ids = self.in_verify();
         let sources = repro::fake_sources(&self.fakes, skew);
-        let asked = crate::verify::ask(&self.conn, &ids, &sources, SystemClock.now())
+        let asked = crate::verify::ask(&self.conn.db(), &ids, &sources, SystemClock.now())
             .map_err(crate::store::StoreError::from)?;
         let ledger = self.fakes.control.ledger();
         let mut verification = Verification {
@@ -352,7 +354,7 @@ impl Sweep {
         }
         let actor = crate::remediation::Actor::local("sweep");
         for result in crate::verify::record(
-            &self.conn,
+            &self.conn.db(),
             SystemClock.now(),
             &asked,
             &actor,
@@ -381,15 +383,18 @@ impl Sweep {
     /// past, so the records can say what is missing; then marks the relay log, which is
     /// then seen to run past every window.
     fn wait_for_windows(&self) -> Result<(), ReproError> {
-        let latest: Option<f64> = self
-            .conn
-            .query_row(
-                "SELECT MAX(json_extract(payload, '$.lease_until')) FROM uns_events
-                 WHERE kind = 'ATTEMPT_STARTED' AND json_valid(payload)",
-                [],
-                |r| r.get(0),
+        let db = self.conn.db();
+        let latest = db
+            .row(
+                &format!(
+                    "SELECT MAX({}) FROM uns_events WHERE kind = 'ATTEMPT_STARTED'",
+                    db.dialect().json_number("payload", "$.lease_until")
+                ),
+                &[],
+                |r| Ok(queries::Cells::new(r).real(0, "lease_until")),
             )
-            .map_err(crate::store::StoreError::from)?;
+            .map_err(crate::store::StoreError::from)?
+            .flatten();
         if let Some(latest) = latest {
             let wait = latest + VERIFY_SKEW - SystemClock.now();
             if wait > 0.0 {
@@ -403,7 +408,13 @@ impl Sweep {
     /// Every verdict compared with the fakes' ledger, and every notification's copies as
     /// reconcile counts them.
     pub fn judge(&self) -> Result<Counts, ReproError> {
-        let mut counts = judge(&self.conn, &self.fakes, &self.ids, &self.drawn, self.seed)?;
+        let mut counts = judge(
+            &self.conn.db(),
+            &self.fakes,
+            &self.ids,
+            &self.drawn,
+            self.seed,
+        )?;
         self.reconcile_into(&mut counts)?;
         counts.failures.truncate(20);
         Ok(counts)
@@ -414,7 +425,7 @@ impl Sweep {
     /// each channel's class to the copies the ledger holds.
     fn reconcile_into(&self, counts: &mut Counts) -> Result<(), ReproError> {
         self.wait_for_windows()?;
-        let store = sqlite::SqliteStore::open_read_only(&self.db)?;
+        let store = direct::DirectStore::open(&self.db, false)?;
         let with_records = repro::fake_sources(&self.fakes, VERIFY_SKEW);
         let history_only = crate::verify::Sources {
             skew: VERIFY_SKEW,
@@ -572,7 +583,7 @@ fn script(fakes: &Fakes, id: &str, index: usize, schedule: &Schedule) {
 /// A worker that claims `id`, starts its first channel, sends, and dies: the call goes on
 /// without anyone to record its result.
 fn crash(
-    conn: &rusqlite::Connection,
+    conn: &Db<'_>,
     adapters: &Adapters,
     id: &str,
 ) -> Result<std::thread::JoinHandle<()>, ReproError> {
@@ -603,7 +614,7 @@ fn crash(
 }
 
 fn judge(
-    conn: &rusqlite::Connection,
+    conn: &Db<'_>,
     fakes: &Fakes,
     ids: &[String],
     drawn: &[Schedule],
@@ -616,7 +627,7 @@ fn judge(
         ..Counts::default()
     };
     for (id, schedule) in ids.iter().zip(drawn) {
-        let doc = sqlite::notification_doc(conn, id)?;
+        let doc = direct::notification_doc(conn, id)?;
         let accepted = |channel: Channel| fakes.control.accepted_count(channel, id);
         if Channel::ALL.iter().any(|&c| accepted(c) > 1) {
             counts.duplicated += 1;

@@ -11,13 +11,14 @@ pub mod verified;
 
 pub use policy::{Action, Approved, Claim, Refusal, Request};
 
+use crate::args;
 use crate::clock;
+use crate::db::{Db, DbError};
 use crate::model::payload::{self, Audit};
 use crate::model::{ChannelSet, Kind};
 use crate::runtime::engine::{self, EngineError};
 use crate::runtime::queries;
 use crate::triage::{self, Verdict};
-use rusqlite::{Connection, params};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
@@ -79,9 +80,9 @@ pub enum Rejection {
     Store(#[from] EngineError),
 }
 
-impl From<rusqlite::Error> for Rejection {
-    fn from(err: rusqlite::Error) -> Self {
-        Rejection::Store(EngineError::Sqlite(err))
+impl From<DbError> for Rejection {
+    fn from(err: DbError) -> Self {
+        Rejection::Store(EngineError::Db(err))
     }
 }
 
@@ -131,14 +132,18 @@ fn conflict(id: &str, row: &crate::model::Notification, reason: String) -> Confl
 /// Resolves or replays one DLQ entry: reads and triages it, checks the guardrails, and
 /// writes the change with its audit event, all in one transaction.
 pub fn apply(
-    conn: &Connection,
+    db: &Db<'_>,
     now: f64,
     id: &str,
     action: Action,
     request: &Request,
     actor: &Actor,
 ) -> Result<Done, Rejection> {
-    engine::write_tx(conn, |tx| {
+    engine::write_tx(db, |tx| {
+        let now = tx.now(now)?;
+        // The row is this change's until it commits (PostgreSQL): a second resolve or
+        // replay waits, then finds it out of the DLQ.
+        tx.lock(id)?;
         let row = queries::read_notification(tx, id)?
             .ok_or_else(|| Rejection::NotFound(id.to_string()))?;
         let events = queries::read_events(tx, id)?;
@@ -237,13 +242,12 @@ fn audit(verdict: &Verdict, approved: &Approved, request: &Request, actor: &Acto
 }
 
 /// The entry leaves the DLQ as RESOLVED and keeps its row and all of its history.
-fn resolve(tx: &Connection, now: f64, id: &str, audit: Audit) -> Result<Done, Rejection> {
-    let cycle: i64 = tx
-        .prepare_cached(
-            "UPDATE uns_notifications SET status = 'RESOLVED', dead_letter = 0, updated_at = ?2
+fn resolve(tx: &Db<'_>, now: f64, id: &str, audit: Audit) -> Result<Done, Rejection> {
+    let cycle = tx.insert(
+        "UPDATE uns_notifications SET status = 'RESOLVED', dead_letter = 0, updated_at = ?2
              WHERE id = ?1 AND dead_letter = 1 RETURNING cycle",
-        )?
-        .query_row(params![id, now], |row| row.get(0))?;
+        args![id, now],
+    )?;
     let event_id = engine::append_event(
         tx,
         id,
@@ -263,7 +267,7 @@ fn resolve(tx: &Connection, now: f64, id: &str, audit: Audit) -> Result<Done, Re
 
 /// The entry starts a new cycle for `channels`, due now, or at the time a pace gave it.
 fn replay(
-    tx: &Connection,
+    tx: &Db<'_>,
     now: f64,
     id: &str,
     channels: &ChannelSet,
@@ -274,15 +278,14 @@ fn replay(
         Some((at, pace)) => (Some(at), pace),
         None => (None, None),
     };
-    let cycle: i64 = tx
-        .prepare_cached(
-            "UPDATE uns_notifications
-             SET status = 'PENDING', dead_letter = 0, cycle = cycle + 1, cycle_attempts = 0,
-                 next_attempt_at = ?3, lease_token = NULL, lease_until = NULL,
-                 error_message = NULL, updated_at = ?2
-             WHERE id = ?1 AND dead_letter = 1 RETURNING cycle",
-        )?
-        .query_row(params![id, now, due_at.unwrap_or(now)], |row| row.get(0))?;
+    let cycle = tx.insert(
+        "UPDATE uns_notifications
+         SET status = 'PENDING', dead_letter = 0, cycle = cycle + 1, cycle_attempts = 0,
+             next_attempt_at = ?3, lease_token = NULL, lease_until = NULL,
+             error_message = NULL, updated_at = ?2
+         WHERE id = ?1 AND dead_letter = 1 RETURNING cycle",
+        args![id, now, due_at.unwrap_or(now)],
+    )?;
     let event_id = engine::append_event(
         tx,
         id,

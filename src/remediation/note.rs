@@ -2,9 +2,10 @@
 //! rules a note keeps whoever writes it (the command line, the screen, the API).
 
 use super::{Actor, Rejection};
+use crate::args;
+use crate::db::Db;
 use crate::model::{NoteRow, payload};
 use crate::runtime::engine::{self, EngineError};
-use rusqlite::{Connection, params};
 use serde::{Deserialize, Serialize};
 
 /// What `unsctl note` asks a store to keep (`POST /api/v1/runtime/notes`).
@@ -78,13 +79,14 @@ pub fn of(request: &NoteRequest, actor: &Actor, now: f64) -> Result<payload::Not
 /// Appends the note to the store's notes, in one transaction; the store must have a
 /// place for them (schema version 3, which `runtime serve` brings an older store to).
 pub fn write(
-    conn: &Connection,
+    db: &Db<'_>,
     now: f64,
     request: &NoteRequest,
     actor: &Actor,
 ) -> Result<NoteRow, Rejection> {
-    let note = of(request, actor, now)?;
-    engine::write_tx(conn, |tx| {
+    engine::write_tx(db, |tx| {
+        let now = tx.now(now)?;
+        let note = of(request, actor, now)?;
         if !crate::runtime::queries::has_notes(tx)? {
             return Err(Rejection::Store(EngineError::Invalid(
                 "this store has no place for notes yet (schema version 2 or older); `unsctl runtime serve` brings it to version 3"
@@ -92,11 +94,10 @@ pub fn write(
             )));
         }
         let text = payload::to_text(&note);
-        let id: i64 = tx
-            .prepare_cached(
-                "INSERT INTO uns_notes (at, kind, payload) VALUES (?1, ?2, ?3) RETURNING id",
-            )?
-            .query_row(params![now, KIND, text], |row| row.get(0))?;
+        let id = tx.insert(
+            "INSERT INTO uns_notes (at, kind, payload) VALUES (?1, ?2, ?3) RETURNING id",
+            args![now, KIND, text.as_str()],
+        )?;
         let (payload, _) = crate::model::payload_of(&text);
         Ok(NoteRow {
             id,

@@ -7,13 +7,13 @@
 //! doubt it would have settled is gone, so recording it again can only add noise.
 
 use super::{Actor, Rejection, audit_summary, conflict};
+use crate::db::Db;
 use crate::history::{History, Observed};
 use crate::model::payload;
 use crate::model::{Channel, Kind};
 use crate::runtime::engine;
 use crate::runtime::queries;
 use crate::triage::{self, Branch, ChannelState};
-use rusqlite::Connection;
 use serde::{Deserialize, Serialize};
 
 /// Longest evidence text kept in an event.
@@ -93,7 +93,7 @@ pub fn next_step(verdict: &triage::Verdict) -> String {
 /// about an attempt that was refused, accepted or never made is a conflict, whoever sent
 /// it. A finding about a channel no longer UNCERTAIN is skipped and says so.
 pub fn record(
-    conn: &Connection,
+    db: &Db<'_>,
     now: f64,
     id: &str,
     findings: &[Verified],
@@ -101,7 +101,12 @@ pub fn record(
     why: Why<'_>,
     read_on: ReadOn,
 ) -> Result<Written, Rejection> {
-    engine::write_tx(conn, |tx| {
+    engine::write_tx(db, |tx| {
+        let now = tx
+            .now(now)
+            .map_err(crate::runtime::engine::EngineError::from)?;
+        tx.lock(id)
+            .map_err(crate::runtime::engine::EngineError::from)?;
         let row = queries::read_notification(tx, id)?
             .ok_or_else(|| Rejection::NotFound(id.to_string()))?;
         if !row.dead_letter {

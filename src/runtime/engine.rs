@@ -5,10 +5,11 @@
 //! [`append_event`]. Every function takes `now` from the caller's clock so tests can move
 //! time past a lease.
 
+use crate::args;
+use crate::db::{Db, DbError, Dialect};
 use crate::model::payload;
 use crate::model::{Channel, ChannelSet, Kind, ProviderOutcome, Status};
-use crate::runtime::queries::Cells;
-use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, params};
+use crate::runtime::queries::{Cells, Source};
 use serde_json::{Map, Value, json};
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -21,7 +22,7 @@ pub enum EngineError {
     #[error("{0}")]
     Invalid(String),
     #[error(transparent)]
-    Sqlite(#[from] rusqlite::Error),
+    Db(#[from] DbError),
     #[error(transparent)]
     WriterGone(#[from] crate::runtime::writer::WriterGone),
 }
@@ -35,29 +36,27 @@ pub fn commits() -> u64 {
     COMMITS.load(Ordering::Relaxed)
 }
 
-/// Runs `work` inside `BEGIN IMMEDIATE`, so a writer never has to upgrade a read lock.
-/// An error from `work` rolls the transaction back.
-pub fn write_tx<T, E: From<rusqlite::Error>>(
-    conn: &Connection,
-    work: impl FnOnce(&Transaction) -> std::result::Result<T, E>,
+/// Runs `work` in one write transaction ([`Db::write_tx`]). An error from `work` rolls
+/// it back.
+pub fn write_tx<'c, T, E: From<DbError>>(
+    db: &Db<'c>,
+    work: impl FnOnce(&Db<'c>) -> std::result::Result<T, E>,
 ) -> std::result::Result<T, E> {
-    let tx = Transaction::new_unchecked(conn, TransactionBehavior::Immediate)?;
-    let value = work(&tx)?;
-    tx.commit()?;
+    let value = db.write_tx(work)?;
     COMMITS.fetch_add(1, Ordering::Relaxed);
     Ok(value)
 }
 
 /// Appends one event and returns its id. The only INSERT into `uns_events`.
 pub fn append_event(
-    conn: &Connection,
+    db: &Db<'_>,
     notification_id: &str,
     at: f64,
     event_kind: Kind,
     payload: &impl serde::Serialize,
-) -> rusqlite::Result<i64> {
+) -> std::result::Result<i64, DbError> {
     append_text(
-        conn,
+        db,
         notification_id,
         at,
         event_kind,
@@ -67,17 +66,16 @@ pub fn append_event(
 
 /// As [`append_event`], for a payload already in its stored text.
 fn append_text(
-    conn: &Connection,
+    db: &Db<'_>,
     notification_id: &str,
     at: f64,
     event_kind: Kind,
     text: &str,
-) -> rusqlite::Result<i64> {
-    let mut stmt = conn.prepare_cached(
-        "INSERT INTO uns_events (notification_id, at, kind, payload) VALUES (?1, ?2, ?3, ?4)",
-    )?;
-    stmt.execute(params![notification_id, at, event_kind.as_str(), text])?;
-    Ok(conn.last_insert_rowid())
+) -> std::result::Result<i64, DbError> {
+    db.insert(
+        "INSERT INTO uns_events (notification_id, at, kind, payload) VALUES (?1, ?2, ?3, ?4) RETURNING id",
+        args![notification_id, at, event_kind.as_str(), text],
+    )
 }
 
 /// A new notification.
@@ -99,7 +97,7 @@ pub struct Submitted {
 
 /// Accepts a notification, or returns the row an earlier submission with the same
 /// idempotency key created.
-pub fn submit(conn: &Connection, now: f64, new: &NewNotification) -> Result<Submitted> {
+pub fn submit(db: &Db<'_>, now: f64, new: &NewNotification) -> Result<Submitted> {
     if new.channels.is_empty() {
         return Err(EngineError::Invalid(
             "at least one channel is required".into(),
@@ -111,15 +109,27 @@ pub fn submit(conn: &Connection, now: f64, new: &NewNotification) -> Result<Subm
         ));
     }
     let channels = &new.channels;
-    write_tx(conn, |tx| {
+    write_tx(db, |tx| {
+        let now = tx.now(now)?;
         if let Some(key) = &new.idempotency_key {
-            let existing: Option<(String, String)> = tx
-                .query_row(
-                    "SELECT id, status FROM uns_notifications WHERE idempotency_key = ?1",
-                    [key],
-                    |row| Ok((row.get(0)?, row.get(1)?)),
-                )
-                .optional()?;
+            if tx.dialect() == Dialect::Postgres {
+                // Two submissions with one key: the second waits for the first, and finds it.
+                tx.execute(
+                    "SELECT pg_advisory_xact_lock(hashtext(?1))",
+                    args![key.as_str()],
+                )?;
+            }
+            let existing: Option<(String, String)> = tx.row(
+                "SELECT id, status FROM uns_notifications WHERE idempotency_key = ?1",
+                args![key.as_str()],
+                |row| {
+                    let mut cells = Cells::new(row);
+                    Ok((
+                        cells.required_text(0, "id"),
+                        cells.required_text(1, "status"),
+                    ))
+                },
+            )?;
             if let Some((id, status)) = existing {
                 return Ok(Submitted {
                     id,
@@ -130,19 +140,19 @@ pub fn submit(conn: &Connection, now: f64, new: &NewNotification) -> Result<Subm
         }
         let id = format!("n-{}", uuid::Uuid::now_v7().simple());
         let channels_json = serde_json::to_string(channels).unwrap_or_else(|_| "[]".into());
-        tx.prepare_cached(
+        tx.execute(
             "INSERT INTO uns_notifications (id, status, dead_letter, attempts, cycle, cycle_attempts,
                  max_attempts, channels, payload, idempotency_key, next_attempt_at, created_at, updated_at)
              VALUES (?1, 'PENDING', 0, 0, 1, 0, ?2, ?3, ?4, ?5, ?6, ?6, ?6)",
-        )?
-        .execute(params![
-            id,
-            new.max_attempts,
-            channels_json,
-            new.payload.to_string(),
-            new.idempotency_key,
-            now
-        ])?;
+            args![
+                id.as_str(),
+                new.max_attempts,
+                channels_json,
+                new.payload.to_string(),
+                new.idempotency_key.clone(),
+                now
+            ],
+        )?;
         append_event(
             tx,
             &id,
@@ -178,9 +188,21 @@ pub struct Lease {
     /// Channels this attempt must send: the cycle's channels without those already accepted.
     pub owed: ChannelSet,
     pub payload: Value,
+    /// When the lease began, on the clock it was taken by (the store's, on PostgreSQL).
+    pub claimed_at: f64,
+    /// When the worker holding it took it, on its own monotonic clock.
+    pub claimed: Option<std::time::Instant>,
 }
 
 impl Lease {
+    /// The seconds left of the lease: its length, less what the worker's monotonic clock
+    /// says has passed since it took it. No wall clock is read, so a machine whose clock
+    /// disagrees with the store's neither overruns the lease nor gives up early.
+    pub fn remaining(&self) -> f64 {
+        let length = self.lease_until - self.claimed_at;
+        length - self.claimed.map_or(0.0, |at| at.elapsed().as_secs_f64())
+    }
+
     /// The keys every event under this lease carries.
     fn keys(&self) -> payload::LeaseKeys {
         payload::LeaseKeys {
@@ -229,12 +251,34 @@ struct Candidate {
 /// Due rows only when every channel they name has an adapter here (`?2`, a JSON array of
 /// names; NULL for every channel). A row whose channels cannot be read passes, so the
 /// claim dead-letters it with the column named.
-const SUPPORTED: &str = "(?2 IS NULL OR NOT EXISTS (
+fn supported(dialect: Dialect) -> &'static str {
+    match dialect {
+        Dialect::Sqlite => {
+            "(?2 IS NULL OR NOT EXISTS (
         SELECT 1 FROM json_each(CASE WHEN json_valid(channels) AND json_type(channels) = 'array'
                                      THEN channels ELSE '[]' END) j
-        WHERE j.type = 'text' AND upper(trim(j.value)) NOT IN (SELECT value FROM json_each(?2))))";
+        WHERE j.type = 'text' AND upper(trim(j.value)) NOT IN (SELECT value FROM json_each(?2))))"
+        }
+        Dialect::Postgres => {
+            "(CAST(?2 AS TEXT) IS NULL OR NOT EXISTS (
+        SELECT 1 FROM jsonb_array_elements(CASE WHEN jsonb_typeof(channels_json) = 'array'
+                                     THEN channels_json ELSE '[]'::jsonb END) j(value)
+        WHERE jsonb_typeof(j.value) = 'string'
+          AND upper(trim(j.value #>> '{}')) NOT IN (SELECT jsonb_array_elements_text(CAST(?2 AS TEXT)::jsonb))))"
+        }
+    }
+}
 
-fn read_candidate(row: &rusqlite::Row) -> Candidate {
+/// What a claim's read of a row adds to hold it (PostgreSQL: the row is this worker's
+/// until its transaction ends, and another worker's claim passes it by).
+fn claim_lock(dialect: Dialect) -> &'static str {
+    match dialect {
+        Dialect::Sqlite => "",
+        Dialect::Postgres => " FOR UPDATE SKIP LOCKED",
+    }
+}
+
+fn read_candidate(row: &dyn Source) -> Candidate {
     let mut cells = Cells::new(row);
     let candidate = Candidate {
         id: cells.required_text(0, "id"),
@@ -255,14 +299,9 @@ fn read_candidate(row: &rusqlite::Row) -> Candidate {
 }
 
 /// Claims one due row (PENDING and due, or LEASED with an expired lease) for `worker_id`.
-pub fn claim(
-    conn: &Connection,
-    now: f64,
-    worker_id: &str,
-    lease_seconds: f64,
-) -> Result<ClaimOutcome> {
+pub fn claim(db: &Db<'_>, now: f64, worker_id: &str, lease_seconds: f64) -> Result<ClaimOutcome> {
     claim_for(
-        conn,
+        db,
         now,
         worker_id,
         lease_seconds,
@@ -272,34 +311,37 @@ pub fn claim(
 
 /// The row to claim next: the longest-expired lease first, else the longest-due row,
 /// among those whose channels `filter` (a JSON list) allows.
-fn next_candidate(tx: &Connection, now: f64, filter: Option<&str>) -> Result<Option<Candidate>> {
+fn next_candidate(tx: &Db<'_>, now: f64, filter: Option<&str>) -> Result<Option<Candidate>> {
     let columns =
         "id, status, cycle, cycle_attempts, attempts, max_attempts, channels, payload, lease_token";
-    let expired = tx
-        .prepare_cached(&format!(
+    let (supported, lock) = (supported(tx.dialect()), claim_lock(tx.dialect()));
+    let expired = tx.row(
+        &format!(
             "SELECT {columns} FROM uns_notifications
-             WHERE status = 'LEASED' AND lease_until <= ?1 AND id IS NOT NULL AND {SUPPORTED}
-             ORDER BY lease_until LIMIT 1"
-        ))?
-        .query_row(params![now, filter], |row| Ok(read_candidate(row)))
-        .optional()?;
+             WHERE status = 'LEASED' AND lease_until <= ?1 AND id IS NOT NULL AND {supported}
+             ORDER BY lease_until LIMIT 1{lock}"
+        ),
+        args![now, filter],
+        |row| Ok(read_candidate(row)),
+    )?;
     if expired.is_some() {
         return Ok(expired);
     }
-    Ok(tx
-        .prepare_cached(&format!(
+    Ok(tx.row(
+        &format!(
             "SELECT {columns} FROM uns_notifications
-             WHERE status = 'PENDING' AND next_attempt_at <= ?1 AND id IS NOT NULL AND {SUPPORTED}
-             ORDER BY next_attempt_at LIMIT 1"
-        ))?
-        .query_row(params![now, filter], |row| Ok(read_candidate(row)))
-        .optional()?)
+             WHERE status = 'PENDING' AND next_attempt_at <= ?1 AND id IS NOT NULL AND {supported}
+             ORDER BY next_attempt_at LIMIT 1{lock}"
+        ),
+        args![now, filter],
+        |row| Ok(read_candidate(row)),
+    )?)
 }
 
 /// Like [`claim`], for a worker that has adapters for `supported` only: rows that need
 /// another channel are left untouched, never dead-lettered for want of an adapter.
 pub fn claim_for(
-    conn: &Connection,
+    db: &Db<'_>,
     now: f64,
     worker_id: &str,
     lease_seconds: f64,
@@ -307,7 +349,8 @@ pub fn claim_for(
 ) -> Result<ClaimOutcome> {
     let filter = (supported.len() < Channel::ALL.len())
         .then(|| serde_json::to_string(supported).unwrap_or_else(|_| "[]".into()));
-    write_tx(conn, |tx| {
+    write_tx(db, |tx| {
+        let now = tx.now(now)?;
         let Some(candidate) = next_candidate(tx, now, filter.as_deref())? else {
             let declined = match &filter {
                 Some(filter) => declined(tx, now, filter)?,
@@ -335,21 +378,20 @@ pub fn claim_for(
         }
         let token = uuid::Uuid::new_v4().to_string();
         let lease_until = now + lease_seconds;
-        let changed = tx
-            .prepare_cached(
-                "UPDATE uns_notifications
-                 SET status = 'LEASED', lease_token = ?1, lease_until = ?2,
-                     attempts = attempts + 1, cycle_attempts = cycle_attempts + 1, updated_at = ?3
-                 WHERE id = ?4 AND status = ?5 AND lease_token IS ?6",
-            )?
-            .execute(params![
-                token,
+        let changed = tx.execute(
+            "UPDATE uns_notifications
+             SET status = 'LEASED', lease_token = ?1, lease_until = ?2,
+                 attempts = attempts + 1, cycle_attempts = cycle_attempts + 1, updated_at = ?3
+             WHERE id = ?4 AND status = ?5 AND lease_token IS NOT DISTINCT FROM ?6",
+            args![
+                token.as_str(),
                 lease_until,
                 now,
-                candidate.id,
-                candidate.status,
-                candidate.lease_token
-            ])?;
+                candidate.id.as_str(),
+                candidate.status.as_str(),
+                candidate.lease_token.clone()
+            ],
+        )?;
         if changed != 1 {
             return Ok(ClaimOutcome::Idle { declined: 0 });
         }
@@ -364,6 +406,8 @@ pub fn claim_for(
             reclaimed,
             owed,
             payload: candidate.payload,
+            claimed_at: now,
+            claimed: None,
         };
         let started = payload::AttemptStarted {
             lease: lease.keys(),
@@ -384,14 +428,19 @@ pub fn claim_for(
 }
 
 /// How many due rows the filter left for a worker with other adapters.
-fn declined(tx: &Connection, now: f64, filter: &str) -> Result<u64> {
-    let count: i64 = tx
-        .prepare_cached(&format!(
-            "SELECT COUNT(*) FROM uns_notifications
-             WHERE ((status = 'PENDING' AND next_attempt_at <= ?1) OR (status = 'LEASED' AND lease_until <= ?1))
-               AND id IS NOT NULL AND NOT {SUPPORTED}"
-        ))?
-        .query_row(params![now, filter], |row| row.get(0))?;
+fn declined(tx: &Db<'_>, now: f64, filter: &str) -> Result<u64> {
+    let supported = supported(tx.dialect());
+    let count = tx
+        .row(
+            &format!(
+                "SELECT COUNT(*) FROM uns_notifications
+                 WHERE ((status = 'PENDING' AND next_attempt_at <= ?1) OR (status = 'LEASED' AND lease_until <= ?1))
+                   AND id IS NOT NULL AND NOT {supported}"
+            ),
+            args![now, filter],
+            |row| Ok(Cells::new(row).integer(0, "count")),
+        )?
+        .unwrap_or(0);
     Ok(u64::try_from(count).unwrap_or(0))
 }
 
@@ -399,7 +448,7 @@ fn declined(tx: &Connection, now: f64, filter: &str) -> Result<u64> {
 /// The channels a claim of `candidate` owes: every one it names on its first try, else
 /// those its cycle has not delivered; why none can be, when the row cannot be delivered
 /// as stored.
-fn owed_by(tx: &Connection, candidate: &Candidate) -> std::result::Result<ChannelSet, String> {
+fn owed_by(tx: &Db<'_>, candidate: &Candidate) -> std::result::Result<ChannelSet, String> {
     let first_try = candidate.cycle == 1 && candidate.cycle_attempts == 0;
     deliverable(candidate).and_then(|channels| {
         if first_try {
@@ -424,25 +473,20 @@ fn deliverable(candidate: &Candidate) -> std::result::Result<ChannelSet, String>
     Ok(channels)
 }
 
-fn dead_letter(
-    tx: &Connection,
-    now: f64,
-    candidate: &Candidate,
-    error_message: &str,
-) -> Result<()> {
-    tx.prepare_cached(
+fn dead_letter(tx: &Db<'_>, now: f64, candidate: &Candidate, error_message: &str) -> Result<()> {
+    tx.execute(
         "UPDATE uns_notifications
          SET status = 'DEAD', dead_letter = 1, lease_token = NULL, lease_until = NULL,
              error_message = ?1, updated_at = ?2
-         WHERE id = ?3 AND status = ?4 AND lease_token IS ?5",
-    )?
-    .execute(params![
-        error_message,
-        now,
-        candidate.id,
-        candidate.status,
-        candidate.lease_token
-    ])?;
+         WHERE id = ?3 AND status = ?4 AND lease_token IS NOT DISTINCT FROM ?5",
+        args![
+            error_message,
+            now,
+            candidate.id.as_str(),
+            candidate.status.as_str(),
+            candidate.lease_token.clone()
+        ],
+    )?;
     append_event(
         tx,
         &candidate.id,
@@ -466,21 +510,25 @@ fn dead_letter(
 /// cannot read is an error, never a guess: a replay is never widened to every channel,
 /// and an unreadable result is never taken for a refusal.
 fn owed_channels(
-    conn: &Connection,
+    db: &Db<'_>,
     id: &str,
     cycle: i64,
     row_channels: &ChannelSet,
 ) -> std::result::Result<ChannelSet, String> {
-    let read = || -> rusqlite::Result<Vec<(i64, String, Option<String>)>> {
-        let mut stmt = conn.prepare_cached(
+    let read = || -> std::result::Result<Vec<(i64, String, Option<String>)>, DbError> {
+        db.rows(
             "SELECT id, kind, CAST(payload AS TEXT) FROM uns_events
              WHERE notification_id = ?1 AND kind IN ('REPLAYED', 'CHANNEL_ATTEMPT_RESULT')
              ORDER BY id",
-        )?;
-        stmt.query_map([id], |row| {
-            Ok((row.get(0)?, row.get(1)?, row.get(2).ok().flatten()))
-        })?
-        .collect()
+            args![id],
+            |row| {
+                let mut cells = Cells::new(row);
+                let text = cells
+                    .text(2, "payload")
+                    .filter(|_| cells.problems.is_empty());
+                Ok((cells.integer(0, "id"), cells.required_text(1, "kind"), text))
+            },
+        )
     };
     let events = read().map_err(|err| format!("its events cannot be read: {err}"))?;
     let mut cycle_channels = (cycle == 1).then(|| row_channels.clone());
@@ -528,15 +576,16 @@ fn owed_channels(
 }
 
 /// Whether `lease` still holds the row at `now`. Reads only.
-pub fn lease_held(conn: &Connection, now: f64, lease: &Lease) -> Result<bool> {
-    let held = conn
-        .prepare_cached(
+pub fn lease_held(db: &Db<'_>, now: f64, lease: &Lease) -> Result<bool> {
+    let now = db.now(now)?;
+    let held = db
+        .row(
             "SELECT EXISTS (SELECT 1 FROM uns_notifications
              WHERE id = ?1 AND lease_token = ?2 AND lease_until > ?3)",
+            args![lease.notification_id.as_str(), lease.token.as_str(), now],
+            |row| Ok(Cells::new(row).integer(0, "held") != 0),
         )?
-        .query_row(params![lease.notification_id, lease.token, now], |row| {
-            row.get(0)
-        })?;
+        .unwrap_or(false);
     Ok(held)
 }
 
@@ -552,13 +601,17 @@ pub enum Fence {
 /// Fence check, then commits CHANNEL_ATTEMPT_STARTED: from here the provider may act.
 /// `details` are the adapter's (EMAIL: `smtp_from`).
 pub fn start_channel(
-    conn: &Connection,
+    db: &Db<'_>,
     now: f64,
     lease: &Lease,
     channel: Channel,
     details: &Map<String, Value>,
 ) -> Result<Fence> {
-    write_tx(conn, |tx| {
+    write_tx(db, |tx| {
+        let now = tx.now(now)?;
+        // The row is this lease's while the transaction lasts (PostgreSQL): the start is
+        // written under the lease it checked.
+        tx.lock(&lease.notification_id)?;
         if !lease_held(tx, now, lease)? {
             append_lease_lost(tx, now, lease)?;
             return Ok(Fence::Lost);
@@ -580,16 +633,18 @@ pub fn start_channel(
     })
 }
 
-fn append_lease_lost(tx: &Connection, now: f64, lease: &Lease) -> rusqlite::Result<i64> {
-    let started: bool = tx
-        .prepare_cached(
-            "SELECT EXISTS (SELECT 1 FROM uns_events
-             WHERE notification_id = ?1 AND kind = 'CHANNEL_ATTEMPT_STARTED'
-               AND CASE WHEN json_valid(payload) THEN json_extract(payload, '$.lease_token') END = ?2)",
+fn append_lease_lost(tx: &Db<'_>, now: f64, lease: &Lease) -> std::result::Result<i64, DbError> {
+    let token = tx.dialect().json_text("payload", "$.lease_token");
+    let started = tx
+        .row(
+            &format!(
+                "SELECT EXISTS (SELECT 1 FROM uns_events
+                 WHERE notification_id = ?1 AND kind = 'CHANNEL_ATTEMPT_STARTED' AND {token} = ?2)"
+            ),
+            args![lease.notification_id.as_str(), lease.token.as_str()],
+            |row| Ok(Cells::new(row).integer(0, "started") != 0),
         )?
-        .query_row(params![lease.notification_id, lease.token], |row| {
-            row.get(0)
-        })?;
+        .unwrap_or(false);
     append_event(
         tx,
         &lease.notification_id,
@@ -669,7 +724,7 @@ impl DeliveryResult {
 /// Appends CHANNEL_ATTEMPT_RESULT. Not fenced: a late observation is evidence too, and it
 /// never touches the aggregate row, which a replacement worker may own by now.
 pub fn record_result(
-    conn: &Connection,
+    db: &Db<'_>,
     now: f64,
     lease: &Lease,
     channel: Channel,
@@ -686,7 +741,8 @@ pub fn record_result(
         error: result.error.clone(),
         metadata: Some(metadata),
     };
-    write_tx(conn, |tx| {
+    write_tx(db, |tx| {
+        let now = tx.now(now)?;
         Ok(append_event(
             tx,
             &lease.notification_id,
@@ -850,14 +906,15 @@ pub fn decide(
 /// cycle: checked here against the store, whatever the lease says it owed, so no caller
 /// can settle DELIVERED past a channel a partial replay left outstanding.
 pub fn settle(
-    conn: &Connection,
+    db: &Db<'_>,
     now: f64,
     lease: &Lease,
     results: &[(Channel, DeliveryResult)],
     backoff: &Backoff,
 ) -> Result<Ended> {
-    let decision = decide(lease, results, now, backoff);
-    write_tx(conn, |tx| {
+    write_tx(db, |tx| {
+        let now = tx.now(now)?;
+        let decision = decide(lease, results, now, backoff);
         let decision = match decision {
             Decision::Delivered => match outstanding(tx, &lease.notification_id)? {
                 left if left.is_empty() => Decision::Delivered,
@@ -910,22 +967,21 @@ pub fn settle(
                     }),
                 ),
             };
-        let changed = tx
-            .prepare_cached(
-                "UPDATE uns_notifications
-                 SET status = ?4, dead_letter = ?5, lease_token = NULL, lease_until = NULL,
-                     next_attempt_at = COALESCE(?6, next_attempt_at), error_message = ?7, updated_at = ?3
-                 WHERE id = ?1 AND lease_token = ?2 AND lease_until > ?3",
-            )?
-            .execute(params![
-                lease.notification_id,
-                lease.token,
+        let changed = tx.execute(
+            "UPDATE uns_notifications
+             SET status = ?4, dead_letter = ?5, lease_token = NULL, lease_until = NULL,
+                 next_attempt_at = COALESCE(?6, next_attempt_at), error_message = ?7, updated_at = ?3
+             WHERE id = ?1 AND lease_token = ?2 AND lease_until > ?3",
+            args![
+                lease.notification_id.as_str(),
+                lease.token.as_str(),
                 now,
                 status,
-                dead_letter,
+                dead_letter as i64,
                 next_attempt_at,
                 error_message
-            ])?;
+            ],
+        )?;
         if changed == 0 {
             append_lease_lost(tx, now, lease)?;
             return Ok(Ended::LeaseLost);
@@ -938,11 +994,17 @@ pub fn settle(
 /// The notification's channels that no cycle delivered: no accepted result, and no
 /// VERIFIED DELIVERED for it. A row or event that cannot be read counts its channels as
 /// outstanding, never as delivered.
-fn outstanding(tx: &Connection, id: &str) -> Result<ChannelSet> {
+fn outstanding(tx: &Db<'_>, id: &str) -> Result<ChannelSet> {
     let channels: Option<String> = tx
-        .prepare_cached("SELECT channels FROM uns_notifications WHERE id = ?1")?
-        .query_row([id], |row| row.get::<_, Option<String>>(0).or(Ok(None)))
-        .optional()?
+        .row(
+            "SELECT channels FROM uns_notifications WHERE id = ?1",
+            args![id],
+            |row| {
+                let mut cells = Cells::new(row);
+                let text = cells.text(0, "channels");
+                Ok(text.filter(|_| cells.problems.is_empty()))
+            },
+        )?
         .flatten();
     let names: Vec<String> = channels
         .as_deref()
@@ -951,16 +1013,20 @@ fn outstanding(tx: &Connection, id: &str) -> Result<ChannelSet> {
     let Ok(channels) = ChannelSet::parse(&names) else {
         return Ok(Channel::ALL.into_iter().collect());
     };
-    let mut stmt = tx.prepare_cached(
+    let rows = tx.rows(
         "SELECT kind, CAST(payload AS TEXT) FROM uns_events
          WHERE notification_id = ?1 AND kind IN ('CHANNEL_ATTEMPT_RESULT', 'VERIFIED')",
+        args![id],
+        |row| {
+            let mut cells = Cells::new(row);
+            let kind = cells.required_text(0, "kind");
+            let text = cells.text(1, "payload");
+            // A payload that cannot be read delivers nothing.
+            Ok((kind, text.filter(|_| cells.problems.is_empty())))
+        },
     )?;
-    let rows = stmt.query_map([id], |row| {
-        Ok((row.get::<_, String>(0)?, row.get::<_, Option<String>>(1)?))
-    })?;
     let mut delivered = ChannelSet::new();
-    for row in rows {
-        let (kind, text) = row?;
+    for (kind, text) in rows {
         let payload: Value = text
             .as_deref()
             .and_then(|t| serde_json::from_str(t).ok())

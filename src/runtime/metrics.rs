@@ -14,7 +14,6 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
-use rusqlite::Connection;
 use std::sync::Mutex;
 use std::sync::atomic::AtomicU64;
 use std::time::{Duration, Instant};
@@ -370,8 +369,8 @@ impl Metrics {
     }
 
     /// Reads the store gauges now.
-    pub fn refresh(&self, conn: &Connection, now: f64) -> rusqlite::Result<()> {
-        let stats = crate::runtime::queries::stats(conn, now)?;
+    pub fn refresh(&self, db: &crate::db::Db<'_>, now: f64) -> crate::db::DbResult<()> {
+        let stats = crate::runtime::queries::stats(db, now)?;
         for status in STATUSES {
             let count = stats.by_status.get(status).copied().unwrap_or(0);
             self.notifications

@@ -3,6 +3,7 @@
 //! it; the fakes it is tested against live in `lab`.
 
 pub mod adapters;
+pub mod copy;
 pub mod engine;
 pub mod metrics;
 pub mod queries;

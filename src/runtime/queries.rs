@@ -2,9 +2,10 @@
 //! invalid UTF-8, text in a number column, a NULL) is named on its own row, never fatal,
 //! so one bad row cannot hide the others.
 
+use crate::args;
+use crate::db::{Db, DbResult};
 use crate::model::{Event, Notification, Stored};
-use rusqlite::types::ValueRef;
-use rusqlite::{Connection, OptionalExtension, Row};
+use rusqlite::types::{Value, ValueRef};
 
 /// The columns of `uns_notifications` as [`notification`] reads them, from alias `n`.
 pub const NOTIFICATION_COLUMNS: &str = "n.rowid, n.id, n.status, n.dead_letter, n.attempts, \
@@ -15,19 +16,8 @@ pub const NOTIFICATION_WIDTH: usize = 17;
 /// The columns of `uns_events` as [`event`] reads them, from alias `e`.
 pub const EVENT_COLUMNS: &str = "e.id, e.at, e.kind, e.payload";
 
-/// Longest stretch of a bad value quoted in a note.
-const QUOTE: usize = 40;
-
-/// Where cells come from: a statement's current row, or a copy of one.
-pub trait Source {
-    fn cell(&self, index: usize) -> rusqlite::Result<ValueRef<'_>>;
-}
-
-impl Source for Row<'_> {
-    fn cell(&self, index: usize) -> rusqlite::Result<ValueRef<'_>> {
-        self.get_ref(index)
-    }
-}
+pub use crate::db::Source;
+pub use crate::db::value::{Cells, quote};
 
 /// Rows copied out of a statement into one buffer, so that another thread can decode
 /// them while the statement steps on. Cleared and refilled, the buffer is reused.
@@ -48,10 +38,14 @@ enum Copied {
 
 impl Copies {
     /// Appends `columns` of `row`; returns where the copy starts, for [`Copies::row`].
-    pub fn push(&mut self, row: &Row, columns: std::ops::Range<usize>) -> rusqlite::Result<usize> {
+    pub fn push(
+        &mut self,
+        row: &(impl Source + ?Sized),
+        columns: std::ops::Range<usize>,
+    ) -> rusqlite::Result<usize> {
         let start = self.cells.len();
         for index in columns {
-            let cell = match row.get_ref(index)? {
+            let cell = match row.cell(index)? {
                 ValueRef::Null => Copied::Null,
                 ValueRef::Integer(n) => Copied::Integer(n),
                 ValueRef::Real(x) => Copied::Real(x),
@@ -110,225 +104,6 @@ impl Source for CopiedRow<'_> {
             Copied::Text(from, to) => ValueRef::Text(bytes(from, to)),
             Copied::Blob(from, to) => ValueRef::Blob(bytes(from, to)),
         })
-    }
-}
-
-/// One row's cells, read leniently; what could not be read is collected.
-pub struct Cells<'r, S: Source + ?Sized> {
-    row: &'r S,
-    pub problems: Vec<String>,
-}
-
-fn quote(text: &str) -> String {
-    let mut quoted: String = text.chars().take(QUOTE).collect();
-    if quoted.len() < text.len() {
-        quoted.push('…');
-    }
-    format!("{quoted:?}")
-}
-
-impl<'r, S: Source + ?Sized> Cells<'r, S> {
-    pub fn new(row: &'r S) -> Self {
-        Self {
-            row,
-            problems: Vec::new(),
-        }
-    }
-
-    fn value(&mut self, index: usize, column: &str) -> Option<ValueRef<'r>> {
-        match self.row.cell(index) {
-            Ok(value) => Some(value),
-            Err(err) => {
-                self.problems.push(format!("{column}: {err}"));
-                None
-            }
-        }
-    }
-
-    /// Text, or `None` for NULL. Invalid UTF-8 and BLOBs are decoded lossily and named.
-    pub fn text(&mut self, index: usize, column: &str) -> Option<String> {
-        match self.value(index, column)? {
-            ValueRef::Null => None,
-            ValueRef::Text(bytes) => Some(match std::str::from_utf8(bytes) {
-                Ok(text) => text.to_string(),
-                Err(_) => {
-                    self.problems
-                        .push(format!("{column}: not valid UTF-8 ({} bytes)", bytes.len()));
-                    String::from_utf8_lossy(bytes).into_owned()
-                }
-            }),
-            ValueRef::Blob(bytes) => {
-                self.problems.push(format!(
-                    "{column}: a BLOB of {} bytes, not text",
-                    bytes.len()
-                ));
-                Some(String::from_utf8_lossy(bytes).into_owned())
-            }
-            ValueRef::Integer(n) => Some(n.to_string()),
-            ValueRef::Real(x) => Some(x.to_string()),
-        }
-    }
-
-    /// Text borrowed from the row when it is valid UTF-8 (no copy), as [`Cells::text`]
-    /// otherwise; empty and named when NULL.
-    pub fn text_ref(&mut self, index: usize, column: &str) -> std::borrow::Cow<'r, str> {
-        match self.value(index, column) {
-            Some(ValueRef::Text(bytes)) => match std::str::from_utf8(bytes) {
-                Ok(text) => std::borrow::Cow::Borrowed(text),
-                Err(_) => {
-                    self.problems
-                        .push(format!("{column}: not valid UTF-8 ({} bytes)", bytes.len()));
-                    std::borrow::Cow::Owned(String::from_utf8_lossy(bytes).into_owned())
-                }
-            },
-            Some(ValueRef::Null) => {
-                self.problems.push(format!("{column}: NULL"));
-                std::borrow::Cow::Borrowed("")
-            }
-            Some(ValueRef::Blob(bytes)) => {
-                self.problems.push(format!(
-                    "{column}: a BLOB of {} bytes, not text",
-                    bytes.len()
-                ));
-                std::borrow::Cow::Owned(String::from_utf8_lossy(bytes).into_owned())
-            }
-            Some(ValueRef::Integer(n)) => std::borrow::Cow::Owned(n.to_string()),
-            Some(ValueRef::Real(x)) => std::borrow::Cow::Owned(x.to_string()),
-            None => std::borrow::Cow::Borrowed(""),
-        }
-    }
-
-    /// Text that must be present.
-    pub fn required_text(&mut self, index: usize, column: &str) -> String {
-        self.text(index, column).unwrap_or_else(|| {
-            self.problems.push(format!("{column}: NULL"));
-            String::new()
-        })
-    }
-
-    /// A number, or `None` for NULL; text that does not parse is named.
-    pub fn real(&mut self, index: usize, column: &str) -> Option<f64> {
-        match self.value(index, column)? {
-            ValueRef::Null => None,
-            ValueRef::Integer(n) => Some(n as f64),
-            ValueRef::Real(x) if x.is_finite() => Some(x),
-            ValueRef::Real(x) => {
-                self.problems.push(format!("{column}: {x} is not a time"));
-                None
-            }
-            ValueRef::Text(bytes) => {
-                let text = String::from_utf8_lossy(bytes);
-                match text.trim().parse::<f64>() {
-                    Ok(x) if x.is_finite() => Some(x),
-                    _ => {
-                        self.problems
-                            .push(format!("{column}: text {} is not a number", quote(&text)));
-                        None
-                    }
-                }
-            }
-            ValueRef::Blob(bytes) => {
-                self.problems.push(format!(
-                    "{column}: a BLOB of {} bytes, not a number",
-                    bytes.len()
-                ));
-                None
-            }
-        }
-    }
-
-    /// A number that must be present; 0 when it is not (and named).
-    pub fn required_real(&mut self, index: usize, column: &str) -> f64 {
-        self.real(index, column).unwrap_or_else(|| {
-            if !self.problems.iter().any(|p| p.starts_with(column)) {
-                self.problems.push(format!("{column}: NULL"));
-            }
-            0.0
-        })
-    }
-
-    /// An integer that must be present; 0 when it is not (and named).
-    pub fn integer(&mut self, index: usize, column: &str) -> i64 {
-        let value = match self.value(index, column) {
-            Some(ValueRef::Integer(n)) => return n,
-            Some(value) => value,
-            None => return 0,
-        };
-        let parsed = match value {
-            ValueRef::Real(x) if x.fract() == 0.0 && x.abs() < 9e15 => Some(x as i64),
-            ValueRef::Text(bytes) => String::from_utf8_lossy(bytes).trim().parse().ok(),
-            _ => None,
-        };
-        parsed.unwrap_or_else(|| {
-            let shown = match value {
-                ValueRef::Null => "NULL".to_string(),
-                ValueRef::Blob(bytes) => format!("a BLOB of {} bytes", bytes.len()),
-                ValueRef::Text(bytes) => format!("text {}", quote(&String::from_utf8_lossy(bytes))),
-                ValueRef::Real(x) => x.to_string(),
-                ValueRef::Integer(n) => n.to_string(),
-            };
-            self.problems
-                .push(format!("{column}: {shown} is not an integer"));
-            0
-        })
-    }
-
-    /// An event payload: the stored text verbatim when it is JSON; otherwise kept as a
-    /// string and named (a BLOB becomes null).
-    pub fn payload(&mut self, index: usize, column: &str) -> crate::model::Payload {
-        let before = self.problems.len();
-        match self.text(index, column) {
-            None => {
-                self.problems.push(format!("{column}: NULL"));
-                crate::model::empty_payload()
-            }
-            Some(_) if self.problems.len() > before => crate::model::empty_payload(),
-            Some(text) => {
-                let (payload, problem) = crate::model::payload_of(&text);
-                self.problems.extend(problem);
-                payload
-            }
-        }
-    }
-
-    /// As [`Cells::payload`], borrowed from the row when the stored text is JSON.
-    pub fn payload_ref(
-        &mut self,
-        index: usize,
-        column: &str,
-    ) -> std::borrow::Cow<'r, serde_json::value::RawValue> {
-        use std::borrow::Cow;
-        let before = self.problems.len();
-        let text = self.text_ref(index, column);
-        if self.problems.len() > before {
-            return Cow::Owned(crate::model::empty_payload());
-        }
-        match text {
-            Cow::Borrowed(text) => match serde_json::from_str::<&serde_json::value::RawValue>(text)
-            {
-                Ok(raw) => Cow::Borrowed(raw),
-                Err(_) => {
-                    self.problems.extend(crate::model::payload_problem(text));
-                    Cow::Owned(crate::model::json_string(text))
-                }
-            },
-            Cow::Owned(text) => {
-                let (payload, problem) = crate::model::payload_of(&text);
-                self.problems.extend(problem);
-                Cow::Owned(payload)
-            }
-        }
-    }
-
-    /// A JSON document stored as text: parsed, or kept as a string when it is not JSON
-    /// (triage then names it); a BLOB becomes null.
-    pub fn json(&mut self, index: usize, column: &str) -> serde_json::Value {
-        let before = self.problems.len();
-        match self.text(index, column) {
-            None => serde_json::Value::Null,
-            Some(_) if self.problems.len() > before => serde_json::Value::Null,
-            Some(text) => serde_json::from_str(&text).unwrap_or(serde_json::Value::String(text)),
-        }
     }
 }
 
@@ -392,65 +167,75 @@ pub fn event(row: &(impl Source + ?Sized), first: usize) -> Event {
     }
 }
 
-pub fn read_notification(conn: &Connection, id: &str) -> rusqlite::Result<Option<Notification>> {
-    conn.prepare_cached(&format!(
-        "SELECT {NOTIFICATION_COLUMNS} FROM uns_notifications n WHERE n.id = ?1"
-    ))?
-    .query_row([id], |row| Ok(notification(row, 0)))
-    .optional()
+pub fn read_notification(db: &Db<'_>, id: &str) -> DbResult<Option<Notification>> {
+    db.row(
+        &format!("SELECT {NOTIFICATION_COLUMNS} FROM uns_notifications n WHERE n.id = ?1"),
+        args![id],
+        |row| Ok(notification(row, 0)),
+    )
 }
 
 /// Every event of one notification, oldest first.
-pub fn read_events(conn: &Connection, id: &str) -> rusqlite::Result<Vec<Event>> {
-    let mut stmt = conn.prepare_cached(&format!(
-        "SELECT {EVENT_COLUMNS} FROM uns_events e WHERE e.notification_id = ?1 ORDER BY e.id"
-    ))?;
-    stmt.query_map([id], |row| Ok(event(row, 0)))?.collect()
+pub fn read_events(db: &Db<'_>, id: &str) -> DbResult<Vec<Event>> {
+    db.rows(
+        &format!(
+            "SELECT {EVENT_COLUMNS} FROM uns_events e WHERE e.notification_id = ?1 ORDER BY e.id"
+        ),
+        args![id],
+        |row| Ok(event(row, 0)),
+    )
 }
 
 /// Whether the store has a place for notes (schema version 3 on).
-pub fn has_notes(conn: &Connection) -> rusqlite::Result<bool> {
-    conn.prepare_cached(
-        "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'uns_notes')",
-    )?
-    .query_row([], |row| row.get(0))
+pub fn has_notes(db: &Db<'_>) -> DbResult<bool> {
+    let sql = db.dialect().has_table("uns_notes");
+    Ok(db
+        .row(&sql, &[], |row| {
+            Ok(Cells::new(row).integer(0, "exists") != 0)
+        })?
+        .unwrap_or(false))
 }
 
 /// The notes written in `[since, until)` (either end open), oldest first; none in a store
 /// without a place for them.
 pub fn read_notes(
-    conn: &Connection,
+    db: &Db<'_>,
     since: Option<f64>,
     until: Option<f64>,
-) -> rusqlite::Result<Vec<crate::api::NoteRow>> {
-    if !has_notes(conn)? {
+) -> DbResult<Vec<crate::model::NoteRow>> {
+    if !has_notes(db)? {
         return Ok(Vec::new());
     }
-    let mut stmt = conn.prepare_cached(
+    db.rows(
         "SELECT id, at, kind, payload FROM uns_notes
          WHERE at >= coalesce(?1, at) AND at < coalesce(?2, at + 1) ORDER BY id",
-    )?;
-    stmt.query_map(rusqlite::params![since, until], |row| {
-        let mut cells = Cells::new(row);
-        let note = crate::api::NoteRow {
-            id: cells.integer(0, "id"),
-            at: cells.required_real(1, "at"),
-            kind: cells.required_text(2, "kind"),
-            payload: cells.payload(3, "payload"),
-            unreadable: Vec::new(),
-        };
-        Ok(crate::api::NoteRow {
-            unreadable: cells.problems,
-            ..note
-        })
-    })?
-    .collect()
+        args![since, until],
+        |row| {
+            let mut cells = Cells::new(row);
+            let note = crate::model::NoteRow {
+                id: cells.integer(0, "id"),
+                at: cells.required_real(1, "at"),
+                kind: cells.required_text(2, "kind"),
+                payload: cells.payload(3, "payload"),
+                unreadable: Vec::new(),
+            };
+            Ok(crate::model::NoteRow {
+                unreadable: cells.problems,
+                ..note
+            })
+        },
+    )
 }
 
 /// The id of a notification's newest event.
-pub fn newest_event_id(conn: &Connection, id: &str) -> rusqlite::Result<Option<i64>> {
-    conn.prepare_cached("SELECT MAX(id) FROM uns_events WHERE notification_id = ?1")?
-        .query_row([id], |row| row.get(0))
+pub fn newest_event_id(db: &Db<'_>, id: &str) -> DbResult<Option<i64>> {
+    Ok(db
+        .row(
+            "SELECT MAX(id) FROM uns_events WHERE notification_id = ?1",
+            args![id],
+            |row| Ok(Cells::new(row).optional_integer(0, "id")),
+        )?
+        .flatten())
 }
 
 /// The runtime's state in a few numbers: what `/metrics`, `doctor` and the API's stats
@@ -480,49 +265,65 @@ pub struct Stats {
     pub last_scheduled_at: Option<f64>,
 }
 
-pub fn stats(conn: &Connection, now: f64) -> rusqlite::Result<Stats> {
+pub fn stats(db: &Db<'_>, now: f64) -> DbResult<Stats> {
     let mut stats = Stats {
         at: now,
         ..Stats::default()
     };
-    let mut by_status =
-        conn.prepare_cached("SELECT status, COUNT(*) FROM uns_notifications GROUP BY status")?;
-    let mut rows = by_status.query([])?;
-    while let Some(row) = rows.next()? {
-        let status = Cells::new(row)
-            .text(0, "status")
-            .unwrap_or_else(|| "NULL".into());
-        stats.by_status.insert(status, row.get(1)?);
-    }
-    let (entries, oldest): (i64, Option<f64>) = conn
-        .prepare_cached(
-            "SELECT COUNT(*), MIN(updated_at) FROM uns_notifications WHERE dead_letter = 1",
-        )?
-        .query_row([], |r| Ok((r.get(0)?, r.get(1).ok().flatten())))?;
+    db.each(
+        "SELECT status, COUNT(*) FROM uns_notifications GROUP BY status",
+        &[],
+        &mut |row| {
+            let mut cells = Cells::new(row);
+            let status = cells.text(0, "status").unwrap_or_else(|| "NULL".into());
+            stats.by_status.insert(status, cells.integer(1, "count"));
+            Ok(())
+        },
+    )?;
+    let count_and = |sql: &str, at: Option<f64>| -> DbResult<(i64, Option<f64>)> {
+        let params = match at {
+            Some(at) => vec![Value::Real(at)],
+            None => Vec::new(),
+        };
+        Ok(db
+            .row(sql, &params, |row| {
+                let mut cells = Cells::new(row);
+                Ok((cells.integer(0, "count"), cells.real(1, "at")))
+            })?
+            .unwrap_or((0, None)))
+    };
+    let (entries, oldest) = count_and(
+        "SELECT COUNT(*), MIN(updated_at) FROM uns_notifications WHERE dead_letter = 1",
+        None,
+    )?;
     stats.dlq_entries = entries;
     stats.oldest_dlq_at = oldest;
     for (status, column) in [("PENDING", "next_attempt_at"), ("LEASED", "lease_until")] {
-        let (due, oldest): (i64, Option<f64>) = conn
-            .prepare_cached(&format!(
+        let (due, oldest) = count_and(
+            &format!(
                 "SELECT COUNT(*), MIN({column}) FROM uns_notifications
                  WHERE status = '{status}' AND {column} <= ?1"
-            ))?
-            .query_row([now], |r| Ok((r.get(0)?, r.get(1).ok().flatten())))?;
+            ),
+            Some(now),
+        )?;
         stats.due += due;
         stats.oldest_due_at = match (stats.oldest_due_at, oldest) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
     }
-    stats.last_claim_at = conn
-        .prepare_cached("SELECT MAX(at) FROM uns_events WHERE kind = 'ATTEMPT_STARTED'")?
-        .query_row([], |r| Ok(r.get::<_, Option<f64>>(0).ok().flatten()))?;
-    let (scheduled, last): (i64, Option<f64>) = conn
-        .prepare_cached(
-            "SELECT COUNT(*), MAX(next_attempt_at) FROM uns_notifications
-             WHERE status = 'PENDING' AND next_attempt_at > ?1",
+    stats.last_claim_at = db
+        .row(
+            "SELECT MAX(at) FROM uns_events WHERE kind = 'ATTEMPT_STARTED'",
+            &[],
+            |row| Ok(Cells::new(row).real(0, "at")),
         )?
-        .query_row([now], |r| Ok((r.get(0)?, r.get(1).ok().flatten())))?;
+        .flatten();
+    let (scheduled, last) = count_and(
+        "SELECT COUNT(*), MAX(next_attempt_at) FROM uns_notifications
+         WHERE status = 'PENDING' AND next_attempt_at > ?1",
+        Some(now),
+    )?;
     stats.scheduled = scheduled;
     stats.last_scheduled_at = last;
     Ok(stats)
@@ -579,59 +380,64 @@ pub struct ChannelCalls {
 const CALLS_READ: i64 = 50_000;
 
 /// The workers that claimed a row since `since`, by name.
-fn workers_since(conn: &Connection, since: f64) -> rusqlite::Result<Vec<String>> {
-    let mut workers = Vec::new();
-    let mut statement = conn.prepare_cached(
-        "SELECT DISTINCT json_extract(payload, '$.worker_id') FROM uns_events
-         WHERE kind = 'ATTEMPT_STARTED' AND at >= ?1 AND json_valid(payload)",
-    )?;
-    let mut rows = statement.query([since])?;
-    while let Some(row) = rows.next()? {
-        if let Some(worker) = Cells::new(row).text(0, "worker_id") {
-            workers.push(worker);
-        }
-    }
+fn workers_since(db: &Db<'_>, since: f64) -> DbResult<Vec<String>> {
+    let worker = db.dialect().json_text("payload", "$.worker_id");
+    let mut workers: Vec<String> = db
+        .rows(
+            &format!(
+                "SELECT DISTINCT {worker} FROM uns_events WHERE kind = 'ATTEMPT_STARTED' AND at >= ?1"
+            ),
+            args![since],
+            |row| Ok(Cells::new(row).text(0, "worker_id")),
+        )?
+        .into_iter()
+        .flatten()
+        .collect();
     workers.sort();
     Ok(workers)
 }
 
 /// The lease the newest claim took, in seconds.
-fn newest_lease_seconds(conn: &Connection) -> rusqlite::Result<Option<f64>> {
-    Ok(conn
-        .prepare_cached(
-            "SELECT json_extract(payload, '$.lease_until') - at FROM uns_events
-             WHERE kind = 'ATTEMPT_STARTED' AND json_valid(payload)
-             ORDER BY at DESC LIMIT 1",
+fn newest_lease_seconds(db: &Db<'_>) -> DbResult<Option<f64>> {
+    let until = db.dialect().json_number("payload", "$.lease_until");
+    Ok(db
+        .row(
+            &format!(
+                "SELECT {until} - at FROM uns_events
+                 WHERE kind = 'ATTEMPT_STARTED' AND {valid}
+                 ORDER BY at DESC LIMIT 1",
+                valid = db.dialect().json_valid("payload")
+            ),
+            &[],
+            |row| Ok(Cells::new(row).real(0, "lease")),
         )?
-        .query_row([], |r| Ok(r.get::<_, Option<f64>>(0).ok().flatten()))
-        .optional()?
         .flatten()
         .filter(|s| s.is_finite() && *s > 0.0))
 }
 
 /// The runtime's health over the `window_seconds` before `until` (default: now).
-pub fn health(
-    conn: &Connection,
-    now: f64,
-    window_seconds: f64,
-    until: Option<f64>,
-) -> rusqlite::Result<Health> {
-    let end = until.unwrap_or(f64::INFINITY);
+pub fn health(db: &Db<'_>, now: f64, window_seconds: f64, until: Option<f64>) -> DbResult<Health> {
+    let end = until.unwrap_or(f64::MAX);
     let since = until.unwrap_or(now) - window_seconds;
-    let count = |kind: &str, reclaimed: bool| -> rusqlite::Result<i64> {
-        let sql = if reclaimed {
-            "SELECT COUNT(*) FROM uns_events WHERE kind = ?1 AND at >= ?2 AND at < ?3
-             AND json_valid(payload) AND json_extract(payload, '$.reclaimed') = 1"
+    let reclaimed = db.dialect().json_number("payload", "$.reclaimed");
+    let count = |kind: &str, reclaims: bool| -> DbResult<i64> {
+        let sql = if reclaims {
+            format!(
+                "SELECT COUNT(*) FROM uns_events WHERE kind = ?1 AND at >= ?2 AND at < ?3
+                 AND {reclaimed} = 1"
+            )
         } else {
-            "SELECT COUNT(*) FROM uns_events WHERE kind = ?1 AND at >= ?2 AND at < ?3"
+            "SELECT COUNT(*) FROM uns_events WHERE kind = ?1 AND at >= ?2 AND at < ?3".to_string()
         };
-        conn.prepare_cached(sql)?
-            .query_row(rusqlite::params![kind, since, end], |r| r.get(0))
+        Ok(db
+            .row(&sql, args![kind, since, end], |row| {
+                Ok(Cells::new(row).integer(0, "count"))
+            })?
+            .unwrap_or(0))
     };
-    let (last_lease_lost, last_reclaim) =
-        crate::pulse::last_losses(conn, until.unwrap_or(f64::MAX))?;
+    let (last_lease_lost, last_reclaim) = crate::pulse::last_losses(db, until.unwrap_or(f64::MAX))?;
     let mut health = Health {
-        stats: stats(conn, now)?,
+        stats: stats(db, now)?,
         window_seconds,
         claims: count("ATTEMPT_STARTED", false)?,
         lease_lost: count("LEASE_LOST", false)?,
@@ -640,43 +446,46 @@ pub fn health(
         last_reclaim,
         ..Health::default()
     };
-    health.workers = workers_since(conn, since)?;
-    health.lease_seconds = newest_lease_seconds(conn)?;
-    health.calls = channel_calls(conn, since)?;
-    health.smtp_relay = newest_relay(conn)?;
+    health.workers = workers_since(db, since)?;
+    health.lease_seconds = newest_lease_seconds(db)?;
+    health.calls = channel_calls(db, since)?;
+    health.smtp_relay = newest_relay(db)?;
     Ok(health)
 }
 
 /// Each channel's calls since `since`: how long they took, how many were refused and how
 /// many ended unknown.
-fn channel_calls(conn: &Connection, since: f64) -> rusqlite::Result<Vec<ChannelCalls>> {
+fn channel_calls(db: &Db<'_>, since: f64) -> DbResult<Vec<ChannelCalls>> {
     // Each result is paired with the newest start of the same channel under the same
     // lease before it: a late result is never paired with a reclaiming worker's start.
-    let mut calls = conn.prepare_cached(
-        "SELECT json_extract(r.payload, '$.channel'),
-                json_extract(r.payload, '$.success'),
-                json_extract(r.payload, '$.metadata.provider_outcome'),
+    let d = db.dialect();
+    let sql = format!(
+        "SELECT {r_channel}, {r_success}, {r_outcome},
                 r.at - (SELECT s.at FROM uns_events s
                         WHERE s.notification_id = r.notification_id AND s.id < r.id
-                          AND s.kind = 'CHANNEL_ATTEMPT_STARTED' AND json_valid(s.payload)
-                          AND json_extract(s.payload, '$.channel')
-                              = json_extract(r.payload, '$.channel')
-                          AND json_extract(s.payload, '$.lease_token')
-                              IS json_extract(r.payload, '$.lease_token')
+                          AND s.kind = 'CHANNEL_ATTEMPT_STARTED'
+                          AND {s_channel} = {r_channel}
+                          AND {s_token} IS NOT DISTINCT FROM {r_token}
                         ORDER BY s.id DESC LIMIT 1)
          FROM uns_events r
-         WHERE r.kind = 'CHANNEL_ATTEMPT_RESULT' AND r.at >= ?1 AND json_valid(r.payload)
+         WHERE r.kind = 'CHANNEL_ATTEMPT_RESULT' AND r.at >= ?1 AND {r_valid}
          ORDER BY r.at DESC LIMIT ?2",
-    )?;
+        r_channel = d.json_text("r.payload", "$.channel"),
+        r_success = d.json_number("r.payload", "$.success"),
+        r_outcome = d.json_text("r.payload", "$.metadata.provider_outcome"),
+        s_channel = d.json_text("s.payload", "$.channel"),
+        s_token = d.json_text("s.payload", "$.lease_token"),
+        r_token = d.json_text("r.payload", "$.lease_token"),
+        r_valid = d.json_valid("r.payload"),
+    );
     let mut by_channel: std::collections::BTreeMap<String, (Vec<f64>, usize, usize)> =
         Default::default();
-    let mut rows = calls.query(rusqlite::params![since, CALLS_READ])?;
-    while let Some(row) = rows.next()? {
+    db.each(&sql, args![since, CALLS_READ], &mut |row| {
         let mut cells = Cells::new(row);
         let channel = cells.text(0, "channel");
-        let success = row.get::<_, Option<bool>>(1).ok().flatten();
+        let success = cells.optional_integer(1, "success").map(|s| s != 0);
         let said = cells.text(2, "provider_outcome");
-        let took = row.get::<_, Option<f64>>(3).ok().flatten();
+        let took = cells.real(3, "took");
         if let (Some(channel), Some(took)) = (channel, took)
             && took.is_finite()
             && took >= 0.0
@@ -689,7 +498,8 @@ fn channel_calls(conn: &Connection, since: f64) -> rusqlite::Result<Vec<ChannelC
                 crate::model::ProviderOutcome::Accepted => {}
             }
         }
-    }
+        Ok(())
+    })?;
     let mut out = Vec::new();
     for (channel, (mut took, refused, unknown)) in by_channel {
         took.sort_by(f64::total_cmp);
@@ -707,16 +517,19 @@ fn channel_calls(conn: &Connection, since: f64) -> rusqlite::Result<Vec<ChannelC
 }
 
 /// The relay the newest email attempt named, when it names one as `host:port`.
-fn newest_relay(conn: &Connection) -> rusqlite::Result<Option<String>> {
-    Ok(conn
-        .prepare_cached(
-            "SELECT json_extract(payload, '$.smtp_relay') FROM uns_events
-             WHERE kind = 'CHANNEL_ATTEMPT_STARTED' AND json_valid(payload)
-               AND json_type(payload, '$.smtp_relay') = 'text'
-             ORDER BY at DESC LIMIT 1",
+fn newest_relay(db: &Db<'_>) -> DbResult<Option<String>> {
+    let relay = db.dialect().json_text("payload", "$.smtp_relay");
+    Ok(db
+        .row(
+            &format!(
+                "SELECT {relay} FROM uns_events
+                 WHERE kind = 'CHANNEL_ATTEMPT_STARTED' AND {relay} IS NOT NULL
+                 ORDER BY at DESC LIMIT 1"
+            ),
+            &[],
+            |row| Ok(Cells::new(row).text(0, "smtp_relay")),
         )?
-        .query_row([], |r| r.get::<_, String>(0))
-        .optional()?
+        .flatten()
         .filter(|relay| is_relay_address(relay)))
 }
 
@@ -736,11 +549,11 @@ pub fn is_relay_address(text: &str) -> bool {
 /// The ids that start with `prefix`, in order, at most `limit` (DLQ entries only when
 /// `dlq_only`): one walk of the id index from the prefix on.
 pub fn ids_with_prefix(
-    conn: &Connection,
+    db: &Db<'_>,
     prefix: &str,
     dlq_only: bool,
     limit: usize,
-) -> rusqlite::Result<Vec<String>> {
+) -> DbResult<Vec<String>> {
     // Every id that starts with the prefix sorts before prefix + the last code point.
     let upper = format!("{prefix}\u{10FFFF}");
     let sql = if dlq_only {
@@ -748,44 +561,47 @@ pub fn ids_with_prefix(
     } else {
         "SELECT id FROM uns_notifications WHERE id >= ?1 AND id < ?2 ORDER BY id LIMIT ?3"
     };
-    let mut stmt = conn.prepare_cached(sql)?;
-    let mut rows = stmt.query(rusqlite::params![prefix, upper, limit as i64])?;
-    let mut ids = Vec::new();
-    while let Some(row) = rows.next()? {
-        if let Some(id) = Cells::new(row).text(0, "id") {
-            ids.push(id);
-        }
-    }
-    Ok(ids)
+    Ok(db
+        .rows(sql, args![prefix, upper, limit], |row| {
+            Ok(Cells::new(row).text(0, "id"))
+        })?
+        .into_iter()
+        .flatten()
+        .collect())
 }
 
 /// Which store this is, the same however it is reached (directly or through its API): a
-/// hash of the file's real path and its first event, which never changes. A copy of the
-/// store elsewhere, or another store at the same path, has another. None when the store
-/// has no event yet.
-pub fn store_identity(
-    conn: &Connection,
-    path: &std::path::Path,
-) -> rusqlite::Result<Option<String>> {
-    let first: Option<(i64, f64, Option<String>)> = conn
-        .query_row(
-            "SELECT id, CAST(at AS REAL), CAST(notification_id AS TEXT) FROM uns_events ORDER BY id LIMIT 1",
-            [],
-            |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)),
-        )
-        .optional()?;
+/// hash of where it lives (the file's real path, or the database's host, port and name)
+/// and its first event, which never changes. A copy of the store elsewhere, or another
+/// store at the same place, has another. None when the store has no event yet.
+pub fn store_identity(db: &Db<'_>, place: &str) -> DbResult<Option<String>> {
+    let first = db.row(
+        "SELECT id, CAST(at AS DOUBLE PRECISION), CAST(notification_id AS TEXT) FROM uns_events ORDER BY id LIMIT 1",
+        &[],
+        |row| {
+            let mut cells = Cells::new(row);
+            Ok((
+                cells.integer(0, "id"),
+                cells.required_real(1, "at"),
+                cells.text(2, "notification_id"),
+            ))
+        },
+    )?;
     let Some((id, at, notification)) = first else {
         return Ok(None);
     };
-    let place = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
-    let text = format!(
-        "{}|{id}|{at:.6}|{}",
-        place.display(),
-        notification.unwrap_or_default()
-    );
+    let text = format!("{place}|{id}|{at:.6}|{}", notification.unwrap_or_default());
     // FNV-1a, 64 bits: an identity to compare, not a secret to keep.
     let hash = text.bytes().fold(0xcbf2_9ce4_8422_2325u64, |hash, byte| {
         (hash ^ u64::from(byte)).wrapping_mul(0x0000_0100_0000_01b3)
     });
     Ok(Some(format!("{hash:016x}")))
+}
+
+/// Where the SQLite store at `path` lives, for its identity: its real path.
+pub fn file_place(path: &std::path::Path) -> String {
+    std::fs::canonicalize(path)
+        .unwrap_or_else(|_| path.to_path_buf())
+        .display()
+        .to_string()
 }

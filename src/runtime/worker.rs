@@ -184,10 +184,10 @@ impl Worker {
     /// job waited in the queue.
     fn write<T: Send + 'static>(
         &self,
-        call: impl FnOnce(&rusqlite::Connection, f64) -> engine::Result<T> + Send + 'static,
+        call: impl FnOnce(&crate::db::Db<'_>, f64) -> engine::Result<T> + Send + 'static,
     ) -> engine::Result<T> {
         let clock = self.clock.clone();
-        self.db.run(move |conn| call(conn, clock.now()))?
+        self.db.run(move |db| call(db, clock.now()))?
     }
 
     /// The channels this worker has adapters for.
@@ -219,7 +219,10 @@ impl Worker {
                 tracing::warn!(notification = %notification_id, error = %error_message, "dead-lettered: the row cannot be delivered as stored");
                 Pass::DeadLettered(notification_id)
             }
-            ClaimOutcome::Claimed(lease) => {
+            ClaimOutcome::Claimed(mut lease) => {
+                // The lease runs from now on this machine's monotonic clock: its budget
+                // for the calls never reads a wall clock that may disagree with the store's.
+                lease.claimed = Some(Instant::now());
                 if lease.reclaimed {
                     self.count(Metrics::reclaim);
                     tracing::warn!(
@@ -312,7 +315,7 @@ impl Worker {
             )
             .with("stage", "configuration");
         };
-        let remaining = lease.lease_until - self.clock.now();
+        let remaining = lease.remaining();
         let request =
             DeliveryRequest::for_lease(lease, channel, remaining, self.config.min_io_timeout);
         let still_held = || {

@@ -1,33 +1,170 @@
-//! The store's single writer: one thread owns the read-write connection and runs every
-//! write transaction of the process, one after another, from a queue.
+//! Where the runtime's writes run: on SQLite, one thread owns the read-write connection
+//! and runs every write transaction of the process, one after another, from a queue; on
+//! PostgreSQL, each caller takes a connection of a pool (the database orders the writes,
+//! by its row locks).
 //!
 //! Callers block until their job is done, so each transition is still one transaction
-//! that has committed when the call returns. What changes is who waits: with a shared
-//! mutex, every hand-off to a parked thread left SQLite idle while the kernel woke it;
-//! here the writer takes the next job off the queue at once.
+//! that has committed when the call returns. On SQLite what changes is who waits: with a
+//! shared mutex, every hand-off to a parked thread left SQLite idle while the kernel woke
+//! it; here the writer takes the next job off the queue at once.
 
+use crate::db::pg::{PgConn, Target};
+use crate::db::{Conn, Db, Place};
 use rusqlite::Connection;
-use std::sync::mpsc;
+use std::sync::{Arc, Condvar, Mutex, mpsc};
 
 type Job = Box<dyn FnOnce(&Connection) + Send>;
 
-/// A handle on the writer thread; clones share it. The thread ends with the last handle.
+/// A handle on the store's writes; clones share it. SQLite's writer thread ends with the
+/// last handle.
 #[derive(Clone)]
-pub struct Database {
-    jobs: mpsc::Sender<Job>,
+pub enum Database {
+    Sqlite(mpsc::Sender<Job>),
+    Postgres(Arc<Pool>),
 }
 
 #[derive(Debug, thiserror::Error)]
-#[error("the store's writer thread has stopped")]
-pub struct WriterGone;
+#[error("the store's writer has stopped: {0}")]
+pub struct WriterGone(pub String);
 
 /// Why the writer could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum OpenFailed {
     #[error(transparent)]
     Store(#[from] crate::runtime::schema::OpenError),
+    #[error(transparent)]
+    Postgres(#[from] crate::db::pg::OpenError),
     #[error("cannot start the writer thread: {0}")]
     Thread(std::io::Error),
+}
+
+/// PostgreSQL connections to one database, each used by one caller at a time, at most
+/// [`Pool::LIMIT`] open at once: a burst of requests waits for a connection rather than
+/// opening as many as the server has threads.
+pub struct Pool {
+    target: Target,
+    read_only: bool,
+    state: Mutex<Idle>,
+    freed: Condvar,
+    /// The database's URL, as it may be printed.
+    pub place: String,
+    /// What the store's identity is hashed with (see `PgConn::identity_place`).
+    pub identity_place: String,
+}
+
+struct Idle {
+    idle: Vec<PgConn>,
+    /// Connections open, idle or in use.
+    open: usize,
+}
+
+impl Pool {
+    /// The most connections a pool holds open.
+    pub const LIMIT: usize = 12;
+
+    /// Opens the first connection, checking (and on an empty database, when `create`,
+    /// creating) the schema. A `read_only` pool's sessions refuse every write.
+    pub fn open(
+        target: &Target,
+        create: bool,
+        read_only: bool,
+    ) -> Result<Self, crate::db::pg::OpenError> {
+        let first = PgConn::open(target, create)?;
+        let unusable = |err: crate::db::DbError| crate::db::pg::OpenError::Database {
+            url: first.place.clone(),
+            said: err.to_string(),
+        };
+        let identity_place = first.identity_place().map_err(unusable)?;
+        let pool = Self {
+            identity_place,
+            place: first.place.clone(),
+            target: target.clone(),
+            read_only,
+            state: Mutex::new(Idle {
+                idle: Vec::new(),
+                open: 1,
+            }),
+            freed: Condvar::new(),
+        };
+        let first = pool
+            .prepared(first)
+            .map_err(|err| crate::db::pg::OpenError::Database {
+                url: pool.place.clone(),
+                said: err.to_string(),
+            })?;
+        pool.lock().idle.push(first);
+        Ok(pool)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Idle> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn prepared(&self, conn: PgConn) -> crate::db::DbResult<PgConn> {
+        if self.read_only {
+            conn.read_only()?;
+        }
+        Ok(conn)
+    }
+
+    /// Runs `work` on a connection of the pool; one that failed is closed, not kept.
+    pub fn with<T>(&self, work: impl FnOnce(&Db<'_>) -> T) -> Result<T, WriterGone> {
+        let taken = {
+            let mut state = self.lock();
+            loop {
+                if let Some(conn) = state.idle.pop() {
+                    if conn.is_closed() {
+                        state.open -= 1;
+                        continue;
+                    }
+                    break Some(conn);
+                }
+                if state.open < Self::LIMIT {
+                    state.open += 1;
+                    break None;
+                }
+                state = self.freed.wait(state).unwrap_or_else(|p| p.into_inner());
+            }
+        };
+        let conn = match taken {
+            Some(conn) => conn,
+            None => match PgConn::connect(&self.target)
+                .map_err(|err| WriterGone(err.to_string()))
+                .and_then(|conn| {
+                    self.prepared(conn)
+                        .map_err(|err| WriterGone(err.to_string()))
+                }) {
+                Ok(conn) => conn,
+                Err(err) => {
+                    self.lock().open -= 1;
+                    self.freed.notify_one();
+                    return Err(err);
+                }
+            },
+        };
+        let value = work(&Db::Postgres(&conn));
+        let mut state = self.lock();
+        if conn.is_closed() {
+            state.open -= 1;
+        } else {
+            state.idle.push(conn);
+        }
+        drop(state);
+        self.freed.notify_one();
+        Ok(value)
+    }
+}
+
+/// The store at `place` for the runtime's own writes, on this thread: a new file or an
+/// empty database gets the schema.
+pub fn open_runtime(place: &Place) -> Result<Conn, OpenFailed> {
+    Ok(match place {
+        Place::File(path) => Conn::Sqlite(crate::runtime::schema::open(
+            path,
+            crate::runtime::schema::OpenMode::Runtime,
+        )?),
+        Place::Postgres(target) => Conn::Postgres(PgConn::open(target, true)?),
+    })
 }
 
 impl Database {
@@ -35,6 +172,23 @@ impl Database {
     pub fn open(path: &std::path::Path) -> Result<Self, OpenFailed> {
         let conn = crate::runtime::schema::open(path, crate::runtime::schema::OpenMode::Runtime)?;
         Self::start(conn).map_err(OpenFailed::Thread)
+    }
+
+    /// The runtime's store wherever it is: a file's writer thread, or a pool of
+    /// connections to a PostgreSQL database, whose schema is created when it is empty.
+    pub fn open_at(place: &Place) -> Result<Self, OpenFailed> {
+        match place {
+            Place::File(path) => Self::open(path),
+            Place::Postgres(target) => Self::open_postgres(target),
+        }
+    }
+
+    /// Connects to the PostgreSQL store at `target`, creating its schema on an empty
+    /// database.
+    pub fn open_postgres(target: &Target) -> Result<Self, OpenFailed> {
+        Ok(Database::Postgres(Arc::new(Pool::open(
+            target, true, false,
+        )?)))
     }
 
     /// Moves `conn` onto a new writer thread.
@@ -47,20 +201,26 @@ impl Database {
                     job(&conn);
                 }
             })?;
-        Ok(Self { jobs })
+        Ok(Database::Sqlite(jobs))
     }
 
-    /// Runs `work` on the writer thread and waits for its result.
+    /// Runs `work` where this store's writes run, and waits for its result.
     pub fn run<T: Send + 'static>(
         &self,
-        work: impl FnOnce(&Connection) -> T + Send + 'static,
+        work: impl FnOnce(&Db<'_>) -> T + Send + 'static,
     ) -> Result<T, WriterGone> {
-        let (reply, result) = mpsc::sync_channel(1);
-        self.jobs
-            .send(Box::new(move |conn| {
-                let _ = reply.send(work(conn));
-            }))
-            .map_err(|_| WriterGone)?;
-        result.recv().map_err(|_| WriterGone)
+        match self {
+            Database::Sqlite(jobs) => {
+                let (reply, result) = mpsc::sync_channel(1);
+                jobs.send(Box::new(move |conn| {
+                    let _ = reply.send(work(&Db::Sqlite(conn)));
+                }))
+                .map_err(|_| WriterGone("its thread ended".into()))?;
+                result
+                    .recv()
+                    .map_err(|_| WriterGone("its thread ended".into()))
+            }
+            Database::Postgres(pool) => pool.with(work),
+        }
     }
 }

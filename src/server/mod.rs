@@ -16,17 +16,17 @@ mod state;
 
 pub use routes::notifications::new_notification;
 use routes::router;
-use state::AppState;
+use state::{AppState, Readers};
 
 use crate::clock::{Clock, SystemClock};
+use crate::db::Place;
 use crate::runtime::metrics::Metrics;
 use crate::runtime::schema::{self, OpenMode};
 use crate::runtime::worker::{Adapters, Worker, WorkerConfig};
-use crate::runtime::writer::{Database, OpenFailed};
+use crate::runtime::writer::{Database, OpenFailed, Pool};
 pub use keys::Keys;
 pub use listen::Limits;
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -37,7 +37,8 @@ const READ_CONNECTIONS: usize = 4;
 
 /// Everything `runtime serve` needs.
 pub struct ServerConfig {
-    pub db_path: PathBuf,
+    /// The store: a SQLite file, or a PostgreSQL database that several servers share.
+    pub db: Place,
     /// What `POST .../verify` reads: relay logs, provider tokens.
     pub verify: crate::verify::Sources,
     pub listen: SocketAddr,
@@ -53,11 +54,11 @@ pub struct ServerConfig {
 }
 
 impl ServerConfig {
-    /// The API alone over `db_path`, on a free loopback port, with `keys` and the default
+    /// The API alone over `db`, on a free loopback port, with `keys` and the default
     /// limits: what tests, benchmarks and the sweep serve. Fields can be set after.
-    pub fn api_only(db_path: PathBuf, keys: Option<Keys>) -> Self {
+    pub fn api_only(db: impl Into<Place>, keys: Option<Keys>) -> Self {
         Self {
-            db_path,
+            db: db.into(),
             verify: crate::verify::Sources::default(),
             listen: SocketAddr::from(([127, 0, 0, 1], 0)),
             keys,
@@ -80,6 +81,8 @@ pub enum ServeError {
     },
     #[error(transparent)]
     Store(#[from] schema::OpenError),
+    #[error(transparent)]
+    Postgres(#[from] crate::db::pg::OpenError),
     #[error("cannot start the server: {0}")]
     Runtime(std::io::Error),
 }
@@ -88,6 +91,7 @@ impl From<OpenFailed> for ServeError {
     fn from(err: OpenFailed) -> Self {
         match err {
             OpenFailed::Store(open) => ServeError::Store(open),
+            OpenFailed::Postgres(open) => ServeError::Postgres(open),
             OpenFailed::Thread(io) => ServeError::Runtime(io),
         }
     }
@@ -141,10 +145,23 @@ pub fn start_with_clock(
     if config.keys.is_none() && !config.listen.ip().is_loopback() {
         return Err(ServeError::InsecureNotLoopback(config.listen));
     }
-    let writer = Database::open(&config.db_path)?;
-    let readers = (0..READ_CONNECTIONS)
-        .map(|_| schema::open(&config.db_path, OpenMode::ReadOnly).map(Mutex::new))
-        .collect::<Result<Vec<_>, _>>()?;
+    let writer = Database::open_at(&config.db)?;
+    let (readers, identity_place) = match &config.db {
+        Place::File(path) => (
+            Readers::Sqlite {
+                connections: (0..READ_CONNECTIONS)
+                    .map(|_| schema::open(path, OpenMode::ReadOnly).map(Mutex::new))
+                    .collect::<Result<Vec<_>, _>>()?,
+                next: AtomicUsize::new(0),
+            },
+            crate::runtime::queries::file_place(path),
+        ),
+        Place::Postgres(target) => {
+            let pool = Pool::open(target, false, true)?;
+            let place = pool.identity_place.clone();
+            (Readers::Postgres(pool), place)
+        }
+    };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .thread_name("uns-api")
         .enable_all()
@@ -184,14 +201,13 @@ pub fn start_with_clock(
         metrics,
         verify: config.verify,
         readers,
-        next_reader: AtomicUsize::new(0),
         writer,
         clock,
         keys: config.keys,
         default_max_attempts: config.default_max_attempts,
         worker_running: worker.is_some(),
         request_timeout: config.limits.request_timeout,
-        db_path: config.db_path.clone(),
+        identity_place,
     });
     let (shutdown_tx, shutdown_rx) = tokio::sync::watch::channel(false);
     let app = router(state);

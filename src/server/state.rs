@@ -4,8 +4,9 @@
 use super::errors::ApiError;
 use super::keys::Keys;
 use crate::clock::Clock;
+use crate::db::Db;
 use crate::runtime::metrics::Metrics;
-use crate::runtime::writer::Database;
+use crate::runtime::writer::{Database, Pool};
 use crate::store::StoreError;
 use rusqlite::Connection;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -21,39 +22,57 @@ pub(crate) const ANONYMOUS: &str = "anonymous";
 pub(crate) struct AppState {
     pub(crate) metrics: Arc<Metrics>,
     pub(crate) verify: crate::verify::Sources,
-    pub(crate) readers: Vec<Mutex<Connection>>,
-    pub(crate) next_reader: AtomicUsize,
+    pub(crate) readers: Readers,
     pub(crate) writer: Database,
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) keys: Option<Keys>,
     pub(crate) default_max_attempts: i64,
     pub(crate) worker_running: bool,
     pub(crate) request_timeout: std::time::Duration,
-    pub(crate) db_path: std::path::PathBuf,
+    /// What the store's identity is hashed with (see `queries::store_identity`).
+    pub(crate) identity_place: String,
+}
+
+/// Where requests read: a few read-only connections to the file, or a pool of
+/// read-only sessions on the database.
+pub(crate) enum Readers {
+    Sqlite {
+        connections: Vec<Mutex<Connection>>,
+        next: AtomicUsize,
+    },
+    Postgres(Pool),
 }
 
 impl AppState {
     pub(crate) fn read<T>(
         &self,
-        work: impl FnOnce(&Connection) -> Result<T, StoreError>,
+        work: impl FnOnce(&Db<'_>) -> Result<T, StoreError>,
     ) -> Result<T, StoreError> {
-        let start = self.next_reader.fetch_add(1, Ordering::Relaxed);
-        // Take the first idle reader, else wait on one.
-        for offset in 0..self.readers.len() {
-            if let Ok(conn) = self.readers[(start + offset) % self.readers.len()].try_lock() {
-                return work(&conn);
+        match &self.readers {
+            Readers::Sqlite { connections, next } => {
+                let start = next.fetch_add(1, Ordering::Relaxed);
+                // Take the first idle reader, else wait on one.
+                for offset in 0..connections.len() {
+                    if let Ok(conn) = connections[(start + offset) % connections.len()].try_lock() {
+                        return work(&Db::Sqlite(&conn));
+                    }
+                }
+                let conn = connections[start % connections.len()]
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner());
+                work(&Db::Sqlite(&conn))
             }
+            Readers::Postgres(pool) => pool
+                .with(work)
+                .map_err(|gone| StoreError::Unavailable(gone.to_string()))?,
         }
-        let conn = self.readers[start % self.readers.len()]
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
-        work(&conn)
     }
 
-    /// Runs `work` on the store's writer thread, shared with the in-process worker.
+    /// Runs `work` where the store's writes run (SQLite's writer thread, shared with the
+    /// in-process worker; a connection of PostgreSQL's pool).
     pub(crate) fn write<T: Send + 'static>(
         &self,
-        work: impl FnOnce(&Connection) -> Result<T, StoreError> + Send + 'static,
+        work: impl FnOnce(&Db<'_>) -> Result<T, StoreError> + Send + 'static,
     ) -> Result<T, StoreError> {
         self.writer
             .run(work)

@@ -1,10 +1,10 @@
 //! Where the CLI reads and acts: one trait, a SQLite and an HTTP backend.
 
+pub mod direct;
 pub mod http;
 pub mod page;
 pub mod place;
 pub mod selection;
-pub mod sqlite;
 mod walk;
 
 pub use selection::{Rows, Selection, Window};
@@ -56,6 +56,20 @@ impl From<rusqlite::Error> for StoreError {
     }
 }
 
+impl From<crate::db::DbError> for StoreError {
+    fn from(err: crate::db::DbError) -> Self {
+        use crate::db::DbError;
+        match err {
+            DbError::Sqlite(err) => err.into(),
+            err if err.refused_credentials() => StoreError::Auth(err.to_string()),
+            err if err.unreachable() => {
+                StoreError::Unavailable(format!("the database went away: {err}"))
+            }
+            err => StoreError::Other(format!("store error: {err}")),
+        }
+    }
+}
+
 impl From<OpenError> for StoreError {
     fn from(err: OpenError) -> Self {
         match err {
@@ -67,11 +81,24 @@ impl From<OpenError> for StoreError {
     }
 }
 
+impl From<crate::db::pg::OpenError> for StoreError {
+    fn from(err: crate::db::pg::OpenError) -> Self {
+        use crate::db::pg::OpenError;
+        match err {
+            err if err.refused_credentials() => StoreError::Auth(err.to_string()),
+            OpenError::Connect { .. } | OpenError::Database { .. } => {
+                StoreError::Unavailable(err.to_string())
+            }
+            _ => StoreError::InvalidStore(err.to_string()),
+        }
+    }
+}
+
 impl From<EngineError> for StoreError {
     fn from(err: EngineError) -> Self {
         match err {
             EngineError::Invalid(message) => StoreError::Invalid(message),
-            EngineError::Sqlite(err) => err.into(),
+            EngineError::Db(err) => err.into(),
             EngineError::WriterGone(gone) => StoreError::Unavailable(gone.to_string()),
         }
     }

@@ -8,9 +8,9 @@
 use super::selection::Rows;
 use super::{Result, Selection, decode_cursor, encode_cursor};
 use crate::api::DlqPage;
+use crate::db::{Db, Dialect};
 use crate::model::Notification;
 use crate::runtime::queries::{self, Copies, EVENT_COLUMNS};
-use rusqlite::Connection;
 use rusqlite::types::ValueRef;
 use serde::Serialize;
 use serde::ser::{SerializeSeq, Serializer};
@@ -20,7 +20,7 @@ const EVENT_WIDTH: usize = 4;
 
 /// One page of the selected DLQ entries, ordered by id.
 pub fn dlq_page(
-    conn: &Connection,
+    conn: &Db<'_>,
     selection: &Selection,
     cursor: Option<&str>,
     limit: usize,
@@ -33,7 +33,7 @@ pub fn dlq_page(
 
 /// The page as JSON, and the cursor of the next page (also in the JSON).
 pub fn dlq_page_json(
-    conn: &Connection,
+    conn: &Db<'_>,
     selection: &Selection,
     cursor: Option<&str>,
     limit: usize,
@@ -44,7 +44,7 @@ pub fn dlq_page_json(
 
 /// A page of `rows` as JSON in the DLQ page's shape, and the cursor of the next page.
 pub fn page_json(
-    conn: &Connection,
+    conn: &Db<'_>,
     rows: Rows<'_>,
     cursor: Option<&str>,
     limit: usize,
@@ -52,7 +52,8 @@ pub fn page_json(
 ) -> Result<(Vec<u8>, Option<String>)> {
     let limit = limit.clamp(1, 1000);
     let selection = rows.selection();
-    let (filter, mut params) = rows.where_sql();
+    let dialect = conn.dialect();
+    let (filter, mut params) = rows.where_sql(dialect);
     // No cursor: from the start, rows without an id (they sort first) included. After
     // one: a range of the id index, so every page costs the same.
     let position = match cursor.map(decode_cursor).transpose()? {
@@ -73,15 +74,30 @@ pub fn page_json(
     } else {
         ("NULL FROM uns_notifications n".to_string(), "")
     };
-    // In index order with no sort: the row's columns are read once per entry, by rowid.
-    let mut stmt = conn.prepare_cached(&format!(
-        "SELECT n.rowid, {events} WHERE {filter}{position}
+    // SQLite: in index order with no sort, the row's columns read once per entry, by
+    // rowid. PostgreSQL: the row's columns on every line, read from an entry's first.
+    let columns = rows.notification_columns(dialect);
+    let (rest, limit_rows) = match dialect {
+        Dialect::Sqlite => (String::new(), String::new()),
+        // A page needs its entries and one more; their events all come with them.
+        Dialect::Postgres => (
+            format!(", {columns}"),
+            format!(
+                " AND n.id IN (SELECT n.id FROM uns_notifications n WHERE {filter}{position}
+                  ORDER BY n.id, n.rowid LIMIT {})",
+                limit + 1
+            ),
+        ),
+    };
+    if dialect == Dialect::Postgres {
+        params.extend(params.clone());
+    }
+    let sql = format!(
+        "SELECT n.rowid, {events}{rest} WHERE {filter}{position}{limit_rows}
          ORDER BY n.id, n.rowid{order}"
-    ))?;
-    let mut by_rowid = conn.prepare_cached(&format!(
-        "SELECT {} FROM uns_notifications n WHERE n.rowid = ?1",
-        rows.notification_columns()
-    ))?;
+    );
+    let by_rowid = format!("SELECT {columns} FROM uns_notifications n WHERE n.rowid = ?1");
+    let width = if include_events { 1 + EVENT_WIDTH } else { 2 };
     // Room for a typical page up front: growing a page of megabytes copies it again.
     let mut json = Vec::with_capacity(limit * if include_events { 4096 } else { 512 });
     json.extend_from_slice(b"{\"entries\":[");
@@ -93,29 +109,55 @@ pub fn page_json(
         events: Copies::default(),
         starts: Vec::new(),
     };
-    let mut rows = stmt.query(rusqlite::params_from_iter(params))?;
     let mut current: Option<(i64, Notification)> = None;
     let mut taken = 0;
     let mut next = None;
-    while let Some(row) = rows.next()? {
-        let rowid: i64 = row.get(0)?;
+    let mut failed = None;
+    let mut each = |row: &dyn queries::Source| -> Result<bool> {
+        let rowid = match row.cell(0)? {
+            ValueRef::Integer(rowid) => rowid,
+            other => {
+                return Err(super::StoreError::Other(format!(
+                    "a page read a row id of type {:?}",
+                    other.data_type()
+                )));
+            }
+        };
         if current.as_ref().is_none_or(|(last, _)| *last != rowid) {
             if let Some((last, entry)) = current.take() {
                 if taken == limit {
                     next = Some(encode_cursor(last, &entry.id));
                     page.entry(&entry)?;
-                    break;
+                    return Ok(false);
                 }
                 page.entry(&entry)?;
             }
             taken += 1;
-            let notification = by_rowid.query_row([rowid], |n| Ok(queries::notification(n, 0)))?;
+            let notification = match dialect {
+                Dialect::Sqlite => conn
+                    .row(&by_rowid, crate::args![rowid], |n| {
+                        Ok(queries::notification(n, 0))
+                    })?
+                    .ok_or_else(|| super::StoreError::Other("a row went away".into()))?,
+                Dialect::Postgres => queries::notification(row, width),
+            };
             current = Some((rowid, notification));
         }
-        if include_events && row.get_ref(1)? != ValueRef::Null {
+        if include_events && row.cell(1)? != ValueRef::Null {
             let start = page.events.push(row, 1..1 + EVENT_WIDTH)?;
             page.starts.push(start);
         }
+        Ok(true)
+    };
+    conn.stream(&sql, &params, &mut |row| match each(row) {
+        Ok(more) => Ok(more),
+        Err(err) => {
+            failed = Some(err);
+            Ok(false)
+        }
+    })?;
+    if let Some(err) = failed {
+        return Err(err);
     }
     if next.is_none()
         && let Some((_, entry)) = current

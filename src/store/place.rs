@@ -2,8 +2,8 @@
 //! it. The front ends resolve flags, the environment and the config file into a
 //! [`Resolution`]; opening one is the same for every front end.
 
+use super::direct::DirectStore;
 use super::http::HttpStore;
-use super::sqlite::SqliteStore;
 use super::{Store, StoreError};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -12,6 +12,8 @@ use std::time::Duration;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Backend {
     Sqlite(PathBuf),
+    /// A PostgreSQL database (DESIGN §12), its password from the operator's environment.
+    Postgres(crate::db::pg::Target),
     Http {
         url: String,
         key: Option<String>,
@@ -69,13 +71,18 @@ pub fn open(
     Ok(match backend {
         Backend::Sqlite(path) => {
             let mut store = if write {
-                SqliteStore::open_read_write(&path)?
+                DirectStore::open_read_write(&path)?
             } else {
-                SqliteStore::open_read_only(&path)?
+                DirectStore::open_read_only(&path)?
             };
             let note = store.note.clone();
             store.context = context;
             (Box::new(store), note)
+        }
+        Backend::Postgres(target) => {
+            let mut store = DirectStore::open_postgres(&target, write)?;
+            store.context = context;
+            (Box::new(store), None)
         }
         Backend::Http { url, key, deadline } => {
             let mut store = http_store(&url, key, deadline)?;

@@ -1,6 +1,7 @@
 //! Which entries and events a command reads or acts on: by channel, error text and time.
 //! Both backends apply the same selection in SQL, so they return the same rows.
 
+use crate::db::Dialect;
 use crate::model::Channel;
 use serde::{Deserialize, Serialize};
 
@@ -252,21 +253,33 @@ impl Selection {
     /// SQL conditions on `uns_notifications n` for DLQ entries, and their parameters.
     /// The channel test is a superset (it also keeps rows whose channels cannot be read:
     /// those are shown, marked, in every selection); [`Selection::keeps_channels`] is exact.
-    pub fn dlq_sql(&self) -> (String, Vec<rusqlite::types::Value>) {
+    pub fn dlq_sql(&self, dialect: Dialect) -> (String, Vec<rusqlite::types::Value>) {
         use rusqlite::types::Value;
+        let postgres = dialect == Dialect::Postgres;
         let mut sql = String::new();
         let mut params = Vec::new();
         if let Some(channel) = self.channel {
-            sql.push_str(" AND (upper(n.channels) LIKE ? OR NOT json_valid(n.channels))");
+            sql.push_str(if postgres {
+                " AND (upper(n.channels) LIKE ? OR n.channels_json IS NULL)"
+            } else {
+                " AND (upper(n.channels) LIKE ? OR NOT json_valid(n.channels))"
+            });
             params.push(Value::Text(format!("%{channel}%")));
         }
         if !self.error.is_empty() {
             // The entry's own error, or any channel's (a superset: the verdict's test,
             // `keeps_verdict`, is exact).
-            let one = "(instr(lower(n.error_message), lower(?)) > 0 OR EXISTS (
+            let one = if postgres {
+                "(instr(lower(n.error_message), lower(?)) > 0 OR EXISTS (
+                SELECT 1 FROM uns_events r WHERE r.notification_id = n.id
+                  AND r.kind = 'CHANNEL_ATTEMPT_RESULT'
+                  AND instr(lower(r.payload_json ->> 'error'), lower(?)) > 0))"
+            } else {
+                "(instr(lower(n.error_message), lower(?)) > 0 OR EXISTS (
                 SELECT 1 FROM uns_events r WHERE r.notification_id = n.id
                   AND r.kind = 'CHANNEL_ATTEMPT_RESULT' AND json_valid(r.payload)
-                  AND instr(lower(json_extract(r.payload, '$.error')), lower(?)) > 0))";
+                  AND instr(lower(json_extract(r.payload, '$.error')), lower(?)) > 0))"
+            };
             let any = vec![one; self.error.len()];
             sql.push_str(&format!(" AND ({})", any.join(" OR ")));
             for e in &self.error {
@@ -282,7 +295,8 @@ impl Selection {
                 continue;
             }
             let one = format!(
-                "instr(lower(CASE WHEN json_valid(n.payload) AND json_type(n.payload, '{path}') = 'text' THEN json_extract(n.payload, '{path}') END), lower(?)) > 0"
+                "instr(lower({}), lower(?)) > 0",
+                dialect.json_text("n.payload", path)
             );
             sql.push_str(&format!(" AND ({})", vec![one; texts.len()].join(" OR ")));
             params.extend(texts.iter().map(|t| Value::Text(t.clone())));
@@ -299,7 +313,11 @@ impl Selection {
         // (it is shown, marked, in every selection); one without an error message never
         // contains the text.
         if let Some(channel) = self.not_channel {
-            sql.push_str(" AND NOT (json_valid(n.channels) AND upper(n.channels) LIKE ?)");
+            sql.push_str(if postgres {
+                " AND NOT (n.channels_json IS NOT NULL AND upper(n.channels) LIKE ?)"
+            } else {
+                " AND NOT (json_valid(n.channels) AND upper(n.channels) LIKE ?)"
+            });
             params.push(Value::Text(format!("%{channel}%")));
         }
         for error in &self.not_error {
@@ -333,18 +351,29 @@ impl Selection {
     }
 
     /// SQL conditions on `uns_events e` for the event search, and their parameters.
-    pub fn events_sql(&self) -> (String, Vec<rusqlite::types::Value>) {
+    pub fn events_sql(&self, dialect: Dialect) -> (String, Vec<rusqlite::types::Value>) {
         use rusqlite::types::Value;
+        let postgres = dialect == Dialect::Postgres;
+        // The event's channel, and its error (or error message), as text.
+        let (channel, error) = if postgres {
+            (
+                "upper(trim(e.payload_json ->> 'channel'))",
+                "coalesce(e.payload_json ->> 'error', e.payload_json ->> 'error_message')",
+            )
+        } else {
+            (
+                "CASE WHEN json_valid(e.payload) THEN upper(trim(json_extract(e.payload, '$.channel'))) END",
+                "CASE WHEN json_valid(e.payload) THEN coalesce(json_extract(e.payload, '$.error'), json_extract(e.payload, '$.error_message')) END",
+            )
+        };
         let mut sql = String::new();
         let mut params = Vec::new();
-        if let Some(channel) = self.channel {
-            sql.push_str(
-                " AND CASE WHEN json_valid(e.payload) THEN upper(trim(json_extract(e.payload, '$.channel'))) END = ?",
-            );
-            params.push(Value::Text(channel.to_string()));
+        if let Some(channel_named) = self.channel {
+            sql.push_str(&format!(" AND {channel} = ?"));
+            params.push(Value::Text(channel_named.to_string()));
         }
         if !self.error.is_empty() {
-            let one = "instr(lower(CASE WHEN json_valid(e.payload) THEN coalesce(json_extract(e.payload, '$.error'), json_extract(e.payload, '$.error_message')) END), lower(?)) > 0";
+            let one = format!("instr(lower({error}), lower(?)) > 0");
             sql.push_str(&format!(
                 " AND ({})",
                 vec![one; self.error.len()].join(" OR ")
@@ -359,17 +388,15 @@ impl Selection {
             sql.push_str(" AND e.at < ?");
             params.push(Value::Real(until));
         }
-        if let Some(channel) = self.not_channel {
-            sql.push_str(
-                " AND CASE WHEN json_valid(e.payload) THEN upper(trim(json_extract(e.payload, '$.channel'))) END IS NOT ?",
-            );
-            params.push(Value::Text(channel.to_string()));
+        if let Some(not_channel) = self.not_channel {
+            sql.push_str(&format!(" AND {channel} IS DISTINCT FROM ?"));
+            params.push(Value::Text(not_channel.to_string()));
         }
-        for error in &self.not_error {
-            sql.push_str(
-                " AND coalesce(instr(lower(CASE WHEN json_valid(e.payload) THEN coalesce(json_extract(e.payload, '$.error'), json_extract(e.payload, '$.error_message')) END), lower(?)), 0) = 0",
-            );
-            params.push(Value::Text(error.clone()));
+        for not_error in &self.not_error {
+            sql.push_str(&format!(
+                " AND coalesce(instr(lower({error}), lower(?)), 0) = 0"
+            ));
+            params.push(Value::Text(not_error.clone()));
         }
         if !self.exclude.is_empty() {
             sql.push_str(&format!(
@@ -415,17 +442,40 @@ pub enum Rows<'s> {
     },
 }
 
-/// The message's recipient, when it is a text, and nothing else of it.
 /// A triage shows what the message was (its subject and email recipient), never the
 /// rest of it: the two, cut to a line's length, are all that is read of the payload.
-pub const MESSAGE_ONLY: &str = "CASE WHEN json_valid(n.payload) THEN json_object(\
+pub fn message_only(dialect: Dialect) -> &'static str {
+    match dialect {
+        Dialect::Sqlite => {
+            "CASE WHEN json_valid(n.payload) THEN json_object(\
     'subject', CASE WHEN json_type(n.payload, '$.subject') = 'text' \
         THEN substr(json_extract(n.payload, '$.subject'), 1, 400) END, \
     'recipient', CASE WHEN json_type(n.payload, '$.recipient') = 'text' \
-        THEN substr(json_extract(n.payload, '$.recipient'), 1, 400) END) END";
+        THEN substr(json_extract(n.payload, '$.recipient'), 1, 400) END) END"
+        }
+        Dialect::Postgres => {
+            "CASE WHEN n.payload_json IS NOT NULL THEN json_build_object(\
+    'subject', CASE WHEN jsonb_typeof(n.payload_json -> 'subject') = 'string' \
+        THEN substr(n.payload_json ->> 'subject', 1, 400) END, \
+    'recipient', CASE WHEN jsonb_typeof(n.payload_json -> 'recipient') = 'string' \
+        THEN substr(n.payload_json ->> 'recipient', 1, 400) END)::text END"
+        }
+    }
+}
 
-const RECIPIENT_ONLY: &str = "CASE WHEN json_valid(n.payload) AND json_type(n.payload, '$.recipient') = 'text' \
-    THEN json_object('recipient', json_extract(n.payload, '$.recipient')) END";
+/// The message's recipient, when it is a text, and nothing else of it.
+fn recipient_only(dialect: Dialect) -> &'static str {
+    match dialect {
+        Dialect::Sqlite => {
+            "CASE WHEN json_valid(n.payload) AND json_type(n.payload, '$.recipient') = 'text' \
+    THEN json_object('recipient', json_extract(n.payload, '$.recipient')) END"
+        }
+        Dialect::Postgres => {
+            "CASE WHEN jsonb_typeof(n.payload_json -> 'recipient') = 'string' \
+    THEN json_build_object('recipient', n.payload_json ->> 'recipient')::text END"
+        }
+    }
+}
 
 impl Rows<'_> {
     pub fn selection(&self) -> &Selection {
@@ -435,15 +485,15 @@ impl Rows<'_> {
     }
 
     /// The condition on `uns_notifications n`, and its parameters.
-    pub fn where_sql(&self) -> (String, Vec<rusqlite::types::Value>) {
+    pub fn where_sql(&self, dialect: Dialect) -> (String, Vec<rusqlite::types::Value>) {
         use rusqlite::types::Value;
         match self {
             Rows::Dlq(selection) => {
-                let (filter, params) = selection.dlq_sql();
+                let (filter, params) = selection.dlq_sql(dialect);
                 (format!("n.dead_letter = 1{filter}"), params)
             }
             Rows::Attempted { selection, window } => {
-                let (filter, filter_params) = selection.dlq_sql();
+                let (filter, filter_params) = selection.dlq_sql(dialect);
                 let mut params = Vec::new();
                 let mut sql = String::from(
                     "n.id IN (SELECT a.notification_id FROM uns_events a
@@ -466,12 +516,12 @@ impl Rows<'_> {
     }
 
     /// The notification columns to read: reconcile reads only the recipient of a message.
-    pub fn notification_columns(&self) -> std::borrow::Cow<'static, str> {
+    pub fn notification_columns(&self, dialect: Dialect) -> std::borrow::Cow<'static, str> {
         use crate::runtime::queries::NOTIFICATION_COLUMNS;
         match self {
             Rows::Dlq(_) => NOTIFICATION_COLUMNS.into(),
             Rows::Attempted { .. } => NOTIFICATION_COLUMNS
-                .replace("n.payload", RECIPIENT_ONLY)
+                .replace("n.payload", recipient_only(dialect))
                 .into(),
         }
     }

@@ -1,18 +1,24 @@
-//! The triage of every selected DLQ entry of a SQLite store, in id order, in two stages:
-//! the calling thread steps SQLite and copies raw cells into batches; a second thread
+//! The triage of every selected DLQ entry of a store, in id order, in two stages: the
+//! calling thread steps the database and copies raw cells into batches; a second thread
 //! decodes, triages and hands each entry on. Batches go back to be refilled, so a walk
 //! of any length allocates little after the first few and holds a few MiB at most.
+//!
+//! SQLite is stepped in the id index's order and each entry's row read by its rowid
+//! (no sort, nothing read twice); PostgreSQL streams one join of rows and their events
+//! in the same order, each entry's row carried by its first line.
 
 use super::selection::Rows;
 use super::{EntryVisit, Result, Selection, StoreError, StoredEvent, Triaged, Visit};
+use crate::db::pg::PgConn;
+use crate::db::{Db, Dialect};
 use crate::history::{Observed, Reader};
 use crate::model::payload_problem;
 use crate::runtime::queries::{
-    self, Copies, EVENT_COLUMNS, NOTIFICATION_COLUMNS, NOTIFICATION_WIDTH,
+    self, Copies, EVENT_COLUMNS, NOTIFICATION_COLUMNS, NOTIFICATION_WIDTH, Source,
 };
 use crate::triage;
 use rusqlite::types::ValueRef;
-use rusqlite::{Connection, Row, Statement};
+use rusqlite::{Connection, Statement};
 use std::sync::mpsc::{Receiver, SyncSender, channel, sync_channel};
 
 /// Bytes of copied rows handed from the reading thread to the triaging one at a time.
@@ -24,7 +30,7 @@ const EVENT_WIDTH: usize = 4;
 /// The index schema version 2 keeps of dead letters by time.
 const BY_TIME: &str = "uns_notifications_dlq_updated";
 
-pub fn each_triaged(conn: &Connection, selection: &Selection, visit: &mut Visit<'_>) -> Result<()> {
+pub fn each_triaged(conn: &Db<'_>, selection: &Selection, visit: &mut Visit<'_>) -> Result<()> {
     let mut reader = Reader::default();
     walk(conn, Rows::Dlq(selection), |batch| {
         triage_batch(batch, selection, &mut reader, visit)
@@ -32,14 +38,14 @@ pub fn each_triaged(conn: &Connection, selection: &Selection, visit: &mut Visit<
 }
 
 /// Every notification `rows` picks, in id order, with its events as stored (reconcile).
-pub fn each_entry(conn: &Connection, rows: Rows<'_>, visit: &mut EntryVisit<'_>) -> Result<()> {
+pub fn each_entry(conn: &Db<'_>, rows: Rows<'_>, visit: &mut EntryVisit<'_>) -> Result<()> {
     let selection = rows.selection();
     walk(conn, rows, |batch| entry_batch(batch, selection, visit))
 }
 
 /// Reads `rows` on this thread and hands each batch to `decode` on another.
 fn walk(
-    conn: &Connection,
+    conn: &Db<'_>,
     rows: Rows<'_>,
     mut decode: impl FnMut(&Batch) -> Result<()> + Send,
 ) -> Result<()> {
@@ -56,7 +62,10 @@ fn walk(
                 Ok(())
             })
             .map_err(|err| StoreError::Other(format!("cannot start the decode thread: {err}")))?;
-        let read = read(conn, rows, full, returned);
+        let read = match conn {
+            Db::Sqlite(conn) => read(conn, rows, full, returned),
+            Db::Postgres(conn) => stream(conn, rows, full, returned),
+        };
         let decoded = decoder
             .join()
             .unwrap_or_else(|_| Err(StoreError::Other("the decode thread failed".into())));
@@ -73,6 +82,51 @@ struct Batch {
     entries: Vec<(usize, usize)>,
 }
 
+/// The notification columns a walk of `rows` reads: a triage shows only what the
+/// message was, so nothing else of it is read (see Triaged).
+fn columns(rows: Rows<'_>, dialect: Dialect) -> String {
+    match rows {
+        Rows::Dlq(_) => {
+            NOTIFICATION_COLUMNS.replace("n.payload", super::selection::message_only(dialect))
+        }
+        Rows::Attempted { .. } => rows.notification_columns(dialect).into_owned(),
+    }
+}
+
+/// Streams one join of the selected rows and their events from PostgreSQL, in the
+/// walk's order: the row id, [`EVENT_COLUMNS`] (NULL when the entry has no events), then
+/// the entry's columns, copied from its first line.
+fn stream(
+    conn: &PgConn,
+    rows: Rows<'_>,
+    full: SyncSender<Batch>,
+    returned: Receiver<Batch>,
+) -> Result<()> {
+    let (filter, params) = rows.where_sql(Dialect::Postgres);
+    let columns = columns(rows, Dialect::Postgres);
+    let mut batcher = Batcher {
+        batch: Batch::default(),
+        full,
+        returned,
+        by_rowid: None,
+        current: None,
+    };
+    let sql = format!(
+        "SELECT n.rowid, {EVENT_COLUMNS}, {columns}
+         FROM uns_notifications n LEFT JOIN uns_events e ON e.notification_id = n.id
+         WHERE {filter} ORDER BY n.id, n.rowid, e.id"
+    );
+    let mut taken = Ok(true);
+    conn.stream(&sql, &params, &mut |row| {
+        taken = batcher.take(row);
+        Ok(matches!(taken, Ok(true)))
+    })?;
+    if taken? {
+        batcher.finish();
+    }
+    Ok(())
+}
+
 /// Steps the store and fills batches. Rows come in the walk's shape: the row id, then
 /// [`EVENT_COLUMNS`] (NULL when the entry has no events).
 fn read(
@@ -81,7 +135,7 @@ fn read(
     full: SyncSender<Batch>,
     returned: Receiver<Batch>,
 ) -> Result<()> {
-    let (filter, params) = rows.where_sql();
+    let (filter, params) = rows.where_sql(Dialect::Sqlite);
     let walk_sql = |which: &str| {
         format!(
             "SELECT n.rowid, {EVENT_COLUMNS}
@@ -89,19 +143,14 @@ fn read(
              WHERE {which} ORDER BY n.id, n.rowid, e.id"
         )
     };
-    // A triage shows only what the message was, so nothing else of it is read (see
-    // Triaged).
-    let columns = match rows {
-        Rows::Dlq(_) => NOTIFICATION_COLUMNS.replace("n.payload", super::selection::MESSAGE_ONLY),
-        Rows::Attempted { .. } => rows.notification_columns().into_owned(),
-    };
+    let columns = columns(rows, Dialect::Sqlite);
     let mut batcher = Batcher {
         batch: Batch::default(),
         full,
         returned,
-        by_rowid: conn.prepare(&format!(
+        by_rowid: Some(conn.prepare(&format!(
             "SELECT {columns} FROM uns_notifications n WHERE n.rowid = ?1"
-        ))?,
+        ))?),
         current: None,
     };
     let windowed = match rows {
@@ -153,14 +202,24 @@ struct Batcher<'c> {
     batch: Batch,
     full: SyncSender<Batch>,
     returned: Receiver<Batch>,
-    by_rowid: Statement<'c>,
+    /// SQLite: reads an entry's row by its rowid. None: the row follows the event's
+    /// columns on each line of the walk.
+    by_rowid: Option<Statement<'c>>,
     current: Option<i64>,
 }
 
 impl Batcher<'_> {
     /// Copies one row of the walk; false when the triage side has stopped listening.
-    fn take(&mut self, row: &Row) -> Result<bool> {
-        let rowid: i64 = row.get(0)?;
+    fn take(&mut self, row: &dyn Source) -> Result<bool> {
+        let rowid = match row.cell(0)? {
+            ValueRef::Integer(rowid) => rowid,
+            other => {
+                return Err(StoreError::Other(format!(
+                    "a walk read a row id of type {:?}",
+                    other.data_type()
+                )));
+            }
+        };
         if self.current != Some(rowid) {
             if self.batch.copies.size() >= BATCH_BYTES {
                 let next = self.returned.try_recv().unwrap_or_default();
@@ -176,12 +235,18 @@ impl Batcher<'_> {
             }
             self.current = Some(rowid);
             let copies = &mut self.batch.copies;
-            let start = self
-                .by_rowid
-                .query_row([rowid], |n| copies.push(n, 0..NOTIFICATION_WIDTH))?;
+            let start = match &mut self.by_rowid {
+                Some(by_rowid) => {
+                    by_rowid.query_row([rowid], |n| copies.push(n, 0..NOTIFICATION_WIDTH))?
+                }
+                None => {
+                    let from = 1 + EVENT_WIDTH;
+                    copies.push(row, from..from + NOTIFICATION_WIDTH)?
+                }
+            };
             self.batch.entries.push((start, 0));
         }
-        if row.get_ref(1)? == ValueRef::Null {
+        if row.cell(1)? == ValueRef::Null {
             return Ok(true);
         }
         self.batch.copies.push(row, 1..1 + EVENT_WIDTH)?;

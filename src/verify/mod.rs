@@ -1106,11 +1106,11 @@ pub struct Asked {
 /// Reads each entry from the store, and asks about every UNCERTAIN channel attempt of
 /// those that are VERIFY; one check serves them all.
 pub fn ask(
-    conn: &rusqlite::Connection,
+    conn: &crate::db::Db<'_>,
     ids: &[String],
     sources: &Sources,
     now: f64,
-) -> rusqlite::Result<Asked> {
+) -> crate::db::DbResult<Asked> {
     ask_with(
         ids,
         |id| {
@@ -1174,7 +1174,7 @@ pub fn ask_with<E>(
 /// Records the answers of `asked` that are not CANNOT_TELL, one transaction per entry,
 /// as read `read_on`.
 pub fn record(
-    conn: &rusqlite::Connection,
+    conn: &crate::db::Db<'_>,
     now: f64,
     asked: &Asked,
     actor: &Actor,

@@ -4,6 +4,7 @@
 //! and the file is unchanged wherever nothing was meant to change.
 
 use crate::support;
+use unsctl::db::Db;
 
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -316,7 +317,7 @@ fn every_page_holds_what_the_single_entry_readers_read() {
                 .expect("row"),
             events: events.then(|| {
                 id.as_deref()
-                    .map(|id| queries::read_events(&conn, id).expect("events"))
+                    .map(|id| queries::read_events(&Db::Sqlite(&conn), id).expect("events"))
                     .unwrap_or_default()
             }),
         };
@@ -325,7 +326,7 @@ fn every_page_holds_what_the_single_entry_readers_read() {
             let mut seen = 0;
             loop {
                 let (json, next) = unsctl::store::page::dlq_page_json(
-                    &conn,
+                    &Db::Sqlite(&conn),
                     &Default::default(),
                     cursor.as_deref(),
                     2,

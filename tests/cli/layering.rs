@@ -218,13 +218,17 @@ fn the_low_rooms_import_nothing_above_them() {
         ("redact", &[]),
         ("clock", &[]),
         ("identity", &[]),
+        ("db", &["identity"]),
         ("history", &["model"]),
         ("triage", &["model", "history"]),
-        ("pulse", &["clock"]),
-        ("runtime", &["model", "clock", "bounded", "redact", "pulse"]),
+        ("pulse", &["clock", "db"]),
+        (
+            "runtime",
+            &["model", "clock", "bounded", "redact", "pulse", "db"],
+        ),
         (
             "remediation",
-            &["model", "clock", "history", "triage", "runtime"],
+            &["model", "clock", "history", "triage", "runtime", "db"],
         ),
         ("render", &["model", "clock", "triage", "pulse"]),
         (

@@ -3,6 +3,7 @@
 //! its last lease loss and reclaim are minutes past, on every command that says so.
 
 use crate::support;
+use unsctl::db::Db;
 
 use serde_json::Value;
 use std::path::Path;
@@ -147,7 +148,7 @@ fn store_with_losses(dir: &Path, ago: f64) -> std::path::PathBuf {
     let conn = schema::open(&db, OpenMode::Create).expect("store");
     let now = SystemClock.now();
     let id = engine::submit(
-        &conn,
+        &Db::Sqlite(&conn),
         now - ago - 100.0,
         &NewNotification {
             channels: [Channel::Email].into_iter().collect(),

@@ -5,6 +5,7 @@
 //! into a count, and hostile lines that must not; the fleet with one context down.
 
 use crate::support;
+use unsctl::db::Db;
 
 use serde_json::{Value, json};
 use std::path::PathBuf;
@@ -37,7 +38,7 @@ struct Seeded {
 
 fn submit(conn: &rusqlite::Connection, at: f64, channel: Channel, recipient: &str) -> String {
     engine::submit(
-        conn,
+        &Db::Sqlite(conn),
         at,
         &NewNotification {
             channels: [channel].into_iter().collect(),
@@ -51,7 +52,7 @@ fn submit(conn: &rusqlite::Connection, at: f64, channel: Channel, recipient: &st
 }
 
 fn claim(conn: &rusqlite::Connection, at: f64, worker: &str) -> Lease {
-    match engine::claim(conn, at, worker, 60.0).expect("claim") {
+    match engine::claim(&Db::Sqlite(conn), at, worker, 60.0).expect("claim") {
         ClaimOutcome::Claimed(lease) => lease,
         other => panic!("nothing to claim: {other:?}"),
     }
@@ -60,7 +61,7 @@ fn claim(conn: &rusqlite::Connection, at: f64, worker: &str) -> Lease {
 fn start(conn: &rusqlite::Connection, at: f64, lease: &Lease) {
     let mut details = serde_json::Map::new();
     details.insert("smtp_from".into(), json!(SENDER));
-    engine::start_channel(conn, at, lease, Channel::Email, &details).expect("start");
+    engine::start_channel(&Db::Sqlite(conn), at, lease, Channel::Email, &details).expect("start");
 }
 
 fn message_id(id: &str, attempt: i64) -> String {
@@ -81,18 +82,32 @@ fn reclaimed(
     let reclaim = claim(conn, at + 61.0, "worker-b");
     start(conn, at + 61.5, &reclaim);
     let accepted = DeliveryResult::accepted(Some(message_id(&id, 2)));
-    engine::record_result(conn, at + 62.0, &reclaim, Channel::Email, &accepted).expect("result");
+    engine::record_result(
+        &Db::Sqlite(conn),
+        at + 62.0,
+        &reclaim,
+        Channel::Email,
+        &accepted,
+    )
+    .expect("result");
     engine::settle(
-        conn,
+        &Db::Sqlite(conn),
         at + 62.0,
         &reclaim,
         &[(Channel::Email, accepted)],
         &BACKOFF,
     )
     .expect("settle");
-    engine::record_result(conn, at + 70.0, &slow, Channel::Email, &first).expect("late result");
-    engine::settle(conn, at + 70.0, &slow, &[(Channel::Email, first)], &BACKOFF)
-        .expect("lease lost");
+    engine::record_result(&Db::Sqlite(conn), at + 70.0, &slow, Channel::Email, &first)
+        .expect("late result");
+    engine::settle(
+        &Db::Sqlite(conn),
+        at + 70.0,
+        &slow,
+        &[(Channel::Email, first)],
+        &BACKOFF,
+    )
+    .expect("lease lost");
     id
 }
 

@@ -3,6 +3,7 @@
 //! or hostile caller tried to get around one), the audit record, races and plans.
 
 use crate::support;
+use unsctl::db::Db;
 
 use reqwest::StatusCode;
 use serde_json::{Value, json};
@@ -1122,7 +1123,7 @@ fn a_partial_replay_leaves_the_rest_owed_until_given_up_on_purpose() {
     for (n, backend) in runtime.backends().iter().enumerate() {
         let recipient = format!("partial-{n}@example.com");
         let id = engine::submit(
-            &rusqlite::Connection::open(&runtime.db).expect("db"),
+            &Db::Sqlite(&rusqlite::Connection::open(&runtime.db).expect("db")),
             unsctl::clock::Clock::now(&unsctl::clock::SystemClock),
             &NewNotification {
                 channels: [Channel::Email, Channel::Slack].into_iter().collect(),

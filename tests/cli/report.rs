@@ -10,7 +10,7 @@ use std::path::Path;
 use support::incident::incident;
 use unsctl::api::ActionRequest;
 use unsctl::store::Store;
-use unsctl::store::sqlite::SqliteStore;
+use unsctl::store::direct::DirectStore;
 
 fn rfc3339(at: f64) -> String {
     unsctl::render::time::rfc3339(at)
@@ -176,7 +176,7 @@ fn hostile_text_is_escaped_in_html_and_markdown_and_neutralised_in_csv() {
         1,
     );
     drop(conn);
-    let store = SqliteStore::open_read_write(&db)
+    let store = DirectStore::open_read_write(&db)
         .expect("store")
         .with_clock(Box::new(unsctl::clock::ManualClock::new(1_500.0)));
     store
@@ -556,7 +556,7 @@ fn a_note_records_the_fix_and_its_writer_and_reads_the_same_over_both_backends()
     // The runtime brings the store to the version with notes.
     let server = support::server(&incident.db);
     // A note written during the incident, on the incident's clock.
-    let store = SqliteStore::open_read_write(&incident.db)
+    let store = DirectStore::open_read_write(&incident.db)
         .expect("store")
         .with_clock(Box::new(unsctl::clock::ManualClock::new(since + 600.0)));
     let kept = store

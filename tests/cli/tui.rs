@@ -737,7 +737,7 @@ fn the_audit_view_lists_the_notes_beside_the_acts() {
         unsctl::runtime::schema::open(&db, unsctl::runtime::schema::OpenMode::Runtime)
             .expect("migrate"),
     );
-    let store = unsctl::store::sqlite::SqliteStore::open_read_write(&db).expect("store");
+    let store = unsctl::store::direct::DirectStore::open_read_write(&db).expect("store");
     use unsctl::store::Store;
     store
         .note(&unsctl::api::NoteRequest {

@@ -2,6 +2,7 @@
 //! worker at all, a store after lost leases, a dead API and a wrong API key.
 
 use crate::support;
+use unsctl::db::Db;
 
 use serde_json::{Value, json};
 use std::process::{Output, Stdio};
@@ -133,7 +134,7 @@ fn two_worker_processes_on_one_store_are_flagged() {
         .set_default(Behavior::DelayAccept(Duration::from_millis(150)));
     for n in 0..8 {
         engine::submit(
-            &conn,
+            &Db::Sqlite(&conn),
             SystemClock.now(),
             &NewNotification {
                 channels: [Channel::Slack].into_iter().collect(),
@@ -287,7 +288,7 @@ fn rows_due_with_no_worker_claiming_fail_the_worker_check_on_both_backends() {
     );
     for n in 0..2 {
         engine::submit(
-            &conn,
+            &Db::Sqlite(&conn),
             SystemClock.now() - 600.0 + f64::from(n),
             &NewNotification {
                 channels: [Channel::Email].into_iter().collect(),
@@ -433,7 +434,7 @@ fn a_relay_named_by_data_gets_no_credentials() {
     let db = dir.path().join("uns.db");
     let conn = schema::open(&db, OpenMode::Create).expect("store");
     engine::submit(
-        &conn,
+        &Db::Sqlite(&conn),
         SystemClock.now(),
         &NewNotification {
             channels: [Channel::Email].into_iter().collect(),
@@ -444,14 +445,14 @@ fn a_relay_named_by_data_gets_no_credentials() {
     )
     .expect("submit");
     let engine::ClaimOutcome::Claimed(lease) =
-        engine::claim(&conn, SystemClock.now(), "doctor-test", 60.0).expect("claim")
+        engine::claim(&Db::Sqlite(&conn), SystemClock.now(), "doctor-test", 60.0).expect("claim")
     else {
         panic!("nothing due");
     };
     // The attempt records the relay it went to: here, the stand-in.
     let adapter = EmailAdapter::new(EmailConfig::new(stand_in.addr.to_string()));
     engine::start_channel(
-        &conn,
+        &Db::Sqlite(&conn),
         SystemClock.now(),
         &lease,
         Channel::Email,

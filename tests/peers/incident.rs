@@ -19,6 +19,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 use unsctl::clock::{Clock, SystemClock};
+use unsctl::db::Db;
 use unsctl::lab::fakes::{
     Behavior, Fakes, PAGERDUTY_TOKEN, SLACK_BOT_ID, SLACK_CHANNEL, SLACK_TOKEN,
 };
@@ -136,7 +137,7 @@ impl Incident {
         for (n, fault) in planned().into_iter().enumerate() {
             let recipient = format!("customer-{n}@example.net");
             let id = engine::submit(
-                &conn,
+                &Db::Sqlite(&conn),
                 SystemClock.now(),
                 &NewNotification {
                     channels: fault.channels(n).into_iter().collect(),
@@ -526,7 +527,7 @@ fn a_worked_incident_is_reported_as_the_providers_received_it() {
     }
     assert!(wrong.is_empty(), "{}", wrong.join("\n\n"));
     // The report judges as of its window's end: the same classes, item by item.
-    let store = unsctl::store::sqlite::SqliteStore::open_read_only(&incident.db).expect("store");
+    let store = unsctl::store::direct::DirectStore::open_read_only(&incident.db).expect("store");
     let at = |text: &str| unsctl::clock::parse_instant(text, 0.0).expect("instant");
     let judged = unsctl::reconcile::Reconciliation::read(
         &store,

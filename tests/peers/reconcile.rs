@@ -4,6 +4,7 @@
 //! and `smtp-sink`, behind the relay, received two.
 
 use crate::support;
+use unsctl::db::Db;
 
 use serde_json::{Value, json};
 use std::path::Path;
@@ -38,16 +39,24 @@ fn now() -> f64 {
 /// worker records it.
 fn attempt(conn: &rusqlite::Connection, adapter: &EmailAdapter, seconds: f64) -> (String, Ended) {
     let ClaimOutcome::Claimed(lease) =
-        engine::claim(conn, now(), "reconcile-test", seconds).expect("claim")
+        engine::claim(&Db::Sqlite(conn), now(), "reconcile-test", seconds).expect("claim")
     else {
         panic!("nothing due");
     };
-    engine::start_channel(conn, now(), &lease, Channel::Email, &adapter.started()).expect("start");
+    engine::start_channel(
+        &Db::Sqlite(conn),
+        now(),
+        &lease,
+        Channel::Email,
+        &adapter.started(),
+    )
+    .expect("start");
     let request = DeliveryRequest::for_lease(&lease, Channel::Email, seconds, MIN_IO);
     let result = adapter.deliver(&request, &|| true);
-    engine::record_result(conn, now(), &lease, Channel::Email, &result).expect("result");
+    engine::record_result(&Db::Sqlite(conn), now(), &lease, Channel::Email, &result)
+        .expect("result");
     let settled = engine::settle(
-        conn,
+        &Db::Sqlite(conn),
         now(),
         &lease,
         &[(Channel::Email, result.clone())],
@@ -87,7 +96,7 @@ fn a_reclaim_after_a_held_reply_is_two_copies_by_the_relays_log_as_the_sink_rece
 
     let conn = schema::open(&db, OpenMode::Create).expect("store");
     let id = engine::submit(
-        &conn,
+        &Db::Sqlite(&conn),
         now(),
         &NewNotification {
             channels: [Channel::Email].into_iter().collect(),

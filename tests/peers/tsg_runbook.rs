@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use unsctl::lab::fakes::Fakes;
 use unsctl::lab::repro::{self, Scenario};
-use unsctl::store::sqlite::SqliteStore;
+use unsctl::store::direct::DirectStore;
 
 struct Block {
     guide: String,
@@ -103,7 +103,7 @@ fn every_shell_block_in_the_runbooks_runs_and_prints_what_it_says() {
         .expect("db")
         .execute_batch("PRAGMA wal_checkpoint(TRUNCATE)")
         .expect("checkpoint");
-    let store = SqliteStore::open_read_only(&pristine).expect("store");
+    let store = DirectStore::open_read_only(&pristine).expect("store");
     let mut by_branch = std::collections::HashMap::new();
     let mut visit = |triaged: unsctl::store::Triaged| {
         let verdict = triaged.verdict;

@@ -7,6 +7,7 @@
 //! the relay's log and the sink's dumps show what was really sent.
 
 use crate::support;
+use unsctl::db::Db;
 
 use serde_json::{Value, json};
 use std::net::SocketAddr;
@@ -70,16 +71,24 @@ fn adapter(relay: SocketAddr, starttls: StartTls, ca: Option<&Path>) -> EmailAda
 fn deliver_due(db: &Path, adapter: &EmailAdapter, seconds: f64) -> DeliveryResult {
     let conn = schema::open(db, OpenMode::Create).expect("store");
     let ClaimOutcome::Claimed(lease) =
-        engine::claim(&conn, now(), "verify-test", seconds).expect("claim")
+        engine::claim(&Db::Sqlite(&conn), now(), "verify-test", seconds).expect("claim")
     else {
         panic!("nothing due");
     };
-    engine::start_channel(&conn, now(), &lease, Channel::Email, &adapter.started()).expect("start");
+    engine::start_channel(
+        &Db::Sqlite(&conn),
+        now(),
+        &lease,
+        Channel::Email,
+        &adapter.started(),
+    )
+    .expect("start");
     let request = DeliveryRequest::for_lease(&lease, Channel::Email, seconds, MIN_IO);
     let result = adapter.deliver(&request, &|| true);
-    engine::record_result(&conn, now(), &lease, Channel::Email, &result).expect("result");
+    engine::record_result(&Db::Sqlite(&conn), now(), &lease, Channel::Email, &result)
+        .expect("result");
     let _ = engine::settle(
-        &conn,
+        &Db::Sqlite(&conn),
         now(),
         &lease,
         &[(Channel::Email, result.clone())],
@@ -95,8 +104,13 @@ fn deliver_due(db: &Path, adapter: &EmailAdapter, seconds: f64) -> DeliveryResul
     if status == "LEASED" {
         // The lease ran out mid-call: the next claim finds the budget gone.
         let later = lease.lease_until + 0.01;
-        let outcome =
-            engine::claim(&conn, later.max(now()), "verify-test-2", seconds).expect("reclaim");
+        let outcome = engine::claim(
+            &Db::Sqlite(&conn),
+            later.max(now()),
+            "verify-test-2",
+            seconds,
+        )
+        .expect("reclaim");
         assert!(
             matches!(outcome, ClaimOutcome::RecoveryExhausted { .. }),
             "{outcome:?}"
@@ -108,7 +122,7 @@ fn deliver_due(db: &Path, adapter: &EmailAdapter, seconds: f64) -> DeliveryResul
 /// A notification on `channel` alone, with a budget of one attempt.
 fn submit_on(conn: &rusqlite::Connection, channel: Channel) -> String {
     engine::submit(
-        conn,
+        &Db::Sqlite(conn),
         now(),
         &NewNotification {
             channels: [channel].into_iter().collect(),
@@ -128,7 +142,7 @@ fn submit(db: &Path, recipient: &str) -> String {
 fn submit_with(db: &Path, recipient: &str, subject: &str) -> String {
     let conn = schema::open(db, OpenMode::Create).expect("store");
     engine::submit(
-        &conn,
+        &Db::Sqlite(&conn),
         now(),
         &NewNotification {
             channels: [Channel::Email].into_iter().collect(),
@@ -465,13 +479,24 @@ fn the_rules_of_evidence_hold_against_a_real_relay() {
     {
         let conn = schema::open(&db, OpenMode::Create).expect("store");
         let ClaimOutcome::Claimed(lease) =
-            engine::claim(&conn, now(), "verify-test", LEASE).expect("claim")
+            engine::claim(&Db::Sqlite(&conn), now(), "verify-test", LEASE).expect("claim")
         else {
             panic!("nothing due");
         };
-        engine::start_channel(&conn, now(), &lease, Channel::Email, &via_proxy.started())
-            .expect("start");
-        let _ = engine::claim(&conn, lease.lease_until + 0.01, "verify-test-2", LEASE);
+        engine::start_channel(
+            &Db::Sqlite(&conn),
+            now(),
+            &lease,
+            Channel::Email,
+            &via_proxy.started(),
+        )
+        .expect("start");
+        let _ = engine::claim(
+            &Db::Sqlite(&conn),
+            lease.lease_until + 0.01,
+            "verify-test-2",
+            LEASE,
+        );
     }
     // The relay stays quiet past the call's window and the skew, then logs a line.
     support::wait_past(
@@ -966,11 +991,18 @@ fn pagerduty_and_slack_are_asked_by_key_with_their_own_auth() {
             .control
             .script(&format!("{id}:{channel}"), &[behavior]);
         let ClaimOutcome::Claimed(lease) =
-            engine::claim(&conn, now(), "verify-test", LEASE).expect("claim")
+            engine::claim(&Db::Sqlite(&conn), now(), "verify-test", LEASE).expect("claim")
         else {
             panic!("nothing due");
         };
-        engine::start_channel(&conn, now(), &lease, channel, &Default::default()).expect("start");
+        engine::start_channel(
+            &Db::Sqlite(&conn),
+            now(),
+            &lease,
+            channel,
+            &Default::default(),
+        )
+        .expect("start");
         let request = DeliveryRequest::for_lease(&lease, channel, LEASE, MIN_IO);
         let result = adapters[&channel].deliver(&request, &|| true);
         assert_eq!(
@@ -978,9 +1010,20 @@ fn pagerduty_and_slack_are_asked_by_key_with_their_own_auth() {
             "UNKNOWN",
             "{channel} {behavior:?}: {result:?}"
         );
-        engine::record_result(&conn, now(), &lease, channel, &result).expect("result");
-        let _ = engine::settle(&conn, now(), &lease, &[(channel, result)], &BACKOFF);
-        let _ = engine::claim(&conn, lease.lease_until + 0.01, "verify-test-2", LEASE);
+        engine::record_result(&Db::Sqlite(&conn), now(), &lease, channel, &result).expect("result");
+        let _ = engine::settle(
+            &Db::Sqlite(&conn),
+            now(),
+            &lease,
+            &[(channel, result)],
+            &BACKOFF,
+        );
+        let _ = engine::claim(
+            &Db::Sqlite(&conn),
+            lease.lease_until + 0.01,
+            "verify-test-2",
+            LEASE,
+        );
         ids.push((id, channel, behavior));
     }
     // Other traffic in the channel: the history runs to several pages of 200.
@@ -1128,12 +1171,24 @@ fn providers_that_lie_are_never_taken_at_their_word() {
     for channel in [Channel::Pagerduty, Channel::Slack] {
         let id = submit_on(&conn, channel);
         let ClaimOutcome::Claimed(lease) =
-            engine::claim(&conn, now(), "verify-test", LEASE).expect("claim")
+            engine::claim(&Db::Sqlite(&conn), now(), "verify-test", LEASE).expect("claim")
         else {
             panic!("nothing due");
         };
-        engine::start_channel(&conn, now(), &lease, channel, &Default::default()).expect("start");
-        let _ = engine::claim(&conn, lease.lease_until + 0.01, "verify-test-2", LEASE);
+        engine::start_channel(
+            &Db::Sqlite(&conn),
+            now(),
+            &lease,
+            channel,
+            &Default::default(),
+        )
+        .expect("start");
+        let _ = engine::claim(
+            &Db::Sqlite(&conn),
+            lease.lease_until + 0.01,
+            "verify-test-2",
+            LEASE,
+        );
         ids.push(id);
     }
     assert_eq!(branch(&db, &ids[0]), "VERIFY");
@@ -1501,12 +1556,24 @@ fn answers_that_are_not_answers_prove_nothing() {
     for channel in [Channel::Pagerduty, Channel::Slack] {
         let id = submit_on(&conn, channel);
         let ClaimOutcome::Claimed(lease) =
-            engine::claim(&conn, now(), "verify-test", LEASE).expect("claim")
+            engine::claim(&Db::Sqlite(&conn), now(), "verify-test", LEASE).expect("claim")
         else {
             panic!("nothing due");
         };
-        engine::start_channel(&conn, now(), &lease, channel, &Default::default()).expect("start");
-        let _ = engine::claim(&conn, lease.lease_until + 0.01, "verify-test-2", LEASE);
+        engine::start_channel(
+            &Db::Sqlite(&conn),
+            now(),
+            &lease,
+            channel,
+            &Default::default(),
+        )
+        .expect("start");
+        let _ = engine::claim(
+            &Db::Sqlite(&conn),
+            lease.lease_until + 0.01,
+            "verify-test-2",
+            LEASE,
+        );
         ids.push(id);
     }
     drop(conn);

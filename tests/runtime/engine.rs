@@ -3,6 +3,7 @@
 use rusqlite::Connection;
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
+use unsctl::db::Db;
 use unsctl::model::{Channel, ChannelSet};
 use unsctl::runtime::engine::{
     self, Backoff, ClaimOutcome, Decision, DeliveryResult, Ended, Fence, Lease, NewNotification,
@@ -29,7 +30,7 @@ fn store() -> Store {
 
 fn submit(conn: &Connection, channels: &[Channel], max_attempts: i64) -> String {
     engine::submit(
-        conn,
+        &Db::Sqlite(conn),
         1000.0,
         &NewNotification {
             channels: channels.iter().copied().collect(),
@@ -43,7 +44,7 @@ fn submit(conn: &Connection, channels: &[Channel], max_attempts: i64) -> String 
 }
 
 fn claim(conn: &Connection, now: f64, worker: &str) -> Lease {
-    match engine::claim(conn, now, worker, LEASE).expect("claim") {
+    match engine::claim(&Db::Sqlite(conn), now, worker, LEASE).expect("claim") {
         ClaimOutcome::Claimed(lease) => lease,
         other => panic!("expected a claim at {now}, got {other:?}"),
     }
@@ -104,8 +105,8 @@ fn row(
 }
 
 fn started(conn: &Connection, now: f64, lease: &Lease, channel: Channel) {
-    let fence =
-        engine::start_channel(conn, now, lease, channel, &Default::default()).expect("start");
+    let fence = engine::start_channel(&Db::Sqlite(conn), now, lease, channel, &Default::default())
+        .expect("start");
     assert!(matches!(fence, Fence::Held { .. }), "fence lost at {now}");
 }
 
@@ -120,9 +121,16 @@ fn first_attempt_delivers_with_the_documented_payload_keys() {
     let lease = claim(&s.conn, 1001.0, "w1");
     started(&s.conn, 1001.5, &lease, Channel::Email);
     let result = DeliveryResult::accepted(Some("<m@uns.local>".into())).with("smtp_code", 250);
-    engine::record_result(&s.conn, 1002.0, &lease, Channel::Email, &result).expect("result");
+    engine::record_result(
+        &Db::Sqlite(&s.conn),
+        1002.0,
+        &lease,
+        Channel::Email,
+        &result,
+    )
+    .expect("result");
     let settled = engine::settle(
-        &s.conn,
+        &Db::Sqlite(&s.conn),
         1002.1,
         &lease,
         &[(Channel::Email, result)],
@@ -204,9 +212,16 @@ fn late_success_after_the_lease_expired_is_recorded_then_lease_lost() {
     let replacement = claim(&s.conn, 1060.2, "w2");
     assert!(replacement.reclaimed);
     let late = DeliveryResult::accepted(Some("<late@uns.local>".into()));
-    engine::record_result(&s.conn, 1060.5, &old, Channel::Email, &late).expect("late result");
-    let settled =
-        engine::settle(&s.conn, 1060.6, &old, &[(Channel::Email, late)], &BACKOFF).expect("settle");
+    engine::record_result(&Db::Sqlite(&s.conn), 1060.5, &old, Channel::Email, &late)
+        .expect("late result");
+    let settled = engine::settle(
+        &Db::Sqlite(&s.conn),
+        1060.6,
+        &old,
+        &[(Channel::Email, late)],
+        &BACKOFF,
+    )
+    .expect("settle");
     assert_eq!(settled, Ended::LeaseLost);
 
     let history = events(&s.conn, &id);
@@ -242,8 +257,14 @@ fn lease_lost_before_any_channel_started_says_no_effect() {
     let s = store();
     let id = submit(&s.conn, &[Channel::Slack], 3);
     let lease = claim(&s.conn, 1000.0, "w1");
-    let fence = engine::start_channel(&s.conn, 1061.0, &lease, Channel::Slack, &Default::default())
-        .expect("fence");
+    let fence = engine::start_channel(
+        &Db::Sqlite(&s.conn),
+        1061.0,
+        &lease,
+        Channel::Slack,
+        &Default::default(),
+    )
+    .expect("fence");
     assert_eq!(fence, Fence::Lost);
     let history = events(&s.conn, &id);
     let (kind, payload) = &history[history.len() - 1];
@@ -257,7 +278,7 @@ fn an_expired_lease_is_reclaimed_and_counts_against_the_budget() {
     let id = submit(&s.conn, &[Channel::Email], 3);
     let first = claim(&s.conn, 1000.0, "w1");
     assert_eq!(
-        engine::claim(&s.conn, 1059.9, "w2", LEASE).expect("claim"),
+        engine::claim(&Db::Sqlite(&s.conn), 1059.9, "w2", LEASE).expect("claim"),
         ClaimOutcome::Idle { declined: 0 }
     );
     let second = claim(&s.conn, 1060.0, "w2");
@@ -270,8 +291,8 @@ fn an_expired_lease_is_reclaimed_and_counts_against_the_budget() {
     assert_eq!(payload["reclaimed"], true);
     assert_eq!(payload["worker_id"], "w2");
     assert_eq!(payload["previous_lease_token"], json!(first.token));
-    assert!(!engine::lease_held(&s.conn, 1060.0, &first).expect("fence"));
-    assert!(engine::lease_held(&s.conn, 1060.0, &second).expect("fence"));
+    assert!(!engine::lease_held(&Db::Sqlite(&s.conn), 1060.0, &first).expect("fence"));
+    assert!(engine::lease_held(&Db::Sqlite(&s.conn), 1060.0, &second).expect("fence"));
 }
 
 #[test]
@@ -284,10 +305,16 @@ fn unknown_outcomes_under_lost_leases_exhaust_the_budget_with_the_exact_message(
         started(&s.conn, now + 0.1, &lease, Channel::Email);
         let unknown = DeliveryResult::unknown("no reply after the message data was sent")
             .with("stage", "message");
-        engine::record_result(&s.conn, now + 61.0, &lease, Channel::Email, &unknown)
-            .expect("result");
+        engine::record_result(
+            &Db::Sqlite(&s.conn),
+            now + 61.0,
+            &lease,
+            Channel::Email,
+            &unknown,
+        )
+        .expect("result");
         let settled = engine::settle(
-            &s.conn,
+            &Db::Sqlite(&s.conn),
             now + 61.0,
             &lease,
             &[(Channel::Email, unknown)],
@@ -297,7 +324,7 @@ fn unknown_outcomes_under_lost_leases_exhaust_the_budget_with_the_exact_message(
         assert_eq!(settled, Ended::LeaseLost);
         now += 61.5;
     }
-    let outcome = engine::claim(&s.conn, now, "w2", LEASE).expect("claim");
+    let outcome = engine::claim(&Db::Sqlite(&s.conn), now, "w2", LEASE).expect("claim");
     assert_eq!(
         outcome,
         ClaimOutcome::RecoveryExhausted {
@@ -337,9 +364,16 @@ fn an_unknown_outcome_under_a_held_lease_is_dead_lettered_at_once() {
     let lease = claim(&s.conn, 1000.0, "w1");
     started(&s.conn, 1000.1, &lease, Channel::Email);
     let unknown = DeliveryResult::unknown("no reply after the message data was sent: timed out");
-    engine::record_result(&s.conn, 1030.0, &lease, Channel::Email, &unknown).expect("result");
+    engine::record_result(
+        &Db::Sqlite(&s.conn),
+        1030.0,
+        &lease,
+        Channel::Email,
+        &unknown,
+    )
+    .expect("result");
     let settled = engine::settle(
-        &s.conn,
+        &Db::Sqlite(&s.conn),
         1030.0,
         &lease,
         &[(Channel::Email, unknown)],
@@ -373,9 +407,16 @@ fn a_rejection_is_retried_with_backoff_then_dead_lettered() {
     let lease = claim(&s.conn, 1000.0, "w1");
     started(&s.conn, 1000.0, &lease, Channel::Slack);
     let rejected = DeliveryResult::rejected("HTTP 503: busy", true).with("http_status", 503);
-    engine::record_result(&s.conn, 1000.2, &lease, Channel::Slack, &rejected).expect("result");
+    engine::record_result(
+        &Db::Sqlite(&s.conn),
+        1000.2,
+        &lease,
+        Channel::Slack,
+        &rejected,
+    )
+    .expect("result");
     let settled = engine::settle(
-        &s.conn,
+        &Db::Sqlite(&s.conn),
         1000.2,
         &lease,
         &[(Channel::Slack, rejected.clone())],
@@ -396,16 +437,23 @@ fn a_rejection_is_retried_with_backoff_then_dead_lettered() {
     assert_eq!(payload["channels"], json!(["SLACK"]));
 
     assert_eq!(
-        engine::claim(&s.conn, 1005.1, "w1", LEASE).expect("claim"),
+        engine::claim(&Db::Sqlite(&s.conn), 1005.1, "w1", LEASE).expect("claim"),
         ClaimOutcome::Idle { declined: 0 }
     );
     let retry = claim(&s.conn, 1005.2, "w1");
     assert!(!retry.reclaimed);
     assert_eq!(retry.cycle_attempt, 2);
     started(&s.conn, 1005.3, &retry, Channel::Slack);
-    engine::record_result(&s.conn, 1005.4, &retry, Channel::Slack, &rejected).expect("result");
+    engine::record_result(
+        &Db::Sqlite(&s.conn),
+        1005.4,
+        &retry,
+        Channel::Slack,
+        &rejected,
+    )
+    .expect("result");
     let settled = engine::settle(
-        &s.conn,
+        &Db::Sqlite(&s.conn),
         1005.4,
         &retry,
         &[(Channel::Slack, rejected)],
@@ -442,9 +490,16 @@ fn a_permanent_rejection_is_not_retried() {
     let lease = claim(&s.conn, 1000.0, "w1");
     started(&s.conn, 1000.0, &lease, Channel::Email);
     let rejected = DeliveryResult::rejected("rcpt: 550 no such user", false).with("smtp_code", 550);
-    engine::record_result(&s.conn, 1000.1, &lease, Channel::Email, &rejected).expect("result");
+    engine::record_result(
+        &Db::Sqlite(&s.conn),
+        1000.1,
+        &lease,
+        Channel::Email,
+        &rejected,
+    )
+    .expect("result");
     let settled = engine::settle(
-        &s.conn,
+        &Db::Sqlite(&s.conn),
         1000.1,
         &lease,
         &[(Channel::Email, rejected)],
@@ -468,10 +523,12 @@ fn a_channel_accepted_in_this_cycle_is_not_sent_again() {
     let no = DeliveryResult::rejected("HTTP 500", true);
     for (channel, result) in [(Channel::Email, &ok), (Channel::Slack, &no)] {
         started(&s.conn, 1000.1, &lease, channel);
-        engine::record_result(&s.conn, 1000.2, &lease, channel, result).expect("result");
+        engine::record_result(&Db::Sqlite(&s.conn), 1000.2, &lease, channel, result)
+            .expect("result");
     }
     let results = [(Channel::Email, ok), (Channel::Slack, no)];
-    let settled = engine::settle(&s.conn, 1000.3, &lease, &results, &BACKOFF).expect("settle");
+    let settled =
+        engine::settle(&Db::Sqlite(&s.conn), 1000.3, &lease, &results, &BACKOFF).expect("settle");
     assert!(
         matches!(settled, Ended::Decided(Decision::RetryScheduled { channels: ref owed, .. }) if owed == &channels(&[Channel::Slack]))
     );
@@ -489,7 +546,7 @@ fn a_late_acceptance_is_honoured_by_the_reclaim() {
     assert_eq!(lease.notification_id, id2);
     started(&s.conn, 2000.1, &lease, Channel::Email);
     engine::record_result(
-        &s.conn,
+        &Db::Sqlite(&s.conn),
         2030.0,
         &lease,
         Channel::Email,
@@ -500,7 +557,7 @@ fn a_late_acceptance_is_honoured_by_the_reclaim() {
     assert_eq!(reclaim.notification_id, id2);
     assert!(reclaim.owed.is_empty());
     assert_eq!(
-        engine::settle(&s.conn, 2061.1, &reclaim, &[], &BACKOFF).expect("settle"),
+        engine::settle(&Db::Sqlite(&s.conn), 2061.1, &reclaim, &[], &BACKOFF).expect("settle"),
         Ended::Decided(Decision::Delivered)
     );
 }
@@ -516,8 +573,8 @@ fn idempotent_submit_returns_the_first_row() {
         idempotency_key: Some("order-42".into()),
         max_attempts: 3,
     };
-    let first = engine::submit(&s.conn, 1.0, &new).expect("submit");
-    let again = engine::submit(&s.conn, 2.0, &new).expect("submit");
+    let first = engine::submit(&Db::Sqlite(&s.conn), 1.0, &new).expect("submit");
+    let again = engine::submit(&Db::Sqlite(&s.conn), 2.0, &new).expect("submit");
     assert!(first.created && !again.created);
     assert_eq!(first.id, again.id);
     let channels: String = s
@@ -540,7 +597,7 @@ fn insert_event(conn: &Connection, id: &str, at: f64, kind: &str, payload: &str)
 }
 
 fn undeliverable(conn: &Connection, now: f64) -> String {
-    match engine::claim(conn, now, "w1", LEASE).expect("claim") {
+    match engine::claim(&Db::Sqlite(conn), now, "w1", LEASE).expect("claim") {
         ClaimOutcome::Undeliverable { error_message, .. } => error_message,
         other => panic!("expected the row to be dead-lettered as undeliverable, got {other:?}"),
     }
@@ -596,13 +653,14 @@ fn a_replay_whose_channels_cannot_be_read_is_never_widened() {
         let rejected = DeliveryResult::rejected("HTTP 400", false);
         for channel in [Channel::Email, Channel::Slack] {
             started(&s.conn, 1000.1, &lease, channel);
-            engine::record_result(&s.conn, 1000.2, &lease, channel, &rejected).expect("result");
+            engine::record_result(&Db::Sqlite(&s.conn), 1000.2, &lease, channel, &rejected)
+                .expect("result");
         }
         let results = [
             (Channel::Email, rejected.clone()),
             (Channel::Slack, rejected.clone()),
         ];
-        engine::settle(&s.conn, 1000.3, &lease, &results, &BACKOFF).expect("settle");
+        engine::settle(&Db::Sqlite(&s.conn), 1000.3, &lease, &results, &BACKOFF).expect("settle");
         // A replay written by hand (or by an old build) whose channels make no sense.
         s.conn
             .execute(
@@ -623,12 +681,14 @@ fn a_worker_without_an_adapter_leaves_the_row_untouched() {
     let slack = submit(&s.conn, &[Channel::Slack], 3);
     let email = submit(&s.conn, &[Channel::Email], 3);
     let email_only: ChannelSet = [Channel::Email].into_iter().collect();
-    let first = engine::claim_for(&s.conn, 1001.0, "w1", LEASE, &email_only).expect("claim");
+    let first =
+        engine::claim_for(&Db::Sqlite(&s.conn), 1001.0, "w1", LEASE, &email_only).expect("claim");
     let ClaimOutcome::Claimed(lease) = first else {
         panic!("the EMAIL row is claimable: {first:?}");
     };
     assert_eq!(lease.notification_id, email);
-    let idle = engine::claim_for(&s.conn, 1001.0, "w1", LEASE, &email_only).expect("claim");
+    let idle =
+        engine::claim_for(&Db::Sqlite(&s.conn), 1001.0, "w1", LEASE, &email_only).expect("claim");
     assert_eq!(idle, ClaimOutcome::Idle { declined: 1 });
     let (status, dead_letter, attempts, ..) = row(&s.conn, &slack);
     assert_eq!(
@@ -653,10 +713,11 @@ fn no_settlement_is_delivered_past_an_outstanding_channel() {
     for channel in [Channel::Email, Channel::Slack] {
         started(&s.conn, 1001.5, &lease, channel);
         let result = refused("HTTP 400: no");
-        engine::record_result(&s.conn, 1002.0, &lease, channel, &result).expect("result");
+        engine::record_result(&Db::Sqlite(&s.conn), 1002.0, &lease, channel, &result)
+            .expect("result");
         results.push((channel, result));
     }
-    engine::settle(&s.conn, 1002.1, &lease, &results, &BACKOFF).expect("settle");
+    engine::settle(&Db::Sqlite(&s.conn), 1002.1, &lease, &results, &BACKOFF).expect("settle");
     assert_eq!(row(&s.conn, &id).0, "DEAD");
     // Replay EMAIL alone: SLACK is left as it was.
     let request = Request {
@@ -665,7 +726,7 @@ fn no_settlement_is_delivered_past_an_outstanding_channel() {
         ..Request::default()
     };
     remediation::apply(
-        &s.conn,
+        &Db::Sqlite(&s.conn),
         1100.0,
         &id,
         Action::Replay,
@@ -677,9 +738,16 @@ fn no_settlement_is_delivered_past_an_outstanding_channel() {
     assert_eq!(lease.owed, channels(&[Channel::Email]));
     started(&s.conn, 1101.0, &lease, Channel::Email);
     let accepted = DeliveryResult::accepted(Some("<m@uns.local>".into()));
-    engine::record_result(&s.conn, 1101.5, &lease, Channel::Email, &accepted).expect("result");
+    engine::record_result(
+        &Db::Sqlite(&s.conn),
+        1101.5,
+        &lease,
+        Channel::Email,
+        &accepted,
+    )
+    .expect("result");
     let ended = engine::settle(
-        &s.conn,
+        &Db::Sqlite(&s.conn),
         1101.6,
         &lease,
         &[(Channel::Email, accepted)],
@@ -705,9 +773,16 @@ fn no_settlement_is_delivered_past_an_outstanding_channel() {
     lease.owed = channels(&[Channel::Email]);
     started(&s.conn, 1200.5, &lease, Channel::Email);
     let accepted = DeliveryResult::accepted(Some("<m2@uns.local>".into()));
-    engine::record_result(&s.conn, 1201.0, &lease, Channel::Email, &accepted).expect("result");
+    engine::record_result(
+        &Db::Sqlite(&s.conn),
+        1201.0,
+        &lease,
+        Channel::Email,
+        &accepted,
+    )
+    .expect("result");
     let ended = engine::settle(
-        &s.conn,
+        &Db::Sqlite(&s.conn),
         1201.1,
         &lease,
         &[(Channel::Email, accepted)],

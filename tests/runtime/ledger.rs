@@ -3,6 +3,7 @@
 //! DELIVERED, and exactly one new copy on each replayed channel.
 
 use crate::support;
+use unsctl::db::Db;
 
 use std::collections::HashMap;
 use std::process::Stdio;
@@ -15,7 +16,7 @@ use unsctl::lab::repro::{self, Scenario};
 use unsctl::model::Channel;
 use unsctl::runtime::schema::{self, OpenMode};
 use unsctl::runtime::worker::Worker;
-use unsctl::store::sqlite;
+use unsctl::store::direct;
 use unsctl::triage::{self, Branch, ChannelState};
 
 fn unsctl(db: &std::path::Path, args: &[&str]) -> std::process::Output {
@@ -51,7 +52,7 @@ fn remediation_never_duplicates_a_delivered_channel() {
     let mut expectations = Vec::new();
     for report in &reports {
         let id = report.notification_id.as_str();
-        let doc = sqlite::notification_doc(&conn, id).expect("doc");
+        let doc = direct::notification_doc(&Db::Sqlite(&conn), id).expect("doc");
         let verdict = triage::triage_events(&doc.row, &doc.events);
         let before = count(id);
         let out = match verdict.branch {

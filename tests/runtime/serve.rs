@@ -2,6 +2,7 @@
 //! submissions from the command line, and a graceful stop with a call in flight.
 
 use crate::support;
+use unsctl::db::Db;
 
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -192,7 +193,7 @@ fn store_with_pending_slack() -> (tempfile::TempDir, std::path::PathBuf, String)
     let db = dir.path().join("uns.db");
     let conn = schema::open(&db, OpenMode::Create).expect("store");
     let id = unsctl::runtime::engine::submit(
-        &conn,
+        &Db::Sqlite(&conn),
         unsctl::clock::Clock::now(&unsctl::clock::SystemClock),
         &unsctl::runtime::engine::NewNotification {
             channels: [unsctl::model::Channel::Slack].into_iter().collect(),

@@ -2,6 +2,7 @@
 //! guardrails, the staleness check and the audit live inside the transition itself.
 
 use crate::support;
+use unsctl::db::Db;
 
 use rusqlite::Connection;
 use serde_json::{Value, json};
@@ -34,7 +35,7 @@ fn apply(
     body: Value,
 ) -> Result<remediation::Done, Rejection> {
     remediation::apply(
-        &s.conn,
+        &Db::Sqlite(&s.conn),
         now,
         id,
         action,
@@ -146,7 +147,8 @@ fn a_foreign_channel_and_a_duplicate_are_handled_as_a_set() {
         events(&s.conn, &id, "REPLAYED")[0]["channels"],
         json!(["SLACK"])
     );
-    let ClaimOutcome::Claimed(lease) = engine::claim(&s.conn, 1100.0, "w", 60.0).expect("claim")
+    let ClaimOutcome::Claimed(lease) =
+        engine::claim(&Db::Sqlite(&s.conn), 1100.0, "w", 60.0).expect("claim")
     else {
         panic!("the replay is due");
     };
@@ -233,7 +235,8 @@ fn replay_starts_a_new_cycle_for_the_named_channels_only() {
         (audit["cycle"].clone(), audit["previous_cycle"].clone()),
         (json!(2), json!(1))
     );
-    let ClaimOutcome::Claimed(lease) = engine::claim(&s.conn, 1100.0, "w1", 60.0).expect("claim")
+    let ClaimOutcome::Claimed(lease) =
+        engine::claim(&Db::Sqlite(&s.conn), 1100.0, "w1", 60.0).expect("claim")
     else {
         panic!("due");
     };

@@ -2,6 +2,7 @@
 //! invariants, checked from the history they leave.
 
 use crate::support;
+use unsctl::db::Db;
 
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, HashMap};
@@ -58,7 +59,7 @@ fn workers_sharing_a_store_never_settle_under_a_stale_lease() {
             vec![Channel::Email]
         };
         let id = engine::submit(
-            &conn,
+            &Db::Sqlite(&conn),
             clock.now(),
             &NewNotification {
                 channels: channels.into_iter().collect(),
@@ -261,7 +262,7 @@ fn the_worker_process_logs_a_named_outcome_and_stops_on_sigterm() {
     fakes.control.script("slow@example.com", &[Behavior::Hold]);
     for recipient in ["fast@example.com", "slow@example.com"] {
         engine::submit(
-            &conn,
+            &Db::Sqlite(&conn),
             unsctl::clock::Clock::now(&SystemClock),
             &NewNotification {
                 channels: [Channel::Email].into_iter().collect(),

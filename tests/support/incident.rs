@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 use unsctl::api::ActionRequest;
 use unsctl::store::Store;
-use unsctl::store::sqlite::SqliteStore;
+use unsctl::store::direct::DirectStore;
 
 /// A store and the report's window around it.
 pub struct Incident {
@@ -37,7 +37,7 @@ pub fn incident() -> Incident {
         .expect("span");
     drop(conn);
     let clock = unsctl::clock::ManualClock::new(newest + 120.0);
-    let store = SqliteStore::open_read_write(&db)
+    let store = DirectStore::open_read_write(&db)
         .expect("store")
         .with_clock(Box::new(clock.clone()));
     let verdicts: Vec<(String, String, String)> = {

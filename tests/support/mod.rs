@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 pub mod incident;
+pub mod postgres;
 pub mod relay;
 pub mod runtime;
 pub mod tmux;
@@ -10,6 +11,7 @@ use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
+use unsctl::db::Db;
 
 pub const SMTP_SINK: &str = "/usr/sbin/smtp-sink";
 
@@ -281,7 +283,7 @@ pub fn play(
     max_attempts: i64,
 ) -> String {
     let id = engine::submit(
-        conn,
+        &Db::Sqlite(conn),
         now,
         &NewNotification {
             channels: channels.iter().copied().collect(),
@@ -293,7 +295,7 @@ pub fn play(
     .expect("submit")
     .id;
     let ClaimOutcome::Claimed(lease) =
-        engine::claim(conn, now, "seed-worker", 60.0).expect("claim")
+        engine::claim(&Db::Sqlite(conn), now, "seed-worker", 60.0).expect("claim")
     else {
         panic!("nothing to claim");
     };
@@ -303,11 +305,18 @@ pub fn play(
     );
     let mut recorded = Vec::new();
     for (channel, result) in channels.iter().zip(results) {
-        engine::start_channel(conn, now, &lease, *channel, &Default::default()).expect("start");
-        engine::record_result(conn, now, &lease, *channel, result).expect("result");
+        engine::start_channel(
+            &Db::Sqlite(conn),
+            now,
+            &lease,
+            *channel,
+            &Default::default(),
+        )
+        .expect("start");
+        engine::record_result(&Db::Sqlite(conn), now, &lease, *channel, result).expect("result");
         recorded.push((*channel, result.clone()));
     }
-    engine::settle(conn, now, &lease, &recorded, &BACKOFF).expect("settle");
+    engine::settle(&Db::Sqlite(conn), now, &lease, &recorded, &BACKOFF).expect("settle");
     id
 }
 
@@ -339,7 +348,8 @@ pub fn verify_entry(conn: &rusqlite::Connection, now: f64) -> String {
 /// found the budget gone.
 pub fn resolve_entry(conn: &rusqlite::Connection, now: f64) -> String {
     let id = accepted_late(conn, now, json!({"recipient": "ops@example.com"}), 1);
-    let exhausted = engine::claim(conn, now + 62.0, "seed-worker-2", 60.0).expect("reclaim");
+    let exhausted =
+        engine::claim(&Db::Sqlite(conn), now + 62.0, "seed-worker-2", 60.0).expect("reclaim");
     assert!(matches!(exhausted, ClaimOutcome::RecoveryExhausted { .. }));
     id
 }
@@ -353,7 +363,7 @@ fn accepted_late(
     max_attempts: i64,
 ) -> String {
     let id = engine::submit(
-        conn,
+        &Db::Sqlite(conn),
         now,
         &NewNotification {
             channels: [Channel::Email].into_iter().collect(),
@@ -365,15 +375,23 @@ fn accepted_late(
     .expect("submit")
     .id;
     let ClaimOutcome::Claimed(lease) =
-        engine::claim(conn, now, "seed-worker", 60.0).expect("claim")
+        engine::claim(&Db::Sqlite(conn), now, "seed-worker", 60.0).expect("claim")
     else {
         panic!("nothing to claim");
     };
-    engine::start_channel(conn, now, &lease, Channel::Email, &Default::default()).expect("start");
+    engine::start_channel(
+        &Db::Sqlite(conn),
+        now,
+        &lease,
+        Channel::Email,
+        &Default::default(),
+    )
+    .expect("start");
     let late = DeliveryResult::accepted(Some(format!("<{id}.1.1@uns.local>")));
-    engine::record_result(conn, now + 61.0, &lease, Channel::Email, &late).expect("result");
+    engine::record_result(&Db::Sqlite(conn), now + 61.0, &lease, Channel::Email, &late)
+        .expect("result");
     engine::settle(
-        conn,
+        &Db::Sqlite(conn),
         now + 61.0,
         &lease,
         &[(Channel::Email, late)],
@@ -389,12 +407,12 @@ pub fn duplicated_email(conn: &rusqlite::Connection, now: f64, recipient: &str) 
     let payload = json!({"recipient": recipient, "subject": "s", "body": "b"});
     let id = accepted_late(conn, now, payload, 2);
     let ClaimOutcome::Claimed(again) =
-        engine::claim(conn, now + 62.0, "seed-worker-2", 60.0).expect("reclaim")
+        engine::claim(&Db::Sqlite(conn), now + 62.0, "seed-worker-2", 60.0).expect("reclaim")
     else {
         panic!("no reclaim");
     };
     engine::start_channel(
-        conn,
+        &Db::Sqlite(conn),
         now + 62.0,
         &again,
         Channel::Email,
@@ -402,9 +420,16 @@ pub fn duplicated_email(conn: &rusqlite::Connection, now: f64, recipient: &str) 
     )
     .expect("start");
     let second = DeliveryResult::accepted(Some(format!("<{id}.1.2@uns.local>")));
-    engine::record_result(conn, now + 63.0, &again, Channel::Email, &second).expect("result");
+    engine::record_result(
+        &Db::Sqlite(conn),
+        now + 63.0,
+        &again,
+        Channel::Email,
+        &second,
+    )
+    .expect("result");
     engine::settle(
-        conn,
+        &Db::Sqlite(conn),
         now + 63.0,
         &again,
         &[(Channel::Email, second)],

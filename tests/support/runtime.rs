@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 use unsctl::clock::{Clock, SystemClock};
+use unsctl::db::Db;
 use unsctl::lab::fakes::Fakes;
 use unsctl::lab::repro;
 use unsctl::model::Channel;
@@ -30,7 +31,7 @@ impl Runtime {
         let fakes = Fakes::start().expect("fakes");
         let server = unsctl::server::start(unsctl::server::ServerConfig {
             verify: Default::default(),
-            db_path: db.clone(),
+            db: db.clone().into(),
             listen: "127.0.0.1:0".parse().expect("addr"),
             keys: Some(unsctl::server::Keys::single(super::KEY).expect("key")),
             worker: Some((
@@ -67,7 +68,7 @@ impl Runtime {
     pub fn submit_to(&self, channels: &[Channel], subject: &str) -> String {
         let conn = rusqlite::Connection::open(&self.db).expect("open");
         engine::submit(
-            &conn,
+            &Db::Sqlite(&conn),
             SystemClock.now(),
             &NewNotification {
                 channels: channels.iter().copied().collect(),

@@ -10,8 +10,8 @@ use crate::runtime::queries::Health;
 use crate::runtime::schema;
 use crate::store::Store;
 use crate::store::StoreError;
+use crate::store::direct::DirectStore;
 use crate::store::http::HttpStore;
-use crate::store::sqlite::SqliteStore;
 use lettre::transport::smtp::authentication::{Credentials, Mechanism};
 use lettre::transport::smtp::client::{SmtpConnection, TlsParameters};
 use lettre::transport::smtp::extension::ClientId;
@@ -635,7 +635,7 @@ fn store_checks(named: &Named, args: &Args, window: f64) -> (Vec<Check>, InUse) 
     if let Some(path) = &named.db {
         checks.push(store_check(path));
         if health.is_none() {
-            health = SqliteStore::open_read_only(path)
+            health = DirectStore::open_read_only(path)
                 .and_then(|store| store.health(window, None))
                 .ok();
         }

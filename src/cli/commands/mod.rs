@@ -16,6 +16,7 @@ pub mod replay;
 pub mod report;
 pub mod repro;
 pub mod runtime;
+pub mod store;
 pub mod sweep;
 pub mod tsg;
 pub mod tui;

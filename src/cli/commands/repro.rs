@@ -10,7 +10,7 @@ use crate::render::output::{Output, print, status, status_commands};
 use crate::render::table::print_all;
 use crate::render::views;
 use crate::server::{self, Keys, ServerConfig};
-use crate::store::sqlite::SqliteStore;
+use crate::store::direct::DirectStore;
 use crate::triage::Verdict;
 use anyhow::Context;
 use std::path::{Path, PathBuf};
@@ -125,7 +125,7 @@ fn reproduce(db: &Path, scenarios: &[Scenario]) -> CliResult<(Vec<ScenarioReport
 }
 
 fn verdicts(db: &Path) -> CliResult<Vec<Listed>> {
-    let store = SqliteStore::open_read_only(db)?;
+    let store = DirectStore::open_read_only(db)?;
     crate::cli::selection::listed(&store, &Default::default(), &|_| true, None)
 }
 
@@ -313,7 +313,7 @@ fn keep_running(global: &Invocation, db: &Path, fakes: &Fakes) -> CliResult {
     crate::cli::args::init_logging(global);
     let key = uuid::Uuid::new_v4().simple().to_string();
     let config = ServerConfig {
-        db_path: db.to_path_buf(),
+        db: db.into(),
         verify: repro::fake_sources(fakes, 1.0),
         listen: "127.0.0.1:0"
             .parse()

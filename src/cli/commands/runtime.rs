@@ -6,6 +6,8 @@ use crate::cli::backend::Invocation;
 use crate::cli::error::{CliError, CliResult, ExitKind};
 use crate::cli::{backend, backend::Backend};
 use crate::clock::{Clock, SystemClock};
+use crate::db::pg::PgConn;
+use crate::db::{Db, Place};
 use crate::model::Channel;
 use crate::render::output::{Output, View, print, status};
 use crate::runtime::adapters::Adapter;
@@ -225,17 +227,20 @@ pub struct ServeArgs {
     pub verify: crate::cli::args::SourceArgs,
 }
 
-fn db_path(global: &Invocation) -> CliResult<PathBuf> {
-    match backend::resolve(global) {
-        Ok(Backend::Sqlite(path)) => Ok(path),
-        Ok(Backend::Http { .. }) => Err(CliError::usage("the runtime needs --db PATH, not --api")),
-        Err(err) => Err(err),
+/// The store the runtime keeps: a file, or a PostgreSQL database.
+fn db_place(global: &Invocation) -> CliResult<Place> {
+    match backend::resolve(global)? {
+        Backend::Sqlite(path) => Ok(Place::File(path)),
+        Backend::Postgres(target) => Ok(Place::Postgres(target)),
+        Backend::Http { .. } => Err(CliError::usage(
+            "the runtime needs --db PATH or --db postgres://..., not --api",
+        )),
     }
 }
 
 fn serve(global: &Invocation, args: ServeArgs) -> CliResult {
     init_logging(global);
-    let db = db_path(global)?;
+    let db = db_place(global)?;
     let api_key = std::env::var("UNS_API_KEY").ok();
     let keys = if args.insecure_no_auth {
         if api_key.is_some() || args.api_keys_file.is_some() {
@@ -258,7 +263,7 @@ fn serve(global: &Invocation, args: ServeArgs) -> CliResult {
         Some((args.worker.config()?, adapters))
     };
     let config = ServerConfig {
-        db_path: db,
+        db,
         // The server's own sender is the one its adapter records and its relay sees.
         verify: crate::verify::Sources {
             smtp_from: vec![args.providers.smtp_from.clone()],
@@ -290,9 +295,15 @@ fn seconds(flag: &str, value: f64) -> CliResult<Duration> {
     }
 }
 
+/// Why the runtime's store could not be opened, with its exit code.
+fn open_failed(err: crate::runtime::writer::OpenFailed) -> CliError {
+    serve_error(err.into())
+}
+
 fn serve_error(err: ServeError) -> CliError {
     match err {
         ServeError::Store(store) => StoreError::from(store).into(),
+        ServeError::Postgres(open) => StoreError::from(open).into(),
         ServeError::InsecureNotLoopback(_) => CliError::usage(err.to_string()),
         other => CliError::error(other.to_string()),
     }
@@ -311,13 +322,11 @@ pub struct WorkerArgs {
 
 fn run_worker(global: &Invocation, args: WorkerArgs) -> CliResult {
     init_logging(global);
-    let db = db_path(global)?;
-    let conn = schema::open(&db, OpenMode::Runtime).map_err(StoreError::from)?;
+    let place = db_place(global)?;
+    let db = crate::runtime::writer::Database::open_at(&place).map_err(open_failed)?;
     let adapters = adapters(&args.providers)?;
     let config = args.worker.config()?;
     tracing::info!(worker = %config.worker_id, channels = %configured(&adapters), "worker starting");
-    let db =
-        crate::runtime::writer::Database::start(conn).context("cannot start the writer thread")?;
     let worker = Worker::new(db, Arc::new(SystemClock), adapters, config);
     let stop = Arc::new(AtomicBool::new(false));
     stop_on_signal(stop.clone()).context("cannot watch for signals")?;
@@ -391,7 +400,14 @@ fn submit(global: &Invocation, args: SubmitArgs) -> CliResult {
             let new =
                 server::new_notification(&request, args.max_attempts).map_err(CliError::usage)?;
             let conn = schema::open(&path, OpenMode::Create).map_err(StoreError::from)?;
-            engine::submit(&conn, SystemClock.now(), &new).map_err(StoreError::from)?
+            engine::submit(&Db::Sqlite(&conn), SystemClock.now(), &new).map_err(StoreError::from)?
+        }
+        Backend::Postgres(target) => {
+            let new =
+                server::new_notification(&request, args.max_attempts).map_err(CliError::usage)?;
+            let conn = PgConn::open(&target, false).map_err(StoreError::from)?;
+            engine::submit(&Db::Postgres(&conn), SystemClock.now(), &new)
+                .map_err(StoreError::from)?
         }
         Backend::Http { url, key, deadline } => {
             backend::http_store(&url, key, deadline)?.submit(&request)?

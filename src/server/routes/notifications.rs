@@ -8,7 +8,7 @@ use crate::model::Message;
 use crate::runtime::engine::{self, NewNotification};
 use crate::server::errors::{ApiError, ApiResult};
 use crate::server::state::{AppState, blocking};
-use crate::store::sqlite;
+use crate::store::direct;
 use axum::Json;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
@@ -76,7 +76,7 @@ pub(crate) async fn notification(
     checked_id(&id)?;
     Ok(Json(
         blocking(&state, move |state| {
-            state.read(|conn| sqlite::notification_doc(conn, &id))
+            state.read(|conn| direct::notification_doc(conn, &id))
         })
         .await?,
     ))
@@ -140,7 +140,7 @@ pub(crate) async fn events(
     };
     Ok(Json(
         blocking(&state, move |state| {
-            state.read(|conn| sqlite::search_events(conn, &query))
+            state.read(|conn| direct::search_events(conn, &query))
         })
         .await?,
     ))

@@ -131,7 +131,7 @@ pub(crate) async fn healthz(State(state): State<Arc<AppState>>) -> Response {
         state.read(|conn| {
             Ok(crate::runtime::queries::store_identity(
                 conn,
-                &state.db_path,
+                &state.identity_place,
             )?)
         })
     })

@@ -6,6 +6,7 @@ mod operators;
 
 use crate::cli::backend::Invocation;
 use crate::cli::error::{CliError, CliResult};
+use crate::db::Place;
 use crate::lab::sweep;
 use crate::render::output::{Output, View, print, status};
 use anyhow::Context;
@@ -83,13 +84,13 @@ pub fn run(global: &Invocation, args: Args) -> CliResult {
         args.schedules
     ));
     let started = std::time::Instant::now();
-    let run = sweep::Sweep::run(
-        &dir.path().join("sweep.db"),
-        args.schedules,
-        seed,
-        args.concurrency.max(1),
-    )
-    .map_err(|err| CliError::error(err.to_string()))?;
+    // Its own file, unless --db names an empty PostgreSQL database to sweep on.
+    let place = match crate::cli::backend::resolve(global) {
+        Ok(crate::store::place::Backend::Postgres(target)) => Place::Postgres(target),
+        _ => Place::File(dir.path().join("sweep.db")),
+    };
+    let run = sweep::Sweep::run(&place, args.schedules, seed, args.concurrency.max(1))
+        .map_err(|err| CliError::error(err.to_string()))?;
     let counts = run
         .judge()
         .map_err(|err| CliError::error(err.to_string()))?;

@@ -14,7 +14,7 @@ use crate::render::output::{ColorChoice, Format, Output};
 use crate::runtime::queries;
 use crate::server::{self, Keys, ServerConfig};
 use crate::session::outcome::Outcome;
-use crate::store::sqlite::SqliteStore;
+use crate::store::direct::DirectStore;
 use crate::triage::{Branch, ChannelState, Verdict};
 use serde::Serialize;
 use serde_json::Value;
@@ -68,7 +68,8 @@ enum Backend {
 
 struct Operator<'a> {
     binary: &'a Path,
-    db: &'a Path,
+    /// `--db`'s value: the sweep's file, or its database's URL.
+    db: std::ffi::OsString,
     api: String,
 }
 
@@ -96,7 +97,7 @@ impl Operator<'_> {
             command.env_remove(name);
         }
         match backend {
-            Backend::Sqlite => command.arg("--db").arg(self.db),
+            Backend::Sqlite => command.arg("--db").arg(&self.db),
             Backend::Http => command.args(["--api", &self.api]).env("UNS_API_KEY", KEY),
         };
         let out = command
@@ -323,17 +324,17 @@ pub fn run(sweep: &Sweep, binary: &Path, work: &Path) -> Result<Remediation, Str
     .map_err(|err| err.to_string())?;
     let operator = Operator {
         binary,
-        db: &sweep.db,
+        db: sweep.db.argument(),
         api: format!("http://{}", server.addr),
     };
     let mut report = Remediation::default();
-    let store = SqliteStore::open_read_write(&sweep.db).map_err(|e| e.to_string())?;
+    let store = DirectStore::open(&sweep.db, true).map_err(|e| e.to_string())?;
     let verdicts =
         selection::verdicts(&store, &Default::default(), &|_| true, None).map_err(|e| e.message)?;
     let row_channels: HashMap<String, ChannelSet> = verdicts
         .iter()
         .filter_map(|v| {
-            let row = queries::read_notification(&sweep.conn, &v.id).ok()??;
+            let row = queries::read_notification(&sweep.conn.db(), &v.id).ok()??;
             Some((v.id.clone(), row.channel_set().ok()?))
         })
         .collect();
@@ -464,7 +465,7 @@ fn careless_api(
 
 /// Stray answers in the interactive walk, through the walk's own code: none may act.
 fn stray_walk(
-    store: &SqliteStore,
+    store: &DirectStore,
     verdicts: &[Verdict],
     report: &mut Remediation,
 ) -> Result<(), String> {
@@ -567,10 +568,11 @@ fn count_effects(
         }
     }
     for verdict in verdicts {
-        let row = queries::read_notification(&sweep.conn, &verdict.id)
+        let row = queries::read_notification(&sweep.conn.db(), &verdict.id)
             .map_err(|e| e.to_string())?
             .ok_or_else(|| format!("{} vanished", verdict.id))?;
-        let audits = queries::read_events(&sweep.conn, &verdict.id).map_err(|e| e.to_string())?;
+        let audits =
+            queries::read_events(&sweep.conn.db(), &verdict.id).map_err(|e| e.to_string())?;
         let resolved_unforced = audits.iter().any(|e| {
             e.kind == Kind::DlqResolved && e.payload_value()["forced"] != Value::Bool(true)
         });

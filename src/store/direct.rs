@@ -1,20 +1,23 @@
-//! The SQLite backend, and the read queries the API server shares with it.
+//! The store read directly, in either engine (the SQLite file or the PostgreSQL
+//! database), and the read queries the API server shares with it.
 //!
-//! Read commands open the file read-only, so a triage cannot write even by accident.
-//! Resolve and replay go through `remediation::apply`, which the server calls too.
+//! Read commands open the store read-only (SQLite's read-only connection, PostgreSQL's
+//! read-only session), so a triage cannot write even by accident. Resolve and replay go
+//! through `remediation::apply`, which the server calls too.
 
 use super::{EventQuery, Result, Selection, Store, StoreError};
 use crate::api::{
     ActionRequest, ActionResponse, DlqPage, EventRow, EventsResponse, NotificationDoc,
 };
 use crate::clock::{Clock, SystemClock};
+use crate::db::pg::{PgConn, Target};
+use crate::db::{Conn, Db};
 use crate::remediation::{self, Action, Actor};
 use crate::runtime::queries::{self, EVENT_COLUMNS};
 use crate::runtime::schema::{self, OpenMode};
-use rusqlite::{Connection, OptionalExtension};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-pub fn notification_doc(conn: &Connection, id: &str) -> Result<NotificationDoc> {
+pub fn notification_doc(conn: &Db<'_>, id: &str) -> Result<NotificationDoc> {
     let row = queries::read_notification(conn, id)?
         .ok_or_else(|| StoreError::NotFound(format!("notification {id}")))?;
     Ok(NotificationDoc {
@@ -30,44 +33,42 @@ const MERGED_KINDS: usize = 64;
 /// Events across notifications, joined with their row as the runbook's query joins them.
 ///
 /// Newest first, in the runbook query's order: by time, then by kind, then by id. Each
-/// kind is one walk down the (kind, at) index, stopped after `limit` rows, and SQLite
-/// merges the walks, so the newest N cost N steps per kind however large the store.
-/// After a cursor: oldest first by id, for following.
-pub fn search_events(conn: &Connection, query: &EventQuery) -> Result<EventsResponse> {
+/// kind is one walk down the (kind, at) index, stopped after `limit` rows, and the
+/// database merges the walks, so the newest N cost N steps per kind however large the
+/// store. After a cursor: oldest first by id, for following.
+pub fn search_events(conn: &Db<'_>, query: &EventQuery) -> Result<EventsResponse> {
     let ids = pick_events(conn, query)?;
     let columns =
         format!("{EVENT_COLUMNS}, e.notification_id, n.status, n.dead_letter, n.attempts, n.cycle");
-    let mut stmt = conn.prepare_cached(&format!(
+    let sql = format!(
         "SELECT {columns} FROM uns_events e JOIN uns_notifications n ON n.id = e.notification_id
          WHERE e.id = ?1"
-    ))?;
+    );
     let mut events = Vec::with_capacity(ids.len());
     for id in ids {
-        let found = stmt
-            .query_row([id], |row| {
-                let event = queries::event(row, 0);
-                let mut cells = queries::Cells::new(row);
-                let notification_id = cells.required_text(4, "notification_id");
-                let status = cells.required_text(5, "status");
-                let dead_letter = cells.integer(6, "dead_letter") != 0;
-                let attempts = cells.integer(7, "attempts");
-                let cycle = cells.integer(8, "cycle");
-                let mut unreadable = event.unreadable;
-                unreadable.extend(cells.problems.into_iter().map(|p| format!("row {p}")));
-                Ok(EventRow {
-                    id: event.id,
-                    notification_id,
-                    at: event.at,
-                    kind: event.kind.as_str().to_string(),
-                    payload: event.payload,
-                    status,
-                    dead_letter,
-                    attempts,
-                    cycle,
-                    unreadable,
-                })
+        let found = conn.row(&sql, crate::args![id], |row| {
+            let event = queries::event(row, 0);
+            let mut cells = queries::Cells::new(row);
+            let notification_id = cells.required_text(4, "notification_id");
+            let status = cells.required_text(5, "status");
+            let dead_letter = cells.integer(6, "dead_letter") != 0;
+            let attempts = cells.integer(7, "attempts");
+            let cycle = cells.integer(8, "cycle");
+            let mut unreadable = event.unreadable;
+            unreadable.extend(cells.problems.into_iter().map(|p| format!("row {p}")));
+            Ok(EventRow {
+                id: event.id,
+                notification_id,
+                at: event.at,
+                kind: event.kind.as_str().to_string(),
+                payload: event.payload,
+                status,
+                dead_letter,
+                attempts,
+                cycle,
+                unreadable,
             })
-            .optional()?;
+        })?;
         // Gone between the two reads only if someone deleted it, which nothing here does.
         events.extend(found);
     }
@@ -77,8 +78,8 @@ pub fn search_events(conn: &Connection, query: &EventQuery) -> Result<EventsResp
 /// The ids [`search_events`] answers with, in its order. Only the index columns are
 /// ordered and merged, so a payload of megabytes is read once, for the rows shown, and
 /// never copied through a sorter.
-fn pick_events(conn: &Connection, query: &EventQuery) -> Result<Vec<i64>> {
-    let (filter, filter_params) = query.selection.events_sql();
+fn pick_events(conn: &Db<'_>, query: &EventQuery) -> Result<Vec<i64>> {
+    let (filter, filter_params) = query.selection.events_sql(conn.dialect());
     let limit = query.limit.max(1);
     let columns = "e.id, e.at, e.kind";
     let from = "FROM uns_events e JOIN uns_notifications n ON n.id = e.notification_id";
@@ -111,17 +112,18 @@ fn pick_events(conn: &Connection, query: &EventQuery) -> Result<Vec<i64>> {
         if kinds.len() > MERGED_KINDS {
             params.extend(filter_params);
             format!(
-                "SELECT {columns} {from} WHERE 1{filter} ORDER BY e.at DESC, e.kind, e.id LIMIT {limit}"
+                "SELECT {columns} {from} WHERE TRUE{filter} ORDER BY e.at DESC, e.kind, e.id LIMIT {limit}"
             )
         } else {
             let walks: Vec<String> = kinds
                 .into_iter()
-                .map(|kind| {
+                .enumerate()
+                .map(|(walk, kind)| {
                     params.push(kind.into());
                     params.extend(filter_params.iter().cloned());
                     format!(
                         "SELECT * FROM (SELECT {columns} {from} WHERE e.kind = ?{filter}
-                         ORDER BY e.at DESC, e.id LIMIT {limit})"
+                         ORDER BY e.at DESC, e.id LIMIT {limit}) AS walk{walk}"
                     )
                 })
                 .collect();
@@ -132,11 +134,9 @@ fn pick_events(conn: &Connection, query: &EventQuery) -> Result<Vec<i64>> {
             )
         }
     };
-    let mut stmt = conn.prepare_cached(&sql)?;
-    let ids = stmt.query_map(rusqlite::params_from_iter(params), |row| {
-        row.get::<_, i64>(0)
-    })?;
-    Ok(ids.collect::<rusqlite::Result<_>>()?)
+    Ok(conn.rows(&sql, &params, |row| {
+        Ok(queries::Cells::new(row).integer(0, "id"))
+    })?)
 }
 
 fn placeholders(n: usize) -> String {
@@ -144,14 +144,14 @@ fn placeholders(n: usize) -> String {
 }
 
 /// Every kind stored, by seeking the (kind, at) index from one kind to the next.
-fn stored_kinds(conn: &Connection) -> Result<Vec<String>> {
-    let mut stmt =
-        conn.prepare_cached("SELECT kind FROM uns_events WHERE kind > ?1 ORDER BY kind LIMIT 1")?;
+fn stored_kinds(conn: &Db<'_>) -> Result<Vec<String>> {
+    let sql = "SELECT kind FROM uns_events WHERE kind > ?1 ORDER BY kind LIMIT 1";
     let mut kinds = Vec::new();
     let mut after = String::new();
-    while let Some(kind) = stmt
-        .query_row([&after], |row| Ok(queries::Cells::new(row).text(0, "kind")))
-        .optional()?
+    while let Some(kind) = conn
+        .row(sql, crate::args![&after], |row| {
+            Ok(queries::Cells::new(row).text(0, "kind"))
+        })?
         .flatten()
     {
         if kinds.len() > 1000 {
@@ -165,7 +165,7 @@ fn stored_kinds(conn: &Connection) -> Result<Vec<String>> {
 
 /// Resolve and replay on the store itself, through the guarded transition.
 fn act(
-    conn: &Connection,
+    conn: &Db<'_>,
     clock: &dyn Clock,
     id: &str,
     action: Action,
@@ -191,37 +191,79 @@ fn local_operator(named: Option<&str>) -> String {
         .unwrap_or_else(crate::identity::account_name)
 }
 
-/// A store file opened directly.
-pub struct SqliteStore {
-    path: PathBuf,
-    conn: Connection,
+/// A store opened directly: a SQLite file, or a PostgreSQL database.
+pub struct DirectStore {
+    /// Where it is, as it may be printed: the file's path, or the URL without a password.
+    place: String,
+    /// What its identity is hashed with (see `queries::store_identity`).
+    identity_place: String,
+    conn: Conn,
     clock: Box<dyn Clock>,
     /// Said once to the operator: how the file had to be opened.
     pub note: Option<String>,
     /// The config context it was opened for, named in every prompt and summary.
     pub context: Option<String>,
-    /// How the file was opened; kept while the connection is, since it may own the
+    /// How a file was opened; kept while the connection is, since it may own the
     /// private copy the connection reads.
     _access: schema::Access,
 }
 
-impl SqliteStore {
+impl DirectStore {
+    /// The store at `place`, read-only unless `write`.
+    pub fn open(place: &crate::db::Place, write: bool) -> Result<Self> {
+        use crate::db::Place;
+        match (place, write) {
+            (Place::File(path), false) => Self::open_read_only(path),
+            (Place::File(path), true) => Self::open_read_write(path),
+            (Place::Postgres(target), write) => Self::open_postgres(target, write),
+        }
+    }
+
     /// Read-only: every read command uses this.
     pub fn open_read_only(path: &Path) -> Result<Self> {
         let (conn, access) = schema::open_read_only(path)?;
         Ok(Self {
-            path: path.to_path_buf(),
-            conn,
-            clock: Box::new(SystemClock),
             note: access.note(path),
-            context: None,
             _access: access,
+            ..Self::of_file(path, conn)
         })
     }
 
     /// For resolve and replay, alongside a running worker.
     pub fn open_read_write(path: &Path) -> Result<Self> {
-        Self::open(path, OpenMode::ReadWrite)
+        Ok(Self::of_file(
+            path,
+            schema::open(path, OpenMode::ReadWrite)?,
+        ))
+    }
+
+    /// A PostgreSQL store: read-only (a session that refuses every write) unless `write`.
+    pub fn open_postgres(target: &Target, write: bool) -> Result<Self> {
+        let conn = PgConn::open(target, false)?;
+        if !write {
+            conn.read_only()?;
+        }
+        Ok(Self {
+            place: conn.place.clone(),
+            identity_place: conn.identity_place()?,
+            conn: Conn::Postgres(conn),
+            clock: Box::new(SystemClock),
+            note: None,
+            context: None,
+            _access: schema::Access::Shared,
+        })
+    }
+
+    fn of_file(path: &Path, conn: rusqlite::Connection) -> Self {
+        Self {
+            place: path.display().to_string(),
+            identity_place: queries::file_place(path),
+            conn: Conn::Sqlite(conn),
+            clock: Box::new(SystemClock),
+            note: None,
+            context: None,
+            _access: schema::Access::Shared,
+        }
     }
 
     /// The same store, its changes stamped by `clock` (tests, the lab).
@@ -230,34 +272,29 @@ impl SqliteStore {
         self
     }
 
-    fn open(path: &Path, mode: OpenMode) -> Result<Self> {
-        Ok(Self {
-            path: path.to_path_buf(),
-            conn: schema::open(path, mode)?,
-            clock: Box::new(SystemClock),
-            note: None,
-            context: None,
-            _access: schema::Access::Shared,
-        })
+    /// The connection, for the lab and the checks that read it themselves.
+    pub fn db(&self) -> Db<'_> {
+        self.conn.db()
     }
 }
 
-impl Store for SqliteStore {
+impl Store for DirectStore {
     fn identity(&self) -> Result<Option<String>> {
-        Ok(crate::runtime::queries::store_identity(
-            &self.conn, &self.path,
-        )?)
+        Ok(queries::store_identity(&self.db(), &self.identity_place)?)
     }
 
     fn ids_with_prefix(&self, prefix: &str, dlq_only: bool, limit: usize) -> Result<Vec<String>> {
         Ok(queries::ids_with_prefix(
-            &self.conn, prefix, dlq_only, limit,
+            &self.db(),
+            prefix,
+            dlq_only,
+            limit,
         )?)
     }
 
     fn health(&self, window_seconds: f64, until: Option<f64>) -> Result<queries::Health> {
         Ok(queries::health(
-            &self.conn,
+            &self.db(),
             self.clock.now(),
             window_seconds,
             until,
@@ -265,7 +302,7 @@ impl Store for SqliteStore {
     }
 
     fn describe(&self) -> String {
-        crate::store::in_context(self.context.as_deref(), &self.path.display().to_string())
+        crate::store::in_context(self.context.as_deref(), &self.place)
     }
 
     fn operator(&self, claimed: &str) -> Result<String> {
@@ -273,11 +310,11 @@ impl Store for SqliteStore {
     }
 
     fn notification(&self, id: &str) -> Result<NotificationDoc> {
-        notification_doc(&self.conn, id)
+        notification_doc(&self.db(), id)
     }
 
     fn events(&self, query: &EventQuery) -> Result<EventsResponse> {
-        search_events(&self.conn, query)
+        search_events(&self.db(), query)
     }
 
     fn dlq_page(
@@ -287,7 +324,7 @@ impl Store for SqliteStore {
         limit: usize,
         include_events: bool,
     ) -> Result<DlqPage> {
-        super::page::dlq_page(&self.conn, selection, cursor, limit, include_events)
+        super::page::dlq_page(&self.db(), selection, cursor, limit, include_events)
     }
 
     fn each_attempted(
@@ -297,18 +334,18 @@ impl Store for SqliteStore {
         visit: &mut super::EntryVisit<'_>,
     ) -> Result<()> {
         super::walk::each_entry(
-            &self.conn,
+            &self.db(),
             super::Rows::Attempted { selection, window },
             visit,
         )
     }
 
     fn each_triaged(&self, selection: &Selection, visit: &mut super::Visit<'_>) -> Result<()> {
-        super::walk::each_triaged(&self.conn, selection, &mut super::keeping(selection, visit))
+        super::walk::each_triaged(&self.db(), selection, &mut super::keeping(selection, visit))
     }
 
     fn pulse(&self, window: crate::pulse::Window) -> Result<crate::pulse::Pulse> {
-        Ok(crate::pulse::read(&self.conn, window)?)
+        Ok(crate::pulse::read(&self.db(), window)?)
     }
 
     fn verify(
@@ -317,7 +354,7 @@ impl Store for SqliteStore {
         sources: &crate::verify::Sources,
     ) -> Result<crate::verify::Asked> {
         Ok(crate::verify::ask(
-            &self.conn,
+            &self.db(),
             ids,
             sources,
             self.clock.now(),
@@ -331,7 +368,7 @@ impl Store for SqliteStore {
         why: crate::remediation::verified::Why<'_>,
     ) -> Vec<std::result::Result<crate::remediation::verified::Written, (String, StoreError)>> {
         crate::verify::record(
-            &self.conn,
+            &self.db(),
             self.clock.now(),
             asked,
             &Actor::local(operator),
@@ -345,7 +382,7 @@ impl Store for SqliteStore {
 
     fn resolve(&self, id: &str, request: &ActionRequest) -> Result<ActionResponse> {
         act(
-            &self.conn,
+            &self.db(),
             self.clock.as_ref(),
             id,
             Action::Resolve,
@@ -354,13 +391,13 @@ impl Store for SqliteStore {
     }
 
     fn replay(&self, id: &str, request: &ActionRequest) -> Result<ActionResponse> {
-        act(&self.conn, self.clock.as_ref(), id, Action::Replay, request)
+        act(&self.db(), self.clock.as_ref(), id, Action::Replay, request)
     }
 
     fn note(&self, request: &crate::api::NoteRequest) -> Result<crate::api::NoteRow> {
         let actor = Actor::local(&local_operator(request.operator.as_deref()));
         Ok(remediation::note::write(
-            &self.conn,
+            &self.db(),
             self.clock.now(),
             request,
             &actor,
@@ -368,6 +405,6 @@ impl Store for SqliteStore {
     }
 
     fn notes(&self, since: Option<f64>, until: Option<f64>) -> Result<Vec<crate::api::NoteRow>> {
-        Ok(queries::read_notes(&self.conn, since, until)?)
+        Ok(queries::read_notes(&self.db(), since, until)?)
     }
 }

@@ -1,0 +1,72 @@
+//! What can go wrong asking the database, in either engine, and which of PostgreSQL's
+//! errors mean the operator's credentials were refused or the server is gone.
+
+/// What can go wrong asking the database.
+#[derive(Debug, thiserror::Error)]
+pub enum DbError {
+    #[error(transparent)]
+    Sqlite(#[from] rusqlite::Error),
+    #[error("{}", said(.0))]
+    Postgres(#[from] postgres::Error),
+    /// A value the statement was given does not fit the column it is for.
+    #[error("{0}")]
+    Value(String),
+}
+
+impl DbError {
+    /// The server refused who we said we were (a wrong password, an unknown role).
+    pub fn refused_credentials(&self) -> bool {
+        match self {
+            DbError::Postgres(err) => refused_credentials(err),
+            _ => false,
+        }
+    }
+
+    /// The database could not be reached, or went away.
+    pub fn unreachable(&self) -> bool {
+        match self {
+            DbError::Postgres(err) => unreachable(err),
+            _ => false,
+        }
+    }
+}
+
+pub type DbResult<T> = std::result::Result<T, DbError>;
+
+/// What a PostgreSQL error says, without a password or anything the server echoed of
+/// the URL.
+pub fn said(err: &postgres::Error) -> String {
+    match err.as_db_error() {
+        Some(db) => format!("{} ({})", db.message(), db.code().code()),
+        None => {
+            let text = err.to_string();
+            if text.is_empty() {
+                "the database connection failed".into()
+            } else {
+                text
+            }
+        }
+    }
+}
+
+/// The server refused the credentials: a wrong password, an unknown role, no entry for
+/// this client in its host-based rules.
+pub fn refused_credentials(err: &postgres::Error) -> bool {
+    use postgres::error::SqlState;
+    err.code().is_some_and(|code| {
+        *code == SqlState::INVALID_PASSWORD
+            || *code == SqlState::INVALID_AUTHORIZATION_SPECIFICATION
+    }) || err.to_string().contains("password missing")
+}
+
+/// The database cannot be reached, or the connection is gone.
+pub fn unreachable(err: &postgres::Error) -> bool {
+    err.is_closed()
+        || err.as_db_error().is_none() && err.code().is_none()
+        || err.code().is_some_and(|code| {
+            use postgres::error::SqlState;
+            *code == SqlState::ADMIN_SHUTDOWN
+                || *code == SqlState::CRASH_SHUTDOWN
+                || *code == SqlState::CANNOT_CONNECT_NOW
+        })
+}

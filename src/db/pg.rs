@@ -1,0 +1,697 @@
+//! The store on PostgreSQL (DESIGN §12): connecting with what the operator's environment
+//! gave, the schema of §2 in PostgreSQL's types (created on an empty database, refused
+//! when unknown), and the little that turns one SQL text into PostgreSQL's: its
+//! parameters, its values, its rows read as a SQLite row is.
+
+use super::error::{DbError, DbResult, refused_credentials, said};
+use super::value::Source;
+use postgres::types::{ToSql, Type};
+use rusqlite::types::{Value, ValueRef};
+use std::cell::RefCell;
+use std::collections::HashMap;
+
+/// The schema version a PostgreSQL store carries in `uns_schema`: §2's tables with the
+/// notes of version 3, as the SQLite store of that version has them.
+pub const SCHEMA_VERSION: i64 = 3;
+
+/// How long connecting may take before it is given up.
+const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// What to connect with: the URL the operator named, and the password their environment
+/// gave (`PGPASSWORD`, `~/.pgpass`), which the front end read.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Target {
+    pub url: String,
+    pub password: Option<String>,
+}
+
+impl std::fmt::Debug for Target {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Target")
+            .field("url", &shown(&self.url))
+            .field("password", &self.password.as_ref().map(|_| "(given)"))
+            .finish()
+    }
+}
+
+impl Target {
+    /// The database at `url`, with the password the operator's environment gives for it,
+    /// as libpq finds one: the URL's own, else `PGPASSWORD` (`password`), else the first
+    /// line of the password file (`pgpass`, its text) that matches the URL's host, port,
+    /// database and user. The front end reads the two.
+    pub fn new(url: &str, password: Option<String>, pgpass: Option<&str>) -> Self {
+        let password = password.filter(|p| !p.is_empty()).or_else(|| {
+            let config: postgres::Config = url.parse().ok()?;
+            pgpass_lookup(pgpass?, &Parts::of(&config))
+        });
+        Self {
+            url: url.to_string(),
+            password,
+        }
+    }
+}
+
+/// What a `.pgpass` line is matched against.
+struct Parts {
+    host: String,
+    port: String,
+    database: String,
+    user: String,
+}
+
+impl Parts {
+    fn of(config: &postgres::Config) -> Self {
+        let host = match config.get_hosts().first() {
+            Some(postgres::config::Host::Tcp(host)) => host.clone(),
+            Some(postgres::config::Host::Unix(_)) | None => "localhost".into(),
+        };
+        let port = config
+            .get_ports()
+            .first()
+            .copied()
+            .unwrap_or(5432)
+            .to_string();
+        let user = config
+            .get_user()
+            .map(str::to_string)
+            .unwrap_or_else(crate::identity::account_name);
+        let database = config
+            .get_dbname()
+            .map_or_else(|| user.clone(), str::to_string);
+        Self {
+            host,
+            port,
+            database,
+            user,
+        }
+    }
+}
+
+/// The password of the first `.pgpass` line (`host:port:database:user:password`, `*`
+/// matching anything, `\:` and `\\` escaped) that matches `parts`.
+fn pgpass_lookup(text: &str, parts: &Parts) -> Option<String> {
+    text.lines()
+        .filter(|line| !line.trim_start().starts_with('#'))
+        .find_map(|line| {
+            let fields = pgpass_fields(line);
+            let [host, port, database, user, password] = fields.as_slice() else {
+                return None;
+            };
+            let matches = |field: &str, value: &str| field == "*" || field == value;
+            (matches(host, &parts.host)
+                && matches(port, &parts.port)
+                && matches(database, &parts.database)
+                && matches(user, &parts.user))
+            .then(|| password.clone())
+        })
+}
+
+fn pgpass_fields(line: &str) -> Vec<String> {
+    let mut fields = vec![String::new()];
+    let mut chars = line.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => {
+                if let (Some(next), Some(field)) = (chars.next(), fields.last_mut()) {
+                    field.push(next);
+                }
+            }
+            ':' if fields.len() < 5 => fields.push(String::new()),
+            c => {
+                if let Some(field) = fields.last_mut() {
+                    field.push(c);
+                }
+            }
+        }
+    }
+    fields
+}
+
+/// Whether `text` names a PostgreSQL database rather than a file.
+pub fn is_url(text: &str) -> bool {
+    text.starts_with("postgres://") || text.starts_with("postgresql://")
+}
+
+/// `url` as it may be printed: never a password, wherever it was written.
+pub fn shown(url: &str) -> String {
+    let without = without_password(url);
+    let mut shown = without.clone();
+    // A password given as a query parameter is as secret as one before the host.
+    if let Some(at) = shown.find('?') {
+        let (base, query) = without.split_at(at);
+        let kept: Vec<&str> = query[1..]
+            .split('&')
+            .filter(|pair| !pair.to_ascii_lowercase().starts_with("password="))
+            .collect();
+        shown = if kept.is_empty() {
+            base.to_string()
+        } else {
+            format!("{base}?{}", kept.join("&"))
+        };
+    }
+    shown
+}
+
+/// `url` without the `:password` of its `user:password@`.
+fn without_password(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_string();
+    };
+    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let (authority, tail) = rest.split_at(authority_end);
+    match authority.rsplit_once('@') {
+        Some((userinfo, host)) => {
+            let user = userinfo.split(':').next().unwrap_or_default();
+            format!("{scheme}://{user}@{host}{tail}")
+        }
+        None => url.to_string(),
+    }
+}
+
+/// Why a database cannot be used as a store.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    #[error("{url}: {said}")]
+    Connect {
+        url: String,
+        said: String,
+        refused: bool,
+    },
+    #[error(
+        "{url}: a PostgreSQL database, but not a UNS store (it holds other tables and no uns_schema)"
+    )]
+    NotUnsStore { url: String },
+    #[error(
+        "{url}: schema version {found} is newer than this unsctl understands ({SCHEMA_VERSION}); upgrade unsctl"
+    )]
+    NewerSchema { url: String, found: i64 },
+    #[error(
+        "{url}: unknown UNS schema version {found} (this unsctl reads version {SCHEMA_VERSION})"
+    )]
+    UnknownSchema { url: String, found: i64 },
+    #[error(
+        "{url}: an empty database, not a UNS store yet (`unsctl runtime serve --db URL` creates one)"
+    )]
+    Empty { url: String },
+    #[error("{url}: {said}")]
+    Database { url: String, said: String },
+}
+
+impl OpenError {
+    /// The server refused the credentials (exit 6).
+    pub fn refused_credentials(&self) -> bool {
+        matches!(self, OpenError::Connect { refused: true, .. })
+    }
+}
+
+/// One connection, its statements prepared once.
+pub struct PgConn {
+    client: RefCell<postgres::Client>,
+    statements: RefCell<HashMap<String, postgres::Statement>>,
+    /// The URL, as it may be printed.
+    pub place: String,
+}
+
+impl PgConn {
+    /// Connects to `target` and checks it is a UNS store of this version, creating the
+    /// schema in an empty database when `create`.
+    pub fn open(target: &Target, create: bool) -> Result<Self, OpenError> {
+        let conn = Self::connect(target)?;
+        conn.check_schema(create)?;
+        Ok(conn)
+    }
+
+    /// Connects, and checks nothing.
+    pub fn connect(target: &Target) -> Result<Self, OpenError> {
+        let place = shown(&target.url);
+        let connect = |said: String, refused: bool| OpenError::Connect {
+            url: place.clone(),
+            said,
+            refused,
+        };
+        let mut config: postgres::Config = target.url.parse().map_err(|err: postgres::Error| {
+            connect(format!("not a PostgreSQL URL: {err}"), false)
+        })?;
+        if let Some(password) = &target.password
+            && config.get_password().is_none()
+        {
+            config.password(password);
+        }
+        if config.get_user().is_none() {
+            config.user(&crate::identity::account_name());
+        }
+        if config.get_connect_timeout().is_none() {
+            config.connect_timeout(CONNECT_TIMEOUT);
+        }
+        config.application_name("unsctl");
+        let client = config
+            .connect(postgres::NoTls)
+            .map_err(|err| connect(said(&err), refused_credentials(&err)))?;
+        Ok(Self {
+            client: RefCell::new(client),
+            statements: RefCell::new(HashMap::new()),
+            place,
+        })
+    }
+
+    fn check_schema(&self, create: bool) -> Result<(), OpenError> {
+        let database = |err: DbError| OpenError::Database {
+            url: self.place.clone(),
+            said: err.to_string(),
+        };
+        let has_schema: bool = self
+            .scalar_bool("SELECT to_regclass('uns_schema') IS NOT NULL")
+            .map_err(database)?;
+        if !has_schema {
+            let tables: i64 = self
+                .scalar_i64(
+                    "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = current_schema()",
+                )
+                .map_err(database)?;
+            if tables > 0 {
+                return Err(OpenError::NotUnsStore {
+                    url: self.place.clone(),
+                });
+            }
+            if !create {
+                return Err(OpenError::Empty {
+                    url: self.place.clone(),
+                });
+            }
+            return self.create_schema().map_err(database);
+        }
+        let found = self
+            .scalar_i64("SELECT version FROM uns_schema")
+            .map_err(database)?;
+        match found {
+            SCHEMA_VERSION => Ok(()),
+            found if found > SCHEMA_VERSION => Err(OpenError::NewerSchema {
+                url: self.place.clone(),
+                found,
+            }),
+            found => Err(OpenError::UnknownSchema {
+                url: self.place.clone(),
+                found,
+            }),
+        }
+    }
+
+    /// Creates the schema in one transaction; two servers starting at once on one empty
+    /// database both end with it, the second waiting on the first's lock.
+    fn create_schema(&self) -> DbResult<()> {
+        self.batch("BEGIN")?;
+        let result = (|| {
+            // One creator at a time: the others find the schema made when they get the lock.
+            self.batch("SELECT pg_advisory_xact_lock(7300113)")?;
+            if self.scalar_bool("SELECT to_regclass('uns_schema') IS NOT NULL")? {
+                return Ok(());
+            }
+            self.batch(SCHEMA)
+        })();
+        match result {
+            Ok(()) => self.batch("COMMIT"),
+            Err(err) => {
+                let _ = self.batch("ROLLBACK");
+                Err(err)
+            }
+        }
+    }
+
+    fn scalar_bool(&self, sql: &str) -> DbResult<bool> {
+        let rows = self.client.borrow_mut().query(sql, &[])?;
+        Ok(rows.first().map(|r| r.get::<_, bool>(0)).unwrap_or(false))
+    }
+
+    fn scalar_i64(&self, sql: &str) -> DbResult<i64> {
+        let rows = self.client.borrow_mut().query(sql, &[])?;
+        Ok(rows.first().map(|r| r.get::<_, i64>(0)).unwrap_or(0))
+    }
+
+    /// Makes this session refuse every write: read commands read through it.
+    pub fn read_only(&self) -> DbResult<()> {
+        self.batch("SET SESSION CHARACTERISTICS AS TRANSACTION READ ONLY")
+    }
+
+    /// What the store's identity is hashed with: the random name the schema was made
+    /// with, so the store is the same store however it is reached (a host name or
+    /// another, directly or through its API), and a copy of it is another.
+    pub fn identity_place(&self) -> DbResult<String> {
+        let rows = self
+            .client
+            .borrow_mut()
+            .query("SELECT store FROM uns_schema", &[])?;
+        let store: String = rows.first().map(|r| r.get(0)).unwrap_or_default();
+        Ok(format!("postgres:{store}"))
+    }
+
+    /// The database's clock, in unix seconds.
+    pub fn now(&self) -> DbResult<f64> {
+        let rows = self
+            .client
+            .borrow_mut()
+            .query("SELECT extract(epoch FROM clock_timestamp())::float8", &[])?;
+        Ok(rows.first().map(|r| r.get::<_, f64>(0)).unwrap_or(0.0))
+    }
+
+    pub fn batch(&self, sql: &str) -> DbResult<()> {
+        Ok(self.client.borrow_mut().batch_execute(sql)?)
+    }
+
+    /// `sql` (written with `?N` or `?`) prepared once for this connection.
+    fn statement(&self, sql: &str) -> DbResult<postgres::Statement> {
+        if let Some(statement) = self.statements.borrow().get(sql) {
+            return Ok(statement.clone());
+        }
+        let statement = self.client.borrow_mut().prepare(&numbered(sql))?;
+        self.statements
+            .borrow_mut()
+            .insert(sql.to_string(), statement.clone());
+        Ok(statement)
+    }
+
+    pub fn query(&self, sql: &str, params: &[Value]) -> DbResult<Vec<postgres::Row>> {
+        let statement = self.statement(sql)?;
+        let values = values(&statement, params)?;
+        let refs: Vec<&(dyn ToSql + Sync)> = values.iter().map(|v| v.as_ref()).collect();
+        Ok(self.client.borrow_mut().query(&statement, &refs)?)
+    }
+
+    pub fn execute(&self, sql: &str, params: &[Value]) -> DbResult<u64> {
+        let statement = self.statement(sql)?;
+        let values = values(&statement, params)?;
+        let refs: Vec<&(dyn ToSql + Sync)> = values.iter().map(|v| v.as_ref()).collect();
+        Ok(self.client.borrow_mut().execute(&statement, &refs)?)
+    }
+
+    /// Streams the rows of `sql`, handing each to `each` as it arrives (a walk of the
+    /// whole store never holds it all) until it returns false; `each` must not ask this
+    /// connection again.
+    pub fn stream(
+        &self,
+        sql: &str,
+        params: &[Value],
+        each: &mut dyn FnMut(&dyn Source) -> DbResult<bool>,
+    ) -> DbResult<()> {
+        use postgres::fallible_iterator::FallibleIterator;
+        let statement = self.statement(sql)?;
+        let values = values(&statement, params)?;
+        let refs: Vec<&(dyn ToSql + Sync)> = values.iter().map(|v| v.as_ref()).collect();
+        let mut client = self.client.borrow_mut();
+        let mut rows = client.query_raw(&statement, refs)?;
+        while let Some(row) = rows.next()? {
+            if !each(&PgRow(&row))? {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    /// Runs `COPY ... FROM STDIN (FORMAT binary)`, its rows written by `fill` in
+    /// `types`; how many rows it copied. A `fill` that fails abandons the copy.
+    pub fn copy_in(
+        &self,
+        sql: &str,
+        types: &[Type],
+        fill: &mut dyn FnMut(&mut postgres::binary_copy::BinaryCopyInWriter<'_>) -> DbResult<()>,
+    ) -> DbResult<u64> {
+        let mut client = self.client.borrow_mut();
+        let sink = client.copy_in(sql)?;
+        let mut writer = postgres::binary_copy::BinaryCopyInWriter::new(sink, types);
+        fill(&mut writer)?;
+        Ok(writer.finish()?)
+    }
+
+    /// Whether the connection has gone (the server stopped, the network failed).
+    pub fn is_closed(&self) -> bool {
+        self.client.borrow().is_closed()
+    }
+}
+
+/// `sql` with SQLite's parameters (`?N`, and `?` numbered in order) as PostgreSQL's
+/// (`$N`); text inside quotes is left as it is.
+pub fn numbered(sql: &str) -> String {
+    let mut out = String::with_capacity(sql.len() + 8);
+    let mut next = 1;
+    let mut chars = sql.chars().peekable();
+    let mut quote: Option<char> = None;
+    while let Some(c) = chars.next() {
+        match (quote, c) {
+            (Some(q), c) if c == q => {
+                quote = None;
+                out.push(c);
+            }
+            (Some(_), c) => out.push(c),
+            (None, '\'' | '"') => {
+                quote = Some(c);
+                out.push(c);
+            }
+            (None, '?') => {
+                let mut digits = String::new();
+                while let Some(d) = chars.peek().filter(|d| d.is_ascii_digit()) {
+                    digits.push(*d);
+                    chars.next();
+                }
+                if digits.is_empty() {
+                    out.push_str(&format!("${next}"));
+                    next += 1;
+                } else {
+                    out.push('$');
+                    out.push_str(&digits);
+                }
+            }
+            (None, c) => out.push(c),
+        }
+    }
+    out
+}
+
+/// `params` as the types the prepared statement takes: a NULL of the column's type, a
+/// number where the column is a number, text where it is text.
+fn values(
+    statement: &postgres::Statement,
+    params: &[Value],
+) -> DbResult<Vec<Box<dyn ToSql + Sync>>> {
+    let types = statement.params();
+    if types.len() != params.len() {
+        return Err(DbError::Value(format!(
+            "the statement takes {} values, {} were given",
+            types.len(),
+            params.len()
+        )));
+    }
+    types
+        .iter()
+        .zip(params)
+        .map(|(ty, value)| value_as(ty, value))
+        .collect()
+}
+
+fn value_as(ty: &Type, value: &Value) -> DbResult<Box<dyn ToSql + Sync>> {
+    let wrong = || {
+        DbError::Value(format!(
+            "{:?} given where PostgreSQL takes {ty}",
+            value.data_type()
+        ))
+    };
+    Ok(match (ty, value) {
+        (&Type::INT8, Value::Null) => Box::new(None::<i64>),
+        (&Type::INT4, Value::Null) => Box::new(None::<i32>),
+        (&Type::FLOAT8, Value::Null) => Box::new(None::<f64>),
+        (&Type::BOOL, Value::Null) => Box::new(None::<bool>),
+        (_, Value::Null) => Box::new(None::<String>),
+        (&Type::INT8, Value::Integer(n)) => Box::new(*n),
+        (&Type::INT4, Value::Integer(n)) => Box::new(i32::try_from(*n).map_err(|_| wrong())?),
+        (&Type::FLOAT8, Value::Integer(n)) => Box::new(*n as f64),
+        (&Type::BOOL, Value::Integer(n)) => Box::new(*n != 0),
+        (&Type::FLOAT8, Value::Real(x)) => Box::new(*x),
+        (&Type::INT8, Value::Real(x)) if x.fract() == 0.0 => Box::new(*x as i64),
+        (&Type::TEXT | &Type::VARCHAR | &Type::BPCHAR | &Type::NAME, Value::Text(text)) => {
+            Box::new(text.clone())
+        }
+        (&Type::TEXT | &Type::VARCHAR, Value::Integer(n)) => Box::new(n.to_string()),
+        (&Type::TEXT | &Type::VARCHAR, Value::Real(x)) => Box::new(x.to_string()),
+        (&Type::JSONB | &Type::JSON, Value::Text(_)) => return Err(wrong()),
+        _ => return Err(wrong()),
+    })
+}
+
+/// A PostgreSQL row read as a SQLite row is: integers, reals, text and NULL.
+pub struct PgRow<'r>(pub &'r postgres::Row);
+
+impl Source for PgRow<'_> {
+    fn cell(&self, index: usize) -> rusqlite::Result<ValueRef<'_>> {
+        let row = self.0;
+        let column = row
+            .columns()
+            .get(index)
+            .ok_or(rusqlite::Error::InvalidColumnIndex(index))?;
+        let failed = |err: postgres::Error| {
+            rusqlite::Error::FromSqlConversionFailure(
+                index,
+                rusqlite::types::Type::Null,
+                Box::new(err),
+            )
+        };
+        Ok(match *column.type_() {
+            Type::INT8 => row
+                .try_get::<_, Option<i64>>(index)
+                .map_err(failed)?
+                .map_or(ValueRef::Null, ValueRef::Integer),
+            Type::INT4 => row
+                .try_get::<_, Option<i32>>(index)
+                .map_err(failed)?
+                .map_or(ValueRef::Null, |n| ValueRef::Integer(n.into())),
+            Type::INT2 => row
+                .try_get::<_, Option<i16>>(index)
+                .map_err(failed)?
+                .map_or(ValueRef::Null, |n| ValueRef::Integer(n.into())),
+            Type::BOOL => row
+                .try_get::<_, Option<bool>>(index)
+                .map_err(failed)?
+                .map_or(ValueRef::Null, |b| ValueRef::Integer(b.into())),
+            Type::FLOAT8 => row
+                .try_get::<_, Option<f64>>(index)
+                .map_err(failed)?
+                .map_or(ValueRef::Null, ValueRef::Real),
+            Type::FLOAT4 => row
+                .try_get::<_, Option<f32>>(index)
+                .map_err(failed)?
+                .map_or(ValueRef::Null, |x| ValueRef::Real(x.into())),
+            _ => row
+                .try_get::<_, Option<&str>>(index)
+                .map_err(failed)?
+                .map_or(ValueRef::Null, |text| ValueRef::Text(text.as_bytes())),
+        })
+    }
+}
+
+/// §2's tables in PostgreSQL's types, version 3. Ids and kinds sort and compare by bytes
+/// (`COLLATE "C"`), as SQLite's do; `rowid` keeps SQLite's row numbers across a copy, so
+/// a DLQ page's cursor reads the same on both engines; each JSON text column has a JSON
+/// twin the statements that look inside it read (NULL where the text is not JSON). The
+/// history is evidence: triggers refuse to rewrite or delete it.
+const SCHEMA: &str = r#"
+CREATE FUNCTION uns_jsonb(document text) RETURNS jsonb LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $$
+BEGIN
+    RETURN document::jsonb;
+EXCEPTION WHEN others THEN
+    RETURN NULL;
+END
+$$;
+CREATE FUNCTION instr(haystack text, needle text) RETURNS integer LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT strpos(haystack, needle)
+$$;
+CREATE TABLE uns_schema (
+    version BIGINT NOT NULL,
+    store   TEXT NOT NULL DEFAULT gen_random_uuid()::text
+);
+INSERT INTO uns_schema (version) VALUES (3);
+CREATE TABLE uns_notifications (
+    rowid           BIGINT GENERATED ALWAYS AS IDENTITY UNIQUE,
+    id              TEXT COLLATE "C" PRIMARY KEY,
+    status          TEXT COLLATE "C" NOT NULL
+                    CHECK (status IN ('PENDING', 'LEASED', 'DELIVERED', 'DEAD', 'RESOLVED')),
+    dead_letter     BIGINT NOT NULL DEFAULT 0 CHECK (dead_letter IN (0, 1)),
+    attempts        BIGINT NOT NULL DEFAULT 0,
+    cycle           BIGINT NOT NULL DEFAULT 1,
+    cycle_attempts  BIGINT NOT NULL DEFAULT 0,
+    max_attempts    BIGINT NOT NULL,
+    channels        TEXT COLLATE "C" NOT NULL,
+    payload         TEXT COLLATE "C" NOT NULL,
+    idempotency_key TEXT COLLATE "C" UNIQUE,
+    lease_token     TEXT COLLATE "C",
+    lease_until     DOUBLE PRECISION,
+    next_attempt_at DOUBLE PRECISION NOT NULL,
+    error_message   TEXT COLLATE "C",
+    created_at      DOUBLE PRECISION NOT NULL,
+    updated_at      DOUBLE PRECISION NOT NULL,
+    channels_json   JSONB GENERATED ALWAYS AS (uns_jsonb(channels)) STORED,
+    payload_json    JSONB GENERATED ALWAYS AS (uns_jsonb(payload)) STORED
+);
+CREATE INDEX uns_notifications_due ON uns_notifications (next_attempt_at) WHERE status = 'PENDING';
+CREATE INDEX uns_notifications_leased ON uns_notifications (lease_until) WHERE status = 'LEASED';
+CREATE INDEX uns_notifications_dlq ON uns_notifications (id) WHERE dead_letter = 1;
+CREATE INDEX uns_notifications_dlq_updated ON uns_notifications (updated_at) WHERE dead_letter = 1;
+CREATE TABLE uns_events (
+    id              BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    notification_id TEXT COLLATE "C" NOT NULL REFERENCES uns_notifications (id),
+    at              DOUBLE PRECISION NOT NULL,
+    kind            TEXT COLLATE "C" NOT NULL,
+    payload         TEXT COLLATE "C" NOT NULL,
+    payload_json    JSONB GENERATED ALWAYS AS (uns_jsonb(payload)) STORED
+);
+CREATE INDEX uns_events_notification ON uns_events (notification_id, id);
+CREATE INDEX uns_events_kind ON uns_events (kind, at);
+CREATE TABLE uns_notes (
+    id      BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    at      DOUBLE PRECISION NOT NULL,
+    kind    TEXT COLLATE "C" NOT NULL,
+    payload TEXT COLLATE "C" NOT NULL
+);
+CREATE INDEX uns_notes_at ON uns_notes (at);
+CREATE FUNCTION uns_refuse() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    RAISE EXCEPTION '%', TG_ARGV[0];
+END
+$$;
+CREATE TRIGGER uns_events_append_only BEFORE UPDATE OR DELETE ON uns_events
+FOR EACH ROW EXECUTE FUNCTION uns_refuse('uns_events is append-only');
+CREATE TRIGGER uns_events_never_truncated BEFORE TRUNCATE ON uns_events
+FOR EACH STATEMENT EXECUTE FUNCTION uns_refuse('uns_events is append-only');
+CREATE TRIGGER uns_notes_append_only BEFORE UPDATE OR DELETE ON uns_notes
+FOR EACH ROW EXECUTE FUNCTION uns_refuse('uns_notes is append-only');
+CREATE TRIGGER uns_notes_never_truncated BEFORE TRUNCATE ON uns_notes
+FOR EACH STATEMENT EXECUTE FUNCTION uns_refuse('uns_notes is append-only');
+CREATE TRIGGER uns_notifications_never_deleted BEFORE DELETE ON uns_notifications
+FOR EACH ROW EXECUTE FUNCTION uns_refuse('notifications are never deleted');
+CREATE TRIGGER uns_notifications_never_truncated BEFORE TRUNCATE ON uns_notifications
+FOR EACH STATEMENT EXECUTE FUNCTION uns_refuse('notifications are never deleted');
+"#;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parameters_are_numbered_outside_quotes_only() {
+        assert_eq!(
+            numbered("SELECT ?1, ?2 WHERE a = ?1"),
+            "SELECT $1, $2 WHERE a = $1"
+        );
+        assert_eq!(numbered("a = ? AND b = ?"), "a = $1 AND b = $2");
+        assert_eq!(
+            numbered("json_extract(p, '$.a?') = ?3"),
+            "json_extract(p, '$.a?') = $3"
+        );
+    }
+
+    #[test]
+    fn a_pgpass_line_is_found_as_libpq_finds_it() {
+        let parts = Parts {
+            host: "db.internal".into(),
+            port: "5432".into(),
+            database: "uns".into(),
+            user: "oncall".into(),
+        };
+        let text = "# comment\nother:5432:uns:oncall:wrong\n*:5432:uns:oncall:pa\\:ss\ndb.internal:*:*:*:later\n";
+        assert_eq!(pgpass_lookup(text, &parts).as_deref(), Some("pa:ss"));
+        assert_eq!(
+            pgpass_lookup("db.internal:5433:uns:oncall:x\n", &parts),
+            None
+        );
+    }
+
+    #[test]
+    fn a_url_is_shown_without_its_password() {
+        assert_eq!(
+            shown("postgres://uns:s3cret@db.internal:5432/uns"),
+            "postgres://uns@db.internal:5432/uns"
+        );
+        assert_eq!(
+            shown("postgres://db.internal/uns?sslmode=require&password=s3cret"),
+            "postgres://db.internal/uns?sslmode=require"
+        );
+        assert!(is_url("postgresql://x/y"));
+        assert!(!is_url("/var/lib/uns/uns.db"));
+    }
+}

@@ -1,0 +1,264 @@
+//! A private PostgreSQL cluster of the distribution, one per harness: `initdb` into a
+//! temporary directory, its own port on 127.0.0.1, run as an unprivileged user (nobody,
+//! when the tests run as root), with password authentication over TCP, so the tests
+//! reach it as an operator does. Each test takes a database of its own.
+//!
+//! The server runs under a small shell whose stdin is a pipe from the harness: when the
+//! harness ends, however it ends, the pipe closes, the shell stops the server and removes
+//! its directory. Nothing outlives the run.
+
+use std::io::Write;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{ChildStdin, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Mutex, OnceLock};
+use std::time::Duration;
+
+/// The superuser `initdb` makes, and its password.
+pub const USER: &str = "uns";
+pub const PASSWORD: &str = "pg-test-password-7f3a";
+
+pub struct Cluster {
+    pub port: u16,
+    pub bin: PathBuf,
+    /// Closing it stops the server (see the module's note).
+    _lifeline: Mutex<ChildStdin>,
+}
+
+static CLUSTER: OnceLock<Cluster> = OnceLock::new();
+static NEXT: AtomicUsize = AtomicUsize::new(0);
+
+/// The harness's cluster, started on first use.
+pub fn cluster() -> &'static Cluster {
+    CLUSTER.get_or_init(Cluster::start)
+}
+
+/// Where the distribution keeps the server's programs: the newest
+/// `/usr/lib/postgresql/VERSION/bin`, else wherever `initdb` is on the PATH.
+pub fn bin_dir() -> PathBuf {
+    let mut versions: Vec<(u32, PathBuf)> = std::fs::read_dir("/usr/lib/postgresql")
+        .into_iter()
+        .flatten()
+        .filter_map(|entry| {
+            let entry = entry.ok()?;
+            let version = entry.file_name().to_str()?.parse::<u32>().ok()?;
+            let bin = entry.path().join("bin");
+            bin.join("initdb").exists().then_some((version, bin))
+        })
+        .collect();
+    versions.sort();
+    if let Some((_, bin)) = versions.pop() {
+        return bin;
+    }
+    let found = Command::new("sh")
+        .args(["-c", "command -v initdb"])
+        .output()
+        .ok()
+        .map(|out| String::from_utf8_lossy(&out.stdout).trim().to_string())
+        .filter(|path| !path.is_empty());
+    match found {
+        Some(initdb) => Path::new(&initdb)
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_default(),
+        None => panic!(
+            "PostgreSQL's initdb is missing: install the distribution's postgresql package (./test does)"
+        ),
+    }
+}
+
+/// Who the server runs as: nobody when the tests run as root (PostgreSQL refuses root).
+fn run_as(command: &mut Command) {
+    if super::is_root() {
+        command.uid(65534).gid(65534);
+    }
+}
+
+fn chown_to_runner(path: &Path) {
+    if super::is_root() {
+        std::os::unix::fs::chown(path, Some(65534), Some(65534)).expect("chown to nobody");
+    }
+}
+
+impl Cluster {
+    fn start() -> Self {
+        let bin = bin_dir();
+        let dir = std::env::temp_dir().join(format!(
+            "uns-pg-{}-{}",
+            std::process::id(),
+            uuid::Uuid::new_v4().simple()
+        ));
+        std::fs::create_dir(&dir).expect("the cluster's directory");
+        chown_to_runner(&dir);
+        let data = dir.join("data");
+        let pwfile = dir.join("pw");
+        std::fs::write(&pwfile, PASSWORD).expect("password file");
+        chown_to_runner(&pwfile);
+        let mut initdb = super::launch(&bin.join("initdb").display().to_string());
+        initdb
+            .arg("-D")
+            .arg(&data)
+            .args(["-U", USER, "-E", "UTF8", "--no-locale", "--no-sync"])
+            .args(["--auth-local=trust", "--auth-host=scram-sha-256"])
+            .arg(format!("--pwfile={}", pwfile.display()))
+            .stdin(Stdio::null());
+        run_as(&mut initdb);
+        let out = initdb.output().expect("initdb runs");
+        assert!(
+            out.status.success(),
+            "initdb failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let port = super::free_port();
+        let log = dir.join("server.log");
+        // The shell: the server in the background, until the harness's pipe closes.
+        let script = r#"dir=$1; shift
+"$@" >"$dir/server.log" 2>&1 </dev/null &
+pid=$!
+read -r _ || true
+kill -INT "$pid" 2>/dev/null
+wait "$pid"
+rm -rf "$dir""#;
+        let mut shell = super::launch("/bin/sh");
+        shell
+            .args(["-c", script, "uns-pg"])
+            .arg(&dir)
+            .arg(bin.join("postgres"))
+            .arg("-D")
+            .arg(&data)
+            .args(["-c", "listen_addresses=127.0.0.1", "-p", &port.to_string()])
+            .args(["-c", "unix_socket_directories="])
+            .args(["-c", "fsync=off", "-c", "synchronous_commit=off"])
+            .args(["-c", "full_page_writes=off", "-c", "max_connections=300"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        run_as(&mut shell);
+        let mut child = shell.spawn().expect("start postgres");
+        let lifeline = child.stdin.take().expect("the server's lifeline");
+        // The shell is reaped by nobody; it ends when the harness does.
+        std::mem::forget(child);
+        let cluster = Self {
+            port,
+            bin,
+            _lifeline: Mutex::new(lifeline),
+        };
+        let ready = super::wait_for(Duration::from_secs(60), || cluster.admin_client().is_ok());
+        assert!(
+            ready,
+            "the private PostgreSQL did not come up: {}",
+            std::fs::read_to_string(&log).unwrap_or_default()
+        );
+        cluster
+    }
+
+    /// The URL of database `name`, as an operator writes it (no password in it).
+    pub fn url(&self, name: &str) -> String {
+        format!("postgres://{USER}@127.0.0.1:{}/{name}", self.port)
+    }
+
+    fn admin_client(&self) -> Result<postgres::Client, postgres::Error> {
+        postgres::Config::new()
+            .host("127.0.0.1")
+            .port(self.port)
+            .user(USER)
+            .password(PASSWORD)
+            .dbname("postgres")
+            .connect_timeout(Duration::from_secs(5))
+            .connect(postgres::NoTls)
+    }
+
+    /// A connection to `postgres`, the cluster's own database, as its superuser.
+    pub fn admin(&self) -> postgres::Client {
+        self.admin_client().expect("connect to the private cluster")
+    }
+
+    /// A new, empty database of this test's own.
+    pub fn database(&self) -> Database {
+        let name = format!(
+            "uns_{}_{}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        );
+        self.admin()
+            .batch_execute(&format!("CREATE DATABASE {name}"))
+            .expect("create a database");
+        Database {
+            url: self.url(&name),
+            name,
+            port: self.port,
+        }
+    }
+}
+
+/// One test's database.
+pub struct Database {
+    pub name: String,
+    /// `postgres://uns@127.0.0.1:PORT/NAME`: the password comes from the environment.
+    pub url: String,
+    pub port: u16,
+}
+
+impl Database {
+    /// The target the library connects to, its password given as `PGPASSWORD` would.
+    pub fn target(&self) -> unsctl::db::pg::Target {
+        unsctl::db::pg::Target::new(&self.url, Some(PASSWORD.into()), None)
+    }
+
+    /// A connection as the superuser, to look at or change the database behind
+    /// unsctl's back.
+    pub fn client(&self) -> postgres::Client {
+        postgres::Config::new()
+            .host("127.0.0.1")
+            .port(self.port)
+            .user(USER)
+            .password(PASSWORD)
+            .dbname(&self.name)
+            .connect(postgres::NoTls)
+            .expect("connect to the test database")
+    }
+
+    /// `unsctl --db URL ARGS` with the password in `PGPASSWORD`, as an operator runs it.
+    pub fn unsctl(&self, args: &[&str]) -> Command {
+        let mut command = super::unsctl();
+        command
+            .env("PGPASSWORD", PASSWORD)
+            .args(["--db", &self.url])
+            .args(args);
+        command
+    }
+
+    /// `psql` on this database, its password in `PGPASSWORD`.
+    pub fn psql(&self) -> Command {
+        let mut command = super::launch(&cluster().bin.join("psql").display().to_string());
+        command
+            .env("PGPASSWORD", PASSWORD)
+            .args(["-X", "-v", "ON_ERROR_STOP=1", "-d", &self.url]);
+        command
+    }
+
+    /// Copies the SQLite store at `from` into this database with `unsctl store copy`.
+    pub fn copy_from(&self, from: &Path) {
+        let out = super::unsctl()
+            .env("PGPASSWORD", PASSWORD)
+            .args(["store", "copy", "--from"])
+            .arg(from)
+            .args(["--to", &self.url])
+            .output()
+            .expect("run store copy");
+        assert!(
+            out.status.success(),
+            "store copy failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        if let Ok(mut lifeline) = self._lifeline.lock() {
+            let _ = lifeline.write_all(b"stop\n");
+        }
+    }
+}
