@@ -23,11 +23,21 @@ pub fn generate_branches(
     entries: usize,
     branches: &[usize],
 ) -> anyhow::Result<Vec<String>> {
-    let conn = schema::open(db, OpenMode::Create)?;
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)?
         .as_secs() as f64;
-    let first = now - entries as f64;
+    generate_until(db, entries, branches, now)
+}
+
+/// As [`generate_branches`], the last entry dying at `end` (unix seconds).
+pub fn generate_until(
+    db: &Path,
+    entries: usize,
+    branches: &[usize],
+    end: f64,
+) -> anyhow::Result<Vec<String>> {
+    let conn = schema::open(db, OpenMode::Create)?;
+    let first = end - entries as f64;
     conn.execute_batch("BEGIN")?;
     let mut ids = Vec::new();
     {

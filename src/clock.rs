@@ -100,6 +100,17 @@ impl Clock for SystemClock {
     }
 }
 
+/// The wall clock moved by a fixed offset: a process whose clock disagrees with the
+/// others' (the tests of clock skew run a worker an hour ahead).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct OffsetClock(pub f64);
+
+impl Clock for OffsetClock {
+    fn now(&self) -> f64 {
+        SystemClock.now() + self.0
+    }
+}
+
 /// A clock that only moves when told to; clones share the same time.
 #[derive(Debug, Clone)]
 pub struct ManualClock {

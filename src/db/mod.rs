@@ -64,7 +64,7 @@ impl From<&std::path::Path> for Place {
 /// A connection the caller owns, in either engine.
 pub enum Conn {
     Sqlite(rusqlite::Connection),
-    Postgres(PgConn),
+    Postgres(Box<PgConn>),
 }
 
 impl Conn {

@@ -366,6 +366,31 @@ pub fn run(
     run_counted(db, scenarios, binary, fakes, None)
 }
 
+/// Each scenario's notification, submitted and its fakes scripted (a worker crash's
+/// first, its worker started and killed before the others are queued).
+fn submit_scripted(
+    db: &Path,
+    conn: &rusqlite::Connection,
+    scenarios: &[Scenario],
+    binary: Option<&Path>,
+    fakes: &Fakes,
+) -> Result<Vec<(Scenario, String)>, ReproError> {
+    let mut ids: Vec<(Scenario, String)> = Vec::new();
+    if scenarios.contains(&Scenario::WorkerCrash) {
+        let binary = binary.ok_or_else(|| ReproError::Crash("no binary given".into()))?;
+        let id = submit(conn, Scenario::WorkerCrash)?;
+        script(fakes, Scenario::WorkerCrash, &id);
+        crash_a_worker(db, fakes, binary, &id, conn)?;
+        ids.push((Scenario::WorkerCrash, id));
+    }
+    for &scenario in scenarios.iter().filter(|s| **s != Scenario::WorkerCrash) {
+        let id = submit(conn, scenario)?;
+        script(fakes, scenario, &id);
+        ids.push((scenario, id));
+    }
+    Ok(ids)
+}
+
 /// [`run`], with the worker counting into `metrics` (a server's `/metrics`) as it goes.
 pub fn run_counted(
     db: &Path,
@@ -375,19 +400,7 @@ pub fn run_counted(
     metrics: Option<Arc<crate::runtime::metrics::Metrics>>,
 ) -> Result<Vec<ScenarioReport>, ReproError> {
     let conn = schema::open(db, OpenMode::Create)?;
-    let mut ids: Vec<(Scenario, String)> = Vec::new();
-    if scenarios.contains(&Scenario::WorkerCrash) {
-        let binary = binary.ok_or_else(|| ReproError::Crash("no binary given".into()))?;
-        let id = submit(&conn, Scenario::WorkerCrash)?;
-        script(fakes, Scenario::WorkerCrash, &id);
-        crash_a_worker(db, fakes, binary, &id, &conn)?;
-        ids.push((Scenario::WorkerCrash, id));
-    }
-    for &scenario in scenarios.iter().filter(|s| **s != Scenario::WorkerCrash) {
-        let id = submit(&conn, scenario)?;
-        script(fakes, scenario, &id);
-        ids.push((scenario, id));
-    }
+    let mut ids = submit_scripted(db, &conn, scenarios, binary, fakes)?;
     let mut worker = Worker::new(
         Database::open(db)?,
         Arc::new(SystemClock),

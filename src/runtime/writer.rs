@@ -58,6 +58,22 @@ struct Idle {
     open: usize,
 }
 
+impl Drop for Pool {
+    /// The connections close on a thread of their own: the client's own runtime cannot
+    /// run on a thread that drives the server's (where the last handle on a server's
+    /// pool may go).
+    fn drop(&mut self) {
+        let idle = std::mem::take(&mut self.lock().idle);
+        if idle.is_empty() {
+            return;
+        }
+        let _ = std::thread::Builder::new()
+            .name("uns-db-close".into())
+            .spawn(move || drop(idle))
+            .map(|closing| closing.join());
+    }
+}
+
 impl Pool {
     /// The most connections a pool holds open.
     pub const LIMIT: usize = 12;
@@ -163,7 +179,7 @@ pub fn open_runtime(place: &Place) -> Result<Conn, OpenFailed> {
             path,
             crate::runtime::schema::OpenMode::Runtime,
         )?),
-        Place::Postgres(target) => Conn::Postgres(PgConn::open(target, true)?),
+        Place::Postgres(target) => Conn::Postgres(Box::new(PgConn::open(target, true)?)),
     })
 }
 

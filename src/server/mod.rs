@@ -133,6 +133,28 @@ impl Drop for RunningServer {
     }
 }
 
+impl Readers {
+    /// The read side of `place`, and the place the store's identity names.
+    fn open(place: &Place) -> Result<(Self, String), ServeError> {
+        Ok(match place {
+            Place::File(path) => (
+                Readers::Sqlite {
+                    connections: (0..READ_CONNECTIONS)
+                        .map(|_| schema::open(path, OpenMode::ReadOnly).map(Mutex::new))
+                        .collect::<Result<Vec<_>, _>>()?,
+                    next: AtomicUsize::new(0),
+                },
+                crate::runtime::queries::file_place(path),
+            ),
+            Place::Postgres(target) => {
+                let pool = Pool::open(target, false, true)?;
+                let place = pool.identity_place.clone();
+                (Readers::Postgres(pool), place)
+            }
+        })
+    }
+}
+
 /// Opens the store, binds, and serves on background threads until stopped.
 pub fn start(config: ServerConfig) -> Result<RunningServer, ServeError> {
     start_with_clock(config, Arc::new(SystemClock))
@@ -146,22 +168,7 @@ pub fn start_with_clock(
         return Err(ServeError::InsecureNotLoopback(config.listen));
     }
     let writer = Database::open_at(&config.db)?;
-    let (readers, identity_place) = match &config.db {
-        Place::File(path) => (
-            Readers::Sqlite {
-                connections: (0..READ_CONNECTIONS)
-                    .map(|_| schema::open(path, OpenMode::ReadOnly).map(Mutex::new))
-                    .collect::<Result<Vec<_>, _>>()?,
-                next: AtomicUsize::new(0),
-            },
-            crate::runtime::queries::file_place(path),
-        ),
-        Place::Postgres(target) => {
-            let pool = Pool::open(target, false, true)?;
-            let place = pool.identity_place.clone();
-            (Readers::Postgres(pool), place)
-        }
-    };
+    let (readers, identity_place) = Readers::open(&config.db)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .thread_name("uns-api")
         .enable_all()
@@ -231,8 +238,11 @@ pub fn start_with_clock(
 }
 
 /// `runtime serve`: runs until SIGINT or SIGTERM, then stops gracefully.
-pub fn serve_until_signal(config: ServerConfig) -> Result<SocketAddr, ServeError> {
-    let server = start(config)?;
+pub fn serve_until_signal(
+    config: ServerConfig,
+    clock: Arc<dyn Clock>,
+) -> Result<SocketAddr, ServeError> {
+    let server = start_with_clock(config, clock)?;
     let addr = server.addr;
     let signals = tokio::runtime::Builder::new_current_thread()
         .enable_all()

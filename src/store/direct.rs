@@ -246,7 +246,7 @@ impl DirectStore {
         Ok(Self {
             place: conn.place.clone(),
             identity_place: conn.identity_place()?,
-            conn: Conn::Postgres(conn),
+            conn: Conn::Postgres(Box::new(conn)),
             clock: Box::new(SystemClock),
             note: None,
             context: None,

@@ -63,39 +63,8 @@ pub fn page_json(
             " AND n.id >= ? AND (n.id > ? OR n.rowid > ?)"
         }
     };
-    let (events, order) = if include_events {
-        (
-            format!(
-                "{EVENT_COLUMNS} FROM uns_notifications n
-                 LEFT JOIN uns_events e ON e.notification_id = n.id"
-            ),
-            ", e.id",
-        )
-    } else {
-        ("NULL FROM uns_notifications n".to_string(), "")
-    };
-    // SQLite: in index order with no sort, the row's columns read once per entry, by
-    // rowid. PostgreSQL: the row's columns on every line, read from an entry's first.
     let columns = rows.notification_columns(dialect);
-    let (rest, limit_rows) = match dialect {
-        Dialect::Sqlite => (String::new(), String::new()),
-        // A page needs its entries and one more; their events all come with them.
-        Dialect::Postgres => (
-            format!(", {columns}"),
-            format!(
-                " AND n.id IN (SELECT n.id FROM uns_notifications n WHERE {filter}{position}
-                  ORDER BY n.id, n.rowid LIMIT {})",
-                limit + 1
-            ),
-        ),
-    };
-    if dialect == Dialect::Postgres {
-        params.extend(params.clone());
-    }
-    let sql = format!(
-        "SELECT n.rowid, {events}{rest} WHERE {filter}{position}{limit_rows}
-         ORDER BY n.id, n.rowid{order}"
-    );
+    let sql = page_sql(dialect, &columns, &filter, position, include_events, limit);
     let by_rowid = format!("SELECT {columns} FROM uns_notifications n WHERE n.rowid = ?1");
     let width = if include_events { 1 + EVENT_WIDTH } else { 2 };
     // Room for a typical page up front: growing a page of megabytes copies it again.
@@ -114,15 +83,7 @@ pub fn page_json(
     let mut next = None;
     let mut failed = None;
     let mut each = |row: &dyn queries::Source| -> Result<bool> {
-        let rowid = match row.cell(0)? {
-            ValueRef::Integer(rowid) => rowid,
-            other => {
-                return Err(super::StoreError::Other(format!(
-                    "a page read a row id of type {:?}",
-                    other.data_type()
-                )));
-            }
-        };
+        let rowid = row_id(row)?;
         if current.as_ref().is_none_or(|(last, _)| *last != rowid) {
             if let Some((last, entry)) = current.take() {
                 if taken == limit {
@@ -164,11 +125,53 @@ pub fn page_json(
     {
         page.entry(&entry)?;
     }
-    let mut json = page.json;
-    json.extend_from_slice(b"],\"next_cursor\":");
-    serde_json::to_writer(&mut json, &next).map_err(unwritable)?;
-    json.push(b'}');
-    Ok((json, next))
+    page.finish(next)
+}
+
+/// The page's query: in SQLite, the entries' row ids (and their events) in index order
+/// with no sort, the row's columns read once per entry by rowid; in PostgreSQL, the
+/// page's entries (and one more) picked first, each line carrying its entry's columns.
+fn page_sql(
+    dialect: Dialect,
+    columns: &str,
+    filter: &str,
+    position: &str,
+    include_events: bool,
+    limit: usize,
+) -> String {
+    let (event_columns, join, order) = if include_events {
+        (
+            EVENT_COLUMNS,
+            " LEFT JOIN uns_events e ON e.notification_id = n.id",
+            ", e.id",
+        )
+    } else {
+        ("NULL", "", "")
+    };
+    match dialect {
+        Dialect::Sqlite => format!(
+            "SELECT n.rowid, {event_columns} FROM uns_notifications n{join}
+             WHERE {filter}{position} ORDER BY n.id, n.rowid{order}"
+        ),
+        Dialect::Postgres => format!(
+            "SELECT n.rowid, {event_columns}, {columns} FROM uns_notifications n{join}
+             WHERE n.id IN (SELECT n.id FROM uns_notifications n WHERE {filter}{position}
+                            ORDER BY n.id, n.rowid LIMIT {})
+             ORDER BY n.id, n.rowid{order}",
+            limit + 1
+        ),
+    }
+}
+
+/// A line's row id, its first column.
+fn row_id(row: &dyn queries::Source) -> Result<i64> {
+    match row.cell(0)? {
+        ValueRef::Integer(rowid) => Ok(rowid),
+        other => Err(super::StoreError::Other(format!(
+            "a page read a row id of type {:?}",
+            other.data_type()
+        ))),
+    }
 }
 
 fn unwritable(err: serde_json::Error) -> super::StoreError {
@@ -186,6 +189,15 @@ struct Writer<'s> {
 }
 
 impl Writer<'_> {
+    /// The page's JSON, closed, with the cursor of the next page.
+    fn finish(self, next: Option<String>) -> Result<(Vec<u8>, Option<String>)> {
+        let mut json = self.json;
+        json.extend_from_slice(b"],\"next_cursor\":");
+        serde_json::to_writer(&mut json, &next).map_err(unwritable)?;
+        json.push(b'}');
+        Ok((json, next))
+    }
+
     /// Writes one entry (unless the exact channel test drops it) and clears its events.
     fn entry(&mut self, row: &Notification) -> Result<()> {
         if self

@@ -89,9 +89,27 @@ pub struct WorkerTuning {
     /// Name recorded in ATTEMPT_STARTED (default host:pid:random)
     #[arg(long)]
     pub worker_id: Option<String>,
+    /// Runs this process's clock this many seconds ahead of the system's (negative:
+    /// behind), to show what skew does: on PostgreSQL nothing, its leases going by the
+    /// database's clock
+    #[arg(long, hide = true, value_name = "SECONDS", allow_hyphen_values = true)]
+    pub clock_offset: Option<f64>,
 }
 
 impl WorkerTuning {
+    /// The clock this process's transitions read (the database's on PostgreSQL).
+    pub fn clock(&self) -> CliResult<Arc<dyn Clock>> {
+        match self.clock_offset {
+            None => Ok(Arc::new(SystemClock)),
+            Some(offset) if offset.is_finite() && offset.abs() <= 86_400.0 * 365.0 => {
+                Ok(Arc::new(crate::clock::OffsetClock(offset)))
+            }
+            Some(_) => Err(CliError::usage(
+                "--clock-offset must be a number of seconds within a year",
+            )),
+        }
+    }
+
     pub fn config(&self) -> CliResult<WorkerConfig> {
         if !(self.lease_seconds > 0.0 && self.lease_seconds.is_finite()) {
             return Err(CliError::usage("--lease-seconds must be a positive number"));
@@ -281,7 +299,7 @@ fn serve(global: &Invocation, args: ServeArgs) -> CliResult {
             request_timeout: seconds("--request-timeout", args.request_timeout)?,
         },
     };
-    server::serve_until_signal(config).map_err(serve_error)?;
+    server::serve_until_signal(config, args.worker.clock()?).map_err(serve_error)?;
     Ok(())
 }
 
@@ -327,7 +345,7 @@ fn run_worker(global: &Invocation, args: WorkerArgs) -> CliResult {
     let adapters = adapters(&args.providers)?;
     let config = args.worker.config()?;
     tracing::info!(worker = %config.worker_id, channels = %configured(&adapters), "worker starting");
-    let worker = Worker::new(db, Arc::new(SystemClock), adapters, config);
+    let worker = Worker::new(db, args.worker.clock()?, adapters, config);
     let stop = Arc::new(AtomicBool::new(false));
     stop_on_signal(stop.clone()).context("cannot watch for signals")?;
     for thread in worker.spawn(stop) {
@@ -405,7 +423,7 @@ fn submit(global: &Invocation, args: SubmitArgs) -> CliResult {
         Backend::Postgres(target) => {
             let new =
                 server::new_notification(&request, args.max_attempts).map_err(CliError::usage)?;
-            let conn = PgConn::open(&target, false).map_err(StoreError::from)?;
+            let conn = PgConn::open(&target, true).map_err(StoreError::from)?;
             engine::submit(&Db::Postgres(&conn), SystemClock.now(), &new)
                 .map_err(StoreError::from)?
         }
