@@ -8,6 +8,7 @@ mod doctor;
 mod incident;
 mod metrics;
 mod new_user;
+mod postgres;
 mod reconcile;
 mod report_browser;
 mod terminal;

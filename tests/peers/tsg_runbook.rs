@@ -11,6 +11,9 @@ use unsctl::lab::fakes::Fakes;
 use unsctl::lab::repro::{self, Scenario};
 use unsctl::store::direct::DirectStore;
 
+/// How long one block may run before it counts as hung (they take seconds).
+const BLOCK_DEADLINE: std::time::Duration = std::time::Duration::from_secs(180);
+
 struct Block {
     guide: String,
     line: usize,
@@ -113,6 +116,10 @@ fn every_shell_block_in_the_runbooks_runs_and_prints_what_it_says() {
         Ok(())
     };
     unsctl::store::Store::each_triaged(&store, &Default::default(), &mut visit).expect("triage");
+    // The runbook's psql blocks read the same store copied into PostgreSQL, named as a
+    // PostgreSQL deployment names it, by a URL in UNS_DB_FILE.
+    let database = support::postgres::cluster().database();
+    database.copy_from(&pristine);
     let path = format!(
         "{}:{}",
         binary.parent().expect("bin dir").display(),
@@ -154,7 +161,15 @@ fn every_shell_block_in_the_runbooks_runs_and_prints_what_it_says() {
             ])
             .current_dir(&work)
             .env("PATH", &path)
-            .env("UNS_DB_FILE", &db)
+            .env(
+                "UNS_DB_FILE",
+                if block.script.contains("psql ") {
+                    database.url.clone().into()
+                } else {
+                    db.clone().into_os_string()
+                },
+            )
+            .env("PGPASSWORD", support::postgres::PASSWORD)
             .env("UNS_BASE_URL", format!("http://{}", server.addr))
             .env("UNS_API_KEY", support::KEY)
             .env("NOTIF_ID", &notif_id)
@@ -171,7 +186,22 @@ fn every_shell_block_in_the_runbooks_runs_and_prints_what_it_says() {
         // lingers for two seconds after its input reaches end of file.
         let mut stdin = child.stdin.take().expect("stdin");
         let _ = stdin.write_all(b"yes\nyes\nyes\n");
+        // A block that waits on something (a pager, a prompt it was not given) fails
+        // here rather than hanging the suite; blocks take seconds.
+        let pid = child.id();
+        let (ended, ends) = std::sync::mpsc::channel::<()>();
+        let watchdog = std::thread::spawn(move || {
+            let hung = ends.recv_timeout(BLOCK_DEADLINE).is_err();
+            if hung {
+                let _ = std::process::Command::new("kill")
+                    .args(["-KILL", &pid.to_string()])
+                    .status();
+            }
+            hung
+        });
         let out = child.wait_with_output().expect("wait");
+        let _ = ended.send(());
+        let hung = watchdog.join().expect("the watchdog");
         drop(stdin);
         let printed = strip_ansi(&String::from_utf8_lossy(&out.stdout).replace('\r', ""));
         let context = format!(
@@ -182,6 +212,7 @@ fn every_shell_block_in_the_runbooks_runs_and_prints_what_it_says() {
             block.script,
             String::from_utf8_lossy(&out.stderr)
         );
+        assert!(!hung, "the block hung for {BLOCK_DEADLINE:?}: {context}");
         assert!(out.status.success(), "the block failed: {context}");
         for expected in &block.prints {
             assert!(

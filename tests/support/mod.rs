@@ -573,3 +573,87 @@ pub fn checked_bundle(reports: &Path) -> PathBuf {
     );
     bundle
 }
+
+/// The judgement of `unsctl sweep --verify --remediate -o json` over `schedules`
+/// schedules, wherever its store was: no unsafe verdict, no answer the ledger
+/// contradicts, no duplicate or drop an action caused, every branch exercised.
+pub fn the_sweep_was_safe(out: &std::process::Output, schedules: u64) {
+    use serde_json::Value;
+    let counts: Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert!(
+        out.status.success(),
+        "{counts:#}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(counts["schedules"], schedules);
+    assert_eq!(counts["unsafe_resolve"], 0, "{counts:#}");
+    assert_eq!(counts["unsafe_replay"], 0, "{counts:#}");
+    assert_eq!(counts["false_delivered"], 0, "{counts:#}");
+    assert_eq!(counts["unfinished"], 0, "{counts:#}");
+    // Reconcile, against the ledger: every duplicate the providers took is DUPLICATED
+    // or in doubt, never ONCE or MISSING; nothing DUPLICATED or MISSING is false.
+    assert!(
+        counts["duplicates_in_ledger"].as_u64().unwrap_or(0) > 0,
+        "{counts:#}"
+    );
+    for key in ["duplicates_missed", "duplicates_false", "missing_false"] {
+        assert_eq!(counts[key], 0, "{key}: {counts:#}");
+    }
+    assert!(
+        counts["reconciled"]["DUPLICATED"].as_u64().unwrap_or(0) > 0
+            && counts["reconciled"]["MISSING"].as_u64().unwrap_or(0) > 0
+            && counts["reconciled"]["ONCE"].as_u64().unwrap_or(0) > 0,
+        "{counts:#}"
+    );
+    // From the history alone, the doubt shows, and is held to the same ledger.
+    let alone = &counts["reconciled_history_only"];
+    assert!(
+        alone["MAYBE_DUPLICATED"].as_u64().unwrap_or(0) > 0
+            && alone["UNSETTLED"].as_u64().unwrap_or(0) > 0,
+        "{counts:#}"
+    );
+    // The schedules really exercise every branch and the incident itself.
+    for key in [
+        "resolve",
+        "verify",
+        "replay",
+        "duplicated",
+        "dead_lettered",
+        "seed",
+    ] {
+        assert!(counts[key].as_u64().unwrap_or(0) > 0, "{key}: {counts:#}");
+    }
+    // verify asked the fakes' records about every VERIFY entry: no answer the ledger
+    // contradicts, no unsafe verdict after recording, at most 5% still VERIFY.
+    let verification = &counts["verification"];
+    assert_eq!(verification["wrong_answers"], 0, "{counts:#}");
+    assert_eq!(verification["after"]["unsafe_resolve"], 0, "{counts:#}");
+    assert_eq!(verification["after"]["unsafe_replay"], 0, "{counts:#}");
+    let before = counts["verify_before"].as_u64().unwrap_or(0);
+    let after = counts["verify_after"].as_u64().unwrap_or(u64::MAX);
+    let dead = counts["dead_lettered"].as_u64().unwrap_or(0);
+    assert!(
+        before > 0 && after * 20 <= dead,
+        "{before} -> {after} of {dead}: {counts:#}"
+    );
+    // Past triage (and verification): every next step ran, every mistake was refused, and
+    // the providers' ledger shows no duplicate and no drop caused by an unforced action.
+    assert_eq!(counts["remediated"], true);
+    assert_eq!(counts["duplicates_caused"], 0, "{counts:#}");
+    assert_eq!(counts["drops_caused"], 0, "{counts:#}");
+    let remediation = &counts["remediation"];
+    assert_eq!(remediation["careless_acted"], 0, "{counts:#}");
+    assert_eq!(remediation["next_steps_failed"], 0, "{counts:#}");
+    assert!(
+        counts["refusals"].as_u64().unwrap_or(0) > 1000,
+        "{counts:#}"
+    );
+    assert_eq!(
+        remediation["replays_delivered"], remediation["replayed"],
+        "every replay, once the cause was fixed, was delivered: {counts:#}"
+    );
+    assert!(
+        remediation["resolved"].as_u64().unwrap_or(0) > 0,
+        "{counts:#}"
+    );
+}

@@ -51,7 +51,7 @@ pub fn bin_dir() -> PathBuf {
     if let Some((_, bin)) = versions.pop() {
         return bin;
     }
-    let found = Command::new("sh")
+    let found = super::launch("sh")
         .args(["-c", "command -v initdb"])
         .output()
         .ok()

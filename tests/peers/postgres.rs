@@ -1,0 +1,1107 @@
+//! The runtime and every command on a real PostgreSQL (DESIGN §12), against a private
+//! cluster of the distribution's: the same bytes as over the SQLite file and over the
+//! API, fenced leases across processes whose workers pause and whose clocks disagree,
+//! the lab's remediation sweep, and bad input refused with its exit code and nothing
+//! written.
+
+use crate::support::{self, postgres};
+
+use serde_json::Value;
+use std::path::PathBuf;
+use std::process::{Command, Output};
+use unsctl::db::Place;
+use unsctl::lab::fakes::{Fakes, PAGERDUTY_TOKEN, SLACK_BOT_ID, SLACK_CHANNEL, SLACK_TOKEN};
+use unsctl::lab::repro::{self, Scenario};
+use unsctl::server::{Keys, RunningServer, ServerConfig};
+
+#[path = "../../benches/support.rs"]
+mod generated;
+
+/// One way of reaching a store: the file, the database, or the API over either.
+#[derive(Clone)]
+enum Way {
+    File(PathBuf),
+    Database(String),
+    Api(String),
+}
+
+impl Way {
+    fn key(&self) -> String {
+        match self {
+            Way::File(path) => path.display().to_string(),
+            Way::Database(url) | Way::Api(url) => url.clone(),
+        }
+    }
+
+    fn name(&self) -> String {
+        match self {
+            Way::File(_) => "sqlite".into(),
+            Way::Database(_) => "postgres".into(),
+            Way::Api(url) => format!("api {url}"),
+        }
+    }
+
+    fn command(&self, args: &[&str]) -> Command {
+        let mut command = support::unsctl();
+        match self {
+            Way::File(path) => {
+                command.arg("--db").arg(path);
+            }
+            Way::Database(url) => {
+                command
+                    .args(["--db", url])
+                    .env("PGPASSWORD", postgres::PASSWORD);
+            }
+            Way::Api(url) => {
+                command
+                    .args(["--api", url])
+                    .env("UNS_API_KEY", support::KEY);
+            }
+        }
+        command.args(args);
+        command
+    }
+}
+
+/// An API server over `place` that asks `fakes`' records, as `runtime serve` with
+/// their sources would.
+fn serve(place: Place, fakes: Option<&Fakes>) -> RunningServer {
+    let mut config = ServerConfig::api_only(place, Some(Keys::single(support::KEY).expect("key")));
+    if let Some(fakes) = fakes {
+        config.verify = repro::fake_sources(fakes, 1.0);
+    }
+    unsctl::server::start(config).expect("the API server starts")
+}
+
+fn run(command: &mut Command) -> Output {
+    command.output().expect("unsctl runs")
+}
+
+/// The store's identity names where it lives, so a plan made on the file is never
+/// applied to its copy in the database: the one thing that differs, by design. Each
+/// way's own (as its plan names it) reads as `[STORE]`.
+fn without_store_identity(bytes: &[u8], identity: &str) -> Vec<u8> {
+    if identity.is_empty() {
+        return bytes.to_vec();
+    }
+    String::from_utf8_lossy(bytes)
+        .replace(identity, "[STORE]")
+        .into_bytes()
+}
+
+/// Each way's store identity, as its plan names it (asked once per way).
+fn identities(ways: &[Way]) -> Vec<String> {
+    static KNOWN: std::sync::Mutex<Vec<(String, String)>> = std::sync::Mutex::new(Vec::new());
+    ways.iter()
+        .map(|way| {
+            let key = way.key();
+            if let Some((_, known)) = KNOWN.lock().expect("known").iter().find(|(k, _)| *k == key) {
+                return known.clone();
+            }
+            let out = run(&mut way.command(&["dlq", "triage", "-o", "json"]));
+            let plan: Value = serde_json::from_slice(&out.stdout).expect("a plan");
+            let identity = plan["store"].as_str().unwrap_or_default().to_string();
+            assert_eq!(identity.len(), 16, "{}: {plan}", way.name());
+            KNOWN.lock().expect("known").push((key, identity.clone()));
+            identity
+        })
+        .collect()
+}
+
+/// Runs `args` every way and holds each output to the file's, byte for byte (the plan's
+/// store identity aside); returns the file's output.
+fn same_everywhere(ways: &[Way], args: &[&str], env: &[(&str, String)]) -> Vec<u8> {
+    let stores = identities(ways);
+    let mut first: Option<(String, Output, &str)> = None;
+    for (way, store) in ways.iter().zip(&stores) {
+        let mut command = way.command(args);
+        for (name, value) in env {
+            command.env(name, value);
+        }
+        let out = run(&mut command);
+        match &first {
+            None => {
+                assert!(
+                    out.status.code().is_some_and(|code| code == 0 || code == 4),
+                    "{} {args:?} failed: {}",
+                    way.name(),
+                    String::from_utf8_lossy(&out.stderr)
+                );
+                first = Some((way.name(), out, store));
+            }
+            Some((name, expected, expected_store)) => {
+                assert_eq!(
+                    out.status.code(),
+                    expected.status.code(),
+                    "{args:?}: {} and {name} end differently: {}",
+                    way.name(),
+                    String::from_utf8_lossy(&out.stderr)
+                );
+                let (got, want) = (
+                    without_store_identity(&out.stdout, store),
+                    without_store_identity(&expected.stdout, expected_store),
+                );
+                if got != want {
+                    let got = String::from_utf8_lossy(&got);
+                    let want = String::from_utf8_lossy(&want);
+                    let line = got
+                        .lines()
+                        .zip(want.lines())
+                        .position(|(a, b)| a != b)
+                        .unwrap_or(0);
+                    panic!(
+                        "{args:?}: {} prints other bytes than {name}, first at line {}:\n  {}\n  {}",
+                        way.name(),
+                        line + 1,
+                        want.lines().nth(line).unwrap_or_default(),
+                        got.lines().nth(line).unwrap_or_default(),
+                    );
+                }
+            }
+        }
+    }
+    first.map(|(_, out, _)| out.stdout).unwrap_or_default()
+}
+
+/// An instant as the commands take it.
+fn rfc3339(at: f64) -> String {
+    jiff::Timestamp::from_microsecond((at * 1e6) as i64)
+        .expect("time")
+        .to_string()
+}
+
+fn provider_env(fakes: &Fakes) -> Vec<(&'static str, String)> {
+    vec![
+        ("UNS_PAGERDUTY_API_URL", fakes.pagerduty_api_url()),
+        ("UNS_PAGERDUTY_API_TOKEN", PAGERDUTY_TOKEN.into()),
+        ("UNS_SLACK_API_URL", fakes.slack_api_url()),
+        ("UNS_SLACK_BOT_TOKEN", SLACK_TOKEN.into()),
+        ("UNS_SLACK_CHANNEL", SLACK_CHANNEL.into()),
+        ("UNS_SLACK_BOT_ID", SLACK_BOT_ID.into()),
+    ]
+}
+
+#[test]
+fn every_runbook_case_reads_the_same_bytes_from_the_file_the_database_and_either_api() {
+    let dir = tempfile::tempdir().expect("dir");
+    let file = dir.path().join("uns.db");
+    let fakes = Fakes::start().expect("fakes");
+    let binary = PathBuf::from(env!("CARGO_BIN_EXE_unsctl"));
+    repro::run(&file, &Scenario::ALL, Some(&binary), &fakes).expect("repro all");
+    fakes.control.mark_log();
+    let database = postgres::cluster().database();
+    database.copy_from(&file);
+    let on_file = serve(Place::File(file.clone()), Some(&fakes));
+    let on_database = serve(Place::Postgres(database.target()), Some(&fakes));
+    let ways = [
+        Way::File(file.clone()),
+        Way::Database(database.url.clone()),
+        Way::Api(format!("http://{}", on_file.addr)),
+        Way::Api(format!("http://{}", on_database.addr)),
+    ];
+    let until = rfc3339(support::wall_clock() + 1.0);
+    let since = rfc3339(support::wall_clock() - 3600.0);
+    let window = ["--since", since.as_str(), "--until", until.as_str()];
+    let env = provider_env(&fakes);
+    let log = fakes.maillog.display().to_string();
+    let records = [
+        "--relay-log",
+        log.as_str(),
+        "--relay-log-zone",
+        "UTC",
+        "--clock-skew",
+        "1s",
+    ];
+
+    let plan = same_everywhere(&ways, &["dlq", "triage", "-o", "json"], &[]);
+    let plan: Value = serde_json::from_slice(&plan).expect("plan");
+    let ids: Vec<String> = plan["entries"]
+        .as_array()
+        .expect("entries")
+        .iter()
+        .filter_map(|e| e["id"].as_str().map(str::to_string))
+        .collect();
+    assert!(ids.len() >= 5, "every case dead-lettered: {ids:?}");
+    same_everywhere(&ways, &["dlq", "triage"], &[]);
+    same_everywhere(&ways, &["dlq", "triage", "-o", "wide"], &[]);
+    same_everywhere(&ways, &["events", "--limit", "200", "-o", "json"], &[]);
+    same_everywhere(&ways, &["events", "--kind", "LEASE_LOST"], &[]);
+    for id in &ids {
+        same_everywhere(&ways, &["inspect", id], &[]);
+        same_everywhere(&ways, &["inspect", id, "-o", "json"], &[]);
+    }
+    let mut verify = vec!["verify", "-o", "json"];
+    verify.extend(records);
+    let answers = same_everywhere(&ways, &verify, &env);
+    let answers: Value = serde_json::from_slice(&answers).expect("answers");
+    assert!(
+        answers.to_string().contains("DELIVERED"),
+        "verify found answers: {answers}"
+    );
+    for args in [
+        vec!["reconcile", "-o", "json"],
+        vec!["reconcile"],
+        vec!["pulse", "-o", "json"],
+        vec!["pulse"],
+        vec!["report", "-o", "markdown"],
+        vec!["report", "-o", "json"],
+        vec!["report", "-o", "html"],
+    ] {
+        let mut args = args.clone();
+        args.extend(window);
+        if args[0] != "pulse" {
+            args.extend(records);
+        }
+        same_everywhere(&ways, &args, &env);
+    }
+    // The database's copy is the file's history, unchanged: every event id and time.
+    let dump = |way: &Way| {
+        let out = run(&mut way.command(&["events", "--limit", "1000", "-o", "json"]));
+        serde_json::from_slice::<Value>(&out.stdout).expect("events")["events"]
+            .as_array()
+            .map(|events| {
+                events
+                    .iter()
+                    .map(|e| (e["id"].as_i64(), e["at"].as_f64(), e["kind"].clone()))
+                    .collect::<Vec<_>>()
+            })
+            .unwrap_or_default()
+    };
+    assert_eq!(dump(&ways[0]), dump(&ways[1]));
+}
+
+#[test]
+fn ten_thousand_notifications_read_the_same_bytes_on_both_engines_and_their_apis() {
+    let dir = tempfile::tempdir().expect("dir");
+    let file = dir.path().join("uns.db");
+    // Dead an hour ago and before: every attempt's window is past, whenever it is read.
+    let hour_ago = support::wall_clock() - 3600.0;
+    generated::generate_until(&file, 10_000, &[0, 1, 2], hour_ago)
+        .expect("a store of 10,000 notifications");
+    // A relay log that saw some of the post-data timeouts' messages and not others.
+    let conn = rusqlite::Connection::open(&file).expect("store");
+    let mut wanted = Vec::new();
+    {
+        let mut rows = conn
+            .prepare(
+                "SELECT n.id, MIN(e.at) FROM uns_notifications n JOIN uns_events e ON e.notification_id = n.id
+                 WHERE e.kind = 'CHANNEL_ATTEMPT_STARTED' AND n.error_message LIKE '%no reply after%'
+                 GROUP BY n.id ORDER BY 2",
+            )
+            .expect("query");
+        let found = rows
+            .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, f64>(1)?)))
+            .expect("rows");
+        for (n, row) in found.enumerate() {
+            let (id, at) = row.expect("row");
+            if n % 3 != 2 {
+                wanted.push((at as i64 + 1, format!("<{id}.1.1@uns.local>"), n % 3 == 0));
+            }
+        }
+    }
+    drop(conn);
+    let log = dir.path().join("mail.log");
+    let now = support::wall_clock() as i64;
+    generated::write_log(&log, 4, wanted[0].0 - 3600, now, &wanted).expect("relay log");
+    let database = postgres::cluster().database();
+    database.copy_from(&file);
+    let on_file = serve(Place::File(file.clone()), None);
+    let on_database = serve(Place::Postgres(database.target()), None);
+    let ways = [
+        Way::File(file.clone()),
+        Way::Database(database.url.clone()),
+        Way::Api(format!("http://{}", on_file.addr)),
+        Way::Api(format!("http://{}", on_database.addr)),
+    ];
+    let until = rfc3339(support::wall_clock() + 1.0);
+    let since = rfc3339(support::wall_clock() - 5000.0);
+    let log = log.display().to_string();
+    let records = [
+        "--relay-log",
+        log.as_str(),
+        "--relay-log-zone",
+        "UTC",
+        "--smtp-from",
+        "uns@uns.local",
+    ];
+    let plan = same_everywhere(&ways, &["dlq", "triage", "-o", "json"], &[]);
+    let plan: Value = serde_json::from_slice(&plan).expect("plan");
+    assert_eq!(plan["entries"].as_array().map(Vec::len), Some(10_000));
+    same_everywhere(&ways, &["dlq", "triage"], &[]);
+    same_everywhere(
+        &ways,
+        &[
+            "dlq",
+            "triage",
+            "--since",
+            &since,
+            "--until",
+            &until,
+            "--channel",
+            "EMAIL",
+            "-o",
+            "json",
+        ],
+        &[],
+    );
+    same_everywhere(&ways, &["events", "--limit", "500", "-o", "json"], &[]);
+    same_everywhere(&ways, &["inspect", "n-000000004242", "-o", "json"], &[]);
+    let mut verify = vec!["verify", "-o", "json"];
+    verify.extend(records);
+    let answers = same_everywhere(&ways[..2], &verify, &[]);
+    let answers: Value = serde_json::from_slice(&answers).expect("answers");
+    let delivered = answers.to_string().matches("\"DELIVERED\"").count();
+    assert!(
+        delivered > 100,
+        "the log's queued messages were found: {delivered}"
+    );
+    for args in [
+        vec!["reconcile", "-o", "json"],
+        vec!["pulse", "-o", "json"],
+        vec!["report", "-o", "markdown"],
+    ] {
+        let mut args = args.clone();
+        args.extend(["--since", since.as_str(), "--until", until.as_str()]);
+        if args[0] != "pulse" {
+            args.extend(records);
+        }
+        same_everywhere(&ways[..2], &args, &[]);
+    }
+}
+
+/// `n` notifications submitted to the database with `runtime submit`.
+fn submit(database: &postgres::Database, n: usize, channels: &str) -> Vec<String> {
+    (0..n)
+        .map(|i| {
+            let out = run(&mut database.unsctl(&[
+                "runtime",
+                "submit",
+                "--channel",
+                channels,
+                "--recipient",
+                &format!("r{i}@example.com"),
+                "--subject",
+                "pg",
+                "-o",
+                "json",
+            ]));
+            assert!(
+                out.status.success(),
+                "submit: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            serde_json::from_slice::<Value>(&out.stdout).expect("submitted")["id"]
+                .as_str()
+                .expect("id")
+                .to_string()
+        })
+        .collect()
+}
+
+#[test]
+fn bad_databases_are_refused_with_their_exit_code_and_nothing_is_written() {
+    let cluster = postgres::cluster();
+    // Not a UNS store: another application's tables.
+    let other = cluster.database();
+    other
+        .client()
+        .batch_execute("CREATE TABLE invoices (id BIGINT PRIMARY KEY, total NUMERIC)")
+        .expect("another application's table");
+    for args in [
+        vec!["dlq", "triage"],
+        vec![
+            "runtime",
+            "serve",
+            "--no-worker",
+            "--insecure-no-auth",
+            "--listen",
+            "127.0.0.1:0",
+        ],
+    ] {
+        let out = run(&mut other.unsctl(&args));
+        let said = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {said}");
+        assert!(said.contains("not a UNS store"), "{args:?}: {said}");
+        assert!(!said.contains(postgres::PASSWORD), "{said}");
+    }
+    let tables: i64 = other
+        .client()
+        .query_one(
+            "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = 'public'",
+            &[],
+        )
+        .expect("tables")
+        .get(0);
+    assert_eq!(
+        tables, 1,
+        "nothing was created beside the other application's table"
+    );
+
+    // A store of a version this unsctl does not know.
+    let newer = cluster.database();
+    submit(&newer, 1, "SLACK");
+    newer
+        .client()
+        .batch_execute("UPDATE uns_schema SET version = 99")
+        .expect("a newer version");
+    let out = run(&mut newer.unsctl(&["dlq", "triage"]));
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    assert!(
+        said.contains("newer than this unsctl understands"),
+        "{said}"
+    );
+
+    // An empty database: read commands find no store there and make none.
+    let empty = cluster.database();
+    let out = run(&mut empty.unsctl(&["dlq", "triage"]));
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    assert!(said.contains("not a UNS store yet"), "{said}");
+    let created: bool = empty
+        .client()
+        .query_one("SELECT to_regclass('uns_schema') IS NOT NULL", &[])
+        .expect("catalogue")
+        .get(0);
+    assert!(!created, "a read made no schema");
+
+    // A refused password: exit 6, the password never printed.
+    let store = cluster.database();
+    submit(&store, 1, "SLACK");
+    let out = run(support::unsctl()
+        .env("PGPASSWORD", "wrong-password-1234")
+        .args(["--db", &store.url, "dlq", "triage"]));
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(6), "{said}");
+    assert!(!said.contains("wrong-password-1234"), "{said}");
+    // A password in the URL is never printed either.
+    let with_password = store.url.replacen("uns@", "uns:wrong-password-1234@", 1);
+    let out = run(support::unsctl().args(["--db", &with_password, "dlq", "triage"]));
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(6), "{said}");
+    assert!(!said.contains("wrong-password-1234"), "{said}");
+
+    // A server that goes away mid-command: the command's read is held by a lock, its
+    // session ended by the server; a clear error, and the store as it was.
+    let mut holder = store.client();
+    let mut hold = holder.transaction().expect("transaction");
+    hold.batch_execute("LOCK TABLE uns_notifications IN ACCESS EXCLUSIVE MODE")
+        .expect("lock");
+    let reader = store
+        .unsctl(&["dlq", "triage"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("triage starts");
+    let mut admin = postgres::cluster().admin();
+    support::wait_until(
+        "the triage to wait on the lock",
+        std::time::Duration::from_secs(30),
+        || {
+            admin
+            .query(
+                "SELECT 1 FROM pg_stat_activity WHERE application_name = 'unsctl' AND wait_event_type = 'Lock' AND datname = $1",
+                &[&store.name],
+            )
+            .is_ok_and(|rows| !rows.is_empty())
+        },
+    );
+    admin
+        .execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'unsctl' AND datname = $1",
+            &[&store.name],
+        )
+        .expect("terminate");
+    let out = reader.wait_with_output().expect("triage ends");
+    hold.rollback().expect("rollback");
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    assert!(
+        said.contains("went away") || said.contains("terminat"),
+        "{said}"
+    );
+    let rows: i64 = store
+        .client()
+        .query_one("SELECT COUNT(*) FROM uns_events", &[])
+        .expect("count")
+        .get(0);
+    assert_eq!(
+        rows, 1,
+        "the store holds its one SUBMITTED event and nothing more"
+    );
+}
+
+#[test]
+fn a_store_is_copied_unchanged_or_not_at_all() {
+    let dir = tempfile::tempdir().expect("dir");
+    let file = dir.path().join("uns.db");
+    generated::generate(&file, 30).expect("store");
+    // A note, so the copy carries the record too.
+    let out = run(support::unsctl().arg("--db").arg(&file).args([
+        "note",
+        "relay restarted",
+        "--fixed",
+        "--operator",
+        "oncall-jane",
+    ]));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let database = postgres::cluster().database();
+    let out = run(support::unsctl()
+        .env("PGPASSWORD", postgres::PASSWORD)
+        .args(["store", "copy", "--from"])
+        .arg(&file)
+        .args(["--to", &database.url, "-o", "json"]));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let copied: Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(copied["notifications"], 30);
+    assert_eq!(copied["notes"], 1);
+    assert!(!String::from_utf8_lossy(&out.stdout).contains(postgres::PASSWORD));
+    // Every value as it was: SQLite's dump and PostgreSQL's, row by row.
+    let sqlite = rusqlite::Connection::open(&file).expect("file");
+    let mut pg = database.client();
+    let from: Vec<(i64, String, f64, String)> = sqlite
+        .prepare("SELECT id, notification_id, at, payload FROM uns_events ORDER BY id")
+        .expect("events")
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
+        .expect("rows")
+        .collect::<Result<_, _>>()
+        .expect("rows");
+    let to: Vec<(i64, String, f64, String)> = pg
+        .query(
+            "SELECT id, notification_id, at, payload FROM uns_events ORDER BY id",
+            &[],
+        )
+        .expect("events")
+        .iter()
+        .map(|r| (r.get(0), r.get(1), r.get(2), r.get(3)))
+        .collect();
+    assert_eq!(from.len(), copied["events"].as_u64().unwrap_or(0) as usize);
+    assert_eq!(from, to);
+    let rowids: Vec<(i64, String)> = sqlite
+        .prepare("SELECT rowid, id FROM uns_notifications ORDER BY rowid")
+        .expect("rows")
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .expect("rows")
+        .collect::<Result<_, _>>()
+        .expect("rows");
+    let pg_rowids: Vec<(i64, String)> = pg
+        .query(
+            "SELECT rowid, id FROM uns_notifications ORDER BY rowid",
+            &[],
+        )
+        .expect("rows")
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect();
+    assert_eq!(rowids, pg_rowids);
+    // New events go on after the copied ones.
+    let id = &rowids[0].1;
+    let out = run(&mut database.unsctl(&["note", "after the copy"]));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let next: i64 = pg
+        .query_one("SELECT MAX(id) FROM uns_notes", &[])
+        .expect("notes")
+        .get(0);
+    assert_eq!(next, 2, "the note after the copy follows the copied one");
+    // The history is evidence: the database refuses to rewrite or delete it.
+    for statement in [
+        "UPDATE uns_events SET kind = 'X' WHERE id = 1".to_string(),
+        "DELETE FROM uns_events WHERE id = 1".into(),
+        "TRUNCATE uns_events CASCADE".into(),
+        format!("DELETE FROM uns_notifications WHERE id = '{id}'"),
+        "DELETE FROM uns_notes".into(),
+    ] {
+        let err = pg.batch_execute(&statement).expect_err(&statement);
+        let said = err
+            .as_db_error()
+            .map(|e| e.message().to_string())
+            .unwrap_or_default();
+        assert!(
+            said.contains("append-only") || said.contains("never deleted"),
+            "{statement}: {err:?}"
+        );
+    }
+    // A second copy into the same database: refused, nothing added.
+    let out = run(support::unsctl()
+        .env("PGPASSWORD", postgres::PASSWORD)
+        .args(["store", "copy", "--from"])
+        .arg(&file)
+        .args(["--to", &database.url]));
+    assert_eq!(
+        out.status.code(),
+        Some(4),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not empty"));
+    // A store holding what PostgreSQL's types cannot keep unchanged: every such value
+    // named, and nothing copied.
+    let hostile = dir.path().join("hostile.db");
+    std::fs::copy(&file, &hostile).expect("copy");
+    let nul: i64 = {
+        let conn = rusqlite::Connection::open(&hostile).expect("hostile");
+        conn.execute_batch(
+            "INSERT INTO uns_events (notification_id, at, kind, payload)
+               SELECT id, 1.0, 'ODD', CAST(X'7B2261223A2200227D' AS TEXT) FROM uns_notifications LIMIT 1;
+             UPDATE uns_notifications SET attempts = 'three' WHERE rowid = 1;",
+        )
+        .expect("hostile values");
+        conn.query_row("SELECT MAX(id) FROM uns_events", [], |r| r.get(0))
+            .expect("id")
+    };
+    let empty = postgres::cluster().database();
+    let out = run(support::unsctl()
+        .env("PGPASSWORD", postgres::PASSWORD)
+        .args(["store", "copy", "--from"])
+        .arg(&hostile)
+        .args(["--to", &empty.url]));
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(4), "{said}");
+    assert!(
+        said.contains(&format!(
+            "uns_events id {nul}: payload: text with a NUL byte"
+        )),
+        "{said}"
+    );
+    assert!(
+        said.contains("uns_notifications rowid 1: attempts: a Text value"),
+        "{said}"
+    );
+    let made: bool = empty
+        .client()
+        .query_one("SELECT to_regclass('uns_schema') IS NOT NULL", &[])
+        .expect("catalogue")
+        .get(0);
+    assert!(!made, "nothing was written, not even the schema");
+}
+
+/// A `runtime serve` process on the database: its API, and a worker of four.
+struct Serve {
+    child: std::process::Child,
+    url: String,
+    stopped: bool,
+}
+
+impl Serve {
+    fn start(database: &postgres::Database, fakes: &Fakes, name: &str, extra: &[&str]) -> Self {
+        let port = support::free_port();
+        let child = database
+            .unsctl(&[
+                "runtime",
+                "serve",
+                "--listen",
+                &format!("127.0.0.1:{port}"),
+                "--concurrency",
+                "4",
+                "--poll-ms",
+                "20",
+                "--worker-id",
+                name,
+                "--lease-seconds",
+                "2",
+                "--min-io-timeout",
+                "60",
+                "--backoff-base",
+                "0.05",
+                "--backoff-max",
+                "0.1",
+            ])
+            .args(extra)
+            .env("UNS_API_KEY", support::KEY)
+            .env("UNS_SLACK_WEBHOOK_URL", fakes.slack_url())
+            .env("UNS_LOG", "warn")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("runtime serve starts");
+        let addr: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().expect("addr");
+        support::wait_for_port(addr);
+        Self {
+            child,
+            url: format!("http://{addr}"),
+            stopped: false,
+        }
+    }
+
+    fn signal(&mut self, signal: &str) {
+        let status = support::launch("/usr/bin/kill")
+            .args([signal, &self.child.id().to_string()])
+            .status()
+            .expect("kill");
+        assert!(status.success(), "kill {signal}");
+        self.stopped = signal == "-STOP";
+    }
+
+    /// GET `path` of this server's API: its status and its bytes.
+    fn get(&self, path: &str) -> (u16, Vec<u8>) {
+        unsctl::runtime::adapters::init_tls();
+        let response = reqwest::blocking::Client::new()
+            .get(format!("{}{path}", self.url))
+            .bearer_auth(support::KEY)
+            .send()
+            .expect("the API answers");
+        (
+            response.status().as_u16(),
+            response.bytes().expect("a body").to_vec(),
+        )
+    }
+}
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        if self.stopped {
+            let _ = support::launch("/usr/bin/kill")
+                .args(["-CONT", &self.child.id().to_string()])
+                .status();
+        }
+        let _ = support::launch("/usr/bin/kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
+        let _ = self.child.wait();
+    }
+}
+
+/// One event as the database holds it.
+#[derive(Debug, Clone)]
+struct Stored {
+    id: i64,
+    notification: String,
+    at: f64,
+    kind: String,
+    payload: Value,
+}
+
+fn history(database: &postgres::Database) -> Vec<Stored> {
+    database
+        .client()
+        .query(
+            "SELECT id, notification_id, at, kind, payload FROM uns_events ORDER BY notification_id, id",
+            &[],
+        )
+        .expect("events")
+        .iter()
+        .map(|row| Stored {
+            id: row.get(0),
+            notification: row.get(1),
+            at: row.get(2),
+            kind: row.get(3),
+            payload: serde_json::from_str(row.get::<_, &str>(4)).expect("payload"),
+        })
+        .collect()
+}
+
+fn open_rows(database: &postgres::Database) -> i64 {
+    database
+        .client()
+        .query_one(
+            "SELECT COUNT(*) FROM uns_notifications WHERE status IN ('PENDING', 'LEASED')",
+            &[],
+        )
+        .expect("count")
+        .get(0)
+}
+
+/// The fencing of §3 read from the history. A channel is started only under the
+/// current lease; a provider's answer is kept under the lease its call was made under
+/// (it is evidence, whenever it came), and one that came after that lease was lost is
+/// followed by LEASE_LOST; only the current lease settles the row; and no two leases
+/// on one notification were live at once (a new claim came after the last one ended
+/// or expired, by the database's clock). Returns how many late answers were fenced.
+fn fenced(events: &[Stored]) -> usize {
+    let mut late = 0;
+    for notification in events.chunk_by(|a, b| a.notification == b.notification) {
+        let name = &notification[0].notification;
+        // The current lease: its token, until when, and whether an event ended it.
+        let mut current: Option<(String, f64, bool)> = None;
+        let mut started = std::collections::HashSet::new();
+        for (n, event) in notification.iter().enumerate() {
+            let token = event.payload["lease_token"].as_str().map(str::to_string);
+            let held = current.as_ref().map(|(held, ..)| held.clone());
+            match event.kind.as_str() {
+                "ATTEMPT_STARTED" => {
+                    if let Some((_, until, ended)) = &current {
+                        assert!(
+                            *ended || event.at >= *until,
+                            "{name}: claimed at {} while the lease until {until} was live",
+                            event.at,
+                        );
+                    }
+                    let until = event.payload["lease_until"].as_f64().expect("lease_until");
+                    current = Some((token.expect("a token"), until, false));
+                }
+                "CHANNEL_ATTEMPT_STARTED" => {
+                    assert_eq!(
+                        token, held,
+                        "{name}: event {} started a channel under a lease that was not current",
+                        event.id
+                    );
+                    started.insert(token);
+                }
+                "CHANNEL_ATTEMPT_RESULT" => {
+                    assert!(
+                        started.contains(&token),
+                        "{name}: event {} answers no call",
+                        event.id
+                    );
+                    if token != held {
+                        late += 1;
+                        let fenced = notification[n..].iter().any(|later| {
+                            later.kind == "LEASE_LOST"
+                                && later.payload["lease_token"].as_str() == token.as_deref()
+                        });
+                        assert!(
+                            fenced,
+                            "{name}: the late answer {} was not fenced",
+                            event.id
+                        );
+                    }
+                }
+                "RETRY_SCHEDULED" | "DELIVERED" | "DEAD_LETTERED" => {
+                    if token.is_some() {
+                        assert_eq!(
+                            token, held,
+                            "{name}: event {} settled under a lease that was not current",
+                            event.id
+                        );
+                    }
+                    if let Some((.., ended)) = current.as_mut() {
+                        *ended = true;
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    late
+}
+
+#[test]
+fn two_processes_on_one_database_fence_a_paused_workers_late_writes() {
+    let fakes = Fakes::start().expect("fakes");
+    fakes
+        .control
+        .set_default(unsctl::lab::fakes::Behavior::Accept);
+    let database = postgres::cluster().database();
+    let ids = submit(&database, 40, "SLACK");
+    let victim = ids[7].clone();
+    // Its first send is taken and answered only on cue: a provider slower than any lease.
+    fakes.control.script(
+        &victim,
+        &[
+            unsctl::lab::fakes::Behavior::Hold,
+            unsctl::lab::fakes::Behavior::Accept,
+        ],
+    );
+    let mut servers = [
+        Serve::start(&database, &fakes, "A", &[]),
+        Serve::start(&database, &fakes, "B", &[]),
+    ];
+    let limit = std::time::Duration::from_secs(60);
+    support::wait_until("the held send to be taken", limit, || {
+        fakes
+            .control
+            .ledger()
+            .iter()
+            .any(|a| a.notification_id.as_deref() == Some(victim.as_str()))
+    });
+    let started = |database: &postgres::Database| -> Vec<Stored> {
+        history(database)
+            .into_iter()
+            .filter(|e| e.notification == victim && e.kind == "ATTEMPT_STARTED")
+            .collect()
+    };
+    let first = started(&database)[0].clone();
+    let holder = first.payload["worker_id"]
+        .as_str()
+        .expect("worker")
+        .to_string();
+    let held_token = first.payload["lease_token"]
+        .as_str()
+        .expect("token")
+        .to_string();
+    let (paused, other) = if holder == "A" { (0, "B") } else { (1, "A") };
+    // The holder pauses mid-call, as a stopped container or a long GC pause does.
+    servers[paused].signal("-STOP");
+    support::wait_until("the other process to reclaim and deliver", limit, || {
+        let reclaimed = started(&database)
+            .iter()
+            .any(|e| e.payload["worker_id"] == other && e.payload["reclaimed"] == true);
+        reclaimed
+            && history(&database)
+                .iter()
+                .any(|e| e.notification == victim && e.kind == "DELIVERED")
+    });
+    // The provider answers the held send, and the paused worker wakes to its answer.
+    fakes.control.release();
+    servers[paused].signal("-CONT");
+    support::wait_until("the late answer to be fenced", limit, || {
+        history(&database).iter().any(|e| {
+            e.notification == victim
+                && e.kind == "LEASE_LOST"
+                && e.payload["lease_token"] == held_token.as_str()
+        })
+    });
+    support::wait_until("every notification to settle", limit, || {
+        open_rows(&database) == 0
+    });
+    let events = history(&database);
+    assert!(fenced(&events) >= 1, "the late answer was kept and fenced");
+    let late: Vec<&str> = events
+        .iter()
+        .filter(|e| e.payload["lease_token"] == held_token.as_str())
+        .map(|e| e.kind.as_str())
+        .collect();
+    assert_eq!(
+        late.last(),
+        Some(&"LEASE_LOST"),
+        "the paused worker's last write was LEASE_LOST: {late:?}"
+    );
+    // Both processes claimed work, and every notification was delivered.
+    for worker in ["A", "B"] {
+        assert!(
+            events
+                .iter()
+                .any(|e| e.kind == "ATTEMPT_STARTED" && e.payload["worker_id"] == worker),
+            "{worker} claimed nothing"
+        );
+    }
+    let delivered = events.iter().filter(|e| e.kind == "DELIVERED").count();
+    assert_eq!(delivered, ids.len());
+    // Any of them answers every route with the same bytes.
+    let until = support::wall_clock();
+    let since = until - 600.0;
+    for path in [
+        format!("{}?include_events=true", unsctl::api::DLQ),
+        format!("{}/{victim}", unsctl::api::RUNTIME_NOTIFICATION),
+        format!("{}?id_prefix=n-", unsctl::api::RUNTIME_NOTIFICATION),
+        format!("{}?limit=1000", unsctl::api::RUNTIME_EVENTS),
+        format!(
+            "{}?since={since}&until={until}&step=60",
+            unsctl::api::RUNTIME_PULSE
+        ),
+        format!(
+            "{}?since={since}&until={until}",
+            unsctl::api::RUNTIME_RECONCILE
+        ),
+        unsctl::api::HEALTHZ.to_string(),
+    ] {
+        let (a, b) = (servers[0].get(&path), servers[1].get(&path));
+        assert_eq!(a.0, 200, "{path}: {}", String::from_utf8_lossy(&a.1));
+        assert!(a == b, "{path}: the two processes answer differently");
+    }
+}
+
+#[test]
+fn a_worker_whose_clock_runs_an_hour_ahead_neither_extends_nor_steals_a_lease() {
+    let fakes = Fakes::start().expect("fakes");
+    fakes
+        .control
+        .set_default(unsctl::lab::fakes::Behavior::Accept);
+    let database = postgres::cluster().database();
+    let ids = submit(&database, 1, "SLACK");
+    let victim = ids[0].clone();
+    fakes.control.script(
+        &victim,
+        &[
+            unsctl::lab::fakes::Behavior::Hold,
+            unsctl::lab::fakes::Behavior::Accept,
+        ],
+    );
+    let mut honest = Serve::start(&database, &fakes, "honest", &[]);
+    let limit = std::time::Duration::from_secs(60);
+    support::wait_until("the honest worker's send to be held", limit, || {
+        !fakes.control.ledger().is_empty()
+    });
+    // The honest process pauses, so only the skewed one can take the notification on.
+    honest.signal("-STOP");
+    // An hour ahead by its own clock, the honest lease looks long expired to it, and a
+    // lease it took would look an hour longer.
+    let ahead = Serve::start(&database, &fakes, "ahead", &["--clock-offset", "3600"]);
+    support::wait_until("the lease to expire and be reclaimed", limit, || {
+        history(&database)
+            .iter()
+            .any(|e| e.kind == "ATTEMPT_STARTED" && e.payload["reclaimed"] == true)
+    });
+    fakes.control.release();
+    honest.signal("-CONT");
+    support::wait_until("the notification to settle", limit, || {
+        open_rows(&database) == 0
+    });
+    support::wait_until("the honest late answer to be fenced", limit, || {
+        history(&database).iter().any(|e| e.kind == "LEASE_LOST")
+    });
+    drop(ahead);
+    drop(honest);
+    let events = history(&database);
+    fenced(&events);
+    let wall = support::wall_clock();
+    for event in &events {
+        // Every time is the database's: none an hour ahead, and every lease as long as
+        // the worker asked for by that clock.
+        assert!(
+            event.at <= wall + 5.0,
+            "{event:?} is stamped by the skewed clock"
+        );
+        if event.kind == "ATTEMPT_STARTED" {
+            let until = event.payload["lease_until"].as_f64().expect("until");
+            assert!(
+                (until - event.at - 2.0).abs() < 0.5,
+                "{event:?}: a lease of {} s, not 2",
+                until - event.at
+            );
+        }
+    }
+    let starts: Vec<&Stored> = events
+        .iter()
+        .filter(|e| e.kind == "ATTEMPT_STARTED")
+        .collect();
+    assert_eq!(starts[0].payload["worker_id"], "honest");
+    // The reclaim came only once the honest lease had run out by the database's clock.
+    let reclaim = starts
+        .iter()
+        .find(|e| e.payload["reclaimed"] == true)
+        .expect("a reclaim");
+    assert_eq!(reclaim.payload["worker_id"], "ahead");
+    let honest_until = starts[0].payload["lease_until"].as_f64().expect("until");
+    assert!(
+        reclaim.at >= honest_until,
+        "reclaimed at {} before the lease ran out at {honest_until}",
+        reclaim.at
+    );
+}
+
+#[test]
+fn the_remediation_sweep_on_postgres_finds_no_unsafe_verdict() {
+    let database = postgres::cluster().database();
+    let out = run(&mut database.unsctl(&[
+        "sweep",
+        "--schedules",
+        "200",
+        "--seed",
+        "20261204",
+        "--verify",
+        "--remediate",
+        "-o",
+        "json",
+    ]));
+    support::the_sweep_was_safe(&out, 200);
+    // It ran on the database, not on a file of its own.
+    let delivered: i64 = database
+        .client()
+        .query_one("SELECT COUNT(*) FROM uns_notifications", &[])
+        .expect("count")
+        .get(0);
+    assert_eq!(delivered, 200);
+}
