@@ -115,7 +115,7 @@ pub fn exit_kind(err: &StoreError) -> ExitKind {
         StoreError::NotFound(_) => ExitKind::NotFound,
         StoreError::Conflict(_) | StoreError::Stale(_) => ExitKind::Conflict,
         StoreError::Refused(_) => ExitKind::Refused,
-        StoreError::Auth(_) => ExitKind::Auth,
+        StoreError::Auth(_) | StoreError::DatabaseAuth(_) => ExitKind::Auth,
         _ => ExitKind::Error,
     }
 }
@@ -136,6 +136,11 @@ impl From<StoreError> for Failure {
             StoreError::Refused(refusal) => Some(refusal.cli_remedy()),
             StoreError::Auth(_) => Some(
                 "check UNS_API_KEY: it must match the key the server was started with".to_string(),
+            ),
+            StoreError::DatabaseAuth(_) => Some(
+                "check PGPASSWORD (or ~/.pgpass, readable by you alone) and the URL's user; \
+                 the server's pg_hba.conf also decides whether TLS is required (sslmode)"
+                    .to_string(),
             ),
             StoreError::InvalidStore(_) => {
                 Some("--db must name a store written by the UNS runtime".to_string())
@@ -211,6 +216,7 @@ mod exit_tests {
             [
                 StoreError::NotFound("n".into()),
                 StoreError::Auth("a".into()),
+                StoreError::DatabaseAuth("a".into()),
                 StoreError::Unavailable("u".into()),
                 StoreError::Invalid("i".into()),
             ]

@@ -145,11 +145,14 @@ pub fn db_backend(db: PathBuf) -> Backend {
             std::fs::metadata(file).is_ok_and(|m| m.permissions().mode() & 0o077 == 0)
         })
         .and_then(|file| std::fs::read_to_string(file).ok());
-    Backend::Postgres(crate::db::pg::Target::new(
-        url,
-        env("PGPASSWORD"),
-        pgpass.as_deref(),
-    ))
+    Backend::Postgres(
+        crate::db::pg::Target::new(url, env("PGPASSWORD"), pgpass.as_deref()).with_tls_environment(
+            crate::db::tls::Asked {
+                mode: env("PGSSLMODE"),
+                root_cert: env("PGSSLROOTCERT"),
+            },
+        ),
+    )
 }
 
 /// Every store the flags, the environment or the context name: `doctor` checks each.

@@ -39,7 +39,17 @@ pub fn said(err: &postgres::Error) -> String {
     match err.as_db_error() {
         Some(db) => format!("{} ({})", db.message(), db.code().code()),
         None => {
-            let text = err.to_string();
+            let mut text = err.to_string();
+            // What the TLS layer or the socket said lies beneath ("error performing TLS
+            // handshake: invalid peer certificate: UnknownIssuer").
+            let mut source = std::error::Error::source(err);
+            while let Some(cause) = source {
+                let cause_text = cause.to_string();
+                if !cause_text.is_empty() && !text.contains(&cause_text) {
+                    text = format!("{text}: {cause_text}");
+                }
+                source = cause.source();
+            }
             if text.is_empty() {
                 "the database connection failed".into()
             } else {

@@ -9,6 +9,7 @@
 
 pub mod error;
 pub mod pg;
+pub mod tls;
 pub mod value;
 
 pub use error::{DbError, DbResult};

@@ -23,6 +23,8 @@ const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 pub struct Target {
     pub url: String,
     pub password: Option<String>,
+    /// `PGSSLMODE` and `PGSSLROOTCERT`, for a URL that names neither.
+    pub tls: super::tls::Asked,
 }
 
 impl std::fmt::Debug for Target {
@@ -41,13 +43,44 @@ impl Target {
     /// database and user. The front end reads the two.
     pub fn new(url: &str, password: Option<String>, pgpass: Option<&str>) -> Self {
         let password = password.filter(|p| !p.is_empty()).or_else(|| {
-            let config: postgres::Config = url.parse().ok()?;
+            let config: postgres::Config = super::tls::split_url(url).0.parse().ok()?;
             pgpass_lookup(pgpass?, &Parts::of(&config))
         });
         Self {
             url: url.to_string(),
             password,
+            tls: super::tls::Asked::default(),
         }
+    }
+
+    /// With the environment's TLS settings (`PGSSLMODE`, `PGSSLROOTCERT`), which the
+    /// URL's own override.
+    pub fn with_tls_environment(mut self, tls: super::tls::Asked) -> Self {
+        self.tls = tls;
+        self
+    }
+
+    /// The client's configuration and the connector the TLS mode asks for.
+    fn configured(
+        &self,
+    ) -> Result<
+        (
+            postgres::Config,
+            Option<tokio_postgres_rustls::MakeRustlsConnect>,
+        ),
+        String,
+    > {
+        let (url, asked) = super::tls::split_url(&self.url);
+        let mut config: postgres::Config = url
+            .parse()
+            .map_err(|err: postgres::Error| format!("not a PostgreSQL URL: {err}"))?;
+        let mode = match asked.mode.or_else(|| self.tls.mode.clone()) {
+            Some(mode) => super::tls::SslMode::parse(&mode)?,
+            None => super::tls::SslMode::Prefer,
+        };
+        let root_cert = asked.root_cert.or_else(|| self.tls.root_cert.clone());
+        config.ssl_mode(mode.negotiated());
+        Ok((config, super::tls::connector(mode, root_cert.as_deref())?))
     }
 }
 
@@ -229,9 +262,7 @@ impl PgConn {
             said,
             refused,
         };
-        let mut config: postgres::Config = target.url.parse().map_err(|err: postgres::Error| {
-            connect(format!("not a PostgreSQL URL: {err}"), false)
-        })?;
+        let (mut config, tls) = target.configured().map_err(|said| connect(said, false))?;
         if let Some(password) = &target.password
             && config.get_password().is_none()
         {
@@ -244,9 +275,11 @@ impl PgConn {
             config.connect_timeout(CONNECT_TIMEOUT);
         }
         config.application_name("unsctl");
-        let client = config
-            .connect(postgres::NoTls)
-            .map_err(|err| connect(said(&err), refused_credentials(&err)))?;
+        let client = match tls {
+            None => config.connect(postgres::NoTls),
+            Some(tls) => config.connect(tls),
+        }
+        .map_err(|err| connect(said(&err), refused_credentials(&err)))?;
         Ok(Self {
             client: RefCell::new(client),
             statements: RefCell::new(HashMap::new()),

@@ -33,6 +33,9 @@ pub enum StoreError {
     Invalid(String),
     #[error("authentication failed: {0}")]
     Auth(String),
+    /// The database refused the credentials (a PostgreSQL store): not the API's key.
+    #[error("authentication failed: {0}")]
+    DatabaseAuth(String),
     #[error("{0}")]
     Unavailable(String),
     #[error("{0}")]
@@ -61,7 +64,7 @@ impl From<crate::db::DbError> for StoreError {
         use crate::db::DbError;
         match err {
             DbError::Sqlite(err) => err.into(),
-            err if err.refused_credentials() => StoreError::Auth(err.to_string()),
+            err if err.refused_credentials() => StoreError::DatabaseAuth(err.to_string()),
             err if err.unreachable() => {
                 StoreError::Unavailable(format!("the database went away: {err}"))
             }
@@ -85,7 +88,7 @@ impl From<crate::db::pg::OpenError> for StoreError {
     fn from(err: crate::db::pg::OpenError) -> Self {
         use crate::db::pg::OpenError;
         match err {
-            err if err.refused_credentials() => StoreError::Auth(err.to_string()),
+            err if err.refused_credentials() => StoreError::DatabaseAuth(err.to_string()),
             OpenError::Connect { .. } | OpenError::Database { .. } => {
                 StoreError::Unavailable(err.to_string())
             }

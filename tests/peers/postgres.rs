@@ -1105,3 +1105,152 @@ fn the_remediation_sweep_on_postgres_finds_no_unsafe_verdict() {
         .get(0);
     assert_eq!(delivered, 200);
 }
+
+/// TLS as libpq's `sslmode` asks, from the URL or `PGSSLMODE`/`PGSSLROOTCERT`: a role
+/// the server accepts only over TLS is read the same as over a plain session when the
+/// mode allows TLS; the `verify-` modes accept the cluster's root and refuse a
+/// stranger's, `verify-full` refuses a name the certificate was not issued for, and
+/// neither trusts anything when no root is named. A refused peer never gets as far as
+/// the password.
+#[test]
+fn tls_is_what_sslmode_asks_and_a_peer_with_an_unknown_certificate_gets_no_password() {
+    let cluster = postgres::cluster();
+    let store = cluster.database();
+    submit(&store, 3, "EMAIL,SLACK");
+    let events = |url: &str, env: &[(&str, &str)]| {
+        let mut command = support::unsctl();
+        command
+            .env("PGPASSWORD", postgres::PASSWORD)
+            .args(["--db", url, "events", "-o", "json"]);
+        for (name, value) in env {
+            command.env(name, value);
+        }
+        run(&mut command)
+    };
+    let plain = events(&store.url, &[]);
+    assert!(
+        plain.status.success(),
+        "{}",
+        String::from_utf8_lossy(&plain.stderr)
+    );
+    let tls_only = |host: &str, query: &str| {
+        format!(
+            "postgres://{}@{host}:{}/{}{query}",
+            postgres::TLS_ONLY_USER,
+            cluster.port,
+            store.name
+        )
+    };
+    let root = cluster.tls.root.display().to_string();
+    let stranger = cluster.tls.stranger_root.display().to_string();
+    let accepted = [
+        (tls_only("127.0.0.1", ""), vec![]),
+        (tls_only("127.0.0.1", "?sslmode=require"), vec![]),
+        (
+            tls_only(
+                "127.0.0.1",
+                &format!("?sslmode=verify-full&sslrootcert={root}"),
+            ),
+            vec![],
+        ),
+        (
+            tls_only("127.0.0.1", ""),
+            vec![
+                ("PGSSLMODE", "verify-full"),
+                ("PGSSLROOTCERT", root.as_str()),
+            ],
+        ),
+        // The certificate names 127.0.0.1 only: verify-ca checks the chain, not the name.
+        (
+            tls_only(
+                "localhost",
+                &format!("?sslmode=verify-ca&sslrootcert={root}"),
+            ),
+            vec![],
+        ),
+    ];
+    for (url, env) in &accepted {
+        let out = events(url, env);
+        assert!(
+            out.status.success(),
+            "{url} {env:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(out.stdout, plain.stdout, "{url} {env:?}: the same bytes");
+    }
+    // doctor says which it was, and reads the store through it.
+    for (url, says) in [
+        (store.url.clone(), "TLS"),
+        (format!("{}?sslmode=disable", store.url), "not encrypted"),
+    ] {
+        let out = run(support::unsctl()
+            .env("PGPASSWORD", postgres::PASSWORD)
+            .args(["doctor", "--db", &url]));
+        let printed = String::from_utf8_lossy(&out.stdout);
+        let line = printed
+            .lines()
+            .find(|line| line.contains(" store "))
+            .unwrap_or_else(|| panic!("no store check: {printed}"));
+        assert!(line.starts_with("ok "), "{line}");
+        assert!(line.contains("schema v3, PostgreSQL "), "{line}");
+        assert!(line.contains(&format!(", {says}, writable")), "{line}");
+        assert!(
+            printed
+                .lines()
+                .any(|line| line.contains(" backlog ") && line.starts_with("ok ")),
+            "the store's health read through it: {printed}"
+        );
+    }
+    let refused = [
+        // In the clear, the server refuses the role: TLS was really in use above.
+        (
+            tls_only("127.0.0.1", "?sslmode=disable"),
+            vec![],
+            "no encryption",
+        ),
+        (
+            tls_only(
+                "127.0.0.1",
+                &format!("?sslmode=verify-full&sslrootcert={stranger}"),
+            ),
+            vec![],
+            "certificate",
+        ),
+        // The environment's mode, for a URL that names none (the URL's would win).
+        (
+            tls_only("127.0.0.1", ""),
+            vec![("PGSSLMODE", "disable")],
+            "no encryption",
+        ),
+        (
+            tls_only(
+                "localhost",
+                &format!("?sslmode=verify-full&sslrootcert={root}"),
+            ),
+            vec![],
+            "certificate",
+        ),
+        (
+            tls_only("127.0.0.1", "?sslmode=verify-full"),
+            vec![],
+            "sslrootcert",
+        ),
+        (tls_only("127.0.0.1", "?sslmode=always"), vec![], "sslmode"),
+    ];
+    for (url, env, says) in &refused {
+        let out = events(url, env);
+        let said = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{url} {env:?}: refused");
+        if *says == "no encryption" {
+            // The server refused the session: exit 6, and the hint is the database's.
+            assert_eq!(out.status.code(), Some(6), "{said}");
+            assert!(
+                said.contains("sslmode") && !said.contains("UNS_API_KEY"),
+                "{said}"
+            );
+        }
+        assert!(out.stdout.is_empty(), "{url} {env:?}: nothing read");
+        assert!(said.contains(says), "{url} {env:?}: {said}");
+        assert!(!said.contains(postgres::PASSWORD), "{said}");
+    }
+}

@@ -19,9 +19,13 @@ use std::time::Duration;
 pub const USER: &str = "uns";
 pub const PASSWORD: &str = "pg-test-password-7f3a";
 
+/// A role the cluster accepts only over TLS (its password is [`PASSWORD`]).
+pub const TLS_ONLY_USER: &str = "uns_tls_only";
+
 pub struct Cluster {
     pub port: u16,
     pub bin: PathBuf,
+    pub tls: Tls,
     /// Closing it stops the server (see the module's note).
     _lifeline: Mutex<ChildStdin>,
 }
@@ -110,6 +114,15 @@ impl Cluster {
             "initdb failed: {}",
             String::from_utf8_lossy(&out.stderr)
         );
+        let tls = Tls::make(&dir);
+        // The TLS-only role may not connect in the clear (first matching rule wins).
+        let hba = data.join("pg_hba.conf");
+        let rules = std::fs::read_to_string(&hba).expect("pg_hba.conf");
+        std::fs::write(
+            &hba,
+            format!("hostnossl all {TLS_ONLY_USER} 127.0.0.1/32 reject\n{rules}"),
+        )
+        .expect("pg_hba.conf");
         let port = super::free_port();
         let log = dir.join("server.log");
         // The shell: the server in the background, until the harness's pipe closes.
@@ -131,6 +144,11 @@ rm -rf "$dir""#;
             .args(["-c", "unix_socket_directories="])
             .args(["-c", "fsync=off", "-c", "synchronous_commit=off"])
             .args(["-c", "full_page_writes=off", "-c", "max_connections=300"])
+            .args(["-c", "ssl=on"])
+            .arg("-c")
+            .arg(format!("ssl_cert_file={}", tls.server_cert.display()))
+            .arg("-c")
+            .arg(format!("ssl_key_file={}", tls.server_key.display()))
             .stdin(Stdio::piped())
             .stdout(Stdio::null())
             .stderr(Stdio::null());
@@ -142,6 +160,7 @@ rm -rf "$dir""#;
         let cluster = Self {
             port,
             bin,
+            tls,
             _lifeline: Mutex::new(lifeline),
         };
         let ready = super::wait_for(Duration::from_secs(60), || cluster.admin_client().is_ok());
@@ -150,6 +169,12 @@ rm -rf "$dir""#;
             "the private PostgreSQL did not come up: {}",
             std::fs::read_to_string(&log).unwrap_or_default()
         );
+        cluster
+            .admin()
+            .batch_execute(&format!(
+                "CREATE ROLE {TLS_ONLY_USER} LOGIN SUPERUSER PASSWORD '{PASSWORD}'"
+            ))
+            .expect("the TLS-only role");
         cluster
     }
 
@@ -259,6 +284,91 @@ impl Drop for Cluster {
     fn drop(&mut self) {
         if let Ok(mut lifeline) = self._lifeline.lock() {
             let _ = lifeline.write_all(b"stop\n");
+        }
+    }
+}
+
+/// The cluster's TLS: a root of its own that signed the server's certificate (issued
+/// for 127.0.0.1 only, not for `localhost`), and a stranger's root that signed nothing
+/// of it.
+pub struct Tls {
+    pub root: PathBuf,
+    pub stranger_root: PathBuf,
+    server_cert: PathBuf,
+    server_key: PathBuf,
+}
+
+impl Tls {
+    fn make(dir: &Path) -> Self {
+        let tls = dir.join("tls");
+        std::fs::create_dir(&tls).expect("the TLS directory");
+        let openssl = |args: &[&str]| {
+            let out = Command::new("openssl")
+                .args(args)
+                .current_dir(&tls)
+                .stdin(Stdio::null())
+                .output()
+                .expect("openssl (./test installs it)");
+            assert!(
+                out.status.success(),
+                "openssl {args:?}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        };
+        let key = [
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+            "-nodes",
+        ];
+        for (name, subject) in [
+            ("root", "/CN=uns test root"),
+            ("stranger", "/CN=a stranger"),
+        ] {
+            let (key_file, cert_file) = (format!("{name}.key"), format!("{name}.crt"));
+            let mut args = vec!["req", "-x509", "-days", "30", "-subj", subject];
+            args.extend(key);
+            args.extend(["-keyout", &key_file, "-out", &cert_file]);
+            openssl(&args);
+        }
+        std::fs::write(tls.join("san.ext"), "subjectAltName=IP:127.0.0.1\n").expect("san");
+        let mut args = vec!["req", "-subj", "/CN=uns test server"];
+        args.extend(key);
+        args.extend(["-keyout", "server.key", "-out", "server.csr"]);
+        openssl(&args);
+        openssl(&[
+            "x509",
+            "-req",
+            "-in",
+            "server.csr",
+            "-CA",
+            "root.crt",
+            "-CAkey",
+            "root.key",
+            "-CAcreateserial",
+            "-days",
+            "30",
+            "-extfile",
+            "san.ext",
+            "-out",
+            "server.crt",
+        ]);
+        let server_key = tls.join("server.key");
+        // The server reads its key only when no one else can.
+        std::fs::set_permissions(
+            &server_key,
+            std::os::unix::fs::PermissionsExt::from_mode(0o600),
+        )
+        .expect("key mode");
+        chown_to_runner(&tls);
+        chown_to_runner(&server_key);
+        chown_to_runner(&tls.join("server.crt"));
+        Self {
+            root: tls.join("root.crt"),
+            stranger_root: tls.join("stranger.crt"),
+            server_cert: tls.join("server.crt"),
+            server_key,
         }
     }
 }

@@ -3,6 +3,7 @@
 use crate::cli::backend::Invocation;
 use crate::cli::backend::{self, Named};
 use crate::cli::error::{CliError, CliResult};
+use crate::db::pg::Target;
 use crate::render::output::{Output, View, counted, print};
 use crate::render::time;
 use crate::runtime::adapters::email::StartTls;
@@ -12,6 +13,7 @@ use crate::store::Store;
 use crate::store::StoreError;
 use crate::store::direct::DirectStore;
 use crate::store::http::HttpStore;
+use crate::store::place::Backend;
 use lettre::transport::smtp::authentication::{Credentials, Mechanism};
 use lettre::transport::smtp::client::{SmtpConnection, TlsParameters};
 use lettre::transport::smtp::extension::ClientId;
@@ -161,6 +163,79 @@ fn store_check(path: &PathBuf) -> Check {
         );
     }
     check("store", Level::Ok, detail, None)
+}
+
+/// A PostgreSQL store (DESIGN §12): reached with the operator's credentials in a
+/// read-only session, a UNS store of this version; whether the session is encrypted, and
+/// whether the role may write (resolve and replay need it). The store, to read on.
+fn database_check(target: &Target) -> (Check, Option<DirectStore>) {
+    let shown = crate::db::pg::shown(&target.url);
+    let store = match DirectStore::open_postgres(target, false) {
+        Ok(store) => store,
+        Err(err) => {
+            let hint = match &err {
+                StoreError::DatabaseAuth(_) => {
+                    "check PGPASSWORD (or ~/.pgpass, readable by you alone), the URL's user and sslmode"
+                }
+                StoreError::Unavailable(_) => {
+                    "is the database up, and does the URL name its host and port?"
+                }
+                _ => "point --db or UNS_DB_FILE at the runtime's database",
+            };
+            return (
+                check("store", Level::Fail, err.to_string(), Some(hint)),
+                None,
+            );
+        }
+    };
+    let facts = store.db().row(
+        "SELECT (SELECT version FROM uns_schema), current_setting('server_version'),
+                CASE WHEN COALESCE((SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()), false)
+                     THEN 1 ELSE 0 END,
+                CASE WHEN has_table_privilege('uns_events', 'INSERT')
+                      AND has_table_privilege('uns_notifications', 'UPDATE') THEN 1 ELSE 0 END",
+        &[],
+        |row| {
+            let integer = |i| match row.cell(i) {
+                Ok(rusqlite::types::ValueRef::Integer(n)) => n,
+                _ => 0,
+            };
+            let server = match row.cell(1) {
+                Ok(rusqlite::types::ValueRef::Text(text)) => {
+                    crate::render::sanitize::cleaned(&String::from_utf8_lossy(text))
+                }
+                _ => "?".into(),
+            };
+            Ok((integer(0), server, integer(2) == 1, integer(3) == 1))
+        },
+    );
+    let Ok(Some((version, server, encrypted, writable))) = facts else {
+        return (
+            check(
+                "store",
+                Level::Fail,
+                format!("{}: its catalogue cannot be read", shown),
+                None,
+            ),
+            None,
+        );
+    };
+    let detail = format!(
+        "{shown}: schema v{version}, PostgreSQL {server}, {}, {}",
+        if encrypted { "TLS" } else { "not encrypted" },
+        if writable { "writable" } else { "read-only" }
+    );
+    let check = if writable {
+        check("store", Level::Ok, detail, None)
+    } else {
+        check(
+            "store",
+            Level::Warn,
+            detail,
+            Some("reads work; resolve and replay need a role that may write the store"),
+        )
+    };
+    (check, Some(store))
 }
 
 /// The API's checks and, when it answers, its reading of the runtime. Failures are
@@ -633,11 +708,22 @@ fn store_checks(named: &Named, args: &Args, window: f64) -> (Vec<Check>, InUse) 
         health = read;
     }
     if let Some(path) = &named.db {
-        checks.push(store_check(path));
-        if health.is_none() {
-            health = DirectStore::open_read_only(path)
-                .and_then(|store| store.health(window, None))
-                .ok();
+        match backend::db_backend(path.clone()) {
+            Backend::Postgres(target) => {
+                let (check, store) = database_check(&target);
+                checks.push(check);
+                if health.is_none() {
+                    health = store.and_then(|store| store.health(window, None).ok());
+                }
+            }
+            _ => {
+                checks.push(store_check(path));
+                if health.is_none() {
+                    health = DirectStore::open_read_only(path)
+                        .and_then(|store| store.health(window, None))
+                        .ok();
+                }
+            }
         }
     }
     match &health {
