@@ -65,6 +65,9 @@ pub enum Command {
     Pulse(pulse::Args),
     Report(report::Args),
     Note(note::Args),
+    /// Move a store between engines: a SQLite file into PostgreSQL
+    ///
+    /// Example: unsctl store copy --from uns.db --to postgres://uns@db.internal/uns
     #[command(subcommand)]
     Store(store::Command),
     #[command(subcommand)]

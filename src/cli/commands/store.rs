@@ -10,7 +10,7 @@ use crate::store::StoreError;
 use crate::store::place::Backend;
 use std::path::PathBuf;
 
-/// Move a store between engines
+/// The store between engines
 #[derive(Debug, clap::Subcommand)]
 pub enum Command {
     Copy(CopyArgs),
