@@ -23,7 +23,7 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 use support::postgres;
-use unsctl::lab::fakes::{Fakes, SLACK_BOT_ID, SLACK_CHANNEL, SLACK_TOKEN};
+use unsctl::lab::fakes::Fakes;
 
 /// The rows triage needs, as the issue streams them with psql.
 const ROWS_TRIAGE_NEEDS: &str = "COPY (SELECT e.id, e.notification_id, e.at, e.kind, e.payload \
@@ -69,10 +69,7 @@ fn worker(db: &str, fakes: &Fakes, name: &str) -> anyhow::Result<Child> {
         ])
         .args(["--poll-ms", "5", "--worker-id", name])
         .env("PGPASSWORD", postgres::PASSWORD)
-        .env("UNS_SLACK_API_URL", fakes.slack_api_url())
-        .env("UNS_SLACK_BOT_TOKEN", SLACK_TOKEN)
-        .env("UNS_SLACK_CHANNEL", SLACK_CHANNEL)
-        .env("UNS_SLACK_BOT_ID", SLACK_BOT_ID)
+        .env("UNS_SLACK_WEBHOOK_URL", fakes.slack_url())
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -163,7 +160,8 @@ fn queue(db: &Path, notifications: usize) -> anyhow::Result<()> {
     use unsctl::clock::{Clock, SystemClock};
     use unsctl::runtime::engine::{self, NewNotification};
     let conn = unsctl::runtime::schema::open(db, unsctl::runtime::schema::OpenMode::Create)?;
-    conn.execute_batch("BEGIN")?;
+    // Each submission is a transaction of its own; the queue is made once.
+    conn.execute_batch("PRAGMA synchronous = OFF")?;
     for n in 0..notifications {
         engine::submit(
             &unsctl::db::Db::Sqlite(&conn),
@@ -176,15 +174,21 @@ fn queue(db: &Path, notifications: usize) -> anyhow::Result<()> {
             },
         )?;
     }
-    conn.execute_batch("COMMIT")?;
     Ok(())
 }
 
 fn triage(cluster: &postgres::Cluster, entries: usize) -> anyhow::Result<()> {
+    // POSTGRES_BENCH_DIR keeps the generated store there, for another reader to be run
+    // on the very same data.
     let dir = tempfile::tempdir()?;
-    let db = dir.path().join("big.db");
+    let db = match std::env::var_os("POSTGRES_BENCH_DIR") {
+        Some(kept) => std::path::PathBuf::from(kept).join("big.db"),
+        None => dir.path().join("big.db"),
+    };
     let made = Instant::now();
-    generated::generate(&db, entries)?;
+    if !db.exists() {
+        generated::generate(&db, entries)?;
+    }
     let database = cluster.database();
     database.copy_from(&db);
     let events: i64 = database

@@ -137,8 +137,46 @@ pub struct Measured {
     pub success: bool,
 }
 
-/// Runs `command` to completion with its output to /dev/null; wall time and peak RSS.
+/// Runs `command` to completion with its output read and dropped; wall time and peak
+/// RSS.
+///
+/// The peak is GNU time's reading where it is installed: a child's `ru_maxrss` starts at
+/// the high-water mark of the process that spawned it (Linux keeps it across fork and
+/// exec), so a benchmark that holds a generated store would be charged to the command.
+/// `time` is a small process, and what it spawns starts from its size.
 pub fn measure(command: &mut Command) -> anyhow::Result<Measured> {
+    const TIME: &str = "/usr/bin/time";
+    if !Path::new(TIME).exists() {
+        return measure_directly(command);
+    }
+    let peak = tempfile::NamedTempFile::new()?;
+    let mut timed = Command::new(TIME);
+    timed
+        .args(["-q", "-f", "%M", "-o"])
+        .arg(peak.path())
+        .arg(command.get_program())
+        .args(command.get_args());
+    for (name, value) in command.get_envs() {
+        match value {
+            Some(value) => timed.env(name, value),
+            None => timed.env_remove(name),
+        };
+    }
+    if let Some(dir) = command.get_current_dir() {
+        timed.current_dir(dir);
+    }
+    let mut measured = measure_directly(&mut timed)?;
+    let reading = std::fs::read_to_string(peak.path())?;
+    measured.max_rss_kib = reading
+        .lines()
+        .filter_map(|line| line.trim().parse::<i64>().ok())
+        .next_back()
+        .ok_or_else(|| anyhow::anyhow!("GNU time printed no peak: {reading:?}"))?;
+    Ok(measured)
+}
+
+/// [`measure`] by `wait4` alone: the peak includes the spawning process's.
+fn measure_directly(command: &mut Command) -> anyhow::Result<Measured> {
     let start = Instant::now();
     // Output goes to a pipe that is read, never to /dev/null: GNU grep stops at its first
     // match when it sees its output thrown away, which would make a floor of nothing.

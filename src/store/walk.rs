@@ -93,6 +93,27 @@ fn columns(rows: Rows<'_>, dialect: Dialect) -> String {
     }
 }
 
+/// `columns` (a select list) cut into its columns: at the commas outside parentheses
+/// and quotes.
+fn split_columns(columns: &str) -> Vec<&str> {
+    let mut parts = Vec::new();
+    let (mut depth, mut quoted, mut start) = (0i32, false, 0);
+    for (at, byte) in columns.bytes().enumerate() {
+        match byte {
+            b'\'' => quoted = !quoted,
+            b'(' if !quoted => depth += 1,
+            b')' if !quoted => depth -= 1,
+            b',' if !quoted && depth == 0 => {
+                parts.push(columns[start..at].trim());
+                start = at + 1;
+            }
+            _ => {}
+        }
+    }
+    parts.push(columns[start..].trim());
+    parts
+}
+
 /// Streams one join of the selected rows and their events from PostgreSQL, in the
 /// walk's order: the row id, [`EVENT_COLUMNS`] (NULL when the entry has no events), then
 /// the entry's columns, copied from its first line.
@@ -111,10 +132,28 @@ fn stream(
         by_rowid: None,
         current: None,
     };
+    // Each entry's columns are worked out once (its message's JSON taken apart on the
+    // server, in the index's order) and sent on its first line only: the later lines
+    // carry NULLs, which the batcher never reads. The id is the table's key, so it
+    // orders the entries alone.
+    let named: Vec<String> = split_columns(&columns)
+        .iter()
+        .enumerate()
+        .map(|(i, column)| format!("{column} AS c{i}"))
+        .collect();
+    let firsts: Vec<String> = (0..named.len())
+        .map(|i| format!("CASE WHEN w.line = 1 THEN w.c{i} END"))
+        .collect();
     let sql = format!(
-        "SELECT n.rowid, {EVENT_COLUMNS}, {columns}
-         FROM uns_notifications n LEFT JOIN uns_events e ON e.notification_id = n.id
-         WHERE {filter} ORDER BY n.id, n.rowid, e.id"
+        "SELECT w.rowid, w.event_id, w.at, w.kind, w.payload, {firsts}
+         FROM (SELECT n.*, e.id AS event_id, e.at, e.kind, e.payload,
+                      row_number() OVER (PARTITION BY n.id ORDER BY e.id) AS line
+               FROM (SELECT n.rowid, n.id, {named} FROM uns_notifications n
+                     WHERE {filter} ORDER BY n.id OFFSET 0) n
+               LEFT JOIN uns_events e ON e.notification_id = n.id) w
+         ORDER BY w.id, w.event_id",
+        firsts = firsts.join(", "),
+        named = named.join(", "),
     );
     let mut taken = Ok(true);
     conn.stream(&sql, &params, &mut |row| {
@@ -326,4 +365,29 @@ fn entry_batch(batch: &Batch, selection: &Selection, visit: &mut EntryVisit<'_>)
         visit(row, &events)?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_select_list_is_cut_at_its_own_commas_only() {
+        let columns = columns(
+            Rows::Dlq(&Selection::default()),
+            crate::db::Dialect::Postgres,
+        );
+        let cut = split_columns(&columns);
+        assert_eq!(cut.len(), NOTIFICATION_WIDTH, "{cut:?}");
+        assert_eq!(cut[0], "n.rowid");
+        assert!(
+            cut[9].starts_with("CASE WHEN") && cut[9].ends_with("END"),
+            "{}",
+            cut[9]
+        );
+        assert_eq!(
+            split_columns("a, f(b, ','), 'x)(', c"),
+            ["a", "f(b, ',')", "'x)('", "c"]
+        );
+    }
 }
