@@ -116,6 +116,7 @@ pub fn exit_kind(err: &StoreError) -> ExitKind {
         StoreError::Conflict(_) | StoreError::Stale(_) => ExitKind::Conflict,
         StoreError::Refused(_) => ExitKind::Refused,
         StoreError::Auth(_) | StoreError::DatabaseAuth(_) => ExitKind::Auth,
+        StoreError::Usage(_) => ExitKind::Usage,
         _ => ExitKind::Error,
     }
 }
@@ -217,6 +218,7 @@ mod exit_tests {
                 StoreError::NotFound("n".into()),
                 StoreError::Auth("a".into()),
                 StoreError::DatabaseAuth("a".into()),
+                StoreError::Usage("u".into()),
                 StoreError::Unavailable("u".into()),
                 StoreError::Invalid("i".into()),
             ]

@@ -73,7 +73,7 @@ impl Target {
         let (url, asked) = super::tls::split_url(&self.url);
         let mut config: postgres::Config = url
             .parse()
-            .map_err(|err: postgres::Error| format!("not a PostgreSQL URL: {err}"))?;
+            .map_err(|err: postgres::Error| format!("not a PostgreSQL URL: {}", said(&err)))?;
         let mode = match asked.mode.or_else(|| self.tls.mode.clone()) {
             Some(mode) => super::tls::SslMode::parse(&mode)?,
             None => super::tls::SslMode::Prefer,
@@ -204,6 +204,9 @@ fn without_password(url: &str) -> String {
 /// Why a database cannot be used as a store.
 #[derive(Debug, thiserror::Error)]
 pub enum OpenError {
+    /// The URL or its TLS settings cannot be read: the command line is wrong (exit 2).
+    #[error("{url}: {said}")]
+    Url { url: String, said: String },
     #[error("{url}: {said}")]
     Connect {
         url: String,
@@ -262,7 +265,10 @@ impl PgConn {
             said,
             refused,
         };
-        let (mut config, tls) = target.configured().map_err(|said| connect(said, false))?;
+        let (mut config, tls) = target.configured().map_err(|said| OpenError::Url {
+            url: place.clone(),
+            said,
+        })?;
         if let Some(password) = &target.password
             && config.get_password().is_none()
         {

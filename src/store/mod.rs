@@ -36,6 +36,9 @@ pub enum StoreError {
     /// The database refused the credentials (a PostgreSQL store): not the API's key.
     #[error("authentication failed: {0}")]
     DatabaseAuth(String),
+    /// What the command line named cannot be used as given (exit 2).
+    #[error("{0}")]
+    Usage(String),
     #[error("{0}")]
     Unavailable(String),
     #[error("{0}")]
@@ -89,6 +92,7 @@ impl From<crate::db::pg::OpenError> for StoreError {
         use crate::db::pg::OpenError;
         match err {
             err if err.refused_credentials() => StoreError::DatabaseAuth(err.to_string()),
+            OpenError::Url { .. } => StoreError::Usage(err.to_string()),
             OpenError::Connect { .. } | OpenError::Database { .. } => {
                 StoreError::Unavailable(err.to_string())
             }

@@ -1249,6 +1249,10 @@ fn tls_is_what_sslmode_asks_and_a_peer_with_an_unknown_certificate_gets_no_passw
         let out = events(url, env);
         let said = String::from_utf8_lossy(&out.stderr);
         assert!(!out.status.success(), "{url} {env:?}: refused");
+        if *says == "sslmode" || *says == "sslrootcert" {
+            // Settings that cannot be used as given: the command line is wrong.
+            assert_eq!(out.status.code(), Some(2), "{said}");
+        }
         if *says == "no encryption" {
             // The server refused the session: exit 6, and the hint is the database's.
             assert_eq!(out.status.code(), Some(6), "{said}");
