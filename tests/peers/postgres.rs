@@ -894,23 +894,25 @@ fn fenced(events: &[Stored]) -> usize {
     late
 }
 
-#[test]
-fn two_processes_on_one_database_fence_a_paused_workers_late_writes() {
+/// `n` Slack notifications in a database of their own, sent to fakes that accept at
+/// once, but for the first send of the `victim`-th: taken and answered only on cue, a
+/// provider slower than any lease.
+fn one_send_held(n: usize, victim: usize) -> (Fakes, postgres::Database, Vec<String>, String) {
+    use unsctl::lab::fakes::Behavior;
     let fakes = Fakes::start().expect("fakes");
+    fakes.control.set_default(Behavior::Accept);
+    let database = postgres::cluster().database();
+    let ids = submit(&database, n, "SLACK");
+    let victim = ids[victim].clone();
     fakes
         .control
-        .set_default(unsctl::lab::fakes::Behavior::Accept);
-    let database = postgres::cluster().database();
-    let ids = submit(&database, 40, "SLACK");
-    let victim = ids[7].clone();
-    // Its first send is taken and answered only on cue: a provider slower than any lease.
-    fakes.control.script(
-        &victim,
-        &[
-            unsctl::lab::fakes::Behavior::Hold,
-            unsctl::lab::fakes::Behavior::Accept,
-        ],
-    );
+        .script(&victim, &[Behavior::Hold, Behavior::Accept]);
+    (fakes, database, ids, victim)
+}
+
+#[test]
+fn two_processes_on_one_database_fence_a_paused_workers_late_writes() {
+    let (fakes, database, ids, victim) = one_send_held(40, 7);
     let mut servers = [
         Serve::start(&database, &fakes, "A", &[]),
         Serve::start(&database, &fakes, "B", &[]),
@@ -1012,20 +1014,7 @@ fn two_processes_on_one_database_fence_a_paused_workers_late_writes() {
 
 #[test]
 fn a_worker_whose_clock_runs_an_hour_ahead_neither_extends_nor_steals_a_lease() {
-    let fakes = Fakes::start().expect("fakes");
-    fakes
-        .control
-        .set_default(unsctl::lab::fakes::Behavior::Accept);
-    let database = postgres::cluster().database();
-    let ids = submit(&database, 1, "SLACK");
-    let victim = ids[0].clone();
-    fakes.control.script(
-        &victim,
-        &[
-            unsctl::lab::fakes::Behavior::Hold,
-            unsctl::lab::fakes::Behavior::Accept,
-        ],
-    );
+    let (fakes, database, _, _victim) = one_send_held(1, 0);
     let mut honest = Serve::start(&database, &fakes, "honest", &[]);
     let limit = std::time::Duration::from_secs(60);
     support::wait_until("the honest worker's send to be held", limit, || {

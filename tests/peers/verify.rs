@@ -120,6 +120,36 @@ fn deliver_due(db: &Path, adapter: &EmailAdapter, seconds: f64) -> DeliveryResul
 }
 
 /// A notification on `channel` alone, with a budget of one attempt.
+/// A PagerDuty and a Slack notification, each claimed, its channel started, and its
+/// lease taken over once it ran out: a call in doubt on each provider.
+fn lost_mid_call(conn: &rusqlite::Connection) -> Vec<String> {
+    let mut ids = Vec::new();
+    for channel in [Channel::Pagerduty, Channel::Slack] {
+        let id = submit_on(conn, channel);
+        let ClaimOutcome::Claimed(lease) =
+            engine::claim(&Db::Sqlite(conn), now(), "verify-test", LEASE).expect("claim")
+        else {
+            panic!("nothing due");
+        };
+        engine::start_channel(
+            &Db::Sqlite(conn),
+            now(),
+            &lease,
+            channel,
+            &Default::default(),
+        )
+        .expect("start");
+        let _ = engine::claim(
+            &Db::Sqlite(conn),
+            lease.lease_until + 0.01,
+            "verify-test-2",
+            LEASE,
+        );
+        ids.push(id);
+    }
+    ids
+}
+
 fn submit_on(conn: &rusqlite::Connection, channel: Channel) -> String {
     engine::submit(
         &Db::Sqlite(conn),
@@ -1167,30 +1197,7 @@ fn providers_that_lie_are_never_taken_at_their_word() {
     let db = work.path().join("uns.db");
     let conn = schema::open(&db, OpenMode::Create).expect("store");
     // One PAGERDUTY and one SLACK attempt whose calls started and never answered.
-    let mut ids = Vec::new();
-    for channel in [Channel::Pagerduty, Channel::Slack] {
-        let id = submit_on(&conn, channel);
-        let ClaimOutcome::Claimed(lease) =
-            engine::claim(&Db::Sqlite(&conn), now(), "verify-test", LEASE).expect("claim")
-        else {
-            panic!("nothing due");
-        };
-        engine::start_channel(
-            &Db::Sqlite(&conn),
-            now(),
-            &lease,
-            channel,
-            &Default::default(),
-        )
-        .expect("start");
-        let _ = engine::claim(
-            &Db::Sqlite(&conn),
-            lease.lease_until + 0.01,
-            "verify-test-2",
-            LEASE,
-        );
-        ids.push(id);
-    }
+    let ids = lost_mid_call(&conn);
     assert_eq!(branch(&db, &ids[0]), "VERIFY");
     support::wait_past("every attempt's window to close", leases_end(&db));
     let (pd, slack) = (ids[0].clone(), ids[1].clone());
@@ -1552,30 +1559,7 @@ fn answers_that_are_not_answers_prove_nothing() {
     let work = tempfile::tempdir().expect("dir");
     let db = work.path().join("uns.db");
     let conn = schema::open(&db, OpenMode::Create).expect("store");
-    let mut ids = Vec::new();
-    for channel in [Channel::Pagerduty, Channel::Slack] {
-        let id = submit_on(&conn, channel);
-        let ClaimOutcome::Claimed(lease) =
-            engine::claim(&Db::Sqlite(&conn), now(), "verify-test", LEASE).expect("claim")
-        else {
-            panic!("nothing due");
-        };
-        engine::start_channel(
-            &Db::Sqlite(&conn),
-            now(),
-            &lease,
-            channel,
-            &Default::default(),
-        )
-        .expect("start");
-        let _ = engine::claim(
-            &Db::Sqlite(&conn),
-            lease.lease_until + 0.01,
-            "verify-test-2",
-            LEASE,
-        );
-        ids.push(id);
-    }
+    let ids = lost_mid_call(&conn);
     drop(conn);
     support::wait_past("every attempt's window to close", leases_end(&db));
     let (pd, slack) = (ids[0].clone(), ids[1].clone());
