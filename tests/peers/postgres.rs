@@ -1255,3 +1255,105 @@ fn tls_is_what_sslmode_asks_and_a_peer_with_an_unknown_certificate_gets_no_passw
         assert!(!said.contains(postgres::PASSWORD), "{said}");
     }
 }
+
+/// `unsctl ARGS` for a terminal, from an environment of `env` alone.
+fn in_terminal(args: &str, env: &[(&str, &str)]) -> String {
+    let vars: Vec<String> = env.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    format!(
+        "env -i PATH={} HOME=/nonexistent UNSCTL_CONFIG=/nonexistent/config.toml TERM=xterm-256color NO_COLOR=1 {} {} {args}",
+        std::env::var("PATH").unwrap_or_default(),
+        vars.join(" "),
+        env!("CARGO_BIN_EXE_unsctl"),
+    )
+}
+
+/// The live screen on PostgreSQL: the DLQ reads as it reads from the file it was copied
+/// from, line for line below the header (which names the store), and a resolve made on
+/// the screen is the guarded transition, written to the database with the person, the
+/// reason and `via`.
+#[test]
+fn the_live_screen_works_an_entry_on_postgres_as_on_the_file() {
+    let dir = tempfile::tempdir().expect("dir");
+    let file = dir.path().join("uns.db");
+    let fakes = Fakes::start().expect("fakes");
+    let binary = PathBuf::from(env!("CARGO_BIN_EXE_unsctl"));
+    repro::run(&file, &Scenario::ALL, Some(&binary), &fakes).expect("repro all");
+    let database = postgres::cluster().database();
+    database.copy_from(&file);
+    let env = [
+        ("PGPASSWORD", postgres::PASSWORD),
+        ("UNS_OPERATOR", "oncall-pg"),
+    ];
+    let rows = |term: &support::tmux::Tmux| -> Vec<String> {
+        let screen = term.wait_for("total ");
+        screen.lines().skip(1).map(str::to_string).collect()
+    };
+    let on_file = support::tmux::Tmux::start_sized(
+        &in_terminal(&format!("--db {} tui", file.display()), &env),
+        120,
+        30,
+    );
+    let term = support::tmux::Tmux::start_sized(
+        &in_terminal(&format!("--db {} tui", database.url), &env),
+        120,
+        30,
+    );
+    term.wait_for(&database.url);
+    let (expected, seen) = (rows(&on_file), rows(&term));
+    assert_eq!(
+        seen, expected,
+        "the screen over PostgreSQL and over the file"
+    );
+    on_file.keys(&["q"]);
+
+    // The RESOLVE entry, reached with the arrow keys and resolved from the screen.
+    let position = seen
+        .iter()
+        .filter(|line| line.contains("[ ]"))
+        .position(|line| line.contains(" RESOLVE "))
+        .expect("a RESOLVE row");
+    let plan = run(support::unsctl()
+        .arg("--db")
+        .arg(&file)
+        .args(["dlq", "triage", "-o", "json"]));
+    let plan: Value = serde_json::from_slice(&plan.stdout).expect("plan");
+    let id = plan["entries"]
+        .as_array()
+        .expect("entries")
+        .iter()
+        .find(|entry| entry["branch"] == "RESOLVE")
+        .and_then(|entry| entry["id"].as_str())
+        .expect("the RESOLVE entry's id")
+        .to_string();
+    for _ in 0..position {
+        term.keys(&["Down"]);
+    }
+    term.keys(&["r"]);
+    term.wait_for("resolve 1 entry");
+    crate::tui::reason_word_go(&term, 2, "accepted per the fake's ledger", &[]);
+    term.wait_for("1 done");
+    term.keys(&["Enter"]);
+    let mut client = database.client();
+    support::wait_until("the resolve", std::time::Duration::from_secs(30), || {
+        client
+            .query_one("SELECT status FROM uns_notifications WHERE id = $1", &[&id])
+            .map(|row| row.get::<_, String>(0) == "RESOLVED")
+            .unwrap_or(false)
+    });
+    let payload: String = client
+        .query_one(
+            "SELECT payload FROM uns_events WHERE notification_id = $1 AND kind = 'DLQ_RESOLVED'",
+            &[&id],
+        )
+        .expect("a DLQ_RESOLVED event")
+        .get(0);
+    let payload: Value = serde_json::from_str(&payload).expect("json");
+    assert_eq!(
+        payload["reason"], "accepted per the fake's ledger",
+        "{payload}"
+    );
+    assert_eq!(payload["via"], "tui", "{payload}");
+    assert!(payload.to_string().contains("oncall-pg"), "{payload}");
+    term.keys(&["q"]);
+    term.wait_for("EXIT=0");
+}

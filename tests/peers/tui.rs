@@ -432,7 +432,7 @@ fn filter(term: &Tmux, words: &str) {
 /// A dialog's fields are read once it takes keys; `tabs` Tabs from Cancel reach the
 /// reason, where `reason` is typed, then the word and Go; the preview read again with
 /// the reason shows each of `shows` before the word is typed.
-fn reason_word_go(term: &Tmux, tabs: usize, reason: &str, shows: &[&str]) {
+pub(crate) fn reason_word_go(term: &Tmux, tabs: usize, reason: &str, shows: &[&str]) {
     term.wait_while("(keys in a moment)");
     for _ in 0..tabs {
         term.keys(&["Tab"]);
