@@ -168,6 +168,26 @@ fn same_everywhere(ways: &[Way], args: &[&str], env: &[(&str, String)]) -> Vec<u
     first.map(|(_, out, _)| out.stdout).unwrap_or_default()
 }
 
+/// The store at `file` copied into a database of its own, and the four ways of reading
+/// it: the file, the database, and an API server over each (asking `fakes`' records
+/// when given). The servers serve while the returned handles live.
+fn four_ways(
+    file: &std::path::Path,
+    fakes: Option<&Fakes>,
+) -> ([Way; 4], postgres::Database, [RunningServer; 2]) {
+    let database = postgres::cluster().database();
+    database.copy_from(file);
+    let on_file = serve(Place::File(file.to_path_buf()), fakes);
+    let on_database = serve(Place::Postgres(database.target()), fakes);
+    let ways = [
+        Way::File(file.to_path_buf()),
+        Way::Database(database.url.clone()),
+        Way::Api(format!("http://{}", on_file.addr)),
+        Way::Api(format!("http://{}", on_database.addr)),
+    ];
+    (ways, database, [on_file, on_database])
+}
+
 /// An instant as the commands take it.
 fn rfc3339(at: f64) -> String {
     jiff::Timestamp::from_microsecond((at * 1e6) as i64)
@@ -194,16 +214,7 @@ fn every_runbook_case_reads_the_same_bytes_from_the_file_the_database_and_either
     let binary = PathBuf::from(env!("CARGO_BIN_EXE_unsctl"));
     repro::run(&file, &Scenario::ALL, Some(&binary), &fakes).expect("repro all");
     fakes.control.mark_log();
-    let database = postgres::cluster().database();
-    database.copy_from(&file);
-    let on_file = serve(Place::File(file.clone()), Some(&fakes));
-    let on_database = serve(Place::Postgres(database.target()), Some(&fakes));
-    let ways = [
-        Way::File(file.clone()),
-        Way::Database(database.url.clone()),
-        Way::Api(format!("http://{}", on_file.addr)),
-        Way::Api(format!("http://{}", on_database.addr)),
-    ];
+    let (ways, _database, _servers) = four_ways(&file, Some(&fakes));
     // A closed window (its end already past), so no way reads it as still filling.
     let until = rfc3339(support::wall_clock());
     let since = rfc3339(support::wall_clock() - 3600.0);
@@ -309,16 +320,7 @@ fn ten_thousand_notifications_read_the_same_bytes_on_both_engines_and_their_apis
     let log = dir.path().join("mail.log");
     let now = support::wall_clock() as i64;
     generated::write_log(&log, 4, wanted[0].0 - 3600, now, &wanted).expect("relay log");
-    let database = postgres::cluster().database();
-    database.copy_from(&file);
-    let on_file = serve(Place::File(file.clone()), None);
-    let on_database = serve(Place::Postgres(database.target()), None);
-    let ways = [
-        Way::File(file.clone()),
-        Way::Database(database.url.clone()),
-        Way::Api(format!("http://{}", on_file.addr)),
-        Way::Api(format!("http://{}", on_database.addr)),
-    ];
+    let (ways, _database, _servers) = four_ways(&file, None);
     // A closed window (its end already past), so no way reads it as still filling.
     let until = rfc3339(support::wall_clock());
     let since = rfc3339(support::wall_clock() - 5000.0);
