@@ -9,6 +9,7 @@
 
 pub mod error;
 pub mod pg;
+pub mod snapshot;
 pub mod tls;
 pub mod value;
 

@@ -4,6 +4,7 @@
 //! parameters, its values, its rows read as a SQLite row is.
 
 use super::error::{DbError, DbResult, refused_credentials, said};
+use super::snapshot::{Merged, Pair};
 use super::value::Source;
 use postgres::types::{ToSql, Type};
 use rusqlite::types::{Value, ValueRef};
@@ -65,13 +66,13 @@ impl Target {
         &self,
     ) -> Result<
         (
-            postgres::Config,
+            tokio_postgres::Config,
             Option<tokio_postgres_rustls::MakeRustlsConnect>,
         ),
         String,
     > {
         let (url, asked) = super::tls::split_url(&self.url);
-        let mut config: postgres::Config = url
+        let mut config: tokio_postgres::Config = url
             .parse()
             .map_err(|err: postgres::Error| format!("not a PostgreSQL URL: {}", said(&err)))?;
         let mode = match asked.mode.or_else(|| self.tls.mode.clone()) {
@@ -81,6 +82,38 @@ impl Target {
         let root_cert = asked.root_cert.or_else(|| self.tls.root_cert.clone());
         config.ssl_mode(mode.negotiated());
         Ok((config, super::tls::connector(mode, root_cert.as_deref())?))
+    }
+
+    /// Everything a connection to this target is made with: the URL and TLS as
+    /// [`Target::configured`] reads them, the password the environment gave, the
+    /// account's name for a URL that names no user, a time limit, and our name in the
+    /// server's list of sessions.
+    pub(super) fn client_config(
+        &self,
+    ) -> Result<
+        (
+            tokio_postgres::Config,
+            Option<tokio_postgres_rustls::MakeRustlsConnect>,
+        ),
+        OpenError,
+    > {
+        let (mut config, tls) = self.configured().map_err(|said| OpenError::Url {
+            url: shown(&self.url),
+            said,
+        })?;
+        if let Some(password) = &self.password
+            && config.get_password().is_none()
+        {
+            config.password(password);
+        }
+        if config.get_user().is_none() {
+            config.user(crate::identity::account_name());
+        }
+        if config.get_connect_timeout().is_none() {
+            config.connect_timeout(CONNECT_TIMEOUT);
+        }
+        config.application_name("unsctl");
+        Ok((config, tls))
     }
 }
 
@@ -246,6 +279,11 @@ pub struct PgConn {
     statements: RefCell<HashMap<String, postgres::Statement>>,
     /// The URL, as it may be printed.
     pub place: String,
+    /// What it was made with, for the connections a walk reads on.
+    target: Target,
+    /// Those connections, kept from one walk to the next when `keep_walkers`.
+    walkers: RefCell<Option<Pair>>,
+    keep_walkers: std::cell::Cell<bool>,
 }
 
 impl PgConn {
@@ -265,22 +303,8 @@ impl PgConn {
             said,
             refused,
         };
-        let (mut config, tls) = target.configured().map_err(|said| OpenError::Url {
-            url: place.clone(),
-            said,
-        })?;
-        if let Some(password) = &target.password
-            && config.get_password().is_none()
-        {
-            config.password(password);
-        }
-        if config.get_user().is_none() {
-            config.user(&crate::identity::account_name());
-        }
-        if config.get_connect_timeout().is_none() {
-            config.connect_timeout(CONNECT_TIMEOUT);
-        }
-        config.application_name("unsctl");
+        let (config, tls) = target.client_config()?;
+        let config = postgres::Config::from(config);
         let client = match tls {
             None => config.connect(postgres::NoTls),
             Some(tls) => config.connect(tls),
@@ -290,6 +314,9 @@ impl PgConn {
             client: RefCell::new(client),
             statements: RefCell::new(HashMap::new()),
             place,
+            target: target.clone(),
+            walkers: RefCell::new(None),
+            keep_walkers: std::cell::Cell::new(true),
         })
     }
 
@@ -445,6 +472,35 @@ impl PgConn {
         Ok(())
     }
 
+    /// Makes each walk close its two connections when it ends: a pool of connections
+    /// (`runtime serve`'s) would otherwise hold three to the server for each of its own.
+    pub fn close_walkers_after_each_walk(&self) {
+        self.keep_walkers.set(false);
+        self.walkers.borrow_mut().take();
+    }
+
+    /// Reads `heads` and `lines` of one snapshot side by side, merged by their first
+    /// column (see [`super::snapshot`]), on two connections of the walk's own that are
+    /// kept for the next walk (the live screen's next refresh) when this one reads to
+    /// the end.
+    pub fn merge(
+        &self,
+        heads: &str,
+        lines: &str,
+        params: &[Value],
+        each: &mut dyn FnMut(Merged<'_>) -> DbResult<bool>,
+    ) -> DbResult<()> {
+        let kept = self.walkers.borrow_mut().take();
+        let mut pair = match kept {
+            Some(pair) if !pair.is_closed() => pair,
+            _ => Pair::open(&self.target)?,
+        };
+        if pair.merge(heads, lines, params, each)? && self.keep_walkers.get() {
+            *self.walkers.borrow_mut() = Some(pair);
+        }
+        Ok(())
+    }
+
     /// Runs `COPY ... FROM STDIN (FORMAT binary)`, its rows written by `fill` in
     /// `types`; how many rows it copied. A `fill` that fails abandons the copy.
     pub fn copy_in(
@@ -506,7 +562,7 @@ pub fn numbered(sql: &str) -> String {
 
 /// `params` as the types the prepared statement takes: a NULL of the column's type, a
 /// number where the column is a number, text where it is text.
-fn values(
+pub(super) fn values(
     statement: &postgres::Statement,
     params: &[Value],
 ) -> DbResult<Vec<Box<dyn ToSql + Sync>>> {
@@ -557,48 +613,75 @@ fn value_as(ty: &Type, value: &Value) -> DbResult<Box<dyn ToSql + Sync>> {
 /// A PostgreSQL row read as a SQLite row is: integers, reals, text and NULL.
 pub struct PgRow<'r>(pub &'r postgres::Row);
 
+/// A cell as the server sent it (binary format), for a reader that knows its type.
+pub(super) struct Raw<'a>(pub &'a [u8]);
+
+impl<'a> postgres::types::FromSql<'a> for Raw<'a> {
+    fn from_sql(_: &Type, raw: &'a [u8]) -> Result<Self, Box<dyn std::error::Error + Sync + Send>> {
+        Ok(Raw(raw))
+    }
+
+    fn accepts(_: &Type) -> bool {
+        true
+    }
+}
+
+/// A number's cell of the wrong width: a server that does not speak the binary format.
+#[derive(Debug, thiserror::Error)]
+#[error("a {ty} cell of {len} bytes")]
+struct Width {
+    ty: Type,
+    len: usize,
+}
+
+/// `bytes`, whose length was checked, as an array.
+fn array<const N: usize>(bytes: &[u8]) -> [u8; N] {
+    let mut out = [0; N];
+    out.copy_from_slice(bytes);
+    out
+}
+
 impl Source for PgRow<'_> {
     fn cell(&self, index: usize) -> rusqlite::Result<ValueRef<'_>> {
         let row = self.0;
         let column = row
             .columns()
             .get(index)
-            .ok_or(rusqlite::Error::InvalidColumnIndex(index))?;
-        let failed = |err: postgres::Error| {
-            rusqlite::Error::FromSqlConversionFailure(
-                index,
-                rusqlite::types::Type::Null,
-                Box::new(err),
-            )
+            .ok_or_else(|| rusqlite::Error::InvalidColumnIndex(index))?;
+        let failed = |err: Box<dyn std::error::Error + Send + Sync>| {
+            rusqlite::Error::FromSqlConversionFailure(index, rusqlite::types::Type::Null, err)
         };
-        Ok(match *column.type_() {
-            Type::INT8 => row
-                .try_get::<_, Option<i64>>(index)
-                .map_err(failed)?
-                .map_or(ValueRef::Null, ValueRef::Integer),
-            Type::INT4 => row
-                .try_get::<_, Option<i32>>(index)
-                .map_err(failed)?
-                .map_or(ValueRef::Null, |n| ValueRef::Integer(n.into())),
-            Type::INT2 => row
-                .try_get::<_, Option<i16>>(index)
-                .map_err(failed)?
-                .map_or(ValueRef::Null, |n| ValueRef::Integer(n.into())),
-            Type::BOOL => row
-                .try_get::<_, Option<bool>>(index)
-                .map_err(failed)?
-                .map_or(ValueRef::Null, |b| ValueRef::Integer(b.into())),
-            Type::FLOAT8 => row
-                .try_get::<_, Option<f64>>(index)
-                .map_err(failed)?
-                .map_or(ValueRef::Null, ValueRef::Real),
-            Type::FLOAT4 => row
-                .try_get::<_, Option<f32>>(index)
-                .map_err(failed)?
-                .map_or(ValueRef::Null, |x| ValueRef::Real(x.into())),
+        let ty = column.type_();
+        let text_like = matches!(
+            *ty,
+            Type::TEXT | Type::VARCHAR | Type::BPCHAR | Type::NAME | Type::UNKNOWN
+        );
+        let Some(Raw(raw)) = row
+            .try_get::<_, Option<Raw<'_>>>(index)
+            .map_err(|err| failed(Box::new(err)))?
+        else {
+            return Ok(ValueRef::Null);
+        };
+        // Numbers in network order, of their type's width; text as its bytes, which the
+        // decoder checks are UTF-8 as it does a SQLite cell's.
+        let be = |width: usize| -> rusqlite::Result<&[u8]> {
+            if raw.len() == width {
+                return Ok(raw);
+            }
+            let ty = ty.clone();
+            Err(failed(Box::new(Width { ty, len: raw.len() })))
+        };
+        Ok(match *ty {
+            Type::INT8 => ValueRef::Integer(i64::from_be_bytes(array(be(8)?))),
+            Type::INT4 => ValueRef::Integer(i32::from_be_bytes(array(be(4)?)).into()),
+            Type::INT2 => ValueRef::Integer(i16::from_be_bytes(array(be(2)?)).into()),
+            Type::BOOL => ValueRef::Integer((be(1)?[0] != 0).into()),
+            Type::FLOAT8 => ValueRef::Real(f64::from_be_bytes(array(be(8)?))),
+            Type::FLOAT4 => ValueRef::Real(f32::from_be_bytes(array(be(4)?)).into()),
+            _ if text_like => ValueRef::Text(raw),
             _ => row
                 .try_get::<_, Option<&str>>(index)
-                .map_err(failed)?
+                .map_err(|err| failed(Box::new(err)))?
                 .map_or(ValueRef::Null, |text| ValueRef::Text(text.as_bytes())),
         })
     }

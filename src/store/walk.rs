@@ -10,6 +10,7 @@
 use super::selection::Rows;
 use super::{EntryVisit, Result, Selection, StoreError, StoredEvent, Triaged, Visit};
 use crate::db::pg::PgConn;
+use crate::db::snapshot::Merged;
 use crate::db::{Db, Dialect};
 use crate::history::{Observed, Reader};
 use crate::model::payload_problem;
@@ -93,30 +94,10 @@ fn columns(rows: Rows<'_>, dialect: Dialect) -> String {
     }
 }
 
-/// `columns` (a select list) cut into its columns: at the commas outside parentheses
-/// and quotes.
-fn split_columns(columns: &str) -> Vec<&str> {
-    let mut parts = Vec::new();
-    let (mut depth, mut quoted, mut start) = (0i32, false, 0);
-    for (at, byte) in columns.bytes().enumerate() {
-        match byte {
-            b'\'' => quoted = !quoted,
-            b'(' if !quoted => depth += 1,
-            b')' if !quoted => depth -= 1,
-            b',' if !quoted && depth == 0 => {
-                parts.push(columns[start..at].trim());
-                start = at + 1;
-            }
-            _ => {}
-        }
-    }
-    parts.push(columns[start..].trim());
-    parts
-}
-
-/// Streams one join of the selected rows and their events from PostgreSQL, in the
-/// walk's order: the row id, [`EVENT_COLUMNS`] (NULL when the entry has no events), then
-/// the entry's columns, copied from its first line.
+/// Streams the selected rows and, after each, its events from PostgreSQL: two reads of
+/// one snapshot merged by the entry's id (see [`crate::db::snapshot`]), each in the
+/// order of its own index, so the server neither sorts nor repeats an entry's columns
+/// on its event lines. The id is the table's key, so it orders the entries alone.
 fn stream(
     conn: &PgConn,
     rows: Rows<'_>,
@@ -125,6 +106,13 @@ fn stream(
 ) -> Result<()> {
     let (filter, params) = rows.where_sql(Dialect::Postgres);
     let columns = columns(rows, Dialect::Postgres);
+    let heads =
+        format!("SELECT n.id, {columns} FROM uns_notifications n WHERE {filter} ORDER BY n.id");
+    let lines = format!(
+        "SELECT e.notification_id, {EVENT_COLUMNS} FROM uns_events e
+         WHERE e.notification_id IN (SELECT n.id FROM uns_notifications n WHERE {filter})
+         ORDER BY e.notification_id, e.id"
+    );
     let mut batcher = Batcher {
         batch: Batch::default(),
         full,
@@ -132,32 +120,12 @@ fn stream(
         by_rowid: None,
         current: None,
     };
-    // Each entry's columns are worked out once (its message's JSON taken apart on the
-    // server, in the index's order) and sent on its first line only: the later lines
-    // carry NULLs, which the batcher never reads. The id is the table's key, so it
-    // orders the entries alone.
-    let named: Vec<String> = split_columns(&columns)
-        .iter()
-        .enumerate()
-        .map(|(i, column)| format!("{column} AS c{i}"))
-        .collect();
-    let firsts: Vec<String> = (0..named.len())
-        .map(|i| format!("CASE WHEN w.line = 1 THEN w.c{i} END"))
-        .collect();
-    let sql = format!(
-        "SELECT w.rowid, w.event_id, w.at, w.kind, w.payload, {firsts}
-         FROM (SELECT n.*, e.id AS event_id, e.at, e.kind, e.payload,
-                      row_number() OVER (PARTITION BY n.id ORDER BY e.id) AS line
-               FROM (SELECT n.rowid, n.id, {named} FROM uns_notifications n
-                     WHERE {filter} ORDER BY n.id OFFSET 0) n
-               LEFT JOIN uns_events e ON e.notification_id = n.id) w
-         ORDER BY w.id, w.event_id",
-        firsts = firsts.join(", "),
-        named = named.join(", "),
-    );
     let mut taken = Ok(true);
-    conn.stream(&sql, &params, &mut |row| {
-        taken = batcher.take(row);
+    conn.merge(&heads, &lines, &params, &mut |row| {
+        taken = match row {
+            Merged::Head(head) => batcher.begin(head, 1..1 + NOTIFICATION_WIDTH),
+            Merged::Line(line) => batcher.event(line, 1..1 + EVENT_WIDTH).map(|()| true),
+        };
         Ok(matches!(taken, Ok(true)))
     })?;
     if taken? {
@@ -260,19 +228,10 @@ impl Batcher<'_> {
             }
         };
         if self.current != Some(rowid) {
-            if self.batch.copies.size() >= BATCH_BYTES {
-                let next = self.returned.try_recv().unwrap_or_default();
-                if self
-                    .full
-                    .send(std::mem::replace(&mut self.batch, next))
-                    .is_err()
-                {
-                    return Ok(false);
-                }
-                self.batch.copies.clear();
-                self.batch.entries.clear();
-            }
             self.current = Some(rowid);
+            if !self.hand_on_when_full() {
+                return Ok(false);
+            }
             let copies = &mut self.batch.copies;
             let start = match &mut self.by_rowid {
                 Some(by_rowid) => {
@@ -288,11 +247,47 @@ impl Batcher<'_> {
         if row.cell(1)? == ValueRef::Null {
             return Ok(true);
         }
-        self.batch.copies.push(row, 1..1 + EVENT_WIDTH)?;
+        self.event(row, 1..1 + EVENT_WIDTH)?;
+        Ok(true)
+    }
+
+    /// Starts an entry with its row, `columns` of `row`; false when the triage side has
+    /// stopped listening.
+    fn begin(&mut self, row: &dyn Source, columns: std::ops::Range<usize>) -> Result<bool> {
+        if !self.hand_on_when_full() {
+            return Ok(false);
+        }
+        let start = self.batch.copies.push(row, columns)?;
+        self.batch.entries.push((start, 0));
+        Ok(true)
+    }
+
+    /// Hands the batch on, before an entry begins, when it is full; false when the
+    /// triage side has stopped listening.
+    fn hand_on_when_full(&mut self) -> bool {
+        if self.batch.copies.size() < BATCH_BYTES {
+            return true;
+        }
+        let next = self.returned.try_recv().unwrap_or_default();
+        if self
+            .full
+            .send(std::mem::replace(&mut self.batch, next))
+            .is_err()
+        {
+            return false;
+        }
+        self.batch.copies.clear();
+        self.batch.entries.clear();
+        true
+    }
+
+    /// Adds `columns` of `row` as an event of the current entry.
+    fn event(&mut self, row: &dyn Source, columns: std::ops::Range<usize>) -> Result<()> {
+        self.batch.copies.push(row, columns)?;
         if let Some((_, events)) = self.batch.entries.last_mut() {
             *events += 1;
         }
-        Ok(true)
+        Ok(())
     }
 
     fn finish(self) {
@@ -365,29 +360,4 @@ fn entry_batch(batch: &Batch, selection: &Selection, visit: &mut EntryVisit<'_>)
         visit(row, &events)?;
     }
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_select_list_is_cut_at_its_own_commas_only() {
-        let columns = columns(
-            Rows::Dlq(&Selection::default()),
-            crate::db::Dialect::Postgres,
-        );
-        let cut = split_columns(&columns);
-        assert_eq!(cut.len(), NOTIFICATION_WIDTH, "{cut:?}");
-        assert_eq!(cut[0], "n.rowid");
-        assert!(
-            cut[9].starts_with("CASE WHEN") && cut[9].ends_with("END"),
-            "{}",
-            cut[9]
-        );
-        assert_eq!(
-            split_columns("a, f(b, ','), 'x)(', c"),
-            ["a", "f(b, ',')", "'x)('", "c"]
-        );
-    }
 }
