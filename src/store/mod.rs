@@ -8,6 +8,7 @@ pub mod selection;
 mod walk;
 
 pub use selection::{Rows, Selection, Window};
+pub use walk::postgres_reads;
 
 use crate::api::{ActionRequest, ActionResponse, DlqPage, EventsResponse, NotificationDoc};
 use crate::model::{Kind, Notification};

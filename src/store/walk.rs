@@ -94,6 +94,23 @@ fn columns(rows: Rows<'_>, dialect: Dialect) -> String {
     }
 }
 
+/// The two reads a walk of `rows` makes of PostgreSQL, each taking the values of
+/// [`Rows::where_sql`]: the entries by id, their first column the id; and their events
+/// by entry and id, their first column the entry's id. (The benchmark has psql stream
+/// the very same rows.)
+pub fn postgres_reads(rows: Rows<'_>) -> (String, String) {
+    let (filter, _) = rows.where_sql(Dialect::Postgres);
+    let columns = columns(rows, Dialect::Postgres);
+    let heads =
+        format!("SELECT n.id, {columns} FROM uns_notifications n WHERE {filter} ORDER BY n.id");
+    let lines = format!(
+        "SELECT e.notification_id, {EVENT_COLUMNS} FROM uns_events e
+         WHERE e.notification_id IN (SELECT n.id FROM uns_notifications n WHERE {filter})
+         ORDER BY e.notification_id, e.id"
+    );
+    (heads, lines)
+}
+
 /// Streams the selected rows and, after each, its events from PostgreSQL: two reads of
 /// one snapshot merged by the entry's id (see [`crate::db::snapshot`]), each in the
 /// order of its own index, so the server neither sorts nor repeats an entry's columns
@@ -104,15 +121,8 @@ fn stream(
     full: SyncSender<Batch>,
     returned: Receiver<Batch>,
 ) -> Result<()> {
-    let (filter, params) = rows.where_sql(Dialect::Postgres);
-    let columns = columns(rows, Dialect::Postgres);
-    let heads =
-        format!("SELECT n.id, {columns} FROM uns_notifications n WHERE {filter} ORDER BY n.id");
-    let lines = format!(
-        "SELECT e.notification_id, {EVENT_COLUMNS} FROM uns_events e
-         WHERE e.notification_id IN (SELECT n.id FROM uns_notifications n WHERE {filter})
-         ORDER BY e.notification_id, e.id"
-    );
+    let (heads, lines) = postgres_reads(rows);
+    let (_, params) = rows.where_sql(Dialect::Postgres);
     let mut batcher = Batcher {
         batch: Batch::default(),
         full,
