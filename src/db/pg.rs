@@ -281,9 +281,8 @@ pub struct PgConn {
     pub place: String,
     /// What it was made with, for the connections a walk reads on.
     target: Target,
-    /// Those connections, kept from one walk to the next when `keep_walkers`.
+    /// Those connections, kept from one walk to the next.
     walkers: RefCell<Option<Pair>>,
-    keep_walkers: std::cell::Cell<bool>,
 }
 
 impl PgConn {
@@ -316,7 +315,6 @@ impl PgConn {
             place,
             target: target.clone(),
             walkers: RefCell::new(None),
-            keep_walkers: std::cell::Cell::new(true),
         })
     }
 
@@ -472,13 +470,6 @@ impl PgConn {
         Ok(())
     }
 
-    /// Makes each walk close its two connections when it ends: a pool of connections
-    /// (`runtime serve`'s) would otherwise hold three to the server for each of its own.
-    pub fn close_walkers_after_each_walk(&self) {
-        self.keep_walkers.set(false);
-        self.walkers.borrow_mut().take();
-    }
-
     /// Reads `heads` and `lines` of one snapshot side by side, merged by their first
     /// column (see [`super::snapshot`]), on two connections of the walk's own that are
     /// kept for the next walk (the live screen's next refresh) when this one reads to
@@ -495,7 +486,7 @@ impl PgConn {
             Some(pair) if !pair.is_closed() => pair,
             _ => Pair::open(&self.target)?,
         };
-        if pair.merge(heads, lines, params, each)? && self.keep_walkers.get() {
+        if pair.merge(heads, lines, params, each)? {
             *self.walkers.borrow_mut() = Some(pair);
         }
         Ok(())

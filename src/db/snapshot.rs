@@ -20,6 +20,9 @@ use postgres::types::ToSql;
 use rusqlite::types::Value;
 use std::sync::{Arc, Mutex};
 
+/// The name a walk's sessions go by in `pg_stat_activity`.
+pub const WALK_SESSION: &str = "unsctl walk";
+
 /// What a merge hands on: a row of the first read, or a row of the second with its key.
 pub enum Merged<'r> {
     Head(&'r dyn Source),
@@ -44,9 +47,11 @@ struct Side {
 impl Pair {
     /// Connects twice to `target`, at once, as the store's own connection does.
     pub fn open(target: &Target) -> DbResult<Self> {
-        let (config, tls) = target
+        let (mut config, tls) = target
             .client_config()
             .map_err(|err| DbError::Value(err.to_string()))?;
+        // Told apart from the store's own session in the server's list of sessions.
+        config.application_name(WALK_SESSION);
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()

@@ -117,7 +117,6 @@ impl Pool {
     }
 
     fn prepared(&self, conn: PgConn) -> crate::db::DbResult<PgConn> {
-        conn.close_walkers_after_each_walk();
         if self.read_only {
             conn.read_only()?;
         }

@@ -593,7 +593,7 @@ fn bad_databases_are_refused_with_their_exit_code_and_nothing_is_written() {
         || {
             admin
             .query(
-                "SELECT 1 FROM pg_stat_activity WHERE application_name = 'unsctl' AND wait_event_type = 'Lock' AND datname = $1",
+                "SELECT 1 FROM pg_stat_activity WHERE application_name LIKE 'unsctl%' AND wait_event_type = 'Lock' AND datname = $1",
                 &[&store.name],
             )
             .is_ok_and(|rows| !rows.is_empty())
@@ -601,7 +601,7 @@ fn bad_databases_are_refused_with_their_exit_code_and_nothing_is_written() {
     );
     admin
         .execute(
-            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'unsctl' AND datname = $1",
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name LIKE 'unsctl%' AND datname = $1",
             &[&store.name],
         )
         .expect("terminate");
