@@ -12,6 +12,7 @@ pub mod pg;
 pub mod snapshot;
 pub mod tls;
 pub mod value;
+pub mod wire;
 
 pub use error::{DbError, DbResult};
 pub use value::{Arg, Source};

@@ -13,8 +13,8 @@
 //! are read where they arrive, without entering a runtime once per row.
 
 use super::error::{DbError, DbResult};
-use super::pg::{PgRow, Raw, Target, numbered, values};
 use super::value::Source;
+use super::wire::{PgRow, Raw, numbered, values};
 use futures_util::StreamExt;
 use postgres::types::ToSql;
 use rusqlite::types::Value;
@@ -45,11 +45,11 @@ struct Side {
 }
 
 impl Pair {
-    /// Connects twice to `target`, at once, as the store's own connection does.
-    pub fn open(target: &Target) -> DbResult<Self> {
-        let (mut config, tls) = target
-            .client_config()
-            .map_err(|err| DbError::Value(err.to_string()))?;
+    /// Connects twice with `config` and `tls` (the store's own session's), at once.
+    pub fn open(
+        mut config: tokio_postgres::Config,
+        tls: Option<tokio_postgres_rustls::MakeRustlsConnect>,
+    ) -> DbResult<Self> {
         // Told apart from the store's own session in the server's list of sessions.
         config.application_name(WALK_SESSION);
         let runtime = tokio::runtime::Builder::new_current_thread()
