@@ -283,8 +283,6 @@ pub struct PgConn {
     pub place: String,
     /// What it was made with, for the connections a walk reads on.
     target: Target,
-    /// Those connections, kept from one walk to the next.
-    walkers: RefCell<Option<Pair>>,
 }
 
 impl PgConn {
@@ -316,7 +314,6 @@ impl PgConn {
             statements: RefCell::new(HashMap::new()),
             place,
             target: target.clone(),
-            walkers: RefCell::new(None),
         })
     }
 
@@ -473,9 +470,9 @@ impl PgConn {
     }
 
     /// Reads `heads` and `lines` of one snapshot side by side, merged by their first
-    /// column (see [`super::snapshot`]), on two connections of the walk's own that are
-    /// kept for the next walk (the live screen's next refresh) when this one reads to
-    /// the end.
+    /// column (see [`super::snapshot`]), on two connections of the walk's own. They
+    /// last as long as the walk: one kept idle between a screen's walks could be cut by
+    /// the server or a load balancer meanwhile, and the next walk would fail on it.
     pub fn merge(
         &self,
         heads: &str,
@@ -483,21 +480,11 @@ impl PgConn {
         params: &[Value],
         each: &mut dyn FnMut(Merged<'_>) -> DbResult<bool>,
     ) -> DbResult<()> {
-        let kept = self.walkers.borrow_mut().take();
-        let mut pair = match kept {
-            Some(pair) if !pair.is_closed() => pair,
-            _ => {
-                let (config, tls) = self
-                    .target
-                    .client_config()
-                    .map_err(|err| DbError::Value(err.to_string()))?;
-                Pair::open(config, tls)?
-            }
-        };
-        if pair.merge(heads, lines, params, each)? {
-            *self.walkers.borrow_mut() = Some(pair);
-        }
-        Ok(())
+        let (config, tls) = self
+            .target
+            .client_config()
+            .map_err(|err| DbError::Value(err.to_string()))?;
+        Pair::open(config, tls)?.merge(heads, lines, params, each)
     }
 
     /// Runs `COPY ... FROM STDIN (FORMAT binary)`, its rows written by `fill` in

@@ -29,7 +29,7 @@ pub enum Merged<'r> {
     Line(&'r dyn Source),
 }
 
-/// Two connections to one database on a runtime of their own, kept between walks.
+/// Two connections to one database on a runtime of their own, for one walk.
 pub struct Pair {
     runtime: tokio::runtime::Runtime,
     heads: Side,
@@ -69,23 +69,17 @@ impl Pair {
         })
     }
 
-    /// Whether either connection has gone (the server ended it, the network failed).
-    pub fn is_closed(&self) -> bool {
-        self.heads.client.is_closed() || self.lines.client.is_closed()
-    }
-
     /// Reads `heads` and `lines` (each ordered by its first column, a text key, in
     /// byte order) in one snapshot, each with `params`, and hands `each` every head
-    /// followed by the lines of its key, until `each` returns false; whether it read to
-    /// the end. The connections are left in the middle of their reads when it did not:
-    /// the caller drops them.
+    /// followed by the lines of its key, until `each` returns false. The pair is spent:
+    /// its sessions end when it is dropped, in the middle of their reads or not.
     pub fn merge(
         &mut self,
         heads: &str,
         lines: &str,
         params: &[Value],
         each: &mut dyn FnMut(Merged<'_>) -> DbResult<bool>,
-    ) -> DbResult<bool> {
+    ) -> DbResult<()> {
         let Self {
             runtime,
             heads: head_side,
@@ -152,7 +146,7 @@ async fn merge(
     (heads, lines): (&str, &str),
     params: &[Value],
     each: &mut dyn FnMut(Merged<'_>) -> DbResult<bool>,
-) -> DbResult<bool> {
+) -> DbResult<()> {
     // A walk reads a store that workers go on writing: one snapshot for both reads.
     // Streaming scans gain nothing from compiling their expressions first.
     let begin = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; SET LOCAL jit = off";
@@ -184,7 +178,7 @@ async fn merge(
     while let Some(head) = head_rows.next().await.transpose()? {
         let Raw(key) = head.try_get(0)?;
         if !each(Merged::Head(&PgRow(&head)))? {
-            return Ok(false);
+            return Ok(());
         }
         while let Some(this) = &line {
             let Raw(line_key) = this.try_get(0)?;
@@ -195,7 +189,7 @@ async fn merge(
                 break;
             }
             if !each(Merged::Line(&PgRow(this)))? {
-                return Ok(false);
+                return Ok(());
             }
             line = line_rows.next().await.transpose()?;
         }
@@ -203,12 +197,8 @@ async fn merge(
     if let Some(this) = &line {
         return Err(disagree(this.try_get::<_, Raw<'_>>(0)?.0));
     }
-    // Read-only: ending the transactions keeps nothing and frees the snapshot.
-    tokio::try_join!(
-        head_client.batch_execute("COMMIT"),
-        line_client.batch_execute("COMMIT")
-    )?;
-    Ok(true)
+    // Read-only: the transactions end with their sessions, when the pair is dropped.
+    Ok(())
 }
 
 fn refs(values: &[Box<dyn ToSql + Sync>]) -> Vec<&(dyn ToSql + Sync)> {

@@ -1391,6 +1391,21 @@ fn the_live_screen_works_an_entry_on_postgres_as_on_the_file() {
         "the screen over PostgreSQL and over the file"
     );
     on_file.keys(&["q"]);
+    // The screen's walks (its counts by branch) read on two sessions that end with each
+    // walk: none is left idle for the server or a load balancer to cut meanwhile.
+    let mut admin = postgres::cluster().admin();
+    support::wait_until(
+        "the screen's walk sessions to end",
+        std::time::Duration::from_secs(30),
+        || {
+            admin
+                .query_one(
+                    "SELECT COUNT(*) FROM pg_stat_activity WHERE datname = $1 AND application_name = $2",
+                    &[&database.name, &unsctl::db::snapshot::WALK_SESSION],
+                )
+                .is_ok_and(|row| row.get::<_, i64>(0) == 0)
+        },
+    );
 
     // The RESOLVE entry, reached with the arrow keys and resolved from the screen.
     let position = seen
