@@ -1,10 +1,10 @@
 //! The store on PostgreSQL (DESIGN §12): connecting with what the operator's environment
 //! gave, the schema of §2 in PostgreSQL's types (created on an empty database, refused
-//! when unknown), and the little that turns one SQL text into PostgreSQL's: its
-//! parameters, its values, its rows read as a SQLite row is.
+//! when unknown), and the store's own session, through which every statement goes but
+//! a walk's two reads (`snapshot`).
 
 use super::error::{DbError, DbResult, refused_credentials, said};
-use super::snapshot::{Merged, Pair};
+use super::snapshot::Merged;
 use super::value::Source;
 use super::wire::values;
 pub use super::wire::{PgRow, numbered};
@@ -484,7 +484,7 @@ impl PgConn {
             .target
             .client_config()
             .map_err(|err| DbError::Value(err.to_string()))?;
-        Pair::open(config, tls)?.merge(heads, lines, params, each)
+        super::snapshot::read_merged(config, tls, (heads, lines), params, each)
     }
 
     /// Runs `COPY ... FROM STDIN (FORMAT binary)`, its rows written by `fill` in

@@ -29,11 +29,45 @@ pub enum Merged<'r> {
     Line(&'r dyn Source),
 }
 
-/// Two connections to one database on a runtime of their own, for one walk.
-pub struct Pair {
-    runtime: tokio::runtime::Runtime,
-    heads: Side,
-    lines: Side,
+/// Reads `heads` and `lines` (each ordered by its first column, a text key, in byte
+/// order) in one snapshot, each with `params`, on two sessions made with `config` and
+/// `tls` (the store's own session's) on a runtime of this walk's own; hands `each` every
+/// head followed by the lines of its key, until `each` returns false. The sessions end
+/// with the walk, whether it read to the end or not.
+pub fn read_merged(
+    mut config: tokio_postgres::Config,
+    tls: Option<tokio_postgres_rustls::MakeRustlsConnect>,
+    (heads, lines): (&str, &str),
+    params: &[Value],
+    each: &mut dyn FnMut(Merged<'_>) -> DbResult<bool>,
+) -> DbResult<()> {
+    // Told apart from the store's own session in the server's list of sessions.
+    config.application_name(WALK_SESSION);
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|err| DbError::Value(format!("cannot start the database client: {err}")))?;
+    runtime.block_on(async {
+        let (head_side, line_side) = tokio::try_join!(
+            Side::connect(&config, tls.clone()),
+            Side::connect(&config, tls)
+        )?;
+        let read = merge(
+            &head_side.client,
+            &line_side.client,
+            (heads, lines),
+            params,
+            each,
+        )
+        .await;
+        read.map_err(|err| match err {
+            DbError::Postgres(err) if err.is_closed() => {
+                let ended = head_side.why_ended().or_else(|| line_side.why_ended());
+                DbError::Postgres(ended.unwrap_or(err))
+            }
+            other => other,
+        })
+    })
 }
 
 /// One connection, and why it ended when it did.
@@ -42,64 +76,6 @@ struct Side {
     /// The server's own words when it ends a session ("terminating connection due to
     /// administrator command"), which the client's requests only see as "closed".
     ended: Arc<Mutex<Option<postgres::Error>>>,
-}
-
-impl Pair {
-    /// Connects twice with `config` and `tls` (the store's own session's), at once.
-    pub fn open(
-        mut config: tokio_postgres::Config,
-        tls: Option<tokio_postgres_rustls::MakeRustlsConnect>,
-    ) -> DbResult<Self> {
-        // Told apart from the store's own session in the server's list of sessions.
-        config.application_name(WALK_SESSION);
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .map_err(|err| DbError::Value(format!("cannot start the database client: {err}")))?;
-        let (heads, lines) = runtime.block_on(async {
-            tokio::try_join!(
-                Side::connect(&config, tls.clone()),
-                Side::connect(&config, tls)
-            )
-        })?;
-        Ok(Self {
-            runtime,
-            heads,
-            lines,
-        })
-    }
-
-    /// Reads `heads` and `lines` (each ordered by its first column, a text key, in
-    /// byte order) in one snapshot, each with `params`, and hands `each` every head
-    /// followed by the lines of its key, until `each` returns false. The pair is spent:
-    /// its sessions end when it is dropped, in the middle of their reads or not.
-    pub fn merge(
-        &mut self,
-        heads: &str,
-        lines: &str,
-        params: &[Value],
-        each: &mut dyn FnMut(Merged<'_>) -> DbResult<bool>,
-    ) -> DbResult<()> {
-        let Self {
-            runtime,
-            heads: head_side,
-            lines: line_side,
-        } = self;
-        let read = runtime.block_on(merge(
-            &head_side.client,
-            &line_side.client,
-            (heads, lines),
-            params,
-            each,
-        ));
-        read.map_err(|err| match err {
-            DbError::Postgres(err) if err.is_closed() => {
-                let ended = head_side.why_ended().or_else(|| line_side.why_ended());
-                DbError::Postgres(ended.unwrap_or(err))
-            }
-            other => other,
-        })
-    }
 }
 
 impl Side {
