@@ -4,8 +4,8 @@
 //! of any length allocates little after the first few and holds a few MiB at most.
 //!
 //! SQLite is stepped in the id index's order and each entry's row read by its rowid
-//! (no sort, nothing read twice); PostgreSQL streams one join of rows and their events
-//! in the same order, each entry's row carried by its first line.
+//! (no sort, nothing read twice); PostgreSQL streams the entries and their events as two
+//! reads of one snapshot, each in its index's order, merged by id as they arrive.
 
 use super::selection::Rows;
 use super::{EntryVisit, Result, Selection, StoreError, StoredEvent, Triaged, Visit};
@@ -94,12 +94,11 @@ fn columns(rows: Rows<'_>, dialect: Dialect) -> String {
     }
 }
 
-/// The two reads a walk of `rows` makes of PostgreSQL, each taking the values of
-/// [`Rows::where_sql`]: the entries by id, their first column the id; and their events
-/// by entry and id, their first column the entry's id. (The benchmark has psql stream
-/// the very same rows.)
-pub fn postgres_reads(rows: Rows<'_>) -> (String, String) {
-    let (filter, _) = rows.where_sql(Dialect::Postgres);
+/// The two reads a walk of `rows` makes of PostgreSQL, and the values both take: the
+/// entries by id, their first column the id; and their events by entry and id, their
+/// first column the entry's id. (The benchmark has psql stream the very same rows.)
+pub fn postgres_reads(rows: Rows<'_>) -> (String, String, Vec<rusqlite::types::Value>) {
+    let (filter, params) = rows.where_sql(Dialect::Postgres);
     let columns = columns(rows, Dialect::Postgres);
     let heads =
         format!("SELECT n.id, {columns} FROM uns_notifications n WHERE {filter} ORDER BY n.id");
@@ -108,7 +107,7 @@ pub fn postgres_reads(rows: Rows<'_>) -> (String, String) {
          WHERE e.notification_id IN (SELECT n.id FROM uns_notifications n WHERE {filter})
          ORDER BY e.notification_id, e.id"
     );
-    (heads, lines)
+    (heads, lines, params)
 }
 
 /// Streams the selected rows and, after each, its events from PostgreSQL: two reads of
@@ -121,8 +120,7 @@ fn stream(
     full: SyncSender<Batch>,
     returned: Receiver<Batch>,
 ) -> Result<()> {
-    let (heads, lines) = postgres_reads(rows);
-    let (_, params) = rows.where_sql(Dialect::Postgres);
+    let (heads, lines, params) = postgres_reads(rows);
     let mut batcher = Batcher {
         batch: Batch::default(),
         full,
