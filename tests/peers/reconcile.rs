@@ -15,7 +15,7 @@ use unsctl::clock::{Clock, SystemClock};
 use unsctl::model::Channel;
 use unsctl::runtime::adapters::email::{EmailAdapter, EmailConfig, StartTls};
 use unsctl::runtime::adapters::{Adapter, DeliveryRequest};
-use unsctl::runtime::engine::{self, Backoff, ClaimOutcome, Decision, Ended, NewNotification};
+use unsctl::runtime::engine::{self, Backoff, Decision, Ended, NewNotification};
 use unsctl::runtime::schema::{self, OpenMode};
 
 /// The lease of the attempt whose reply is held: the proxy holds it past this, so the
@@ -38,19 +38,13 @@ fn now() -> f64 {
 /// One claim with a lease of `seconds` and one call through `adapter`, recorded as the
 /// worker records it.
 fn attempt(conn: &rusqlite::Connection, adapter: &EmailAdapter, seconds: f64) -> (String, Ended) {
-    let ClaimOutcome::Claimed(lease) =
-        engine::claim(&Db::Sqlite(conn), now(), "reconcile-test", seconds).expect("claim")
-    else {
-        panic!("nothing due");
-    };
-    engine::start_channel(
-        &Db::Sqlite(conn),
-        now(),
-        &lease,
+    let lease = support::claim_and_start(
+        conn,
+        "reconcile-test",
+        seconds,
         Channel::Email,
         &adapter.started(),
-    )
-    .expect("start");
+    );
     let request = DeliveryRequest::for_lease(&lease, Channel::Email, seconds, MIN_IO);
     let result = adapter.deliver(&request, &|| true);
     engine::record_result(&Db::Sqlite(conn), now(), &lease, Channel::Email, &result)

@@ -70,19 +70,13 @@ fn adapter(relay: SocketAddr, starttls: StartTls, ca: Option<&Path>) -> EmailAda
 /// in the DLQ.
 fn deliver_due(db: &Path, adapter: &EmailAdapter, seconds: f64) -> DeliveryResult {
     let conn = schema::open(db, OpenMode::Create).expect("store");
-    let ClaimOutcome::Claimed(lease) =
-        engine::claim(&Db::Sqlite(&conn), now(), "verify-test", seconds).expect("claim")
-    else {
-        panic!("nothing due");
-    };
-    engine::start_channel(
-        &Db::Sqlite(&conn),
-        now(),
-        &lease,
+    let lease = support::claim_and_start(
+        &conn,
+        "verify-test",
+        seconds,
         Channel::Email,
         &adapter.started(),
-    )
-    .expect("start");
+    );
     let request = DeliveryRequest::for_lease(&lease, Channel::Email, seconds, MIN_IO);
     let result = adapter.deliver(&request, &|| true);
     engine::record_result(&Db::Sqlite(&conn), now(), &lease, Channel::Email, &result)
@@ -119,26 +113,14 @@ fn deliver_due(db: &Path, adapter: &EmailAdapter, seconds: f64) -> DeliveryResul
     result
 }
 
-/// A notification on `channel` alone, with a budget of one attempt.
 /// A PagerDuty and a Slack notification, each claimed, its channel started, and its
 /// lease taken over once it ran out: a call in doubt on each provider.
 fn lost_mid_call(conn: &rusqlite::Connection) -> Vec<String> {
     let mut ids = Vec::new();
     for channel in [Channel::Pagerduty, Channel::Slack] {
         let id = submit_on(conn, channel);
-        let ClaimOutcome::Claimed(lease) =
-            engine::claim(&Db::Sqlite(conn), now(), "verify-test", LEASE).expect("claim")
-        else {
-            panic!("nothing due");
-        };
-        engine::start_channel(
-            &Db::Sqlite(conn),
-            now(),
-            &lease,
-            channel,
-            &Default::default(),
-        )
-        .expect("start");
+        let lease =
+            support::claim_and_start(conn, "verify-test", LEASE, channel, &Default::default());
         let _ = engine::claim(
             &Db::Sqlite(conn),
             lease.lease_until + 0.01,
@@ -150,6 +132,7 @@ fn lost_mid_call(conn: &rusqlite::Connection) -> Vec<String> {
     ids
 }
 
+/// A notification on `channel` alone, with a budget of one attempt.
 fn submit_on(conn: &rusqlite::Connection, channel: Channel) -> String {
     engine::submit(
         &Db::Sqlite(conn),

@@ -320,6 +320,25 @@ pub fn play(
     id
 }
 
+/// Claims the due row for `worker` with a lease of `seconds` and starts its `channel`
+/// call with `details`, as a worker does just before it calls the provider: the lease.
+pub fn claim_and_start(
+    conn: &rusqlite::Connection,
+    worker: &str,
+    seconds: f64,
+    channel: Channel,
+    details: &serde_json::Map<String, serde_json::Value>,
+) -> unsctl::runtime::engine::Lease {
+    let ClaimOutcome::Claimed(lease) =
+        engine::claim(&Db::Sqlite(conn), wall_clock(), worker, seconds).expect("claim")
+    else {
+        panic!("nothing due");
+    };
+    engine::start_channel(&Db::Sqlite(conn), wall_clock(), &lease, channel, details)
+        .expect("start");
+    lease
+}
+
 /// A REPLAY-branch DLQ entry: SLACK refused (not retryable).
 pub fn replay_entry(conn: &rusqlite::Connection, now: f64) -> String {
     play(
