@@ -437,7 +437,6 @@ fn first_stamp(path: &Path, clock: &clock::Clock) -> std::io::Result<Option<f64>
 /// The maps of a pass, keyed by [`Key`]s whose hash the parsers made (with a seed of
 /// the search's own, so bytes from the log cannot be chosen to collide).
 type Map<K, V> = HashMap<K, V, std::hash::BuildHasherDefault<Made>>;
-type Set<K> = HashSet<K, std::hash::BuildHasherDefault<Made>>;
 
 /// The hasher of a key whose hash was made already: it takes that hash as it is.
 #[derive(Default)]
@@ -552,18 +551,21 @@ struct Track {
     ambiguous: bool,
     /// Index into `Scan::found` once its message-id line named a wanted Message-ID.
     message: Option<usize>,
+    /// Its number among the messages of the search.
+    number: u64,
     sender: Sender,
     fate: Fate,
     fate_line: Option<String>,
 }
 
 impl Track {
-    fn new(stamp: Stamp) -> Self {
+    fn new(stamp: Stamp, number: u64) -> Self {
         Self {
             since: stamp.lo,
             span: (stamp.lo, stamp.hi),
             ambiguous: stamp.ambiguous,
             message: None,
+            number,
             sender: Sender::Unknown,
             fate: Fate::Open,
             fate_line: None,
@@ -646,11 +648,16 @@ struct Scan<'w> {
     hasher: foldhash::fast::RandomState,
     /// Queue ids being followed.
     tracks: Map<Key, Track>,
-    /// Queue ids with no message-id line yet, by when they appeared, to forget them.
-    pending: VecDeque<(f64, Key)>,
-    /// Queue ids whose message-id line named another Message-ID, for a while.
-    identified: Set<Key>,
-    identified_order: VecDeque<(f64, Key)>,
+    /// Queue ids with no message-id line yet, by when they appeared, to forget them;
+    /// each with the number of its message, so a queue id the relay reused is not
+    /// forgotten by an entry about its earlier message.
+    pending: VecDeque<(f64, u64, Key)>,
+    /// Queue ids whose message-id line named another Message-ID, for a while; with the
+    /// number of that message, as in `pending`.
+    identified: Map<Key, u64>,
+    identified_order: VecDeque<(f64, u64, Key)>,
+    /// Messages numbered so far.
+    numbered: u64,
     orphans: Vec<Orphan>,
     orphans_overflow: bool,
     /// smtpd sessions (host and process) under way.
@@ -685,8 +692,9 @@ impl<'w> Scan<'w> {
             hasher: foldhash::fast::RandomState::default(),
             tracks: Map::default(),
             pending: VecDeque::new(),
-            identified: Set::default(),
+            identified: Map::default(),
             identified_order: VecDeque::new(),
+            numbered: 0,
             orphans: Vec::new(),
             orphans_overflow: false,
             sessions: Map::default(),
@@ -1092,7 +1100,7 @@ impl<'w> Scan<'w> {
             }
             Op::QmgrActive { queue_id, sender } => {
                 let key = key(queue_id);
-                if !self.tracks.contains_key(&key) && !self.identified.contains(&key) {
+                if !self.tracks.contains_key(&key) && !self.identified.contains_key(&key) {
                     // Queued, and no line ever said what it carried.
                     self.orphan(
                         stamp.lo,
@@ -1136,6 +1144,7 @@ impl<'w> Scan<'w> {
     }
 
     fn client(&mut self, process: Key, key: Key, stamp: Stamp) {
+        let number = self.number();
         let session = self.sessions.entry(process).or_insert_with(|| Session {
             since: stamp.lo,
             connected: false,
@@ -1144,14 +1153,14 @@ impl<'w> Scan<'w> {
         session.queue_ids.push(key.clone());
         // The session's lines are the message's too: one of them stamped elsewhere
         // cannot move the message out of the session's time.
-        let mut track = Track::new(stamp);
+        let mut track = Track::new(stamp, number);
         track.span = (stamp.lo.min(session.since), stamp.hi.max(session.since));
         // A queue id seen again is a new message: the old one's lines are done.
         if let Some(old) = self.tracks.insert(key.clone(), track) {
             self.orphan_if_unnamed(&key, &old);
         }
         self.identified.remove(&key);
-        self.pending.push_back((stamp.lo, key));
+        self.pending.push_back((stamp.lo, number, key));
         self.forget_pending(stamp.lo);
     }
 
@@ -1196,14 +1205,21 @@ impl<'w> Scan<'w> {
             return false;
         }
         if !wanted {
-            self.tracks.remove(&key);
-            self.identified.insert(key.clone());
-            self.identified_order.push_back((stamp.lo, key));
+            let number = match self.tracks.remove(&key) {
+                Some(track) => track.number,
+                None => self.number(),
+            };
+            self.identified.insert(key.clone(), number);
+            self.identified_order.push_back((stamp.lo, number, key));
             return false;
         }
         let index = self.found.len();
         let queue_id = key.name.text();
-        let track = self.tracks.entry(key).or_insert_with(|| Track::new(stamp));
+        let number = self.number();
+        let track = self
+            .tracks
+            .entry(key)
+            .or_insert_with(|| Track::new(stamp, number));
         track.message = Some(index);
         let message = Message {
             queue_id,
@@ -1303,26 +1319,36 @@ impl<'w> Scan<'w> {
         }
     }
 
+    /// The next message's number.
+    fn number(&mut self) -> u64 {
+        self.numbered += 1;
+        self.numbered
+    }
+
     /// Drops queue ids that never got a message-id line within [`PENDING_FOR`], and
-    /// forgets the identified ones as old.
+    /// forgets the identified ones as old: each entry only the message it was made for,
+    /// never a later one the relay gave the same queue id.
     fn forget_pending(&mut self, now: f64) {
-        while let Some((born, _)) = self.pending.front() {
+        while let Some((born, ..)) = self.pending.front() {
             if now - born < PENDING_FOR {
                 break;
             }
-            if let Some((_, key)) = self.pending.pop_front()
+            if let Some((_, number, key)) = self.pending.pop_front()
                 && let Some(track) = self.tracks.get(&key)
+                && track.number == number
                 && track.message.is_none()
                 && let Some(old) = self.tracks.remove(&key)
             {
                 self.orphan_if_unnamed(&key, &old);
             }
         }
-        while let Some((born, _)) = self.identified_order.front() {
+        while let Some((born, ..)) = self.identified_order.front() {
             if now - born < IDENTIFIED_FOR {
                 break;
             }
-            if let Some((_, key)) = self.identified_order.pop_front() {
+            if let Some((_, number, key)) = self.identified_order.pop_front()
+                && self.identified.get(&key) == Some(&number)
+            {
                 self.identified.remove(&key);
             }
         }

@@ -1049,3 +1049,63 @@ fn long_lines_read_the_same_whatever_the_block() {
         }
     }
 }
+
+#[test]
+fn a_queue_id_reused_an_hour_later_is_followed_as_the_new_message() {
+    // The first message of AAAAAA1 is forgotten an hour after it began. The relay's next
+    // message under that queue id begins just then: it is a message of its own, with its
+    // own lines, never one "no message-id line names".
+    let text = "\
+Nov 29 21:00:00 relay postfix/smtpd[1]: connect from localhost[127.0.0.1]
+Nov 29 21:00:00 relay postfix/smtpd[1]: AAAAAA1: client=localhost[127.0.0.1]
+Nov 29 21:00:00 relay postfix/cleanup[2]: AAAAAA1: message-id=<other@example.com>
+Nov 29 21:00:01 relay postfix/qmgr[3]: AAAAAA1: from=<x@example.com>, size=1, nrcpt=1 (queue active)
+Nov 29 21:00:01 relay postfix/qmgr[3]: AAAAAA1: removed
+Nov 29 21:00:01 relay postfix/smtpd[1]: disconnect from localhost[127.0.0.1] ehlo=1 mail=1 rcpt=1 data=1 quit=1 commands=5
+Nov 29 22:00:05 relay postfix/smtpd[1]: connect from localhost[127.0.0.1]
+Nov 29 22:00:05 relay postfix/smtpd[1]: AAAAAA1: client=localhost[127.0.0.1]
+Nov 29 22:00:05 relay postfix/cleanup[2]: AAAAAA1: message-id=<n-1.1.1@uns.local>
+Nov 29 22:00:06 relay postfix/qmgr[3]: AAAAAA1: from=<uns@uns.local>, size=1, nrcpt=1 (queue active)
+Nov 29 22:00:06 relay postfix/qmgr[3]: AAAAAA1: removed
+Nov 29 22:00:06 relay postfix/smtpd[1]: disconnect from localhost[127.0.0.1] ehlo=1 mail=1 rcpt=1 data=1 quit=1 commands=5
+";
+    let found = search_text(text, &["<n-1.1.1@uns.local>"]);
+    let message = only(&found, "<n-1.1.1@uns.local>");
+    assert_eq!(message.fate, Fate::Queued);
+    // Its lines began with its session's, at 22:00:05.
+    assert_eq!(message.span.0, AT - 952.0);
+    assert!(found.orphans.is_empty(), "{:?}", found.orphans);
+}
+
+#[test]
+fn a_queue_id_identified_again_is_remembered_from_its_new_message() {
+    // BBBBBB1 named another Message-ID at 22:00:00 and, reused, again at 22:09:59. What
+    // forgets the first (600 s on, at 22:10:00) must not forget the second, or the queue
+    // manager's line about it reads as a message no message-id line names.
+    let text = "\
+Nov 29 22:00:00 relay postfix/smtpd[1]: BBBBBB1: client=localhost[127.0.0.1]
+Nov 29 22:00:00 relay postfix/cleanup[2]: BBBBBB1: message-id=<a@example.com>
+Nov 29 22:00:01 relay postfix/qmgr[3]: BBBBBB1: from=<x@example.com>, size=1, nrcpt=1 (queue active)
+Nov 29 22:00:01 relay postfix/qmgr[3]: BBBBBB1: removed
+Nov 29 22:09:59 relay postfix/smtpd[1]: BBBBBB1: client=localhost[127.0.0.1]
+Nov 29 22:09:59 relay postfix/cleanup[2]: BBBBBB1: message-id=<b@example.com>
+Nov 29 22:10:00 relay postfix/smtpd[4]: CCCCCC1: client=localhost[127.0.0.1]
+Nov 29 22:10:00 relay postfix/cleanup[2]: CCCCCC1: message-id=<c@example.com>
+Nov 29 22:10:01 relay postfix/qmgr[3]: BBBBBB1: from=<x@example.com>, size=1, nrcpt=1 (queue active)
+Nov 29 22:10:01 relay postfix/qmgr[3]: CCCCCC1: from=<x@example.com>, size=1, nrcpt=1 (queue active)
+Nov 29 22:10:02 relay postfix/smtpd[1]: disconnect from localhost[127.0.0.1]
+Nov 29 22:10:02 relay postfix/smtpd[4]: disconnect from localhost[127.0.0.1]
+";
+    let found = search_text(text, &["<n-1.1.1@uns.local>"]);
+    assert!(found.orphans.is_empty(), "{:?}", found.orphans);
+    // Past its own 600 s, a retry of it is one again.
+    let later = format!(
+        "{text}Nov 29 22:20:00 relay postfix/smtpd[5]: DDDDDD1: client=localhost[127.0.0.1]\n\
+         Nov 29 22:20:00 relay postfix/cleanup[2]: DDDDDD1: message-id=<d@example.com>\n\
+         Nov 29 22:20:00 relay postfix/smtpd[5]: disconnect from localhost[127.0.0.1]\n\
+         Nov 29 22:20:01 relay postfix/qmgr[3]: BBBBBB1: from=<x@example.com>, size=1, nrcpt=1 (queue active)\n"
+    );
+    let found = search_text(&later, &["<n-1.1.1@uns.local>"]);
+    let orphans: Vec<&str> = found.orphans.iter().map(|o| o.what.as_str()).collect();
+    assert_eq!(orphans, ["BBBBBB1"]);
+}
