@@ -1200,6 +1200,96 @@ mod evidence_holds {
         }
     }
 
+    /// Another message's whole lines under `queue_id`: smtpd `pid`'s session from `at`,
+    /// carrying `message_id` from `from`.
+    fn other_message(at: f64, pid: u32, queue_id: &str, message_id: &str, from: &str) -> Lines {
+        let smtpd = format!("postfix/smtpd[{pid}]");
+        [
+            (at, format!("{smtpd}: connect from app[10.0.0.5]")),
+            (at, format!("{smtpd}: {queue_id}: client=app[10.0.0.5]")),
+            (
+                at,
+                format!("postfix/cleanup[2]: {queue_id}: message-id={message_id}"),
+            ),
+            (
+                at + 1.0,
+                format!(
+                    "postfix/qmgr[3]: {queue_id}: from=<{from}>, size=9, nrcpt=1 (queue active)"
+                ),
+            ),
+            (at + 1.0, format!("postfix/qmgr[3]: {queue_id}: removed")),
+            (
+                at + 1.0,
+                format!(
+                    "{smtpd}: disconnect from app[10.0.0.5] ehlo=1 mail=1 rcpt=1 data=1 commands=4"
+                ),
+            ),
+        ]
+        .into_iter()
+        .map(|(at, text)| (at, HOST, text))
+        .collect()
+    }
+
+    #[test]
+    fn a_queue_id_the_relay_reuses_keeps_every_answer_in_every_layout() {
+        // Inside the attempt's window the relay reuses two queue ids of other mail: one
+        // first taken up an hour before (just when a message without a message-id line
+        // is given up on), one that named another Message-ID 600 s before (just when
+        // that is forgotten). Each later message has every line of its own, so neither
+        // is a message "no message-id line names", and absence stays provable.
+        let reused = |kind: Base| -> Lines {
+            let mut lines = base(kind);
+            lines.extend(other_message(
+                T0 - 3595.0,
+                7,
+                "CCCC0001",
+                "<a@example.com>",
+                "x@example.com",
+            ));
+            lines.extend(other_message(
+                T0 - 595.0,
+                8,
+                "DDDD0001",
+                "<n-7.1.1@uns.local>",
+                OURS,
+            ));
+            // CCCC0001's new session at T0+5 comes before DDDD0001's queue manager line
+            // of the same second: the entries about both earlier messages fall due there.
+            lines.extend(other_message(
+                T0 + 5.0,
+                10,
+                "CCCC0001",
+                "<b@example.com>",
+                "x@example.com",
+            ));
+            lines.extend(other_message(
+                T0 + 4.0,
+                9,
+                "DDDD0001",
+                "<n-8.1.1@uns.local>",
+                OURS,
+            ));
+            lines.sort_by(|a, b| a.0.total_cmp(&b.0));
+            lines
+        };
+        for kind in [Base::Delivered, Base::Lost, Base::Absent] {
+            let (answer, evidence) = classic_answer(&[reused(kind)]);
+            assert_eq!(answer, kind.answer(), "{kind:?}: {evidence}");
+            for stamps in STAMPS {
+                for prefix in PREFIXES {
+                    let layout = Layout {
+                        stamps,
+                        prefix,
+                        name: "mailrelay",
+                    };
+                    let (answer, evidence) =
+                        answer_in(&[reused(kind)], layout, &["mailrelay"], None);
+                    assert_eq!(answer, kind.answer(), "{kind:?} in {layout:?}: {evidence}");
+                }
+            }
+        }
+    }
+
     #[test]
     fn a_log_the_reader_cannot_take_as_the_relays_proves_no_absence() {
         for kind in [Base::Lost, Base::Absent] {
