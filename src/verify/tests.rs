@@ -1181,10 +1181,11 @@ mod evidence_holds {
         }
     }
 
-    #[test]
-    fn each_base_log_proves_its_answer_in_every_layout() {
+    /// The log `log` writes for each base proves that base's answer in the classic layout
+    /// and in every stamp and prefix layout, read under its syslog name.
+    fn proves_each_answer_in_every_layout(log: impl Fn(Base) -> Lines) {
         for kind in [Base::Delivered, Base::Lost, Base::Absent] {
-            let (answer, evidence) = classic_answer(&[base(kind)]);
+            let (answer, evidence) = classic_answer(&[log(kind)]);
             assert_eq!(answer, kind.answer(), "{kind:?}: {evidence}");
             for stamps in STAMPS {
                 for prefix in PREFIXES {
@@ -1193,11 +1194,16 @@ mod evidence_holds {
                         prefix,
                         name: "mailrelay",
                     };
-                    let (answer, evidence) = answer_in(&[base(kind)], layout, &["mailrelay"], None);
+                    let (answer, evidence) = answer_in(&[log(kind)], layout, &["mailrelay"], None);
                     assert_eq!(answer, kind.answer(), "{kind:?} in {layout:?}: {evidence}");
                 }
             }
         }
+    }
+
+    #[test]
+    fn each_base_log_proves_its_answer_in_every_layout() {
+        proves_each_answer_in_every_layout(base);
     }
 
     /// Another message's whole lines under `queue_id`: smtpd `pid`'s session from `at`,
@@ -1272,22 +1278,7 @@ mod evidence_holds {
             lines.sort_by(|a, b| a.0.total_cmp(&b.0));
             lines
         };
-        for kind in [Base::Delivered, Base::Lost, Base::Absent] {
-            let (answer, evidence) = classic_answer(&[reused(kind)]);
-            assert_eq!(answer, kind.answer(), "{kind:?}: {evidence}");
-            for stamps in STAMPS {
-                for prefix in PREFIXES {
-                    let layout = Layout {
-                        stamps,
-                        prefix,
-                        name: "mailrelay",
-                    };
-                    let (answer, evidence) =
-                        answer_in(&[reused(kind)], layout, &["mailrelay"], None);
-                    assert_eq!(answer, kind.answer(), "{kind:?} in {layout:?}: {evidence}");
-                }
-            }
-        }
+        proves_each_answer_in_every_layout(reused);
     }
 
     #[test]
