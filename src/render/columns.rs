@@ -135,7 +135,7 @@ pub fn markdown<'r, R: 'r + ?Sized>(
                 let text = (spec.cell)(row).text;
                 match (spec.code, text.as_str()) {
                     (_, "" | "-") => "-".to_string(),
-                    (true, _) => code_span(&text),
+                    (true, _) => markdown_code(&text, CodePlace::Cell),
                     (false, _) => markdown_text(&text),
                 }
             })
@@ -168,13 +168,36 @@ pub fn markdown_text(text: &str) -> String {
     out
 }
 
-/// An id or a command as inline code: kept on one line (a non-breaking hyphen never
-/// splits it), a pipe escaped for the table, a backtick inside fenced by more.
-fn code_span(text: &str) -> String {
-    let clean = super::sanitize::clean(text).replace(['\n', '\r'], " ");
-    let clean = clean.replace('|', "\\|");
-    let fence = if clean.contains('`') { "``" } else { "`" };
-    format!("{fence}{clean}{fence}")
+/// Where a Markdown code span stands. In a table cell a `|` ends the cell even inside
+/// code unless escaped, and the escape is taken out again; anywhere else a backslash in
+/// code is shown as it is, so nothing may be escaped there.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CodePlace {
+    Cell,
+    Line,
+}
+
+/// An id or a command as inline code that shows exactly its characters (control bytes
+/// written out, as a terminal shows them) on one line: fenced by more backticks than
+/// any run inside it, padded with a space where it starts or ends with a backtick or a
+/// space (CommonMark takes one such space off each end), a pipe escaped in a cell. Code
+/// reads no markup, entity or escape, so nothing else is escaped: `&lt;` would be shown
+/// as those four characters.
+pub fn markdown_code(text: &str, place: CodePlace) -> String {
+    let mut clean = super::sanitize::clean(text).replace(['\n', '\r'], " ");
+    if place == CodePlace::Cell {
+        clean = clean.replace('|', "\\|");
+    }
+    if clean.is_empty() {
+        return "` `".to_string();
+    }
+    let longest = clean.split(|c| c != '`').map(str::len).max().unwrap_or(0);
+    let fence = "`".repeat(longest + 1);
+    let pad = clean.starts_with('`')
+        || clean.ends_with('`')
+        || (clean.starts_with(' ') && clean.ends_with(' ') && clean.trim_start() != "");
+    let pad = if pad { " " } else { "" };
+    format!("{fence}{pad}{clean}{pad}{fence}")
 }
 
 /// An HTML table of `rows`: maud escapes the markup; ids, commands and times in cells
@@ -642,3 +665,78 @@ pub const VERDICTS: &[Spec<VerdictRow>] = &[
     )
     .own_line(),
 ];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// The text of every code span of `markdown`, as a CommonMark reader with GitHub's
+    /// tables shows it.
+    fn code_read(markdown: &str) -> Vec<String> {
+        use pulldown_cmark::{Event, Options, Parser};
+        Parser::new_ext(markdown, Options::ENABLE_TABLES)
+            .filter_map(|event| match event {
+                Event::Code(text) => Some(text.into_string()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// `text` read back from its code span in a table cell and in a list item.
+    fn both_places(text: &str) -> (Vec<String>, Vec<String>) {
+        let cell = markdown_code(text, CodePlace::Cell);
+        let table = format!("| A | B |\n|---|---|\n| {cell} | x |\n");
+        let line = format!("- the entry ({})\n", markdown_code(text, CodePlace::Line));
+        (code_read(&table), code_read(&line))
+    }
+
+    #[test]
+    fn a_code_span_shows_exactly_its_text_in_a_cell_and_on_a_line() {
+        for text in [
+            "n-01a242263fad724e97f9415d6a0422d1",
+            "a<b>&amp;",
+            "*not bold* _nor this_ [nor](a link)",
+            "back\\slash",
+            "`tick",
+            "tick`",
+            "a``b`c",
+            " spaced ",
+            "pipe|in|it",
+            "unsctl replay 'a`b' --confirm",
+        ] {
+            let (cell, line) = both_places(text);
+            assert_eq!(
+                cell,
+                [text],
+                "in a cell: {}",
+                markdown_code(text, CodePlace::Cell)
+            );
+            assert_eq!(
+                line,
+                [text],
+                "on a line: {}",
+                markdown_code(text, CodePlace::Line)
+            );
+        }
+    }
+
+    #[test]
+    fn a_code_span_writes_control_bytes_out_and_stays_on_one_line() {
+        let text = "n-\u{1b}[31mEVIL\u{7}\r\nX";
+        let (cell, line) = both_places(text);
+        let shown = crate::render::sanitize::cleaned(text);
+        assert_eq!(cell, [shown.as_str()]);
+        assert_eq!(line, [shown.as_str()]);
+        assert!(!markdown_code(text, CodePlace::Line).contains(['\n', '\r', '\u{1b}']));
+    }
+
+    proptest! {
+        #[test]
+        fn any_text_reads_back_from_its_code_span(text in "[a-z `|<>&*_\\\\\\[\\]]{1,12}") {
+            let (cell, line) = both_places(&text);
+            prop_assert_eq!(cell, vec![text.clone()]);
+            prop_assert_eq!(line, vec![text]);
+        }
+    }
+}

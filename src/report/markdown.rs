@@ -9,10 +9,7 @@ use std::fmt::Write;
 
 pub use crate::render::columns::markdown_text as escape;
 
-/// An id as inline code, which never breaks inside.
-fn code(id: &str) -> String {
-    format!("`{}`", escape(id).replace('`', ""))
-}
+use crate::render::columns::{CodePlace, markdown_code};
 
 fn moment_row(out: &mut String, report: &Report, label: &str, moment: Option<&Moment>) {
     let _ = match moment {
@@ -21,7 +18,7 @@ fn moment_row(out: &mut String, report: &Report, label: &str, moment: Option<&Mo
             "| {label} | {} | event {} | {} |",
             report.times().of(m.at),
             m.event_id,
-            code(report.shown(&m.notification_id))
+            markdown_code(report.shown(&m.notification_id), CodePlace::Cell)
         ),
         None => writeln!(out, "| {label} | none in the window | | |"),
     };
@@ -156,7 +153,7 @@ fn timeline(out: &mut String, report: &Report) {
                 report.times().of(m.at),
                 escape(&m.what),
                 m.event_id,
-                code(report.shown(&m.notification_id))
+                markdown_code(report.shown(&m.notification_id), CodePlace::Line)
             ),
             super::KeyLine::Note(n) => writeln!(
                 out,
