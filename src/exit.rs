@@ -40,12 +40,16 @@ impl ExitKind {
     }
 }
 
-/// What went wrong, the exit it calls for, and what to do. `causes` is the chain under
-/// the message, outermost first (`error:`, then each `Caused by:`, then each `hint:`).
+/// What went wrong, the exit it calls for, and what to do. `details` are the items the
+/// message lists, one line each under it; `causes` is the chain under them, outermost
+/// first (`error:`, the details, then each `Caused by:`, then each `hint:`). A message
+/// is one line: text it quotes may hold a line break, shown escaped, so only these lists
+/// make lines.
 #[derive(Debug, Clone)]
 pub struct Failure {
     pub kind: ExitKind,
     pub message: String,
+    pub details: Vec<String>,
     pub causes: Vec<String>,
     pub hints: Vec<String>,
 }
@@ -55,6 +59,7 @@ impl Failure {
         Self {
             kind,
             message: message.into(),
+            details: Vec::new(),
             causes: Vec::new(),
             hints: Vec::new(),
         }
@@ -67,6 +72,7 @@ impl Failure {
         Self {
             kind,
             message: chain.next().unwrap_or_default(),
+            details: Vec::new(),
             causes: chain.collect(),
             hints: Vec::new(),
         }
@@ -78,6 +84,12 @@ impl Failure {
 
     pub fn usage(message: impl Into<String>) -> Self {
         Self::new(ExitKind::Usage, message)
+    }
+
+    /// The items the message lists, each a line under it.
+    pub fn details(mut self, details: impl IntoIterator<Item = String>) -> Self {
+        self.details.extend(details);
+        self
     }
 
     pub fn hint(mut self, hint: impl Into<String>) -> Self {

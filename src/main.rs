@@ -56,6 +56,9 @@ fn main() -> ExitCode {
         Err(err) => {
             // Messages can quote store or server text: never let it reach the terminal raw.
             status(&format!("error: {}", clean(&err.message)));
+            for detail in &err.details {
+                status(&format!("  {}", clean(detail)));
+            }
             for cause in &err.causes {
                 status(&format!("  Caused by: {}", clean(cause)));
             }

@@ -31,7 +31,8 @@ pub enum CopyError {
     To(#[from] crate::db::pg::OpenError),
     #[error("{url}: not empty ({what}); a copy goes into an empty database only")]
     NotEmpty { url: String, what: String },
-    #[error("{} value(s) PostgreSQL cannot hold unchanged, so nothing was copied:\n  {}", .0.len(), .0.join("\n  "))]
+    /// Each value, by its table, row and column, and why.
+    #[error("{} value(s) PostgreSQL cannot hold unchanged, so nothing was copied: {}", .0.len(), .0.join("; "))]
     Unchanged(Vec<String>),
     #[error("{0}")]
     Database(#[from] DbError),

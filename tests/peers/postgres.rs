@@ -425,6 +425,16 @@ fn hostile_stores_read_the_same_bytes_from_their_copy_in_the_database() {
                 said.contains("cannot hold unchanged"),
                 "{patch}: a copy is refused only for a value it cannot keep: {said}"
             );
+            // Each value on a line of its own under the error, not run together with
+            // escaped line breaks.
+            let mut lines = said
+                .lines()
+                .skip_while(|l| !l.contains("cannot hold unchanged"));
+            lines.next();
+            assert!(
+                !said.contains("\\n") && lines.next().is_some_and(|l| l.starts_with("  uns_")),
+                "{patch}: each value named on a line of its own: {said}"
+            );
             refused.push(patch.clone());
             continue;
         }

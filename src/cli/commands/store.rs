@@ -63,7 +63,14 @@ fn copy_error(err: CopyError) -> CliError {
         CopyError::Database(db) => StoreError::from(db).into(),
         CopyError::NotEmpty { .. } => CliError::new(ExitKind::Refused, err.to_string())
             .hint("copy into a new database: createdb, then name it with --to"),
-        CopyError::Unchanged(_) => CliError::new(ExitKind::Refused, err.to_string()),
+        CopyError::Unchanged(values) => CliError::new(
+            ExitKind::Refused,
+            format!(
+                "{} value(s) PostgreSQL cannot hold unchanged, so nothing was copied:",
+                values.len()
+            ),
+        )
+        .details(values),
     }
 }
 
