@@ -100,6 +100,16 @@ pub enum Stale {
 impl fmt::Display for Stale {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
+            // Events are never deleted: a plan that saw a newer one than the entry has
+            // was not made from this history.
+            Stale::SincePlan {
+                id,
+                newest: Some(newest),
+                planned,
+            } if planned > newest => write!(
+                f,
+                "{id}: the plan saw event {planned}, newer than any this entry has (its newest is {newest}): the plan was not made from this history; make it again"
+            ),
             Stale::SincePlan {
                 id,
                 newest,

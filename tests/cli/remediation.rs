@@ -820,6 +820,43 @@ fn outcome_line(out: &Output, id: &str) -> String {
         .unwrap_or_default()
 }
 
+/// A base no triage writes is no base, and one newer than the entry's whole history is
+/// of another history: neither entry is carried out, and each says which it is.
+#[test]
+fn a_plan_base_this_history_cannot_have_is_not_acted_on() {
+    for backend in BACKENDS {
+        let f = Fixture::new();
+        let (replayable, uncertain) = (f.replay_entry(), f.verify_entry());
+        let mut plan = plan_of(&f, backend);
+        for entry in plan["entries"].as_array_mut().expect("entries") {
+            if entry["id"] == replayable.as_str() {
+                entry["last_event_id"] = (-5).into();
+            }
+            if entry["id"] == uncertain.as_str() {
+                entry["action"] = "resolve".into();
+                entry["attestation"] = "found in the mailbox at 03:12".into();
+                let planned = entry["last_event_id"].as_i64().expect("its base");
+                entry["last_event_id"] = (planned + 1000).into();
+            }
+        }
+        let out = apply(&f, backend, &plan, &[]);
+        assert_ne!(out.status.code(), Some(0), "{}", text(&out));
+        assert!(
+            outcome_line(&out, &replayable).contains("no usable last_event_id"),
+            "{backend:?}: {}",
+            text(&out)
+        );
+        assert!(
+            outcome_line(&out, &uncertain).contains("not made from this history"),
+            "{backend:?}: {}",
+            text(&out)
+        );
+        assert_eq!(f.status(&uncertain), "DEAD");
+        assert_eq!(f.status(&replayable), "DEAD");
+        assert!(f.audit(&replayable, "REPLAYED").is_empty(), "not replayed");
+    }
+}
+
 #[test]
 fn a_stale_plan_entry_is_skipped_with_exit_5() {
     for backend in BACKENDS {

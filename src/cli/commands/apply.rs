@@ -112,10 +112,12 @@ fn planned(
         )));
         return Ok(intent);
     }
+    // Event ids start at 1: anything else was not written by a triage.
     let Some(planned_event) = entry
         .last_event_id
         .as_ref()
         .and_then(serde_json::Value::as_i64)
+        .filter(|id| *id >= 1)
     else {
         if intent.preview.is_ok() {
             intent.preview = Err(Blocked::Unplanned(Unplanned::NoBase(entry.id.clone())));
