@@ -9,6 +9,13 @@
 
 use std::fmt;
 
+/// What an entry's id is called where it cannot be written: the one value whose command
+/// can be replaced by naming the entry another way.
+pub const THE_ID: &str = "the id";
+
+/// Why a value cannot stand on one line: it is empty.
+const EMPTY: &str = "it is empty";
+
 /// A value that cannot be written into a command line.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{what} cannot be written on one command line: {why}")]
@@ -89,7 +96,7 @@ impl CommandLine {
     /// The same command with every operand equal to `from` written as `to` (a unique
     /// prefix in place of a long id).
     pub fn with_operand(&self, from: &str, to: &str) -> Result<Self, Unwritable> {
-        check("the id", to)?;
+        check(THE_ID, to)?;
         let parts = self
             .parts
             .iter()
@@ -179,11 +186,19 @@ impl Step {
         }
     }
 
-    /// What stands in for a command that cannot be written.
+    /// What stands in for a command that cannot be written: why, and what to do
+    /// instead. An entry named by a prefix of its id (which the id rule lets stop before
+    /// the character that cannot be written) or picked in the screen needs no command
+    /// with its id; any other value must be given another way.
     pub fn unwritable(err: &Unwritable) -> Self {
-        Step::Words(format!(
-            "none: {err}, so name the entry by a unique prefix of its id instead"
-        ))
+        let instead = if err.what != THE_ID {
+            "so give that value another way (a path without it, a link) and write the command by hand"
+        } else if err.why == EMPTY {
+            "so pick the entry in the live screen (the `tui` command) instead"
+        } else {
+            "so name the entry by a unique prefix of its id that stops before that character, or pick it in the live screen (the `tui` command)"
+        };
+        Step::Words(format!("none: {err}, {instead}"))
     }
 
     /// The command in it, if any.
@@ -245,7 +260,7 @@ impl serde::Serialize for Step {
 /// `unsctl WORDS ID REST` in backquotes, ready to paste inside a sentence, the id quoted
 /// as data; or why no command can carry the id.
 pub fn pasted(words: &[&str], id: &str, rest: &[&str]) -> String {
-    match CommandLine::unsctl(words).operand("the id", id) {
+    match CommandLine::unsctl(words).operand(THE_ID, id) {
         Ok(line) => format!("`{}`", line.words(rest)),
         Err(err) => format!("(no command: {err})"),
     }
@@ -269,7 +284,7 @@ fn check(what: &str, value: &str) -> Result<(), Unwritable> {
         })
     };
     if value.is_empty() {
-        return unwritable("it is empty");
+        return unwritable(EMPTY);
     }
     if value.contains(['\n', '\r']) {
         return unwritable("it holds a line break");
@@ -310,7 +325,7 @@ mod tests {
     #[test]
     fn plain_values_read_as_before() {
         let line = CommandLine::unsctl(&["dlq", "resolve"])
-            .operand("the id", "n-123")
+            .operand(THE_ID, "n-123")
             .expect("id")
             .words(&["--confirm"]);
         assert_eq!(line.to_string(), "unsctl dlq resolve n-123 --confirm");
@@ -330,7 +345,7 @@ mod tests {
             "*",
             "!!",
         ] {
-            let Ok(line) = CommandLine::unsctl(&["inspect"]).operand("the id", id) else {
+            let Ok(line) = CommandLine::unsctl(&["inspect"]).operand(THE_ID, id) else {
                 assert!(id.contains('\t'), "{id:?} refused");
                 continue;
             };
@@ -349,7 +364,7 @@ mod tests {
         for id in ["a\nb", "a\rb", "a\u{1b}[2Jb", "a\u{202e}b", ""] {
             assert!(
                 CommandLine::unsctl(&["inspect"])
-                    .operand("the id", id)
+                    .operand(THE_ID, id)
                     .is_err(),
                 "{id:?}"
             );
@@ -357,9 +372,34 @@ mod tests {
     }
 
     #[test]
+    fn a_step_that_cannot_be_written_says_what_to_do_for_what_it_lacks() {
+        let step = |what: &str, value: &str| {
+            let line = CommandLine::unsctl(&["verify"]).operand(what, value);
+            Step::run(line).to_string()
+        };
+        let id = step(THE_ID, "n-1\nX");
+        assert!(id.starts_with("none: the id cannot be written"), "{id}");
+        assert!(
+            id.contains("unique prefix of its id") && id.contains("live screen"),
+            "{id}"
+        );
+        let empty = step(THE_ID, "");
+        assert!(
+            !empty.contains("prefix") && empty.contains("live screen"),
+            "{empty}"
+        );
+        let path = step("--relay-log", "/var/log/mail\nlog");
+        assert!(
+            path.starts_with("none: --relay-log cannot be written"),
+            "{path}"
+        );
+        assert!(!path.contains("prefix of its id"), "{path}");
+    }
+
+    #[test]
     fn a_context_and_a_shorter_id_go_in_as_parts() {
         let line = CommandLine::unsctl(&["verify"])
-            .operand("the id", "n-0123456789")
+            .operand(THE_ID, "n-0123456789")
             .expect("id")
             .valued("--relay-log", "/var/log/mail log")
             .expect("path");

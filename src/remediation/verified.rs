@@ -82,7 +82,7 @@ pub fn next_step(verdict: &triage::Verdict) -> String {
         Branch::Resolve | Branch::Replay => verdict.next_step.to_string(),
         Branch::Verify => Step::after(
             "check out of band (TSG-02 branch 2): see what to search for".into(),
-            CommandLine::unsctl(&["inspect"]).operand("the id", &verdict.id),
+            CommandLine::unsctl(&["inspect"]).operand(crate::model::command::THE_ID, &verdict.id),
         )
         .to_string(),
     }

@@ -423,7 +423,7 @@ fn next_step(verdict: &Verdict) -> Step {
             "none: the row has no id, so no command can address it; repair the store".into(),
         );
     }
-    let on = |words: &[&str]| CommandLine::unsctl(words).operand("the id", id);
+    let on = |words: &[&str]| CommandLine::unsctl(words).operand(crate::model::command::THE_ID, id);
     match verdict.branch {
         Branch::Resolve => Step::run(on(&["dlq", "resolve"]).map(|l| l.words(&["--confirm"]))),
         // Nothing a provider could answer: the doubt is in the store itself.
@@ -503,7 +503,7 @@ pub fn after_verification(verdict: &Verdict) -> Vec<(&'static str, Step)> {
         return Vec::new();
     }
     let on = |words: &[&str]| -> Result<CommandLine, Unwritable> {
-        CommandLine::unsctl(words).operand("the id", id)
+        CommandLine::unsctl(words).operand(crate::model::command::THE_ID, id)
     };
     let mut steps = Vec::new();
     if verdict.unsent().is_empty() {

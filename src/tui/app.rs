@@ -1026,13 +1026,15 @@ impl App {
     fn copy(&mut self, step: bool) {
         use crate::model::command::CommandLine;
         match (self.current(), step) {
-            (Some((id, _)), false) => match CommandLine::unsctl(&[]).operand("the id", &id) {
-                Ok(_) => {
-                    self.say(format!("copied {id}"), false);
-                    self.clipboard = Some(id);
+            (Some((id, _)), false) => {
+                match CommandLine::unsctl(&[]).operand(crate::model::command::THE_ID, &id) {
+                    Ok(_) => {
+                        self.say(format!("copied {id}"), false);
+                        self.clipboard = Some(id);
+                    }
+                    Err(err) => self.say(format!("not copied: {err}"), true),
                 }
-                Err(err) => self.say(format!("not copied: {err}"), true),
-            },
+            }
             (Some((_, Some(step))), true) => match step.command() {
                 Some(line) => {
                     let command = line.to_string();

@@ -1074,7 +1074,7 @@ pub fn next_steps(answers: &[Answer], sources: &Sources) -> Vec<(String, String)
                 .collect();
             let step = if unsettled.is_empty() {
                 let line = CommandLine::unsctl(&["verify"])
-                    .operand("the id", id)
+                    .operand(crate::model::command::THE_ID, id)
                     .and_then(|line| {
                         flags
                             .iter()
