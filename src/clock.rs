@@ -17,21 +17,27 @@ pub fn rfc3339(seconds: f64) -> String {
 
 /// An instant as a person gives it: RFC 3339 (`2026-11-29T03:00:00Z`), unix seconds, or
 /// a duration back from `now` (`90s`, `30m`, `2h`, `1d`, `1h30m`).
+/// An instant no calendar holds (unix seconds past year 9999, a duration back past year
+/// 1) is refused rather than read as a window no store could have.
 pub fn parse_instant(text: &str, now: f64) -> Result<f64, String> {
     let text = text.trim();
     if let Ok(at) = text.parse::<jiff::Timestamp>() {
         return Ok(at.as_nanosecond() as f64 / 1e9);
     }
-    if let Ok(seconds) = text.parse::<f64>()
-        && seconds.is_finite()
-    {
-        return Ok(seconds);
-    }
-    parse_duration(text)
-        .map(|ago| now - ago)
-        .ok_or_else(|| {
+    let at = match text.parse::<f64>() {
+        Ok(seconds) if seconds.is_finite() => seconds,
+        _ => parse_duration(text).map(|ago| now - ago).ok_or_else(|| {
             format!("{text:?} is not a time: give RFC 3339 (2026-11-29T03:00:00Z) or a duration such as 2h, 30m, 1d")
-        })
+        })?,
+    };
+    let held =
+        (jiff::Timestamp::MIN.as_second() as f64)..=(jiff::Timestamp::MAX.as_second() as f64);
+    if !held.contains(&at) {
+        return Err(format!(
+            "{text:?} is out of range: give a time between the years 1 and 9999"
+        ));
+    }
+    Ok(at)
 }
 
 /// `1h30m` as seconds: the one duration grammar every flag reads (s, m, h, d, w).
@@ -174,6 +180,11 @@ mod tests {
         assert_eq!(parse_instant("1761192000.5", now), Ok(1_761_192_000.5));
         for bad in ["", "yesterday", "2x", "h", "2h3"] {
             assert!(parse_instant(bad, now).is_err(), "{bad:?}");
+        }
+        // Past what a calendar holds, either way.
+        for far in ["99999999999d", "1e300", "-1e300", "1e18"] {
+            let err = parse_instant(far, now).expect_err(far);
+            assert!(err.contains("out of range"), "{far}: {err}");
         }
     }
 

@@ -601,6 +601,19 @@ fn a_note_records_the_fix_and_its_writer_and_reads_the_same_over_both_backends()
     for (args, words) in [
         (vec!["note", "done", "--fixed-at", &later], "still to come"),
         (vec!["note", "   "], "needs some text"),
+        (
+            vec!["note", "done", "--fixed-at", "99999999999d"],
+            "out of range",
+        ),
+        // A report's own --fixed-at is named as itself, not as the window's start.
+        (
+            vec!["report", "--since", "1h", "--fixed-at", "1e400"],
+            "--fixed-at: \"1e400\" is not a time",
+        ),
+        (
+            vec!["report", "--since", "1e300"],
+            "--since: \"1e300\" is out of range",
+        ),
     ] {
         let out = support::unsctl()
             .args(["--api", &format!("http://{}", server.addr)])

@@ -82,14 +82,12 @@ pub fn run(global: &Invocation, args: Args) -> CliResult {
     }
     let selection = Selection::of_channel_and_error(args.channel, &args.error);
     selection.check().map_err(CliError::usage)?;
-    let fixed_at = match args.fixed_at.as_deref() {
-        Some(text) => Some(
-            crate::cli::args::window(Some(text), None)?
-                .since
-                .ok_or_else(|| CliError::usage("--fixed-at needs a time"))?,
-        ),
-        None => None,
-    };
+    let fixed_at = args
+        .fixed_at
+        .as_deref()
+        .map(|text| crate::clock::parse_instant(text, now))
+        .transpose()
+        .map_err(|err| CliError::usage(format!("--fixed-at: {err}")))?;
     let asked = report::Asked {
         since,
         until,
