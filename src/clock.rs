@@ -15,6 +15,14 @@ pub fn rfc3339(seconds: f64) -> String {
         .unwrap_or_else(|_| format!("unix {seconds:e} (out of range)"))
 }
 
+/// Whether unix seconds `at` fall in a calendar's years (1 to 9999), as every instant a
+/// person gives, and every window cut into steps, must.
+pub fn in_calendar(at: f64) -> bool {
+    let held =
+        (jiff::Timestamp::MIN.as_second() as f64)..=(jiff::Timestamp::MAX.as_second() as f64);
+    held.contains(&at)
+}
+
 /// An instant as a person gives it: RFC 3339 (`2026-11-29T03:00:00Z`), unix seconds, or
 /// a duration back from `now` (`90s`, `30m`, `2h`, `1d`, `1h30m`).
 /// An instant no calendar holds (unix seconds past year 9999, a duration back past year
@@ -30,9 +38,7 @@ pub fn parse_instant(text: &str, now: f64) -> Result<f64, String> {
             format!("{text:?} is not a time: give RFC 3339 (2026-11-29T03:00:00Z) or a duration such as 2h, 30m, 1d")
         })?,
     };
-    let held =
-        (jiff::Timestamp::MIN.as_second() as f64)..=(jiff::Timestamp::MAX.as_second() as f64);
-    if !held.contains(&at) {
+    if !in_calendar(at) {
         return Err(format!(
             "{text:?} is out of range: give a time between the years 1 and 9999"
         ));

@@ -152,6 +152,9 @@ impl Window {
         if !(since.is_finite() && until.is_finite() && step.is_finite()) {
             return Err("the window and its step must be finite times".into());
         }
+        if !(crate::clock::in_calendar(since) && crate::clock::in_calendar(until)) {
+            return Err("the window must lie between the years 1 and 9999".into());
+        }
         if since >= until {
             return Err("since must come before until".into());
         }
@@ -353,6 +356,9 @@ mod tests {
         // A window of years asks for a step in whole days, never a count of seconds.
         let years = Window::new(0.0, 86_400_000_000.0, 60.0).expect_err("too many");
         assert!(years.ends_with("take a step of 695d or more"), "{years}");
+        // Past a calendar's years: refused as such, not cut into a count of steps.
+        let far = Window::new(100.0, 1e301, 60.0).expect_err("out of range");
+        assert!(far.contains("between the years 1 and 9999"), "{far}");
     }
 
     #[test]

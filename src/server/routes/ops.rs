@@ -100,16 +100,20 @@ pub(crate) async fn pulse(
     RawQuery(query): RawQuery,
 ) -> ApiResult<crate::pulse::Pulse> {
     let query = Query::parse(&query);
-    let number = |name: &str| -> Result<f64, ApiError> {
+    let number = |name: &str, what: &str| -> Result<f64, ApiError> {
         query
             .all(name)
             .next()
             .and_then(|v| v.parse::<f64>().ok())
             .filter(|v| v.is_finite())
-            .ok_or_else(|| ApiError::invalid(format!("{name} must be unix seconds")))
+            .ok_or_else(|| ApiError::invalid(format!("{name} must be given, in {what}")))
     };
-    let window = crate::pulse::Window::new(number("since")?, number("until")?, number("step")?)
-        .map_err(ApiError::invalid)?;
+    let window = crate::pulse::Window::new(
+        number("since", "unix seconds")?,
+        number("until", "unix seconds")?,
+        number("step", "seconds")?,
+    )
+    .map_err(ApiError::invalid)?;
     Ok(Json(
         blocking(&state, move |state| {
             state.read(|conn| Ok(crate::pulse::read(conn, window)?))
