@@ -106,6 +106,15 @@ pub fn parse_zone(text: &str) -> Result<Zone, String> {
     Zone::parse(text)
 }
 
+/// A threshold or a lease in seconds: a finite number above 0 (a NaN would make every
+/// comparison with it false, so a check against it would never fire).
+pub fn parse_positive_seconds(text: &str) -> Result<f64, String> {
+    match text.trim().parse::<f64>() {
+        Ok(seconds) if seconds.is_finite() && seconds > 0.0 => Ok(seconds),
+        _ => Err(format!("{text:?}: a number of seconds above 0")),
+    }
+}
+
 /// A length of time in the one grammar every duration flag reads: `90s`, `2m`, `1h30m`,
 /// `2d`, `1w`, or plain seconds.
 pub fn parse_duration(text: &str) -> Result<f64, String> {

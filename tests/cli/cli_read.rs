@@ -229,6 +229,57 @@ fn a_read_never_writes_the_store() {
     );
 }
 
+/// A number no run can use (NaN, infinite, zero where a count is needed, more than the
+/// machine holds) is a usage error naming its flag: never a panic, an allocation that
+/// cannot succeed, a silent clamp, or a check that can no longer fire.
+#[test]
+fn numbers_no_run_can_use_are_refused_by_their_flag() {
+    let shared = shared();
+    let db = shared.db.display().to_string();
+    let dir = tempfile::tempdir().expect("dir");
+    let copy = dir.path().join("copy.db");
+    std::fs::copy(&shared.db, &copy).expect("copy");
+    let copy = copy.display().to_string();
+    for (args, flag) in [
+        (vec!["sweep", "--schedules", "999999999999"], "--schedules"),
+        (vec!["sweep", "--schedules", "0"], "--schedules"),
+        (vec!["sweep", "--concurrency", "100000"], "--concurrency"),
+        (
+            vec!["--db", &db, "doctor", "--stall-seconds", "NaN"],
+            "--stall-seconds",
+        ),
+        (
+            vec!["--db", &db, "doctor", "--lease-seconds", "inf"],
+            "--lease-seconds",
+        ),
+        (
+            vec!["--db", &db, "doctor", "--interval-minutes", "0"],
+            "--interval-minutes",
+        ),
+        (
+            vec![
+                "--db",
+                &copy,
+                "runtime",
+                "worker",
+                "--min-io-timeout",
+                "NaN",
+            ],
+            "--min-io-timeout",
+        ),
+        (
+            vec!["--db", &copy, "runtime", "worker", "--backoff-base", "NaN"],
+            "--backoff-base",
+        ),
+    ] {
+        let out = unsctl(&args, &[]);
+        let said = stderr(&out);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {said}");
+        assert!(said.contains(flag), "{args:?}: {said}");
+        assert!(!said.contains("panicked"), "{args:?}: {said}");
+    }
+}
+
 #[test]
 fn errors_have_distinct_exit_codes_and_clear_messages() {
     let shared = shared();

@@ -47,13 +47,14 @@ pub struct Args {
     #[arg(long, env = "UNS_SMTP_FROM", default_value = "uns@uns.local")]
     pub smtp_from: String,
     /// The workers' lease, to judge the relay's latency against
-    #[arg(long, env = "UNS_LEASE_SECONDS", default_value_t = 60.0)]
+    #[arg(long, env = "UNS_LEASE_SECONDS", default_value_t = 60.0, value_parser = crate::cli::values::parse_positive_seconds)]
     pub lease_seconds: f64,
-    /// How far back to count claims, lease losses and provider calls, in minutes
-    #[arg(long, default_value_t = 15)]
+    /// How far back to count claims, lease losses and provider calls, in minutes (at
+    /// most a week)
+    #[arg(long, default_value_t = 15, value_parser = clap::value_parser!(u64).range(1..=10_080))]
     pub interval_minutes: u64,
     /// A due row waiting this long, in seconds, means the worker is stalled
-    #[arg(long, default_value_t = 120.0)]
+    #[arg(long, default_value_t = 120.0, value_parser = crate::cli::values::parse_positive_seconds)]
     pub stall_seconds: f64,
     /// How long after the last lease loss or reclaim the incident is no longer called
     /// still happening

@@ -117,6 +117,18 @@ impl WorkerTuning {
         if self.concurrency == 0 || self.concurrency > 256 {
             return Err(CliError::usage("--concurrency must be between 1 and 256"));
         }
+        // A NaN would pass every comparison below as false: refused, never clamped.
+        for (flag, value) in [
+            ("--backoff-base", self.backoff_base),
+            ("--backoff-max", self.backoff_max),
+            ("--min-io-timeout", self.min_io_timeout),
+        ] {
+            if !value.is_finite() || value < 0.0 {
+                return Err(CliError::usage(format!(
+                    "{flag} must be a number of seconds, 0 or more"
+                )));
+            }
+        }
         Ok(WorkerConfig {
             worker_id: self
                 .worker_id

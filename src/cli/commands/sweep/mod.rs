@@ -16,15 +16,15 @@ use anyhow::Context;
 /// Example: unsctl sweep --schedules 1000 --seed 7
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// How many schedules (one notification each)
-    #[arg(long, default_value_t = 1000)]
-    pub schedules: usize,
+    /// How many schedules (one notification each), at most 100,000
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub schedules: u32,
     /// The seed (printed, so a run can be repeated exactly; default: random)
     #[arg(long)]
     pub seed: Option<u64>,
-    /// Worker threads
-    #[arg(long, default_value_t = 48)]
-    pub concurrency: usize,
+    /// Worker threads, at most 256
+    #[arg(long, default_value_t = 48, value_parser = clap::value_parser!(u16).range(1..=256))]
+    pub concurrency: u16,
     /// Go on past triage: run every next step as printed, make every operator mistake,
     /// run the worker again, and count duplicates and drops the actions caused
     #[arg(long)]
@@ -89,8 +89,13 @@ pub fn run(global: &Invocation, args: Args) -> CliResult {
         Ok(crate::store::place::Backend::Postgres(target)) => Place::Postgres(target),
         _ => Place::File(dir.path().join("sweep.db")),
     };
-    let run = sweep::Sweep::run(&place, args.schedules, seed, args.concurrency.max(1))
-        .map_err(|err| CliError::error(err.to_string()))?;
+    let run = sweep::Sweep::run(
+        &place,
+        args.schedules as usize,
+        seed,
+        usize::from(args.concurrency),
+    )
+    .map_err(|err| CliError::error(err.to_string()))?;
     let counts = run
         .judge()
         .map_err(|err| CliError::error(err.to_string()))?;
