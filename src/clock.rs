@@ -25,6 +25,7 @@ pub fn in_calendar(at: f64) -> bool {
 
 /// An instant as a person gives it: RFC 3339 (`2026-11-29T03:00:00Z`), unix seconds, or
 /// a duration back from `now` (`90s`, `30m`, `2h`, `1d`, `1h30m`).
+///
 /// An instant no calendar holds (unix seconds past year 9999, a duration back past year
 /// 1) is refused rather than read as a window no store could have.
 pub fn parse_instant(text: &str, now: f64) -> Result<f64, String> {

@@ -13,8 +13,16 @@ use std::fmt;
 /// can be replaced by naming the entry another way.
 pub const THE_ID: &str = "the id";
 
-/// Why a value cannot stand on one line: it is empty.
-const EMPTY: &str = "it is empty";
+/// Why a value cannot stand on one line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum Unfit {
+    #[error("it is empty")]
+    Empty,
+    #[error("it holds a line break")]
+    LineBreak,
+    #[error("it holds a control or direction character")]
+    Unprintable,
+}
 
 /// A value that cannot be written into a command line.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -22,7 +30,7 @@ const EMPTY: &str = "it is empty";
 pub struct Unwritable {
     /// What the value is ("the id", "the relay log's path").
     pub what: String,
-    pub why: &'static str,
+    pub why: Unfit,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -193,7 +201,7 @@ impl Step {
     pub fn unwritable(err: &Unwritable) -> Self {
         let instead = if err.what != THE_ID {
             "so give that value another way (a path without it, a link) and write the command by hand"
-        } else if err.why == EMPTY {
+        } else if err.why == Unfit::Empty {
             "so pick the entry in the live screen (the `tui` command) instead"
         } else {
             "so name the entry by a unique prefix of its id that stops before that character, or pick it in the live screen (the `tui` command)"
@@ -284,13 +292,13 @@ fn check(what: &str, value: &str) -> Result<(), Unwritable> {
         })
     };
     if value.is_empty() {
-        return unwritable(EMPTY);
+        return unwritable(Unfit::Empty);
     }
     if value.contains(['\n', '\r']) {
-        return unwritable("it holds a line break");
+        return unwritable(Unfit::LineBreak);
     }
     if value.chars().any(unprintable) {
-        return unwritable("it holds a control or direction character");
+        return unwritable(Unfit::Unprintable);
     }
     Ok(())
 }

@@ -184,7 +184,8 @@ pub enum CodePlace {
 /// reads no markup, entity or escape, so nothing else is escaped: `&lt;` would be shown
 /// as those four characters.
 pub fn markdown_code(text: &str, place: CodePlace) -> String {
-    let mut clean = super::sanitize::clean(text).replace(['\n', '\r'], " ");
+    // Line breaks come out of `clean` written as `\n`, so the span stays on its line.
+    let mut clean = super::sanitize::clean(text).into_owned();
     if place == CodePlace::Cell {
         clean = clean.replace('|', "\\|");
     }

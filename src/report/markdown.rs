@@ -3,13 +3,11 @@
 
 use super::{Moment, Report};
 use crate::pulse::Series;
-use crate::render::columns;
+use crate::render::columns::{self, CodePlace, markdown_code};
 use crate::render::time::rfc3339;
 use std::fmt::Write;
 
 pub use crate::render::columns::markdown_text as escape;
-
-use crate::render::columns::{CodePlace, markdown_code};
 
 fn moment_row(out: &mut String, report: &Report, label: &str, moment: Option<&Moment>) {
     let _ = match moment {
