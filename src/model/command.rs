@@ -202,9 +202,9 @@ impl Step {
         let instead = if err.what != THE_ID {
             "so give that value another way (a path without it, a link) and write the command by hand"
         } else if err.why == Unfit::Empty {
-            "so pick the entry in the live screen (the `tui` command) instead"
+            "so pick it in the live screen (the `tui` command) instead"
         } else {
-            "so name the entry by a unique prefix of its id that stops before that character, or pick it in the live screen (the `tui` command)"
+            "so name it by a unique prefix of its id that ends before that, or pick it in the live screen"
         };
         Step::Words(format!("none: {err}, {instead}"))
     }

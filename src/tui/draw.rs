@@ -421,19 +421,23 @@ fn inspect(frame: &mut Frame<'_>, app: &App, area: Rect) {
             .map(|l| Line::from(clean(l).into_owned()))
             .collect()
     };
-    // The next step stays in sight, whole, however far the timeline is scrolled.
-    let [body, step] = Layout::vertical([Constraint::Min(3), Constraint::Length(2)]).areas(area);
+    let next = match &view.next_step {
+        Some(step) => format!("next: {} (j/k scroll)", clean(&step.to_string())),
+        None if view.lines.is_empty() => String::new(),
+        None => "not in the DLQ: nothing to do (j/k scroll)".into(),
+    };
+    // The next step stays in sight, whole, however far the timeline is scrolled: the
+    // lines it wraps to at this width (two at least, six at most).
+    let wrapped = textwrap::wrap(&next, usize::from(area.width.max(1))).len();
+    let needed = u16::try_from(wrapped.clamp(2, 6)).unwrap_or(2);
+    let [body, step] =
+        Layout::vertical([Constraint::Min(3), Constraint::Length(needed)]).areas(area);
     frame.render_widget(
         Paragraph::new(text)
             .scroll((view.scroll, 0))
             .block(Block::default().borders(Borders::NONE)),
         body,
     );
-    let next = match &view.next_step {
-        Some(step) => format!("next: {} (j/k scroll)", clean(&step.to_string())),
-        None if view.lines.is_empty() => String::new(),
-        None => "not in the DLQ: nothing to do (j/k scroll)".into(),
-    };
     frame.render_widget(Paragraph::new(next).wrap(Wrap { trim: false }), step);
 }
 
