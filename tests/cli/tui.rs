@@ -762,3 +762,46 @@ fn the_audit_view_lists_the_notes_beside_the_acts() {
         "the selected note, said in full: {text}"
     );
 }
+
+/// The inspect view's next step is shown whole at 80 columns, however many lines it wraps
+/// to: here the words that stand in for a command no line can carry (an id with a line
+/// break), which wrap to three.
+#[test]
+fn the_next_step_of_an_entry_is_whole_at_80_columns() {
+    let (_dir, db) = fixture("every-case");
+    let hostile = "n-0broken\nX";
+    let conn = rusqlite::Connection::open(&db).expect("db");
+    let first: String = conn
+        .query_row(
+            "SELECT id FROM uns_notifications WHERE dead_letter = 1 ORDER BY id LIMIT 1",
+            [],
+            |r| r.get(0),
+        )
+        .expect("an entry");
+    conn.execute(
+        "INSERT INTO uns_notifications (id, status, dead_letter, attempts, cycle,
+             cycle_attempts, max_attempts, channels, payload, error_message,
+             next_attempt_at, created_at, updated_at)
+         SELECT ?1, status, dead_letter, attempts, cycle, cycle_attempts, max_attempts,
+             channels, payload, error_message, next_attempt_at, created_at, updated_at
+         FROM uns_notifications WHERE id = ?2",
+        [hostile, first.as_str()],
+    )
+    .expect("the entry again, under an id no command line can carry");
+    conn.execute(
+        "INSERT INTO uns_events (notification_id, at, kind, payload)
+         SELECT ?1, at, kind, payload FROM uns_events WHERE notification_id = ?2 ORDER BY id",
+        [hostile, first.as_str()],
+    )
+    .expect("its events");
+    drop(conn);
+    let mut screen = Screen::open(&db, false, false);
+    screen.view(ViewKind::Inspect, Some(hostile.to_string()));
+    let text = screen.text(80, 24);
+    let said = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        said.contains("cannot be written on one command line")
+            && said.contains("or pick it in the live screen (j/k scroll)"),
+        "{text}"
+    );
+}
