@@ -16,6 +16,7 @@ pub mod exit;
 pub mod history;
 pub mod identity;
 pub mod interrupt;
+pub mod json;
 pub mod lab;
 pub mod model;
 pub mod pulse;

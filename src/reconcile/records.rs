@@ -234,7 +234,11 @@ impl Records {
             }
         };
         let mut proven = Vec::new();
-        let mut doubts = Vec::new();
+        let mut doubts: Vec<String> = window
+            .doubts_within((from, to))
+            .iter()
+            .map(|doubt| self.shown(doubt))
+            .collect();
         for message in window.tagged.iter().filter(|m| m.idempotency_key == key) {
             match slack::proof(message, key, config, (from, to)) {
                 Ok(at) => proven.push((self.shown(&message.ts), at)),

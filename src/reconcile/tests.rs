@@ -355,7 +355,11 @@ fn with_slack(tagged: Vec<slack::Tagged>) -> Records {
     let read = tagged.len();
     Records::read_already(
         sources,
-        Some(Ok(slack::Window { tagged, read })),
+        Some(Ok(slack::Window {
+            tagged,
+            unreadable: Vec::new(),
+            read,
+        })),
         HashMap::new(),
     )
 }

@@ -181,14 +181,21 @@ fn timed_out(err: &std::io::Error) -> bool {
             .is_some_and(reqwest::Error::is_timeout)
 }
 
-/// `body` as `T`, only from a JSON object: serde would also build a struct from a list of
-/// its fields in order, which no provider's API answers with.
+/// `body` as `T`, only from a JSON object that names each key once: serde would also build
+/// a struct from a list of its fields in order, which no provider's API answers with, and
+/// an object naming a key twice says two things ([`crate::json::strict`]).
 fn typed<T: DeserializeOwned>(body: &[u8], provider: &str) -> Result<T, String> {
     let not_an_answer = |shape: &str| {
         format!("{provider} answered with a body that is not its API's answer ({shape})")
     };
-    let value: serde_json::Value = serde_json::from_slice(body)
-        .map_err(|err| format!("{}: {err}", not_an_answer("not JSON")))?;
+    let value = crate::json::strict(body).map_err(|err| {
+        let shape = if err.is_data() {
+            "a key given twice"
+        } else {
+            "not JSON"
+        };
+        format!("{}: {err}", not_an_answer(shape))
+    })?;
     let shape = match &value {
         serde_json::Value::Object(map) if map.is_empty() => "an empty object",
         serde_json::Value::Object(map) if map.contains_key("error") => "an error object",

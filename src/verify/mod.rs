@@ -919,7 +919,7 @@ pub fn slack_answers(
             .fold(f64::NEG_INFINITY, f64::max)
             + skew,
     );
-    let mut doubts = Vec::new();
+    let mut doubts = window.doubts_within(widest);
     let mut proven: Vec<(f64, &slack::Tagged)> = Vec::new();
     for message in window.tagged.iter().filter(|m| m.idempotency_key == key) {
         match slack::proof(message, key, config, widest) {

@@ -66,8 +66,35 @@ pub fn parse_ts(ts: &str) -> Option<f64> {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Window {
     pub tagged: Vec<Tagged>,
+    /// Messages that carry our metadata's event type but no Idempotency-Key that can be
+    /// read: any one of them may be the post an attempt made.
+    pub unreadable: Vec<Unreadable>,
     /// Messages read in all.
     pub read: usize,
+}
+
+/// A message tagged as one of ours whose Idempotency-Key cannot be read.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Unreadable {
+    /// Its ts as written (JSON, when it is not a string).
+    pub ts: String,
+}
+
+impl Window {
+    /// Why no absence inside `[from, to]` can be proven from this window: each message
+    /// tagged as ours there (or at a time that cannot be read) whose key cannot be read.
+    pub fn doubts_within(&self, (from, to): (f64, f64)) -> Vec<String> {
+        self.unreadable
+            .iter()
+            .filter(|message| parse_ts(&message.ts).is_none_or(|at| at >= from && at <= to))
+            .map(|message| {
+                format!(
+                    "message ts {} carries unsctl's metadata but no Idempotency-Key that can be read: it may be this attempt's post",
+                    crate::render::sanitize::clean(&message.ts)
+                )
+            })
+            .collect()
+    }
 }
 
 /// What every answer of the Web API says first: whether it is an answer at all.
@@ -107,6 +134,7 @@ pub fn history(client: &Client, config: &Api, oldest: f64, latest: f64) -> Resul
     );
     let mut window = Window {
         tagged: Vec::new(),
+        unreadable: Vec::new(),
         read: 0,
     };
     let deadline = http::Deadline::after(config.timeout);
@@ -141,14 +169,26 @@ pub fn history(client: &Client, config: &Api, oldest: f64, latest: f64) -> Resul
             format!("Slack said ok, but its answer is not a complete history page: {err}")
         })?;
         let empty = page.messages.is_empty();
+        if page.messages.iter().any(|message| !message.is_object()) {
+            return Err(
+                "Slack said ok, but its history page lists something that is not a message (not a JSON object)".into(),
+            );
+        }
         // A message is its ts in the channel: one listed again (a page repeated, a
-        // cursor that stepped back) is still one message, never a second copy.
+        // cursor that stepped back) is still one message, never a second copy. Only a
+        // ts that is a string names a message: two without one are two messages.
         for message in &page.messages {
-            if !seen.insert(message["ts"].to_string()) {
+            if let Some(ts) = message["ts"].as_str()
+                && !seen.insert(ts.to_string())
+            {
                 continue;
             }
             window.read += 1;
-            window.tagged.extend(tagged(message));
+            match tagged(message) {
+                Tag::Ours(found) => window.tagged.push(found),
+                Tag::Unreadable(found) => window.unreadable.push(found),
+                Tag::Other => {}
+            }
         }
         cursor = page
             .response_metadata
@@ -174,18 +214,27 @@ pub fn history(client: &Client, config: &Api, oldest: f64, latest: f64) -> Resul
     ))
 }
 
-fn tagged(message: &Value) -> Option<Tagged> {
+/// What a message's metadata says of it.
+enum Tag {
+    Ours(Tagged),
+    Unreadable(Unreadable),
+    Other,
+}
+
+fn tagged(message: &Value) -> Tag {
     let metadata = &message["metadata"];
     if metadata["event_type"] != EVENT_TYPE {
-        return None;
+        return Tag::Other;
     }
     let text = |field: &Value| field.as_str().map(str::to_string);
-    Some(Tagged {
-        // A ts that is not a string is kept as written, so the message is named, not lost.
-        ts: text(&message["ts"]).unwrap_or_else(|| message["ts"].to_string()),
-        idempotency_key: metadata["event_payload"]["idempotency_key"]
-            .as_str()?
-            .to_string(),
+    // A ts that is not a string is kept as written, so the message is named, not lost.
+    let ts = text(&message["ts"]).unwrap_or_else(|| message["ts"].to_string());
+    let Some(key) = metadata["event_payload"]["idempotency_key"].as_str() else {
+        return Tag::Unreadable(Unreadable { ts });
+    };
+    Tag::Ours(Tagged {
+        ts,
+        idempotency_key: key.to_string(),
         bot_id: text(&message["bot_id"]),
         app_id: text(&message["app_id"]),
         user: text(&message["user"]),

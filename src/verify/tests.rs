@@ -577,6 +577,7 @@ fn a_slack_message_is_proof_only_with_its_key_inside_the_window_and_from_the_bot
     ];
     for (what, messages, expected, word) in cases {
         let window = slack::Window {
+            unreadable: Vec::new(),
             tagged: messages,
             read: 3,
         };
@@ -590,6 +591,7 @@ fn a_slack_message_is_proof_only_with_its_key_inside_the_window_and_from_the_bot
         ..config
     };
     let window = slack::Window {
+        unreadable: Vec::new(),
         tagged: vec![tagged(inside, key, None)],
         read: 1,
     };
@@ -597,6 +599,57 @@ fn a_slack_message_is_proof_only_with_its_key_inside_the_window_and_from_the_bot
         history_answer(key, &anyone, &window, (from, to), now).0,
         Delivery::Delivered
     );
+}
+
+/// A message tagged as ours whose key cannot be read may be the attempt's post: inside
+/// the window (or at a time that cannot be read) it forbids NOT_DELIVERED; outside, it
+/// says nothing of the attempt; and it never takes a proof away.
+#[test]
+fn a_message_tagged_as_ours_without_a_key_forbids_absence_in_its_window() {
+    let (from, to) = (1_795_989_600.0, 1_795_989_900.0);
+    let now = to + 3600.0;
+    let key = "n-1:SLACK:1";
+    let config = slack::Api {
+        api_url: String::new(),
+        token: String::new(),
+        channel: "C1".into(),
+        bot_id: None,
+        timeout: crate::verify::http::DEFAULT_TIMEOUT,
+    };
+    let unreadable = |ts: &str| slack::Unreadable { ts: ts.into() };
+    let ours = slack::Tagged {
+        ts: "1795989700.000100".into(),
+        idempotency_key: key.into(),
+        bot_id: None,
+        app_id: None,
+        user: None,
+    };
+    let cases = [
+        ("inside", "1795989800.000001", vec![], Delivery::CannotTell),
+        ("no time", "null", vec![], Delivery::CannotTell),
+        ("after", "1795990000.000001", vec![], Delivery::NotDelivered),
+        (
+            "beside a proof",
+            "1795989800.000001",
+            vec![ours],
+            Delivery::Delivered,
+        ),
+    ];
+    for (what, ts, tagged, expected) in cases {
+        let window = slack::Window {
+            tagged,
+            unreadable: vec![unreadable(ts)],
+            read: 2,
+        };
+        let (answer, evidence) = history_answer(key, &config, &window, (from, to), now);
+        assert_eq!(answer, expected, "{what}: {evidence}");
+        if expected == Delivery::CannotTell {
+            assert!(
+                evidence.contains(&format!("message ts {ts} carries unsctl's metadata")),
+                "{what}: {evidence}"
+            );
+        }
+    }
 }
 
 /// Slack's answer for one attempt running `[from, to]`, with no margin.
@@ -649,6 +702,7 @@ fn one_slack_message_proves_one_attempt_never_two() {
     let attempts = [attempt(1, 1000.0), attempt(2, 1070.0)];
     let answers = |messages: &[f64]| {
         let window = slack::Window {
+            unreadable: Vec::new(),
             tagged: messages.iter().map(|ts| message(*ts)).collect(),
             read: 50,
         };

@@ -18,6 +18,7 @@ use support::relay::{Ca, Fault, Proxy, Relay};
 use unsctl::clock::{Clock, SystemClock};
 use unsctl::model::Channel;
 use unsctl::runtime::adapters::email::{EmailAdapter, EmailConfig, StartTls};
+use unsctl::runtime::adapters::webhook::SLACK_EVENT_TYPE;
 use unsctl::runtime::adapters::{Adapter, DeliveryRequest};
 use unsctl::runtime::engine::{self, Backoff, ClaimOutcome, DeliveryResult, NewNotification};
 use unsctl::runtime::schema::{self, OpenMode};
@@ -1591,6 +1592,39 @@ fn answers_that_are_not_answers_prove_nothing() {
             "pagerduty",
             Reply::Trickle(json!({"incidents": [], "more": false}).to_string()),
             "--provider-timeout",
+        ),
+        (
+            "pagerduty",
+            Reply::Body(r#"{"incidents": [], "more": true, "more": false}"#.into()),
+            "the key \"more\" is given twice",
+        ),
+        (
+            "pagerduty",
+            Reply::Body(
+                r#"{"incidents": [{"id": "P1", "incident_key": "x"}], "incidents": [], "more": false}"#
+                    .into(),
+            ),
+            "the key \"incidents\" is given twice",
+        ),
+        (
+            "slack",
+            Reply::Body(
+                r#"{"ok": true, "messages": [], "has_more": true, "has_more": false}"#.into(),
+            ),
+            "the key \"has_more\" is given twice",
+        ),
+        (
+            "slack",
+            body(json!({"ok": true, "messages": [1], "has_more": false})),
+            "not a message",
+        ),
+        (
+            "slack",
+            body(json!({"ok": true, "has_more": false, "messages": [
+                {"text": "a post", "metadata": {"event_type": SLACK_EVENT_TYPE,
+                    "event_payload": {"idempotency_key": 7}}},
+            ]})),
+            "carries unsctl's metadata but no Idempotency-Key",
         ),
         ("slack", body(json!({})), "missing field `ok`"),
         ("slack", body(json!([])), "a list, not an object"),

@@ -437,6 +437,24 @@ fn replay_records_the_audit_and_guardrails_refuse_unsafe_calls() {
         json!({"operator": 7}),
     );
     assert_eq!(status, StatusCode::BAD_REQUEST, "{bad}");
+    // A body that names a key twice says two things: refused, never read as its last.
+    let (status, bad) = api.send(
+        api.client
+            .post(api.url(&format!(
+                "/api/v1/runtime/notifications/{resolvable}/replay"
+            )))
+            .bearer_auth(KEY)
+            .header("content-type", "application/json")
+            .body(r#"{"force": false, "reason": "x", "force": true}"#),
+    );
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{bad}");
+    assert!(
+        bad["error"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("\"force\" is given twice"),
+        "{bad}"
+    );
     assert_eq!(api.count(&resolvable, "REPLAYED"), 0);
 }
 

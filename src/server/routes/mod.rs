@@ -90,7 +90,9 @@ pub(crate) fn object_body<T: serde::de::DeserializeOwned + Default>(
     if optional && bytes.iter().all(u8::is_ascii_whitespace) {
         return Ok(T::default());
     }
-    let value: serde_json::Value = serde_json::from_slice(&bytes)
+    // A key given twice is refused, not read as its last: `{"confirm": false, "confirm":
+    // true}` says two things.
+    let value = crate::json::strict(&bytes)
         .map_err(|err| ApiError::invalid(format!("invalid JSON body: {err}")))?;
     if !value.is_object() {
         return Err(ApiError::invalid("the body must be a JSON object"));
