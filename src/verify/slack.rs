@@ -81,6 +81,36 @@ pub struct Unreadable {
 }
 
 impl Window {
+    /// Adds a page's messages, once each.
+    fn take(
+        &mut self,
+        messages: &[Value],
+        seen: &mut std::collections::HashSet<String>,
+    ) -> Result<(), String> {
+        if messages.iter().any(|message| !message.is_object()) {
+            return Err(
+                "Slack said ok, but its history page lists something that is not a message (not a JSON object)".into(),
+            );
+        }
+        // A message is its ts in the channel: one listed again (a page repeated, a
+        // cursor that stepped back) is still one message, never a second copy. Only a
+        // ts that is a string names a message: two without one are two messages.
+        for message in messages {
+            if let Some(ts) = message["ts"].as_str()
+                && !seen.insert(ts.to_string())
+            {
+                continue;
+            }
+            self.read += 1;
+            match tagged(message) {
+                Tag::Ours(found) => self.tagged.push(found),
+                Tag::Unreadable(found) => self.unreadable.push(found),
+                Tag::Other => {}
+            }
+        }
+        Ok(())
+    }
+
     /// Why no absence inside `[from, to]` can be proven from this window: each message
     /// tagged as ours there (or at a time that cannot be read) whose key cannot be read.
     pub fn doubts_within(&self, (from, to): (f64, f64)) -> Vec<String> {
@@ -169,27 +199,7 @@ pub fn history(client: &Client, config: &Api, oldest: f64, latest: f64) -> Resul
             format!("Slack said ok, but its answer is not a complete history page: {err}")
         })?;
         let empty = page.messages.is_empty();
-        if page.messages.iter().any(|message| !message.is_object()) {
-            return Err(
-                "Slack said ok, but its history page lists something that is not a message (not a JSON object)".into(),
-            );
-        }
-        // A message is its ts in the channel: one listed again (a page repeated, a
-        // cursor that stepped back) is still one message, never a second copy. Only a
-        // ts that is a string names a message: two without one are two messages.
-        for message in &page.messages {
-            if let Some(ts) = message["ts"].as_str()
-                && !seen.insert(ts.to_string())
-            {
-                continue;
-            }
-            window.read += 1;
-            match tagged(message) {
-                Tag::Ours(found) => window.tagged.push(found),
-                Tag::Unreadable(found) => window.unreadable.push(found),
-                Tag::Other => {}
-            }
-        }
+        window.take(&page.messages, &mut seen)?;
         cursor = page
             .response_metadata
             .and_then(|m| m.next_cursor)
@@ -278,4 +288,73 @@ pub fn proof(
         ));
     }
     Ok(at)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn window() -> Window {
+        Window {
+            tagged: Vec::new(),
+            unreadable: Vec::new(),
+            read: 0,
+        }
+    }
+
+    fn ours(key: Value) -> Value {
+        json!({"event_type": EVENT_TYPE, "event_payload": {"idempotency_key": key}})
+    }
+
+    /// A message is its ts: the same ts again is one message, but messages without a
+    /// string ts are each their own, so one cannot hide another's tag.
+    #[test]
+    fn only_a_string_ts_makes_two_listings_one_message() {
+        let mut seen = std::collections::HashSet::new();
+        let mut found = window();
+        let page = [
+            json!({"text": "someone's"}),
+            json!({"metadata": ours(json!("n-1:SLACK:1"))}),
+            json!({"ts": 5, "metadata": ours(json!("n-2:SLACK:1"))}),
+            json!({"ts": 5, "metadata": ours(json!("n-3:SLACK:1"))}),
+            json!({"ts": "1.000001", "metadata": ours(json!("n-4:SLACK:1"))}),
+        ];
+        found.take(&page, &mut seen).expect("a page");
+        found
+            .take(
+                &[json!({"ts": "1.000001", "metadata": ours(json!("n-5:SLACK:1"))})],
+                &mut seen,
+            )
+            .expect("a page");
+        let keys: Vec<&str> = found
+            .tagged
+            .iter()
+            .map(|t| t.idempotency_key.as_str())
+            .collect();
+        assert_eq!(
+            keys,
+            ["n-1:SLACK:1", "n-2:SLACK:1", "n-3:SLACK:1", "n-4:SLACK:1"]
+        );
+        assert_eq!(found.read, 5);
+    }
+
+    #[test]
+    fn a_tag_without_a_readable_key_is_kept_as_unreadable() {
+        let mut found = window();
+        let page = [
+            json!({"ts": "1.000001", "metadata": ours(json!(7))}),
+            json!({"ts": "2.000001", "metadata": {"event_type": EVENT_TYPE}}),
+            json!({"ts": "3.000001", "metadata": {"event_type": "other", "event_payload": {}}}),
+        ];
+        found
+            .take(&page, &mut std::collections::HashSet::new())
+            .expect("a page");
+        let ts: Vec<&str> = found.unreadable.iter().map(|u| u.ts.as_str()).collect();
+        assert_eq!(ts, ["1.000001", "2.000001"]);
+        assert_eq!(found.doubts_within((1.5, 2.5)).len(), 1);
+        assert!(found.doubts_within((4.0, 5.0)).is_empty());
+        let refused = found.take(&[json!("text")], &mut std::collections::HashSet::new());
+        assert!(refused.is_err_and(|err| err.contains("not a message")));
+    }
 }
