@@ -160,12 +160,18 @@ pub fn incidents(client: &Client, config: &Api, key: &str) -> Result<Vec<Inciden
     let url = format!("{}/incidents", config.api_url.trim_end_matches('/'));
     let deadline = http::Deadline::after(config.timeout);
     let mut found = Vec::new();
-    for page in 0..MAX_PAGES {
+    // The next page starts after the incidents this one listed, never after as many as
+    // were asked for: an API that sends fewer per page than the limit asked (its own
+    // maximum is lower) would otherwise have the ones between skipped, unseen. An
+    // incident listed twice on one page holds one place, so places are counted by id;
+    // counting too few only reads some again.
+    let mut offset = 0;
+    for _ in 0..MAX_PAGES {
         let query = [
             ("incident_key", key.to_string()),
             ("date_range", "all".to_string()),
             ("limit", PAGE.to_string()),
-            ("offset", (page * PAGE).to_string()),
+            ("offset", offset.to_string()),
             ("total", "false".to_string()),
         ];
         let request = client
@@ -175,6 +181,7 @@ pub fn incidents(client: &Client, config: &Api, key: &str) -> Result<Vec<Inciden
             .header("Accept", "application/vnd.pagerduty+json;version=2");
         let body: Page = http::json(request, "PagerDuty", &deadline)?;
         let empty = body.incidents.is_empty();
+        offset += places(&body.incidents).min(PAGE);
         // An incident is its id: one listed again (offset paging shifts as incidents
         // open) is still one incident, never a second page.
         for incident in body.incidents {
@@ -194,9 +201,17 @@ pub fn incidents(client: &Client, config: &Api, key: &str) -> Result<Vec<Inciden
         }
     }
     Err(format!(
-        "PagerDuty: more than {} incidents for one key; not all were read",
-        MAX_PAGES * PAGE
+        "PagerDuty: more than {offset} incidents for one key, over {MAX_PAGES} pages; not all were read"
     ))
+}
+
+/// How many places of the list `page` holds at least: its incidents, one listed twice
+/// counted once.
+fn places(page: &[Incident]) -> usize {
+    let mut ids = std::collections::HashSet::new();
+    page.iter()
+        .filter(|incident| incident.id.as_ref().is_none_or(|id| ids.insert(id)))
+        .count()
 }
 
 /// What a trigger with `key` sent now does, by the incidents PagerDuty lists for it:

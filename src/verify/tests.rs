@@ -601,6 +601,71 @@ fn a_slack_message_is_proof_only_with_its_key_inside_the_window_and_from_the_bot
     );
 }
 
+/// A PagerDuty that sends at most `cap` incidents a page, whatever limit is asked, and
+/// pages by the offset asked, as offset paging does: its address.
+fn capped_pagerduty(incidents: Vec<serde_json::Value>, cap: usize) -> String {
+    use std::io::{BufRead, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            let mut reader = std::io::BufReader::new(&stream);
+            let mut request = String::new();
+            if reader.read_line(&mut request).is_err() {
+                continue;
+            }
+            loop {
+                let mut header = String::new();
+                match reader.read_line(&mut header) {
+                    Ok(n) if n > 2 => {}
+                    _ => break,
+                }
+            }
+            let offset: usize = request
+                .split(['?', '&', ' '])
+                .find_map(|part| part.strip_prefix("offset="))
+                .and_then(|n| n.parse().ok())
+                .unwrap_or(0);
+            let page: Vec<_> = incidents.iter().skip(offset).take(cap).cloned().collect();
+            let body = json!({
+                "incidents": page,
+                "limit": cap,
+                "offset": offset,
+                "more": offset + cap < incidents.len(),
+            })
+            .to_string();
+            let _ = write!(
+                &stream,
+                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    format!("http://{addr}")
+}
+
+/// An API whose pages hold fewer incidents than the limit asked is read to its end, each
+/// incident once: the next page starts after the last one listed, not after the limit.
+#[test]
+fn pagerduty_pages_shorter_than_the_limit_skip_no_incident() {
+    let listed: Vec<serde_json::Value> = (0..60)
+        .map(|n| {
+            json!({"id": format!("P{n:03}"), "incident_key": "n-1",
+                "created_at": "2026-11-29T20:00:00Z", "status": "resolved"})
+        })
+        .collect();
+    let api = pagerduty::Api {
+        api_url: capped_pagerduty(listed, 25),
+        token: "pd-token".into(),
+        timeout: std::time::Duration::from_secs(20),
+    };
+    let client = crate::verify::http::client().expect("client");
+    let found = pagerduty::incidents(&client, &api, "n-1").expect("every page");
+    let ids: Vec<String> = found.iter().filter_map(|i| i.id.clone()).collect();
+    let expected: Vec<String> = (0..60).map(|n| format!("P{n:03}")).collect();
+    assert_eq!(ids, expected);
+}
+
 /// A message tagged as ours whose key cannot be read may be the attempt's post: inside
 /// the window (or at a time that cannot be read) it forbids NOT_DELIVERED; outside, it
 /// says nothing of the attempt; and it never takes a proof away.
