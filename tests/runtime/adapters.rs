@@ -373,3 +373,80 @@ fn a_hung_email_call_ends_within_the_budget_it_states() {
         "the call took {took:?} though its error says {stated} s: {error}"
     );
 }
+
+/// A webhook answering with a redirect: where it points, `target`, and how many
+/// connections that target was sent.
+fn redirecting(status: &str, target: &str) -> String {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let (status, target) = (status.to_string(), target.to_string());
+    std::thread::spawn(move || {
+        for mut stream in listener.incoming().flatten() {
+            let mut buffer = [0u8; 16 << 10];
+            let _ = stream.read(&mut buffer);
+            let _ = write!(
+                stream,
+                "HTTP/1.1 {status}\r\nlocation: {target}\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
+            );
+        }
+    });
+    format!("http://{addr}/services/x")
+}
+
+/// A redirect is never followed: the payload and PagerDuty's routing key go to no host
+/// the operator did not configure, and a page that answers 200 after a redirect is not
+/// taken for the provider's acceptance. The attempt is REJECTED, naming where it was sent.
+#[test]
+fn a_webhook_that_redirects_is_rejected_and_never_followed() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let elsewhere = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let elsewhere_addr = elsewhere.local_addr().expect("addr");
+    let asked = std::sync::Arc::new(AtomicUsize::new(0));
+    let counted = asked.clone();
+    std::thread::spawn(move || {
+        use std::io::{Read, Write};
+        for mut stream in elsewhere.incoming().flatten() {
+            counted.fetch_add(1, Ordering::SeqCst);
+            let mut buffer = [0u8; 16 << 10];
+            let _ = stream.read(&mut buffer);
+            let _ = stream
+                .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: close\r\n\r\nok");
+        }
+    });
+    let target = format!("http://{elsewhere_addr}/login");
+    let payload = payload();
+    for status in [
+        "307 Temporary Redirect",
+        "308 Permanent Redirect",
+        "302 Found",
+    ] {
+        for channel in [Channel::Slack, Channel::Pagerduty] {
+            let url = redirecting(status, &target);
+            let provider = match channel {
+                Channel::Slack => Provider::Slack { webhook_url: url },
+                _ => Provider::PagerDuty {
+                    events_url: url,
+                    routing_key: "R0UT1NG".into(),
+                },
+            };
+            let adapter = WebhookAdapter::new(provider).expect("client");
+            let result = adapter
+                .deliver(&request(&payload, channel, Duration::from_secs(5)), &|| {
+                    true
+                });
+            assert_eq!(
+                (result.outcome, result.retryable),
+                (ProviderOutcome::Rejected, false),
+                "{status} {channel}: {result:?}"
+            );
+            let error = result.error.clone().unwrap_or_default();
+            assert!(
+                error.contains(&format!("redirected to http://{elsewhere_addr}"))
+                    && error.contains("not followed"),
+                "{status} {channel}: {error}"
+            );
+        }
+    }
+    assert_eq!(asked.load(Ordering::SeqCst), 0, "a redirect was followed");
+}

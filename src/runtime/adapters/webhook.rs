@@ -38,8 +38,12 @@ impl WebhookAdapter {
     /// client owns one of its own.
     pub fn new(provider: Provider) -> Result<Self, reqwest::Error> {
         super::init_tls();
+        // No redirect is followed: a 307 would send the payload (and PagerDuty's routing
+        // key) to a host nobody configured, and a 302 to a page that answers 200 would be
+        // taken for the provider's acceptance.
         let client = reqwest::blocking::Client::builder()
             .connect_timeout(Duration::from_secs(10))
+            .redirect(reqwest::redirect::Policy::none())
             .pool_max_idle_per_host(64)
             .user_agent(concat!("uns-runtime/", env!("CARGO_PKG_VERSION")))
             .build()?;
@@ -130,6 +134,14 @@ impl Adapter for WebhookAdapter {
         let result = match response {
             Ok(response) => {
                 let status = response.status();
+                let location = response
+                    .headers()
+                    .get(reqwest::header::LOCATION)
+                    .and_then(|value| value.to_str().ok())
+                    .map(|to| match to.starts_with('/') {
+                        true => "another path of the same host".to_string(),
+                        false => crate::redact::origin(to),
+                    });
                 // A provider's answer is read up to a bound: it only ever carries a key.
                 let text = crate::bounded::text_at_most(response, MAX_ANSWER_BYTES);
                 if status.is_success() {
@@ -141,6 +153,16 @@ impl Adapter for WebhookAdapter {
                         Provider::Slack { .. } => Some(key.clone()),
                     };
                     DeliveryResult::accepted(message_id)
+                } else if status.is_redirection() {
+                    // The provider took nothing: the request went no further than this.
+                    DeliveryResult::rejected(
+                        format!(
+                            "HTTP {}: redirected to {}, which is not followed: only the configured URL is sent the payload",
+                            status.as_u16(),
+                            location.as_deref().unwrap_or("nowhere named")
+                        ),
+                        false,
+                    )
                 } else {
                     let retryable = status.is_server_error()
                         || status == reqwest::StatusCode::TOO_MANY_REQUESTS
