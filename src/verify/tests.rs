@@ -516,18 +516,23 @@ fn a_pagerduty_incident_open_before_the_window_proves_only_while_it_was_open() {
     }
 }
 
+/// Slack's API for channel C1, with the webhook's bot when known.
+fn slack_api(bot: Option<&str>) -> slack::Api {
+    slack::Api {
+        api_url: String::new(),
+        token: String::new(),
+        channel: "C1".into(),
+        bot_id: bot.map(str::to_string),
+        timeout: crate::verify::http::DEFAULT_TIMEOUT,
+    }
+}
+
 #[test]
 fn a_slack_message_is_proof_only_with_its_key_inside_the_window_and_from_the_bot() {
     let (from, to) = (1_795_989_600.0, 1_795_989_900.0);
     let now = to + 3600.0;
     let key = "n-1:SLACK:1";
-    let config = slack::Api {
-        api_url: String::new(),
-        token: String::new(),
-        channel: "C1".into(),
-        bot_id: Some("B1".into()),
-        timeout: crate::verify::http::DEFAULT_TIMEOUT,
-    };
+    let config = slack_api(Some("B1"));
     let tagged = |ts: &str, key: &str, bot: Option<&str>| slack::Tagged {
         ts: ts.into(),
         idempotency_key: key.into(),
@@ -674,13 +679,7 @@ fn a_message_tagged_as_ours_without_a_key_forbids_absence_in_its_window() {
     let (from, to) = (1_795_989_600.0, 1_795_989_900.0);
     let now = to + 3600.0;
     let key = "n-1:SLACK:1";
-    let config = slack::Api {
-        api_url: String::new(),
-        token: String::new(),
-        channel: "C1".into(),
-        bot_id: None,
-        timeout: crate::verify::http::DEFAULT_TIMEOUT,
-    };
+    let config = slack_api(None);
     let unreadable = |ts: &str| slack::Unreadable { ts: ts.into() };
     let ours = slack::Tagged {
         ts: "1795989700.000100".into(),
@@ -740,13 +739,7 @@ fn history_answer(
 
 #[test]
 fn one_slack_message_proves_one_attempt_never_two() {
-    let config = slack::Api {
-        api_url: String::new(),
-        token: String::new(),
-        channel: "C1".into(),
-        bot_id: Some("B1".into()),
-        timeout: crate::verify::http::DEFAULT_TIMEOUT,
-    };
+    let config = slack_api(Some("B1"));
     let key = "n-1:SLACK:1";
     let message = |ts: f64| slack::Tagged {
         ts: format!("{ts:.6}"),
