@@ -87,10 +87,11 @@ pub fn json<T: DeserializeOwned>(
         let status = response.status();
         if status == reqwest::StatusCode::TOO_MANY_REQUESTS && tries + 1 < RATE_LIMITED_TRIES {
             tries += 1;
-            let wait = retry_after(&response).unwrap_or(Duration::from_secs(1));
+            let (wait, header) = wait_asked(&response)
+                .unwrap_or((Duration::from_secs(1), "rate limited, no wait named"));
             if wait >= deadline.left() {
                 return Err(format!(
-                    "{provider} asked to wait {} s before asking again (Retry-After), more than the {} s left of the lookup's {} s (--provider-timeout): not read",
+                    "{provider} asked to wait {} s before asking again ({header}), more than the {} s left of the lookup's {} s (--provider-timeout): not read",
                     wait.as_secs(),
                     deadline.left().as_secs(),
                     deadline.of.as_secs()
@@ -125,17 +126,27 @@ pub fn json<T: DeserializeOwned>(
     }
 }
 
-/// A Retry-After in seconds (the HTTP-date form is read as unknown).
-fn retry_after(response: &reqwest::blocking::Response) -> Option<Duration> {
-    response
-        .headers()
-        .get(reqwest::header::RETRY_AFTER)?
-        .to_str()
-        .ok()?
-        .trim()
-        .parse::<u64>()
-        .ok()
-        .map(Duration::from_secs)
+/// How long a rate-limited answer asks to wait, in seconds, and the header that asks:
+/// `Retry-After` (Slack's; its HTTP-date form is read as unknown), else PagerDuty's
+/// `ratelimit-reset`, the seconds until its limit resets.
+fn wait_asked(response: &reqwest::blocking::Response) -> Option<(Duration, &'static str)> {
+    let seconds = |name: &str| {
+        response
+            .headers()
+            .get(name)?
+            .to_str()
+            .ok()?
+            .trim()
+            .parse::<u64>()
+            .ok()
+            .map(Duration::from_secs)
+    };
+    [
+        ("retry-after", "Retry-After"),
+        ("ratelimit-reset", "ratelimit-reset"),
+    ]
+    .into_iter()
+    .find_map(|(name, shown)| Some((seconds(name)?, shown)))
 }
 
 /// The body, read a piece at a time so that one trickling in never outlasts the deadline,

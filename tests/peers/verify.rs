@@ -1473,6 +1473,8 @@ enum Reply {
     Trickle(String),
     /// `429` asking to wait this many seconds.
     RetryAfter(u64),
+    /// `429` saying, as PagerDuty does, how many seconds until its limit resets.
+    RateLimitReset(u64),
 }
 
 /// A stand-in provider on loopback that answers every request with `reply`, counting the
@@ -1513,6 +1515,17 @@ fn stand_in(reply: Reply) -> (String, std::sync::Arc<std::sync::atomic::AtomicUs
                         head(
                             "429 Too Many Requests",
                             &format!("retry-after: {seconds}\r\n"),
+                            0
+                        )
+                    ),
+                    Reply::RateLimitReset(seconds) => write!(
+                        stream,
+                        "{}",
+                        head(
+                            "429 Too Many Requests",
+                            &format!(
+                                "ratelimit-limit: 960\r\nratelimit-remaining: 0\r\nratelimit-reset: {seconds}\r\n"
+                            ),
                             0
                         )
                     ),
@@ -1588,6 +1601,11 @@ fn answers_that_are_not_answers_prove_nothing() {
             "a redirect is not followed",
         ),
         ("pagerduty", Reply::RetryAfter(3600), "Retry-After"),
+        (
+            "pagerduty",
+            Reply::RateLimitReset(3600),
+            "wait 3600 s before asking again (ratelimit-reset)",
+        ),
         (
             "pagerduty",
             Reply::Trickle(json!({"incidents": [], "more": false}).to_string()),
