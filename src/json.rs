@@ -2,6 +2,8 @@
 //! that names a key twice is refused. serde_json keeps the last of the two, and a reader
 //! that keeps the first (or a proxy that merged two answers) sees another document, so a
 //! body such as `{"more": true, "more": false}` says two things and is no answer at all.
+//!
+//! A leaf: it imports nothing of the crate, so the model and the engine can read with it.
 
 use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Number, Value};
@@ -81,9 +83,9 @@ impl<'de> Visitor<'de> for Strict {
         let mut object = Map::new();
         while let Some(key) = map.next_key::<String>()? {
             if object.contains_key(&key) {
-                let shown = crate::render::sanitize::clean(&key).into_owned();
+                // Debug's quoting escapes every control character the key may hold.
                 return Err(de::Error::custom(format!(
-                    "the key {shown:?} is given twice in one object"
+                    "the key {key:?} is given twice in one object"
                 )));
             }
             let value = map.next_value_seed(Strict)?;
@@ -109,6 +111,13 @@ mod tests {
             let err = strict(body.as_bytes()).expect_err(body);
             assert!(err.to_string().contains("given twice"), "{body}: {err}");
         }
+        // The key is named escaped: no byte of it reaches a terminal raw.
+        let err = strict(br#"{"\u001b[2J": 1, "\u001b[2J": 2}"#).expect_err("twice");
+        assert!(
+            err.to_string()
+                .contains(r#"the key "\u{1b}[2J" is given twice"#),
+            "{err}"
+        );
     }
 
     #[test]

@@ -665,6 +665,13 @@ pub fn payload_problem(text: &str) -> Option<String> {
         .map(|err| format!("payload: not valid JSON ({})", without_position(&err)))
 }
 
+/// Stored payload `text` as a JSON tree, read as the history reads it: `null` when it is
+/// not JSON, or when it names a key twice (it says two things, so no field of it is shown
+/// as said).
+pub fn payload_tree(text: &str) -> serde_json::Value {
+    crate::json::strict(text.as_bytes()).unwrap_or(serde_json::Value::Null)
+}
+
 /// The payload a JSON tree would be stored as.
 pub fn payload_from_value(value: &serde_json::Value) -> Payload {
     serde_json::value::to_raw_value(value).unwrap_or_default()
@@ -705,7 +712,7 @@ pub struct Event {
 impl Event {
     /// The payload as a JSON tree, for showing its fields (`null` when it is not JSON).
     pub fn payload_value(&self) -> serde_json::Value {
-        serde_json::from_str(self.payload.get()).unwrap_or(serde_json::Value::Null)
+        payload_tree(self.payload.get())
     }
 }
 
@@ -734,6 +741,30 @@ pub struct Message {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every reader of a stored payload's fields reads what the history reads: one that
+    /// names a key twice shows no field at all, neither reading of it.
+    #[test]
+    fn a_payload_naming_a_key_twice_shows_no_field() {
+        for text in [
+            r#"{"operator": "jane", "operator": "mallory"}"#,
+            r#"{"channel": "SLACK", "success": false, "success": true}"#,
+            r#"{"triage": {"branch": "REPLAY", "branch": "RESOLVE"}}"#,
+        ] {
+            assert_eq!(payload_tree(text), serde_json::Value::Null, "{text}");
+            let (payload, _) = payload_of(text);
+            let event = Event {
+                id: 1,
+                at: 1.0,
+                kind: Stored::from("REPLAYED"),
+                payload,
+                unreadable: Vec::new(),
+            };
+            assert_eq!(event.payload_value(), serde_json::Value::Null, "{text}");
+        }
+        let text = r#"{"operator": "jane", "channels": ["EMAIL"]}"#;
+        assert_eq!(payload_tree(text)["operator"], "jane");
+    }
 
     #[test]
     fn channel_names_parse_in_any_case_trimmed() {

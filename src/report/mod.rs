@@ -800,11 +800,10 @@ impl Tally {
 }
 
 fn unknown(event: &StoredEvent<'_>) -> bool {
-    serde_json::from_str::<serde_json::Value>(event.payload.get())
-        .ok()
-        .is_some_and(|p| {
-            crate::model::ProviderOutcome::of_payload(&p) == crate::model::ProviderOutcome::Unknown
-        })
+    let payload = crate::model::payload_tree(event.payload.get());
+    payload.is_object()
+        && crate::model::ProviderOutcome::of_payload(&payload)
+            == crate::model::ProviderOutcome::Unknown
 }
 
 /// Every resolve, replay and verify record in the window, oldest first, each with what
@@ -927,8 +926,7 @@ impl Action {
     /// VERIFIED), and what `followed` it: the one reading of an audit record, for the
     /// report and the live screen's audit view alike.
     pub fn of(event: crate::api::EventRow, followed: String) -> Self {
-        let payload: serde_json::Value =
-            serde_json::from_str(event.payload.get()).unwrap_or_default();
+        let payload = crate::model::payload_tree(event.payload.get());
         action(event, &payload, followed)
     }
 
@@ -1054,7 +1052,7 @@ fn replay_followed(
     until: f64,
 ) -> Option<String> {
     use crate::model::ProviderOutcome;
-    let payload: serde_json::Value = serde_json::from_str(event.payload.get()).ok()?;
+    let payload = crate::model::payload_tree(event.payload.get());
     let channels: Vec<Channel> = payload["channels"]
         .as_array()?
         .iter()

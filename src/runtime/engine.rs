@@ -1027,9 +1027,10 @@ fn outstanding(tx: &Db<'_>, id: &str) -> Result<ChannelSet> {
     )?;
     let mut delivered = ChannelSet::new();
     for (kind, text) in rows {
+        // Read as the history reads it: a payload naming a key twice delivers nothing.
         let payload: Value = text
             .as_deref()
-            .and_then(|t| serde_json::from_str(t).ok())
+            .and_then(|t| crate::json::strict(t.as_bytes()).ok())
             .unwrap_or_default();
         let done = match kind.as_str() {
             "VERIFIED" => payload["outcome"] == "DELIVERED",

@@ -794,4 +794,47 @@ fn no_settlement_is_delivered_past_an_outstanding_channel() {
         "{ended:?}"
     );
     assert_ne!(row(&s.conn, &other).0, "DELIVERED");
+
+    // A stored result that names `success` twice says two things: it delivers nothing,
+    // as the history reads it, so SLACK is still outstanding.
+    let third = submit(&s.conn, &[Channel::Email, Channel::Slack], 1);
+    let mut lease = claim(&s.conn, 1300.0, "w1");
+    assert_eq!(lease.notification_id, third);
+    // The lease owes EMAIL alone, so the settlement asks the store what is outstanding.
+    lease.owed = channels(&[Channel::Email]);
+    s.conn
+        .execute(
+            "INSERT INTO uns_events (notification_id, at, kind, payload) VALUES (?1, 1300.2,
+             'CHANNEL_ATTEMPT_RESULT', '{\"channel\": \"SLACK\", \"success\": false, \"success\": true}')",
+            [&third],
+        )
+        .expect("a hostile result");
+    started(&s.conn, 1300.5, &lease, Channel::Email);
+    let accepted = DeliveryResult::accepted(Some("<m3@uns.local>".into()));
+    engine::record_result(
+        &Db::Sqlite(&s.conn),
+        1301.0,
+        &lease,
+        Channel::Email,
+        &accepted,
+    )
+    .expect("result");
+    let ended = engine::settle(
+        &Db::Sqlite(&s.conn),
+        1301.1,
+        &lease,
+        &[(Channel::Email, accepted)],
+        &BACKOFF,
+    )
+    .expect("settle");
+    assert!(
+        matches!(
+            ended,
+            Ended::Decided(Decision::DeadLettered {
+                reason: engine::DeadReason::Outstanding,
+                ..
+            })
+        ),
+        "{ended:?}"
+    );
 }

@@ -159,8 +159,7 @@ fn event_row(
     out: &Output,
 ) -> Vec<Text> {
     // Parsed once, without copying the row: a payload may be megabytes.
-    let payload: serde_json::Value =
-        serde_json::from_str(row.payload.get()).unwrap_or(serde_json::Value::Null);
+    let payload = crate::model::payload_tree(row.payload.get());
     let now = crate::clock::Clock::now(&crate::clock::SystemClock);
     let time = match out.fit_width() {
         Some(_) => views::clock_time(row.at, now),
