@@ -100,6 +100,21 @@ fn every_api_route_needs_the_key_and_healthz_does_not() {
             let error = body["error"].as_str().unwrap_or_default();
             assert!(!error.is_empty() && !error.contains(KEY), "{error}");
         }
+        // Two keys, the right one among them: which acts cannot be told, so neither does.
+        let request = api
+            .client
+            .request(method.clone(), api.url(path))
+            .header("authorization", format!("Bearer {KEY}"))
+            .header("authorization", "Bearer wrong-key");
+        let (status, body) = api.send(request);
+        assert_eq!(status, StatusCode::UNAUTHORIZED, "{method} {path}: {body}");
+        assert!(
+            body["error"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("more than one Authorization header"),
+            "{body}"
+        );
     }
 }
 

@@ -33,9 +33,18 @@ pub(crate) async fn require_key(
     let name = match &state.keys {
         None => ANONYMOUS.to_string(),
         Some(keys) => {
-            let presented = request
-                .headers()
-                .get(header::AUTHORIZATION)
+            let mut given = request.headers().get_all(header::AUTHORIZATION).iter();
+            let (first, second) = (given.next(), given.next());
+            if second.is_some() {
+                // Two keys: which of them acts, and who is named in the audit, cannot be told.
+                return ApiError::new(
+                    StatusCode::UNAUTHORIZED,
+                    ErrorKind::Unauthorized,
+                    "more than one Authorization header: send one key",
+                )
+                .into_response();
+            }
+            let presented = first
                 .and_then(|value| value.to_str().ok())
                 .and_then(|value| value.strip_prefix("Bearer "))
                 .map(str::as_bytes)
