@@ -1030,7 +1030,7 @@ fn outstanding(tx: &Db<'_>, id: &str) -> Result<ChannelSet> {
         // Read as the history reads it: a payload naming a key twice delivers nothing.
         let payload: Value = text
             .as_deref()
-            .and_then(|t| crate::json::strict(t.as_bytes()).ok())
+            .map(crate::model::payload_tree)
             .unwrap_or_default();
         let done = match kind.as_str() {
             "VERIFIED" => payload["outcome"] == "DELIVERED",

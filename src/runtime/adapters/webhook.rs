@@ -138,9 +138,12 @@ impl Adapter for WebhookAdapter {
                     .headers()
                     .get(reqwest::header::LOCATION)
                     .and_then(|value| value.to_str().ok())
-                    .map(|to| match to.starts_with('/') {
-                        true => "another path of the same host".to_string(),
-                        false => crate::redact::origin(to),
+                    .map(|to| {
+                        if to.starts_with('/') {
+                            "another path of the same host".to_string()
+                        } else {
+                            crate::redact::origin(to)
+                        }
                     });
                 // A provider's answer is read up to a bound: it only ever carries a key.
                 let text = crate::bounded::text_at_most(response, MAX_ANSWER_BYTES);
