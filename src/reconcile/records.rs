@@ -298,11 +298,7 @@ impl Records {
                 .map(|w| pagerduty::standing(incident, key, *w, now))
                 .collect();
             if standings.contains(&pagerduty::Standing::Opened) {
-                let created = incident
-                    .created_at
-                    .as_deref()
-                    .and_then(pagerduty::parse_time)
-                    .unwrap_or_default();
+                let created = incident.proof_time().unwrap_or_default();
                 proven.push(ProvenIncident {
                     name: self.shown(&incident_name(incident)),
                     created,

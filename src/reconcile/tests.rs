@@ -192,6 +192,7 @@ fn incident(n: i64, created: f64, status: &str) -> pagerduty::Incident {
             id: Some("PSVC".into()),
             summary: Some("checkout on-call".into()),
         }),
+        grouped: None,
     }
 }
 
@@ -329,6 +330,39 @@ fn a_pagerduty_record_that_is_not_proof_leaves_doubt_and_never_leaks_the_token()
     // The whole list read, and no incident: the unknown trigger never paged.
     let records = with_incidents(Ok(Vec::new()));
     assert_eq!(class(&unknown, &records), (Class::Missing, 0, 0));
+}
+
+/// PagerDuty's alert grouping: the trigger became an alert of an incident another key
+/// opened a day before. The incident has no incident_key; its alert with this key, made
+/// inside the trigger's window, is the one copy, at the alert's time.
+#[test]
+fn an_alert_grouped_into_another_incident_is_the_triggers_copy() {
+    let unknown = history(
+        Status::Dead,
+        Channel::Pagerduty,
+        vec![attempt(1, 1, T0, ProviderOutcome::Unknown)],
+    );
+    let alert_at = (T0 + 1.0).floor();
+    let mut grouping = incident(1, T0 - 86_400.0, "triggered");
+    grouping.incident_key = None;
+    grouping.grouped = Some(Ok(vec![pagerduty::Alert {
+        id: Some("PALERT1".into()),
+        alert_key: Some(ID.into()),
+        status: Some("triggered".into()),
+        created_at: Some(crate::clock::rfc3339(alert_at)),
+    }]));
+    let item = one(&unknown, &with_incidents(Ok(vec![grouping.clone()])));
+    assert_eq!((item.class, item.copies), (Class::Once, 1), "{item:?}");
+    assert!(
+        item.evidence.iter().any(|e| e.at == Some(alert_at)),
+        "the copy at the alert's time: {item:?}"
+    );
+    // Its alerts unread: the incident may hold the copy, so nothing is proven missing.
+    grouping.grouped = Some(Err("PagerDuty answered HTTP 500".into()));
+    assert_eq!(
+        class(&unknown, &with_incidents(Ok(vec![grouping]))),
+        (Class::Unsettled, 0, 1)
+    );
 }
 
 fn tagged(ts: f64, key: &str, bot: &str) -> slack::Tagged {

@@ -398,6 +398,83 @@ fn incident(
         last_status_change_at: changed.map(str::to_string),
         html_url: None,
         service: None,
+        grouped: None,
+    }
+}
+
+/// An incident that groups alerts has no incident_key; PagerDuty lists it because one of
+/// its alerts has the key. That alert is read as an incident of its own would be.
+#[test]
+fn an_incident_that_groups_alerts_proves_by_its_alert_with_the_key() {
+    let (from, to) = (1_795_989_600.0, 1_795_989_900.0);
+    let now = to + 3600.0;
+    let inside = "2026-11-29T22:01:00Z";
+    let cases: Vec<(&str, Vec<pagerduty::Incident>, Delivery, &str)> = vec![
+        (
+            "grouped, our alert inside",
+            vec![grouped(vec![alert("n-1", inside, "resolved")])],
+            Delivery::Delivered,
+            "groups alerts; with the key: alert A-n-1 created 2026-11-29T22:01:00Z",
+        ),
+        (
+            "grouped, our alert open since before",
+            vec![grouped(vec![alert(
+                "n-1",
+                "2026-11-29T20:00:00Z",
+                "triggered",
+            )])],
+            Delivery::Delivered,
+            "merged into open incident",
+        ),
+        (
+            "grouped, our alert after the window",
+            vec![grouped(vec![alert(
+                "n-1",
+                "2026-11-29T22:30:00Z",
+                "triggered",
+            )])],
+            Delivery::CannotTell,
+            "after the attempt's window",
+        ),
+        (
+            "grouped, no alert with the key",
+            vec![grouped(vec![])],
+            Delivery::CannotTell,
+            "carries no incident_key, and no alert it groups has dedup key n-1",
+        ),
+        (
+            "grouped, its alerts unread",
+            vec![pagerduty::Incident {
+                grouped: Some(Err("PagerDuty answered HTTP 500".into())),
+                ..incident(None, inside, "triggered", None)
+            }],
+            Delivery::CannotTell,
+            "carries no incident_key, and the alerts it may group could not be read",
+        ),
+    ];
+    for (what, incidents, expected, word) in cases {
+        let (answer, evidence) = incident_answer("n-1", &incidents, (from, to), (from, to), now);
+        assert_eq!(answer, expected, "{what}: {evidence}");
+        assert!(evidence.contains(word), "{what}: {evidence}");
+    }
+}
+
+/// An alert of an incident that groups alerts.
+fn alert(key: &str, created: &str, status: &str) -> pagerduty::Alert {
+    pagerduty::Alert {
+        id: Some(format!("A-{key}")),
+        alert_key: Some(key.into()),
+        status: Some(status.into()),
+        created_at: Some(created.into()),
+    }
+}
+
+/// An incident that groups alerts (so has no incident_key), opened well before the
+/// window by another key's alert, with these alerts of the key asked about.
+fn grouped(alerts: Vec<pagerduty::Alert>) -> pagerduty::Incident {
+    pagerduty::Incident {
+        grouped: Some(Ok(alerts)),
+        ..incident(None, "2026-11-29T18:00:00Z", "triggered", None)
     }
 }
 
@@ -606,9 +683,14 @@ fn a_slack_message_is_proof_only_with_its_key_inside_the_window_and_from_the_bot
     );
 }
 
-/// A PagerDuty that sends at most `cap` incidents a page, whatever limit is asked, and
-/// pages by the offset asked, as offset paging does: its address.
-fn capped_pagerduty(incidents: Vec<serde_json::Value>, cap: usize) -> String {
+/// A PagerDuty on loopback serving `lists` (a path, the list's field, its items), at
+/// most `cap` items a page whatever limit is asked, paged by the offset asked, as offset
+/// paging does; every path asked about is counted in `asked`. Its address.
+fn listing_pagerduty(
+    lists: Vec<(&'static str, &'static str, Vec<serde_json::Value>)>,
+    cap: usize,
+    asked: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+) -> String {
     use std::io::{BufRead, Write};
     let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
     let addr = listener.local_addr().expect("addr");
@@ -626,18 +708,23 @@ fn capped_pagerduty(incidents: Vec<serde_json::Value>, cap: usize) -> String {
                     _ => break,
                 }
             }
-            let offset: usize = request
-                .split(['?', '&', ' '])
+            let target = request.split(' ').nth(1).unwrap_or_default().to_string();
+            let path = target.split('?').next().unwrap_or_default().to_string();
+            asked.lock().expect("asked").push(path.clone());
+            let offset: usize = target
+                .split(['?', '&'])
                 .find_map(|part| part.strip_prefix("offset="))
                 .and_then(|n| n.parse().ok())
                 .unwrap_or(0);
-            let page: Vec<_> = incidents.iter().skip(offset).take(cap).cloned().collect();
-            let body = json!({
-                "incidents": page,
-                "limit": cap,
-                "offset": offset,
-                "more": offset + cap < incidents.len(),
-            })
+            let body = match lists.iter().find(|(at, ..)| *at == path) {
+                Some((_, field, items)) => json!({
+                    *field: items.iter().skip(offset).take(cap).cloned().collect::<Vec<_>>(),
+                    "limit": cap,
+                    "offset": offset,
+                    "more": offset + cap < items.len(),
+                }),
+                None => json!({"error": {"message": "Not Found", "code": 2100}}),
+            }
             .to_string();
             let _ = write!(
                 &stream,
@@ -647,6 +734,14 @@ fn capped_pagerduty(incidents: Vec<serde_json::Value>, cap: usize) -> String {
         }
     });
     format!("http://{addr}")
+}
+
+fn pagerduty_at(api_url: String) -> pagerduty::Api {
+    pagerduty::Api {
+        api_url,
+        token: "pd-token".into(),
+        timeout: std::time::Duration::from_secs(20),
+    }
 }
 
 /// An API whose pages hold fewer incidents than the limit asked is read to its end, each
@@ -659,16 +754,87 @@ fn pagerduty_pages_shorter_than_the_limit_skip_no_incident() {
                 "created_at": "2026-11-29T20:00:00Z", "status": "resolved"})
         })
         .collect();
-    let api = pagerduty::Api {
-        api_url: capped_pagerduty(listed, 25),
-        token: "pd-token".into(),
-        timeout: std::time::Duration::from_secs(20),
-    };
+    let asked = std::sync::Arc::default();
+    let api = pagerduty_at(listing_pagerduty(
+        vec![("/incidents", "incidents", listed)],
+        25,
+        asked,
+    ));
     let client = crate::verify::http::client().expect("client");
     let found = pagerduty::incidents(&client, &api, "n-1").expect("every page");
     let ids: Vec<String> = found.iter().filter_map(|i| i.id.clone()).collect();
     let expected: Vec<String> = (0..60).map(|n| format!("P{n:03}")).collect();
     assert_eq!(ids, expected);
+}
+
+/// An incident that groups alerts carries no incident_key: its alerts are read (every
+/// page, by the same offset rule) and only those with the key asked about are kept; an
+/// id that is not of the API's shape is never put into a path.
+#[test]
+fn the_alerts_of_an_incident_that_groups_alerts_are_read_for_the_key() {
+    let alerts: Vec<serde_json::Value> = (0..30)
+        .map(|n| {
+            let key = if n == 27 { "n-1" } else { "n-other" };
+            json!({"id": format!("A{n:02}"), "alert_key": key, "status": "resolved",
+                "created_at": "2026-11-29T22:01:00Z"})
+        })
+        .collect();
+    let incidents = vec![
+        json!({"id": "PGRP", "incident_key": null, "status": "resolved",
+            "created_at": "2026-11-29T20:00:00Z"}),
+        json!({"id": "../../users", "status": "resolved",
+            "created_at": "2026-11-29T20:00:00Z"}),
+        json!({"id": "POWN", "incident_key": "n-1", "status": "resolved",
+            "created_at": "2026-11-29T22:01:00Z"}),
+    ];
+    let asked = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let api = pagerduty_at(listing_pagerduty(
+        vec![
+            ("/incidents", "incidents", incidents),
+            ("/incidents/PGRP/alerts", "alerts", alerts),
+        ],
+        10,
+        asked.clone(),
+    ));
+    let client = crate::verify::http::client().expect("client");
+    let found = pagerduty::incidents(&client, &api, "n-1").expect("every page");
+    let grouped = |id: &str| {
+        found
+            .iter()
+            .find(|i| i.id.as_deref() == Some(id))
+            .and_then(|i| i.grouped.clone())
+    };
+    let kept = grouped("PGRP").expect("read").expect("its alerts");
+    let ids: Vec<_> = kept.iter().filter_map(|a| a.id.as_deref()).collect();
+    assert_eq!(
+        ids,
+        ["A27"],
+        "the one alert with the key, on the third page"
+    );
+    let refused = grouped("../../users")
+        .expect("named")
+        .expect_err("not asked");
+    assert!(
+        refused.contains("not one the API can be asked about"),
+        "{refused}"
+    );
+    assert_eq!(
+        grouped("POWN"),
+        None,
+        "an incident with its own key groups nothing"
+    );
+    let paths = asked.lock().expect("asked").clone();
+    assert!(
+        paths
+            .iter()
+            .all(|p| p == "/incidents" || p == "/incidents/PGRP/alerts"),
+        "{paths:?}"
+    );
+    assert_eq!(
+        paths.iter().filter(|p| p.ends_with("/alerts")).count(),
+        3,
+        "{paths:?}"
+    );
 }
 
 /// A message tagged as ours whose key cannot be read may be the attempt's post: inside
