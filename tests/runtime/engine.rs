@@ -698,6 +698,29 @@ fn a_worker_without_an_adapter_leaves_the_row_untouched() {
     assert_eq!(kinds(&s.conn, &slack), ["SUBMITTED"]);
 }
 
+/// The lease's EMAIL call started at `at`, accepted with `message_id` half a second later,
+/// and the attempt settled a tenth of a second after that: how it ended.
+fn email_accepted(conn: &Connection, lease: &Lease, at: f64, message_id: &str) -> Ended {
+    started(conn, at, lease, Channel::Email);
+    let accepted = DeliveryResult::accepted(Some(message_id.into()));
+    engine::record_result(
+        &Db::Sqlite(conn),
+        at + 0.5,
+        lease,
+        Channel::Email,
+        &accepted,
+    )
+    .expect("result");
+    engine::settle(
+        &Db::Sqlite(conn),
+        at + 0.6,
+        lease,
+        &[(Channel::Email, accepted)],
+        &BACKOFF,
+    )
+    .expect("settle")
+}
+
 /// A partial replay leaves the other channels owed: once the replayed channel is
 /// delivered the entry is back in the DLQ saying what is still outstanding, never
 /// DELIVERED; and a caller whose lease claims to owe less than the notification has
@@ -736,24 +759,7 @@ fn no_settlement_is_delivered_past_an_outstanding_channel() {
     .expect("replay");
     let lease = claim(&s.conn, 1100.5, "w1");
     assert_eq!(lease.owed, channels(&[Channel::Email]));
-    started(&s.conn, 1101.0, &lease, Channel::Email);
-    let accepted = DeliveryResult::accepted(Some("<m@uns.local>".into()));
-    engine::record_result(
-        &Db::Sqlite(&s.conn),
-        1101.5,
-        &lease,
-        Channel::Email,
-        &accepted,
-    )
-    .expect("result");
-    let ended = engine::settle(
-        &Db::Sqlite(&s.conn),
-        1101.6,
-        &lease,
-        &[(Channel::Email, accepted)],
-        &BACKOFF,
-    )
-    .expect("settle");
+    let ended = email_accepted(&s.conn, &lease, 1101.0, "<m@uns.local>");
     let Ended::Decided(Decision::DeadLettered {
         reason,
         error_message,
@@ -771,24 +777,7 @@ fn no_settlement_is_delivered_past_an_outstanding_channel() {
     let mut lease = claim(&s.conn, 1200.0, "liar");
     assert_eq!(lease.notification_id, other);
     lease.owed = channels(&[Channel::Email]);
-    started(&s.conn, 1200.5, &lease, Channel::Email);
-    let accepted = DeliveryResult::accepted(Some("<m2@uns.local>".into()));
-    engine::record_result(
-        &Db::Sqlite(&s.conn),
-        1201.0,
-        &lease,
-        Channel::Email,
-        &accepted,
-    )
-    .expect("result");
-    let ended = engine::settle(
-        &Db::Sqlite(&s.conn),
-        1201.1,
-        &lease,
-        &[(Channel::Email, accepted)],
-        &BACKOFF,
-    )
-    .expect("settle");
+    let ended = email_accepted(&s.conn, &lease, 1200.5, "<m2@uns.local>");
     assert!(
         !matches!(ended, Ended::Decided(Decision::Delivered)),
         "{ended:?}"
@@ -809,24 +798,7 @@ fn no_settlement_is_delivered_past_an_outstanding_channel() {
             [&third],
         )
         .expect("a hostile result");
-    started(&s.conn, 1300.5, &lease, Channel::Email);
-    let accepted = DeliveryResult::accepted(Some("<m3@uns.local>".into()));
-    engine::record_result(
-        &Db::Sqlite(&s.conn),
-        1301.0,
-        &lease,
-        Channel::Email,
-        &accepted,
-    )
-    .expect("result");
-    let ended = engine::settle(
-        &Db::Sqlite(&s.conn),
-        1301.1,
-        &lease,
-        &[(Channel::Email, accepted)],
-        &BACKOFF,
-    )
-    .expect("settle");
+    let ended = email_accepted(&s.conn, &lease, 1300.5, "<m3@uns.local>");
     assert!(
         matches!(
             ended,
