@@ -65,7 +65,7 @@ pub struct Alert {
 
 impl Alert {
     fn describe(&self) -> String {
-        let clean = |t: &str| crate::render::sanitize::clean(t).into_owned();
+        let clean = crate::render::sanitize::cleaned;
         format!(
             "alert {} created {}, status {}",
             clean(self.id.as_deref().unwrap_or("(no id)")),
@@ -88,7 +88,7 @@ impl Incident {
     /// `incident P123 (#7) created ..., status ...`, for evidence; an incident that groups
     /// alerts names its alerts with the key too.
     pub fn describe(&self) -> String {
-        let clean = |t: &str| crate::render::sanitize::clean(t).into_owned();
+        let clean = crate::render::sanitize::cleaned;
         let alerts = match &self.grouped {
             Some(Ok(alerts)) if !alerts.is_empty() => format!(
                 " (it groups alerts; with the key: {})",

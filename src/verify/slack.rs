@@ -260,7 +260,7 @@ pub fn proof(
     config: &Api,
     (from, to): (f64, f64),
 ) -> Result<f64, String> {
-    let clean = |t: &str| crate::render::sanitize::clean(t).into_owned();
+    let clean = crate::render::sanitize::cleaned;
     let ts = clean(&message.ts);
     if message.idempotency_key != key {
         return Err(format!("message ts {ts} carries another Idempotency-Key"));
