@@ -649,7 +649,7 @@ pub(super) fn is_queue_id(id: &[u8]) -> bool {
 /// session took: 0 when it never sent DATA (or BDAT) or none succeeded. None when the
 /// line carries no counts at all (Postfix before 3.0). A count that cannot be read is
 /// taken as many, so it never stands for "nothing taken".
-fn messages_taken(text: &[u8]) -> Option<usize> {
+pub(super) fn messages_taken(text: &[u8]) -> Option<usize> {
     let tokens = || text.split(|b| *b == b' ');
     if !tokens().any(|token| token.starts_with(b"commands=")) {
         return None;

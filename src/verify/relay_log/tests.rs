@@ -1003,6 +1003,97 @@ fn the_loss_rule_reads_every_line_as_it_was_written() {
     }
 }
 
+/// Lines of words the loss rule reads, in every order and every case: the oracle's
+/// answer and the allocation-free reading's are the same for each.
+#[test]
+fn the_loss_rule_reads_every_mix_of_its_words_as_it_was_written() {
+    let words = [
+        "message",
+        "Messages",
+        "message-id=<x>",
+        "lost",
+        "LOST",
+        "dropped",
+        "drop",
+        "dropping",
+        "suppressed",
+        "missed",
+        "12",
+        "kernel",
+        "journal",
+        "queue",
+        "full",
+        "discarding",
+        "action",
+        "suspended",
+        "-",
+    ];
+    let mut checked = 0;
+    for a in &words {
+        for b in &words {
+            for c in &words {
+                let line = format!("relay rsyslogd[1]: {a} {b} {c}");
+                assert_eq!(
+                    line::reports_loss(line.as_bytes()),
+                    reports_loss_as_written(line.as_bytes()),
+                    "{line}"
+                );
+                checked += 1;
+            }
+        }
+    }
+    assert_eq!(checked, words.len().pow(3));
+}
+
+/// `disconnect from`'s counts: what the session took, by its `data=` and `bdat=`
+/// tokens, only where it writes counts at all.
+#[test]
+fn a_disconnect_lines_counts_say_what_the_session_took() {
+    let taken = |text: &str| read::messages_taken(text.as_bytes());
+    let from = "disconnect from app[10.0.0.5]";
+    assert_eq!(
+        taken(&format!(
+            "{from} ehlo=1 mail=1 rcpt=1 data=1 quit=1 commands=5"
+        )),
+        Some(1)
+    );
+    assert_eq!(
+        taken(&format!(
+            "{from} ehlo=1 mail=1 rcpt=1 data=0/1 commands=3/4"
+        )),
+        Some(0)
+    );
+    assert_eq!(
+        taken(&format!(
+            "{from} ehlo=1 mail=2 rcpt=2 data=1/2 bdat=2/3 commands=6/7"
+        )),
+        Some(3)
+    );
+    // Postfix before 3.0 writes no counts: nothing is said about DATA.
+    assert_eq!(taken(from), None);
+    assert_eq!(taken(&format!("{from} data=0/1 xcommands=3")), None);
+    // Only a token that starts with the name counts.
+    assert_eq!(
+        taken(&format!("{from} xdata=9 data=0/1 commands=3/4")),
+        Some(0)
+    );
+    // A count that cannot be read is taken as many, never as "nothing taken".
+    assert_eq!(
+        taken(&format!("{from} data=x commands=3")),
+        Some(usize::MAX)
+    );
+    assert_eq!(
+        taken(&format!("{from} data=data=0 commands=3")),
+        Some(usize::MAX)
+    );
+    assert_eq!(
+        taken(&format!(
+            "{from} data=18446744073709551615 bdat=1 commands=3"
+        )),
+        Some(usize::MAX)
+    );
+}
+
 /// Lines longer than any kept, between others and at the file's end, read the same
 /// however the reads cut them.
 #[test]
