@@ -304,12 +304,23 @@ fn check(what: &str, value: &str) -> Result<(), Unwritable> {
 }
 
 /// Whether `c` may not reach a terminal raw, nor stand in a command: C0 and C1 controls,
-/// DEL, the line and paragraph separators, and the characters that reorder or hide text.
+/// DEL, the line and paragraph separators, and Unicode's format characters.
 pub fn unprintable(c: char) -> bool {
-    c.is_control()
-        || matches!(c,
-            '\u{2028}' | '\u{2029}' | '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}'
-            | '\u{2066}'..='\u{2069}' | '\u{feff}')
+    c.is_control() || matches!(c, '\u{2028}' | '\u{2029}') || format_character(c)
+}
+
+/// Unicode's format characters (general category Cf, Unicode 16): invisible, and among
+/// them every mark that reorders the text around it (the embeddings, overrides and
+/// isolates, and the left-to-right, right-to-left and Arabic letter marks), the joiners
+/// and the tags, which carry text no one sees.
+fn format_character(c: char) -> bool {
+    matches!(c,
+        '\u{ad}' | '\u{600}'..='\u{605}' | '\u{61c}' | '\u{6dd}' | '\u{70f}'
+        | '\u{890}'..='\u{891}' | '\u{8e2}' | '\u{180e}' | '\u{200b}'..='\u{200f}'
+        | '\u{202a}'..='\u{202e}' | '\u{2060}'..='\u{2064}' | '\u{2066}'..='\u{206f}'
+        | '\u{feff}' | '\u{fff9}'..='\u{fffb}' | '\u{110bd}' | '\u{110cd}'
+        | '\u{13430}'..='\u{1343f}' | '\u{1bca0}'..='\u{1bca3}' | '\u{1d173}'..='\u{1d17a}'
+        | '\u{e0001}' | '\u{e0020}'..='\u{e007f}')
 }
 
 /// `value` as one word for a POSIX shell. Checked first, so it holds no NUL and
@@ -374,6 +385,50 @@ mod tests {
                 CommandLine::unsctl(&["inspect"])
                     .operand(THE_ID, id)
                     .is_err(),
+                "{id:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn every_invisible_or_reordering_character_is_refused_and_text_is_not() {
+        // The Arabic letter mark reorders as the right-to-left mark does; the word
+        // joiner, the soft hyphen and the tags are invisible; all are format characters.
+        for c in [
+            '\u{61c}',
+            '\u{200e}',
+            '\u{2067}',
+            '\u{2060}',
+            '\u{ad}',
+            '\u{180e}',
+            '\u{fff9}',
+            '\u{e0041}',
+            '\u{e0001}',
+            '\u{206a}',
+            '\u{feff}',
+        ] {
+            let id = format!("n-1{c}2");
+            assert!(unprintable(c), "{c:?}");
+            assert!(
+                CommandLine::unsctl(&["inspect"])
+                    .operand(THE_ID, &id)
+                    .is_err(),
+                "{id:?}"
+            );
+        }
+        // Letters of any script, marks that combine with them, and spaces are text.
+        for id in [
+            "n-\u{645}\u{631}\u{62d}\u{628}\u{627}",
+            "n-\u{4e2d}\u{6587}",
+            "n-e\u{301}",
+            "n-1 2",
+            "n-\u{1f600}",
+        ] {
+            assert!(!id.chars().any(unprintable), "{id:?}");
+            assert!(
+                CommandLine::unsctl(&["inspect"])
+                    .operand(THE_ID, id)
+                    .is_ok(),
                 "{id:?}"
             );
         }

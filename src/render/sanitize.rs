@@ -130,6 +130,7 @@ mod tests {
         assert_eq!(clean("\u{9b}31m"), "\\x9b31m");
         assert_eq!(clean("\x07\x7f"), "\\x07\\x7f");
         assert_eq!(clean("abc\u{202e}cba"), "abc\\u{202e}cba");
+        assert_eq!(clean("a\u{61c}b\u{e0041}c"), "a\\u{61c}b\\u{e0041}c");
         assert_eq!(clean("héllo ✓"), "héllo ✓");
     }
 
