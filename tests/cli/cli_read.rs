@@ -280,6 +280,47 @@ fn numbers_no_run_can_use_are_refused_by_their_flag() {
     }
 }
 
+/// A STARTTLS setting unsctl cannot read (a typo of "required") is a usage error, in
+/// `doctor` as in the worker: never read as "never", which would send in clear text.
+#[test]
+fn a_starttls_setting_that_cannot_be_read_is_refused() {
+    let shared = shared();
+    let db = shared.db.display().to_string();
+    let dir = tempfile::tempdir().expect("dir");
+    let copy = dir.path().join("copy.db");
+    std::fs::copy(&shared.db, &copy).expect("copy");
+    let copy = copy.display().to_string();
+    for (args, env) in [
+        (
+            vec!["--db", &db, "doctor", "--smtp-starttls", "requierd"],
+            vec![],
+        ),
+        (
+            vec!["--db", &db, "doctor"],
+            vec![("UNS_SMTP_STARTTLS", "yes")],
+        ),
+        (
+            vec![
+                "--db",
+                &copy,
+                "runtime",
+                "worker",
+                "--smtp-starttls",
+                "requierd",
+            ],
+            vec![],
+        ),
+    ] {
+        let out = unsctl(&args, &env);
+        let said = stderr(&out);
+        assert_eq!(out.status.code(), Some(2), "{args:?} {env:?}: {said}");
+        assert!(
+            said.contains("expected never, opportunistic or required"),
+            "{args:?} {env:?}: {said}"
+        );
+    }
+}
+
 #[test]
 fn errors_have_distinct_exit_codes_and_clear_messages() {
     let shared = shared();

@@ -505,6 +505,25 @@ fn a_relay_named_by_data_gets_no_credentials() {
             .any(|l| l.to_ascii_uppercase().starts_with("AUTH")),
         "the operator's own relay gets the login"
     );
+    // Across a network (127.1 is not written as this machine) and without STARTTLS, the
+    // login is not sent, and doctor says why.
+    let logins = |relay: &support::RecordingRelay| {
+        relay
+            .heard()
+            .iter()
+            .filter(|l| l.to_ascii_uppercase().starts_with("AUTH"))
+            .count()
+    };
+    let before = logins(&stand_in);
+    let mut env = login.to_vec();
+    let remote = format!("127.1:{}", stand_in.addr.port());
+    env.push(("UNS_SMTP_HOST", remote.as_str()));
+    let (_, checks) = doctor_on(&["--db", &db.display().to_string()], &env);
+    assert!(
+        detail(&checks, "smtp relay").contains("no login in clear text"),
+        "{checks:#?}"
+    );
+    assert_eq!(logins(&stand_in), before, "{:?}", stand_in.heard());
 }
 
 /// A relay slow only at the final dot passes a greeting in a millisecond: with a sink

@@ -331,6 +331,26 @@ fn email_logs_in_when_credentials_are_configured() {
     only_the_probe_arrived(&refusing);
 }
 
+/// A login goes only over STARTTLS or to a relay written as this machine. `127.1` is
+/// 127.0.0.1 to the resolver but not written as a loopback address, so the sink (which
+/// offers no STARTTLS and takes any login) stands here for a relay across a network.
+#[test]
+fn email_sends_no_password_in_clear_text_to_a_relay_not_on_this_machine() {
+    let sink = SmtpSink::start(&[]);
+    let mut config = EmailConfig::new(format!("127.1:{}", sink.addr.port()));
+    config.credentials = Some(("uns".into(), "secret".into()));
+    let refused = email_with(config.clone());
+    assert_eq!(refused.outcome, ProviderOutcome::Rejected, "{refused:?}");
+    assert_eq!(refused.metadata["stage"], "auth");
+    assert!(!refused.retryable, "{refused:?}");
+    let said = refused.error.clone().unwrap_or_default();
+    assert!(said.contains("no login in clear text"), "{said}");
+    only_the_probe_arrived(&sink);
+    // Without a login to send, the same relay takes the message.
+    config.credentials = None;
+    assert_eq!(email_with(config).outcome, ProviderOutcome::Accepted);
+}
+
 #[test]
 fn email_refuses_clear_text_when_starttls_is_required_but_not_offered() {
     use unsctl::runtime::adapters::email::StartTls;

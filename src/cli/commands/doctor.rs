@@ -6,7 +6,7 @@ use crate::cli::error::{CliError, CliResult};
 use crate::db::pg::Target;
 use crate::render::output::{Output, View, counted, print};
 use crate::render::time;
-use crate::runtime::adapters::email::StartTls;
+use crate::runtime::adapters::email::{StartTls, login_allowed};
 use crate::runtime::queries::Health;
 use crate::runtime::schema;
 use crate::store::Store;
@@ -33,9 +33,10 @@ pub struct Args {
     #[arg(long, env = "UNS_SMTP_HOST")]
     pub smtp_host: Option<String>,
     /// STARTTLS: never, opportunistic or required
-    #[arg(long, env = "UNS_SMTP_STARTTLS", default_value = "never")]
-    pub smtp_starttls: String,
-    /// SMTP login user (password from UNS_SMTP_PASSWORD)
+    #[arg(long, env = "UNS_SMTP_STARTTLS", default_value = "never", value_parser = crate::cli::values::parse_starttls)]
+    pub smtp_starttls: StartTls,
+    /// SMTP login user (password from UNS_SMTP_PASSWORD), sent only over STARTTLS or to a
+    /// relay on this machine (localhost, a loopback address)
     #[arg(long, env = "UNS_SMTP_USER")]
     pub smtp_user: Option<String>,
     /// A sink address that takes test mail: the relay is then timed through a whole
@@ -394,6 +395,27 @@ fn probe_relay(args: &Args) -> Option<RelayProbe> {
     probe_relay_at(args.smtp_host.as_ref()?, args, NamedBy::Operator)
 }
 
+/// Why measuring a relay stopped: what the relay answered, or a login not sent.
+enum Refused {
+    Smtp(lettre::transport::smtp::Error),
+    Login(String),
+}
+
+impl From<lettre::transport::smtp::Error> for Refused {
+    fn from(err: lettre::transport::smtp::Error) -> Self {
+        Refused::Smtp(err)
+    }
+}
+
+impl std::fmt::Display for Refused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Refused::Smtp(err) => write!(f, "{err}"),
+            Refused::Login(why) => f.write_str(why),
+        }
+    }
+}
+
 fn probe_relay_at(relay: &str, args: &Args, named_by: NamedBy) -> Option<RelayProbe> {
     let relay = &relay.to_string();
     // A relay data named is only greeted; the operator's own gets the probe message.
@@ -416,18 +438,14 @@ fn probe_relay_at(relay: &str, args: &Args, named_by: NamedBy) -> Option<RelayPr
     let started = Instant::now();
     let timeout = Some(Duration::from_secs_f64(args.lease_seconds.clamp(1.0, 60.0)));
     let hello = ClientId::Domain("uns.local".into());
-    let measured = (|| -> Result<Vec<&'static str>, lettre::transport::smtp::Error> {
+    let measured = (|| -> Result<Vec<&'static str>, Refused> {
         let mut steps = vec!["connect", "EHLO"];
         let mut conn = SmtpConnection::connect(relay.as_str(), timeout, &hello, None, None)?;
         if named_by == NamedBy::Data {
             let _ = conn.quit();
             return Ok(steps);
         }
-        let starttls = match args.smtp_starttls.to_ascii_lowercase().as_str() {
-            "required" | "on" => StartTls::Required,
-            "opportunistic" | "auto" => StartTls::Opportunistic,
-            _ => StartTls::Never,
-        };
+        let starttls = args.smtp_starttls;
         if starttls == StartTls::Required
             || (starttls == StartTls::Opportunistic && conn.can_starttls())
         {
@@ -436,6 +454,7 @@ fn probe_relay_at(relay: &str, args: &Args, named_by: NamedBy) -> Option<RelayPr
             steps.push("STARTTLS");
         }
         if let Some(user) = &args.smtp_user {
+            login_allowed(conn.is_encrypted(), relay).map_err(Refused::Login)?;
             let password = env("UNS_SMTP_PASSWORD").unwrap_or_default();
             conn.auth(
                 &[Mechanism::Plain, Mechanism::Login],

@@ -47,7 +47,8 @@ pub struct ProviderArgs {
     /// Trust this CA (PEM) for STARTTLS instead of the public roots
     #[arg(long, env = "UNS_SMTP_CA_FILE", value_name = "PATH")]
     pub smtp_ca_file: Option<PathBuf>,
-    /// SMTP login user (password from UNS_SMTP_PASSWORD)
+    /// SMTP login user (password from UNS_SMTP_PASSWORD), sent only over STARTTLS or to a
+    /// relay on this machine (localhost, a loopback address)
     #[arg(long, env = "UNS_SMTP_USER")]
     pub smtp_user: Option<String>,
     /// Slack incoming-webhook URL

@@ -72,6 +72,33 @@ pub fn greet(relay: &str, timeout: std::time::Duration) -> Result<Greeting, Stri
     Ok(Greeting { name, seconds })
 }
 
+/// Whether a login may go over a connection to `relay` (`host:port`): only over one
+/// STARTTLS encrypted, or to the loopback address (a relay on this machine, where no one
+/// on a path between can read it). A relay set up without STARTTLS, or a path that strips
+/// it from the relay's answer, gets no password in clear text. The worker and `doctor`
+/// both ask here.
+pub fn login_allowed(encrypted: bool, relay: &str) -> Result<(), String> {
+    if encrypted || on_loopback(relay) {
+        return Ok(());
+    }
+    Err(format!(
+        "no login in clear text to {relay}: the connection is not encrypted (set UNS_SMTP_STARTTLS=required, or reach the relay on this machine)"
+    ))
+}
+
+/// Whether `relay`'s host is `localhost` or a loopback address, written as an address.
+fn on_loopback(relay: &str) -> bool {
+    let host = relay.rsplit_once(':').map_or(relay, |(host, _)| host);
+    let host = host
+        .strip_prefix('[')
+        .and_then(|host| host.strip_suffix(']'))
+        .unwrap_or(host);
+    host.eq_ignore_ascii_case("localhost")
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.to_canonical().is_loopback())
+}
+
 /// Whether `pem` holds a certificate the adapter can trust, or why not.
 pub fn check_ca(pem: &[u8]) -> Result<(), String> {
     Certificate::from_pem(pem)
@@ -187,6 +214,9 @@ impl EmailAdapter {
                 .map_err(before_data("starttls"))?;
         }
         if let Some((user, password)) = &self.config.credentials {
+            login_allowed(conn.is_encrypted(), &self.config.relay).map_err(|why| {
+                DeliveryResult::rejected(format!("auth: {why}"), false).with("stage", "auth")
+            })?;
             armed.set(set_timeout(&mut conn, request, "auth")?);
             conn.auth(
                 &[Mechanism::Plain, Mechanism::Login],
@@ -344,6 +374,39 @@ impl Adapter for EmailAdapter {
         match greeted.into_inner() {
             Some(name) => result.with(SMTP_GREETING, name),
             None => result,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_login_goes_only_over_tls_or_to_this_machine() {
+        for relay in [
+            "relay.example.com:587",
+            "10.0.0.5:25",
+            "[2001:db8::1]:25",
+            "localhost.:25",
+            "relay:25",
+        ] {
+            let refused = login_allowed(false, relay).expect_err(relay);
+            assert!(
+                refused.contains("clear text") && refused.contains(relay),
+                "{refused}"
+            );
+            assert_eq!(login_allowed(true, relay), Ok(()), "{relay}");
+        }
+        for relay in [
+            "127.0.0.1:25",
+            "127.0.0.2:2525",
+            "localhost:25",
+            "LOCALHOST:25",
+            "[::1]:25",
+            "[::ffff:127.0.0.1]:25",
+        ] {
+            assert_eq!(login_allowed(false, relay), Ok(()), "{relay}");
         }
     }
 }
