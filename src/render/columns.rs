@@ -146,11 +146,25 @@ pub fn markdown<'r, R: 'r + ?Sized>(
 }
 
 /// `text` safe in a Markdown table cell or line: control bytes shown escaped, markup and
-/// HTML characters escaped, one line.
+/// HTML characters escaped, one line. GitHub's Markdown also makes a link of any bare
+/// `scheme://...` and `www....`; the `:` of the one and the `.` of the other are escaped
+/// so a URL in a provider's text reads as the text it is.
 pub fn markdown_text(text: &str) -> String {
     let clean = super::sanitize::clean(text);
     let mut out = String::with_capacity(clean.len());
-    for c in clean.chars() {
+    for (at, c) in clean.char_indices() {
+        let url_start = match c {
+            ':' => clean[at + 1..].starts_with("//"),
+            '.' => clean[..at]
+                .get(at.saturating_sub(3)..)
+                .is_some_and(|before| before.eq_ignore_ascii_case("www")),
+            _ => false,
+        };
+        if url_start {
+            out.push('\\');
+            out.push(c);
+            continue;
+        }
         match c {
             '&' => out.push_str("&amp;"),
             '<' => out.push_str("&lt;"),
@@ -730,6 +744,36 @@ mod tests {
         assert_eq!(cell, [shown.as_str()]);
         assert_eq!(line, [shown.as_str()]);
         assert!(!markdown_code(text, CodePlace::Line).contains(['\n', '\r', '\u{1b}']));
+    }
+
+    /// The plain text of `markdown`, as a CommonMark reader shows it.
+    fn text_read(markdown: &str) -> String {
+        use pulldown_cmark::{Event, Parser};
+        Parser::new(markdown)
+            .filter_map(|event| match event {
+                Event::Text(text) => Some(text.into_string()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_url_in_text_is_no_link_and_reads_as_it_was() {
+        for text in [
+            "see https://evil.example/fix now",
+            "HTTP://x.y and ftp://z",
+            "go to www.evil.example or WWW.evil.example",
+            "(https://a.b) [x](https://c.d)",
+            "stage: auth, 5.1.1, a.www.b, wwwx.y",
+        ] {
+            let written = markdown_text(text);
+            // A `:` before `//` is written escaped, `\://`, which starts no link.
+            assert!(!written.replace("\\:", "").contains("://"), "{written}");
+            assert!(!written.to_ascii_lowercase().contains("www."), "{written}");
+            assert_eq!(text_read(&written), text, "{written}");
+        }
+        // Only what starts a link is escaped.
+        assert_eq!(markdown_text("stage: auth, 5.1.1"), "stage: auth, 5.1.1");
     }
 
     proptest! {
