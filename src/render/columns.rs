@@ -155,8 +155,8 @@ pub fn markdown_text(text: &str) -> String {
     for (at, c) in clean.char_indices() {
         let url_start = match c {
             ':' => clean[at + 1..].starts_with("//"),
-            '.' => clean[..at]
-                .get(at.saturating_sub(3)..)
+            '.' => clean
+                .get(at.saturating_sub(3)..at)
                 .is_some_and(|before| before.eq_ignore_ascii_case("www")),
             _ => false,
         };
