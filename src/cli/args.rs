@@ -352,15 +352,30 @@ impl SenderArgs {
 /// Logs on stderr, coloured only when stderr is a terminal and colour is on.
 pub fn init_logging(global: &GlobalArgs) {
     use std::io::IsTerminal;
-    let filter = tracing_subscriber::EnvFilter::try_from_env("UNS_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
     let color = crate::render::output::color_enabled(global.color, std::io::stderr().is_terminal());
     let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
         .with_writer(std::io::stderr)
         .with_ansi(color)
         .with_target(false)
+        .finish()
+        .with(log_filter(std::env::var("UNS_LOG").ok().as_deref()))
         .try_init();
+}
+
+/// What `UNS_LOG` asks to see: a level (`warn`), or per-module levels with a default
+/// (`unsctl::runtime=debug,warn`). Unset, empty or unreadable, it is `info`.
+///
+/// Tracing's `Targets` reads these directives; its `EnvFilter` would read span and field
+/// filters too, but it brings a regex engine whose features differ between the test
+/// build and `cargo run`, so the new user's demo built the library a second time.
+fn log_filter(given: Option<&str>) -> tracing_subscriber::filter::Targets {
+    let info = || tracing_subscriber::filter::Targets::new().with_default(tracing::Level::INFO);
+    match given.map(str::trim) {
+        Some(text) if !text.is_empty() => text.parse().unwrap_or_else(|_| info()),
+        _ => info(),
+    }
 }
 
 /// `--wait`: follow each replay to its end
@@ -433,4 +448,29 @@ pub struct ActionArgs {
     pub pace: PaceArgs,
     #[command(flatten)]
     pub wait: WaitArgs,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::log_filter;
+    use tracing::Level;
+
+    #[test]
+    fn uns_log_takes_a_level_or_levels_per_module_and_falls_back_to_info() {
+        let warn = log_filter(Some("warn"));
+        assert!(warn.would_enable("unsctl::runtime", &Level::WARN));
+        assert!(!warn.would_enable("unsctl::runtime", &Level::INFO));
+
+        let mixed = log_filter(Some("unsctl::runtime=debug,warn"));
+        assert!(mixed.would_enable("unsctl::runtime::worker", &Level::DEBUG));
+        assert!(!mixed.would_enable("unsctl::runtime::worker", &Level::TRACE));
+        assert!(!mixed.would_enable("hyper", &Level::INFO));
+        assert!(mixed.would_enable("hyper", &Level::WARN));
+
+        for unset in [None, Some(""), Some("  "), Some("loud=much")] {
+            let filter = log_filter(unset);
+            assert!(filter.would_enable("unsctl", &Level::INFO), "{unset:?}");
+            assert!(!filter.would_enable("unsctl", &Level::DEBUG), "{unset:?}");
+        }
+    }
 }

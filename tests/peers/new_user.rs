@@ -68,6 +68,7 @@ fn the_readme_works_on_a_fresh_clone() {
     );
 
     let dir = tempfile::tempdir().expect("dir");
+    let prepared = std::env::var_os("UNS_FRESH_CLONE").is_some();
     let clone = match std::env::var_os("UNS_FRESH_CLONE") {
         Some(prepared) => {
             let clone = std::path::PathBuf::from(prepared);
@@ -120,6 +121,19 @@ fn the_readme_works_on_a_fresh_clone() {
         "{output}"
     );
     assert!(output.contains("demo --keep"), "{output}");
+    // The suite's release build is the demo's: a dependency whose features differ
+    // between the two (a dev-dependency turning on more of a crate the library uses)
+    // would rebuild the library here, minutes of CI for nothing.
+    if prepared {
+        let compiled: Vec<&str> = output
+            .lines()
+            .filter(|l| l.trim_start().starts_with("Compiling "))
+            .collect();
+        assert!(
+            compiled.is_empty(),
+            "the demo found the suite's build done, yet compiled: {compiled:?}"
+        );
+    }
 
     // The test command as written, narrowed by its own arguments (they go to `cargo
     // test`) to one quick group: it installs what is missing, builds and starts the suite.
