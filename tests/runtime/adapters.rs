@@ -470,3 +470,66 @@ fn a_webhook_that_redirects_is_rejected_and_never_followed() {
     }
     assert_eq!(asked.load(Ordering::SeqCst), 0, "a redirect was followed");
 }
+
+/// A webhook that answers every request with `status` and `body`.
+fn answering(status: &'static str, body: &'static str) -> String {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    std::thread::spawn(move || {
+        for mut stream in listener.incoming().flatten() {
+            let mut buffer = [0u8; 16 << 10];
+            let _ = stream.read(&mut buffer);
+            let _ = write!(
+                stream,
+                "HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    format!("http://{addr}/v2/enqueue")
+}
+
+/// PagerDuty's answer names the dedup key recorded as the message id, read strictly: an
+/// answer naming the key twice says two things, so the key sent stands in, as it does
+/// for an answer that names none.
+#[test]
+fn pagerduty_records_the_dedup_key_its_answer_names_once() {
+    let payload = payload();
+    for (body, recorded) in [
+        (
+            r#"{"status":"success","message":"Event processed","dedup_key":"n-test"}"#,
+            "n-test",
+        ),
+        (
+            r#"{"status":"success","message":"Event processed","dedup_key":"pd-assigned"}"#,
+            "pd-assigned",
+        ),
+        (
+            r#"{"status":"success","dedup_key":"elsewhere","dedup_key":"n-test"}"#,
+            "n-test",
+        ),
+        (
+            r#"{"status":"success","dedup_key":"n-test","dedup_key":"elsewhere"}"#,
+            "n-test",
+        ),
+        (r#"{"status":"success","dedup_key":7}"#, "n-test"),
+        ("not json", "n-test"),
+    ] {
+        let adapter = WebhookAdapter::new(Provider::PagerDuty {
+            events_url: answering("202 Accepted", body),
+            routing_key: "R0UT1NG".into(),
+        })
+        .expect("client");
+        let result = adapter.deliver(
+            &request(&payload, Channel::Pagerduty, Duration::from_secs(5)),
+            &|| true,
+        );
+        assert_eq!(
+            result.outcome,
+            ProviderOutcome::Accepted,
+            "{body}: {result:?}"
+        );
+        assert_eq!(result.message_id.as_deref(), Some(recorded), "{body}");
+    }
+}

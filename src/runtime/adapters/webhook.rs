@@ -149,7 +149,9 @@ impl Adapter for WebhookAdapter {
                 let text = crate::bounded::text_at_most(response, MAX_ANSWER_BYTES);
                 if status.is_success() {
                     let message_id = match self.provider {
-                        Provider::PagerDuty { .. } => serde_json::from_str::<Value>(&text)
+                        // The key the answer names, read strictly: an answer naming it
+                        // twice says two things, and the key sent stands in.
+                        Provider::PagerDuty { .. } => crate::json::strict(text.as_bytes())
                             .ok()
                             .and_then(|v| v["dedup_key"].as_str().map(str::to_string))
                             .or_else(|| Some(request.notification_id.to_string())),
