@@ -225,7 +225,7 @@ fn the_low_rooms_import_nothing_above_them() {
         ("pulse", &["clock", "db"]),
         (
             "runtime",
-            &["model", "clock", "bounded", "redact", "pulse", "db"],
+            &["json", "model", "clock", "bounded", "redact", "pulse", "db"],
         ),
         (
             "remediation",
