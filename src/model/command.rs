@@ -306,7 +306,16 @@ fn check(what: &str, value: &str) -> Result<(), Unwritable> {
 /// Whether `c` may not reach a terminal raw, nor stand in a command: C0 and C1 controls,
 /// DEL, the line and paragraph separators, and Unicode's format characters.
 pub fn unprintable(c: char) -> bool {
+    if c.is_ascii() {
+        return c.is_ascii_control();
+    }
     c.is_control() || matches!(c, '\u{2028}' | '\u{2029}') || format_character(c)
+}
+
+/// Whether `text` holds a character that is [`unprintable`]. Printable ASCII, most of
+/// what a store or a provider writes, is told by its bytes alone.
+pub fn holds_unprintable(text: &str) -> bool {
+    !text.bytes().all(|b| (0x20..0x7f).contains(&b)) && text.chars().any(unprintable)
 }
 
 /// Unicode's format characters (general category Cf, Unicode 16): invisible, and among
@@ -432,6 +441,29 @@ mod tests {
                 "{id:?}"
             );
         }
+    }
+
+    /// The shortcuts for ASCII say what the whole rule says: for every character, and for
+    /// text with each of them among printable ASCII.
+    #[test]
+    fn the_ascii_shortcuts_agree_with_the_rule() {
+        let rule =
+            |c: char| c.is_control() || matches!(c, '\u{2028}' | '\u{2029}') || format_character(c);
+        for c in (0..=0x10ffff).filter_map(char::from_u32) {
+            assert_eq!(unprintable(c), rule(c), "{c:?}");
+        }
+        for c in (0..0x3000)
+            .chain(0xe0000..0xe0080)
+            .filter_map(char::from_u32)
+        {
+            for text in [format!("{c}"), format!("n-1{c}"), format!("{c}n-1 x")] {
+                assert_eq!(holds_unprintable(&text), rule(c), "{text:?}");
+            }
+        }
+        assert!(!holds_unprintable(""));
+        assert!(!holds_unprintable(
+            "n-01H ~!@#$%^&*()_+{}|:\"<>?`-=[]\\;',./"
+        ));
     }
 
     #[test]

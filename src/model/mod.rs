@@ -540,7 +540,7 @@ impl NotificationId {
         if text.len() > MAX_ID_BYTES {
             return Err(BadId::TooLong(text.len()));
         }
-        if text.chars().any(command::unprintable) {
+        if command::holds_unprintable(text) {
             return Err(BadId::Unprintable);
         }
         if text.trim() != text {

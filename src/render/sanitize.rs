@@ -60,7 +60,7 @@ pub fn cleaned(text: &str) -> String {
 }
 
 pub fn clean(text: &str) -> Cow<'_, str> {
-    if !text.chars().any(hostile) {
+    if !crate::model::command::holds_unprintable(text) {
         return Cow::Borrowed(text);
     }
     let mut cleaned = String::with_capacity(text.len() + 8);
