@@ -365,7 +365,8 @@ pub fn init_logging(global: &GlobalArgs) {
 }
 
 /// What `UNS_LOG` asks to see: a level (`warn`), or per-module levels with a default
-/// (`unsctl::runtime=debug,warn`). Unset, empty or unreadable, it is `info`.
+/// (`unsctl::runtime=debug,warn`); a bare module name is all of that module, as in
+/// RUST_LOG. Unset, empty or naming a level that is none, it is `info`.
 ///
 /// Tracing's `Targets` reads these directives; its `EnvFilter` would read span and field
 /// filters too, but it brings a regex engine whose features differ between the test

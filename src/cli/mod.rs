@@ -32,7 +32,7 @@ use error::CliResult;
     max_term_width = 100
 )]
 #[command(
-    after_help = "Examples:\n  unsctl demo\n  unsctl --db uns.db dlq triage\n  unsctl --api http://127.0.0.1:8080 inspect n-0192..."
+    after_help = "Examples:\n  unsctl demo\n  unsctl --db uns.db dlq triage\n  unsctl --api http://127.0.0.1:8080 inspect n-0192...\n\nLogs go to stderr at level info; UNS_LOG sets a level (UNS_LOG=warn) or levels per\nmodule with a default (UNS_LOG=unsctl::runtime=debug,info)."
 )]
 pub struct Cli {
     #[command(flatten)]

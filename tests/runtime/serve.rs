@@ -473,3 +473,52 @@ fn planted_secrets_reach_no_store_output_or_log() {
         }
     }
 }
+
+/// UNS_LOG sets what reaches stderr: the server's own info lines by default, none of
+/// them at `warn`, and per module with a default.
+#[test]
+fn uns_log_sets_what_the_server_logs() {
+    let dir = tempfile::tempdir().expect("dir");
+    let db = dir.path().join("uns.db");
+    schema::open(&db, OpenMode::Create).expect("store");
+    let logged = |level: Option<&str>| {
+        let port = support::free_port();
+        let mut command = unsctl();
+        command
+            .arg("--db")
+            .arg(&db)
+            .args(["runtime", "serve", "--insecure-no-auth", "--listen"])
+            .arg(format!("127.0.0.1:{port}"))
+            .env_remove("UNS_LOG")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        if let Some(level) = level {
+            command.env("UNS_LOG", level);
+        }
+        let server = command.spawn().expect("serve");
+        support::wait_for_port(format!("127.0.0.1:{port}").parse().expect("addr"));
+        Command::new("kill")
+            .args(["-TERM", &server.id().to_string()])
+            .status()
+            .expect("kill");
+        let out = server.wait_with_output().expect("wait");
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let serving = "serving the UNS API";
+    for (level, shown) in [
+        (None, true),
+        (Some("info"), true),
+        (Some("warn"), false),
+        (Some("unsctl::server=warn,info"), false),
+        (Some("unsctl::server=info,warn"), true),
+        // A level that is none: the default, as for no UNS_LOG at all.
+        (Some("unsctl::server=loud"), true),
+    ] {
+        let stderr = logged(level);
+        assert_eq!(
+            stderr.contains(serving),
+            shown,
+            "UNS_LOG={level:?}: {stderr}"
+        );
+    }
+}
