@@ -246,7 +246,21 @@ pub fn open_read_only(path: &Path) -> Result<(Connection, Access), OpenError> {
     // scan (a triage of the whole DLQ) grow the process.
     conn.pragma_update(None, "cache_size", -16_384)
         .map_err(sqlite)?;
+    stable_plans(&conn).map_err(sqlite)?;
     Ok((conn, access))
+}
+
+/// One query plan per statement, whatever values are bound to it (SQLite's query planner
+/// stability guarantee). Without it, SQLite 3.54 marks a parameter compared in a query
+/// with an ORDER BY (every read of a notification's events) as one whose value may
+/// change the plan, and prepares the statement again on every run: a cached statement
+/// saved nothing. Our stores carry no statistics for a bound value to choose by.
+fn stable_plans(conn: &Connection) -> rusqlite::Result<()> {
+    conn.set_db_config(
+        rusqlite::config::DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG,
+        true,
+    )
+    .map(|_| ())
 }
 
 /// SQLite could not set up its shared-memory files: the place is read-only.
@@ -341,6 +355,7 @@ fn open_writable(path: &Path, mode: OpenMode) -> Result<Connection, OpenError> {
         .map_err(sqlite)?;
     conn.pragma_update(None, "cache_size", -16_384)
         .map_err(sqlite)?;
+    stable_plans(&conn).map_err(sqlite)?;
     if mode.creates() {
         // Only the runtime sets the journal mode: a mutation from the CLI changes a file
         // only by the transaction it was asked for.
@@ -522,6 +537,32 @@ mod tests {
         drop(conn);
         open(&path, OpenMode::ReadOnly)?;
         open(&path, OpenMode::ReadWrite)?;
+        Ok(())
+    }
+
+    /// A cached statement is prepared once, read or written: binding another id to the
+    /// read of a notification's events (it has an ORDER BY) does not prepare it again.
+    #[test]
+    fn a_cached_statement_is_not_prepared_again_for_each_id() -> anyhow::Result<()> {
+        use rusqlite::StatementStatus;
+        let dir = tempfile::tempdir()?;
+        let path = dir.path().join("uns.db");
+        let writer = open(&path, OpenMode::Create)?;
+        let events = format!(
+            "SELECT {} FROM uns_events e WHERE e.notification_id = ?1 ORDER BY e.id",
+            crate::runtime::queries::EVENT_COLUMNS
+        );
+        let (reader, _) = open_read_only(&path)?;
+        for conn in [&writer, &reader] {
+            for id in ["n-1", "n-2", "n-3"] {
+                let mut statement = conn.prepare_cached(&events)?;
+                let mut rows = statement.query([id])?;
+                while rows.next()?.is_some() {}
+            }
+            let statement = conn.prepare_cached(&events)?;
+            assert_eq!(statement.get_status(StatementStatus::Run), 3);
+            assert_eq!(statement.get_status(StatementStatus::RePrepare), 0);
+        }
         Ok(())
     }
 
