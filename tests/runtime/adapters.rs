@@ -394,24 +394,30 @@ fn a_hung_email_call_ends_within_the_budget_it_states() {
     );
 }
 
-/// A webhook answering with a redirect: where it points, `target`, and how many
-/// connections that target was sent.
-fn redirecting(status: &str, target: &str) -> String {
+/// A webhook on loopback that reads each request and sends `response` back, as written;
+/// its URL, at `path`.
+fn webhook_answering(response: String, path: &str) -> String {
     use std::io::{Read, Write};
     let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
     let addr = listener.local_addr().expect("addr");
-    let (status, target) = (status.to_string(), target.to_string());
     std::thread::spawn(move || {
         for mut stream in listener.incoming().flatten() {
             let mut buffer = [0u8; 16 << 10];
             let _ = stream.read(&mut buffer);
-            let _ = write!(
-                stream,
-                "HTTP/1.1 {status}\r\nlocation: {target}\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
-            );
+            let _ = stream.write_all(response.as_bytes());
         }
     });
-    format!("http://{addr}/services/x")
+    format!("http://{addr}{path}")
+}
+
+/// A webhook answering with a redirect to `target`.
+fn redirecting(status: &str, target: &str) -> String {
+    webhook_answering(
+        format!(
+            "HTTP/1.1 {status}\r\nlocation: {target}\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
+        ),
+        "/services/x",
+    )
 }
 
 /// A redirect is never followed: the payload and PagerDuty's routing key go to no host
@@ -472,22 +478,14 @@ fn a_webhook_that_redirects_is_rejected_and_never_followed() {
 }
 
 /// A webhook that answers every request with `status` and `body`.
-fn answering(status: &'static str, body: &'static str) -> String {
-    use std::io::{Read, Write};
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-    let addr = listener.local_addr().expect("addr");
-    std::thread::spawn(move || {
-        for mut stream in listener.incoming().flatten() {
-            let mut buffer = [0u8; 16 << 10];
-            let _ = stream.read(&mut buffer);
-            let _ = write!(
-                stream,
-                "HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
-                body.len()
-            );
-        }
-    });
-    format!("http://{addr}/v2/enqueue")
+fn answering(status: &str, body: &str) -> String {
+    webhook_answering(
+        format!(
+            "HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+            body.len()
+        ),
+        "/v2/enqueue",
+    )
 }
 
 /// PagerDuty's answer names the dedup key recorded as the message id, read strictly: an
