@@ -227,6 +227,26 @@ impl<'c> Db<'c> {
         }
     }
 
+    /// Runs `work` inside the open transaction behind a savepoint: an error from `work`
+    /// undoes what it wrote and nothing else, on SQLite and PostgreSQL alike (where it
+    /// also clears the error, so the transaction goes on).
+    pub fn savepoint<T, E: From<DbError>>(
+        &self,
+        work: impl FnOnce(&Db<'c>) -> std::result::Result<T, E>,
+    ) -> std::result::Result<T, E> {
+        self.batch("SAVEPOINT uns_entry")?;
+        match work(self) {
+            Ok(value) => {
+                self.batch("RELEASE SAVEPOINT uns_entry")?;
+                Ok(value)
+            }
+            Err(err) => {
+                self.batch("ROLLBACK TO SAVEPOINT uns_entry; RELEASE SAVEPOINT uns_entry")?;
+                Err(err)
+            }
+        }
+    }
+
     /// Locks the notification `id` for the rest of the transaction (PostgreSQL: `FOR
     /// UPDATE`); SQLite's write transaction holds the whole store already.
     pub fn lock(&self, id: &str) -> DbResult<()> {

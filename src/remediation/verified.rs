@@ -11,7 +11,7 @@ use crate::db::Db;
 use crate::history::{History, Observed};
 use crate::model::payload;
 use crate::model::{Channel, Kind};
-use crate::runtime::engine;
+use crate::runtime::engine::{self, EngineError};
 use crate::runtime::queries;
 use crate::triage::{self, Branch, ChannelState};
 use serde::{Deserialize, Serialize};
@@ -102,68 +102,133 @@ pub fn record(
     read_on: ReadOn,
 ) -> Result<Written, Rejection> {
     engine::write_tx(db, |tx| {
-        let now = tx
-            .now(now)
-            .map_err(crate::runtime::engine::EngineError::from)?;
-        tx.lock(id)
-            .map_err(crate::runtime::engine::EngineError::from)?;
-        let row = queries::read_notification(tx, id)?
-            .ok_or_else(|| Rejection::NotFound(id.to_string()))?;
-        if !row.dead_letter {
-            return Err(Rejection::NotInDlq(conflict(
-                id,
-                &row,
-                "not in the DLQ".into(),
-            )));
+        let now = tx.now(now).map_err(EngineError::from)?;
+        record_in(tx, now, id, findings, actor, why, read_on)
+    })
+}
+
+/// Entries recorded in one write transaction by [`record_each`]. Short enough that the
+/// store is held for milliseconds, so a worker renewing its lease on the same store
+/// waits no longer than it does for one of its own commits.
+pub const BATCH: usize = 64;
+
+/// [`record`] for many entries, each checked and written exactly as [`record`] does it,
+/// in transactions of up to [`BATCH`] entries with a savepoint each, so an entry that
+/// is refused rolls back alone and the others are still written. One transaction per
+/// entry cost a commit each, a third of the time it took to record ten thousand.
+///
+/// When a batch fails as a whole (the store is busy, the disk is full, the connection
+/// is gone), nothing of it was written, and its entries are tried again one transaction
+/// each, so every entry gets its own answer, as it would have without batches.
+pub fn record_each(
+    db: &Db<'_>,
+    now: f64,
+    entries: &[(String, Vec<Verified>)],
+    actor: &Actor,
+    why: Why<'_>,
+    read_on: ReadOn,
+) -> Vec<Result<Written, (String, Rejection)>> {
+    let one = |(id, findings): &(String, Vec<Verified>)| {
+        record(db, now, id, findings, actor, why, read_on).map_err(|err| (id.clone(), err))
+    };
+    let mut results = Vec::with_capacity(entries.len());
+    for batch in entries.chunks(BATCH) {
+        if batch.len() == 1 {
+            results.push(one(&batch[0]));
+            continue;
         }
-        let events = queries::read_events(tx, id)?;
-        let history = History::read(&row, events.iter().map(Observed::from_event));
-        let verdict = triage::judge(&row, &history);
-        let mut event_ids = Vec::new();
-        let mut skipped = Vec::new();
-        for finding in findings {
-            let state = verdict.channel(finding.channel).map(|c| c.state);
-            if state != Some(ChannelState::Uncertain) {
-                skipped.push(format!(
-                    "{}: {} is {} now; nothing to settle",
-                    id,
-                    finding.channel,
-                    state.map_or("not a channel of this notification", |s| s.as_str())
-                ));
-                continue;
+        let batched = engine::write_tx(db, |tx| {
+            let now = tx.now(now).map_err(EngineError::from)?;
+            let mut done = Vec::with_capacity(batch.len());
+            for (id, findings) in batch {
+                match tx.savepoint(|tx| record_in(tx, now, id, findings, actor, why, read_on)) {
+                    Ok(written) => done.push(Ok(written)),
+                    Err(Rejection::Store(err)) => return Err(Rejection::Store(err)),
+                    Err(refused) => done.push(Err((id.clone(), refused))),
+                }
             }
-            check(id, &row, &history, &verdict, finding)?;
-            let evidence: String = finding.evidence.chars().take(EVIDENCE_CHARS).collect();
-            let text = |t: Option<&str>| {
-                t.map(str::trim)
-                    .filter(|t| !t.is_empty())
-                    .map(str::to_string)
-            };
-            let payload = payload::Verified {
-                channel: finding.channel,
-                cycle: finding.cycle,
-                attempts: finding.attempts.clone(),
-                outcome: finding.outcome,
-                source: finding.source.clone(),
-                evidence,
-                operator: actor.operator.clone(),
-                reason: text(why.reason),
-                ticket: text(why.ticket),
-                triage: audit_summary(&verdict),
-                claimed_operator: actor.claimed_operator.clone(),
-                read_on_client: read_on == ReadOn::Client,
-                via: why.via,
-            };
-            event_ids.push(engine::append_event(tx, id, now, Kind::Verified, &payload)?);
+            Ok(done)
+        });
+        match batched {
+            Ok(done) => results.extend(done),
+            Err(_) => results.extend(batch.iter().map(one)),
         }
-        let after = triage::triage_events(&row, &queries::read_events(tx, id)?);
-        Ok(Written {
-            id: id.to_string(),
-            event_ids,
-            skipped,
-            branch: after.branch,
-            next_step: next_step(&after),
-        })
+    }
+    results
+}
+
+/// [`record`]'s work inside a write transaction that is already open, at `now`, the
+/// transaction's time.
+fn record_in(
+    tx: &Db<'_>,
+    now: f64,
+    id: &str,
+    findings: &[Verified],
+    actor: &Actor,
+    why: Why<'_>,
+    read_on: ReadOn,
+) -> Result<Written, Rejection> {
+    tx.lock(id).map_err(EngineError::from)?;
+    let row =
+        queries::read_notification(tx, id)?.ok_or_else(|| Rejection::NotFound(id.to_string()))?;
+    if !row.dead_letter {
+        return Err(Rejection::NotInDlq(conflict(
+            id,
+            &row,
+            "not in the DLQ".into(),
+        )));
+    }
+    let mut events = queries::read_events(tx, id)?;
+    let history = History::read(&row, events.iter().map(Observed::from_event));
+    let verdict = triage::judge(&row, &history);
+    let mut written = Vec::new();
+    let mut skipped = Vec::new();
+    for finding in findings {
+        let state = verdict.channel(finding.channel).map(|c| c.state);
+        if state != Some(ChannelState::Uncertain) {
+            skipped.push(format!(
+                "{}: {} is {} now; nothing to settle",
+                id,
+                finding.channel,
+                state.map_or("not a channel of this notification", |s| s.as_str())
+            ));
+            continue;
+        }
+        check(id, &row, &history, &verdict, finding)?;
+        let evidence: String = finding.evidence.chars().take(EVIDENCE_CHARS).collect();
+        let text = |t: Option<&str>| {
+            t.map(str::trim)
+                .filter(|t| !t.is_empty())
+                .map(str::to_string)
+        };
+        let payload = payload::Verified {
+            channel: finding.channel,
+            cycle: finding.cycle,
+            attempts: finding.attempts.clone(),
+            outcome: finding.outcome,
+            source: finding.source.clone(),
+            evidence,
+            operator: actor.operator.clone(),
+            reason: text(why.reason),
+            ticket: text(why.ticket),
+            triage: audit_summary(&verdict),
+            claimed_operator: actor.claimed_operator.clone(),
+            read_on_client: read_on == ReadOn::Client,
+            via: why.via,
+        };
+        written.push(engine::append(tx, id, now, Kind::Verified, &payload)?);
+    }
+    // The history now is the one read above and the events just written after it: the
+    // notification is locked, so no other writer added one in between.
+    let event_ids = written.iter().map(|event| event.id).collect();
+    events.append(&mut written);
+    let after = triage::triage_events(&row, &events);
+    Ok(Written {
+        id: id.to_string(),
+        event_ids,
+        skipped,
+        branch: after.branch,
+        next_step: next_step(&after),
     })
 }
 

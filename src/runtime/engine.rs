@@ -64,6 +64,28 @@ pub fn append_event(
     )
 }
 
+/// As [`append_event`], returning the event as the store now holds it (its text is
+/// stored as written), for a caller that goes on to judge the history in the same
+/// transaction without reading it again.
+pub fn append(
+    db: &Db<'_>,
+    notification_id: &str,
+    at: f64,
+    event_kind: Kind,
+    payload: &impl serde::Serialize,
+) -> std::result::Result<crate::model::Event, DbError> {
+    let text = payload::to_text(payload);
+    let id = append_text(db, notification_id, at, event_kind, &text)?;
+    let (payload, problem) = crate::model::payload_of(&text);
+    Ok(crate::model::Event {
+        id,
+        at,
+        kind: crate::model::Stored::Known(event_kind),
+        payload,
+        unreadable: problem.into_iter().collect(),
+    })
+}
+
 /// As [`append_event`], for a payload already in its stored text.
 fn append_text(
     db: &Db<'_>,

@@ -1171,8 +1171,8 @@ pub fn ask_with<E>(
     Ok(asked)
 }
 
-/// Records the answers of `asked` that are not CANNOT_TELL, one transaction per entry,
-/// as read `read_on`.
+/// Records the answers of `asked` that are not CANNOT_TELL, each entry as
+/// [`crate::remediation::verified::record_each`] does, as read `read_on`.
 pub fn record(
     conn: &crate::db::Db<'_>,
     now: f64,
@@ -1181,13 +1181,10 @@ pub fn record(
     why: crate::remediation::verified::Why<'_>,
     read_on: crate::remediation::verified::ReadOn,
 ) -> Vec<Result<Written, (String, Rejection)>> {
-    findings(&asked.answers, &asked.questions)
+    let entries: Vec<(String, Vec<Verified>)> = findings(&asked.answers, &asked.questions)
         .into_iter()
-        .map(|(id, findings)| {
-            crate::remediation::verified::record(conn, now, &id, &findings, actor, why, read_on)
-                .map_err(|err| (id, err))
-        })
-        .collect()
+        .collect();
+    crate::remediation::verified::record_each(conn, now, &entries, actor, why, read_on)
 }
 
 #[cfg(test)]

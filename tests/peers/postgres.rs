@@ -1468,3 +1468,43 @@ fn the_live_screen_works_an_entry_on_postgres_as_on_the_file() {
     term.keys(&["q"]);
     term.wait_for("EXIT=0");
 }
+
+/// `verify --record` on PostgreSQL: entries written in batches with a savepoint each, as
+/// on SQLite (`tests/runtime/recording.rs`). An entry refused by the tool rolls back
+/// alone, and after a write the database itself refuses (which aborts PostgreSQL's
+/// whole transaction) every other entry is still recorded and the broken one gets its
+/// own error.
+#[test]
+fn answers_are_recorded_in_batches_on_postgresql_as_on_sqlite() {
+    use support::recording::{answered_entries, check_recorded, delivered, record};
+    use unsctl::remediation::verified::BATCH;
+    let dir = tempfile::tempdir().expect("dir");
+    let file = dir.path().join("uns.db");
+    let (mut ids, mut asked) = answered_entries(&file, BATCH + 9);
+    ids.sort();
+    let database = postgres::cluster().database();
+    database.copy_from(&file);
+    let (stale, broken) = (ids[3].clone(), ids[BATCH + 2].clone());
+    asked.answers.push(delivered(&stale, 9));
+    database
+        .client()
+        .batch_execute(&format!(
+            "CREATE FUNCTION fault() RETURNS trigger LANGUAGE plpgsql AS $$
+             BEGIN
+                 IF NEW.notification_id = '{broken}' AND NEW.kind = 'VERIFIED' THEN
+                     RAISE EXCEPTION 'the disk refused this write';
+                 END IF;
+                 RETURN NEW;
+             END $$;
+             CREATE TRIGGER fault BEFORE INSERT ON uns_events
+                 FOR EACH ROW EXECUTE FUNCTION fault();"
+        ))
+        .expect("fault");
+    let conn = unsctl::db::pg::PgConn::open(&database.target(), false).expect("connect");
+    let db = unsctl::db::Db::Postgres(&conn);
+    let results = record(&db, &asked);
+    let errors = check_recorded(&db, &ids, results, &[&stale, &broken]);
+    let said: Vec<String> = errors.iter().map(|(_, err)| err.to_string()).collect();
+    assert!(said[0].contains("attempt 9 of cycle 1"), "{said:?}");
+    assert!(said[1].contains("the disk refused this write"), "{said:?}");
+}

@@ -7,6 +7,7 @@ mod adapters;
 mod api;
 mod engine;
 mod ledger;
+mod recording;
 mod repro;
 mod serve;
 mod transitions;

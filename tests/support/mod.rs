@@ -3,6 +3,7 @@
 
 pub mod incident;
 pub mod postgres;
+pub mod recording;
 pub mod relay;
 pub mod runtime;
 pub mod tmux;

@@ -1,0 +1,85 @@
+//! `verify --record` over many entries on a SQLite store: entries written in batches,
+//! one transaction each with a savepoint per entry, and every entry answered as if it
+//! had had a transaction of its own. The same checks on PostgreSQL are in
+//! `tests/peers/postgres.rs`.
+
+use crate::support::recording::{answered_entries, check_recorded, delivered, record};
+use unsctl::db::Db;
+use unsctl::remediation::Rejection;
+use unsctl::remediation::verified::BATCH;
+use unsctl::runtime::schema::{self, OpenMode};
+
+#[test]
+fn an_entry_refused_inside_a_batch_rolls_back_alone() {
+    let dir = tempfile::tempdir().expect("dir");
+    let path = dir.path().join("uns.db");
+    let (mut ids, mut asked) = answered_entries(&path, 2 * BATCH + 7);
+    ids.sort();
+    // In the middle of the second batch, an entry whose first answer is good and whose
+    // second names an attempt that was never made: the first answer's event is written
+    // before the second is refused, and must not outlive the refusal. The first entry
+    // of the third batch is refused the same way.
+    let refused = [ids[BATCH + 5].clone(), ids[2 * BATCH].clone()];
+    for id in &refused {
+        asked.answers.push(delivered(id, 9));
+    }
+    let conn = schema::open(&path, OpenMode::ReadWrite).expect("open");
+    let db = Db::Sqlite(&conn);
+    let results = record(&db, &asked);
+    let refused: Vec<&str> = refused.iter().map(String::as_str).collect();
+    let errors = check_recorded(&db, &ids, results, &refused);
+    for (id, err) in errors {
+        assert!(matches!(err, Rejection::Stale(_)), "{id}: {err}");
+        assert!(
+            err.to_string().contains("attempt 9 of cycle 1"),
+            "{id}: the refusal says why: {err}"
+        );
+    }
+}
+
+#[test]
+fn an_entry_the_store_will_not_write_costs_no_other_entry_its_answer() {
+    let dir = tempfile::tempdir().expect("dir");
+    let path = dir.path().join("uns.db");
+    let (mut ids, asked) = answered_entries(&path, BATCH + 3);
+    ids.sort();
+    let broken = ids[10].clone();
+    let conn = schema::open(&path, OpenMode::ReadWrite).expect("open");
+    // A fault of the store itself, not a refusal of the tool's: the insert fails.
+    conn.execute_batch(&format!(
+        "CREATE TRIGGER fault BEFORE INSERT ON uns_events
+         WHEN NEW.notification_id = '{broken}' AND NEW.kind = 'VERIFIED'
+         BEGIN SELECT RAISE(ABORT, 'the disk refused this write'); END;"
+    ))
+    .expect("fault");
+    let db = Db::Sqlite(&conn);
+    let results = record(&db, &asked);
+    let errors = check_recorded(&db, &ids, results, &[&broken]);
+    let (_, err) = &errors[0];
+    assert!(matches!(err, Rejection::Store(_)), "{err}");
+    assert!(
+        err.to_string().contains("the disk refused this write"),
+        "the entry gets the store's own error: {err}"
+    );
+}
+
+#[test]
+fn answers_already_recorded_are_skipped_on_the_second_run() {
+    let dir = tempfile::tempdir().expect("dir");
+    let path = dir.path().join("uns.db");
+    let (mut ids, asked) = answered_entries(&path, BATCH + 1);
+    ids.sort();
+    let conn = schema::open(&path, OpenMode::ReadWrite).expect("open");
+    let db = Db::Sqlite(&conn);
+    check_recorded(&db, &ids, record(&db, &asked), &[]);
+    // The channel is settled now: a second run writes nothing and says why.
+    for (id, result) in ids.iter().zip(record(&db, &asked)) {
+        let written = result.expect("a skip is not an error");
+        assert_eq!(written.event_ids, Vec::<i64>::new(), "{id}");
+        assert_eq!(written.skipped.len(), 1, "{id}: {written:?}");
+        assert!(
+            written.skipped[0].contains("nothing to settle"),
+            "{written:?}"
+        );
+    }
+}
