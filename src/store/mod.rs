@@ -281,10 +281,12 @@ pub trait Store {
         sources: &crate::verify::Sources,
     ) -> Result<crate::verify::Asked>;
 
-    /// Appends the answers of `asked` that are not CANNOT_TELL as VERIFIED events, one
-    /// transaction per entry, each checked against the history as it stands by the
-    /// recording transition. API: posted with their evidence to a keyed route, which
-    /// records them as read on the client.
+    /// Appends the answers of `asked` that are not CANNOT_TELL as VERIFIED events, each
+    /// entry checked against the history as it stands by the recording transition and
+    /// answered on its own (on a store: in batches, a savepoint per entry; see
+    /// [`crate::remediation::verified::record_each`]). API: posted with their evidence
+    /// to a keyed route, one request per entry, which records them as read on the
+    /// client.
     fn record_verified(
         &self,
         asked: &crate::verify::Asked,
