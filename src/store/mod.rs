@@ -283,7 +283,7 @@ pub trait Store {
 
     /// Appends the answers of `asked` that are not CANNOT_TELL as VERIFIED events, each
     /// entry checked against the history as it stands by the recording transition and
-    /// answered on its own (on a store: in batches, a savepoint per entry; see
+    /// answered on its own (on a store: in batches; see
     /// [`crate::remediation::verified::record_each`]). API: posted with their evidence
     /// to a keyed route, one request per entry, which records them as read on the
     /// client.

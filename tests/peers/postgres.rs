@@ -1469,11 +1469,11 @@ fn the_live_screen_works_an_entry_on_postgres_as_on_the_file() {
     term.wait_for("EXIT=0");
 }
 
-/// `verify --record` on PostgreSQL: entries written in batches with a savepoint each, as
-/// on SQLite (`tests/runtime/recording.rs`). An entry refused by the tool rolls back
-/// alone, and after a write the database itself refuses (which aborts PostgreSQL's
-/// whole transaction) every other entry is still recorded and the broken one gets its
-/// own error.
+/// `verify --record` on PostgreSQL: entries written in batches, as on SQLite
+/// (`tests/runtime/recording.rs`). An entry refused by the tool leaves nothing behind,
+/// and after a write the database itself refuses (which aborts PostgreSQL's whole
+/// transaction) every other entry is still recorded and the broken one gets its own
+/// error.
 #[test]
 fn answers_are_recorded_in_batches_on_postgresql_as_on_sqlite() {
     use support::recording::{answered_entries, check_recorded, delivered, record};

@@ -1,7 +1,6 @@
 //! `verify --record` over many entries on a SQLite store: entries written in batches,
-//! one transaction each with a savepoint per entry, and every entry answered as if it
-//! had had a transaction of its own. The same checks on PostgreSQL are in
-//! `tests/peers/postgres.rs`.
+//! one transaction each, and every entry answered as if it had had a transaction of its
+//! own. The same checks on PostgreSQL are in `tests/peers/postgres.rs`.
 
 use crate::support::recording::{answered_entries, check_recorded, delivered, record};
 use unsctl::db::Db;
@@ -10,15 +9,15 @@ use unsctl::remediation::verified::BATCH;
 use unsctl::runtime::schema::{self, OpenMode};
 
 #[test]
-fn an_entry_refused_inside_a_batch_rolls_back_alone() {
+fn an_entry_refused_inside_a_batch_leaves_nothing_behind() {
     let dir = tempfile::tempdir().expect("dir");
     let path = dir.path().join("uns.db");
     let (mut ids, mut asked) = answered_entries(&path, 2 * BATCH + 7);
     ids.sort();
     // In the middle of the second batch, an entry whose first answer is good and whose
-    // second names an attempt that was never made: the first answer's event is written
-    // before the second is refused, and must not outlive the refusal. The first entry
-    // of the third batch is refused the same way.
+    // second names an attempt that was never made: the refusal of the second must leave
+    // no event of the first in the store, and cost no other entry its answer. The first
+    // entry of the third batch is refused the same way.
     let refused = [ids[BATCH + 5].clone(), ids[2 * BATCH].clone()];
     for id in &refused {
         asked.answers.push(delivered(id, 9));
