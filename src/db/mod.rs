@@ -205,7 +205,9 @@ impl<'c> Db<'c> {
 
     /// Runs `work` in one write transaction: SQLite's `BEGIN IMMEDIATE`, so a writer never
     /// has to upgrade a read lock; PostgreSQL's, whose rows a transition locks as it reads
-    /// them ([`Db::lock`]). An error from `work` rolls it back.
+    /// them ([`Db::lock`]). An error from `work` rolls it back, and so does a COMMIT that
+    /// fails: SQLite leaves the transaction open after one (a deferred constraint, a full
+    /// disk), and a connection that lives on (the server's writer) must not keep it.
     pub fn write_tx<T, E: From<DbError>>(
         &self,
         work: impl FnOnce(&Db<'c>) -> std::result::Result<T, E>,
@@ -215,35 +217,22 @@ impl<'c> Db<'c> {
             Dialect::Postgres => "BEGIN",
         };
         self.batch(begin)?;
-        match work(self) {
-            Ok(value) => {
-                self.batch("COMMIT")?;
-                Ok(value)
-            }
-            Err(err) => {
-                let _ = self.batch("ROLLBACK");
-                Err(err)
-            }
+        let done = work(self).and_then(|value| match self.batch("COMMIT") {
+            Ok(()) => Ok(value),
+            Err(err) => Err(E::from(err)),
+        });
+        if done.is_err() && self.in_transaction() {
+            let _ = self.batch("ROLLBACK");
         }
+        done
     }
 
-    /// Runs `work` inside the open transaction behind a savepoint: an error from `work`
-    /// undoes what it wrote and nothing else, on SQLite and PostgreSQL alike (where it
-    /// also clears the error, so the transaction goes on).
-    pub fn savepoint<T, E: From<DbError>>(
-        &self,
-        work: impl FnOnce(&Db<'c>) -> std::result::Result<T, E>,
-    ) -> std::result::Result<T, E> {
-        self.batch("SAVEPOINT uns_entry")?;
-        match work(self) {
-            Ok(value) => {
-                self.batch("RELEASE SAVEPOINT uns_entry")?;
-                Ok(value)
-            }
-            Err(err) => {
-                self.batch("ROLLBACK TO SAVEPOINT uns_entry; RELEASE SAVEPOINT uns_entry")?;
-                Err(err)
-            }
+    /// Whether a transaction is open on this connection: SQLite says; PostgreSQL ends
+    /// one that failed, at its COMMIT or ROLLBACK, so a ROLLBACK is always safe there.
+    fn in_transaction(&self) -> bool {
+        match self {
+            Db::Sqlite(conn) => !conn.is_autocommit(),
+            Db::Postgres(_) => true,
         }
     }
 
@@ -376,5 +365,36 @@ mod tests {
             "{metadata,provider_outcome}"
         );
         assert_eq!(pg_path("$.channel"), "{channel}");
+    }
+
+    /// A COMMIT that fails leaves SQLite's transaction open; the write transaction rolls
+    /// it back, so nothing of it is kept and the connection can start the next one.
+    #[test]
+    fn a_commit_that_fails_leaves_no_transaction_open() {
+        let dir = tempfile::tempdir().expect("dir");
+        let conn = crate::runtime::schema::open(
+            &dir.path().join("uns.db"),
+            crate::runtime::schema::OpenMode::Create,
+        )
+        .expect("store");
+        let db = Db::Sqlite(&conn);
+        // An event of no notification, its foreign key checked only at COMMIT.
+        let failed: DbResult<()> = db.write_tx(|tx| {
+            tx.batch("PRAGMA defer_foreign_keys = ON")?;
+            tx.execute(
+                "INSERT INTO uns_events (notification_id, at, kind, payload) VALUES ('nobody', 0, 'SUBMITTED', '{}')",
+                &[],
+            )?;
+            Ok(())
+        });
+        let err = failed.expect_err("the COMMIT fails on the foreign key");
+        assert!(err.to_string().contains("FOREIGN KEY"), "{err}");
+        assert!(conn.is_autocommit(), "no transaction is left open");
+        let events: i64 = conn
+            .query_row("SELECT COUNT(*) FROM uns_events", [], |row| row.get(0))
+            .expect("count");
+        assert_eq!(events, 0, "nothing of it was kept");
+        db.write_tx(|tx| tx.batch("SELECT 1"))
+            .expect("the next transaction starts");
     }
 }
