@@ -366,35 +366,4 @@ mod tests {
         );
         assert_eq!(pg_path("$.channel"), "{channel}");
     }
-
-    /// A COMMIT that fails leaves SQLite's transaction open; the write transaction rolls
-    /// it back, so nothing of it is kept and the connection can start the next one.
-    #[test]
-    fn a_commit_that_fails_leaves_no_transaction_open() {
-        let dir = tempfile::tempdir().expect("dir");
-        let conn = crate::runtime::schema::open(
-            &dir.path().join("uns.db"),
-            crate::runtime::schema::OpenMode::Create,
-        )
-        .expect("store");
-        let db = Db::Sqlite(&conn);
-        // An event of no notification, its foreign key checked only at COMMIT.
-        let failed: DbResult<()> = db.write_tx(|tx| {
-            tx.batch("PRAGMA defer_foreign_keys = ON")?;
-            tx.execute(
-                "INSERT INTO uns_events (notification_id, at, kind, payload) VALUES ('nobody', 0, 'SUBMITTED', '{}')",
-                &[],
-            )?;
-            Ok(())
-        });
-        let err = failed.expect_err("the COMMIT fails on the foreign key");
-        assert!(err.to_string().contains("FOREIGN KEY"), "{err}");
-        assert!(conn.is_autocommit(), "no transaction is left open");
-        let events: i64 = conn
-            .query_row("SELECT COUNT(*) FROM uns_events", [], |row| row.get(0))
-            .expect("count");
-        assert_eq!(events, 0, "nothing of it was kept");
-        db.write_tx(|tx| tx.batch("SELECT 1"))
-            .expect("the next transaction starts");
-    }
 }

@@ -47,7 +47,8 @@ pub fn write_tx<'c, T, E: From<DbError>>(
     Ok(value)
 }
 
-/// Appends one event and returns its id. The only INSERT into `uns_events`.
+/// Appends one event and returns its id. Every INSERT into `uns_events` is made by
+/// [`append_text`], under this and [`append`].
 pub fn append_event(
     db: &Db<'_>,
     notification_id: &str,
