@@ -205,6 +205,7 @@ fn record_in(
             .filter(|t| !t.is_empty())
             .map(str::to_string)
     };
+    let triage = audit_summary(&verdict);
     let mut written = Vec::with_capacity(settling.len());
     for finding in settling {
         let payload = payload::Verified {
@@ -217,7 +218,7 @@ fn record_in(
             operator: actor.operator.clone(),
             reason: text(why.reason),
             ticket: text(why.ticket),
-            triage: audit_summary(&verdict),
+            triage: triage.clone(),
             claimed_operator: actor.claimed_operator.clone(),
             read_on_client: read_on == ReadOn::Client,
             via: why.via,
