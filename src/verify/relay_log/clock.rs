@@ -111,7 +111,21 @@ pub struct Clock {
     /// The last RFC 3339 second read: its text to the second, its zone's, and the unix
     /// second it is. Most lines share one with the line before.
     last_rfc3339: RefCell<Option<RfcSecond>>,
+    /// The last syslog stamp read: its bytes and what they were read as. Most lines
+    /// start with the very bytes of the line before.
+    last_syslog: RefCell<Option<SyslogSecond>>,
 }
+
+/// One syslog stamp, as [`Clock::syslog`] remembers it.
+#[derive(Clone, Copy)]
+struct SyslogSecond {
+    text: [u8; SYSLOG_KEPT],
+    len: u8,
+    stamp: Stamp,
+}
+
+/// The longest syslog stamp remembered: `Nov 29 22:15:57.123456789` and room to spare.
+const SYSLOG_KEPT: usize = 32;
 
 /// One RFC 3339 second, as [`Clock::rfc3339`] remembers it.
 #[derive(Clone, Copy)]
@@ -149,6 +163,7 @@ impl Clock {
             near_year,
             last: RefCell::new(None),
             last_rfc3339: RefCell::new(None),
+            last_syslog: RefCell::new(None),
         }
     }
 
@@ -185,6 +200,30 @@ impl Clock {
     /// `Nov 29 22:15:57`, `Mar  7 02:09:33`, `Mar 7 02:09:33`, `Dec 01 19:08:50`, each
     /// perhaps with `.123456`.
     fn syslog(&self, line: &[u8]) -> Option<(Stamp, usize)> {
+        // The reading below looks at no byte past the stamp but the one that ends it (a
+        // space, or the line's end): the same bytes so ended read the same.
+        if let Some(last) = *self.last_syslog.borrow() {
+            let len = usize::from(last.len);
+            if line.get(..len) == Some(&last.text[..len])
+                && matches!(line.get(len), None | Some(b' '))
+            {
+                return Some((last.stamp, len));
+            }
+        }
+        let (stamp, end) = self.syslog_read(line)?;
+        if end <= SYSLOG_KEPT {
+            let mut text = [0u8; SYSLOG_KEPT];
+            text[..end].copy_from_slice(&line[..end]);
+            *self.last_syslog.borrow_mut() = Some(SyslogSecond {
+                text,
+                len: end as u8,
+                stamp,
+            });
+        }
+        Some((stamp, end))
+    }
+
+    fn syslog_read(&self, line: &[u8]) -> Option<(Stamp, usize)> {
         let month = MONTHS.iter().position(|m| line.starts_with(m))? as i8 + 1;
         let mut at = 3;
         if line.get(at) != Some(&b' ') {

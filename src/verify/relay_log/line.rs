@@ -396,7 +396,13 @@ pub fn loss_words(lower: &[u8]) -> bool {
     {
         return true;
     }
-    if !messaging {
+    // Every reading below needs one of these words as well: cleanup's `message-id=`,
+    // the commonest line with the needle, goes no further.
+    if !messaging
+        || [&b"lost"[..], b"drop", b"suppressed", b"missed"]
+            .iter()
+            .all(|word| find(lower, word).is_none())
+    {
         return false;
     }
     let messages = |w: &[u8]| w == b"messages" || w == b"message";

@@ -541,6 +541,16 @@ impl std::hash::Hash for Key {
     }
 }
 
+/// A queue id waiting for its message-id line.
+struct Pending {
+    born: f64,
+    /// The number of the message it was taken up for.
+    number: u64,
+    key: Key,
+    /// Its track may still be there: false once that track is known gone.
+    alive: bool,
+}
+
 /// What is known of a queue id while its lines come in.
 #[derive(Debug)]
 struct Track {
@@ -553,6 +563,8 @@ struct Track {
     message: Option<usize>,
     /// Its number among the messages of the search.
     number: u64,
+    /// Its entry in `Scan::pending`, by the count of entries ever pushed there.
+    pending: Option<u64>,
     sender: Sender,
     fate: Fate,
     fate_line: Option<String>,
@@ -566,6 +578,7 @@ impl Track {
             ambiguous: stamp.ambiguous,
             message: None,
             number,
+            pending: None,
             sender: Sender::Unknown,
             fate: Fate::Open,
             fate_line: None,
@@ -651,11 +664,20 @@ struct Scan<'w> {
     /// Queue ids with no message-id line yet, by when they appeared, to forget them;
     /// each with the number of its message, so a queue id the relay reused is not
     /// forgotten by an entry about its earlier message.
-    pending: VecDeque<(f64, u64, Key)>,
-    /// Queue ids whose message-id line named another Message-ID, for a while; with the
-    /// number of that message, as in `pending`.
+    /// An entry whose queue id's track is known gone is marked so, and forgotten
+    /// without looking the queue id up.
+    pending: VecDeque<Pending>,
+    /// Entries popped from `pending` so far.
+    pending_popped: u64,
+    /// Queue ids whose message-id line named another Message-ID, for a while: each with
+    /// its entry in `identified_order`, by the count of entries ever pushed there. A
+    /// queue id is identified while that entry has not been popped; entries popped are
+    /// swept from the map now and then, never looked up one by one.
     identified: Map<Key, u64>,
-    identified_order: VecDeque<(f64, u64, Key)>,
+    /// When each identified entry was made, in order.
+    identified_order: VecDeque<f64>,
+    /// Entries popped from `identified_order` so far.
+    identified_popped: u64,
     /// Messages numbered so far.
     numbered: u64,
     orphans: Vec<Orphan>,
@@ -692,8 +714,10 @@ impl<'w> Scan<'w> {
             hasher: foldhash::fast::RandomState::default(),
             tracks: Map::default(),
             pending: VecDeque::new(),
+            pending_popped: 0,
             identified: Map::default(),
             identified_order: VecDeque::new(),
+            identified_popped: 0,
             numbered: 0,
             orphans: Vec::new(),
             orphans_overflow: false,
@@ -1095,12 +1119,13 @@ impl<'w> Scan<'w> {
             Op::QmgrRemoved { queue_id } => {
                 let key = key(queue_id);
                 if let Some(old) = self.tracks.remove(&key) {
+                    self.track_gone(&old);
                     self.orphan_if_unnamed(&key, &old);
                 }
             }
             Op::QmgrActive { queue_id, sender } => {
                 let key = key(queue_id);
-                if !self.tracks.contains_key(&key) && !self.identified.contains_key(&key) {
+                if !self.tracks.contains_key(&key) && !self.is_identified(&key) {
                     // Queued, and no line ever said what it carried.
                     self.orphan(
                         stamp.lo,
@@ -1155,12 +1180,19 @@ impl<'w> Scan<'w> {
         // cannot move the message out of the session's time.
         let mut track = Track::new(stamp, number);
         track.span = (stamp.lo.min(session.since), stamp.hi.max(session.since));
+        track.pending = Some(self.pending_popped + self.pending.len() as u64);
         // A queue id seen again is a new message: the old one's lines are done.
         if let Some(old) = self.tracks.insert(key.clone(), track) {
+            self.track_gone(&old);
             self.orphan_if_unnamed(&key, &old);
         }
         self.identified.remove(&key);
-        self.pending.push_back((stamp.lo, number, key));
+        self.pending.push_back(Pending {
+            born: stamp.lo,
+            number,
+            key,
+            alive: true,
+        });
         self.forget_pending(stamp.lo);
     }
 
@@ -1205,12 +1237,14 @@ impl<'w> Scan<'w> {
             return false;
         }
         if !wanted {
-            let number = match self.tracks.remove(&key) {
-                Some(track) => track.number,
-                None => self.number(),
-            };
-            self.identified.insert(key.clone(), number);
-            self.identified_order.push_back((stamp.lo, number, key));
+            match self.tracks.remove(&key) {
+                Some(track) => self.track_gone(&track),
+                // Numbered as any message is, though only its entry is kept.
+                None => _ = self.number(),
+            }
+            let entry = self.identified_popped + self.identified_order.len() as u64;
+            self.identified.insert(key, entry);
+            self.identified_order.push_back(stamp.lo);
             return false;
         }
         let index = self.found.len();
@@ -1329,28 +1363,51 @@ impl<'w> Scan<'w> {
     /// forgets the identified ones as old: each entry only the message it was made for,
     /// never a later one the relay gave the same queue id.
     fn forget_pending(&mut self, now: f64) {
-        while let Some((born, ..)) = self.pending.front() {
-            if now - born < PENDING_FOR {
+        while let Some(entry) = self.pending.front() {
+            if now - entry.born < PENDING_FOR {
                 break;
             }
-            if let Some((_, number, key)) = self.pending.pop_front()
-                && let Some(track) = self.tracks.get(&key)
-                && track.number == number
+            self.pending_popped += 1;
+            if let Some(entry) = self.pending.pop_front()
+                && entry.alive
+                && let Some(track) = self.tracks.get(&entry.key)
+                && track.number == entry.number
                 && track.message.is_none()
-                && let Some(old) = self.tracks.remove(&key)
+                && let Some(old) = self.tracks.remove(&entry.key)
             {
-                self.orphan_if_unnamed(&key, &old);
+                self.orphan_if_unnamed(&entry.key, &old);
             }
         }
-        while let Some((born, ..)) = self.identified_order.front() {
+        while let Some(born) = self.identified_order.front() {
             if now - born < IDENTIFIED_FOR {
                 break;
             }
-            if let Some((_, number, key)) = self.identified_order.pop_front()
-                && self.identified.get(&key) == Some(&number)
-            {
-                self.identified.remove(&key);
-            }
+            self.identified_order.pop_front();
+            self.identified_popped += 1;
+        }
+        // Entries popped stay in the map until swept: it holds at most about twice the
+        // identified queue ids.
+        if self.identified.len() > 2 * self.identified_order.len() + 1024 {
+            let popped = self.identified_popped;
+            self.identified.retain(|_, entry| *entry >= popped);
+        }
+    }
+
+    /// Whether `key`'s message-id line named another Message-ID, not long ago.
+    fn is_identified(&self, key: &Key) -> bool {
+        self.identified
+            .get(key)
+            .is_some_and(|entry| *entry >= self.identified_popped)
+    }
+
+    /// Marks the entry in `pending` of a track just removed: it is forgotten without
+    /// looking its queue id up.
+    fn track_gone(&mut self, track: &Track) {
+        if let Some(entry) = track.pending
+            && let Some(at) = entry.checked_sub(self.pending_popped)
+            && let Some(pending) = self.pending.get_mut(at as usize)
+        {
+            pending.alive = false;
         }
     }
 

@@ -650,26 +650,27 @@ pub(super) fn is_queue_id(id: &[u8]) -> bool {
 /// line carries no counts at all (Postfix before 3.0). A count that cannot be read is
 /// taken as many, so it never stands for "nothing taken".
 pub(super) fn messages_taken(text: &[u8]) -> Option<usize> {
-    let tokens = || text.split(|b| *b == b' ');
-    if !tokens().any(|token| token.starts_with(b"commands=")) {
-        return None;
+    // One pass over the tokens, where the rule was first written with two.
+    let mut counts = false;
+    let mut taken: usize = 0;
+    for token in text.split(|b| *b == b' ') {
+        if token.starts_with(b"commands=") {
+            counts = true;
+        }
+        let Some(count) = token
+            .strip_prefix(b"data=")
+            .or_else(|| token.strip_prefix(b"bdat="))
+        else {
+            continue;
+        };
+        let succeeded = count.split(|b| *b == b'/').next().unwrap_or(count);
+        let succeeded = std::str::from_utf8(succeeded)
+            .ok()
+            .and_then(|n| n.parse::<usize>().ok())
+            .unwrap_or(usize::MAX);
+        taken = taken.saturating_add(succeeded);
     }
-    Some(
-        tokens()
-            .filter_map(|token| {
-                [&b"data="[..], b"bdat="]
-                    .iter()
-                    .find_map(|name| token.strip_prefix(*name))
-            })
-            .map(|count| {
-                let succeeded = count.split(|b| *b == b'/').next().unwrap_or(count);
-                std::str::from_utf8(succeeded)
-                    .ok()
-                    .and_then(|n| n.parse::<usize>().ok())
-                    .unwrap_or(usize::MAX)
-            })
-            .fold(0, usize::saturating_add),
-    )
+    counts.then_some(taken)
 }
 
 /// qmgr's `from=<S>, size=N, nrcpt=N (queue active)`, read from its end so a sender

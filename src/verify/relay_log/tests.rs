@@ -477,6 +477,53 @@ fn an_rfc3339_stamp_reads_the_same_after_any_other() {
     }
 }
 
+/// A syslog stamp read after another (the one the clock remembers, byte for byte) reads
+/// as it does on a clock of its own, whatever follows it, its padding or its fraction.
+#[test]
+fn a_syslog_stamp_reads_the_same_after_any_other() {
+    let stamps = [
+        "Nov 29 22:15:57",
+        "Nov 29 22:15:57.5",
+        "Nov 29 22:15:57.25",
+        "Nov 29 22:15:57.",
+        "Nov 29 22:15:5",
+        "Nov 29 22:15:58",
+        "Mar  7 02:09:33",
+        "Mar 7 02:09:33",
+        "Mar  7 02:09:3",
+        "Mar 07 02:09:33",
+        "Dec 31 23:59:60",
+        "Nov 29 22:15:57.1234567891",
+        "Nov 29 22:15:57.123456789012345678901234",
+        "Nov 29 22:15:57x",
+        "Nov 29 22:15:577",
+    ];
+    let tails = [
+        "",
+        " relay postfix/smtpd[1]: x",
+        "  two spaces",
+        ".5 fraction",
+        "5",
+        "\t",
+    ];
+    let lines: Vec<String> = stamps
+        .iter()
+        .flat_map(|stamp| tails.iter().map(move |tail| format!("{stamp}{tail}")))
+        .collect();
+    let shared = clock::Clock::new(&Zone::Fixed(0), NEAR);
+    for before in &lines {
+        for line in &lines {
+            let fresh = clock::Clock::new(&Zone::Fixed(0), NEAR);
+            let _ = shared.stamp(before.as_bytes());
+            assert_eq!(
+                shared.stamp(line.as_bytes()),
+                fresh.stamp(line.as_bytes()),
+                "{line:?} after {before:?}"
+            );
+        }
+    }
+}
+
 #[test]
 fn words_and_noqueue_are_not_queue_ids_and_programs_must_be_postfix() {
     for id in ["7E4029C0029", "4Kz5bC0sN8z1y2W", "ABCDEF"] {
@@ -1094,6 +1141,70 @@ fn a_disconnect_lines_counts_say_what_the_session_took() {
     );
 }
 
+/// `disconnect from`'s counts as first read, token by token on the split text: the
+/// oracle the one-pass reading is held to.
+fn messages_taken_as_written(text: &[u8]) -> Option<usize> {
+    let tokens = || text.split(|b| *b == b' ');
+    if !tokens().any(|token| token.starts_with(b"commands=")) {
+        return None;
+    }
+    Some(
+        tokens()
+            .filter_map(|token| {
+                [&b"data="[..], b"bdat="]
+                    .iter()
+                    .find_map(|name| token.strip_prefix(*name))
+            })
+            .map(|count| {
+                let succeeded = count.split(|b| *b == b'/').next().unwrap_or(count);
+                std::str::from_utf8(succeeded)
+                    .ok()
+                    .and_then(|n| n.parse::<usize>().ok())
+                    .unwrap_or(usize::MAX)
+            })
+            .fold(0, usize::saturating_add),
+    )
+}
+
+/// Every mix of a disconnect line's tokens, spaces doubled and at either end, reads as
+/// the oracle reads it.
+#[test]
+fn a_disconnect_lines_counts_read_as_first_written() {
+    let tokens = [
+        "data=1",
+        "data=0/1",
+        "bdat=2/3",
+        "commands=5",
+        "commands=",
+        "xdata=9",
+        "data=x",
+        "data=data=0",
+        "bdat=",
+        "data=18446744073709551615",
+        "",
+        "quit=1",
+        "data=1/",
+        "commands=3/4data=2",
+    ];
+    let mut checked = 0;
+    for a in &tokens {
+        for b in &tokens {
+            for c in &tokens {
+                let text = format!("disconnect from app[10.0.0.5] {a} {b}  {c}");
+                for line in [text.clone(), format!("{a} {b} {c} "), format!(" {c}")] {
+                    assert_eq!(
+                        read::messages_taken(line.as_bytes()),
+                        messages_taken_as_written(line.as_bytes()),
+                        "{line:?}"
+                    );
+                    checked += 1;
+                }
+            }
+        }
+    }
+    assert_eq!(checked, 3 * tokens.len().pow(3));
+}
+
 /// Lines longer than any kept, between others and at the file's end, read the same
 /// however the reads cut them.
 #[test]
@@ -1199,4 +1310,49 @@ Nov 29 22:10:02 relay postfix/smtpd[4]: disconnect from localhost[127.0.0.1]
     let found = search_text(&later, &["<n-1.1.1@uns.local>"]);
     let orphans: Vec<&str> = found.orphans.iter().map(|o| o.what.as_str()).collect();
     assert_eq!(orphans, ["BBBBBB1"]);
+}
+
+/// Thousands of queue ids identified a second apart, so the ones past their 600 s are
+/// swept from memory in bulk: one identified 601 s before the last client line is
+/// forgotten, and one identified 599 s before is still known, however many were swept.
+#[test]
+fn identified_queue_ids_are_forgotten_on_time_among_thousands() {
+    let start = 21 * 3600;
+    let stamp = |second: u32| {
+        let second = start + second;
+        format!(
+            "Nov 29 {:02}:{:02}:{:02}",
+            second / 3600,
+            second / 60 % 60,
+            second % 60
+        )
+    };
+    let mut text = String::new();
+    let count = 4000;
+    for n in 0..count {
+        let at = stamp(n);
+        let queue_id = format!("Q{n:08X}");
+        text.push_str(&format!(
+            "{at} relay postfix/smtpd[1]: {queue_id}: client=localhost[127.0.0.1]\n\
+             {at} relay postfix/cleanup[2]: {queue_id}: message-id=<{n}@example.com>\n\
+             {at} relay postfix/qmgr[3]: {queue_id}: from=<x@example.com>, size=1, nrcpt=1 (queue active)\n\
+             {at} relay postfix/qmgr[3]: {queue_id}: removed\n"
+        ));
+    }
+    // The last client line was at `count - 1`: the queue id identified 601 s before it
+    // is forgotten, the one identified 599 s before is not.
+    let after = stamp(count);
+    for n in [count - 1 - 601, count - 1 - 599] {
+        text.push_str(&format!(
+            "{after} relay postfix/qmgr[3]: Q{n:08X}: from=<x@example.com>, size=1, nrcpt=1 (queue active)\n"
+        ));
+    }
+    let found = search_text(&text, &["<n-1.1.1@uns.local>"]);
+    let orphans: Vec<&str> = found
+        .orphans
+        .iter()
+        .map(|o| o.what.as_str())
+        .filter(|what| what.starts_with('Q'))
+        .collect();
+    assert_eq!(orphans, [format!("Q{:08X}", count - 1 - 601)]);
 }
