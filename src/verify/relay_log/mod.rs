@@ -370,7 +370,9 @@ pub fn search_with(
     options: Options,
     reading: Reading,
 ) -> Findings {
-    let mut scan = Scan::new(wanted, options, reading);
+    // Asked once per message-id line: hashed the fast way, with a seed of its own.
+    let wanted: Wanted = wanted.iter().cloned().collect();
+    let mut scan = Scan::new(&wanted, options, reading);
     let clock = clock::Clock::new(&scan.zone, scan.near);
     let mut files: Vec<(f64, &PathBuf)> = Vec::new();
     for path in paths {
@@ -433,6 +435,9 @@ fn first_stamp(path: &Path, clock: &clock::Clock) -> std::io::Result<Option<f64>
     }
     Ok(None)
 }
+
+/// The Message-IDs asked about, as a pass looks them up.
+pub(super) type Wanted = HashSet<String, foldhash::fast::RandomState>;
 
 /// The maps of a pass, keyed by [`Key`]s whose hash the parsers made (with a seed of
 /// the search's own, so bytes from the log cannot be chosen to collide).
@@ -593,7 +598,38 @@ struct Session {
     /// Its `connect from` line was read: only then is a line about its end known to be
     /// about the messages it carried, not a later session's whose start was lost.
     connected: bool,
-    queue_ids: Vec<Key>,
+    queue_ids: Carried,
+}
+
+/// The queue ids a session carried, in order: most carry one, kept without a heap
+/// allocation.
+#[derive(Default)]
+enum Carried {
+    #[default]
+    None,
+    One(Key),
+    Many(Vec<Key>),
+}
+
+impl Carried {
+    fn push(&mut self, key: Key) {
+        *self = match std::mem::take(self) {
+            Carried::None => Carried::One(key),
+            Carried::One(first) => Carried::Many(vec![first, key]),
+            Carried::Many(mut keys) => {
+                keys.push(key);
+                Carried::Many(keys)
+            }
+        };
+    }
+
+    fn as_slice(&self) -> &[Key] {
+        match self {
+            Carried::None => &[],
+            Carried::One(key) => std::slice::from_ref(key),
+            Carried::Many(keys) => keys,
+        }
+    }
 }
 
 /// The run of one host's lines in the file being read: its first and last stamps.
@@ -645,7 +681,7 @@ impl Said<'_> {
 
 /// The state of one pass.
 struct Scan<'w> {
-    wanted: &'w HashSet<String>,
+    wanted: &'w Wanted,
     zone: Zone,
     near: f64,
     reading: Reading,
@@ -699,7 +735,7 @@ struct Scan<'w> {
 }
 
 impl<'w> Scan<'w> {
-    fn new(wanted: &'w HashSet<String>, options: Options, reading: Reading) -> Self {
+    fn new(wanted: &'w Wanted, options: Options, reading: Reading) -> Self {
         Self {
             wanted,
             zone: options.zone,
@@ -1102,7 +1138,7 @@ impl<'w> Scan<'w> {
                     .sessions
                     .get(&process())
                     .filter(|s| s.connected)
-                    .and_then(|s| s.queue_ids.last())
+                    .and_then(|s| s.queue_ids.as_slice().last())
                     .cloned();
                 if let Some(key) = last {
                     self.settle(&key, Fate::Lost, None, said, stamp);
@@ -1125,22 +1161,17 @@ impl<'w> Scan<'w> {
             }
             Op::QmgrActive { queue_id, sender } => {
                 let key = key(queue_id);
-                if !self.tracks.contains_key(&key) && !self.is_identified(&key) {
+                let known = Some(read::SenderSpan::Known(sender));
+                // Settling a queue id with no track changes nothing.
+                if !self.settle(&key, Fate::Queued, known, said, stamp) && !self.is_identified(&key)
+                {
                     // Queued, and no line ever said what it carried.
                     self.orphan(
                         stamp.lo,
                         &key.name.text(),
                         Some(String::from_utf8_lossy(sender.in_(said.data)).into_owned()),
                     );
-                    return false;
                 }
-                self.settle(
-                    &key,
-                    Fate::Queued,
-                    Some(read::SenderSpan::Known(sender)),
-                    said,
-                    stamp,
-                );
             }
         }
         false
@@ -1150,7 +1181,7 @@ impl<'w> Scan<'w> {
         let session = Session {
             since: stamp.lo,
             connected: true,
-            queue_ids: Vec::new(),
+            queue_ids: Carried::None,
         };
         // A session that never ended may have carried anything.
         if let Some(open) = self.sessions.insert(process.clone(), session) {
@@ -1173,7 +1204,7 @@ impl<'w> Scan<'w> {
         let session = self.sessions.entry(process).or_insert_with(|| Session {
             since: stamp.lo,
             connected: false,
-            queue_ids: Vec::new(),
+            queue_ids: Carried::None,
         });
         session.queue_ids.push(key.clone());
         // The session's lines are the message's too: one of them stamped elsewhere
@@ -1198,7 +1229,7 @@ impl<'w> Scan<'w> {
 
     fn disconnect(&mut self, process: &Key, taken: Option<usize>, stamp: Stamp, said: &Said<'_>) {
         let session = self.sessions.remove(process).unwrap_or_default();
-        for key in &session.queue_ids {
+        for key in session.queue_ids.as_slice() {
             self.touch(key, stamp);
         }
         // Postfix before 3.0 writes no counts: such a line says nothing about DATA.
@@ -1206,10 +1237,10 @@ impl<'w> Scan<'w> {
             return;
         };
         if taken == 0 && session.connected {
-            for key in &session.queue_ids {
+            for key in session.queue_ids.as_slice() {
                 self.settle(key, Fate::Lost, None, said, stamp);
             }
-        } else if taken > session.queue_ids.len() {
+        } else if taken > session.queue_ids.as_slice().len() {
             // It took a message whose queue id no line names.
             let what = format!(
                 "(a message of {} {} with no queue id)",
@@ -1233,11 +1264,13 @@ impl<'w> Scan<'w> {
         relay: &read::Relay,
         said: &Said<'_>,
     ) -> bool {
-        if self.tracks.get(&key).is_some_and(|t| t.message.is_some()) {
-            return false;
-        }
         if !wanted {
+            // One lookup: a track whose message was named already goes back untouched.
             match self.tracks.remove(&key) {
+                Some(track) if track.message.is_some() => {
+                    self.tracks.insert(key, track);
+                    return false;
+                }
                 Some(track) => self.track_gone(&track),
                 // Numbered as any message is, though only its entry is kept.
                 None => _ = self.number(),
@@ -1245,6 +1278,9 @@ impl<'w> Scan<'w> {
             let entry = self.identified_popped + self.identified_order.len() as u64;
             self.identified.insert(key, entry);
             self.identified_order.push_back(stamp.lo);
+            return false;
+        }
+        if self.tracks.get(&key).is_some_and(|t| t.message.is_some()) {
             return false;
         }
         let index = self.found.len();
@@ -1314,7 +1350,7 @@ impl<'w> Scan<'w> {
     }
 
     /// Records what a line says became of `key`: a commitment always stands; a refusal
-    /// only where nothing was said before.
+    /// only where nothing was said before. False when no track of `key` is kept.
     fn settle(
         &mut self,
         key: &Key,
@@ -1322,22 +1358,32 @@ impl<'w> Scan<'w> {
         sender: Option<read::SenderSpan>,
         said: &Said<'_>,
         stamp: Stamp,
-    ) {
-        self.touch(key, stamp);
+    ) -> bool {
+        // What `touch` does, on the one lookup.
         let Some(track) = self.tracks.get_mut(key) else {
-            return;
+            return false;
         };
-        let (current, current_sender, current_line) = match track.message {
+        let (span, ambiguous, current, current_sender, current_line) = match track.message {
             Some(index) => {
                 let message = &mut self.found[index].1;
                 (
+                    &mut message.span,
+                    &mut message.ambiguous,
                     &mut message.fate,
                     &mut message.sender,
                     &mut message.fate_line,
                 )
             }
-            None => (&mut track.fate, &mut track.sender, &mut track.fate_line),
+            None => (
+                &mut track.span,
+                &mut track.ambiguous,
+                &mut track.fate,
+                &mut track.sender,
+                &mut track.fate_line,
+            ),
         };
+        *span = (span.0.min(stamp.lo), span.1.max(stamp.hi));
+        *ambiguous |= stamp.ambiguous;
         if let Some(sender) = sender {
             *current_sender = merge(current_sender, said.sender(sender));
         }
@@ -1351,6 +1397,7 @@ impl<'w> Scan<'w> {
             *current = fate;
             *current_line = Some(said.line());
         }
+        true
     }
 
     /// The next message's number.

@@ -10,7 +10,6 @@
 
 use super::clock::{Clock, Stamp, Zone};
 use super::line::{self, SyslogNames};
-use std::collections::HashSet;
 use std::io::Read;
 use std::path::Path;
 
@@ -343,7 +342,7 @@ pub(super) struct Record {
 
 /// What taking lines apart needs: the same for every block of a search.
 pub(super) struct Parser<'w> {
-    wanted: &'w HashSet<String>,
+    wanted: &'w super::Wanted,
     clock: Clock,
     names: SyslogNames,
     mentions: line::Mentions,
@@ -368,7 +367,7 @@ struct Hits {
 impl<'w> Parser<'w> {
     /// `hasher` is the one pass's: every parser of a search hashes names alike.
     pub fn new(
-        wanted: &'w HashSet<String>,
+        wanted: &'w super::Wanted,
         zone: &Zone,
         near: f64,
         names: SyslogNames,
@@ -390,7 +389,8 @@ impl<'w> Parser<'w> {
     fn hits(&self, data: &[u8]) -> Hits {
         let mut lowered = self.lowered.borrow_mut();
         lowered.clear();
-        lowered.extend(data.iter().map(u8::to_ascii_lowercase));
+        lowered.extend_from_slice(data);
+        lowered.make_ascii_lowercase();
         let mut loss: Vec<usize> = Vec::new();
         for needle in &self.loss_needles {
             // Overlapping matches too: a match that runs from a line cut short into the

@@ -573,7 +573,7 @@ fn a_line_that_never_ends_is_kept_only_up_to_the_bound() {
             std::io::Read::chain(&b"short line\n"[..], std::io::repeat(b'x').take(1 << 20));
         let mut splitter = read::Splitter::new(endless, size);
         let mut lines = Vec::new();
-        let none = HashSet::new();
+        let none = super::Wanted::default();
         while let Some(block) = splitter.next_block().expect("read") {
             let parser = read::Parser::new(
                 &none,
@@ -1215,7 +1215,7 @@ fn long_lines_read_the_same_whatever_the_block() {
     stream.extend(std::iter::repeat_n(b'y', read::MAX_LINE - 1));
     stream.extend(b"\nc\n");
     stream.extend(std::iter::repeat_n(b'z', 70_000));
-    let none = HashSet::new();
+    let none = super::Wanted::default();
     let mut seen: Option<Vec<(Vec<u8>, u64)>> = None;
     for size in [1, 7, 4096, 65_537, 100_000, 2 << 20] {
         let mut splitter = read::Splitter::new(&stream[..], size);
