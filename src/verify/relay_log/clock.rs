@@ -190,6 +190,11 @@ impl Clock {
     /// syslog's `Nov 29 22:15:57` (padded or not, with a fraction for
     /// `short-precise`) and `short-unix`.
     pub fn stamp(&self, line: &[u8]) -> Option<(Stamp, usize)> {
+        // The last syslog stamp's bytes start with a month's name, neither a digit nor a
+        // weekday: a line that starts with them is read by `syslog` below.
+        if let Some(seen) = self.syslog_seen(line) {
+            return Some(seen);
+        }
         let first = *line.first()?;
         if first.is_ascii_digit() {
             let end = memchr::memchr(b' ', line).unwrap_or(line.len());
@@ -218,14 +223,8 @@ impl Clock {
     /// `Nov 29 22:15:57`, `Mar  7 02:09:33`, `Mar 7 02:09:33`, `Dec 01 19:08:50`, each
     /// perhaps with `.123456`.
     fn syslog(&self, line: &[u8]) -> Option<(Stamp, usize)> {
-        // The reading below looks at no byte past the stamp but the one that ends it (a
-        // space, or the line's end): the same bytes so ended read the same.
-        if let Some(last) = *self.last_syslog.borrow() {
-            let len = usize::from(last.len);
-            if starts_with_kept(line, &last.text, len) && matches!(line.get(len), None | Some(b' '))
-            {
-                return Some((last.stamp, len));
-            }
+        if let Some(seen) = self.syslog_seen(line) {
+            return Some(seen);
         }
         let (stamp, end) = self.syslog_read(line)?;
         if end <= SYSLOG_KEPT {
@@ -238,6 +237,16 @@ impl Clock {
             });
         }
         Some((stamp, end))
+    }
+
+    /// The last syslog stamp read, when `line` starts with its very bytes. The reading
+    /// looks at no byte past a stamp but the one that ends it (a space, or the line's
+    /// end): the same bytes so ended read the same.
+    fn syslog_seen(&self, line: &[u8]) -> Option<(Stamp, usize)> {
+        let last = (*self.last_syslog.borrow())?;
+        let len = usize::from(last.len);
+        (starts_with_kept(line, &last.text, len) && matches!(line.get(len), None | Some(b' ')))
+            .then_some((last.stamp, len))
     }
 
     fn syslog_read(&self, line: &[u8]) -> Option<(Stamp, usize)> {

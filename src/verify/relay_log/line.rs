@@ -99,7 +99,7 @@ fn is_daemon(name: &[u8]) -> bool {
 }
 
 /// Whether `word` is one of [`LEVELS`], in any case.
-fn is_level(word: &[u8]) -> bool {
+pub(super) fn is_level(word: &[u8]) -> bool {
     if !(3..=8).contains(&word.len()) {
         return false;
     }
@@ -112,7 +112,7 @@ fn is_level(word: &[u8]) -> bool {
 }
 
 /// Words container images write where syslog writes the host.
-const LEVELS: &[&str] = &[
+pub(super) const LEVELS: &[&str] = &[
     "emerg", "alert", "crit", "critical", "err", "error", "warn", "warning", "notice", "info",
     "debug", "trace", "fatal",
 ];

@@ -1432,9 +1432,9 @@ impl<'w> Scan<'w> {
             self.identified_order.pop_front();
             self.identified_popped += 1;
         }
-        // Entries popped stay in the map until swept: it holds at most about twice the
+        // Entries popped stay in the map until swept: it holds at most about four times the
         // identified queue ids.
-        if self.identified.len() > 2 * self.identified_order.len() + 1024 {
+        if self.identified.len() > 4 * self.identified_order.len() + 4096 {
             let popped = self.identified_popped;
             self.identified.retain(|_, entry| *entry >= popped);
         }

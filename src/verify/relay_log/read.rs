@@ -351,6 +351,25 @@ pub(super) struct Parser<'w> {
     loss_needles: [memchr::memmem::Finder<'static>; 3],
     /// The block being read, lowered.
     lowered: std::cell::RefCell<Vec<u8>>,
+    /// The relay's own prefixes read so far (`host program[pid]: `), each with what it
+    /// was read as.
+    prefixes: std::cell::RefCell<Prefixes>,
+}
+
+/// The most prefixes a parser remembers before it starts again.
+const PREFIXES_KEPT: usize = 4096;
+
+type Prefixes = std::collections::HashMap<Box<[u8]>, Prefix, foldhash::fast::RandomState>;
+
+/// One of the relay's prefixes, `host program[pid]: ` as a line's bytes after its stamp
+/// start, and what [`line::relay_line`] read in it: where each part stands from the
+/// prefix's start, and the hash of its host and `program[pid]`. That reading looks at no
+/// byte past the prefix, so a line that starts with the same bytes reads the same.
+struct Prefix {
+    host: Option<(u32, u32)>,
+    tag: (u32, u32),
+    daemon: (u32, u32),
+    tag_hash: u64,
 }
 
 /// Where a block's lines may say something, found by searching the whole block once:
@@ -382,6 +401,7 @@ impl<'w> Parser<'w> {
             loss_needles: line::LOSS_NEEDLES
                 .map(|needle| memchr::memmem::Finder::new(needle).into_owned()),
             lowered: std::cell::RefCell::new(Vec::new()),
+            prefixes: std::cell::RefCell::new(Prefixes::default()),
         }
     }
 
@@ -416,6 +436,12 @@ impl<'w> Parser<'w> {
             span: Span::of(data, name),
             hash: self.hasher.hash_one((host, name)),
         }
+    }
+
+    /// The hash of a relay line's `program[pid]` and host, as [`Parser::name`] makes it.
+    fn tag_hash(&self, relay: &line::RelayLine<'_>) -> u64 {
+        use std::hash::BuildHasher;
+        self.hasher.hash_one((relay.host_key(), relay.tag))
     }
 
     /// Every line of `block`, in order.
@@ -471,10 +497,19 @@ impl<'w> Parser<'w> {
     fn read(&self, data: &[u8], line: &[u8], loss: bool) -> Kind {
         let stamped = line::stamped(line, &self.clock);
         let relay = stamped.as_ref().and_then(|s| {
-            let relay = s.relay_line(&self.names)?;
+            let (relay, tag_hash) = if s.rfc5424 {
+                let relay = s.relay_line(&self.names)?;
+                let tag_hash = self.tag_hash(&relay);
+                (relay, tag_hash)
+            } else {
+                self.relay_line(s.rest)?
+            };
             Some(Relay {
                 host: relay.host.map(|h| Span::of(data, h)),
-                tag: self.name(data, relay.host_key(), relay.tag),
+                tag: Name {
+                    span: Span::of(data, relay.tag),
+                    hash: tag_hash,
+                },
                 op: self.op(data, &relay),
             })
         });
@@ -483,6 +518,46 @@ impl<'w> Parser<'w> {
             loss,
             relay,
         }
+    }
+
+    /// [`line::relay_line`] of `rest`, with the hash of its host and `program[pid]`:
+    /// remembered by the bytes it read, so the lines of a process read it once.
+    fn relay_line<'l>(&self, rest: &'l [u8]) -> Option<(line::RelayLine<'l>, u64)> {
+        let part = |(from, to): (u32, u32)| &rest[from as usize..to as usize];
+        // A prefix remembered is exactly the bytes a reading looked at: one that ends at
+        // this line's first "]: " and is the line's start reads as it did.
+        if let Some(end) = line::find(rest, b"]: ")
+            && let Some(seen) = self.prefixes.borrow().get(&rest[..end + 3])
+        {
+            let relay = line::RelayLine {
+                host: seen.host.map(part),
+                tag: part(seen.tag),
+                daemon: part(seen.daemon),
+                text: &rest[end + 3..],
+            };
+            return Some((relay, seen.tag_hash));
+        }
+        let relay = line::relay_line(rest, &self.names)?;
+        let tag_hash = self.tag_hash(&relay);
+        let at = |bytes: &[u8]| {
+            let from = bytes.as_ptr() as usize - rest.as_ptr() as usize;
+            (from as u32, (from + bytes.len()) as u32)
+        };
+        let length = relay.text.as_ptr() as usize - rest.as_ptr() as usize;
+        let mut prefixes = self.prefixes.borrow_mut();
+        if prefixes.len() >= PREFIXES_KEPT {
+            prefixes.clear();
+        }
+        prefixes.insert(
+            rest[..length].into(),
+            Prefix {
+                host: relay.host.map(at),
+                tag: at(relay.tag),
+                daemon: at(relay.daemon),
+                tag_hash,
+            },
+        );
+        Some((relay, tag_hash))
     }
 
     /// Whether `line` names a wanted Message-ID anywhere.

@@ -1356,3 +1356,105 @@ fn identified_queue_ids_are_forgotten_on_time_among_thousands() {
         .collect();
     assert_eq!(orphans, [format!("Q{:08X}", count - 1 - 601)]);
 }
+
+/// The level words a container image writes where the host would be: each of the list in
+/// any case, and nothing else, however near (cut, extended, another case of a letter).
+#[test]
+fn level_words_are_exactly_the_list() {
+    let mut words: Vec<String> = Vec::new();
+    for level in line::LEVELS {
+        words.push(level.to_string());
+        words.push(level.to_uppercase());
+        words.push(format!("{}{}", level[..1].to_uppercase(), &level[1..]));
+        words.push(format!("{level}s"));
+        words.push(format!("x{level}"));
+        for cut in 1..level.len() {
+            words.push(level[..cut].to_string());
+            words.push(level[cut..].to_string());
+        }
+    }
+    words.extend(["relay", "mail", "localhost", "", "informational", "é"].map(String::from));
+    for word in &words {
+        let lowered = word.to_ascii_lowercase();
+        assert_eq!(
+            line::is_level(word.as_bytes()),
+            line::LEVELS.contains(&lowered.as_str()),
+            "{word:?}"
+        );
+    }
+}
+
+/// A line read after any other (whose prefix the parser remembers) is read as a parser
+/// of its own reads it: hosts, level words, programs, pids and `]: ` where a prefix
+/// could be mistaken for another's.
+#[test]
+fn a_line_reads_the_same_after_any_other() {
+    let rests = [
+        "relay postfix/smtpd[2001]: connect from app[10.0.0.5]",
+        "relay postfix/smtpd[2001]: 4ABCDEF1: client=app[10.0.0.5]",
+        "relay postfix/smtpd[200]: 4ABCDEF1: client=app[10.0.0.5]",
+        "relay postfix/smtpd[20011]: 4ABCDEF1: client=app[10.0.0.5]",
+        "relay2 postfix/smtpd[2001]: 4ABCDEF1: client=app[10.0.0.5]",
+        "relay  postfix/smtpd[2001]: 4ABCDEF1: client=app[10.0.0.5]",
+        "relay postfix/cleanup[2002]: 4ABCDEF1: message-id=<n-1.1.1@uns.local>",
+        "relay postfix-out/cleanup[2002]: 4ABCDEF1: message-id=<n-1.1.1@uns.local>",
+        "relay postfix/cleanupx[2002]: 4ABCDEF1: message-id=<n-1.1.1@uns.local>",
+        "relay other/cleanup[2002]: 4ABCDEF1: message-id=<n-1.1.1@uns.local>",
+        "relay postfix/qmgr[2003]: 4ABCDEF1: removed",
+        "relay postfix/qmgr[2003]: 4ABCDEF1: from=<a@b>, size=1, nrcpt=1 (queue active)",
+        "INFO postfix/qmgr[2003]: 4ABCDEF1: removed",
+        "info  postfix/qmgr[2003]: 4ABCDEF1: removed",
+        "postfix/qmgr[2003]: 4ABCDEF1: removed",
+        "postfix/qmgr[2003]:  4ABCDEF1: removed",
+        "a]: b postfix/qmgr[2003]: 4ABCDEF1: removed",
+        "relay]: postfix/qmgr[2003]: 4ABCDEF1: removed",
+        "relay postfix/qmgr[2003]: x]: 4ABCDEF1: removed",
+        "relay postfix/qmgr[20a3]: 4ABCDEF1: removed",
+        "relay postfix/qmgr[]: 4ABCDEF1: removed",
+        "relay post fix/qmgr[2003]: 4ABCDEF1: removed",
+        "relay postfix/smtpd[2001]:",
+        "relay postfix/smtpd[2001]: ",
+        "relay",
+        "",
+    ];
+    let stamps = [
+        "Nov 29 22:15:57 ",
+        "Nov 29 22:15:58 ",
+        "2026-11-29T22:15:57+00:00 ",
+    ];
+    let lines: Vec<String> = stamps
+        .iter()
+        .flat_map(|stamp| rests.iter().map(move |rest| format!("{stamp}{rest}\n")))
+        .collect();
+    let none = super::Wanted::default();
+    // One seed for every parser, as in a search: their names' hashes compare.
+    let hasher = foldhash::fast::RandomState::default();
+    let parser = || {
+        read::Parser::new(
+            &none,
+            &Zone::Fixed(0),
+            NEAR,
+            SyslogNames::default(),
+            hasher.clone(),
+        )
+    };
+    let block = |line: &str| read::Block {
+        data: line.as_bytes().to_vec(),
+        long: Vec::new(),
+    };
+    let shared = parser();
+    let mut relay = 0;
+    for before in &lines {
+        for line in &lines {
+            let _ = shared.parse(&block(before));
+            let read = shared.parse(&block(line));
+            let alone = parser().parse(&block(line));
+            relay += usize::from(matches!(
+                read[0].kind,
+                read::Kind::Read { relay: Some(_), .. }
+            ));
+            assert_eq!(read, alone, "{line:?} after {before:?}");
+        }
+    }
+    assert!(relay > 0);
+}
