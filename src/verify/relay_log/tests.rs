@@ -1458,3 +1458,27 @@ fn a_line_reads_the_same_after_any_other() {
     }
     assert!(relay > 0);
 }
+
+/// A name kept as a key holds exactly its bytes at every length, inline or not, and two
+/// made of equal bytes are equal wherever the bytes came from.
+#[test]
+fn a_short_key_keeps_exactly_its_bytes() {
+    let source: Vec<u8> = (0..64u8).map(|n| b'A' + n % 26).collect();
+    for length in 0..=40 {
+        for start in [0, 3, 11] {
+            let bytes = &source[start..start + length];
+            let short = super::Short::new(bytes);
+            assert_eq!(short.bytes(), bytes, "length {length} from {start}");
+            let copy: Vec<u8> = bytes.to_vec();
+            assert!(super::Short::new(&copy) == short, "length {length}");
+            if length > 0 {
+                let mut other = copy.clone();
+                other[length - 1] ^= 1;
+                assert!(super::Short::new(&other) != short, "length {length}");
+                other = copy.clone();
+                other[0] ^= 1;
+                assert!(super::Short::new(&other) != short, "length {length}");
+            }
+        }
+    }
+}
