@@ -59,6 +59,10 @@ fn main() -> anyhow::Result<()> {
         wanted.len(),
         written_at.elapsed().as_secs_f64()
     );
+    // A copy of the store as written, to profile `--record` against again and again.
+    if std::env::var_os("VERIFY_BENCH_DIR").is_some() {
+        std::fs::copy(&db, place.join("verify-as-written.db"))?;
+    }
     // The log is in UTC; the default margin of two minutes. The generated store's starts
     // do not record the envelope sender, as a store from before the adapter did: name it.
     let command = |extra: &[&str]| {
