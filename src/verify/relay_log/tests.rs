@@ -477,6 +477,14 @@ fn an_rfc3339_stamp_reads_the_same_after_any_other() {
     }
 }
 
+/// Each of `heads` followed by each of `tails`, and `end`.
+fn every_join(heads: &[&str], tails: &[&str], end: &str) -> Vec<String> {
+    heads
+        .iter()
+        .flat_map(|head| tails.iter().map(move |tail| format!("{head}{tail}{end}")))
+        .collect()
+}
+
 /// A syslog stamp read after another (the one the clock remembers, byte for byte) reads
 /// as it does on a clock of its own, whatever follows it, its padding or its fraction.
 #[test]
@@ -506,10 +514,7 @@ fn a_syslog_stamp_reads_the_same_after_any_other() {
         "5",
         "\t",
     ];
-    let lines: Vec<String> = stamps
-        .iter()
-        .flat_map(|stamp| tails.iter().map(move |tail| format!("{stamp}{tail}")))
-        .collect();
+    let lines = every_join(&stamps, &tails, "");
     let shared = clock::Clock::new(&Zone::Fixed(0), NEAR);
     for before in &lines {
         for line in &lines {
@@ -1075,21 +1080,29 @@ fn the_loss_rule_reads_every_mix_of_its_words_as_it_was_written() {
         "suspended",
         "-",
     ];
+    let checked = each_triple(&words, |a, b, c| {
+        let line = format!("relay rsyslogd[1]: {a} {b} {c}");
+        assert_eq!(
+            line::reports_loss(line.as_bytes()),
+            reports_loss_as_written(line.as_bytes()),
+            "{line}"
+        );
+    });
+    assert_eq!(checked, words.len().pow(3));
+}
+
+/// Calls `check` with every ordered triple of `words`, repeats included; how many.
+fn each_triple(words: &[&str], mut check: impl FnMut(&str, &str, &str)) -> usize {
     let mut checked = 0;
-    for a in &words {
-        for b in &words {
-            for c in &words {
-                let line = format!("relay rsyslogd[1]: {a} {b} {c}");
-                assert_eq!(
-                    line::reports_loss(line.as_bytes()),
-                    reports_loss_as_written(line.as_bytes()),
-                    "{line}"
-                );
+    for a in words {
+        for b in words {
+            for c in words {
+                check(a, b, c);
                 checked += 1;
             }
         }
     }
-    assert_eq!(checked, words.len().pow(3));
+    checked
 }
 
 /// `disconnect from`'s counts: what the session took, by its `data=` and `bdat=`
@@ -1186,23 +1199,17 @@ fn a_disconnect_lines_counts_read_as_first_written() {
         "data=1/",
         "commands=3/4data=2",
     ];
-    let mut checked = 0;
-    for a in &tokens {
-        for b in &tokens {
-            for c in &tokens {
-                let text = format!("disconnect from app[10.0.0.5] {a} {b}  {c}");
-                for line in [text.clone(), format!("{a} {b} {c} "), format!(" {c}")] {
-                    assert_eq!(
-                        read::messages_taken(line.as_bytes()),
-                        messages_taken_as_written(line.as_bytes()),
-                        "{line:?}"
-                    );
-                    checked += 1;
-                }
-            }
+    let checked = each_triple(&tokens, |a, b, c| {
+        let text = format!("disconnect from app[10.0.0.5] {a} {b}  {c}");
+        for line in [text, format!("{a} {b} {c} "), format!(" {c}")] {
+            assert_eq!(
+                read::messages_taken(line.as_bytes()),
+                messages_taken_as_written(line.as_bytes()),
+                "{line:?}"
+            );
         }
-    }
-    assert_eq!(checked, 3 * tokens.len().pow(3));
+    });
+    assert_eq!(checked, tokens.len().pow(3));
 }
 
 /// Lines longer than any kept, between others and at the file's end, read the same
@@ -1422,10 +1429,7 @@ fn a_line_reads_the_same_after_any_other() {
         "Nov 29 22:15:58 ",
         "2026-11-29T22:15:57+00:00 ",
     ];
-    let lines: Vec<String> = stamps
-        .iter()
-        .flat_map(|stamp| rests.iter().map(move |rest| format!("{stamp}{rest}\n")))
-        .collect();
+    let lines = every_join(&stamps, &rests, "\n");
     let none = super::Wanted::default();
     // One seed for every parser, as in a search: their names' hashes compare.
     let hasher = foldhash::fast::RandomState::default();
