@@ -1810,6 +1810,35 @@ mod evidence_holds {
     }
 
     proptest! {
+        #![proptest_config(ProptestConfig::with_cases(
+            std::env::var("UNS_PROPTEST_CASES").ok().and_then(|n| n.parse().ok()).unwrap_or(300),
+        ))]
+        /// What a parser remembers of the lines before (the last stamp of each layout, the
+        /// relay's prefixes) never changes what a line is: every line of a random log, in
+        /// every layout, damaged and cut lines among them, reads after the others as a
+        /// parser of its own reads it.
+        #[test]
+        fn a_line_reads_after_the_others_as_on_its_own(
+            kind in prop_oneof![Just(Base::Delivered), Just(Base::Lost), Just(Base::Absent)],
+            family in 0u8..9,
+            seeds in prop::collection::vec(any::<u32>(), 1..64),
+        ) {
+            let layout = layout(&seeds);
+            let options = relay_log::Options {
+                zone: relay_log::Zone::Fixed(0),
+                near: T0,
+                max_gap: 300.0,
+                names: relay_log::SyslogNames::new([layout.name.to_string()]),
+            };
+            for lines in mutate(kind, family, &seeds) {
+                let bytes = damaged(&lines, layout);
+                let otherwise = relay_log::first_line_read_otherwise_after_the_others(&bytes, &options);
+                prop_assert_eq!(otherwise, None, "{:?}", layout);
+            }
+        }
+    }
+
+    proptest! {
         // 600 cases in CI; UNS_PROPTEST_CASES asks for more (a long run before a release).
         #![proptest_config(ProptestConfig::with_cases(
             std::env::var("UNS_PROPTEST_CASES").ok().and_then(|n| n.parse().ok()).unwrap_or(600),

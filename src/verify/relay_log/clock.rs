@@ -221,11 +221,9 @@ impl Clock {
     }
 
     /// `Nov 29 22:15:57`, `Mar  7 02:09:33`, `Mar 7 02:09:33`, `Dec 01 19:08:50`, each
-    /// perhaps with `.123456`.
+    /// perhaps with `.123456`. [`Clock::stamp`] asked [`Clock::syslog_seen`] first: this
+    /// reads the stamp, and remembers it.
     fn syslog(&self, line: &[u8]) -> Option<(Stamp, usize)> {
-        if let Some(seen) = self.syslog_seen(line) {
-            return Some(seen);
-        }
         let (stamp, end) = self.syslog_read(line)?;
         if end <= SYSLOG_KEPT {
             let mut text = [0u8; SYSLOG_KEPT];

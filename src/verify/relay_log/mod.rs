@@ -362,6 +362,36 @@ pub fn search(paths: &[PathBuf], wanted: &HashSet<String>, options: Options) -> 
     search_with(paths, wanted, options, Reading::default())
 }
 
+/// The first line of `text` that one parser, having read the lines before it (and so
+/// remembering their stamps and prefixes), reads otherwise than a parser of its own
+/// (tests: what a parser remembers never changes what a line is).
+#[cfg(test)]
+pub(crate) fn first_line_read_otherwise_after_the_others(
+    text: &[u8],
+    options: &Options,
+) -> Option<String> {
+    let wanted = Wanted::default();
+    let hasher = foldhash::fast::RandomState::default();
+    let parser = || {
+        read::Parser::new(
+            &wanted,
+            &options.zone,
+            options.near,
+            options.names.clone(),
+            hasher.clone(),
+        )
+    };
+    let shared = parser();
+    text.split_inclusive(|b| *b == b'\n').find_map(|line| {
+        let block = read::Block {
+            data: line.to_vec(),
+            long: Vec::new(),
+        };
+        (shared.parse(&block) != parser().parse(&block))
+            .then(|| String::from_utf8_lossy(line).into_owned())
+    })
+}
+
 /// As [`search`], read as `reading` says (one thread, the size of a block): the answer is
 /// the same however the reading is cut.
 pub fn search_with(
