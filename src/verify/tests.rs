@@ -1240,13 +1240,7 @@ mod evidence_holds {
             })
             .collect();
         let wanted: HashSet<String> = [ID.to_string()].into();
-        let options = relay_log::Options {
-            zone: relay_log::Zone::Fixed(0),
-            near: T0,
-            max_gap: 300.0,
-            names: relay_log::SyslogNames::new(given.iter().map(|n| n.to_string())),
-        };
-        let found = relay_log::search(&paths, &wanted, options);
+        let found = relay_log::search(&paths, &wanted, options(given));
         let attempt = InDoubt {
             attempt: 1,
             message_id: Some(ID.into()),
@@ -1760,6 +1754,17 @@ mod evidence_holds {
         )
     }
 
+    /// How the generated logs are read: in UTC near [`T0`], gaps of five minutes, under
+    /// the syslog names `given`.
+    fn options(given: &[&str]) -> relay_log::Options {
+        relay_log::Options {
+            zone: relay_log::Zone::Fixed(0),
+            near: T0,
+            max_gap: 300.0,
+            names: relay_log::SyslogNames::new(given.iter().map(|n| n.to_string())),
+        }
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(
             std::env::var("UNS_PROPTEST_CASES").ok().and_then(|n| n.parse().ok()).unwrap_or(300),
@@ -1797,22 +1802,12 @@ mod evidence_holds {
                 })
                 .collect();
             let wanted: HashSet<String> = [ID.to_string(), "<n-9.1.1@uns.local>".to_string()].into();
-            let options = relay_log::Options {
-                zone: relay_log::Zone::Fixed(0),
-                near: T0,
-                max_gap: 300.0,
-                names: relay_log::SyslogNames::new([layout.name.to_string()]),
-            };
+            let options = options(&[layout.name]);
             let one = relay_log::search_with(&paths, &wanted, options.clone(), relay_log::Reading { threads: 1, block: 1 << 20 });
             let many = relay_log::search_with(&paths, &wanted, options, relay_log::Reading { threads, block });
             prop_assert_eq!(canonical(&one), canonical(&many));
         }
-    }
 
-    proptest! {
-        #![proptest_config(ProptestConfig::with_cases(
-            std::env::var("UNS_PROPTEST_CASES").ok().and_then(|n| n.parse().ok()).unwrap_or(300),
-        ))]
         /// What a parser remembers of the lines before (the last stamp of each layout, the
         /// relay's prefixes) never changes what a line is: every line of a random log, in
         /// every layout, damaged and cut lines among them, reads after the others as a
@@ -1824,12 +1819,7 @@ mod evidence_holds {
             seeds in prop::collection::vec(any::<u32>(), 1..64),
         ) {
             let layout = layout(&seeds);
-            let options = relay_log::Options {
-                zone: relay_log::Zone::Fixed(0),
-                near: T0,
-                max_gap: 300.0,
-                names: relay_log::SyslogNames::new([layout.name.to_string()]),
-            };
+            let options = options(&[layout.name]);
             for lines in mutate(kind, family, &seeds) {
                 let bytes = damaged(&lines, layout);
                 let otherwise = relay_log::first_line_read_otherwise_after_the_others(&bytes, &options);
