@@ -1381,25 +1381,21 @@ fn the_live_screen_works_an_entry_on_postgres_as_on_the_file() {
         ("UNS_OPERATOR", "oncall-pg"),
     ];
     // The rows below the header once the frame is whole: the selected entry's preview
-    // (its `next:` line) drawn, and two captures in a row the same, so a frame caught
-    // half written is never compared.
+    // (its `next:` line, drawn after the rows) on the screen, and five captures in a row
+    // the same, so a frame caught half written is never compared.
     let rows = |term: &support::tmux::Tmux| -> Vec<String> {
         let below_header =
             |screen: &str| -> Vec<String> { screen.lines().skip(1).map(str::to_string).collect() };
         let mut last = below_header(&term.wait_for("next: "));
-        let mut settled = None;
+        let mut same = 0;
         let still = support::wait_for(std::time::Duration::from_secs(20), || {
-            std::thread::sleep(std::time::Duration::from_millis(100));
             let now = below_header(&term.wait_for("next: "));
-            if now == last {
-                settled = Some(now);
-                return true;
-            }
+            same = if now == last { same + 1 } else { 0 };
             last = now;
-            false
+            same >= 5
         });
         assert!(still, "the screen never held still:\n{}", last.join("\n"));
-        settled.expect("settled")
+        last
     };
     let on_file = support::tmux::Tmux::start_sized(
         &in_terminal(&format!("--db {} tui", file.display()), &env),
