@@ -573,20 +573,58 @@ pub fn write_indented_entry<T: serde::Serialize>(
 ) -> std::io::Result<()> {
     buffer.clear();
     serde_json::to_writer_pretty(&mut *buffer, value).map_err(std::io::Error::other)?;
-    let mut lines = buffer.split(|b| *b == b'\n');
-    if let Some(first) = lines.next() {
-        writer.write_all(first)?;
+    indent_lines_after_the_first(buffer);
+    writer.write_all(buffer)
+}
+
+/// Puts four spaces after every newline of `text`, in place: one pass from the end, each
+/// line moved once, so an entry is handed to the writer whole.
+fn indent_lines_after_the_first(text: &mut Vec<u8>) {
+    const INDENT: &[u8] = b"    ";
+    let newlines = memchr::memchr_iter(b'\n', text).count();
+    let mut read = text.len();
+    text.resize(read + INDENT.len() * newlines, b' ');
+    let mut write = text.len();
+    while let Some(newline) = memchr::memrchr(b'\n', &text[..read]) {
+        let line = newline + 1..read;
+        write -= line.len();
+        text.copy_within(line, write);
+        write -= INDENT.len();
+        text[write..write + INDENT.len()].copy_from_slice(INDENT);
+        write -= 1;
+        text[write] = b'\n';
+        read = newline;
     }
-    for line in lines {
-        writer.write_all(b"\n    ")?;
-        writer.write_all(line)?;
-    }
-    Ok(())
+    debug_assert_eq!(read, write, "every line moved");
 }
 
 #[cfg(test)]
 mod tests {
-    use super::{Format, Output, Streamed, counted};
+    use super::{Format, Output, Streamed, counted, indent_lines_after_the_first};
+
+    /// Every line but the first gains four spaces, and nothing else changes, whatever
+    /// the lines hold: empty ones, ones in a row, one at either end.
+    #[test]
+    fn lines_after_the_first_are_indented_in_place() {
+        for text in [
+            "",
+            "\n",
+            "{}",
+            "{\n  \"a\": 1\n}",
+            "\n\nx\n",
+            "a\n\n\nb",
+            "ü\n€\n",
+        ] {
+            let expected = text.replace('\n', "\n    ");
+            let mut bytes = text.as_bytes().to_vec();
+            indent_lines_after_the_first(&mut bytes);
+            assert_eq!(
+                String::from_utf8(bytes).expect("utf-8"),
+                expected,
+                "{text:?}"
+            );
+        }
+    }
 
     /// Says which writing the output layer chose.
     struct Which;
