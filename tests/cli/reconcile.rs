@@ -572,3 +572,50 @@ fn every_context_is_reconciled_and_one_that_is_down_makes_a_partial_answer() {
         "{document:#}"
     );
 }
+
+/// Reconcile's JSON and CSV piped into a reader that stops early end quietly, as every
+/// command's output does: exit 0 and nothing on stderr. Each document is far larger than
+/// a pipe holds, so the writing meets the closed pipe.
+#[test]
+fn a_closed_pipe_ends_a_reconciliation_quietly() {
+    let dir = tempfile::tempdir().expect("dir");
+    let db = dir.path().join("uns.db");
+    let conn = schema::open(&db, OpenMode::Create).expect("store");
+    conn.execute_batch("PRAGMA synchronous = OFF")
+        .expect("pragma");
+    // Refused for good, each is MISSING: a line of the CSV as well as of the JSON.
+    let refused = DeliveryResult::rejected("HTTP 400: invalid_payload", true);
+    for n in 0..1000 {
+        support::play(
+            &conn,
+            T0 + f64::from(n),
+            &[Channel::Slack],
+            std::slice::from_ref(&refused),
+            1,
+        );
+    }
+    for (format, at_least) in [("json", 400_000), ("csv", 100_000)] {
+        let whole = support::launch(env!("CARGO_BIN_EXE_unsctl"))
+            .args(["--db", &db.to_string_lossy(), "reconcile", "-o", format])
+            .output()
+            .expect("reconcile");
+        assert!(whole.status.success(), "{format}");
+        assert!(
+            whole.stdout.len() > at_least,
+            "{format}: {}",
+            whole.stdout.len()
+        );
+        let cut = support::launch("bash")
+            .arg("-c")
+            .arg(format!(
+                "set -o pipefail; {} --db '{}' reconcile -o {format} | head -c 100 >/dev/null",
+                env!("CARGO_BIN_EXE_unsctl"),
+                db.display()
+            ))
+            .output()
+            .expect("bash");
+        let stderr = String::from_utf8_lossy(&cut.stderr);
+        assert_eq!(cut.status.code(), Some(0), "{format}: {stderr}");
+        assert!(stderr.is_empty(), "{format}: {stderr}");
+    }
+}
