@@ -517,21 +517,30 @@ fn channel_calls(db: &Db<'_>, since: f64) -> DbResult<Vec<ChannelCalls>> {
 }
 
 /// The relay the newest email attempt named, when it names one as `host:port`.
+///
+/// Only the newest [`RELAY_STARTS_READ`] starts are looked at: a store whose starts name
+/// no relay (Slack and PagerDuty alone, or an older runtime) is not read to its first
+/// event each time its health is asked for.
 fn newest_relay(db: &Db<'_>) -> DbResult<Option<String>> {
     let relay = db.dialect().json_text("payload", "$.smtp_relay");
     Ok(db
         .row(
             &format!(
-                "SELECT {relay} FROM uns_events
-                 WHERE kind = 'CHANNEL_ATTEMPT_STARTED' AND {relay} IS NOT NULL
-                 ORDER BY at DESC LIMIT 1"
+                "SELECT relay FROM (
+                     SELECT at, {relay} AS relay FROM uns_events
+                     WHERE kind = 'CHANNEL_ATTEMPT_STARTED' ORDER BY at DESC LIMIT ?1
+                 ) AS newest
+                 WHERE relay IS NOT NULL ORDER BY at DESC LIMIT 1"
             ),
-            &[],
+            args![RELAY_STARTS_READ],
             |row| Ok(Cells::new(row).text(0, "smtp_relay")),
         )?
         .flatten()
         .filter(|relay| is_relay_address(relay)))
 }
+
+/// The most channel starts read for the relay the newest email attempt named.
+pub const RELAY_STARTS_READ: i64 = 1000;
 
 /// `host:port` and nothing else: what a store names as its relay is probed only then.
 pub fn is_relay_address(text: &str) -> bool {

@@ -837,3 +837,49 @@ fn a_commit_that_fails_leaves_no_transaction_open() {
     db.write_tx(|tx| tx.batch("SELECT 1"))
         .expect("the next transaction starts");
 }
+
+/// The relay a store's health names is the one its newest email starts named: a relay
+/// named only before the newest `RELAY_STARTS_READ` starts is not looked for, so a store
+/// of Slack starts alone is never read to its first event.
+#[test]
+fn the_relay_in_the_health_is_read_from_the_newest_starts_alone() {
+    use unsctl::runtime::queries::{RELAY_STARTS_READ, health};
+    let store = store();
+    let id = submit(&store.conn, &[Channel::Email, Channel::Slack], 3);
+    let start = |at: f64, payload: Value| {
+        store
+            .conn
+            .execute(
+                "INSERT INTO uns_events (notification_id, at, kind, payload)
+                 VALUES (?1, ?2, 'CHANNEL_ATTEMPT_STARTED', ?3)",
+                rusqlite::params![id, at, payload.to_string()],
+            )
+            .expect("insert");
+    };
+    let relay = || {
+        health(&Db::Sqlite(&store.conn), 1e6, 900.0, None)
+            .expect("health")
+            .smtp_relay
+    };
+    start(
+        2000.0,
+        json!({"channel": "EMAIL", "smtp_relay": "old.example:25"}),
+    );
+    assert_eq!(relay().as_deref(), Some("old.example:25"));
+    for n in 1..RELAY_STARTS_READ {
+        start(2000.0 + n as f64, json!({"channel": "SLACK"}));
+    }
+    assert_eq!(
+        relay().as_deref(),
+        Some("old.example:25"),
+        "the 1000th newest"
+    );
+    start(5000.0, json!({"channel": "SLACK"}));
+    assert_eq!(relay(), None, "past the newest starts read");
+    start(
+        6000.0,
+        json!({"channel": "EMAIL", "smtp_relay": "new.example:2525"}),
+    );
+    start(6001.0, json!({"channel": "SLACK"}));
+    assert_eq!(relay().as_deref(), Some("new.example:2525"));
+}
