@@ -850,11 +850,51 @@ impl Reconciliation {
         store: &dyn crate::store::Store,
         visit: &mut (dyn FnMut(Reconciled) -> crate::store::Result<()> + Send),
     ) -> crate::store::Result<usize> {
-        self.each_with_events(store, &mut |_, _, items| {
-            for item in items {
-                visit(item)?;
-            }
-            Ok(())
+        // The histories are read on the walk's thread and reconciled on one of their own,
+        // in the order read: reading and reconciling each took a core's worth of time.
+        let (hand_on, arriving) = std::sync::mpsc::sync_channel::<Vec<History>>(4);
+        let only = self.asked.selection.channel;
+        std::thread::scope(|scope| {
+            let reconciling = scope.spawn(move || -> crate::store::Result<()> {
+                for histories in arriving {
+                    for history in &histories {
+                        for item in reconcile(history, &self.records, only, self.now) {
+                            visit(item)?;
+                        }
+                    }
+                }
+                Ok(())
+            });
+            let mut read = 0;
+            let mut reader = Reader::default();
+            let mut batch = Vec::with_capacity(RECONCILED_TOGETHER);
+            // Only a reconciling thread that stopped hangs up; why is told below.
+            let send = |batch| {
+                hand_on
+                    .send(batch)
+                    .map_err(|_| crate::store::StoreError::Stopped)
+            };
+            let walked = walk(store, &self.asked, &mut |row, events| {
+                read += 1;
+                let observed = events.iter().map(crate::store::StoredEvent::observed);
+                batch.push(reader.read_history(row, observed).clone());
+                if batch.len() < RECONCILED_TOGETHER {
+                    return Ok(());
+                }
+                send(std::mem::replace(
+                    &mut batch,
+                    Vec::with_capacity(RECONCILED_TOGETHER),
+                ))
+            })
+            .and_then(|()| send(batch));
+            drop(hand_on);
+            let reconciled = reconciling.join().unwrap_or_else(|_| {
+                Err(crate::store::StoreError::Other(
+                    "the reconciling thread failed".into(),
+                ))
+            });
+            // The visitor's error comes first: it is why the walk stopped.
+            reconciled.and(walked).map(|()| read)
         })
     }
 
@@ -908,6 +948,9 @@ impl Asked {
         }
     }
 }
+
+/// Histories handed from the walk to the reconciling thread at a time.
+const RECONCILED_TOGETHER: usize = 64;
 
 /// Each notification `asked` picks, with its events, in id order.
 fn walk(

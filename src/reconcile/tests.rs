@@ -484,3 +484,49 @@ fn the_records_not_given_are_named_for_the_channels_in_doubt_alone() {
     let only_email: ChannelSet = [Channel::Email].into_iter().collect();
     assert_eq!(no_records().not_given(&only_email), ["--relay-log"]);
 }
+
+/// Every case of the runbook as `repro all` left it, in a store on disk.
+fn every_case_store(dir: &std::path::Path) -> crate::store::direct::DirectStore {
+    let db = dir.join("uns.db");
+    rusqlite::Connection::open(&db)
+        .expect("store")
+        .execute_batch(include_str!("../../fixtures/every-case.sql"))
+        .expect("fixture");
+    crate::store::direct::DirectStore::open_read_only(&db).expect("open")
+}
+
+/// Reconciling runs beside the walk that reads the histories: every notification comes
+/// to the visitor once, in id order, and a visitor that fails stops it with its own
+/// error, called no more.
+#[test]
+fn a_visitor_sees_each_notification_in_order_and_its_failure_stops_the_walk() {
+    let dir = tempfile::tempdir().expect("dir");
+    let store = every_case_store(dir.path());
+    let asked = super::Asked::default();
+    let reconciliation = super::Reconciliation::read(&store, &asked, sources(), NOW).expect("read");
+    let mut ids = Vec::new();
+    let read = reconciliation
+        .each(&store, &mut |item| {
+            ids.push(item.id);
+            Ok(())
+        })
+        .expect("each");
+    let mut distinct = ids.clone();
+    distinct.dedup();
+    assert_eq!(read, distinct.len(), "{ids:?}");
+    assert!(read >= 6, "{ids:?}");
+    assert!(ids.is_sorted(), "{ids:?}");
+    let mut seen = 0;
+    let failed = reconciliation.each(&store, &mut |_| {
+        seen += 1;
+        if seen == 2 {
+            return Err(crate::store::StoreError::Other("the disk is full".into()));
+        }
+        Ok(())
+    });
+    assert!(
+        matches!(&failed, Err(crate::store::StoreError::Other(why)) if why == "the disk is full"),
+        "{failed:?}"
+    );
+    assert_eq!(seen, 2);
+}
