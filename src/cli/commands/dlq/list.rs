@@ -158,8 +158,9 @@ fn write_json(arriving: Receiver<Vec<Triaged>>) -> CliResult<Listed> {
         count(&mut listed, &triaged);
         writer.write_all(if first { b"\n    " } else { b",\n    " })?;
         first = false;
+        // serde_json hands a write's own error back as it was: a closed pipe stays one.
         serde_json::to_writer(&mut writer, &ListEntry::from(&triaged))
-            .map_err(std::io::Error::other)?;
+            .map_err(std::io::Error::from)?;
     }
     writer.write_all(if first { b"],\n" } else { b"\n  ],\n" })?;
     let summary = serde_json::to_string(&listed.counts).map_err(std::io::Error::other)?;
