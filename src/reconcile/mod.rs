@@ -893,8 +893,12 @@ impl Reconciliation {
                     "the reconciling thread failed".into(),
                 ))
             });
-            // The visitor's error comes first: it is why the walk stopped.
-            reconciled.and(walked).map(|()| read)
+            // The visitor's error comes first: it is why the walk stopped. A visitor that
+            // says Stopped ended early on purpose, as the walk's own visitors may.
+            match reconciled.and(walked) {
+                Ok(()) | Err(crate::store::StoreError::Stopped) => Ok(read),
+                Err(err) => Err(err),
+            }
         })
     }
 

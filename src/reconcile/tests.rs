@@ -529,4 +529,15 @@ fn a_visitor_sees_each_notification_in_order_and_its_failure_stops_the_walk() {
         "{failed:?}"
     );
     assert_eq!(seen, 2);
+    // Stopped is a visitor's way to end early: no failure, and no item after it.
+    let mut seen = 0;
+    let stopped = reconciliation.each(&store, &mut |_| {
+        seen += 1;
+        if seen == 3 {
+            return Err(crate::store::StoreError::Stopped);
+        }
+        Ok(())
+    });
+    assert!(stopped.is_ok(), "{stopped:?}");
+    assert_eq!(seen, 3);
 }
