@@ -121,51 +121,33 @@ pub fn write_reconcile(
     let mut document = Document::start(&reconciliation.window, writer)?;
     // The notifications are written out on a thread of their own while the next ones
     // are read and reconciled: the writing took half the reconciling thread's time.
-    let (hand_on, arriving) = std::sync::mpsc::sync_channel::<Vec<Reconciled>>(4);
-    std::thread::scope(|scope| {
-        let writing = scope.spawn(move || -> std::io::Result<_> {
-            for items in arriving {
-                for item in &items {
-                    document.item(item)?;
-                }
-            }
-            Ok(document)
-        });
-        let mut classes = Vec::new();
-        let mut batch = Vec::with_capacity(WRITTEN_TOGETHER);
-        let send = |batch: Vec<Reconciled>| {
-            // Only a writer that stopped hangs up; why it stopped is told below.
-            hand_on.send(batch).map_err(|_| StoreError::Stopped)
-        };
-        let read = reconciliation
-            .each(store, &mut |item| {
-                classes.push((item.channel, item.class));
-                batch.push(item);
-                if batch.len() < WRITTEN_TOGETHER {
-                    return Ok(());
-                }
-                send(std::mem::replace(
-                    &mut batch,
-                    Vec::with_capacity(WRITTEN_TOGETHER),
-                ))
-            })
-            .and_then(|_| send(batch));
-        drop(hand_on);
-        let document = writing
-            .join()
-            .unwrap_or_else(|_| Err(std::io::Error::other("the writing thread failed")));
-        match (read, document) {
-            (_, Err(err)) => Err(unwritten(err)),
-            (Err(err), Ok(_)) => Err(err.into()),
-            (Ok(()), Ok(document)) => {
-                document.finish(&summary(&reconciliation.channels(), classes), recent, None)
-            }
+    let write_each = move |arriving: Receiver<Vec<Reconciled>>| -> std::io::Result<_> {
+        for item in arriving.into_iter().flatten() {
+            document.item(&item)?;
         }
+        Ok(document)
+    };
+    let mut classes = Vec::new();
+    let (read, written) = crate::handoff::beside("write", write_each, |emit| {
+        reconciliation.each(store, &mut |item| {
+            classes.push((item.channel, item.class));
+            if emit(item) {
+                Ok(())
+            } else {
+                // Only a writer that stopped hangs up; why it stopped is told below.
+                Err(StoreError::Stopped)
+            }
+        })
     })
+    .map_err(|lost| StoreError::Other(lost.to_string()))?;
+    match (read, written) {
+        (_, Err(err)) => Err(unwritten(err)),
+        (Err(err), Ok(_)) => Err(err.into()),
+        (Ok(_), Ok(document)) => {
+            document.finish(&summary(&reconciliation.channels(), classes), recent, None)
+        }
+    }
 }
-
-/// Notifications handed from the reconciling thread to the writing one at a time.
-const WRITTEN_TOGETHER: usize = 64;
 
 /// `reconcile -o csv`: one line per notification and channel that needs a person
 /// (DUPLICATED, MISSING), for a mail merge: RFC 4180 quoting, and no cell a spreadsheet

@@ -13,6 +13,7 @@ pub mod config;
 pub mod db;
 pub mod documents;
 pub mod exit;
+pub mod handoff;
 pub mod history;
 pub mod identity;
 pub mod interrupt;

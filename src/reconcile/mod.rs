@@ -24,6 +24,7 @@ use crate::verify::Delivery;
 use records::Records;
 use serde::Serialize;
 use std::collections::BTreeMap;
+use std::sync::mpsc::Receiver;
 
 /// What reconciliation says about one notification's channel. The order of the variants
 /// is the order a person works through them ([`person_order`]).
@@ -852,54 +853,35 @@ impl Reconciliation {
     ) -> crate::store::Result<usize> {
         // The histories are read on the walk's thread and reconciled on one of their own,
         // in the order read: reading and reconciling each took a core's worth of time.
-        let (hand_on, arriving) = std::sync::mpsc::sync_channel::<Vec<History>>(4);
         let only = self.asked.selection.channel;
-        std::thread::scope(|scope| {
-            let reconciling = scope.spawn(move || -> crate::store::Result<()> {
-                for histories in arriving {
-                    for history in &histories {
-                        for item in reconcile(history, &self.records, only, self.now) {
-                            visit(item)?;
-                        }
-                    }
+        let mut read = 0;
+        let mut reader = Reader::default();
+        let reconcile_each = |arriving: Receiver<Vec<History>>| -> crate::store::Result<()> {
+            for history in arriving.into_iter().flatten() {
+                for item in reconcile(&history, &self.records, only, self.now) {
+                    visit(item)?;
                 }
-                Ok(())
-            });
-            let mut read = 0;
-            let mut reader = Reader::default();
-            let mut batch = Vec::with_capacity(RECONCILED_TOGETHER);
-            // Only a reconciling thread that stopped hangs up; why is told below.
-            let send = |batch| {
-                hand_on
-                    .send(batch)
-                    .map_err(|_| crate::store::StoreError::Stopped)
-            };
-            let walked = walk(store, &self.asked, &mut |row, events| {
+            }
+            Ok(())
+        };
+        let (walked, reconciled) = crate::handoff::beside("reconcile", reconcile_each, |emit| {
+            walk(store, &self.asked, &mut |row, events| {
                 read += 1;
                 let observed = events.iter().map(crate::store::StoredEvent::observed);
-                batch.push(reader.read_history(row, observed).clone());
-                if batch.len() < RECONCILED_TOGETHER {
-                    return Ok(());
+                if emit(reader.read_history(row, observed).clone()) {
+                    Ok(())
+                } else {
+                    Err(crate::store::StoreError::Stopped)
                 }
-                send(std::mem::replace(
-                    &mut batch,
-                    Vec::with_capacity(RECONCILED_TOGETHER),
-                ))
             })
-            .and_then(|()| send(batch));
-            drop(hand_on);
-            let reconciled = reconciling.join().unwrap_or_else(|_| {
-                Err(crate::store::StoreError::Other(
-                    "the reconciling thread failed".into(),
-                ))
-            });
-            // The visitor's error comes first: it is why the walk stopped. A visitor that
-            // says Stopped ended early on purpose, as the walk's own visitors may.
-            match reconciled.and(walked) {
-                Ok(()) | Err(crate::store::StoreError::Stopped) => Ok(read),
-                Err(err) => Err(err),
-            }
         })
+        .map_err(|lost| crate::store::StoreError::Other(lost.to_string()))?;
+        // The visitor's error comes first: it is why the walk stopped. A visitor that
+        // says Stopped ended early on purpose, as the walk's own visitors may.
+        match reconciled.and(walked) {
+            Ok(()) | Err(crate::store::StoreError::Stopped) => Ok(read),
+            Err(err) => Err(err),
+        }
     }
 
     /// [`Reconciliation::each`], one notification at a time, with its row and its events
@@ -952,9 +934,6 @@ impl Asked {
         }
     }
 }
-
-/// Histories handed from the walk to the reconciling thread at a time.
-const RECONCILED_TOGETHER: usize = 64;
 
 /// Each notification `asked` picks, with its events, in id order.
 fn walk(
