@@ -207,8 +207,10 @@ fn triage(cluster: &postgres::Cluster, entries: usize) -> anyhow::Result<()> {
     let psql = cluster.bin.join("psql");
     // The very reads `dlq triage` makes of the whole DLQ (they take no values).
     let selection = unsctl::store::Selection::default();
-    let (entries_sql, events_sql, values) =
-        unsctl::store::postgres_reads(unsctl::store::Rows::Dlq(&selection));
+    let (entries_sql, events_sql, values) = unsctl::store::postgres_reads(
+        unsctl::store::Rows::Dlq(&selection),
+        unsctl::store::Events::All,
+    );
     anyhow::ensure!(values.is_empty(), "a COPY takes no values: {values:?}");
     let psql_copy = |copies: Vec<String>| -> Box<dyn FnMut() -> Command> {
         let (psql, url) = (psql.clone(), url.clone());

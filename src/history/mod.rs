@@ -377,6 +377,18 @@ impl History {
     }
 }
 
+/// The kinds a history's attempts are read from: the channel starts and results. Read
+/// alone, in order, they give the same attempts, numbered and started alike; only when
+/// an attempt ended needs the claims as well ([`ATTEMPT_WINDOW_KINDS`]).
+pub const ATTEMPT_KINDS: &[Kind] = &[Kind::ChannelAttemptStarted, Kind::ChannelAttemptResult];
+
+/// [`ATTEMPT_KINDS`] and the claims, whose leases bound when each attempt ended.
+pub const ATTEMPT_WINDOW_KINDS: &[Kind] = &[
+    Kind::AttemptStarted,
+    Kind::ChannelAttemptStarted,
+    Kind::ChannelAttemptResult,
+];
+
 /// Reads a history one event at a time, in id order.
 pub struct Reader {
     history: History,

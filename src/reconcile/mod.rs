@@ -20,6 +20,7 @@ use crate::clock;
 use crate::history::{Attempt, ChannelHistory, History, Reader, Verification};
 use crate::model::ProviderOutcome;
 use crate::model::{Channel, MessageId, Status};
+use crate::store::Events;
 use crate::verify::Delivery;
 use records::Records;
 use serde::Serialize;
@@ -827,7 +828,9 @@ impl Reconciliation {
         let records = if records::Needs::wanted(&sources) {
             let mut needs = records::Needs::default();
             let mut reader = Reader::default();
-            walk(store, asked, &mut |row, events| {
+            // Only the attempts are asked about: the events they are read from suffice.
+            let only = records::Needs::events(&sources);
+            walk(store, asked, only, &mut |row, events| {
                 let observed = events.iter().map(crate::store::StoredEvent::observed);
                 needs.add(reader.read_history(row, observed), &sources);
                 Ok(())
@@ -865,7 +868,7 @@ impl Reconciliation {
             Ok(())
         };
         let (walked, reconciled) = crate::handoff::beside("reconcile", reconcile_each, |emit| {
-            walk(store, &self.asked, &mut |row, events| {
+            walk(store, &self.asked, Events::All, &mut |row, events| {
                 read += 1;
                 let observed = events.iter().map(crate::store::StoredEvent::observed);
                 if emit(reader.read_history(row, observed).clone()) {
@@ -894,7 +897,7 @@ impl Reconciliation {
     ) -> crate::store::Result<usize> {
         let mut read = 0;
         let mut reader = Reader::default();
-        walk(store, &self.asked, &mut |row, events| {
+        walk(store, &self.asked, Events::All, &mut |row, events| {
             read += 1;
             let observed = events.iter().map(crate::store::StoredEvent::observed);
             let history = reader.read_history(row, observed);
@@ -936,9 +939,11 @@ impl Asked {
 }
 
 /// Each notification `asked` picks, with its events, in id order.
+/// Every notification `asked` picks, with (at least) the events `events` asks for.
 fn walk(
     store: &dyn crate::store::Store,
     asked: &Asked,
+    events: Events,
     visit: &mut (
              dyn FnMut(
         &crate::model::Notification,
@@ -958,14 +963,19 @@ fn walk(
     }
     let limit = asked.limit.unwrap_or(usize::MAX);
     let mut taken = 0;
-    let walked = store.each_attempted(&asked.selection, asked.window, &mut |row, events| {
-        visit(&row, events)?;
-        taken += 1;
-        if taken >= limit {
-            return Err(crate::store::StoreError::Stopped);
-        }
-        Ok(())
-    });
+    let walked = store.each_attempted(
+        &asked.selection,
+        asked.window,
+        events,
+        &mut |row, events| {
+            visit(&row, events)?;
+            taken += 1;
+            if taken >= limit {
+                return Err(crate::store::StoreError::Stopped);
+            }
+            Ok(())
+        },
+    );
     match walked {
         Ok(()) | Err(crate::store::StoreError::Stopped) => Ok(()),
         Err(err) => Err(err),

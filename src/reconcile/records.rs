@@ -25,7 +25,7 @@ pub struct Records {
 }
 
 /// What the records are asked about, collected from the histories one at a time.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, PartialEq)]
 pub struct Needs {
     /// Every EMAIL attempt's Message-ID, with when it started.
     message_ids: Vec<(f64, String)>,
@@ -39,6 +39,17 @@ impl Needs {
     /// Whether `sources` name any record at all: without one, nothing is collected.
     pub fn wanted(sources: &Sources) -> bool {
         !sources.relay_logs.is_empty() || sources.slack.is_some() || sources.pagerduty.is_some()
+    }
+
+    /// The events a history must be read with for [`Needs::add`]: the attempts', and
+    /// the claims too when Slack is asked over the span of every attempt, which ends
+    /// with its lease.
+    pub fn events(sources: &Sources) -> crate::store::Events {
+        crate::store::Events::Kinds(if sources.slack.is_some() {
+            crate::history::ATTEMPT_WINDOW_KINDS
+        } else {
+            crate::history::ATTEMPT_KINDS
+        })
     }
 
     /// Adds what `history`'s attempts ask of the records `sources` name.

@@ -541,3 +541,142 @@ fn a_visitor_sees_each_notification_in_order_and_its_failure_stops_the_walk() {
     assert!(stopped.is_ok(), "{stopped:?}");
     assert_eq!(seen, 3);
 }
+
+/// What the first walk collects from `store`, reading the histories with `events`: the
+/// needs (or the walk's error), and the kinds of the events it was handed whose kind
+/// could be read, with how many.
+fn needs_read_with(
+    store: &dyn crate::store::Store,
+    sources: &Sources,
+    events: crate::store::Events,
+) -> (
+    Result<super::records::Needs, String>,
+    std::collections::BTreeMap<String, usize>,
+) {
+    let mut needs = super::records::Needs::default();
+    let mut reader = crate::history::Reader::default();
+    let mut kinds = std::collections::BTreeMap::new();
+    let walked = super::walk(
+        store,
+        &super::Asked::default(),
+        events,
+        &mut |row, stored| {
+            // A kind cell that is not text is read as text, and said to be unreadable.
+            for event in stored
+                .iter()
+                .filter(|e| !e.unreadable.iter().any(|p| p.starts_with("kind")))
+            {
+                *kinds.entry(event.kind.to_string()).or_default() += 1;
+            }
+            let observed = stored.iter().map(crate::store::StoredEvent::observed);
+            needs.add(reader.read_history(row, observed), sources);
+            Ok(())
+        },
+    );
+    (walked.map(|()| needs).map_err(|err| err.to_string()), kinds)
+}
+
+/// Stores to read histories from, each named, as SQL: every case of the fixture, the
+/// same with events whose kind only looks like an attempt's, and each hostile store.
+fn stores_of_every_shape() -> Vec<(String, String)> {
+    // Kinds that only look like a start, each with a payload a start would have: no
+    // reading takes them for an attempt, so leaving them unread changes nothing.
+    let look_alikes = "
+        INSERT INTO uns_events (notification_id, at, kind, payload)
+        SELECT id, at - 30, kind_, json_object('channel', 'EMAIL', 'cycle', 1,
+               'attempt', 7, 'lease_token', 'x')
+        FROM (SELECT notification_id AS id, min(at) AS at FROM uns_events GROUP BY 1)
+        CROSS JOIN (SELECT CAST('CHANNEL_ATTEMPT_STARTED' AS BLOB) AS kind_
+                    UNION ALL SELECT 'channel_attempt_started'
+                    UNION ALL SELECT 'CHANNEL_ATTEMPT_STARTED '
+                    UNION ALL SELECT 'ATTEMPT_STARTED');";
+    let mut stores: Vec<(String, String)> = vec![
+        (
+            "every-case".into(),
+            include_str!("../../fixtures/every-case.sql").into(),
+        ),
+        (
+            "every-case with look-alike kinds".into(),
+            format!(
+                "{}{look_alikes}",
+                include_str!("../../fixtures/every-case.sql")
+            ),
+        ),
+    ];
+    let hostile = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/hostile");
+    let base = std::fs::read_to_string(hostile.join("base.sql")).expect("base");
+    for entry in std::fs::read_dir(&hostile).expect("hostile fixtures") {
+        let path = entry.expect("entry").path();
+        if path.extension().is_some_and(|e| e == "sql") && !path.ends_with("base.sql") {
+            let patch = std::fs::read_to_string(&path).expect("patch");
+            stores.push((path.display().to_string(), format!("{base}\n{patch}")));
+        }
+    }
+    stores
+}
+
+/// The first walk reads only the events the attempts are read from, and asks the
+/// records exactly what a reading of every event would: on every case of the fixture,
+/// on each hostile store, and with events whose kind only looks like an attempt's.
+#[test]
+fn the_first_walk_reads_the_attempts_events_alone_and_asks_the_same() {
+    let relay_only = Sources {
+        relay_logs: vec!["/nonexistent/maillog".into()],
+        ..sources()
+    };
+    let every_record = Sources {
+        slack: Some(slack::Api {
+            api_url: "http://127.0.0.1:9".into(),
+            token: "xoxb-secret".into(),
+            channel: "C0ALERTS".into(),
+            bot_id: None,
+            timeout: crate::verify::http::DEFAULT_TIMEOUT,
+        }),
+        pagerduty: Some(pagerduty::Api {
+            api_url: "http://127.0.0.1:9".into(),
+            token: "pd-secret-token".into(),
+            timeout: crate::verify::http::DEFAULT_TIMEOUT,
+        }),
+        ..relay_only.clone()
+    };
+    let stores = stores_of_every_shape();
+    let mut compared = 0;
+    for (name, sql) in &stores {
+        let dir = tempfile::tempdir().expect("dir");
+        let db = dir.path().join("uns.db");
+        rusqlite::Connection::open(&db)
+            .expect("store")
+            .execute_batch(sql)
+            .unwrap_or_else(|err| panic!("{name}: {err}"));
+        let store = crate::store::direct::DirectStore::open_read_only(&db)
+            .unwrap_or_else(|err| panic!("{name}: {err}"));
+        for sources in [&relay_only, &every_record] {
+            let crate::store::Events::Kinds(asked) = super::records::Needs::events(sources) else {
+                panic!("the first walk asks for every event");
+            };
+            let (all, every_kind) = needs_read_with(&store, sources, crate::store::Events::All);
+            let (alone, kinds) =
+                needs_read_with(&store, sources, crate::store::Events::Kinds(asked));
+            assert_eq!(alone, all, "{name}");
+            // The store reads no other kind, and every event of those kinds.
+            let wanted = |kind: &str| asked.iter().any(|k| k.as_str() == kind);
+            let expected: std::collections::BTreeMap<String, usize> = every_kind
+                .iter()
+                .filter(|(kind, _)| wanted(kind))
+                .map(|(kind, count)| (kind.clone(), *count))
+                .collect();
+            assert_eq!(kinds, expected, "{name}");
+            assert!(
+                every_kind.keys().any(|kind| !wanted(kind)),
+                "{name}: {every_kind:?}"
+            );
+            compared += 1;
+        }
+    }
+    assert_eq!(compared, 2 * stores.len());
+    assert!(
+        stores.len() >= 15,
+        "every hostile store is read: {}",
+        stores.len()
+    );
+}

@@ -331,11 +331,13 @@ impl Store for DirectStore {
         &self,
         selection: &Selection,
         window: super::Window,
+        events: super::Events,
         visit: &mut super::EntryVisit<'_>,
     ) -> Result<()> {
         super::walk::each_entry(
             &self.db(),
             super::Rows::Attempted { selection, window },
+            events,
             visit,
         )
     }

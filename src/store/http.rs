@@ -604,11 +604,13 @@ impl Store for HttpStore {
         })
     }
 
-    /// Pages of the reconcile route, each entry handed on with its events as sent.
+    /// Pages of the reconcile route, each entry handed on with every event sent: the
+    /// route sends them all, whichever `_events` asks for.
     fn each_attempted(
         &self,
         selection: &Selection,
         window: super::Window,
+        _events: super::Events,
         visit: &mut super::EntryVisit<'_>,
     ) -> Result<()> {
         let mut query = selection.query();

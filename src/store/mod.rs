@@ -7,7 +7,7 @@ pub mod place;
 pub mod selection;
 mod walk;
 
-pub use selection::{Rows, Selection, Window};
+pub use selection::{Events, Rows, Selection, Window};
 pub use walk::postgres_reads;
 
 use crate::api::{ActionRequest, ActionResponse, DlqPage, EventsResponse, NotificationDoc};
@@ -265,11 +265,13 @@ pub trait Store {
 
     /// Every notification with a channel attempt started in `window`, in the DLQ or not,
     /// narrowed by the selection's channel and error text, in id order, with its events
-    /// as stored (reconcile). Its row carries only the message's recipient.
+    /// as stored, at least those `events` asks for (reconcile). Its row carries only the
+    /// message's recipient.
     fn each_attempted(
         &self,
         selection: &Selection,
         window: Window,
+        events: Events,
         visit: &mut EntryVisit<'_>,
     ) -> Result<()>;
 

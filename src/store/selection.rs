@@ -442,6 +442,34 @@ pub enum Rows<'s> {
     },
 }
 
+/// Which of a notification's events a walk hands on with it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Events {
+    /// Every one: the whole history.
+    All,
+    /// At least those of these kinds: all a question reads, so a backend may leave the
+    /// rest unread (one that cannot hands on every event, which answers the same).
+    Kinds(&'static [crate::model::Kind]),
+}
+
+impl Events {
+    /// The condition on `uns_events e` that keeps these events (empty: every event).
+    /// The kinds are unsctl's own names, so they stand in the text as literals.
+    pub fn join_sql(self) -> String {
+        match self {
+            Events::All => String::new(),
+            Events::Kinds([]) => " AND 1 = 0".to_string(),
+            Events::Kinds(kinds) => {
+                let names: Vec<String> = kinds
+                    .iter()
+                    .map(|kind| format!("'{}'", kind.as_str()))
+                    .collect();
+                format!(" AND e.kind IN ({})", names.join(", "))
+            }
+        }
+    }
+}
+
 /// A triage shows what the message was (its subject and email recipient), never the
 /// rest of it: the two, cut to a line's length, are all that is read of the payload.
 pub fn message_only(dialect: Dialect) -> &'static str {

@@ -8,7 +8,7 @@
 //! reads of one snapshot, each in its index's order, merged by id as they arrive.
 
 use super::selection::Rows;
-use super::{EntryVisit, Result, Selection, StoreError, StoredEvent, Triaged, Visit};
+use super::{EntryVisit, Events, Result, Selection, StoreError, StoredEvent, Triaged, Visit};
 use crate::db::pg::PgConn;
 use crate::db::snapshot::Merged;
 use crate::db::{Db, Dialect};
@@ -33,21 +33,30 @@ const BY_TIME: &str = "uns_notifications_dlq_updated";
 
 pub fn each_triaged(conn: &Db<'_>, selection: &Selection, visit: &mut Visit<'_>) -> Result<()> {
     let mut reader = Reader::default();
-    walk(conn, Rows::Dlq(selection), |batch| {
+    walk(conn, Rows::Dlq(selection), Events::All, |batch| {
         triage_batch(batch, selection, &mut reader, visit)
     })
 }
 
-/// Every notification `rows` picks, in id order, with its events as stored (reconcile).
-pub fn each_entry(conn: &Db<'_>, rows: Rows<'_>, visit: &mut EntryVisit<'_>) -> Result<()> {
+/// Every notification `rows` picks, in id order, with those of its events `events` asks
+/// for, as stored (reconcile).
+pub fn each_entry(
+    conn: &Db<'_>,
+    rows: Rows<'_>,
+    events: Events,
+    visit: &mut EntryVisit<'_>,
+) -> Result<()> {
     let selection = rows.selection();
-    walk(conn, rows, |batch| entry_batch(batch, selection, visit))
+    walk(conn, rows, events, |batch| {
+        entry_batch(batch, selection, visit)
+    })
 }
 
-/// Reads `rows` on this thread and hands each batch to `decode` on another.
+/// Reads `rows` with `events` on this thread and hands each batch to `decode` on another.
 fn walk(
     conn: &Db<'_>,
     rows: Rows<'_>,
+    events: Events,
     mut decode: impl FnMut(&Batch) -> Result<()> + Send,
 ) -> Result<()> {
     let (full, arriving) = sync_channel::<Batch>(2);
@@ -64,8 +73,8 @@ fn walk(
             })
             .map_err(|err| StoreError::Other(format!("cannot start the decode thread: {err}")))?;
         let read = match conn {
-            Db::Sqlite(conn) => read(conn, rows, full, returned),
-            Db::Postgres(conn) => stream(conn, rows, full, returned),
+            Db::Sqlite(conn) => read(conn, rows, events, full, returned),
+            Db::Postgres(conn) => stream(conn, rows, events, full, returned),
         };
         let decoded = decoder
             .join()
@@ -94,17 +103,22 @@ fn columns(rows: Rows<'_>, dialect: Dialect) -> String {
     }
 }
 
-/// The two reads a walk of `rows` makes of PostgreSQL, and the values both take: the
-/// entries by id, their first column the id; and their events by entry and id, their
-/// first column the entry's id. (The benchmark has psql stream the very same rows.)
-pub fn postgres_reads(rows: Rows<'_>) -> (String, String, Vec<rusqlite::types::Value>) {
+/// The two reads a walk of `rows` (with `events`) makes of PostgreSQL, and the values
+/// both take: the entries by id, their first column the id; and their events by entry
+/// and id, their first column the entry's id. (The benchmark has psql stream the very
+/// same rows.)
+pub fn postgres_reads(
+    rows: Rows<'_>,
+    events: Events,
+) -> (String, String, Vec<rusqlite::types::Value>) {
     let (filter, params) = rows.where_sql(Dialect::Postgres);
     let columns = columns(rows, Dialect::Postgres);
     let heads =
         format!("SELECT n.id, {columns} FROM uns_notifications n WHERE {filter} ORDER BY n.id");
+    let kinds = events.join_sql();
     let lines = format!(
         "SELECT e.notification_id, {EVENT_COLUMNS} FROM uns_events e
-         WHERE e.notification_id IN (SELECT n.id FROM uns_notifications n WHERE {filter})
+         WHERE e.notification_id IN (SELECT n.id FROM uns_notifications n WHERE {filter}){kinds}
          ORDER BY e.notification_id, e.id"
     );
     (heads, lines, params)
@@ -117,10 +131,11 @@ pub fn postgres_reads(rows: Rows<'_>) -> (String, String, Vec<rusqlite::types::V
 fn stream(
     conn: &PgConn,
     rows: Rows<'_>,
+    events: Events,
     full: SyncSender<Batch>,
     returned: Receiver<Batch>,
 ) -> Result<()> {
-    let (heads, lines, params) = postgres_reads(rows);
+    let (heads, lines, params) = postgres_reads(rows, events);
     let mut batcher = Batcher {
         batch: Batch::default(),
         full,
@@ -143,18 +158,21 @@ fn stream(
 }
 
 /// Steps the store and fills batches. Rows come in the walk's shape: the row id, then
-/// [`EVENT_COLUMNS`] (NULL when the entry has no events).
+/// [`EVENT_COLUMNS`] (NULL when the entry has none of the events asked for).
 fn read(
     conn: &Connection,
     rows: Rows<'_>,
+    events: Events,
     full: SyncSender<Batch>,
     returned: Receiver<Batch>,
 ) -> Result<()> {
     let (filter, params) = rows.where_sql(Dialect::Sqlite);
+    // The kinds join with the events, so an entry with none of them still comes, alone.
+    let kinds = events.join_sql();
     let walk_sql = |which: &str| {
         format!(
             "SELECT n.rowid, {EVENT_COLUMNS}
-             FROM uns_notifications n LEFT JOIN uns_events e ON e.notification_id = n.id
+             FROM uns_notifications n LEFT JOIN uns_events e ON e.notification_id = n.id{kinds}
              WHERE {which} ORDER BY n.id, n.rowid, e.id"
         )
     };
