@@ -442,6 +442,17 @@ pub enum Rows<'s> {
     },
 }
 
+/// How the window of [`Rows::Attempted`] is asked of SQLite: both keep the same rows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Attempts {
+    /// The window's starts are all read first, by the index of kinds by time: a cost
+    /// of the window's size, once per statement (a walk).
+    AllAtOnce,
+    /// Each row's own starts, by the index of events by notification: a cost of the
+    /// rows looked at (a page of notifications that lie together, SQLite only).
+    RowByRow,
+}
+
 /// Which of a notification's events a walk hands on with it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Events {
@@ -514,6 +525,16 @@ impl Rows<'_> {
 
     /// The condition on `uns_notifications n`, and its parameters.
     pub fn where_sql(&self, dialect: Dialect) -> (String, Vec<rusqlite::types::Value>) {
+        self.where_sql_as(dialect, Attempts::AllAtOnce)
+    }
+
+    /// [`Rows::where_sql`], with the window of [`Rows::Attempted`] asked as `attempts`
+    /// says; the rows it keeps are the same.
+    pub fn where_sql_as(
+        &self,
+        dialect: Dialect,
+        attempts: Attempts,
+    ) -> (String, Vec<rusqlite::types::Value>) {
         use rusqlite::types::Value;
         match self {
             Rows::Dlq(selection) => {
@@ -523,10 +544,18 @@ impl Rows<'_> {
             Rows::Attempted { selection, window } => {
                 let (filter, filter_params) = selection.dlq_sql(dialect);
                 let mut params = Vec::new();
-                let mut sql = String::from(
-                    "n.id IN (SELECT a.notification_id FROM uns_events a
-                      WHERE a.kind = 'CHANNEL_ATTEMPT_STARTED'",
-                );
+                let mut sql = String::from(match attempts {
+                    Attempts::AllAtOnce => {
+                        "n.id IN (SELECT a.notification_id FROM uns_events a
+                          WHERE a.kind = 'CHANNEL_ATTEMPT_STARTED'"
+                    }
+                    // `+` keeps SQLite off the index of kinds by time, which would read
+                    // the whole window for every row.
+                    Attempts::RowByRow => {
+                        "EXISTS (SELECT 1 FROM uns_events a
+                          WHERE a.notification_id = n.id AND +a.kind = 'CHANNEL_ATTEMPT_STARTED'"
+                    }
+                });
                 if let Some(since) = window.since {
                     sql.push_str(" AND a.at >= ?");
                     params.push(Value::Real(since));
