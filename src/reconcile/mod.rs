@@ -943,7 +943,7 @@ impl Asked {
 fn walk(
     store: &dyn crate::store::Store,
     asked: &Asked,
-    events: Events,
+    events: Events<'_>,
     visit: &mut (
              dyn FnMut(
         &crate::model::Notification,

@@ -44,7 +44,7 @@ impl Needs {
     /// The events a history must be read with for [`Needs::add`]: the attempts', and
     /// the claims too when Slack is asked over the span of every attempt, which ends
     /// with its lease.
-    pub fn events(sources: &Sources) -> crate::store::Events {
+    pub fn events(sources: &Sources) -> crate::store::Events<'static> {
         crate::store::Events::Kinds(if sources.slack.is_some() {
             crate::history::ATTEMPT_WINDOW_KINDS
         } else {

@@ -331,7 +331,7 @@ impl Store for DirectStore {
         &self,
         selection: &Selection,
         window: super::Window,
-        events: super::Events,
+        events: super::Events<'_>,
         visit: &mut super::EntryVisit<'_>,
     ) -> Result<()> {
         super::walk::each_entry(

@@ -605,12 +605,13 @@ impl Store for HttpStore {
     }
 
     /// Pages of the reconcile route, each entry handed on with every event sent: the
-    /// route sends them all, whichever `_events` asks for.
+    /// kinds `events` names are asked for (a server that does not know the question
+    /// sends every event, which answers the same).
     fn each_attempted(
         &self,
         selection: &Selection,
         window: super::Window,
-        _events: super::Events,
+        events: super::Events<'_>,
         visit: &mut super::EntryVisit<'_>,
     ) -> Result<()> {
         let mut query = selection.query();
@@ -619,6 +620,9 @@ impl Store for HttpStore {
         }
         if let Some(until) = window.until {
             query.push(("until", until.to_string()));
+        }
+        if let super::Events::Kinds(kinds) = events {
+            query.extend(kinds.iter().map(|kind| ("kind", kind.as_str().to_string())));
         }
         self.each_page(api::RUNTIME_RECONCILE, &query, &mut |entry| {
             let events: Vec<super::StoredEvent<'_>> = entry

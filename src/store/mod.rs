@@ -271,7 +271,7 @@ pub trait Store {
         &self,
         selection: &Selection,
         window: Window,
-        events: Events,
+        events: Events<'_>,
         visit: &mut EntryVisit<'_>,
     ) -> Result<()>;
 

@@ -5,7 +5,7 @@
 //! its own. The typed page is read back from the same bytes, so the server and the
 //! SQLite backend can never disagree about what a page holds.
 
-use super::selection::Rows;
+use super::selection::{Events, Rows};
 use super::{Result, Selection, decode_cursor, encode_cursor};
 use crate::api::DlqPage;
 use crate::db::{Db, Dialect};
@@ -39,25 +39,40 @@ pub fn dlq_page_json(
     limit: usize,
     include_events: bool,
 ) -> Result<(Vec<u8>, Option<String>)> {
-    page_json(conn, Rows::Dlq(selection), cursor, limit, include_events)
+    page_json(
+        conn,
+        Rows::Dlq(selection),
+        cursor,
+        limit,
+        include_events,
+        Events::All,
+    )
 }
 
-/// A page of `rows` as JSON in the DLQ page's shape, and the cursor of the next page.
+/// A page of `rows` as JSON in the DLQ page's shape, with (when `include_events`) those
+/// of their events `events` asks for, and the cursor of the next page.
 pub fn page_json(
     conn: &Db<'_>,
     rows: Rows<'_>,
     cursor: Option<&str>,
     limit: usize,
     include_events: bool,
+    events: Events<'_>,
 ) -> Result<(Vec<u8>, Option<String>)> {
-    page_json_probing(
-        conn,
-        rows,
-        cursor,
-        limit,
+    let shown = Shown {
         include_events,
-        PROBED_PER_ENTRY * (limit.clamp(1, 1000) + 1),
-    )
+        events,
+    };
+    let probed = PROBED_PER_ENTRY * (limit.clamp(1, 1000) + 1);
+    page_json_probing(conn, rows, cursor, limit, shown, probed)
+}
+
+/// What a page shows of each entry's events.
+#[derive(Debug, Clone, Copy)]
+struct Shown<'k> {
+    include_events: bool,
+    /// Which, when they are included.
+    events: Events<'k>,
 }
 
 /// How many notifications a page of attempted notifications looks at one by one, per
@@ -78,16 +93,17 @@ fn page_json_probing(
     rows: Rows<'_>,
     cursor: Option<&str>,
     limit: usize,
-    include_events: bool,
+    shown: Shown<'_>,
     probed: usize,
 ) -> Result<(Vec<u8>, Option<String>)> {
+    let include_events = shown.include_events;
     let limit = limit.clamp(1, 1000);
     let selection = rows.selection();
     let dialect = conn.dialect();
     let after = cursor.map(decode_cursor).transpose()?;
     let columns = rows.notification_columns(dialect);
     let passes = statements(conn, rows, after, probed, &|filter, position| {
-        page_sql(dialect, &columns, filter, position, include_events, limit)
+        page_sql(dialect, &columns, filter, position, shown, limit)
     })?;
     let by_rowid = format!("SELECT {columns} FROM uns_notifications n WHERE n.rowid = ?1");
     let width = if include_events { 1 + EVENT_WIDTH } else { 2 };
@@ -267,17 +283,20 @@ fn page_sql(
     columns: &str,
     filter: &str,
     position: &str,
-    include_events: bool,
+    shown: Shown<'_>,
     limit: usize,
 ) -> String {
-    let (event_columns, join, order) = if include_events {
+    let (event_columns, join, order) = if shown.include_events {
         (
             EVENT_COLUMNS,
-            " LEFT JOIN uns_events e ON e.notification_id = n.id",
+            format!(
+                " LEFT JOIN uns_events e ON e.notification_id = n.id{}",
+                shown.events.join_sql()
+            ),
             ", e.id",
         )
     } else {
-        ("NULL", "", "")
+        ("NULL", String::new(), "")
     };
     match dialect {
         Dialect::Sqlite => format!(
@@ -341,7 +360,7 @@ impl Writer<'_> {
             self.first = false;
             let entry = Entry {
                 row,
-                events: self.include_events.then_some(Events {
+                events: self.include_events.then_some(EventList {
                     copies: &self.events,
                     starts: &self.starts,
                 }),
@@ -360,15 +379,15 @@ struct Entry<'a> {
     #[serde(flatten)]
     row: &'a Notification,
     #[serde(skip_serializing_if = "Option::is_none")]
-    events: Option<Events<'a>>,
+    events: Option<EventList<'a>>,
 }
 
-struct Events<'a> {
+struct EventList<'a> {
     copies: &'a Copies,
     starts: &'a [usize],
 }
 
-impl Serialize for Events<'_> {
+impl Serialize for EventList<'_> {
     fn serialize<S: Serializer>(&self, serializer: S) -> std::result::Result<S::Ok, S::Error> {
         let mut seq = serializer.serialize_seq(Some(self.starts.len()))?;
         for start in self.starts {
@@ -382,7 +401,7 @@ impl Serialize for Events<'_> {
 #[cfg(test)]
 mod tests {
     use super::page_json_probing;
-    use crate::store::{Rows, Selection, Window};
+    use crate::store::{Events, Rows, Selection, Window};
 
     /// Every page of `rows`, in turn, as JSON, looking at `probed` notifications one by
     /// one on each.
@@ -395,8 +414,12 @@ mod tests {
         let mut pages = Vec::new();
         let mut cursor = None;
         loop {
+            let shown = super::Shown {
+                include_events: true,
+                events: Events::All,
+            };
             let (json, next) =
-                page_json_probing(conn, rows, cursor.as_deref(), limit, true, probed)
+                page_json_probing(conn, rows, cursor.as_deref(), limit, shown, probed)
                     .expect("page");
             pages.push(String::from_utf8(json).expect("utf-8"));
             match next {

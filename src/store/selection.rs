@@ -455,15 +455,15 @@ pub enum Attempts {
 
 /// Which of a notification's events a walk hands on with it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Events {
+pub enum Events<'k> {
     /// Every one: the whole history.
     All,
     /// At least those of these kinds: all a question reads, so a backend may leave the
     /// rest unread (one that cannot hands on every event, which answers the same).
-    Kinds(&'static [crate::model::Kind]),
+    Kinds(&'k [crate::model::Kind]),
 }
 
-impl Events {
+impl Events<'_> {
     /// The condition on `uns_events e` that keeps these events (empty: every event).
     /// The kinds are unsctl's own names, so they stand in the text as literals.
     pub fn join_sql(self) -> String {

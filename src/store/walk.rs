@@ -43,7 +43,7 @@ pub fn each_triaged(conn: &Db<'_>, selection: &Selection, visit: &mut Visit<'_>)
 pub fn each_entry(
     conn: &Db<'_>,
     rows: Rows<'_>,
-    events: Events,
+    events: Events<'_>,
     visit: &mut EntryVisit<'_>,
 ) -> Result<()> {
     let selection = rows.selection();
@@ -56,7 +56,7 @@ pub fn each_entry(
 fn walk(
     conn: &Db<'_>,
     rows: Rows<'_>,
-    events: Events,
+    events: Events<'_>,
     mut decode: impl FnMut(&Batch) -> Result<()> + Send,
 ) -> Result<()> {
     let (full, arriving) = sync_channel::<Batch>(2);
@@ -109,7 +109,7 @@ fn columns(rows: Rows<'_>, dialect: Dialect) -> String {
 /// same rows.)
 pub fn postgres_reads(
     rows: Rows<'_>,
-    events: Events,
+    events: Events<'_>,
 ) -> (String, String, Vec<rusqlite::types::Value>) {
     let (filter, params) = rows.where_sql(Dialect::Postgres);
     let columns = columns(rows, Dialect::Postgres);
@@ -131,7 +131,7 @@ pub fn postgres_reads(
 fn stream(
     conn: &PgConn,
     rows: Rows<'_>,
-    events: Events,
+    events: Events<'_>,
     full: SyncSender<Batch>,
     returned: Receiver<Batch>,
 ) -> Result<()> {
@@ -162,7 +162,7 @@ fn stream(
 fn read(
     conn: &Connection,
     rows: Rows<'_>,
-    events: Events,
+    events: Events<'_>,
     full: SyncSender<Batch>,
     returned: Receiver<Batch>,
 ) -> Result<()> {

@@ -301,8 +301,9 @@ fn the_reconcile_route_pages_every_attempted_notification_in_its_window() {
     ));
     early.sort();
     let late = verify_entry(&api.conn, 5000.0);
-    let walk = |query: &str| -> (Vec<String>, usize) {
+    let walk = |query: &str| -> (Vec<String>, usize, std::collections::BTreeSet<String>) {
         let mut seen = Vec::new();
+        let mut kinds = std::collections::BTreeSet::new();
         let mut cursor: Option<String> = None;
         let mut pages = 0;
         loop {
@@ -325,28 +326,60 @@ fn the_reconcile_route_pages_every_attempted_notification_in_its_window() {
                     "{entry}"
                 );
                 seen.push(entry["id"].as_str().expect("id").to_string());
+                for event in entry["events"].as_array().expect("events") {
+                    kinds.insert(event["kind"].as_str().expect("kind").to_string());
+                }
             }
             match page["next_cursor"].as_str() {
                 Some(next) => cursor = Some(next.to_string()),
                 None => break,
             }
         }
-        (seen, pages)
+        (seen, pages, kinds)
     };
     // The delivered row is in it: reconcile looks past the DLQ.
-    let (seen, pages) = walk("until=2000");
+    let (seen, pages, every_kind) = walk("until=2000");
     assert_eq!(seen, early);
     assert_eq!(pages, 3);
-    let (seen, _) = walk("since=4000");
+    let (seen, _, _) = walk("since=4000");
     assert_eq!(seen, vec![late.clone()]);
-    let (seen, _) = walk("channel=EMAIL&since=0");
+    let (seen, _, _) = walk("channel=EMAIL&since=0");
     assert_eq!(seen.len(), 2, "{seen:?}");
+    // Only the kinds asked for, of the very same notifications.
+    let asked = ["CHANNEL_ATTEMPT_RESULT", "CHANNEL_ATTEMPT_STARTED"];
+    let (seen, pages, kinds) =
+        walk("until=2000&kind=CHANNEL_ATTEMPT_STARTED&kind=CHANNEL_ATTEMPT_RESULT");
+    assert_eq!((seen, pages), (early.clone(), 3));
+    assert_eq!(kinds, asked.map(str::to_string).into(), "{every_kind:?}");
+    assert!(every_kind.len() > asked.len(), "{every_kind:?}");
+    // The client asks for them: a walk over the API of the attempts' events alone.
+    let store =
+        unsctl::store::http::HttpStore::new(&api.url(""), Some(KEY.to_string())).expect("store");
+    let (mut ids, mut handed) = (Vec::new(), BTreeSet::new());
+    unsctl::store::Store::each_attempted(
+        &store,
+        &unsctl::store::Selection::default(),
+        unsctl::store::Window {
+            since: None,
+            until: Some(2000.0),
+        },
+        unsctl::store::Events::Kinds(unsctl::history::ATTEMPT_KINDS),
+        &mut |row, events| {
+            ids.push(row.id);
+            handed.extend(events.iter().map(|e| e.kind.to_string()));
+            Ok(())
+        },
+    )
+    .expect("walk");
+    assert_eq!(ids, early);
+    assert_eq!(handed, asked.map(str::to_string).into());
     for bad in [
         "limit=0",
         "limit=1001",
         "since=5000&until=4000",
         "channel=FAX",
         "cursor=nope",
+        "kind=CHANNEL_ATTEMPT_STARTED&kind=PROVIDER_CALLBACK",
     ] {
         let (status, body) = api.get(&format!("/api/v1/runtime/reconcile?{bad}"));
         assert_eq!(status, StatusCode::BAD_REQUEST, "{bad}: {body}");

@@ -1,12 +1,13 @@
 //! `GET /api/v1/runtime/reconcile`: the notifications with a channel attempt in a window,
-//! in the DLQ or not, each with its events, paged as the DLQ is. Reconcile counts copies
-//! from them on the client, so both backends read the same rows and events.
+//! in the DLQ or not, each with its events (those of the kinds `kind` names, when it is
+//! given), paged as the DLQ is. Reconcile counts copies from them on the client, so both
+//! backends read the same rows and events.
 
 use super::query::{DlqQuery, Query, limit};
 use super::selection;
 use crate::server::errors::ApiError;
 use crate::server::state::{AppState, blocking};
-use crate::store::{Rows, Selection, Window};
+use crate::store::{Events, Rows, Selection, Window};
 use axum::extract::{RawQuery, State};
 use axum::response::Response;
 use std::sync::Arc;
@@ -19,6 +20,13 @@ pub(crate) async fn page(
     let asked: DlqQuery = query.typed()?;
     let limit = limit(asked.limit.as_deref(), 100, 1000)?;
     let cursor = asked.cursor;
+    // The kinds of event asked for (none: every one); a name this build does not know
+    // is refused, as on the events route.
+    let kinds = query
+        .all("kind")
+        .map(str::parse::<crate::model::Kind>)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(ApiError::invalid)?;
     // The times bound the attempts, not when the entries last changed.
     let picked = selection(&state, &asked.selection, &query)?;
     let window = Window {
@@ -41,6 +49,11 @@ pub(crate) async fn page(
                 cursor.as_deref(),
                 limit,
                 true,
+                if kinds.is_empty() {
+                    Events::All
+                } else {
+                    Events::Kinds(&kinds)
+                },
             )
         })
     })
