@@ -550,9 +550,10 @@ impl Rows<'_> {
                           WHERE a.kind = 'CHANNEL_ATTEMPT_STARTED'"
                     }
                     // `+` keeps SQLite off the index of kinds by time, which would read
-                    // the whole window for every row.
+                    // the whole window for every row. A scalar subquery, not EXISTS,
+                    // which SQLite turns into a join that then sorts the events again.
                     Attempts::RowByRow => {
-                        "EXISTS (SELECT 1 FROM uns_events a
+                        "(SELECT 1 FROM uns_events a
                           WHERE a.notification_id = n.id AND +a.kind = 'CHANNEL_ATTEMPT_STARTED'"
                     }
                 });
@@ -564,7 +565,10 @@ impl Rows<'_> {
                     sql.push_str(" AND a.at < ?");
                     params.push(Value::Real(until));
                 }
-                sql.push(')');
+                sql.push_str(match attempts {
+                    Attempts::AllAtOnce => ")",
+                    Attempts::RowByRow => " LIMIT 1) IS NOT NULL",
+                });
                 sql.push_str(&filter);
                 params.extend(filter_params);
                 (sql, params)
