@@ -188,17 +188,28 @@ fn statements(
     after: Option<(i64, String)>,
     probed: usize,
     sql: &dyn Fn(&str, &str) -> String,
-) -> Result<Vec<(String, Vec<rusqlite::types::Value>)>> {
+) -> Result<Vec<Statement>> {
     Ok(match (conn.dialect(), rows) {
         (Dialect::Sqlite, Rows::Attempted { .. }) if probed > 0 => {
             probing_passes(conn, rows, after, probed, sql)?
         }
-        (dialect, _) => {
-            let (filter, mut params) = rows.where_sql(dialect);
-            let position = after_sql(after, &mut params);
-            vec![(sql(&filter, position), params)]
-        }
+        (dialect, _) => vec![at_once(rows, dialect, after, sql)],
     })
+}
+
+/// A statement's text and the values it takes.
+type Statement = (String, Vec<rusqlite::types::Value>);
+
+/// The one statement of the rows past `after`, the window (if any) asked at once.
+fn at_once(
+    rows: Rows<'_>,
+    dialect: Dialect,
+    after: Option<(i64, String)>,
+    sql: &dyn Fn(&str, &str) -> String,
+) -> Statement {
+    let (filter, mut params) = rows.where_sql(dialect);
+    let position = after_sql(after, &mut params);
+    (sql(&filter, position), params)
 }
 
 /// Rows past the cursor `after` (none: from the start, rows without an id, which sort
@@ -227,11 +238,11 @@ fn probing_passes(
     after: Option<(i64, String)>,
     probed: usize,
     sql: &dyn Fn(&str, &str) -> String,
-) -> Result<Vec<(String, Vec<rusqlite::types::Value>)>> {
+) -> Result<Vec<Statement>> {
     use super::selection::Attempts;
     use rusqlite::types::Value;
     let mut position_params = Vec::new();
-    let position = after_sql(after, &mut position_params);
+    let position = after_sql(after.clone(), &mut position_params);
     // The last of the notifications looked at one by one, by (id, row id).
     let last = conn.row(
         &format!(
@@ -250,16 +261,14 @@ fn probing_passes(
         },
     )?;
     let (by_row, mut params) = rows.where_sql_as(Dialect::Sqlite, Attempts::RowByRow);
-    params.extend(position_params.iter().cloned());
+    params.extend(position_params);
     let Some(last) = last else {
         // Fewer remain: each is looked at on its own.
         return Ok(vec![(sql(&by_row, position), params)]);
     };
     let Some((id, rowid)) = last else {
         // An id that is not text bounds no range: the window at once, as it was.
-        let (at_once, mut params) = rows.where_sql(Dialect::Sqlite);
-        params.extend(position_params);
-        return Ok(vec![(sql(&at_once, position), params)]);
+        return Ok(vec![at_once(rows, Dialect::Sqlite, after, sql)]);
     };
     // Up to that notification. Written without an OR, so SQLite reads one range of the
     // id index in order and sorts nothing. A row without an id is never attempted (no
@@ -270,11 +279,9 @@ fn probing_passes(
         Value::from(id.clone()),
         Value::from(rowid),
     ]);
-    let (at_once, mut rest_params) = rows.where_sql(Dialect::Sqlite);
-    let past = after_sql(Some((rowid, id)), &mut rest_params);
     Ok(vec![
         (sql(&by_row, &up_to), params),
-        (sql(&at_once, past), rest_params),
+        at_once(rows, Dialect::Sqlite, Some((rowid, id)), sql),
     ])
 }
 
@@ -557,7 +564,7 @@ mod tests {
         })
         .expect("passes");
         assert_eq!(passes.len(), 2, "{passes:?}");
-        let plan = |(sql, params): &(String, Vec<rusqlite::types::Value>)| {
+        let plan = |(sql, params): &super::Statement| {
             let mut plan = conn
                 .prepare(&format!("EXPLAIN QUERY PLAN {sql}"))
                 .expect("plan");

@@ -1,7 +1,7 @@
 //! Submitting a notification, reading one, turning a prefix into ids, and the event
 //! search.
 
-use super::query::{EventsQuery, PrefixQuery, Query, limit};
+use super::query::{EventsQuery, PrefixQuery, Query, kinds, limit};
 use super::{MAX_EVENTS_LIMIT, checked_id, object_body, selection};
 use crate::api::{self, SubmitRequest};
 use crate::model::Message;
@@ -119,11 +119,7 @@ pub(crate) async fn events(
 ) -> ApiResult<api::EventsResponse> {
     let query = Query::parse(&query);
     let asked: EventsQuery = query.typed()?;
-    let kinds = query
-        .all("kind")
-        .map(str::parse::<crate::model::Kind>)
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(ApiError::invalid)?;
+    let kinds = kinds(&query)?;
     let after = match &asked.after {
         None => None,
         Some(value) => Some(

@@ -44,6 +44,15 @@ impl Query {
     }
 }
 
+/// Every `kind` given (none: every kind); a name this build does not know is refused.
+pub(crate) fn kinds(query: &Query) -> Result<Vec<crate::model::Kind>, ApiError> {
+    query
+        .all("kind")
+        .map(str::parse::<crate::model::Kind>)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(ApiError::invalid)
+}
+
 /// `limit`: 1 to `max`, `default` when not given.
 pub(crate) fn limit(text: Option<&str>, default: usize, max: usize) -> Result<usize, ApiError> {
     match text {

@@ -3,7 +3,7 @@
 //! given), paged as the DLQ is. Reconcile counts copies from them on the client, so both
 //! backends read the same rows and events.
 
-use super::query::{DlqQuery, Query, limit};
+use super::query::{DlqQuery, Query, kinds, limit};
 use super::selection;
 use crate::server::errors::ApiError;
 use crate::server::state::{AppState, blocking};
@@ -20,13 +20,8 @@ pub(crate) async fn page(
     let asked: DlqQuery = query.typed()?;
     let limit = limit(asked.limit.as_deref(), 100, 1000)?;
     let cursor = asked.cursor;
-    // The kinds of event asked for (none: every one); a name this build does not know
-    // is refused, as on the events route.
-    let kinds = query
-        .all("kind")
-        .map(str::parse::<crate::model::Kind>)
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(ApiError::invalid)?;
+    // The kinds of event asked for, read as the events route reads them.
+    let kinds = kinds(&query)?;
     // The times bound the attempts, not when the entries last changed.
     let picked = selection(&state, &asked.selection, &query)?;
     let window = Window {
