@@ -435,6 +435,110 @@ impl HttpStore {
     }
 }
 
+/// How many notification documents are asked for at once when a list of ids is read
+/// through: each answer costs a round trip, which, to a server across a network, is most
+/// of what reading a long list costs.
+const IN_FLIGHT: usize = 8;
+
+/// The documents read ahead at a time: a few per request in flight, so the slowest
+/// answer of a batch holds the others up little, and few held at once.
+const READ_AHEAD: usize = IN_FLIGHT * 8;
+
+/// The notification documents of a list of ids, handed on in the list's order: the next
+/// [`READ_AHEAD`] are asked for [`IN_FLIGHT`] at a time (GETs only, so a document asked
+/// for and never used changed nothing).
+struct Ahead<'s> {
+    store: &'s HttpStore,
+    ids: &'s [String],
+    /// The first id not yet asked for.
+    asked: usize,
+    ready: std::collections::VecDeque<(&'s str, Result<NotificationDoc>)>,
+}
+
+impl<'s> Ahead<'s> {
+    fn new(store: &'s HttpStore, ids: &'s [String]) -> Self {
+        Self {
+            store,
+            ids,
+            asked: 0,
+            ready: std::collections::VecDeque::new(),
+        }
+    }
+
+    /// The document of `id`, the next of the list; an id asked out of the list's order
+    /// is asked for on its own.
+    fn next(&mut self, id: &str) -> Result<NotificationDoc> {
+        if self.ready.is_empty() {
+            let end = (self.asked + READ_AHEAD).min(self.ids.len());
+            let batch = &self.ids[self.asked..end];
+            self.asked = end;
+            self.ready = self.fetch(batch).into();
+        }
+        match self.ready.pop_front() {
+            Some((read, doc)) if read == id => doc,
+            _ => self.store.notification(id),
+        }
+    }
+
+    /// The documents of `batch`, in its order; after an answer that failed (not a "not
+    /// found"), no more are asked for, and every id before it was answered, so the
+    /// failure is what its reader meets first.
+    fn fetch(&self, batch: &'s [String]) -> Vec<(&'s str, Result<NotificationDoc>)> {
+        let stops = |doc: &Result<NotificationDoc>| match doc {
+            Ok(_) | Err(StoreError::NotFound(_)) => false,
+            Err(_) => true,
+        };
+        let docs = at_once(batch, |id| self.store.notification(id), stops);
+        batch
+            .iter()
+            .zip(docs)
+            .map(|(id, doc)| {
+                let doc = doc.unwrap_or_else(|| {
+                    Err(StoreError::Other(format!(
+                        "notification {id} was not asked for"
+                    )))
+                });
+                (id.as_str(), doc)
+            })
+            .collect()
+    }
+}
+
+/// `ask` of each of `items`, [`IN_FLIGHT`] at a time, the answers in the items' order.
+/// Items are taken in order; once an answer `stops` says so, no more are taken, so the
+/// items never asked about (None) all come after every one that was.
+fn at_once<T: Sync, R: Send + Sync>(
+    items: &[T],
+    ask: impl Fn(&T) -> R + Sync,
+    stops: impl Fn(&R) -> bool + Sync,
+) -> Vec<Option<R>> {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    let slots: Vec<std::sync::OnceLock<R>> =
+        items.iter().map(|_| std::sync::OnceLock::new()).collect();
+    let (next, stopped) = (AtomicUsize::new(0), AtomicBool::new(false));
+    let take = || {
+        while !stopped.load(Ordering::SeqCst) {
+            let at = next.fetch_add(1, Ordering::SeqCst);
+            let Some(item) = items.get(at) else { return };
+            let answer = ask(item);
+            if stops(&answer) {
+                stopped.store(true, Ordering::SeqCst);
+            }
+            let _ = slots[at].set(answer);
+        }
+    };
+    std::thread::scope(|scope| {
+        for _ in 1..IN_FLIGHT.min(items.len()) {
+            scope.spawn(take);
+        }
+        take();
+    });
+    slots
+        .into_iter()
+        .map(std::sync::OnceLock::into_inner)
+        .collect()
+}
+
 /// A transport failure, explained by its cause rather than by the HTTP client's words.
 fn unreachable(url: &str, err: &reqwest::Error) -> StoreError {
     let mut chain = err.to_string();
@@ -647,10 +751,11 @@ impl Store for HttpStore {
         sources: &crate::verify::Sources,
     ) -> Result<crate::verify::Asked> {
         // The records are read here, with this machine's logs and tokens; the server
-        // supplies the history.
+        // supplies the history, several documents asked for at once.
+        let mut ahead = Ahead::new(self, ids);
         crate::verify::ask_with(
             ids,
-            |id| match self.notification(id) {
+            |id| match ahead.next(id) {
                 Ok(doc) => Ok(Some((doc.row, doc.events))),
                 Err(StoreError::NotFound(_)) => Ok(None),
                 Err(err) => Err(err),
@@ -666,23 +771,33 @@ impl Store for HttpStore {
         operator: &str,
         why: crate::remediation::verified::Why<'_>,
     ) -> Vec<std::result::Result<crate::remediation::verified::Written, (String, StoreError)>> {
-        crate::verify::findings(&asked.answers, &asked.questions)
+        // Each entry's answers are recorded on their own (a conflict on one leaves the
+        // others as they are), so several are sent at once: each costs a round trip.
+        let entries: Vec<(String, Vec<crate::remediation::verified::Verified>)> =
+            crate::verify::findings(&asked.answers, &asked.questions)
+                .into_iter()
+                .collect();
+        let record = |(id, findings): &(String, Vec<crate::remediation::verified::Verified>)| {
+            let request = api::VerifiedRequest {
+                findings: findings.clone(),
+                reason: why.reason.map(str::to_string),
+                ticket: why.ticket.map(str::to_string),
+                operator: Some(operator.to_string()),
+                via: why.via,
+            };
+            let url = self.url(&format!(
+                "{}/{}/verified",
+                api::RUNTIME_NOTIFICATION,
+                segment(id)
+            ));
+            self.mutate(self.client.post(&url).json(&request), &url)
+                .map_err(|err| (id.clone(), err))
+        };
+        at_once(&entries, record, |_| false)
             .into_iter()
-            .map(|(id, findings)| {
-                let request = api::VerifiedRequest {
-                    findings,
-                    reason: why.reason.map(str::to_string),
-                    ticket: why.ticket.map(str::to_string),
-                    operator: Some(operator.to_string()),
-                    via: why.via,
-                };
-                let url = self.url(&format!(
-                    "{}/{}/verified",
-                    api::RUNTIME_NOTIFICATION,
-                    segment(&id)
-                ));
-                self.mutate(self.client.post(&url).json(&request), &url)
-                    .map_err(|err| (id, err))
+            .zip(&entries)
+            .map(|(written, (id, _))| {
+                written.unwrap_or_else(|| Err((id.clone(), StoreError::Other("never sent".into()))))
             })
             .collect()
     }

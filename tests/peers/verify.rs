@@ -1363,6 +1363,171 @@ fn over_the_api_the_client_reads_the_records_and_the_server_checks_what_it_recor
     server.stop();
 }
 
+/// Over the API, verify asks the server for the entries' histories several at once, and
+/// `--record` sends several entries' answers at once: each costs a round trip, which to a
+/// server across a network is most of what a long list costs. A gate in front of the
+/// server holds each answer until a second connection asks, so a client that asks one at
+/// a time is seen. The answers are the store's, in the same order, whether the entries
+/// are named or selected, and each entry's answers are recorded once, as the store
+/// records them.
+#[test]
+fn over_the_api_verify_asks_and_records_at_once_and_answers_as_the_store_does() {
+    let work = tempfile::tempdir().expect("dir");
+    let db = work.path().join("uns.db");
+    let conn = schema::open(&db, OpenMode::Create).expect("store");
+    // Long past, so every window has closed and no answer turns while the test runs.
+    let then = (now() - 3600.0).floor();
+    let ids: Vec<String> = (0..40)
+        .map(|n| support::verify_entry(&conn, then + f64::from(n)))
+        .collect();
+    drop(conn);
+    // The relay's record of each: queued, or lost before the final dot, in turn.
+    let mut log = String::new();
+    for (n, id) in ids.iter().enumerate() {
+        let stamp = jiff::Timestamp::from_second(then as i64 + n as i64)
+            .expect("time")
+            .strftime("%b %e %H:%M:%S");
+        let queue = 0x1000 + n;
+        let relay = format!("{stamp} relay postfix");
+        log.push_str(&format!(
+            "{relay}/smtpd[7]: connect from uns.internal[10.0.0.7]\n\
+             {relay}/smtpd[7]: {queue:X}AB: client=uns.internal[10.0.0.7]\n\
+             {relay}/cleanup[8]: {queue:X}AB: message-id=<{id}.1.1@uns.local>\n"
+        ));
+        log.push_str(&if n % 2 == 0 {
+            format!(
+                "{relay}/qmgr[9]: {queue:X}AB: from=<uns@uns.local>, size=812, nrcpt=1 (queue active)\n\
+                 {relay}/smtpd[7]: disconnect from uns.internal[10.0.0.7] ehlo=1 mail=1 rcpt=1 data=1 commands=4\n"
+            )
+        } else {
+            format!(
+                "{relay}/smtpd[7]: lost connection after DATA (512 bytes) from uns.internal[10.0.0.7]\n\
+                 {relay}/smtpd[7]: disconnect from uns.internal[10.0.0.7] ehlo=1 mail=1 rcpt=1 data=0/1 commands=3/4\n"
+            )
+        });
+    }
+    let log_path = work.path().join("mail.log");
+    std::fs::write(&log_path, log).expect("log");
+    // The same store, to record on directly.
+    let here = work.path().join("here.db");
+    std::fs::copy(&db, &here).expect("copy");
+    let server = support::server(&db);
+    let run = |to: &str, args: &[&str]| {
+        let mut command = support::unsctl();
+        if to.starts_with("http://") {
+            command.args(["--api", to]).env("UNS_API_KEY", support::KEY);
+        } else {
+            command.args(["--db", to]);
+        }
+        let out = command
+            .arg("verify")
+            .args(args)
+            .args(["--smtp-from", "uns@uns.local", "--relay-log"])
+            .arg(&log_path)
+            .args(["--relay-log-zone", "UTC", "-o", "json"])
+            .output()
+            .expect("unsctl");
+        json(&out, &format!("verify {args:?} at {to}"))
+    };
+    let asks = support::gate::Gate::start(server.addr, support::gate::DOCUMENT);
+    let api = format!("http://{}", asks.addr);
+    let selected = run(&api, &[])["answers"].clone();
+    let (asking, gave_up) = asks.seen();
+    assert!(
+        asking >= 2 && !gave_up,
+        "the histories were asked for one at a time ({asking} connections asked, the gate gave up: {gave_up})"
+    );
+    let outcomes: Vec<&str> = selected
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|answer| answer["answer"].as_str())
+        .collect();
+    assert_eq!(outcomes.len(), ids.len(), "{selected:#}");
+    assert!(
+        outcomes.iter().step_by(2).all(|a| *a == "DELIVERED")
+            && outcomes
+                .iter()
+                .skip(1)
+                .step_by(2)
+                .all(|a| *a == "NOT_DELIVERED"),
+        "{selected:#}"
+    );
+    let store = db.display().to_string();
+    assert_eq!(
+        selected,
+        run(&store, &[])["answers"],
+        "selected: as the store answers"
+    );
+    let reversed: Vec<&str> = ids.iter().rev().map(String::as_str).collect();
+    let named = run(&api, &reversed)["answers"].clone();
+    assert_eq!(
+        named,
+        run(&store, &reversed)["answers"],
+        "named: as the store answers"
+    );
+    let order: Vec<&str> = named
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|answer| answer["id"].as_str())
+        .collect();
+    assert_eq!(order, reversed, "in the order named");
+
+    let records = support::gate::Gate::start(server.addr, support::gate::RECORDING);
+    let record = ["--record", "--confirm", "--yes", "--reason", "relay log"];
+    let sent = run(&format!("http://{}", records.addr), &record);
+    let (asking, gave_up) = records.seen();
+    assert!(
+        asking >= 2 && !gave_up,
+        "the answers were sent one at a time ({asking} connections sent, the gate gave up: {gave_up})"
+    );
+    let written = run(&here.display().to_string(), &record);
+    let recorded = |report: &Value| -> Vec<(String, String, usize)> {
+        let mut rows: Vec<(String, String, usize)> = report["record"]["recorded"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|done| {
+                (
+                    done["id"].as_str().unwrap_or_default().to_string(),
+                    done["branch"].as_str().unwrap_or_default().to_string(),
+                    done["event_ids"].as_array().map_or(0, Vec::len),
+                )
+            })
+            .collect();
+        rows.sort();
+        rows
+    };
+    assert_eq!(recorded(&sent).len(), ids.len(), "{sent:#}");
+    assert_eq!(
+        recorded(&sent),
+        recorded(&written),
+        "as the store records them"
+    );
+    let verified = |db: &Path| -> Vec<(String, i64)> {
+        let conn = rusqlite::Connection::open(db).expect("db");
+        let mut stmt = conn
+            .prepare(
+                "SELECT notification_id, COUNT(*) FROM uns_events WHERE kind = 'VERIFIED'
+                 GROUP BY notification_id ORDER BY notification_id",
+            )
+            .expect("query");
+        stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+            .expect("rows")
+            .map(|row| row.expect("row"))
+            .collect()
+    };
+    let once: Vec<(String, i64)> = {
+        let mut each: Vec<(String, i64)> = ids.iter().map(|id| (id.clone(), 1)).collect();
+        each.sort();
+        each
+    };
+    assert_eq!(verified(&db), once, "each entry's answer recorded once");
+    assert_eq!(verified(&here), once);
+    server.stop();
+}
+
 /// The recording route takes an answer only for an attempt in doubt as the history
 /// stands: a refused attempt, another cycle, a source verify does not read or an answer
 /// without evidence is a conflict or a refusal, and nothing is written.

@@ -1,6 +1,7 @@
 //! Helpers shared by the integration tests: real peers started on loopback.
 #![allow(dead_code)]
 
+pub mod gate;
 pub mod incident;
 pub mod postgres;
 pub mod recording;

@@ -1,0 +1,139 @@
+//! A TCP proxy on loopback in front of a UNS API that shows whether a client sends some
+//! kind of request several at once: it holds the answer to each such request until two
+//! connections have sent one. A client that sends them one at a time is held, until the
+//! proxy gives up waiting, lets everything pass and says it had to.
+
+use std::io::{Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::Duration;
+
+/// What a request for a notification document starts with.
+pub const DOCUMENT: &[u8] = b"GET /api/v1/runtime/notifications/";
+
+/// What a request that records an entry's verify answers starts with.
+pub const RECORDING: &[u8] = b"POST /api/v1/runtime/notifications/";
+
+/// How long an answer is held at most: a guard against a client that never asks twice
+/// at once, which fails the test that uses the gate rather than hanging it.
+const GIVE_UP_AFTER: Duration = Duration::from_secs(30);
+
+#[derive(Default)]
+struct Seen {
+    /// Connections that have sent a request the gate watches for.
+    asking: usize,
+    /// The gate was opened by giving up, not by a second connection.
+    gave_up: bool,
+}
+
+pub struct Gate {
+    pub addr: SocketAddr,
+    seen: Arc<(Mutex<Seen>, Condvar)>,
+    stop: Arc<AtomicBool>,
+}
+
+impl Gate {
+    /// A gate in front of `upstream` for requests that start with `watched`.
+    pub fn start(upstream: SocketAddr, watched: &'static [u8]) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("gate");
+        let addr = listener.local_addr().expect("addr");
+        let seen = Arc::new((Mutex::new(Seen::default()), Condvar::new()));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (shared, stopping) = (seen.clone(), stop.clone());
+        std::thread::spawn(move || {
+            for client in listener.incoming() {
+                if stopping.load(Ordering::SeqCst) {
+                    return;
+                }
+                let Ok(client) = client else { continue };
+                let Ok(server) = TcpStream::connect(upstream) else {
+                    continue;
+                };
+                let seen = shared.clone();
+                std::thread::spawn(move || conversation(client, server, watched, seen));
+            }
+        });
+        Self { addr, seen, stop }
+    }
+
+    /// How many connections sent a request it watches for, and whether it had to give up
+    /// waiting for a second.
+    pub fn seen(&self) -> (usize, bool) {
+        let seen = self.seen.0.lock().unwrap_or_else(|p| p.into_inner());
+        (seen.asking, seen.gave_up)
+    }
+}
+
+impl Drop for Gate {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        let _ = TcpStream::connect(self.addr);
+    }
+}
+
+fn conversation(
+    client: TcpStream,
+    server: TcpStream,
+    watched: &[u8],
+    seen: Arc<(Mutex<Seen>, Condvar)>,
+) {
+    let asked = Arc::new(AtomicBool::new(false));
+    let (mut from_server, mut to_client) = (
+        server.try_clone().expect("clone"),
+        client.try_clone().expect("clone"),
+    );
+    let (held, gate) = (asked.clone(), seen.clone());
+    let down = std::thread::spawn(move || {
+        let mut buffer = [0u8; 8192];
+        while let Ok(n) = from_server.read(&mut buffer) {
+            if n == 0 {
+                break;
+            }
+            if held.load(Ordering::SeqCst) {
+                wait_for_a_second(&gate);
+            }
+            if to_client.write_all(&buffer[..n]).is_err() {
+                break;
+            }
+        }
+        let _ = to_client.shutdown(Shutdown::Both);
+    });
+    let (mut from_client, mut to_server) = (client, server);
+    let mut buffer = [0u8; 8192];
+    // The end of what came before, so a request split across reads is still seen.
+    let mut tail: Vec<u8> = Vec::new();
+    while let Ok(n) = from_client.read(&mut buffer) {
+        if n == 0 {
+            break;
+        }
+        tail.extend_from_slice(&buffer[..n]);
+        if !asked.load(Ordering::SeqCst) && tail.windows(watched.len()).any(|w| w == watched) {
+            // Marked before the request goes on, so its answer is always held.
+            asked.store(true, Ordering::SeqCst);
+            let (lock, changed) = &*seen;
+            lock.lock().unwrap_or_else(|p| p.into_inner()).asking += 1;
+            changed.notify_all();
+        }
+        let keep = tail.len().saturating_sub(watched.len());
+        tail.drain(..keep);
+        if to_server.write_all(&buffer[..n]).is_err() {
+            break;
+        }
+    }
+    let _ = to_server.shutdown(Shutdown::Both);
+    let _ = down.join();
+}
+
+/// Returns once two connections have sent a watched request (or the gate gave up).
+fn wait_for_a_second(seen: &(Mutex<Seen>, Condvar)) {
+    let (lock, changed) = seen;
+    let guard = lock.lock().unwrap_or_else(|p| p.into_inner());
+    let (mut guard, waited) = changed
+        .wait_timeout_while(guard, GIVE_UP_AFTER, |s| s.asking < 2 && !s.gave_up)
+        .unwrap_or_else(|p| p.into_inner());
+    if waited.timed_out() {
+        guard.gave_up = true;
+        changed.notify_all();
+    }
+}
