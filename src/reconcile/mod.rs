@@ -953,13 +953,12 @@ fn walk(
          ),
 ) -> crate::store::Result<()> {
     if let Some(ids) = &asked.ids {
-        for id in ids {
-            let doc = store.notification(id)?;
+        return store.each_notification(ids, &mut |_, doc| {
+            let doc = doc?;
             let events: Vec<crate::store::StoredEvent<'_>> =
                 doc.events.iter().map(stored).collect();
-            visit(&doc.row, &events)?;
-        }
-        return Ok(());
+            visit(&doc.row, &events)
+        });
     }
     let limit = asked.limit.unwrap_or(usize::MAX);
     let mut taken = 0;

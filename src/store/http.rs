@@ -676,6 +676,14 @@ impl Store for HttpStore {
         })
     }
 
+    fn each_notification(&self, ids: &[String], visit: &mut super::DocVisit<'_>) -> Result<()> {
+        let mut ahead = Ahead::new(self, ids);
+        for id in ids {
+            visit(id, ahead.next(id))?;
+        }
+        Ok(())
+    }
+
     fn events(&self, query: &EventQuery) -> Result<EventsResponse> {
         self.get(api::RUNTIME_EVENTS, &query.query())
     }

@@ -199,6 +199,10 @@ impl<'a> StoredEvent<'a> {
 }
 
 /// What receives each notification of a walk with its events, in id order.
+/// What [`Store::each_notification`] hands on: an id and its document, or why it could
+/// not be read.
+pub type DocVisit<'a> = dyn FnMut(&str, Result<NotificationDoc>) -> Result<()> + 'a;
+
 pub type EntryVisit<'a> = dyn FnMut(Notification, &[StoredEvent<'_>]) -> Result<()> + Send + 'a;
 
 /// What the cross-notification event search asks for.
@@ -246,6 +250,16 @@ pub trait Store {
     fn operator(&self, claimed: &str) -> Result<String>;
 
     fn notification(&self, id: &str) -> Result<NotificationDoc>;
+
+    /// The document of each of `ids` (or why it could not be read), handed to `visit` in
+    /// the list's order. A backend where each costs a round trip asks for several at
+    /// once; the answers are the same.
+    fn each_notification(&self, ids: &[String], visit: &mut DocVisit<'_>) -> Result<()> {
+        for id in ids {
+            visit(id, self.notification(id))?;
+        }
+        Ok(())
+    }
 
     /// Events across notifications (see [`EventQuery`]).
     fn events(&self, query: &EventQuery) -> Result<EventsResponse>;

@@ -724,10 +724,7 @@ fn preview(
     ask: Ask,
 ) -> Opened<Reply> {
     let request = request(source, &ask);
-    let intents: Vec<Intent> = ids
-        .iter()
-        .map(|id| crate::session::intent(store, id, action, &request))
-        .collect::<Result<_, _>>()?;
+    let intents: Vec<Intent> = crate::session::intents(store, &ids, action, &request)?;
     // The channels to tick: what each replay would send, and for one refused (no reason
     // yet, say) what it would send once allowed, so a channel can be chosen first.
     let mut offered = ChannelSet::new();

@@ -1147,6 +1147,61 @@ fn over_the_api_the_claimed_operator_shows_beside_the_key() {
     );
 }
 
+/// Over the API, a bulk act reads its entries several at once before it previews them
+/// (each costs a round trip, which to a server across a network is most of what a long
+/// list costs), and previews them as the store does, in the same order. A gate in front
+/// of the server holds each answer until a second connection asks, so reading one at a
+/// time fails the test.
+#[test]
+fn over_the_api_a_bulk_act_reads_its_entries_at_once_and_previews_as_the_store_does() {
+    let f = Fixture::new();
+    let replays: Vec<String> = (0..12).map(|_| f.replay_entry()).collect();
+    let resolves: Vec<String> = (0..12).map(|_| f.resolve_entry()).collect();
+    let named = |verb: &[&'static str], ids: &[String]| -> Vec<String> {
+        verb.iter()
+            .map(|w| w.to_string())
+            .chain(ids.iter().rev().cloned())
+            .collect()
+    };
+    for args in [
+        named(&["replay"], &replays),
+        vec!["replay".into(), "--branch".into(), "replay".into()],
+        named(&["dlq", "resolve"], &resolves),
+    ] {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let gate = support::gate::Gate::start(f.server.addr, support::gate::DOCUMENT);
+        let over_the_api = support::unsctl()
+            .args(["--api", &format!("http://{}", gate.addr)])
+            .env("UNS_API_KEY", support::KEY)
+            .args(&args)
+            .output()
+            .expect("unsctl");
+        let (asking, gave_up) = gate.seen();
+        assert!(
+            asking >= 2 && !gave_up,
+            "{args:?}: read one at a time ({asking} connections asked, the gate gave up: {gave_up})"
+        );
+        let here = f.run(Backend::Sqlite, &args);
+        assert_eq!(
+            over_the_api.status.code(),
+            Some(0),
+            "{}",
+            text(&over_the_api)
+        );
+        let lines = String::from_utf8_lossy(&over_the_api.stdout).to_string();
+        assert_eq!(
+            lines.lines().filter(|l| l.starts_with("n-")).count(),
+            12,
+            "{args:?}: {lines}"
+        );
+        assert_eq!(lines, String::from_utf8_lossy(&here.stdout), "{args:?}");
+    }
+    assert!(
+        replays.iter().chain(&resolves).all(|id| f.actions(id) == 0),
+        "dry runs change nothing"
+    );
+}
+
 /// A replay of some channels leaves the others owed: EMAIL replayed and delivered, the
 /// entry is back in the DLQ with SLACK outstanding (never DELIVERED); giving SLACK up is
 /// a forced resolve that names it, the person and the reason; reconcile then calls SLACK

@@ -71,7 +71,7 @@ pub fn run(global: &Invocation, args: Args) -> CliResult {
             "name entries by id, or select them with --branch replay and the selection flags, not both",
         ));
     }
-    let intents: Vec<Intent> = match &args.branch {
+    let ids: Vec<String> = match &args.branch {
         Some(_) => selection::verdicts(
             store.as_ref(),
             &args.select.resolved(store.as_ref(), true)?,
@@ -79,15 +79,12 @@ pub fn run(global: &Invocation, args: Args) -> CliResult {
             args.select.limit,
         )?
         .into_iter()
-        .map(|verdict| {
-            crate::session::intent(store.as_ref(), &verdict.id, Action::Replay, &request)
-        })
-        .collect::<Result<_, _>>()?,
-        None => crate::session::ids::expand_ids(store.as_ref(), &args.ids)?
-            .iter()
-            .map(|id| crate::session::intent(store.as_ref(), id, Action::Replay, &request))
-            .collect::<Result<_, _>>()?,
+        .map(|verdict| verdict.id)
+        .collect(),
+        None => crate::session::ids::expand_ids(store.as_ref(), &args.ids)?,
     };
+    let intents: Vec<Intent> =
+        crate::session::intents(store.as_ref(), &ids, Action::Replay, &request)?;
     let pagerduty = crate::cli::args::pagerduty_api();
     let how = crate::cli::canary::How {
         confirm: &args.action.confirm,

@@ -64,10 +64,7 @@ pub fn run(global: &Invocation, args: Args) -> CliResult {
         .collect(),
         None => crate::session::ids::expand_ids(store.as_ref(), &args.ids)?,
     };
-    let intents = ids
-        .iter()
-        .map(|id| crate::session::intent(store.as_ref(), id, Action::Resolve, &request))
-        .collect::<Result<Vec<_>, _>>()?;
+    let intents = crate::session::intents(store.as_ref(), &ids, Action::Resolve, &request)?;
     act::carry_out(
         store.as_ref(),
         intents,
