@@ -1170,17 +1170,11 @@ fn over_the_api_a_bulk_act_reads_its_entries_at_once_and_previews_as_the_store_d
     ] {
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         let gate = support::gate::Gate::start(f.server.addr, support::gate::DOCUMENT);
-        let over_the_api = support::unsctl()
-            .args(["--api", &format!("http://{}", gate.addr)])
-            .env("UNS_API_KEY", support::KEY)
+        let over_the_api = support::over_the_api(gate.addr)
             .args(&args)
             .output()
             .expect("unsctl");
-        let (asking, gave_up) = gate.seen();
-        assert!(
-            asking >= 2 && !gave_up,
-            "{args:?}: read one at a time ({asking} connections asked, the gate gave up: {gave_up})"
-        );
+        gate.saw_two_at_once(&format!("{args:?}: the entries"));
         let here = f.run(Backend::Sqlite, &args);
         assert_eq!(
             over_the_api.status.code(),

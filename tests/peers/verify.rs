@@ -1412,13 +1412,16 @@ fn over_the_api_verify_asks_and_records_at_once_and_answers_as_the_store_does() 
     let here = work.path().join("here.db");
     std::fs::copy(&db, &here).expect("copy");
     let server = support::server(&db);
-    let run = |to: &str, args: &[&str]| {
-        let mut command = support::unsctl();
-        if to.starts_with("http://") {
-            command.args(["--api", to]).env("UNS_API_KEY", support::KEY);
-        } else {
-            command.args(["--db", to]);
-        }
+    // Over the API through `gate`, else from the store `store`.
+    let run = |to: Result<&support::gate::Gate, &Path>, args: &[&str]| {
+        let mut command = match to {
+            Ok(gate) => support::over_the_api(gate.addr),
+            Err(store) => {
+                let mut command = support::unsctl();
+                command.arg("--db").arg(store);
+                command
+            }
+        };
         let out = command
             .arg("verify")
             .args(args)
@@ -1427,22 +1430,24 @@ fn over_the_api_verify_asks_and_records_at_once_and_answers_as_the_store_does() 
             .args(["--relay-log-zone", "UTC", "-o", "json"])
             .output()
             .expect("unsctl");
-        json(&out, &format!("verify {args:?} at {to}"))
+        json(
+            &out,
+            &format!("verify {args:?}, over the API: {}", to.is_ok()),
+        )
+    };
+    // One field of each answer.
+    let each = |answers: &Value, field: &str| -> Vec<String> {
+        answers
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|answer| answer[field].as_str().map(str::to_string))
+            .collect()
     };
     let asks = support::gate::Gate::start(server.addr, support::gate::DOCUMENT);
-    let api = format!("http://{}", asks.addr);
-    let selected = run(&api, &[])["answers"].clone();
-    let (asking, gave_up) = asks.seen();
-    assert!(
-        asking >= 2 && !gave_up,
-        "the histories were asked for one at a time ({asking} connections asked, the gate gave up: {gave_up})"
-    );
-    let outcomes: Vec<&str> = selected
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|answer| answer["answer"].as_str())
-        .collect();
+    let selected = run(Ok(&asks), &[])["answers"].clone();
+    asks.saw_two_at_once("the histories");
+    let outcomes = each(&selected, "answer");
     assert_eq!(outcomes.len(), ids.len(), "{selected:#}");
     assert!(
         outcomes.iter().step_by(2).all(|a| *a == "DELIVERED")
@@ -1453,36 +1458,25 @@ fn over_the_api_verify_asks_and_records_at_once_and_answers_as_the_store_does() 
                 .all(|a| *a == "NOT_DELIVERED"),
         "{selected:#}"
     );
-    let store = db.display().to_string();
     assert_eq!(
         selected,
-        run(&store, &[])["answers"],
+        run(Err(&db), &[])["answers"],
         "selected: as the store answers"
     );
     let reversed: Vec<&str> = ids.iter().rev().map(String::as_str).collect();
-    let named = run(&api, &reversed)["answers"].clone();
+    let named = run(Ok(&asks), &reversed)["answers"].clone();
     assert_eq!(
         named,
-        run(&store, &reversed)["answers"],
+        run(Err(&db), &reversed)["answers"],
         "named: as the store answers"
     );
-    let order: Vec<&str> = named
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|answer| answer["id"].as_str())
-        .collect();
-    assert_eq!(order, reversed, "in the order named");
+    assert_eq!(each(&named, "id"), reversed, "in the order named");
 
     let records = support::gate::Gate::start(server.addr, support::gate::RECORDING);
     let record = ["--record", "--confirm", "--yes", "--reason", "relay log"];
-    let sent = run(&format!("http://{}", records.addr), &record);
-    let (asking, gave_up) = records.seen();
-    assert!(
-        asking >= 2 && !gave_up,
-        "the answers were sent one at a time ({asking} connections sent, the gate gave up: {gave_up})"
-    );
-    let written = run(&here.display().to_string(), &record);
+    let sent = run(Ok(&records), &record);
+    records.saw_two_at_once("the answers recorded");
+    let written = run(Err(&here), &record);
     let recorded = |report: &Value| -> Vec<(String, String, usize)> {
         let mut rows: Vec<(String, String, usize)> = report["record"]["recorded"]
             .as_array()

@@ -4,7 +4,7 @@
 //! proxy gives up waiting, lets everything pass and says it had to.
 
 use std::io::{Read, Write};
-use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::net::{Shutdown, SocketAddr, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
@@ -30,45 +30,34 @@ struct Seen {
 pub struct Gate {
     pub addr: SocketAddr,
     seen: Arc<(Mutex<Seen>, Condvar)>,
-    stop: Arc<AtomicBool>,
+    _front: super::relay::Front,
 }
 
 impl Gate {
     /// A gate in front of `upstream` for requests that start with `watched`.
     pub fn start(upstream: SocketAddr, watched: &'static [u8]) -> Self {
-        let listener = TcpListener::bind("127.0.0.1:0").expect("gate");
-        let addr = listener.local_addr().expect("addr");
         let seen = Arc::new((Mutex::new(Seen::default()), Condvar::new()));
-        let stop = Arc::new(AtomicBool::new(false));
-        let (shared, stopping) = (seen.clone(), stop.clone());
-        std::thread::spawn(move || {
-            for client in listener.incoming() {
-                if stopping.load(Ordering::SeqCst) {
-                    return;
-                }
-                let Ok(client) = client else { continue };
-                let Ok(server) = TcpStream::connect(upstream) else {
-                    continue;
-                };
-                let seen = shared.clone();
-                std::thread::spawn(move || conversation(client, server, watched, seen));
-            }
+        let shared = seen.clone();
+        let front = super::relay::Front::start(upstream, move |client, server| {
+            conversation(client, server, watched, shared.clone());
         });
-        Self { addr, seen, stop }
+        Self {
+            addr: front.addr,
+            seen,
+            _front: front,
+        }
     }
 
-    /// How many connections sent a request it watches for, and whether it had to give up
-    /// waiting for a second.
-    pub fn seen(&self) -> (usize, bool) {
+    /// Fails the test unless two connections sent a request it watches for, the second
+    /// while the first was held (it never had to give up waiting).
+    pub fn saw_two_at_once(&self, what: &str) {
         let seen = self.seen.0.lock().unwrap_or_else(|p| p.into_inner());
-        (seen.asking, seen.gave_up)
-    }
-}
-
-impl Drop for Gate {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::SeqCst);
-        let _ = TcpStream::connect(self.addr);
+        assert!(
+            seen.asking >= 2 && !seen.gave_up,
+            "{what}: sent one at a time ({} connections sent, the gate gave up: {})",
+            seen.asking,
+            seen.gave_up
+        );
     }
 }
 
@@ -79,25 +68,12 @@ fn conversation(
     seen: Arc<(Mutex<Seen>, Condvar)>,
 ) {
     let asked = Arc::new(AtomicBool::new(false));
-    let (mut from_server, mut to_client) = (
-        server.try_clone().expect("clone"),
-        client.try_clone().expect("clone"),
-    );
     let (held, gate) = (asked.clone(), seen.clone());
-    let down = std::thread::spawn(move || {
-        let mut buffer = [0u8; 8192];
-        while let Ok(n) = from_server.read(&mut buffer) {
-            if n == 0 {
-                break;
-            }
-            if held.load(Ordering::SeqCst) {
-                wait_for_a_second(&gate);
-            }
-            if to_client.write_all(&buffer[..n]).is_err() {
-                break;
-            }
+    let down = super::relay::answers(&server, &client, move || {
+        if held.load(Ordering::SeqCst) {
+            wait_for_a_second(&gate);
         }
-        let _ = to_client.shutdown(Shutdown::Both);
+        true
     });
     let (mut from_client, mut to_server) = (client, server);
     let mut buffer = [0u8; 8192];

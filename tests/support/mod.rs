@@ -122,13 +122,25 @@ impl Backend {
 
     /// The launcher pointed at this backend, with the test key when it is the API.
     pub fn command(self, db: &Path, server: &unsctl::server::RunningServer) -> Command {
-        let mut command = unsctl();
-        command.args(self.flags(db, server));
-        if self == Backend::Http {
-            command.env("UNS_API_KEY", KEY);
+        match self {
+            Backend::Sqlite => {
+                let mut command = unsctl();
+                command.args(self.flags(db, server));
+                command
+            }
+            Backend::Http => over_the_api(server.addr),
         }
-        command
     }
+}
+
+/// The launcher pointed at the API at `addr` (a server, or a proxy before one), with the
+/// test key.
+pub fn over_the_api(addr: SocketAddr) -> Command {
+    let mut command = unsctl();
+    command
+        .args(["--api", &format!("http://{addr}")])
+        .env("UNS_API_KEY", KEY);
+    command
 }
 
 /// Polls `condition` every 10 ms until it holds; fails the test after `limit`, naming

@@ -226,7 +226,7 @@ pub enum Fault {
 pub struct Proxy {
     pub addr: SocketAddr,
     fault: Arc<Mutex<Fault>>,
-    stop: Arc<AtomicBool>,
+    _front: Front,
 }
 
 const END_OF_DATA: &[u8] = b"\r\n.\r\n";
@@ -237,29 +237,61 @@ pub const HELD_FOR: Duration = Duration::from_millis(1500);
 
 impl Proxy {
     pub fn start(upstream: SocketAddr, fault: Fault) -> Self {
+        let fault = Arc::new(Mutex::new(fault));
+        let faults = fault.clone();
+        let front = Front::start(upstream, move |client, server| {
+            let fault = *faults.lock().unwrap_or_else(|p| p.into_inner());
+            conversation(client, server, fault);
+        });
+        Self {
+            addr: front.addr,
+            fault,
+            _front: front,
+        }
+    }
+
+    pub fn set(&self, fault: Fault) {
+        *self.fault.lock().unwrap_or_else(|p| p.into_inner()) = fault;
+    }
+}
+
+/// A listener on loopback that connects each client to `upstream` and hands both to a
+/// conversation of their own, until dropped.
+pub struct Front {
+    pub addr: SocketAddr,
+    stop: Arc<AtomicBool>,
+}
+
+impl Front {
+    pub fn start(
+        upstream: SocketAddr,
+        converse: impl Fn(TcpStream, TcpStream) + Clone + Send + 'static,
+    ) -> Self {
         let listener = TcpListener::bind("127.0.0.1:0").expect("proxy");
         let addr = listener.local_addr().expect("addr");
-        let fault = Arc::new(Mutex::new(fault));
         let stop = Arc::new(AtomicBool::new(false));
-        let (faults, stopping) = (fault.clone(), stop.clone());
+        let stopping = stop.clone();
         std::thread::spawn(move || {
             for client in listener.incoming() {
-                if stopping.load(Ordering::Relaxed) {
+                if stopping.load(Ordering::SeqCst) {
                     return;
                 }
                 let Ok(client) = client else { continue };
                 let Ok(server) = TcpStream::connect(upstream) else {
                     continue;
                 };
-                let fault = *faults.lock().unwrap_or_else(|p| p.into_inner());
-                std::thread::spawn(move || conversation(client, server, fault));
+                let converse = converse.clone();
+                std::thread::spawn(move || converse(client, server));
             }
         });
-        Self { addr, fault, stop }
+        Self { addr, stop }
     }
+}
 
-    pub fn set(&self, fault: Fault) {
-        *self.fault.lock().unwrap_or_else(|p| p.into_inner()) = fault;
+impl Drop for Front {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        let _ = TcpStream::connect(self.addr);
     }
 }
 
@@ -270,35 +302,38 @@ fn cut_after(pause: Duration, server: &TcpStream, client: &TcpStream) {
     let _ = client.shutdown(Shutdown::Both);
 }
 
-impl Drop for Proxy {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        let _ = TcpStream::connect(self.addr);
-    }
-}
-
-fn conversation(client: TcpStream, server: TcpStream, fault: Fault) {
-    let dot_sent = Arc::new(AtomicBool::new(false));
-    // Relay to client: everything, until the final dot has gone up under HoldReplyToDot.
+/// A proxy's downstream half, on a thread of its own: what `server` says goes on to
+/// `client`, each read passed when `passes` says so (it may wait first) and dropped when
+/// not; the client's side is closed for writing when the server's ends.
+pub fn answers(
+    server: &TcpStream,
+    client: &TcpStream,
+    mut passes: impl FnMut() -> bool + Send + 'static,
+) -> std::thread::JoinHandle<()> {
     let (mut from_server, mut to_client) = (
         server.try_clone().expect("clone"),
         client.try_clone().expect("clone"),
     );
-    let held = dot_sent.clone();
-    let down = std::thread::spawn(move || {
+    std::thread::spawn(move || {
         let mut buffer = [0u8; 8192];
         while let Ok(n) = from_server.read(&mut buffer) {
             if n == 0 {
                 break;
             }
-            if fault == Fault::HoldReplyToDot && held.load(Ordering::SeqCst) {
-                continue;
-            }
-            if to_client.write_all(&buffer[..n]).is_err() {
+            if passes() && to_client.write_all(&buffer[..n]).is_err() {
                 break;
             }
         }
         let _ = to_client.shutdown(Shutdown::Write);
+    })
+}
+
+fn conversation(client: TcpStream, server: TcpStream, fault: Fault) {
+    let dot_sent = Arc::new(AtomicBool::new(false));
+    // Relay to client: everything, until the final dot has gone up under HoldReplyToDot.
+    let held = dot_sent.clone();
+    let down = answers(&server, &client, move || {
+        !(fault == Fault::HoldReplyToDot && held.load(Ordering::SeqCst))
     });
     // Client to relay: watched for the end of the message data.
     let (mut from_client, mut to_server) = (client, server);
