@@ -953,12 +953,14 @@ fn walk(
          ),
 ) -> crate::store::Result<()> {
     if let Some(ids) = &asked.ids {
-        return store.each_notification(ids, &mut |_, doc| {
-            let doc = doc?;
+        let mut read = store.documents(ids);
+        for id in ids {
+            let doc = read(id)?;
             let events: Vec<crate::store::StoredEvent<'_>> =
                 doc.events.iter().map(stored).collect();
-            visit(&doc.row, &events)
-        });
+            visit(&doc.row, &events)?;
+        }
+        return Ok(());
     }
     let limit = asked.limit.unwrap_or(usize::MAX);
     let mut taken = 0;

@@ -90,24 +90,22 @@ pub fn intent(
 }
 
 /// [`intent`] of each of `ids`, in their order: the entries are read as the store reads a
-/// list, several at once where each costs a round trip. The first that cannot be read
-/// (other than not found) is the error.
+/// list ([`Store::documents`]). The first that cannot be read (other than not found) is
+/// the error.
 pub fn intents(
     store: &dyn Store,
     ids: &[String],
     action: Action,
     request: &ActionRequest,
 ) -> Result<Vec<Intent>, StoreError> {
-    let mut intents = Vec::with_capacity(ids.len());
-    store.each_notification(ids, &mut |id, doc| {
-        intents.push(intent_of(id, doc, action, request)?);
-        Ok(())
-    })?;
-    Ok(intents)
+    let mut read = store.documents(ids);
+    ids.iter()
+        .map(|id| intent_of(id, read(id), action, request))
+        .collect()
 }
 
 /// The intent of `action` on the entry `id`, as its document (`read`) stands.
-fn intent_of(
+pub fn intent_of(
     id: &str,
     read: Result<crate::api::NotificationDoc, StoreError>,
     action: Action,

@@ -450,9 +450,10 @@ const READ_AHEAD: usize = IN_FLIGHT * 8;
 struct Ahead<'s> {
     store: &'s HttpStore,
     ids: &'s [String],
-    /// The first id not yet asked for.
-    asked: usize,
-    ready: std::collections::VecDeque<(&'s str, Result<NotificationDoc>)>,
+    /// The place in the list of the next id expected.
+    next: usize,
+    /// What was asked for `ids[next..next + ready.len()]` (None: not asked yet).
+    ready: std::collections::VecDeque<(&'s str, Option<Result<NotificationDoc>>)>,
 }
 
 impl<'s> Ahead<'s> {
@@ -460,47 +461,44 @@ impl<'s> Ahead<'s> {
         Self {
             store,
             ids,
-            asked: 0,
+            next: 0,
             ready: std::collections::VecDeque::new(),
         }
     }
 
-    /// The document of `id`, the next of the list; an id asked out of the list's order
-    /// is asked for on its own.
+    /// The document of `id`: the list's next, or a later one (those passed over are
+    /// dropped); an id the rest of the list does not hold is asked for on its own.
     fn next(&mut self, id: &str) -> Result<NotificationDoc> {
-        if self.ready.is_empty() {
-            let end = (self.asked + READ_AHEAD).min(self.ids.len());
-            let batch = &self.ids[self.asked..end];
-            self.asked = end;
-            self.ready = self.fetch(batch).into();
+        let Some(skipped) = self.ids[self.next..].iter().position(|i| i == id) else {
+            return self.store.notification(id);
+        };
+        if skipped >= self.ready.len() {
+            self.ready.clear();
+        } else {
+            self.ready.drain(..skipped);
         }
+        self.next += skipped;
+        if self.ready.is_empty() {
+            let end = (self.next + READ_AHEAD).min(self.ids.len());
+            self.ready = self.fetch(&self.ids[self.next..end]).into();
+        }
+        self.next += 1;
         match self.ready.pop_front() {
-            Some((read, doc)) if read == id => doc,
+            Some((read, Some(doc))) if read == id => doc,
             _ => self.store.notification(id),
         }
     }
 
-    /// The documents of `batch`, in its order; after an answer that failed (not a "not
-    /// found"), no more are asked for, and every id before it was answered, so the
-    /// failure is what its reader meets first.
-    fn fetch(&self, batch: &'s [String]) -> Vec<(&'s str, Result<NotificationDoc>)> {
+    /// The documents of `batch`, in its order. After an answer that failed (not a "not
+    /// found"), no more are asked for: those left (None) are asked for on their own if
+    /// they are wanted, since the failed one may be passed over.
+    fn fetch(&self, batch: &'s [String]) -> Vec<(&'s str, Option<Result<NotificationDoc>>)> {
         let stops = |doc: &Result<NotificationDoc>| match doc {
             Ok(_) | Err(StoreError::NotFound(_)) => false,
             Err(_) => true,
         };
         let docs = at_once(batch, |id| self.store.notification(id), stops);
-        batch
-            .iter()
-            .zip(docs)
-            .map(|(id, doc)| {
-                let doc = doc.unwrap_or_else(|| {
-                    Err(StoreError::Other(format!(
-                        "notification {id} was not asked for"
-                    )))
-                });
-                (id.as_str(), doc)
-            })
-            .collect()
+        batch.iter().map(String::as_str).zip(docs).collect()
     }
 }
 
@@ -676,12 +674,9 @@ impl Store for HttpStore {
         })
     }
 
-    fn each_notification(&self, ids: &[String], visit: &mut super::DocVisit<'_>) -> Result<()> {
+    fn documents<'s>(&'s self, ids: &'s [String]) -> Box<super::Documents<'s>> {
         let mut ahead = Ahead::new(self, ids);
-        for id in ids {
-            visit(id, ahead.next(id))?;
-        }
-        Ok(())
+        Box::new(move |id| ahead.next(id))
     }
 
     fn events(&self, query: &EventQuery) -> Result<EventsResponse> {
@@ -760,10 +755,10 @@ impl Store for HttpStore {
     ) -> Result<crate::verify::Asked> {
         // The records are read here, with this machine's logs and tokens; the server
         // supplies the history, several documents asked for at once.
-        let mut ahead = Ahead::new(self, ids);
+        let mut read = self.documents(ids);
         crate::verify::ask_with(
             ids,
-            |id| match ahead.next(id) {
+            |id| match read(id) {
                 Ok(doc) => Ok(Some((doc.row, doc.events))),
                 Err(StoreError::NotFound(_)) => Ok(None),
                 Err(err) => Err(err),

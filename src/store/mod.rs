@@ -199,9 +199,8 @@ impl<'a> StoredEvent<'a> {
 }
 
 /// What receives each notification of a walk with its events, in id order.
-/// What [`Store::each_notification`] hands on: an id and its document, or why it could
-/// not be read.
-pub type DocVisit<'a> = dyn FnMut(&str, Result<NotificationDoc>) -> Result<()> + 'a;
+/// What [`Store::documents`] gives: the document of an id, or why it could not be read.
+pub type Documents<'s> = dyn FnMut(&str) -> Result<NotificationDoc> + 's;
 
 pub type EntryVisit<'a> = dyn FnMut(Notification, &[StoredEvent<'_>]) -> Result<()> + Send + 'a;
 
@@ -251,14 +250,12 @@ pub trait Store {
 
     fn notification(&self, id: &str) -> Result<NotificationDoc>;
 
-    /// The document of each of `ids` (or why it could not be read), handed to `visit` in
-    /// the list's order. A backend where each costs a round trip asks for several at
-    /// once; the answers are the same.
-    fn each_notification(&self, ids: &[String], visit: &mut DocVisit<'_>) -> Result<()> {
-        for id in ids {
-            visit(id, self.notification(id))?;
-        }
-        Ok(())
+    /// A reader of the documents of `ids`, asked for in the list's order (an id may be
+    /// passed over): each answer is [`Store::notification`]'s. A backend where each costs
+    /// a round trip asks for the next several at once.
+    fn documents<'s>(&'s self, ids: &'s [String]) -> Box<Documents<'s>> {
+        let _ = ids;
+        Box::new(|id| self.notification(id))
     }
 
     /// Events across notifications (see [`EventQuery`]).

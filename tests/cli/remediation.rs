@@ -1147,9 +1147,9 @@ fn over_the_api_the_claimed_operator_shows_beside_the_key() {
     );
 }
 
-/// Over the API, a bulk act reads its entries several at once before it previews them
-/// (each costs a round trip, which to a server across a network is most of what a long
-/// list costs), and previews them as the store does, in the same order. A gate in front
+/// Over the API, a bulk act (and a plan's apply) reads its entries several at once before
+/// it previews them (each costs a round trip, which to a server across a network is most
+/// of what a long list costs), and previews them as the store does, in the same order. A gate in front
 /// of the server holds each answer until a second connection asks, so reading one at a
 /// time fails the test.
 #[test]
@@ -1163,10 +1163,14 @@ fn over_the_api_a_bulk_act_reads_its_entries_at_once_and_previews_as_the_store_d
             .chain(ids.iter().rev().cloned())
             .collect()
     };
+    let plan = tempfile::NamedTempFile::new().expect("plan");
+    let triage = f.run(Backend::Sqlite, &["dlq", "triage", "-o", "json"]);
+    std::fs::write(plan.path(), &triage.stdout).expect("write the plan");
     for args in [
         named(&["replay"], &replays),
         vec!["replay".into(), "--branch".into(), "replay".into()],
         named(&["dlq", "resolve"], &resolves),
+        vec!["apply".into(), plan.path().display().to_string()],
     ] {
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         let gate = support::gate::Gate::start(f.server.addr, support::gate::DOCUMENT);
@@ -1183,9 +1187,10 @@ fn over_the_api_a_bulk_act_reads_its_entries_at_once_and_previews_as_the_store_d
             text(&over_the_api)
         );
         let lines = String::from_utf8_lossy(&over_the_api.stdout).to_string();
+        let entries = if args[0] == "apply" { 24 } else { 12 };
         assert_eq!(
             lines.lines().filter(|l| l.starts_with("n-")).count(),
-            12,
+            entries,
             "{args:?}: {lines}"
         );
         assert_eq!(lines, String::from_utf8_lossy(&here.stdout), "{args:?}");

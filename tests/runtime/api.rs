@@ -386,6 +386,44 @@ fn the_reconcile_route_pages_every_attempted_notification_in_its_window() {
     }
 }
 
+/// A list of notifications read over the API (read ahead, several at once) gives for each
+/// id exactly what reading it alone gives, however the list is walked: in order, passing
+/// over some or many, an id it does not hold, one already passed, one named twice, one
+/// that does not exist.
+#[test]
+fn a_list_read_over_the_api_answers_for_each_id_as_reading_it_alone() {
+    let api = Api::new();
+    let mut ids: Vec<String> = (0..150)
+        .map(|n| replay_entry(&api.conn, 1000.0 + f64::from(n)))
+        .collect();
+    ids.insert(70, "n-0000000000000000000000000000dead".to_string());
+    ids.push(ids[3].clone());
+    let store =
+        unsctl::store::http::HttpStore::new(&api.url(""), Some(KEY.to_string())).expect("store");
+    let alone = |id: &str| format!("{:?}", unsctl::store::Store::notification(&store, id));
+    let walks: Vec<(&str, Vec<String>)> = vec![
+        ("in order", ids.clone()),
+        ("every other", ids.iter().step_by(2).cloned().collect()),
+        ("passing over many", [&ids[..2], &ids[100..]].concat()),
+        (
+            "off the list and back",
+            vec![
+                ids[5].clone(),
+                "n-elsewhere".to_string(),
+                ids[1].clone(),
+                ids[6].clone(),
+                ids[151].clone(),
+            ],
+        ),
+    ];
+    for (how, walk) in walks {
+        let mut read = unsctl::store::Store::documents(&store, &ids);
+        for id in &walk {
+            assert_eq!(format!("{:?}", read(id)), alone(id), "{how}: {id}");
+        }
+    }
+}
+
 #[test]
 fn resolve_then_a_second_resolve_conflicts_with_state_and_time() {
     let api = Api::new();

@@ -63,7 +63,7 @@ fn same_store(store: &dyn crate::store::Store, planned: Option<&str>) -> CliResu
 }
 
 fn planned(
-    store: &dyn crate::store::Store,
+    read: &mut crate::store::Documents<'_>,
     entry: PlanEntry,
     operator: &str,
     audit: &AuditArgs,
@@ -92,7 +92,7 @@ fn planned(
         Action::Replay => Claim::NotDelivered,
     });
     let request = act::base_request(operator, audit, attestation, verified);
-    let mut intent = crate::session::intent(store, &entry.id, action, &request)?;
+    let mut intent = crate::session::intent_of(&entry.id, read(&entry.id), action, &request)?;
     // An entry added by hand is held to every exclusion the plan records, not only its
     // ids: the selection the operator approved left it out.
     let left_out = excluded
@@ -247,10 +247,19 @@ fn apply_in(
 ) -> CliResult {
     let out = global.output();
     let operator = global.operator(args.action.audit.operator.as_deref());
-    let intents = once_each(entries)
+    let entries = once_each(entries);
+    // The entries are read as the store reads a list: several at once over the API.
+    let ids: Vec<String> = entries
+        .iter()
+        .filter_map(|entry| entry.as_ref().ok())
+        .filter(|entry| NotificationId::parse(&entry.id).is_ok())
+        .map(|entry| entry.id.clone())
+        .collect();
+    let mut read = store.documents(&ids);
+    let intents = entries
         .into_iter()
         .map(|entry| match entry {
-            Ok(entry) => planned(store, entry, &operator, &args.action.audit, excluded),
+            Ok(entry) => planned(&mut read, entry, &operator, &args.action.audit, excluded),
             Err(refused) => Ok(refused),
         })
         .collect::<CliResult<Vec<_>>>()?;
