@@ -198,10 +198,10 @@ impl<'a> StoredEvent<'a> {
     }
 }
 
-/// What receives each notification of a walk with its events, in id order.
 /// What [`Store::documents`] gives: the document of an id, or why it could not be read.
 pub type Documents<'s> = dyn FnMut(&str) -> Result<NotificationDoc> + 's;
 
+/// What receives each notification of a walk with its events, in id order.
 pub type EntryVisit<'a> = dyn FnMut(Notification, &[StoredEvent<'_>]) -> Result<()> + Send + 'a;
 
 /// What the cross-notification event search asks for.
