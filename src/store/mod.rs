@@ -253,8 +253,7 @@ pub trait Store {
     /// A reader of the documents of `ids`, asked for in the list's order (an id may be
     /// passed over): each answer is [`Store::notification`]'s. A backend where each costs
     /// a round trip asks for the next several at once.
-    fn documents<'s>(&'s self, ids: &'s [String]) -> Box<Documents<'s>> {
-        let _ = ids;
+    fn documents<'s>(&'s self, _ids: &'s [String]) -> Box<Documents<'s>> {
         Box::new(|id| self.notification(id))
     }
 

@@ -57,6 +57,18 @@ impl Api {
         )
     }
 
+    /// `n` REPLAY entries, a second apart.
+    fn replay_entries(&self, n: u32) -> Vec<String> {
+        (0..n)
+            .map(|n| replay_entry(&self.conn, 1000.0 + f64::from(n)))
+            .collect()
+    }
+
+    /// unsctl's own client of this API, with the key.
+    fn store(&self) -> unsctl::store::http::HttpStore {
+        unsctl::store::http::HttpStore::new(&self.url(""), Some(KEY.to_string())).expect("store")
+    }
+
     fn count(&self, id: &str, kind: &str) -> i64 {
         self.conn
             .query_row(
@@ -249,9 +261,7 @@ fn the_notification_document_and_event_search() {
 #[test]
 fn the_dlq_pages_with_an_opaque_cursor() {
     let api = Api::new();
-    let mut expected: Vec<String> = (0..23)
-        .map(|n| replay_entry(&api.conn, 1000.0 + f64::from(n)))
-        .collect();
+    let mut expected = api.replay_entries(23);
     expected.sort();
     let mut seen = Vec::new();
     let mut cursor: Option<String> = None;
@@ -353,8 +363,7 @@ fn the_reconcile_route_pages_every_attempted_notification_in_its_window() {
     assert_eq!(kinds, asked.map(str::to_string).into(), "{every_kind:?}");
     assert!(every_kind.len() > asked.len(), "{every_kind:?}");
     // The client asks for them: a walk over the API of the attempts' events alone.
-    let store =
-        unsctl::store::http::HttpStore::new(&api.url(""), Some(KEY.to_string())).expect("store");
+    let store = api.store();
     let (mut ids, mut handed) = (Vec::new(), BTreeSet::new());
     unsctl::store::Store::each_attempted(
         &store,
@@ -393,13 +402,10 @@ fn the_reconcile_route_pages_every_attempted_notification_in_its_window() {
 #[test]
 fn a_list_read_over_the_api_answers_for_each_id_as_reading_it_alone() {
     let api = Api::new();
-    let mut ids: Vec<String> = (0..150)
-        .map(|n| replay_entry(&api.conn, 1000.0 + f64::from(n)))
-        .collect();
+    let mut ids = api.replay_entries(150);
     ids.insert(70, "n-0000000000000000000000000000dead".to_string());
     ids.push(ids[3].clone());
-    let store =
-        unsctl::store::http::HttpStore::new(&api.url(""), Some(KEY.to_string())).expect("store");
+    let store = api.store();
     let alone = |id: &str| format!("{:?}", unsctl::store::Store::notification(&store, id));
     let walks: Vec<(&str, Vec<String>)> = vec![
         ("in order", ids.clone()),
