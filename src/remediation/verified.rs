@@ -112,11 +112,20 @@ pub fn record(
 /// waits no longer than it does for one of its own commits.
 pub const BATCH: usize = 64;
 
+/// One entry to record: its id and its findings.
+type Entry = (String, Vec<Verified>);
+
+/// What recording one entry gave: what was written, or why nothing was.
+type Recorded = Result<Written, (String, Rejection)>;
+
 /// [`record`] for many entries, each checked and written exactly as [`record`] does it,
 /// in transactions of up to [`BATCH`] entries. An entry that is refused writes nothing
 /// (its findings are all checked before one is written), so the others of its batch are
 /// still written. One transaction per entry cost a commit each, a third of the time it
 /// took to record ten thousand.
+///
+/// Inside a transaction the entries are read first, then written in order; each one's
+/// history is judged on a thread of its own meanwhile (see [`record_batch`]).
 ///
 /// When a batch fails as a whole (the store refuses a write, is busy, or goes away),
 /// nothing of it was kept, and its entries are tried again one transaction each, so
@@ -124,14 +133,15 @@ pub const BATCH: usize = 64;
 pub fn record_each(
     db: &Db<'_>,
     now: f64,
-    entries: &[(String, Vec<Verified>)],
+    entries: &[Entry],
     actor: &Actor,
     why: Why<'_>,
     read_on: ReadOn,
-) -> Vec<Result<Written, (String, Rejection)>> {
-    let one = |(id, findings): &(String, Vec<Verified>)| {
+) -> Vec<Recorded> {
+    let one = |(id, findings): &Entry| {
         record(db, now, id, findings, actor, why, read_on).map_err(|err| (id.clone(), err))
     };
+    let judge = |read: &Read, (id, findings): &Entry| plan(read, id, findings, actor, why, read_on);
     let mut results = Vec::with_capacity(entries.len());
     for batch in entries.chunks(BATCH) {
         if batch.len() == 1 {
@@ -141,14 +151,10 @@ pub fn record_each(
         let batched = engine::write_tx(db, |tx| {
             let now = tx.now(now).map_err(EngineError::from)?;
             let mut done = Vec::with_capacity(batch.len());
-            for (id, findings) in batch {
-                match record_in(tx, now, id, findings, actor, why, read_on) {
-                    Ok(written) => done.push(Ok(written)),
-                    Err(Rejection::Store(err)) => return Err(Rejection::Store(err)),
-                    Err(refused) => done.push(Err((id.clone(), refused))),
-                }
+            for part in distinct_runs(batch) {
+                done.extend(record_batch(tx, now, part, &judge)?);
             }
-            Ok(done)
+            Ok::<_, Rejection>(done)
         });
         match batched {
             Ok(done) => results.extend(done),
@@ -158,8 +164,101 @@ pub fn record_each(
     results
 }
 
+/// `batch` cut where an id comes again: an entry named twice is read the second time
+/// after its first findings are written, as it would be alone.
+fn distinct_runs(batch: &[Entry]) -> Vec<&[Entry]> {
+    let mut runs = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    let mut start = 0;
+    for (at, (id, _)) in batch.iter().enumerate() {
+        if !seen.insert(id.as_str()) {
+            runs.push(&batch[start..at]);
+            seen.clear();
+            seen.insert(id.as_str());
+            start = at;
+        }
+    }
+    runs.push(&batch[start..]);
+    runs
+}
+
+/// Records entries of distinct ids inside the open transaction `tx`, as [`record_in`]
+/// would one after another. Every entry is read first, each handed to `judge` on a
+/// second thread as it is read; the plans come back in order and are written on this
+/// one. Reading all before writing any reads the same: each entry is locked and no
+/// entry's writes touch another's rows. A store error ends the batch (Err); a refused
+/// entry writes nothing and the others go on.
+fn record_batch(
+    tx: &Db<'_>,
+    now: f64,
+    batch: &[Entry],
+    judge: &(dyn Fn(&Read, &Entry) -> Result<Plan, Rejection> + Sync),
+) -> Result<Vec<Recorded>, Rejection> {
+    use std::sync::mpsc;
+    let refused = |at: usize, why: Rejection| Err((batch[at].0.clone(), why));
+    let mut outcomes: Vec<Option<Recorded>> =
+        std::iter::repeat_with(|| None).take(batch.len()).collect();
+    std::thread::scope(|scope| {
+        let (to_judge, reads) = mpsc::channel::<(usize, Read)>();
+        let (to_write, judged) = mpsc::channel::<Judged>();
+        std::thread::Builder::new()
+            .name("judge".into())
+            .spawn_scoped(scope, move || {
+                for (at, read) in reads {
+                    let plan = judge(&read, &batch[at]).map(|plan| (read, plan));
+                    if to_write.send((at, plan)).is_err() {
+                        return;
+                    }
+                }
+            })
+            .map_err(|err| {
+                EngineError::Invalid(format!("cannot start a thread to judge entries: {err}"))
+            })?;
+        let mut write = |(at, judged): Judged| {
+            match judged.and_then(|(read, plan)| write_in(tx, now, &batch[at].0, read, plan)) {
+                Ok(written) => outcomes[at] = Some(Ok(written)),
+                Err(Rejection::Store(err)) => return Err(Rejection::Store(err)),
+                Err(why) => outcomes[at] = Some(refused(at, why)),
+            }
+            Ok(())
+        };
+        for (at, (id, _)) in batch.iter().enumerate() {
+            match read_in(tx, id) {
+                Ok(read) => {
+                    if to_judge.send((at, read)).is_err() {
+                        break;
+                    }
+                }
+                Err(Rejection::Store(err)) => return Err(Rejection::Store(err)),
+                Err(why) => write((at, Err(why)))?,
+            }
+            // Whatever is judged already is written between reads, so neither thread
+            // waits for the other to finish the batch.
+            while let Ok(done) = judged.try_recv() {
+                write(done)?;
+            }
+        }
+        drop(to_judge);
+        for done in judged {
+            write(done)?;
+        }
+        Ok(())
+    })?;
+    // An entry without an outcome was never judged: the judging thread stopped.
+    outcomes
+        .into_iter()
+        .map(|outcome| {
+            outcome.ok_or_else(|| {
+                Rejection::Store(EngineError::Invalid(
+                    "the thread judging entries stopped".into(),
+                ))
+            })
+        })
+        .collect()
+}
+
 /// [`record`]'s work inside a write transaction that is already open, at `now`, the
-/// transaction's time.
+/// transaction's time: read, judge, write.
 fn record_in(
     tx: &Db<'_>,
     now: f64,
@@ -169,6 +268,28 @@ fn record_in(
     why: Why<'_>,
     read_on: ReadOn,
 ) -> Result<Written, Rejection> {
+    let read = read_in(tx, id)?;
+    let plan = plan(&read, id, findings, actor, why, read_on)?;
+    write_in(tx, now, id, read, plan)
+}
+
+/// An entry of a batch (by its place), as read, and what recording it will write.
+type Judged = (usize, Result<(Read, Plan), Rejection>);
+
+/// An entry as its transaction read it, before anything is written.
+struct Read {
+    row: crate::model::Notification,
+    events: Vec<crate::model::Event>,
+}
+
+/// What recording an entry writes, judged from its [`Read`] without the store.
+struct Plan {
+    events: Vec<engine::Prepared>,
+    skipped: Vec<String>,
+}
+
+/// Locks and reads entry `id`, which must be in the DLQ.
+fn read_in(tx: &Db<'_>, id: &str) -> Result<Read, Rejection> {
     tx.lock(id).map_err(EngineError::from)?;
     let row =
         queries::read_notification(tx, id)?.ok_or_else(|| Rejection::NotFound(id.to_string()))?;
@@ -179,11 +300,23 @@ fn record_in(
             "not in the DLQ".into(),
         )));
     }
-    let mut events = queries::read_events(tx, id)?;
-    let history = History::read(&row, events.iter().map(Observed::from_event));
-    let verdict = triage::judge(&row, &history);
-    // Every finding is checked before any is written, against the history as read
-    // above: a refused entry leaves nothing behind, alone or inside a batch.
+    let events = queries::read_events(tx, id)?;
+    Ok(Read { row, events })
+}
+
+/// The VERIFIED events `findings` make of entry `id` as read: every finding is checked
+/// before any is planned, so a refused entry leaves nothing behind, alone or inside a
+/// batch.
+fn plan(
+    read: &Read,
+    id: &str,
+    findings: &[Verified],
+    actor: &Actor,
+    why: Why<'_>,
+    read_on: ReadOn,
+) -> Result<Plan, Rejection> {
+    let history = History::read(&read.row, read.events.iter().map(Observed::from_event));
+    let verdict = triage::judge(&read.row, &history);
     let mut settling = Vec::new();
     let mut skipped = Vec::new();
     for finding in findings {
@@ -197,7 +330,7 @@ fn record_in(
             ));
             continue;
         }
-        check(id, &row, &history, &verdict, finding)?;
+        check(id, &read.row, &history, &verdict, finding)?;
         settling.push(finding);
     }
     let text = |t: Option<&str>| {
@@ -206,34 +339,46 @@ fn record_in(
             .map(str::to_string)
     };
     let triage = audit_summary(&verdict);
-    let mut written = Vec::with_capacity(settling.len());
-    for finding in settling {
-        let payload = payload::Verified {
-            channel: finding.channel,
-            cycle: finding.cycle,
-            attempts: finding.attempts.clone(),
-            outcome: finding.outcome,
-            source: finding.source.clone(),
-            evidence: finding.evidence.chars().take(EVIDENCE_CHARS).collect(),
-            operator: actor.operator.clone(),
-            reason: text(why.reason),
-            ticket: text(why.ticket),
-            triage: triage.clone(),
-            claimed_operator: actor.claimed_operator.clone(),
-            read_on_client: read_on == ReadOn::Client,
-            via: why.via,
-        };
-        written.push(engine::append(tx, id, now, Kind::Verified, &payload)?);
+    let events = settling
+        .into_iter()
+        .map(|finding| {
+            let payload = payload::Verified {
+                channel: finding.channel,
+                cycle: finding.cycle,
+                attempts: finding.attempts.clone(),
+                outcome: finding.outcome,
+                source: finding.source.clone(),
+                evidence: finding.evidence.chars().take(EVIDENCE_CHARS).collect(),
+                operator: actor.operator.clone(),
+                reason: text(why.reason),
+                ticket: text(why.ticket),
+                triage: triage.clone(),
+                claimed_operator: actor.claimed_operator.clone(),
+                read_on_client: read_on == ReadOn::Client,
+                via: why.via,
+            };
+            engine::Prepared::of(Kind::Verified, &payload)
+        })
+        .collect();
+    Ok(Plan { events, skipped })
+}
+
+/// Writes what `plan` holds for entry `id`, and triages the entry with it.
+fn write_in(tx: &Db<'_>, now: f64, id: &str, read: Read, plan: Plan) -> Result<Written, Rejection> {
+    let Read { row, mut events } = read;
+    let mut event_ids = Vec::with_capacity(plan.events.len());
+    for prepared in plan.events {
+        let event = engine::append_prepared(tx, id, now, prepared)?;
+        event_ids.push(event.id);
+        events.push(event);
     }
-    // The history now is the one read above and the events just written after it: the
+    // The history now is the one read and the events just written after it: the
     // notification is locked, so no other writer added one in between.
-    let event_ids = written.iter().map(|event| event.id).collect();
-    events.append(&mut written);
     let after = triage::triage_events(&row, &events);
     Ok(Written {
         id: id.to_string(),
         event_ids,
-        skipped,
+        skipped: plan.skipped,
         branch: after.branch,
         next_step: next_step(&after),
     })

@@ -48,7 +48,7 @@ pub fn write_tx<'c, T, E: From<DbError>>(
 }
 
 /// Appends one event and returns its id. Every INSERT into `uns_events` is made by
-/// [`append_text`], under this and [`append`].
+/// [`append_text`], under this and [`append_prepared`].
 pub fn append_event(
     db: &Db<'_>,
     notification_id: &str,
@@ -75,15 +75,47 @@ pub fn append(
     event_kind: Kind,
     payload: &impl serde::Serialize,
 ) -> std::result::Result<crate::model::Event, DbError> {
-    let text = payload::to_text(payload);
-    let id = append_text(db, notification_id, at, event_kind, &text)?;
-    let (payload, problem) = crate::model::payload_of(&text);
+    append_prepared(db, notification_id, at, Prepared::of(event_kind, payload))
+}
+
+/// An event made ready to append: its stored text, and the event it reads back as. The
+/// work needs no store, so a caller may do it on another thread while the store is
+/// read.
+#[derive(Debug)]
+pub struct Prepared {
+    kind: Kind,
+    text: String,
+    payload: crate::model::Payload,
+    unreadable: Vec<String>,
+}
+
+impl Prepared {
+    pub fn of(kind: Kind, payload: &impl serde::Serialize) -> Self {
+        let text = payload::to_text(payload);
+        let (payload, problem) = crate::model::payload_of(&text);
+        Self {
+            kind,
+            text,
+            payload,
+            unreadable: problem.into_iter().collect(),
+        }
+    }
+}
+
+/// Appends an event [`Prepared`] before, as [`append`] does.
+pub fn append_prepared(
+    db: &Db<'_>,
+    notification_id: &str,
+    at: f64,
+    prepared: Prepared,
+) -> std::result::Result<crate::model::Event, DbError> {
+    let id = append_text(db, notification_id, at, prepared.kind, &prepared.text)?;
     Ok(crate::model::Event {
         id,
         at,
-        kind: crate::model::Stored::Known(event_kind),
-        payload,
-        unreadable: problem.into_iter().collect(),
+        kind: crate::model::Stored::Known(prepared.kind),
+        payload: prepared.payload,
+        unreadable: prepared.unreadable,
     })
 }
 

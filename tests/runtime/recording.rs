@@ -82,3 +82,58 @@ fn answers_already_recorded_are_skipped_on_the_second_run() {
         );
     }
 }
+
+#[test]
+fn an_entry_named_twice_in_one_batch_is_read_again_after_its_first_answers() {
+    use unsctl::remediation::Actor;
+    use unsctl::remediation::verified::{Finding, ReadOn, Verified, Why, record_each};
+    let dir = tempfile::tempdir().expect("dir");
+    let path = dir.path().join("uns.db");
+    let (ids, _) = answered_entries(&path, 6);
+    let answer = |id: &str| {
+        (
+            id.to_string(),
+            vec![Verified {
+                channel: unsctl::model::Channel::Email,
+                cycle: 1,
+                attempts: vec![1],
+                outcome: Finding::Delivered,
+                source: "relay-log".into(),
+                evidence: format!("relay log: status=sent for <{id}.1.1@uns.local>"),
+            }],
+        )
+    };
+    // The entries of a batch are read before any is written: the second naming of
+    // ids[1] must still see the event its first naming wrote, as it would alone.
+    let twice = ids[1].clone();
+    let mut entries: Vec<_> = ids.iter().map(|id| answer(id)).collect();
+    entries.insert(4, answer(&twice));
+    let conn = schema::open(&path, OpenMode::ReadWrite).expect("open");
+    let db = Db::Sqlite(&conn);
+    let results = record_each(
+        &db,
+        2_000_000.0,
+        &entries,
+        &Actor::local("oncall"),
+        Why::default(),
+        ReadOn::Here,
+    );
+    assert_eq!(results.len(), entries.len());
+    for ((id, _), result) in entries.iter().zip(&results) {
+        let written = result.as_ref().expect("recorded");
+        assert_eq!(&written.id, id);
+    }
+    let first = results[1].as_ref().expect("first");
+    let second = results[4].as_ref().expect("second");
+    assert_eq!(first.event_ids.len(), 1, "{first:?}");
+    assert_eq!(second.event_ids, Vec::<i64>::new(), "{second:?}");
+    assert!(
+        second.skipped[0].contains("nothing to settle"),
+        "{second:?}"
+    );
+    assert_eq!(
+        crate::support::recording::verified_events(&db, &twice),
+        first.event_ids,
+        "one VERIFIED event for the entry named twice"
+    );
+}
