@@ -1111,27 +1111,38 @@ pub fn ask(
     sources: &Sources,
     now: f64,
 ) -> crate::db::DbResult<Asked> {
-    ask_with(
-        ids,
-        |id| {
-            let Some(row) = queries::read_notification(conn, id)? else {
+    // The entries are read in one transaction; the records are asked after it ends.
+    let mut asked = conn.read_tx(|tx| {
+        gather(ids, |id| {
+            let Some(row) = queries::read_notification(tx, id)? else {
                 return Ok(None);
             };
-            let events = queries::read_events(conn, id)?;
-            Ok(Some((row, events)))
-        },
-        sources,
-        now,
-    )
+            let events = queries::read_events(tx, id)?;
+            crate::db::DbResult::Ok(Some((row, events)))
+        })
+    })?;
+    asked.answers = check(&asked.questions, sources, now);
+    Ok(asked)
 }
 
 /// The same over any reader of a notification and its events (the store, the API's
 /// notification document): the records are asked where this runs, with `sources`.
 pub fn ask_with<E>(
     ids: &[String],
-    mut read: impl FnMut(&str) -> Result<Option<(Notification, Vec<Event>)>, E>,
+    read: impl FnMut(&str) -> Result<Option<(Notification, Vec<Event>)>, E>,
     sources: &Sources,
     now: f64,
+) -> Result<Asked, E> {
+    let mut asked = gather(ids, read)?;
+    asked.answers = check(&asked.questions, sources, now);
+    Ok(asked)
+}
+
+/// The questions of the entries `ids` as `read` gives them, and the entries skipped, with
+/// no answer yet.
+fn gather<E>(
+    ids: &[String],
+    mut read: impl FnMut(&str) -> Result<Option<(Notification, Vec<Event>)>, E>,
 ) -> Result<Asked, E> {
     let mut asked = Asked::default();
     for id in ids {
@@ -1167,7 +1178,6 @@ pub fn ask_with<E>(
         }
         asked.questions.extend(found);
     }
-    asked.answers = check(&asked.questions, sources, now);
     Ok(asked)
 }
 

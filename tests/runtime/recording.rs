@@ -137,3 +137,51 @@ fn an_entry_named_twice_in_one_batch_is_read_again_after_its_first_answers() {
         "one VERIFIED event for the entry named twice"
     );
 }
+
+#[test]
+fn a_read_transaction_sees_one_snapshot_and_always_ends() {
+    use unsctl::db::DbError;
+    let dir = tempfile::tempdir().expect("dir");
+    let path = dir.path().join("uns.db");
+    let (_, _) = answered_entries(&path, 2);
+    let writer = schema::open(&path, OpenMode::ReadWrite).expect("writer");
+    let reader = schema::open(&path, OpenMode::ReadOnly).expect("reader");
+    let db = Db::Sqlite(&reader);
+    let count = |db: &Db<'_>| -> Result<i64, DbError> {
+        db.row("SELECT count(*) FROM uns_notifications", &[], |row| {
+            Ok(match row.cell(0)? {
+                rusqlite::types::ValueRef::Integer(n) => n,
+                _ => -1,
+            })
+        })
+        .map(|n| n.unwrap_or(-1))
+    };
+    let (before, during) = db
+        .read_tx(|tx| {
+            let before = count(tx)?;
+            crate::support::verify_entry(&writer, 1_500_000.0);
+            Ok::<_, DbError>((before, count(tx)?))
+        })
+        .expect("read");
+    assert_eq!(
+        (before, during),
+        (2, 2),
+        "every read of it sees the store as it was at its first"
+    );
+    assert!(reader.is_autocommit(), "the read transaction ended");
+    assert_eq!(count(&db).expect("count"), 3, "a later read sees the write");
+    let failed = db.read_tx(|tx| {
+        count(tx)?;
+        Err::<(), _>(DbError::Value("the caller gave up".into()))
+    });
+    assert!(failed.is_err());
+    assert!(
+        reader.is_autocommit(),
+        "a failed read ended its transaction too"
+    );
+    // Inside a transaction already open, it reads in that one.
+    let inside = Db::Sqlite(&writer)
+        .write_tx(|tx| tx.read_tx(|tx| count(tx)))
+        .expect("nested");
+    assert_eq!(inside, 3);
+}
