@@ -16,9 +16,25 @@ pub const MIN_PREFIX: usize = 4;
 /// The full ids `typed` names, each once (two prefixes of one id are one entry), in the
 /// order first named.
 pub fn expand_ids(store: &dyn Store, typed: &[String]) -> CliResult<Vec<String>> {
+    // Every prefix long enough is looked up first, all at once where the store can; each
+    // is then taken in the order typed, so the first that is refused is the one said.
+    let asked: Vec<&str> = typed
+        .iter()
+        .filter(|t| too_short(t).is_none())
+        .map(String::as_str)
+        .collect();
+    let mut answers = store
+        .ids_with_prefixes(&asked, false, SHOWN + 1)
+        .into_iter();
     let mut ids: Vec<String> = Vec::with_capacity(typed.len());
     for t in typed {
-        let id = match expand_id(store, t) {
+        if let Some(err) = too_short(t) {
+            return Err(err);
+        }
+        let found = answers.next().ok_or_else(|| {
+            crate::store::StoreError::Other(format!("no answer came for {t:?}"))
+        })??;
+        let id = match pick(t, &found) {
             Err(err) if err.kind == ExitKind::NotFound => t.clone(),
             other => other?,
         };
@@ -29,24 +45,37 @@ pub fn expand_ids(store: &dyn Store, typed: &[String]) -> CliResult<Vec<String>>
     Ok(ids)
 }
 
+/// Candidates listed, at most, when a prefix is ambiguous.
+const SHOWN: usize = 10;
+
 /// One rule for every command: a prefix names the one notification, in the DLQ or not,
 /// whose id it starts; what the command then does with a row outside the DLQ is its own
 /// refusal, never a "not found" or a different choice than another command would make.
 pub fn expand_id(store: &dyn Store, typed: &str) -> CliResult<String> {
-    use crate::render::sanitize::clean;
-    const SHOWN: usize = 10;
-    if typed.chars().count() < MIN_PREFIX {
-        return Err(CliError::usage(format!(
-            "{:?} is too short to name an id: type at least {MIN_PREFIX} characters",
-            clean(typed)
-        )));
+    if let Some(err) = too_short(typed) {
+        return Err(err);
     }
-    let found = store.ids_with_prefix(typed, false, SHOWN + 1)?;
+    pick(typed, &store.ids_with_prefix(typed, false, SHOWN + 1)?)
+}
+
+/// The usage error for what is too short to name an id, if `typed` is.
+fn too_short(typed: &str) -> Option<CliError> {
+    (typed.chars().count() < MIN_PREFIX).then(|| {
+        CliError::usage(format!(
+            "{:?} is too short to name an id: type at least {MIN_PREFIX} characters",
+            crate::render::sanitize::clean(typed)
+        ))
+    })
+}
+
+/// The id `typed` names, of the ids `found` that start with it.
+fn pick(typed: &str, found: &[String]) -> CliResult<String> {
+    use crate::render::sanitize::clean;
     if found.iter().any(|id| id == typed) {
         return Ok(typed.to_string());
     }
     let what = "notification";
-    match found.as_slice() {
+    match found {
         [] => Err(CliError::new(
             ExitKind::NotFound,
             format!("no {what} id starts with {}", clean(typed)),

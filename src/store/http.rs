@@ -631,6 +631,28 @@ impl Store for HttpStore {
         Ok(found.ids)
     }
 
+    fn ids_with_prefixes(
+        &self,
+        prefixes: &[&str],
+        dlq_only: bool,
+        limit: usize,
+    ) -> Vec<Result<Vec<String>>> {
+        let answers = at_once(
+            prefixes,
+            |prefix| self.ids_with_prefix(prefix, dlq_only, limit),
+            Result::is_err,
+        );
+        let mut answered = Vec::with_capacity(answers.len());
+        for answer in answers.into_iter().map_while(|answer| answer) {
+            let failed = answer.is_err();
+            answered.push(answer);
+            if failed {
+                break;
+            }
+        }
+        answered
+    }
+
     fn pulse(&self, window: crate::pulse::Window) -> Result<crate::pulse::Pulse> {
         self.get(
             api::RUNTIME_PULSE,

@@ -320,6 +320,27 @@ pub trait Store {
     /// most `limit`: how a typed prefix becomes an id.
     fn ids_with_prefix(&self, prefix: &str, dlq_only: bool, limit: usize) -> Result<Vec<String>>;
 
+    /// [`Store::ids_with_prefix`] of each of `prefixes`, in their order, ending at the
+    /// first that fails: one after another by default; a store across a network asks
+    /// several at once, since each costs a round trip.
+    fn ids_with_prefixes(
+        &self,
+        prefixes: &[&str],
+        dlq_only: bool,
+        limit: usize,
+    ) -> Vec<Result<Vec<String>>> {
+        let mut answers = Vec::with_capacity(prefixes.len());
+        for prefix in prefixes {
+            let answer = self.ids_with_prefix(prefix, dlq_only, limit);
+            let failed = answer.is_err();
+            answers.push(answer);
+            if failed {
+                break;
+            }
+        }
+        answers
+    }
+
     /// Which store this is, the same over both backends
     /// ([`crate::runtime::queries::store_identity`]); None when it cannot say (an empty
     /// store, or a server too old to tell).

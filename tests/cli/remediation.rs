@@ -1147,6 +1147,75 @@ fn over_the_api_the_claimed_operator_shows_beside_the_key() {
     );
 }
 
+/// Over the API, the ids typed on a bulk command are looked up several at once (each
+/// lookup a round trip), and name the same entries, or meet the same refusal, as on the
+/// store: the first id refused, in the order typed, is the one said.
+#[test]
+fn over_the_api_typed_ids_are_looked_up_at_once_and_read_as_the_store_reads_them() {
+    let f = Fixture::new();
+    let replays: Vec<String> = (0..12).map(|_| f.replay_entry()).collect();
+    let prefixes: Vec<String> = replays
+        .iter()
+        .map(|id| id[..id.len() - 2].to_string())
+        .collect();
+    let mut args = vec!["replay".to_string()];
+    args.extend(prefixes.iter().cloned());
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let gate = support::gate::Gate::start(f.server.addr, support::gate::PREFIX);
+    let over_the_api = support::over_the_api(gate.addr)
+        .args(&args)
+        .output()
+        .expect("unsctl");
+    gate.saw_two_at_once("the ids typed");
+    assert_eq!(
+        over_the_api.status.code(),
+        Some(0),
+        "{}",
+        text(&over_the_api)
+    );
+    let shown = String::from_utf8_lossy(&over_the_api.stdout).to_string();
+    for id in &replays {
+        assert!(shown.contains(id.as_str()), "{id} named in full: {shown}");
+    }
+    let here = f.run(Backend::Sqlite, &args);
+    assert_eq!(shown, String::from_utf8_lossy(&here.stdout));
+    // A prefix that names nothing is kept as typed (that entry is then not found); one
+    // too short to name an id refuses the command, wherever it stands.
+    for refused in [
+        vec![
+            "replay",
+            &prefixes[0],
+            "n-ffffffffffff",
+            &prefixes[1],
+            "n-0",
+        ],
+        vec!["replay", "n-0", &prefixes[0]],
+    ] {
+        let over_the_api = f.run(Backend::Http, &refused);
+        let here = f.run(Backend::Sqlite, &refused);
+        assert_eq!(
+            over_the_api.status.code(),
+            here.status.code(),
+            "{refused:?}"
+        );
+        assert_eq!(over_the_api.status.code(), Some(2), "{}", text(&here));
+        assert_eq!(
+            String::from_utf8_lossy(&over_the_api.stderr),
+            String::from_utf8_lossy(&here.stderr),
+            "{refused:?}"
+        );
+        assert!(
+            text(&here).contains("too short to name an id"),
+            "{}",
+            text(&here)
+        );
+    }
+    assert!(
+        replays.iter().all(|id| f.actions(id) == 0),
+        "dry runs change nothing"
+    );
+}
+
 /// Over the API, a bulk act (and a plan's apply) reads its entries several at once before
 /// it previews them (each costs a round trip, which to a server across a network is most
 /// of what a long list costs), and previews them as the store does, in the same order. A gate in front

@@ -15,6 +15,9 @@ pub const DOCUMENT: &[u8] = b"GET /api/v1/runtime/notifications/";
 /// What a request that records an entry's verify answers starts with.
 pub const RECORDING: &[u8] = b"POST /api/v1/runtime/notifications/";
 
+/// What a request that looks up the ids a typed prefix starts begins with.
+pub const PREFIX: &[u8] = b"GET /api/v1/runtime/notifications?";
+
 /// How long an answer is held at most: a guard against a client that never asks twice
 /// at once, which fails the test that uses the gate rather than hanging it.
 const GIVE_UP_AFTER: Duration = Duration::from_secs(30);
