@@ -132,8 +132,15 @@ fn exclusions(
 ) -> CliResult<Selection> {
     use crate::render::sanitize::clean;
     let mut expanded: Vec<String> = Vec::with_capacity(selection.exclude.len());
+    let asked: Vec<&str> = selection.exclude.iter().map(String::as_str).collect();
+    let mut answers = store
+        .ids_with_prefixes(&asked, dlq_only, SHOWN + 1)
+        .into_iter();
     for typed in &selection.exclude {
-        let found = store.ids_with_prefix(typed, dlq_only, 11)?;
+        // Never an exclusion passed over: an answer missing is an error, not a skip.
+        let found = answers.next().ok_or_else(|| {
+            crate::store::StoreError::Other(format!("no answer came for --exclude {typed:?}"))
+        })??;
         let id = if found.iter().any(|id| id == typed) {
             typed.clone()
         } else {
@@ -157,7 +164,7 @@ fn exclusions(
                         "--exclude {} is ambiguous: it starts {}",
                         clean(typed),
                         many.iter()
-                            .take(10)
+                            .take(SHOWN)
                             .map(|id| clean(id).into_owned())
                             .collect::<Vec<_>>()
                             .join(", ")

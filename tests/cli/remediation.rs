@@ -1179,6 +1179,30 @@ fn over_the_api_typed_ids_are_looked_up_at_once_and_read_as_the_store_reads_them
     }
     let here = f.run(Backend::Sqlite, &args);
     assert_eq!(shown, String::from_utf8_lossy(&here.stdout));
+    // So are the ids --exclude names, and they leave out the same entries.
+    let excluding = [
+        "replay",
+        "--branch",
+        "replay",
+        "--exclude",
+        &prefixes[0],
+        "--exclude",
+        &prefixes[5],
+    ];
+    let gate = support::gate::Gate::start(f.server.addr, support::gate::PREFIX);
+    let over_the_api = support::over_the_api(gate.addr)
+        .args(excluding)
+        .output()
+        .expect("unsctl");
+    gate.saw_two_at_once("the ids excluded");
+    let shown = String::from_utf8_lossy(&over_the_api.stdout).to_string();
+    assert!(
+        !shown.contains(replays[0].as_str()) && !shown.contains(replays[5].as_str()),
+        "{shown}"
+    );
+    assert!(shown.contains(replays[1].as_str()), "{shown}");
+    let here = f.run(Backend::Sqlite, &excluding);
+    assert_eq!(shown, String::from_utf8_lossy(&here.stdout));
     // A prefix that names nothing is kept as typed (that entry is then not found); one
     // too short to name an id refuses the command, wherever it stands.
     for refused in [
