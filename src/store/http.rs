@@ -642,15 +642,7 @@ impl Store for HttpStore {
             |prefix| self.ids_with_prefix(prefix, dlq_only, limit),
             Result::is_err,
         );
-        let mut answered = Vec::with_capacity(answers.len());
-        for answer in answers.into_iter().map_while(|answer| answer) {
-            let failed = answer.is_err();
-            answered.push(answer);
-            if failed {
-                break;
-            }
-        }
-        answered
+        super::through_first_failure(answers.into_iter().map_while(|answer| answer))
     }
 
     fn pulse(&self, window: crate::pulse::Window) -> Result<crate::pulse::Pulse> {

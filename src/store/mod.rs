@@ -329,16 +329,11 @@ pub trait Store {
         dlq_only: bool,
         limit: usize,
     ) -> Vec<Result<Vec<String>>> {
-        let mut answers = Vec::with_capacity(prefixes.len());
-        for prefix in prefixes {
-            let answer = self.ids_with_prefix(prefix, dlq_only, limit);
-            let failed = answer.is_err();
-            answers.push(answer);
-            if failed {
-                break;
-            }
-        }
-        answers
+        through_first_failure(
+            prefixes
+                .iter()
+                .map(|prefix| self.ids_with_prefix(prefix, dlq_only, limit)),
+        )
     }
 
     /// Which store this is, the same over both backends
@@ -416,4 +411,20 @@ pub fn decode_cursor(cursor: &str) -> Result<(i64, String)> {
             Some((rowid.parse().ok()?, id.to_string()))
         })
         .ok_or_else(|| StoreError::Invalid(format!("invalid cursor {cursor:?}")))
+}
+
+/// `answers` in order, up to and with the first that failed; none after it is taken, so
+/// a lazy list asks nothing more once one fails.
+pub(crate) fn through_first_failure<T>(
+    answers: impl IntoIterator<Item = Result<T>>,
+) -> Vec<Result<T>> {
+    let mut taken = Vec::new();
+    for answer in answers {
+        let failed = answer.is_err();
+        taken.push(answer);
+        if failed {
+            break;
+        }
+    }
+    taken
 }
