@@ -238,6 +238,7 @@ impl<'c> Db<'c> {
     ) -> std::result::Result<T, E> {
         let begin = match self {
             Db::Sqlite(conn) if !conn.is_autocommit() => return work(self),
+            Db::Postgres(conn) if conn.in_transaction() => return work(self),
             Db::Sqlite(_) => "BEGIN",
             Db::Postgres(_) => "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY",
         };

@@ -279,6 +279,10 @@ impl OpenError {
 pub struct PgConn {
     client: RefCell<postgres::Client>,
     statements: RefCell<HashMap<String, postgres::Statement>>,
+    /// A transaction this connection began is open: set by its BEGIN, cleared by its
+    /// COMMIT or ROLLBACK (PostgreSQL ends a transaction at either, even a failed one).
+    /// The client cannot say, and a read must not ROLLBACK a transaction it did not open.
+    in_transaction: std::cell::Cell<bool>,
     /// The URL, as it may be printed.
     pub place: String,
     /// What it was made with, for the connections a walk reads on.
@@ -312,6 +316,7 @@ impl PgConn {
         Ok(Self {
             client: RefCell::new(client),
             statements: RefCell::new(HashMap::new()),
+            in_transaction: std::cell::Cell::new(false),
             place,
             target: target.clone(),
         })
@@ -417,7 +422,23 @@ impl PgConn {
     }
 
     pub fn batch(&self, sql: &str) -> DbResult<()> {
-        Ok(self.client.borrow_mut().batch_execute(sql)?)
+        let first = sql
+            .split_whitespace()
+            .next()
+            .unwrap_or_default()
+            .to_ascii_uppercase();
+        let done = self.client.borrow_mut().batch_execute(sql);
+        match first.as_str() {
+            "BEGIN" if done.is_ok() => self.in_transaction.set(true),
+            "COMMIT" | "ROLLBACK" => self.in_transaction.set(false),
+            _ => {}
+        }
+        Ok(done?)
+    }
+
+    /// Whether a transaction begun by [`PgConn::batch`] is open.
+    pub fn in_transaction(&self) -> bool {
+        self.in_transaction.get()
     }
 
     /// `sql` (written with `?N` or `?`) prepared once for this connection.

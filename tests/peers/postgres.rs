@@ -1521,3 +1521,59 @@ fn answers_are_recorded_in_batches_on_postgresql_as_on_sqlite() {
     assert!(said[0].contains("attempt 9 of cycle 1"), "{said:?}");
     assert!(said[1].contains("the disk refused this write"), "{said:?}");
 }
+
+/// `Db::read_tx` on PostgreSQL: one snapshot, ended whatever happens, and inside a
+/// transaction already open it reads in that one and never rolls it back.
+#[test]
+fn a_read_transaction_on_postgresql_sees_one_snapshot_and_never_ends_another() {
+    use support::recording::answered_entries;
+    use unsctl::db::{Db, DbError};
+    let dir = tempfile::tempdir().expect("dir");
+    let file = dir.path().join("uns.db");
+    answered_entries(&file, 2);
+    let database = postgres::cluster().database();
+    database.copy_from(&file);
+    let conn = unsctl::db::pg::PgConn::open(&database.target(), false).expect("connect");
+    let db = Db::Postgres(&conn);
+    let count = |db: &Db<'_>| -> Result<i64, DbError> {
+        db.row("SELECT count(*) FROM uns_notes", &[], |row| {
+            Ok(match row.cell(0)? {
+                rusqlite::types::ValueRef::Integer(n) => n,
+                _ => -1,
+            })
+        })
+        .map(|n| n.unwrap_or(-1))
+    };
+    let note = || {
+        database
+            .client()
+            .batch_execute("INSERT INTO uns_notes (at, kind, payload) VALUES (1, 'NOTE', '{}')")
+            .expect("note");
+    };
+    let before = count(&db).expect("count");
+    let (first, during) = db
+        .read_tx(|tx| {
+            let first = count(tx)?;
+            note();
+            Ok::<_, DbError>((first, count(tx)?))
+        })
+        .expect("read");
+    assert_eq!((first, during), (before, before), "one snapshot");
+    assert!(!conn.in_transaction(), "the read transaction ended");
+    assert_eq!(count(&db).expect("count"), before + 1);
+    let failed = db.read_tx(|tx| {
+        count(tx)?;
+        Err::<(), _>(DbError::Value("the caller gave up".into()))
+    });
+    assert!(failed.is_err() && !conn.in_transaction());
+    // Nested in a write transaction, its read sees that transaction's own write, and the
+    // write is still committed after it.
+    let inside = db
+        .write_tx(|tx| {
+            tx.batch("INSERT INTO uns_notes (at, kind, payload) VALUES (2, 'NOTE', '{}')")?;
+            tx.read_tx(|tx| count(tx))
+        })
+        .expect("nested");
+    assert_eq!(inside, before + 2, "read inside the open transaction");
+    assert_eq!(count(&db).expect("count"), before + 2, "the write was kept");
+}
