@@ -97,6 +97,20 @@ impl Series {
         }
     }
 
+    /// A column's title in a document's table: "Lease losses", "Reclaims".
+    pub fn title(self) -> &'static str {
+        match self {
+            Series::LeaseLost => "Lease losses",
+            Series::Reclaimed => "Reclaims",
+            Series::Unknown => "Unknown",
+            Series::DeadLettered => "Dead letters",
+            Series::Replayed => "Replays",
+            Series::DlqResolved => "Resolves",
+            Series::Delivered => "Deliveries",
+            Series::ReplayDelivered => "Replays delivered",
+        }
+    }
+
     /// In words, for a sentence: "lease loss", "reclaim".
     pub fn noun(self) -> &'static str {
         match self {

@@ -117,7 +117,15 @@ fn timeline(out: &mut String, report: &Report) {
         "## Timeline\n\nPer {} from the events (`unsctl pulse`); steps with nothing are left out.\n",
         crate::render::time::duration(pulse.step)
     );
-    out.push_str("| Step (UTC) | Lease losses | Reclaims | Unknown | Dead letters | Replays | Resolves | Deliveries |\n|---|---:|---:|---:|---:|---:|---:|---:|\n");
+    // The columns are the rows' own series, so a series added to the pulse is a column
+    // here too, never a cell with no heading.
+    let titles: Vec<&str> = Series::ALL.iter().map(|s| s.title()).collect();
+    let _ = writeln!(
+        out,
+        "| Step (UTC) | {} |\n|---|{}",
+        titles.join(" | "),
+        "---:|".repeat(titles.len())
+    );
     let steps = pulse.series.values().map(Vec::len).max().unwrap_or(0);
     for k in 0..steps {
         let counts: Vec<u64> = Series::ALL

@@ -94,6 +94,67 @@ fn the_postmortem_of_every_case_reads_the_same_over_both_backends_and_twice() {
     }
 }
 
+/// The cells of a Markdown table's line: its unescaped pipes, less the outer two.
+fn cells(line: &str) -> usize {
+    let mut pipes = 0;
+    let mut escaped = false;
+    for c in line.chars() {
+        if escaped {
+            escaped = false;
+        } else if c == '\\' {
+            escaped = true;
+        } else if c == '|' {
+            pipes += 1;
+        }
+    }
+    pipes - 1
+}
+
+#[test]
+fn every_row_of_every_table_in_the_report_has_a_heading_for_each_cell() {
+    let incident = incident();
+    let markdown = report(
+        &incident.db,
+        None,
+        &[
+            "report",
+            "--since",
+            &incident.since,
+            "--until",
+            &incident.until,
+        ],
+    );
+    let mut tables = 0;
+    let mut heading: Option<(usize, &str)> = None;
+    for line in markdown.lines() {
+        if !line.starts_with('|') {
+            heading = None;
+            continue;
+        }
+        match heading {
+            None => {
+                heading = Some((cells(line), line));
+                tables += 1;
+            }
+            Some((width, title)) => assert_eq!(
+                cells(line),
+                width,
+                "a row unlike its heading:\n{title}\n{line}\n\n{markdown}"
+            ),
+        }
+    }
+    // Summary, impact, timeline, who got duplicates, operator actions, verdict changes.
+    assert!(tables >= 5, "{tables} tables:\n{markdown}");
+    // The timeline's columns are the pulse's series, each by its title.
+    for series in unsctl::pulse::Series::ALL {
+        assert!(
+            markdown.contains(&format!(" {} |", series.title())),
+            "{}:\n{markdown}",
+            series.title()
+        );
+    }
+}
+
 #[test]
 fn the_reports_figures_are_the_commands_own() {
     let incident = incident();
