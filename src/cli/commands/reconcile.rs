@@ -251,13 +251,7 @@ fn write_table(
     let mut grid = Grid::new(SUMMARY_COLUMNS, out);
     for (channel, counts) in &tally.summary {
         let mut cells: Vec<Text> = vec![channel.as_str().into()];
-        for class in [
-            Class::Once,
-            Class::Duplicated,
-            Class::MaybeDuplicated,
-            Class::Missing,
-            Class::Unsettled,
-        ] {
+        for class in Class::ALL {
             let n = counts.get(&class).copied().unwrap_or(0);
             cells.push(if n > 0 && class != Class::Once {
                 toned(n.to_string(), class.tone())
@@ -573,5 +567,19 @@ impl Streamed for Fleet<'_> {
             .collect();
         status(&totals.join("; "));
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The summary's cells are made in the order of `Class::ALL`: its headings must be
+    /// the same classes in the same order, or a count stands under another's name.
+    #[test]
+    fn the_summarys_headings_are_the_classes_in_the_order_their_counts_are_written() {
+        let headings: Vec<&str> = SUMMARY_COLUMNS[1..].iter().map(|c| c.header).collect();
+        let classes: Vec<&str> = Class::ALL.iter().map(|c| c.as_str()).collect();
+        assert_eq!(headings, classes);
     }
 }
