@@ -861,7 +861,9 @@ impl<'w> Scan<'w> {
     }
 
     /// Blocks read (and decompressed) on one thread, taken apart on every core, and
-    /// followed here in the file's order.
+    /// followed here in the file's order. While the next block in that order is still
+    /// being taken apart, this thread takes apart one waiting its turn instead of sitting
+    /// idle: a core left idle here was a fifth of the log's time on two cores.
     fn read_on_every_core(
         &mut self,
         path: &Path,
@@ -869,39 +871,16 @@ impl<'w> Scan<'w> {
         file: &mut FileState,
     ) -> std::io::Result<()> {
         use std::sync::{Mutex, mpsc};
-        /// A block taken apart, the file's end (None), or why it could not be read.
-        type Item = std::io::Result<Option<(read::Block, Vec<read::Record>)>>;
-        type Parsed = (usize, Item);
         let threads = self.reading.threads;
         let (to_parse, blocks) = mpsc::sync_channel::<(usize, read::Block)>(threads);
         let blocks = Mutex::new(blocks);
         let (to_follow, parsed) = mpsc::sync_channel::<Parsed>(threads * 2);
         let size = self.reading.block;
         let parsers: Vec<read::Parser<'w>> = (0..threads).map(|_| self.parser()).collect();
+        let mine = self.parser();
         std::thread::scope(|scope| {
             let reader_out = to_follow.clone();
-            scope.spawn(move || {
-                let mut splitter = read::Splitter::new(source, size);
-                let mut seq = 0;
-                loop {
-                    match splitter.next_block() {
-                        Ok(Some(block)) => {
-                            if to_parse.send((seq, block)).is_err() {
-                                return;
-                            }
-                        }
-                        Ok(None) => {
-                            let _ = reader_out.send((seq, Ok(None)));
-                            return;
-                        }
-                        Err(err) => {
-                            let _ = reader_out.send((seq, Err(err)));
-                            return;
-                        }
-                    }
-                    seq += 1;
-                }
-            });
+            scope.spawn(move || read_blocks(source, size, &to_parse, &reader_out));
             for parser in parsers {
                 let (blocks, out) = (&blocks, to_follow.clone());
                 scope.spawn(move || {
@@ -932,6 +911,21 @@ impl<'w> Scan<'w> {
                         Ok(None) => break 'follow Ok(()),
                         Err(err) => break 'follow Err(err),
                     }
+                }
+                if let Ok((seq, item)) = parsed.try_recv() {
+                    waiting.insert(seq, item);
+                    continue;
+                }
+                // The next block is still being taken apart: take apart one waiting its
+                // turn here rather than sit idle.
+                let stolen = blocks
+                    .try_lock()
+                    .ok()
+                    .and_then(|queue| queue.try_recv().ok());
+                if let Some((seq, block)) = stolen {
+                    let records = mine.parse(&block);
+                    waiting.insert(seq, Ok(Some((block, records))));
+                    continue;
                 }
                 match parsed.recv() {
                     Ok((seq, item)) => {
@@ -1535,6 +1529,41 @@ impl<'w> Scan<'w> {
             lines: self.lines,
             bytes: self.bytes,
         }
+    }
+}
+
+/// A block taken apart, the file's end (None), or why it could not be read.
+type Item = std::io::Result<Option<(read::Block, Vec<read::Record>)>>;
+/// An [`Item`] and its place in the file's order.
+type Parsed = (usize, Item);
+
+/// Reads `source` into blocks numbered in the file's order, for the parsers; its end, or
+/// why it could not be read, goes straight to the follower, numbered after the last.
+fn read_blocks(
+    source: Box<dyn Read + Send>,
+    size: usize,
+    to_parse: &std::sync::mpsc::SyncSender<(usize, read::Block)>,
+    to_follow: &std::sync::mpsc::SyncSender<Parsed>,
+) {
+    let mut splitter = read::Splitter::new(source, size);
+    let mut seq = 0;
+    loop {
+        match splitter.next_block() {
+            Ok(Some(block)) => {
+                if to_parse.send((seq, block)).is_err() {
+                    return;
+                }
+            }
+            Ok(None) => {
+                let _ = to_follow.send((seq, Ok(None)));
+                return;
+            }
+            Err(err) => {
+                let _ = to_follow.send((seq, Err(err)));
+                return;
+            }
+        }
+        seq += 1;
     }
 }
 
