@@ -917,11 +917,11 @@ impl<'w> Scan<'w> {
                     continue;
                 }
                 // The next block is still being taken apart: take apart one waiting its
-                // turn here rather than sit idle.
-                let stolen = blocks
-                    .try_lock()
-                    .ok()
-                    .and_then(|queue| queue.try_recv().ok());
+                // turn here rather than sit idle, while few are held ahead of it (a parser
+                // held up by a busy machine must not make the rest pile up here).
+                let stolen = (waiting.len() < threads * 8)
+                    .then(|| blocks.try_lock().ok()?.try_recv().ok())
+                    .flatten();
                 if let Some((seq, block)) = stolen {
                     let records = mine.parse(&block);
                     waiting.insert(seq, Ok(Some((block, records))));
