@@ -14,7 +14,7 @@ use std::net::SocketAddr;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
-use support::relay::{Ca, Fault, Proxy, Relay};
+use support::relay::{Ca, Fault, PATIENCE, Proxy, Relay};
 use unsctl::clock::{Clock, SystemClock};
 use unsctl::model::Channel;
 use unsctl::runtime::adapters::email::{EmailAdapter, EmailConfig, StartTls};
@@ -286,7 +286,7 @@ fn the_relays_own_log_settles_what_the_adapter_could_not_tell() {
     // Wait for the relay to log all of the session, so the rotation keeps none of it.
     // Postfix's cleanup logs the Message-ID after smtpd logged the session's end.
     let lost_ended = |log: &str| log.contains(&format!("message-id={}", message_id(&lost, 1, 1)));
-    support::wait_for(Duration::from_secs(10), || lost_ended(&relay.log()));
+    support::wait_for(PATIENCE, || lost_ended(&relay.log()));
     assert!(lost_ended(&relay.log()), "{}", relay.log());
     let rotated_at = std::fs::metadata(&relay.maillog).expect("log").len();
     for id in [&held, &cut, &lost] {
@@ -403,7 +403,7 @@ fn the_relays_own_log_settles_what_the_adapter_could_not_tell() {
             .filter(|m| m.contains(&format!("{id}.")))
             .count()
     };
-    support::wait_for(Duration::from_secs(10), || copies(&cut) > 0);
+    support::wait_for(PATIENCE, || copies(&cut) > 0);
     let log = relay.log();
     assert_eq!(
         copies(&held),
@@ -624,7 +624,7 @@ fn the_rules_of_evidence_hold_against_a_real_relay() {
             .any(|m| m.contains(&message_id(&held, 1, 1)))
     };
     // Each look asks the queue manager to try again rather than wait out its backoff.
-    support::wait_for(Duration::from_secs(20), || {
+    support::wait_for(PATIENCE, || {
         let _ = Command::new("postqueue")
             .arg("-c")
             .arg(relay.dir().join("conf"))
@@ -720,17 +720,13 @@ fn a_rewritten_sender_or_another_relays_log_never_proves_absence() {
         assert_eq!(class, "UNSETTLED", "{what}: {report:#}");
     }
     // And it really went out: the sink took one copy.
-    support::wait_until(
-        "the sink to take the message",
-        Duration::from_secs(20),
-        || {
-            rewriting
-                .sink
-                .received()
-                .iter()
-                .any(|m| m.contains(&message))
-        },
-    );
+    support::wait_until("the sink to take the message", PATIENCE, || {
+        rewriting
+            .sink
+            .received()
+            .iter()
+            .any(|m| m.contains(&message))
+    });
 }
 
 /// A relay log line the verifier reads, with what varies (stamps, hosts, pids, queue ids,
@@ -898,7 +894,7 @@ fn starttls_against_the_real_relay_trusts_only_the_given_ca() {
     }
     relay.send_marker();
     let delivered = |to: &str| relay.sink.received().iter().any(|m| m.contains(to));
-    support::wait_for(Duration::from_secs(10), || {
+    support::wait_for(PATIENCE, || {
         delivered("required@") && delivered("opportunistic@")
     });
     let log = relay.log();
