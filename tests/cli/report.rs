@@ -52,13 +52,7 @@ fn report(db: &Path, server: Option<&unsctl::server::RunningServer>, args: &[&st
 fn the_postmortem_of_every_case_reads_the_same_over_both_backends_and_twice() {
     let incident = incident();
     let server = support::server(&incident.db);
-    let window = [
-        "report",
-        "--since",
-        &incident.since,
-        "--until",
-        &incident.until,
-    ];
+    let window = incident.report_args();
     for format in ["markdown", "json", "html"] {
         let mut args = vec!["-o", format];
         args.extend(window);
@@ -113,17 +107,7 @@ fn cells(line: &str) -> usize {
 #[test]
 fn every_row_of_every_table_in_the_report_has_a_heading_for_each_cell() {
     let incident = incident();
-    let markdown = report(
-        &incident.db,
-        None,
-        &[
-            "report",
-            "--since",
-            &incident.since,
-            "--until",
-            &incident.until,
-        ],
-    );
+    let markdown = report(&incident.db, None, &incident.report_args());
     let mut tables = 0;
     let mut heading: Option<(usize, &str)> = None;
     for line in markdown.lines() {
@@ -316,15 +300,7 @@ fn a_bundle_is_checked_file_by_file() {
     report(
         &incident.db,
         None,
-        &[
-            "report",
-            "--since",
-            &incident.since,
-            "--until",
-            &incident.until,
-            "--bundle",
-            &bundle_text,
-        ],
+        &[&incident.report_args()[..], &["--bundle", &bundle_text]].concat(),
     );
     let check = |expect: Option<i32>| {
         let out = support::unsctl()
@@ -501,17 +477,7 @@ fn an_open_window_is_never_certified_and_its_report_says_provisional() {
     .expect("json");
     assert_eq!(json["provisional_until"], (now + 3600.0).floor());
     // A closed window says nothing of the kind.
-    let closed = report(
-        &incident.db,
-        None,
-        &[
-            "report",
-            "--since",
-            &incident.since,
-            "--until",
-            &incident.until,
-        ],
-    );
+    let closed = report(&incident.db, None, &incident.report_args());
     assert!(!closed.contains("PROVISIONAL"), "{closed}");
 }
 
@@ -687,13 +653,7 @@ fn a_note_records_the_fix_and_its_writer_and_reads_the_same_over_both_backends()
         assert!(said.contains(words), "{args:?}: {said}");
     }
 
-    let window = [
-        "report",
-        "--since",
-        &incident.since,
-        "--until",
-        &incident.until,
-    ];
+    let window = incident.report_args();
     let mut json_args = vec!["-o", "json"];
     json_args.extend(window);
     let json = report(&incident.db, None, &json_args);

@@ -14,6 +14,13 @@ pub struct Incident {
     pub until: String,
 }
 
+impl Incident {
+    /// `report` of the incident's window, as a command's arguments.
+    pub fn report_args(&self) -> [&str; 5] {
+        ["report", "--since", &self.since, "--until", &self.until]
+    }
+}
+
 fn rfc3339(at: f64) -> String {
     unsctl::render::time::rfc3339(at)
 }
