@@ -564,7 +564,9 @@ pub fn gather(
         summary,
         impact: tally.impact.into_values().map(Impact::from).collect(),
         dlq_now,
-        pulse: store.pulse(pulse_window(asked.since, asked.until))?,
+        pulse: store.pulse(
+            pulse_window(asked.since, asked.until).map_err(crate::store::StoreError::Other)?,
+        )?,
         key_moments,
         notes,
         needs,
@@ -654,22 +656,17 @@ pub fn unique_prefixes<'a>(ids: impl IntoIterator<Item = &'a str>) -> BTreeMap<S
 }
 
 /// The window's pulse: a minute a step, or as many whole minutes as keep it within the
-/// 1,440 steps a pulse may have.
-pub fn pulse_window(since: f64, until: f64) -> crate::pulse::Window {
-    let span = (until - since).max(60.0);
-    let mut minutes = (span / 60.0 / crate::pulse::MAX_STEPS as f64)
+/// 1,440 steps a pulse may have. Its steps start at the window's own start and the last
+/// ends at the window's end, so the timeline counts what the rest of the report counts:
+/// steps widened to whole minutes would count events from outside the window.
+pub fn pulse_window(since: f64, until: f64) -> Result<crate::pulse::Window, String> {
+    // A step of span / 1,440 or more cuts the span into 1,440 steps at most.
+    let minutes = ((until - since) / 60.0 / crate::pulse::MAX_STEPS as f64)
         .ceil()
         .max(1.0);
-    loop {
-        // Widened to whole steps, a window may need one step more: then a longer step.
-        let step = minutes * 60.0;
-        let from = (since / step).floor() * step;
-        let to = ((until / step).ceil() * step).max(from + step);
-        if let Ok(window) = crate::pulse::Window::new(from, to, step) {
-            return window;
-        }
-        minutes += 1.0;
-    }
+    // One minute more where rounding left a step too many.
+    crate::pulse::Window::new(since, until, minutes * 60.0)
+        .or_else(|_| crate::pulse::Window::new(since, until, (minutes + 1.0) * 60.0))
 }
 
 /// The counts per channel, the needs and the moments, as the notifications go by.
@@ -1164,7 +1161,8 @@ pub const CHARTED: [Series; 6] = [
 
 #[cfg(test)]
 mod tests {
-    /// Any window, aligned to whole steps, stays within the steps a pulse may have.
+    /// Any window is cut into whole minutes within the steps a pulse may have, and the
+    /// pulse counts exactly the window: nothing before its start or after its end.
     #[test]
     fn a_reports_pulse_window_always_fits_a_pulse() {
         for (since, span) in [
@@ -1173,11 +1171,18 @@ mod tests {
             (59.0, 86_400.0),
             (1_000_003.0, 86_400.0 * 7.0 + 1.0),
             (17.5, 1_440.0 * 60.0),
+            (17.5, 1_440.0 * 60.0 + 0.5),
+            (1_796_497_800.25, 86_400.0 * 400.0 + 59.0),
         ] {
-            let window = super::pulse_window(since, since + span);
+            let window = super::pulse_window(since, since + span).unwrap();
             assert!(window.steps() <= crate::pulse::MAX_STEPS, "{since} {span}");
-            assert!(window.since <= since && window.until >= since + span);
+            assert_eq!((window.since, window.until), (since, since + span));
+            assert_eq!(window.step % 60.0, 0.0, "{since} {span}");
         }
+        assert!(
+            super::pulse_window(5.0, 5.0).is_err(),
+            "an empty window has no steps"
+        );
     }
 }
 

@@ -483,6 +483,67 @@ fn an_open_window_is_never_certified_and_its_report_says_provisional() {
 
 /// The fix time the operator gives stands in the summary; the key moments keep the
 /// first and last of each kind of act, never one line per act.
+/// A window that starts and ends inside a minute: the timeline counts the events inside
+/// it, as the summary does, never those of the minute's part outside it.
+#[test]
+fn the_timeline_counts_only_the_windows_events_when_it_ends_within_a_minute() {
+    let incident = incident();
+    let conn = rusqlite::Connection::open(&incident.db).expect("db");
+    let times = |kind: &str| -> Vec<f64> {
+        let mut statement = conn
+            .prepare("SELECT at FROM uns_events WHERE kind = ?1 ORDER BY at")
+            .expect("query");
+        statement
+            .query_map([kind], |row| row.get(0))
+            .expect("rows")
+            .collect::<Result<_, _>>()
+            .expect("times")
+    };
+    let (dead, lost) = (times("DEAD_LETTERED"), times("LEASE_LOST"));
+    // From just after the first dead letter to the last lease loss (which it leaves out),
+    // both to the millisecond, as the flags take them.
+    let since = ((dead[0] + 0.1) * 1000.0).round() / 1000.0;
+    let until = (lost[lost.len() - 1] * 1000.0).floor() / 1000.0;
+    let minute = |at: f64| (at / 60.0).floor();
+    assert_eq!(
+        minute(since),
+        minute(dead[0]),
+        "the fixture's first dead letter"
+    );
+    assert_eq!(
+        minute(until),
+        minute(lost[lost.len() - 1]),
+        "its last lease loss"
+    );
+    let inside = |at: &&f64| **at >= since && **at < until;
+    let expected = [
+        ("DEAD_LETTERED", dead.iter().filter(inside).count()),
+        ("LEASE_LOST", lost.iter().filter(inside).count()),
+    ];
+    assert!(expected[0].1 < dead.len() && expected[1].1 < lost.len());
+    let json: Value = serde_json::from_str(&report(
+        &incident.db,
+        None,
+        &[
+            "-o",
+            "json",
+            "report",
+            "--since",
+            &rfc3339(since),
+            "--until",
+            &rfc3339(until),
+        ],
+    ))
+    .expect("json");
+    for (series, count) in expected {
+        let steps = json["pulse"]["series"][series].as_array().expect(series);
+        let counted: u64 = steps.iter().filter_map(Value::as_u64).sum();
+        assert_eq!(counted, count as u64, "{series}: {steps:?}");
+    }
+    assert_eq!(json["pulse"]["window"]["since"].as_f64(), Some(since));
+    assert_eq!(json["pulse"]["window"]["until"].as_f64(), Some(until));
+}
+
 #[test]
 fn the_fix_time_stands_in_the_summary_and_key_moments_keep_first_and_last() {
     let incident = incident();
