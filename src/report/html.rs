@@ -283,6 +283,25 @@ fn series_row(report: &Report, series: Series, row: usize, width: f64) -> Markup
     }
 }
 
+/// `text` (a guardrail's, naming entries by their full ids) with each id the report shows
+/// kept on one line: a line may break between its words, never inside an id.
+fn ids_whole(report: &Report, text: &str) -> Markup {
+    // Punctuation a guardrail's text puts around an id.
+    let around = |b: char| matches!(b, ':' | ';' | ',' | '.' | '(' | ')' | '`' | '"' | '\'');
+    html! {
+        @for (n, word) in text.split(' ').enumerate() {
+            @if n > 0 { " " }
+            @let core = word.trim_matches(around);
+            @if !core.is_empty() && report.shown_ids.contains_key(core) {
+                @let at = word.len() - word.trim_start_matches(around).len();
+                (word[..at]) span.t { (core) } (word[at + core.len()..])
+            } @else {
+                (word)
+            }
+        }
+    }
+}
+
 /// Text from a store or a provider: control bytes shown escaped (maud escapes the markup).
 fn c(text: &str) -> String {
     crate::render::sanitize::clean(text).into_owned()
@@ -343,7 +362,7 @@ fn actions(report: &Report) -> Markup {
             p { "One row per carry-out: the acts of one kind by one person for one reason, each within 15 minutes of the last; every entry's action is in the bundle's report.json." }
             (crate::render::columns::html(crate::render::columns::CARRY_OUTS, &rows))
             @for (n, guardrails) in notes.iter().enumerate() {
-                p.note { "[" (n + 1) "] FORCED over the guardrails: " (c(&guardrails.join("; "))) }
+                p.note { "[" (n + 1) "] FORCED over the guardrails: " (ids_whole(report, &c(&guardrails.join("; ")))) }
             }
             @if report.actions_not_followed > 0 {
                 p { (report.actions_not_followed) " actions past the first 2,000 were not followed up one by one." }

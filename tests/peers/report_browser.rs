@@ -329,6 +329,15 @@ fn the_html_report_keeps_ids_and_times_whole_tables_wide_and_markers_labelled() 
         out.stdout
     };
     let data: Value = serde_json::from_slice(&report("json")).expect("json");
+    // bob's forced replay: its guardrails are a footnote naming the entry.
+    assert!(
+        data["carry_outs"]
+            .as_array()
+            .expect("carry-outs")
+            .iter()
+            .any(|c| c["overridden"].as_array().is_some_and(|o| !o.is_empty())),
+        "{data:#}"
+    );
     holds_to_the_page(&report("html"), &data, 1..=4);
 }
 
@@ -372,6 +381,29 @@ pub fn holds_to_the_page(html: &[u8], data: &Value, pages: std::ops::RangeInclus
     for cell in cells {
         assert_eq!(cell["lines"], 1, "broken across lines: {cell}");
         assert_eq!(cell["overflows"], false, "wider than its cell: {cell}");
+    }
+    // A guardrail's full text, a footnote, keeps each id it names whole.
+    let named: Vec<&str> = data["carry_outs"]
+        .as_array()
+        .expect("carry-outs")
+        .iter()
+        .flat_map(|c| {
+            let said = c["overridden"].to_string();
+            c["ids"]
+                .as_array()
+                .expect("ids")
+                .iter()
+                .filter_map(Value::as_str)
+                .filter(move |id| said.contains(id))
+        })
+        .collect();
+    for id in named {
+        assert!(
+            cells
+                .iter()
+                .any(|c| c["text"] == id && c["section"] == "Operator actions"),
+            "{id} in a guardrail's footnote, not kept whole: {cells:?}"
+        );
     }
     // Every table at the page's width.
     let tables = m["tables"].as_array().expect("tables");
