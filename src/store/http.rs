@@ -672,9 +672,14 @@ impl Store for HttpStore {
         crate::store::in_context(self.context.as_deref(), &self.base)
     }
 
-    fn operator(&self, _claimed: &str) -> Result<String> {
+    /// The person the server will record: the one claimed, with the name of the key it
+    /// comes through (`oncall-jane (key ops-2)`), never the key's name alone.
+    fn operator(&self, claimed: &str) -> Result<String> {
         let whoami: api::WhoAmI = self.get(api::WHOAMI, &[])?;
-        Ok(whoami.operator)
+        Ok(crate::model::payload::person(
+            Some(&whoami.operator),
+            Some(claimed),
+        ))
     }
 
     fn notification(&self, id: &str) -> Result<NotificationDoc> {

@@ -245,7 +245,8 @@ pub trait Store {
     /// A short name for messages: the file path or the base URL.
     fn describe(&self) -> String;
 
-    /// Who the store will record as the operator of an action claimed by `claimed`.
+    /// Who the store will record as acting for an action claimed by `claimed`, as a
+    /// prompt names them ([`crate::model::payload::person`]).
     fn operator(&self, claimed: &str) -> Result<String>;
 
     fn notification(&self, id: &str) -> Result<NotificationDoc>;

@@ -75,6 +75,39 @@ fn the_prompt_names_what_it_changes_and_takes_only_the_whole_word() {
     assert_eq!(status(&db, &id), "PENDING");
 }
 
+/// Over the API the prompt names the person as the audit will: the operator claimed with
+/// the key it comes through, never the key's name alone.
+#[test]
+fn a_prompt_over_the_api_names_the_person_with_the_key() {
+    let dir = tempfile::tempdir().expect("dir");
+    let db = dir.path().join("uns.db");
+    let conn = schema::open(&db, OpenMode::Create).expect("store");
+    let id = support::replay_entry(&conn, 1000.0);
+    drop(conn);
+    let server = support::server(&db);
+    let tmux = Tmux::start(&format!(
+        "UNS_API_KEY={} {} --api http://{} replay {id} --confirm --operator oncall-jane",
+        support::KEY,
+        env!("CARGO_BIN_EXE_unsctl"),
+        server.addr
+    ));
+    let screen = tmux.wait_for("Type yes");
+    assert!(
+        screen.contains(&format!(
+            "Replay 1 entry in http://{} as oncall-jane (key default)?",
+            server.addr
+        )),
+        "{screen}"
+    );
+    tmux.line("no");
+    let screen = tmux.wait_for("EXIT=");
+    assert!(
+        screen.contains("Declined: nothing was changed."),
+        "{screen}"
+    );
+    assert_eq!(status(&db, &id), "DEAD");
+}
+
 /// On a narrow terminal the prompt wraps; once answered, what it asked is on the screen
 /// once, with the answer after it, and no row of it is left over from the redraw.
 #[test]
