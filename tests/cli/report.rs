@@ -521,20 +521,24 @@ fn the_timeline_counts_only_the_windows_events_when_it_ends_within_a_minute() {
         ("LEASE_LOST", lost.iter().filter(inside).count()),
     ];
     assert!(expected[0].1 < dead.len() && expected[1].1 < lost.len());
-    let json: Value = serde_json::from_str(&report(
-        &incident.db,
-        None,
-        &[
-            "-o",
-            "json",
-            "report",
-            "--since",
-            &rfc3339(since),
-            "--until",
-            &rfc3339(until),
-        ],
-    ))
-    .expect("json");
+    let (since_text, until_text) = (rfc3339(since), rfc3339(until));
+    let args = [
+        "-o",
+        "json",
+        "report",
+        "--since",
+        &since_text,
+        "--until",
+        &until_text,
+    ];
+    let text = report(&incident.db, None, &args);
+    let server = support::server(&incident.db);
+    assert_eq!(
+        text,
+        report(&incident.db, Some(&server), &args),
+        "over the API"
+    );
+    let json: Value = serde_json::from_str(&text).expect("json");
     for (series, count) in expected {
         let steps = json["pulse"]["series"][series].as_array().expect(series);
         let counted: u64 = steps.iter().filter_map(Value::as_u64).sum();
