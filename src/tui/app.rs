@@ -83,6 +83,9 @@ pub struct Dialog {
     pub ids: Vec<String>,
     pub action: Option<Action>,
     pub lines: Vec<String>,
+    /// Where the act is made and who it is recorded under, once previewed: what the
+    /// command line's prompt names.
+    pub acting: Option<String>,
     pub prepared: Option<Prepared>,
     /// The channel checkboxes: each channel a replay would cover, and whether it is
     /// ticked; `channel_at` is the one the keys are on.
@@ -121,6 +124,7 @@ impl Dialog {
             ids,
             action,
             lines: Vec::new(),
+            acting: None,
             prepared: None,
             channels: Vec::new(),
             channel_at: 0,
@@ -209,6 +213,36 @@ impl Dialog {
         });
         self.previewed = Some(ask);
         self.prepared = Some(prepared);
+    }
+
+    /// Verify's answers, read for the dialog: what can be recorded, and the lines.
+    fn take_answers(
+        &mut self,
+        asked: std::sync::Arc<crate::verify::Asked>,
+        lines: Vec<String>,
+        acting: String,
+    ) {
+        let recordable: Vec<&str> = asked
+            .answers
+            .iter()
+            .filter(|a| a.answer.finding().is_some())
+            .map(|a| a.id.as_str())
+            .collect();
+        self.count = recordable.len();
+        self.entries = recordable.iter().collect::<BTreeSet<_>>().len();
+        self.lines = lines;
+        self.acting = Some(acting);
+        self.note = Some(if self.count == 0 {
+            "No answer to record: CANNOT_TELL is never written down; check by hand.".to_string()
+        } else {
+            format!(
+                "{} over {} can be recorded; CANNOT_TELL is never written down.",
+                crate::render::output::counted(self.count as i64, "answer"),
+                crate::render::output::counted(self.entries as i64, "entry")
+            )
+        });
+        self.previewed = self.ask().ok();
+        self.prepared = Some(Prepared::Record { asked });
     }
 
     /// The title as the forced choice reads: giving up is said as such.
@@ -675,6 +709,7 @@ impl App {
                 ids,
                 ask,
                 lines,
+                acting,
                 plan,
                 offered,
             } => {
@@ -683,33 +718,17 @@ impl App {
                     && dialog.action == Some(action)
                 {
                     dialog.take_preview(ask, lines, Prepared::Act { action, plan }, offered);
+                    dialog.acting = Some(acting);
                 }
             }
-            Reply::Verified { asked, lines } => {
-                let Some(dialog) = self.dialog.as_mut() else {
-                    return;
-                };
-                let recordable: Vec<&str> = asked
-                    .answers
-                    .iter()
-                    .filter(|a| a.answer.finding().is_some())
-                    .map(|a| a.id.as_str())
-                    .collect();
-                dialog.count = recordable.len();
-                dialog.entries = recordable.iter().collect::<BTreeSet<_>>().len();
-                dialog.lines = lines;
-                dialog.note = Some(if dialog.count == 0 {
-                    "No answer to record: CANNOT_TELL is never written down; check by hand."
-                        .to_string()
-                } else {
-                    format!(
-                        "{} over {} can be recorded; CANNOT_TELL is never written down.",
-                        crate::render::output::counted(dialog.count as i64, "answer"),
-                        crate::render::output::counted(dialog.entries as i64, "entry")
-                    )
-                });
-                dialog.previewed = dialog.ask().ok();
-                dialog.prepared = Some(Prepared::Record { asked });
+            Reply::Verified {
+                asked,
+                lines,
+                acting,
+            } => {
+                if let Some(dialog) = self.dialog.as_mut() {
+                    dialog.take_answers(asked, lines, acting);
+                }
             }
             Reply::Carried { lines, summary } => {
                 if let Some(dialog) = self.dialog.as_mut() {

@@ -889,8 +889,9 @@ fn dialog_box(frame: &mut Frame<'_>, dialog: &Dialog, area: Rect, paint: &Paint,
             .collect(),
         (None, true) if dialog.progress.is_none() => vec![Line::from("reading the preview…")],
         (None, _) => dialog
-            .lines
+            .acting
             .iter()
+            .chain(&dialog.lines)
             .map(|l| Line::from(clean(l).into_owned()))
             .collect(),
     };

@@ -222,6 +222,8 @@ pub enum Reply {
         ids: Vec<String>,
         ask: Ask,
         lines: Vec<String>,
+        /// Where it is made and who it is recorded under ([`acting_as`]).
+        acting: String,
         plan: Arc<Plan>,
         /// Every channel the replays would cover when none is named: the checkboxes.
         offered: ChannelSet,
@@ -239,6 +241,8 @@ pub enum Reply {
     Verified {
         asked: Arc<crate::verify::Asked>,
         lines: Vec<String>,
+        /// Where the answers are recorded and who under ([`acting_as`]).
+        acting: String,
     },
     /// A report's bundle was written: where, and what it found in a line.
     Reported {
@@ -484,6 +488,7 @@ fn read(source: &Source, store: &dyn Store, job: Job) -> Result<Reply, Failure> 
             Ok(Reply::Verified {
                 asked: Arc::new(asked),
                 lines,
+                acting: acting_as(source, store).map_err(text)?,
             })
         }
         Job::Dlq { .. }
@@ -716,6 +721,16 @@ fn request(source: &Source, ask: &Ask) -> crate::api::ActionRequest {
 /// The CLI's preview of `action` on `ids` as asked: each entry's line (a refusal's
 /// remedy in the screen's terms), the pace, what each receiver does with a copy, and the
 /// canary's plan; and the plan itself, carried out as previewed.
+/// Where a dialog's act is made and the person it is recorded under, as the command
+/// line's prompt names them: over the API, the operator with the key's name.
+fn acting_as(source: &Source, store: &dyn Store) -> Result<String, StoreError> {
+    Ok(format!(
+        "in {} as {}",
+        store.describe(),
+        store.operator(&source.operator)?
+    ))
+}
+
 fn preview(
     source: &Source,
     store: &dyn Store,
@@ -753,6 +768,7 @@ fn preview(
         ids,
         ask,
         lines,
+        acting: acting_as(source, store)?,
         plan: Arc::new(plan),
         offered,
     })

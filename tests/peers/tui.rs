@@ -135,6 +135,8 @@ fn over_the_api_a_replay_from_the_screen_is_delivered_and_a_live_lease_loss_show
     term.wait_for("webhook fixed_");
     term.keys(&["Enter"]);
     term.wait_for("replay  channels SLACK");
+    // Where and as whom, as the command line's prompt says it: the person with the key.
+    term.wait_for(&format!("in {url} as erin (key default)"));
     term.wait_while("(keys in a moment)");
     term.wait_for("> Type yes to go ahead: _");
     term.keys(&["-l", "yes"]);
