@@ -194,6 +194,7 @@ impl Dialog {
         &mut self,
         ask: Ask,
         lines: Vec<String>,
+        acting: String,
         prepared: Prepared,
         offered: ChannelSet,
     ) {
@@ -207,6 +208,7 @@ impl Dialog {
             self.count = plan.all().filter(|i| i.preview.is_ok()).count();
         }
         self.lines = lines;
+        self.acting = Some(acting);
         self.note = (self.count == 0).then(|| {
             "Nothing here can be carried out: each refusal above says why and what would allow it."
                 .to_string()
@@ -717,8 +719,13 @@ impl App {
                     && dialog.ids == ids
                     && dialog.action == Some(action)
                 {
-                    dialog.take_preview(ask, lines, Prepared::Act { action, plan }, offered);
-                    dialog.acting = Some(acting);
+                    dialog.take_preview(
+                        ask,
+                        lines,
+                        acting,
+                        Prepared::Act { action, plan },
+                        offered,
+                    );
                 }
             }
             Reply::Verified {
