@@ -1013,19 +1013,26 @@ pub struct Recent {
     /// A lease lost or a reclaim within `quiet_after_seconds` of the span's end (or now):
     /// each may send another copy. Told by the last one, never by the 15-minute count.
     pub still_happening: bool,
+    /// Now, by the store's clock, when these were read ([`crate::runtime::queries::stats`]):
+    /// what "ago" is told by, since the events it is told of were stamped by that clock.
+    #[serde(skip)]
+    pub at: f64,
 }
 
 /// How far back "still happening" looks from the window's end: 15 minutes.
 pub const RECENT_SECONDS: f64 = 900.0;
 
 impl Recent {
+    /// The span before `until`, or before now by the store's own clock: the events were
+    /// stamped by it (by the database's on PostgreSQL, the server's over the API), so a
+    /// reader whose clock runs ahead would see the last lease loss older than it is.
     pub fn read(
         store: &dyn crate::store::Store,
         until: Option<f64>,
-        now: f64,
         quiet_after: f64,
     ) -> crate::store::Result<Self> {
         let health = store.health(RECENT_SECONDS, until)?;
+        let now = health.stats.at;
         let minutes = RECENT_SECONDS / 60.0;
         let rate = |n: i64| (n as f64 / minutes * 100.0).round() / 100.0;
         let stillness = crate::pulse::Stillness::of(
@@ -1046,6 +1053,7 @@ impl Recent {
             last_reclaim: health.last_reclaim,
             quiet_after_seconds: quiet_after,
             still_happening: stillness.still_happening,
+            at: now,
         })
     }
 }

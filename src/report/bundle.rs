@@ -53,7 +53,6 @@ fn write_reconciliation(
     let recent = crate::reconcile::Recent::read(
         store,
         Some(asked.until),
-        asked.until,
         crate::pulse::DEFAULT_QUIET_AFTER,
     )?;
     crate::documents::write_reconcile(&reconciliation, store, &recent, writer)?;

@@ -368,9 +368,9 @@ impl Metrics {
             .store(false, std::sync::atomic::Ordering::SeqCst);
     }
 
-    /// Reads the store gauges now.
-    pub fn refresh(&self, db: &crate::db::Db<'_>, now: f64) -> crate::db::DbResult<()> {
-        let stats = crate::runtime::queries::stats(db, now)?;
+    /// Reads the store gauges now, by `clock` where the store keeps no clock of its own.
+    pub fn refresh(&self, db: &crate::db::Db<'_>, clock: f64) -> crate::db::DbResult<()> {
+        let stats = crate::runtime::queries::stats(db, clock)?;
         for status in STATUSES {
             let count = stats.by_status.get(status).copied().unwrap_or(0);
             self.notifications
@@ -380,8 +380,11 @@ impl Metrics {
                 .set(count);
         }
         self.dlq_entries.set(stats.dlq_entries);
-        self.oldest_due
-            .set(stats.oldest_due_at.map_or(0.0, |at| (now - at).max(0.0)));
+        self.oldest_due.set(
+            stats
+                .oldest_due_at
+                .map_or(0.0, |at| (stats.at - at).max(0.0)),
+        );
         *self.read_at.lock().unwrap_or_else(|p| p.into_inner()) = Some(Instant::now());
         Ok(())
     }

@@ -265,7 +265,14 @@ pub struct Stats {
     pub last_scheduled_at: Option<f64>,
 }
 
-pub fn stats(db: &Db<'_>, now: f64) -> DbResult<Stats> {
+/// The numbers as of the store's own clock: `clock` on SQLite, the database's on
+/// PostgreSQL ([`Db::now`]), the clock every event and due time there was written by, so a
+/// reader whose clock is off counts the same rows due and the same ages.
+pub fn stats(db: &Db<'_>, clock: f64) -> DbResult<Stats> {
+    stats_at(db, db.now(clock)?)
+}
+
+fn stats_at(db: &Db<'_>, now: f64) -> DbResult<Stats> {
     let mut stats = Stats {
         at: now,
         ..Stats::default()
@@ -415,8 +422,15 @@ fn newest_lease_seconds(db: &Db<'_>) -> DbResult<Option<f64>> {
         .filter(|s| s.is_finite() && *s > 0.0))
 }
 
-/// The runtime's health over the `window_seconds` before `until` (default: now).
-pub fn health(db: &Db<'_>, now: f64, window_seconds: f64, until: Option<f64>) -> DbResult<Health> {
+/// The runtime's health over the `window_seconds` before `until` (default: the store's
+/// now, as [`stats`] reads it).
+pub fn health(
+    db: &Db<'_>,
+    clock: f64,
+    window_seconds: f64,
+    until: Option<f64>,
+) -> DbResult<Health> {
+    let now = db.now(clock)?;
     let end = until.unwrap_or(f64::MAX);
     let since = until.unwrap_or(now) - window_seconds;
     let reclaimed = db.dialect().json_number("payload", "$.reclaimed");
@@ -437,7 +451,7 @@ pub fn health(db: &Db<'_>, now: f64, window_seconds: f64, until: Option<f64>) ->
     };
     let (last_lease_lost, last_reclaim) = crate::pulse::last_losses(db, until.unwrap_or(f64::MAX))?;
     let mut health = Health {
-        stats: stats(db, now)?,
+        stats: stats_at(db, now)?,
         window_seconds,
         claims: count("ATTEMPT_STARTED", false)?,
         lease_lost: count("LEASE_LOST", false)?,

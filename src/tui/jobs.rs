@@ -608,7 +608,7 @@ fn reconcile(
     };
     let reconciliation = Reconciliation::read(store, &asked, source.sources.clone(), now)?;
     let items = reconciliation.all(store)?;
-    let recent = Recent::read(store, None, now, crate::pulse::DEFAULT_QUIET_AFTER)?;
+    let recent = Recent::read(store, None, crate::pulse::DEFAULT_QUIET_AFTER)?;
     let short = shortened(
         store,
         items

@@ -627,3 +627,61 @@ fn every_document_piped_into_a_reader_that_stops_ends_quietly() {
         assert!(!stderr.contains("error"), "{command}: {stderr}");
     }
 }
+
+/// "Still happening" and "how long ago" are told by the clock the events were stamped
+/// by: over the API, the server's. The client's clock here stands a year after the
+/// seeded lease losses; the server's a minute after the last, then an hour.
+#[test]
+fn still_happening_is_told_by_the_clock_that_stamped_the_events() {
+    let seeded = seed();
+    let last_lease_lost = T0 + 270.0;
+    for (after, happening) in [(60.0, true), (3600.0, false)] {
+        let server = unsctl::server::start_with_clock(
+            unsctl::server::ServerConfig::api_only(
+                seeded.db.clone(),
+                Some(unsctl::server::Keys::single(support::KEY).expect("key")),
+            ),
+            std::sync::Arc::new(unsctl::clock::ManualClock::new(last_lease_lost + after)),
+        )
+        .expect("server");
+        let reconcile = |args: &[&str]| {
+            support::unsctl()
+                .args(["--api", &format!("http://{}", server.addr), "reconcile"])
+                .args(args)
+                .env("UNS_API_KEY", support::KEY)
+                .output()
+                .expect("reconcile")
+        };
+        let document = json_of(&reconcile(&["-o", "json"]));
+        assert_eq!(document["recent"]["last_lease_lost"], last_lease_lost);
+        assert_eq!(
+            document["recent"]["still_happening"], happening,
+            "{after} s after: {:#}",
+            document["recent"]
+        );
+        let text = reconcile(&[]);
+        let shown = format!(
+            "{}{}",
+            String::from_utf8_lossy(&text.stdout),
+            String::from_utf8_lossy(&text.stderr)
+        );
+        let ago = format!(
+            "{} ({} ago)",
+            unsctl::render::time::rfc3339(last_lease_lost),
+            unsctl::render::time::duration(after)
+        );
+        assert!(
+            shown.contains(&ago),
+            "{after} s after, no {ago:?} in:\n{shown}"
+        );
+        let head = if happening {
+            "Still happening"
+        } else {
+            "Not happening now"
+        };
+        assert!(
+            shown.contains(head),
+            "{after} s after, no {head:?} in:\n{shown}"
+        );
+    }
+}

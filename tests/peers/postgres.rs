@@ -1577,3 +1577,27 @@ fn a_read_transaction_on_postgresql_sees_one_snapshot_and_never_ends_another() {
     assert_eq!(inside, before + 2, "read inside the open transaction");
     assert_eq!(count(&db).expect("count"), before + 2, "the write was kept");
 }
+
+/// A reader whose clock is a day behind counts what is due, and how long ago the runtime
+/// last did anything, by the database's clock: the one every row and event there was
+/// written by. By its own clock nothing would be due for a day.
+#[test]
+fn a_reader_a_day_behind_reads_the_runtimes_numbers_by_the_databases_clock() {
+    use unsctl::store::Store;
+    let database = postgres::cluster().database();
+    submit(&database, 3, "email");
+    let behind = unsctl::store::direct::DirectStore::open_postgres(&database.target(), false)
+        .expect("the store opens")
+        .with_clock(Box::new(unsctl::clock::OffsetClock(-86_400.0)));
+    let health = behind.health(900.0, None).expect("health");
+    assert_eq!(health.stats.due, 3, "{health:#?}");
+    assert_eq!(health.stats.scheduled, 0, "{health:#?}");
+    let oldest = health.stats.oldest_due_at.expect("the oldest due");
+    let waited = health.stats.at - oldest;
+    assert!(
+        (0.0..3600.0).contains(&waited),
+        "due for {waited} s by the reader's clock, not the database's"
+    );
+    let recent = unsctl::reconcile::Recent::read(&behind, None, 300.0).expect("recent");
+    assert!((recent.at - health.stats.at).abs() < 3600.0, "{recent:?}");
+}

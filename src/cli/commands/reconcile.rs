@@ -64,10 +64,6 @@ pub struct Args {
     pub quiet_after: f64,
 }
 
-fn now() -> f64 {
-    crate::clock::Clock::now(&crate::clock::SystemClock)
-}
-
 impl Args {
     fn asked(&self) -> CliResult<Asked> {
         let window = crate::cli::args::window(self.since.as_deref(), self.until.as_deref())?;
@@ -115,7 +111,7 @@ pub fn run(global: &Invocation, args: Args) -> CliResult {
     }
     let now = crate::clock::Clock::now(&crate::clock::SystemClock);
     let reconciliation = Reconciliation::read(store.as_ref(), &asked, args.sources(), now)?;
-    let recent = Recent::read(store.as_ref(), asked.window.until, now, args.quiet_after)?;
+    let recent = Recent::read(store.as_ref(), asked.window.until, args.quiet_after)?;
     out.stream(OneStore {
         reconciliation: &reconciliation,
         store: store.as_ref(),
@@ -326,14 +322,14 @@ fn window_words(window: &Window) -> String {
 /// Whether duplicates are still being made, in words: told by the last lease loss and
 /// the last reclaim, and how long ago they were.
 fn still_happening(recent: &Recent, newest_copy: Option<f64>, out: &Output) -> String {
-    let end = recent.until.unwrap_or_else(now);
+    let end = recent.until.unwrap_or(recent.at);
     let stillness = crate::pulse::Stillness::of(
         recent.last_lease_lost,
         recent.last_reclaim,
         end,
         recent.quiet_after_seconds,
     );
-    let lasts = crate::render::views::still_words(&stillness, end, now());
+    let lasts = crate::render::views::still_words(&stillness, end, recent.at);
     let newest = newest_copy
         .map(|at| {
             format!(
@@ -474,7 +470,7 @@ fn run_fleet(global: &Invocation, args: &Args, asked: &Asked) -> CliResult {
     let now = crate::clock::Clock::now(&crate::clock::SystemClock);
     let readings = fleet::read_each(global, &|store| {
         let reconciliation = Reconciliation::read(store, asked, args.sources(), now)?;
-        let recent = Recent::read(store, asked.window.until, now, args.quiet_after)?;
+        let recent = Recent::read(store, asked.window.until, args.quiet_after)?;
         Ok((reconciliation.all(store)?, recent))
     })?;
     let contexts: Vec<fleet::ContextStatus> = readings
