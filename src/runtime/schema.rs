@@ -350,6 +350,13 @@ fn open_writable(path: &Path, mode: OpenMode) -> Result<Connection, OpenError> {
         flags |= OpenFlags::SQLITE_OPEN_CREATE;
     }
     let conn = Connection::open_with_flags(path, flags).map_err(sqlite)?;
+    // SQLite opens a file this user cannot write for reading only, and says so only at
+    // the first write: after a preview and a prompt, entry by entry.
+    if conn.is_readonly(rusqlite::MAIN_DB).map_err(sqlite)? {
+        return Err(OpenError::NotWritable {
+            path: path.to_path_buf(),
+        });
+    }
     conn.busy_timeout(BUSY_TIMEOUT).map_err(sqlite)?;
     conn.pragma_update(None, "foreign_keys", true)
         .map_err(sqlite)?;

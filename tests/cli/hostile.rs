@@ -485,24 +485,7 @@ fn a_store_in_a_read_only_place_is_read_as_a_snapshot() {
     let private = dir.path().join("tmp");
     std::fs::create_dir(&private).expect("tmp");
     std::fs::set_permissions(&private, std::fs::Permissions::from_mode(0o777)).expect("chmod");
-    // Root may write anywhere; run as an account that may not, as on a read-only mount.
-    let as_user = |args: &[&str]| {
-        let mut command = if is_root() {
-            let mut c = support::launch("runuser");
-            c.args(["-u", "nobody", "--", env!("CARGO_BIN_EXE_unsctl")]);
-            c
-        } else {
-            support::unsctl()
-        };
-        command
-            .arg("--db")
-            .arg(&db)
-            .args(args)
-            .env("TMPDIR", &private)
-            .stdin(Stdio::null())
-            .output()
-            .expect("unsctl")
-    };
+    let as_user = |args: &[&str]| as_another_user(&db, &private, args);
     let out = as_user(&["dlq", "triage", "-o", "json"]);
     sane("read-only triage", &out, 0);
     assert!(
@@ -552,6 +535,76 @@ fn a_store_in_a_read_only_place_is_read_as_a_snapshot() {
     std::fs::set_permissions(&place, std::fs::Permissions::from_mode(0o755)).expect("chmod");
     assert!(bytes(&db) == before, "the read-only store was changed");
     assert!(listing(&private).is_empty(), "the private copy was removed");
+}
+
+/// `unsctl --db DB ARGS` as an account that may not write what the test's may not:
+/// root may write anywhere, so as root it runs as nobody.
+fn as_another_user(db: &Path, tmp: &Path, args: &[&str]) -> Output {
+    let mut command = if is_root() {
+        let mut c = support::launch("runuser");
+        c.args(["-u", "nobody", "--", env!("CARGO_BIN_EXE_unsctl")]);
+        c
+    } else {
+        support::unsctl()
+    };
+    command
+        .arg("--db")
+        .arg(db)
+        .args(args)
+        .env("TMPDIR", tmp)
+        .stdin(Stdio::null())
+        .output()
+        .expect("unsctl")
+}
+
+/// The runtime's store as it is while the runtime runs (its -wal and -shm beside it), in
+/// a place this user may read but not write. SQLite opens such a file for reading only
+/// and says so only at the first write; a change is refused before any entry is tried.
+#[test]
+fn a_store_this_user_cannot_write_is_refused_before_any_entry_is_tried() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().expect("dir");
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let db = build(dir.path(), "payload-blob");
+    // Held open, as the running runtime holds it: its -shm stays.
+    let runtime = rusqlite::Connection::open(&db).expect("db");
+    runtime
+        .query_row("SELECT COUNT(*) FROM uns_notifications", [], |r| {
+            r.get::<_, i64>(0)
+        })
+        .expect("read");
+    assert!(std::fs::metadata(format!("{}-shm", db.display())).is_ok());
+    for suffix in ["", "-wal", "-shm"] {
+        std::fs::set_permissions(
+            format!("{}{suffix}", db.display()),
+            std::fs::Permissions::from_mode(0o444),
+        )
+        .expect("chmod");
+    }
+    let before = bytes(&db);
+    let out = as_another_user(&db, dir.path(), &["dlq", "triage", "-o", "json"]);
+    sane("triage by a user who cannot write", &out, 0);
+    let triage: Value = serde_json::from_slice(&out.stdout).expect("json");
+    // An entry whose resolve nothing else refuses.
+    let id = triage["entries"]
+        .as_array()
+        .expect("entries")
+        .iter()
+        .find(|e| e["branch"] == "RESOLVE")
+        .and_then(|e| e["id"].as_str())
+        .expect("a RESOLVE entry")
+        .to_string();
+    let out = as_another_user(
+        &db,
+        dir.path(),
+        &["dlq", "resolve", &id, "--confirm", "--yes", "--reason", "x"],
+    );
+    sane("resolve by a user who cannot write", &out, 1);
+    let text = all(&out);
+    assert!(text.contains("cannot write here"), "{text}");
+    assert!(!text.contains("failed"), "no entry was tried: {text}");
+    assert!(bytes(&db) == before, "the store was changed");
+    drop(runtime);
 }
 
 fn is_root() -> bool {
