@@ -37,6 +37,11 @@ pub type DbResult<T> = std::result::Result<T, DbError>;
 /// the URL.
 pub fn said(err: &postgres::Error) -> String {
     match err.as_db_error() {
+        Some(db) if *db.code() == postgres::error::SqlState::READ_ONLY_SQL_TRANSACTION => format!(
+            "{} ({}): this database takes no writes (a hot standby, or default_transaction_read_only is on); changes go to the primary",
+            db.message(),
+            db.code().code()
+        ),
         Some(db) => format!("{} ({})", db.message(), db.code().code()),
         None => {
             let mut text = err.to_string();

@@ -266,6 +266,10 @@ pub enum OpenError {
     Empty { url: String },
     #[error("{url}: {said}")]
     Database { url: String, said: String },
+    #[error(
+        "{url}: this database takes no writes (a hot standby, or default_transaction_read_only is on); reads still work, changes go to the primary"
+    )]
+    ReadOnly { url: String },
 }
 
 impl OpenError {
@@ -398,6 +402,25 @@ impl PgConn {
     /// Makes this session refuse every write: read commands read through it.
     pub fn read_only(&self) -> DbResult<()> {
         self.batch("SET SESSION CHARACTERISTICS AS TRANSACTION READ ONLY")
+    }
+
+    /// Refuses a database that would refuse every change (a hot standby, a database or
+    /// role with `default_transaction_read_only`), before anything is asked of it.
+    pub fn takes_writes(&self) -> Result<(), OpenError> {
+        let rows = self
+            .client
+            .borrow_mut()
+            .query("SELECT current_setting('transaction_read_only')", &[])
+            .map_err(|err| OpenError::Database {
+                url: self.place.clone(),
+                said: said(&err),
+            })?;
+        match rows.first().map(|r| r.get::<_, String>(0)).as_deref() {
+            Some("off") => Ok(()),
+            _ => Err(OpenError::ReadOnly {
+                url: self.place.clone(),
+            }),
+        }
     }
 
     /// What the store's identity is hashed with: the random name the schema was made

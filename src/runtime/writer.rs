@@ -79,13 +79,19 @@ impl Pool {
     pub const LIMIT: usize = 12;
 
     /// Opens the first connection, checking (and on an empty database, when `create`,
-    /// creating) the schema. A `read_only` pool's sessions refuse every write.
+    /// creating) the schema. A `read_only` pool's sessions refuse every write; any other
+    /// is refused on a database that takes none.
     pub fn open(
         target: &Target,
         create: bool,
         read_only: bool,
     ) -> Result<Self, crate::db::pg::OpenError> {
         let first = PgConn::open(target, create)?;
+        // The runtime claims, settles and takes remediations: on a database that takes
+        // no writes (a hot standby) it would fail every one of them, so it does not start.
+        if !read_only {
+            first.takes_writes()?;
+        }
         let unusable = |err: crate::db::DbError| crate::db::pg::OpenError::Database {
             url: first.place.clone(),
             said: err.to_string(),

@@ -240,7 +240,9 @@ impl DirectStore {
     /// A PostgreSQL store: read-only (a session that refuses every write) unless `write`.
     pub fn open_postgres(target: &Target, write: bool) -> Result<Self> {
         let conn = PgConn::open(target, false)?;
-        if !write {
+        if write {
+            conn.takes_writes()?;
+        } else {
             conn.read_only()?;
         }
         Ok(Self {

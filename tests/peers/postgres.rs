@@ -1601,3 +1601,76 @@ fn a_reader_a_day_behind_reads_the_runtimes_numbers_by_the_databases_clock() {
     let recent = unsctl::reconcile::Recent::read(&behind, None, 300.0).expect("recent");
     assert!((recent.at - health.stats.at).abs() < 3600.0, "{recent:?}");
 }
+
+/// A database that takes no writes (a hot standby, or `default_transaction_read_only`
+/// as a site sets it for its readers): every read works, and a change is refused before
+/// any entry is tried, saying why and where changes go.
+#[test]
+fn a_database_that_takes_no_writes_is_read_and_a_change_is_refused_up_front() {
+    let dir = tempfile::tempdir().expect("dir");
+    let file = dir.path().join("uns.db");
+    let sql = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/every-case.sql"),
+    )
+    .expect("fixture");
+    rusqlite::Connection::open(&file)
+        .expect("db")
+        .execute_batch(&sql)
+        .expect("load");
+    let database = postgres::cluster().database();
+    database.copy_from(&file);
+    postgres::cluster()
+        .admin()
+        .batch_execute(&format!(
+            "ALTER DATABASE {} SET default_transaction_read_only = on",
+            database.name
+        ))
+        .expect("read-only");
+    let before = history(&database).len();
+    let out = run(&mut database.unsctl(&["dlq", "triage", "-o", "json"]));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let plan: Value = serde_json::from_slice(&out.stdout).expect("plan");
+    let id = plan["entries"]
+        .as_array()
+        .expect("entries")
+        .iter()
+        .find(|e| e["branch"] == "RESOLVE")
+        .and_then(|e| e["id"].as_str())
+        .expect("a RESOLVE entry")
+        .to_string();
+    let out =
+        run(&mut database.unsctl(&["dlq", "resolve", &id, "--confirm", "--yes", "--reason", "x"]));
+    let text = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(text.contains("takes no writes"), "{text}");
+    assert!(!text.contains("failed"), "no entry was tried: {text}");
+    // The runtime's own writes say the same.
+    let out = run(&mut database.unsctl(&[
+        "runtime",
+        "submit",
+        "--channel",
+        "email",
+        "--recipient",
+        "a@example.com",
+        "--subject",
+        "x",
+    ]));
+    let text = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && text.contains("takes no writes"),
+        "{text}"
+    );
+    // Nor does the runtime start on it: it would fail every claim.
+    match unsctl::server::start(ServerConfig::api_only(
+        Place::Postgres(database.target()),
+        Some(Keys::single(support::KEY).expect("key")),
+    )) {
+        Ok(_) => panic!("the runtime started on a database that takes no writes"),
+        Err(err) => assert!(err.to_string().contains("takes no writes"), "{err}"),
+    }
+    assert_eq!(history(&database).len(), before, "nothing was written");
+}
