@@ -267,6 +267,14 @@ pub enum OpenError {
     #[error("{url}: {said}")]
     Database { url: String, said: String },
     #[error(
+        "{url}: no UNS store on this connection's search_path ({search_path}), but one in {schemas}: add ?options=-csearch_path%3D<schema> to the URL, or set the role's search_path"
+    )]
+    Elsewhere {
+        url: String,
+        schemas: String,
+        search_path: String,
+    },
+    #[error(
         "{url}: this database takes no writes (a hot standby, or default_transaction_read_only is on); reads still work, changes go to the primary"
     )]
     ReadOnly { url: String },
@@ -335,6 +343,32 @@ impl PgConn {
             .scalar_bool("SELECT to_regclass('uns_schema') IS NOT NULL")
             .map_err(database)?;
         if !has_schema {
+            // A store the search_path does not reach (another role's, whose own schema it
+            // was made in) is not an empty database: one made here beside it would split
+            // the runtimes between two stores.
+            let elsewhere = self
+                .strings(
+                    "SELECT quote_ident(n.nspname) FROM pg_catalog.pg_class c
+                     JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+                     WHERE c.relname = 'uns_schema' AND c.relkind IN ('r', 'p')
+                     ORDER BY 1",
+                )
+                .map_err(database)?;
+            if !elsewhere.is_empty() {
+                let search_path = self
+                    .strings("SELECT current_setting('search_path')")
+                    .map_err(database)?
+                    .concat();
+                let schemas = match elsewhere.len() {
+                    1 => format!("schema {}", elsewhere[0]),
+                    _ => format!("schemas {}", elsewhere.join(", ")),
+                };
+                return Err(OpenError::Elsewhere {
+                    url: self.place.clone(),
+                    schemas,
+                    search_path,
+                });
+            }
             let tables: i64 = self
                 .scalar_i64(
                     "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = current_schema()",
@@ -392,6 +426,11 @@ impl PgConn {
     fn scalar_bool(&self, sql: &str) -> DbResult<bool> {
         let rows = self.client.borrow_mut().query(sql, &[])?;
         Ok(rows.first().map(|r| r.get::<_, bool>(0)).unwrap_or(false))
+    }
+
+    fn strings(&self, sql: &str) -> DbResult<Vec<String>> {
+        let rows = self.client.borrow_mut().query(sql, &[])?;
+        Ok(rows.iter().map(|r| r.get::<_, String>(0)).collect())
     }
 
     fn scalar_i64(&self, sql: &str) -> DbResult<i64> {

@@ -1674,3 +1674,76 @@ fn a_database_that_takes_no_writes_is_read_and_a_change_is_refused_up_front() {
     }
     assert_eq!(history(&database).len(), before, "nothing was written");
 }
+
+/// A store the connection's search_path does not reach (made by another role, in its own
+/// schema) is named where it is, for reading and for the runtime alike: the runtime
+/// never makes a second store beside it, which would split the workers between two.
+#[test]
+fn a_store_outside_the_search_path_is_named_and_never_made_twice() {
+    let dir = tempfile::tempdir().expect("dir");
+    let file = dir.path().join("uns.db");
+    let sql = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/every-case.sql"),
+    )
+    .expect("fixture");
+    rusqlite::Connection::open(&file)
+        .expect("db")
+        .execute_batch(&sql)
+        .expect("load");
+    let database = postgres::cluster().database();
+    database.copy_from(&file);
+    let mut client = database.client();
+    client
+        .batch_execute(&format!(
+            "CREATE SCHEMA elsewhere; GRANT ALL ON SCHEMA elsewhere TO PUBLIC;
+             ALTER DATABASE {} SET search_path = elsewhere",
+            database.name
+        ))
+        .expect("a search_path without the store");
+    let out = run(&mut database.unsctl(&["dlq", "triage", "-o", "json"]));
+    let text = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(
+        text.contains(
+            "no UNS store on this connection's search_path (elsewhere), but one in schema public"
+        ),
+        "{text}"
+    );
+    match unsctl::server::start(ServerConfig::api_only(
+        Place::Postgres(database.target()),
+        Some(Keys::single(support::KEY).expect("key")),
+    )) {
+        Ok(_) => panic!("the runtime started a second store"),
+        Err(err) => assert!(
+            err.to_string().contains("but one in schema public"),
+            "{err}"
+        ),
+    }
+    let made: i64 = database
+        .client()
+        .query_one(
+            "SELECT COUNT(*) FROM pg_tables WHERE schemaname = 'elsewhere'",
+            &[],
+        )
+        .expect("tables")
+        .get(0);
+    assert_eq!(made, 0, "a second store was made");
+    // Named in the URL, the store is read as ever.
+    let mut command = support::unsctl();
+    command.env("PGPASSWORD", postgres::PASSWORD).args([
+        "--db",
+        &format!("{}?options=-csearch_path%3Dpublic", database.url),
+        "dlq",
+        "triage",
+        "-o",
+        "json",
+    ]);
+    let out = run(&mut command);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let plan: Value = serde_json::from_slice(&out.stdout).expect("plan");
+    assert!(!plan["entries"].as_array().expect("entries").is_empty());
+}
