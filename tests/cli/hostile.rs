@@ -586,14 +586,7 @@ fn a_store_this_user_cannot_write_is_refused_before_any_entry_is_tried() {
     sane("triage by a user who cannot write", &out, 0);
     let triage: Value = serde_json::from_slice(&out.stdout).expect("json");
     // An entry whose resolve nothing else refuses.
-    let id = triage["entries"]
-        .as_array()
-        .expect("entries")
-        .iter()
-        .find(|e| e["branch"] == "RESOLVE")
-        .and_then(|e| e["id"].as_str())
-        .expect("a RESOLVE entry")
-        .to_string();
+    let id = support::entry_of_branch(&triage, "RESOLVE");
     let out = as_another_user(
         &db,
         dir.path(),

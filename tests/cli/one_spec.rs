@@ -5,7 +5,6 @@
 
 use super::tui::Screen;
 use ratatui::crossterm::event::KeyCode;
-use std::path::Path;
 use unsctl::render::Output;
 use unsctl::render::columns::{self, Spec};
 use unsctl::render::table::{Text, render_all};
@@ -117,15 +116,7 @@ fn same_cells_everywhere<R>(
 /// The every-case store after the report's incident: actions, duplicates, every branch.
 fn store() -> (tempfile::TempDir, std::path::PathBuf) {
     let dir = tempfile::tempdir().expect("dir");
-    let db = dir.path().join("uns.db");
-    let sql = std::fs::read_to_string(
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/every-case.sql"),
-    )
-    .expect("fixture");
-    rusqlite::Connection::open(&db)
-        .expect("db")
-        .execute_batch(&sql)
-        .expect("load");
+    let db = crate::support::every_case_store(dir.path());
     // An operator action, from the command line, for the audit.
     let plan = crate::support::unsctl()
         .arg("--db")

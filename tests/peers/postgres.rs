@@ -1441,14 +1441,7 @@ fn the_live_screen_works_an_entry_on_postgres_as_on_the_file() {
         .arg(&file)
         .args(["dlq", "triage", "-o", "json"]));
     let plan: Value = serde_json::from_slice(&plan.stdout).expect("plan");
-    let id = plan["entries"]
-        .as_array()
-        .expect("entries")
-        .iter()
-        .find(|entry| entry["branch"] == "RESOLVE")
-        .and_then(|entry| entry["id"].as_str())
-        .expect("the RESOLVE entry's id")
-        .to_string();
+    let id = support::entry_of_branch(&plan, "RESOLVE");
     for _ in 0..position {
         term.keys(&["Down"]);
     }
@@ -1608,15 +1601,7 @@ fn a_reader_a_day_behind_reads_the_runtimes_numbers_by_the_databases_clock() {
 #[test]
 fn a_database_that_takes_no_writes_is_read_and_a_change_is_refused_up_front() {
     let dir = tempfile::tempdir().expect("dir");
-    let file = dir.path().join("uns.db");
-    let sql = std::fs::read_to_string(
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/every-case.sql"),
-    )
-    .expect("fixture");
-    rusqlite::Connection::open(&file)
-        .expect("db")
-        .execute_batch(&sql)
-        .expect("load");
+    let file = support::every_case_store(dir.path());
     let database = postgres::cluster().database();
     database.copy_from(&file);
     postgres::cluster()
@@ -1634,14 +1619,7 @@ fn a_database_that_takes_no_writes_is_read_and_a_change_is_refused_up_front() {
         String::from_utf8_lossy(&out.stderr)
     );
     let plan: Value = serde_json::from_slice(&out.stdout).expect("plan");
-    let id = plan["entries"]
-        .as_array()
-        .expect("entries")
-        .iter()
-        .find(|e| e["branch"] == "RESOLVE")
-        .and_then(|e| e["id"].as_str())
-        .expect("a RESOLVE entry")
-        .to_string();
+    let id = support::entry_of_branch(&plan, "RESOLVE");
     let out =
         run(&mut database.unsctl(&["dlq", "resolve", &id, "--confirm", "--yes", "--reason", "x"]));
     let text = String::from_utf8_lossy(&out.stderr);
@@ -1681,15 +1659,7 @@ fn a_database_that_takes_no_writes_is_read_and_a_change_is_refused_up_front() {
 #[test]
 fn a_store_outside_the_search_path_is_named_and_never_made_twice() {
     let dir = tempfile::tempdir().expect("dir");
-    let file = dir.path().join("uns.db");
-    let sql = std::fs::read_to_string(
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/every-case.sql"),
-    )
-    .expect("fixture");
-    rusqlite::Connection::open(&file)
-        .expect("db")
-        .execute_batch(&sql)
-        .expect("load");
+    let file = support::every_case_store(dir.path());
     let database = postgres::cluster().database();
     database.copy_from(&file);
     let mut client = database.client();

@@ -341,15 +341,7 @@ fn repeating_api(
 #[test]
 fn a_backend_whose_pages_repeat_is_read_no_further() {
     let dir = tempfile::tempdir().expect("dir");
-    let db = dir.path().join("uns.db");
-    let conn = rusqlite::Connection::open(&db).expect("db");
-    let sql = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/fixtures/every-case.sql"
-    ))
-    .expect("fixture");
-    conn.execute_batch(&sql).expect("load");
-    drop(conn);
+    let db = support::every_case_store(dir.path());
     let server = support::server(&db);
     let (url, asked) = repeating_api(server.addr);
     let term = Tmux::start_sized(

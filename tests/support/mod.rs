@@ -690,3 +690,29 @@ pub fn the_sweep_was_safe(out: &std::process::Output, schedules: u64) {
         "{counts:#}"
     );
 }
+
+/// `dir/uns.db`, a store of every runbook case (`fixtures/every-case.sql`).
+pub fn every_case_store(dir: &Path) -> PathBuf {
+    let db = dir.join("uns.db");
+    let sql = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/every-case.sql"),
+    )
+    .expect("fixture");
+    rusqlite::Connection::open(&db)
+        .expect("db")
+        .execute_batch(&sql)
+        .expect("load");
+    db
+}
+
+/// The id of the first entry of `branch` in a plan (`dlq triage -o json`).
+pub fn entry_of_branch(plan: &serde_json::Value, branch: &str) -> String {
+    plan["entries"]
+        .as_array()
+        .expect("entries")
+        .iter()
+        .find(|entry| entry["branch"] == branch)
+        .and_then(|entry| entry["id"].as_str())
+        .unwrap_or_else(|| panic!("no {branch} entry in {plan}"))
+        .to_string()
+}
