@@ -136,6 +136,7 @@ pub fn db_backend(db: PathBuf) -> Backend {
     let Some(url) = db.to_str().filter(|text| crate::db::pg::is_url(text)) else {
         return Backend::Sqlite(db);
     };
+    let url = &crate::db::pg::with_environment(url, &env);
     let pgpass = std::env::var_os("PGPASSFILE")
         .map(PathBuf::from)
         .or_else(|| std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".pgpass")))

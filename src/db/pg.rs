@@ -81,6 +81,17 @@ impl Target {
             Some(mode) => super::tls::SslMode::parse(&mode)?,
             None => super::tls::SslMode::Prefer,
         };
+        // A Unix socket reaches the server on this machine: libpq asks it for no TLS
+        // whatever sslmode says, and neither do we (there is no name to verify).
+        let hosts = config.get_hosts();
+        let local = !hosts.is_empty()
+            && hosts
+                .iter()
+                .all(|host| matches!(host, postgres::config::Host::Unix(_)));
+        if local {
+            config.ssl_mode(postgres::config::SslMode::Disable);
+            return Ok((config, None));
+        }
         let root_cert = asked.root_cert.or_else(|| self.tls.root_cert.clone());
         config.ssl_mode(mode.negotiated());
         Ok((config, super::tls::connector(mode, root_cert.as_deref())?))
@@ -198,6 +209,108 @@ fn pgpass_fields(line: &str) -> Vec<String> {
 /// Whether `text` names a PostgreSQL database rather than a file.
 pub fn is_url(text: &str) -> bool {
     text.starts_with("postgres://") || text.starts_with("postgresql://")
+}
+
+/// `url` with what it leaves out taken from the operator's environment as libpq takes
+/// it (`PGHOST`, `PGPORT`, `PGUSER`, `PGDATABASE`, read by `env`): the host, port, user
+/// or database the URL names itself always wins. A URL that cannot be read is returned
+/// as it is, for the connection to say why.
+pub fn with_environment(url: &str, env: &dyn Fn(&str) -> Option<String>) -> String {
+    let Ok(config) = super::tls::split_url(url).0.parse::<postgres::Config>() else {
+        return url.to_string();
+    };
+    let env = |name: &str| env(name).filter(|value| !value.is_empty());
+    let mut url = url.to_string();
+    let param = |url: &mut String, key: &str, value: &str| {
+        url.push(if url.contains('?') { '&' } else { '?' });
+        url.push_str(key);
+        url.push('=');
+        for byte in value.bytes() {
+            if byte.is_ascii_alphanumeric() || b"-._~/".contains(&byte) {
+                url.push(byte as char);
+            } else {
+                url.push_str(&format!("%{byte:02X}"));
+            }
+        }
+    };
+    let authority = authority(&url);
+    if config.get_hosts().is_empty()
+        && let Some(host) = env("PGHOST")
+    {
+        param(&mut url, "host", &host);
+    }
+    if let Some(port) = env("PGPORT").filter(|p| p.bytes().all(|b| b.is_ascii_digit() || b == b','))
+    {
+        match authority {
+            // Hosts named in the query (or none): so may the port be.
+            None if !url_names_port(&url) => param(&mut url, "port", &port),
+            None => {}
+            // The client library reads a host written without a port as 5432: the port
+            // goes beside each such host.
+            Some((from, to)) => url = with_ports(&url, from, to, &port),
+        }
+    }
+    if config.get_user().is_none()
+        && let Some(user) = env("PGUSER")
+    {
+        param(&mut url, "user", &user);
+    }
+    if config.get_dbname().is_none()
+        && let Some(dbname) = env("PGDATABASE")
+    {
+        param(&mut url, "dbname", &dbname);
+    }
+    url
+}
+
+/// Where the hosts of `url`'s authority run (after any `user@`), when it names any.
+fn authority(url: &str) -> Option<(usize, usize)> {
+    let start = url.find("://").map_or(0, |at| at + 3);
+    let end = url[start..]
+        .find(['/', '?'])
+        .map_or(url.len(), |at| start + at);
+    let hosts = url[start..end]
+        .rfind('@')
+        .map_or(start, |at| start + at + 1);
+    (hosts < end).then_some((hosts, end))
+}
+
+/// Whether `url`'s query names a port.
+fn url_names_port(url: &str) -> bool {
+    url.split_once('?')
+        .is_some_and(|(_, query)| query.split('&').any(|pair| pair.starts_with("port=")))
+}
+
+/// `url` with `ports` (one for all, or one per host) beside each host of `from..to` that
+/// is written without one; as it was when the URL's query names a port, or the ports do
+/// not match the hosts.
+fn with_ports(url: &str, from: usize, to: usize, ports: &str) -> String {
+    if url_names_port(url) {
+        return url.to_string();
+    }
+    let hosts: Vec<&str> = url[from..to].split(',').collect();
+    let ports: Vec<&str> = ports.split(',').collect();
+    if ports.len() != 1 && ports.len() != hosts.len() {
+        return url.to_string();
+    }
+    let written = hosts
+        .iter()
+        .enumerate()
+        .map(|(i, spec)| {
+            let after = match spec.strip_prefix('[') {
+                Some(v6) => v6.split_once(']').map_or("", |(_, after)| after),
+                None => spec.split_once(':').map_or("", |(_, port)| port),
+            };
+            let port = ports[if ports.len() == 1 { 0 } else { i }];
+            if after.trim_start_matches(':').is_empty() && !port.is_empty() {
+                format!("{}:{port}", spec.trim_end_matches(':'))
+            } else {
+                spec.to_string()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(",");
+    format!("{}{written}{}", &url[..from], &url[to..])
 }
 
 /// `url` as it may be printed: never a password, wherever it was written.
@@ -677,6 +790,56 @@ FOR EACH STATEMENT EXECUTE FUNCTION uns_refuse('notifications are never deleted'
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn what_a_url_leaves_out_comes_from_the_environment_as_libpq_takes_it() {
+        let env = |name: &str| {
+            Some(match name {
+                "PGHOST" => "/var/run/postgresql".to_string(),
+                "PGPORT" => "5433".into(),
+                "PGUSER" => "on call".into(),
+                "PGDATABASE" => "uns&x=1".into(),
+                _ => return None,
+            })
+        };
+        let filled = with_environment("postgres://", &env);
+        assert_eq!(
+            filled,
+            "postgres://?host=/var/run/postgresql&port=5433&user=on%20call&dbname=uns%26x%3D1"
+        );
+        let config: postgres::Config = filled.parse().expect("a URL");
+        assert_eq!(config.get_user(), Some("on call"));
+        assert_eq!(config.get_dbname(), Some("uns&x=1"));
+        assert_eq!(config.get_ports(), [5433]);
+        // What the URL names wins; its TLS parameters stay.
+        let named = "postgres://ops@db.example:6432/uns?sslmode=verify-full";
+        assert_eq!(with_environment(named, &env), named);
+        assert_eq!(
+            with_environment("postgresql://db.example/uns?sslmode=require", &env),
+            "postgresql://db.example:5433/uns?sslmode=require&user=on%20call"
+        );
+        assert_eq!(
+            with_environment("postgres://a:b@h1:1,h2,[::2]/uns", &env),
+            "postgres://a:b@h1:1,h2:5433,[::2]:5433/uns"
+        );
+        assert_eq!(
+            with_environment("postgres://ops@[::1]/uns", &env),
+            "postgres://ops@[::1]:5433/uns"
+        );
+        for named in [
+            "postgres://[::1]:5432/uns?user=a",
+            "postgres://a@h1:1/uns",
+            "postgres:///uns?host=/tmp&port=5432&user=a",
+        ] {
+            assert_eq!(with_environment(named, &env), named);
+        }
+        // Nothing set, or a URL that cannot be read: as it was.
+        assert_eq!(
+            with_environment("postgres:///uns", &|_| None),
+            "postgres:///uns"
+        );
+        assert_eq!(with_environment("postgres://[", &env), "postgres://[");
+    }
 
     #[test]
     fn a_pgpass_line_is_found_as_libpq_finds_it() {

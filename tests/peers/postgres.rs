@@ -1717,3 +1717,60 @@ fn a_store_outside_the_search_path_is_named_and_never_made_twice() {
     let plan: Value = serde_json::from_slice(&out.stdout).expect("plan");
     assert!(!plan["entries"].as_array().expect("entries").is_empty());
 }
+
+/// The store over the cluster's Unix socket, with the host, port, user and database
+/// from libpq's variables, as an operator on the database's machine reaches it: no TLS
+/// asked of a socket, whatever sslmode says, and what the URL names wins over the
+/// environment.
+#[test]
+fn a_unix_socket_and_libpqs_variables_reach_the_same_store() {
+    let cluster = postgres::cluster();
+    let database = cluster.database();
+    submit(&database, 1, "email");
+    let identity = |out: Output| -> String {
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let plan: Value = serde_json::from_slice(&out.stdout).expect("plan");
+        plan["store"].as_str().expect("store").to_string()
+    };
+    let by_url = identity(run(&mut database.unsctl(&["dlq", "triage", "-o", "json"])));
+    let triage = |url: &str, env: &[(&str, String)]| {
+        let mut command = support::unsctl();
+        command
+            .args(["--db", url, "dlq", "triage", "-o", "json"])
+            .env_remove("PGPASSWORD");
+        for (name, value) in env {
+            command.env(name, value);
+        }
+        run(&mut command)
+    };
+    let socket = cluster.socket_dir.display().to_string();
+    let variables = [
+        ("PGHOST", socket.clone()),
+        ("PGPORT", cluster.port.to_string()),
+        ("PGUSER", postgres::USER.to_string()),
+        ("PGDATABASE", database.name.clone()),
+    ];
+    assert_eq!(identity(triage("postgres://", &variables)), by_url);
+    assert_eq!(
+        identity(triage("postgres://?sslmode=verify-full", &variables)),
+        by_url
+    );
+    // The URL's database wins over PGDATABASE's.
+    let elsewhere = [
+        ("PGHOST", socket),
+        ("PGPORT", cluster.port.to_string()),
+        ("PGUSER", postgres::USER.to_string()),
+        ("PGDATABASE", "postgres".to_string()),
+    ];
+    let url = format!("postgres:///{}", database.name);
+    assert_eq!(identity(triage(&url, &elsewhere)), by_url);
+    // Over TCP, the port and user from the environment, the password from PGPASSWORD.
+    let mut tcp = elsewhere[1..3].to_vec();
+    tcp.push(("PGPASSWORD", postgres::PASSWORD.to_string()));
+    let url = format!("postgres://127.0.0.1/{}", database.name);
+    assert_eq!(identity(triage(&url, &tcp)), by_url);
+}

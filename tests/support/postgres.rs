@@ -24,6 +24,8 @@ pub const TLS_ONLY_USER: &str = "uns_tls_only";
 
 pub struct Cluster {
     pub port: u16,
+    /// Where its Unix socket is (local connections are trusted).
+    pub socket_dir: PathBuf,
     pub bin: PathBuf,
     pub tls: Tls,
     /// Closing it stops the server (see the module's note).
@@ -141,7 +143,8 @@ rm -rf "$dir""#;
             .arg("-D")
             .arg(&data)
             .args(["-c", "listen_addresses=127.0.0.1", "-p", &port.to_string()])
-            .args(["-c", "unix_socket_directories="])
+            .arg("-c")
+            .arg(format!("unix_socket_directories={}", dir.display()))
             .args(["-c", "fsync=off", "-c", "synchronous_commit=off"])
             .args(["-c", "full_page_writes=off", "-c", "max_connections=300"])
             .args(["-c", "ssl=on"])
@@ -159,6 +162,7 @@ rm -rf "$dir""#;
         std::mem::forget(child);
         let cluster = Self {
             port,
+            socket_dir: dir.clone(),
             bin,
             tls,
             _lifeline: Mutex::new(lifeline),
