@@ -303,6 +303,10 @@ impl Store for DirectStore {
         )?)
     }
 
+    fn now(&self) -> Result<f64> {
+        Ok(self.db().now(self.clock.now())?)
+    }
+
     fn describe(&self) -> String {
         crate::store::in_context(self.context.as_deref(), &self.place)
     }

@@ -354,7 +354,17 @@ pub trait Store {
         window_seconds: f64,
         until: Option<f64>,
     ) -> Result<crate::runtime::queries::Health>;
+
+    /// Now, by the clock the store's events are stamped by: the database's on
+    /// PostgreSQL, the server's over the API, this machine's for a file. What "now" and
+    /// "ago" are told by wherever they meet the store's times.
+    fn now(&self) -> Result<f64> {
+        Ok(self.health(RECENT_NOW_WINDOW, None)?.stats.at)
+    }
 }
+
+/// The shortest window a store's numbers are read over when only its clock is wanted.
+const RECENT_NOW_WINDOW: f64 = 60.0;
 
 /// The rule every reader of pages keeps, the commands and the screen alike: each page
 /// starts past the last id of the page before, and no cursor comes twice. A server that

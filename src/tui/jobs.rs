@@ -470,7 +470,8 @@ fn read(source: &Source, store: &dyn Store, job: Job) -> Result<Reply, Failure> 
             Ok(Reply::Providers(Providers { health, relay }))
         }
         Job::Pulse { span } => {
-            let now = source.clock.now();
+            // The last span by the store's clock, which stamped what it counts.
+            let now = store.now().map_err(text)?;
             let until = (now / 60.0).ceil() * 60.0;
             let window = Window::new(until - span, until, 60.0)?;
             Ok(Reply::Pulse {
@@ -619,9 +620,10 @@ fn reconcile(
     );
     Ok(Reply::Reconcile {
         items,
-        recent,
         channels: reconciliation.channels(),
-        now,
+        // "Still happening" and "ago" by the store's clock, as the command says them.
+        now: recent.at,
+        recent,
         short,
     })
 }

@@ -277,3 +277,54 @@ fn a_step_that_cannot_be_taken_is_refused_in_words() {
         assert!(!stderr.contains("3601 steps"), "{stderr}");
     }
 }
+
+/// "The last hour" is the store's, by the clock that stamped its events: over the API,
+/// the server's. Its clock here stands a minute after a loss the operator's clock puts
+/// a year back; the pulse still shows it, and says it is still happening.
+#[test]
+fn the_last_hour_is_the_stores_by_its_own_clock() {
+    let dir = tempfile::tempdir().expect("dir");
+    let year = 365.0 * 86_400.0;
+    let db = store_with_losses(dir.path(), year);
+    let loss: f64 = rusqlite::Connection::open(&db)
+        .expect("db")
+        .query_row(
+            "SELECT at FROM uns_events WHERE kind = 'LEASE_LOST'",
+            [],
+            |r| r.get(0),
+        )
+        .expect("the loss");
+    let server_now = loss + 60.0;
+    let server = unsctl::server::start_with_clock(
+        unsctl::server::ServerConfig::api_only(
+            db.clone(),
+            Some(unsctl::server::Keys::single(support::KEY).expect("key")),
+        ),
+        std::sync::Arc::new(unsctl::clock::ManualClock::new(server_now)),
+    )
+    .expect("server");
+    let pulse = |args: &[&str]| {
+        support::unsctl()
+            .args(["--api", &format!("http://{}", server.addr), "pulse"])
+            .args(args)
+            .env("UNS_API_KEY", support::KEY)
+            .output()
+            .expect("pulse")
+    };
+    let document = json(&pulse(&["-o", "json"]), "pulse");
+    assert_eq!(
+        document["window"]["until"].as_f64(),
+        Some((server_now / 60.0).ceil() * 60.0),
+        "{document:#}"
+    );
+    let lost: u64 = document["series"]["LEASE_LOST"]
+        .as_array()
+        .expect("series")
+        .iter()
+        .filter_map(Value::as_u64)
+        .sum();
+    assert_eq!(lost, 1, "{document:#}");
+    let said = String::from_utf8_lossy(&pulse(&[]).stderr).to_string();
+    assert!(said.contains("Still happening"), "{said}");
+    assert!(said.contains("(1m ago)"), "{said}");
+}

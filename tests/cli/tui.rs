@@ -33,7 +33,7 @@ impl Screen {
             source: Named::Flag,
             readonly: false,
         };
-        let (place, readonly, open) =
+        let (place, readonly, refusing) =
             unsctl::session::screen::opener(resolution, readonly).expect("opener");
         let config = Started {
             place,
@@ -50,13 +50,26 @@ impl Screen {
                 r.get(0)
             })
             .expect("newest");
+        // The store's clock is the screen's: both stand where the test says.
+        let clock = unsctl::clock::ManualClock::new(newest + 1200.0);
+        let (file, store_clock) = (db.to_path_buf(), clock.clone());
+        let open: unsctl::session::screen::Opener = Box::new(move |write| {
+            // The screen's own refusal of a change, when it is read-only.
+            refusing(write)?;
+            let store = unsctl::store::direct::DirectStore::open(
+                &unsctl::db::Place::File(file.clone()),
+                write,
+            )?
+            .with_clock(Box::new(store_clock.clone()));
+            Ok(Box::new(store) as Box<dyn unsctl::store::Store>)
+        });
         let source = Source {
             open,
             contexts: Vec::new(),
             operator: "erin".into(),
             sources: Default::default(),
             since: None,
-            clock: std::sync::Arc::new(unsctl::clock::ManualClock::new(newest + 1200.0)),
+            clock: std::sync::Arc::new(clock),
             // Nothing runs the replays here: a carry-out looks once and does not wait.
             wait: Duration::ZERO,
             reports: std::env::temp_dir(),
@@ -804,4 +817,38 @@ fn the_next_step_of_an_entry_is_whole_at_80_columns() {
             && said.contains("or pick it in the live screen (j/k scroll)"),
         "{text}"
     );
+}
+
+/// "Ago" and "still happening" on the screen are told by the store's clock, as the
+/// commands tell them: a screen whose own clock runs a year ahead of the store still
+/// says how long before the store's now the last lease loss was.
+#[test]
+fn the_screen_tells_ago_by_the_stores_clock() {
+    let (_dir, db) = fixture("every-case");
+    let (newest, lost): (f64, f64) = rusqlite::Connection::open(&db)
+        .expect("db")
+        .query_row(
+            "SELECT MAX(at), (SELECT MAX(at) FROM uns_events WHERE kind = 'LEASE_LOST')
+             FROM uns_events",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .expect("times");
+    let mut screen = Screen::open(&db, false, false);
+    // The store's clock stands 20 minutes after its newest event (Screen::open).
+    let ago = format!(
+        "({} ago)",
+        unsctl::render::time::duration(newest + 1200.0 - lost)
+    );
+    screen.source.clock = std::sync::Arc::new(unsctl::clock::ManualClock::new(
+        newest + 1200.0 + 365.0 * 86_400.0,
+    ));
+    for view in [ViewKind::Reconcile, ViewKind::Pulse] {
+        screen.view(view, None);
+        let text = screen.text(120, 40);
+        assert!(
+            text.contains("NOT HAPPENING NOW: last lease loss") && text.contains(&ago),
+            "{view:?}: no {ago:?} in:\n{text}"
+        );
+    }
 }

@@ -64,9 +64,13 @@ impl Args {
 
 pub fn run(global: &Invocation, args: Args) -> CliResult {
     let out = global.output();
-    let now = crate::clock::Clock::now(&crate::clock::SystemClock);
-    let window = args.window(now)?;
+    // What was asked is checked before the store is opened, by this machine's clock;
+    // the window is then read by the store's, which stamped what it counts, so a
+    // machine whose clock is behind still sees the last minutes.
+    args.window(crate::clock::Clock::now(&crate::clock::SystemClock))?;
     let store = backend::reader(global)?;
+    let now = store.now()?;
+    let window = args.window(now)?;
     let pulse = store.pulse(window)?;
     out.emit(&Shown(&pulse))?;
     if out.for_people() {
