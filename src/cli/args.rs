@@ -357,6 +357,10 @@ pub fn init_logging(global: &GlobalArgs) {
     let color = crate::render::output::color_enabled(global.color, std::io::stderr().is_terminal());
     let _ = tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
+        // A log line that cannot be written is dropped: told "for internal errors", the
+        // library says so with eprintln!, which panics on a stderr whose reader went
+        // away, and took a worker thread and the signal watcher with it.
+        .log_internal_errors(false)
         .with_ansi(color)
         .with_target(false)
         .finish()

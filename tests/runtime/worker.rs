@@ -355,3 +355,56 @@ fn the_worker_process_logs_a_named_outcome_and_stops_on_sigterm() {
         .expect("count");
     assert_eq!(delivered, 2);
 }
+
+/// A worker whose log reader went away (a closed pipe, a log shipper that died) still
+/// stops on SIGTERM: a line it cannot write is dropped, never the thread that wrote it.
+/// The library's own report of such a failure panicked, and took the signal watcher
+/// with it.
+#[test]
+fn a_worker_whose_log_reader_went_away_still_stops_on_sigterm() {
+    use std::io::BufRead;
+    let dir = tempfile::tempdir().expect("dir");
+    let db = dir.path().join("uns.db");
+    drop(schema::open(&db, OpenMode::Create).expect("store"));
+    let mut child = support::unsctl()
+        .arg("--db")
+        .arg(&db)
+        .args([
+            "runtime",
+            "worker",
+            "--concurrency",
+            "2",
+            "--poll-ms",
+            "20",
+            "--worker-id",
+            "unread",
+        ])
+        .env("NO_COLOR", "1")
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("worker");
+    let stderr = child.stderr.take().expect("stderr");
+    // Each thread says once that nothing is due; then the reader goes away.
+    let idle = std::io::BufReader::new(stderr)
+        .lines()
+        .map_while(Result::ok)
+        .filter(|line| line.contains("nothing due"))
+        .take(2)
+        .count();
+    assert_eq!(idle, 2, "both threads said they were idle");
+    std::process::Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .expect("kill");
+    let stopped = support::wait_for(Duration::from_secs(30), || {
+        matches!(child.try_wait(), Ok(Some(_)))
+    });
+    if !stopped {
+        let _ = child.kill();
+    }
+    assert!(
+        stopped,
+        "the worker ignored SIGTERM once its log's reader had gone"
+    );
+    assert!(child.wait().expect("status").success());
+}

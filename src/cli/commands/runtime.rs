@@ -387,8 +387,9 @@ fn stop_on_signal(flag: Arc<AtomicBool>) -> std::io::Result<()> {
                     _ = interrupt.recv() => {}
                     _ = terminate.recv() => {}
                 }
-                tracing::info!("signal received: finishing in-flight calls, claiming nothing new");
+                // Stop first: nothing said about it may keep it from stopping.
                 flag.store(true, std::sync::atomic::Ordering::SeqCst);
+                tracing::info!("signal received: finishing in-flight calls, claiming nothing new");
             });
         })?;
     Ok(())
