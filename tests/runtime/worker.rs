@@ -253,6 +253,20 @@ fn workers_sharing_a_store_never_settle_under_a_stale_lease() {
     );
 }
 
+/// `unsctl --db DB runtime worker` as `id`, two threads polling every 20 ms, its log
+/// uncoloured on a pipe.
+fn worker_process(db: &std::path::Path, id: &str) -> std::process::Command {
+    let mut command = support::unsctl();
+    command
+        .arg("--db")
+        .arg(db)
+        .args(["runtime", "worker", "--concurrency", "2", "--poll-ms", "20"])
+        .args(["--worker-id", id])
+        .env("NO_COLOR", "1")
+        .stderr(std::process::Stdio::piped());
+    command
+}
+
 #[test]
 fn the_worker_process_logs_a_named_outcome_and_stops_on_sigterm() {
     let dir = tempfile::tempdir().expect("dir");
@@ -273,22 +287,8 @@ fn the_worker_process_logs_a_named_outcome_and_stops_on_sigterm() {
         )
         .expect("submit");
     }
-    let child = support::unsctl()
-        .arg("--db")
-        .arg(&db)
-        .args([
-            "runtime",
-            "worker",
-            "--concurrency",
-            "2",
-            "--poll-ms",
-            "20",
-            "--worker-id",
-            "logger",
-        ])
+    let child = worker_process(&db, "logger")
         .env("UNS_SMTP_HOST", fakes.smtp.to_string())
-        .env("NO_COLOR", "1")
-        .stderr(std::process::Stdio::piped())
         .spawn()
         .expect("worker");
     // Stop while the slow send is in flight: it must still record its result.
@@ -366,23 +366,7 @@ fn a_worker_whose_log_reader_went_away_still_stops_on_sigterm() {
     let dir = tempfile::tempdir().expect("dir");
     let db = dir.path().join("uns.db");
     drop(schema::open(&db, OpenMode::Create).expect("store"));
-    let mut child = support::unsctl()
-        .arg("--db")
-        .arg(&db)
-        .args([
-            "runtime",
-            "worker",
-            "--concurrency",
-            "2",
-            "--poll-ms",
-            "20",
-            "--worker-id",
-            "unread",
-        ])
-        .env("NO_COLOR", "1")
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("worker");
+    let mut child = worker_process(&db, "unread").spawn().expect("worker");
     let stderr = child.stderr.take().expect("stderr");
     // Each thread says once that nothing is due; then the reader goes away.
     let idle = std::io::BufReader::new(stderr)
