@@ -295,14 +295,7 @@ fn the_last_hour_is_the_stores_by_its_own_clock() {
         )
         .expect("the loss");
     let server_now = loss + 60.0;
-    let server = unsctl::server::start_with_clock(
-        unsctl::server::ServerConfig::api_only(
-            db.clone(),
-            Some(unsctl::server::Keys::single(support::KEY).expect("key")),
-        ),
-        std::sync::Arc::new(unsctl::clock::ManualClock::new(server_now)),
-    )
-    .expect("server");
+    let server = support::server_at(&db, server_now);
     let pulse = |args: &[&str]| {
         support::unsctl()
             .args(["--api", &format!("http://{}", server.addr), "pulse"])

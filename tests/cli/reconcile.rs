@@ -636,14 +636,7 @@ fn still_happening_is_told_by_the_clock_that_stamped_the_events() {
     let seeded = seed();
     let last_lease_lost = T0 + 270.0;
     for (after, happening) in [(60.0, true), (3600.0, false)] {
-        let server = unsctl::server::start_with_clock(
-            unsctl::server::ServerConfig::api_only(
-                seeded.db.clone(),
-                Some(unsctl::server::Keys::single(support::KEY).expect("key")),
-            ),
-            std::sync::Arc::new(unsctl::clock::ManualClock::new(last_lease_lost + after)),
-        )
-        .expect("server");
+        let server = support::server_at(&seeded.db, last_lease_lost + after);
         let reconcile = |args: &[&str]| {
             support::unsctl()
                 .args(["--api", &format!("http://{}", server.addr), "reconcile"])

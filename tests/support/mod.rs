@@ -267,6 +267,19 @@ pub fn server(db: &Path) -> unsctl::server::RunningServer {
     .expect("server starts")
 }
 
+/// [`server`], its clock standing at `now` (unix seconds) until told otherwise: what
+/// the server calls now, whatever the test machine's clock says.
+pub fn server_at(db: &Path, now: f64) -> unsctl::server::RunningServer {
+    unsctl::server::start_with_clock(
+        unsctl::server::ServerConfig::api_only(
+            db.to_path_buf(),
+            Some(unsctl::server::Keys::single(KEY).expect("key")),
+        ),
+        std::sync::Arc::new(unsctl::clock::ManualClock::new(now)),
+    )
+    .expect("server starts")
+}
+
 pub const KEY: &str = "test-key-0123456789";
 
 /// Waits until something listens on `addr` (at most 10 s).
