@@ -37,12 +37,10 @@ pub type DbResult<T> = std::result::Result<T, DbError>;
 /// the URL.
 pub fn said(err: &postgres::Error) -> String {
     match err.as_db_error() {
-        Some(db) if *db.code() == postgres::error::SqlState::READ_ONLY_SQL_TRANSACTION => format!(
-            "{} ({}): this database takes no writes (a hot standby, or default_transaction_read_only is on); changes go to the primary",
-            db.message(),
-            db.code().code()
-        ),
-        Some(db) => format!("{} ({})", db.message(), db.code().code()),
+        Some(db) => match hint(db.code()) {
+            Some(hint) => format!("{} ({}): {hint}", db.message(), db.code().code()),
+            None => format!("{} ({})", db.message(), db.code().code()),
+        },
         None => {
             let mut text = err.to_string();
             // What the TLS layer or the socket said lies beneath ("error performing TLS
@@ -62,6 +60,25 @@ pub fn said(err: &postgres::Error) -> String {
             }
         }
     }
+}
+
+/// What an operator can do about an error of `code` that says nothing of its cause.
+fn hint(code: &postgres::error::SqlState) -> Option<&'static str> {
+    use postgres::error::SqlState;
+    Some(match code {
+        c if *c == SqlState::READ_ONLY_SQL_TRANSACTION => {
+            "this database takes no writes (a hot standby, or default_transaction_read_only is on); changes go to the primary"
+        }
+        // A statement this session prepared is gone, or another's has its name: the
+        // session changed under it.
+        c if *c == SqlState::INVALID_SQL_STATEMENT_NAME || *c == SqlState::DUPLICATE_PSTATEMENT => {
+            "this session's statements are not its own: a pooler between here and PostgreSQL lends each transaction to another session (pgbouncer's pool_mode = transaction); connect to PostgreSQL itself, or through a pool with pool_mode = session"
+        }
+        c if *c == SqlState::QUERY_CANCELED => {
+            "the server cancelled it: a statement_timeout (set for this role or database, or in the URL's options) or an administrator; reading fewer entries at once (--limit, --since) asks less of it"
+        }
+        _ => return None,
+    })
 }
 
 /// The server refused the credentials: a wrong password, an unknown role, no entry for

@@ -391,6 +391,10 @@ pub enum OpenError {
         "{url}: this database takes no writes (a hot standby, or default_transaction_read_only is on); reads still work, changes go to the primary"
     )]
     ReadOnly { url: String },
+    #[error(
+        "{url}: this connection goes through a pooler that lends each transaction to whichever PostgreSQL session is free (pgbouncer's pool_mode = transaction or statement): unsctl keeps its prepared statements and its read-only guard in its session, which such a pooler would hand to other clients; connect to PostgreSQL itself, or through a pool with pool_mode = session"
+    )]
+    Pooled { url: String },
 }
 
 impl OpenError {
@@ -419,8 +423,60 @@ impl PgConn {
     /// schema in an empty database when `create`.
     pub fn open(target: &Target, create: bool) -> Result<Self, OpenError> {
         let conn = Self::connect(target)?;
+        conn.check_own_session()?;
         conn.check_schema(create)?;
         Ok(conn)
+    }
+
+    /// Refuses a session that is not this connection's own: behind a pooler in
+    /// transaction or statement mode, each transaction runs on whichever server session is
+    /// free, so a statement prepared on one is missing (or another client's) on the next,
+    /// and a session's settings (a reader's READ ONLY) are lent to other clients.
+    ///
+    /// A second connection holds a transaction open while this one asks for its server
+    /// session again: one of its own is still the one it had; a pooler's gives it
+    /// another, the one it had being busy with the other transaction. The held
+    /// transaction ends itself after two idle seconds, so a pool of one session cannot
+    /// keep this one waiting for it. Nothing is set on any session that outlives it.
+    fn check_own_session(&self) -> Result<(), OpenError> {
+        let failed = |err: DbError| OpenError::Database {
+            url: self.place.clone(),
+            said: format!("while checking that this session is its own: {err}"),
+        };
+        let pooled = || OpenError::Pooled {
+            url: self.place.clone(),
+        };
+        let first = self.backend().map_err(failed)?;
+        let other = Self::connect(&self.target)?;
+        let held = other.batch("BEGIN; SET LOCAL idle_in_transaction_session_timeout = 2000");
+        if let Err(err) = held {
+            // A server that answers this session yet will not begin a transaction on a
+            // fresh one is a pooler in statement mode, which ends the session at BEGIN.
+            self.backend().map_err(|_| failed(err))?;
+            return Err(pooled());
+        }
+        other.backend().map_err(failed)?;
+        let again = self.backend().map_err(failed)?;
+        drop(other);
+        if again == first {
+            Ok(())
+        } else {
+            Err(pooled())
+        }
+    }
+
+    /// The server session this connection's next statement runs in.
+    fn backend(&self) -> DbResult<i32> {
+        let rows = self
+            .client
+            .borrow_mut()
+            .simple_query("SELECT pg_backend_pid()")?;
+        rows.iter()
+            .find_map(|message| match message {
+                postgres::SimpleQueryMessage::Row(row) => row.get(0)?.parse().ok(),
+                _ => None,
+            })
+            .ok_or_else(|| DbError::Value("the server named no session".into()))
     }
 
     /// Connects, and checks nothing.

@@ -94,9 +94,10 @@ impl From<crate::db::pg::OpenError> for StoreError {
         match err {
             err if err.refused_credentials() => StoreError::DatabaseAuth(err.to_string()),
             OpenError::Url { .. } => StoreError::Usage(err.to_string()),
-            OpenError::Connect { .. } | OpenError::Database { .. } | OpenError::ReadOnly { .. } => {
-                StoreError::Unavailable(err.to_string())
-            }
+            OpenError::Connect { .. }
+            | OpenError::Database { .. }
+            | OpenError::ReadOnly { .. }
+            | OpenError::Pooled { .. } => StoreError::Unavailable(err.to_string()),
             _ => StoreError::InvalidStore(err.to_string()),
         }
     }

@@ -1774,3 +1774,95 @@ fn a_unix_socket_and_libpqs_variables_reach_the_same_store() {
     let url = format!("postgres://127.0.0.1/{}", database.name);
     assert_eq!(identity(triage(&url, &tcp)), by_url);
 }
+
+/// A pooler that lends each transaction to whichever server session is free (PgBouncer's
+/// transaction and statement modes) would run this session's prepared statements on
+/// another's, and lend a reader's READ ONLY to other clients: every command and the
+/// runtime refuse it up front, naming it, and leave nothing on its sessions. One in
+/// session mode is a session of one's own, and reads as PostgreSQL itself does.
+#[test]
+fn a_pooler_that_lends_each_transaction_elsewhere_is_refused_and_left_as_it_was() {
+    let dir = tempfile::tempdir().expect("dir");
+    let file = support::every_case_store(dir.path());
+    let database = postgres::cluster().database();
+    database.copy_from(&file);
+    let direct = run(&mut database.unsctl(&["dlq", "triage", "-o", "json"]));
+    assert!(
+        direct.status.success(),
+        "{}",
+        String::from_utf8_lossy(&direct.stderr)
+    );
+
+    let session = postgres::Pooler::start(&database, "session", 4);
+    let pooled = run(&mut session.unsctl(&["dlq", "triage", "-o", "json"]));
+    assert!(
+        pooled.status.success(),
+        "{}",
+        String::from_utf8_lossy(&pooled.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&pooled.stdout).replace(&session.url, &database.url),
+        String::from_utf8_lossy(&direct.stdout),
+        "through a pool in session mode the plan is the same"
+    );
+
+    // One server session: what a refused reader set on it, the next client would get.
+    for (mode, sessions) in [("transaction", 1), ("transaction", 4), ("statement", 4)] {
+        let pooler = postgres::Pooler::start(&database, mode, sessions);
+        let out = run(&mut pooler.unsctl(&["dlq", "list"]));
+        let text = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{mode}: {text}");
+        assert!(text.contains("pool_mode = session"), "{mode}: {text}");
+        assert!(text.contains(&pooler.url), "{mode}: names the URL: {text}");
+        assert!(out.stdout.is_empty(), "{mode}: nothing read");
+        match unsctl::server::start(ServerConfig::api_only(
+            Place::Postgres(pooler.target()),
+            Some(Keys::single(support::KEY).expect("key")),
+        )) {
+            Ok(_) => panic!("the runtime started behind a pooler in {mode} mode"),
+            Err(err) => assert!(err.to_string().contains("pool_mode"), "{mode}: {err}"),
+        }
+        if mode == "transaction" {
+            // Asked in the simple protocol, which prepares nothing of its own.
+            let mut other = pooler.client().expect("another client of the pooler");
+            let mut ask = |sql: &str| -> String {
+                let messages = other.simple_query(sql).expect(sql);
+                messages
+                    .iter()
+                    .find_map(|m| match m {
+                        ::postgres::SimpleQueryMessage::Row(row) => row.get(0).map(str::to_string),
+                        _ => None,
+                    })
+                    .expect("a row")
+            };
+            let read_only = ask("SHOW transaction_read_only");
+            assert_eq!(read_only, "off", "{mode}: the sessions were left writable");
+            let prepared = ask("SELECT count(*) FROM pg_prepared_statements");
+            assert_eq!(prepared, "0", "{mode}: no statement was left prepared");
+        }
+    }
+}
+
+/// The server's words for a lost prepared statement and a cancelled one say nothing of
+/// their cause: unsctl adds what it is and what to do.
+#[test]
+fn a_lost_statement_and_a_timeout_say_what_to_do() {
+    let database = postgres::cluster().database();
+    let conn = unsctl::db::pg::PgConn::open(&database.target(), true).expect("open");
+    let lost = conn
+        .batch("EXECUTE s0")
+        .expect_err("no such statement")
+        .to_string();
+    assert!(
+        lost.contains("(26000)") && lost.contains("pool_mode = session"),
+        "{lost}"
+    );
+    let cancelled = conn
+        .batch("SET statement_timeout = 1; SELECT pg_sleep(5)")
+        .expect_err("cancelled")
+        .to_string();
+    assert!(
+        cancelled.contains("(57014)") && cancelled.contains("statement_timeout"),
+        "{cancelled}"
+    );
+}

@@ -376,3 +376,97 @@ impl Tls {
         }
     }
 }
+
+/// The distribution's PgBouncer in front of one test's database, on a port of its own on
+/// 127.0.0.1, as sites put one in front of PostgreSQL: clients log in to it with the
+/// database's password (SCRAM), and it logs in to the cluster with the same. It runs as
+/// the cluster does (nobody, when root: it refuses root) and ends with this value.
+pub struct Pooler {
+    /// `postgres://uns@127.0.0.1:PORT/NAME`, the database's own name through the pooler.
+    pub url: String,
+    child: std::process::Child,
+    _dir: tempfile::TempDir,
+}
+
+impl Pooler {
+    /// A pooler of `database` in `mode` (session, transaction or statement) that lends
+    /// at most `sessions` server sessions at once.
+    pub fn start(database: &Database, mode: &str, sessions: u32) -> Self {
+        let dir = tempfile::tempdir().expect("the pooler's directory");
+        chown_to_runner(dir.path());
+        let port = super::free_port();
+        let users = dir.path().join("users.txt");
+        std::fs::write(&users, format!("\"{USER}\" \"{PASSWORD}\"\n")).expect("users");
+        let config = dir.path().join("pgbouncer.ini");
+        std::fs::write(
+            &config,
+            format!(
+                "[databases]\n{name} = host=127.0.0.1 port={upstream} dbname={name}\n\
+                 [pgbouncer]\nlisten_addr = 127.0.0.1\nlisten_port = {port}\n\
+                 unix_socket_dir =\nauth_type = scram-sha-256\nauth_file = {users}\n\
+                 pool_mode = {mode}\ndefault_pool_size = {sessions}\n",
+                name = database.name,
+                upstream = database.port,
+                users = users.display(),
+            ),
+        )
+        .expect("pgbouncer.ini");
+        for file in [&users, &config] {
+            chown_to_runner(file);
+        }
+        let program = ["/usr/sbin/pgbouncer", "/usr/bin/pgbouncer"]
+            .into_iter()
+            .find(|path| Path::new(path).exists())
+            .expect(
+                "PgBouncer is missing: install the distribution's pgbouncer package (./test does)",
+            );
+        let mut command = super::launch(program);
+        command
+            .arg(&config)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        run_as(&mut command);
+        let child = command.spawn().expect("start pgbouncer");
+        let pooler = Self {
+            url: format!("postgres://{USER}@127.0.0.1:{port}/{}", database.name),
+            child,
+            _dir: dir,
+        };
+        let ready = super::wait_for(Duration::from_secs(30), || pooler.client().is_ok());
+        assert!(ready, "PgBouncer did not come up on port {port}");
+        pooler
+    }
+
+    /// A client of the pooler, as another application sharing it is.
+    pub fn client(&self) -> Result<postgres::Client, postgres::Error> {
+        let config: postgres::Config = self.url.parse()?;
+        config
+            .clone()
+            .password(PASSWORD)
+            .connect_timeout(Duration::from_secs(5))
+            .connect(postgres::NoTls)
+    }
+
+    /// `unsctl --db URL ARGS` through the pooler, the password in `PGPASSWORD`.
+    pub fn unsctl(&self, args: &[&str]) -> Command {
+        let mut command = super::unsctl();
+        command
+            .env("PGPASSWORD", PASSWORD)
+            .args(["--db", &self.url])
+            .args(args);
+        command
+    }
+
+    /// The target the library connects to through the pooler.
+    pub fn target(&self) -> unsctl::db::pg::Target {
+        unsctl::db::pg::Target::new(&self.url, Some(PASSWORD.into()), None)
+    }
+}
+
+impl Drop for Pooler {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
