@@ -151,6 +151,8 @@ pub fn db_backend(db: PathBuf) -> Backend {
             crate::db::tls::Asked {
                 mode: env("PGSSLMODE"),
                 root_cert: env("PGSSLROOTCERT"),
+                cert: env("PGSSLCERT"),
+                key: env("PGSSLKEY"),
             },
         ),
     )

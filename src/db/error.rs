@@ -55,6 +55,10 @@ pub fn said(err: &postgres::Error) -> String {
             }
             if text.is_empty() {
                 "the database connection failed".into()
+            } else if refused_certificate(&text) {
+                format!(
+                    "{text}: the server did not accept the client certificate (sslcert, PGSSLCERT or ~/.postgresql/postgresql.crt): one its roots signed for this role is needed"
+                )
             } else {
                 text
             }
@@ -89,6 +93,20 @@ pub fn refused_credentials(err: &postgres::Error) -> bool {
         *code == SqlState::INVALID_PASSWORD
             || *code == SqlState::INVALID_AUTHORIZATION_SPECIFICATION
     }) || err.to_string().contains("password missing")
+        || refused_certificate(&said(err))
+}
+
+/// The server ended the TLS handshake over the client's certificate: one it does not
+/// trust, a bad one, or none where one is required.
+fn refused_certificate(text: &str) -> bool {
+    [
+        "UnknownCA",
+        "BadCertificate",
+        "CertificateRequired",
+        "CertificateUnknown",
+    ]
+    .iter()
+    .any(|alert| text.contains(&format!("received fatal alert: {alert}")))
 }
 
 /// The database cannot be reached, or the connection is gone.

@@ -26,7 +26,8 @@ const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 pub struct Target {
     pub url: String,
     pub password: Option<String>,
-    /// `PGSSLMODE` and `PGSSLROOTCERT`, for a URL that names neither.
+    /// `PGSSLMODE`, `PGSSLROOTCERT`, `PGSSLCERT` and `PGSSLKEY`, for what the URL
+    /// does not name.
     pub tls: super::tls::Asked,
 }
 
@@ -56,8 +57,8 @@ impl Target {
         }
     }
 
-    /// With the environment's TLS settings (`PGSSLMODE`, `PGSSLROOTCERT`), which the
-    /// URL's own override.
+    /// With the environment's TLS settings (`PGSSLMODE`, `PGSSLROOTCERT`, `PGSSLCERT`,
+    /// `PGSSLKEY`), which the URL's own override.
     pub fn with_tls_environment(mut self, tls: super::tls::Asked) -> Self {
         self.tls = tls;
         self
@@ -74,10 +75,11 @@ impl Target {
         String,
     > {
         let (url, asked) = super::tls::split_url(&self.url);
+        let asked = asked.or(&self.tls);
         let mut config: tokio_postgres::Config = url
             .parse()
             .map_err(|err: postgres::Error| format!("not a PostgreSQL URL: {}", said(&err)))?;
-        let mode = match asked.mode.or_else(|| self.tls.mode.clone()) {
+        let mode = match asked.mode.clone() {
             Some(mode) => super::tls::SslMode::parse(&mode)?,
             None => super::tls::SslMode::Prefer,
         };
@@ -92,9 +94,8 @@ impl Target {
             config.ssl_mode(postgres::config::SslMode::Disable);
             return Ok((config, None));
         }
-        let root_cert = asked.root_cert.or_else(|| self.tls.root_cert.clone());
         config.ssl_mode(mode.negotiated());
-        Ok((config, super::tls::connector(mode, root_cert.as_deref())?))
+        Ok((config, super::tls::connector(mode, &asked)?))
     }
 
     /// Everything a connection to this target is made with: the URL and TLS as

@@ -16,7 +16,7 @@
 
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
 use rustls::{DigitallySignedStruct, RootCertStore, SignatureScheme};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -59,12 +59,28 @@ impl SslMode {
     }
 }
 
-/// What the operator asked of TLS: the URL's `sslmode` and `sslrootcert`, else
-/// `PGSSLMODE` and `PGSSLROOTCERT`.
+/// What the operator asked of TLS: the URL's `sslmode`, `sslrootcert`, `sslcert` and
+/// `sslkey`, else `PGSSLMODE`, `PGSSLROOTCERT`, `PGSSLCERT` and `PGSSLKEY`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Asked {
     pub mode: Option<String>,
     pub root_cert: Option<String>,
+    /// The client's certificate (PEM), for a server that authenticates by it.
+    pub cert: Option<String>,
+    /// The certificate's private key (PEM), readable by its owner alone.
+    pub key: Option<String>,
+}
+
+impl Asked {
+    /// Each setting of `self`, else `fallback`'s (the URL's over the environment's).
+    pub fn or(self, fallback: &Asked) -> Asked {
+        Asked {
+            mode: self.mode.or_else(|| fallback.mode.clone()),
+            root_cert: self.root_cert.or_else(|| fallback.root_cert.clone()),
+            cert: self.cert.or_else(|| fallback.cert.clone()),
+            key: self.key.or_else(|| fallback.key.clone()),
+        }
+    }
 }
 
 /// `url` without the TLS parameters the client library does not read (they are ours to
@@ -79,6 +95,8 @@ pub fn split_url(url: &str) -> (String, Asked) {
         match pair.split_once('=') {
             Some(("sslmode", value)) => asked.mode = Some(percent_decoded(value)),
             Some(("sslrootcert", value)) => asked.root_cert = Some(percent_decoded(value)),
+            Some(("sslcert", value)) => asked.cert = Some(percent_decoded(value)),
+            Some(("sslkey", value)) => asked.key = Some(percent_decoded(value)),
             _ => kept.push(pair),
         }
     }
@@ -113,41 +131,112 @@ fn percent_decoded(text: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
-/// The connector for `mode`: `None` for `disable`.
+/// The connector for `asked` (its mode `mode`): `None` for `disable`. The client's
+/// certificate, when there is one, is offered in every mode that speaks TLS, as libpq
+/// offers it; only its signature goes over the wire, never its key.
 pub fn connector(
     mode: SslMode,
-    root_cert: Option<&str>,
+    asked: &Asked,
 ) -> Result<Option<tokio_postgres_rustls::MakeRustlsConnect>, String> {
+    if mode == SslMode::Disable {
+        return Ok(None);
+    }
+    let identity = client_identity(asked.cert.as_deref(), asked.key.as_deref())?;
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()
         .map_err(|err| format!("TLS: {err}"))?;
-    let config = match mode {
-        SslMode::Disable => return Ok(None),
-        SslMode::Prefer | SslMode::Require => builder
-            .dangerous()
-            .with_custom_certificate_verifier(Arc::new(Unchecked(provider)))
-            .with_no_client_auth(),
+    let verifier: Arc<dyn ServerCertVerifier> = match mode {
+        SslMode::Disable | SslMode::Prefer | SslMode::Require => Arc::new(Unchecked(provider)),
         SslMode::VerifyCa | SslMode::VerifyFull => {
-            let roots = Arc::new(roots(root_cert)?);
+            let roots = Arc::new(roots(asked.root_cert.as_deref())?);
             let webpki = rustls::client::WebPkiServerVerifier::builder_with_provider(
                 roots,
                 provider.clone(),
             )
             .build()
             .map_err(|err| format!("TLS: {err}"))?;
-            let verifier: Arc<dyn ServerCertVerifier> = if mode == SslMode::VerifyCa {
+            if mode == SslMode::VerifyCa {
                 Arc::new(AnyName(webpki))
             } else {
                 webpki
-            };
-            builder
-                .dangerous()
-                .with_custom_certificate_verifier(verifier)
-                .with_no_client_auth()
+            }
         }
     };
+    let builder = builder
+        .dangerous()
+        .with_custom_certificate_verifier(verifier);
+    let config = match identity {
+        None => builder.with_no_client_auth(),
+        Some(identity) => builder
+            .with_client_auth_cert(identity.chain, identity.key)
+            .map_err(|err| format!("sslcert {}: {err}", identity.cert.display()))?,
+    };
     Ok(Some(tokio_postgres_rustls::MakeRustlsConnect::new(config)))
+}
+
+/// A client's certificate chain and its key, as read from their files.
+struct Identity {
+    cert: PathBuf,
+    chain: Vec<CertificateDer<'static>>,
+    key: PrivateKeyDer<'static>,
+}
+
+/// The client certificate libpq would offer: `cert` and `key` as named, else
+/// `~/.postgresql/postgresql.crt` and `.key` when the certificate is there. A file
+/// named and missing is an error (a typo must not quietly drop the credential); so is a
+/// key others may read, which libpq refuses too.
+fn client_identity(cert: Option<&str>, key: Option<&str>) -> Result<Option<Identity>, String> {
+    let home = || std::env::var_os("HOME").map(|home| Path::new(&home).join(".postgresql"));
+    let cert = match cert {
+        Some(file) => PathBuf::from(file),
+        None => match home().map(|dir| dir.join("postgresql.crt")) {
+            Some(file) if file.exists() => file,
+            _ => return Ok(None),
+        },
+    };
+    let key = match key {
+        Some(file) => PathBuf::from(file),
+        None => home()
+            .map(|dir| dir.join("postgresql.key"))
+            .ok_or("sslcert is given but no sslkey, and there is no home to look in")?,
+    };
+    let chain = CertificateDer::pem_file_iter(&cert)
+        .and_then(|certs| certs.collect::<Result<Vec<_>, _>>())
+        .map_err(|err| format!("sslcert {}: {err}", cert.display()))?;
+    if chain.is_empty() {
+        return Err(format!("sslcert {}: no certificate in it", cert.display()));
+    }
+    let meta = std::fs::metadata(&key).map_err(|err| {
+        format!(
+            "sslkey {}: {err} (the key of sslcert {})",
+            key.display(),
+            cert.display()
+        )
+    })?;
+    {
+        use std::os::unix::fs::{MetadataExt, PermissionsExt};
+        let mode = meta.permissions().mode();
+        let allowed = if meta.uid() == 0 { 0o037 } else { 0o077 };
+        if mode & allowed != 0 {
+            return Err(format!(
+                "sslkey {}: others may read it (mode {:03o}); make it u=rw (0600), or u=rw,g=r (0640) when root owns it",
+                key.display(),
+                mode & 0o777
+            ));
+        }
+    }
+    let key_der = PrivateKeyDer::from_pem_file(&key).map_err(|err| {
+        format!(
+            "sslkey {}: {err} (a PEM key, not encrypted: sslpassword is not read)",
+            key.display()
+        )
+    })?;
+    Ok(Some(Identity {
+        cert,
+        chain,
+        key: key_der,
+    }))
 }
 
 /// The roots the `verify-` modes trust, as libpq finds them.
@@ -316,7 +405,11 @@ mod tests {
 
     #[test]
     fn a_verify_mode_without_roots_refuses_rather_than_trusting_anything() {
-        let err = connector(SslMode::VerifyFull, Some("/nonexistent/root.crt"))
+        let asked = Asked {
+            root_cert: Some("/nonexistent/root.crt".into()),
+            ..Asked::default()
+        };
+        let err = connector(SslMode::VerifyFull, &asked)
             .err()
             .expect("refused");
         assert!(err.contains("/nonexistent/root.crt"), "{err}");

@@ -149,7 +149,7 @@ impl Readers {
             Place::Postgres(target) => {
                 let pool = Pool::open(target, false, true)?;
                 let place = pool.identity_place.clone();
-                (Readers::Postgres(pool), place)
+                (Readers::Postgres(Box::new(pool)), place)
             }
         })
     }

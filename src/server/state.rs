@@ -40,7 +40,7 @@ pub(crate) enum Readers {
         connections: Vec<Mutex<Connection>>,
         next: AtomicUsize,
     },
-    Postgres(Pool),
+    Postgres(Box<Pool>),
 }
 
 impl AppState {

@@ -1866,3 +1866,113 @@ fn a_lost_statement_and_a_timeout_say_what_to_do() {
         "{cancelled}"
     );
 }
+
+/// A role the server knows by a client certificate alone (`cert` in pg_hba.conf, as
+/// managed databases and sites with a private CA run it): the certificate and key named
+/// by the URL's `sslcert`/`sslkey`, by `PGSSLCERT`/`PGSSLKEY`, or found where libpq looks
+/// (`~/.postgresql/postgresql.crt` and `.key`) read the store with no password at all.
+/// A key others may read, a file named and missing, and a certificate another root
+/// signed are refused, each saying which.
+#[test]
+fn a_client_certificate_is_offered_as_libpq_offers_it_and_its_key_kept_to_its_owner() {
+    let cluster = postgres::cluster();
+    let store = cluster.database();
+    submit(&store, 2, "EMAIL,SLACK");
+    let plain = run(&mut store.unsctl(&["events", "-o", "json"]));
+    assert!(
+        plain.status.success(),
+        "{}",
+        String::from_utf8_lossy(&plain.stderr)
+    );
+    let url = |query: &str| {
+        format!(
+            "postgres://{}@127.0.0.1:{}/{}?{query}",
+            postgres::CERT_USER,
+            cluster.port,
+            store.name
+        )
+    };
+    // No password anywhere: only the certificate can let it in.
+    let events = |url: &str, env: &[(&str, &str)]| {
+        let mut command = support::unsctl();
+        command.args(["--db", url, "events", "-o", "json"]);
+        for (name, value) in env {
+            command.env(name, value);
+        }
+        run(&mut command)
+    };
+    let text = |path: &std::path::Path| path.display().to_string();
+    let (cert, key) = (text(&cluster.tls.client.0), text(&cluster.tls.client.1));
+    let root = text(&cluster.tls.root);
+    let home = tempfile::tempdir().expect("home");
+    let dot = home.path().join(".postgresql");
+    std::fs::create_dir(&dot).expect(".postgresql");
+    std::fs::copy(&cluster.tls.client.0, dot.join("postgresql.crt")).expect("cert");
+    std::fs::copy(&cluster.tls.client.1, dot.join("postgresql.key")).expect("key");
+    let home_dir = text(home.path());
+    let accepted: [(String, Vec<(&str, &str)>); 3] = [
+        (
+            url(&format!(
+                "sslmode=verify-full&sslrootcert={root}&sslcert={cert}&sslkey={key}"
+            )),
+            vec![],
+        ),
+        (
+            url("sslmode=require"),
+            vec![("PGSSLCERT", &cert), ("PGSSLKEY", &key)],
+        ),
+        (
+            url(&format!("sslmode=verify-full&sslrootcert={root}")),
+            vec![("HOME", &home_dir)],
+        ),
+    ];
+    for (url, env) in &accepted {
+        let out = events(url, env);
+        assert!(
+            out.status.success(),
+            "{url} {env:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(out.stdout, plain.stdout, "{url} {env:?}: the same bytes");
+    }
+
+    let loose = home.path().join("loose.key");
+    std::fs::copy(&cluster.tls.client.1, &loose).expect("key");
+    std::fs::set_permissions(&loose, std::os::unix::fs::PermissionsExt::from_mode(0o644))
+        .expect("mode");
+    let (impostor, impostor_key) = (text(&cluster.tls.impostor.0), text(&cluster.tls.impostor.1));
+    let missing = text(&home.path().join("missing.crt"));
+    let refused: [(String, i32, &str); 4] = [
+        // Without a certificate the server refuses the role: exit 6.
+        (url("sslmode=require"), 6, "certificate"),
+        (
+            url(&format!(
+                "sslmode=require&sslcert={cert}&sslkey={}",
+                text(&loose)
+            )),
+            2,
+            "others may read it",
+        ),
+        (
+            url(&format!("sslmode=require&sslcert={missing}&sslkey={key}")),
+            2,
+            "missing.crt",
+        ),
+        (
+            url(&format!(
+                "sslmode=require&sslcert={impostor}&sslkey={impostor_key}"
+            )),
+            6,
+            "did not accept the client certificate",
+        ),
+    ];
+    for (url, code, says) in &refused {
+        let out = events(url, &[]);
+        let said = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{url}: refused");
+        assert_eq!(out.status.code(), Some(*code), "{url}: {said}");
+        assert!(said.contains(says), "{url}: {said}");
+        assert!(out.stdout.is_empty(), "{url}: nothing read");
+        assert!(!said.contains("PRIVATE KEY"), "{said}");
+    }
+}

@@ -22,6 +22,9 @@ pub const PASSWORD: &str = "pg-test-password-7f3a";
 /// A role the cluster accepts only over TLS (its password is [`PASSWORD`]).
 pub const TLS_ONLY_USER: &str = "uns_tls_only";
 
+/// A role the cluster accepts only by a client certificate its root signed for it.
+pub const CERT_USER: &str = "uns_cert";
+
 pub struct Cluster {
     pub port: u16,
     /// Where its Unix socket is (local connections are trusted).
@@ -122,7 +125,11 @@ impl Cluster {
         let rules = std::fs::read_to_string(&hba).expect("pg_hba.conf");
         std::fs::write(
             &hba,
-            format!("hostnossl all {TLS_ONLY_USER} 127.0.0.1/32 reject\n{rules}"),
+            format!(
+                "hostnossl all {TLS_ONLY_USER} 127.0.0.1/32 reject\n\
+                 hostssl all {CERT_USER} 127.0.0.1/32 cert\n\
+                 host all {CERT_USER} 127.0.0.1/32 reject\n{rules}"
+            ),
         )
         .expect("pg_hba.conf");
         let port = super::free_port();
@@ -152,6 +159,8 @@ rm -rf "$dir""#;
             .arg(format!("ssl_cert_file={}", tls.server_cert.display()))
             .arg("-c")
             .arg(format!("ssl_key_file={}", tls.server_key.display()))
+            .arg("-c")
+            .arg(format!("ssl_ca_file={}", tls.root.display()))
             .stdin(Stdio::piped())
             .stdout(Stdio::null())
             .stderr(Stdio::null());
@@ -179,6 +188,10 @@ rm -rf "$dir""#;
                 "CREATE ROLE {TLS_ONLY_USER} LOGIN SUPERUSER PASSWORD '{PASSWORD}'"
             ))
             .expect("the TLS-only role");
+        cluster
+            .admin()
+            .batch_execute(&format!("CREATE ROLE {CERT_USER} LOGIN SUPERUSER"))
+            .expect("the certificate's role");
         cluster
     }
 
@@ -298,6 +311,10 @@ impl Drop for Cluster {
 pub struct Tls {
     pub root: PathBuf,
     pub stranger_root: PathBuf,
+    /// A client certificate for [`CERT_USER`] the root signed, and its key (0600).
+    pub client: (PathBuf, PathBuf),
+    /// One for the same role that the stranger's root signed.
+    pub impostor: (PathBuf, PathBuf),
     server_cert: PathBuf,
     server_key: PathBuf,
 }
@@ -358,6 +375,43 @@ impl Tls {
             "-out",
             "server.crt",
         ]);
+        std::fs::write(
+            tls.join("client.ext"),
+            "basicConstraints=CA:FALSE\nextendedKeyUsage=clientAuth\n",
+        )
+        .expect("client extensions");
+        for (name, signer) in [("client", "root"), ("impostor", "stranger")] {
+            let (csr, cert) = (format!("{name}.csr"), format!("{name}.crt"));
+            let key_file = format!("{name}.key");
+            let subject = format!("/CN={CERT_USER}");
+            let mut args = vec!["req", "-subj", &subject];
+            args.extend(key);
+            args.extend(["-keyout", &key_file, "-out", &csr]);
+            openssl(&args);
+            let (ca, ca_key) = (format!("{signer}.crt"), format!("{signer}.key"));
+            openssl(&[
+                "x509",
+                "-req",
+                "-in",
+                &csr,
+                "-CA",
+                &ca,
+                "-CAkey",
+                &ca_key,
+                "-CAcreateserial",
+                "-days",
+                "30",
+                "-extfile",
+                "client.ext",
+                "-out",
+                &cert,
+            ]);
+            std::fs::set_permissions(
+                tls.join(&key_file),
+                std::os::unix::fs::PermissionsExt::from_mode(0o600),
+            )
+            .expect("key mode");
+        }
         let server_key = tls.join("server.key");
         // The server reads its key only when no one else can.
         std::fs::set_permissions(
@@ -371,6 +425,8 @@ impl Tls {
         Self {
             root: tls.join("root.crt"),
             stranger_root: tls.join("stranger.crt"),
+            client: (tls.join("client.crt"), tls.join("client.key")),
+            impostor: (tls.join("impostor.crt"), tls.join("impostor.key")),
             server_cert: tls.join("server.crt"),
             server_key,
         }
