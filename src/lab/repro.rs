@@ -79,7 +79,7 @@ impl Scenario {
     }
 
     pub fn recipient(self) -> String {
-        format!("{}@repro.uns.local", self.name())
+        format!("{}{REPRO_DOMAIN}", self.name())
     }
 
     fn channels(self) -> ChannelSet {
@@ -173,6 +173,82 @@ pub enum ReproError {
     Crash(String),
     #[error("timed out after {0:?} waiting for {1} to settle")]
     Timeout(Duration, String),
+    /// The store holds notifications the lab (`by`: repro, sweep) did not make: its
+    /// worker would claim them and send them to the fakes, and they would never reach
+    /// anyone.
+    #[error(
+        "{place} holds {count} notification(s) {which} (the first: {first}): {by}'s worker would send them to its fakes, and their recipients would never get them; {by} writes only into {into}"
+    )]
+    NotOurs {
+        by: &'static str,
+        /// Which notifications were found: "repro did not make", "already".
+        which: &'static str,
+        place: String,
+        count: i64,
+        first: String,
+        into: &'static str,
+    },
+}
+
+/// The domain every recipient repro makes is at.
+const REPRO_DOMAIN: &str = "@repro.uns.local";
+
+/// Refuses a store that holds any notification repro did not make.
+fn only_ours(db: &Path, conn: &rusqlite::Connection) -> Result<(), ReproError> {
+    let recipient = "CASE WHEN json_valid(payload) THEN json_extract(payload, '$.recipient') END";
+    let others = format!(
+        "SELECT count(*), min(id) FROM uns_notifications
+         WHERE coalesce(substr({recipient}, -length('{REPRO_DOMAIN}')), '') IS NOT '{REPRO_DOMAIN}'"
+    );
+    refuse_others(
+        &Db::Sqlite(conn),
+        &others,
+        "repro",
+        &db.display().to_string(),
+    )
+}
+
+/// Refuses a store of which `others` (a count and the least id) finds any notification
+/// `by` did not make. The lab's workers claim whatever is due: one let loose on a
+/// store that holds anything else would send it to the fakes, and drop it.
+pub(crate) fn refuse_others(
+    db: &Db<'_>,
+    others: &str,
+    by: &'static str,
+    place: &str,
+) -> Result<(), ReproError> {
+    let found = db
+        .row(others, &[], |row| {
+            let count = match row.cell(0)? {
+                rusqlite::types::ValueRef::Integer(count) => count,
+                _ => 0,
+            };
+            let first = match row.cell(1)? {
+                rusqlite::types::ValueRef::Text(id) => String::from_utf8_lossy(id).into_owned(),
+                _ => String::new(),
+            };
+            Ok((count, first))
+        })
+        .map_err(crate::store::StoreError::from)?;
+    match found {
+        Some((count, first)) if count > 0 => Err(ReproError::NotOurs {
+            by,
+            which: if by == "repro" {
+                "repro did not make"
+            } else {
+                "already"
+            },
+            place: place.to_string(),
+            count,
+            first,
+            into: if by == "repro" {
+                "a new store or one it made"
+            } else {
+                "a store with no notification in it"
+            },
+        }),
+        _ => Ok(()),
+    }
 }
 
 /// Where verify looks when the providers are the fakes: their relay log, incident list
@@ -400,6 +476,7 @@ pub fn run_counted(
     metrics: Option<Arc<crate::runtime::metrics::Metrics>>,
 ) -> Result<Vec<ScenarioReport>, ReproError> {
     let conn = schema::open(db, OpenMode::Create)?;
+    only_ours(db, &conn)?;
     let mut ids = submit_scripted(db, &conn, scenarios, binary, fakes)?;
     let mut worker = Worker::new(
         Database::open(db)?,

@@ -193,6 +193,12 @@ impl Sweep {
         // message, or no missing message could be proved missing.
         std::thread::sleep(Duration::from_secs_f64(2.0 * VERIFY_SKEW));
         let conn = crate::runtime::writer::open_runtime(db)?;
+        repro::refuse_others(
+            &conn.db(),
+            "SELECT count(*), min(id) FROM uns_notifications",
+            "sweep",
+            &db.shown(),
+        )?;
         let adapters = repro::fake_adapters(&fakes)?;
         let drawn: Vec<Schedule> = (0..schedules).map(|_| draw(&mut rng)).collect();
 

@@ -877,7 +877,7 @@ impl Drop for Serve {
 }
 
 /// One event as the database holds it.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 struct Stored {
     id: i64,
     notification: String,
@@ -1197,6 +1197,56 @@ fn the_remediation_sweep_on_postgres_finds_no_unsafe_verdict() {
         .expect("count")
         .get(0);
     assert_eq!(delivered, 200);
+    // A second sweep finds the first one's notifications there: its worker would take
+    // them, as it would a real store's, so it refuses to start (exit 4).
+    let out = run(&mut database.unsctl(&["sweep", "--schedules", "2"]));
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(4), "{said}");
+    assert!(said.contains("holds 200 notification(s) already"), "{said}");
+}
+
+/// The store being worked on is never a lab's: a sweep or a repro pointed at one that
+/// holds real notifications (by `--db`, or by the `UNS_DB_FILE` the runbook exports)
+/// would have its worker claim them and "deliver" them to its fakes. The sweep runs on
+/// a scratch file of its own unless `--db` itself names an empty database, and refuses
+/// one that is not empty; neither writes or claims anything of the store.
+#[test]
+fn a_lab_run_never_claims_a_real_stores_notifications() {
+    let database = postgres::cluster().database();
+    let real = submit(&database, 2, "EMAIL");
+    let before = history(&database);
+    let out = run(&mut database.unsctl(&["sweep", "--schedules", "3", "--seed", "7"]));
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(4), "{said}");
+    assert!(
+        said.contains(&real[0]) && said.contains("holds 2 notification(s)"),
+        "{said}"
+    );
+    let mut from_environment = support::unsctl();
+    from_environment
+        .env("PGPASSWORD", postgres::PASSWORD)
+        .env("UNS_DB_FILE", &database.url)
+        .args(["sweep", "--schedules", "3", "--seed", "7", "-o", "json"]);
+    let out = run(&mut from_environment);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        history(&database),
+        before,
+        "the database was left as it was"
+    );
+    let rows: i64 = database
+        .client()
+        .query_one(
+            "SELECT COUNT(*) FROM uns_notifications WHERE status = 'PENDING'",
+            &[],
+        )
+        .expect("count")
+        .get(0);
+    assert_eq!(rows, 2, "both still waiting for the real worker");
 }
 
 /// TLS as libpq's `sslmode` asks, from the URL or `PGSSLMODE`/`PGSSLROOTCERT`: a role

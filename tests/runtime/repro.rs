@@ -448,3 +448,88 @@ fn the_ci_sweep_finds_no_unsafe_verdict() {
         .expect("sweep");
     support::the_sweep_was_safe(&out, 200);
 }
+
+/// Repro runs a worker against its fakes: pointed at a store holding anything it did
+/// not make (a real store, by a slip of `--db`), that worker would claim the store's due
+/// notifications and "deliver" them to a fake, and their recipients would never get
+/// them. It refuses such a store before it writes or claims anything (exit 4), names
+/// what it found, and goes on writing into a store of its own making. A PostgreSQL URL
+/// is a usage error that says how to get the cases there, its password not repeated.
+#[test]
+fn repro_never_touches_a_store_it_did_not_make() {
+    let (_dir, db, first, _) = repro("lease-lost-delivered");
+    let again = unsctl()
+        .arg("--db")
+        .arg(&db)
+        .args(["repro", "provider-rejected", "-o", "json"])
+        .output()
+        .expect("repro");
+    assert!(
+        again.status.success(),
+        "{}",
+        String::from_utf8_lossy(&again.stderr)
+    );
+
+    let submitted = unsctl()
+        .arg("--db")
+        .arg(&db)
+        .args(["runtime", "submit", "--channel", "email"])
+        .args([
+            "--recipient",
+            "someone@customer.example",
+            "--subject",
+            "invoice",
+        ])
+        .output()
+        .expect("submit");
+    assert!(
+        submitted.status.success(),
+        "{}",
+        String::from_utf8_lossy(&submitted.stderr)
+    );
+    let real = String::from_utf8_lossy(&submitted.stdout)
+        .split_whitespace()
+        .find(|word| word.starts_with("n-"))
+        .expect("the new id")
+        .to_string();
+    let before = std::fs::read(&db).expect("store");
+    let out = unsctl()
+        .arg("--db")
+        .arg(&db)
+        .args(["repro", "smtp-unknown"])
+        .output()
+        .expect("repro");
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(4), "{said}");
+    assert!(
+        said.contains(&real) && said.contains("did not make"),
+        "{said}"
+    );
+    assert_eq!(
+        std::fs::read(&db).expect("store"),
+        before,
+        "nothing written"
+    );
+    let kinds: Vec<String> = kinds(&db, &real).into_iter().map(|(k, _)| k).collect();
+    assert!(
+        !kinds.iter().any(|k| k.contains("ATTEMPT")),
+        "never claimed: {kinds:?}"
+    );
+    assert!(first["notification_id"].is_string());
+
+    let out = unsctl()
+        .args([
+            "--db",
+            "postgres://uns:hunter2-secret@127.0.0.1:1/uns",
+            "repro",
+            "all",
+        ])
+        .output()
+        .expect("repro");
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{said}");
+    assert!(
+        said.contains("store copy") && !said.contains("hunter2"),
+        "{said}"
+    );
+}

@@ -1,7 +1,7 @@
 //! `unsctl repro <scenario>` and `unsctl demo`: the runbook's cases, reproduced for real.
 
 use crate::cli::backend::Invocation;
-use crate::cli::error::{CliError, CliResult};
+use crate::cli::error::{CliError, CliResult, ExitKind};
 use crate::cli::selection::Listed;
 use crate::lab::fakes::Fakes;
 use crate::lab::repro::{self, ReproError, Scenario, ScenarioReport};
@@ -100,9 +100,11 @@ fn shell(what: &str, value: &str) -> String {
     word(what, value).unwrap_or_else(|err| format!("<{err}>"))
 }
 
-fn repro_error(err: ReproError) -> CliError {
+pub(crate) fn repro_error(err: ReproError) -> CliError {
     match err {
         ReproError::Store(store) => store.into(),
+        ReproError::NotOurs { .. } => CliError::new(ExitKind::Refused, err.to_string())
+            .hint("leave --db out for a scratch store, or name one that holds nothing yet"),
         other => CliError::error(other.to_string()),
     }
 }
@@ -283,6 +285,13 @@ fn print_reports(db: &Path, reports: &[ScenarioReport], out: &Output) -> CliResu
 pub fn run_repro(global: &Invocation, args: ReproArgs) -> CliResult {
     let out = global.output();
     let db = match &global.db {
+        Some(path) if path.to_str().is_some_and(crate::db::pg::is_url) => {
+            return Err(CliError::usage(format!(
+                "repro writes its cases into a SQLite file, not {}",
+                crate::db::pg::shown(&path.to_string_lossy())
+            ))
+            .hint("to try them on PostgreSQL: `unsctl repro all --db FILE`, then `unsctl store copy --from FILE --to URL`"));
+        }
         Some(path) => path.clone(),
         None => scratch_store()?,
     };

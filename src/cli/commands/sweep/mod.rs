@@ -13,6 +13,9 @@ use anyhow::Context;
 
 /// Run random fault schedules and count unsafe verdicts (must be zero)
 ///
+/// Runs on a scratch store of its own, or on the empty PostgreSQL database `--db` itself
+/// names; never on a store with notifications in it (its worker would take them).
+///
 /// Example: unsctl sweep --schedules 1000 --seed 7
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -84,9 +87,16 @@ pub fn run(global: &Invocation, args: Args) -> CliResult {
         args.schedules
     ));
     let started = std::time::Instant::now();
-    // Its own file, unless --db names an empty PostgreSQL database to sweep on.
-    let place = match crate::cli::backend::resolve(global) {
-        Ok(crate::store::place::Backend::Postgres(target)) => Place::Postgres(target),
+    // Its own file, unless --db itself names an empty PostgreSQL database to sweep on:
+    // never a store the environment or a context names, which is the one being worked
+    // on (the library refuses any store with notifications in it as well).
+    let named = global
+        .db
+        .clone()
+        .filter(|db| db.to_str().is_some_and(crate::db::pg::is_url))
+        .map(crate::cli::backend::db_backend);
+    let place = match named {
+        Some(crate::store::place::Backend::Postgres(target)) => Place::Postgres(target),
         _ => Place::File(dir.path().join("sweep.db")),
     };
     let run = sweep::Sweep::run(
@@ -95,7 +105,7 @@ pub fn run(global: &Invocation, args: Args) -> CliResult {
         seed,
         usize::from(args.concurrency),
     )
-    .map_err(|err| CliError::error(err.to_string()))?;
+    .map_err(crate::cli::commands::repro::repro_error)?;
     let counts = run
         .judge()
         .map_err(|err| CliError::error(err.to_string()))?;
