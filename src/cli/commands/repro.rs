@@ -1,10 +1,10 @@
 //! `unsctl repro <scenario>` and `unsctl demo`: the runbook's cases, reproduced for real.
 
 use crate::cli::backend::Invocation;
-use crate::cli::error::{CliError, CliResult, ExitKind};
+use crate::cli::error::{CliError, CliResult, lab_failure};
 use crate::cli::selection::Listed;
 use crate::lab::fakes::Fakes;
-use crate::lab::repro::{self, ReproError, Scenario, ScenarioReport};
+use crate::lab::repro::{self, Scenario, ScenarioReport};
 use crate::model::command::word;
 use crate::render::output::{Output, print, status, status_commands};
 use crate::render::table::print_all;
@@ -100,15 +100,6 @@ fn shell(what: &str, value: &str) -> String {
     word(what, value).unwrap_or_else(|err| format!("<{err}>"))
 }
 
-pub(crate) fn repro_error(err: ReproError) -> CliError {
-    match err {
-        ReproError::Store(store) => store.into(),
-        ReproError::NotOurs { .. } => CliError::new(ExitKind::Refused, err.to_string())
-            .hint("leave --db out for a scratch store, or name one that holds nothing yet"),
-        other => CliError::error(other.to_string()),
-    }
-}
-
 fn scratch_store() -> CliResult<PathBuf> {
     let dir = std::env::temp_dir().join(format!(
         "unsctl-repro-{}-{}",
@@ -122,7 +113,7 @@ fn scratch_store() -> CliResult<PathBuf> {
 fn reproduce(db: &Path, scenarios: &[Scenario]) -> CliResult<(Vec<ScenarioReport>, Fakes)> {
     let fakes = Fakes::start().context("cannot start the provider fakes")?;
     let binary = std::env::current_exe()?;
-    let reports = repro::run(db, scenarios, Some(&binary), &fakes).map_err(repro_error)?;
+    let reports = repro::run(db, scenarios, Some(&binary), &fakes).map_err(lab_failure)?;
     Ok((reports, fakes))
 }
 
@@ -330,7 +321,7 @@ fn keep_running(global: &Invocation, db: &Path, fakes: &Fakes) -> CliResult {
         keys: Some(Keys::single(&key).map_err(|err| CliError::error(err.to_string()))?),
         worker: Some((
             repro::worker_config(4),
-            repro::fake_adapters(fakes).map_err(repro_error)?,
+            repro::fake_adapters(fakes).map_err(lab_failure)?,
         )),
         default_max_attempts: 3,
         metrics: None,

@@ -105,7 +105,7 @@ pub fn run(global: &Invocation, args: Args) -> CliResult {
         seed,
         usize::from(args.concurrency),
     )
-    .map_err(crate::cli::commands::repro::repro_error)?;
+    .map_err(crate::cli::error::lab_failure)?;
     let counts = run
         .judge()
         .map_err(|err| CliError::error(err.to_string()))?;
