@@ -78,6 +78,9 @@ fn hint(code: &postgres::error::SqlState) -> Option<&'static str> {
         c if *c == SqlState::INVALID_SQL_STATEMENT_NAME || *c == SqlState::DUPLICATE_PSTATEMENT => {
             "this session's statements are not its own: a pooler between here and PostgreSQL lends each transaction to another session (pgbouncer's pool_mode = transaction); connect to PostgreSQL itself, or through a pool with pool_mode = session"
         }
+        c if *c == SqlState::CHARACTER_NOT_IN_REPERTOIRE => {
+            "a row holds bytes that are not text (a database whose encoding is SQL_ASCII lets them in), and PostgreSQL will not send it: find it with psql and correct it, and keep the store in a UTF8 database"
+        }
         c if *c == SqlState::QUERY_CANCELED => {
             "the server cancelled it: a statement_timeout (set for this role or database, or in the URL's options) or an administrator; reading fewer entries at once (--limit, --since) asks less of it"
         }

@@ -396,6 +396,10 @@ pub enum OpenError {
         "{url}: this connection goes through a pooler that lends each transaction to whichever PostgreSQL session is free (pgbouncer's pool_mode = transaction or statement): unsctl keeps its prepared statements and its read-only guard in its session, which such a pooler would hand to other clients; connect to PostgreSQL itself, or through a pool with pool_mode = session"
     )]
     Pooled { url: String },
+    #[error(
+        "{url}: the database's encoding is {encoding}, and a store needs UTF8, in which no text column can hold bytes that are not text: CREATE DATABASE ... ENCODING 'UTF8' TEMPLATE template0"
+    )]
+    Encoding { url: String, encoding: String },
 }
 
 impl OpenError {
@@ -552,6 +556,22 @@ impl PgConn {
             if !create {
                 return Err(OpenError::Empty {
                     url: self.place.clone(),
+                });
+            }
+            // Only UTF8 keeps every text column text: SQL_ASCII (initdb's default under
+            // the C locale) stores any bytes, and a row the server then cannot send as
+            // UTF-8 fails every read that meets it, hiding the rows around it.
+            let encoding = self
+                .strings(
+                    "SELECT pg_encoding_to_char(encoding) FROM pg_database
+                     WHERE datname = current_database()",
+                )
+                .map_err(database)?
+                .concat();
+            if encoding != "UTF8" {
+                return Err(OpenError::Encoding {
+                    url: self.place.clone(),
+                    encoding,
                 });
             }
             return self.create_schema().map_err(database);

@@ -1893,12 +1893,20 @@ fn a_pooler_that_lends_each_transaction_elsewhere_is_refused_and_left_as_it_was(
     }
 }
 
-/// The server's words for a lost prepared statement and a cancelled one say nothing of
-/// their cause: unsctl adds what it is and what to do.
+/// The server's words for a row it cannot send as text, a lost prepared statement and a
+/// cancelled one say nothing of their cause: unsctl adds what it is and what to do.
 #[test]
 fn a_lost_statement_and_a_timeout_say_what_to_do() {
     let database = postgres::cluster().database();
     let conn = unsctl::db::pg::PgConn::open(&database.target(), true).expect("open");
+    let not_text = conn
+        .batch("SELECT convert_from('\\xff'::bytea, 'UTF8')")
+        .expect_err("not UTF-8")
+        .to_string();
+    assert!(
+        not_text.contains("(22021)") && not_text.contains("UTF8 database"),
+        "{not_text}"
+    );
     let lost = conn
         .batch("EXECUTE s0")
         .expect_err("no such statement")
@@ -2025,4 +2033,59 @@ fn a_client_certificate_is_offered_as_libpq_offers_it_and_its_key_kept_to_its_ow
         assert!(out.stdout.is_empty(), "{url}: nothing read");
         assert!(!said.contains("PRIVATE KEY"), "{said}");
     }
+}
+
+/// A database whose encoding is not UTF8 (SQL_ASCII, initdb's default under the C
+/// locale) stores any bytes in a text column, and a row PostgreSQL then cannot send as
+/// UTF-8 fails every read that meets it: no store is made in one, by the runtime or by
+/// a copy, and nothing is written there.
+#[test]
+fn no_store_is_made_in_a_database_that_keeps_bytes_for_text() {
+    let cluster = postgres::cluster();
+    let database = cluster.database();
+    let mut admin = cluster.admin();
+    admin
+        .batch_execute(&format!("DROP DATABASE {}", database.name))
+        .expect("drop");
+    admin
+        .batch_execute(&format!(
+            "CREATE DATABASE {} ENCODING 'SQL_ASCII' TEMPLATE template0 \
+             LC_COLLATE 'C' LC_CTYPE 'C'",
+            database.name
+        ))
+        .expect("a SQL_ASCII database");
+    let dir = tempfile::tempdir().expect("dir");
+    let file = support::every_case_store(dir.path());
+    let copied = run(support::unsctl()
+        .env("PGPASSWORD", postgres::PASSWORD)
+        .args(["store", "copy", "--from"])
+        .arg(&file)
+        .args(["--to", &database.url]));
+    let submitted = run(&mut database.unsctl(&[
+        "runtime",
+        "submit",
+        "--channel",
+        "email",
+        "--recipient",
+        "a@example.com",
+        "--subject",
+        "x",
+    ]));
+    for out in [copied, submitted] {
+        let said = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{said}");
+        assert!(
+            said.contains("encoding is SQL_ASCII") && said.contains("UTF8"),
+            "{said}"
+        );
+    }
+    let tables: i64 = database
+        .client()
+        .query_one(
+            "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = 'public'",
+            &[],
+        )
+        .expect("count")
+        .get(0);
+    assert_eq!(tables, 0, "nothing was made");
 }
