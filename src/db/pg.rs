@@ -400,6 +400,10 @@ pub enum OpenError {
         "{url}: the database's encoding is {encoding}, and a store needs UTF8, in which no text column can hold bytes that are not text: CREATE DATABASE ... ENCODING 'UTF8' TEMPLATE template0"
     )]
     Encoding { url: String, encoding: String },
+    #[error(
+        "{url}: role {role:?} may read the store but not change it (it needs UPDATE on uns_notifications and INSERT on uns_events and uns_notes); reads still work, changes need a role that may write the store"
+    )]
+    NotPermitted { url: String, role: String },
 }
 
 impl OpenError {
@@ -408,6 +412,12 @@ impl OpenError {
         matches!(self, OpenError::Connect { refused: true, .. })
     }
 }
+
+/// Whether the session's role may change the store, as SQL: what resolve, replay, notes
+/// and the worker write.
+pub const MAY_CHANGE: &str = "has_table_privilege('uns_notifications', 'UPDATE') \
+     AND has_table_privilege('uns_events', 'INSERT') \
+     AND has_table_privilege('uns_notes', 'INSERT')";
 
 /// One connection, its statements prepared once.
 pub struct PgConn {
@@ -634,22 +644,40 @@ impl PgConn {
     }
 
     /// Refuses a database that would refuse every change (a hot standby, a database or
-    /// role with `default_transaction_read_only`), before anything is asked of it.
+    /// role with `default_transaction_read_only`), and a role that may read the store but
+    /// not change it, before anything is asked of it: otherwise each entry of a bulk
+    /// change, and each of a worker's claims, would fail on its own.
     pub fn takes_writes(&self) -> Result<(), OpenError> {
         let rows = self
             .client
             .borrow_mut()
-            .query("SELECT current_setting('transaction_read_only')", &[])
+            .query(
+                &format!(
+                    "SELECT current_setting('transaction_read_only'), current_user::text, {MAY_CHANGE}"
+                ),
+                &[],
+            )
             .map_err(|err| OpenError::Database {
                 url: self.place.clone(),
                 said: said(&err),
             })?;
-        match rows.first().map(|r| r.get::<_, String>(0)).as_deref() {
-            Some("off") => Ok(()),
-            _ => Err(OpenError::ReadOnly {
+        let Some(row) = rows.first() else {
+            return Err(OpenError::ReadOnly {
                 url: self.place.clone(),
-            }),
+            });
+        };
+        if row.get::<_, String>(0) != "off" {
+            return Err(OpenError::ReadOnly {
+                url: self.place.clone(),
+            });
         }
+        if !row.get::<_, bool>(2) {
+            return Err(OpenError::NotPermitted {
+                url: self.place.clone(),
+                role: row.get(1),
+            });
+        }
+        Ok(())
     }
 
     /// What the store's identity is hashed with: the random name the schema was made

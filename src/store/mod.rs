@@ -97,7 +97,8 @@ impl From<crate::db::pg::OpenError> for StoreError {
             OpenError::Connect { .. }
             | OpenError::Database { .. }
             | OpenError::ReadOnly { .. }
-            | OpenError::Pooled { .. } => StoreError::Unavailable(err.to_string()),
+            | OpenError::Pooled { .. }
+            | OpenError::NotPermitted { .. } => StoreError::Unavailable(err.to_string()),
             _ => StoreError::InvalidStore(err.to_string()),
         }
     }

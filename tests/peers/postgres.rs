@@ -2089,3 +2089,75 @@ fn no_store_is_made_in_a_database_that_keeps_bytes_for_text() {
         .get(0);
     assert_eq!(tables, 0, "nothing was made");
 }
+
+/// A role that may read the store but not change it (a reporting role, one granted
+/// SELECT only) reads as any other; a change is refused before any entry is tried,
+/// naming the role and what it lacks, and the runtime does not start with it: otherwise
+/// each entry of a bulk resolve, and each of the worker's claims, failed on its own.
+#[test]
+fn a_role_that_may_only_read_is_refused_a_change_up_front() {
+    let dir = tempfile::tempdir().expect("dir");
+    let file = support::every_case_store(dir.path());
+    let database = postgres::cluster().database();
+    database.copy_from(&file);
+    database
+        .client()
+        .batch_execute(&format!(
+            "CREATE ROLE viewer_{name} LOGIN PASSWORD '{password}';
+             GRANT SELECT ON ALL TABLES IN SCHEMA public TO viewer_{name}",
+            name = database.name,
+            password = postgres::PASSWORD
+        ))
+        .expect("a role that may only read");
+    let url = database.url.replacen(
+        &format!("{}@", postgres::USER),
+        &format!("viewer_{}@", database.name),
+        1,
+    );
+    let as_viewer = |args: &[&str]| {
+        run(support::unsctl()
+            .env("PGPASSWORD", postgres::PASSWORD)
+            .args(["--db", &url])
+            .args(args))
+    };
+    let before = history(&database);
+    let out = as_viewer(&["dlq", "triage", "-o", "json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let plan: Value = serde_json::from_slice(&out.stdout).expect("plan");
+    let ids: Vec<String> = plan["entries"]
+        .as_array()
+        .expect("entries")
+        .iter()
+        .filter(|entry| entry["branch"] == "RESOLVE")
+        .map(|entry| entry["id"].as_str().expect("id").to_string())
+        .collect();
+    assert!(!ids.is_empty(), "{plan}");
+    let mut args = vec!["dlq", "resolve"];
+    args.extend(ids.iter().map(String::as_str));
+    args.extend(["--confirm", "--yes", "--reason", "x"]);
+    let out = as_viewer(&args);
+    let text = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(
+        text.contains("may read the store but not change it"),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!("viewer_{}", database.name)),
+        "{text}"
+    );
+    assert!(!text.contains("failed"), "no entry was tried: {text}");
+    let target = unsctl::db::pg::Target::new(&url, Some(postgres::PASSWORD.into()), None);
+    match unsctl::server::start(ServerConfig::api_only(
+        Place::Postgres(target),
+        Some(Keys::single(support::KEY).expect("key")),
+    )) {
+        Ok(_) => panic!("the runtime started with a role that may not write"),
+        Err(err) => assert!(err.to_string().contains("not change it"), "{err}"),
+    }
+    assert_eq!(history(&database), before, "nothing was written");
+}

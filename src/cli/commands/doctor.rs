@@ -191,11 +191,13 @@ fn database_check(target: &Target) -> (Check, Option<DirectStore>) {
         }
     };
     let facts = store.db().row(
-        "SELECT (SELECT version FROM uns_schema), current_setting('server_version'),
+        &format!(
+            "SELECT (SELECT version FROM uns_schema), current_setting('server_version'),
                 CASE WHEN COALESCE((SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()), false)
                      THEN 1 ELSE 0 END,
-                CASE WHEN has_table_privilege('uns_events', 'INSERT')
-                      AND has_table_privilege('uns_notifications', 'UPDATE') THEN 1 ELSE 0 END",
+                CASE WHEN {} THEN 1 ELSE 0 END",
+            crate::db::pg::MAY_CHANGE
+        ),
         &[],
         |row| {
             let integer = |i| match row.cell(i) {
