@@ -1934,3 +1934,63 @@ fn as_rfc5424(log: &str) -> String {
         })
         .collect()
 }
+
+/// Postfix with `enable_long_queue_ids = yes` (the default of many sites since 2.9):
+/// queue ids like `4Xk2Wq0Bz4z9sRr` rather than hex. The attempt the adapter could not
+/// tell about is DELIVERED by the real relay's own lines, its long queue id in the
+/// evidence, and reconcile counts the one copy.
+#[test]
+fn a_relay_with_long_queue_ids_is_read_as_any_other() {
+    let work = tempfile::tempdir().expect("dir");
+    let db = work.path().join("uns.db");
+    let relay = Relay::start_as("enable_long_queue_ids = yes\n");
+    let proxy = Proxy::start(relay.addr, Fault::HoldReplyToDot);
+    let via_proxy = adapter(proxy.addr, StartTls::Never, None);
+    relay.send_marker();
+    let id = submit_with(&db, "long@example.test", "hello");
+    let result = deliver_due(&db, &via_proxy, LEASE);
+    assert_eq!(result.outcome.as_str(), "UNKNOWN", "{result:?}");
+    let message = message_id(&id, 1, 1);
+    relay.wait_for_log(&format!("message-id={message}"));
+    relay.log_past(now() + LEASE + 2.5);
+    let log = relay.log();
+    let queue_id = log
+        .lines()
+        .find(|line| line.contains(&format!("message-id={message}")))
+        .and_then(|line| line.split(": ").nth(1))
+        .expect("the cleanup line")
+        .to_string();
+    assert!(
+        queue_id.len() > 11 && queue_id.bytes().any(|b| b.is_ascii_lowercase()),
+        "a long queue id: {queue_id}"
+    );
+    let logs = [relay.maillog.as_path()];
+    let (answer, evidence) = answer_of(&verify_with(
+        &db,
+        &id,
+        &logs,
+        false,
+        &["--clock-skew", "2s"],
+    ));
+    assert_eq!(answer, "DELIVERED", "{evidence}");
+    assert!(evidence.contains(&queue_id), "{evidence}");
+    let path = relay.maillog.display().to_string();
+    let report = json(
+        &unsctl(
+            &db,
+            &[
+                "reconcile",
+                "--since",
+                "1h",
+                "-o",
+                "json",
+                "--clock-skew",
+                "2s",
+                "--relay-log",
+                &path,
+            ],
+        ),
+        "reconcile",
+    );
+    assert_eq!(report["notifications"][0]["class"], "ONCE", "{report:#}");
+}
