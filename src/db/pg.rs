@@ -803,6 +803,15 @@ impl PgConn {
         Ok(writer.finish()?)
     }
 
+    /// Whether the server still answers on this connection (an empty query, the
+    /// protocol's cheapest round trip, within five seconds).
+    pub fn is_valid(&self) -> bool {
+        self.client
+            .borrow_mut()
+            .is_valid(std::time::Duration::from_secs(5))
+            .is_ok()
+    }
+
     /// Whether the connection has gone (the server stopped, the network failed).
     pub fn is_closed(&self) -> bool {
         self.client.borrow().is_closed()

@@ -53,7 +53,8 @@ pub struct Pool {
 }
 
 struct Idle {
-    idle: Vec<PgConn>,
+    /// Each with when it was given back.
+    idle: Vec<(PgConn, std::time::Instant)>,
     /// Connections open, idle or in use.
     open: usize,
 }
@@ -63,7 +64,10 @@ impl Drop for Pool {
     /// run on a thread that drives the server's (where the last handle on a server's
     /// pool may go).
     fn drop(&mut self) {
-        let idle = std::mem::take(&mut self.lock().idle);
+        let idle: Vec<PgConn> = std::mem::take(&mut self.lock().idle)
+            .into_iter()
+            .map(|(conn, _)| conn)
+            .collect();
         if idle.is_empty() {
             return;
         }
@@ -77,6 +81,12 @@ impl Drop for Pool {
 impl Pool {
     /// The most connections a pool holds open.
     pub const LIMIT: usize = 12;
+
+    /// A connection idle this long is asked whether it is still there before it is
+    /// lent: the server may have ended it meanwhile (a restart, a failover,
+    /// `idle_session_timeout`), and the client learns that only when it next speaks, so
+    /// the request given it would fail. One busier than that was just heard from.
+    pub const CHECKED_AFTER_IDLE: std::time::Duration = std::time::Duration::from_secs(1);
 
     /// Opens the first connection, checking (and on an empty database, when `create`,
     /// creating) the schema. A `read_only` pool's sessions refuse every write; any other
@@ -114,7 +124,7 @@ impl Pool {
                 url: pool.place.clone(),
                 said: err.to_string(),
             })?;
-        pool.lock().idle.push(first);
+        pool.lock().idle.push((first, std::time::Instant::now()));
         Ok(pool)
     }
 
@@ -131,49 +141,65 @@ impl Pool {
 
     /// Runs `work` on a connection of the pool; one that failed is closed, not kept.
     pub fn with<T>(&self, work: impl FnOnce(&Db<'_>) -> T) -> Result<T, WriterGone> {
-        let taken = {
-            let mut state = self.lock();
-            loop {
-                if let Some(conn) = state.idle.pop() {
-                    if conn.is_closed() {
-                        state.open -= 1;
-                        continue;
-                    }
-                    break Some(conn);
-                }
-                if state.open < Self::LIMIT {
-                    state.open += 1;
-                    break None;
-                }
-                state = self.freed.wait(state).unwrap_or_else(|p| p.into_inner());
-            }
-        };
-        let conn = match taken {
-            Some(conn) => conn,
-            None => match PgConn::connect(&self.target)
-                .map_err(|err| WriterGone(err.to_string()))
-                .and_then(|conn| {
-                    self.prepared(conn)
-                        .map_err(|err| WriterGone(err.to_string()))
-                }) {
-                Ok(conn) => conn,
-                Err(err) => {
-                    self.lock().open -= 1;
-                    self.freed.notify_one();
-                    return Err(err);
-                }
-            },
-        };
+        let conn = self.take()?;
         let value = work(&Db::Postgres(&conn));
         let mut state = self.lock();
         if conn.is_closed() {
             state.open -= 1;
         } else {
-            state.idle.push(conn);
+            state.idle.push((conn, std::time::Instant::now()));
         }
         drop(state);
         self.freed.notify_one();
         Ok(value)
+    }
+
+    /// A connection to lend: an idle one still there, else a new one while fewer than
+    /// [`Pool::LIMIT`] are open, else the next one given back.
+    fn take(&self) -> Result<PgConn, WriterGone> {
+        loop {
+            let taken = {
+                let mut state = self.lock();
+                loop {
+                    if let Some((conn, since)) = state.idle.pop() {
+                        if conn.is_closed() {
+                            state.open -= 1;
+                            continue;
+                        }
+                        break Some((conn, since));
+                    }
+                    if state.open < Self::LIMIT {
+                        state.open += 1;
+                        break None;
+                    }
+                    state = self.freed.wait(state).unwrap_or_else(|p| p.into_inner());
+                }
+            };
+            match taken {
+                // Asked outside the lock: the others need not wait on the network.
+                Some((conn, since)) => {
+                    if since.elapsed() < Self::CHECKED_AFTER_IDLE || conn.is_valid() {
+                        return Ok(conn);
+                    }
+                    drop(conn);
+                    self.lock().open -= 1;
+                    self.freed.notify_one();
+                }
+                None => {
+                    let made = PgConn::connect(&self.target)
+                        .map_err(|err| WriterGone(err.to_string()))
+                        .and_then(|conn| {
+                            self.prepared(conn)
+                                .map_err(|err| WriterGone(err.to_string()))
+                        });
+                    if made.is_err() {
+                        self.lock().open -= 1;
+                        self.freed.notify_one();
+                    }
+                    return made;
+                }
+            }
+        }
     }
 }
 

@@ -2161,3 +2161,70 @@ fn a_role_that_may_only_read_is_refused_a_change_up_front() {
     }
     assert_eq!(history(&database), before, "nothing was written");
 }
+
+/// The server ended every session of a running API's pools (what a restart or a
+/// failover does; here `pg_terminate_backend`). A pooled connection idle past the
+/// check is asked whether it is still there before it is lent, so no request given
+/// one fails: reads, and a resolve through the writer's pool.
+#[test]
+fn a_pooled_session_the_server_ended_is_never_lent() {
+    let dir = tempfile::tempdir().expect("dir");
+    let file = support::every_case_store(dir.path());
+    let database = postgres::cluster().database();
+    database.copy_from(&file);
+    let server = serve(Place::Postgres(database.target()), None);
+    let list = || run(support::over_the_api(server.addr).args(["dlq", "triage", "-o", "json"]));
+    let first = list();
+    assert!(
+        first.status.success(),
+        "{}",
+        String::from_utf8_lossy(&first.stderr)
+    );
+    let plan: Value = serde_json::from_slice(&first.stdout).expect("plan");
+    let id = support::entry_of_branch(&plan, "RESOLVE");
+    // Several at once, so the pool holds more than one session.
+    std::thread::scope(|scope| {
+        for _ in 0..4 {
+            scope.spawn(|| assert!(list().status.success()));
+        }
+    });
+    let ended: i64 = database
+        .client()
+        .query_one(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+             WHERE datname = $1 AND application_name = 'unsctl' AND pid <> pg_backend_pid()",
+            &[&database.name],
+        )
+        .expect("terminate")
+        .get(0);
+    assert!(ended >= 2, "the pools' sessions ended: {ended}");
+    let since = std::time::Instant::now();
+    support::wait_until(
+        "the pools' sessions to be idle past the check",
+        std::time::Duration::from_secs(30),
+        || since.elapsed() > unsctl::runtime::writer::Pool::CHECKED_AFTER_IDLE * 2,
+    );
+    for _ in 0..3 {
+        let out = list();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(out.stdout, first.stdout, "the same answer");
+    }
+    let out = run(support::over_the_api(server.addr).args([
+        "dlq",
+        "resolve",
+        &id,
+        "--confirm",
+        "--yes",
+        "--reason",
+        "x",
+    ]));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
