@@ -1899,30 +1899,22 @@ fn a_pooler_that_lends_each_transaction_elsewhere_is_refused_and_left_as_it_was(
 fn a_lost_statement_and_a_timeout_say_what_to_do() {
     let database = postgres::cluster().database();
     let conn = unsctl::db::pg::PgConn::open(&database.target(), true).expect("open");
-    let not_text = conn
-        .batch("SELECT convert_from('\\xff'::bytea, 'UTF8')")
-        .expect_err("not UTF-8")
-        .to_string();
-    assert!(
-        not_text.contains("(22021)") && not_text.contains("UTF8 database"),
-        "{not_text}"
-    );
-    let lost = conn
-        .batch("EXECUTE s0")
-        .expect_err("no such statement")
-        .to_string();
-    assert!(
-        lost.contains("(26000)") && lost.contains("pool_mode = session"),
-        "{lost}"
-    );
-    let cancelled = conn
-        .batch("SET statement_timeout = 1; SELECT pg_sleep(5)")
-        .expect_err("cancelled")
-        .to_string();
-    assert!(
-        cancelled.contains("(57014)") && cancelled.contains("statement_timeout"),
-        "{cancelled}"
-    );
+    for (sql, code, says) in [
+        (
+            "SELECT convert_from('\\xff'::bytea, 'UTF8')",
+            "(22021)",
+            "UTF8 database",
+        ),
+        ("EXECUTE s0", "(26000)", "pool_mode = session"),
+        (
+            "SET statement_timeout = 1; SELECT pg_sleep(5)",
+            "(57014)",
+            "statement_timeout",
+        ),
+    ] {
+        let said = conn.batch(sql).expect_err(sql).to_string();
+        assert!(said.contains(code) && said.contains(says), "{sql}: {said}");
+    }
 }
 
 /// A role the server knows by a client certificate alone (`cert` in pg_hba.conf, as

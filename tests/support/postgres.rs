@@ -263,12 +263,7 @@ impl Database {
 
     /// `unsctl --db URL ARGS` with the password in `PGPASSWORD`, as an operator runs it.
     pub fn unsctl(&self, args: &[&str]) -> Command {
-        let mut command = super::unsctl();
-        command
-            .env("PGPASSWORD", PASSWORD)
-            .args(["--db", &self.url])
-            .args(args);
-        command
+        unsctl_at(&self.url, args)
     }
 
     /// `psql` on this database, its password in `PGPASSWORD`.
@@ -295,6 +290,16 @@ impl Database {
             String::from_utf8_lossy(&out.stderr)
         );
     }
+}
+
+/// `unsctl --db URL ARGS`, the password in `PGPASSWORD`.
+fn unsctl_at(url: &str, args: &[&str]) -> Command {
+    let mut command = super::unsctl();
+    command
+        .env("PGPASSWORD", PASSWORD)
+        .args(["--db", url])
+        .args(args);
+    command
 }
 
 impl Drop for Cluster {
@@ -506,12 +511,7 @@ impl Pooler {
 
     /// `unsctl --db URL ARGS` through the pooler, the password in `PGPASSWORD`.
     pub fn unsctl(&self, args: &[&str]) -> Command {
-        let mut command = super::unsctl();
-        command
-            .env("PGPASSWORD", PASSWORD)
-            .args(["--db", &self.url])
-            .args(args);
-        command
+        unsctl_at(&self.url, args)
     }
 
     /// The target the library connects to through the pooler.
