@@ -173,21 +173,53 @@ pub enum ReproError {
     Crash(String),
     #[error("timed out after {0:?} waiting for {1} to settle")]
     Timeout(Duration, String),
-    /// The store holds notifications the lab (`by`: repro, sweep) did not make: its
-    /// worker would claim them and send them to the fakes, and they would never reach
-    /// anyone.
+    /// The store holds notifications `by` did not make: its worker would claim them and
+    /// send them to the fakes, and they would never reach anyone.
     #[error(
-        "{place} holds {count} notification(s) {which} (the first: {first}): {by}'s worker would send them to its fakes, and their recipients would never get them; {by} writes only into {into}"
+        "{place} holds {count} notification(s) {} (the first: {first}): {by}'s worker would send them to its fakes, and their recipients would never get them; {by} writes only into {}",
+        by.found(),
+        by.writes_into()
     )]
     NotOurs {
-        by: &'static str,
-        /// Which notifications were found: "repro did not make", "already".
-        which: &'static str,
+        by: Lab,
         place: String,
         count: i64,
         first: String,
-        into: &'static str,
     },
+}
+
+/// What runs a worker against the fakes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lab {
+    Repro,
+    Sweep,
+}
+
+impl Lab {
+    /// Which notifications of a store it will not touch.
+    fn found(self) -> &'static str {
+        match self {
+            Lab::Repro => "repro did not make",
+            Lab::Sweep => "already",
+        }
+    }
+
+    /// The stores it writes into.
+    fn writes_into(self) -> &'static str {
+        match self {
+            Lab::Repro => "a new store or one it made",
+            Lab::Sweep => "a store with no notification in it",
+        }
+    }
+}
+
+impl std::fmt::Display for Lab {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Lab::Repro => "repro",
+            Lab::Sweep => "sweep",
+        })
+    }
 }
 
 /// The domain every recipient repro makes is at.
@@ -203,18 +235,18 @@ fn only_ours(db: &Path, conn: &rusqlite::Connection) -> Result<(), ReproError> {
     refuse_others(
         &Db::Sqlite(conn),
         &others,
-        "repro",
+        Lab::Repro,
         &db.display().to_string(),
     )
 }
 
-/// Refuses a store of which `others` (a count and the least id) finds any notification
-/// `by` did not make. The lab's workers claim whatever is due: one let loose on a
+/// Refuses a store in which `others` (a count and the least id) finds a notification
+/// `by` must not touch. The lab's workers claim whatever is due: one let loose on a
 /// store that holds anything else would send it to the fakes, and drop it.
 pub(crate) fn refuse_others(
     db: &Db<'_>,
     others: &str,
-    by: &'static str,
+    by: Lab,
     place: &str,
 ) -> Result<(), ReproError> {
     let found = db
@@ -233,19 +265,9 @@ pub(crate) fn refuse_others(
     match found {
         Some((count, first)) if count > 0 => Err(ReproError::NotOurs {
             by,
-            which: if by == "repro" {
-                "repro did not make"
-            } else {
-                "already"
-            },
             place: place.to_string(),
             count,
             first,
-            into: if by == "repro" {
-                "a new store or one it made"
-            } else {
-                "a store with no notification in it"
-            },
         }),
         _ => Ok(()),
     }

@@ -196,7 +196,7 @@ impl Sweep {
         repro::refuse_others(
             &conn.db(),
             "SELECT count(*), min(id) FROM uns_notifications",
-            "sweep",
+            repro::Lab::Sweep,
             &db.shown(),
         )?;
         let adapters = repro::fake_adapters(&fakes)?;

@@ -1249,6 +1249,26 @@ fn a_lab_run_never_claims_a_real_stores_notifications() {
     assert_eq!(rows, 2, "both still waiting for the real worker");
 }
 
+/// A URL, and the variables set beside it.
+type Reached<'a> = (String, Vec<(&'a str, &'a str)>);
+
+/// Each way read by `read` succeeds with the bytes `plain` read.
+fn each_reads_the_same(
+    read: impl Fn(&str, &[(&str, &str)]) -> Output,
+    ways: &[Reached<'_>],
+    plain: &[u8],
+) {
+    for (url, env) in ways {
+        let out = read(url, env);
+        assert!(
+            out.status.success(),
+            "{url} {env:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(out.stdout, plain, "{url} {env:?}: the same bytes");
+    }
+}
+
 /// TLS as libpq's `sslmode` asks, from the URL or `PGSSLMODE`/`PGSSLROOTCERT`: a role
 /// the server accepts only over TLS is read the same as over a plain session when the
 /// mode allows TLS; the `verify-` modes accept the cluster's root and refuse a
@@ -1312,15 +1332,7 @@ fn tls_is_what_sslmode_asks_and_a_peer_with_an_unknown_certificate_gets_no_passw
             vec![],
         ),
     ];
-    for (url, env) in &accepted {
-        let out = events(url, env);
-        assert!(
-            out.status.success(),
-            "{url} {env:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        assert_eq!(out.stdout, plain.stdout, "{url} {env:?}: the same bytes");
-    }
+    each_reads_the_same(events, &accepted, &plain.stdout);
     // doctor says which it was, and reads the store through it.
     for (url, says) in [
         (store.url.clone(), "TLS"),
@@ -1976,15 +1988,7 @@ fn a_client_certificate_is_offered_as_libpq_offers_it_and_its_key_kept_to_its_ow
             vec![("HOME", &home_dir)],
         ),
     ];
-    for (url, env) in &accepted {
-        let out = events(url, env);
-        assert!(
-            out.status.success(),
-            "{url} {env:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        assert_eq!(out.stdout, plain.stdout, "{url} {env:?}: the same bytes");
-    }
+    each_reads_the_same(events, &accepted, &plain.stdout);
 
     let loose = home.path().join("loose.key");
     std::fs::copy(&cluster.tls.client.1, &loose).expect("key");
