@@ -63,6 +63,18 @@ impl Way {
     }
 }
 
+/// `unsctl runtime submit` of one email, for a test that expects it refused.
+const SUBMIT_ONE: &[&str] = &[
+    "runtime",
+    "submit",
+    "--channel",
+    "email",
+    "--recipient",
+    "a@example.com",
+    "--subject",
+    "x",
+];
+
 /// The lease of the tests' `runtime serve` processes: long beside a call to a fake that
 /// answers at once on a loaded machine, short enough that a held call's reclaim comes
 /// soon. Only a call a test holds on purpose outlives it.
@@ -1689,16 +1701,7 @@ fn a_database_that_takes_no_writes_is_read_and_a_change_is_refused_up_front() {
     assert!(text.contains("takes no writes"), "{text}");
     assert!(!text.contains("failed"), "no entry was tried: {text}");
     // The runtime's own writes say the same.
-    let out = run(&mut database.unsctl(&[
-        "runtime",
-        "submit",
-        "--channel",
-        "email",
-        "--recipient",
-        "a@example.com",
-        "--subject",
-        "x",
-    ]));
+    let out = run(&mut database.unsctl(SUBMIT_ONE));
     let text = String::from_utf8_lossy(&out.stderr);
     assert!(
         !out.status.success() && text.contains("takes no writes"),
@@ -2057,16 +2060,7 @@ fn no_store_is_made_in_a_database_that_keeps_bytes_for_text() {
         .args(["store", "copy", "--from"])
         .arg(&file)
         .args(["--to", &database.url]));
-    let submitted = run(&mut database.unsctl(&[
-        "runtime",
-        "submit",
-        "--channel",
-        "email",
-        "--recipient",
-        "a@example.com",
-        "--subject",
-        "x",
-    ]));
+    let submitted = run(&mut database.unsctl(SUBMIT_ONE));
     for out in [copied, submitted] {
         let said = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(1), "{said}");
