@@ -11,6 +11,10 @@ pub enum DbError {
     /// A value the statement was given does not fit the column it is for.
     #[error("{0}")]
     Value(String),
+    /// The connection failed while COMMIT was under way, with no answer from the server:
+    /// whether the transaction was kept cannot be told from here.
+    #[error("{0} (during COMMIT: whether the change was kept is not known)")]
+    CommitUnanswered(Box<DbError>),
 }
 
 impl DbError {
@@ -18,6 +22,7 @@ impl DbError {
     pub fn refused_credentials(&self) -> bool {
         match self {
             DbError::Postgres(err) => refused_credentials(err),
+            DbError::CommitUnanswered(err) => err.refused_credentials(),
             _ => false,
         }
     }
@@ -26,7 +31,52 @@ impl DbError {
     pub fn unreachable(&self) -> bool {
         match self {
             DbError::Postgres(err) => unreachable(err),
+            DbError::CommitUnanswered(err) => err.unreachable(),
             _ => false,
+        }
+    }
+
+    /// Whether the same transaction may well succeed when tried again in a moment: the
+    /// database went away, is restarting or takes no more connections for now, gave up
+    /// waiting for a lock, or rolled the transaction back for another's sake (a
+    /// serialization failure, a deadlock); SQLite's file was locked by another process.
+    pub fn passing(&self) -> bool {
+        match self {
+            DbError::Sqlite(rusqlite::Error::SqliteFailure(err, _)) => matches!(
+                err.code,
+                rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked
+            ),
+            DbError::Postgres(err) => {
+                use postgres::error::SqlState;
+                unreachable(err)
+                    || err.code().is_some_and(|code| {
+                        let class = code.code().get(..2);
+                        class == Some("40")
+                            || class == Some("08")
+                            || *code == SqlState::TOO_MANY_CONNECTIONS
+                            || *code == SqlState::LOCK_NOT_AVAILABLE
+                    })
+            }
+            DbError::CommitUnanswered(err) => err.passing(),
+            _ => false,
+        }
+    }
+
+    /// Whether the transaction this error ended may have been committed all the same: a
+    /// COMMIT the server never answered. Any other error left nothing of it behind.
+    pub fn may_have_committed(&self) -> bool {
+        matches!(self, DbError::CommitUnanswered(_))
+    }
+
+    /// What a failed COMMIT leaves known: a server's refusal (a deferred constraint, a
+    /// serialization failure) or SQLite's error kept nothing; a connection that ended
+    /// with no answer may have kept it all.
+    pub(crate) fn at_commit(self) -> DbError {
+        match self {
+            DbError::Postgres(err) if err.as_db_error().is_none() => {
+                DbError::CommitUnanswered(Box::new(DbError::Postgres(err)))
+            }
+            err => err,
         }
     }
 }

@@ -204,22 +204,24 @@ impl<'c> Db<'c> {
     }
 
     /// Runs `work` in one write transaction: SQLite's `BEGIN IMMEDIATE`, so a writer never
-    /// has to upgrade a read lock; PostgreSQL's, whose rows a transition locks as it reads
-    /// them ([`Db::lock`]). An error from `work` rolls it back, and so does a COMMIT that
+    /// has to upgrade a read lock; PostgreSQL's at READ COMMITTED ([`pg::BEGIN_WRITE`]),
+    /// whose rows a transition locks as it reads them ([`Db::lock`]). An error from `work` rolls it back, and so does a COMMIT that
     /// fails: SQLite leaves the transaction open after one (a deferred constraint, a full
-    /// disk), and a connection that lives on (the server's writer) must not keep it.
+    /// disk), and a connection that lives on (the server's writer) must not keep it. A
+    /// COMMIT that PostgreSQL never answered is [`DbError::CommitUnanswered`]: it may have
+    /// been kept.
     pub fn write_tx<T, E: From<DbError>>(
         &self,
         work: impl FnOnce(&Db<'c>) -> std::result::Result<T, E>,
     ) -> std::result::Result<T, E> {
         let begin = match self.dialect() {
             Dialect::Sqlite => "BEGIN IMMEDIATE",
-            Dialect::Postgres => "BEGIN",
+            Dialect::Postgres => pg::BEGIN_WRITE,
         };
         self.batch(begin)?;
         let done = work(self).and_then(|value| match self.batch("COMMIT") {
             Ok(()) => Ok(value),
-            Err(err) => Err(E::from(err)),
+            Err(err) => Err(E::from(err.at_commit())),
         });
         if done.is_err() && self.in_transaction() {
             let _ = self.batch("ROLLBACK");
@@ -388,5 +390,29 @@ mod tests {
             "{metadata,provider_outcome}"
         );
         assert_eq!(pg_path("$.channel"), "{channel}");
+    }
+
+    /// A file another process holds is worth trying again; a statement that cannot run
+    /// is not; neither kept anything.
+    #[test]
+    fn a_file_held_by_another_passes_and_a_broken_statement_does_not() {
+        let dir = tempfile::tempdir().expect("dir");
+        let path = dir.path().join("held.db");
+        let holder = rusqlite::Connection::open(&path).expect("open");
+        holder.execute_batch("BEGIN EXCLUSIVE").expect("hold");
+        let waiter = rusqlite::Connection::open(&path).expect("open");
+        waiter.busy_timeout(std::time::Duration::ZERO).expect("no wait");
+        let db = Db::Sqlite(&waiter);
+        let held = db
+            .write_tx(|_| Ok::<(), DbError>(()))
+            .expect_err("the file is held");
+        assert!(held.passing(), "{held}");
+        assert!(!held.may_have_committed());
+        holder.execute_batch("COMMIT").expect("let go");
+        let broken = db
+            .write_tx(|tx| tx.batch("SELEC 1"))
+            .expect_err("not SQL");
+        assert!(!broken.passing(), "{broken}");
+        assert!(!broken.may_have_committed());
     }
 }

@@ -413,6 +413,15 @@ impl OpenError {
     }
 }
 
+/// How every transaction that changes the store begins: at READ COMMITTED, whatever the
+/// site's `default_transaction_isolation`. The engine's writes are built for it: a claim
+/// takes a row with `FOR UPDATE SKIP LOCKED` and each write is fenced by its lease token,
+/// which READ COMMITTED checks against the newest version of the row. Under a site default
+/// of REPEATABLE READ or SERIALIZABLE the same writes fail with 40001 when two workers
+/// meet, and a worker that loses its write leaves its lease to run out: a reclaim, and
+/// an attempt whose outcome no one recorded, caused by a setting.
+pub const BEGIN_WRITE: &str = "BEGIN ISOLATION LEVEL READ COMMITTED";
+
 /// Whether the session's role may change the store, as SQL: what resolve, replay, notes
 /// and the worker write.
 pub const MAY_CHANGE: &str = "has_table_privilege('uns_notifications', 'UPDATE') \
@@ -605,7 +614,7 @@ impl PgConn {
     /// Creates the schema in one transaction; two servers starting at once on one empty
     /// database both end with it, the second waiting on the first's lock.
     fn create_schema(&self) -> DbResult<()> {
-        self.batch("BEGIN")?;
+        self.batch(BEGIN_WRITE)?;
         let result = (|| {
             // One creator at a time: the others find the schema made when they get the lock.
             self.batch("SELECT pg_advisory_xact_lock(7300113)")?;

@@ -147,7 +147,7 @@ pub fn copy(from: &Path, to: &Target) -> Result<Copied, CopyError> {
         return Err(CopyError::Unchanged(problems));
     }
     let target = PgConn::open(to, true)?;
-    target.batch("BEGIN")?;
+    target.batch(crate::db::pg::BEGIN_WRITE)?;
     let copied = fill(&source, &target, has_notes);
     match copied {
         Ok(copied) => {

@@ -29,6 +29,23 @@ pub enum EngineError {
 
 pub type Result<T> = std::result::Result<T, EngineError>;
 
+impl EngineError {
+    /// Whether the same write may well succeed when tried again in a moment: the store
+    /// failed for a while ([`DbError::passing`]), or no connection to it could be had.
+    pub fn passing(&self) -> bool {
+        match self {
+            EngineError::Db(err) => err.passing(),
+            EngineError::WriterGone(_) => true,
+            EngineError::Invalid(_) => false,
+        }
+    }
+
+    /// Whether the write may have been kept all the same ([`DbError::may_have_committed`]).
+    pub fn may_have_committed(&self) -> bool {
+        matches!(self, EngineError::Db(err) if err.may_have_committed())
+    }
+}
+
 static COMMITS: AtomicU64 = AtomicU64::new(0);
 
 /// Write transactions this process has committed through the engine (for benchmarks).
@@ -806,6 +823,23 @@ pub fn record_result(
             &payload,
         )?)
     })
+}
+
+/// Whether `lease`'s result for `channel` is written already: a try of
+/// [`record_result`] whose COMMIT was never answered may have kept it, and a second must
+/// not write it twice.
+pub fn result_recorded(db: &Db<'_>, lease: &Lease, channel: Channel) -> Result<bool> {
+    let payloads = db.rows(
+        "SELECT CAST(payload AS TEXT) FROM uns_events
+         WHERE notification_id = ?1 AND kind = 'CHANNEL_ATTEMPT_RESULT'",
+        args![lease.notification_id.as_str()],
+        |row| Ok(Cells::new(row).text(0, "payload")),
+    )?;
+    Ok(payloads.into_iter().flatten().any(|text| {
+        serde_json::from_str::<serde_json::Value>(&text).is_ok_and(|payload| {
+            payload["lease_token"] == lease.token.as_str() && payload["channel"] == channel.as_str()
+        })
+    }))
 }
 
 /// Retry delays: `base * 2^(n-1)`, capped.

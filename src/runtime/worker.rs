@@ -18,6 +18,11 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+/// The first pause before a write that records what a provider said is tried again, and
+/// the longest it doubles to.
+const WRITE_RETRY_FIRST: Duration = Duration::from_millis(50);
+const WRITE_RETRY_MOST: Duration = Duration::from_secs(1);
+
 #[derive(Debug, Clone)]
 pub struct WorkerConfig {
     /// Recorded in ATTEMPT_STARTED so operators can see how many processes share a store.
@@ -190,6 +195,48 @@ impl Worker {
         self.db.run(move |db| call(db, clock.now()))?
     }
 
+    /// Runs `write` until it is written while `lease` is this worker's. What a provider
+    /// said is known only here: lost to a store that failed for a moment (a restart, a
+    /// failover, a lock held by another process), the lease runs out and a reclaim calls
+    /// the provider again. Each try is told whether one came before it. A try follows a
+    /// COMMIT the store never answered only when `write` can find its own earlier write
+    /// (`checks_again`); past the lease, the reclaim owns the row.
+    fn write_while_leased<T: Send + 'static>(
+        &self,
+        lease: &Lease,
+        what: &str,
+        checks_again: bool,
+        write: impl Fn(&crate::db::Db<'_>, f64, bool) -> engine::Result<T> + Send + Sync + 'static,
+    ) -> engine::Result<T> {
+        let write = Arc::new(write);
+        let until = lease
+            .claimed
+            .map(|at| at + Duration::from_secs_f64(self.config.lease_seconds));
+        let mut pause = WRITE_RETRY_FIRST;
+        let mut again = false;
+        loop {
+            let once = write.clone();
+            let err = match self.write(move |conn, now| once(conn, now, again)) {
+                Ok(value) => return Ok(value),
+                Err(err) => err,
+            };
+            let left = until.and_then(|until| until.checked_duration_since(Instant::now()));
+            let may_retry = err.passing() && (checks_again || !err.may_have_committed());
+            if !may_retry || left.is_none_or(|left| left <= pause) {
+                return Err(err);
+            }
+            tracing::warn!(
+                worker = %self.config.worker_id,
+                notification = %lease.notification_id,
+                error = %err,
+                "could not record {what}; trying again while the lease holds"
+            );
+            std::thread::sleep(pause);
+            pause = (pause * 2).min(WRITE_RETRY_MOST);
+            again = true;
+        }
+    }
+
     /// The channels this worker has adapters for.
     pub fn supported(&self) -> ChannelSet {
         self.adapters.keys().copied().collect()
@@ -284,14 +331,31 @@ impl Worker {
             let took = started.elapsed().as_secs_f64();
             self.count(|m| m.call(channel, result.outcome, took));
             let (held, recorded) = (lease.clone(), result.clone());
-            self.write(move |conn, now| {
-                engine::record_result(conn, now, &held, channel, &recorded)
-            })?;
+            // A try whose COMMIT went unanswered may have kept the result: the next
+            // looks before it writes.
+            self.write_while_leased(
+                &lease,
+                "the provider's answer",
+                true,
+                move |conn, now, again| {
+                    if !again || !engine::result_recorded(conn, &held, channel)? {
+                        engine::record_result(conn, now, &held, channel, &recorded)?;
+                    }
+                    Ok(())
+                },
+            )?;
             results.push((channel, result));
         }
         let backoff = self.config.backoff;
-        let settlement =
-            self.write(move |conn, now| engine::settle(conn, now, &lease, &results, &backoff))?;
+        let held = lease.clone();
+        // A settlement kept by a try whose COMMIT went unanswered would make the next
+        // find its fence gone and write LEASE_LOST: none is tried after one.
+        let settlement = self.write_while_leased(
+            &lease,
+            "how the attempt ended",
+            false,
+            move |conn, now, _| engine::settle(conn, now, &held, &results, &backoff),
+        )?;
         Ok(match settlement {
             Ended::Decided(Decision::Delivered) => Pass::Delivered(id),
             Ended::Decided(Decision::RetryScheduled { .. }) => Pass::RetryScheduled(id),

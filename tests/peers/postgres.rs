@@ -811,6 +811,20 @@ struct Serve {
 
 impl Serve {
     fn start(database: &postgres::Database, fakes: &Fakes, name: &str, extra: &[&str]) -> Self {
+        let mut args = vec!["--concurrency", "4", "--lease-seconds", LEASE];
+        args.extend(extra);
+        Self::start_with(database, fakes, name, &args, std::process::Stdio::null())
+    }
+
+    /// As [`Serve::start`], with `args` for the worker's threads and lease (and anything
+    /// else), and the log (warnings and worse) written to `log`.
+    fn start_with(
+        database: &postgres::Database,
+        fakes: &Fakes,
+        name: &str,
+        args: &[&str],
+        log: std::process::Stdio,
+    ) -> Self {
         let port = support::free_port();
         let child = database
             .unsctl(&[
@@ -818,14 +832,10 @@ impl Serve {
                 "serve",
                 "--listen",
                 &format!("127.0.0.1:{port}"),
-                "--concurrency",
-                "4",
                 "--poll-ms",
                 "20",
                 "--worker-id",
                 name,
-                "--lease-seconds",
-                LEASE,
                 "--min-io-timeout",
                 "60",
                 "--backoff-base",
@@ -833,12 +843,12 @@ impl Serve {
                 "--backoff-max",
                 "0.1",
             ])
-            .args(extra)
+            .args(args)
             .env("UNS_API_KEY", support::KEY)
             .env("UNS_SLACK_WEBHOOK_URL", fakes.slack_url())
             .env("UNS_LOG", "warn")
             .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
+            .stderr(log)
             .spawn()
             .expect("runtime serve starts");
         let addr: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().expect("addr");
@@ -2216,5 +2226,122 @@ fn a_pooled_session_the_server_ended_is_never_lent() {
         out.status.success(),
         "{}",
         String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Sites set `default_transaction_isolation` to REPEATABLE READ or SERIALIZABLE for their
+/// own applications. The store's writes begin at READ COMMITTED whatever it says: two
+/// processes of four workers each claim and record every notification once, with no
+/// write refused (40001), no lease left to run out and no call made twice.
+#[test]
+fn a_site_default_of_serializable_changes_no_write_of_the_runtime() {
+    use unsctl::lab::fakes::Behavior;
+    let fakes = Fakes::start().expect("fakes");
+    fakes.control.set_default(Behavior::Accept);
+    let database = postgres::cluster().database();
+    database
+        .client()
+        .batch_execute(&format!(
+            "ALTER DATABASE {} SET default_transaction_isolation = 'serializable'",
+            database.name
+        ))
+        .expect("the site's default");
+    let ids = submit(&database, 80, "SLACK");
+    let logs = tempfile::tempdir().expect("a directory");
+    let servers: Vec<(Serve, std::path::PathBuf)> = ["A", "B"]
+        .into_iter()
+        .map(|name| {
+            let path = logs.path().join(format!("{name}.log"));
+            let log = std::fs::File::create(&path).expect("a log");
+            // A lease no call here comes near, even on a busy machine: a reclaim can only
+            // be a write that was lost.
+            let args = ["--concurrency", "4", "--lease-seconds", "120"];
+            let server = Serve::start_with(&database, &fakes, name, &args, log.into());
+            (server, path)
+        })
+        .collect();
+    let limit = std::time::Duration::from_secs(120);
+    support::wait_until("every notification to settle", limit, || {
+        open_rows(&database) == 0
+    });
+    let events = history(&database);
+    let count = |kind: &str| events.iter().filter(|e| e.kind == kind).count();
+    assert_eq!(count("DELIVERED"), ids.len());
+    assert_eq!(count("ATTEMPT_STARTED"), ids.len(), "each claimed once");
+    assert_eq!(fakes.control.ledger().len(), ids.len(), "each sent once");
+    for (server, path) in servers {
+        drop(server);
+        let log = std::fs::read_to_string(&path).expect("the log");
+        assert!(
+            !log.contains("store error"),
+            "a write was refused: {}",
+            log.lines().next().unwrap_or_default()
+        );
+    }
+}
+
+/// The database goes away while a provider has the call (a restart, a failover) and
+/// comes back before the lease runs out: the worker writes the provider's answer and
+/// settles as soon as it can, instead of leaving the lease to run out and a reclaim to
+/// call again. One send, one claim, one result.
+#[test]
+fn a_database_gone_for_a_moment_loses_no_providers_answer() {
+    let (fakes, database, _, victim) = one_send_held(1, 0);
+    let logs = tempfile::tempdir().expect("a directory");
+    let path = logs.path().join("serve.log");
+    let log = std::fs::File::create(&path).expect("a log");
+    // A lease longer than the outage, however slow the machine, and one thread: every
+    // failure the log names is the answer's write.
+    let args = ["--concurrency", "1", "--lease-seconds", "120"];
+    let server = Serve::start_with(&database, &fakes, "A", &args, log.into());
+    let limit = std::time::Duration::from_secs(60);
+    support::wait_until("the held send to be taken", limit, || {
+        fakes
+            .control
+            .ledger()
+            .iter()
+            .any(|a| a.notification_id.as_deref() == Some(victim.as_str()))
+    });
+    let mut admin = postgres::cluster().admin();
+    let allow = |admin: &mut ::postgres::Client, allowed: bool| {
+        admin
+            .batch_execute(&format!(
+                "ALTER DATABASE {} ALLOW_CONNECTIONS {allowed}",
+                database.name
+            ))
+            .expect("ALTER DATABASE");
+    };
+    allow(&mut admin, false);
+    admin
+        .execute(
+            // Each session waited for until it has ended.
+            "SELECT pg_terminate_backend(pid, 10000) FROM pg_stat_activity WHERE datname = $1",
+            &[&database.name],
+        )
+        .expect("the sessions ended");
+    fakes.control.release();
+    support::wait_until("the worker to find the database gone", limit, || {
+        let log = std::fs::read_to_string(&path).unwrap_or_default();
+        log.contains("could not record") || log.contains("store error")
+    });
+    allow(&mut admin, true);
+    // Without the answer written, the row would wait out its lease.
+    support::wait_until(
+        "the notification to settle before its lease runs out",
+        limit,
+        || open_rows(&database) == 0,
+    );
+    drop(server);
+    let events = history(&database);
+    let count = |kind: &str| events.iter().filter(|e| e.kind == kind).count();
+    assert_eq!(count("ATTEMPT_STARTED"), 1, "no reclaim");
+    assert_eq!(count("CHANNEL_ATTEMPT_RESULT"), 1, "the answer, once");
+    assert_eq!(count("DELIVERED"), 1);
+    assert_eq!(count("LEASE_LOST"), 0);
+    assert_eq!(fakes.control.ledger().len(), 1, "one send");
+    let log = std::fs::read_to_string(&path).expect("the log");
+    assert!(
+        log.contains("could not record the provider's answer; trying again"),
+        "the answer's write was tried again: {log}"
     );
 }

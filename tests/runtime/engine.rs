@@ -883,3 +883,29 @@ fn the_relay_in_the_health_is_read_from_the_newest_starts_alone() {
     start(6001.0, json!({"channel": "SLACK"}));
     assert_eq!(relay().as_deref(), Some("new.example:2525"));
 }
+
+/// The worker writes a provider's answer again after a COMMIT the store never answered:
+/// it looks first, and finds its own answer by lease and channel, never another's.
+#[test]
+fn an_answer_written_already_is_found_by_its_lease_and_channel() {
+    let s = store();
+    submit(&s.conn, &[Channel::Email, Channel::Slack], 3);
+    let lease = claim(&s.conn, 1001.0, "w1");
+    let db = Db::Sqlite(&s.conn);
+    started(&s.conn, 1001.5, &lease, Channel::Email);
+    let found =
+        |lease: &Lease, channel| engine::result_recorded(&db, lease, channel).expect("read");
+    assert!(!found(&lease, Channel::Email), "nothing written yet");
+    let result = DeliveryResult::accepted(Some("<m@uns.local>".into()));
+    engine::record_result(&db, 1002.0, &lease, Channel::Email, &result).expect("result");
+    assert!(found(&lease, Channel::Email));
+    assert!(
+        !found(&lease, Channel::Slack),
+        "another channel's is its own"
+    );
+    let other = Lease {
+        token: "another-lease".into(),
+        ..lease.clone()
+    };
+    assert!(!found(&other, Channel::Email), "another lease's is its own");
+}

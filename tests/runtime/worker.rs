@@ -392,3 +392,102 @@ fn a_worker_whose_log_reader_went_away_still_stops_on_sigterm() {
     );
     assert!(child.wait().expect("status").success());
 }
+
+/// Another process holds the store's write lock past the worker's busy timeout (an
+/// operator's VACUUM, a copy that writes) just as the provider answers: the worker tries
+/// the answer's write again until the lock is let go, rather than leave its lease to run
+/// out and a reclaim to send the email again.
+#[test]
+fn a_providers_answer_waits_out_another_process_holding_the_store() {
+    let dir = tempfile::tempdir().expect("dir");
+    let db = dir.path().join("uns.db");
+    let conn = schema::open(&db, OpenMode::Create).expect("store");
+    let fakes = Fakes::start().expect("fakes");
+    fakes.control.script("held@example.com", &[Behavior::Hold]);
+    engine::submit(
+        &Db::Sqlite(&conn),
+        unsctl::clock::Clock::now(&SystemClock),
+        &NewNotification {
+            channels: [Channel::Email].into_iter().collect(),
+            payload: json!({"recipient": "held@example.com"}),
+            idempotency_key: None,
+            max_attempts: 3,
+        },
+    )
+    .expect("submit");
+    // One thread, so every failure its log names is the answer's write; a lease no wait
+    // here comes near.
+    let mut child = support::Reaped(
+        support::unsctl()
+            .arg("--db")
+            .arg(&db)
+            .args(["runtime", "worker", "--concurrency", "1", "--poll-ms", "20"])
+            .args(["--worker-id", "patient", "--lease-seconds", "300"])
+            .env("NO_COLOR", "1")
+            .env("UNS_SMTP_HOST", fakes.smtp.to_string())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("worker"),
+    );
+    let stderr = child.0.stderr.take().expect("stderr");
+    let (lines, log) = std::sync::mpsc::channel::<String>();
+    let reader = std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(stderr)
+            .lines()
+            .map_while(Result::ok)
+        {
+            let _ = lines.send(line);
+        }
+    });
+    wait_until("the send to be with the provider", || {
+        fakes.control.ledger().len() == 1
+    });
+    let locker = rusqlite::Connection::open(&db).expect("another process's connection");
+    locker.execute_batch("BEGIN EXCLUSIVE").expect("the lock");
+    fakes.control.release();
+    let mut seen = Vec::new();
+    while !seen
+        .iter()
+        .any(|line: &String| line.contains("could not record") || line.contains("store error"))
+    {
+        let line = log
+            .recv_timeout(Duration::from_secs(60))
+            .expect("the worker's write fails while the lock is held");
+        seen.push(line);
+    }
+    locker.execute_batch("COMMIT").expect("the lock let go");
+    // Without the answer written, the row would wait out its lease.
+    wait_until(
+        "the notification to be delivered before its lease runs out",
+        || {
+            count(
+                &conn,
+                "SELECT COUNT(*) FROM uns_notifications WHERE status = 'DELIVERED' AND ?1 > 0",
+                1.0,
+            ) == 1
+        },
+    );
+    let _ = std::process::Command::new("kill")
+        .args(["-TERM", &child.0.id().to_string()])
+        .status();
+    let _ = child.0.wait();
+    let _ = reader.join();
+    seen.extend(log.try_iter());
+    let kinds = |kind: &str| {
+        count(
+            &conn,
+            &format!("SELECT COUNT(*) FROM uns_events WHERE kind = '{kind}' AND ?1 > 0"),
+            1.0,
+        )
+    };
+    assert_eq!(kinds("ATTEMPT_STARTED"), 1, "no reclaim");
+    assert_eq!(kinds("CHANNEL_ATTEMPT_RESULT"), 1, "the answer, once");
+    assert_eq!(fakes.control.ledger().len(), 1, "one send");
+    assert!(
+        seen.iter()
+            .any(|line| line.contains("could not record the provider's answer; trying again")),
+        "{seen:?}"
+    );
+}

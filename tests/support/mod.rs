@@ -46,6 +46,17 @@ fn cleared(program: &str) -> Command {
 /// binary): from the same cleared environment as [`unsctl`], with a terminal type and a
 /// UTF-8 locale, so nothing of the caller's (`UNS_*`, `NO_COLOR`, `HOME`, a config)
 /// reaches what runs inside. A test that wants a variable sets it.
+/// A child process that is killed and waited for when the test ends, however it ends: a
+/// failed assertion must not leave it running, holding the test's output open.
+pub struct Reaped(pub std::process::Child);
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 pub fn launch(program: &str) -> Command {
     let mut command = cleared(program);
     command.env("LANG", "C.UTF-8").env("TERM", "xterm-256color");
