@@ -11,10 +11,12 @@ pub enum DbError {
     /// A value the statement was given does not fit the column it is for.
     #[error("{0}")]
     Value(String),
-    /// The connection failed while COMMIT was under way, with no answer from the server:
-    /// whether the transaction was kept cannot be told from here.
-    #[error("{0} (during COMMIT: whether the change was kept is not known)")]
-    CommitUnanswered(Box<DbError>),
+    /// COMMIT failed in a way that does not say whether the transaction was kept: the
+    /// connection ended with no answer, or the server ended the session (FATAL) after
+    /// the commit may have been written, as it does when a wait for a synchronous
+    /// standby is cut short.
+    #[error("{0} (at COMMIT: whether the change was kept is not known)")]
+    CommitUncertain(Box<DbError>),
 }
 
 impl DbError {
@@ -22,7 +24,7 @@ impl DbError {
     pub fn refused_credentials(&self) -> bool {
         match self {
             DbError::Postgres(err) => refused_credentials(err),
-            DbError::CommitUnanswered(err) => err.refused_credentials(),
+            DbError::CommitUncertain(err) => err.refused_credentials(),
             _ => false,
         }
     }
@@ -31,7 +33,7 @@ impl DbError {
     pub fn unreachable(&self) -> bool {
         match self {
             DbError::Postgres(err) => unreachable(err),
-            DbError::CommitUnanswered(err) => err.unreachable(),
+            DbError::CommitUncertain(err) => err.unreachable(),
             _ => false,
         }
     }
@@ -57,26 +59,31 @@ impl DbError {
                             || *code == SqlState::LOCK_NOT_AVAILABLE
                     })
             }
-            DbError::CommitUnanswered(err) => err.passing(),
+            DbError::CommitUncertain(err) => err.passing(),
             _ => false,
         }
     }
 
     /// Whether the transaction this error ended may have been committed all the same: a
-    /// COMMIT the server never answered. Any other error left nothing of it behind.
+    /// COMMIT whose failure does not say ([`DbError::CommitUncertain`]). Any other error
+    /// left nothing of it behind.
     pub fn may_have_committed(&self) -> bool {
-        matches!(self, DbError::CommitUnanswered(_))
+        matches!(self, DbError::CommitUncertain(_))
     }
 
-    /// What a failed COMMIT leaves known: a server's refusal (a deferred constraint, a
-    /// serialization failure) or SQLite's error kept nothing; a connection that ended
-    /// with no answer may have kept it all.
+    /// What a failed COMMIT leaves known: an ERROR from the server (a deferred
+    /// constraint, a serialization failure) or from SQLite kept nothing; a connection
+    /// that ended with no answer, or a session the server ended (FATAL, PANIC), may have
+    /// kept it all.
     pub(crate) fn at_commit(self) -> DbError {
-        match self {
-            DbError::Postgres(err) if err.as_db_error().is_none() => {
-                DbError::CommitUnanswered(Box::new(DbError::Postgres(err)))
-            }
-            err => err,
+        let uncertain = match &self {
+            DbError::Postgres(err) => err.as_db_error().is_none_or(|db| db.severity() != "ERROR"),
+            _ => false,
+        };
+        if uncertain {
+            DbError::CommitUncertain(Box::new(self))
+        } else {
+            self
         }
     }
 }

@@ -208,8 +208,8 @@ impl<'c> Db<'c> {
     /// whose rows a transition locks as it reads them ([`Db::lock`]). An error from `work` rolls it back, and so does a COMMIT that
     /// fails: SQLite leaves the transaction open after one (a deferred constraint, a full
     /// disk), and a connection that lives on (the server's writer) must not keep it. A
-    /// COMMIT that PostgreSQL never answered is [`DbError::CommitUnanswered`]: it may have
-    /// been kept.
+    /// COMMIT whose failure does not say whether it was kept is
+    /// [`DbError::CommitUncertain`].
     pub fn write_tx<T, E: From<DbError>>(
         &self,
         work: impl FnOnce(&Db<'c>) -> std::result::Result<T, E>,
@@ -401,7 +401,9 @@ mod tests {
         let holder = rusqlite::Connection::open(&path).expect("open");
         holder.execute_batch("BEGIN EXCLUSIVE").expect("hold");
         let waiter = rusqlite::Connection::open(&path).expect("open");
-        waiter.busy_timeout(std::time::Duration::ZERO).expect("no wait");
+        waiter
+            .busy_timeout(std::time::Duration::ZERO)
+            .expect("no wait");
         let db = Db::Sqlite(&waiter);
         let held = db
             .write_tx(|_| Ok::<(), DbError>(()))
@@ -409,9 +411,7 @@ mod tests {
         assert!(held.passing(), "{held}");
         assert!(!held.may_have_committed());
         holder.execute_batch("COMMIT").expect("let go");
-        let broken = db
-            .write_tx(|tx| tx.batch("SELEC 1"))
-            .expect_err("not SQL");
+        let broken = db.write_tx(|tx| tx.batch("SELEC 1")).expect_err("not SQL");
         assert!(!broken.passing(), "{broken}");
         assert!(!broken.may_have_committed());
     }

@@ -826,7 +826,7 @@ pub fn record_result(
 }
 
 /// Whether `lease`'s result for `channel` is written already: a try of
-/// [`record_result`] whose COMMIT was never answered may have kept it, and a second must
+/// [`record_result`] whose COMMIT failed uncertainly may have kept it, and a second must
 /// not write it twice.
 pub fn result_recorded(db: &Db<'_>, lease: &Lease, channel: Channel) -> Result<bool> {
     let payloads = db.rows(

@@ -199,7 +199,7 @@ impl Worker {
     /// said is known only here: lost to a store that failed for a moment (a restart, a
     /// failover, a lock held by another process), the lease runs out and a reclaim calls
     /// the provider again. Each try is told whether one came before it. A try follows a
-    /// COMMIT the store never answered only when `write` can find its own earlier write
+    /// COMMIT that may have been kept only when `write` can find its own earlier write
     /// (`checks_again`); past the lease, the reclaim owns the row.
     fn write_while_leased<T: Send + 'static>(
         &self,
@@ -331,7 +331,7 @@ impl Worker {
             let took = started.elapsed().as_secs_f64();
             self.count(|m| m.call(channel, result.outcome, took));
             let (held, recorded) = (lease.clone(), result.clone());
-            // A try whose COMMIT went unanswered may have kept the result: the next
+            // A try whose COMMIT failed uncertainly may have kept the result: the next
             // looks before it writes.
             self.write_while_leased(
                 &lease,
@@ -348,7 +348,7 @@ impl Worker {
         }
         let backoff = self.config.backoff;
         let held = lease.clone();
-        // A settlement kept by a try whose COMMIT went unanswered would make the next
+        // A settlement kept by a try whose COMMIT failed uncertainly would make the next
         // find its fence gone and write LEASE_LOST: none is tried after one.
         let settlement = self.write_while_leased(
             &lease,

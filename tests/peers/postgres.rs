@@ -2345,3 +2345,61 @@ fn a_database_gone_for_a_moment_loses_no_providers_answer() {
         "the answer's write was tried again: {log}"
     );
 }
+
+/// A failed COMMIT says whether anything may have been kept, as PostgreSQL says it: an
+/// ERROR (a deferred check that refused) kept nothing; a session the server ended during
+/// COMMIT (FATAL) may have kept it all, as when a wait for a synchronous standby is cut
+/// short, so the worker never writes a settlement again after one.
+#[test]
+fn a_commit_the_server_ended_is_never_taken_for_one_that_kept_nothing() {
+    use unsctl::db::{Db, pg::PgConn};
+    let database = postgres::cluster().database();
+    // The store first: a database holding anything else is not one unsctl makes a store in.
+    let conn = PgConn::open(&database.target(), true).expect("open");
+    database
+        .client()
+        .batch_execute(
+            "CREATE TABLE checked (n int);
+             CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS
+               $$ BEGIN IF NEW.n < 0 THEN RAISE EXCEPTION 'no'; END IF;
+                        PERFORM pg_sleep(CASE WHEN NEW.n = 1 THEN 60 ELSE 0 END);
+                        RETURN NEW; END $$;
+             CREATE CONSTRAINT TRIGGER at_commit AFTER INSERT ON checked
+               DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION refuse();
+             GRANT ALL ON checked TO PUBLIC;",
+        )
+        .expect("a table checked at COMMIT");
+    let refused = Db::Postgres(&conn)
+        .write_tx(|tx| tx.batch("INSERT INTO checked VALUES (-1)"))
+        .expect_err("refused at COMMIT");
+    assert!(!refused.may_have_committed(), "{refused}");
+    let ended = std::thread::scope(|scope| {
+        let committing = scope.spawn(|| {
+            let conn = PgConn::open(&database.target(), true).expect("open");
+            Db::Postgres(&conn).write_tx(|tx| tx.batch("INSERT INTO checked VALUES (1)"))
+        });
+        let mut admin = database.client();
+        let limit = std::time::Duration::from_secs(60);
+        support::wait_until("the COMMIT to be under way", limit, || {
+            admin
+                .query(
+                    "SELECT 1 FROM pg_stat_activity WHERE query = 'COMMIT' AND wait_event = 'PgSleep'",
+                    &[],
+                )
+                .is_ok_and(|rows| !rows.is_empty())
+        });
+        admin
+            .batch_execute(
+                "SELECT pg_terminate_backend(pid, 10000) FROM pg_stat_activity WHERE query = 'COMMIT'",
+            )
+            .expect("ended");
+        committing.join().expect("the thread")
+    });
+    let ended = ended.expect_err("ended during COMMIT");
+    assert!(ended.may_have_committed(), "{ended}");
+    assert!(
+        ended
+            .to_string()
+            .contains("whether the change was kept is not known")
+    );
+}
