@@ -31,11 +31,14 @@ pub type Result<T> = std::result::Result<T, EngineError>;
 
 impl EngineError {
     /// Whether the same write may well succeed when tried again in a moment: the store
-    /// failed for a while ([`DbError::passing`]), or no connection to it could be had.
+    /// failed for a while ([`DbError::passing`]), or no connection to it could be had
+    /// (never a file's writer thread that ended).
     pub fn passing(&self) -> bool {
         match self {
             EngineError::Db(err) => err.passing(),
-            EngineError::WriterGone(_) => true,
+            EngineError::WriterGone(gone) => {
+                matches!(gone, crate::runtime::writer::WriterGone::Unreachable(_))
+            }
             EngineError::Invalid(_) => false,
         }
     }

@@ -23,9 +23,16 @@ pub enum Database {
     Postgres(Arc<Pool>),
 }
 
+/// Why a write could not be run at all: nothing of it was done.
 #[derive(Debug, thiserror::Error)]
-#[error("the store's writer has stopped: {0}")]
-pub struct WriterGone(pub String);
+pub enum WriterGone {
+    /// The file's writer thread ended: nothing more is written in this process.
+    #[error("the store's writer has stopped: {0}")]
+    Stopped(String),
+    /// No connection to the database could be had: it may be back in a moment.
+    #[error("no connection to the store: {0}")]
+    Unreachable(String),
+}
 
 /// Why the writer could not start.
 #[derive(Debug, thiserror::Error)]
@@ -187,10 +194,10 @@ impl Pool {
                 }
                 None => {
                     let made = PgConn::connect(&self.target)
-                        .map_err(|err| WriterGone(err.to_string()))
+                        .map_err(|err| WriterGone::Unreachable(err.to_string()))
                         .and_then(|conn| {
                             self.prepared(conn)
-                                .map_err(|err| WriterGone(err.to_string()))
+                                .map_err(|err| WriterGone::Unreachable(err.to_string()))
                         });
                     if made.is_err() {
                         self.lock().open -= 1;
@@ -263,10 +270,10 @@ impl Database {
                 jobs.send(Box::new(move |conn| {
                     let _ = reply.send(work(&Db::Sqlite(conn)));
                 }))
-                .map_err(|_| WriterGone("its thread ended".into()))?;
+                .map_err(|_| WriterGone::Stopped("its thread ended".into()))?;
                 result
                     .recv()
-                    .map_err(|_| WriterGone("its thread ended".into()))
+                    .map_err(|_| WriterGone::Stopped("its thread ended".into()))
             }
             Database::Postgres(pool) => pool.with(work),
         }
