@@ -1028,6 +1028,18 @@ fn one_send_held(n: usize, victim: usize) -> (Fakes, postgres::Database, Vec<Str
     (fakes, database, ids, victim)
 }
 
+/// Waits until the provider has `victim`'s send (held, as [`one_send_held`] scripts it).
+fn wait_until_taken(fakes: &Fakes, victim: &str) {
+    let limit = std::time::Duration::from_secs(60);
+    support::wait_until("the held send to be taken", limit, || {
+        fakes
+            .control
+            .ledger()
+            .iter()
+            .any(|a| a.notification_id.as_deref() == Some(victim))
+    });
+}
+
 #[test]
 fn two_processes_on_one_database_fence_a_paused_workers_late_writes() {
     let (fakes, database, ids, victim) = one_send_held(40, 7);
@@ -1036,13 +1048,7 @@ fn two_processes_on_one_database_fence_a_paused_workers_late_writes() {
         Serve::start(&database, &fakes, "B", &[]),
     ];
     let limit = std::time::Duration::from_secs(60);
-    support::wait_until("the held send to be taken", limit, || {
-        fakes
-            .control
-            .ledger()
-            .iter()
-            .any(|a| a.notification_id.as_deref() == Some(victim.as_str()))
-    });
+    wait_until_taken(&fakes, &victim);
     let started = |database: &postgres::Database| -> Vec<Stored> {
         history(database)
             .into_iter()
@@ -2295,13 +2301,7 @@ fn a_database_gone_for_a_moment_loses_no_providers_answer() {
     let args = ["--concurrency", "1", "--lease-seconds", "120"];
     let server = Serve::start_with(&database, &fakes, "A", &args, log.into());
     let limit = std::time::Duration::from_secs(60);
-    support::wait_until("the held send to be taken", limit, || {
-        fakes
-            .control
-            .ledger()
-            .iter()
-            .any(|a| a.notification_id.as_deref() == Some(victim.as_str()))
-    });
+    wait_until_taken(&fakes, &victim);
     let mut admin = postgres::cluster().admin();
     let allow = |admin: &mut ::postgres::Client, allowed: bool| {
         admin

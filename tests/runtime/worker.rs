@@ -253,6 +253,26 @@ fn workers_sharing_a_store_never_settle_under_a_stale_lease() {
     );
 }
 
+/// The lines a child writes to `stderr`, as they come, read on a thread of their own.
+fn lines_of(
+    stderr: std::process::ChildStderr,
+) -> (
+    std::sync::mpsc::Receiver<String>,
+    std::thread::JoinHandle<()>,
+) {
+    let (lines, log) = std::sync::mpsc::channel::<String>();
+    let reader = std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(stderr)
+            .lines()
+            .map_while(Result::ok)
+        {
+            let _ = lines.send(line);
+        }
+    });
+    (log, reader)
+}
+
 /// `unsctl --db DB runtime worker` as `id`, two threads polling every 20 ms, its log
 /// uncoloured on a pipe.
 fn worker_process(db: &std::path::Path, id: &str) -> std::process::Command {
@@ -294,16 +314,7 @@ fn the_worker_process_logs_a_named_outcome_and_stops_on_sigterm() {
     // Stop while the slow send is in flight: it must still record its result.
     let mut child = child;
     let stderr = child.stderr.take().expect("stderr");
-    let (lines, log) = std::sync::mpsc::channel::<String>();
-    let reader = std::thread::spawn(move || {
-        use std::io::BufRead;
-        for line in std::io::BufReader::new(stderr)
-            .lines()
-            .map_while(Result::ok)
-        {
-            let _ = lines.send(line);
-        }
-    });
+    let (log, reader) = lines_of(stderr);
     wait_until("both sends with the provider", || {
         fakes.control.ledger().len() == 2
     });
@@ -431,16 +442,7 @@ fn a_providers_answer_waits_out_another_process_holding_the_store() {
             .expect("worker"),
     );
     let stderr = child.0.stderr.take().expect("stderr");
-    let (lines, log) = std::sync::mpsc::channel::<String>();
-    let reader = std::thread::spawn(move || {
-        use std::io::BufRead;
-        for line in std::io::BufReader::new(stderr)
-            .lines()
-            .map_while(Result::ok)
-        {
-            let _ = lines.send(line);
-        }
-    });
+    let (log, reader) = lines_of(stderr);
     wait_until("the send to be with the provider", || {
         fakes.control.ledger().len() == 1
     });
