@@ -832,17 +832,22 @@ pub fn record_result(
 /// [`record_result`] whose COMMIT failed uncertainly may have kept it, and a second must
 /// not write it twice.
 pub fn result_recorded(db: &Db<'_>, lease: &Lease, channel: Channel) -> Result<bool> {
-    let payloads = db.rows(
-        "SELECT CAST(payload AS TEXT) FROM uns_events
-         WHERE notification_id = ?1 AND kind = 'CHANNEL_ATTEMPT_RESULT'",
-        args![lease.notification_id.as_str()],
-        |row| Ok(Cells::new(row).text(0, "payload")),
+    let token = db.dialect().json_text("payload", "$.lease_token");
+    let of = db.dialect().json_text("payload", "$.channel");
+    let found = db.row(
+        &format!(
+            "SELECT EXISTS (SELECT 1 FROM uns_events
+             WHERE notification_id = ?1 AND kind = 'CHANNEL_ATTEMPT_RESULT'
+               AND {token} = ?2 AND {of} = ?3)"
+        ),
+        args![
+            lease.notification_id.as_str(),
+            lease.token.as_str(),
+            channel.as_str()
+        ],
+        |row| Ok(Cells::new(row).integer(0, "recorded") != 0),
     )?;
-    Ok(payloads.into_iter().flatten().any(|text| {
-        serde_json::from_str::<serde_json::Value>(&text).is_ok_and(|payload| {
-            payload["lease_token"] == lease.token.as_str() && payload["channel"] == channel.as_str()
-        })
-    }))
+    Ok(found.unwrap_or(false))
 }
 
 /// Retry delays: `base * 2^(n-1)`, capped.
