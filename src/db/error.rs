@@ -52,9 +52,9 @@ impl DbError {
                 use postgres::error::SqlState;
                 unreachable(err)
                     || err.code().is_some_and(|code| {
-                        let class = code.code().get(..2);
-                        class == Some("40")
-                            || class == Some("08")
+                        code.code().starts_with("08")
+                            || *code == SqlState::T_R_SERIALIZATION_FAILURE
+                            || *code == SqlState::T_R_DEADLOCK_DETECTED
                             || *code == SqlState::TOO_MANY_CONNECTIONS
                             || *code == SqlState::LOCK_NOT_AVAILABLE
                     })

@@ -205,11 +205,11 @@ impl<'c> Db<'c> {
 
     /// Runs `work` in one write transaction: SQLite's `BEGIN IMMEDIATE`, so a writer never
     /// has to upgrade a read lock; PostgreSQL's at READ COMMITTED ([`pg::BEGIN_WRITE`]),
-    /// whose rows a transition locks as it reads them ([`Db::lock`]). An error from `work` rolls it back, and so does a COMMIT that
-    /// fails: SQLite leaves the transaction open after one (a deferred constraint, a full
-    /// disk), and a connection that lives on (the server's writer) must not keep it. A
-    /// COMMIT whose failure does not say whether it was kept is
-    /// [`DbError::CommitUncertain`].
+    /// whose rows a transition locks as it reads them ([`Db::lock`]). An error from
+    /// `work` rolls it back, and so does a COMMIT that fails: SQLite leaves the
+    /// transaction open after one (a deferred constraint, a full disk), and a connection
+    /// that lives on (the server's writer) must not keep it. A COMMIT whose failure does
+    /// not say whether it was kept is [`DbError::CommitUncertain`].
     pub fn write_tx<T, E: From<DbError>>(
         &self,
         work: impl FnOnce(&Db<'c>) -> std::result::Result<T, E>,
