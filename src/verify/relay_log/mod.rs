@@ -40,6 +40,7 @@ pub use read::Reading;
 use crate::render::sanitize::cleaned;
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::io::Read;
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 /// How to read the files.
@@ -405,13 +406,17 @@ pub fn search_with(
     let mut scan = Scan::new(&wanted, options, reading);
     let clock = clock::Clock::new(&scan.zone, scan.near);
     let mut files: Vec<(f64, &PathBuf)> = Vec::new();
+    // A file named twice (the same path, or a link to it) is read once: read again, each
+    // of its messages would be seen twice.
+    let mut named = HashSet::new();
     for path in paths {
         match std::fs::metadata(path) {
+            Ok(meta) if meta.is_file() && !named.insert((meta.dev(), meta.ino())) => {}
             Ok(meta) if meta.is_file() => match first_stamp(path, &clock) {
                 Ok(first) => files.push((first.unwrap_or(f64::NEG_INFINITY), path)),
                 Err(err) => scan.problem(path, &err.to_string()),
             },
-            Ok(_) => scan.problem(path, "not a file"),
+            Ok(meta) => scan.problem(path, not_a_file(&meta.file_type())),
             Err(err) => scan.problem(path, &err.to_string()),
         }
     }
@@ -423,6 +428,18 @@ pub fn search_with(
         }
     }
     scan.finish()
+}
+
+/// Why a path given as a relay log that is not a file is not read, and what to give.
+fn not_a_file(kind: &std::fs::FileType) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    if kind.is_dir() {
+        "a directory, not a file: name each log in it (--relay-log DIR/mail.log --relay-log DIR/mail.log.1 ...)"
+    } else if kind.is_fifo() {
+        "a pipe, not a file: a relay log is read twice (its first lines put rotated files in order), so write what the pipe gives to a file and name that"
+    } else {
+        "a device or socket, not a file"
+    }
 }
 
 /// How far back in time a line may step before the run of lines is taken as broken:

@@ -208,11 +208,46 @@ impl<R: Read> Splitter<R> {
     }
 }
 
+/// The first bytes of files compressed in ways a relay log is not read in (rotation's
+/// `compresscmd` set to another compressor), and what makes them.
+const OTHER_COMPRESSION: [(&[u8], &str, &str); 4] = [
+    (&[0xfd, b'7', b'z', b'X', b'Z', 0], "xz", "xz -dk"),
+    (&[0x28, 0xb5, 0x2f, 0xfd], "zstd", "zstd -d"),
+    (b"BZh", "bzip2", "bzip2 -dk"),
+    (&[0x04, 0x22, 0x4d, 0x18], "lz4", "lz4 -d"),
+];
+
 /// A file opened for reading, decompressed when it is gzip (told by its first bytes).
+/// One compressed otherwise is refused by name: read as text, its bytes would only be
+/// damaged lines.
 pub(super) fn open(path: &Path) -> std::io::Result<Box<dyn Read + Send>> {
     let mut raw = std::fs::File::open(path)?;
-    let mut magic = [0u8; 2];
-    let gzip = raw.read(&mut magic)? == 2 && magic == [0x1f, 0x8b];
+    let mut magic = [0u8; 6];
+    let mut filled = 0;
+    while filled < magic.len() {
+        match raw.read(&mut magic[filled..]) {
+            Ok(0) => break,
+            Ok(n) => filled += n,
+            Err(err) if err.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(err) => return Err(err),
+        }
+    }
+    let magic = &magic[..filled];
+    if let Some((_, name, command)) = OTHER_COMPRESSION
+        .iter()
+        .find(|(start, _, _)| magic.starts_with(start))
+    {
+        // The path as one word of the command, when it can be one.
+        let how = path
+            .to_str()
+            .and_then(|text| crate::model::command::word("the path", text).ok())
+            .map(|word| format!(" ({command} -- {word})"))
+            .unwrap_or_default();
+        return Err(std::io::Error::other(format!(
+            "compressed with {name}, which unsctl does not read (a relay log is plain or gzip): decompress it first{how}"
+        )));
+    }
+    let gzip = magic.starts_with(&[0x1f, 0x8b]);
     let raw = std::fs::File::open(path)?;
     Ok(if gzip {
         Box::new(flate2::read::MultiGzDecoder::new(

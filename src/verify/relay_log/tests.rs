@@ -1486,3 +1486,87 @@ fn a_short_key_keeps_exactly_its_bytes() {
         }
     }
 }
+
+/// A rotated log compressed by another compressor than gzip (logrotate's `compresscmd`)
+/// is refused by name, with the command that reads it, and nothing of it is taken for
+/// lines: even plain lines after its first bytes prove nothing.
+#[test]
+fn a_log_compressed_otherwise_than_gzip_is_named_not_read() {
+    let dir = tempfile::tempdir().expect("dir");
+    let cases: [(&[u8], &str, &str); 4] = [
+        (&[0xfd, b'7', b'z', b'X', b'Z', 0], "xz", "xz -dk"),
+        (&[0x28, 0xb5, 0x2f, 0xfd], "zstd", "zstd -d"),
+        (b"BZh9", "bzip2", "bzip2 -dk"),
+        (&[0x04, 0x22, 0x4d, 0x18], "lz4", "lz4 -d"),
+    ];
+    for (magic, name, command) in cases {
+        let path = dir.path().join(format!("mail log.1.{name}"));
+        let mut bytes = magic.to_vec();
+        bytes.extend_from_slice(b"\n");
+        bytes.extend_from_slice(REAL.as_bytes());
+        std::fs::write(&path, bytes).expect("write");
+        let found = search(
+            std::slice::from_ref(&path),
+            &wanted(&["<n-1.1.1@uns.local>"]),
+            options(),
+        );
+        assert!(found.seen("<n-1.1.1@uns.local>").is_empty(), "{name}");
+        assert!(found.covered.is_empty(), "{name}: {:?}", found.covered);
+        assert_eq!(found.problems.len(), 1, "{name}: {:?}", found.problems);
+        let quoted = format!("'{}'", path.display());
+        assert!(
+            found.problems[0].contains(&format!(
+                "compressed with {name}, which unsctl does not read"
+            )) && found.problems[0].contains(&format!("({command} -- {quoted})")),
+            "{}",
+            found.problems[0]
+        );
+    }
+}
+
+/// A pipe (a shell's `<(...)`), a directory and a device are named for what they are,
+/// and a pipe is never opened: its writer may never come.
+#[test]
+fn a_pipe_a_directory_and_a_device_are_named_not_read() {
+    let dir = tempfile::tempdir().expect("dir");
+    let pipe = dir.path().join("a-pipe");
+    assert!(
+        std::process::Command::new("mkfifo")
+            .arg(&pipe)
+            .status()
+            .expect("mkfifo")
+            .success()
+    );
+    let cases = [
+        (pipe, "a pipe, not a file"),
+        (dir.path().to_path_buf(), "a directory, not a file"),
+        (PathBuf::from("/dev/null"), "a device or socket, not a file"),
+    ];
+    for (path, said) in cases {
+        let found = search(
+            std::slice::from_ref(&path),
+            &wanted(&["<n-1.1.1@uns.local>"]),
+            options(),
+        );
+        assert_eq!(found.problems.len(), 1, "{}", path.display());
+        assert!(found.problems[0].contains(said), "{}", found.problems[0]);
+    }
+}
+
+/// A log named twice, by its path and by a link to it, is read once: each message in it
+/// is seen once.
+#[test]
+fn a_log_named_twice_is_read_once() {
+    let dir = tempfile::tempdir().expect("dir");
+    let log = write(dir.path(), "maillog", REAL, false);
+    let link = dir.path().join("mail.log");
+    std::os::unix::fs::symlink(&log, &link).expect("link");
+    let found = search(
+        &[log.clone(), link, log],
+        &wanted(&["<n-1.1.1@uns.local>"]),
+        options(),
+    );
+    assert!(found.problems.is_empty(), "{:?}", found.problems);
+    assert_eq!(only(&found, "<n-1.1.1@uns.local>").queue_id, "7E4029C0029");
+    assert_eq!(found.lines, REAL.lines().count() as u64);
+}
