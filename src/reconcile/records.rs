@@ -185,12 +185,18 @@ impl Records {
             ended: attempt.ended,
         };
         let ours = verify::senders(&question, &self.sources);
-        let committed: Vec<(String, f64)> = findings
-            .seen(message_id)
-            .iter()
-            .filter(|m| matches!(verify::bearing(m, &ours, window), Bearing::Committed))
-            .map(|m| (m.queue_id.clone(), m.at.lo))
-            .collect();
+        // One queue id once: a log and another holding the same lines (syslog beside
+        // mail.log) show one message twice.
+        let mut committed: Vec<(String, f64)> = Vec::new();
+        let mut shown = Vec::new();
+        for message in findings.seen(message_id) {
+            if matches!(verify::bearing(message, &ours, window), Bearing::Committed)
+                && !shown.contains(&(&message.host, &message.queue_id))
+            {
+                shown.push((&message.host, &message.queue_id));
+                committed.push((message.queue_id.clone(), message.at.lo));
+            }
+        }
         let (outcome, text) =
             verify::email_answer(message_id, &question, findings, &self.sources, now);
         Some(RelayWord {

@@ -392,6 +392,55 @@ fn the_relay_log_settles_doubt_by_the_rules_of_evidence_and_hostile_lines_count_
     );
 }
 
+/// Debian's rsyslog writes the relay's lines to /var/log/syslog as well as to
+/// /var/log/mail.log: both named, every count and every queue id is as with one.
+#[test]
+fn a_second_log_holding_the_same_lines_counts_nothing_twice() {
+    let seeded = seed();
+    let log = relay_log(&seeded);
+    let syslog = log.with_file_name("syslog");
+    std::fs::copy(&log, &syslog).expect("copy");
+    let reconciled = |logs: &[&PathBuf]| -> Value {
+        let mut command = support::unsctl();
+        command.args(["--db"]).arg(&seeded.db).args([
+            "reconcile",
+            "-o",
+            "json",
+            "--relay-log-zone",
+            "+00:00",
+        ]);
+        for log in logs {
+            command.arg("--relay-log").arg(log);
+        }
+        json_of(&command.output().expect("reconcile"))
+    };
+    let counted = |document: &Value| -> Vec<(Value, Value, Value)> {
+        document["notifications"]
+            .as_array()
+            .expect("notifications")
+            .iter()
+            .map(|n| {
+                let queue_ids: Vec<&Value> = n["evidence"]
+                    .as_array()
+                    .expect("evidence")
+                    .iter()
+                    .map(|e| &e["queue_ids"])
+                    .collect();
+                (n["id"].clone(), n["class"].clone(), json!(queue_ids))
+            })
+            .collect()
+    };
+    let one = reconciled(&[&log]);
+    let both = reconciled(&[&log, &syslog]);
+    assert_eq!(counted(&one), counted(&both), "{both:#}");
+    assert_eq!(one["summary"], both["summary"]);
+    assert_eq!(
+        class_of(&both, &seeded.doubt),
+        ("DUPLICATED".into(), 2, 0),
+        "{both:#}"
+    );
+}
+
 #[test]
 fn the_table_leads_with_what_needs_a_person_and_says_whether_it_goes_on() {
     let seeded = seed();
