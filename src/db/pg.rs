@@ -428,6 +428,13 @@ pub const MAY_CHANGE: &str = "has_table_privilege('uns_notifications', 'UPDATE')
      AND has_table_privilege('uns_events', 'INSERT') \
      AND has_table_privilege('uns_notes', 'INSERT')";
 
+/// Why the database takes no writes whatever the role may do, as SQL: NULL when it takes
+/// them. Read in any session, a reader's too: `reset_val` is the database's and the
+/// role's default, not what a reader set for its own session.
+pub const TAKES_NO_WRITES: &str = "CASE WHEN pg_is_in_recovery() THEN 'a hot standby' \
+     WHEN (SELECT reset_val FROM pg_settings WHERE name = 'default_transaction_read_only') <> 'off' \
+     THEN 'default_transaction_read_only is on for this database or role' END";
+
 /// One connection, its statements prepared once.
 pub struct PgConn {
     client: RefCell<postgres::Client>,

@@ -1731,6 +1731,24 @@ fn a_database_that_takes_no_writes_is_read_and_a_change_is_refused_up_front() {
         Ok(_) => panic!("the runtime started on a database that takes no writes"),
         Err(err) => assert!(err.to_string().contains("takes no writes"), "{err}"),
     }
+    // doctor, in its own read-only session, says the database's state, not the session's.
+    let out = run(&mut database.unsctl(&["doctor"]));
+    let printed = String::from_utf8_lossy(&out.stdout);
+    let line = printed
+        .lines()
+        .find(|line| line.contains(" store "))
+        .unwrap_or_else(|| panic!("no store check: {printed}"));
+    assert!(
+        line.starts_with("warn ")
+            && line.ends_with(
+                "read-only: default_transaction_read_only is on for this database or role"
+            ),
+        "{printed}"
+    );
+    assert!(
+        printed.contains("the runtime will not start on it"),
+        "{printed}"
+    );
     assert_eq!(history(&database).len(), before, "nothing was written");
 }
 

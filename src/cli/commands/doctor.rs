@@ -190,30 +190,7 @@ fn database_check(target: &Target) -> (Check, Option<DirectStore>) {
             );
         }
     };
-    let facts = store.db().row(
-        &format!(
-            "SELECT (SELECT version FROM uns_schema), current_setting('server_version'),
-                CASE WHEN COALESCE((SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()), false)
-                     THEN 1 ELSE 0 END,
-                CASE WHEN {} THEN 1 ELSE 0 END",
-            crate::db::pg::MAY_CHANGE
-        ),
-        &[],
-        |row| {
-            let integer = |i| match row.cell(i) {
-                Ok(rusqlite::types::ValueRef::Integer(n)) => n,
-                _ => 0,
-            };
-            let server = match row.cell(1) {
-                Ok(rusqlite::types::ValueRef::Text(text)) => {
-                    crate::render::sanitize::cleaned(&String::from_utf8_lossy(text))
-                }
-                _ => "?".into(),
-            };
-            Ok((integer(0), server, integer(2) == 1, integer(3) == 1))
-        },
-    );
-    let Ok(Some((version, server, encrypted, writable))) = facts else {
+    let Some(facts) = DatabaseFacts::read(&store) else {
         return (
             check(
                 "store",
@@ -224,22 +201,78 @@ fn database_check(target: &Target) -> (Check, Option<DirectStore>) {
             None,
         );
     };
-    let detail = format!(
-        "{shown}: schema v{version}, PostgreSQL {server}, {}, {}",
-        if encrypted { "TLS" } else { "not encrypted" },
-        if writable { "writable" } else { "read-only" }
-    );
-    let check = if writable {
-        check("store", Level::Ok, detail, None)
-    } else {
-        check(
-            "store",
-            Level::Warn,
-            detail,
-            Some("reads work; resolve and replay need a role that may write the store"),
-        )
-    };
-    (check, Some(store))
+    (facts.check(&shown), Some(store))
+}
+
+/// What doctor says of a PostgreSQL store, read in its own read-only session.
+struct DatabaseFacts {
+    version: i64,
+    server: String,
+    encrypted: bool,
+    /// The role may write the store's tables.
+    may_change: bool,
+    /// Why the database takes no writes from anyone, if it does not.
+    no_writes: Option<String>,
+}
+
+impl DatabaseFacts {
+    fn read(store: &DirectStore) -> Option<Self> {
+        let sql = format!(
+            "SELECT (SELECT version FROM uns_schema), current_setting('server_version'),
+                CASE WHEN COALESCE((SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()), false)
+                     THEN 1 ELSE 0 END,
+                CASE WHEN {} THEN 1 ELSE 0 END,
+                {}",
+            crate::db::pg::MAY_CHANGE,
+            crate::db::pg::TAKES_NO_WRITES
+        );
+        let facts = store.db().row(&sql, &[], |row| {
+            let integer = |i| match row.cell(i) {
+                Ok(rusqlite::types::ValueRef::Integer(n)) => n,
+                _ => 0,
+            };
+            let text = |i| match row.cell(i) {
+                Ok(rusqlite::types::ValueRef::Text(text)) => Some(
+                    crate::render::sanitize::cleaned(&String::from_utf8_lossy(text)),
+                ),
+                _ => None,
+            };
+            Ok(Self {
+                version: integer(0),
+                server: text(1).unwrap_or_else(|| "?".into()),
+                encrypted: integer(2) == 1,
+                may_change: integer(3) == 1,
+                no_writes: text(4),
+            })
+        });
+        facts.ok().flatten()
+    }
+
+    fn check(&self, shown: &str) -> Check {
+        let access = match (&self.no_writes, self.may_change) {
+            (Some(why), _) => format!("read-only: {why}"),
+            (None, true) => "writable".to_string(),
+            (None, false) => "read-only".to_string(),
+        };
+        let detail = format!(
+            "{shown}: schema v{}, PostgreSQL {}, {}, {access}",
+            self.version,
+            self.server,
+            if self.encrypted {
+                "TLS"
+            } else {
+                "not encrypted"
+            },
+        );
+        let hint = match (&self.no_writes, self.may_change) {
+            (None, true) => return check("store", Level::Ok, detail, None),
+            (Some(_), _) => {
+                "reads work; the runtime will not start on it, and resolve and replay are refused: point --db at the primary, with a role whose writes it takes"
+            }
+            (None, false) => "reads work; resolve and replay need a role that may write the store",
+        };
+        check("store", Level::Warn, detail, Some(hint))
+    }
 }
 
 /// The API's checks and, when it answers, its reading of the runtime. Failures are
