@@ -682,6 +682,29 @@ pub fn start_channel(
     channel: Channel,
     details: &Map<String, Value>,
 ) -> Result<Fence> {
+    start_channel_once(db, now, lease, channel, details, false)
+}
+
+/// [`start_channel`] after a try whose COMMIT failed uncertainly: a start that try kept
+/// is taken as written, never written twice.
+pub fn start_channel_again(
+    db: &Db<'_>,
+    now: f64,
+    lease: &Lease,
+    channel: Channel,
+    details: &Map<String, Value>,
+) -> Result<Fence> {
+    start_channel_once(db, now, lease, channel, details, true)
+}
+
+fn start_channel_once(
+    db: &Db<'_>,
+    now: f64,
+    lease: &Lease,
+    channel: Channel,
+    details: &Map<String, Value>,
+    looks_first: bool,
+) -> Result<Fence> {
     write_tx(db, |tx| {
         let now = tx.now(now)?;
         // The row is this lease's while the transaction lasts (PostgreSQL): the start is
@@ -690,6 +713,11 @@ pub fn start_channel(
         if !lease_held(tx, now, lease)? {
             append_lease_lost(tx, now, lease)?;
             return Ok(Fence::Lost);
+        }
+        if looks_first
+            && let Some(event_id) = written_under(tx, lease, Kind::ChannelAttemptStarted, channel)?
+        {
+            return Ok(Fence::Held { event_id });
         }
         let started = payload::ChannelAttemptStarted {
             lease: lease.keys(),
@@ -832,22 +860,32 @@ pub fn record_result(
 /// [`record_result`] whose COMMIT failed uncertainly may have kept it, and a second must
 /// not write it twice.
 pub fn result_recorded(db: &Db<'_>, lease: &Lease, channel: Channel) -> Result<bool> {
+    Ok(written_under(db, lease, Kind::ChannelAttemptResult, channel)?.is_some())
+}
+
+/// The first event of `kind` that `lease` wrote for `channel`, by its id.
+fn written_under(
+    db: &Db<'_>,
+    lease: &Lease,
+    kind: Kind,
+    channel: Channel,
+) -> std::result::Result<Option<i64>, DbError> {
     let token = db.dialect().json_text("payload", "$.lease_token");
     let of = db.dialect().json_text("payload", "$.channel");
-    let found = db.row(
+    db.row(
         &format!(
-            "SELECT EXISTS (SELECT 1 FROM uns_events
-             WHERE notification_id = ?1 AND kind = 'CHANNEL_ATTEMPT_RESULT'
-               AND {token} = ?2 AND {of} = ?3)"
+            "SELECT id FROM uns_events
+             WHERE notification_id = ?1 AND kind = ?2 AND {token} = ?3 AND {of} = ?4
+             ORDER BY id LIMIT 1"
         ),
         args![
             lease.notification_id.as_str(),
+            kind.as_str(),
             lease.token.as_str(),
             channel.as_str()
         ],
-        |row| Ok(Cells::new(row).integer(0, "recorded") != 0),
-    )?;
-    Ok(found.unwrap_or(false))
+        |row| Ok(Cells::new(row).integer(0, "id")),
+    )
 }
 
 /// Retry delays: `base * 2^(n-1)`, capped.

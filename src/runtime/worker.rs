@@ -319,9 +319,20 @@ impl Worker {
                 .get(&channel)
                 .map(|adapter| adapter.started())
                 .unwrap_or_default();
-            let fence = self.write(move |conn, now| {
-                engine::start_channel(conn, now, &held, channel, &details)
-            })?;
+            // Lost to a store away for a moment, the start would leave the row to wait
+            // out its lease and be reclaimed, though nothing was sent.
+            let fence = self.write_while_leased(
+                &lease,
+                "the channel's start",
+                true,
+                move |conn, now, again| {
+                    if again {
+                        engine::start_channel_again(conn, now, &held, channel, &details)
+                    } else {
+                        engine::start_channel(conn, now, &held, channel, &details)
+                    }
+                },
+            )?;
             if fence == Fence::Lost {
                 self.count(Metrics::lease_lost);
                 return Ok(Pass::LeaseLost(id));

@@ -2364,6 +2364,68 @@ fn a_database_gone_for_a_moment_loses_no_providers_answer() {
     );
 }
 
+/// The database refuses a channel's start for a moment (a serialization failure here, as
+/// a failover or a site's own trigger can make one): the worker writes it again while its
+/// lease holds, so the notification is sent under its first claim. Before, the attempt
+/// was dropped, and the row waited out its lease for a reclaim, with nothing sent.
+#[test]
+fn a_start_refused_for_a_moment_is_written_again_under_the_same_lease() {
+    use unsctl::lab::fakes::Behavior;
+    let fakes = Fakes::start().expect("fakes");
+    fakes.control.set_default(Behavior::Accept);
+    let database = postgres::cluster().database();
+    submit(&database, 1, "SLACK");
+    // A sequence is not rolled back with the insert it refused: the first start only.
+    database
+        .client()
+        .batch_execute(
+            "CREATE SEQUENCE refused_once;
+             CREATE FUNCTION refuse_once() RETURNS trigger LANGUAGE plpgsql AS
+               $$ BEGIN
+                    IF NEW.kind = 'CHANNEL_ATTEMPT_STARTED' THEN
+                      IF nextval('refused_once') = 1 THEN
+                        RAISE EXCEPTION 'could not serialize access' USING ERRCODE = '40001';
+                      END IF;
+                    END IF;
+                    RETURN NEW;
+                  END $$;
+             CREATE TRIGGER refuse_once BEFORE INSERT ON uns_events
+               FOR EACH ROW EXECUTE FUNCTION refuse_once();",
+        )
+        .expect("a start refused once");
+    let logs = tempfile::tempdir().expect("a directory");
+    let path = logs.path().join("serve.log");
+    let log = std::fs::File::create(&path).expect("a log");
+    let args = ["--concurrency", "1", "--lease-seconds", "120"];
+    let server = Serve::start_with(&database, &fakes, "A", &args, log.into());
+    // Without the start written again, the row would wait out its lease.
+    support::wait_until(
+        "the notification to settle before its lease runs out",
+        std::time::Duration::from_secs(60),
+        || open_rows(&database) == 0,
+    );
+    drop(server);
+    let events = history(&database);
+    let count = |kind: &str| events.iter().filter(|e| e.kind == kind).count();
+    assert_eq!(count("ATTEMPT_STARTED"), 1, "no reclaim");
+    assert_eq!(count("CHANNEL_ATTEMPT_STARTED"), 1, "the start, once");
+    assert_eq!(count("CHANNEL_ATTEMPT_RESULT"), 1);
+    assert_eq!(count("DELIVERED"), 1);
+    assert_eq!(count("LEASE_LOST"), 0);
+    assert_eq!(fakes.control.ledger().len(), 1, "one send");
+    let refused: i64 = database
+        .client()
+        .query_one("SELECT last_value FROM refused_once", &[])
+        .expect("the sequence")
+        .get(0);
+    assert!(refused >= 2, "the start was refused, then written");
+    let log = std::fs::read_to_string(&path).expect("the log");
+    assert!(
+        log.contains("could not record the channel's start; trying again"),
+        "the start's write was tried again: {log}"
+    );
+}
+
 /// A failed COMMIT says whether anything may have been kept, as PostgreSQL says it: an
 /// ERROR (a deferred check that refused) kept nothing; a session the server ended during
 /// COMMIT (FATAL) may have kept it all, as when a wait for a synchronous standby is cut

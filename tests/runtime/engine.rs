@@ -909,3 +909,42 @@ fn an_answer_written_already_is_found_by_its_lease_and_channel() {
     };
     assert!(!found(&other, Channel::Email), "another lease's is its own");
 }
+
+/// The worker writes a channel's start again after a COMMIT the store never answered: a
+/// start that COMMIT kept is taken as written (the same event), one it did not keep is
+/// written once, and a lease that ran out meanwhile is lost as at the first try.
+#[test]
+fn a_start_written_already_is_taken_as_written_not_written_twice() {
+    let s = store();
+    let id = submit(&s.conn, &[Channel::Email, Channel::Slack], 3);
+    let lease = claim(&s.conn, 1001.0, "w1");
+    let db = Db::Sqlite(&s.conn);
+    let details = Default::default();
+    let first =
+        engine::start_channel(&db, 1001.5, &lease, Channel::Email, &details).expect("start");
+    let again = engine::start_channel_again(&db, 1002.0, &lease, Channel::Email, &details)
+        .expect("start again");
+    assert_eq!(again, first, "the start kept is the start");
+    let slack = engine::start_channel_again(&db, 1002.0, &lease, Channel::Slack, &details)
+        .expect("another channel");
+    assert!(
+        matches!(slack, Fence::Held { .. }) && slack != first,
+        "another channel's start is its own: {slack:?}"
+    );
+    let starts = || {
+        kinds(&s.conn, &id)
+            .iter()
+            .filter(|kind| *kind == "CHANNEL_ATTEMPT_STARTED")
+            .count()
+    };
+    assert_eq!(starts(), 2, "one start per channel");
+    let late =
+        engine::start_channel_again(&db, 1001.0 + LEASE + 1.0, &lease, Channel::Email, &details)
+            .expect("past the lease");
+    assert_eq!(late, Fence::Lost);
+    assert_eq!(starts(), 2);
+    assert_eq!(
+        kinds(&s.conn, &id).last().map(String::as_str),
+        Some("LEASE_LOST")
+    );
+}
