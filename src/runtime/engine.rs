@@ -682,28 +682,19 @@ pub fn start_channel(
     channel: Channel,
     details: &Map<String, Value>,
 ) -> Result<Fence> {
-    start_channel_once(db, now, lease, channel, details, false)
+    start_channel_tried(db, now, lease, channel, details, false)
 }
 
-/// [`start_channel`] after a try whose COMMIT failed uncertainly: a start that try kept
-/// is taken as written, never written twice.
-pub fn start_channel_again(
+/// [`start_channel`], tried `again` after a try that failed: one whose COMMIT failed
+/// uncertainly may have kept its start, which is then taken as written, never written
+/// twice.
+pub fn start_channel_tried(
     db: &Db<'_>,
     now: f64,
     lease: &Lease,
     channel: Channel,
     details: &Map<String, Value>,
-) -> Result<Fence> {
-    start_channel_once(db, now, lease, channel, details, true)
-}
-
-fn start_channel_once(
-    db: &Db<'_>,
-    now: f64,
-    lease: &Lease,
-    channel: Channel,
-    details: &Map<String, Value>,
-    looks_first: bool,
+    again: bool,
 ) -> Result<Fence> {
     write_tx(db, |tx| {
         let now = tx.now(now)?;
@@ -714,7 +705,7 @@ fn start_channel_once(
             append_lease_lost(tx, now, lease)?;
             return Ok(Fence::Lost);
         }
-        if looks_first
+        if again
             && let Some(event_id) = written_under(tx, lease, Kind::ChannelAttemptStarted, channel)?
         {
             return Ok(Fence::Held { event_id });

@@ -326,11 +326,7 @@ impl Worker {
                 "the channel's start",
                 true,
                 move |conn, now, again| {
-                    if again {
-                        engine::start_channel_again(conn, now, &held, channel, &details)
-                    } else {
-                        engine::start_channel(conn, now, &held, channel, &details)
-                    }
+                    engine::start_channel_tried(conn, now, &held, channel, &details, again)
                 },
             )?;
             if fence == Fence::Lost {

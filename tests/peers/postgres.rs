@@ -7,7 +7,7 @@
 use crate::support::{self, postgres};
 
 use serde_json::Value;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use unsctl::db::Place;
 use unsctl::lab::fakes::{Fakes, PAGERDUTY_TOKEN, SLACK_BOT_ID, SLACK_CHANNEL, SLACK_TOKEN};
@@ -2304,6 +2304,49 @@ fn a_site_default_of_serializable_changes_no_write_of_the_runtime() {
     }
 }
 
+/// One worker thread with a lease longer than any moment without the database, however
+/// slow the machine, its log kept at the path returned (with the directory that holds it).
+fn serve_logged(
+    database: &postgres::Database,
+    fakes: &Fakes,
+) -> (Serve, tempfile::TempDir, PathBuf) {
+    let logs = tempfile::tempdir().expect("a directory");
+    let path = logs.path().join("serve.log");
+    let log = std::fs::File::create(&path).expect("a log");
+    let args = ["--concurrency", "1", "--lease-seconds", "120"];
+    let server = Serve::start_with(database, fakes, "A", &args, log.into());
+    (server, logs, path)
+}
+
+/// The one notification settled before its lease ran out, sent once under its one
+/// claim, each write of it once, and `retried` in the worker's log.
+fn settled_under_one_claim(
+    database: &postgres::Database,
+    fakes: &Fakes,
+    log: &Path,
+    retried: &str,
+) {
+    // Without the write tried again, the row would wait out its lease.
+    support::wait_until(
+        "the notification to settle before its lease runs out",
+        std::time::Duration::from_secs(60),
+        || open_rows(database) == 0,
+    );
+    let events = history(database);
+    let count = |kind: &str| events.iter().filter(|e| e.kind == kind).count();
+    assert_eq!(count("ATTEMPT_STARTED"), 1, "no reclaim");
+    assert_eq!(count("CHANNEL_ATTEMPT_STARTED"), 1, "the start, once");
+    assert_eq!(count("CHANNEL_ATTEMPT_RESULT"), 1, "the answer, once");
+    assert_eq!(count("DELIVERED"), 1);
+    assert_eq!(count("LEASE_LOST"), 0);
+    assert_eq!(fakes.control.ledger().len(), 1, "one send");
+    let log = std::fs::read_to_string(log).expect("the log");
+    assert!(
+        log.contains(&format!("could not record {retried}; trying again")),
+        "the write of {retried} was tried again: {log}"
+    );
+}
+
 /// The database goes away while a provider has the call (a restart, a failover) and
 /// comes back before the lease runs out: the worker writes the provider's answer and
 /// settles as soon as it can, instead of leaving the lease to run out and a reclaim to
@@ -2311,13 +2354,8 @@ fn a_site_default_of_serializable_changes_no_write_of_the_runtime() {
 #[test]
 fn a_database_gone_for_a_moment_loses_no_providers_answer() {
     let (fakes, database, _, victim) = one_send_held(1, 0);
-    let logs = tempfile::tempdir().expect("a directory");
-    let path = logs.path().join("serve.log");
-    let log = std::fs::File::create(&path).expect("a log");
-    // A lease longer than the outage, however slow the machine, and one thread: every
-    // failure the log names is the answer's write.
-    let args = ["--concurrency", "1", "--lease-seconds", "120"];
-    let server = Serve::start_with(&database, &fakes, "A", &args, log.into());
+    // One thread: every failure the log names is the answer's write.
+    let (server, _logs, path) = serve_logged(&database, &fakes);
     let limit = std::time::Duration::from_secs(60);
     wait_until_taken(&fakes, &victim);
     let mut admin = postgres::cluster().admin();
@@ -2343,25 +2381,8 @@ fn a_database_gone_for_a_moment_loses_no_providers_answer() {
         log.contains("could not record") || log.contains("store error")
     });
     allow(&mut admin, true);
-    // Without the answer written, the row would wait out its lease.
-    support::wait_until(
-        "the notification to settle before its lease runs out",
-        limit,
-        || open_rows(&database) == 0,
-    );
+    settled_under_one_claim(&database, &fakes, &path, "the provider's answer");
     drop(server);
-    let events = history(&database);
-    let count = |kind: &str| events.iter().filter(|e| e.kind == kind).count();
-    assert_eq!(count("ATTEMPT_STARTED"), 1, "no reclaim");
-    assert_eq!(count("CHANNEL_ATTEMPT_RESULT"), 1, "the answer, once");
-    assert_eq!(count("DELIVERED"), 1);
-    assert_eq!(count("LEASE_LOST"), 0);
-    assert_eq!(fakes.control.ledger().len(), 1, "one send");
-    let log = std::fs::read_to_string(&path).expect("the log");
-    assert!(
-        log.contains("could not record the provider's answer; trying again"),
-        "the answer's write was tried again: {log}"
-    );
 }
 
 /// The database refuses a channel's start for a moment (a serialization failure here, as
@@ -2393,37 +2414,15 @@ fn a_start_refused_for_a_moment_is_written_again_under_the_same_lease() {
                FOR EACH ROW EXECUTE FUNCTION refuse_once();",
         )
         .expect("a start refused once");
-    let logs = tempfile::tempdir().expect("a directory");
-    let path = logs.path().join("serve.log");
-    let log = std::fs::File::create(&path).expect("a log");
-    let args = ["--concurrency", "1", "--lease-seconds", "120"];
-    let server = Serve::start_with(&database, &fakes, "A", &args, log.into());
-    // Without the start written again, the row would wait out its lease.
-    support::wait_until(
-        "the notification to settle before its lease runs out",
-        std::time::Duration::from_secs(60),
-        || open_rows(&database) == 0,
-    );
+    let (server, _logs, path) = serve_logged(&database, &fakes);
+    settled_under_one_claim(&database, &fakes, &path, "the channel's start");
     drop(server);
-    let events = history(&database);
-    let count = |kind: &str| events.iter().filter(|e| e.kind == kind).count();
-    assert_eq!(count("ATTEMPT_STARTED"), 1, "no reclaim");
-    assert_eq!(count("CHANNEL_ATTEMPT_STARTED"), 1, "the start, once");
-    assert_eq!(count("CHANNEL_ATTEMPT_RESULT"), 1);
-    assert_eq!(count("DELIVERED"), 1);
-    assert_eq!(count("LEASE_LOST"), 0);
-    assert_eq!(fakes.control.ledger().len(), 1, "one send");
     let refused: i64 = database
         .client()
         .query_one("SELECT last_value FROM refused_once", &[])
         .expect("the sequence")
         .get(0);
     assert!(refused >= 2, "the start was refused, then written");
-    let log = std::fs::read_to_string(&path).expect("the log");
-    assert!(
-        log.contains("could not record the channel's start; trying again"),
-        "the start's write was tried again: {log}"
-    );
 }
 
 /// A failed COMMIT says whether anything may have been kept, as PostgreSQL says it: an

@@ -922,10 +922,10 @@ fn a_start_written_already_is_taken_as_written_not_written_twice() {
     let details = Default::default();
     let first =
         engine::start_channel(&db, 1001.5, &lease, Channel::Email, &details).expect("start");
-    let again = engine::start_channel_again(&db, 1002.0, &lease, Channel::Email, &details)
+    let again = engine::start_channel_tried(&db, 1002.0, &lease, Channel::Email, &details, true)
         .expect("start again");
     assert_eq!(again, first, "the start kept is the start");
-    let slack = engine::start_channel_again(&db, 1002.0, &lease, Channel::Slack, &details)
+    let slack = engine::start_channel_tried(&db, 1002.0, &lease, Channel::Slack, &details, true)
         .expect("another channel");
     assert!(
         matches!(slack, Fence::Held { .. }) && slack != first,
@@ -938,9 +938,15 @@ fn a_start_written_already_is_taken_as_written_not_written_twice() {
             .count()
     };
     assert_eq!(starts(), 2, "one start per channel");
-    let late =
-        engine::start_channel_again(&db, 1001.0 + LEASE + 1.0, &lease, Channel::Email, &details)
-            .expect("past the lease");
+    let late = engine::start_channel_tried(
+        &db,
+        1001.0 + LEASE + 1.0,
+        &lease,
+        Channel::Email,
+        &details,
+        true,
+    )
+    .expect("past the lease");
     assert_eq!(late, Fence::Lost);
     assert_eq!(starts(), 2);
     assert_eq!(
