@@ -208,14 +208,18 @@ impl<R: Read> Splitter<R> {
     }
 }
 
-/// The first bytes of files compressed in ways a relay log is not read in (rotation's
-/// `compresscmd` set to another compressor), and what makes them.
-const OTHER_COMPRESSION: [(&[u8], &str, &str); 4] = [
-    (&[0xfd, b'7', b'z', b'X', b'Z', 0], "xz", "xz -dk"),
-    (&[0x28, 0xb5, 0x2f, 0xfd], "zstd", "zstd -d"),
-    (b"BZh", "bzip2", "bzip2 -dk"),
-    (&[0x04, 0x22, 0x4d, 0x18], "lz4", "lz4 -d"),
-];
+/// The compressor whose magic bytes `start` begins with, among those a relay log is not
+/// read in (rotation's `compresscmd` set to another), and the command that undoes it.
+fn other_compression(start: &[u8]) -> Option<(&'static str, &'static str)> {
+    match start {
+        [0xfd, b'7', b'z', b'X', b'Z', 0, ..] => Some(("xz", "xz -dk")),
+        [0x28, 0xb5, 0x2f, 0xfd, ..] => Some(("zstd", "zstd -d")),
+        // `BZh` and the block size, 1 to 9: a line of text may begin `BZh` too.
+        [b'B', b'Z', b'h', b'1'..=b'9', ..] => Some(("bzip2", "bzip2 -dk")),
+        [0x04, 0x22, 0x4d, 0x18, ..] => Some(("lz4", "lz4 -d")),
+        _ => None,
+    }
+}
 
 /// A file opened for reading, decompressed when it is gzip (told by its first bytes).
 /// One compressed otherwise is refused by name: read as text, its bytes would only be
@@ -233,10 +237,7 @@ pub(super) fn open(path: &Path) -> std::io::Result<Box<dyn Read + Send>> {
         }
     }
     let magic = &magic[..filled];
-    if let Some((_, name, command)) = OTHER_COMPRESSION
-        .iter()
-        .find(|(start, _, _)| magic.starts_with(start))
-    {
+    if let Some((name, command)) = other_compression(magic) {
         // The path as one word of the command, when it can be one.
         let how = path
             .to_str()

@@ -1522,6 +1522,11 @@ fn a_log_compressed_otherwise_than_gzip_is_named_not_read() {
             found.problems[0]
         );
     }
+    // A log whose first line begins as bzip2's magic does, but is text, is read.
+    let text = format!("BZh relay\n{REAL}");
+    let found = search_text(&text, &["<n-1.1.1@uns.local>"]);
+    assert!(found.problems.is_empty(), "{:?}", found.problems);
+    assert_eq!(found.seen("<n-1.1.1@uns.local>").len(), 1);
 }
 
 /// A pipe (a shell's `<(...)`), a directory and a device are named for what they are,
