@@ -225,19 +225,9 @@ fn other_compression(start: &[u8]) -> Option<(&'static str, &'static str)> {
 /// One compressed otherwise is refused by name: read as text, its bytes would only be
 /// damaged lines.
 pub(super) fn open(path: &Path) -> std::io::Result<Box<dyn Read + Send>> {
-    let mut raw = std::fs::File::open(path)?;
-    let mut magic = [0u8; 6];
-    let mut filled = 0;
-    while filled < magic.len() {
-        match raw.read(&mut magic[filled..]) {
-            Ok(0) => break,
-            Ok(n) => filled += n,
-            Err(err) if err.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(err) => return Err(err),
-        }
-    }
-    let magic = &magic[..filled];
-    if let Some((name, command)) = other_compression(magic) {
+    let mut magic = Vec::with_capacity(6);
+    std::fs::File::open(path)?.take(6).read_to_end(&mut magic)?;
+    if let Some((name, command)) = other_compression(&magic) {
         // The path as one word of the command, when it can be one.
         let how = path
             .to_str()
