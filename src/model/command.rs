@@ -13,6 +13,31 @@ use std::fmt;
 /// can be replaced by naming the entry another way.
 pub const THE_ID: &str = "the id";
 
+/// What a printed step holds where only a person can say why: the step stays whole, and
+/// the guardrails take these words for no reason at all ([`placeholder_of`]), so a step
+/// pasted unchanged never puts in the audit record a reason nobody wrote.
+pub const WHAT_WAS_FIXED: &str = "what was fixed";
+pub const WHY_GIVEN_UP: &str = "why it is given up";
+
+/// `placeholder` as a step writes it: `'what was fixed'`.
+pub fn placeholder(placeholder: &str) -> String {
+    quote(placeholder)
+}
+
+/// The placeholder `reason` is, as a shell or a copy may have left it: any case, any
+/// spacing, in its quotes or not.
+pub fn placeholder_of(reason: &str) -> Option<&'static str> {
+    let words: Vec<&str> = reason
+        .trim()
+        .trim_matches(|c| matches!(c, '\'' | '"' | '`'))
+        .split_whitespace()
+        .collect();
+    let said = words.join(" ");
+    [WHAT_WAS_FIXED, WHY_GIVEN_UP]
+        .into_iter()
+        .find(|p| said.eq_ignore_ascii_case(p))
+}
+
 /// Why a value cannot stand on one line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum Unfit {
@@ -348,6 +373,28 @@ mod tests {
 
     fn words(line: &CommandLine) -> Vec<String> {
         shlex::split(&line.to_string()).expect("splits")
+    }
+
+    #[test]
+    fn a_placeholder_is_told_however_a_copy_left_it_and_a_reason_of_ones_own_is_not() {
+        for pasted in [
+            "what was fixed",
+            "'what was fixed'",
+            " \"What  was\tFIXED\" ",
+            "`why it is given up`",
+            "WHY IT IS GIVEN UP",
+        ] {
+            assert!(placeholder_of(pasted).is_some(), "{pasted:?}");
+        }
+        for own in [
+            "what was fixed: the webhook URL",
+            "channel recreated",
+            "why it is given up? the mailbox is gone",
+            "",
+        ] {
+            assert_eq!(placeholder_of(own), None, "{own:?}");
+        }
+        assert_eq!(placeholder(WHAT_WAS_FIXED), "'what was fixed'");
     }
 
     #[test]

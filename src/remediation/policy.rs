@@ -2,7 +2,7 @@
 //! their own transaction on a verdict computed there, so no caller (CLI, API, plan,
 //! interactive walk) can skip it or feed it a verdict of its own.
 
-use crate::model::command::pasted;
+use crate::model::command::{self, pasted};
 use crate::model::{Channel, ChannelSet};
 use crate::triage::{Branch, ChannelState, Verdict};
 use serde::{Deserialize, Serialize};
@@ -123,6 +123,9 @@ pub enum Terms {
 pub enum Refusal {
     /// `force` without a reason: the audit record must say why.
     ForceWithoutReason { id: String },
+    /// A reason that is the placeholder of a printed step, pasted unchanged: the audit
+    /// record would say what nobody wrote.
+    PlaceholderReason { id: String, reason: String },
     /// A channel the notification does not have.
     ForeignChannel {
         id: String,
@@ -189,6 +192,9 @@ impl Refusal {
             Refusal::ForceWithoutReason { id } => {
                 format!("{id}: a forced action needs a reason, so the audit record says why")
             }
+            Refusal::PlaceholderReason { id, reason } => format!(
+                "{id}: the reason {reason:?} is the placeholder of the step unsctl printed: the audit record must say why in a person's own words"
+            ),
             Refusal::ForeignChannel { id, named, has } => format!(
                 "{id} has no {} channel (its channels: {})",
                 named.joined(", "),
@@ -267,6 +273,9 @@ impl Refusal {
     pub fn cli_remedy(&self) -> String {
         match self {
             Refusal::ForceWithoutReason { .. } => "add --reason TEXT".into(),
+            Refusal::PlaceholderReason { .. } => {
+                "give the reason in your own words: --reason TEXT".into()
+            }
             Refusal::ForeignChannel { has, .. } => {
                 format!("name only its channels: --channels {}", has.joined(","))
             }
@@ -298,7 +307,12 @@ impl Refusal {
                 pasted(
                     &["dlq", "resolve"],
                     id,
-                    &["--force", "--reason", "'why it is given up'", "--confirm"]
+                    &[
+                        "--force",
+                        "--reason",
+                        &command::placeholder(command::WHY_GIVEN_UP),
+                        "--confirm"
+                    ]
                 )
             ),
             Refusal::ResolveUnsent { id, unsent, .. } => format!(
@@ -339,6 +353,7 @@ impl Refusal {
             Refusal::ForceWithoutReason { .. } => {
                 "type a reason: the audit record must say why".into()
             }
+            Refusal::PlaceholderReason { .. } => "type the reason in your own words".into(),
             Refusal::ForeignChannel { has, .. } => {
                 format!("tick only its channels ({})", has.joined(", "))
             }
@@ -388,6 +403,7 @@ impl Refusal {
             Refusal::ForceWithoutReason { .. } => {
                 "send a non-empty \"reason\" with \"force\": true".into()
             }
+            Refusal::PlaceholderReason { .. } => "send a \"reason\" in your own words".into(),
             Refusal::ForeignChannel { has, .. } => format!(
                 "send only its channels in \"channels\": {}",
                 serde_json::to_string(has).unwrap_or_default()
@@ -460,6 +476,12 @@ pub fn check(
     if request.force && request.reason().is_none() {
         return Err(Refusal::ForceWithoutReason {
             id: verdict.id.clone(),
+        });
+    }
+    if let Some(placeholder) = request.reason().and_then(command::placeholder_of) {
+        return Err(Refusal::PlaceholderReason {
+            id: verdict.id.clone(),
+            reason: placeholder.to_string(),
         });
     }
     let mut guard = Guard {
@@ -648,7 +670,7 @@ fn replay_when_fixed(id: &str, channels: &ChannelSet) -> String {
             "--channels",
             &channels.joined(","),
             "--reason",
-            "'what was fixed'",
+            &command::placeholder(command::WHAT_WAS_FIXED),
             "--confirm",
         ],
     )

@@ -6,7 +6,7 @@
 
 use crate::history::{Attempt, History, Observed};
 use crate::model::ProviderOutcome;
-use crate::model::command::{CommandLine, Step, Unwritable};
+use crate::model::command::{self, CommandLine, Step, Unwritable};
 use crate::model::{Channel, ChannelSet, Event, Notification};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -457,12 +457,13 @@ fn next_step(verdict: &Verdict) -> Step {
                     )
                 })
                 .collect();
+            let reason = command::placeholder(command::WHAT_WAS_FIXED);
             Step::after(
                 format!(
                     "fix the cause first ({}: refused permanently, so a replay unchanged is refused again)",
                     causes.join("; ")
                 ),
-                replay(&["--reason", "'what was fixed'", "--confirm"]),
+                replay(&["--reason", &reason, "--confirm"]),
             )
         }
     }

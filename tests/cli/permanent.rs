@@ -392,3 +392,93 @@ fn replaying_a_permanent_refusal_needs_a_reason() {
         .expect("replay");
     assert!(out.status.success(), "{out:?}");
 }
+
+/// The step unsctl prints for a permanent refusal holds a placeholder where only a person
+/// can say why. Pasted as printed, on either backend, it is refused by the engine (exit
+/// 4) and changes nothing, so no audit record ever says "what was fixed"; in the person's
+/// own words, the same line goes ahead.
+#[test]
+fn a_printed_step_pasted_with_its_placeholder_reason_is_refused_and_changes_nothing() {
+    let dir = tempfile::tempdir().expect("dir");
+    let db = dir.path().join("uns.db");
+    let cases = seed(&db);
+    let (replayed, _, _) = cases.iter().find(|c| c.1 == "slack 404").expect("case");
+    let (given_up, _, _) = cases.iter().find(|c| c.1 == "smtp 550").expect("case");
+    let server = support::server(&db);
+    let events = || -> i64 {
+        let conn = rusqlite::Connection::open(&db).expect("store");
+        conn.query_row("SELECT count(*) FROM uns_events", [], |row| row.get(0))
+            .expect("count")
+    };
+    let before = events();
+    // The steps as printed: the triage's, and the refusal's way to give it up.
+    let triage = support::unsctl()
+        .arg("--db")
+        .arg(&db)
+        .args(["dlq", "triage", "-o", "json"])
+        .output()
+        .expect("triage");
+    let document: Value = serde_json::from_slice(&triage.stdout).expect("json");
+    let printed = entry(&document, replayed)["next_step"]
+        .as_str()
+        .expect("step")
+        .to_string();
+    let replay = printed
+        .split("then: ")
+        .nth(1)
+        .expect("a command")
+        .to_string();
+    let give_up =
+        format!("unsctl dlq resolve {given_up} --force --reason 'why it is given up' --confirm");
+    for step in [&replay, &give_up] {
+        let words = shlex::split(step).expect("one shell line");
+        assert_eq!(words[0], "unsctl", "{step}");
+        for backend in support::BACKENDS {
+            let out = backend
+                .command(&db, &server)
+                .args(&words[1..])
+                .arg("--yes")
+                .output()
+                .expect("pasted");
+            let text = format!(
+                "{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+            assert_eq!(out.status.code(), Some(4), "{backend:?} {step}: {text}");
+            assert!(
+                text.contains("is the placeholder of the step unsctl printed"),
+                "{backend:?} {step}: {text}"
+            );
+            assert!(text.contains("in your own words"), "{backend:?}: {text}");
+        }
+    }
+    // Any case, spacing or quoting of it left by a copy is the placeholder all the same.
+    let out = support::unsctl()
+        .arg("--db")
+        .arg(&db)
+        .args([
+            "replay",
+            replayed,
+            "--reason",
+            " 'What  was FIXED' ",
+            "--confirm",
+            "--yes",
+        ])
+        .output()
+        .expect("replay");
+    assert_eq!(out.status.code(), Some(4), "{out:?}");
+    assert_eq!(events(), before, "a refused step wrote nothing");
+    // The same line in a person's own words goes ahead.
+    let words = shlex::split(&replay.replace("'what was fixed'", "'channel recreated'"))
+        .expect("one shell line");
+    let out = support::unsctl()
+        .arg("--db")
+        .arg(&db)
+        .args(&words[1..])
+        .arg("--yes")
+        .output()
+        .expect("replay");
+    assert!(out.status.success(), "{out:?}");
+    assert!(events() > before);
+}
