@@ -443,6 +443,8 @@ pub struct PgConn {
     /// COMMIT or ROLLBACK (PostgreSQL ends a transaction at either, even a failed one).
     /// The client cannot say, and a read must not ROLLBACK a transaction it did not open.
     in_transaction: std::cell::Cell<bool>,
+    /// The server refused a write on it for taking none ([`PgConn::took_no_writes`]).
+    took_no_writes: std::cell::Cell<bool>,
     /// The URL, as it may be printed.
     pub place: String,
     /// What it was made with, for the connections a walk reads on.
@@ -529,6 +531,7 @@ impl PgConn {
             client: RefCell::new(client),
             statements: RefCell::new(HashMap::new()),
             in_transaction: std::cell::Cell::new(false),
+            took_no_writes: std::cell::Cell::new(false),
             place,
             target: target.clone(),
         })
@@ -729,7 +732,26 @@ impl PgConn {
             "COMMIT" | "ROLLBACK" => self.in_transaction.set(false),
             _ => {}
         }
-        Ok(done?)
+        self.noted(done)
+    }
+
+    /// Whether the server refused a write on this session because it takes none (a hot
+    /// standby's session, or one begun while the database's default was read-only). It
+    /// refuses every write for as long as it lives, whatever the name it was reached by
+    /// reaches meanwhile (a failover that moved it late), though nothing closes it: a
+    /// pool that writes closes it rather than lend it again.
+    pub fn took_no_writes(&self) -> bool {
+        self.took_no_writes.get()
+    }
+
+    /// `result`, its error noted when it says this session takes no writes.
+    fn noted<T>(&self, result: Result<T, postgres::Error>) -> DbResult<T> {
+        if let Err(err) = &result
+            && err.code() == Some(&postgres::error::SqlState::READ_ONLY_SQL_TRANSACTION)
+        {
+            self.took_no_writes.set(true);
+        }
+        Ok(result?)
     }
 
     /// Whether a transaction begun by [`PgConn::batch`] is open.
@@ -753,14 +775,16 @@ impl PgConn {
         let statement = self.statement(sql)?;
         let values = values(&statement, params)?;
         let refs: Vec<&(dyn ToSql + Sync)> = values.iter().map(|v| v.as_ref()).collect();
-        Ok(self.client.borrow_mut().query(&statement, &refs)?)
+        let rows = self.client.borrow_mut().query(&statement, &refs);
+        self.noted(rows)
     }
 
     pub fn execute(&self, sql: &str, params: &[Value]) -> DbResult<u64> {
         let statement = self.statement(sql)?;
         let values = values(&statement, params)?;
         let refs: Vec<&(dyn ToSql + Sync)> = values.iter().map(|v| v.as_ref()).collect();
-        Ok(self.client.borrow_mut().execute(&statement, &refs)?)
+        let changed = self.client.borrow_mut().execute(&statement, &refs);
+        self.noted(changed)
     }
 
     /// Streams the rows of `sql`, handing each to `each` as it arrives (a walk of the

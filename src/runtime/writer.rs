@@ -146,10 +146,18 @@ impl Pool {
         Ok(conn)
     }
 
-    /// Runs `work` on a connection of the pool; one that failed is closed, not kept.
+    /// Runs `work` on a connection of the pool; one that failed is closed, not kept, and so
+    /// is one whose session refused a write for taking none, which it would refuse every
+    /// write lent it from now on.
     pub fn with<T>(&self, work: impl FnOnce(&Db<'_>) -> T) -> Result<T, WriterGone> {
         let conn = self.take()?;
         let value = work(&Db::Postgres(&conn));
+        if !self.read_only && conn.took_no_writes() {
+            drop(conn);
+            self.lock().open -= 1;
+            self.freed.notify_one();
+            return Ok(value);
+        }
         let mut state = self.lock();
         if conn.is_closed() {
             state.open -= 1;

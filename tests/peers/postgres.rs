@@ -2482,3 +2482,56 @@ fn a_commit_the_server_ended_is_never_taken_for_one_that_kept_nothing() {
             .contains("whether the change was kept is not known")
     );
 }
+
+/// A failover that left the database's name on a server taking no writes for a while (the
+/// old primary back as a standby, before the name moved): every session the pool opened
+/// meanwhile refuses writes for as long as it lives, though nothing closes it. Once the
+/// name reaches a primary again, the worker settles what is due without a restart: a
+/// session that refused a write for taking none is closed, never lent again.
+#[test]
+fn a_session_that_took_no_writes_is_closed_not_lent_again() {
+    use unsctl::lab::fakes::Behavior;
+    let fakes = Fakes::start().expect("fakes");
+    fakes.control.set_default(Behavior::Accept);
+    let database = postgres::cluster().database();
+    let (server, _logs, path) = serve_logged(&database, &fakes);
+    let limit = std::time::Duration::from_secs(60);
+    let mut admin = postgres::cluster().admin();
+    let read_only = |admin: &mut ::postgres::Client, on: bool| {
+        let setting = if on {
+            "SET default_transaction_read_only = on"
+        } else {
+            "RESET default_transaction_read_only"
+        };
+        admin
+            .batch_execute(&format!("ALTER DATABASE {} {setting}", database.name))
+            .expect("ALTER DATABASE");
+    };
+    // The failover: the runtime's sessions end, and the ones it opens again take no writes.
+    read_only(&mut admin, true);
+    admin
+        .execute(
+            "SELECT pg_terminate_backend(pid, 10000) FROM pg_stat_activity
+             WHERE datname = $1 AND application_name = 'unsctl'",
+            &[&database.name],
+        )
+        .expect("the sessions ended");
+    support::wait_until("the worker to find no writes taken", limit, || {
+        std::fs::read_to_string(&path)
+            .unwrap_or_default()
+            .contains("takes no writes")
+    });
+    // The name reaches a primary again: sessions opened from now on take writes.
+    read_only(&mut admin, false);
+    let ids = submit(&database, 1, "SLACK");
+    support::wait_until(
+        "the notification to settle on a session that takes writes",
+        limit,
+        || open_rows(&database) == 0,
+    );
+    let events = history(&database);
+    let count = |kind: &str| events.iter().filter(|e| e.kind == kind).count();
+    assert_eq!(count("DELIVERED"), ids.len());
+    assert_eq!(fakes.control.ledger().len(), 1, "one send");
+    drop(server);
+}
