@@ -57,6 +57,15 @@ impl Target {
         }
     }
 
+    /// Whether the URL names several hosts and takes whichever answers first, a standby
+    /// as soon as a primary (no `target_session_attrs=read-write`).
+    pub fn several_hosts_any_session(&self) -> bool {
+        self.configured().is_ok_and(|(config, _)| {
+            config.get_hosts().len() > 1
+                && config.get_target_session_attrs() == postgres::config::TargetSessionAttrs::Any
+        })
+    }
+
     /// With the environment's TLS settings (`PGSSLMODE`, `PGSSLROOTCERT`, `PGSSLCERT`,
     /// `PGSSLKEY`), which the URL's own override.
     pub fn with_tls_environment(mut self, tls: super::tls::Asked) -> Self {
@@ -389,9 +398,10 @@ pub enum OpenError {
         search_path: String,
     },
     #[error(
-        "{url}: this database takes no writes (a hot standby, or default_transaction_read_only is on); reads still work, changes go to the primary"
+        "{url}: this database takes no writes (a hot standby, or default_transaction_read_only is on); reads still work, changes go to the primary{}",
+        if *several_hosts { " (the URL names several hosts and took the first that answered: add target_session_attrs=read-write to it, and the one that takes writes is chosen)" } else { "" }
     )]
-    ReadOnly { url: String },
+    ReadOnly { url: String, several_hosts: bool },
     #[error(
         "{url}: this connection goes through a pooler that lends each transaction to whichever PostgreSQL session is free (pgbouncer's pool_mode = transaction or statement): unsctl keeps its prepared statements and its read-only guard in its session, which such a pooler would hand to other clients; connect to PostgreSQL itself, or through a pool with pool_mode = session"
     )]
@@ -683,11 +693,13 @@ impl PgConn {
         let Some(row) = rows.first() else {
             return Err(OpenError::ReadOnly {
                 url: self.place.clone(),
+                several_hosts: self.target.several_hosts_any_session(),
             });
         };
         if row.get::<_, String>(0) != "off" {
             return Err(OpenError::ReadOnly {
                 url: self.place.clone(),
+                several_hosts: self.target.several_hosts_any_session(),
             });
         }
         if !row.get::<_, bool>(2) {
@@ -944,6 +956,22 @@ FOR EACH STATEMENT EXECUTE FUNCTION uns_refuse('notifications are never deleted'
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_url_of_several_hosts_without_a_session_attribute_is_told() {
+        let several = |url: &str| Target::new(url, None, None).several_hosts_any_session();
+        assert!(several("postgres://uns@db1:5432,db2:5432/uns"));
+        assert!(several("postgres://uns@db1,db2/uns?sslmode=disable"));
+        assert!(several("postgres://uns@db1,db2:5433/uns"));
+        assert!(several(
+            "postgres://uns@db1,db2/uns?target_session_attrs=any"
+        ));
+        assert!(!several("postgres://uns@db1:5432/uns"));
+        assert!(!several(
+            "postgres://uns@db1,db2/uns?target_session_attrs=read-write"
+        ));
+        assert!(!several("not a url"));
+    }
 
     #[test]
     fn what_a_url_leaves_out_comes_from_the_environment_as_libpq_takes_it() {

@@ -1749,6 +1749,31 @@ fn a_database_that_takes_no_writes_is_read_and_a_change_is_refused_up_front() {
         printed.contains("the runtime will not start on it"),
         "{printed}"
     );
+    assert!(!printed.contains("target_session_attrs"), "{printed}");
+    // Named among several hosts, the first that answers is taken, a standby as well as the
+    // primary: doctor and the refusal say how to have the one that takes writes chosen.
+    let here = format!("127.0.0.1:{}", database.port);
+    let several = database.url.replace(&here, &format!("{here},{here}"));
+    let out = run(&mut postgres::unsctl_at(&several, &["doctor"]));
+    let printed = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        printed.contains("the URL names several hosts")
+            && printed.contains("add target_session_attrs=read-write"),
+        "{printed}"
+    );
+    let port = support::free_port().to_string();
+    let listen = format!("127.0.0.1:{port}");
+    let out = run(
+        postgres::unsctl_at(&several, &["runtime", "serve", "--listen", &listen])
+            .env("UNS_API_KEY", support::KEY),
+    );
+    let text = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success()
+            && text.contains("takes no writes")
+            && text.contains("add target_session_attrs=read-write"),
+        "{text}"
+    );
     assert_eq!(history(&database).len(), before, "nothing was written");
 }
 

@@ -293,7 +293,7 @@ impl Database {
 }
 
 /// `unsctl --db URL ARGS`, the password in `PGPASSWORD`.
-fn unsctl_at(url: &str, args: &[&str]) -> Command {
+pub fn unsctl_at(url: &str, args: &[&str]) -> Command {
     let mut command = super::unsctl();
     command
         .env("PGPASSWORD", PASSWORD)

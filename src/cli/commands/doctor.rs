@@ -201,7 +201,10 @@ fn database_check(target: &Target) -> (Check, Option<DirectStore>) {
             None,
         );
     };
-    (facts.check(&shown), Some(store))
+    (
+        facts.check(&shown, target.several_hosts_any_session()),
+        Some(store),
+    )
 }
 
 /// What doctor says of a PostgreSQL store, read in its own read-only session.
@@ -248,7 +251,8 @@ impl DatabaseFacts {
         facts.ok().flatten()
     }
 
-    fn check(&self, shown: &str) -> Check {
+    /// `several_hosts`: the URL names several and takes the first that answers.
+    fn check(&self, shown: &str, several_hosts: bool) -> Check {
         let access = match (&self.no_writes, self.may_change) {
             (Some(why), _) => format!("read-only: {why}"),
             (None, true) => "writable".to_string(),
@@ -266,6 +270,11 @@ impl DatabaseFacts {
         );
         let hint = match (&self.no_writes, self.may_change) {
             (None, true) => return check("store", Level::Ok, detail, None),
+            // The client takes the first host that answers; with the attribute, the first
+            // whose sessions take writes, however the servers changed places.
+            (Some(_), _) if several_hosts => {
+                "reads work; the runtime will not start on it, and resolve and replay are refused: the URL names several hosts and takes the first that answers, a standby as well as the primary; add target_session_attrs=read-write to it, and the one that takes writes is chosen"
+            }
             (Some(_), _) => {
                 "reads work; the runtime will not start on it, and resolve and replay are refused: point --db at the primary, with a role whose writes it takes"
             }
