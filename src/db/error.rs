@@ -42,6 +42,10 @@ impl DbError {
     /// database went away, is restarting or takes no more connections for now, gave up
     /// waiting for a lock, or rolled the transaction back for another's sake (a
     /// serialization failure, a deadlock); SQLite's file was locked by another process.
+    /// A session that takes no writes too: during a failover the name may reach the old
+    /// primary, back as a standby, until it moves, and the pool never lends such a
+    /// session again, so the next try is made on a new one. The refusal came before any
+    /// write, so nothing of it was kept.
     pub fn passing(&self) -> bool {
         match self {
             DbError::Sqlite(rusqlite::Error::SqliteFailure(err, _)) => matches!(
@@ -57,6 +61,7 @@ impl DbError {
                             || *code == SqlState::T_R_DEADLOCK_DETECTED
                             || *code == SqlState::TOO_MANY_CONNECTIONS
                             || *code == SqlState::LOCK_NOT_AVAILABLE
+                            || *code == SqlState::READ_ONLY_SQL_TRANSACTION
                     })
             }
             DbError::CommitUncertain(err) => err.passing(),

@@ -2560,3 +2560,49 @@ fn a_session_that_took_no_writes_is_closed_not_lent_again() {
     assert_eq!(fakes.control.ledger().len(), 1, "one send");
     drop(server);
 }
+
+/// The provider answers while the database's name reaches a server that takes no writes
+/// (a failover not yet finished: the old primary back as a standby): the worker writes the
+/// answer again, on a new session each time, until the name reaches a primary while its
+/// lease holds, and settles under its one claim. Before, a write refused for taking none
+/// was not tried again: the answer was lost, and a reclaim called the provider again.
+#[test]
+fn an_answer_refused_for_a_moment_by_a_server_taking_no_writes_is_written_again() {
+    let (fakes, database, _, victim) = one_send_held(1, 0);
+    let (server, _logs, path) = serve_logged(&database, &fakes);
+    let limit = std::time::Duration::from_secs(60);
+    wait_until_taken(&fakes, &victim);
+    let mut admin = postgres::cluster().admin();
+    let read_only = |admin: &mut ::postgres::Client, on: bool| {
+        let setting = if on {
+            "SET default_transaction_read_only = on"
+        } else {
+            "RESET default_transaction_read_only"
+        };
+        admin
+            .batch_execute(&format!("ALTER DATABASE {} {setting}", database.name))
+            .expect("ALTER DATABASE");
+    };
+    read_only(&mut admin, true);
+    admin
+        .execute(
+            "SELECT pg_terminate_backend(pid, 10000) FROM pg_stat_activity
+             WHERE datname = $1 AND application_name = 'unsctl'",
+            &[&database.name],
+        )
+        .expect("the sessions ended");
+    fakes.control.release();
+    support::wait_until(
+        "the answer to be refused for taking no writes",
+        limit,
+        || {
+            std::fs::read_to_string(&path)
+                .unwrap_or_default()
+                .lines()
+                .any(|line| line.contains("could not record") && line.contains("takes no writes"))
+        },
+    );
+    read_only(&mut admin, false);
+    settled_under_one_claim(&database, &fakes, &path, "the provider's answer");
+    drop(server);
+}
