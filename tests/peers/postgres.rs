@@ -2508,6 +2508,31 @@ fn a_commit_the_server_ended_is_never_taken_for_one_that_kept_nothing() {
     );
 }
 
+/// A failover not yet finished, as the runtime sees it (`on`): the database's default is
+/// made read-only and the runtime's sessions are ended, so every one it opens again takes
+/// no writes; then (`!on`) the name reaches a primary again, for sessions opened after.
+fn takes_no_writes(database: &postgres::Database, on: bool) {
+    let setting = if on {
+        "SET default_transaction_read_only = on"
+    } else {
+        "RESET default_transaction_read_only"
+    };
+    let mut admin = postgres::cluster().admin();
+    admin
+        .batch_execute(&format!("ALTER DATABASE {} {setting}", database.name))
+        .expect("ALTER DATABASE");
+    if on {
+        admin
+            .execute(
+                // Each session waited for until it has ended.
+                "SELECT pg_terminate_backend(pid, 10000) FROM pg_stat_activity
+                 WHERE datname = $1 AND application_name = 'unsctl'",
+                &[&database.name],
+            )
+            .expect("the sessions ended");
+    }
+}
+
 /// A failover that left the database's name on a server taking no writes for a while (the
 /// old primary back as a standby, before the name moved): every session the pool opened
 /// meanwhile refuses writes for as long as it lives, though nothing closes it. Once the
@@ -2521,33 +2546,15 @@ fn a_session_that_took_no_writes_is_closed_not_lent_again() {
     let database = postgres::cluster().database();
     let (server, _logs, path) = serve_logged(&database, &fakes);
     let limit = std::time::Duration::from_secs(60);
-    let mut admin = postgres::cluster().admin();
-    let read_only = |admin: &mut ::postgres::Client, on: bool| {
-        let setting = if on {
-            "SET default_transaction_read_only = on"
-        } else {
-            "RESET default_transaction_read_only"
-        };
-        admin
-            .batch_execute(&format!("ALTER DATABASE {} {setting}", database.name))
-            .expect("ALTER DATABASE");
-    };
     // The failover: the runtime's sessions end, and the ones it opens again take no writes.
-    read_only(&mut admin, true);
-    admin
-        .execute(
-            "SELECT pg_terminate_backend(pid, 10000) FROM pg_stat_activity
-             WHERE datname = $1 AND application_name = 'unsctl'",
-            &[&database.name],
-        )
-        .expect("the sessions ended");
+    takes_no_writes(&database, true);
     support::wait_until("the worker to find no writes taken", limit, || {
         std::fs::read_to_string(&path)
             .unwrap_or_default()
             .contains("takes no writes")
     });
     // The name reaches a primary again: sessions opened from now on take writes.
-    read_only(&mut admin, false);
+    takes_no_writes(&database, false);
     let ids = submit(&database, 1, "SLACK");
     support::wait_until(
         "the notification to settle on a session that takes writes",
@@ -2572,25 +2579,7 @@ fn an_answer_refused_for_a_moment_by_a_server_taking_no_writes_is_written_again(
     let (server, _logs, path) = serve_logged(&database, &fakes);
     let limit = std::time::Duration::from_secs(60);
     wait_until_taken(&fakes, &victim);
-    let mut admin = postgres::cluster().admin();
-    let read_only = |admin: &mut ::postgres::Client, on: bool| {
-        let setting = if on {
-            "SET default_transaction_read_only = on"
-        } else {
-            "RESET default_transaction_read_only"
-        };
-        admin
-            .batch_execute(&format!("ALTER DATABASE {} {setting}", database.name))
-            .expect("ALTER DATABASE");
-    };
-    read_only(&mut admin, true);
-    admin
-        .execute(
-            "SELECT pg_terminate_backend(pid, 10000) FROM pg_stat_activity
-             WHERE datname = $1 AND application_name = 'unsctl'",
-            &[&database.name],
-        )
-        .expect("the sessions ended");
+    takes_no_writes(&database, true);
     fakes.control.release();
     support::wait_until(
         "the answer to be refused for taking no writes",
@@ -2602,7 +2591,7 @@ fn an_answer_refused_for_a_moment_by_a_server_taking_no_writes_is_written_again(
                 .any(|line| line.contains("could not record") && line.contains("takes no writes"))
         },
     );
-    read_only(&mut admin, false);
+    takes_no_writes(&database, false);
     settled_under_one_claim(&database, &fakes, &path, "the provider's answer");
     drop(server);
 }
