@@ -60,7 +60,9 @@ impl Target {
     /// Whether the URL names several hosts and takes whichever answers first, a standby
     /// as soon as a primary (no `target_session_attrs=read-write`).
     pub fn several_hosts_any_session(&self) -> bool {
-        self.configured().is_ok_and(|(config, _)| {
+        // The URL alone, as the client library reads it: no TLS file is read for this.
+        let parsed: Result<postgres::Config, _> = super::tls::split_url(&self.url).0.parse();
+        parsed.is_ok_and(|config| {
             config.get_hosts().len() > 1
                 && config.get_target_session_attrs() == postgres::config::TargetSessionAttrs::Any
         })
@@ -962,6 +964,9 @@ mod tests {
         let several = |url: &str| Target::new(url, None, None).several_hosts_any_session();
         assert!(several("postgres://uns@db1:5432,db2:5432/uns"));
         assert!(several("postgres://uns@db1,db2/uns?sslmode=disable"));
+        assert!(several(
+            "postgres://uns@db1,db2/uns?sslmode=verify-full&sslrootcert=/nowhere/ca.pem"
+        ));
         assert!(several("postgres://uns@db1,db2:5433/uns"));
         assert!(several(
             "postgres://uns@db1,db2/uns?target_session_attrs=any"
