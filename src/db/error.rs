@@ -175,6 +175,23 @@ fn refused_certificate(text: &str) -> bool {
 }
 
 /// The database cannot be reached, or the connection is gone.
+/// Whether the client reached the hosts named and turned the last away for not being of
+/// the kind `target_session_attrs` asks for: it says so in an error of its own making,
+/// which no socket's permission error reads like.
+pub fn no_host_of_the_kind_asked(err: &postgres::Error) -> bool {
+    let mut source = std::error::Error::source(err);
+    while let Some(cause) = source {
+        if let Some(io) = cause.downcast_ref::<std::io::Error>() {
+            let text = io.to_string();
+            return io.kind() == std::io::ErrorKind::PermissionDenied
+                && (text == "database does not allow writes"
+                    || text == "database is not read only");
+        }
+        source = cause.source();
+    }
+    false
+}
+
 pub fn unreachable(err: &postgres::Error) -> bool {
     err.is_closed()
         || err.as_db_error().is_none() && err.code().is_none()

@@ -3,7 +3,7 @@
 //! when unknown), and the store's own session, through which every statement goes but
 //! a walk's two reads (`snapshot`).
 
-use super::error::{DbError, DbResult, refused_credentials, said};
+use super::error::{DbError, DbResult, no_host_of_the_kind_asked, refused_credentials, said};
 use super::snapshot::Merged;
 use super::value::Source;
 use super::wire::values;
@@ -89,7 +89,16 @@ impl Target {
         let asked = asked.or(&self.tls);
         let mut config: tokio_postgres::Config = url
             .parse()
-            .map_err(|err: postgres::Error| format!("not a PostgreSQL URL: {}", said(&err)))?;
+            .map_err(|err: postgres::Error| {
+                let said = said(&err);
+                // libpq takes more kinds than the client library does: say which it takes.
+                let kinds = if said.contains("`target_session_attrs`") {
+                    " (target_session_attrs, or PGTARGETSESSIONATTRS, takes any, read-write or read-only here)"
+                } else {
+                    ""
+                };
+                format!("not a PostgreSQL URL: {said}{kinds}")
+            })?;
         let mode = match asked.mode.clone() {
             Some(mode) => super::tls::SslMode::parse(&mode)?,
             None => super::tls::SslMode::Prefer,
@@ -224,8 +233,8 @@ pub fn is_url(text: &str) -> bool {
 }
 
 /// `url` with what it leaves out taken from the operator's environment as libpq takes
-/// it (`PGHOST`, `PGPORT`, `PGUSER`, `PGDATABASE`, read by `env`): the host, port, user
-/// or database the URL names itself always wins. A URL that cannot be read is returned
+/// it (`PGHOST`, `PGPORT`, `PGUSER`, `PGDATABASE`, `PGTARGETSESSIONATTRS`,
+/// `PGCONNECT_TIMEOUT`, read by `env`): what the URL names itself always wins. A URL that cannot be read is returned
 /// as it is, for the connection to say why.
 pub fn with_environment(url: &str, env: &dyn Fn(&str) -> Option<String>) -> String {
     let Ok(config) = super::tls::split_url(url).0.parse::<postgres::Config>() else {
@@ -272,6 +281,18 @@ pub fn with_environment(url: &str, env: &dyn Fn(&str) -> Option<String>) -> Stri
     {
         param(&mut url, "dbname", &dbname);
     }
+    // Which of several hosts to take, and how long to wait for one: a site that fails
+    // over by a list of hosts sets these for every libpq client, and so for this one.
+    if !url_names(&url, "target_session_attrs")
+        && let Some(attrs) = env("PGTARGETSESSIONATTRS")
+    {
+        param(&mut url, "target_session_attrs", &attrs);
+    }
+    if !url_names(&url, "connect_timeout")
+        && let Some(seconds) = env("PGCONNECT_TIMEOUT")
+    {
+        param(&mut url, "connect_timeout", seconds.trim());
+    }
     url
 }
 
@@ -289,8 +310,16 @@ fn authority(url: &str) -> Option<(usize, usize)> {
 
 /// Whether `url`'s query names a port.
 fn url_names_port(url: &str) -> bool {
-    url.split_once('?')
-        .is_some_and(|(_, query)| query.split('&').any(|pair| pair.starts_with("port=")))
+    url_names(url, "port")
+}
+
+/// Whether `url`'s query names `key`.
+fn url_names(url: &str, key: &str) -> bool {
+    url.split_once('?').is_some_and(|(_, query)| {
+        query
+            .split('&')
+            .any(|pair| pair.split_once('=').map_or(pair, |(name, _)| name) == key)
+    })
 }
 
 /// `url` with `ports` (one for all, or one per host) beside each host of `from..to` that
@@ -416,6 +445,32 @@ pub enum OpenError {
         "{url}: role {role:?} may read the store but not change it (it needs UPDATE on uns_notifications and INSERT on uns_events and uns_notes); reads still work, changes need a role that may write the store"
     )]
     NotPermitted { url: String, role: String },
+    /// Every host named answered, and none was of the kind `target_session_attrs` asks
+    /// for (the URL's, or `PGTARGETSESSIONATTRS`).
+    #[error("{url}: {}", no_host_of_kind(*.asked))]
+    NoHostOfKind {
+        url: String,
+        asked: postgres::config::TargetSessionAttrs,
+    },
+}
+
+/// What the end of a refusal for want of a host of the kind asked for says: what to do.
+pub const NO_HOST_OF_KIND_REMEDY: &str =
+    "name the host that is, or leave target_session_attrs out of the URL and PGTARGETSESSIONATTRS";
+
+fn no_host_of_kind(asked: postgres::config::TargetSessionAttrs) -> String {
+    let (attrs, kind) = match asked {
+        postgres::config::TargetSessionAttrs::ReadOnly => {
+            ("read-only", "is read-only (each takes writes)")
+        }
+        _ => (
+            "read-write",
+            "takes writes (each is a hot standby, or has default_transaction_read_only on)",
+        ),
+    };
+    format!(
+        "no host it names {kind}, and target_session_attrs={attrs} asks for one: {NO_HOST_OF_KIND_REMEDY}"
+    )
 }
 
 impl OpenError {
@@ -538,7 +593,13 @@ impl PgConn {
             None => config.connect(postgres::NoTls),
             Some(tls) => config.connect(tls),
         }
-        .map_err(|err| connect(said(&err), refused_credentials(&err)))?;
+        .map_err(|err| match no_host_of_the_kind_asked(&err) {
+            true => OpenError::NoHostOfKind {
+                url: place.clone(),
+                asked: config.get_target_session_attrs(),
+            },
+            false => connect(said(&err), refused_credentials(&err)),
+        })?;
         Ok(Self {
             client: RefCell::new(client),
             statements: RefCell::new(HashMap::new()),
@@ -1026,6 +1087,54 @@ mod tests {
             "postgres:///uns"
         );
         assert_eq!(with_environment("postgres://[", &env), "postgres://[");
+    }
+
+    #[test]
+    fn which_host_to_take_and_how_long_to_wait_come_from_the_environment_too() {
+        let env = |name: &str| {
+            Some(match name {
+                "PGTARGETSESSIONATTRS" => "read-write".to_string(),
+                "PGCONNECT_TIMEOUT" => " 7 ".into(),
+                _ => return None,
+            })
+        };
+        let filled = with_environment("postgres://uns@db1,db2/uns", &env);
+        assert_eq!(
+            filled,
+            "postgres://uns@db1,db2/uns?target_session_attrs=read-write&connect_timeout=7"
+        );
+        let target = Target::new(&filled, None, None);
+        assert!(!target.several_hosts_any_session());
+        let (config, _) = target.client_config().expect("a URL");
+        assert_eq!(
+            config.get_connect_timeout(),
+            Some(&std::time::Duration::from_secs(7))
+        );
+        // What the URL names wins, whatever its case of other parameters.
+        for named in [
+            "postgres://uns@db1,db2/uns?target_session_attrs=any&connect_timeout=2",
+            "postgres://uns@db1,db2/uns?connect_timeout=2&target_session_attrs=any",
+        ] {
+            assert_eq!(with_environment(named, &env), named);
+        }
+        // A parameter whose name merely ends alike is another one.
+        assert!(!url_names(
+            "postgres://db/uns?xconnect_timeout=1",
+            "connect_timeout"
+        ));
+        assert!(url_names(
+            "postgres://db/uns?a=1&connect_timeout",
+            "connect_timeout"
+        ));
+        // A value the client cannot take is passed on, for the connection to refuse.
+        let odd = with_environment("postgres://uns@db1,db2/uns", &|name: &str| {
+            (name == "PGTARGETSESSIONATTRS").then(|| "prefer standby".to_string())
+        });
+        assert_eq!(
+            odd,
+            "postgres://uns@db1,db2/uns?target_session_attrs=prefer%20standby"
+        );
+        assert!(Target::new(&odd, None, None).client_config().is_err());
     }
 
     #[test]

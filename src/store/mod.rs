@@ -97,6 +97,7 @@ impl From<crate::db::pg::OpenError> for StoreError {
             OpenError::Connect { .. }
             | OpenError::Database { .. }
             | OpenError::ReadOnly { .. }
+            | OpenError::NoHostOfKind { .. }
             | OpenError::Pooled { .. }
             | OpenError::NotPermitted { .. } => StoreError::Unavailable(err.to_string()),
             _ => StoreError::InvalidStore(err.to_string()),

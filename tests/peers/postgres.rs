@@ -94,6 +94,14 @@ fn run(command: &mut Command) -> Output {
     command.output().expect("unsctl runs")
 }
 
+fn succeeded(out: &Output) {
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// The store's identity names where it lives, so a plan made on the file is never
 /// applied to its copy in the database: the one thing that differs, by design. Each
 /// way's own (as its plan names it) reads as `[STORE]`.
@@ -1774,6 +1782,83 @@ fn a_database_that_takes_no_writes_is_read_and_a_change_is_refused_up_front() {
             && text.contains("add target_session_attrs=read-write"),
         "{text}"
     );
+    assert_eq!(history(&database).len(), before, "nothing was written");
+}
+
+/// A site that fails over by a list of hosts sets `PGTARGETSESSIONATTRS` (and
+/// `PGCONNECT_TIMEOUT`) for every libpq client: unsctl takes them too, the URL's own
+/// winning. When every host named answers and none is of the kind asked for, the refusal
+/// says so and what to do, not to check whether the database is up.
+#[test]
+fn the_kind_of_host_asked_for_comes_from_the_environment_as_libpq_takes_it() {
+    let dir = tempfile::tempdir().expect("dir");
+    let file = support::every_case_store(dir.path());
+    let database = postgres::cluster().database();
+    database.copy_from(&file);
+    let here = format!("127.0.0.1:{}", database.port);
+    let several = database.url.replace(&here, &format!("{here},{here}"));
+    let with = |url: &str, attrs: &str, args: &[&str]| {
+        let mut command = postgres::unsctl_at(url, args);
+        command
+            .env("PGTARGETSESSIONATTRS", attrs)
+            .env("PGCONNECT_TIMEOUT", "5");
+        run(&mut command)
+    };
+    // A primary is what read-write asks for, among several hosts too.
+    succeeded(&with(
+        &several,
+        "read-write",
+        &["dlq", "triage", "-o", "json"],
+    ));
+    // Read-only asks for a standby: the primary is turned away, as libpq turns it away.
+    let out = with(&database.url, "read-only", &["dlq", "triage"]);
+    let text = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(
+        text.contains("no host it names is read-only")
+            && text.ends_with(&format!("{}\n", unsctl::db::pg::NO_HOST_OF_KIND_REMEDY)),
+        "{text}"
+    );
+    // The URL's own attribute wins over the environment's.
+    let own = format!("{several}?target_session_attrs=any");
+    succeeded(&with(&own, "read-only", &["dlq", "triage", "-o", "json"]));
+    // A value this client cannot take is a usage error naming the values it can.
+    let out = with(&database.url, "prefer-standby", &["dlq", "triage"]);
+    let text = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{text}");
+    assert!(
+        text.contains("takes any, read-write or read-only"),
+        "{text}"
+    );
+    // Now the database takes no writes: read-write finds no host, and doctor and the
+    // runtime say that, not that the database may be down or that the attribute is missing.
+    takes_no_writes(&database, true);
+    let before = history(&database).len();
+    let out = with(&several, "read-write", &["doctor"]);
+    let printed = String::from_utf8_lossy(&out.stdout);
+    let line = printed
+        .lines()
+        .find(|line| line.contains(" store "))
+        .unwrap_or_else(|| panic!("no store check: {printed}"));
+    assert!(
+        line.starts_with("fail ") && line.contains("no host it names takes writes"),
+        "{printed}"
+    );
+    assert!(!printed.contains("is the database up"), "{printed}");
+    assert!(!printed.contains("add target_session_attrs"), "{printed}");
+    let port = support::free_port().to_string();
+    let listen = format!("127.0.0.1:{port}");
+    let mut serve = postgres::unsctl_at(&several, &["runtime", "serve", "--listen", &listen]);
+    serve
+        .env("UNS_API_KEY", support::KEY)
+        .env("PGTARGETSESSIONATTRS", "read-write");
+    let out = run(&mut serve);
+    let text = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && text.contains("no host it names takes writes"),
+        "{text}"
+    );
+    takes_no_writes(&database, false);
     assert_eq!(history(&database).len(), before, "nothing was written");
 }
 

@@ -179,13 +179,24 @@ fn database_check(target: &Target) -> (Check, Option<DirectStore>) {
                 StoreError::DatabaseAuth(_) => {
                     "check PGPASSWORD (or ~/.pgpass, readable by you alone), the URL's user and sslmode"
                 }
+                // The refusal says what to do itself.
+                StoreError::Unavailable(text)
+                    if text.ends_with(crate::db::pg::NO_HOST_OF_KIND_REMEDY) =>
+                {
+                    ""
+                }
                 StoreError::Unavailable(_) => {
                     "is the database up, and does the URL name its host and port?"
                 }
                 _ => "point --db or UNS_DB_FILE at the runtime's database",
             };
             return (
-                check("store", Level::Fail, err.to_string(), Some(hint)),
+                check(
+                    "store",
+                    Level::Fail,
+                    err.to_string(),
+                    Some(hint).filter(|hint| !hint.is_empty()),
+                ),
                 None,
             );
         }
