@@ -23,6 +23,21 @@ use std::time::{Duration, Instant};
 const WRITE_RETRY_FIRST: Duration = Duration::from_millis(50);
 const WRITE_RETRY_MOST: Duration = Duration::from_secs(1);
 
+/// The longest a worker thread waits after store errors in a row (see [`error_pause`]).
+const ERROR_PAUSE_MOST: Duration = Duration::from_secs(5);
+
+/// How long a worker thread waits after the `in_a_row`-th store error in a row: the poll
+/// interval, doubled with each error up to [`ERROR_PAUSE_MOST`]. While the database is
+/// away, or its name reaches a server that takes no writes, every thread of every worker
+/// would otherwise claim, fail and open a new session five times a second, flooding the
+/// log and the server just as it comes back; a pause of a few seconds at most leaves the
+/// leases (a minute) untouched.
+pub fn error_pause(poll: Duration, in_a_row: u32) -> Duration {
+    let doublings = in_a_row.saturating_sub(1).min(16);
+    poll.saturating_mul(1 << doublings)
+        .min(ERROR_PAUSE_MOST.max(poll))
+}
+
 #[derive(Debug, Clone)]
 pub struct WorkerConfig {
     /// Recorded in ATTEMPT_STARTED so operators can see how many processes share a store.
@@ -401,8 +416,13 @@ impl Worker {
     /// record their results.
     pub fn run(&self, shutdown: &AtomicBool) {
         let mut was_idle = false;
+        let mut errors_in_a_row: u32 = 0;
         while !shutdown.load(Ordering::SeqCst) {
-            match self.run_once() {
+            let pass = self.run_once();
+            if pass.is_ok() {
+                errors_in_a_row = 0;
+            }
+            match pass {
                 Ok(Pass::Idle) => {
                     if !was_idle {
                         tracing::info!(worker = %self.config.worker_id, outcome = "idle", "nothing due");
@@ -435,8 +455,20 @@ impl Worker {
                 Err(err) => {
                     was_idle = false;
                     self.counters.errors.fetch_add(1, Ordering::Relaxed);
-                    tracing::error!(worker = %self.config.worker_id, outcome = "error", error = %err, "store error; retrying");
-                    sleep_unless(shutdown, self.config.poll_interval);
+                    errors_in_a_row = errors_in_a_row.saturating_add(1);
+                    // Each thread's pause a little apart from the others', so they do not
+                    // all come back at the same moment.
+                    let pause = error_pause(self.config.poll_interval, errors_in_a_row)
+                        .mul_f64(rand::random_range(0.75..=1.0));
+                    tracing::error!(
+                        worker = %self.config.worker_id,
+                        outcome = "error",
+                        error = %err,
+                        in_a_row = errors_in_a_row,
+                        pause_ms = pause.as_millis() as u64,
+                        "store error; retrying"
+                    );
+                    sleep_unless(shutdown, pause);
                 }
             }
         }
@@ -496,5 +528,25 @@ fn sleep_unless(shutdown: &AtomicBool, total: Duration) {
     let start = Instant::now();
     while !shutdown.load(Ordering::SeqCst) && start.elapsed() < total {
         std::thread::sleep(step.min(total));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_worker_waits_longer_after_each_store_error_in_a_row_up_to_a_few_seconds() {
+        let poll = Duration::from_millis(200);
+        let pauses: Vec<u128> = (1..=8)
+            .map(|in_a_row| error_pause(poll, in_a_row).as_millis())
+            .collect();
+        assert_eq!(pauses, [200, 400, 800, 1600, 3200, 5000, 5000, 5000]);
+        assert_eq!(error_pause(poll, u32::MAX), ERROR_PAUSE_MOST);
+        assert_eq!(error_pause(Duration::ZERO, 9), Duration::ZERO);
+        // An interval longer than the most is never shortened.
+        let slow = Duration::from_secs(9);
+        assert_eq!(error_pause(slow, 1), slow);
+        assert_eq!(error_pause(slow, 3), slow);
     }
 }

@@ -2638,6 +2638,27 @@ fn a_session_that_took_no_writes_is_closed_not_lent_again() {
             .unwrap_or_default()
             .contains("takes no writes")
     });
+    // Meanwhile each of its threads waits longer after each refusal in a row, rather than
+    // claim and open a session five times a second until the failover ends.
+    support::wait_until(
+        "a thread to wait longer after refusals in a row",
+        limit,
+        || {
+            std::fs::read_to_string(&path)
+                .unwrap_or_default()
+                .lines()
+                .filter(|line| line.contains("store error; retrying"))
+                .filter_map(|line| {
+                    line.split("pause_ms=")
+                        .nth(1)?
+                        .split(' ')
+                        .next()?
+                        .parse::<u64>()
+                        .ok()
+                })
+                .any(|pause| pause >= 1200)
+        },
+    );
     // The name reaches a primary again: sessions opened from now on take writes.
     takes_no_writes(&database, false);
     let ids = submit(&database, 1, "SLACK");
