@@ -174,7 +174,6 @@ fn refused_certificate(text: &str) -> bool {
     .any(|alert| text.contains(&format!("received fatal alert: {alert}")))
 }
 
-/// The database cannot be reached, or the connection is gone.
 /// Whether the client reached the hosts named and turned the last away for not being of
 /// the kind `target_session_attrs` asks for: it says so in an error of its own making,
 /// which no socket's permission error reads like.
@@ -192,6 +191,7 @@ pub fn no_host_of_the_kind_asked(err: &postgres::Error) -> bool {
     false
 }
 
+/// The database cannot be reached, or the connection is gone.
 pub fn unreachable(err: &postgres::Error) -> bool {
     err.is_closed()
         || err.as_db_error().is_none() && err.code().is_none()

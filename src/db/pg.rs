@@ -234,8 +234,8 @@ pub fn is_url(text: &str) -> bool {
 
 /// `url` with what it leaves out taken from the operator's environment as libpq takes
 /// it (`PGHOST`, `PGPORT`, `PGUSER`, `PGDATABASE`, `PGTARGETSESSIONATTRS`,
-/// `PGCONNECT_TIMEOUT`, read by `env`): what the URL names itself always wins. A URL that cannot be read is returned
-/// as it is, for the connection to say why.
+/// `PGCONNECT_TIMEOUT`, read by `env`): what the URL names itself always wins. A URL
+/// that cannot be read is returned as it is, for the connection to say why.
 pub fn with_environment(url: &str, env: &dyn Fn(&str) -> Option<String>) -> String {
     let Ok(config) = super::tls::split_url(url).0.parse::<postgres::Config>() else {
         return url.to_string();
@@ -593,12 +593,15 @@ impl PgConn {
             None => config.connect(postgres::NoTls),
             Some(tls) => config.connect(tls),
         }
-        .map_err(|err| match no_host_of_the_kind_asked(&err) {
-            true => OpenError::NoHostOfKind {
-                url: place.clone(),
-                asked: config.get_target_session_attrs(),
-            },
-            false => connect(said(&err), refused_credentials(&err)),
+        .map_err(|err| {
+            if no_host_of_the_kind_asked(&err) {
+                OpenError::NoHostOfKind {
+                    url: place.clone(),
+                    asked: config.get_target_session_attrs(),
+                }
+            } else {
+                connect(said(&err), refused_credentials(&err))
+            }
         })?;
         Ok(Self {
             client: RefCell::new(client),
@@ -1110,7 +1113,7 @@ mod tests {
             config.get_connect_timeout(),
             Some(&std::time::Duration::from_secs(7))
         );
-        // What the URL names wins, whatever its case of other parameters.
+        // What the URL names wins, in whatever order its parameters come.
         for named in [
             "postgres://uns@db1,db2/uns?target_session_attrs=any&connect_timeout=2",
             "postgres://uns@db1,db2/uns?connect_timeout=2&target_session_attrs=any",

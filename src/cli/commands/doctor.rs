@@ -176,29 +176,21 @@ fn database_check(target: &Target) -> (Check, Option<DirectStore>) {
         Ok(store) => store,
         Err(err) => {
             let hint = match &err {
-                StoreError::DatabaseAuth(_) => {
-                    "check PGPASSWORD (or ~/.pgpass, readable by you alone), the URL's user and sslmode"
-                }
+                StoreError::DatabaseAuth(_) => Some(
+                    "check PGPASSWORD (or ~/.pgpass, readable by you alone), the URL's user and sslmode",
+                ),
                 // The refusal says what to do itself.
                 StoreError::Unavailable(text)
                     if text.ends_with(crate::db::pg::NO_HOST_OF_KIND_REMEDY) =>
                 {
-                    ""
+                    None
                 }
                 StoreError::Unavailable(_) => {
-                    "is the database up, and does the URL name its host and port?"
+                    Some("is the database up, and does the URL name its host and port?")
                 }
-                _ => "point --db or UNS_DB_FILE at the runtime's database",
+                _ => Some("point --db or UNS_DB_FILE at the runtime's database"),
             };
-            return (
-                check(
-                    "store",
-                    Level::Fail,
-                    err.to_string(),
-                    Some(hint).filter(|hint| !hint.is_empty()),
-                ),
-                None,
-            );
+            return (check("store", Level::Fail, err.to_string(), hint), None);
         }
     };
     let Some(facts) = DatabaseFacts::read(&store) else {
