@@ -16,7 +16,8 @@ use std::path::PathBuf;
 pub struct GlobalArgs {
     /// Read the store directly (read-only for reads): the SQLite file at PATH, or a
     /// PostgreSQL database named postgres://USER@HOST:PORT/DB (what it leaves out from
-    /// PGHOST, PGPORT, PGUSER, PGDATABASE; password from PGPASSWORD or ~/.pgpass)
+    /// PGHOST, PGPORT, PGUSER, PGDATABASE, PGTARGETSESSIONATTRS, PGCONNECT_TIMEOUT;
+    /// password from PGPASSWORD or ~/.pgpass)
     #[arg(long, global = true, value_name = "PATH|URL")]
     pub db: Option<PathBuf>,
     /// Use the runtime's HTTP API at URL (key from UNS_API_KEY)

@@ -225,6 +225,17 @@ impl Records {
             .collect()
     }
 
+    /// The records named that could not be read (a relay log not read to its end, Slack's
+    /// history), and why: each row that rests on one says so; a front end says it once
+    /// up front too, where a mistyped path or a revoked token is seen.
+    pub fn unread(&self) -> Vec<String> {
+        let mut unread = self.logs.as_ref().map(Logs::problems).unwrap_or_default();
+        if let Some(Err(err)) = &self.slack {
+            unread.push(self.shown(err));
+        }
+        unread
+    }
+
     pub fn no_relay_log(&self) -> String {
         "no relay log was read (give one with --relay-log PATH)".into()
     }

@@ -303,6 +303,8 @@ pub struct ReconcileView {
     pub items: Vec<Reconciled>,
     pub recent: Option<Recent>,
     pub channels: Vec<crate::model::Channel>,
+    /// The records named that could not be read, and why.
+    pub unread: Vec<String>,
     pub selected: usize,
     pub loaded: Option<Instant>,
 }
@@ -619,6 +621,7 @@ impl App {
                 items,
                 recent,
                 channels,
+                unread,
                 now: at,
                 short,
             } => {
@@ -627,6 +630,7 @@ impl App {
                 self.reconcile.items = items;
                 self.reconcile.recent = Some(recent);
                 self.reconcile.channels = channels;
+                self.reconcile.unread = unread;
                 self.reconcile.loaded = Some(now);
             }
             Reply::Pulse { pulse, now: at } => {

@@ -473,13 +473,21 @@ fn reconcile_counts(view: &super::app::ReconcileView) -> Vec<Line<'static>> {
     if view.loaded.is_none() {
         lines = vec![Line::from("reconciling…")];
     }
+    // As the command says it, up front.
+    for what in view.unread.iter().take(UNREAD_SHOWN) {
+        lines.push(Line::from(crate::verify::unread_line(what)));
+    }
     lines
 }
 
+/// The most records not read that the reconcile view names, a line each.
+const UNREAD_SHOWN: usize = 2;
+
 fn reconcile(frame: &mut Frame<'_>, app: &App, area: Rect, paint: &Paint) {
     let view = &app.reconcile;
+    let unread = view.unread.len().min(UNREAD_SHOWN) as u16;
     let [head, table, still] = Layout::vertical([
-        Constraint::Length(4),
+        Constraint::Length(4 + unread),
         Constraint::Min(3),
         Constraint::Length(2),
     ])

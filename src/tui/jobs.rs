@@ -203,6 +203,8 @@ pub enum Reply {
         items: Vec<Reconciled>,
         recent: Recent,
         channels: Vec<crate::model::Channel>,
+        /// The records named that could not be read, and why.
+        unread: Vec<String>,
         now: f64,
         /// The unique prefixes of the ids that need a person.
         short: HashMap<String, String>,
@@ -621,6 +623,7 @@ fn reconcile(
     Ok(Reply::Reconcile {
         items,
         channels: reconciliation.channels(),
+        unread: reconciliation.records.unread(),
         // "Still happening" and "ago" by the store's clock, as the command says them.
         now: recent.at,
         recent,
@@ -988,22 +991,24 @@ fn report(
 }
 
 fn verify_lines(asked: &crate::verify::Asked) -> Vec<String> {
+    // As the command says it, up front.
     let mut lines: Vec<String> = asked
-        .answers
+        .unread
         .iter()
-        .map(|answer| {
-            format!(
-                "{}  {} attempt {}/{}  {}  {}",
-                crate::render::sanitize::clean(&answer.id),
-                answer.channel,
-                answer.cycle,
-                answer.attempt,
-                answer.answer.as_str(),
-                // Whole: a CANNOT_TELL's reason is what a person checks by hand next.
-                crate::render::views::said(&answer.evidence)
-            )
-        })
+        .map(|what| crate::verify::unread_line(what))
         .collect();
+    lines.extend(asked.answers.iter().map(|answer| {
+        format!(
+            "{}  {} attempt {}/{}  {}  {}",
+            crate::render::sanitize::clean(&answer.id),
+            answer.channel,
+            answer.cycle,
+            answer.attempt,
+            answer.answer.as_str(),
+            // Whole: a CANNOT_TELL's reason is what a person checks by hand next.
+            crate::render::views::said(&answer.evidence)
+        )
+    }));
     lines.extend(asked.skipped.iter().map(|(id, why)| {
         format!(
             "{}  nothing to ask: {}",

@@ -290,6 +290,19 @@ impl Logs {
         Some(Self { passes })
     }
 
+    /// Every file a pass could not read to its end, and why, once each in the order
+    /// found: each answer that rests on one says so, and a front end says it once up
+    /// front, where a mistyped path is seen.
+    pub fn problems(&self) -> Vec<String> {
+        let mut all: Vec<String> = Vec::new();
+        for problem in self.passes.iter().flat_map(|(_, found)| &found.problems) {
+            if !all.contains(problem) {
+                all.push(problem.clone());
+            }
+        }
+        all
+    }
+
     pub(crate) fn for_message(&self, message_id: &str) -> Option<&relay_log::Findings> {
         self.passes
             .iter()
@@ -301,6 +314,11 @@ impl Logs {
 /// Answers every question; one pass over the relay logs serves every EMAIL attempt. No
 /// answer quotes a token, whichever provider's answer echoed it.
 pub fn check(questions: &[Question], sources: &Sources, now: f64) -> Vec<Answer> {
+    checked(questions, sources, now).0
+}
+
+/// [`check`]'s answers, with the relay logs that could not be read to their end, and why.
+fn checked(questions: &[Question], sources: &Sources, now: f64) -> (Vec<Answer>, Vec<String>) {
     let mut secrets = crate::redact::Secrets::new();
     if let Some(config) = &sources.pagerduty {
         secrets.add(&config.token);
@@ -308,15 +326,23 @@ pub fn check(questions: &[Question], sources: &Sources, now: f64) -> Vec<Answer>
     if let Some(config) = &sources.slack {
         secrets.add(&config.token);
     }
-    let mut answers = ask_each(questions, sources, now);
+    let logs = Logs::read(questions, sources);
+    let mut answers = ask_each(questions, logs.as_ref(), sources, now);
     for answer in &mut answers {
         answer.evidence = secrets.redact(&answer.evidence);
     }
-    answers
+    (
+        answers,
+        logs.as_ref().map(Logs::problems).unwrap_or_default(),
+    )
 }
 
-fn ask_each(questions: &[Question], sources: &Sources, now: f64) -> Vec<Answer> {
-    let logs = Logs::read(questions, sources);
+fn ask_each(
+    questions: &[Question],
+    logs: Option<&Logs>,
+    sources: &Sources,
+    now: f64,
+) -> Vec<Answer> {
     let needs_http = questions.iter().any(|q| q.channel != Channel::Email);
     let client = if needs_http {
         Some(http::client())
@@ -327,7 +353,7 @@ fn ask_each(questions: &[Question], sources: &Sources, now: f64) -> Vec<Answer> 
     for question in questions {
         if question.channel == Channel::Email {
             for attempt in &question.attempts {
-                answers.push(email(question, attempt, logs.as_ref(), sources, now));
+                answers.push(email(question, attempt, logs, sources, now));
             }
             continue;
         }
@@ -1094,11 +1120,23 @@ pub fn next_steps(answers: &[Answer], sources: &Sources) -> Vec<(String, String)
         .collect()
 }
 
+/// What every front end says, up front, of a record named that could not be read (a
+/// relay log, Slack's history): each answer that rests on it says so in its evidence,
+/// cut short in a table, and a mistyped path must not pass for a log read.
+pub fn unread_line(what: &str) -> String {
+    format!(
+        "Not read, so no answer rests on it: {}",
+        crate::render::sanitize::clean(what)
+    )
+}
+
 /// What asking found for a set of entries.
 #[derive(Debug, Default)]
 pub struct Asked {
     pub questions: Vec<Question>,
     pub answers: Vec<Answer>,
+    /// Relay logs that could not be read to their end, and why: no answer rests on them.
+    pub unread: Vec<String>,
     /// Entries with nothing to ask, and why (not found, not VERIFY, nothing UNCERTAIN).
     pub skipped: Vec<(String, String)>,
 }
@@ -1121,7 +1159,7 @@ pub fn ask(
             crate::db::DbResult::Ok(Some((row, events)))
         })
     })?;
-    asked.answers = check(&asked.questions, sources, now);
+    (asked.answers, asked.unread) = checked(&asked.questions, sources, now);
     Ok(asked)
 }
 
@@ -1134,7 +1172,7 @@ pub fn ask_with<E>(
     now: f64,
 ) -> Result<Asked, E> {
     let mut asked = gather(ids, read)?;
-    asked.answers = check(&asked.questions, sources, now);
+    (asked.answers, asked.unread) = checked(&asked.questions, sources, now);
     Ok(asked)
 }
 

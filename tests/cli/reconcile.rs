@@ -392,6 +392,84 @@ fn the_relay_log_settles_doubt_by_the_rules_of_evidence_and_hostile_lines_count_
     );
 }
 
+/// A log named that cannot be read (a mistyped path, a directory) is said up front, on
+/// stderr, whatever the output and on both backends, besides in the evidence of each row
+/// that rests on it: cut short in a table, that alone let a typo pass for a log read.
+/// Nothing is counted from it.
+#[test]
+fn a_log_that_cannot_be_read_is_said_up_front_and_counts_for_nothing() {
+    let seeded = seed();
+    let missing = seeded.db.with_file_name("mail.log.typo");
+    let directory = seeded.db.parent().expect("a directory").to_path_buf();
+    let server = support::server(&seeded.db);
+    for backend in support::BACKENDS {
+        let alone = backend
+            .command(&seeded.db, &server)
+            .args(["reconcile", "-o", "json"])
+            .output()
+            .expect("reconcile");
+        for format in ["json", "table", "csv"] {
+            let output = backend
+                .command(&seeded.db, &server)
+                .args(["reconcile", "-o", format, "--relay-log"])
+                .arg(&missing)
+                .arg("--relay-log")
+                .arg(&directory)
+                .output()
+                .expect("reconcile");
+            let said = String::from_utf8_lossy(&output.stderr);
+            assert!(output.status.success(), "{said}");
+            for (path, why) in [
+                (&missing, "No such file or directory"),
+                (&directory, "a directory, not a file"),
+            ] {
+                let line = format!(
+                    "Not read, so no answer rests on it: {}: {why}",
+                    path.display()
+                );
+                assert!(said.contains(&line), "{format}: {said}");
+            }
+            if format == "json" {
+                let document = json_of(&output);
+                let without = json_of(&alone);
+                assert_eq!(document["summary"], without["summary"], "{document:#}");
+                assert_eq!(
+                    class_of(&document, &seeded.doubt),
+                    class_of(&without, &seeded.doubt)
+                );
+            }
+        }
+    }
+    // verify says it the same way, before its answers, each of which cannot tell.
+    let dir = tempfile::tempdir().expect("dir");
+    let db = dir.path().join("verify.db");
+    let conn = schema::open(&db, OpenMode::Create).expect("store");
+    let id = support::verify_entry(&conn, 1_000_000.0);
+    drop(conn);
+    let server = support::server(&db);
+    for backend in support::BACKENDS {
+        let output = backend
+            .command(&db, &server)
+            .args(["verify", &id, "-o", "json", "--relay-log"])
+            .arg(&missing)
+            .output()
+            .expect("verify");
+        let said = String::from_utf8_lossy(&output.stderr);
+        assert!(output.status.success(), "{said}");
+        let line = format!(
+            "Not read, so no answer rests on it: {}: No such file or directory",
+            missing.display()
+        );
+        assert!(said.contains(&line), "{said}");
+        let answers = json_of(&output)["answers"].clone();
+        let answers = answers.as_array().expect("answers");
+        assert!(
+            !answers.is_empty() && answers.iter().all(|a| a["answer"] == "CANNOT_TELL"),
+            "{answers:#?}"
+        );
+    }
+}
+
 /// Debian's rsyslog writes the relay's lines to /var/log/syslog as well as to
 /// /var/log/mail.log: both named, every count and every queue id is as with one.
 #[test]

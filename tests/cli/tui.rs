@@ -291,6 +291,47 @@ fn without_colour_every_meaning_is_in_words_or_glyphs() {
     );
 }
 
+/// A relay log named that cannot be read is said up front, in the command's words: in
+/// the reconcile view above the table, and first in what verify answers; no answer
+/// rests on it.
+#[test]
+fn the_screen_says_up_front_which_record_it_could_not_read() {
+    let (dir, db) = fixture("every-case");
+    let missing = dir.path().join("mail.log.typo");
+    let mut screen = Screen::open(&db, true, false);
+    screen.source.sources.relay_logs = vec![missing.clone()];
+    let said = format!(
+        "Not read, so no answer rests on it: {}: No such file or directory",
+        missing.display()
+    );
+    screen.view(ViewKind::Reconcile, None);
+    assert_eq!(screen.app.reconcile.unread.len(), 1);
+    let text = screen.text(200, 50);
+    let above = text.find(&said).unwrap_or_else(|| panic!("{text}"));
+    assert!(above < text.find("CHANNEL").expect("the table"), "{text}");
+    screen.view(ViewKind::Dlq, None);
+    let ids: Vec<String> = screen
+        .app
+        .dlq
+        .rows
+        .iter()
+        .filter(|r| r.verdict.branch == unsctl::triage::Branch::Verify)
+        .map(|r| r.verdict.id.clone())
+        .collect();
+    assert!(!ids.is_empty());
+    let reply = jobs::run(&screen.source, &mut screen.reader, Job::Verify { ids });
+    let jobs::Reply::Verified { lines, asked, .. } = reply else {
+        panic!("no answers");
+    };
+    assert!(lines[0].starts_with(&said), "{lines:#?}");
+    assert!(
+        asked
+            .answers
+            .iter()
+            .all(|a| a.answer == unsctl::verify::Delivery::CannotTell)
+    );
+}
+
 /// The branch counts, reconcile classes and pulse series on screen are the commands' own
 /// `-o json`, for a store of every runbook case.
 #[test]

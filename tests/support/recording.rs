@@ -21,6 +21,7 @@ pub fn answered_entries(path: &Path, count: usize) -> (Vec<String>, Asked) {
     let asked = Asked {
         questions: Vec::new(),
         answers,
+        unread: Vec::new(),
         skipped: Vec::new(),
     };
     (ids, asked)

@@ -111,6 +111,7 @@ pub fn run(global: &Invocation, args: Args) -> CliResult {
     }
     let now = crate::clock::Clock::now(&crate::clock::SystemClock);
     let reconciliation = Reconciliation::read(store.as_ref(), &asked, args.sources(), now)?;
+    super::verify::say_unread(&reconciliation.records.unread());
     let recent = Recent::read(store.as_ref(), asked.window.until, args.quiet_after)?;
     out.stream(OneStore {
         reconciliation: &reconciliation,

@@ -99,6 +99,7 @@ pub fn run(global: &Invocation, args: Args) -> CliResult {
     }
     let sources = args.senders.apply(args.sources.sources());
     let asked = store.verify(&ids, &sources)?;
+    say_unread(&asked.unread);
     let recordable = asked
         .answers
         .iter()
@@ -313,6 +314,14 @@ fn recorded_line(done: &Written, out: &Output) -> String {
 }
 
 /// What to do next, on stderr.
+/// The records named that could not be read ([`verify::unread_line`]), on stderr before
+/// the answers, whatever the output.
+pub(super) fn say_unread(unread: &[String]) {
+    for what in unread {
+        status(&verify::unread_line(what));
+    }
+}
+
 fn advise(asked: &Asked, recorded: Option<&Recording>, recording: bool, sources: &Sources) {
     let counts = verify::summary(&asked.answers);
     status(&format!(
