@@ -72,6 +72,9 @@ pub fn render(report: &Report) -> String {
                     @if let Some(store) = &report.store { code { (c(store)) } }
                     " and the providers' records it was given. Each figure names the events or records it comes from. " (report.times_said())
                 }
+                @for what in &report.unread {
+                    p.unread { strong { (c(&crate::verify::unread_line(what))) } }
+                }
                 (summary(report))
                 (impact(report))
                 (timeline(report))

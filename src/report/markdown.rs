@@ -47,6 +47,9 @@ pub fn render(report: &Report) -> String {
             .unwrap_or_default(),
         report.times_said()
     );
+    for what in &report.unread {
+        let _ = writeln!(out, "**{}**\n", escape(&crate::verify::unread_line(what)));
+    }
     summary(&mut out, report);
     impact(&mut out, report);
     timeline(&mut out, report);

@@ -417,6 +417,10 @@ pub struct Report {
     pub provisional_until: Option<f64>,
     /// The store's identity (the same over both backends), when it has one.
     pub store: Option<String>,
+    /// The providers' records named that could not be read, and why: no figure rests on
+    /// them ([`crate::reconcile::Reconciliation`]'s records).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub unread: Vec<String>,
     pub summary: Summary,
     pub impact: Vec<Impact>,
     /// The DLQ by branch as it stands when the report is made.
@@ -561,6 +565,7 @@ pub fn gather(
         window,
         provisional_until: asked.open_until(),
         store: store.identity()?,
+        unread: reconciliation.records.unread(),
         summary,
         impact: tally.impact.into_values().map(Impact::from).collect(),
         dlq_now,

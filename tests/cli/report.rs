@@ -88,6 +88,52 @@ fn the_postmortem_of_every_case_reads_the_same_over_both_backends_and_twice() {
     }
 }
 
+/// A record named that cannot be read is said at the top of the report, in every layout,
+/// so the signed record never reads as if the log had been searched; a report of records
+/// all read says nothing of it, as before.
+#[test]
+fn a_record_that_could_not_be_read_is_said_at_the_top_of_the_report() {
+    let incident = incident();
+    let window = incident.report_args();
+    let dir = tempfile::tempdir().expect("dir");
+    let missing = dir.path().join("mail.log.typo");
+    let missing_arg = missing.display().to_string();
+    let said = format!(
+        "Not read, so no answer rests on it: {}: No such file or directory",
+        missing.display()
+    );
+    for format in ["markdown", "json", "html"] {
+        let mut args = vec!["-o", format];
+        args.extend(window);
+        args.extend(["--relay-log", &missing_arg]);
+        let text = report(&incident.db, None, &args);
+        match format {
+            "json" => {
+                let document: Value = serde_json::from_str(&text).expect("json");
+                let unread = document["unread"].as_array().expect("unread");
+                assert_eq!(unread.len(), 1, "{unread:?}");
+                let named = format!("{}: No such file or directory", missing.display());
+                assert!(
+                    unread[0].as_str().is_some_and(|u| u.starts_with(&named)),
+                    "{unread:?}"
+                );
+                let mut args = vec!["-o", format];
+                args.extend(window);
+                let all_read: Value =
+                    serde_json::from_str(&report(&incident.db, None, &args)).expect("json");
+                assert!(all_read.get("unread").is_none(), "{all_read:#}");
+            }
+            _ => {
+                let at = text
+                    .find(&said)
+                    .unwrap_or_else(|| panic!("{format}: {text}"));
+                let summary = text.find("Summary").expect("a summary");
+                assert!(at < summary, "{format}: said before the figures");
+            }
+        }
+    }
+}
+
 /// The cells of a Markdown table's line: its unescaped pipes, less the outer two.
 fn cells(line: &str) -> usize {
     let mut pipes = 0;
