@@ -670,7 +670,8 @@ fn every_context_is_reconciled_and_one_that_is_down_makes_a_partial_answer() {
     let output = support::unsctl()
         .env("UNSCTL_CONFIG", &config)
         .env("UNS_KEY_DOWN", "key-of-down-0123456789")
-        .args(["--all-contexts", "reconcile", "-o", "json"])
+        .args(["--all-contexts", "reconcile", "-o", "json", "--relay-log"])
+        .arg(seeded.dir.join("mail.log.typo"))
         .output()
         .expect("reconcile");
     assert_eq!(
@@ -682,6 +683,14 @@ fn every_context_is_reconciled_and_one_that_is_down_makes_a_partial_answer() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(
         stderr.contains("partial answer: read 1 of 2 contexts"),
+        "{stderr}"
+    );
+    // A log named that could not be read is said up front, once.
+    assert_eq!(
+        stderr
+            .matches("Not read, so no answer rests on it: ")
+            .count(),
+        1,
         "{stderr}"
     );
     let notifications = document["notifications"].as_array().expect("notifications");
