@@ -73,7 +73,7 @@ pub fn render(report: &Report) -> String {
                     " and the providers' records it was given. Each figure names the events or records it comes from. " (report.times_said())
                 }
                 @for what in &report.unread {
-                    p.unread { strong { (c(&crate::verify::unread_line(what))) } }
+                    p.unread { strong { (crate::verify::unread_line(what)) } }
                 }
                 (summary(report))
                 (impact(report))

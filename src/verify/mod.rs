@@ -311,14 +311,10 @@ impl Logs {
     }
 }
 
-/// Answers every question; one pass over the relay logs serves every EMAIL attempt. No
-/// answer quotes a token, whichever provider's answer echoed it.
-pub fn check(questions: &[Question], sources: &Sources, now: f64) -> Vec<Answer> {
-    checked(questions, sources, now).0
-}
-
-/// [`check`]'s answers, with the relay logs that could not be read to their end, and why.
-fn checked(questions: &[Question], sources: &Sources, now: f64) -> (Vec<Answer>, Vec<String>) {
+/// Answers every question, with the relay logs that could not be read to their end, and
+/// why; one pass over the relay logs serves every EMAIL attempt. No answer quotes a
+/// token, whichever provider's answer echoed it.
+fn check(questions: &[Question], sources: &Sources, now: f64) -> (Vec<Answer>, Vec<String>) {
     let mut secrets = crate::redact::Secrets::new();
     if let Some(config) = &sources.pagerduty {
         secrets.add(&config.token);
@@ -1159,7 +1155,7 @@ pub fn ask(
             crate::db::DbResult::Ok(Some((row, events)))
         })
     })?;
-    (asked.answers, asked.unread) = checked(&asked.questions, sources, now);
+    (asked.answers, asked.unread) = check(&asked.questions, sources, now);
     Ok(asked)
 }
 
@@ -1172,7 +1168,7 @@ pub fn ask_with<E>(
     now: f64,
 ) -> Result<Asked, E> {
     let mut asked = gather(ids, read)?;
-    (asked.answers, asked.unread) = checked(&asked.questions, sources, now);
+    (asked.answers, asked.unread) = check(&asked.questions, sources, now);
     Ok(asked)
 }
 

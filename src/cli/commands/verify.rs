@@ -313,7 +313,6 @@ fn recorded_line(done: &Written, out: &Output) -> String {
     line
 }
 
-/// What to do next, on stderr.
 /// The records named that could not be read ([`verify::unread_line`]), on stderr before
 /// the answers, whatever the output.
 pub(super) fn say_unread(unread: &[String]) {
@@ -322,6 +321,7 @@ pub(super) fn say_unread(unread: &[String]) {
     }
 }
 
+/// What to do next, on stderr.
 fn advise(asked: &Asked, recorded: Option<&Recording>, recording: bool, sources: &Sources) {
     let counts = verify::summary(&asked.answers);
     status(&format!(
