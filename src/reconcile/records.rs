@@ -226,13 +226,20 @@ impl Records {
     }
 
     /// The records named that could not be read (a relay log not read to its end, Slack's
-    /// history), and why: each row that rests on one says so; a front end says it once
-    /// up front too, where a mistyped path or a revoked token is seen.
+    /// history, PagerDuty's incidents for a key), and why: each row that rests on one says
+    /// so; a front end says it once up front too, where a mistyped path or a revoked
+    /// token is seen.
     pub fn unread(&self) -> Vec<String> {
         let mut unread = self.logs.as_ref().map(Logs::problems).unwrap_or_default();
         if let Some(Err(err)) = &self.slack {
             unread.push(self.shown(err));
         }
+        let failed = self
+            .incidents
+            .values()
+            .filter_map(|found| found.as_ref().err());
+        let lookups = verify::Lookups::of(self.incidents.len(), failed.map(|err| self.shown(err)));
+        unread.extend(lookups.unread());
         unread
     }
 

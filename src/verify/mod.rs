@@ -323,14 +323,93 @@ fn check(questions: &[Question], sources: &Sources, now: f64) -> (Vec<Answer>, V
         secrets.add(&config.token);
     }
     let logs = Logs::read(questions, sources);
-    let mut answers = ask_each(questions, logs.as_ref(), sources, now);
+    let (mut answers, lookups) = ask_each(questions, logs.as_ref(), sources, now);
     for answer in &mut answers {
         answer.evidence = secrets.redact(&answer.evidence);
     }
-    (
-        answers,
-        logs.as_ref().map(Logs::problems).unwrap_or_default(),
-    )
+    let mut unread = logs.as_ref().map(Logs::problems).unwrap_or_default();
+    unread.extend(lookups.unread());
+    let unread = unread.iter().map(|what| secrets.redact(what)).collect();
+    (answers, unread)
+}
+
+/// The lookups of one provider's record made for a check, and why each that failed did.
+#[derive(Debug, Default)]
+pub(crate) struct Lookups {
+    made: usize,
+    failed: Vec<String>,
+}
+
+impl Lookups {
+    fn took(&mut self, looked: Result<PerAttempt, String>, question: &Question) -> PerAttempt {
+        self.made += 1;
+        looked.unwrap_or_else(|err| {
+            let answers = every_attempt(question, Delivery::CannotTell, &err);
+            self.failed.push(err);
+            answers
+        })
+    }
+
+    /// `made` lookups made elsewhere (reconcile's, a few at a time), and why each that
+    /// failed did.
+    pub(crate) fn of(made: usize, failed: impl IntoIterator<Item = String>) -> Self {
+        Self {
+            made,
+            failed: failed.into_iter().collect(),
+        }
+    }
+
+    /// The lines a front end says up front ([`unread_line`]): each reason lookups failed,
+    /// once, with how many of those made it stopped, the most common first. A revoked
+    /// token stops every lookup the same way, so it is said once, not once per entry.
+    pub(crate) fn unread(&self) -> Vec<String> {
+        let mut reasons: Vec<(&str, usize)> = Vec::new();
+        for why in &self.failed {
+            match reasons.iter_mut().find(|(seen, _)| *seen == why) {
+                Some((_, count)) => *count += 1,
+                None => reasons.push((why, 1)),
+            }
+        }
+        reasons.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(b.0)));
+        let told = |(why, count): (&str, usize)| {
+            if self.made == 1 {
+                why.to_string()
+            } else {
+                format!("{why} ({count} of {} lookups)", self.made)
+            }
+        };
+        let mut lines: Vec<String> = reasons
+            .iter()
+            .take(REASONS_SAID)
+            .map(|r| told(*r))
+            .collect();
+        let rest: usize = reasons.iter().skip(REASONS_SAID).map(|(_, n)| n).sum();
+        if rest > 0 {
+            lines.push(format!(
+                "{rest} more of {} lookups, each for a reason of its own: each answer says which",
+                self.made
+            ));
+        }
+        lines
+    }
+}
+
+/// The most reasons for failed lookups said up front; each answer says its own.
+const REASONS_SAID: usize = 4;
+
+/// The lookups of Slack's history and of PagerDuty's incidents a check made.
+#[derive(Debug, Default)]
+struct Looked {
+    slack: Lookups,
+    pagerduty: Lookups,
+}
+
+impl Looked {
+    fn unread(&self) -> Vec<String> {
+        let mut lines = self.slack.unread();
+        lines.extend(self.pagerduty.unread());
+        lines
+    }
 }
 
 fn ask_each(
@@ -338,7 +417,7 @@ fn ask_each(
     logs: Option<&Logs>,
     sources: &Sources,
     now: f64,
-) -> Vec<Answer> {
+) -> (Vec<Answer>, Looked) {
     let needs_http = questions.iter().any(|q| q.channel != Channel::Email);
     let client = if needs_http {
         Some(http::client())
@@ -346,6 +425,7 @@ fn ask_each(
         None
     };
     let mut answers = Vec::new();
+    let mut looked = Looked::default();
     for question in questions {
         if question.channel == Channel::Email {
             for attempt in &question.attempts {
@@ -353,12 +433,18 @@ fn ask_each(
             }
             continue;
         }
+        let (lookups, given) = match question.channel {
+            Channel::Pagerduty => (&mut looked.pagerduty, sources.pagerduty.is_some()),
+            _ => (&mut looked.slack, sources.slack.is_some()),
+        };
         let per_attempt = match client.as_ref() {
+            // Nothing to look up in a record not given: each answer says what gives it.
+            _ if !given => not_given(question),
             Some(Ok(client)) if question.channel == Channel::Pagerduty => {
-                by_incident(question, client, sources, now)
+                lookups.took(by_incident(question, client, sources, now), question)
             }
-            Some(Ok(client)) => by_history(question, client, sources, now),
-            Some(Err(err)) => every_attempt(question, Delivery::CannotTell, err),
+            Some(Ok(client)) => lookups.took(by_history(question, client, sources, now), question),
+            Some(Err(err)) => lookups.took(Err(err.clone()), question),
             None => continue,
         };
         for (attempt, (answer, evidence)) in question.attempts.iter().zip(per_attempt) {
@@ -374,7 +460,7 @@ fn ask_each(
             });
         }
     }
-    answers
+    (answers, looked)
 }
 
 /// Per attempt of a question, in its order: the answer and its evidence.
@@ -759,18 +845,11 @@ fn by_incident(
     client: &http::Client,
     sources: &Sources,
     now: f64,
-) -> PerAttempt {
+) -> Result<PerAttempt, String> {
     let Some(config) = &sources.pagerduty else {
-        return every_attempt(
-            question,
-            Delivery::CannotTell,
-            "no PagerDuty API token (set UNS_PAGERDUTY_API_TOKEN)",
-        );
+        return Ok(not_given(question));
     };
-    let incidents = match pagerduty::incidents(client, config, &question.id) {
-        Ok(incidents) => incidents,
-        Err(err) => return every_attempt(question, Delivery::CannotTell, &err),
-    };
+    let incidents = pagerduty::incidents(client, config, &question.id)?;
     let mut answers: PerAttempt = question
         .attempts
         .iter()
@@ -796,7 +875,16 @@ fn by_incident(
             }
         }
     }
-    answers
+    Ok(answers)
+}
+
+/// Every attempt of a question whose provider's record was not given: what gives it.
+fn not_given(question: &Question) -> PerAttempt {
+    let what = match question.channel {
+        Channel::Pagerduty => "no PagerDuty API token (set UNS_PAGERDUTY_API_TOKEN)",
+        _ => "no Slack bot token and channel (set UNS_SLACK_BOT_TOKEN and UNS_SLACK_CHANNEL)",
+    };
+    every_attempt(question, Delivery::CannotTell, what)
 }
 
 /// The rules for PagerDuty's answer: an incident is proof only with the exact key and an
@@ -862,21 +950,22 @@ fn by_history(
     client: &http::Client,
     sources: &Sources,
     now: f64,
-) -> PerAttempt {
+) -> Result<PerAttempt, String> {
     let Some(config) = &sources.slack else {
-        return every_attempt(
-            question,
-            Delivery::CannotTell,
-            "no Slack bot token and channel (set UNS_SLACK_BOT_TOKEN and UNS_SLACK_CHANNEL)",
-        );
+        return Ok(not_given(question));
     };
     let key = crate::model::idempotency_key(&question.id, Channel::Slack, question.cycle);
     let (started, ended) = question.window();
     let (from, to) = (started - sources.skew, ended + sources.skew);
-    match slack::history(client, config, from, to.max(now)) {
-        Ok(window) => slack_answers(&key, config, &window, &question.attempts, sources.skew, now),
-        Err(err) => every_attempt(question, Delivery::CannotTell, &err),
-    }
+    let window = slack::history(client, config, from, to.max(now))?;
+    Ok(slack_answers(
+        &key,
+        config,
+        &window,
+        &question.attempts,
+        sources.skew,
+        now,
+    ))
 }
 
 /// A Slack message proven to carry a key, and when it was posted.
@@ -1117,8 +1206,9 @@ pub fn next_steps(answers: &[Answer], sources: &Sources) -> Vec<(String, String)
 }
 
 /// What every front end says, up front, of a record named that could not be read (a
-/// relay log, Slack's history): each answer that rests on it says so in its evidence,
-/// cut short in a table, and a mistyped path must not pass for a log read.
+/// relay log, a lookup of Slack or PagerDuty): each answer that rests on it says so in
+/// its evidence, cut short in a table, and a mistyped path or a revoked token must not
+/// pass for a record read.
 pub fn unread_line(what: &str) -> String {
     format!(
         "Not read, so no answer rests on it: {}",
@@ -1131,7 +1221,8 @@ pub fn unread_line(what: &str) -> String {
 pub struct Asked {
     pub questions: Vec<Question>,
     pub answers: Vec<Answer>,
-    /// Relay logs that could not be read to their end, and why: no answer rests on them.
+    /// The records named that could not be read (relay logs not read to their end, lookups
+    /// of Slack or PagerDuty that failed), and why: no answer rests on them.
     pub unread: Vec<String>,
     /// Entries with nothing to ask, and why (not found, not VERIFY, nothing UNCERTAIN).
     pub skipped: Vec<(String, String)>,

@@ -1879,3 +1879,43 @@ mod evidence_holds {
         }
     }
 }
+
+#[test]
+fn failed_lookups_are_said_once_per_reason_with_how_many_each_stopped() {
+    let said = |made: usize, failed: &[&str]| {
+        Lookups::of(made, failed.iter().map(|f| f.to_string())).unread()
+    };
+    assert!(said(3, &[]).is_empty(), "nothing failed, nothing said");
+    // One lookup (reconcile's Slack history): its reason alone.
+    assert_eq!(said(1, &["Slack: invalid_auth"]), ["Slack: invalid_auth"]);
+    // A revoked token stops every lookup alike: one line, not one per entry.
+    assert_eq!(
+        said(
+            3,
+            &[
+                "PagerDuty answered HTTP 401",
+                "PagerDuty answered HTTP 401",
+                "PagerDuty answered HTTP 401"
+            ]
+        ),
+        ["PagerDuty answered HTTP 401 (3 of 3 lookups)"]
+    );
+    // The most common reason first, then by its words, so the lines are the same each run.
+    assert_eq!(
+        said(5, &["b timed out", "a refused", "b timed out", "c"]),
+        [
+            "b timed out (2 of 5 lookups)",
+            "a refused (1 of 5 lookups)",
+            "c (1 of 5 lookups)"
+        ]
+    );
+    // Past a few reasons, the rest are counted: each answer says its own.
+    let many: Vec<String> = (0..7).map(|n| format!("reason {n}")).collect();
+    let many: Vec<&str> = many.iter().map(String::as_str).collect();
+    let lines = said(9, &many);
+    assert_eq!(lines.len(), REASONS_SAID + 1, "{lines:?}");
+    assert_eq!(
+        lines.last().map(String::as_str),
+        Some("3 more of 9 lookups, each for a reason of its own: each answer says which")
+    );
+}

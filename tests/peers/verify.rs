@@ -1065,7 +1065,13 @@ fn pagerduty_and_slack_are_asked_by_key_with_their_own_auth() {
             .expect("unsctl")
     };
     support::wait_past("every attempt's window to close", leases_end(&db));
-    let report = json(&run(PAGERDUTY_TOKEN, SLACK_TOKEN), "verify");
+    let answered = run(PAGERDUTY_TOKEN, SLACK_TOKEN);
+    let report = json(&answered, "verify");
+    assert!(
+        !String::from_utf8_lossy(&answered.stderr).contains("Not read"),
+        "every record was read: {}",
+        String::from_utf8_lossy(&answered.stderr)
+    );
     for (id, channel, behavior) in &ids {
         let answer = report["answers"]
             .as_array()
@@ -1128,7 +1134,8 @@ fn pagerduty_and_slack_are_asked_by_key_with_their_own_auth() {
     by_hand_keys_find_the_records(&db, &fakes, &ids);
 
     // Wrong tokens: the providers refuse, and nothing is guessed.
-    let refused = json(&run("wrong", "xoxb-wrong"), "verify with bad tokens");
+    let out = run("wrong-pd-token", "xoxb-wrong");
+    let refused = json(&out, "verify with bad tokens");
     assert_eq!(refused["summary"]["CANNOT_TELL"], 4, "{refused:#}");
     let evidence = refused["answers"].to_string();
     assert!(
@@ -1138,6 +1145,74 @@ fn pagerduty_and_slack_are_asked_by_key_with_their_own_auth() {
     assert!(
         !evidence.contains("wrong"),
         "a token never appears: {evidence}"
+    );
+    // Said once per record up front, with how many lookups it stopped, before the answers:
+    // a revoked token is not left to be read in each answer's evidence.
+    let said = String::from_utf8_lossy(&out.stderr).into_owned();
+    let unread: Vec<&str> = said
+        .lines()
+        .filter(|l| l.starts_with("Not read, so no answer rests on it: "))
+        .collect();
+    assert_eq!(unread.len(), 2, "{said}");
+    assert!(
+        unread.iter().any(|l| l.contains("Slack")
+            && l.contains("invalid_auth")
+            && l.ends_with("(2 of 2 lookups)")),
+        "{said}"
+    );
+    assert!(
+        unread
+            .iter()
+            .any(|l| l.contains("PagerDuty answered HTTP 401") && l.ends_with("(2 of 2 lookups)")),
+        "{said}"
+    );
+    assert!(
+        !said.contains("wrong-pd-token") && !said.contains("xoxb-wrong"),
+        "{said}"
+    );
+    // reconcile reads the same records once for the window, and says the same.
+    let reconciled = support::unsctl()
+        .arg("--db")
+        .arg(&db)
+        .args([
+            "reconcile",
+            "--since",
+            "1h",
+            "--clock-skew",
+            "0s",
+            "-o",
+            "json",
+        ])
+        .env("UNS_PAGERDUTY_API_URL", &base)
+        .env("UNS_PAGERDUTY_API_TOKEN", "wrong-pd-token")
+        .env("UNS_SLACK_API_URL", format!("{base}/api"))
+        .env("UNS_SLACK_BOT_TOKEN", "xoxb-wrong")
+        .env("UNS_SLACK_CHANNEL", SLACK_CHANNEL)
+        .stdin(Stdio::null())
+        .output()
+        .expect("reconcile");
+    json(&reconciled, "reconcile with bad tokens");
+    let said = String::from_utf8_lossy(&reconciled.stderr).into_owned();
+    let unread: Vec<&str> = said
+        .lines()
+        .filter(|l| l.starts_with("Not read, so no answer rests on it: "))
+        .collect();
+    assert_eq!(unread.len(), 2, "{said}");
+    assert!(
+        unread
+            .iter()
+            .any(|l| l.contains("Slack") && l.contains("invalid_auth")),
+        "{said}"
+    );
+    assert!(
+        unread
+            .iter()
+            .any(|l| l.contains("PagerDuty answered HTTP 401") && l.ends_with("(2 of 2 lookups)")),
+        "{said}"
+    );
+    assert!(
+        !said.contains("wrong-pd-token") && !said.contains("xoxb-wrong"),
+        "{said}"
     );
 }
 
@@ -1245,6 +1320,8 @@ fn providers_that_lie_are_never_taken_at_their_word() {
         let evidence = answer["evidence"].as_str().unwrap_or_default();
         assert!(evidence.contains(reason), "{what}: {evidence}");
         assert!(!report.to_string().contains("token-for-the-liar"), "{what}");
+        let said = String::from_utf8_lossy(&out.stderr);
+        assert!(!said.contains("token-for-the-liar"), "{what}: {said}");
     }
 }
 
