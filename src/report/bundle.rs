@@ -177,57 +177,107 @@ pub struct Checked {
     pub problems: Vec<String>,
 }
 
-/// `report check DIR`: each listed file's digest against SHA256SUMS, and any file the
-/// list does not name.
+/// `report check DIR`: each listed file's digest against SHA256SUMS, every file a bundle
+/// is written with (a list with a file's line taken out, and the file, is not a whole
+/// bundle), and any file the list does not name. Each problem is named and the check goes
+/// on: one file that cannot be read hides none of the others.
 pub fn check(dir: &Path) -> CliResult<Checked> {
-    let sums = std::fs::read_to_string(dir.join("SHA256SUMS")).map_err(|err| {
-        CliError::error(format!(
-            "{}: no SHA256SUMS to check against: {err}",
-            dir.display()
-        ))
+    let shown = |name: &str| crate::render::sanitize::clean(name).into_owned();
+    let sums = std::fs::read(dir.join("SHA256SUMS")).map_err(|err| {
+        CliError::error(match err.kind() {
+            std::io::ErrorKind::NotFound => {
+                format!("{}: no SHA256SUMS to check against", dir.display())
+            }
+            _ => format!("{}: SHA256SUMS cannot be read: {err}", dir.display()),
+        })
     })?;
     let mut listed = std::collections::BTreeSet::new();
     let mut problems = Vec::new();
     let mut ok = Vec::new();
-    for line in sums.lines().filter(|l| !l.trim().is_empty()) {
-        let Some((digest, name)) = line.split_once("  ") else {
+    for line in sums.split(|b| *b == b'\n') {
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        if line.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        let Some((digest, name)) = sum_line(line) else {
             problems.push(format!(
                 "SHA256SUMS: unreadable line {:?}",
-                crate::render::sanitize::clean(line)
+                shown(&String::from_utf8_lossy(line))
             ));
             continue;
         };
-        let name = name.trim_start_matches('*');
-        if name.contains('/') || name.contains("..") {
+        if name.is_empty() || name.contains('/') || name == "." || name == ".." {
             problems.push(format!(
                 "SHA256SUMS names {:?}, outside the bundle",
-                crate::render::sanitize::clean(name)
+                shown(name)
             ));
             continue;
         }
-        listed.insert(name.to_string());
-        let path = dir.join(name);
-        if !path.is_file() {
-            problems.push(format!("{}: missing", crate::render::sanitize::clean(name)));
+        if !listed.insert(name.to_string()) {
+            problems.push(format!("{}: listed twice in SHA256SUMS", shown(name)));
             continue;
         }
-        if sha256_of(&path)? != digest.trim() {
-            problems.push(format!("{}: changed", crate::render::sanitize::clean(name)));
-        } else {
-            ok.push(format!("{}: OK", crate::render::sanitize::clean(name)));
+        match digest_of_written(&dir.join(name)) {
+            Ok(found) if found == digest => ok.push(format!("{}: OK", shown(name))),
+            Ok(_) => problems.push(format!("{}: changed", shown(name))),
+            Err(why) => problems.push(format!("{}: {why}", shown(name))),
         }
+    }
+    for name in FILES.iter().filter(|name| !listed.contains(**name)) {
+        problems.push(format!(
+            "{name}: not in SHA256SUMS, though every bundle is written with it"
+        ));
     }
     let mut present: Vec<String> = std::fs::read_dir(dir)?
         .filter_map(|e| e.ok())
         .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|name| name != "SHA256SUMS" && !listed.contains(name))
+        .filter(|name| {
+            name != "SHA256SUMS" && !listed.contains(name) && !FILES.contains(&name.as_str())
+        })
         .collect();
     present.sort();
-    problems.extend(present.iter().map(|name| {
-        format!(
-            "{}: added (not in SHA256SUMS)",
-            crate::render::sanitize::clean(name)
-        )
-    }));
+    problems.extend(
+        present
+            .iter()
+            .map(|name| format!("{}: added (not in SHA256SUMS)", shown(name))),
+    );
     Ok(Checked { ok, problems })
+}
+
+/// A line of SHA256SUMS as `sha256sum` writes it: 64 hex digits, a space, then a space
+/// (text) or `*` (binary), then the name. The digest in lower case, and the name.
+fn sum_line(line: &[u8]) -> Option<(String, &str)> {
+    let line = std::str::from_utf8(line).ok()?;
+    let digest = line.get(..64)?;
+    if !digest.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return None;
+    }
+    let name = line[64..]
+        .strip_prefix("  ")
+        .or_else(|| line[64..].strip_prefix(" *"))?;
+    Some((digest.to_ascii_lowercase(), name))
+}
+
+/// The digest of the file a bundle was written with at `path`: a link (to anything,
+/// anywhere) or anything else that is not a plain file is not one, and is not followed.
+fn digest_of_written(path: &Path) -> Result<String, String> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let opened = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path);
+    let mut file = match opened {
+        Ok(file) => file,
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Err("missing".into()),
+        Err(_) if path.is_symlink() => return Err("a link, not the file written".into()),
+        Err(err) => return Err(format!("cannot be read: {err}")),
+    };
+    match file.metadata() {
+        Ok(meta) if meta.is_file() => {}
+        Ok(_) => return Err("not a plain file, so not the file written".into()),
+        Err(err) => return Err(format!("cannot be read: {err}")),
+    }
+    let mut hasher = sha2::Sha256::new();
+    std::io::copy(&mut file, &mut hasher).map_err(|err| format!("cannot be read: {err}"))?;
+    Ok(format!("{:x}", hasher.finalize()))
 }

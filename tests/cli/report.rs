@@ -393,6 +393,45 @@ fn a_bundle_is_checked_file_by_file() {
     assert!(said.contains("triage.json: missing"), "{said}");
     assert!(said.contains("notes.txt: added"), "{said}");
     assert!(said.contains("report.md: OK"), "{said}");
+    // What a bundle cannot be, though each digest could match: a file that is a link to
+    // a faithful copy elsewhere, a file taken out with its line, a FIFO in a file's place
+    // (never waited on). A line as `sha256sum -b` writes it is read; a damaged one is
+    // named, its bytes made safe.
+    let elsewhere = dir.path().join("copy-of-report.html");
+    std::fs::copy(bundle.join("report.html"), &elsewhere).expect("copy");
+    std::fs::remove_file(bundle.join("report.html")).expect("remove");
+    std::os::unix::fs::symlink(&elsewhere, bundle.join("report.html")).expect("link");
+    std::fs::remove_file(bundle.join("events.jsonl")).expect("remove");
+    let fifo = std::process::Command::new("mkfifo")
+        .arg(bundle.join("events.jsonl"))
+        .status()
+        .expect("mkfifo");
+    assert!(fifo.success(), "mkfifo");
+    let sums = std::fs::read_to_string(bundle.join("SHA256SUMS")).expect("sums");
+    let sums: String = sums
+        .lines()
+        .filter(|l| !l.ends_with("  reconcile.json"))
+        .map(|l| format!("{}\n", l.replace("  report.md", " *report.md")))
+        .collect();
+    std::fs::write(
+        bundle.join("SHA256SUMS"),
+        format!("{sums}not-a-digest  \u{1b}[31mred\n"),
+    )
+    .expect("sums");
+    std::fs::remove_file(bundle.join("reconcile.json")).expect("remove");
+    let said = check(Some(1));
+    assert!(said.contains("report.md: OK"), "{said}");
+    assert!(
+        said.contains("report.html: a link, not the file written"),
+        "{said}"
+    );
+    assert!(said.contains("events.jsonl: not a plain file"), "{said}");
+    assert!(
+        said.contains("reconcile.json: not in SHA256SUMS, though every bundle is written with it"),
+        "{said}"
+    );
+    assert!(said.contains("SHA256SUMS: unreadable line"), "{said}");
+    assert!(!said.contains('\u{1b}'), "{said}");
     // A bundle is never written over.
     let out = support::unsctl()
         .arg("--db")

@@ -56,7 +56,9 @@ pub struct Args {
 pub enum Command {
     /// Check an evidence bundle against its SHA256SUMS
     ///
-    /// Each file changed, missing or added is named, and any of them exits 1.
+    /// Each file changed, missing or added is named, and any of them exits 1; so is a
+    /// file every bundle has that the list leaves out, a link or anything but a plain
+    /// file in a file's place, and a line of the list that cannot be read.
     ///
     /// Example: unsctl report check incident-42/
     Check {
