@@ -433,19 +433,21 @@ fn ask_each(
             }
             continue;
         }
-        let (lookups, given) = match question.channel {
-            Channel::Pagerduty => (&mut looked.pagerduty, sources.pagerduty.is_some()),
-            _ => (&mut looked.slack, sources.slack.is_some()),
+        let Some(client) = client.as_ref() else {
+            continue;
         };
-        let per_attempt = match client.as_ref() {
-            // Nothing to look up in a record not given: each answer says what gives it.
-            _ if !given => not_given(question),
-            Some(Ok(client)) if question.channel == Channel::Pagerduty => {
-                lookups.took(by_incident(question, client, sources, now), question)
-            }
-            Some(Ok(client)) => lookups.took(by_history(question, client, sources, now), question),
-            Some(Err(err)) => lookups.took(Err(err.clone()), question),
-            None => continue,
+        let client = client.as_ref().map_err(String::clone);
+        // A record not given is not looked up: each answer says what gives it.
+        let per_attempt = match (question.channel, &sources.pagerduty, &sources.slack) {
+            (Channel::Pagerduty, Some(config), _) => looked.pagerduty.took(
+                client.and_then(|c| by_incident(question, c, config, sources.skew, now)),
+                question,
+            ),
+            (Channel::Slack, _, Some(config)) => looked.slack.took(
+                client.and_then(|c| by_history(question, c, config, sources.skew, now)),
+                question,
+            ),
+            _ => not_given(question),
         };
         for (attempt, (answer, evidence)) in question.attempts.iter().zip(per_attempt) {
             answers.push(Answer {
@@ -843,18 +845,16 @@ fn committed_text(message: &relay_log::Message) -> String {
 fn by_incident(
     question: &Question,
     client: &http::Client,
-    sources: &Sources,
+    config: &pagerduty::Api,
+    skew: f64,
     now: f64,
 ) -> Result<PerAttempt, String> {
-    let Some(config) = &sources.pagerduty else {
-        return Ok(not_given(question));
-    };
     let incidents = pagerduty::incidents(client, config, &question.id)?;
     let mut answers: PerAttempt = question
         .attempts
         .iter()
         .map(|attempt| {
-            let window = (attempt.started - sources.skew, attempt.ended + sources.skew);
+            let window = (attempt.started - skew, attempt.ended + skew);
             let ran = (attempt.started, attempt.ended);
             incident_answer(&question.id, &incidents, window, ran, now)
         })
@@ -948,22 +948,20 @@ pub fn incident_answer(
 fn by_history(
     question: &Question,
     client: &http::Client,
-    sources: &Sources,
+    config: &slack::Api,
+    skew: f64,
     now: f64,
 ) -> Result<PerAttempt, String> {
-    let Some(config) = &sources.slack else {
-        return Ok(not_given(question));
-    };
     let key = crate::model::idempotency_key(&question.id, Channel::Slack, question.cycle);
     let (started, ended) = question.window();
-    let (from, to) = (started - sources.skew, ended + sources.skew);
+    let (from, to) = (started - skew, ended + skew);
     let window = slack::history(client, config, from, to.max(now))?;
     Ok(slack_answers(
         &key,
         config,
         &window,
         &question.attempts,
-        sources.skew,
+        skew,
         now,
     ))
 }
