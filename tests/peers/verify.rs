@@ -1097,27 +1097,25 @@ fn pagerduty_and_slack_are_asked_by_key_with_their_own_auth() {
         "verify, records listed twice",
     );
     assert_eq!(twice["answers"], report["answers"], "{twice:#}");
-    let mut reconcile = support::unsctl();
-    let reconciled = reconcile
-        .arg("--db")
-        .arg(&db)
-        .args([
-            "reconcile",
-            "--since",
-            "1h",
-            "--clock-skew",
-            "0s",
-            "-o",
-            "json",
-        ])
-        .env("UNS_PAGERDUTY_API_URL", &base)
-        .env("UNS_PAGERDUTY_API_TOKEN", PAGERDUTY_TOKEN)
-        .env("UNS_SLACK_API_URL", format!("{base}/api"))
-        .env("UNS_SLACK_BOT_TOKEN", SLACK_TOKEN)
-        .env("UNS_SLACK_CHANNEL", SLACK_CHANNEL)
-        .output()
-        .expect("reconcile");
-    let reconciled = json(&reconciled, "reconcile, records listed twice");
+    let reconcile = |token_pd: &str, token_slack: &str| {
+        support::unsctl()
+            .arg("--db")
+            .arg(&db)
+            .args(["reconcile", "--since", "1h", "--clock-skew", "0s"])
+            .args(["-o", "json"])
+            .env("UNS_PAGERDUTY_API_URL", &base)
+            .env("UNS_PAGERDUTY_API_TOKEN", token_pd)
+            .env("UNS_SLACK_API_URL", format!("{base}/api"))
+            .env("UNS_SLACK_BOT_TOKEN", token_slack)
+            .env("UNS_SLACK_CHANNEL", SLACK_CHANNEL)
+            .stdin(Stdio::null())
+            .output()
+            .expect("reconcile")
+    };
+    let reconciled = json(
+        &reconcile(PAGERDUTY_TOKEN, SLACK_TOKEN),
+        "reconcile, records listed twice",
+    );
     for (id, channel, behavior) in ids.iter().filter(|(_, _, b)| *b == Behavior::Hang) {
         let line = reconciled["notifications"]
             .as_array()
@@ -1147,73 +1145,38 @@ fn pagerduty_and_slack_are_asked_by_key_with_their_own_auth() {
         "a token never appears: {evidence}"
     );
     // Said once per record up front, with how many lookups it stopped, before the answers:
-    // a revoked token is not left to be read in each answer's evidence.
-    let said = String::from_utf8_lossy(&out.stderr).into_owned();
-    let unread: Vec<&str> = said
-        .lines()
-        .filter(|l| l.starts_with("Not read, so no answer rests on it: "))
-        .collect();
-    assert_eq!(unread.len(), 2, "{said}");
-    assert!(
-        unread.iter().any(|l| l.contains("Slack")
-            && l.contains("invalid_auth")
-            && l.ends_with("(2 of 2 lookups)")),
-        "{said}"
-    );
-    assert!(
-        unread
-            .iter()
-            .any(|l| l.contains("PagerDuty answered HTTP 401") && l.ends_with("(2 of 2 lookups)")),
-        "{said}"
-    );
-    assert!(
-        !said.contains("wrong-pd-token") && !said.contains("xoxb-wrong"),
-        "{said}"
-    );
-    // reconcile reads the same records once for the window, and says the same.
-    let reconciled = support::unsctl()
-        .arg("--db")
-        .arg(&db)
-        .args([
-            "reconcile",
-            "--since",
-            "1h",
-            "--clock-skew",
-            "0s",
-            "-o",
-            "json",
-        ])
-        .env("UNS_PAGERDUTY_API_URL", &base)
-        .env("UNS_PAGERDUTY_API_TOKEN", "wrong-pd-token")
-        .env("UNS_SLACK_API_URL", format!("{base}/api"))
-        .env("UNS_SLACK_BOT_TOKEN", "xoxb-wrong")
-        .env("UNS_SLACK_CHANNEL", SLACK_CHANNEL)
-        .stdin(Stdio::null())
-        .output()
-        .expect("reconcile");
+    // a revoked token is not left to be read in each answer's evidence. reconcile reads the
+    // same records once for the window (Slack's history in one lookup), and says the same.
+    let reconciled = reconcile("wrong-pd-token", "xoxb-wrong");
     json(&reconciled, "reconcile with bad tokens");
-    let said = String::from_utf8_lossy(&reconciled.stderr).into_owned();
-    let unread: Vec<&str> = said
-        .lines()
-        .filter(|l| l.starts_with("Not read, so no answer rests on it: "))
-        .collect();
-    assert_eq!(unread.len(), 2, "{said}");
-    assert!(
-        unread
-            .iter()
-            .any(|l| l.contains("Slack") && l.contains("invalid_auth")),
-        "{said}"
-    );
-    assert!(
-        unread
-            .iter()
-            .any(|l| l.contains("PagerDuty answered HTTP 401") && l.ends_with("(2 of 2 lookups)")),
-        "{said}"
-    );
-    assert!(
-        !said.contains("wrong-pd-token") && !said.contains("xoxb-wrong"),
-        "{said}"
-    );
+    for (what, out, slack) in [
+        ("verify", &out, "invalid_auth (2 of 2 lookups)"),
+        ("reconcile", &reconciled, "invalid_auth"),
+    ] {
+        let said = String::from_utf8_lossy(&out.stderr).into_owned();
+        let unread: Vec<&str> = said
+            .lines()
+            .filter_map(|l| l.strip_prefix("Not read, so no answer rests on it: "))
+            .collect();
+        assert_eq!(unread.len(), 2, "{what}: {said}");
+        assert!(
+            unread
+                .iter()
+                .any(|l| l.starts_with("Slack") && l.ends_with(slack)),
+            "{what}: {said}"
+        );
+        assert!(
+            unread
+                .iter()
+                .any(|l| l.starts_with("PagerDuty answered HTTP 401")
+                    && l.ends_with("(2 of 2 lookups)")),
+            "{what}: {said}"
+        );
+        assert!(
+            !said.contains("wrong-pd-token") && !said.contains("xoxb-wrong"),
+            "{what}: {said}"
+        );
+    }
 }
 
 /// A loopback server that answers every request with 200 and what `answer` makes of the
