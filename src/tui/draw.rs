@@ -473,14 +473,25 @@ fn reconcile_counts(view: &super::app::ReconcileView) -> Vec<Line<'static>> {
     if view.loaded.is_none() {
         lines = vec![Line::from("reconciling…")];
     }
-    // As the command says it, up front.
-    for what in view.unread.iter().take(UNREAD_SHOWN) {
+    // As the command says it, up front; past the room for them, how many more.
+    let named = if view.unread.len() > UNREAD_SHOWN {
+        UNREAD_SHOWN - 1
+    } else {
+        view.unread.len()
+    };
+    for what in &view.unread[..named] {
         lines.push(Line::from(crate::verify::unread_line(what)));
+    }
+    if view.unread.len() > named {
+        lines.push(Line::from(crate::verify::unread_line(&format!(
+            "{} more (`unsctl reconcile` names each)",
+            view.unread.len() - named
+        ))));
     }
     lines
 }
 
-/// The most records not read that the reconcile view names, a line each.
+/// The most lines the reconcile view gives to records not read.
 const UNREAD_SHOWN: usize = 2;
 
 fn reconcile(frame: &mut Frame<'_>, app: &App, area: Rect, paint: &Paint) {

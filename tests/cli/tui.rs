@@ -309,6 +309,21 @@ fn the_screen_says_up_front_which_record_it_could_not_read() {
     let text = screen.text(200, 50);
     let above = text.find(&said).unwrap_or_else(|| panic!("{text}"));
     assert!(above < text.find("CHANNEL").expect("the table"), "{text}");
+    // More than there is room for: the first, and how many more, never one left unsaid.
+    let (second, third) = (dir.path().join("mail.log.1"), dir.path().join("mail.log.2"));
+    screen.source.sources.relay_logs = vec![missing.clone(), second, third];
+    screen.view(ViewKind::Reconcile, None);
+    assert_eq!(screen.app.reconcile.unread.len(), 3);
+    let text = screen.text(200, 50);
+    let first = text.find(&said).unwrap_or_else(|| panic!("{text}"));
+    let more = text
+        .find("Not read, so no answer rests on it: 2 more (`unsctl reconcile` names each)")
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(
+        first < more && more < text.find("CHANNEL").expect("the table"),
+        "{text}"
+    );
+    screen.source.sources.relay_logs = vec![missing.clone()];
     screen.view(ViewKind::Dlq, None);
     let ids: Vec<String> = screen
         .app
