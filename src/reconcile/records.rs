@@ -230,17 +230,28 @@ impl Records {
     /// so; a front end says it once up front too, where a mistyped path or a revoked
     /// token is seen.
     pub fn unread(&self) -> Vec<String> {
+        let mut unread = self.unread_whole();
+        unread.extend(self.pagerduty_lookups().unread());
+        unread
+    }
+
+    /// [`Records::unread`] but PagerDuty's lookups, which are one per key: the records
+    /// read whole (the relay logs, Slack's history).
+    pub fn unread_whole(&self) -> Vec<String> {
         let mut unread = self.logs.as_ref().map(Logs::problems).unwrap_or_default();
         if let Some(Err(err)) = &self.slack {
             unread.push(self.shown(err));
         }
+        unread
+    }
+
+    /// The lookups of PagerDuty's incidents, one per key, and why each that failed did.
+    pub fn pagerduty_lookups(&self) -> verify::Lookups {
         let failed = self
             .incidents
             .values()
             .filter_map(|found| found.as_ref().err());
-        let lookups = verify::Lookups::of(self.incidents.len(), failed.map(|err| self.shown(err)));
-        unread.extend(lookups.unread());
-        unread
+        verify::Lookups::of(self.incidents.len(), failed.map(|err| self.shown(err)))
     }
 
     pub fn no_relay_log(&self) -> String {

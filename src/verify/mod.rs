@@ -335,7 +335,7 @@ fn check(questions: &[Question], sources: &Sources, now: f64) -> (Vec<Answer>, V
 
 /// The lookups of one provider's record made for a check, and why each that failed did.
 #[derive(Debug, Default)]
-pub(crate) struct Lookups {
+pub struct Lookups {
     made: usize,
     failed: Vec<String>,
 }
@@ -359,10 +359,16 @@ impl Lookups {
         }
     }
 
+    /// These lookups and `other`'s as one: what contexts that read the same records made.
+    pub fn add(&mut self, other: Lookups) {
+        self.made += other.made;
+        self.failed.extend(other.failed);
+    }
+
     /// The lines a front end says up front ([`unread_line`]): each reason lookups failed,
     /// once, with how many of those made it stopped, the most common first. A revoked
     /// token stops every lookup the same way, so it is said once, not once per entry.
-    pub(crate) fn unread(&self) -> Vec<String> {
+    pub fn unread(&self) -> Vec<String> {
         let mut reasons: Vec<(&str, usize)> = Vec::new();
         for why in &self.failed {
             match reasons.iter_mut().find(|(seen, _)| *seen == why) {

@@ -814,3 +814,63 @@ fn still_happening_is_told_by_the_clock_that_stamped_the_events() {
         );
     }
 }
+
+/// Across contexts, PagerDuty's lookups that failed alike are said once, counted over
+/// every context: the token is the operator's, the same for all, and one line per
+/// context would read as several failures.
+#[test]
+fn across_contexts_failed_lookups_are_said_once_counted_over_all() {
+    let dir = tempfile::tempdir().expect("dir");
+    let store = |name: &str, pages: usize| {
+        let db = dir.path().join(name);
+        let conn = schema::open(&db, OpenMode::Create).expect("store");
+        for n in 0..pages {
+            support::play(
+                &conn,
+                T0 + n as f64 * 10.0,
+                &[Channel::Pagerduty],
+                &[DeliveryResult::accepted(None)],
+                3,
+            );
+        }
+        db
+    };
+    let (eu, us) = (store("eu.db", 1), store("us.db", 2));
+    let config = dir.path().join("config.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[contexts.eu]\ndb = \"{}\"\n\n[contexts.us]\ndb = \"{}\"\n",
+            eu.display(),
+            us.display()
+        ),
+    )
+    .expect("config");
+    let output = support::unsctl()
+        .env("UNSCTL_CONFIG", &config)
+        .env(
+            "UNS_PAGERDUTY_API_URL",
+            format!("http://127.0.0.1:{}", support::free_port()),
+        )
+        .env("UNS_PAGERDUTY_API_TOKEN", "pd-token-of-the-operator")
+        .args(["--all-contexts", "reconcile", "-o", "json"])
+        .output()
+        .expect("reconcile");
+    let document: Value = serde_json::from_slice(&output.stdout).expect("json");
+    assert_eq!(
+        document["notifications"].as_array().map(Vec::len),
+        Some(3),
+        "{document:#}"
+    );
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let unread: Vec<&str> = stderr
+        .lines()
+        .filter_map(|l| l.strip_prefix("Not read, so no answer rests on it: "))
+        .collect();
+    assert_eq!(unread.len(), 1, "{stderr}");
+    assert!(
+        unread[0].starts_with("PagerDuty") && unread[0].ends_with("(3 of 3 lookups)"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("pd-token-of-the-operator"), "{stderr}");
+}

@@ -470,21 +470,24 @@ fn run_fleet(global: &Invocation, args: &Args, asked: &Asked) -> CliResult {
     let out = global.output();
     let now = crate::clock::Clock::now(&crate::clock::SystemClock);
     // Every context reads the same records, the operator's: what could not be read is
-    // said once.
-    let unread = std::sync::Mutex::new(Vec::<String>::new());
+    // said once, and PagerDuty's lookups of every context are counted as one.
+    let unread = std::sync::Mutex::new((Vec::<String>::new(), crate::verify::Lookups::default()));
     let readings = fleet::read_each(global, &|store| {
         let reconciliation = Reconciliation::read(store, asked, args.sources(), now)?;
         if let Ok(mut said) = unread.lock() {
-            for what in reconciliation.records.unread() {
-                if !said.contains(&what) {
-                    said.push(what);
+            for what in reconciliation.records.unread_whole() {
+                if !said.0.contains(&what) {
+                    said.0.push(what);
                 }
             }
+            said.1.add(reconciliation.records.pagerduty_lookups());
         }
         let recent = Recent::read(store, asked.window.until, args.quiet_after)?;
         Ok((reconciliation.all(store)?, recent))
     })?;
-    super::verify::say_unread(&unread.into_inner().unwrap_or_default());
+    let (mut said, lookups) = unread.into_inner().unwrap_or_default();
+    said.extend(lookups.unread());
+    super::verify::say_unread(&said);
     let contexts: Vec<fleet::ContextStatus> = readings
         .iter()
         .map(|r| fleet::ContextStatus {
