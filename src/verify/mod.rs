@@ -24,7 +24,7 @@ use crate::runtime::queries;
 use crate::triage;
 use crate::triage::{Branch, ChannelState, Verdict};
 use serde::{Deserialize, Serialize};
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::PathBuf;
 
 /// What a provider's own records say of one channel attempt.
@@ -369,13 +369,13 @@ impl Lookups {
     /// once, with how many of those made it stopped, the most common first. A revoked
     /// token stops every lookup the same way, so it is said once, not once per entry.
     pub fn unread(&self) -> Vec<String> {
-        let mut reasons: Vec<(&str, usize)> = Vec::new();
+        // Counted by a map: a provider in trouble may give every lookup a reason of its own
+        // (a request id in each error's body), and there may be a lookup per entry.
+        let mut counts: HashMap<&str, usize> = HashMap::new();
         for why in &self.failed {
-            match reasons.iter_mut().find(|(seen, _)| *seen == why) {
-                Some((_, count)) => *count += 1,
-                None => reasons.push((why, 1)),
-            }
+            *counts.entry(why.as_str()).or_default() += 1;
         }
+        let mut reasons: Vec<(&str, usize)> = counts.into_iter().collect();
         reasons.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(b.0)));
         let told = |(why, count): (&str, usize)| {
             if self.made == 1 {

@@ -1918,4 +1918,19 @@ fn failed_lookups_are_said_once_per_reason_with_how_many_each_stopped() {
         lines.last().map(String::as_str),
         Some("3 more of 9 lookups, each for a reason of its own: each answer says which")
     );
+    // A provider in trouble that puts a request id in every error: as many reasons as
+    // lookups, counted in one pass, still said in a few lines.
+    let many: Vec<String> = (0..200_000)
+        .map(|n| format!("HTTP 500 request {n}"))
+        .collect();
+    let lines = Lookups::of(many.len(), many).unread();
+    assert_eq!(lines.len(), REASONS_SAID + 1, "{lines:?}");
+    assert_eq!(
+        lines[0], "HTTP 500 request 0 (1 of 200000 lookups)",
+        "the same order each run: by count, then by words"
+    );
+    assert!(
+        lines[REASONS_SAID].starts_with("199996 more of 200000 lookups"),
+        "{lines:?}"
+    );
 }
