@@ -1049,12 +1049,13 @@ fn pagerduty_and_slack_are_asked_by_key_with_their_own_auth() {
         assert!(sent.status().is_success());
     }
     let base = format!("http://{}", fakes.http);
-    let run = |token_pd: &str, token_slack: &str| {
-        let mut command = support::unsctl();
-        command
+    // `command` with the providers' records named, and these tokens for them.
+    let with_tokens = |command: &[&str], token_pd: &str, token_slack: &str| {
+        support::unsctl()
             .arg("--db")
             .arg(&db)
-            .args(["verify", "--clock-skew", "0s", "-o", "json"])
+            .args(command)
+            .args(["--clock-skew", "0s", "-o", "json"])
             .env("UNS_PAGERDUTY_API_URL", &base)
             .env("UNS_PAGERDUTY_API_TOKEN", token_pd)
             .env("UNS_SLACK_API_URL", format!("{base}/api"))
@@ -1064,6 +1065,7 @@ fn pagerduty_and_slack_are_asked_by_key_with_their_own_auth() {
             .output()
             .expect("unsctl")
     };
+    let run = |token_pd: &str, token_slack: &str| with_tokens(&["verify"], token_pd, token_slack);
     support::wait_past("every attempt's window to close", leases_end(&db));
     let answered = run(PAGERDUTY_TOKEN, SLACK_TOKEN);
     let report = json(&answered, "verify");
@@ -1098,19 +1100,7 @@ fn pagerduty_and_slack_are_asked_by_key_with_their_own_auth() {
     );
     assert_eq!(twice["answers"], report["answers"], "{twice:#}");
     let reconcile = |token_pd: &str, token_slack: &str| {
-        support::unsctl()
-            .arg("--db")
-            .arg(&db)
-            .args(["reconcile", "--since", "1h", "--clock-skew", "0s"])
-            .args(["-o", "json"])
-            .env("UNS_PAGERDUTY_API_URL", &base)
-            .env("UNS_PAGERDUTY_API_TOKEN", token_pd)
-            .env("UNS_SLACK_API_URL", format!("{base}/api"))
-            .env("UNS_SLACK_BOT_TOKEN", token_slack)
-            .env("UNS_SLACK_CHANNEL", SLACK_CHANNEL)
-            .stdin(Stdio::null())
-            .output()
-            .expect("reconcile")
+        with_tokens(&["reconcile", "--since", "1h"], token_pd, token_slack)
     };
     let reconciled = json(
         &reconcile(PAGERDUTY_TOKEN, SLACK_TOKEN),
