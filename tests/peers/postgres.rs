@@ -195,8 +195,7 @@ fn four_ways(
     file: &std::path::Path,
     fakes: Option<&Fakes>,
 ) -> ([Way; 4], postgres::Database, [RunningServer; 2]) {
-    let database = postgres::cluster().database();
-    database.copy_from(file);
+    let database = postgres::cluster().database_from(file);
     let on_file = serve(Place::File(file.to_path_buf()), fakes);
     let on_database = serve(Place::Postgres(database.target()), fakes);
     let ways = [
@@ -1472,8 +1471,7 @@ fn the_live_screen_works_an_entry_on_postgres_as_on_the_file() {
     let fakes = Fakes::start().expect("fakes");
     let binary = PathBuf::from(env!("CARGO_BIN_EXE_unsctl"));
     repro::run(&file, &Scenario::ALL, Some(&binary), &fakes).expect("repro all");
-    let database = postgres::cluster().database();
-    database.copy_from(&file);
+    let database = postgres::cluster().database_from(&file);
     let env = [
         ("PGPASSWORD", postgres::PASSWORD),
         ("UNS_OPERATOR", "oncall-pg"),
@@ -1586,8 +1584,7 @@ fn answers_are_recorded_in_batches_on_postgresql_as_on_sqlite() {
     let file = dir.path().join("uns.db");
     let (mut ids, mut asked) = answered_entries(&file, BATCH + 9);
     ids.sort();
-    let database = postgres::cluster().database();
-    database.copy_from(&file);
+    let database = postgres::cluster().database_from(&file);
     let (stale, broken) = (ids[3].clone(), ids[BATCH + 2].clone());
     asked.answers.push(delivered(&stale, 9));
     database
@@ -1622,8 +1619,7 @@ fn a_read_transaction_on_postgresql_sees_one_snapshot_and_never_ends_another() {
     let dir = tempfile::tempdir().expect("dir");
     let file = dir.path().join("uns.db");
     answered_entries(&file, 2);
-    let database = postgres::cluster().database();
-    database.copy_from(&file);
+    let database = postgres::cluster().database_from(&file);
     let conn = unsctl::db::pg::PgConn::open(&database.target(), false).expect("connect");
     let db = Db::Postgres(&conn);
     let count = |db: &Db<'_>| -> Result<i64, DbError> {
@@ -1693,22 +1689,19 @@ fn a_reader_a_day_behind_reads_the_runtimes_numbers_by_the_databases_clock() {
     assert!((recent.at - health.stats.at).abs() < 3600.0, "{recent:?}");
 }
 
+/// A database of its own holding every runbook case.
+fn every_case_database() -> postgres::Database {
+    let dir = tempfile::tempdir().expect("dir");
+    postgres::cluster().database_from(&support::every_case_store(dir.path()))
+}
+
 /// A database that takes no writes (a hot standby, or `default_transaction_read_only`
 /// as a site sets it for its readers): every read works, and a change is refused before
 /// any entry is tried, saying why and where changes go.
 #[test]
 fn a_database_that_takes_no_writes_is_read_and_a_change_is_refused_up_front() {
-    let dir = tempfile::tempdir().expect("dir");
-    let file = support::every_case_store(dir.path());
-    let database = postgres::cluster().database();
-    database.copy_from(&file);
-    postgres::cluster()
-        .admin()
-        .batch_execute(&format!(
-            "ALTER DATABASE {} SET default_transaction_read_only = on",
-            database.name
-        ))
-        .expect("read-only");
+    let database = every_case_database();
+    takes_no_writes(&database, true);
     let before = history(&database).len();
     let out = run(&mut database.unsctl(&["dlq", "triage", "-o", "json"]));
     assert!(
@@ -1791,10 +1784,7 @@ fn a_database_that_takes_no_writes_is_read_and_a_change_is_refused_up_front() {
 /// says so and what to do, not to check whether the database is up.
 #[test]
 fn the_kind_of_host_asked_for_comes_from_the_environment_as_libpq_takes_it() {
-    let dir = tempfile::tempdir().expect("dir");
-    let file = support::every_case_store(dir.path());
-    let database = postgres::cluster().database();
-    database.copy_from(&file);
+    let database = every_case_database();
     let here = format!("127.0.0.1:{}", database.port);
     let several = database.url.replace(&here, &format!("{here},{here}"));
     let with = |url: &str, attrs: &str, args: &[&str]| {
@@ -1867,10 +1857,7 @@ fn the_kind_of_host_asked_for_comes_from_the_environment_as_libpq_takes_it() {
 /// never makes a second store beside it, which would split the workers between two.
 #[test]
 fn a_store_outside_the_search_path_is_named_and_never_made_twice() {
-    let dir = tempfile::tempdir().expect("dir");
-    let file = support::every_case_store(dir.path());
-    let database = postgres::cluster().database();
-    database.copy_from(&file);
+    let database = every_case_database();
     let mut client = database.client();
     client
         .batch_execute(&format!(
@@ -1991,10 +1978,7 @@ fn a_unix_socket_and_libpqs_variables_reach_the_same_store() {
 /// session mode is a session of one's own, and reads as PostgreSQL itself does.
 #[test]
 fn a_pooler_that_lends_each_transaction_elsewhere_is_refused_and_left_as_it_was() {
-    let dir = tempfile::tempdir().expect("dir");
-    let file = support::every_case_store(dir.path());
-    let database = postgres::cluster().database();
-    database.copy_from(&file);
+    let database = every_case_database();
     let direct = run(&mut database.unsctl(&["dlq", "triage", "-o", "json"]));
     assert!(
         direct.status.success(),
@@ -2230,10 +2214,7 @@ fn no_store_is_made_in_a_database_that_keeps_bytes_for_text() {
 /// each entry of a bulk resolve, and each of the worker's claims, failed on its own.
 #[test]
 fn a_role_that_may_only_read_is_refused_a_change_up_front() {
-    let dir = tempfile::tempdir().expect("dir");
-    let file = support::every_case_store(dir.path());
-    let database = postgres::cluster().database();
-    database.copy_from(&file);
+    let database = every_case_database();
     database
         .client()
         .batch_execute(&format!(
@@ -2302,10 +2283,7 @@ fn a_role_that_may_only_read_is_refused_a_change_up_front() {
 /// one fails: reads, and a resolve through the writer's pool.
 #[test]
 fn a_pooled_session_the_server_ended_is_never_lent() {
-    let dir = tempfile::tempdir().expect("dir");
-    let file = support::every_case_store(dir.path());
-    let database = postgres::cluster().database();
-    database.copy_from(&file);
+    let database = every_case_database();
     let server = serve(Place::Postgres(database.target()), None);
     let list = || run(support::over_the_api(server.addr).args(["dlq", "triage", "-o", "json"]));
     let first = list();

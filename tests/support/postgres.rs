@@ -232,6 +232,13 @@ rm -rf "$dir""#;
             port: self.port,
         }
     }
+
+    /// A new database of this test's own, holding a copy of the SQLite store at `file`.
+    pub fn database_from(&self, file: &Path) -> Database {
+        let database = self.database();
+        database.copy_from(file);
+        database
+    }
 }
 
 /// One test's database.
