@@ -203,6 +203,10 @@ pub struct Skipped {
 pub struct VerifyResponse {
     pub answers: Vec<crate::verify::Answer>,
     pub summary: std::collections::BTreeMap<crate::verify::Delivery, usize>,
+    /// The records this server was given that could not be read, and why: no answer
+    /// rests on them.
+    #[serde(default)]
+    pub unread: Vec<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub skipped: Vec<Skipped>,
     /// With `record`: what was written.

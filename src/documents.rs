@@ -144,7 +144,8 @@ pub fn write_reconcile(
         (_, Err(err)) => Err(unwritten(err)),
         (Err(err), Ok(_)) => Err(err.into()),
         (Ok(_), Ok(document)) => {
-            document.finish(&summary(&reconciliation.channels(), classes), recent, None)
+            let summary = summary(&reconciliation.channels(), classes);
+            document.finish(&summary, recent, &reconciliation.records.unread(), None)
         }
     }
 }
@@ -221,10 +222,14 @@ impl<W: Write> Document<W> {
         crate::render::output::write_indented_entry(&mut self.writer, &mut self.buffer, item)
     }
 
+    /// Ends the document: the summary, what is recent, the records named that could not
+    /// be read (no answer rests on them: a script sees what a terminal is told up front),
+    /// and for a fleet the contexts read.
     pub fn finish(
         mut self,
         summary: &Summary,
         recent: &impl Serialize,
+        unread: &[String],
         contexts: Option<&[ContextStatus]>,
     ) -> CliResult {
         let writer = &mut self.writer;
@@ -235,8 +240,11 @@ impl<W: Write> Document<W> {
         })?;
         let summary = indented(summary, &mut self.buffer)?;
         let recent = indented(recent, &mut self.buffer)?;
-        writer
-            .write_all(format!("  \"summary\": {summary},\n  \"recent\": {recent}").as_bytes())?;
+        let unread = indented(&unread, &mut self.buffer)?;
+        writer.write_all(
+            format!("  \"summary\": {summary},\n  \"recent\": {recent},\n  \"unread\": {unread}")
+                .as_bytes(),
+        )?;
         if let Some(contexts) = contexts {
             let contexts = indented(&contexts, &mut self.buffer)?;
             writer.write_all(format!(",\n  \"contexts\": {contexts}").as_bytes())?;

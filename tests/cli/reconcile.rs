@@ -873,4 +873,10 @@ fn across_contexts_failed_lookups_are_said_once_counted_over_all() {
         "{stderr}"
     );
     assert!(!stderr.contains("pd-token-of-the-operator"), "{stderr}");
+    // The fleet's document says it once as well.
+    assert_eq!(
+        document["unread"],
+        serde_json::json!(unread),
+        "{document:#}"
+    );
 }

@@ -1074,6 +1074,7 @@ fn pagerduty_and_slack_are_asked_by_key_with_their_own_auth() {
         "every record was read: {}",
         String::from_utf8_lossy(&answered.stderr)
     );
+    assert_eq!(report["unread"], json!([]), "{report:#}");
     for (id, channel, behavior) in &ids {
         let answer = report["answers"]
             .as_array()
@@ -1138,10 +1139,15 @@ fn pagerduty_and_slack_are_asked_by_key_with_their_own_auth() {
     // a revoked token is not left to be read in each answer's evidence. reconcile reads the
     // same records once for the window (Slack's history in one lookup), and says the same.
     let reconciled = reconcile("wrong-pd-token", "xoxb-wrong");
-    json(&reconciled, "reconcile with bad tokens");
-    for (what, out, slack) in [
-        ("verify", &out, "invalid_auth (2 of 2 lookups)"),
-        ("reconcile", &reconciled, "invalid_auth"),
+    let reconciled_document = json(&reconciled, "reconcile with bad tokens");
+    for (what, out, document, slack) in [
+        ("verify", &out, &refused, "invalid_auth (2 of 2 lookups)"),
+        (
+            "reconcile",
+            &reconciled,
+            &reconciled_document,
+            "invalid_auth",
+        ),
     ] {
         let said = String::from_utf8_lossy(&out.stderr).into_owned();
         let unread: Vec<&str> = said
@@ -1149,6 +1155,9 @@ fn pagerduty_and_slack_are_asked_by_key_with_their_own_auth() {
             .filter_map(|l| l.strip_prefix("Not read, so no answer rests on it: "))
             .collect();
         assert_eq!(unread.len(), 2, "{what}: {said}");
+        // The document says it too, line for line: a script that reads only the JSON
+        // is not left to take a revoked token for doubt about each record.
+        assert_eq!(document["unread"], json!(unread), "{what}: {document:#}");
         assert!(
             unread
                 .iter()

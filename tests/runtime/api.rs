@@ -890,3 +890,43 @@ fn idle_and_keyless_connections_make_room_for_a_client_with_a_key() {
     );
     assert!(ask(&mut keyed, true).starts_with("HTTP/1.1 200"));
 }
+
+/// The server's own verify route says which of the records it was given it could not
+/// read, beside the answers that could not rest on them: a caller without unsctl must
+/// not take an unreadable log for doubt about each message.
+#[test]
+fn the_servers_verify_says_which_records_it_could_not_read() {
+    let dir = tempfile::tempdir().expect("dir");
+    let db = dir.path().join("uns.db");
+    let conn = schema::open(&db, OpenMode::Create).expect("store");
+    let id = verify_entry(&conn, 1000.0);
+    let log = dir.path().join("gone").join("mail.log");
+    let mut config = unsctl::server::ServerConfig::api_only(
+        db.clone(),
+        Some(unsctl::server::Keys::single(KEY).expect("key")),
+    );
+    config.verify.relay_logs = vec![log.clone()];
+    let server = unsctl::server::start(config).expect("server starts");
+    unsctl::runtime::adapters::init_tls();
+    let response = Client::new()
+        .post(format!(
+            "http://{}/api/v1/runtime/notifications/{id}/verify",
+            server.addr
+        ))
+        .bearer_auth(KEY)
+        .json(&json!({}))
+        .send()
+        .expect("request");
+    assert_eq!(response.status(), StatusCode::OK);
+    let body: Value = response.json().expect("json");
+    assert_eq!(body["summary"]["CANNOT_TELL"], 1, "{body:#}");
+    let unread: Vec<&str> = body["unread"]
+        .as_array()
+        .map(|lines| lines.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    assert_eq!(unread.len(), 1, "{body:#}");
+    assert!(
+        unread[0].starts_with(&log.display().to_string()),
+        "{body:#}"
+    );
+}

@@ -512,6 +512,7 @@ fn run_fleet(global: &Invocation, args: &Args, asked: &Asked) -> CliResult {
         summary: &summary,
         window: &asked.window,
         contexts: &contexts,
+        unread: &said,
     })?;
     fleet::conclude(&readings)
 }
@@ -523,6 +524,8 @@ struct Fleet<'a> {
     summary: &'a Summary,
     window: &'a Window,
     contexts: &'a [fleet::ContextStatus],
+    /// What every context's records could not read, said once.
+    unread: &'a [String],
 }
 
 impl Streamed for Fleet<'_> {
@@ -538,7 +541,7 @@ impl Streamed for Fleet<'_> {
         for (context, item) in self.items {
             document.item(&InContext { context, item })?;
         }
-        document.finish(self.summary, &recent, Some(self.contexts))?;
+        document.finish(self.summary, &recent, self.unread, Some(self.contexts))?;
         Ok(())
     }
 

@@ -362,12 +362,15 @@ fn advise(asked: &Asked, recorded: Option<&Recording>, recording: bool, sources:
     }
 }
 
-/// `verify -o json`: `{"answers": [...], "summary": {...}}`, the entries skipped and
-/// why, and with `--record` what was (or would be) written.
+/// `verify -o json`: `{"answers": [...], "summary": {...}, "unread": [...]}`, the entries
+/// skipped and why, and with `--record` what was (or would be) written.
 #[derive(Serialize)]
 struct Report<'a> {
     answers: &'a [Answer],
     summary: std::collections::BTreeMap<Delivery, usize>,
+    /// The records named that could not be read, as said on stderr: no answer rests on
+    /// them, and a script reading the document alone must see that too.
+    unread: &'a [String],
     #[serde(skip_serializing_if = "Vec::is_empty")]
     skipped: Vec<Skipped<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -398,6 +401,7 @@ fn report<'a>(asked: &'a Asked, recorded: Option<&'a Recording>) -> Report<'a> {
     Report {
         answers: &asked.answers,
         summary: verify::summary(&asked.answers),
+        unread: &asked.unread,
         skipped: asked
             .skipped
             .iter()

@@ -238,6 +238,7 @@ pub(crate) fn response(
     api::VerifyResponse {
         summary: crate::verify::summary(&asked.answers),
         answers: asked.answers,
+        unread: asked.unread,
         skipped: asked
             .skipped
             .into_iter()
