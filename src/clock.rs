@@ -4,14 +4,16 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-/// `2025-10-23T04:00:00.1Z` for unix seconds, to the millisecond; a value no calendar
-/// holds (a damaged row) is shown short, as `unix 1e300 (out of range)`.
+/// `2025-10-23T04:00:00.100Z` for unix seconds, to the millisecond and always with its
+/// three digits, so a column of them aligns and their text sorts as their time does (a
+/// spreadsheet sorting the CSV by time); a value no calendar holds (a damaged row) is
+/// shown short, as `unix 1e300 (out of range)`.
 pub fn rfc3339(seconds: f64) -> String {
     let nanos = (seconds * 1e9).round() as i128;
     // Cut to the millisecond (toward the past), as the stamp has always been shown.
     let millis = nanos.div_euclid(1_000_000) * 1_000_000;
     jiff::Timestamp::from_nanosecond(millis)
-        .map(|t| t.to_string())
+        .map(|t| format!("{t:.3}"))
         .unwrap_or_else(|_| format!("unix {seconds:e} (out of range)"))
 }
 
@@ -168,7 +170,7 @@ mod tests {
 
     #[test]
     fn times_no_calendar_holds_are_shown_short() {
-        assert_eq!(rfc3339(1_761_192_000.1), "2025-10-23T04:00:00.1Z");
+        assert_eq!(rfc3339(1_761_192_000.1), "2025-10-23T04:00:00.100Z");
         assert_eq!(rfc3339(1e300), "unix 1e300 (out of range)");
         assert_eq!(rfc3339(-9e18), "unix -9e18 (out of range)");
         assert!(rfc3339(f64::INFINITY).len() < 40);
@@ -196,8 +198,29 @@ mod tests {
     }
 
     #[test]
-    fn formats_unix_seconds() {
-        assert_eq!(rfc3339(1761192000.1), "2025-10-23T04:00:00.1Z");
+    fn formats_unix_seconds_to_the_millisecond_in_three_digits() {
+        assert_eq!(rfc3339(1761192000.1), "2025-10-23T04:00:00.100Z");
+        assert_eq!(rfc3339(1761192000.0), "2025-10-23T04:00:00.000Z");
+        assert_eq!(rfc3339(1761192000.0125), "2025-10-23T04:00:00.012Z");
+        // One width, so their text sorts as their times do: a whole second's `00Z` once
+        // sorted after `00.5Z`, and a column of them did not align.
+        let times = [
+            1761192000.0,
+            1761192000.05,
+            1761192000.5,
+            1761192000.71,
+            1761192001.0,
+        ];
+        let shown: Vec<String> = times.iter().map(|t| rfc3339(*t)).collect();
+        let mut sorted = shown.clone();
+        sorted.sort();
+        assert_eq!(shown, sorted);
+        assert!(shown.iter().all(|s| s.len() == shown[0].len()), "{shown:?}");
+        // Each reads back as the millisecond it falls in.
+        for (time, text) in times.iter().zip(&shown) {
+            let read = parse_instant(text, 0.0).expect(text);
+            assert!(read <= *time && *time - read < 0.001, "{time} {text}");
+        }
     }
 
     #[test]
