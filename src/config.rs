@@ -11,6 +11,9 @@
 //!
 //! [contexts.lab]
 //! db = "/srv/uns/lab.db"
+//!
+//! [contexts.us]
+//! db = "postgres://uns@db.us.internal/uns"
 //! ```
 //!
 //! A context names where its API key is (`api_key_env`, a `UNS_*` variable unless the
@@ -18,9 +21,10 @@
 //! `api` URL with a query or userinfo, is refused, and no error quotes the file's text.
 //! The file is trusted as ssh trusts its own: owned by this user (or root) and writable
 //! by nobody else, in a directory nobody else can write (`--trust-config-owner` lets
-//! root read a file someone else owns). A relative `db` is read from the file's
-//! directory. It lives at `$UNSCTL_CONFIG`, else `$XDG_CONFIG_HOME/unsctl/config.toml`,
-//! else `~/.config/unsctl/config.toml`.
+//! root read a file someone else owns). A relative `db` path is read from the file's
+//! directory; a `db` URL names a PostgreSQL database as `--db` does, and one with a
+//! password in it is refused. It lives at `$UNSCTL_CONFIG`, else
+//! `$XDG_CONFIG_HOME/unsctl/config.toml`, else `~/.config/unsctl/config.toml`.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -118,9 +122,18 @@ impl Context {
     /// `db PATH` or `api URL`, for listings.
     pub fn target(&self) -> String {
         match &self.place {
-            Place::Db(path) => format!("db {}", path.display()),
+            Place::Db(path) => format!("db {}", shown_db(path)),
             Place::Api { url, .. } => format!("api {}", crate::api::without_userinfo(url)),
         }
+    }
+}
+
+/// A context's `db` as it may be printed: a file's path, or a database's URL without any
+/// password (the file refuses one; this holds whatever the file said).
+pub fn shown_db(db: &Path) -> String {
+    match db.to_str().filter(|text| crate::db::pg::is_url(text)) {
+        Some(url) => crate::db::pg::shown(url),
+        None => db.display().to_string(),
     }
 }
 
@@ -397,8 +410,24 @@ fn place(
                     format!("context {name}: api_key_env goes with api, not db"),
                 ));
             }
-            // Relative to the file, so a context names one store wherever it is used.
-            Place::Db(if db.is_relative() { home.join(db) } else { db })
+            // A PostgreSQL URL names its database wherever it is used, as it is; its
+            // password comes from the operator's environment, never from this file.
+            if let Some(url) = db.to_str().filter(|text| crate::db::pg::is_url(text)) {
+                if crate::db::pg::holds_password(url) {
+                    return Err(invalid(
+                        path,
+                        format!(
+                            "context {name}: the db URL holds a password; passwords are never stored in this file, where backups, dotfile repositories and screen shares would carry them: leave it out and give it with PGPASSWORD or ~/.pgpass"
+                        ),
+                    ));
+                }
+                Place::Db(db)
+            } else if db.is_relative() {
+                // Relative to the file, so a context names one store wherever it is used.
+                Place::Db(home.join(db))
+            } else {
+                Place::Db(db)
+            }
         }
         (None, Some(url)) => {
             if !(url.starts_with("http://") || url.starts_with("https://")) {
@@ -683,6 +712,36 @@ mod tests {
             Some(std::time::Duration::from_secs(30))
         );
         assert!(parsed("[contexts.eu]\napi = \"http://a\"\ntimeout = \"forever\"\n").is_err());
+    }
+
+    /// A database's URL is its name wherever the file is: never a path beside the file
+    /// (where it read as `/etc/unsctl/postgres://...`, a store that does not exist), and
+    /// never with a password in it.
+    #[test]
+    fn a_database_url_is_kept_whole_and_its_password_refused_unquoted() {
+        let at = Path::new("/etc/unsctl/config.toml");
+        for url in [
+            "postgres://uns@db.internal:5432/uns",
+            "postgresql://uns@[::1]/uns?sslmode=verify-full",
+        ] {
+            let config = parse(at, &format!("[contexts.pg]\ndb = \"{url}\"\n")).expect(url);
+            let context = config.get("pg").expect("pg");
+            assert_eq!(context.place, Place::Db(url.into()));
+            assert_eq!(context.target(), format!("db {url}"));
+        }
+        for url in [
+            "postgres://uns:hunter2-pw@db.internal/uns",
+            "postgresql://uns@db.internal/uns?sslmode=require&password=hunter2-pw",
+        ] {
+            let err = parse(at, &format!("[contexts.pg]\ndb = \"{url}\"\n"))
+                .expect_err(url)
+                .to_string();
+            assert!(
+                err.contains("holds a password") && err.contains("PGPASSWORD"),
+                "{err}"
+            );
+            assert!(!err.contains("hunter2"), "{err}");
+        }
     }
 
     #[test]

@@ -374,6 +374,11 @@ pub fn shown(url: &str) -> String {
     shown
 }
 
+/// Whether `url` carries a password, before its host or as a query parameter.
+pub fn holds_password(url: &str) -> bool {
+    shown(url) != url
+}
+
 /// `url` without the `:password` of its `user:password@`.
 fn without_password(url: &str) -> String {
     let Some((scheme, rest)) = url.split_once("://") else {

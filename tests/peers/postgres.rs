@@ -2679,3 +2679,79 @@ fn an_answer_refused_for_a_moment_by_a_server_taking_no_writes_is_written_again(
     settled_under_one_claim(&database, &fakes, &path, "the provider's answer");
     drop(server);
 }
+
+/// A context in the config file that names a database by its URL reads it as `--db`
+/// does, beside a context of a file, alone and across contexts; the file never holds its
+/// password, and nothing printed does.
+#[test]
+fn a_context_names_a_database_by_its_url_as_db_does() {
+    let dir = tempfile::tempdir().expect("dir");
+    let file = support::every_case_store(dir.path());
+    let database = postgres::cluster().database_from(&file);
+    let config = dir.path().join("config.toml");
+    let write_config = |url: &str| {
+        std::fs::write(
+            &config,
+            format!(
+                "[contexts.pg]\ndb = \"{url}\"\n\n[contexts.file]\ndb = \"{}\"\n",
+                file.display()
+            ),
+        )
+        .expect("config");
+    };
+    write_config(&database.url);
+    let unsctl = |args: &[&str]| {
+        let out = support::unsctl()
+            .env("UNSCTL_CONFIG", &config)
+            .env("PGPASSWORD", postgres::PASSWORD)
+            .args(args)
+            .output()
+            .expect("unsctl");
+        let said = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(!said.contains(postgres::PASSWORD), "{said}");
+        (out, said)
+    };
+    let (listed, said) = unsctl(&["context", "list"]);
+    assert!(listed.status.success(), "{said}");
+    assert!(said.contains(&format!("db {}", database.url)), "{said}");
+    // The database's entries, read through the context, are the file's copied into it:
+    // the same ids on the same branches.
+    let plan = |context: &str| {
+        let (out, said) = unsctl(&["--context", context, "dlq", "triage", "-o", "json"]);
+        assert!(out.status.success(), "{context}: {said}");
+        let plan: Value = serde_json::from_slice(&out.stdout).expect("json");
+        plan["entries"]
+            .as_array()
+            .map(|entries| {
+                entries
+                    .iter()
+                    .map(|e| (e["id"].to_string(), e["branch"].to_string()))
+                    .collect::<Vec<_>>()
+            })
+            .unwrap_or_default()
+    };
+    let entries = plan("pg");
+    assert!(!entries.is_empty(), "{entries:?}");
+    assert_eq!(entries, plan("file"));
+    let (fleet, said) = unsctl(&["--all-contexts", "dlq", "triage", "-o", "json"]);
+    assert!(fleet.status.success(), "{said}");
+    let fleet: Value = serde_json::from_slice(&fleet.stdout).expect("json");
+    let read: Vec<&Value> = fleet["contexts"]
+        .as_array()
+        .map(|c| c.iter().filter(|c| c["error"].is_null()).collect())
+        .unwrap_or_default();
+    assert_eq!(read.len(), 2, "{fleet:#}");
+    // A URL with its password in the file is refused, and the refusal does not repeat it.
+    write_config(
+        &database
+            .url
+            .replacen('@', &format!(":{}@", postgres::PASSWORD), 1),
+    );
+    let (refused, said) = unsctl(&["--context", "pg", "dlq", "triage"]);
+    assert_eq!(refused.status.code(), Some(2), "{said}");
+    assert!(said.contains("holds a password"), "{said}");
+}

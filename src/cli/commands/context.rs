@@ -58,7 +58,7 @@ struct Shown {
 
 fn shown(context: &Context, config: &Config) -> Shown {
     let (db, api, key_env) = match &context.place {
-        Place::Db(path) => (Some(path.display().to_string()), None, None),
+        Place::Db(path) => (Some(crate::config::shown_db(path)), None, None),
         Place::Api { url, key_env } => (
             None,
             Some(crate::api::without_userinfo(url)),
