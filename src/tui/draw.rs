@@ -840,7 +840,9 @@ fn contexts(frame: &mut Frame<'_>, app: &App, area: Rect) {
         frame,
         Table::new(rows, widths).header(header),
         area,
-        empty.then_some("No contexts: the config file names none (unsctl context add)."),
+        empty.then_some(
+            "No contexts: add [contexts.NAME] to the config file (see unsctl context --help).",
+        ),
     );
 }
 

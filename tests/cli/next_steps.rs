@@ -117,3 +117,63 @@ fn printed_next_steps_run_in_the_runbooks_environment() {
         .collect();
     assert_eq!(kinds.len(), 2, "{kinds:?}");
 }
+
+/// Every `unsctl ...` the code names to a person, in backquotes or in brackets (a hint, an
+/// empty screen, a help text), names a command that exists: the screen once sent people
+/// looking for a `context add` there is none of.
+#[test]
+fn every_command_the_code_names_exists() {
+    fn sources(dir: &Path, found: &mut Vec<std::path::PathBuf>) {
+        for entry in std::fs::read_dir(dir).expect("src").flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                sources(&path, found);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                found.push(path);
+            }
+        }
+    }
+    let mut files = Vec::new();
+    sources(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("src"),
+        &mut files,
+    );
+    let mut named = std::collections::BTreeSet::new();
+    for file in &files {
+        let text = std::fs::read_to_string(file).expect("source");
+        for opening in ["`unsctl ", "(unsctl "] {
+            for (at, _) in text.match_indices(opening) {
+                // The words that name the command: up to the first flag, value or end.
+                let mut words: Vec<&str> = Vec::new();
+                let mut rest = &text[at + opening.len()..];
+                while words.len() < 2 && rest.starts_with(|c: char| c.is_ascii_lowercase()) {
+                    let end = rest
+                        .find(|c: char| !(c.is_ascii_lowercase() || c == '-'))
+                        .unwrap_or(rest.len());
+                    words.push(&rest[..end]);
+                    match rest[end..].strip_prefix(' ') {
+                        Some(next) => rest = next,
+                        None => break,
+                    }
+                }
+                if !words.is_empty() {
+                    named.insert(words.join(" "));
+                }
+            }
+        }
+    }
+    assert!(named.len() > 20, "found too few to be a check: {named:?}");
+    for command in &named {
+        let out = support::unsctl()
+            .args(command.split(' '))
+            .arg("--help")
+            .stdin(Stdio::null())
+            .output()
+            .expect("unsctl");
+        assert!(
+            out.status.success(),
+            "`unsctl {command}` is named in the code but is no command: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}

@@ -12,7 +12,10 @@ use serde::Serialize;
 
 /// Name the runtimes you look after, and pick the one commands act on
 ///
-/// Contexts live in $UNSCTL_CONFIG, else $XDG_CONFIG_HOME/unsctl/config.toml.
+/// Contexts live in $UNSCTL_CONFIG, else $XDG_CONFIG_HOME/unsctl/config.toml, one
+/// [contexts.NAME] table each: db = "PATH" or db = "postgres://USER@HOST/DB" (its
+/// password from PGPASSWORD or ~/.pgpass), or api = "URL" with api_key_env = "UNS_..."
+/// (the variable that holds the key; never the key itself).
 ///
 /// Example: unsctl context list
 /// Example: unsctl context use eu-west
