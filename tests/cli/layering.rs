@@ -5,7 +5,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-fn sources(dir: &Path, found: &mut Vec<PathBuf>) {
+/// Every `.rs` file under `dir`, into `found`.
+pub(crate) fn sources(dir: &Path, found: &mut Vec<PathBuf>) {
     for entry in std::fs::read_dir(dir).expect("src").flatten() {
         let path = entry.path();
         if path.is_dir() {

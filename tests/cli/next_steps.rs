@@ -123,18 +123,8 @@ fn printed_next_steps_run_in_the_runbooks_environment() {
 /// looking for a `context add` there is none of.
 #[test]
 fn every_command_the_code_names_exists() {
-    fn sources(dir: &Path, found: &mut Vec<std::path::PathBuf>) {
-        for entry in std::fs::read_dir(dir).expect("src").flatten() {
-            let path = entry.path();
-            if path.is_dir() {
-                sources(&path, found);
-            } else if path.extension().is_some_and(|e| e == "rs") {
-                found.push(path);
-            }
-        }
-    }
     let mut files = Vec::new();
-    sources(
+    crate::layering::sources(
         &Path::new(env!("CARGO_MANIFEST_DIR")).join("src"),
         &mut files,
     );
