@@ -28,15 +28,9 @@ impl Times {
         let whole = rfc3339(at);
         match self {
             Times::Whole => whole,
-            // To the millisecond, always three digits, so a column of them aligns.
+            // The whole time's clock: to the millisecond in three digits, as it is written.
             Times::OfDay => match (whole.find('T'), whole.strip_suffix('Z')) {
-                (Some(t), Some(time)) => {
-                    let (clock, fraction) = time[t + 1..]
-                        .split_once('.')
-                        .unwrap_or((&time[t + 1..], ""));
-                    let millis: String = fraction.chars().chain("000".chars()).take(3).collect();
-                    format!("{clock}.{millis}")
-                }
+                (Some(t), Some(time)) => time[t + 1..].to_string(),
                 _ => whole,
             },
         }
