@@ -35,6 +35,9 @@ pub fn parse_instant(text: &str, now: f64) -> Result<f64, String> {
     if let Ok(at) = text.parse::<jiff::Timestamp>() {
         return Ok(at.as_nanosecond() as f64 / 1e9);
     }
+    if let Some(why) = not_an_instant(text) {
+        return Err(format!("{text:?} {why}"));
+    }
     let at = match text.parse::<f64>() {
         Ok(seconds) if seconds.is_finite() => seconds,
         _ => parse_duration(text).map(|ago| now - ago).ok_or_else(|| {
@@ -47,6 +50,30 @@ pub fn parse_instant(text: &str, now: f64) -> Result<f64, String> {
         ));
     }
     Ok(at)
+}
+
+/// Why `text`, a date and time RFC 3339 does not take as an instant, is none: no UTC
+/// offset (a clock time with no zone could be any of 26 hours; the commonest slip at
+/// 3 a.m.), or past the last instant a calendar holds. None for text that is no date.
+fn not_an_instant(text: &str) -> Option<String> {
+    let bytes = text.as_bytes();
+    if bytes.len() < 10 || bytes[4] != b'-' || !bytes[..4].iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    let (civil, zone) = match text.strip_suffix(['Z', 'z']) {
+        Some(civil) => (civil, true),
+        // An offset stands after the time of day: `+01:00` or `-05:00`.
+        None => (text, text.get(10..).is_some_and(|t| t.contains(['+', '-']))),
+    };
+    let at = civil.parse::<jiff::civil::DateTime>().ok()?;
+    Some(if zone {
+        "is out of range: give a time between the years 1 and 9999".to_string()
+    } else {
+        let example = at.strftime("%Y-%m-%dT%H:%M:%S");
+        format!(
+            "has no UTC offset, so it could be any of a day's hours: write {example}Z for UTC, or its offset ({example}+01:00)"
+        )
+    })
 }
 
 /// `1h30m` as seconds: the one duration grammar every flag reads (s, m, h, d, w).
@@ -190,8 +217,29 @@ mod tests {
         for bad in ["", "yesterday", "2x", "h", "2h3"] {
             assert!(parse_instant(bad, now).is_err(), "{bad:?}");
         }
+        // A clock time without its offset is named as such, with how to write it.
+        for (bare, shown) in [
+            ("2026-11-29T03:00:00", "2026-11-29T03:00:00"),
+            ("2026-11-29 03:00", "2026-11-29T03:00:00"),
+            ("2026-11-29", "2026-11-29T00:00:00"),
+        ] {
+            let err = parse_instant(bare, now).expect_err(bare);
+            assert!(err.contains("no UTC offset"), "{bare}: {err}");
+            assert!(err.contains(&format!("write {shown}Z")), "{bare}: {err}");
+        }
+        assert_eq!(
+            parse_instant("2026-11-29T03:00:00+01:00", now),
+            parse_instant("2026-11-29T02:00:00Z", now)
+        );
         // Past what a calendar holds, either way.
-        for far in ["99999999999d", "1e300", "-1e300", "1e18"] {
+        for far in [
+            "99999999999d",
+            "1e300",
+            "-1e300",
+            "1e18",
+            "9999-12-31T23:59:59Z",
+            "9999-12-31T23:59:59+01:00",
+        ] {
             let err = parse_instant(far, now).expect_err(far);
             assert!(err.contains("out of range"), "{far}: {err}");
         }
