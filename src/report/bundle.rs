@@ -163,9 +163,14 @@ fn write_all(mut file: impl Write, bytes: &[u8]) -> CliResult {
 }
 
 fn sha256_of(path: &Path) -> CliResult<String> {
-    let mut file = std::fs::File::open(path)?;
+    Ok(sha256_hex(std::fs::File::open(path)?)?)
+}
+
+/// The SHA-256 of what `reader` gives, in lower-case hex as `sha256sum` writes it: the
+/// one digest the bundle is written and checked with.
+fn sha256_hex(mut reader: impl std::io::Read) -> std::io::Result<String> {
     let mut hasher = sha2::Sha256::new();
-    std::io::copy(&mut file, &mut hasher)?;
+    std::io::copy(&mut reader, &mut hasher)?;
     Ok(format!("{:x}", hasher.finalize()))
 }
 
@@ -277,7 +282,5 @@ fn digest_of_written(path: &Path) -> Result<String, String> {
         Ok(_) => return Err("not a plain file, so not the file written".into()),
         Err(err) => return Err(format!("cannot be read: {err}")),
     }
-    let mut hasher = sha2::Sha256::new();
-    std::io::copy(&mut file, &mut hasher).map_err(|err| format!("cannot be read: {err}"))?;
-    Ok(format!("{:x}", hasher.finalize()))
+    sha256_hex(&mut file).map_err(|err| format!("cannot be read: {err}"))
 }
