@@ -412,22 +412,21 @@ fn place(
             }
             // A PostgreSQL URL names its database wherever it is used, as it is; its
             // password comes from the operator's environment, never from this file.
-            if let Some(url) = db.to_str().filter(|text| crate::db::pg::is_url(text)) {
-                if crate::db::pg::holds_password(url) {
-                    return Err(invalid(
-                        path,
-                        format!(
-                            "context {name}: the db URL holds a password; passwords are never stored in this file, where backups, dotfile repositories and screen shares would carry them: leave it out and give it with PGPASSWORD or ~/.pgpass"
-                        ),
-                    ));
-                }
-                Place::Db(db)
-            } else if db.is_relative() {
-                // Relative to the file, so a context names one store wherever it is used.
-                Place::Db(home.join(db))
-            } else {
-                Place::Db(db)
+            let url = db.to_str().filter(|text| crate::db::pg::is_url(text));
+            if url.is_some_and(crate::db::pg::holds_password) {
+                return Err(invalid(
+                    path,
+                    format!(
+                        "context {name}: the db URL holds a password; passwords are never stored in this file, where backups, dotfile repositories and screen shares would carry them: leave it out and give it with PGPASSWORD or ~/.pgpass"
+                    ),
+                ));
             }
+            // A path relative to the file, so a context names one store wherever it is used.
+            Place::Db(if url.is_none() && db.is_relative() {
+                home.join(db)
+            } else {
+                db
+            })
         }
         (None, Some(url)) => {
             if !(url.starts_with("http://") || url.starts_with("https://")) {
