@@ -397,8 +397,9 @@ pub fn wait_settled(
         time::duration(timeout.as_secs_f64())
     ));
     let mut stopped = false;
+    let mut told_unclaimed = false;
     loop {
-        let look = watch.look(store)?;
+        let look = watch.look(store, crate::clock::Clock::now(&crate::clock::SystemClock))?;
         for why in &look.unread {
             status(why);
         }
@@ -407,6 +408,15 @@ pub fn wait_settled(
         }
         if watch.is_done() {
             break;
+        }
+        let unclaimed = watch.progress().unclaimed;
+        if unclaimed > 0 && !told_unclaimed {
+            told_unclaimed = true;
+            status(&format!(
+                "{} due and not claimed by any worker for {} or more: is one running against this store? (`unsctl doctor` says)",
+                counted(unclaimed as i64, "replay"),
+                time::duration(crate::session::wait::UNCLAIMED_AFTER)
+            ));
         }
         if let Some(pace) = pace
             && said.elapsed() >= progress_every(every)

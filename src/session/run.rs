@@ -183,6 +183,7 @@ mod tests {
                         settled: true,
                         error_message: None,
                         seconds: Some(0.0),
+                        unclaimed: false,
                     })
                     .collect(),
                 unsettled: 0,

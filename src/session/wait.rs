@@ -34,6 +34,10 @@ pub struct Settlement {
     /// Seconds from the start of the wait to the settlement.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub seconds: Option<f64>,
+    /// Not settled when the wait ended, due and unclaimed since the replay for longer
+    /// than a running worker takes ([`UNCLAIMED_AFTER`]).
+    #[serde(skip)]
+    pub unclaimed: bool,
 }
 
 /// How a notification's document stands against the replay that was waited on: settled
@@ -115,22 +119,70 @@ fn outstanding_after(doc: &NotificationDoc, replayed: i64) -> Option<crate::mode
     (delivered && !left.is_empty()).then_some(left)
 }
 
+/// Where a replay not settled yet stands.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Stand {
+    /// A worker claimed it since the replay: being tried, or retrying.
+    Claimed,
+    /// Due for `seconds`, and no worker has claimed it since the replay.
+    Unclaimed { seconds: f64 },
+    /// Not due yet: a paced replay waiting its turn.
+    Scheduled,
+}
+
+/// How long a replay is due with no worker claiming it before a wait says so: a running
+/// worker looks for due rows several times a second, so a few seconds is not its pace.
+pub const UNCLAIMED_AFTER: f64 = 5.0;
+
+impl Stand {
+    /// Due and unclaimed for longer than a running worker takes to claim it.
+    pub fn unclaimed(self) -> bool {
+        matches!(self, Stand::Unclaimed { seconds } if seconds >= UNCLAIMED_AFTER)
+    }
+}
+
+/// How `doc`, not settled, stands against its replay (event `replayed`) at `now`: a claim
+/// writes its ATTEMPT_STARTED in the claim's own transaction, so no such event after the
+/// replay means no worker has taken it; it has been due since its due time or the replay,
+/// whichever came later.
+fn stand(doc: &NotificationDoc, replayed: i64, now: f64) -> Stand {
+    let claimed = doc
+        .events
+        .iter()
+        .any(|e| e.id > replayed && e.kind == crate::model::Kind::AttemptStarted);
+    if claimed {
+        return Stand::Claimed;
+    }
+    if doc.row.next_attempt_at > now {
+        return Stand::Scheduled;
+    }
+    let replay_at = doc
+        .events
+        .iter()
+        .find(|e| e.id == replayed)
+        .map_or(f64::NEG_INFINITY, |e| e.at);
+    Stand::Unclaimed {
+        seconds: (now - doc.row.next_attempt_at.max(replay_at)).max(0.0),
+    }
+}
+
 /// Where one replayed notification stands after one look.
 enum Waiting {
     Settled(Settlement),
-    /// Not settled yet, with its status.
-    Open(String),
+    /// Not settled yet, with its status and where it stands.
+    Open(String, Stand),
     /// The store could not be read this time (it is asked again): why.
     Unread(String),
 }
 
 /// Reads `id` once: settled in the cycle its REPLAYED event `replayed` started (how long
-/// that took, from the store's own events), or still open.
+/// that took, from the store's own events), or still open and where it stands at `now`.
 fn read_settlement(
     store: &dyn Store,
     id: &str,
     replayed: i64,
     started: Instant,
+    now: f64,
 ) -> Result<Waiting, StoreError> {
     let doc = match store.notification(id) {
         Ok(doc) => doc,
@@ -151,10 +203,14 @@ fn read_settlement(
             settled: true,
             error_message: Some(why),
             seconds: Some(started.elapsed().as_secs_f64()),
+            unclaimed: false,
         }));
     }
     if !settled(&doc) {
-        return Ok(Waiting::Open(doc.row.status.to_string()));
+        return Ok(Waiting::Open(
+            doc.row.status.to_string(),
+            stand(&doc, replayed, now),
+        ));
     }
     let outstanding = outstanding_after(&doc, replayed);
     Ok(Waiting::Settled(Settlement {
@@ -167,6 +223,7 @@ fn read_settlement(
         seconds: Some(
             settled_after(&doc, replayed).unwrap_or_else(|| started.elapsed().as_secs_f64()),
         ),
+        unclaimed: false,
     }))
 }
 
@@ -183,9 +240,15 @@ impl Settlement {
             ),
             (true, true, None) => out.green("DELIVERED"),
             (true, false, _) => out.red(&crate::render::views::shown(&s.status)),
-            (false, _, _) => {
-                out.yellow(&format!("still {}", crate::render::views::shown(&s.status)))
-            }
+            (false, _, _) => out.yellow(&format!(
+                "still {}{}",
+                crate::render::views::shown(&s.status),
+                if s.unclaimed {
+                    ", never claimed by a worker"
+                } else {
+                    ""
+                }
+            )),
         };
         let after = s
             .seconds
@@ -209,7 +272,8 @@ impl Settlement {
 /// prints as it goes; the live screen shows the progress.
 pub struct Watch {
     replays: std::collections::HashMap<String, i64>,
-    open: Vec<(String, String)>,
+    /// Each replay still open, with its status and where it stood when last read.
+    open: Vec<(String, String, Stand)>,
     done: Vec<Settlement>,
     started: Instant,
 }
@@ -229,16 +293,37 @@ pub struct Progress {
     pub delivered: usize,
     /// Settled without delivery: back in the DLQ, resolved, or the store replaced.
     pub back: usize,
+    /// Not settled yet, in all.
     pub open: usize,
+    /// Of those open: due, and no worker has claimed them since the replay, for longer
+    /// than [`UNCLAIMED_AFTER`] (those due for less count as in flight).
+    pub unclaimed: usize,
+    /// Of those open: paced replays not due yet.
+    pub scheduled: usize,
 }
 
 impl Progress {
-    /// "replaying 12: 11 delivered, 1 back in the DLQ, 0 in flight".
+    /// "replaying 12: 11 delivered, 1 back in the DLQ, 0 in flight", and the replays
+    /// still waiting their turn or due with no worker claiming them, where there are any:
+    /// "in flight" counts only those a worker took.
     pub fn words(&self, verb: &str) -> String {
-        format!(
+        let mut words = format!(
             "{verb} {}: {} delivered, {} back in the DLQ, {} in flight",
-            self.total, self.delivered, self.back, self.open
-        )
+            self.total,
+            self.delivered,
+            self.back,
+            self.open - self.unclaimed - self.scheduled
+        );
+        if self.scheduled > 0 {
+            words.push_str(&format!(", {} waiting their turn", self.scheduled));
+        }
+        if self.unclaimed > 0 {
+            words.push_str(&format!(
+                ", {} due and not claimed by any worker yet",
+                self.unclaimed
+            ));
+        }
+        words
     }
 }
 
@@ -249,28 +334,29 @@ impl Watch {
             replays: ids.iter().cloned().collect(),
             open: ids
                 .iter()
-                .map(|(id, _)| (id.clone(), "UNKNOWN".into()))
+                .map(|(id, _)| (id.clone(), "UNKNOWN".into(), Stand::Claimed))
                 .collect(),
             done: Vec::new(),
             started: Instant::now(),
         }
     }
 
-    /// Reads every replay still open once.
-    pub fn look(&mut self, store: &dyn Store) -> Result<Look, StoreError> {
+    /// Reads every replay still open once; `now` tells a paced replay not due yet from
+    /// one due that no worker claims.
+    pub fn look(&mut self, store: &dyn Store, now: f64) -> Result<Look, StoreError> {
         let mut look = Look::default();
         let mut still = Vec::with_capacity(self.open.len());
-        for (id, last) in std::mem::take(&mut self.open) {
+        for (id, last, stood) in std::mem::take(&mut self.open) {
             let replayed = self.replays.get(&id).copied().unwrap_or_default();
-            match read_settlement(store, &id, replayed, self.started)? {
+            match read_settlement(store, &id, replayed, self.started, now)? {
                 Waiting::Settled(settlement) => {
                     look.settled.push(settlement.clone());
                     self.done.push(settlement);
                 }
-                Waiting::Open(status) => still.push((id, status)),
+                Waiting::Open(status, stand) => still.push((id, status, stand)),
                 Waiting::Unread(why) => {
                     look.unread.push(why);
-                    still.push((id, last));
+                    still.push((id, last, stood));
                 }
             }
         }
@@ -295,11 +381,14 @@ impl Watch {
 
     pub fn progress(&self) -> Progress {
         let delivered = self.done.iter().filter(|s| s.delivered).count();
+        let standing = |is: fn(&Stand) -> bool| self.open.iter().filter(|(_, _, s)| is(s)).count();
         Progress {
             total: self.done.len() + self.open.len(),
             delivered,
             back: self.done.len() - delivered,
             open: self.open.len(),
+            unclaimed: standing(|s| s.unclaimed()),
+            scheduled: standing(|s| *s == Stand::Scheduled),
         }
     }
 
@@ -307,7 +396,7 @@ impl Watch {
     /// still open with where they stood.
     pub fn end(mut self, stopped: bool) -> Waited {
         let unsettled = self.open.len();
-        for (id, last) in self.open {
+        for (id, last, stand) in self.open {
             self.done.push(Settlement {
                 id,
                 status: last,
@@ -316,6 +405,7 @@ impl Watch {
                 settled: false,
                 error_message: None,
                 seconds: None,
+                unclaimed: stand.unclaimed(),
             });
         }
         Waited {
@@ -363,7 +453,7 @@ impl Waited {
     pub fn account(&self, timeout: Duration) -> String {
         let partial = self.done.iter().filter(|s| s.outstanding.is_some()).count();
         format!(
-            "{} of {} delivered{}{}",
+            "{} of {} delivered{}{}{}",
             self.delivered(),
             self.done.len(),
             match partial {
@@ -377,8 +467,20 @@ impl Waited {
                     ", {n} not settled within {}",
                     time::duration(timeout.as_secs_f64())
                 ),
-            }
+            },
+            self.unclaimed_words()
         )
+    }
+
+    /// What the account adds when some replays were due and never claimed: nothing sent
+    /// them, which is not the same as a slow provider.
+    fn unclaimed_words(&self) -> String {
+        match self.done.iter().filter(|s| s.unclaimed).count() {
+            0 => String::new(),
+            n => format!(
+                "; {n} of them due and never claimed by a worker: is one running against this store? (`unsctl doctor` says)"
+            ),
+        }
     }
 }
 
@@ -453,5 +555,78 @@ mod tests {
         );
         let other = doc("DELIVERED", 1, &[(7, "DELIVERED", 1)]);
         assert!(settled_since(&other, 7).is_err_and(|why| why.contains("no longer the replay")));
+    }
+
+    /// A replay no worker took is told from one being tried and from one waiting its
+    /// turn, in the progress and in the account a wait ends with.
+    #[test]
+    fn a_replay_no_worker_claims_is_said_to_be_unclaimed() {
+        let mut due = doc("PENDING", 2, &[(7, "REPLAYED", 2)]);
+        due.row.next_attempt_at = 100.0;
+        assert_eq!(stand(&due, 7, 100.0), Stand::Unclaimed { seconds: 0.0 });
+        assert!(!stand(&due, 7, 104.0).unclaimed(), "a worker's pace");
+        assert!(stand(&due, 7, 105.0).unclaimed());
+        assert_eq!(stand(&due, 7, 99.0), Stand::Scheduled, "a pace's turn");
+        // Due before the replay was made: due since the replay.
+        due.events[0].at = 103.0;
+        assert_eq!(stand(&due, 7, 106.0), Stand::Unclaimed { seconds: 3.0 });
+        // A claim before the replay is not one of it.
+        let before = doc(
+            "PENDING",
+            2,
+            &[(5, "ATTEMPT_STARTED", 1), (7, "REPLAYED", 2)],
+        );
+        assert!(stand(&before, 7, 100.0).unclaimed());
+        let retrying = doc(
+            "PENDING",
+            2,
+            &[(7, "REPLAYED", 2), (8, "ATTEMPT_STARTED", 2)],
+        );
+        assert_eq!(stand(&retrying, 7, 100.0), Stand::Claimed);
+
+        let progress = Progress {
+            total: 4,
+            delivered: 1,
+            back: 0,
+            open: 3,
+            unclaimed: 1,
+            scheduled: 1,
+        };
+        assert_eq!(
+            progress.words("replaying"),
+            "replaying 4: 1 delivered, 0 back in the DLQ, 1 in flight, 1 waiting their turn, 1 due and not claimed by any worker yet"
+        );
+        let plain = Progress {
+            unclaimed: 0,
+            scheduled: 0,
+            ..progress
+        };
+        assert_eq!(
+            plain.words("canary"),
+            "canary 4: 1 delivered, 0 back in the DLQ, 3 in flight"
+        );
+
+        let mut watch = Watch::new(&[("n-1".into(), 7), ("n-2".into(), 9)]);
+        watch.open[0].2 = Stand::Unclaimed { seconds: 6.0 };
+        watch.open[1].2 = Stand::Scheduled;
+        assert_eq!(watch.progress().unclaimed, 1);
+        let waited = watch.end(false);
+        let account = waited.account(Duration::from_secs(2));
+        assert!(
+            account.ends_with(
+                "2 not settled within 2.0 s; 1 of them due and never claimed by a worker: is one running against this store? (`unsctl doctor` says)"
+            ),
+            "{account}"
+        );
+        let out = crate::render::Output::plain(200);
+        assert!(
+            waited.done[0]
+                .line(&out)
+                .ends_with("never claimed by a worker")
+        );
+        assert!(
+            !waited.done[1].line(&out).contains("claimed"),
+            "not due yet"
+        );
     }
 }

@@ -906,7 +906,7 @@ impl Steps for Shown<'_> {
         let mut watch = Watch::new(sent);
         let mut stopped = false;
         loop {
-            let look = watch.look(self.store)?;
+            let look = watch.look(self.store, self.clock.now())?;
             for settled in &look.settled {
                 self.lines.push(settled.line(&Output::plain(200)));
             }

@@ -327,11 +327,9 @@ fn replay_wait_reports_each_notification_and_exits_0_only_when_all_were_delivere
         assert_eq!(waited["not_delivered"], 1, "{waited}");
         assert_eq!(waited["waited"][0]["id"], id.as_str());
         assert_eq!(waited["waited"][0]["status"], "DEAD");
-        assert!(
-            String::from_utf8_lossy(&out.stderr).contains("0 of 1 delivered"),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains("0 of 1 delivered"), "{stderr}");
+        assert!(!stderr.contains("claimed"), "a worker took it: {stderr}");
     }
     // --wait without --confirm is a usage error: a dry run has nothing to wait for.
     let out = runtime
@@ -339,6 +337,48 @@ fn replay_wait_reports_each_notification_and_exits_0_only_when_all_were_delivere
         .output()
         .expect("replay");
     assert_eq!(out.status.code(), Some(2));
+}
+
+/// With no worker running against the store, a replay is never claimed: the wait says
+/// so while it waits and when it ends, which a slow provider never looks like.
+#[test]
+fn replay_wait_says_when_no_worker_claims_the_replay() {
+    let dir = tempfile::tempdir().expect("dir");
+    let db = dir.path().join("idle.db");
+    let conn = schema::open(&db, OpenMode::Create).expect("store");
+    let id = support::replay_entry(&conn, support::wall_clock());
+    drop(conn);
+    let out = support::unsctl()
+        .args(["--color", "never", "--db"])
+        .arg(&db)
+        .args([
+            "replay",
+            &id,
+            "--reason",
+            "webhook fixed",
+            "--confirm",
+            "--yes",
+        ])
+        .args(["--wait", "--interval", "0.2", "--timeout", "6"])
+        .output()
+        .expect("replay");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stdout}{stderr}");
+    assert!(
+        stdout
+            .lines()
+            .any(|l| l.starts_with(&id) && l.ends_with("still PENDING, never claimed by a worker")),
+        "{stdout}"
+    );
+    assert!(
+        stderr.contains("1 replay due and not claimed by any worker for 5.0 s or more: is one running against this store? (`unsctl doctor` says)"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("0 of 1 delivered, 1 not settled within 6.0 s; 1 of them due and never claimed by a worker"),
+        "{stderr}"
+    );
 }
 
 #[test]

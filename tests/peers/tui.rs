@@ -243,6 +243,41 @@ fn a_context_marked_readonly_opens_read_only() {
     assert_eq!(status(&db, &id), ("DEAD".to_string(), true));
 }
 
+/// A replay carried out from the screen on a store no worker runs against: the progress
+/// says the replay is due and not claimed rather than in flight, and the end says it was
+/// never claimed, which a slow provider never looks like.
+#[test]
+fn a_replay_from_the_screen_that_no_worker_claims_is_said_to_be_unclaimed() {
+    let dir = tempfile::tempdir().expect("dir");
+    let db = dir.path().join("idle.db");
+    let conn = schema::open(&db, OpenMode::Create).expect("store");
+    let id = support::replay_entry(&conn, support::wall_clock());
+    drop(conn);
+    let term = Tmux::start_sized(
+        &command(
+            &format!("--db {} tui --operator erin --wait 8s", db.display()),
+            &[],
+        ),
+        140,
+        30,
+    );
+    term.wait_for("REPLAY 1");
+    term.keys(&["p"]);
+    term.wait_for("replay 1 entry");
+    // From Cancel: channels, canary, pace, forced, reason.
+    reason_word_go(&term, 5, "webhook url fixed", &[]);
+    term.wait_for("replaying 1: 0 delivered, 0 back in the DLQ, 0 in flight, 1 due and not claimed by any worker yet");
+    let screen = term.wait_for("never claimed by a worker");
+    assert!(
+        screen.contains("is one running against this store?"),
+        "{screen}"
+    );
+    assert_eq!(status(&db, &id), ("PENDING".to_string(), false));
+    term.keys(&["Enter"]);
+    term.keys(&["q"]);
+    term.wait_for("EXIT=0");
+}
+
 /// A UNS API in front of `upstream` whose DLQ pages never move forward: every page is the
 /// first, under a fresh cursor each time. The DLQ requests it was sent, counted.
 fn repeating_api(
