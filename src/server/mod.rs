@@ -226,7 +226,9 @@ pub fn start_with_clock(
             runtime.shutdown_timeout(std::time::Duration::from_secs(5));
         })
         .map_err(ServeError::Runtime)?;
-    tracing::info!(%addr, "serving the UNS API");
+    // Which store, for whoever looks after several: as it may be printed (no password).
+    let store = crate::render::sanitize::clean(&config.db.shown()).into_owned();
+    tracing::info!(%addr, %store, "serving the UNS API");
     Ok(RunningServer {
         addr,
         shutdown: Some(shutdown_tx),

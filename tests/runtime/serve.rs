@@ -520,5 +520,13 @@ fn uns_log_sets_what_the_server_logs() {
             shown,
             "UNS_LOG={level:?}: {stderr}"
         );
+        // The line names the store it serves: one of several an operator looks after.
+        if shown {
+            let line = stderr
+                .lines()
+                .find(|l| l.contains(serving))
+                .unwrap_or_default();
+            assert!(line.contains(&format!("store={}", db.display())), "{line}");
+        }
     }
 }
