@@ -133,8 +133,16 @@ pub fn write(store: &dyn Store, asked: &super::Asked, dir: &Path) -> CliResult<R
 /// What is said once a bundle is written to `dir`: where, and how to check it.
 pub fn written(dir: &Path) -> String {
     format!(
-        "evidence bundle written to {}: check it with `unsctl report check {}` or `sha256sum -c SHA256SUMS` inside it",
+        "evidence bundle written to {}: check it with {} or `sha256sum -c SHA256SUMS` inside it",
         crate::render::sanitize::clean(&dir.display().to_string()),
+        check_command(dir)
+    )
+}
+
+/// `` `unsctl report check DIR` ``, the folder quoted as one word.
+pub fn check_command(dir: &Path) -> String {
+    format!(
+        "`unsctl report check {}`",
         crate::model::command::word("the folder", &dir.display().to_string())
             .unwrap_or_else(|err| format!("<{err}>"))
     )

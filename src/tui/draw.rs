@@ -148,16 +148,17 @@ fn header_line(app: &App, now: Instant, paint: &Paint) -> Line<'static> {
     Line::from(spans)
 }
 
-/// The message's rows: one, or as many as a longer error takes to be read whole (at most
-/// three), so a reason is never cut at the screen's edge.
+/// The message's rows: one, or as many as a longer one takes to be read whole (at most
+/// four), so a reason or where a report went is never cut at the screen's edge.
 fn message_rows(app: &App, width: u16) -> u16 {
+    // Typing in the bar hides all but an error's message.
     let length = app
         .message
         .as_ref()
-        .filter(|m| m.error)
+        .filter(|m| m.error || app.input.is_none())
         .map_or(0, |m| clean(&m.text).chars().count() + 2);
     let width = usize::from(width.max(1));
-    length.div_ceil(width).clamp(1, 3) as u16
+    length.div_ceil(width).clamp(1, 4) as u16
 }
 
 fn message_line(app: &App, paint: &Paint) -> Line<'static> {

@@ -979,13 +979,15 @@ fn report(
     let stamp = crate::render::time::rfc3339(now).replace([':', '-', '.'], "");
     let dir = source.reports.join(format!("unsctl-report-{stamp}"));
     let written = crate::report::bundle::write(store, &asked, &dir)?;
+    // Where first: the rest may wrap past the rows a message has at 80 columns.
     Ok(Reply::Reported {
         said: format!(
-            "report {} to {}: {}; {}",
+            "report written to {} ({}); {} checks it; window {} to {}",
+            crate::render::sanitize::clean(&dir.display().to_string()),
+            written.headline(),
+            crate::report::bundle::check_command(&dir),
             crate::render::time::rfc3339(since),
             crate::render::time::rfc3339(until),
-            crate::report::bundle::written(&dir),
-            written.headline()
         ),
     })
 }

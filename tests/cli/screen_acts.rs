@@ -291,8 +291,17 @@ fn the_command_bar_inspects_a_shown_prefix_and_writes_the_report() {
     screen.type_text("report 2d");
     screen.press(KeyCode::Enter);
     let said = screen.app.message.as_ref().expect("said").text.clone();
-    assert!(said.contains("evidence bundle written to"), "{said}");
+    assert!(said.contains("report written to"), "{said}");
     let bundle = support::checked_bundle(&screen.source.reports);
+    // At 80x24, where it went and how to check it are on the screen, not cut at its edge.
+    let text = screen.text(80, 24);
+    assert!(
+        text.contains(&format!("report written to {}", bundle.display())),
+        "{text}"
+    );
+    // The whole of it, to the window's end, wrapped over the message's rows.
+    let words = |text: &str| text.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(words(&text).contains(&words(&said)), "{said}\n{text}");
     let markdown = std::fs::read_to_string(bundle.join("report.md")).expect("report.md");
     assert!(
         markdown.contains("MISSING") || markdown.contains("Postmortem"),

@@ -640,10 +640,24 @@ fn an_incident_is_worked_from_the_screen_alone() {
     term.keys(&[":"]);
     term.keys(&["-l", "report 1h"]);
     term.keys(&["Enter"]);
-    term.wait_for("evidence bundle written to");
+    let said = term.wait_for("report written to");
     term.keys(&["q"]);
     term.wait_for("EXIT=0");
     let bundle = support::checked_bundle(reports.path());
+    // Where it went is said whole, with how to check it.
+    assert!(
+        said.contains(&format!("report written to {} (", bundle.display())),
+        "{}: {said}",
+        bundle.display()
+    );
+    let words = said.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        words.contains(&format!(
+            "`unsctl report check {}` checks it",
+            bundle.display()
+        )),
+        "{said}"
+    );
 
     // The verdict change carries the attempt's own times, never its window widened
     // for clock skew (two minutes either side): from the attempt's start to its end, the
