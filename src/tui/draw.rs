@@ -788,6 +788,20 @@ fn quoted(text: Option<&str>) -> String {
 
 fn contexts(frame: &mut Frame<'_>, app: &App, area: Rect) {
     let view = &app.contexts;
+    // Why the context under the cursor could not be read, whole: the table's cell cuts it.
+    let why = view
+        .rows
+        .get(view.selected)
+        .and_then(|row| Some((&row.name, row.read.as_ref().err()?)))
+        .map(|(name, why)| format!("context {}: {}", clean(name), clean(why)));
+    let detail_rows = why.as_ref().map_or(0, |why| {
+        (why.chars().count().div_ceil(usize::from(area.width.max(1)))).clamp(1, 4) as u16
+    });
+    let [area, detail] =
+        Layout::vertical([Constraint::Min(3), Constraint::Length(detail_rows)]).areas(area);
+    if let Some(why) = why {
+        frame.render_widget(Paragraph::new(why).wrap(Wrap { trim: false }), detail);
+    }
     let rows: Vec<Row<'_>> = view
         .rows
         .iter()

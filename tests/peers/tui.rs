@@ -278,6 +278,50 @@ fn a_replay_from_the_screen_that_no_worker_claims_is_said_to_be_unclaimed() {
     term.wait_for("EXIT=0");
 }
 
+/// At 80 columns the contexts view cuts a context's reason in its cell; the one under the
+/// cursor is said whole beneath the table.
+#[test]
+fn an_unreachable_contexts_reason_is_said_whole_at_80_columns() {
+    let dir = tempfile::tempdir().expect("dir");
+    let db = dir.path().join("uns.db");
+    let conn = schema::open(&db, OpenMode::Create).expect("store");
+    support::replay_entry(&conn, 1_000.0);
+    drop(conn);
+    let closed = support::free_port();
+    let config = dir.path().join("config.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "current_context = \"lab\"\n[contexts.lab]\ndb = \"{}\"\n[contexts.down]\napi = \"http://127.0.0.1:{closed}\"\n",
+            db.display()
+        ),
+    )
+    .expect("config");
+    let term = Tmux::start_sized(
+        &format!(
+            "env -i PATH={} HOME=/nonexistent UNSCTL_CONFIG={} UNS_API_KEY=0123456789abcdef0123 TERM=xterm {} tui --view contexts",
+            std::env::var("PATH").unwrap_or_default(),
+            config.display(),
+            env!("CARGO_BIN_EXE_unsctl")
+        ),
+        80,
+        24,
+    );
+    term.wait_for("reachable");
+    // The first row (by name) is the one that could not be read.
+    let screen = term.wait_for("connection refused");
+    assert!(
+        screen.contains(&format!(
+            "context down: cannot connect to 127.0.0.1:{closed}"
+        )),
+        "{screen}"
+    );
+    term.keys(&["Down"]);
+    term.wait_while("connection refused");
+    term.keys(&["q"]);
+    term.wait_for("EXIT=0");
+}
+
 /// A UNS API in front of `upstream` whose DLQ pages never move forward: every page is the
 /// first, under a fresh cursor each time. The DLQ requests it was sent, counted.
 fn repeating_api(
