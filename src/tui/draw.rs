@@ -76,7 +76,7 @@ pub fn draw(frame: &mut Frame<'_>, app: &App, now: Instant) {
     let [header, body, message, footer] = Layout::vertical([
         Constraint::Length(1),
         Constraint::Min(5),
-        Constraint::Length(message_rows(app, area.width)),
+        Constraint::Length(wrapped_rows(message_line(app, &paint), area.width, (1, 4))),
         Constraint::Length(1),
     ])
     .areas(area);
@@ -148,19 +148,9 @@ fn header_line(app: &App, now: Instant, paint: &Paint) -> Line<'static> {
     Line::from(spans)
 }
 
-/// The message's rows: one, or as many as a longer one takes to be read whole (at most
-/// four), so a reason or where a report went is never cut at the screen's edge.
-fn message_rows(app: &App, width: u16) -> u16 {
-    // Typing in the bar hides all but an error's message.
-    let length = app
-        .message
-        .as_ref()
-        .filter(|m| m.error || app.input.is_none())
-        .map_or(0, |m| clean(&m.text).chars().count() + 2);
-    let width = usize::from(width.max(1));
-    length.div_ceil(width).clamp(1, 4) as u16
-}
-
+/// The message, or what is typed in the bar (with an error's message after it): it takes
+/// as many rows as it needs to be read whole, up to four, so a reason or where a report
+/// went is never cut at the screen's edge.
 fn message_line(app: &App, paint: &Paint) -> Line<'static> {
     let after = app
         .message
@@ -309,12 +299,20 @@ fn cell_line(cell: &Text, width: u16, paint: &Paint) -> Line<'static> {
 
 /// The lines the detail takes at `width`, its wrapped lines counted.
 fn detail_height(view: &super::app::DlqView, width: u16) -> u16 {
-    let width = usize::from(width.max(1));
-    let lines: usize = dlq_detail(view)
-        .iter()
-        .map(|line| line.width().div_ceil(width).max(1))
-        .sum();
-    u16::try_from(lines.clamp(4, 8)).unwrap_or(4)
+    wrapped_rows(dlq_detail(view), width, (4, 8))
+}
+
+/// The rows `lines` take wrapped at `width` as they are drawn (at word ends, not every
+/// `width` characters), within `(least, most)`.
+fn wrapped_rows<'a>(
+    lines: impl Into<ratatui::text::Text<'a>>,
+    width: u16,
+    (least, most): (u16, u16),
+) -> u16 {
+    let rows = Paragraph::new(lines)
+        .wrap(Wrap { trim: false })
+        .line_count(width.max(1));
+    u16::try_from(rows).unwrap_or(most).clamp(least, most)
 }
 
 /// A table of `specs` over `cells` in `area`, scrolled to `selected` (reversed), each
@@ -498,15 +496,25 @@ const UNREAD_SHOWN: usize = 2;
 fn reconcile(frame: &mut Frame<'_>, app: &App, area: Rect, paint: &Paint) {
     let view = &app.reconcile;
     let unread = view.unread.len().min(UNREAD_SHOWN) as u16;
-    let [head, table, still] = Layout::vertical([
+    let needs = view.needs();
+    // The row under the cursor whole, beneath the table: its cells cut the recipient an
+    // apology or a re-send is addressed to.
+    let detail = needs.get(view.selected).map(|item| need_detail(item));
+    let detail_rows = detail
+        .as_ref()
+        .map_or(0, |text| wrapped_rows(text.as_str(), area.width, (1, 4)));
+    let [head, table, below, still] = Layout::vertical([
         Constraint::Length(4 + unread),
         Constraint::Min(3),
+        Constraint::Length(detail_rows),
         Constraint::Length(2),
     ])
     .areas(area);
     let lines = reconcile_counts(view);
     frame.render_widget(Paragraph::new(lines), head);
-    let needs = view.needs();
+    if let Some(detail) = detail {
+        frame.render_widget(Paragraph::new(detail).wrap(Wrap { trim: false }), below);
+    }
     let rows: Vec<crate::render::columns::NeedRow> = needs
         .iter()
         .map(|item| item.row(short(app, &item.id)))
@@ -539,6 +547,25 @@ fn reconcile(frame: &mut Frame<'_>, app: &App, area: Rect, paint: &Paint) {
             still,
         );
     }
+}
+
+/// One channel that needs a person, in a line: its class and copies, the whole id, who
+/// got it (or where to find out), then the evidence.
+fn need_detail(item: &crate::reconcile::Reconciled) -> String {
+    let row = item.row(&item.id);
+    let mut text = format!(
+        "{} {} {}: {} {} to {}",
+        row.channel,
+        row.class,
+        clean(&row.id),
+        row.copies,
+        if row.copies == 1 { "copy" } else { "copies" },
+        clean(&row.recipient)
+    );
+    if !row.evidence.is_empty() {
+        text.push_str(&format!("; {}", clean(&row.evidence.join("; "))));
+    }
+    text
 }
 
 /// Whether it is still happening, by the last lease loss and reclaim, in one line:
@@ -794,9 +821,9 @@ fn contexts(frame: &mut Frame<'_>, app: &App, area: Rect) {
         .get(view.selected)
         .and_then(|row| Some((&row.name, row.read.as_ref().err()?)))
         .map(|(name, why)| format!("context {}: {}", clean(name), clean(why)));
-    let detail_rows = why.as_ref().map_or(0, |why| {
-        (why.chars().count().div_ceil(usize::from(area.width.max(1)))).clamp(1, 4) as u16
-    });
+    let detail_rows = why
+        .as_ref()
+        .map_or(0, |why| wrapped_rows(why.as_str(), area.width, (1, 4)));
     let [area, detail] =
         Layout::vertical([Constraint::Min(3), Constraint::Length(detail_rows)]).areas(area);
     if let Some(why) = why {
