@@ -741,7 +741,56 @@ fn pulse(frame: &mut Frame<'_>, app: &App, area: Rect, paint: &Paint) {
 
 fn audit(frame: &mut Frame<'_>, app: &App, area: Rect) {
     let view = &app.audit;
-    let [table, detail] = Layout::vertical([Constraint::Min(3), Constraint::Length(2)]).areas(area);
+    let said = view
+        .rows
+        .get(view.selected)
+        .map(|row| {
+            if row.kind == crate::remediation::note::KIND {
+                return format!(
+                    "NOTE by {}: {}; ticket {}; {}",
+                    clean(&row.operator),
+                    quoted(row.reason.as_deref()),
+                    quoted(row.ticket.as_deref()),
+                    clean(&row.followed)
+                );
+            }
+            format!(
+                "{} {} by {}: reason {}; ticket {}; {}; verdict then {}{}{}",
+                clean(&row.kind),
+                clean(&row.notification_id),
+                clean(&row.operator),
+                quoted(row.reason.as_deref()),
+                quoted(row.ticket.as_deref()),
+                match row.said() {
+                    Some(said) => format!("said {}", quoted(Some(&said))),
+                    None => "no attestation".into(),
+                },
+                row.verdict_then
+                    .as_deref()
+                    .map_or("-".into(), |b| clean(b).into_owned()),
+                row.via
+                    .as_deref()
+                    .map(|v| format!("; via {}", clean(v)))
+                    .unwrap_or_default(),
+                if row.followed.is_empty() {
+                    String::new()
+                } else {
+                    format!("; followed: {}", clean(&row.followed))
+                }
+            )
+        })
+        .unwrap_or_else(|| {
+            if view.loaded.is_some() {
+                "No operator action recorded yet.".into()
+            } else {
+                String::new()
+            }
+        });
+    // The action under the cursor whole: who, why, the ticket, what was said, the verdict
+    // then; the table keeps what fits.
+    let rows = wrapped_rows(said.as_str(), area.width, (2, 5));
+    let [table, detail] =
+        Layout::vertical([Constraint::Min(3), Constraint::Length(rows)]).areas(area);
     let cells: Vec<Vec<Text>> = view
         .rows
         .iter()
@@ -766,46 +815,6 @@ fn audit(frame: &mut Frame<'_>, app: &App, area: Rect) {
         ),
         table,
     );
-    let said = view
-        .rows
-        .get(view.selected)
-        .map(|row| {
-            if row.kind == crate::remediation::note::KIND {
-                return format!(
-                    "NOTE by {}: {}; ticket {}; {}",
-                    clean(&row.operator),
-                    quoted(row.reason.as_deref()),
-                    quoted(row.ticket.as_deref()),
-                    clean(&row.followed)
-                );
-            }
-            format!(
-                "{} {} by {}: reason {}; ticket {}; {}; verdict then {}{}",
-                clean(&row.kind),
-                clean(&row.notification_id),
-                clean(&row.operator),
-                quoted(row.reason.as_deref()),
-                quoted(row.ticket.as_deref()),
-                match row.said() {
-                    Some(said) => format!("said {}", quoted(Some(&said))),
-                    None => "no attestation".into(),
-                },
-                row.verdict_then
-                    .as_deref()
-                    .map_or("-".into(), |b| clean(b).into_owned()),
-                row.via
-                    .as_deref()
-                    .map(|v| format!("; via {}", clean(v)))
-                    .unwrap_or_default()
-            )
-        })
-        .unwrap_or_else(|| {
-            if view.loaded.is_some() {
-                "No operator action recorded yet.".into()
-            } else {
-                String::new()
-            }
-        });
     frame.render_widget(Paragraph::new(said).wrap(Wrap { trim: false }), detail);
 }
 

@@ -255,6 +255,37 @@ fn giving_up_from_the_screen_is_a_forced_resolve_with_its_reason() {
     same_but_via(ours[0].clone(), &theirs[0]);
 }
 
+/// At 80 columns the audit's table keeps the time, the act and the id; the act under the
+/// cursor is said whole beneath it, however many rows its reason takes.
+#[test]
+fn the_audit_says_the_act_under_the_cursor_whole_at_80_columns() {
+    let (_dir, db, ids) = refused_store(1, &["HTTP 400"]);
+    let reason = "customer churned last week; the account is closed, the channel archived, \
+                  and support confirmed by phone that nobody is left to notify (CASE-4411)";
+    let out = support::unsctl()
+        .arg("--db")
+        .arg(&db)
+        .args(["dlq", "resolve", &ids[0], "--force", "--reason", reason])
+        .args(["--operator", "erin", "--confirm", "--yes"])
+        .output()
+        .expect("resolve");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut screen = Screen::open(&db, false, false);
+    screen.view(ViewKind::Audit, None);
+    let text = screen.text(80, 24);
+    let words = |text: &str| text.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        words(&text).contains(&format!(
+            "by erin: reason \"{reason}\"; ticket -; no attestation; verdict then REPLAY"
+        )),
+        "{text}"
+    );
+}
+
 /// The command bar: `:inspect` takes the prefix the list shows, `:providers` opens the
 /// providers' figures, and `:report` writes a bundle that `report check` passes.
 #[test]
