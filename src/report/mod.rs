@@ -849,7 +849,7 @@ fn actions(store: &dyn Store, asked: &Asked) -> crate::store::Result<(Vec<Action
             let doc = docs
                 .entry(event.notification_id.clone())
                 .or_insert_with(|| store.notification(&event.notification_id).ok());
-            followed(doc.as_ref(), &event, asked.until)
+            followed(doc.as_ref(), &event, Upto::WindowEnd(asked.until))
         } else {
             skipped += 1;
             "not looked up".to_string()
@@ -1005,15 +1005,48 @@ fn action(event: crate::api::EventRow, payload: &serde_json::Value, followed: St
     }
 }
 
-/// What became of a notification after `event`, as its history stood at `until`.
-fn followed(
+/// How far what followed an action is read: to a report's window's end, or to now (the
+/// live screen's audit); each says it in its own words.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Upto {
+    WindowEnd(f64),
+    Now(f64),
+}
+
+impl Upto {
+    fn at(self) -> f64 {
+        match self {
+            Upto::WindowEnd(at) | Upto::Now(at) => at,
+        }
+    }
+
+    /// "at the window's end", "now".
+    fn end(self) -> &'static str {
+        match self {
+            Upto::WindowEnd(_) => "at the window's end",
+            Upto::Now(_) => "now",
+        }
+    }
+
+    /// "in the window", "since".
+    fn span(self) -> &'static str {
+        match self {
+            Upto::WindowEnd(_) => "in the window",
+            Upto::Now(_) => "since",
+        }
+    }
+}
+
+/// What became of a notification after `event`, as its history stood `upto`.
+pub fn followed(
     doc: Option<&crate::api::NotificationDoc>,
     event: &crate::api::EventRow,
-    until: f64,
+    upto: Upto,
 ) -> String {
     let Some(doc) = doc else {
         return "its history could not be read".into();
     };
+    let until = upto.at();
     let time = |at: f64| crate::render::time::rfc3339(at);
     let next = doc
         .events
@@ -1026,14 +1059,14 @@ fn followed(
             )
         });
     if event.kind == "REPLAYED"
-        && let Some(words) = replay_followed(doc, event, until)
+        && let Some(words) = replay_followed(doc, event, upto)
     {
         return words;
     }
     match (event.kind.as_str(), next) {
         ("DLQ_RESOLVED", _) => "left the DLQ as RESOLVED; nothing was sent".into(),
         ("VERIFIED", Some(next)) => format!("then {} at {}", next.kind.as_str(), time(next.at)),
-        ("VERIFIED", None) => "recorded; the entry was not acted on in the window".into(),
+        ("VERIFIED", None) => format!("recorded; the entry was not acted on {}", upto.span()),
         (_, Some(next)) if next.kind.known() == Some(Kind::Delivered) => {
             format!("delivered at {}", time(next.at))
         }
@@ -1041,18 +1074,19 @@ fn followed(
             format!("refused again: dead-lettered at {}", time(next.at))
         }
         (_, Some(next)) => format!("then {} at {}", next.kind.as_str(), time(next.at)),
-        (_, None) => "still due or in flight at the window's end".into(),
+        (_, None) => format!("still due or in flight {}", upto.end()),
     }
 }
 
 /// What followed a replay, channel by channel: each channel it sent delivered, refused
 /// again, in doubt or still due, by the first attempt of that channel after it (before
-/// `until`); none when the payload does not name its channels.
+/// `upto`); none when the payload does not name its channels.
 fn replay_followed(
     doc: &crate::api::NotificationDoc,
     event: &crate::api::EventRow,
-    until: f64,
+    upto: Upto,
 ) -> Option<String> {
+    let until = upto.at();
     use crate::model::ProviderOutcome;
     let payload = crate::model::payload_tree(event.payload.get());
     let channels: Vec<Channel> = payload["channels"]
@@ -1090,8 +1124,8 @@ fn replay_followed(
                 Some((id, ProviderOutcome::Unknown)) => {
                     format!("outcome unknown at {}", time(*id))
                 }
-                None if after.is_some() => "in flight at the window's end".into(),
-                None => "still due at the window's end".into(),
+                None if after.is_some() => format!("in flight {}", upto.end()),
+                None => format!("still due {}", upto.end()),
             };
             format!("{channel} {said}")
         })

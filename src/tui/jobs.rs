@@ -404,7 +404,9 @@ pub fn run(source: &Source, reader: &mut Reader, job: Job) -> Reply {
             .and_then(|store| reconcile(source, store, &mut reader.short)),
         Job::Audit => opened(source, &mut reader.store)
             .map_err(Failure::from)
-            .and_then(|store| audit(store, &mut reader.short).map_err(Failure::from)),
+            .and_then(|store| {
+                audit(store, &mut reader.short, source.clock.now()).map_err(Failure::from)
+            }),
         job => match opened(source, &mut reader.store) {
             Ok(store) => read(source, store, job),
             Err(err) => Err(err.into()),
@@ -631,10 +633,15 @@ fn reconcile(
     })
 }
 
-/// The newest operator actions: resolves, replays and verify records, newest first.
+/// The newest acts the audit view says what followed of: about a screenful.
+const AUDIT_FOLLOWED: usize = 40;
+
+/// The newest operator actions: resolves, replays and verify records, newest first, and
+/// what followed the newest of them by `now`.
 fn audit(
     store: &dyn Store,
     known: &mut HashMap<String, (String, std::time::Instant)>,
+    now: f64,
 ) -> crate::store::Result<Reply> {
     use crate::model::Kind;
     let query = crate::store::EventQuery {
@@ -642,11 +649,25 @@ fn audit(
         limit: 1000,
         ..Default::default()
     };
+    // What followed each of the newest acts, as the report says it, up to now: one read
+    // of its notification each, so only a screenful is looked up at each refresh.
+    let mut docs: HashMap<String, Option<crate::api::NotificationDoc>> = HashMap::new();
     let mut rows: Vec<crate::report::Action> = store
         .events(&query)?
         .events
         .into_iter()
-        .map(|event| crate::report::Action::of(event, String::new()))
+        .enumerate()
+        .map(|(n, event)| {
+            let followed = if n < AUDIT_FOLLOWED {
+                let doc = docs
+                    .entry(event.notification_id.clone())
+                    .or_insert_with(|| store.notification(&event.notification_id).ok());
+                crate::report::followed(doc.as_ref(), &event, crate::report::Upto::Now(now))
+            } else {
+                String::new()
+            };
+            crate::report::Action::of(event, followed)
+        })
         .collect();
     // The notes written beside the acts, as the report keeps them.
     rows.extend(

@@ -280,7 +280,7 @@ fn the_audit_says_the_act_under_the_cursor_whole_at_80_columns() {
     let words = |text: &str| text.split_whitespace().collect::<Vec<_>>().join(" ");
     assert!(
         words(&text).contains(&format!(
-            "by erin: reason \"{reason}\"; ticket -; no attestation; verdict then REPLAY"
+            "by erin: reason \"{reason}\"; ticket -; no attestation; verdict then REPLAY; followed: left the DLQ as RESOLVED; nothing was sent"
         )),
         "{text}"
     );

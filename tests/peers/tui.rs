@@ -274,6 +274,11 @@ fn a_replay_from_the_screen_that_no_worker_claims_is_said_to_be_unclaimed() {
     );
     assert_eq!(status(&db, &id), ("PENDING".to_string(), false));
     term.keys(&["Enter"]);
+    // The audit says what followed the replay, as of now.
+    term.keys(&[":"]);
+    term.keys(&["-l", "audit"]);
+    term.keys(&["Enter"]);
+    term.wait_for("followed: SLACK still due now");
     term.keys(&["q"]);
     term.wait_for("EXIT=0");
 }
