@@ -344,10 +344,7 @@ fn replay_wait_reports_each_notification_and_exits_0_only_when_all_were_delivere
 #[test]
 fn replay_wait_says_when_no_worker_claims_the_replay() {
     let dir = tempfile::tempdir().expect("dir");
-    let db = dir.path().join("idle.db");
-    let conn = schema::open(&db, OpenMode::Create).expect("store");
-    let id = support::replay_entry(&conn, support::wall_clock());
-    drop(conn);
+    let (db, id) = support::store_with_replay_entry(dir.path(), "idle.db", support::wall_clock());
     let out = support::unsctl()
         .args(["--color", "never", "--db"])
         .arg(&db)

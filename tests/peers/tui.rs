@@ -181,10 +181,7 @@ fn over_the_api_a_replay_from_the_screen_is_delivered_and_a_live_lease_loss_show
 #[test]
 fn a_context_marked_readonly_opens_read_only() {
     let dir = tempfile::tempdir().expect("dir");
-    let db = dir.path().join("uns.db");
-    let conn = schema::open(&db, OpenMode::Create).expect("store");
-    let id = support::replay_entry(&conn, 1_000.0);
-    drop(conn);
+    let (db, id) = support::store_with_replay_entry(dir.path(), "uns.db", 1_000.0);
     let config = dir.path().join("config.toml");
     std::fs::write(
         &config,
@@ -249,10 +246,7 @@ fn a_context_marked_readonly_opens_read_only() {
 #[test]
 fn a_replay_from_the_screen_that_no_worker_claims_is_said_to_be_unclaimed() {
     let dir = tempfile::tempdir().expect("dir");
-    let db = dir.path().join("idle.db");
-    let conn = schema::open(&db, OpenMode::Create).expect("store");
-    let id = support::replay_entry(&conn, support::wall_clock());
-    drop(conn);
+    let (db, id) = support::store_with_replay_entry(dir.path(), "idle.db", support::wall_clock());
     let term = Tmux::start_sized(
         &command(
             &format!("--db {} tui --operator erin --wait 8s", db.display()),
@@ -288,10 +282,7 @@ fn a_replay_from_the_screen_that_no_worker_claims_is_said_to_be_unclaimed() {
 #[test]
 fn an_unreachable_contexts_reason_is_said_whole_at_80_columns() {
     let dir = tempfile::tempdir().expect("dir");
-    let db = dir.path().join("uns.db");
-    let conn = schema::open(&db, OpenMode::Create).expect("store");
-    support::replay_entry(&conn, 1_000.0);
-    drop(conn);
+    let (db, _) = support::store_with_replay_entry(dir.path(), "uns.db", 1_000.0);
     let closed = support::free_port();
     let config = dir.path().join("config.toml");
     std::fs::write(

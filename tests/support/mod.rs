@@ -388,6 +388,16 @@ pub fn replay_entry(conn: &rusqlite::Connection, now: f64) -> String {
     )
 }
 
+/// A new store `dir/NAME` holding one REPLAY-branch entry made at `now`: its path and
+/// the entry's id.
+pub fn store_with_replay_entry(dir: &Path, name: &str, now: f64) -> (PathBuf, String) {
+    let db = dir.join(name);
+    let conn = unsctl::runtime::schema::open(&db, unsctl::runtime::schema::OpenMode::Create)
+        .expect("store");
+    let id = replay_entry(&conn, now);
+    (db, id)
+}
+
 /// A VERIFY-branch DLQ entry: EMAIL timed out after the data.
 pub fn verify_entry(conn: &rusqlite::Connection, now: f64) -> String {
     play(
