@@ -378,7 +378,17 @@ const SHORT_ID_KEPT: std::time::Duration = std::time::Duration::from_secs(30);
 pub struct Reader {
     store: Option<Box<dyn Store>>,
     short: HashMap<String, (String, std::time::Instant)>,
+    /// What followed each act the audit looked up, by its event id, with the row it was
+    /// read from as the audit's query shows it: read again only once that row moved.
+    followed: Followed,
 }
+
+/// A notification's row as an event listing carries it: its status, whether it is in the
+/// DLQ, its attempts and its cycle. Any act, claim or settlement changes one of them.
+type RowMark = (String, bool, i64, i64);
+
+/// What followed each act looked up, by its event id, with the row it was read from.
+type Followed = HashMap<i64, (RowMark, String)>;
 
 impl Reader {
     /// The store, when it has been opened.
@@ -405,7 +415,13 @@ pub fn run(source: &Source, reader: &mut Reader, job: Job) -> Reply {
         Job::Audit => opened(source, &mut reader.store)
             .map_err(Failure::from)
             .and_then(|store| {
-                audit(store, &mut reader.short, source.clock.now()).map_err(Failure::from)
+                audit(
+                    store,
+                    &mut reader.short,
+                    &mut reader.followed,
+                    source.clock.now(),
+                )
+                .map_err(Failure::from)
             }),
         job => match opened(source, &mut reader.store) {
             Ok(store) => read(source, store, job),
@@ -633,14 +649,44 @@ fn reconcile(
     })
 }
 
+/// What followed `event` by `now`, in the report's words: kept from the last look while
+/// the row the listing shows has not moved, else read from its notification (`read`). A
+/// history that could not be read is asked for again next time.
+fn followed_of(
+    kept: &mut Followed,
+    event: &crate::api::EventRow,
+    now: f64,
+    read: impl FnOnce(&str) -> Option<crate::api::NotificationDoc>,
+) -> String {
+    let mark: RowMark = (
+        event.status.clone(),
+        event.dead_letter,
+        event.attempts,
+        event.cycle,
+    );
+    if let Some((seen, words)) = kept.get(&event.id)
+        && *seen == mark
+    {
+        return words.clone();
+    }
+    let doc = read(&event.notification_id);
+    let words = crate::report::followed(doc.as_ref(), event, crate::report::Upto::Now(now));
+    if doc.is_some() {
+        kept.insert(event.id, (mark, words.clone()));
+    }
+    words
+}
+
 /// The newest acts the audit view says what followed of: about a screenful.
 const AUDIT_FOLLOWED: usize = 40;
 
 /// The newest operator actions: resolves, replays and verify records, newest first, and
-/// what followed the newest of them by `now`.
+/// what followed the newest of them by `now`, read again only for a row that moved since
+/// (`followed`, kept between refreshes).
 fn audit(
     store: &dyn Store,
     known: &mut HashMap<String, (String, std::time::Instant)>,
+    followed: &mut Followed,
     now: f64,
 ) -> crate::store::Result<Reply> {
     use crate::model::Kind;
@@ -649,24 +695,26 @@ fn audit(
         limit: 1000,
         ..Default::default()
     };
+    let events = store.events(&query)?.events;
     // What followed each of the newest acts, as the report says it, up to now: one read
-    // of its notification each, so only a screenful is looked up at each refresh.
+    // of its notification each, and only when its row moved, so a refresh over a distant
+    // API asks for nothing that did not change.
     let mut docs: HashMap<String, Option<crate::api::NotificationDoc>> = HashMap::new();
-    let mut rows: Vec<crate::report::Action> = store
-        .events(&query)?
-        .events
+    let newest: std::collections::HashSet<i64> =
+        events.iter().take(AUDIT_FOLLOWED).map(|e| e.id).collect();
+    followed.retain(|id, _| newest.contains(id));
+    let mut rows: Vec<crate::report::Action> = events
         .into_iter()
-        .enumerate()
-        .map(|(n, event)| {
-            let followed = if n < AUDIT_FOLLOWED {
-                let doc = docs
-                    .entry(event.notification_id.clone())
-                    .or_insert_with(|| store.notification(&event.notification_id).ok());
-                crate::report::followed(doc.as_ref(), &event, crate::report::Upto::Now(now))
-            } else {
-                String::new()
-            };
-            crate::report::Action::of(event, followed)
+        .map(|event| {
+            if !newest.contains(&event.id) {
+                return crate::report::Action::of(event, String::new());
+            }
+            let words = followed_of(followed, &event, now, |id| {
+                docs.entry(id.to_string())
+                    .or_insert_with(|| store.notification(id).ok())
+                    .clone()
+            });
+            crate::report::Action::of(event, words)
         })
         .collect();
     // The notes written beside the acts, as the report keeps them.
@@ -1071,4 +1119,54 @@ fn record(
         })
         .collect();
     Ok(Reply::Recorded { lines })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The audit reads an act's notification again only once the row the listing shows
+    /// has moved, and never keeps a history it could not read.
+    #[test]
+    fn what_followed_an_act_is_read_again_only_when_its_row_moved() {
+        let doc: crate::api::NotificationDoc = serde_json::from_value(serde_json::json!({
+            "id": "n-1", "status": "RESOLVED", "dead_letter": false, "attempts": 1,
+            "cycle": 1, "cycle_attempts": 1, "max_attempts": 1, "channels": ["SLACK"],
+            "payload": {}, "idempotency_key": null, "lease_token": null,
+            "lease_until": null, "next_attempt_at": 0, "error_message": null,
+            "created_at": 0, "updated_at": 0, "events": []
+        }))
+        .expect("doc");
+        let mut event = crate::api::EventRow {
+            id: 7,
+            notification_id: "n-1".into(),
+            at: 10.0,
+            kind: "DLQ_RESOLVED".into(),
+            payload: crate::model::payload_from_value(&serde_json::json!({})),
+            status: "RESOLVED".into(),
+            dead_letter: false,
+            attempts: 1,
+            cycle: 1,
+            unreadable: Vec::new(),
+        };
+        let mut kept = HashMap::new();
+        let reads = std::cell::Cell::new(0);
+        let mut look = |event: &crate::api::EventRow, found: bool| {
+            followed_of(&mut kept, event, 20.0, |_| {
+                reads.set(reads.get() + 1);
+                found.then(|| doc.clone())
+            })
+        };
+        assert_eq!(look(&event, false), "its history could not be read");
+        assert_eq!(
+            look(&event, true),
+            "left the DLQ as RESOLVED; nothing was sent"
+        );
+        assert_eq!(reads.get(), 2, "an unread history is asked for again");
+        look(&event, true);
+        assert_eq!(reads.get(), 2, "nothing moved: kept");
+        event.attempts = 2;
+        look(&event, true);
+        assert_eq!(reads.get(), 3, "the row moved: read again");
+    }
 }
