@@ -315,6 +315,20 @@ fn wrapped_rows<'a>(
     u16::try_from(rows).unwrap_or(most).clamp(least, most)
 }
 
+/// `text` drawn wrapped at the foot of `area`, in the rows it takes within `rows`: what a
+/// table's cells cut of the row under its cursor, said whole. Returns the room above it
+/// (all of `area` without a text).
+fn beneath(frame: &mut Frame<'_>, area: Rect, text: Option<String>, rows: (u16, u16)) -> Rect {
+    let Some(text) = text else {
+        return area;
+    };
+    let height = wrapped_rows(text.as_str(), area.width, rows);
+    let [above, foot] =
+        Layout::vertical([Constraint::Min(3), Constraint::Length(height)]).areas(area);
+    frame.render_widget(Paragraph::new(text).wrap(Wrap { trim: false }), foot);
+    above
+}
+
 /// A table of `specs` over `cells` in `area`, scrolled to `selected` (reversed), each
 /// row led by `lead` of its index (`lead_width` columns: the cursor, the marks).
 fn spec_table<'a, R>(
@@ -496,25 +510,18 @@ const UNREAD_SHOWN: usize = 2;
 fn reconcile(frame: &mut Frame<'_>, app: &App, area: Rect, paint: &Paint) {
     let view = &app.reconcile;
     let unread = view.unread.len().min(UNREAD_SHOWN) as u16;
-    let needs = view.needs();
-    // The row under the cursor whole, beneath the table: its cells cut the recipient an
-    // apology or a re-send is addressed to.
-    let detail = needs.get(view.selected).map(|item| need_detail(item));
-    let detail_rows = detail
-        .as_ref()
-        .map_or(0, |text| wrapped_rows(text.as_str(), area.width, (1, 4)));
-    let [head, table, below, still] = Layout::vertical([
+    let [head, table, still] = Layout::vertical([
         Constraint::Length(4 + unread),
         Constraint::Min(3),
-        Constraint::Length(detail_rows),
         Constraint::Length(2),
     ])
     .areas(area);
     let lines = reconcile_counts(view);
     frame.render_widget(Paragraph::new(lines), head);
-    if let Some(detail) = detail {
-        frame.render_widget(Paragraph::new(detail).wrap(Wrap { trim: false }), below);
-    }
+    let needs = view.needs();
+    // Its cells cut the recipient an apology or a re-send is addressed to.
+    let detail = needs.get(view.selected).copied().map(need_detail);
+    let table = beneath(frame, table, detail, (1, 4));
     let rows: Vec<crate::render::columns::NeedRow> = needs
         .iter()
         .map(|item| item.row(short(app, &item.id)))
@@ -786,11 +793,8 @@ fn audit(frame: &mut Frame<'_>, app: &App, area: Rect) {
                 String::new()
             }
         });
-    // The action under the cursor whole: who, why, the ticket, what was said, the verdict
-    // then; the table keeps what fits.
-    let rows = wrapped_rows(said.as_str(), area.width, (2, 5));
-    let [table, detail] =
-        Layout::vertical([Constraint::Min(3), Constraint::Length(rows)]).areas(area);
+    // Who, why, the ticket, what was said, the verdict then: the table keeps what fits.
+    let table = beneath(frame, area, Some(said), (2, 5));
     let cells: Vec<Vec<Text>> = view
         .rows
         .iter()
@@ -815,7 +819,6 @@ fn audit(frame: &mut Frame<'_>, app: &App, area: Rect) {
         ),
         table,
     );
-    frame.render_widget(Paragraph::new(said).wrap(Wrap { trim: false }), detail);
 }
 
 fn quoted(text: Option<&str>) -> String {
@@ -830,14 +833,7 @@ fn contexts(frame: &mut Frame<'_>, app: &App, area: Rect) {
         .get(view.selected)
         .and_then(|row| Some((&row.name, row.read.as_ref().err()?)))
         .map(|(name, why)| format!("context {}: {}", clean(name), clean(why)));
-    let detail_rows = why
-        .as_ref()
-        .map_or(0, |why| wrapped_rows(why.as_str(), area.width, (1, 4)));
-    let [area, detail] =
-        Layout::vertical([Constraint::Min(3), Constraint::Length(detail_rows)]).areas(area);
-    if let Some(why) = why {
-        frame.render_widget(Paragraph::new(why).wrap(Wrap { trim: false }), detail);
-    }
+    let area = beneath(frame, area, why, (1, 4));
     let rows: Vec<Row<'_>> = view
         .rows
         .iter()
