@@ -538,13 +538,14 @@ impl App {
     }
 
     /// The view in front is read again when it is older than the refresh, unless a read
-    /// is in flight or a dialog is open.
+    /// is in flight or a dialog is open before its act. Beneath the outcome of an act the
+    /// view is read again at once, so what it changed is on screen when the dialog closes.
     pub fn tick(&mut self, now: Instant) -> Vec<(u64, Job)> {
         let reading = self
             .pending
             .values()
             .any(|p| p.label != "counting" && p.label != "asking every context");
-        if self.dialog.is_some()
+        if self.dialog.as_ref().is_some_and(|d| d.done.is_none())
             || reading
             || self.halted
             || self.retry_after.is_some_and(|at| now < at)
@@ -1123,8 +1124,10 @@ impl App {
         }
         if dialog.done.is_some() {
             if matches!(key.code, KeyCode::Enter | KeyCode::Esc | KeyCode::Char('q')) {
+                // Read beneath it already, or being read: not asked twice.
                 self.dialog = None;
-                return self.load(now);
+                self.retry_after = None;
+                return self.tick(now);
             }
             return Vec::new();
         }

@@ -569,7 +569,34 @@ fn marked_rows_replayed_from_the_screen_are_audited_as_the_cli_audits_them_plus_
         screen.app.dlq.counts.is_none(),
         "the old counts are dropped at once"
     );
+    // Beneath the outcome the view is read again at the next tick, not only once the
+    // dialog is closed: the header never says there is no data over rows it shows.
+    assert!(screen.text(120, 40).contains("no data yet"));
+    let jobs = screen.app.tick(screen.now);
+    assert!(
+        jobs.iter().any(|(_, job)| matches!(job, Job::Dlq { .. })),
+        "the DLQ is read beneath the outcome"
+    );
+    screen.run(jobs);
+    assert!(
+        screen.app.dialog.is_some(),
+        "the outcome stays until closed"
+    );
+    let text = screen.text(120, 40);
+    assert!(text.contains("data 0s old"), "{text}");
+    assert!(!text.contains("no data yet"), "{text}");
+    assert_eq!(
+        screen
+            .app
+            .dlq
+            .counts
+            .as_ref()
+            .map(|c| c.values().sum::<usize>()),
+        Some(0)
+    );
+    // Closed, nothing is read twice.
     screen.press(KeyCode::Enter);
+    assert!(screen.app.pending.is_empty());
     let text = screen.text(120, 40);
     assert!(text.contains("No DLQ entries match"), "{text}");
     assert!(!text.contains("REPLAY 3"), "{text}");
