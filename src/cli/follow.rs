@@ -413,7 +413,7 @@ pub fn wait_settled(
         if unclaimed > 0 && !told_unclaimed {
             told_unclaimed = true;
             status(&format!(
-                "{} due and not claimed by any worker for {} or more: is one running against this store? (`unsctl doctor` says)",
+                "{} due and not claimed by any worker for {} or more: is a worker running against this store, with an adapter for the channel? (`unsctl doctor` says)",
                 counted(unclaimed as i64, "replay"),
                 time::duration(crate::session::wait::UNCLAIMED_AFTER)
             ));

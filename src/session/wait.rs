@@ -462,7 +462,7 @@ impl Waited {
             },
             match (self.unsettled, self.stopped) {
                 (0, _) => String::new(),
-                (n, true) => format!(", {n} still in flight when Ctrl-C stopped the wait"),
+                (n, true) => format!(", {n} still in flight when the wait was stopped"),
                 (n, false) => format!(
                     ", {n} not settled within {}",
                     time::duration(timeout.as_secs_f64())
@@ -478,7 +478,7 @@ impl Waited {
         match self.done.iter().filter(|s| s.unclaimed).count() {
             0 => String::new(),
             n => format!(
-                "; {n} of them due and never claimed by a worker: is one running against this store? (`unsctl doctor` says)"
+                "; {n} of them due and never claimed by a worker: is a worker running against this store, with an adapter for the channel? (`unsctl doctor` says)"
             ),
         }
     }
@@ -614,9 +614,19 @@ mod tests {
         let account = waited.account(Duration::from_secs(2));
         assert!(
             account.ends_with(
-                "2 not settled within 2.0 s; 1 of them due and never claimed by a worker: is one running against this store? (`unsctl doctor` says)"
+                "2 not settled within 2.0 s; 1 of them due and never claimed by a worker: is a worker running against this store, with an adapter for the channel? (`unsctl doctor` says)"
             ),
             "{account}"
+        );
+        // Stopped, by Ctrl-C on the command line or Esc on the screen: the account
+        // names neither key.
+        let mut stopped = Watch::new(&[("n-1".into(), 7)]);
+        stopped.open[0].2 = Stand::Claimed;
+        assert!(
+            stopped
+                .end(true)
+                .account(Duration::from_secs(2))
+                .ends_with("0 of 1 delivered, 1 still in flight when the wait was stopped")
         );
         let out = crate::render::Output::plain(200);
         assert!(

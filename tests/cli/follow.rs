@@ -369,7 +369,7 @@ fn replay_wait_says_when_no_worker_claims_the_replay() {
         "{stdout}"
     );
     assert!(
-        stderr.contains("1 replay due and not claimed by any worker for 5.0 s or more: is one running against this store? (`unsctl doctor` says)"),
+        stderr.contains("1 replay due and not claimed by any worker for 5.0 s or more: is a worker running against this store, with an adapter for the channel? (`unsctl doctor` says)"),
         "{stderr}"
     );
     assert!(

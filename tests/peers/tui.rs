@@ -263,7 +263,7 @@ fn a_replay_from_the_screen_that_no_worker_claims_is_said_to_be_unclaimed() {
     term.wait_for("replaying 1: 0 delivered, 0 back in the DLQ, 0 in flight, 1 due and not claimed by any worker yet");
     let screen = term.wait_for("never claimed by a worker");
     assert!(
-        screen.contains("is one running against this store?"),
+        screen.contains("is a worker running against this store, with an adapter for the channel?"),
         "{screen}"
     );
     assert_eq!(status(&db, &id), ("PENDING".to_string(), false));

@@ -574,7 +574,7 @@ fn worker_check(health: &Health, args: &Args) -> Check {
                 last_claim.unwrap_or_else(|| "no claim ever recorded".into())
             ),
             Some(
-                "no worker is claiming: start `unsctl runtime serve` (it runs the worker); see TSG-03 §2",
+                "no worker is claiming: start `unsctl runtime serve` (it runs the worker); a worker without an adapter for a row's channel leaves the row to one that has it, and its log says so; see TSG-03 §2",
             ),
         );
     }
