@@ -488,6 +488,24 @@ fn the_copied_step_is_one_line_and_quotes_the_id() {
     term.wait_for("EXIT=0");
 }
 
+/// A paste arrives as one burst of keys, more than a read of the terminal takes: every
+/// key of it is read at once, the Enter after it included, not left until the next key.
+#[test]
+fn a_long_paste_is_read_whole_with_the_key_that_ends_it() {
+    let dir = tempfile::tempdir().expect("dir");
+    let db = support::hostile_store(dir.path(), "hostile-ids");
+    let term = Tmux::start_sized(&command(&format!("--db {} tui", db.display()), &[]), 80, 24);
+    term.wait_for("VERIFY 2");
+    term.keys(&["/"]);
+    term.wait_for("/_");
+    // 3 KiB in one write, then Enter.
+    term.keys(&["-l", &format!("subject:{}", "x".repeat(3000))]);
+    term.keys(&["Enter"]);
+    term.wait_for("total 0 · filter subject:xxxxxxxx");
+    term.keys(&["q"]);
+    term.wait_for("EXIT=0");
+}
+
 /// The DLQ filtered to `words`, typed into the filter in place of what it held.
 fn filter(term: &Tmux, words: &str) {
     term.keys(&["/"]);
