@@ -74,6 +74,14 @@ pub enum Prepared {
     Record { asked: Arc<crate::verify::Asked> },
 }
 
+/// The most bytes a reason, a filter or a command typed on the screen holds.
+const FIELD_ROOM: usize = 500;
+
+/// What the screen says when a key finds `what` full: the rest of a paste is not taken.
+fn full(what: &str) -> String {
+    format!("{what} holds at most {FIELD_ROOM} characters: what was typed past them was not taken")
+}
+
 /// An action's dialog: the preview, what it asks (channels, canary, pace, forced, the
 /// reason), the typed word, and Cancel first; then the carry-out's progress, then its
 /// outcome.
@@ -1177,14 +1185,18 @@ impl App {
             }
             KeyCode::Char(c) => {
                 let room = match dialog.focus {
-                    Focus::Reason => 500,
+                    Focus::Reason => FIELD_ROOM,
                     Focus::Word => 20,
                     _ => 40,
                 };
-                if let Some(text) = text_field(dialog)
-                    && text.len() < room
-                {
-                    text.push(c);
+                let focus = dialog.focus;
+                if let Some(text) = text_field(dialog) {
+                    if text.len() < room {
+                        text.push(c);
+                    } else if focus == Focus::Reason {
+                        // A paste longer than the field is not cut without a word.
+                        dialog.note = Some(full("the reason"));
+                    }
                 }
             }
             KeyCode::Enter => return self.dialog_enter(now),
@@ -1325,7 +1337,15 @@ impl App {
                 text.pop();
             }
             KeyCode::Tab if !is_filter => text = complete(&text),
-            KeyCode::Char(c) if text.len() < 500 => text.push(c),
+            KeyCode::Char(c) if text.len() < FIELD_ROOM => text.push(c),
+            KeyCode::Char(_) => {
+                let what = if is_filter {
+                    "the filter"
+                } else {
+                    "the command"
+                };
+                self.say(full(what), true);
+            }
             KeyCode::Enter => {
                 self.input = None;
                 return if is_filter {

@@ -76,7 +76,11 @@ pub fn draw(frame: &mut Frame<'_>, app: &App, now: Instant) {
     let [header, body, message, footer] = Layout::vertical([
         Constraint::Length(1),
         Constraint::Min(5),
-        Constraint::Length(wrapped_rows(message_line(app, &paint), area.width, (1, 4))),
+        Constraint::Length(wrapped_rows(
+            message_line(app, &paint, area.width),
+            area.width,
+            (1, MESSAGE_ROWS),
+        )),
         Constraint::Length(1),
     ])
     .areas(area);
@@ -91,7 +95,7 @@ pub fn draw(frame: &mut Frame<'_>, app: &App, now: Instant) {
         ViewKind::Providers => providers(frame, app, body, &paint),
     }
     frame.render_widget(
-        Paragraph::new(message_line(app, &paint)).wrap(Wrap { trim: false }),
+        Paragraph::new(message_line(app, &paint, area.width)).wrap(Wrap { trim: false }),
         message,
     );
     frame.render_widget(
@@ -148,19 +152,48 @@ fn header_line(app: &App, now: Instant, paint: &Paint) -> Line<'static> {
     Line::from(spans)
 }
 
+/// The most rows the message takes.
+const MESSAGE_ROWS: u16 = 4;
+
 /// The message, or what is typed in the bar (with an error's message after it): it takes
 /// as many rows as it needs to be read whole, up to four, so a reason or where a report
-/// went is never cut at the screen's edge.
-fn message_line(app: &App, paint: &Paint) -> Line<'static> {
+/// went is never cut at the screen's edge. Typed text too long to stand whole beside its
+/// error shows its end, where the keys go.
+fn message_line(app: &App, paint: &Paint, width: u16) -> Line<'static> {
     let after = app
         .message
         .as_ref()
         .filter(|m| m.error)
         .map(|m| format!("   ! {}", clean(&m.text)))
         .unwrap_or_default();
+    // The fewest characters dropped from the front (by halving) that let it fit.
+    let typed = |bar: char, text: &str| {
+        let chars: Vec<char> = clean(text).chars().collect();
+        let line = |dropped: usize| {
+            let kept: String = chars[dropped..].iter().collect();
+            let ellipsis = if dropped > 0 { "…" } else { "" };
+            format!("{bar}{ellipsis}{kept}_{after}")
+        };
+        let fits = |dropped: usize| {
+            let rows = Paragraph::new(line(dropped))
+                .wrap(Wrap { trim: false })
+                .line_count(width.max(1));
+            rows <= usize::from(MESSAGE_ROWS)
+        };
+        let (mut low, mut high) = (0, chars.len());
+        while low < high {
+            let middle = (low + high) / 2;
+            if fits(middle) {
+                high = middle;
+            } else {
+                low = middle + 1;
+            }
+        }
+        Line::from(line(low))
+    };
     match (&app.input, &app.message) {
-        (Some(Input::Filter(text)), _) => Line::from(format!("/{}_{after}", clean(text))),
-        (Some(Input::Command(text)), _) => Line::from(format!(":{}_{after}", clean(text))),
+        (Some(Input::Filter(text)), _) => typed('/', text),
+        (Some(Input::Command(text)), _) => typed(':', text),
         (None, Some(message)) if message.error => Line::from(Span::styled(
             format!("! {}", clean(&message.text)),
             paint.fg(Color::Red),

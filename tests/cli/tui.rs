@@ -765,6 +765,37 @@ fn a_preview_gone_stale_before_the_word_ends_as_a_conflict_with_nothing_changed(
     assert_eq!(replayed_count(&db), replays_before, "nothing more changed");
 }
 
+/// A paste longer than a field holds is never cut without a word: the filter and the
+/// reason say so, and keep what they hold.
+#[test]
+fn a_field_too_short_for_a_paste_says_so() {
+    let (_dir, db, ids) = replay_store();
+    let mut screen = Screen::open(&db, false, false);
+    screen.view(ViewKind::Dlq, None);
+    screen.press(KeyCode::Char('/'));
+    screen.type_text(&format!("error:\"{}\"", "x".repeat(600)));
+    let text = screen.text(80, 24);
+    assert!(
+        text.contains("the filter holds at most 500 characters: what was typed past them"),
+        "{text}"
+    );
+    screen.press(KeyCode::Esc);
+    screen.view(ViewKind::Inspect, Some(ids[0].clone()));
+    screen.press(KeyCode::Char('p'));
+    screen.later(Duration::from_millis(400));
+    screen.focus(unsctl::tui::app::Focus::Reason);
+    screen.type_text(&"webhook fixed ".repeat(40));
+    let dialog = screen.app.dialog.as_ref().expect("dialog");
+    assert_eq!(dialog.reason.len(), 500);
+    assert!(
+        screen
+            .text(120, 40)
+            .contains("the reason holds at most 500 characters"),
+        "{}",
+        screen.text(120, 40)
+    );
+}
+
 #[test]
 fn a_filter_it_cannot_read_says_why_and_keeps_the_rows() {
     let (_dir, db, _ids) = replay_store();
