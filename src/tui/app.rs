@@ -1323,6 +1323,30 @@ impl App {
         jobs
     }
 
+    /// A paste (the terminal's bracketed paste) goes into the field that has the keys as
+    /// if typed there, its line breaks and other controls as spaces: it never presses
+    /// Enter, Tab or a command key, so a paste moves no focus and carries out nothing,
+    /// however it ends. Where no field has the keys it goes nowhere, and says so.
+    pub fn paste(&mut self, text: &str, now: Instant) -> Vec<(u64, Job)> {
+        let into_field = self.input.is_some()
+            || self.dialog.as_mut().is_some_and(|dialog| {
+                dialog.done.is_none() && dialog.stop.is_none() && text_field(dialog).is_some()
+            });
+        if !into_field {
+            self.say(
+                "a paste goes into a field: / to filter, : for a command, or a dialog's",
+                false,
+            );
+            return Vec::new();
+        }
+        let mut jobs = Vec::new();
+        for c in text.trim_end_matches(['\r', '\n']).chars() {
+            let c = if c.is_control() { ' ' } else { c };
+            jobs.extend(self.key(KeyEvent::new(KeyCode::Char(c), KeyModifiers::NONE), now));
+        }
+        jobs
+    }
+
     fn input_key(&mut self, input: Input, key: KeyEvent, now: Instant) -> Vec<(u64, Job)> {
         let (mut text, is_filter) = match input {
             Input::Filter(text) => (text, true),

@@ -79,6 +79,7 @@ fn run_screen(
                 Event::Key(key) if key.kind != KeyEventKind::Release => {
                     jobs.extend(app.key(key, Instant::now()));
                 }
+                Event::Paste(text) => jobs.extend(app.paste(&text, Instant::now())),
                 Event::Resize(width, _) => app.width = width,
                 _ => {}
             }
@@ -173,7 +174,12 @@ impl Screen {
         }));
         terminal::enable_raw_mode()?;
         let mut stdout = std::io::stdout();
-        execute!(stdout, terminal::EnterAlternateScreen, cursor::Hide)?;
+        execute!(
+            stdout,
+            terminal::EnterAlternateScreen,
+            event::EnableBracketedPaste,
+            cursor::Hide
+        )?;
         if mouse {
             execute!(stdout, event::EnableMouseCapture)?;
         }
@@ -192,6 +198,11 @@ fn restore(mouse: bool) {
     if mouse {
         let _ = execute!(stdout, event::DisableMouseCapture);
     }
-    let _ = execute!(stdout, terminal::LeaveAlternateScreen, cursor::Show);
+    let _ = execute!(
+        stdout,
+        event::DisableBracketedPaste,
+        terminal::LeaveAlternateScreen,
+        cursor::Show
+    );
     let _ = terminal::disable_raw_mode();
 }

@@ -506,6 +506,57 @@ fn a_long_paste_is_read_whole_with_the_key_that_ends_it() {
     term.wait_for("EXIT=0");
 }
 
+/// A paste is text for the field that has the keys, never keys: its line breaks press no
+/// Enter, its letters no command, so a paste that ends in the confirming word acts on
+/// nothing, and one over the table goes nowhere.
+#[test]
+fn a_paste_is_text_for_a_field_and_never_keys() {
+    let dir = tempfile::tempdir().expect("dir");
+    let (db, id) = support::store_with_replay_entry(dir.path(), "paste.db", support::wall_clock());
+    let term = Tmux::start_sized(
+        &command(&format!("--db {} tui --operator erin", db.display()), &[]),
+        100,
+        30,
+    );
+    term.wait_for("REPLAY 1");
+    // Over the table: `p` and `r` are not pressed, no dialog opens.
+    term.paste("p\nr\nyes\n");
+    term.wait_for("a paste goes into a field");
+    assert!(
+        !term.screen().contains("replay 1 entry"),
+        "{}",
+        term.screen()
+    );
+    // In the filter: one line, not applied until Enter.
+    term.keys(&["/"]);
+    term.paste("branch:replay\nchannel:slack\n");
+    term.wait_for("/branch:replay channel:slack_");
+    term.keys(&["Enter"]);
+    term.wait_for("filter branch:replay channel:slack");
+    // The rows of the filter read, the key has one to act on.
+    term.wait_for(">[ ]   n-");
+    // In the reason: the line breaks are spaces, the focus stays, nothing is carried out.
+    term.keys(&["p"]);
+    term.wait_for("replay 1 entry");
+    term.wait_while("(keys in a moment)");
+    for _ in 0..5 {
+        term.keys(&["Tab"]);
+    }
+    term.wait_for("> Reason (recorded): _");
+    term.paste("webhook fixed\r\nyes\n\n");
+    term.wait_for("> Reason (recorded): webhook fixed  yes_");
+    assert!(
+        !term.screen().contains("go ahead: yes"),
+        "{}",
+        term.screen()
+    );
+    term.keys(&["Escape"]);
+    term.wait_for("cancelled: nothing was changed");
+    assert_eq!(status(&db, &id), ("DEAD".to_string(), true));
+    term.keys(&["q"]);
+    term.wait_for("EXIT=0");
+}
+
 /// The DLQ filtered to `words`, typed into the filter in place of what it held.
 fn filter(term: &Tmux, words: &str) {
     term.keys(&["/"]);

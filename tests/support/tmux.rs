@@ -112,6 +112,21 @@ impl Tmux {
         self.keys(&["Enter"]);
     }
 
+    /// Pastes `text` as a terminal does, in bracketed paste when the program asked for it.
+    pub fn paste(&self, text: &str) {
+        for args in [
+            &["set-buffer", "-b", "pasted", "--", text][..],
+            &["paste-buffer", "-p", "-b", "pasted", "-t", &self.session],
+        ] {
+            let status = super::launch("tmux")
+                .args(["-L", &self.socket])
+                .args(args)
+                .status()
+                .expect("paste");
+            assert!(status.success());
+        }
+    }
+
     pub fn ctrl_c(&self) {
         self.keys(&["C-c"]);
     }
