@@ -557,7 +557,9 @@ fn a_paste_is_text_for_a_field_and_never_keys() {
     term.wait_for("EXIT=0");
 }
 
-/// The DLQ filtered to `words`, typed into the filter in place of what it held.
+/// The DLQ filtered to `words`, typed into the filter in place of what it held, and its
+/// rows read: a key pressed after it acts on them, not on the rows of before (the typed
+/// words and an old row can show the same text before the filter is applied).
 fn filter(term: &Tmux, words: &str) {
     term.keys(&["/"]);
     for _ in 0..40 {
@@ -565,6 +567,15 @@ fn filter(term: &Tmux, words: &str) {
     }
     term.keys(&["-l", words]);
     term.keys(&["Enter"]);
+    let (bar, applied) = (format!("/{words}_"), format!("· filter {words}"));
+    term.wait_screen(
+        &format!("the filter {words:?} applied and read"),
+        |screen| {
+            !screen.contains(&bar)
+                && (words.is_empty() || screen.contains(&applied))
+                && (screen.contains(">[") || screen.contains("No DLQ entries match"))
+        },
+    );
 }
 
 /// A dialog's fields are read once it takes keys; `tabs` Tabs from Cancel reach the

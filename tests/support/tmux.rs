@@ -156,7 +156,7 @@ impl Tmux {
     }
 
     /// Waits (at most 20 s) until the screen meets `condition`; the screen then.
-    fn wait_screen(&self, what: &str, condition: impl Fn(&str) -> bool) -> String {
+    pub fn wait_screen(&self, what: &str, condition: impl Fn(&str) -> bool) -> String {
         let mut screen = String::new();
         let met = super::wait_for(Duration::from_secs(20), || {
             screen = self.screen();
