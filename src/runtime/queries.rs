@@ -367,6 +367,11 @@ pub struct Health {
     pub last_lease_lost: Option<f64>,
     #[serde(default)]
     pub last_reclaim: Option<f64>,
+    /// The channels the worker of the server that answered has adapters for: what the
+    /// store cannot say (None read from it, and from a server without a worker). A worker
+    /// leaves a row that owes another channel to one that has its adapter.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_worker: Option<crate::model::ChannelSet>,
 }
 
 /// How long one channel's provider calls took (CHANNEL_ATTEMPT_STARTED to its result),

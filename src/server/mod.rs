@@ -212,7 +212,7 @@ pub fn start_with_clock(
         clock,
         keys: config.keys,
         default_max_attempts: config.default_max_attempts,
-        worker_running: worker.is_some(),
+        worker: worker.as_ref().map(Worker::supported),
         request_timeout: config.limits.request_timeout,
         identity_place,
     });

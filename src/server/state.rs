@@ -27,7 +27,8 @@ pub(crate) struct AppState {
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) keys: Option<Keys>,
     pub(crate) default_max_attempts: i64,
-    pub(crate) worker_running: bool,
+    /// The channels the in-process worker has adapters for; None without a worker.
+    pub(crate) worker: Option<crate::model::ChannelSet>,
     pub(crate) request_timeout: std::time::Duration,
     /// What the store's identity is hashed with (see `queries::store_identity`).
     pub(crate) identity_place: String,

@@ -322,6 +322,67 @@ fn rows_due_with_no_worker_claiming_fail_the_worker_check_on_both_backends() {
     }
 }
 
+/// A worker runs, yet claims nothing: the rows owe a channel it has no adapter for. The
+/// store cannot tell that from no worker at all; the server that runs it can, and says so.
+#[test]
+fn a_server_whose_worker_has_no_adapter_for_the_rows_due_says_so() {
+    let dir = tempfile::tempdir().expect("dir");
+    let db = dir.path().join("uns.db");
+    let conn = schema::open(&db, OpenMode::Create).expect("store");
+    let submitted = engine::submit(
+        &Db::Sqlite(&conn),
+        SystemClock.now() - 600.0,
+        &NewNotification {
+            channels: [Channel::Email].into_iter().collect(),
+            payload: json!({"to": "a@b.c", "subject": "due"}),
+            idempotency_key: None,
+            max_attempts: 3,
+        },
+    )
+    .expect("submit");
+    let mut config = unsctl::server::ServerConfig::api_only(
+        db.clone(),
+        Some(unsctl::server::Keys::single(support::KEY).expect("key")),
+    );
+    config.worker = Some((
+        unsctl::runtime::worker::WorkerConfig::default(),
+        unsctl::runtime::worker::Adapters::new(),
+    ));
+    let server = unsctl::server::start(config).expect("server starts");
+    let url = format!("http://{}", server.addr);
+    let (out, checks) = doctor_on(&["--api", &url], &[("UNS_API_KEY", support::KEY)]);
+    assert_eq!(out.status.code(), Some(1), "{checks:#?}");
+    assert_eq!(level(&checks, "worker"), "fail", "{checks:#?}");
+    assert!(
+        detail(&checks, "worker")
+            .ends_with("no claim ever recorded; this server's worker runs, with no adapter at all"),
+        "{checks:#?}"
+    );
+    let hint = checks
+        .iter()
+        .find(|c| c["name"] == "worker")
+        .and_then(|c| c["hint"].as_str())
+        .unwrap_or_default();
+    assert!(hint.contains("UNS_SMTP_HOST"), "{checks:#?}");
+    // Read from the store, the same rows say nothing of a worker.
+    let db_arg = db.to_string_lossy().to_string();
+    let (_, checks) = doctor_on(&["--db", &db_arg], &[]);
+    assert_eq!(
+        detail(&checks, "worker"),
+        "1 row due, none claimed: no claim ever recorded",
+        "{checks:#?}"
+    );
+    // The worker left the row as it was.
+    let status: String = conn
+        .query_row(
+            "SELECT status FROM uns_notifications WHERE id = ?1",
+            [&submitted.id],
+            |r| r.get(0),
+        )
+        .expect("status");
+    assert_eq!(status, "PENDING");
+}
+
 #[test]
 fn after_lost_leases_the_dlq_calls_and_losses_are_reported_the_same_on_both_backends() {
     let dir = tempfile::tempdir().expect("dir");

@@ -565,14 +565,31 @@ fn worker_check(health: &Health, args: &Args) -> Check {
             .last_claim_at
             .is_none_or(|at| stats.at - at > args.stall_seconds);
     if stalled {
+        let detail = format!(
+            "{} due, none claimed: {}",
+            counted(stats.due, "row"),
+            last_claim.unwrap_or_else(|| "no claim ever recorded".into())
+        );
+        // The server that answered runs a worker: it is running, and leaves these rows.
+        if let Some(channels) = &health.server_worker {
+            let has = if channels.is_empty() {
+                "no adapter at all".to_string()
+            } else {
+                format!("adapters for {} only", channels.joined(", "))
+            };
+            return check(
+                "worker",
+                Level::Fail,
+                format!("{detail}; this server's worker runs, with {has}"),
+                Some(
+                    "a worker leaves a row that owes a channel it has no adapter for to one that has it: restart it with that channel's settings (UNS_SMTP_HOST, UNS_SLACK_WEBHOOK_URL, UNS_PAGERDUTY_ROUTING_KEY); see TSG-03 §2",
+                ),
+            );
+        }
         return check(
             "worker",
             Level::Fail,
-            format!(
-                "{} due, none claimed: {}",
-                counted(stats.due, "row"),
-                last_claim.unwrap_or_else(|| "no claim ever recorded".into())
-            ),
+            detail,
             Some(
                 "no worker is claiming: start `unsctl runtime serve` (it runs the worker); a worker without an adapter for a row's channel leaves the row to one that has it, and its log says so; see TSG-03 §2",
             ),

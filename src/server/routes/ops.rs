@@ -86,7 +86,13 @@ pub(crate) async fn stats(
     Ok(Json(
         blocking(&state, move |state| {
             let now = state.clock.now();
-            state.read(|conn| Ok(crate::runtime::queries::health(conn, now, window, until)?))
+            // The store's numbers, and what only this server knows: its worker's adapters.
+            state
+                .read(|conn| Ok(crate::runtime::queries::health(conn, now, window, until)?))
+                .map(|health| crate::runtime::queries::Health {
+                    server_worker: state.worker.clone(),
+                    ..health
+                })
         })
         .await?,
     ))
@@ -146,7 +152,7 @@ pub(crate) async fn healthz(State(state): State<Arc<AppState>>) -> Response {
         "service": api::SERVICE,
         "status": if ok { "ok" } else { "store unavailable" },
         "schema_version": schema::SCHEMA_VERSION,
-        "worker": state.worker_running,
+        "worker": state.worker.is_some(),
         "store": identity.ok().flatten(),
     });
     let status = if ok {
