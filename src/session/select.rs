@@ -84,8 +84,23 @@ impl Filter {
     pub fn parse(text: &str, now: f64) -> std::result::Result<Self, String> {
         let mut parts = Parts::default();
         let mut branch = None;
+        // A word that names one thing (a channel, a branch, a time) is read once: given
+        // twice, the second would silently stand for both.
+        let mut once: Vec<(bool, String, String)> = Vec::new();
         for (negated, key, value) in words(text)? {
-            match (negated, key.to_ascii_lowercase().as_str()) {
+            let key = key.to_ascii_lowercase();
+            if matches!(key.as_str(), "channel" | "branch" | "since" | "until") {
+                if let Some((_, _, first)) =
+                    once.iter().find(|(n, k, _)| *n == negated && *k == key)
+                {
+                    let word = format!("{}{key}:", if negated { "!" } else { "" });
+                    return Err(format!(
+                        "{word} given twice ({word}{first}, {word}{value}): it names one; the words that repeat, any of them matching, are error: !error: code: !code: subject: to: !id:"
+                    ));
+                }
+                once.push((negated, key.clone(), value.clone()));
+            }
+            match (negated, key.as_str()) {
                 (false, "channel") => parts.channel = Some(channel(&value)?),
                 (true, "channel") => parts.not_channel = Some(channel(&value)?),
                 (false, "error" | "") => parts.error.push(value),
@@ -214,12 +229,25 @@ mod tests {
             Filter::parse("timeout", 0.0).expect("bare").selection.error,
             ["timeout"]
         );
+        // A channel and its negation are two words; a text word repeats, any matching.
+        let both = Filter::parse("channel:email !channel:slack error:a error:b", 0.0)
+            .expect("one of each");
+        assert_eq!(both.selection.error, ["a", "b"]);
+        let twice = Filter::parse("branch:resolve branch:replay", 0.0).expect_err("twice");
+        assert!(
+            twice.starts_with("branch: given twice (branch:resolve, branch:replay)"),
+            "{twice}"
+        );
         for bad in [
             "channel:fax",
             "branch:maybe",
             "colour:red",
             "error:\"open",
             "since:yesterday-ish",
+            "branch:resolve branch:replay",
+            "channel:email channel:slack",
+            "!channel:email !channel:slack",
+            "since:1h since:2h",
         ] {
             assert!(Filter::parse(bad, 0.0).is_err(), "{bad}");
         }
