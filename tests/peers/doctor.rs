@@ -252,11 +252,31 @@ fn without_ages(text: &str) -> String {
 }
 
 fn detail<'a>(checks: &'a [Value], name: &str) -> &'a str {
+    field(checks, name, "detail")
+}
+
+fn field<'a>(checks: &'a [Value], name: &str, field: &str) -> &'a str {
     checks
         .iter()
         .find(|c| c["name"] == name)
-        .and_then(|c| c["detail"].as_str())
+        .and_then(|c| c[field].as_str())
         .unwrap_or("missing")
+}
+
+/// An EMAIL notification submitted at `at` and never claimed: due since then.
+fn submit_due(conn: &rusqlite::Connection, at: f64) -> String {
+    engine::submit(
+        &Db::Sqlite(conn),
+        at,
+        &NewNotification {
+            channels: [Channel::Email].into_iter().collect(),
+            payload: json!({"to": "a@b.c", "subject": "due"}),
+            idempotency_key: None,
+            max_attempts: 3,
+        },
+    )
+    .expect("submit")
+    .id
 }
 
 fn doctor_on(backend: &[&str], extra_env: &[(&str, &str)]) -> (Output, Vec<Value>) {
@@ -287,17 +307,7 @@ fn rows_due_with_no_worker_claiming_fail_the_worker_check_on_both_backends() {
         3,
     );
     for n in 0..2 {
-        engine::submit(
-            &Db::Sqlite(&conn),
-            SystemClock.now() - 600.0 + f64::from(n),
-            &NewNotification {
-                channels: [Channel::Email].into_iter().collect(),
-                payload: json!({"to": "a@b.c", "subject": "due"}),
-                idempotency_key: None,
-                max_attempts: 3,
-            },
-        )
-        .expect("submit");
+        submit_due(&conn, SystemClock.now() - 600.0 + f64::from(n));
     }
     let server = support::server(&db);
     let db_arg = db.to_string_lossy().to_string();
@@ -329,17 +339,7 @@ fn a_server_whose_worker_has_no_adapter_for_the_rows_due_says_so() {
     let dir = tempfile::tempdir().expect("dir");
     let db = dir.path().join("uns.db");
     let conn = schema::open(&db, OpenMode::Create).expect("store");
-    let submitted = engine::submit(
-        &Db::Sqlite(&conn),
-        SystemClock.now() - 600.0,
-        &NewNotification {
-            channels: [Channel::Email].into_iter().collect(),
-            payload: json!({"to": "a@b.c", "subject": "due"}),
-            idempotency_key: None,
-            max_attempts: 3,
-        },
-    )
-    .expect("submit");
+    let id = submit_due(&conn, SystemClock.now() - 600.0);
     let mut config = unsctl::server::ServerConfig::api_only(
         db.clone(),
         Some(unsctl::server::Keys::single(support::KEY).expect("key")),
@@ -358,12 +358,10 @@ fn a_server_whose_worker_has_no_adapter_for_the_rows_due_says_so() {
             .ends_with("no claim ever recorded; this server's worker runs, with no adapter at all"),
         "{checks:#?}"
     );
-    let hint = checks
-        .iter()
-        .find(|c| c["name"] == "worker")
-        .and_then(|c| c["hint"].as_str())
-        .unwrap_or_default();
-    assert!(hint.contains("UNS_SMTP_HOST"), "{checks:#?}");
+    assert!(
+        field(&checks, "worker", "hint").contains("UNS_SMTP_HOST"),
+        "{checks:#?}"
+    );
     // Read from the store, the same rows say nothing of a worker.
     let db_arg = db.to_string_lossy().to_string();
     let (_, checks) = doctor_on(&["--db", &db_arg], &[]);
@@ -376,7 +374,7 @@ fn a_server_whose_worker_has_no_adapter_for_the_rows_due_says_so() {
     let status: String = conn
         .query_row(
             "SELECT status FROM uns_notifications WHERE id = ?1",
-            [&submitted.id],
+            [&id],
             |r| r.get(0),
         )
         .expect("status");
