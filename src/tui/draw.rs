@@ -180,7 +180,10 @@ fn message_line(app: &App, paint: &Paint, width: u16) -> Line<'static> {
                 .line_count(width.max(1));
             rows <= usize::from(MESSAGE_ROWS)
         };
-        let (mut low, mut high) = (0, chars.len());
+        if fits(0) {
+            return Line::from(line(0));
+        }
+        let (mut low, mut high) = (1, chars.len());
         while low < high {
             let middle = (low + high) / 2;
             if fits(middle) {
