@@ -703,6 +703,30 @@ fn providers(frame: &mut Frame<'_>, app: &App, area: Rect, paint: &Paint) {
             paint.fg(Color::Red),
         ))),
     }
+    // What only the server that answered can say: which channels its worker can send.
+    if let Some(channels) = &health.server_worker {
+        let all = channels.len() == crate::model::Channel::ALL.len();
+        let text = if channels.is_empty() {
+            "This server's worker has no adapter: it leaves every row to a worker that has one."
+                .to_string()
+        } else if all {
+            format!(
+                "This server's worker has adapters for {}.",
+                channels.joined(", ")
+            )
+        } else {
+            format!(
+                "This server's worker has adapters for {} only: a row that owes another channel waits for a worker that has its adapter.",
+                channels.joined(", ")
+            )
+        };
+        let style = if all {
+            Style::default()
+        } else {
+            paint.fg(Color::Yellow)
+        };
+        lines.push(Line::from(Span::styled(text, style)));
+    }
     frame.render_widget(Paragraph::new(lines).wrap(Wrap { trim: false }), area);
 }
 

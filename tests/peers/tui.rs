@@ -757,6 +757,11 @@ fn an_incident_is_worked_from_the_screen_alone() {
     term.wait_for("total 0");
 
     // The report of the incident, and its check.
+    // The providers' figures name what only the server knows: its worker's adapters.
+    term.keys(&[":"]);
+    term.keys(&["-l", "providers"]);
+    term.keys(&["Enter"]);
+    term.wait_for("This server's worker has adapters for EMAIL, SLACK, PAGERDUTY.");
     term.keys(&[":"]);
     term.keys(&["-l", "report 1h"]);
     term.keys(&["Enter"]);
