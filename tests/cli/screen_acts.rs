@@ -7,7 +7,7 @@ use super::tui::{Screen, replayed_count};
 use crate::support;
 use ratatui::crossterm::event::KeyCode;
 use serde_json::Value;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 use unsctl::model::Channel;
 use unsctl::runtime::engine::DeliveryResult;
@@ -48,6 +48,29 @@ fn same_but_via(mut ours: Value, theirs: &Value) {
 
 /// The dialog for `key` on the marked rows (or the one under the cursor), past the
 /// moment its keys are ignored.
+/// The command line's act `args` on `db`, by erin with `reason`, confirmed; it must succeed.
+fn carried_out_by_erin(db: &Path, args: &[&str], reason: &str) {
+    let out = support::unsctl()
+        .arg("--db")
+        .arg(db)
+        .args(args)
+        .args([
+            "--reason",
+            reason,
+            "--operator",
+            "erin",
+            "--confirm",
+            "--yes",
+        ])
+        .output()
+        .expect("unsctl");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 fn open_dialog(screen: &mut Screen, key: char) {
     screen.press(KeyCode::Char(key));
     assert!(screen.app.dialog.is_some(), "{key} opened no dialog");
@@ -96,18 +119,10 @@ fn a_replay_of_one_channel_from_the_screen_replays_that_channel_alone() {
     assert_eq!(ours[0]["channels"], serde_json::json!(["PAGERDUTY"]));
     assert_eq!(ours[0]["reason"], "pagerduty routing key rotated");
 
-    let out = support::unsctl()
-        .arg("--db")
-        .arg(&cli_db)
-        .args(["replay", &ids[0], "--channels", "pagerduty"])
-        .args(["--reason", "pagerduty routing key rotated"])
-        .args(["--operator", "erin", "--confirm", "--yes"])
-        .output()
-        .expect("replay");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    carried_out_by_erin(
+        &cli_db,
+        &["replay", &ids[0], "--channels", "pagerduty"],
+        "pagerduty routing key rotated",
     );
     let theirs = support::payloads(&cli_db, &ids[0], "REPLAYED");
     same_but_via(ours[0].clone(), &theirs[0]);
@@ -238,18 +253,10 @@ fn giving_up_from_the_screen_is_a_forced_resolve_with_its_reason() {
     assert_eq!(ours.len(), 1);
     assert_eq!(ours[0]["reason"], "customer churned; nobody to page");
 
-    let out = support::unsctl()
-        .arg("--db")
-        .arg(&cli_db)
-        .args(["dlq", "resolve", &ids[0], "--force"])
-        .args(["--reason", "customer churned; nobody to page"])
-        .args(["--operator", "erin", "--confirm", "--yes"])
-        .output()
-        .expect("resolve");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    carried_out_by_erin(
+        &cli_db,
+        &["dlq", "resolve", &ids[0], "--force"],
+        "customer churned; nobody to page",
     );
     let theirs = support::payloads(&cli_db, &ids[0], "DLQ_RESOLVED");
     same_but_via(ours[0].clone(), &theirs[0]);
@@ -262,18 +269,7 @@ fn the_audit_says_the_act_under_the_cursor_whole_at_80_columns() {
     let (_dir, db, ids) = refused_store(1, &["HTTP 400"]);
     let reason = "customer churned last week; the account is closed, the channel archived, \
                   and support confirmed by phone that nobody is left to notify (CASE-4411)";
-    let out = support::unsctl()
-        .arg("--db")
-        .arg(&db)
-        .args(["dlq", "resolve", &ids[0], "--force", "--reason", reason])
-        .args(["--operator", "erin", "--confirm", "--yes"])
-        .output()
-        .expect("resolve");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    carried_out_by_erin(&db, &["dlq", "resolve", &ids[0], "--force"], reason);
     let mut screen = Screen::open(&db, false, false);
     screen.view(ViewKind::Audit, None);
     let text = screen.text(80, 24);

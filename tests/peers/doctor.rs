@@ -371,14 +371,7 @@ fn a_server_whose_worker_has_no_adapter_for_the_rows_due_says_so() {
         "{checks:#?}"
     );
     // The worker left the row as it was.
-    let status: String = conn
-        .query_row(
-            "SELECT status FROM uns_notifications WHERE id = ?1",
-            [&id],
-            |r| r.get(0),
-        )
-        .expect("status");
-    assert_eq!(status, "PENDING");
+    assert_eq!(support::status(&db, &id), ("PENDING".to_string(), false));
 }
 
 #[test]

@@ -5,9 +5,9 @@
 use crate::support;
 
 use std::net::TcpListener;
-use std::path::Path;
 use std::time::{Duration, Instant};
 use support::runtime::Runtime;
+use support::status;
 use support::tmux::Tmux;
 use unsctl::lab::fakes::Behavior;
 use unsctl::runtime::schema::{self, OpenMode};
@@ -85,17 +85,6 @@ fn below_60x16_the_screen_names_the_size_it_needs() {
     term.wait_for("needs at least 60×16");
     term.keys(&["q"]);
     term.wait_for("EXIT=0");
-}
-
-fn status(db: &Path, id: &str) -> (String, bool) {
-    rusqlite::Connection::open(db)
-        .expect("open")
-        .query_row(
-            "SELECT status, dead_letter FROM uns_notifications WHERE id = ?1",
-            [id],
-            |r| Ok((r.get(0)?, r.get::<_, i64>(1)? == 1)),
-        )
-        .expect("row")
 }
 
 #[test]

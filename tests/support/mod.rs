@@ -291,6 +291,18 @@ pub fn server_at(db: &Path, now: f64) -> unsctl::server::RunningServer {
     .expect("server starts")
 }
 
+/// A notification's status and whether it is in the DLQ, as stored in `db` now.
+pub fn status(db: &Path, id: &str) -> (String, bool) {
+    rusqlite::Connection::open(db)
+        .expect("open")
+        .query_row(
+            "SELECT status, dead_letter FROM uns_notifications WHERE id = ?1",
+            [id],
+            |r| Ok((r.get(0)?, r.get::<_, i64>(1)? == 1)),
+        )
+        .expect("row")
+}
+
 pub const KEY: &str = "test-key-0123456789";
 
 /// Waits until something listens on `addr` (at most 10 s).

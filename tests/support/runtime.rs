@@ -82,13 +82,7 @@ impl Runtime {
     }
 
     pub fn status(&self, id: &str) -> (String, bool) {
-        let conn = rusqlite::Connection::open(&self.db).expect("open");
-        conn.query_row(
-            "SELECT status, dead_letter FROM uns_notifications WHERE id = ?1",
-            [id],
-            |r| Ok((r.get(0)?, r.get::<_, i64>(1)? == 1)),
-        )
-        .expect("row")
+        super::status(&self.db, id)
     }
 
     pub fn wait_dead(&self, id: &str) {
