@@ -219,6 +219,12 @@ pub fn start_with_clock(
     let (shutdown_tx, shutdown_rx) = tokio::sync::watch::channel(false);
     let app = router(state);
     let limits = config.limits;
+    // Said before the first request is answered, never after: a log that shows requests
+    // served before "serving", or a server stopped right after its first answer without
+    // the line, would mislead whoever reads it.
+    // Which store, for whoever looks after several: as it may be printed (no password).
+    let store = crate::render::sanitize::clean(&config.db.shown()).into_owned();
+    tracing::info!(%addr, %store, "serving the UNS API");
     let thread = std::thread::Builder::new()
         .name("uns-api".into())
         .spawn(move || {
@@ -226,9 +232,6 @@ pub fn start_with_clock(
             runtime.shutdown_timeout(std::time::Duration::from_secs(5));
         })
         .map_err(ServeError::Runtime)?;
-    // Which store, for whoever looks after several: as it may be printed (no password).
-    let store = crate::render::sanitize::clean(&config.db.shown()).into_owned();
-    tracing::info!(%addr, %store, "serving the UNS API");
     Ok(RunningServer {
         addr,
         shutdown: Some(shutdown_tx),

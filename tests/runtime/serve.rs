@@ -496,7 +496,8 @@ fn uns_log_sets_what_the_server_logs() {
             command.env("UNS_LOG", level);
         }
         let server = command.spawn().expect("serve");
-        support::wait_for_port(format!("127.0.0.1:{port}").parse().expect("addr"));
+        // Stopped once it answers: what it logs before serving is written by then.
+        support::wait_for_answer(format!("127.0.0.1:{port}").parse().expect("addr"));
         Command::new("kill")
             .args(["-TERM", &server.id().to_string()])
             .status()

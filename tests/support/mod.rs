@@ -314,6 +314,25 @@ pub fn wait_for_port(addr: SocketAddr) {
     );
 }
 
+/// Waits until an HTTP server on `addr` answers a request (at most 10 s): not only
+/// listening, which the kernel does from the bind on, but serving.
+pub fn wait_for_answer(addr: SocketAddr) {
+    use std::io::{Read, Write};
+    let answers = || -> std::io::Result<bool> {
+        let mut stream = TcpStream::connect_timeout(&addr, Duration::from_millis(100))?;
+        stream.set_read_timeout(Some(Duration::from_secs(5)))?;
+        stream.write_all(b"GET /healthz HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n")?;
+        let mut start = [0u8; 9];
+        stream.read_exact(&mut start)?;
+        Ok(start.starts_with(b"HTTP/1."))
+    };
+    wait_until(
+        &format!("an HTTP answer from {addr}"),
+        Duration::from_secs(10),
+        || answers().unwrap_or(false),
+    );
+}
+
 use serde_json::json;
 use unsctl::model::Channel;
 use unsctl::runtime::engine::{self, Backoff, ClaimOutcome, DeliveryResult, NewNotification};
