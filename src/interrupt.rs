@@ -70,3 +70,27 @@ pub fn install_interrupt_handler() {
         INSTALLED.store(false, Ordering::SeqCst);
     }
 }
+
+/// SIGINT and SIGTERM, the signals that stop a long-running process (`runtime serve`,
+/// `runtime worker`), watched from the moment [`StopSignals::watch`] returns. A process
+/// watches before it starts any work and before it says it has started: one stopped
+/// the moment it said so (a supervisor, a deploy that changed its mind) drains what it
+/// holds and exits 0, rather than die by the signal's default with a provider call in
+/// flight and its lease left to run out.
+pub struct StopSignals(signal_hook::iterator::Signals);
+
+impl StopSignals {
+    pub fn watch() -> std::io::Result<Self> {
+        use signal_hook::consts::{SIGINT, SIGTERM};
+        Ok(Self(signal_hook::iterator::Signals::new([
+            SIGINT, SIGTERM,
+        ])?))
+    }
+
+    /// Blocks until one of them arrives (false: the watch itself ended). Those that
+    /// come later, while the process stops, are taken and ignored as long as this is
+    /// kept.
+    pub fn wait(&mut self) -> bool {
+        self.0.forever().next().is_some()
+    }
+}

@@ -247,26 +247,12 @@ pub fn serve_until_signal(
     config: ServerConfig,
     clock: Arc<dyn Clock>,
 ) -> Result<SocketAddr, ServeError> {
+    // Watched before the server starts and before it says it serves (see StopSignals);
+    // kept while it stops, so a second signal then is taken, not fatal.
+    let mut signals = crate::interrupt::StopSignals::watch().map_err(ServeError::Runtime)?;
     let server = start_with_clock(config, clock)?;
     let addr = server.addr;
-    let signals = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(ServeError::Runtime)?;
-    signals.block_on(async {
-        use tokio::signal::unix::{SignalKind, signal};
-        match signal(SignalKind::terminate()) {
-            Ok(mut term) => {
-                tokio::select! {
-                    _ = tokio::signal::ctrl_c() => {}
-                    _ = term.recv() => {}
-                }
-            }
-            Err(_) => {
-                let _ = tokio::signal::ctrl_c().await;
-            }
-        }
-    });
+    let _ = signals.wait();
     tracing::info!(
         "shutting down: no new claims; waiting for in-flight calls to record their results"
     );

@@ -430,6 +430,22 @@ fn keep_running_serves_the_api_with_a_printed_key() {
     assert!(status.success(), "{status:?}");
 }
 
+/// The kept-running demo stops on SIGTERM as on Ctrl-C, even the moment it prints how
+/// to reach it: before, only Ctrl-C was watched, and only once it served, so a TERM
+/// killed it by the signal's default without stopping its worker.
+#[test]
+fn keep_running_stops_on_sigterm_the_moment_it_serves() {
+    let dir = tempfile::tempdir().expect("dir");
+    let mut command = unsctl();
+    command
+        .arg("--db")
+        .arg(dir.path().join("uns.db"))
+        .args(["repro", "provider-rejected", "--keep-running"])
+        .stdout(Stdio::null());
+    let (status, said) = support::terminated_once_it_says(command, "export UNS_BASE_URL=");
+    assert!(status.success(), "{status}: {said}");
+}
+
 #[test]
 fn the_ci_sweep_finds_no_unsafe_verdict() {
     let out = unsctl()

@@ -474,6 +474,29 @@ fn planted_secrets_reach_no_store_output_or_log() {
     }
 }
 
+/// A server stopped the moment it says it serves stops as asked, says so and exits 0:
+/// it watched for the signal before it started. It watched only once it served, so such
+/// a TERM killed it by the signal's default, with its worker's calls in flight.
+#[test]
+fn a_server_stopped_as_it_starts_stops_as_asked() {
+    let dir = tempfile::tempdir().expect("dir");
+    let db = dir.path().join("uns.db");
+    schema::open(&db, OpenMode::Create).expect("store");
+    for _ in 0..5 {
+        let mut command = unsctl();
+        command
+            .arg("--db")
+            .arg(&db)
+            .args(["runtime", "serve", "--insecure-no-auth", "--listen"])
+            .arg(format!("127.0.0.1:{}", support::free_port()))
+            .env_remove("UNS_LOG")
+            .stdout(Stdio::null());
+        let (status, said) = support::terminated_once_it_says(command, "serving the UNS API");
+        assert!(status.success(), "{status}: {said}");
+        assert!(said.contains("stopped"), "{said}");
+    }
+}
+
 /// UNS_LOG sets what reaches stderr: the server's own info lines by default, none of
 /// them at `warn`, and per module with a default.
 #[test]

@@ -404,6 +404,28 @@ fn a_worker_whose_log_reader_went_away_still_stops_on_sigterm() {
     assert!(child.wait().expect("status").success());
 }
 
+/// A worker stopped the moment it says it is starting (a supervisor, a deploy that
+/// changed its mind) stops as asked and exits 0: it watched for the signal before it
+/// said so. It watched only from a thread started after, so such a TERM killed it by
+/// the signal's default, whatever its calls in flight.
+#[test]
+fn a_worker_stopped_as_it_starts_stops_as_asked() {
+    let dir = tempfile::tempdir().expect("dir");
+    let db = dir.path().join("uns.db");
+    drop(schema::open(&db, OpenMode::Create).expect("store"));
+    for _ in 0..5 {
+        let (status, said) =
+            support::terminated_once_it_says(worker_process(&db, "brief"), "worker starting");
+        assert!(status.success(), "{status}: {said}");
+        // Both threads, each as it stopped (the signal's own line may come after them).
+        let stopped = said
+            .lines()
+            .filter(|line| line.contains("worker thread stopped") && line.contains("\"stopped\""))
+            .count();
+        assert_eq!(stopped, 2, "{said}");
+    }
+}
+
 /// Another process holds the store's write lock past the worker's busy timeout (an
 /// operator's VACUUM, a copy that writes) just as the provider answers: the worker tries
 /// the answer's write again until the lock is let go, rather than leave its lease to run

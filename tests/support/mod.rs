@@ -314,6 +314,43 @@ pub fn wait_for_port(addr: SocketAddr) {
     );
 }
 
+/// Starts `command` (its stderr piped), reads its stderr until a line holds `said`,
+/// sends it SIGTERM at once, and waits for it to exit (at most 30 s): its exit status
+/// and all it wrote to stderr.
+pub fn terminated_once_it_says(
+    mut command: Command,
+    said: &str,
+) -> (std::process::ExitStatus, String) {
+    use std::io::BufRead;
+    let mut child = command.stderr(Stdio::piped()).spawn().expect("spawn");
+    let mut lines = std::io::BufReader::new(child.stderr.take().expect("stderr")).lines();
+    let mut written = String::new();
+    for line in lines.by_ref() {
+        let line = line.expect("stderr line");
+        written.push_str(&line);
+        written.push('\n');
+        if line.contains(said) {
+            // At once, from this process: no `kill` to start in between.
+            let pid = libc::pid_t::try_from(child.id()).expect("pid");
+            assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0, "kill");
+            break;
+        }
+    }
+    assert!(written.contains(said), "it never said {said:?}: {written}");
+    let stopped = wait_for(Duration::from_secs(30), || {
+        matches!(child.try_wait(), Ok(Some(_)))
+    });
+    if !stopped {
+        let _ = child.kill();
+    }
+    for line in lines {
+        written.push_str(&line.unwrap_or_default());
+        written.push('\n');
+    }
+    assert!(stopped, "still running 30 s after SIGTERM: {written}");
+    (child.wait().expect("status"), written)
+}
+
 /// Waits until an HTTP server on `addr` answers a request (at most 10 s): not only
 /// listening, which the kernel does from the bind on, but serving.
 pub fn wait_for_answer(addr: SocketAddr) {

@@ -327,18 +327,15 @@ fn keep_running(global: &Invocation, db: &Path, fakes: &Fakes) -> CliResult {
         metrics: None,
         limits: crate::server::Limits::default(),
     };
+    // Watched before it serves (see StopSignals): Ctrl-C (or SIGTERM) stops it as asked.
+    let mut signals = crate::interrupt::StopSignals::watch()?;
     let server = server::start(config).map_err(|err| CliError::error(err.to_string()))?;
     status(&format!(
         "\nServing the API on http://{addr} (Ctrl-C to stop). In another shell:\n\n  export UNS_BASE_URL=http://{addr} UNS_API_KEY={key} UNS_DB_FILE={db}\n  curl -sS -H \"Authorization: Bearer $UNS_API_KEY\" \"$UNS_BASE_URL/api/v1/dlq\" | jq .\n  unsctl --api \"$UNS_BASE_URL\" dlq triage\n",
         addr = server.addr,
         db = db.display()
     ));
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
-    runtime.block_on(async {
-        let _ = tokio::signal::ctrl_c().await;
-    });
+    let _ = signals.wait();
     server.stop();
     Ok(())
 }

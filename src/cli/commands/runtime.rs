@@ -357,40 +357,30 @@ fn run_worker(global: &Invocation, args: WorkerArgs) -> CliResult {
     let db = crate::runtime::writer::Database::open_at(&place).map_err(open_failed)?;
     let adapters = adapters(&args.providers)?;
     let config = args.worker.config()?;
+    let stop = Arc::new(AtomicBool::new(false));
+    // Watched before the worker starts and before it says so (see StopSignals).
+    stop_on_signal(stop.clone()).context("cannot watch for signals")?;
     tracing::info!(worker = %config.worker_id, channels = %configured(&adapters), "worker starting");
     let worker = Worker::new(db, args.worker.clock()?, adapters, config);
-    let stop = Arc::new(AtomicBool::new(false));
-    stop_on_signal(stop.clone()).context("cannot watch for signals")?;
     for thread in worker.spawn(stop) {
         let _ = thread.join();
     }
     Ok(())
 }
 
-/// Sets `flag` on SIGINT or SIGTERM, from a small tokio runtime on a thread of its own.
+/// Sets `flag` on SIGINT or SIGTERM: watched when this returns, waited for on a thread
+/// of its own.
 fn stop_on_signal(flag: Arc<AtomicBool>) -> std::io::Result<()> {
-    use tokio::signal::unix::{SignalKind, signal};
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
+    let mut signals = crate::interrupt::StopSignals::watch()?;
     std::thread::Builder::new()
         .name("uns-signal".into())
         .spawn(move || {
-            runtime.block_on(async move {
-                let (Ok(mut interrupt), Ok(mut terminate)) = (
-                    signal(SignalKind::interrupt()),
-                    signal(SignalKind::terminate()),
-                ) else {
-                    return;
-                };
-                tokio::select! {
-                    _ = interrupt.recv() => {}
-                    _ = terminate.recv() => {}
-                }
-                // Stop first: nothing said about it may keep it from stopping.
-                flag.store(true, std::sync::atomic::Ordering::SeqCst);
-                tracing::info!("signal received: finishing in-flight calls, claiming nothing new");
-            });
+            let _ = signals.wait();
+            // Stop first: nothing said about it may keep it from stopping.
+            flag.store(true, std::sync::atomic::Ordering::SeqCst);
+            tracing::info!("signal received: finishing in-flight calls, claiming nothing new");
+            // Kept, so a second signal while the calls finish is taken, not fatal.
+            while signals.wait() {}
         })?;
     Ok(())
 }
