@@ -40,16 +40,14 @@ fn refused_store(n: usize, codes: &[&str]) -> (tempfile::TempDir, PathBuf, Vec<S
 }
 
 /// What the screen wrote equals what the command wrote, but for `via`.
-fn same_but_via(mut ours: Value, theirs: &Value) {
+pub(crate) fn same_but_via(mut ours: Value, theirs: &Value) {
     assert_eq!(ours["via"], "tui", "{ours}");
     ours.as_object_mut().expect("object").remove("via");
     assert_eq!(&ours, theirs);
 }
 
-/// The dialog for `key` on the marked rows (or the one under the cursor), past the
-/// moment its keys are ignored.
 /// The command line's act `args` on `db`, by erin with `reason`, confirmed; it must succeed.
-fn carried_out_by_erin(db: &Path, args: &[&str], reason: &str) {
+pub(crate) fn carried_out_by_erin(db: &Path, args: &[&str], reason: &str) {
     let out = support::unsctl()
         .arg("--db")
         .arg(db)
@@ -71,6 +69,8 @@ fn carried_out_by_erin(db: &Path, args: &[&str], reason: &str) {
     );
 }
 
+/// The dialog for `key` on the marked rows (or the one under the cursor), past the
+/// moment its keys are ignored.
 fn open_dialog(screen: &mut Screen, key: char) {
     screen.press(KeyCode::Char(key));
     assert!(screen.app.dialog.is_some(), "{key} opened no dialog");
