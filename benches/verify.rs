@@ -18,7 +18,6 @@ fn main() -> anyhow::Result<()> {
         .collect();
     let entries = numbers.first().copied().unwrap_or(10_000) as usize;
     let megabytes = numbers.get(1).copied().unwrap_or(1024);
-    let unsctl = env!("CARGO_BIN_EXE_unsctl");
     // VERIFY_BENCH_DIR keeps the store and the log there, to compare readers on them.
     let dir = tempfile::tempdir()?;
     let place = std::env::var_os("VERIFY_BENCH_DIR")
@@ -30,9 +29,9 @@ fn main() -> anyhow::Result<()> {
     // Post-data timeouts only: every entry is VERIFY, its one uncertain attempt attempt 1
     // of cycle 1 (the other attempts were refused).
     support::generate_branches(&db, entries, &[1])?;
-    let conn = rusqlite::Connection::open(&db)?;
     let mut wanted: Vec<(i64, String, bool)> = Vec::new();
     {
+        let conn = rusqlite::Connection::open(&db)?;
         let mut stmt = conn.prepare(
             "SELECT n.id, MIN(e.at) FROM uns_notifications n JOIN uns_events e ON e.notification_id = n.id
              WHERE e.kind = 'CHANNEL_ATTEMPT_STARTED' GROUP BY n.id ORDER BY 2",
@@ -59,38 +58,15 @@ fn main() -> anyhow::Result<()> {
         wanted.len(),
         written_at.elapsed().as_secs_f64()
     );
-    // A copy of the store as written, to profile `--record` against again and again.
-    if std::env::var_os("VERIFY_BENCH_DIR").is_some() {
-        std::fs::copy(&db, place.join("verify-as-written.db"))?;
-    }
-    // The log is in UTC; the default margin of two minutes. The generated store's starts
-    // do not record the envelope sender, as a store from before the adapter did: name it.
-    let command = |extra: &[&str]| {
-        let mut command = Command::new(unsctl);
-        command
-            .arg("--db")
-            .arg(&db)
-            .args(["verify", "--smtp-from", "uns@uns.local"])
-            .args(["--relay-log-zone", "UTC", "--relay-log"])
-            .arg(&log)
-            .args(["-o", "json"])
-            .args(extra);
-        command
-    };
+    // The store as written: `--record` writes to the store, so each of its runs records
+    // into a fresh copy of this.
+    let as_written = place.join("verify-as-written.db");
+    std::fs::copy(&db, &as_written)?;
     let report: serde_json::Value =
-        serde_json::from_slice(&command(&[]).output()?.stdout).unwrap_or_default();
+        serde_json::from_slice(&verify(&db, &log, &[]).output()?.stdout).unwrap_or_default();
     let answers = {
         let (db, log) = (db.clone(), log.clone());
-        move || {
-            let mut c = Command::new(unsctl);
-            c.arg("--db")
-                .arg(&db)
-                .args(["verify", "--smtp-from", "uns@uns.local"])
-                .args(["--relay-log-zone", "UTC", "--relay-log"])
-                .arg(&log)
-                .args(["-o", "json"]);
-            c
-        }
+        move || verify(&db, &log, &[])
     };
     let mut commands: Vec<Box<dyn FnMut() -> Command>> = vec![Box::new(answers)];
     commands.extend(support::floors(&log));
@@ -108,18 +84,26 @@ fn main() -> anyhow::Result<()> {
         "  verify / grep floor: {:.1}x (target: under 3 s)",
         asked.elapsed.as_secs_f64() / grep.elapsed.as_secs_f64()
     );
-    // The store and the log were just written: their pages wait for the disk, and the
-    // recording's first flush would wait for them all. They go first, outside the time.
-    anyhow::ensure!(Command::new("sync").status()?.success(), "sync failed");
-    let recorded = support::measure(&mut command(&[
-        "--record",
-        "--confirm",
-        "--yes",
-        "--reason",
-        "bench",
-    ]))?;
-    anyhow::ensure!(recorded.success, "verify --record failed");
-    let written: i64 = conn.query_row(
+    // Each run records into a copy of the store as written, made outside the time, and
+    // the best of the runs is kept, as for every other figure. The copy's pages are
+    // flushed first: the recording's first flush would otherwise wait for them all.
+    let recording = place.join("verify-recording.db");
+    let mut best: Option<support::Measured> = None;
+    for _ in 0..support::RUNS {
+        std::fs::copy(&as_written, &recording)?;
+        anyhow::ensure!(Command::new("sync").status()?.success(), "sync failed");
+        let run = support::measure(&mut verify(
+            &recording,
+            &log,
+            &["--record", "--confirm", "--yes", "--reason", "bench"],
+        ))?;
+        anyhow::ensure!(run.success, "verify --record failed");
+        if best.as_ref().is_none_or(|b| run.elapsed < b.elapsed) {
+            best = Some(run);
+        }
+    }
+    let recorded = best.ok_or_else(|| anyhow::anyhow!("no run"))?;
+    let written: i64 = rusqlite::Connection::open(&recording)?.query_row(
         "SELECT COUNT(*) FROM uns_events WHERE kind = 'VERIFIED'",
         [],
         |r| r.get(0),
@@ -130,4 +114,20 @@ fn main() -> anyhow::Result<()> {
         recorded.max_rss_kib as f64 / 1024.0
     );
     Ok(())
+}
+
+/// `unsctl verify` of every VERIFY entry of `db` against `log`, in JSON, with `extra`. The
+/// log is in UTC; the margin the default two minutes. The generated store's starts do
+/// not record the envelope sender, as a store from before the adapter did: it is named.
+fn verify(db: &std::path::Path, log: &std::path::Path, extra: &[&str]) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_unsctl"));
+    command
+        .arg("--db")
+        .arg(db)
+        .args(["verify", "--smtp-from", "uns@uns.local"])
+        .args(["--relay-log-zone", "UTC", "--relay-log"])
+        .arg(log)
+        .args(["-o", "json"])
+        .args(extra);
+    command
 }
