@@ -1,6 +1,7 @@
 //! Ctrl-C, the same for every front end: it marks the run interrupted (the loop that is
 //! acting lets the entry in flight finish, then stops and says what was done), and the
-//! error that ends the run carries that account.
+//! error that ends the run carries that account. And the signals that stop a
+//! long-running process ([`StopSignals`]), watched before it starts.
 
 use crate::exit::{ExitKind, Failure};
 use std::sync::Mutex;

@@ -221,8 +221,8 @@ pub fn start_with_clock(
     let limits = config.limits;
     // Said before the first request is answered, never after: a log that shows requests
     // served before "serving", or a server stopped right after its first answer without
-    // the line, would mislead whoever reads it.
-    // Which store, for whoever looks after several: as it may be printed (no password).
+    // the line, would mislead whoever reads it. It names the store, for whoever looks
+    // after several, as it may be printed (no password).
     let store = crate::render::sanitize::clean(&config.db.shown()).into_owned();
     tracing::info!(%addr, %store, "serving the UNS API");
     let thread = std::thread::Builder::new()
