@@ -1061,16 +1061,19 @@ impl<'w> Scan<'w> {
         }
     }
 
-    /// Keeps a damaged line whose bytes name a wanted Message-ID.
-    fn damaged_mention(&mut self, line: &[u8], what: &str) {
-        let ids: Vec<String> = self
-            .mentions_finder
+    /// The wanted Message-IDs named in `line`'s bytes, in the order they stand.
+    fn wanted_in(&self, line: &[u8]) -> Vec<String> {
+        self.mentions_finder
             .in_line(line)
             .filter_map(|id| std::str::from_utf8(id).ok())
             .filter(|id| self.wanted.contains(*id))
             .map(str::to_string)
-            .collect();
-        for id in ids {
+            .collect()
+    }
+
+    /// Keeps a damaged line whose bytes name a wanted Message-ID.
+    fn damaged_mention(&mut self, line: &[u8], what: &str) {
+        for id in self.wanted_in(line) {
             let kept = self.damaged_mentions.entry(id).or_default();
             if kept.len() < MAX_MENTIONS {
                 kept.push(format!("{what}: {:?}", quoted(line)));
@@ -1123,14 +1126,7 @@ impl<'w> Scan<'w> {
 
     /// Keeps a line that mentions a wanted Message-ID without being its record.
     fn mention(&mut self, line: &[u8]) {
-        let ids: Vec<String> = self
-            .mentions_finder
-            .in_line(line)
-            .filter_map(|id| std::str::from_utf8(id).ok())
-            .filter(|id| self.wanted.contains(*id))
-            .map(str::to_string)
-            .collect();
-        for id in ids {
+        for id in self.wanted_in(line) {
             let kept = self.mentions.entry(id).or_default();
             if kept.len() < MAX_MENTIONS {
                 kept.push(quoted(line));
