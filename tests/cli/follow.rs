@@ -517,11 +517,7 @@ fn dlq_triage_watch_prints_entries_entering_and_leaving() {
             )
             .output()
             .expect("replay");
-        assert!(
-            replay.status.success(),
-            "{}",
-            String::from_utf8_lossy(&replay.stderr)
-        );
+        support::succeeded(&replay);
         let left = watch.expect("the entry leaving", |l| {
             l.contains(&id) && l.contains("\"left\"")
         });

@@ -45,11 +45,7 @@ fn printed_next_steps_run_in_the_runbooks_environment() {
     triage.args(["-o", "json", "dlq", "triage"]);
     env(&mut triage);
     let out = triage.output().expect("triage");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    support::succeeded(&out);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(
         stderr

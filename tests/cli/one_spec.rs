@@ -141,11 +141,7 @@ fn store() -> (tempfile::TempDir, std::path::PathBuf) {
         ])
         .output()
         .expect("resolve");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    crate::support::succeeded(&out);
     (dir, db)
 }
 

@@ -74,11 +74,7 @@ fn a_paced_replay_makes_each_entry_due_at_its_place_on_both_backends() {
             "--reason",
             "relay back",
         ]);
-        assert!(
-            done.status.success(),
-            "{}",
-            String::from_utf8_lossy(&done.stderr)
-        );
+        support::succeeded(&done);
         let after = unsctl::clock::Clock::now(&unsctl::clock::SystemClock);
         let rows = replayed(&db, &ids);
         let first = rows[0].0;
@@ -122,11 +118,7 @@ fn a_spread_puts_the_last_entry_at_its_end_and_apply_takes_the_same_pace() {
         .args(["--confirm", "--yes", "--reason", "relay back"])
         .output()
         .expect("apply");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    support::succeeded(&out);
     let rows = replayed(&db, &ids);
     let (first, last) = (rows[0].0, rows[4].0);
     assert!((last - first - 120.0).abs() < 0.05, "{first} {last}");
@@ -246,11 +238,7 @@ fn the_replay_says_what_each_receiver_does_with_a_second_copy() {
                 .env("UNS_PAGERDUTY_API_URL", fakes.pagerduty_api_url());
         }
         let out = command.output().expect("replay");
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        support::succeeded(&out);
         String::from_utf8_lossy(&out.stderr).into_owned()
     };
     // Open: the trigger merges. Slack drops no second copy either way.

@@ -148,11 +148,7 @@ fn permanent_and_transient_rejections_are_told_apart_on_both_backends() {
             .args(["dlq", "triage", "-o", "json"])
             .output()
             .expect("triage");
-        assert!(
-            json.status.success(),
-            "{}",
-            String::from_utf8_lossy(&json.stderr)
-        );
+        support::succeeded(&json);
         let document: Value = serde_json::from_slice(&json.stdout).expect("json");
         for (id, name, permanent) in &cases {
             let entry = entry(&document, id);
@@ -340,11 +336,7 @@ fn resolving_a_permanent_rejection_explains_why_and_needs_a_reason() {
         ])
         .output()
         .expect("resolve");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    support::succeeded(&out);
 }
 
 /// A replay of a channel refused permanently must say what was fixed: without --reason it

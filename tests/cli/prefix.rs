@@ -69,11 +69,7 @@ fn unique_ambiguous_and_unknown_prefixes_on_both_backends() {
             "{doc}"
         );
         let out = unsctl(backend, &["--color", "never", "replay", &short]);
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        support::succeeded(&out);
         assert!(String::from_utf8_lossy(&out.stdout).contains(target.as_str()));
 
         // Ambiguous: a usage error that lists the candidates, and nothing is done.

@@ -35,11 +35,7 @@ fn counted_by_sqlite3(db: &Path, kind: &str, condition: &str, since: f64, until:
         .arg(&sql)
         .output()
         .expect("sqlite3");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    support::succeeded(&out);
     let mut counts = vec![0u64; steps];
     for line in String::from_utf8_lossy(&out.stdout).lines() {
         let (bucket, count) = line.split_once('|').expect("bucket|count");
@@ -59,11 +55,7 @@ fn each_series_is_what_sqlite3_counts_and_both_backends_agree() {
         .stdin(Stdio::null())
         .output()
         .expect("repro");
-    assert!(
-        repro.status.success(),
-        "{}",
-        String::from_utf8_lossy(&repro.stderr)
-    );
+    support::succeeded(&repro);
     let conn = rusqlite::Connection::open(&db).expect("db");
     let (first, last): (f64, f64) = conn
         .query_row("SELECT MIN(at), MAX(at) FROM uns_events", [], |r| {

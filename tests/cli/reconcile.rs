@@ -157,11 +157,7 @@ fn seed() -> Seeded {
 }
 
 fn json_of(output: &std::process::Output) -> Value {
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    support::succeeded(output);
     serde_json::from_slice(&output.stdout).expect("json")
 }
 
@@ -529,11 +525,7 @@ fn the_table_leads_with_what_needs_a_person_and_says_whether_it_goes_on() {
         .env("COLUMNS", "200")
         .output()
         .expect("reconcile");
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    support::succeeded(&output);
     let stdout = String::from_utf8_lossy(&output.stdout);
     let stderr = String::from_utf8_lossy(&output.stderr);
     let needs = stdout.find("Needs a person").expect("needs a person");
@@ -571,11 +563,7 @@ fn one_notification_is_explained_copy_by_copy() {
         .env("COLUMNS", "200")
         .output()
         .expect("reconcile");
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    support::succeeded(&output);
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(
         stdout.contains("EMAIL  DUPLICATED  2 copies  to twice@example.com"),

@@ -759,11 +759,7 @@ fn a_note_records_the_fix_and_its_writer_and_reads_the_same_over_both_backends()
         .args(["--ticket", "INC-42"])
         .output()
         .expect("note");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    support::succeeded(&out);
     let written: Value = serde_json::from_slice(&out.stdout).expect("json");
     assert_eq!(written["kind"], "NOTE");
     assert_eq!(written["id"], kept.id + 1);

@@ -62,11 +62,7 @@ pub(crate) fn carried_out_by_erin(db: &Path, args: &[&str], reason: &str) {
         ])
         .output()
         .expect("unsctl");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    support::succeeded(&out);
 }
 
 /// The dialog for `key` on the marked rows (or the one under the cursor), past the

@@ -360,11 +360,7 @@ fn the_screen_gives_the_same_answers_as_the_commands() {
             .args(args)
             .output()
             .expect("unsctl");
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        support::succeeded(&out);
         serde_json::from_slice(&out.stdout).expect("json")
     };
     let mut screen = Screen::open(&db, true, false);
@@ -728,11 +724,7 @@ fn a_preview_gone_stale_before_the_word_ends_as_a_conflict_with_nothing_changed(
         .args(["replay", &ids[0], "--operator", "sam", "--confirm", "--yes"])
         .output()
         .expect("replay");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    support::succeeded(&out);
     let replays_before = replayed_count(&db);
     screen.focus(unsctl::tui::app::Focus::Word);
     screen.type_text("yes");

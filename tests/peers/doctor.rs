@@ -385,11 +385,7 @@ fn after_lost_leases_the_dlq_calls_and_losses_are_reported_the_same_on_both_back
         .stdin(Stdio::null())
         .output()
         .expect("repro");
-    assert!(
-        repro.status.success(),
-        "{}",
-        String::from_utf8_lossy(&repro.stderr)
-    );
+    support::succeeded(&repro);
     let server = support::server(&db);
     let db_arg = db.to_string_lossy().to_string();
     let url = format!("http://{}", server.addr);

@@ -442,11 +442,7 @@ fn a_worked_incident_is_reported_as_the_providers_received_it() {
             vec!["-o", format, "report", "--since", &since, "--until", &until];
         args.extend(records.iter().map(String::as_str));
         let out = incident.command(api, &args).output().expect("report");
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        support::succeeded(&out);
         out.stdout
     };
     // The same bytes over the store and over the API, in each format.

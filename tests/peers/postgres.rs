@@ -95,11 +95,7 @@ fn run(command: &mut Command) -> Output {
 }
 
 fn succeeded(out: &Output) {
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    support::succeeded(out);
 }
 
 /// The store's identity names where it lives, so a plan made on the file is never
@@ -666,22 +662,14 @@ fn a_store_is_copied_unchanged_or_not_at_all() {
         "--operator",
         "oncall-jane",
     ]));
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    support::succeeded(&out);
     let database = postgres::cluster().database();
     let out = run(support::unsctl()
         .env("PGPASSWORD", postgres::PASSWORD)
         .args(["store", "copy", "--from"])
         .arg(&file)
         .args(["--to", &database.url, "-o", "json"]));
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    support::succeeded(&out);
     let copied: Value = serde_json::from_slice(&out.stdout).expect("json");
     assert_eq!(copied["notifications"], 30);
     assert_eq!(copied["notes"], 1);
@@ -727,11 +715,7 @@ fn a_store_is_copied_unchanged_or_not_at_all() {
     // New events go on after the copied ones.
     let id = &rowids[0].1;
     let out = run(&mut database.unsctl(&["note", "after the copy"]));
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    support::succeeded(&out);
     let next: i64 = pg
         .query_one("SELECT MAX(id) FROM uns_notes", &[])
         .expect("notes")
@@ -1263,11 +1247,7 @@ fn a_lab_run_never_claims_a_real_stores_notifications() {
         .env("UNS_DB_FILE", &database.url)
         .args(["sweep", "--schedules", "3", "--seed", "7", "-o", "json"]);
     let out = run(&mut from_environment);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    support::succeeded(&out);
     assert_eq!(
         history(&database),
         before,
@@ -1326,11 +1306,7 @@ fn tls_is_what_sslmode_asks_and_a_peer_with_an_unknown_certificate_gets_no_passw
         run(&mut command)
     };
     let plain = events(&store.url, &[]);
-    assert!(
-        plain.status.success(),
-        "{}",
-        String::from_utf8_lossy(&plain.stderr)
-    );
+    support::succeeded(&plain);
     let tls_only = |host: &str, query: &str| {
         format!(
             "postgres://{}@{host}:{}/{}{query}",
@@ -1704,11 +1680,7 @@ fn a_database_that_takes_no_writes_is_read_and_a_change_is_refused_up_front() {
     takes_no_writes(&database, true);
     let before = history(&database).len();
     let out = run(&mut database.unsctl(&["dlq", "triage", "-o", "json"]));
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    support::succeeded(&out);
     let plan: Value = serde_json::from_slice(&out.stdout).expect("plan");
     let id = support::entry_of_branch(&plan, "RESOLVE");
     let out =
@@ -1905,11 +1877,7 @@ fn a_store_outside_the_search_path_is_named_and_never_made_twice() {
         "json",
     ]);
     let out = run(&mut command);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    support::succeeded(&out);
     let plan: Value = serde_json::from_slice(&out.stdout).expect("plan");
     assert!(!plan["entries"].as_array().expect("entries").is_empty());
 }
@@ -1924,11 +1892,7 @@ fn a_unix_socket_and_libpqs_variables_reach_the_same_store() {
     let database = cluster.database();
     submit(&database, 1, "email");
     let identity = |out: Output| -> String {
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        support::succeeded(&out);
         let plan: Value = serde_json::from_slice(&out.stdout).expect("plan");
         plan["store"].as_str().expect("store").to_string()
     };
@@ -1980,19 +1944,11 @@ fn a_unix_socket_and_libpqs_variables_reach_the_same_store() {
 fn a_pooler_that_lends_each_transaction_elsewhere_is_refused_and_left_as_it_was() {
     let database = every_case_database();
     let direct = run(&mut database.unsctl(&["dlq", "triage", "-o", "json"]));
-    assert!(
-        direct.status.success(),
-        "{}",
-        String::from_utf8_lossy(&direct.stderr)
-    );
+    support::succeeded(&direct);
 
     let session = postgres::Pooler::start(&database, "session", 4);
     let pooled = run(&mut session.unsctl(&["dlq", "triage", "-o", "json"]));
-    assert!(
-        pooled.status.success(),
-        "{}",
-        String::from_utf8_lossy(&pooled.stderr)
-    );
+    support::succeeded(&pooled);
     assert_eq!(
         String::from_utf8_lossy(&pooled.stdout).replace(&session.url, &database.url),
         String::from_utf8_lossy(&direct.stdout),
@@ -2072,11 +2028,7 @@ fn a_client_certificate_is_offered_as_libpq_offers_it_and_its_key_kept_to_its_ow
     let store = cluster.database();
     submit(&store, 2, "EMAIL,SLACK");
     let plain = run(&mut store.unsctl(&["events", "-o", "json"]));
-    assert!(
-        plain.status.success(),
-        "{}",
-        String::from_utf8_lossy(&plain.stderr)
-    );
+    support::succeeded(&plain);
     let url = |query: &str| {
         format!(
             "postgres://{}@127.0.0.1:{}/{}?{query}",
@@ -2237,11 +2189,7 @@ fn a_role_that_may_only_read_is_refused_a_change_up_front() {
     };
     let before = history(&database);
     let out = as_viewer(&["dlq", "triage", "-o", "json"]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    support::succeeded(&out);
     let plan: Value = serde_json::from_slice(&out.stdout).expect("plan");
     let ids: Vec<String> = plan["entries"]
         .as_array()
@@ -2287,11 +2235,7 @@ fn a_pooled_session_the_server_ended_is_never_lent() {
     let server = serve(Place::Postgres(database.target()), None);
     let list = || run(support::over_the_api(server.addr).args(["dlq", "triage", "-o", "json"]));
     let first = list();
-    assert!(
-        first.status.success(),
-        "{}",
-        String::from_utf8_lossy(&first.stderr)
-    );
+    support::succeeded(&first);
     let plan: Value = serde_json::from_slice(&first.stdout).expect("plan");
     let id = support::entry_of_branch(&plan, "RESOLVE");
     // Several at once, so the pool holds more than one session.
@@ -2318,11 +2262,7 @@ fn a_pooled_session_the_server_ended_is_never_lent() {
     );
     for _ in 0..3 {
         let out = list();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        support::succeeded(&out);
         assert_eq!(out.stdout, first.stdout, "the same answer");
     }
     let out = run(support::over_the_api(server.addr).args([
@@ -2334,11 +2274,7 @@ fn a_pooled_session_the_server_ended_is_never_lent() {
         "--reason",
         "x",
     ]));
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    support::succeeded(&out);
 }
 
 /// Sites set `default_transaction_isolation` to REPEATABLE READ or SERIALIZABLE for their

@@ -69,11 +69,7 @@ fn reconcile(db: &Path, args: &[&str]) -> Value {
         .stdin(Stdio::null())
         .output()
         .expect("reconcile");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    support::succeeded(&out);
     serde_json::from_slice(&out.stdout).expect("json")
 }
 

@@ -97,11 +97,7 @@ fn the_html_report_renders_in_chromium_to_a4_with_its_bars_and_no_request() {
             .args(["-o", format, "report", "--since", &since, "--until", &until])
             .output()
             .expect("report");
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        support::succeeded(&out);
         out.stdout
     };
     let html = dir.path().join("report.html");
@@ -321,11 +317,7 @@ fn the_html_report_keeps_ids_and_times_whole_tables_wide_and_markers_labelled() 
             .args(["--until", &incident.until])
             .output()
             .expect("report");
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        support::succeeded(&out);
         out.stdout
     };
     let data: Value = serde_json::from_slice(&report("json")).expect("json");

@@ -40,11 +40,7 @@ fn repro(scenario: &str) -> (tempfile::TempDir, PathBuf, Value, Option<Value>) {
         .args(["repro", scenario, "-o", "json"])
         .output()
         .expect("repro");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    support::succeeded(&out);
     let report: Value = serde_json::from_slice(&out.stdout).expect("json");
     let scenario_report = report["scenarios"][0].clone();
     let id = scenario_report["notification_id"].as_str().expect("id");
@@ -480,11 +476,7 @@ fn repro_never_touches_a_store_it_did_not_make() {
         .args(["repro", "provider-rejected", "-o", "json"])
         .output()
         .expect("repro");
-    assert!(
-        again.status.success(),
-        "{}",
-        String::from_utf8_lossy(&again.stderr)
-    );
+    support::succeeded(&again);
 
     let submitted = unsctl()
         .arg("--db")
@@ -498,11 +490,7 @@ fn repro_never_touches_a_store_it_did_not_make() {
         ])
         .output()
         .expect("submit");
-    assert!(
-        submitted.status.success(),
-        "{}",
-        String::from_utf8_lossy(&submitted.stderr)
-    );
+    support::succeeded(&submitted);
     let real = String::from_utf8_lossy(&submitted.stdout)
         .split_whitespace()
         .find(|word| word.starts_with("n-"))

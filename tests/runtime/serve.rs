@@ -89,11 +89,7 @@ fn serve_delivers_submissions_and_stops_gracefully_on_sigterm() {
             .expect("submit")
     };
     let fast = submit(&["--channel", "slack", "--subject", "fast", "--body", "hello"]);
-    assert!(
-        fast.status.success(),
-        "{}",
-        String::from_utf8_lossy(&fast.stderr)
-    );
+    support::succeeded(&fast);
     let slow = submit(&[
         "--channel",
         "email",
@@ -180,11 +176,7 @@ fn serve_delivers_submissions_and_stops_gracefully_on_sigterm() {
         ])
         .output()
         .expect("submit");
-    assert!(
-        direct.status.success(),
-        "{}",
-        String::from_utf8_lossy(&direct.stderr)
-    );
+    support::succeeded(&direct);
 }
 
 /// A store holding one PENDING SLACK notification, due now.
@@ -383,11 +375,7 @@ fn planted_secrets_reach_no_store_output_or_log() {
         .env("UNS_API_KEY", key)
         .output()
         .expect("submit");
-    assert!(
-        submitted.status.success(),
-        "{}",
-        String::from_utf8_lossy(&submitted.stderr)
-    );
+    support::succeeded(&submitted);
     let id = String::from_utf8_lossy(&submitted.stdout)
         .trim()
         .to_string();

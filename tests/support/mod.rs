@@ -57,6 +57,16 @@ impl Drop for Reaped {
     }
 }
 
+/// Asserts that a command ran to success, showing what it said on stderr when it did not.
+#[track_caller]
+pub fn succeeded(out: &std::process::Output) {
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 pub fn launch(program: &str) -> Command {
     let mut command = cleared(program);
     command.env("LANG", "C.UTF-8").env("TERM", "xterm-256color");
@@ -701,11 +711,7 @@ pub fn checked_bundle(reports: &Path) -> PathBuf {
         .arg(&bundle)
         .output()
         .expect("check");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    succeeded(&out);
     bundle
 }
 
