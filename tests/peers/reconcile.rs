@@ -168,6 +168,11 @@ fn a_reclaim_after_a_held_reply_is_two_copies_by_the_relays_log_as_the_sink_rece
                     && l.contains("(queue active)")),
             "{queue_id} reached the queue manager: {log}"
         );
+        let text = copy["text"].as_str().expect("text");
+        assert!(
+            !text.contains(queue_id),
+            "the queue id is named beside the text, not in it again: {text}"
+        );
     }
     assert_eq!(
         copies[0]["sources"],
