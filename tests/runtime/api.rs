@@ -293,6 +293,29 @@ fn the_dlq_pages_with_an_opaque_cursor() {
     assert!(plain["entries"][0].get("events").is_none());
     let (status, _) = api.get("/api/v1/dlq?cursor=not-a-cursor");
     assert_eq!(status, StatusCode::BAD_REQUEST);
+    // A key of one value said twice is refused, on every route that reads one: reading
+    // either value would answer a question nobody asked.
+    for path in [
+        "/api/v1/dlq?limit=5&limit=10",
+        "/api/v1/dlq?channel=email&channel=slack",
+        "/api/v1/runtime/events?since=1h&since=2h",
+        "/api/v1/runtime/reconcile?until=1&until=2",
+        "/api/v1/runtime/pulse?since=0&until=60&step=60&step=30",
+        "/api/v1/runtime/notes?since=0&since=1",
+    ] {
+        let (status, body) = api.get(path);
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{path}: {body}");
+        assert!(
+            body["error"]
+                .as_str()
+                .is_some_and(|e| e.contains("more than once")),
+            "{path}: {body}"
+        );
+    }
+    // The keys that take many values still do.
+    let (status, body) = api.get("/api/v1/dlq?error=nothing-like-it&error=HTTP");
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert!(!body["entries"].as_array().expect("entries").is_empty());
 }
 
 #[test]

@@ -40,7 +40,7 @@ pub(crate) async fn list(
 ) -> ApiResult<NotesResponse> {
     let query = Query::parse(&query);
     let time = |name: &str| -> Result<Option<f64>, ApiError> {
-        match query.all(name).next() {
+        match query.one(name)? {
             None => Ok(None),
             Some(text) => text
                 .parse::<f64>()

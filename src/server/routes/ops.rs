@@ -108,8 +108,7 @@ pub(crate) async fn pulse(
     let query = Query::parse(&query);
     let number = |name: &str, what: &str| -> Result<f64, ApiError> {
         query
-            .all(name)
-            .next()
+            .one(name)?
             .and_then(|v| v.parse::<f64>().ok())
             .filter(|v| v.is_finite())
             .ok_or_else(|| ApiError::invalid(format!("{name} must be given, in {what}")))

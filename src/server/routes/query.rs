@@ -1,7 +1,9 @@
-//! Query strings, read into each route's own struct by serde: each key's first value
-//! (a key given twice keeps its first, as the routes always have), unknown keys ignored,
+//! Query strings, read into each route's own struct by serde: unknown keys ignored,
 //! every value a string that the route parses with its own words of refusal. A key a
-//! route takes more than once (`kind`, `include`) is read with [`Query::all`].
+//! route takes more than once (`kind`, `include`, the selection's texts and ids) is read
+//! with [`Query::all`]; any other key given twice is refused, as the CLI refuses its flag
+//! twice: `channel=EMAIL&channel=SLACK` says two things, and reading one of them would
+//! answer a question nobody asked.
 
 use crate::server::errors::ApiError;
 use serde::Deserialize;
@@ -22,17 +24,34 @@ impl Query {
         }
     }
 
-    /// The route's struct, from each key's first value.
+    /// The route's struct, from the keys that take one value; a key that repeats is read
+    /// with [`Query::all`], and any other given twice is refused.
     pub(crate) fn typed<T: DeserializeOwned>(&self) -> Result<T, ApiError> {
         let mut seen = HashSet::new();
-        let first = form_urlencoded::Serializer::new(String::new())
-            .extend_pairs(
-                self.pairs
-                    .iter()
-                    .filter(|(key, _)| seen.insert(key.as_str())),
-            )
+        let mut single = Vec::with_capacity(self.pairs.len());
+        for (key, value) in &self.pairs {
+            if REPEATED.contains(&key.as_str()) {
+                continue;
+            }
+            if !seen.insert(key.as_str()) {
+                return Err(twice(key));
+            }
+            single.push((key, value));
+        }
+        let single = form_urlencoded::Serializer::new(String::new())
+            .extend_pairs(single)
             .finish();
-        serde_urlencoded::from_str(&first).map_err(|err| ApiError::invalid(format!("query: {err}")))
+        serde_urlencoded::from_str(&single)
+            .map_err(|err| ApiError::invalid(format!("query: {err}")))
+    }
+
+    /// The one value of `key`, if given; given twice, refused.
+    pub(crate) fn one<'a>(&'a self, key: &'a str) -> Result<Option<&'a str>, ApiError> {
+        let mut values = self.all(key);
+        match (values.next(), values.next()) {
+            (_, Some(_)) => Err(twice(key)),
+            (value, None) => Ok(value),
+        }
     }
 
     /// Every value of `key`, in order.
@@ -42,6 +61,25 @@ impl Query {
             .filter(move |(k, _)| k == key)
             .map(|(_, value)| value.as_str())
     }
+}
+
+/// The keys a route reads every value of, with [`Query::all`]: `kind` and `include`, and
+/// the selection's texts and ids (any of them matches).
+const REPEATED: &[&str] = &[
+    "kind",
+    "include",
+    "error",
+    "not_error",
+    "exclude",
+    "subject",
+    "to",
+];
+
+fn twice(key: &str) -> ApiError {
+    ApiError::invalid(format!(
+        "{} is given more than once: it takes one value",
+        crate::render::sanitize::clean(key)
+    ))
 }
 
 /// Every `kind` given (none: every kind); a name this build does not know is refused.
@@ -114,12 +152,32 @@ mod tests {
     use super::*;
 
     #[test]
-    fn each_key_keeps_its_first_value_and_repeated_keys_are_read_whole() {
-        let raw =
-            Some("kind=LEASE_LOST&limit=5&limit=9&channel=email&kind=REPLAYED&other=x".into());
+    fn a_key_of_one_value_given_twice_is_refused_and_repeated_keys_are_read_whole() {
+        let raw = Some(
+            "kind=LEASE_LOST&limit=5&channel=email&kind=REPLAYED&other=x&error=a&error=b".into(),
+        );
         let query = Query::parse(&raw);
         let asked: EventsQuery = query.typed().expect("typed");
         assert_eq!(asked.limit.as_deref(), Some("5"));
+        assert_eq!(query.all("error").collect::<Vec<_>>(), ["a", "b"]);
+        for twice in [
+            "limit=5&limit=9",
+            "channel=email&channel=slack",
+            "since=1&since=1",
+        ] {
+            let query = Query::parse(&Some(twice.into()));
+            let refused = query.typed::<EventsQuery>().expect_err(twice);
+            assert_eq!(refused.0, axum::http::StatusCode::BAD_REQUEST, "{twice}");
+            let key = twice.split('=').next().expect("key");
+            assert!(
+                refused.1.error.contains(key),
+                "{twice}: {}",
+                refused.1.error
+            );
+            assert!(query.one(key).is_err(), "{twice}");
+        }
+        assert_eq!(query.one("limit").ok().flatten(), Some("5"));
+        assert_eq!(query.one("after").ok().flatten(), None);
         assert_eq!(asked.selection.channel.as_deref(), Some("email"));
         assert_eq!(asked.after, None);
         assert_eq!(
