@@ -740,6 +740,14 @@ impl Store for HttpStore {
         events: super::Events<'_>,
         visit: &mut super::EntryVisit<'_>,
     ) -> Result<()> {
+        // The route reads `since` and `until` as the window of attempts: a selection's own
+        // times (when entries last changed) cannot be asked beside them.
+        if selection.since.is_some() || selection.until.is_some() {
+            return Err(StoreError::Other(
+                "the reconcile route bounds attempts by the window alone, not by a selection's own times"
+                    .to_string(),
+            ));
+        }
         let mut query = selection.query();
         if let Some(since) = window.since {
             query.push(("since", since.to_string()));

@@ -405,6 +405,23 @@ fn the_reconcile_route_pages_every_attempted_notification_in_its_window() {
     .expect("walk");
     assert_eq!(ids, early);
     assert_eq!(handed, asked.map(str::to_string).into());
+    // A selection's own times cannot be asked beside the window's: the route reads both
+    // keys as the window, so the client refuses rather than send either twice.
+    let refused = unsctl::store::Store::each_attempted(
+        &store,
+        &unsctl::store::Selection {
+            since: Some(1000.0),
+            ..Default::default()
+        },
+        unsctl::store::Window {
+            since: Some(1500.0),
+            until: Some(2000.0),
+        },
+        unsctl::store::Events::All,
+        &mut |_, _| Ok(()),
+    )
+    .expect_err("a selection's own times");
+    assert!(refused.to_string().contains("window"), "{refused}");
     for bad in [
         "limit=0",
         "limit=1001",
