@@ -104,8 +104,9 @@ fn pick(typed: &str, found: &[String]) -> CliResult<String> {
 }
 
 /// `selection` with each id `--exclude` names expanded from its prefix (`dlq_only`: among
-/// the DLQ's entries, as the selection is). A prefix that matches nothing is a usage
-/// error naming it, never a silent no-op; an ambiguous one lists its candidates.
+/// the DLQ's entries, as the selection is). A prefix that matches nothing, or a DLQ
+/// entry the selection does not pick, is a usage error naming it, never a silent no-op;
+/// an ambiguous one lists its candidates.
 pub fn with_exclusions(
     store: &dyn Store,
     selection: Selection,
@@ -177,8 +178,46 @@ fn exclusions(
             expanded.push(id);
         }
     }
+    if every_one_matches && dlq_only {
+        outside_the_selection(store, &selection, &expanded)?;
+    }
     selection.exclude = expanded;
     Ok(selection)
+}
+
+/// Refuses an excluded DLQ entry that `selection` does not pick: excluding it leaves out
+/// nothing, so the exclusion meant another entry. Found by the walk the commands read the
+/// selection with, ended as soon as every excluded entry was met.
+fn outside_the_selection(store: &dyn Store, selection: &Selection, ids: &[String]) -> CliResult {
+    let whole = Selection {
+        exclude: Vec::new(),
+        ..selection.clone()
+    };
+    // Without a filter, every DLQ entry is in the selection.
+    if ids.is_empty() || whole.is_empty() {
+        return Ok(());
+    }
+    let mut unmet: Vec<&String> = ids.iter().collect();
+    let walked = store.each_triaged(&whole, &mut |triaged| {
+        unmet.retain(|id| **id != triaged.row.id);
+        if unmet.is_empty() {
+            Err(crate::store::StoreError::Stopped)
+        } else {
+            Ok(())
+        }
+    });
+    match walked {
+        Ok(()) | Err(crate::store::StoreError::Stopped) => {}
+        Err(err) => return Err(err.into()),
+    }
+    match unmet.first() {
+        None => Ok(()),
+        Some(id) => Err(CliError::usage(format!(
+            "--exclude {}: that DLQ entry is not in the selection, so excluding it leaves out nothing",
+            crate::render::sanitize::clean(id)
+        ))
+        .hint("an exclusion that leaves out nothing is a mistake: check the id and the filters")),
+    }
 }
 
 /// The most ids [`short_ids`] shortens: each costs a look-up or two.

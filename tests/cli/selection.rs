@@ -319,6 +319,33 @@ fn a_filtered_bulk_action_acts_on_exactly_the_filtered_entries() {
             String::from_utf8_lossy(&nothing.stderr).contains("--exclude n-ffffffffff"),
             "{backend}: {nothing:?}"
         );
+        // Nor is one that names a DLQ entry the filters leave out: excluding it leaves out
+        // nothing, so it meant another entry.
+        let unpicked = seeded
+            .entries
+            .iter()
+            .find(|e| e.1 == "VERIFY")
+            .map(|e| e.0.clone())
+            .expect("a VERIFY entry");
+        let outside = unsctl(
+            &target,
+            &[
+                "replay",
+                "--branch",
+                "replay",
+                "--error",
+                "mailbox",
+                "--exclude",
+                &unpicked,
+                "--reason",
+                "x",
+            ],
+        );
+        assert_eq!(outside.status.code(), Some(2), "{backend}: {outside:?}");
+        assert!(
+            String::from_utf8_lossy(&outside.stderr).contains("not in the selection"),
+            "{backend}: {outside:?}"
+        );
         // A unique prefix names the entry, as every id argument does.
         let spared_prefix = &spared[..spared.len() - 6];
         let out = unsctl(
