@@ -301,51 +301,38 @@ fn a_filtered_bulk_action_acts_on_exactly_the_filtered_entries() {
             .map(|e| e.0.clone())
             .collect();
         let (spared, rest) = email_replays.split_first().expect("email replays");
-        // An exclusion that matches nothing is a mistake, never a silent no-op.
-        let nothing = unsctl(
-            &target,
-            &[
-                "replay",
-                "--branch",
-                "replay",
-                "--exclude",
-                "n-ffffffffff",
-                "--reason",
-                "x",
-            ],
-        );
-        assert_eq!(nothing.status.code(), Some(2), "{backend}: {nothing:?}");
-        assert!(
-            String::from_utf8_lossy(&nothing.stderr).contains("--exclude n-ffffffffff"),
-            "{backend}: {nothing:?}"
-        );
-        // Nor is one that names a DLQ entry the filters leave out: excluding it leaves out
-        // nothing, so it meant another entry.
+        // An exclusion that leaves out nothing is a mistake, never a silent no-op: one
+        // that matches no entry, and one that names a DLQ entry the filters leave out (it
+        // meant another entry).
         let unpicked = seeded
             .entries
             .iter()
             .find(|e| e.1 == "VERIFY")
             .map(|e| e.0.clone())
             .expect("a VERIFY entry");
-        let outside = unsctl(
-            &target,
-            &[
-                "replay",
-                "--branch",
-                "replay",
-                "--error",
-                "mailbox",
-                "--exclude",
-                &unpicked,
-                "--reason",
-                "x",
-            ],
-        );
-        assert_eq!(outside.status.code(), Some(2), "{backend}: {outside:?}");
-        assert!(
-            String::from_utf8_lossy(&outside.stderr).contains("not in the selection"),
-            "{backend}: {outside:?}"
-        );
+        for (exclude, filters, says) in [
+            ("n-ffffffffff", &[][..], "--exclude n-ffffffffff"),
+            (
+                &*unpicked,
+                &["--error", "mailbox"][..],
+                "not in the selection",
+            ),
+        ] {
+            let refused = unsctl(
+                &target,
+                &[
+                    &["replay", "--branch", "replay"][..],
+                    filters,
+                    &["--exclude", exclude, "--reason", "x"],
+                ]
+                .concat(),
+            );
+            assert_eq!(refused.status.code(), Some(2), "{backend}: {refused:?}");
+            assert!(
+                String::from_utf8_lossy(&refused.stderr).contains(says),
+                "{backend}: {refused:?}"
+            );
+        }
         // A unique prefix names the entry, as every id argument does.
         let spared_prefix = &spared[..spared.len() - 6];
         let out = unsctl(
