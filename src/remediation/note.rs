@@ -8,8 +8,11 @@ use crate::model::{NoteRow, payload};
 use crate::runtime::engine::{self, EngineError};
 use serde::{Deserialize, Serialize};
 
-/// What `unsctl note` asks a store to keep (`POST /api/v1/runtime/notes`).
+/// What `unsctl note` asks a store to keep (`POST /api/v1/runtime/notes`). A key it does
+/// not know is refused, as in every act's body: a misspelt `fixed_at` dropped would keep
+/// a note that no report reads as the fix.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct NoteRequest {
     /// Who the client says is writing; over the API the key's name is recorded beside it.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -23,8 +23,9 @@ pub const EVIDENCE_CHARS: usize = 2_000;
 /// operator can attest.
 pub type Finding = crate::model::payload::Claim;
 
-/// One answer to record.
+/// One answer to record; a key it does not know is refused, as in the body around it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Verified {
     pub channel: Channel,
     pub cycle: i64,

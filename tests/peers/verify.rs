@@ -1618,6 +1618,13 @@ fn the_recording_route_checks_each_answer_against_the_history() {
             400,
             "an unknown field",
         ),
+        (
+            json!({"findings": [{"channel": "EMAIL", "cycle": 1, "attempts": [1],
+                "outcome": "NOT_DELIVERED", "source": "relay-log", "evidence": "absent",
+                "attempt": 2}]}),
+            400,
+            "an unknown field in a finding",
+        ),
     ] {
         let response = post(body);
         assert_eq!(response.status().as_u16(), status, "{what}");

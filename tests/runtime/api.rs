@@ -590,6 +590,33 @@ fn replay_records_the_audit_and_guardrails_refuse_unsafe_calls() {
     assert_eq!(api.count(&resolvable, "REPLAYED"), 0);
 }
 
+/// A note's body is read as a remediation's is: a key it does not know is refused, not
+/// dropped, so a misspelt fix time never leaves a plain note that a report reads as no fix.
+#[test]
+fn a_note_naming_a_key_it_does_not_know_is_refused_and_not_kept() {
+    let api = Api::new();
+    let notes = || -> i64 {
+        api.conn
+            .query_row("SELECT COUNT(*) FROM uns_notes", [], |row| row.get(0))
+            .expect("count")
+    };
+    let (status, bad) = api.post(
+        "/api/v1/runtime/notes",
+        json!({"text": "relay restarted", "fixedAt": 1000.0}),
+    );
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{bad}");
+    let said = bad["error"].as_str().unwrap_or_default();
+    assert!(said.contains("fixedAt"), "{bad}");
+    assert_eq!(notes(), 0);
+    let (status, kept) = api.post(
+        "/api/v1/runtime/notes",
+        json!({"text": "relay restarted", "fixed_at": 1000.0}),
+    );
+    assert_eq!(status, StatusCode::OK, "{kept}");
+    assert_eq!(kept["payload"]["fixed_at"].as_f64(), Some(1000.0));
+    assert_eq!(notes(), 1);
+}
+
 /// A kind named many times is still one kind: the search never widens to every kind.
 #[test]
 fn a_kind_named_a_hundred_times_is_searched_as_one() {
