@@ -42,7 +42,7 @@ fn main() -> anyhow::Result<()> {
     std::fs::create_dir_all(&place)?;
     let db = place.join("reconcile.db");
     let _ = std::fs::remove_file(&db);
-    support::generate(&db, notifications)?;
+    support::generate_settled(&db, notifications, &[0, 1, 2])?;
     let conn = rusqlite::Connection::open(&db)?;
     let events: i64 = conn.query_row("SELECT COUNT(*) FROM uns_events", [], |r| r.get(0))?;
     let since: f64 = conn.query_row("SELECT MIN(at) FROM uns_events", [], |r| r.get(0))?;

@@ -26,9 +26,9 @@ fn main() -> anyhow::Result<()> {
     std::fs::create_dir_all(&place)?;
     let db = place.join("verify.db");
     let _ = std::fs::remove_file(&db);
-    // Post-data timeouts only: every entry is VERIFY, its one uncertain attempt attempt 1
-    // of cycle 1 (the other attempts were refused).
-    support::generate_branches(&db, entries, &[1])?;
+    // Post-data timeouts only: every entry is VERIFY, each of its three attempts of cycle
+    // 1 in doubt (no reply after the data), so each is asked about.
+    support::generate_settled(&db, entries, &[1])?;
     let mut wanted: Vec<(i64, String, bool)> = Vec::new();
     {
         let conn = rusqlite::Connection::open(&db)?;
