@@ -23,10 +23,7 @@ pub fn generate_branches(
     entries: usize,
     branches: &[usize],
 ) -> anyhow::Result<Vec<String>> {
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)?
-        .as_secs() as f64;
-    generate_until(db, entries, branches, now)
+    generate_until(db, entries, branches, unix_now()?)
 }
 
 /// How long before now the stores of [`generate_settled`] end: more than an attempt's
@@ -42,10 +39,14 @@ pub fn generate_settled(
     entries: usize,
     branches: &[usize],
 ) -> anyhow::Result<Vec<String>> {
-    let now = std::time::SystemTime::now()
+    generate_until(db, entries, branches, unix_now()? - SETTLED_FOR)
+}
+
+/// Now, in whole unix seconds.
+fn unix_now() -> anyhow::Result<f64> {
+    Ok(std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)?
-        .as_secs() as f64;
-    generate_until(db, entries, branches, now - SETTLED_FOR)
+        .as_secs() as f64)
 }
 
 /// As [`generate_branches`], the last entry dying at `end` (unix seconds).
