@@ -141,6 +141,18 @@ pub fn parse_span(text: &str) -> Result<f64, String> {
     }
 }
 
+/// A span that must be more than nothing for its flag to mean anything
+/// (`--max-log-gap`, `--provider-timeout`): at least a second, at most a day. With 0 every
+/// second between two lines would be a hole, and every lookup out of time before it began.
+pub fn parse_some_span(text: &str) -> Result<f64, String> {
+    let seconds = parse_span(text)?;
+    if seconds >= 1.0 {
+        Ok(seconds)
+    } else {
+        Err(format!("{:?}: at least 1s", text.trim()))
+    }
+}
+
 /// `--rate`: `200/s`, `12/m`, `100/h`, `1/d` or a bare number (a second), within the
 /// bounds a pace keeps.
 pub fn parse_rate(text: &str) -> Result<Rate, String> {
@@ -206,6 +218,12 @@ mod tests {
         assert_eq!(parse_span("0.5s"), Ok(0.5));
         assert!(parse_span("2d").is_err());
         assert!(parse_span("-1s").is_err());
+        assert_eq!(parse_some_span("1s"), Ok(1.0));
+        assert_eq!(parse_some_span("5m"), Ok(300.0));
+        for nothing in ["0", "0s", "0.5s"] {
+            assert!(parse_some_span(nothing).is_err_and(|e| e.contains("at least 1s")));
+        }
+        assert!(parse_some_span("2d").is_err());
     }
 
     #[test]

@@ -630,6 +630,9 @@ fn the_window_and_the_selection_narrow_what_is_counted() {
         vec!["--since", "1h", "--until", "2h"],
         vec!["--limit", "0"],
         vec![seeded.once.as_str(), "--since", "1h"],
+        // A gap or a deadline of nothing: every second a hole, every lookup late.
+        vec!["--max-log-gap", "0s"],
+        vec!["--provider-timeout", "0"],
     ] {
         let output = support::unsctl()
             .arg("--db")
