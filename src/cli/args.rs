@@ -212,7 +212,7 @@ pub struct SourceArgs {
     #[arg(long, value_name = "DURATION", default_value = "2m", value_parser = values::parse_span)]
     pub clock_skew: f64,
     /// The longest stretch without a relay-log line that still counts as covered: a
-    /// longer one inside a window is a hole, and absence there proves nothing
+    /// longer one inside a window is a hole, and absence there proves nothing (1s to 24h)
     #[arg(long, value_name = "DURATION", default_value = "5m", value_parser = values::parse_some_span)]
     pub max_log_gap: f64,
     /// PagerDuty REST API (token from UNS_PAGERDUTY_API_TOKEN)
@@ -237,7 +237,7 @@ pub struct SourceArgs {
     #[arg(long, env = "UNS_SLACK_BOT_ID", value_name = "ID")]
     pub slack_bot_id: Option<String>,
     /// How long one lookup at PagerDuty or Slack may take, all its pages and retries
-    /// together; what is not read by then is CANNOT_TELL
+    /// together; what is not read by then is CANNOT_TELL (1s to 24h)
     #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = values::parse_some_span)]
     pub provider_timeout: f64,
 }
