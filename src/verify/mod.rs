@@ -701,10 +701,15 @@ fn nothing_forbids_absence(
         ));
     }
     if let Some(loss) = logs.loss_near(from, to) {
-        return Err(format!(
-            "the log says it lost lines near the attempt's window ({:?}): what it lost may have been this message's",
-            cleaned(&loss.line)
-        ));
+        let line = cleaned(&loss.line);
+        return Err(match loss.why {
+            relay_log::Lost::Said => format!(
+                "the log says it lost lines near the attempt's window ({line:?}): what it lost may have been this message's"
+            ),
+            relay_log::Lost::Reboot => format!(
+                "the log marks a reboot of the relay's host near the attempt's window ({line:?}): what the relay logged just before it may never have reached the disk, and may have been this message's"
+            ),
+        });
     }
     if let Some(line) = logs.mentioned(message_id).first() {
         return Err(format!(

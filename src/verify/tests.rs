@@ -177,6 +177,57 @@ fn check_email_cases(cases: Vec<EmailCase>) {
     }
 }
 
+/// A log that covers the window yet says it lost lines near it, or marks a reboot of the
+/// relay's host there, proves no absence, and says which; a commit it shows still stands.
+#[test]
+fn near_a_loss_or_a_reboot_absence_is_no_answer_and_the_evidence_says_which() {
+    use relay_log::{Fate, Lost, Sender};
+    for (why, line, words) in [
+        (
+            Lost::Said,
+            "systemd-journald[384]: Suppressed 1523 messages from postfix@-.service",
+            "says it lost lines",
+        ),
+        (
+            Lost::Reboot,
+            "-- Boot 5c4f0e8e2a9f4b2a8a3d1e7b6c5d4e3f --",
+            "marks a reboot of the relay's host",
+        ),
+    ] {
+        let with_loss = |messages| {
+            let mut found = logs(&[(900.0, 2000.0)], messages);
+            found.losses.push(relay_log::Loss {
+                at: 1030.0,
+                line: line.into(),
+                why,
+            });
+            found
+        };
+        let (answer, evidence) = email_answer(
+            ID,
+            &attempt(Some(OURS)),
+            &with_loss(vec![]),
+            &sources(),
+            5000.0,
+        );
+        assert_eq!(answer, Delivery::CannotTell, "{evidence}");
+        assert!(evidence.contains(words), "{evidence}");
+        assert!(evidence.contains(line), "{evidence}");
+        let queued = vec![message(1002.0, Sender::Known(OURS.into()), Fate::Queued)];
+        assert_eq!(
+            email_answer(
+                ID,
+                &attempt(Some(OURS)),
+                &with_loss(queued),
+                &sources(),
+                5000.0
+            )
+            .0,
+            Delivery::Delivered
+        );
+    }
+}
+
 #[test]
 fn an_email_answer_follows_what_the_relay_recorded() {
     use relay_log::{Fate, Sender};
@@ -1146,8 +1197,12 @@ mod evidence_holds {
 
     const CLASSIC: Layout = Layout::CLASSIC;
 
-    /// One line as `layout` writes it: `text` is `program[pid]: words`.
+    /// One line as `layout` writes it: `text` is `program[pid]: words`, or a line of
+    /// journalctl's own (`-- Boot ... --`), written as it is.
     fn render(at: f64, host: &str, text: &str, layout: Layout) -> String {
+        if text.starts_with("-- ") {
+            return text.to_string();
+        }
         let (program, words) = text.split_once(": ").unwrap_or((text, ""));
         layout.line(at, host, program, words)
     }
@@ -1320,7 +1375,8 @@ mod evidence_holds {
 
     const SHIFTS: [f64; 6] = [-259_200.0, -86_400.0, -3600.0, 1260.0, 86_400.0, 259_200.0];
     const ATTACKS: [f64; 6] = [-259_200.0, -3600.0, 5.0, 30.0, 1260.0, 3600.0];
-    const LOSSES: [&str; 5] = [
+    const LOSSES: [&str; 6] = [
+        "-- Boot 5c4f0e8e2a9f4b2a8a3d1e7b6c5d4e3f --",
         "rsyslogd[1]: imuxsock begins to drop messages from pid 4242 due to rate-limiting",
         "rsyslogd[1]: imuxsock lost 1523 messages from pid 4242 due to rate-limiting",
         "rsyslogd[1]: imjournal: 1523 messages lost due to rate-limiting",

@@ -370,6 +370,22 @@ pub fn reports_loss(line: &[u8]) -> bool {
     })
 }
 
+/// Whether `line` is the mark `journalctl` prints between two boots of the host
+/// (`-- Boot 5c4f0e8e2a9f4b2a8a3d1e7b6c5d4e3f --`, or `-- Reboot --` from older
+/// systemd). The host went down there, and what the relay logged in its last minutes may
+/// never have reached the disk (journald syncs every 5 minutes unless told otherwise): a
+/// crash can take the message-id line of a message the relay had already queued, which
+/// it then delivers after the boot. So the mark is read as a report of lost lines.
+pub fn marks_a_reboot(line: &[u8]) -> bool {
+    let line = trim_end(line);
+    if line == b"-- Reboot --" {
+        return true;
+    }
+    line.strip_prefix(b"-- Boot ")
+        .and_then(|rest| rest.strip_suffix(b" --"))
+        .is_some_and(|id| id.len() == 32 && id.iter().all(u8::is_ascii_hexdigit))
+}
+
 /// Every word the loss rule needs holds one of these: a line (lowered) with none of them
 /// reports no loss, so a block can be searched for them once.
 pub const LOSS_NEEDLES: [&[u8]; 3] = [b"essage", b"suspended", b"full"];

@@ -154,11 +154,21 @@ impl Hole {
     }
 }
 
-/// A line in which the log says it lost lines.
+/// A line in which the log says it lost lines, or marks where it may have.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Loss {
     pub at: f64,
     pub line: String,
+    pub why: Lost,
+}
+
+/// Why a line takes absence away near it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lost {
+    /// The log says it lost lines: rate-limiting, a suspended action, a full queue.
+    Said,
+    /// journald's mark between two boots ([`line::marks_a_reboot`]).
+    Reboot,
 }
 
 /// How far from a loss report the lines it lost may lie: rsyslog's imjournal counts its
@@ -700,7 +710,7 @@ struct FileState {
     count: FileCount,
     /// The last stamp read: a loss report on a line without one is placed there.
     last_stamp: Option<f64>,
-    loss_unplaced: Option<String>,
+    loss_unplaced: Option<(String, Lost)>,
     /// A damaged line read, and no readable stamped line since: from when, and which.
     hole: Option<(f64, String)>,
 }
@@ -848,11 +858,12 @@ impl<'w> Scan<'w> {
                 line: what,
             });
         }
-        if let Some(text) = file.loss_unplaced {
+        if let Some((text, why)) = file.loss_unplaced {
             // A report with no stamp anywhere in its file: it may be about any time.
             self.losses.push(Loss {
                 at: f64::NAN,
                 line: text,
+                why,
             });
         }
         result?;
@@ -1030,24 +1041,32 @@ impl<'w> Scan<'w> {
     }
 
     /// A loss report in `line` (`loss`), placed at its stamp, else at the nearest stamp
-    /// read.
-    fn losses_in(&mut self, file: &mut FileState, line: &[u8], loss: bool, stamp: Option<f64>) {
+    /// read: a reboot's mark has none, and stands at the last line before it.
+    fn losses_in(
+        &mut self,
+        file: &mut FileState,
+        line: &[u8],
+        loss: Option<Lost>,
+        stamp: Option<f64>,
+    ) {
         let at = stamp.or(file.last_stamp);
-        if loss {
+        if let Some(why) = loss {
             match at {
                 Some(at) => self.losses.push(Loss {
                     at,
                     line: quoted(line),
+                    why,
                 }),
-                None => file.loss_unplaced = Some(quoted(line)),
+                None => file.loss_unplaced = Some((quoted(line), why)),
             }
         }
         if let Some(stamp) = stamp {
             file.last_stamp = Some(stamp);
-            if let Some(text) = file.loss_unplaced.take() {
+            if let Some((text, why)) = file.loss_unplaced.take() {
                 self.losses.push(Loss {
                     at: stamp,
                     line: text,
+                    why,
                 });
             }
         }

@@ -348,8 +348,8 @@ pub(super) enum Kind {
     Damaged { why: &'static str },
     Read {
         stamp: Option<Stamp>,
-        /// It says the log lost lines.
-        loss: bool,
+        /// It says the log lost lines, or marks where it may have.
+        loss: Option<super::Lost>,
         relay: Option<Relay>,
     },
 }
@@ -504,8 +504,15 @@ impl<'w> Parser<'w> {
             let kind = match damaged {
                 Some(why) => Kind::Damaged { why },
                 None => {
-                    let loss = within(&mut loss, from, to)
+                    let said = within(&mut loss, from, to)
                         && line::loss_words(&self.lowered.borrow()[from..to]);
+                    let loss = if said {
+                        Some(super::Lost::Said)
+                    } else if kept.starts_with(b"-- ") && line::marks_a_reboot(kept) {
+                        Some(super::Lost::Reboot)
+                    } else {
+                        None
+                    };
                     self.read(data, kept, loss)
                 }
             };
@@ -520,7 +527,7 @@ impl<'w> Parser<'w> {
         records
     }
 
-    fn read(&self, data: &[u8], line: &[u8], loss: bool) -> Kind {
+    fn read(&self, data: &[u8], line: &[u8], loss: Option<super::Lost>) -> Kind {
         let stamped = line::stamped(line, &self.clock);
         let relay = stamped.as_ref().and_then(|s| {
             let (relay, tag_hash) = if s.rfc5424 {

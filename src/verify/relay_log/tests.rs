@@ -796,6 +796,46 @@ fn a_log_that_says_it_lost_lines_is_kept_with_when() {
     }
 }
 
+/// journalctl's mark between two boots takes absence away near it, placed at the last
+/// line before it: a crash can take the relay's last minutes of lines, a queued message's
+/// message-id line among them. A line quoting the mark, or another of journalctl's own
+/// lines, is no mark.
+#[test]
+fn a_journal_mark_between_boots_is_read_as_lines_maybe_lost_before_it() {
+    for mark in [
+        "-- Boot 5c4f0e8e2a9f4b2a8a3d1e7b6c5d4e3f --",
+        "-- Boot 5C4F0E8E2A9F4B2A8A3D1E7B6C5D4E3F --\r",
+        "-- Reboot --",
+    ] {
+        assert!(line::marks_a_reboot(mark.as_bytes()), "{mark}");
+        let after = "Nov 29 22:25:00 relay postfix/anvil[23877]: statistics: after the boot\n";
+        let found = search_text(&format!("{REAL}{mark}\n{after}"), &[]);
+        assert_eq!(found.losses.len(), 1, "{mark}");
+        let loss = &found.losses[0];
+        assert_eq!(loss.why, super::Lost::Reboot, "{mark}");
+        // At the last line before it (22:16:30), not at the first after.
+        assert_eq!(loss.at, AT + 33.0, "{mark}");
+        assert!(found.loss_near(AT, AT + 60.0).is_some(), "{mark}");
+        assert!(found.loss_near(AT + 3600.0, AT + 3660.0).is_none());
+        // A mark before any stamped line stands at the first after it.
+        let first = search_text(&format!("{mark}\n{REAL}"), &[]);
+        assert_eq!(first.losses.len(), 1);
+        assert_eq!(first.losses[0].at, AT - 3.0, "{mark}");
+    }
+    for other in [
+        "-- Boot 5c4f0e8e --",
+        "-- Boot 5c4f0e8e2a9f4b2a8a3d1e7b6c5d4e3g --",
+        "-- Logs begin at Sun 2026-11-29 20:00:00 UTC, end at Sun 2026-11-29 23:00:00 UTC. --",
+        "-- No entries --",
+        "Nov 29 22:15:59 relay postfix/cleanup[23938]: 7EB8E9C0054: warning: header Subject: -- Reboot --",
+        " -- Reboot --",
+    ] {
+        assert!(!line::marks_a_reboot(other.as_bytes()), "{other}");
+        let found = search_text(&format!("{REAL}{other}\n"), &[]);
+        assert!(found.losses.is_empty(), "{other}: {:?}", found.losses);
+    }
+}
+
 #[test]
 fn a_stamp_in_a_repeated_hour_reads_as_either_and_covers_nothing() {
     // Europe/Berlin fell back on 2026-10-25: 02:00 to 03:00 happened twice.
