@@ -508,7 +508,7 @@ impl<'w> Parser<'w> {
                         && line::loss_words(&self.lowered.borrow()[from..to]);
                     let loss = if said {
                         Some(super::Lost::Said)
-                    } else if kept.starts_with(b"-- ") && line::marks_a_reboot(kept) {
+                    } else if line::marks_a_reboot(kept) {
                         Some(super::Lost::Reboot)
                     } else {
                         None
