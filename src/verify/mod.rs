@@ -709,6 +709,9 @@ fn nothing_forbids_absence(
             relay_log::Lost::Reboot => format!(
                 "the log marks a reboot of the relay's host near the attempt's window ({line:?}): what the relay logged just before it may never have reached the disk, and may have been this message's"
             ),
+            relay_log::Lost::Restart => format!(
+                "the relay started again near the attempt's window with no line saying it had been stopped ({line:?}): its host may have crashed, and what it logged just before may never have reached the disk, and may have been this message's"
+            ),
         });
     }
     if let Some(line) = logs.mentioned(message_id).first() {

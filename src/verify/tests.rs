@@ -177,10 +177,11 @@ fn check_email_cases(cases: Vec<EmailCase>) {
     }
 }
 
-/// A log that covers the window yet says it lost lines near it, or marks a reboot of the
-/// relay's host there, proves no absence, and says which; a commit it shows still stands.
+/// A log that covers the window yet says it lost lines near it, marks a reboot of the
+/// relay's host there, or shows the relay starting again unstopped, proves no absence,
+/// and says which; a commit it shows still stands.
 #[test]
-fn near_a_loss_or_a_reboot_absence_is_no_answer_and_the_evidence_says_which() {
+fn near_a_loss_a_reboot_or_a_restart_absence_is_no_answer_and_the_evidence_says_which() {
     use relay_log::{Fate, Lost, Sender};
     for (why, line, words) in [
         (
@@ -192,6 +193,11 @@ fn near_a_loss_or_a_reboot_absence_is_no_answer_and_the_evidence_says_which() {
             Lost::Reboot,
             "-- Boot 5c4f0e8e2a9f4b2a8a3d1e7b6c5d4e3f --",
             "marks a reboot of the relay's host",
+        ),
+        (
+            Lost::Restart,
+            "relay postfix/master[4121]: daemon started -- version 3.7.11, configuration /etc/postfix",
+            "started again near the attempt's window with no line saying it had been stopped",
         ),
     ] {
         let with_loss = |messages| {
@@ -1375,8 +1381,9 @@ mod evidence_holds {
 
     const SHIFTS: [f64; 6] = [-259_200.0, -86_400.0, -3600.0, 1260.0, 86_400.0, 259_200.0];
     const ATTACKS: [f64; 6] = [-259_200.0, -3600.0, 5.0, 30.0, 1260.0, 3600.0];
-    const LOSSES: [&str; 6] = [
+    const LOSSES: [&str; 7] = [
         "-- Boot 5c4f0e8e2a9f4b2a8a3d1e7b6c5d4e3f --",
+        "postfix/master[2]: daemon started -- version 3.7.11, configuration /etc/postfix",
         "rsyslogd[1]: imuxsock begins to drop messages from pid 4242 due to rate-limiting",
         "rsyslogd[1]: imuxsock lost 1523 messages from pid 4242 due to rate-limiting",
         "rsyslogd[1]: imjournal: 1523 messages lost due to rate-limiting",

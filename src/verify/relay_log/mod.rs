@@ -169,6 +169,11 @@ pub enum Lost {
     Said,
     /// journald's mark between two boots ([`line::marks_a_reboot`]).
     Reboot,
+    /// The relay's Postfix started again with no line of its host saying it had been
+    /// stopped: the host may have crashed, and what the relay logged in its last moments
+    /// may never have reached the disk (a crash-reboot quicker than `--max-log-gap`
+    /// leaves no gap to see).
+    Restart,
 }
 
 /// How far from a loss report the lines it lost may lie: rsyslog's imjournal counts its
@@ -692,6 +697,21 @@ impl Carried {
 /// The run of one host's lines in the file being read: its first and last stamps.
 type Run = (Stamp, Stamp);
 
+/// Where a host's Postfix stands, by its own lines: a start that no stop came before is
+/// read as a crash ([`Lost::Restart`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Life {
+    /// No start or stop read yet; the host's first line was the search's line `first`.
+    Unsaid {
+        first: u64,
+    },
+    /// postfix-script said it is starting master.
+    Starting,
+    Running,
+    /// Told to stop, and said so.
+    Stopped,
+}
+
 /// What one file held, for its line in [`Findings::unread`].
 #[derive(Default)]
 struct FileCount {
@@ -747,6 +767,8 @@ struct Scan<'w> {
     max_gap: f64,
     /// The hosts lines name, by the number keys carry ("" for lines that name none).
     hosts: Vec<String>,
+    /// Where each host's Postfix stands, by the same number.
+    lives: Vec<Life>,
     host_numbers: HashMap<Vec<u8>, u32>,
     /// The last host looked up: most lines name the host of the line before.
     last_host: Option<u32>,
@@ -802,6 +824,7 @@ impl<'w> Scan<'w> {
             mentions_finder: line::Mentions::new(),
             max_gap: options.max_gap,
             hosts: Vec::new(),
+            lives: Vec::new(),
             host_numbers: HashMap::new(),
             last_host: None,
             hasher: foldhash::fast::RandomState::default(),
@@ -980,6 +1003,7 @@ impl<'w> Scan<'w> {
             None => {
                 let number = self.hosts.len() as u32;
                 self.hosts.push(String::from_utf8_lossy(host).into_owned());
+                self.lives.push(Life::Unsaid { first: self.lines });
                 self.host_numbers.insert(host.to_vec(), number);
                 number
             }
@@ -1208,6 +1232,8 @@ impl<'w> Scan<'w> {
             } => {
                 return self.message_id(path, stamp, key(queue_id), value, wanted, relay, said);
             }
+            Op::Starting { master } => self.starting(host, master, stamp, said),
+            Op::Stopping => self.lives[host as usize] = Life::Stopped,
             Op::QmgrRemoved { queue_id } => {
                 let key = key(queue_id);
                 if let Some(old) = self.tracks.remove(&key) {
@@ -1231,6 +1257,30 @@ impl<'w> Scan<'w> {
             }
         }
         false
+    }
+
+    /// The relay's Postfix on `host` starting: a crash before it, unless a line said it
+    /// was stopped (or this host's lines begin here).
+    fn starting(&mut self, host: u32, master: bool, stamp: Stamp, said: &Said<'_>) {
+        let life = &mut self.lives[host as usize];
+        let crashed = match *life {
+            Life::Running => true,
+            Life::Unsaid { first } => first != self.lines,
+            // postfix-script's line, then master's: one start.
+            Life::Starting | Life::Stopped => false,
+        };
+        *life = if master {
+            Life::Running
+        } else {
+            Life::Starting
+        };
+        if crashed {
+            self.losses.push(Loss {
+                at: stamp.lo,
+                line: said.line(),
+                why: Lost::Restart,
+            });
+        }
     }
 
     fn connect(&mut self, process: Key, stamp: Stamp) {

@@ -330,6 +330,14 @@ pub(super) enum Op {
         queue_id: Name,
         sender: Span,
     },
+    /// The relay's Postfix starting: postfix-script's `starting the Postfix mail system`,
+    /// or master's `daemon started`.
+    Starting {
+        master: bool,
+    },
+    /// The relay's Postfix stopping as it was told to: postfix-script's `stopping the
+    /// Postfix mail system`, or master's `terminating on signal`.
+    Stopping,
 }
 
 /// One of the relay's own lines.
@@ -606,6 +614,8 @@ impl<'w> Parser<'w> {
             b"smtpd" => smtpd(data, line.text, name),
             b"cleanup" => self.cleanup(data, line.text, name),
             b"qmgr" => qmgr(data, line.text, name),
+            b"master" => master(line.text),
+            b"postfix-script" => postfix_script(line.text),
             _ => Op::Nothing,
         }
     }
@@ -716,6 +726,27 @@ fn qmgr(data: &[u8], text: &[u8], name: impl Fn(&[u8]) -> Name) -> Op {
             sender: Span::of(data, sender),
         },
         None => Op::Nothing,
+    }
+}
+
+/// master's start (`daemon started -- version ...`) and its end when told
+/// (`terminating on signal 15`).
+fn master(text: &[u8]) -> Op {
+    if text.starts_with(b"daemon started") {
+        Op::Starting { master: true }
+    } else if text.starts_with(b"terminating on signal ") {
+        Op::Stopping
+    } else {
+        Op::Nothing
+    }
+}
+
+/// What `postfix start` and `postfix stop` write before they start or stop master.
+fn postfix_script(text: &[u8]) -> Op {
+    match text {
+        b"starting the Postfix mail system" => Op::Starting { master: false },
+        b"stopping the Postfix mail system" => Op::Stopping,
+        _ => Op::Nothing,
     }
 }
 

@@ -836,6 +836,81 @@ fn a_journal_mark_between_boots_is_read_as_lines_maybe_lost_before_it() {
     }
 }
 
+/// What the real relay wrote when tests' tool stopped it and started it again (in
+/// `maillog_file` mode master writes no `terminating` line).
+const RESTARTED: &str = "\
+Dec 07 04:48:58 relay postfix/postfix-script[6334]: starting the Postfix mail system
+Dec 07 04:48:58 relay postfix/master[6335]: daemon started -- version 3.7.11, configuration /tmp/pr/r/conf
+Dec 07 04:48:58 relay postfix/smtpd[6340]: connect from localhost[127.0.0.1]
+Dec 07 04:48:58 relay postfix/smtpd[6340]: disconnect from localhost[127.0.0.1] commands=0/0
+Dec 07 04:48:59 relay postfix/postfix-script[6350]: stopping the Postfix mail system
+Terminated
+Dec 07 04:49:04 relay postfix/postfix-script[6810]: starting the Postfix mail system
+Dec 07 04:49:04 relay postfix/master[6811]: daemon started -- version 3.7.11, configuration /tmp/pr/r/conf
+Dec 07 04:49:04 relay postfix/smtpd[6816]: connect from localhost[127.0.0.1]
+";
+
+#[test]
+fn a_start_no_stop_came_before_is_read_as_a_crash_that_may_have_lost_lines() {
+    // A log's first start, and a start after a stop, lose nothing.
+    assert!(search_text(REAL, &[]).losses.is_empty());
+    assert!(search_text(RESTARTED, &[]).losses.is_empty());
+    let starts = "\
+Nov 29 22:17:10 relay postfix/postfix-script[30001]: starting the Postfix mail system
+Nov 29 22:17:11 relay postfix/master[30003]: daemon started -- version 3.7.11, configuration /etc/postfix
+";
+    let master_only = "\
+Nov 29 22:17:11 relay postfix/master[30003]: daemon started -- version 3.7.11, configuration /etc/postfix
+";
+    for (what, after, at) in [
+        ("postfix start", starts, AT + 73.0),
+        ("master alone", master_only, AT + 74.0),
+    ] {
+        let found = search_text(&format!("{REAL}{after}"), &[]);
+        // One start, however many lines say it: the first of them.
+        assert_eq!(found.losses.len(), 1, "{what}: {:?}", found.losses);
+        assert_eq!(found.losses[0].why, super::Lost::Restart, "{what}");
+        assert_eq!(found.losses[0].at, at, "{what}");
+        assert!(found.losses[0].line.contains("start"), "{what}");
+        assert!(found.loss_near(AT, AT + 60.0).is_some(), "{what}");
+        // A stop said first, by either program (a straggler may follow it): no crash.
+        for stop in [
+            "Nov 29 22:17:00 relay postfix/postfix-script[30000]: stopping the Postfix mail system\n",
+            "Nov 29 22:17:00 relay postfix/master[23874]: terminating on signal 15\n",
+        ] {
+            let straggler = "Nov 29 22:17:01 relay postfix/smtpd[23879]: disconnect from localhost[127.0.0.1] ehlo=1 commands=1\n";
+            let found = search_text(&format!("{REAL}{stop}{straggler}{after}"), &[]);
+            assert!(
+                found.losses.is_empty(),
+                "{what}, {stop}: {:?}",
+                found.losses
+            );
+        }
+        // Another host's stop says nothing of this one.
+        let other =
+            "Nov 29 22:17:00 other postfix/postfix-script[9]: stopping the Postfix mail system\n";
+        let found = search_text(&format!("{REAL}{other}{after}"), &[]);
+        assert_eq!(found.losses.len(), 1, "{what}: {:?}", found.losses);
+        // A crash between two files of a rotation is seen across them.
+        let dir = tempfile::tempdir().expect("dir");
+        let older = write(dir.path(), "maillog.1", REAL, false);
+        let newer = write(dir.path(), "maillog", after, false);
+        let found = search(&[newer, older], &wanted(&[]), options());
+        assert_eq!(found.losses.len(), 1, "{what}, rotated: {:?}", found.losses);
+    }
+    // The words elsewhere, or from a program that is not the relay's, start nothing.
+    for other in [
+        "Nov 29 22:17:11 relay postfix/smtpd[30003]: daemon started -- version 3.7.11",
+        "Nov 29 22:17:11 relay postfix/cleanup[23938]: 7EB8E9C0054: warning: header Subject: daemon started",
+        "Nov 29 22:17:11 relay othermail/master[30003]: daemon started -- version 3.7.11",
+        "Nov 29 22:17:11 relay postfix/postfix-script[30001]: starting the Postfix mail system now",
+        "Nov 29 22:17:11 relay postfix/master[30003]: reload -- version 3.7.11, configuration /etc/postfix",
+    ] {
+        let found = search_text(&format!("{REAL}{other}\n"), &[]);
+        assert!(found.losses.is_empty(), "{other}: {:?}", found.losses);
+    }
+}
+
 #[test]
 fn a_stamp_in_a_repeated_hour_reads_as_either_and_covers_nothing() {
     // Europe/Berlin fell back on 2026-10-25: 02:00 to 03:00 happened twice.
