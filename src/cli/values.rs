@@ -142,8 +142,9 @@ pub fn parse_span(text: &str) -> Result<f64, String> {
 }
 
 /// A span that must be more than nothing for its flag to mean anything
-/// (`--max-log-gap`, `--provider-timeout`): at least a second, at most a day. With 0 every
-/// second between two lines would be a hole, and every lookup out of time before it began.
+/// (`--max-log-gap`, `--provider-timeout`, `--quiet-after`): at least a second, at most a
+/// day. With 0 every second between two lines would be a hole, every lookup out of time
+/// before it began, and an incident whose last lease loss came a second ago not happening.
 pub fn parse_some_span(text: &str) -> Result<f64, String> {
     let seconds = parse_span(text)?;
     if seconds >= 1.0 {

@@ -256,6 +256,19 @@ fn numbers_no_run_can_use_are_refused_by_their_flag() {
             vec!["--db", &db, "doctor", "--interval-minutes", "0"],
             "--interval-minutes",
         ),
+        // Quiet after nothing: a lease lost a second ago would be an incident over.
+        (
+            vec!["--db", &db, "doctor", "--quiet-after", "0"],
+            "--quiet-after",
+        ),
+        (
+            vec!["--db", &db, "pulse", "--quiet-after", "0s"],
+            "--quiet-after",
+        ),
+        (
+            vec!["--db", &db, "reconcile", "--quiet-after", "0.5"],
+            "--quiet-after",
+        ),
         (
             vec![
                 "--db",

@@ -29,8 +29,8 @@ pub struct Args {
     #[arg(long, value_name = "DURATION", default_value = "1m", value_parser = crate::cli::values::parse_duration)]
     pub step: f64,
     /// How long after the last lease loss or reclaim the incident is no longer called
-    /// still happening
-    #[arg(long, value_name = "DURATION", default_value = "5m", value_parser = crate::cli::values::parse_duration)]
+    /// still happening (1s to 24h)
+    #[arg(long, value_name = "DURATION", default_value = "5m", value_parser = crate::cli::values::parse_some_span)]
     pub quiet_after: f64,
 }
 
