@@ -256,19 +256,6 @@ fn numbers_no_run_can_use_are_refused_by_their_flag() {
             vec!["--db", &db, "doctor", "--interval-minutes", "0"],
             "--interval-minutes",
         ),
-        // Quiet after nothing: a lease lost a second ago would be an incident over.
-        (
-            vec!["--db", &db, "doctor", "--quiet-after", "0"],
-            "--quiet-after",
-        ),
-        (
-            vec!["--db", &db, "pulse", "--quiet-after", "0s"],
-            "--quiet-after",
-        ),
-        (
-            vec!["--db", &db, "reconcile", "--quiet-after", "0.5"],
-            "--quiet-after",
-        ),
         (
             vec![
                 "--db",
@@ -284,7 +271,17 @@ fn numbers_no_run_can_use_are_refused_by_their_flag() {
             vec!["--db", &copy, "runtime", "worker", "--backoff-base", "NaN"],
             "--backoff-base",
         ),
-    ] {
+    ]
+    .into_iter()
+    // Quiet after nothing: a lease lost a second ago would be an incident over.
+    .chain(
+        [("doctor", "0"), ("pulse", "0s"), ("reconcile", "0.5")].map(|(command, quiet)| {
+            (
+                vec!["--db", &db, command, "--quiet-after", quiet],
+                "--quiet-after",
+            )
+        }),
+    ) {
         let out = unsctl(&args, &[]);
         let said = stderr(&out);
         assert_eq!(out.status.code(), Some(2), "{args:?}: {said}");
