@@ -336,7 +336,7 @@ pub(super) enum Op {
         master: bool,
     },
     /// The relay's Postfix stopping as it was told to: postfix-script's `stopping the
-    /// Postfix mail system`, or master's `terminating on signal`.
+    /// Postfix mail system` (or `aborting`), or master's `terminating on signal`.
     Stopping,
 }
 
@@ -741,11 +741,12 @@ fn master(text: &[u8]) -> Op {
     }
 }
 
-/// What `postfix start` and `postfix stop` write before they start or stop master.
+/// What `postfix start` writes before it starts master, and `postfix stop` (or `drain`,
+/// or `abort`) before it stops it.
 fn postfix_script(text: &[u8]) -> Op {
     match text {
         b"starting the Postfix mail system" => Op::Starting { master: false },
-        b"stopping the Postfix mail system" => Op::Stopping,
+        b"stopping the Postfix mail system" | b"aborting the Postfix mail system" => Op::Stopping,
         _ => Op::Nothing,
     }
 }

@@ -877,6 +877,7 @@ Nov 29 22:17:11 relay postfix/master[30003]: daemon started -- version 3.7.11, c
         for stop in [
             "Nov 29 22:17:00 relay postfix/postfix-script[30000]: stopping the Postfix mail system\n",
             "Nov 29 22:17:00 relay postfix/master[23874]: terminating on signal 15\n",
+            "Nov 29 22:17:00 relay postfix/postfix-script[30000]: aborting the Postfix mail system\n",
         ] {
             let straggler = "Nov 29 22:17:01 relay postfix/smtpd[23879]: disconnect from localhost[127.0.0.1] ehlo=1 commands=1\n";
             let found = search_text(&format!("{REAL}{stop}{straggler}{after}"), &[]);
