@@ -420,6 +420,33 @@ fn the_relays_own_log_settles_what_the_adapter_could_not_tell() {
 }
 
 /// The one answer of a verify document, and its evidence.
+/// A call that started and never reached the relay: it stays in doubt (a reclaim with no
+/// budget left ends it), and no line of the relay's is about it.
+fn never_sent(db: &Path, recipient: &str, adapter: &EmailAdapter) -> String {
+    let id = submit_with(db, recipient, "hello");
+    let conn = schema::open(db, OpenMode::Create).expect("store");
+    let ClaimOutcome::Claimed(lease) =
+        engine::claim(&Db::Sqlite(&conn), now(), "verify-test", LEASE).expect("claim")
+    else {
+        panic!("nothing due");
+    };
+    engine::start_channel(
+        &Db::Sqlite(&conn),
+        now(),
+        &lease,
+        Channel::Email,
+        &adapter.started(),
+    )
+    .expect("start");
+    let _ = engine::claim(
+        &Db::Sqlite(&conn),
+        lease.lease_until + 0.01,
+        "verify-test-2",
+        LEASE,
+    );
+    id
+}
+
 fn answer_of(value: &Value) -> (String, String) {
     let answer = &value["answers"][0];
     (
@@ -489,29 +516,7 @@ fn the_rules_of_evidence_hold_against_a_real_relay() {
     relay.log_past(now() + LEASE + 2.5);
     relay.wait_for_log(&format!("message-id={}", message_id(&forged, 1, 1)));
     // 5. A call that started and never reached the relay, which stays quiet for a while.
-    let quiet = submit_with(&db, "quiet@example.test", "hello");
-    {
-        let conn = schema::open(&db, OpenMode::Create).expect("store");
-        let ClaimOutcome::Claimed(lease) =
-            engine::claim(&Db::Sqlite(&conn), now(), "verify-test", LEASE).expect("claim")
-        else {
-            panic!("nothing due");
-        };
-        engine::start_channel(
-            &Db::Sqlite(&conn),
-            now(),
-            &lease,
-            Channel::Email,
-            &via_proxy.started(),
-        )
-        .expect("start");
-        let _ = engine::claim(
-            &Db::Sqlite(&conn),
-            lease.lease_until + 0.01,
-            "verify-test-2",
-            LEASE,
-        );
-    }
+    let quiet = never_sent(&db, "quiet@example.test", &via_proxy);
     // The relay stays quiet past the call's window and the skew, then logs a line.
     support::wait_past(
         "the quiet attempt's window and skew to pass",
@@ -636,6 +641,55 @@ fn the_rules_of_evidence_hold_against_a_real_relay() {
         arrived(),
         "the held message reached the sink once released: {}",
         relay.log()
+    );
+}
+
+/// A real relay stopped and started again logs that it stopped, and its log still proves
+/// an absence across the restart; one killed at once, as a crash of its host ends it,
+/// logs a start with no stop before it, and its log proves no absence near that start
+/// (lines written just before a crash may never have reached the disk).
+#[test]
+fn a_relay_restarted_proves_absence_across_a_stop_it_logged_and_none_across_a_crash() {
+    let work = tempfile::tempdir().expect("dir");
+    let db = work.path().join("uns.db");
+    let relay = Relay::start(None);
+    let direct = adapter(relay.addr, StartTls::Never, None);
+    relay.mark_then_next_second();
+    let answer = |id: &str| {
+        let patient = ["--clock-skew", "0s", "--max-log-gap", "1m"];
+        answer_of(&verify_with(
+            &db,
+            id,
+            &[relay.maillog.as_path()],
+            false,
+            &patient,
+        ))
+    };
+
+    let before_a_stop = never_sent(&db, "stopped@example.test", &direct);
+    support::wait_past("the attempt's window to pass", leases_end(&db) + 1.0);
+    relay.restart();
+    relay.mark_and_wait();
+    let log = relay.log();
+    assert!(log.contains("stopping the Postfix mail system"), "{log}");
+    let (said, evidence) = answer(&before_a_stop);
+    assert_eq!(said, "NOT_DELIVERED", "{evidence}\n{log}");
+
+    let before_a_crash = never_sent(&db, "crashed@example.test", &direct);
+    support::wait_past("the attempt's window to pass", leases_end(&db) + 1.0);
+    relay.kill_and_start();
+    relay.mark_and_wait();
+    let log = relay.log();
+    assert_eq!(
+        log.matches("stopping the Postfix mail system").count(),
+        1,
+        "{log}"
+    );
+    let (said, evidence) = answer(&before_a_crash);
+    assert_eq!(said, "CANNOT_TELL", "{evidence}\n{log}");
+    assert!(
+        evidence.contains("started again") && evidence.contains("starting the Postfix mail system"),
+        "{evidence}"
     );
 }
 

@@ -29,6 +29,9 @@ pub struct Relay {
     pub addr: SocketAddr,
     pub sink: SmtpSink,
     pub maillog: PathBuf,
+    /// The variables it was started with (TLS, header checks, main.cf lines), to start it
+    /// again as it was.
+    settings: Vec<(&'static str, PathBuf)>,
     dir: tempfile::TempDir,
 }
 
@@ -63,30 +66,46 @@ impl Relay {
         // Postfix's own user must reach the queue: the folder is searchable by all.
         super::set_mode(dir.path(), 0o755);
         let port = free_port();
-        let mut command = Command::new(tool());
-        command
-            .arg("start")
-            .arg(dir.path())
-            .arg(port.to_string())
-            .arg(sink.addr.to_string());
+        let mut settings = Vec::new();
         if let Some((cert, key)) = tls {
-            command.env("TLS_CERT", cert).env("TLS_KEY", key);
+            settings.push(("TLS_CERT", cert.to_path_buf()));
+            settings.push(("TLS_KEY", key.to_path_buf()));
         }
         let checks = dir.path().join("header_checks.in");
         if let Some(lines) = header_checks {
             std::fs::write(&checks, lines).expect("header checks");
-            command.env("HEADER_CHECKS", &checks);
+            settings.push(("HEADER_CHECKS", checks));
         }
         let extra = dir.path().join("main.cf.in");
         if let Some(lines) = main_cf {
             // Files the lines name are relative to the relay's folder.
             let lines = lines.replace("{dir}", &dir.path().display().to_string());
             std::fs::write(&extra, lines).expect("main.cf lines");
-            command.env("EXTRA_MAIN_CF", &extra);
+            settings.push(("EXTRA_MAIN_CF", extra));
         }
+        let relay = Self {
+            addr: format!("127.0.0.1:{port}").parse().expect("addr"),
+            sink,
+            maillog: dir.path().join("maillog"),
+            settings,
+            dir,
+        };
+        relay.start_again();
+        relay
+    }
+
+    /// Starts its Postfix on its port, as it was first started; its log goes on.
+    fn start_again(&self) {
         let out = {
             let _one = STARTING.lock().unwrap_or_else(|p| p.into_inner());
-            command.output().expect("postfix-relay")
+            Command::new(tool())
+                .arg("start")
+                .arg(self.dir.path())
+                .arg(self.addr.port().to_string())
+                .arg(self.sink.addr.to_string())
+                .envs(self.settings.iter().map(|(name, path)| (name, path)))
+                .output()
+                .expect("postfix-relay")
         };
         assert!(
             out.status.success(),
@@ -94,14 +113,45 @@ impl Relay {
             String::from_utf8_lossy(&out.stdout),
             String::from_utf8_lossy(&out.stderr)
         );
-        let addr: SocketAddr = format!("127.0.0.1:{port}").parse().expect("addr");
-        wait_for_port(addr);
-        Self {
-            addr,
-            sink,
-            maillog: dir.path().join("maillog"),
-            dir,
-        }
+        wait_for_port(self.addr);
+    }
+
+    /// Stops it as its tool does (`postfix stop`, which logs that it is stopping) and
+    /// starts it again.
+    pub fn restart(&self) {
+        self.stop();
+        self.wait_closed();
+        self.start_again();
+    }
+
+    /// Kills every process of its Postfix at once, as a crash of its host ends them (no
+    /// line says it stopped), and starts it again.
+    pub fn kill_and_start(&self) {
+        let pid = std::fs::read_to_string(self.dir.path().join("queue/pid/master.pid"))
+            .expect("master.pid");
+        let group = format!("-{}", pid.trim());
+        let killed = Command::new("kill")
+            .args(["-KILL", "--", &group])
+            .output()
+            .expect("kill");
+        assert!(killed.status.success(), "kill {group}: {killed:?}");
+        self.wait_closed();
+        self.start_again();
+    }
+
+    /// Waits until nothing listens on its port.
+    fn wait_closed(&self) {
+        let closed = crate::support::wait_for(PATIENCE, || {
+            TcpStream::connect_timeout(&self.addr, Duration::from_secs(1)).is_err()
+        });
+        assert!(closed, "the relay on {} never stopped", self.addr);
+    }
+
+    fn stop(&self) {
+        let _ = Command::new(tool())
+            .arg("stop")
+            .arg(self.dir.path())
+            .output();
     }
 
     pub fn log(&self) -> String {
@@ -207,10 +257,7 @@ impl Relay {
 
 impl Drop for Relay {
     fn drop(&mut self) {
-        let _ = Command::new(tool())
-            .arg("stop")
-            .arg(self.dir.path())
-            .output();
+        self.stop();
     }
 }
 
