@@ -419,25 +419,18 @@ fn the_relays_own_log_settles_what_the_adapter_could_not_tell() {
     assert!(!queued(&log, &message_id(&cut, 1, 1)));
 }
 
-/// The one answer of a verify document, and its evidence.
 /// A call that started and never reached the relay: it stays in doubt (a reclaim with no
 /// budget left ends it), and no line of the relay's is about it.
 fn never_sent(db: &Path, recipient: &str, adapter: &EmailAdapter) -> String {
     let id = submit_with(db, recipient, "hello");
     let conn = schema::open(db, OpenMode::Create).expect("store");
-    let ClaimOutcome::Claimed(lease) =
-        engine::claim(&Db::Sqlite(&conn), now(), "verify-test", LEASE).expect("claim")
-    else {
-        panic!("nothing due");
-    };
-    engine::start_channel(
-        &Db::Sqlite(&conn),
-        now(),
-        &lease,
+    let lease = support::claim_and_start(
+        &conn,
+        "verify-test",
+        LEASE,
         Channel::Email,
         &adapter.started(),
-    )
-    .expect("start");
+    );
     let _ = engine::claim(
         &Db::Sqlite(&conn),
         lease.lease_until + 0.01,
@@ -447,6 +440,7 @@ fn never_sent(db: &Path, recipient: &str, adapter: &EmailAdapter) -> String {
     id
 }
 
+/// The one answer of a verify document, and its evidence.
 fn answer_of(value: &Value) -> (String, String) {
     let answer = &value["answers"][0];
     (
@@ -1054,19 +1048,8 @@ fn pagerduty_and_slack_are_asked_by_key_with_their_own_auth() {
         fakes
             .control
             .script(&format!("{id}:{channel}"), &[behavior]);
-        let ClaimOutcome::Claimed(lease) =
-            engine::claim(&Db::Sqlite(&conn), now(), "verify-test", LEASE).expect("claim")
-        else {
-            panic!("nothing due");
-        };
-        engine::start_channel(
-            &Db::Sqlite(&conn),
-            now(),
-            &lease,
-            channel,
-            &Default::default(),
-        )
-        .expect("start");
+        let lease =
+            support::claim_and_start(&conn, "verify-test", LEASE, channel, &Default::default());
         let request = DeliveryRequest::for_lease(&lease, channel, LEASE, MIN_IO);
         let result = adapters[&channel].deliver(&request, &|| true);
         assert_eq!(
