@@ -735,7 +735,7 @@ fn nothing_forbids_absence(
     }
     if let Some(queue_id) = logs.orphan_within(from, to, ours) {
         return Err(format!(
-            "queue id {} inside the attempt's window was taken with no message-id line: lines are missing from the log, and it may be this attempt's message",
+            "queue id {} inside the attempt's window was taken with no message-id line naming the Message-ID it was sent with: lines are missing from the log, or the relay did not keep it, and it may be this attempt's message",
             cleaned(queue_id)
         ));
     }

@@ -1651,6 +1651,44 @@ mod evidence_holds {
     }
 
     #[test]
+    fn a_message_the_relay_gave_a_message_id_of_its_own_proves_no_absence_in_any_layout() {
+        // `/^Message-ID:/ IGNORE` in header_checks removes the Message-ID a message was
+        // sent with, and cleanup logs one it makes from the time and the queue id (as a
+        // real Postfix 3.7 does): from the runtime's sender, that message may be the
+        // attempt's; from another sender it is not.
+        let with = |from: &str| -> Lines {
+            let mut lines = base(Base::Absent);
+            lines.extend(other_message(
+                T0 + 3.0,
+                11,
+                "EEEE0001",
+                "<20261129220003.EEEE0001@relay.test>",
+                from,
+            ));
+            lines.sort_by(|a, b| a.0.total_cmp(&b.0));
+            lines
+        };
+        let layouts = STAMPS.iter().flat_map(|&stamps| {
+            PREFIXES.iter().map(move |&prefix| Layout {
+                stamps,
+                prefix,
+                name: "mailrelay",
+            })
+        });
+        for layout in layouts {
+            let (answer, evidence) = answer_in(&[with(OURS)], layout, &["mailrelay"], None);
+            assert_eq!(answer, Delivery::CannotTell, "{layout:?}: {evidence}");
+            assert!(
+                evidence.contains("EEEE0001 (the relay gave it a Message-ID of its own"),
+                "{evidence}"
+            );
+            let (answer, evidence) =
+                answer_in(&[with("x@example.com")], layout, &["mailrelay"], None);
+            assert_eq!(answer, Delivery::NotDelivered, "{layout:?}: {evidence}");
+        }
+    }
+
+    #[test]
     fn a_log_the_reader_cannot_take_as_the_relays_proves_no_absence() {
         for kind in [Base::Lost, Base::Absent] {
             // Another syslog name, not given: none of its lines is the relay's.

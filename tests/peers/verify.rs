@@ -687,6 +687,41 @@ fn a_relay_restarted_proves_absence_across_a_stop_it_logged_and_none_across_a_cr
     );
 }
 
+/// A relay whose header checks remove the Message-ID (`/^Message-ID:/ IGNORE`) commits
+/// the attempt's message under one it makes itself: its log never names the attempt's,
+/// and verify never calls the attempt NOT_DELIVERED, though the relay took its message.
+#[test]
+fn a_relay_that_removes_the_message_id_never_proves_absence() {
+    let work = tempfile::tempdir().expect("dir");
+    let db = work.path().join("uns.db");
+    let relay = Relay::start_with(None, Some("/^Message-ID:/ IGNORE\n"));
+    let proxy = Proxy::start(relay.addr, Fault::HoldReplyToDot);
+    let via_proxy = adapter(proxy.addr, StartTls::Never, None);
+    relay.mark_then_next_second();
+    let id = submit_with(&db, "stripped@example.test", "hello");
+    let result = deliver_due(&db, &via_proxy, LEASE);
+    assert_eq!(result.outcome.as_str(), "UNKNOWN", "{result:?}");
+    support::wait_past("the attempt's window to pass", leases_end(&db) + 1.0);
+    relay.mark_and_wait();
+    let log = relay.log();
+    assert!(log.contains("message-id=<"), "{log}");
+    assert!(!log.contains(&message_id(&id, 1, 1)), "{log}");
+    // No margin: the window is the attempt's own, a part of the second its lines name.
+    let tight = ["--clock-skew", "0s", "--max-log-gap", "1m"];
+    let (answer, evidence) = answer_of(&verify_with(
+        &db,
+        &id,
+        &[relay.maillog.as_path()],
+        false,
+        &tight,
+    ));
+    assert_eq!(answer, "CANNOT_TELL", "{evidence}\n{log}");
+    assert!(
+        evidence.contains("the relay gave it a Message-ID of its own"),
+        "{evidence}"
+    );
+}
+
 /// Real sites rewrite the envelope sender (`sender_canonical_maps`) and rename the relay's
 /// syslog name; and two relays can stand behind one name. A real Postfix relay commits the
 /// attempt's message under the rewritten sender: neither verify nor reconcile may call it

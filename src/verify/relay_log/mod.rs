@@ -119,7 +119,11 @@ pub struct Message {
 /// A message no message-id line names.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Orphan {
+    /// The earliest the line that places it can have been written.
     pub at: f64,
+    /// The latest that line can have been written: its stamp says a second, or either
+    /// pass of an hour a clock change repeats.
+    pub until: f64,
     /// Its queue id, or what else stands for it.
     pub what: String,
     /// Its envelope sender, where a line names it.
@@ -361,7 +365,7 @@ impl Findings {
         self.orphans
             .iter()
             .find(|orphan| {
-                orphan.at >= from
+                orphan.until >= from
                     && orphan.at <= to
                     && match &orphan.sender {
                         Some(seen) if !senders.is_empty() => senders.contains(seen),
@@ -621,8 +625,8 @@ struct Pending {
 /// What is known of a queue id while its lines come in.
 #[derive(Debug)]
 struct Track {
-    /// When its first line was written.
-    since: f64,
+    /// When its first line was written: the earliest and the latest its stamp allows.
+    since: (f64, f64),
     /// From its first line to its last.
     span: (f64, f64),
     ambiguous: bool,
@@ -635,12 +639,14 @@ struct Track {
     sender: Sender,
     fate: Fate,
     fate_line: Option<String>,
+    /// Its only message-id line names a Message-ID the relay made up ([`read::made_by_relay`]).
+    named_by_relay: bool,
 }
 
 impl Track {
     fn new(stamp: Stamp, number: u64) -> Self {
         Self {
-            since: stamp.lo,
+            since: (stamp.lo, stamp.hi),
             span: (stamp.lo, stamp.hi),
             ambiguous: stamp.ambiguous,
             message: None,
@@ -649,6 +655,7 @@ impl Track {
             sender: Sender::Unknown,
             fate: Fate::Open,
             fate_line: None,
+            named_by_relay: false,
         }
     }
 }
@@ -656,7 +663,8 @@ impl Track {
 /// One smtpd session under way: when it connected, and the queue ids it carried.
 #[derive(Default)]
 struct Session {
-    since: f64,
+    /// When it began: the earliest and the latest its first line's stamp allows.
+    since: (f64, f64),
     /// Its `connect from` line was read: only then is a line about its end known to be
     /// about the messages it carried, not a later session's whose start was lost.
     connected: bool,
@@ -1249,7 +1257,7 @@ impl<'w> Scan<'w> {
                 {
                     // Queued, and no line ever said what it carried.
                     self.orphan(
-                        stamp.lo,
+                        (stamp.lo, stamp.hi),
                         &key.name.text(),
                         Some(String::from_utf8_lossy(sender.in_(said.data)).into_owned()),
                     );
@@ -1285,7 +1293,7 @@ impl<'w> Scan<'w> {
 
     fn connect(&mut self, process: Key, stamp: Stamp) {
         let session = Session {
-            since: stamp.lo,
+            since: (stamp.lo, stamp.hi),
             connected: true,
             queue_ids: Carried::None,
         };
@@ -1308,7 +1316,7 @@ impl<'w> Scan<'w> {
     fn client(&mut self, process: Key, key: Key, stamp: Stamp) {
         let number = self.number();
         let session = self.sessions.entry(process).or_insert_with(|| Session {
-            since: stamp.lo,
+            since: (stamp.lo, stamp.hi),
             connected: false,
             queue_ids: Carried::None,
         });
@@ -1316,7 +1324,7 @@ impl<'w> Scan<'w> {
         // The session's lines are the message's too: one of them stamped elsewhere
         // cannot move the message out of the session's time.
         let mut track = Track::new(stamp, number);
-        track.span = (stamp.lo.min(session.since), stamp.hi.max(session.since));
+        track.span = (stamp.lo.min(session.since.0), stamp.hi.max(session.since.0));
         track.pending = Some(self.pending_popped + self.pending.len() as u64);
         // A queue id seen again is a new message: the old one's lines are done.
         if let Some(old) = self.tracks.insert(key.clone(), track) {
@@ -1353,7 +1361,7 @@ impl<'w> Scan<'w> {
                 self.hosts[process.host as usize],
                 process.name.text()
             );
-            self.orphan(stamp.lo, &what, None);
+            self.orphan((stamp.lo, stamp.hi), &what, None);
         }
     }
 
@@ -1370,6 +1378,15 @@ impl<'w> Scan<'w> {
         relay: &read::Relay,
         said: &Said<'_>,
     ) -> bool {
+        if !wanted && read::made_by_relay(value.in_(said.data), key.name.bytes()) {
+            // The message came with no Message-ID, or a header check took it away: what
+            // it was sent with is not known, so it is no more named than one without a
+            // message-id line, and may be the attempt's.
+            if let Some(track) = self.tracks.get_mut(&key) {
+                track.named_by_relay = true;
+            }
+            return false;
+        }
         if !wanted {
             // One lookup: a track whose message was named already goes back untouched.
             match self.tracks.remove(&key) {
@@ -1423,14 +1440,23 @@ impl<'w> Scan<'w> {
                 Sender::Known(sender) => Some(sender.clone()),
                 _ => None,
             };
-            self.orphan(track.since, &key.name.text(), sender);
+            let what = if track.named_by_relay {
+                format!(
+                    "{} (the relay gave it a Message-ID of its own: the one it was sent with was missing, or a header check removed it)",
+                    key.name.text()
+                )
+            } else {
+                key.name.text()
+            };
+            self.orphan(track.since, &what, sender);
         }
     }
 
-    fn orphan(&mut self, at: f64, what: &str, sender: Option<String>) {
+    fn orphan(&mut self, (at, until): (f64, f64), what: &str, sender: Option<String>) {
         if self.orphans.len() < MAX_ORPHANS {
             self.orphans.push(Orphan {
                 at,
+                until,
                 what: what.to_string(),
                 sender,
             });
@@ -1582,6 +1608,7 @@ impl<'w> Scan<'w> {
         // so a search reads the same however often it is made.
         self.orphans.sort_by(|a, b| {
             a.at.total_cmp(&b.at)
+                .then_with(|| a.until.total_cmp(&b.until))
                 .then_with(|| a.what.cmp(&b.what))
                 .then_with(|| a.sender.cmp(&b.sender))
         });

@@ -776,6 +776,21 @@ pub(super) fn queue_id(text: &[u8]) -> Option<(&[u8], &[u8])> {
     is_queue_id(id).then(|| (id, &text[end + 2..]))
 }
 
+/// Whether `value` is the Message-ID cleanup makes for a message that has none (when a
+/// header check removed it, too): `<YYYYMMDDhhmmss.QUEUEID@myhostname>`, with the queue
+/// id of the message's own line. What the message was sent with is not known.
+pub(super) fn made_by_relay(value: &[u8], queue_id: &[u8]) -> bool {
+    let Some(rest) = value.strip_prefix(b"<") else {
+        return false;
+    };
+    rest.len() > 15
+        && rest[..14].iter().all(u8::is_ascii_digit)
+        && rest[14] == b'.'
+        && rest[15..]
+            .strip_prefix(queue_id)
+            .is_some_and(|after| after.starts_with(b"@") && after.ends_with(b">"))
+}
+
 /// Postfix queue ids: short (upper-case hex) or long (letters and digits); never a word
 /// such as `warning` or the `NOQUEUE` of a rejected session.
 pub(super) fn is_queue_id(id: &[u8]) -> bool {

@@ -912,6 +912,75 @@ Nov 29 22:17:11 relay postfix/master[30003]: daemon started -- version 3.7.11, c
     }
 }
 
+/// What a real Postfix 3.7 relay wrote with `header_checks` of `/^Message-ID:/ IGNORE`:
+/// the header is gone without a word, and cleanup logs the Message-ID it made instead.
+const ID_REMOVED: &str = "\
+Dec 07 05:57:30 relay postfix/smtpd[12113]: connect from localhost[127.0.0.1]
+Dec 07 05:57:30 relay postfix/smtpd[12113]: A3C08B122F1: client=localhost[127.0.0.1]
+Dec 07 05:57:30 relay postfix/cleanup[12157]: A3C08B122F1: message-id=<20261207055730.A3C08B122F1@relay.test>
+Dec 07 05:57:30 relay postfix/qmgr[12110]: A3C08B122F1: from=<uns@uns.local>, size=300, nrcpt=1 (queue active)
+Dec 07 05:57:30 relay postfix/smtpd[12113]: disconnect from localhost[127.0.0.1] ehlo=1 mail=1 rcpt=1 data=1 quit=1 commands=5
+Dec 07 05:57:31 relay postfix/qmgr[12110]: A3C08B122F1: removed
+";
+
+#[test]
+fn a_message_id_the_relay_made_names_no_message() {
+    let made =
+        |value: &str, queue_id: &str| read::made_by_relay(value.as_bytes(), queue_id.as_bytes());
+    assert!(made(
+        "<20261207055730.A3C08B122F1@relay.test>",
+        "A3C08B122F1"
+    ));
+    assert!(made(
+        "<20261207055730.4dQ3Yx1Lw9z8Kpm@relay.test>",
+        "4dQ3Yx1Lw9z8Kpm"
+    ));
+    for (value, queue_id) in [
+        // Another queue id's, a sender's own, or a shape close to it.
+        ("<20261207055730.A3C08B122F1@relay.test>", "B3C08B122F1"),
+        ("<20261207055730.A3C08B122F1X@relay.test>", "A3C08B122F1"),
+        ("<2026120705573.A3C08B122F1@relay.test>", "A3C08B122F1"),
+        ("<20261207055730.A3C08B122F1>", "A3C08B122F1"),
+        ("<n-1.1.1@uns.local>", "A3C08B122F1"),
+        ("20261207055730.A3C08B122F1@relay.test", "A3C08B122F1"),
+    ] {
+        assert!(!made(value, queue_id), "{value} {queue_id}");
+    }
+    // The message it names is one no message-id line names: queued from the runtime's
+    // sender inside the window, it may be the attempt's.
+    let at = 1_796_623_050.0; // 2026-12-07T05:57:30Z
+    let dir = tempfile::tempdir().expect("dir");
+    let log = write(dir.path(), "maillog", ID_REMOVED, false);
+    let found = search(
+        &[log],
+        &wanted(&["<n-1.1.1@uns.local>"]),
+        Options {
+            near: at,
+            ..options()
+        },
+    );
+    assert!(found.seen("<n-1.1.1@uns.local>").is_empty());
+    assert_eq!(found.orphans.len(), 1, "{:?}", found.orphans);
+    let orphan = &found.orphans[0];
+    // Its stamp says the second: it may have been taken at any time in it, so a
+    // window inside that second holds it.
+    assert_eq!((orphan.at, orphan.until), (at, at + 1.0));
+    assert!(found.orphan_within(at + 0.5, at + 0.9, &[]).is_some());
+    assert!(found.orphan_within(at + 1.5, at + 2.0, &[]).is_none());
+    assert_eq!(orphan.sender.as_deref(), Some("uns@uns.local"));
+    assert!(
+        orphan
+            .what
+            .starts_with("A3C08B122F1 (the relay gave it a Message-ID of its own"),
+        "{}",
+        orphan.what
+    );
+    assert_eq!(
+        found.orphan_within(at - 1.0, at + 1.0, &["uns@uns.local".into()]),
+        Some(orphan.what.as_str())
+    );
+}
+
 #[test]
 fn a_stamp_in_a_repeated_hour_reads_as_either_and_covers_nothing() {
     // Europe/Berlin fell back on 2026-10-25: 02:00 to 03:00 happened twice.
