@@ -1236,9 +1236,9 @@ impl<'w> Scan<'w> {
             Op::CleanupMessageId {
                 queue_id,
                 value,
-                wanted,
+                names,
             } => {
-                return self.message_id(path, stamp, key(queue_id), value, wanted, relay, said);
+                return self.message_id(path, stamp, key(queue_id), value, names, relay, said);
             }
             Op::Starting { master } => self.starting(host, master, stamp, said),
             Op::Stopping => self.lives[host as usize] = Life::Stopped,
@@ -1374,11 +1374,11 @@ impl<'w> Scan<'w> {
         stamp: Stamp,
         key: Key,
         value: read::Span,
-        wanted: bool,
+        names: read::Names,
         relay: &read::Relay,
         said: &Said<'_>,
     ) -> bool {
-        if !wanted && read::made_by_relay(value.in_(said.data), key.name.bytes()) {
+        if names == read::Names::Unknown {
             // The message came with no Message-ID, or a header check took it away: what
             // it was sent with is not known, so it is no more named than one without a
             // message-id line, and may be the attempt's.
@@ -1387,7 +1387,7 @@ impl<'w> Scan<'w> {
             }
             return false;
         }
-        if !wanted {
+        if names == read::Names::Other {
             // One lookup: a track whose message was named already goes back untouched.
             match self.tracks.remove(&key) {
                 Some(track) if track.message.is_some() => {

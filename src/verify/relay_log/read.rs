@@ -286,6 +286,17 @@ pub(super) enum Settled {
     Discarded,
 }
 
+/// What the Message-ID of cleanup's `message-id=` line says of its message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Names {
+    /// One asked about.
+    Wanted,
+    /// Another, the message was sent with.
+    Other,
+    /// One cleanup made up ([`made_by_relay`]): what it was sent with is not known.
+    Unknown,
+}
+
 /// The envelope sender a line names, where its shape names one once.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum SenderSpan {
@@ -316,7 +327,7 @@ pub(super) enum Op {
     CleanupMessageId {
         queue_id: Name,
         value: Span,
-        wanted: bool,
+        names: Names,
     },
     CleanupSettle {
         queue_id: Name,
@@ -621,17 +632,23 @@ impl<'w> Parser<'w> {
     }
 
     fn cleanup(&self, data: &[u8], text: &[u8], name: impl Fn(&[u8]) -> Name) -> Op {
-        let Some((queue_id, after)) = queue_id(text) else {
+        let Some((queue_id_bytes, after)) = queue_id(text) else {
             return Op::Nothing;
         };
-        let queue_id = name(queue_id);
+        let queue_id = name(queue_id_bytes);
         if let Some(value) = after.strip_prefix(b"message-id=") {
             let value = trim_end(value);
-            let wanted = std::str::from_utf8(value).is_ok_and(|v| self.wanted.contains(v));
+            let names = if std::str::from_utf8(value).is_ok_and(|v| self.wanted.contains(v)) {
+                Names::Wanted
+            } else if made_by_relay(value, queue_id_bytes) {
+                Names::Unknown
+            } else {
+                Names::Other
+            };
             return Op::CleanupMessageId {
                 queue_id,
                 value: Span::of(data, value),
-                wanted,
+                names,
             };
         }
         let fate = if after.starts_with(b"hold: ") || after.starts_with(b"milter-hold: ") {
