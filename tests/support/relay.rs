@@ -1,7 +1,7 @@
 //! A real Postfix relay on loopback (in front of `smtp-sink`), a fault-injecting TCP proxy
 //! to put between the email adapter and it, and a private CA for STARTTLS.
 
-use super::{SmtpSink, free_port, wait_for_port};
+use super::{SmtpSink, free_port};
 use std::io::{Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
@@ -107,13 +107,20 @@ impl Relay {
                 .output()
                 .expect("postfix-relay")
         };
+        // The tool gives its Postfix 10 s to listen; on a loaded machine the start can
+        // take longer, and master runs on in the background: whatever the tool said, the
+        // port is what tells, waited for as long as any reply.
+        let listening = crate::support::wait_for(PATIENCE, || {
+            TcpStream::connect_timeout(&self.addr, Duration::from_millis(100)).is_ok()
+        });
         assert!(
-            out.status.success(),
-            "postfix-relay start: {}{}",
+            listening,
+            "the relay never listened on {}: postfix-relay start: {}{}\n{}",
+            self.addr,
             String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
+            String::from_utf8_lossy(&out.stderr),
+            self.log()
         );
-        wait_for_port(self.addr);
     }
 
     /// Stops it as its tool does (`postfix stop`, which logs that it is stopping) and
