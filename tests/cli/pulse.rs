@@ -206,7 +206,7 @@ fn an_incident_is_still_happening_only_while_its_last_loss_is_recent() {
             .spawn()
             .expect("watch");
         let text = || std::fs::read_to_string(&said).unwrap_or_default();
-        let told = support::wait_for(std::time::Duration::from_secs(10), || {
+        let told = support::wait_for(std::time::Duration::from_secs(60), || {
             text().contains("Last lease loss")
         });
         let _ = watch.kill();

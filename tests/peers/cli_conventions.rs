@@ -160,7 +160,7 @@ fn the_runbook_reads_well_in_an_80_column_terminal() {
         .success()
     );
     let mut screen = String::new();
-    support::wait_for(Duration::from_secs(10), || {
+    support::wait_for(Duration::from_secs(60), || {
         screen =
             String::from_utf8_lossy(&tmux(&["capture-pane", "-p", "-t", "t"]).stdout).into_owned();
         screen.contains("How it happens")

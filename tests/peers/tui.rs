@@ -200,7 +200,7 @@ fn a_context_marked_readonly_opens_read_only() {
     term.keys(&["y"]);
     term.wait_for(&format!("copied {id}"));
     assert!(
-        support::wait_for(Duration::from_secs(5), || term.clipboard() == id),
+        support::wait_for(Duration::from_secs(30), || term.clipboard() == id),
         "{:?}",
         term.clipboard()
     );
@@ -459,7 +459,7 @@ fn the_copied_step_is_one_line_and_quotes_the_id() {
     term.wait_for("copied: unsctl verify");
     let expected = format!("unsctl verify {}", support::shell_quoted(id));
     assert!(
-        support::wait_for(Duration::from_secs(5), || term.clipboard() == expected),
+        support::wait_for(Duration::from_secs(30), || term.clipboard() == expected),
         "{:?}",
         term.clipboard()
     );

@@ -126,12 +126,13 @@ fn serve_delivers_submissions_and_stops_gracefully_on_sigterm() {
     assert!(String::from_utf8_lossy(&bad.stderr).contains("EMAIL, SLACK and PAGERDUTY"));
 
     // Stop while the slow email is in flight.
-    support::wait_for(Duration::from_secs(10), || {
+    let in_flight = support::wait_for(Duration::from_secs(60), || {
         fakes
             .control
             .accepted_count(unsctl::model::Channel::Email, &slow_id)
             > 0
     });
+    assert!(in_flight, "the slow email never reached the fake relay");
     Command::new("kill")
         .args(["-TERM", &server.id().to_string()])
         .status()

@@ -315,11 +315,12 @@ pub fn status(db: &Path, id: &str) -> (String, bool) {
 
 pub const KEY: &str = "test-key-0123456789";
 
-/// Waits until something listens on `addr` (at most 10 s).
+/// Waits until something listens on `addr` (at most 60 s: a guard against a peer that never
+/// starts, never a pace).
 pub fn wait_for_port(addr: SocketAddr) {
     wait_until(
         &format!("something to listen on {addr}"),
-        Duration::from_secs(10),
+        Duration::from_secs(60),
         || TcpStream::connect_timeout(&addr, Duration::from_millis(100)).is_ok(),
     );
 }
