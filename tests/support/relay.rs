@@ -257,6 +257,19 @@ impl Relay {
         }
     }
 
+    /// Waits until every session its smtpd began has ended (a `disconnect from` line for
+    /// each `connect from`): a log cut here, as a rotation cuts it, leaves no session open
+    /// at its end. The marker's session ends after the line [`Self::mark_and_wait`] waits
+    /// for.
+    pub fn wait_for_sessions_to_end(&self) {
+        let open = |log: &str| {
+            log.matches("]: connect from ").count() > log.matches("]: disconnect from ").count()
+        };
+        if !crate::support::wait_for(PATIENCE, || !open(&self.log())) {
+            panic!("a session never ended: {}", self.log());
+        }
+    }
+
     pub fn dir(&self) -> &Path {
         self.dir.path()
     }
