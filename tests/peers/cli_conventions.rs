@@ -141,7 +141,7 @@ fn the_runbook_reads_well_in_an_80_column_terminal() {
             .expect("tmux")
     };
     let command = format!(
-        "{} tsg show TSG-02 | head -45; sleep 30",
+        "{} tsg show TSG-02 | head -45; echo END-OF-PAGE; sleep 30",
         env!("CARGO_BIN_EXE_unsctl")
     );
     assert!(
@@ -159,13 +159,15 @@ fn the_runbook_reads_well_in_an_80_column_terminal() {
         .status
         .success()
     );
+    // The page is whole once the line after it is on the screen.
     let mut screen = String::new();
-    support::wait_for(Duration::from_secs(60), || {
+    let shown = support::wait_for(Duration::from_secs(60), || {
         screen =
             String::from_utf8_lossy(&tmux(&["capture-pane", "-p", "-t", "t"]).stdout).into_owned();
-        screen.contains("How it happens")
+        screen.contains("END-OF-PAGE")
     });
     let _ = tmux(&["kill-server"]);
+    assert!(shown, "the page never ended:\n{screen}");
     assert!(screen.starts_with("TSG-02: Lost worker leases"), "{screen}");
     assert!(
         screen.contains("1. What you see\n---------------"),

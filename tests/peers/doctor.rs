@@ -169,13 +169,18 @@ fn two_worker_processes_on_one_store_are_flagged() {
                 .expect("worker")
         })
         .collect();
-    support::wait_for(Duration::from_secs(15), || {
+    let busy = support::wait_for(Duration::from_secs(60), || {
         fakes.control.ledger().len() >= 8
     });
     for mut worker in workers {
         let _ = worker.kill();
         let _ = worker.wait();
     }
+    assert!(
+        busy,
+        "the workers sent {} in a minute",
+        fakes.control.ledger().len()
+    );
     let server = support::server(&db);
     let sink = SmtpSink::start(&[]);
     let (out, checks) = doctor(

@@ -95,7 +95,7 @@ fn remediation_never_duplicates_a_delivered_channel() {
     );
     let stop = Arc::new(AtomicBool::new(false));
     let threads = worker.spawn(stop.clone());
-    support::wait_for(Duration::from_secs(15), || {
+    let settled = support::wait_for(Duration::from_secs(60), || {
         let pending: i64 = conn
             .query_row(
                 "SELECT COUNT(*) FROM uns_notifications WHERE status IN ('PENDING', 'LEASED')",
@@ -109,6 +109,10 @@ fn remediation_never_duplicates_a_delivered_channel() {
     for thread in threads {
         thread.join().expect("worker");
     }
+    assert!(
+        settled,
+        "a notification was still due or leased after a minute"
+    );
 
     for (id, verdict, before) in expectations {
         let after = count(&id);
