@@ -66,10 +66,13 @@ fn adapter(relay: SocketAddr, starttls: StartTls, ca: Option<&Path>) -> EmailAda
     EmailAdapter::new(config)
 }
 
-/// Claims the due row with a lease of `seconds` and makes one attempt through `adapter`,
-/// recorded as the worker records it; a lost lease is recovered, so a budget of one ends
-/// in the DLQ.
-fn deliver_due(db: &Path, adapter: &EmailAdapter, seconds: f64) -> DeliveryResult {
+/// Claims the due row with a lease of `seconds` and starts its EMAIL call through
+/// `adapter`, as the worker does: the store, and the lease.
+fn start_email(
+    db: &Path,
+    adapter: &EmailAdapter,
+    seconds: f64,
+) -> (rusqlite::Connection, engine::Lease) {
     let conn = schema::open(db, OpenMode::Create).expect("store");
     let lease = support::claim_and_start(
         &conn,
@@ -78,6 +81,14 @@ fn deliver_due(db: &Path, adapter: &EmailAdapter, seconds: f64) -> DeliveryResul
         Channel::Email,
         &adapter.started(),
     );
+    (conn, lease)
+}
+
+/// Claims the due row with a lease of `seconds` and makes one attempt through `adapter`,
+/// recorded as the worker records it; a lost lease is recovered, so a budget of one ends
+/// in the DLQ.
+fn deliver_due(db: &Path, adapter: &EmailAdapter, seconds: f64) -> DeliveryResult {
+    let (conn, lease) = start_email(db, adapter, seconds);
     let request = DeliveryRequest::for_lease(&lease, Channel::Email, seconds, MIN_IO);
     let result = adapter.deliver(&request, &|| true);
     engine::record_result(&Db::Sqlite(&conn), now(), &lease, Channel::Email, &result)
@@ -423,14 +434,7 @@ fn the_relays_own_log_settles_what_the_adapter_could_not_tell() {
 /// budget left ends it), and no line of the relay's is about it.
 fn never_sent(db: &Path, recipient: &str, adapter: &EmailAdapter) -> String {
     let id = submit_with(db, recipient, "hello");
-    let conn = schema::open(db, OpenMode::Create).expect("store");
-    let lease = support::claim_and_start(
-        &conn,
-        "verify-test",
-        LEASE,
-        Channel::Email,
-        &adapter.started(),
-    );
+    let (conn, lease) = start_email(db, adapter, LEASE);
     let _ = engine::claim(
         &Db::Sqlite(&conn),
         lease.lease_until + 0.01,
