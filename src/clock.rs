@@ -25,6 +25,16 @@ pub fn in_calendar(at: f64) -> bool {
     held.contains(&at)
 }
 
+/// The rule every window keeps, whoever asks for it (a selection, reconcile, pulse, a
+/// report): it starts before it ends. One wording for all of them.
+pub fn ordered(since: f64, until: f64) -> Result<(), String> {
+    if since < until {
+        Ok(())
+    } else {
+        Err("since must come before until".into())
+    }
+}
+
 /// An instant as a person gives it: RFC 3339 (`2026-11-29T03:00:00Z`), unix seconds, or
 /// a duration back from `now` (`90s`, `30m`, `2h`, `1d`, `1h30m`).
 ///

@@ -169,9 +169,7 @@ impl Window {
         if !(crate::clock::in_calendar(since) && crate::clock::in_calendar(until)) {
             return Err("the window must lie between the years 1 and 9999".into());
         }
-        if since >= until {
-            return Err("since must come before until".into());
-        }
+        crate::clock::ordered(since, until)?;
         if step < 1.0 {
             return Err("a step is at least 1s".into());
         }

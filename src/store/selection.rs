@@ -221,11 +221,11 @@ impl Selection {
                 "the error text to match is at most {MAX_ERROR_TEXT} bytes"
             ));
         }
-        if let (Some(since), Some(until)) = (self.since, self.until)
-            && since >= until
-        {
-            return Err("since must come before until".into());
+        Window {
+            since: self.since,
+            until: self.until,
         }
+        .check()?;
         if self.error.len()
             + self.not_error.len()
             + self.error_code.len()
@@ -418,13 +418,12 @@ pub struct Window {
 }
 
 impl Window {
+    /// An open end keeps no rule; two ends keep [`crate::clock::ordered`].
     pub fn check(&self) -> Result<(), String> {
-        if let (Some(since), Some(until)) = (self.since, self.until)
-            && since >= until
-        {
-            return Err("since must come before until".into());
+        match (self.since, self.until) {
+            (Some(since), Some(until)) => crate::clock::ordered(since, until),
+            _ => Ok(()),
         }
-        Ok(())
     }
 }
 

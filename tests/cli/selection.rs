@@ -651,3 +651,40 @@ fn a_version_1_store_is_read_as_it_is_and_only_the_runtime_migrates_it() {
     server.stop();
     assert_eq!(version(&old), schema::SCHEMA_VERSION);
 }
+
+/// A window that ends before it starts is refused the same way by every command that
+/// takes one, over both backends: a usage error in the same words, never an empty answer.
+#[test]
+fn a_window_that_ends_before_it_starts_is_refused_alike_everywhere() {
+    let dir = tempfile::tempdir().expect("dir");
+    let seeded = seed(dir.path(), "uns.db");
+    let server = support::server(&seeded.db);
+    let commands: [&[&str]; 6] = [
+        &["dlq", "list"],
+        &["dlq", "triage"],
+        &["events", "--kind", "DEAD_LETTERED"],
+        &["reconcile"],
+        &["pulse"],
+        &["report"],
+    ];
+    for target in targets(&seeded.db, &server) {
+        for command in commands {
+            let mut args = command.to_vec();
+            args.extend(["--since", "1h", "--until", "2h"]);
+            let out = unsctl(&target.1, &args);
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(
+                out.status.code(),
+                Some(2),
+                "{} {args:?}: {stderr}",
+                target.0
+            );
+            assert!(
+                stderr.contains("since must come before until"),
+                "{} {args:?}: {stderr}",
+                target.0
+            );
+            assert!(out.stdout.is_empty(), "{} {args:?}", target.0);
+        }
+    }
+}

@@ -79,9 +79,7 @@ pub fn run(global: &Invocation, args: Args) -> CliResult {
     let window = crate::cli::args::window(Some(since), args.until.as_deref())?;
     let now = crate::clock::Clock::now(&crate::clock::SystemClock);
     let (since, until) = (window.since.unwrap_or(now), window.until.unwrap_or(now));
-    if since >= until {
-        return Err(CliError::usage("--since must come before --until"));
-    }
+    crate::clock::ordered(since, until).map_err(CliError::usage)?;
     let selection = Selection::of_channel_and_error(args.channel, &args.error);
     selection.check().map_err(CliError::usage)?;
     let fixed_at = args
