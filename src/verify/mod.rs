@@ -1240,6 +1240,20 @@ pub struct Asked {
     pub skipped: Vec<(String, String)>,
 }
 
+/// Why an entry named is skipped when the store holds no notification with its id.
+const NOT_FOUND: &str = "not found";
+
+impl Asked {
+    /// The ids named that the store holds no notification for: each is skipped, and the
+    /// run as a whole ends as not found (exit 3), as a bulk resolve or replay does.
+    pub fn not_found(&self) -> impl Iterator<Item = &str> {
+        self.skipped
+            .iter()
+            .filter(|(_, why)| why == NOT_FOUND)
+            .map(|(id, _)| id.as_str())
+    }
+}
+
 /// Reads each entry from the store, and asks about every UNCERTAIN channel attempt of
 /// those that are VERIFY; one check serves them all.
 pub fn ask(
@@ -1284,7 +1298,7 @@ fn gather<E>(
     let mut asked = Asked::default();
     for id in ids {
         let Some((row, events)) = read(id)? else {
-            asked.skipped.push((id.clone(), "not found".into()));
+            asked.skipped.push((id.clone(), NOT_FOUND.into()));
             continue;
         };
         let history = History::read(&row, events.iter().map(Observed::from_event));

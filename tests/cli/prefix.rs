@@ -42,7 +42,8 @@ fn unique_ambiguous_and_unknown_prefixes_on_both_backends() {
     let conn = schema::open(&db, OpenMode::Create).expect("store");
     let now = SystemClock.now();
     let mut ids: Vec<String> = (0..3).map(|_| support::replay_entry(&conn, now)).collect();
-    ids.push(support::verify_entry(&conn, now));
+    let verified = support::verify_entry(&conn, now);
+    ids.push(verified.clone());
     ids.sort();
     let server = support::server(&db);
     let backends = support::BACKENDS.map(|b| b.flags(&db, &server));
@@ -89,6 +90,33 @@ fn unique_ambiguous_and_unknown_prefixes_on_both_backends() {
         assert!(String::from_utf8_lossy(&out.stderr).contains("no notification id starts with"));
         let out = unsctl(backend, &["inspect", "n-0"]);
         assert_eq!(out.status.code(), Some(2), "{backend:?}");
+
+        // Unknown among known ones, named to verify or to a bulk resolve: the known ones
+        // are still asked about (or acted on), the unknown one is said, and the run ends
+        // as not found, never as done.
+        let out = unsctl(
+            backend,
+            &["-o", "json", "verify", &verified, "zzzz-not-an-id"],
+        );
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(3), "{backend:?}: {stderr}");
+        assert!(
+            stderr.contains("1 of the ids named was not found"),
+            "{stderr}"
+        );
+        let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+        let answered = doc["answers"].as_array().expect("answers");
+        assert!(
+            answered.iter().any(|a| a["id"] == verified.as_str()),
+            "{doc}"
+        );
+        assert_eq!(doc["skipped"][0]["id"], "zzzz-not-an-id", "{doc}");
+        assert_eq!(doc["skipped"][0]["reason"], "not found", "{doc}");
+        let out = unsctl(
+            backend,
+            &["dlq", "resolve", "zzzz-not-an-id", "--confirm", "--yes"],
+        );
+        assert_eq!(out.status.code(), Some(3), "{backend:?}");
     }
     let conn = rusqlite::Connection::open(&db).expect("open");
     let replayed: i64 = conn

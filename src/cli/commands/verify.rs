@@ -122,11 +122,31 @@ pub fn run(global: &Invocation, args: Args) -> CliResult {
     if out.for_people() {
         advise(&asked, recorded.as_ref(), args.record, &sources);
     }
-    let failed = recorded
+    ending(&asked, recorded.as_ref())
+}
+
+/// How a run ends once everything is said: as the most serious of the answers that could
+/// not be recorded, else as not found when an id named is not in the store (it was
+/// skipped and the rest were asked about, as a bulk resolve carries on), else done.
+fn ending(asked: &Asked, recorded: Option<&Recording>) -> CliResult {
+    let failed: Vec<ExitKind> = recorded
         .iter()
         .flat_map(|r| &r.failed)
-        .map(|(_, err)| crate::cli::error::exit_kind(err));
-    match crate::cli::error::most_serious(failed) {
+        .map(|(_, err)| crate::cli::error::exit_kind(err))
+        .collect();
+    let missing = asked.not_found().count();
+    let kinds = failed
+        .iter()
+        .copied()
+        .chain((missing > 0).then_some(ExitKind::NotFound));
+    match crate::cli::error::most_serious(kinds) {
+        Some(kind) if failed.is_empty() => Err(CliError::new(
+            kind,
+            format!(
+                "{missing} of the ids named {} not found in the store (see above)",
+                if missing == 1 { "was" } else { "were" }
+            ),
+        )),
         Some(kind) => Err(CliError::new(
             kind,
             "not every answer was recorded (see above)",

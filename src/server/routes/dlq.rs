@@ -153,7 +153,7 @@ pub(crate) fn verify_here(
             .join()
             .unwrap_or_else(|_| Err(StoreError::Other("the verify thread failed".into())))
     })?;
-    if let Some((id, _)) = asked.skipped.iter().find(|(_, why)| why == "not found") {
+    if let Some(id) = asked.not_found().next() {
         return Err(StoreError::NotFound(format!("notification {id}")).into());
     }
     let recorded = if request.record {
