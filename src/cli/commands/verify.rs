@@ -129,29 +129,25 @@ pub fn run(global: &Invocation, args: Args) -> CliResult {
 /// not be recorded, else as not found when an id named is not in the store (it was
 /// skipped and the rest were asked about, as a bulk resolve carries on), else done.
 fn ending(asked: &Asked, recorded: Option<&Recording>) -> CliResult {
-    let failed: Vec<ExitKind> = recorded
+    let failed = recorded
         .iter()
         .flat_map(|r| &r.failed)
-        .map(|(_, err)| crate::cli::error::exit_kind(err))
-        .collect();
-    let missing = asked.not_found().count();
-    let kinds = failed
-        .iter()
-        .copied()
-        .chain((missing > 0).then_some(ExitKind::NotFound));
-    match crate::cli::error::most_serious(kinds) {
-        Some(kind) if failed.is_empty() => Err(CliError::new(
+        .map(|(_, err)| crate::cli::error::exit_kind(err));
+    if let Some(kind) = crate::cli::error::most_serious(failed) {
+        return Err(CliError::new(
             kind,
+            "not every answer was recorded (see above)",
+        ));
+    }
+    match asked.not_found().count() {
+        0 => Ok(()),
+        missing => Err(CliError::new(
+            ExitKind::NotFound,
             format!(
                 "{missing} of the ids named {} not found in the store (see above)",
                 if missing == 1 { "was" } else { "were" }
             ),
         )),
-        Some(kind) => Err(CliError::new(
-            kind,
-            "not every answer was recorded (see above)",
-        )),
-        None => Ok(()),
     }
 }
 
