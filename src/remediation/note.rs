@@ -37,19 +37,25 @@ pub const MAX_TEXT: usize = 2000;
 /// What every note is stored as.
 pub const KIND: &str = "NOTE";
 
+/// A note's text as it is kept, trimmed: some text, at most [`MAX_TEXT`] characters;
+/// else why not. Every note is checked by it in [`of`], and the command line asks it
+/// first, so a note it would refuse is a usage error before a store is opened.
+pub fn text(given: &str) -> Result<&str, String> {
+    let text = given.trim();
+    if text.is_empty() {
+        return Err("a note needs some text".to_string());
+    }
+    if text.chars().count() > MAX_TEXT {
+        return Err(format!("a note is at most {MAX_TEXT} characters"));
+    }
+    Ok(text)
+}
+
 /// The note `request` asks for, written by `actor` at `now`, checked: some text, and a
 /// fix time that is not later than the note.
 pub fn of(request: &NoteRequest, actor: &Actor, now: f64) -> Result<payload::Note, EngineError> {
     let invalid = |why: &str| EngineError::Invalid(why.to_string());
-    let text = request.text.trim();
-    if text.is_empty() {
-        return Err(invalid("a note needs some text"));
-    }
-    if text.chars().count() > MAX_TEXT {
-        return Err(EngineError::Invalid(format!(
-            "a note is at most {MAX_TEXT} characters"
-        )));
-    }
+    let text = text(&request.text).map_err(EngineError::Invalid)?;
     let fixed_at = match request.fixed_at {
         Some(at) if !at.is_finite() || at < 0.0 => {
             return Err(invalid("fixed_at must be a time in unix seconds"));

@@ -769,11 +769,14 @@ fn a_note_records_the_fix_and_its_writer_and_reads_the_same_over_both_backends()
         written["payload"]["fixed_at"].as_f64(),
         Some(since + 1800.0)
     );
-    // A fix still to come, or no text, is refused before anything is written.
+    // A fix still to come, no text or too much is a usage error, refused before anything
+    // is written, as a bad window of the report is.
     let later = rfc3339(unsctl::clock::Clock::now(&unsctl::clock::SystemClock) + 3600.0);
+    let long = "x".repeat(unsctl::remediation::note::MAX_TEXT + 1);
     for (args, words) in [
         (vec!["note", "done", "--fixed-at", &later], "still to come"),
         (vec!["note", "   "], "needs some text"),
+        (vec!["note", &long], "at most 2000 characters"),
         (
             vec!["note", "done", "--fixed-at", "99999999999d"],
             "out of range",
@@ -794,8 +797,8 @@ fn a_note_records_the_fix_and_its_writer_and_reads_the_same_over_both_backends()
             .args(&args)
             .output()
             .expect("note");
-        assert!(!out.status.success(), "{args:?}");
         let said = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {said}");
         assert!(said.contains(words), "{args:?}: {said}");
     }
 

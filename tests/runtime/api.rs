@@ -608,6 +608,15 @@ fn a_note_naming_a_key_it_does_not_know_is_refused_and_not_kept() {
     let said = bad["error"].as_str().unwrap_or_default();
     assert!(said.contains("fixedAt"), "{bad}");
     assert_eq!(notes(), 0);
+    // The text is checked where the note is written, whoever sends it: none, or too much.
+    let long = "x".repeat(unsctl::remediation::note::MAX_TEXT + 1);
+    for (text, words) in [(" \n ", "needs some text"), (&long[..], "at most 2000")] {
+        let (status, bad) = api.post("/api/v1/runtime/notes", json!({ "text": text }));
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{bad}");
+        let said = bad["error"].as_str().unwrap_or_default();
+        assert!(said.contains(words), "{bad}");
+    }
+    assert_eq!(notes(), 0);
     let (status, kept) = api.post(
         "/api/v1/runtime/notes",
         json!({"text": "relay restarted", "fixed_at": 1000.0}),

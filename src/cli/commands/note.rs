@@ -38,6 +38,7 @@ pub struct Args {
 }
 
 pub fn run(global: &Invocation, args: Args) -> CliResult {
+    crate::remediation::note::text(&args.text).map_err(CliError::usage)?;
     let now = crate::clock::Clock::now(&crate::clock::SystemClock);
     let fixed_at = match args.fixed_at.as_deref() {
         Some(text) => {
