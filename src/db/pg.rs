@@ -20,6 +20,26 @@ pub const SCHEMA_VERSION: i64 = 3;
 /// How long connecting may take before it is given up.
 const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
+/// Where libpq looks for the server's socket when neither the URL nor `PGHOST` names a
+/// host: the directory it was built with, /var/run/postgresql in Debian's and Ubuntu's
+/// packages and /tmp in PostgreSQL's own builds. `psql postgres:///uns` works on a
+/// database machine through it, and so must `--db postgres:///uns`.
+const SOCKET_DIRS: [&str; 2] = ["/var/run/postgresql", "/tmp"];
+
+/// The directory of [`SOCKET_DIRS`] that holds the server's socket for `port`: the first
+/// that does, else the first, for the connection to say that none is there.
+fn default_socket_dir(port: u16) -> &'static str {
+    SOCKET_DIRS
+        .into_iter()
+        .find(|dir| socket_path(dir, port).exists())
+        .unwrap_or(SOCKET_DIRS[0])
+}
+
+/// A PostgreSQL server's socket in `dir` for `port`, as libpq names it.
+fn socket_path(dir: impl AsRef<std::path::Path>, port: u16) -> std::path::PathBuf {
+    dir.as_ref().join(format!(".s.PGSQL.{port}"))
+}
+
 /// What to connect with: the URL the operator named, and the password their environment
 /// gave (`PGPASSWORD`, `~/.pgpass`), which the front end read.
 #[derive(Clone, PartialEq, Eq)]
@@ -103,6 +123,10 @@ impl Target {
             Some(mode) => super::tls::SslMode::parse(&mode)?,
             None => super::tls::SslMode::Prefer,
         };
+        if config.get_hosts().is_empty() && config.get_hostaddrs().is_empty() {
+            let port = config.get_ports().first().copied().unwrap_or(5432);
+            config.host_path(default_socket_dir(port));
+        }
         // A Unix socket reaches the server on this machine: libpq asks it for no TLS
         // whatever sslmode says, and neither do we (there is no name to verify).
         let hosts = config.get_hosts();
@@ -478,6 +502,28 @@ fn no_host_of_kind(asked: postgres::config::TargetSessionAttrs) -> String {
     )
 }
 
+/// What connecting said, naming the socket it tried when every host is a directory on
+/// this machine: "No such file or directory" alone does not say which file.
+fn on_sockets(said: String, config: &postgres::Config) -> String {
+    let hosts = config.get_hosts();
+    let sockets: Vec<String> = hosts
+        .iter()
+        .enumerate()
+        .filter_map(|(at, host)| match host {
+            postgres::config::Host::Unix(dir) => {
+                let ports = config.get_ports();
+                let port = ports.get(at).or(ports.first()).copied().unwrap_or(5432);
+                Some(socket_path(dir, port).display().to_string())
+            }
+            postgres::config::Host::Tcp(_) => None,
+        })
+        .collect();
+    if sockets.is_empty() || sockets.len() < hosts.len() {
+        return said;
+    }
+    format!("socket {}: {said}", sockets.join(", "))
+}
+
 impl OpenError {
     /// The server refused the credentials (exit 6).
     pub fn refused_credentials(&self) -> bool {
@@ -605,7 +651,7 @@ impl PgConn {
                     asked: config.get_target_session_attrs(),
                 }
             } else {
-                connect(said(&err), refused_credentials(&err))
+                connect(on_sockets(said(&err), &config), refused_credentials(&err))
             }
         })?;
         Ok(Self {

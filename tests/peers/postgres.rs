@@ -1933,6 +1933,56 @@ fn a_unix_socket_and_libpqs_variables_reach_the_same_store() {
     tcp.push(("PGPASSWORD", postgres::PASSWORD.to_string()));
     let url = format!("postgres://127.0.0.1/{}", database.name);
     assert_eq!(identity(triage(&url, &tcp)), by_url);
+
+    // No host named anywhere: libpq's own directory for the socket, /var/run/postgresql
+    // as Debian builds it or /tmp as PostgreSQL's builds do, and no TCP. The cluster's
+    // socket is reached there through a link of this test's own (its port is its own).
+    let url = format!("postgres:///{}", database.name);
+    let no_host = [
+        ("PGPORT", cluster.port.to_string()),
+        ("PGUSER", postgres::USER.to_string()),
+    ];
+    let without_pghost = |url: &str| {
+        let mut command = support::unsctl();
+        command
+            .args(["--db", url, "dlq", "triage", "-o", "json"])
+            .env_remove("PGPASSWORD")
+            .env_remove("PGHOST");
+        for (name, value) in &no_host {
+            command.env(name, value);
+        }
+        run(&mut command)
+    };
+    let socket_name = format!(".s.PGSQL.{}", cluster.port);
+    let out = without_pghost(&url);
+    assert_eq!(out.status.code(), Some(1), "no socket there yet");
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        said.contains(&format!("socket /var/run/postgresql/{socket_name}")),
+        "names the socket it tried: {said}"
+    );
+    let link = Link::new(
+        std::path::Path::new("/tmp").join(&socket_name),
+        &cluster.socket_dir.join(&socket_name),
+    );
+    assert_eq!(identity(without_pghost(&url)), by_url);
+    drop(link);
+}
+
+/// A symbolic link removed when it goes out of scope.
+struct Link(std::path::PathBuf);
+
+impl Link {
+    fn new(at: std::path::PathBuf, to: &std::path::Path) -> Self {
+        std::os::unix::fs::symlink(to, &at).expect("a link to the socket");
+        Self(at)
+    }
+}
+
+impl Drop for Link {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
 }
 
 /// A pooler that lends each transaction to whichever server session is free (PgBouncer's
