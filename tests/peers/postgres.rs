@@ -752,6 +752,15 @@ fn a_store_is_copied_unchanged_or_not_at_all() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(String::from_utf8_lossy(&out.stderr).contains("not empty"));
+    // A database named as the source is a usage error, before anything is opened: the
+    // copy reads SQLite files only (it was "no such store file").
+    let out = run(support::unsctl()
+        .env("PGPASSWORD", postgres::PASSWORD)
+        .args(["store", "copy", "--from", &database.url])
+        .args(["--to", &postgres::cluster().database().url]));
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{said}");
+    assert!(said.contains("a SQLite store file"), "{said}");
     // A store holding what PostgreSQL's types cannot keep unchanged: every such value
     // named, and nothing copied.
     let hostile = dir.path().join("hostile.db");

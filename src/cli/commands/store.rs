@@ -47,6 +47,12 @@ fn copy_store(global: &Invocation, args: CopyArgs) -> CliResult {
             crate::render::sanitize::clean(&args.to)
         )));
     };
+    if pg::is_url(&args.from.to_string_lossy()) {
+        return Err(CliError::usage(format!(
+            "--from {}: a SQLite store file; store copy moves one into PostgreSQL, and a database is copied into another with pg_dump",
+            pg::shown(&args.from.to_string_lossy())
+        )));
+    }
     let copied = copy::copy(&args.from, &target).map_err(copy_error)?;
     global.output().emit(&Done {
         copied,
