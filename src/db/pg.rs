@@ -503,9 +503,22 @@ fn no_host_of_kind(asked: postgres::config::TargetSessionAttrs) -> String {
 }
 
 /// What connecting said, naming the socket it tried when every host is a directory on
-/// this machine: "No such file or directory" alone does not say which file.
-fn on_sockets(said: String, config: &postgres::Config) -> String {
+/// this machine and the socket could not be reached: "No such file or directory" alone
+/// does not say which file.
+fn on_sockets(err: &postgres::Error, config: &postgres::Config) -> String {
+    let said = said(err);
+    let mut source = std::error::Error::source(err);
+    let unreached = loop {
+        match source {
+            Some(cause) if cause.is::<std::io::Error>() => break true,
+            Some(cause) => source = cause.source(),
+            None => break false,
+        }
+    };
     let hosts = config.get_hosts();
+    if !unreached {
+        return said;
+    }
     let sockets: Vec<String> = hosts
         .iter()
         .enumerate()
@@ -651,7 +664,7 @@ impl PgConn {
                     asked: config.get_target_session_attrs(),
                 }
             } else {
-                connect(on_sockets(said(&err), &config), refused_credentials(&err))
+                connect(on_sockets(&err, &config), refused_credentials(&err))
             }
         })?;
         Ok(Self {
