@@ -1087,6 +1087,24 @@ FOR EACH STATEMENT EXECUTE FUNCTION uns_refuse('notifications are never deleted'
 mod tests {
     use super::*;
 
+    /// A socket that is not there is named; a configuration the client refuses is said
+    /// as it is, with no socket, since none was tried.
+    #[test]
+    fn a_socket_not_reached_is_named_and_only_then() {
+        let said = |url: &str| match PgConn::connect(&Target::new(url, None, None)) {
+            Ok(_) => panic!("{url}: connected"),
+            Err(err) => err.to_string(),
+        };
+        let missing = said("postgres://uns@%2Fnowhere%2Fat-all:6543/uns");
+        assert!(
+            missing.contains("socket /nowhere/at-all/.s.PGSQL.6543: "),
+            "{missing}"
+        );
+        let refused = said("postgres:///uns?host=/nowhere&port=1,2");
+        assert!(refused.contains("invalid number of ports"), "{refused}");
+        assert!(!refused.contains("socket"), "{refused}");
+    }
+
     #[test]
     fn a_url_of_several_hosts_without_a_session_attribute_is_told() {
         let several = |url: &str| Target::new(url, None, None).several_hosts_any_session();
