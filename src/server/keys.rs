@@ -29,6 +29,10 @@ pub enum KeyError {
     #[error("{path}: {error}")]
     Read { path: String, error: String },
     #[error(
+        "{path}: others may read it (mode {mode:03o}), and it holds every operator's key; make it u=rw (0600), or u=rw,g=r (0640) when root owns it"
+    )]
+    Exposed { path: String, mode: u32 },
+    #[error(
         "no API key: set UNS_API_KEY or pass --api-keys-file (or --insecure-no-auth on a loopback address)"
     )]
     None,
@@ -77,6 +81,21 @@ fn check_name(origin: &str, name: &str) -> Result<(), KeyError> {
     }
 }
 
+/// Refuses a keys file that others may read, as libpq refuses such a client key (and
+/// ignores such a `.pgpass`): only its owner, and the group of a file root owns.
+fn exposed(path: &Path, meta: &std::fs::Metadata) -> Result<(), KeyError> {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let mode = meta.permissions().mode() & 0o777;
+    let allowed = if meta.uid() == 0 { 0o037 } else { 0o077 };
+    if mode & allowed == 0 {
+        return Ok(());
+    }
+    Err(KeyError::Exposed {
+        path: path.display().to_string(),
+        mode,
+    })
+}
+
 impl Keys {
     /// The single key of `UNS_API_KEY`, named `default`.
     pub fn single(key: &str) -> Result<Self, KeyError> {
@@ -93,10 +112,12 @@ impl Keys {
             keys.add("UNS_API_KEY", DEFAULT_NAME, key)?;
         }
         if let Some(path) = file {
-            let text = std::fs::read_to_string(path).map_err(|err| KeyError::Read {
+            let read = |err: std::io::Error| KeyError::Read {
                 path: path.display().to_string(),
                 error: err.to_string(),
-            })?;
+            };
+            exposed(path, &std::fs::metadata(path).map_err(read)?)?;
+            let text = std::fs::read_to_string(path).map_err(read)?;
             for (number, line) in text.lines().enumerate() {
                 let origin = format!("{} line {}", path.display(), number + 1);
                 let line = line.trim();
@@ -178,12 +199,23 @@ mod tests {
 
     #[test]
     fn a_keys_file_names_each_key() -> Result<(), Box<dyn std::error::Error>> {
+        use std::os::unix::fs::PermissionsExt;
         let dir = tempfile::tempdir()?;
         let path = dir.path().join("keys");
         std::fs::write(
             &path,
             "# on-call keys\nalice aaaaaaaaaaaaaaaaaaaa\n\nbob   bbbbbbbbbbbbbbbbbbbb\n",
         )?;
+        // Others may read it: refused, whoever owns it; the owner's alone, read.
+        for mode in [0o644, 0o604, 0o622] {
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode))?;
+            let refused = Keys::load(None, Some(&path));
+            assert!(
+                matches!(refused, Err(KeyError::Exposed { mode: m, .. }) if m == mode),
+                "{mode:o}: {refused:?}"
+            );
+        }
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))?;
         let keys = Keys::load(Some("dddddddddddddddddddd"), Some(&path))?;
         assert_eq!(keys.names(), ["default", "alice", "bob"]);
         assert_eq!(keys.identify(b"bbbbbbbbbbbbbbbbbbbb"), Some("bob"));

@@ -46,6 +46,31 @@ fn serve_refuses_to_start_without_a_key() {
         "no open server on a public address"
     );
     assert!(String::from_utf8_lossy(&out.stderr).contains("loopback"));
+    // A keys file others may read holds every operator's key where they can take it:
+    // refused as libpq refuses such a client key, and nothing is served or made. (The
+    // store's folder is missing, so a server that took the file would end at once too.)
+    let db = dir.path().join("missing").join("uns.db");
+    let keys = dir.path().join("keys");
+    std::fs::write(&keys, "alice aaaaaaaaaaaaaaaaaaaaaaaa\n").expect("keys");
+    std::fs::set_permissions(
+        &keys,
+        <std::fs::Permissions as std::os::unix::fs::PermissionsExt>::from_mode(0o644),
+    )
+    .expect("mode");
+    let out = unsctl()
+        .arg("--db")
+        .arg(&db)
+        .args(["runtime", "serve", "--listen", "127.0.0.1:0"])
+        .arg("--api-keys-file")
+        .arg(&keys)
+        .env_remove("UNS_API_KEY")
+        .output()
+        .expect("serve");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("others may read it (mode 644)"), "{stderr}");
+    assert!(!stderr.contains("aaaaaaaaaaaaaaaa"), "{stderr}");
+    assert!(!db.exists(), "no store was made");
 }
 
 #[test]

@@ -224,7 +224,8 @@ pub struct ServeArgs {
     #[arg(long)]
     pub insecure_no_auth: bool,
     /// More keys, one `name key` line each; actions are recorded under the key's name
-    /// (UNS_API_KEY is named `default`). Keys need 16 characters and no whitespace.
+    /// (UNS_API_KEY is named `default`). Keys need 16 characters and no whitespace; the
+    /// file must be its owner's alone (0600; 0640 when root owns it).
     #[arg(long, env = "UNS_API_KEYS_FILE", value_name = "PATH")]
     pub api_keys_file: Option<PathBuf>,
     /// Serve the API only; claim nothing
