@@ -28,10 +28,7 @@ pub enum KeyError {
     DuplicateKey { origin: String },
     #[error("{path}: {error}")]
     Read { path: String, error: String },
-    #[error(
-        "{path}: others may read it (mode {mode:03o}), and it holds every operator's key; make it u=rw (0600), or u=rw,g=r (0640) when root owns it"
-    )]
-    Exposed { path: String, mode: u32 },
+
     #[error(
         "no API key: set UNS_API_KEY or pass --api-keys-file (or --insecure-no-auth on a loopback address)"
     )]
@@ -81,18 +78,20 @@ fn check_name(origin: &str, name: &str) -> Result<(), KeyError> {
     }
 }
 
-/// Refuses a keys file that others may read, as libpq refuses such a client key (and
-/// ignores such a `.pgpass`): only its owner, and the group of a file root owns.
-fn exposed(path: &Path, meta: &std::fs::Metadata) -> Result<(), KeyError> {
+/// What to warn of when the keys file at `path` may be read by others than its owner
+/// (and the group of a file root owns): it holds every operator's key. A warning, not a
+/// refusal, since a secret mounted by an orchestrator is often 0644 inside its container;
+/// libpq's own rule for such a `.pgpass` is a warning too.
+pub fn exposed(path: &Path) -> Option<String> {
     use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let meta = std::fs::metadata(path).ok()?;
     let mode = meta.permissions().mode() & 0o777;
     let allowed = if meta.uid() == 0 { 0o037 } else { 0o077 };
-    if mode & allowed == 0 {
-        return Ok(());
-    }
-    Err(KeyError::Exposed {
-        path: path.display().to_string(),
-        mode,
+    (mode & allowed != 0).then(|| {
+        format!(
+            "{}: others may read it (mode {mode:03o}), and it holds every operator's key; make it u=rw (0600), or u=rw,g=r (0640) when root owns it",
+            path.display()
+        )
     })
 }
 
@@ -116,7 +115,6 @@ impl Keys {
                 path: path.display().to_string(),
                 error: err.to_string(),
             };
-            exposed(path, &std::fs::metadata(path).map_err(read)?)?;
             let text = std::fs::read_to_string(path).map_err(read)?;
             for (number, line) in text.lines().enumerate() {
                 let origin = format!("{} line {}", path.display(), number + 1);
@@ -206,16 +204,14 @@ mod tests {
             &path,
             "# on-call keys\nalice aaaaaaaaaaaaaaaaaaaa\n\nbob   bbbbbbbbbbbbbbbbbbbb\n",
         )?;
-        // Others may read it: refused, whoever owns it; the owner's alone, read.
+        // Others may read it: told, whoever owns it; the owner's alone, not.
         for mode in [0o644, 0o604, 0o622] {
             std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode))?;
-            let refused = Keys::load(None, Some(&path));
-            assert!(
-                matches!(refused, Err(KeyError::Exposed { mode: m, .. }) if m == mode),
-                "{mode:o}: {refused:?}"
-            );
+            let told = exposed(&path).unwrap_or_default();
+            assert!(told.contains(&format!("(mode {mode:03o})")), "{told}");
         }
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))?;
+        assert_eq!(exposed(&path), None);
         let keys = Keys::load(Some("dddddddddddddddddddd"), Some(&path))?;
         assert_eq!(keys.names(), ["default", "alice", "bob"]);
         assert_eq!(keys.identify(b"bbbbbbbbbbbbbbbbbbbb"), Some("bob"));

@@ -665,11 +665,6 @@ fn the_api_records_the_keys_name_from_a_keys_file() {
         "# the on-call rotation\nalice aaaaaaaaaaaaaaaaaaaaaaaa\nbob bbbbbbbbbbbbbbbbbbbbbbbb\n",
     )
     .expect("keys");
-    std::fs::set_permissions(
-        &keys,
-        <std::fs::Permissions as std::os::unix::fs::PermissionsExt>::from_mode(0o600),
-    )
-    .expect("the keys file is the server's alone");
     let server = unsctl::server::start(unsctl::server::ServerConfig::api_only(
         db.clone(),
         Some(unsctl::server::Keys::load(Some(support::KEY), Some(&keys)).expect("keys")),

@@ -224,8 +224,8 @@ pub struct ServeArgs {
     #[arg(long)]
     pub insecure_no_auth: bool,
     /// More keys, one `name key` line each; actions are recorded under the key's name
-    /// (UNS_API_KEY is named `default`). Keys need 16 characters and no whitespace; the
-    /// file must be its owner's alone (0600; 0640 when root owns it).
+    /// (UNS_API_KEY is named `default`). Keys need 16 characters and no whitespace; a
+    /// file others may read is warned of (make it 0600, or 0640 when root owns it).
     #[arg(long, env = "UNS_API_KEYS_FILE", value_name = "PATH")]
     pub api_keys_file: Option<PathBuf>,
     /// Serve the API only; claim nothing
@@ -282,10 +282,16 @@ fn serve(global: &Invocation, args: ServeArgs) -> CliResult {
         }
         None
     } else {
-        Some(
-            Keys::load(api_key.as_deref(), args.api_keys_file.as_deref())
-                .map_err(|err| CliError::usage(err.to_string()))?,
-        )
+        let keys = Keys::load(api_key.as_deref(), args.api_keys_file.as_deref())
+            .map_err(|err| CliError::usage(err.to_string()))?;
+        if let Some(exposed) = args
+            .api_keys_file
+            .as_deref()
+            .and_then(crate::server::keys::exposed)
+        {
+            tracing::warn!("{exposed}");
+        }
+        Some(keys)
     };
     let worker = if args.no_worker {
         None
