@@ -94,6 +94,10 @@ const MIGRATIONS: [(i64, &str); 3] = [(1, SCHEMA_V1), (2, SCHEMA_V2), (3, SCHEMA
 pub enum OpenError {
     #[error("{path}: no such store file")]
     Missing { path: PathBuf },
+    #[error(
+        "{path}: the folder {folder} does not exist; the runtime makes the store file, never its folder"
+    )]
+    NoFolder { path: PathBuf, folder: PathBuf },
     #[error("{path} is a directory, not a store file")]
     Directory { path: PathBuf },
     #[error("{path} is a device, pipe or socket, not a store file")]
@@ -209,7 +213,21 @@ fn inspect_file(path: &Path, mode: OpenMode) -> Result<bool, OpenError> {
     let path_buf = || path.to_path_buf();
     let meta = match std::fs::metadata(path) {
         Ok(meta) => meta,
-        Err(_) if mode.creates() => return Ok(false),
+        Err(_) if mode.creates() => {
+            // SQLite says only that it cannot open the file: a folder mistyped or not
+            // yet made would read as a place it may not write.
+            let folder = path
+                .parent()
+                .filter(|folder| !folder.as_os_str().is_empty())
+                .unwrap_or(Path::new("."));
+            if !folder.is_dir() {
+                return Err(OpenError::NoFolder {
+                    path: path_buf(),
+                    folder: folder.to_path_buf(),
+                });
+            }
+            return Ok(false);
+        }
         Err(_) => return Err(OpenError::Missing { path: path_buf() }),
     };
     if meta.is_dir() {
@@ -718,5 +736,22 @@ mod tests {
             Err(OpenError::Missing { .. })
         ));
         assert!(!path.exists());
+    }
+
+    /// A store to be made in a folder that is not there: the folder is named, not taken
+    /// for a place that cannot be written, and nothing is made.
+    #[test]
+    fn a_store_in_a_missing_folder_names_the_folder() {
+        let dir = tempfile::tempdir().expect("dir");
+        let folder = dir.path().join("not-yet");
+        let path = folder.join("uns.db");
+        let err = open(&path, OpenMode::Create).err();
+        assert!(
+            matches!(&err, Some(OpenError::NoFolder { folder: f, .. }) if *f == folder),
+            "{err:?}"
+        );
+        assert!(!folder.exists());
+        std::fs::create_dir(&folder).expect("folder");
+        assert!(open(&path, OpenMode::Create).is_ok());
     }
 }

@@ -80,9 +80,9 @@ impl From<crate::db::DbError> for StoreError {
 impl From<OpenError> for StoreError {
     fn from(err: OpenError) -> Self {
         match err {
-            OpenError::Sqlite { .. } | OpenError::NotWritable { .. } => {
-                StoreError::Unavailable(err.to_string())
-            }
+            OpenError::Sqlite { .. }
+            | OpenError::NotWritable { .. }
+            | OpenError::NoFolder { .. } => StoreError::Unavailable(err.to_string()),
             _ => StoreError::InvalidStore(err.to_string()),
         }
     }

@@ -70,6 +70,7 @@ fn serve_refuses_to_start_without_a_key() {
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(stderr.contains("WARN"), "{stderr}");
     assert!(stderr.contains("others may read it (mode 644)"), "{stderr}");
+    assert!(stderr.contains("missing does not exist"), "{stderr}");
     assert!(!stderr.contains("aaaaaaaaaaaaaaaa"), "{stderr}");
 }
 
