@@ -379,6 +379,20 @@ pub fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
     Ok(config)
 }
 
+/// The store file a context's `db` names: `~/` is the operator's home, as in a shell;
+/// any other relative path is relative to the config file's folder `home`, so a context
+/// names one store wherever it is used.
+fn store_file(db: PathBuf, home: &Path) -> Result<PathBuf, &'static str> {
+    match db.strip_prefix("~") {
+        Ok(rest) => std::env::var_os("HOME")
+            .filter(|home| !home.is_empty())
+            .map(|home| PathBuf::from(home).join(rest))
+            .ok_or("db starts with ~ and HOME is not set"),
+        Err(_) if db.is_relative() => Ok(home.join(db)),
+        Err(_) => Ok(db),
+    }
+}
+
 /// Where one context's store is: `db = PATH` (relative to the file) or `api = URL` with
 /// the variable its key is in. Each wrong combination is refused with why.
 fn place(
@@ -421,11 +435,10 @@ fn place(
                     ),
                 ));
             }
-            // A path relative to the file, so a context names one store wherever it is used.
-            Place::Db(if url.is_none() && db.is_relative() {
-                home.join(db)
-            } else {
-                db
+            Place::Db(match url {
+                Some(_) => db,
+                None => store_file(db, home)
+                    .map_err(|why| invalid(path, format!("context {name}: {why}")))?,
             })
         }
         (None, Some(url)) => {
@@ -706,6 +719,26 @@ mod tests {
             config.get("lab").expect("lab").place,
             Place::Db("/etc/unsctl/stores/uns.db".into())
         );
+        // `~/` is the home folder's, as in a shell; `~user/` is only a folder's name.
+        let home = std::env::var_os("HOME")
+            .map(PathBuf::from)
+            .unwrap_or_default();
+        for (db, place) in [
+            ("~/stores/uns.db", home.join("stores/uns.db")),
+            ("~", home.clone()),
+            ("~ops/uns.db", "/etc/unsctl/~ops/uns.db".into()),
+        ] {
+            let config = parse(
+                Path::new("/etc/unsctl/config.toml"),
+                &format!("[contexts.lab]\ndb = \"{db}\"\n"),
+            )
+            .expect(db);
+            assert_eq!(
+                config.get("lab").expect("lab").place,
+                Place::Db(place),
+                "{db}"
+            );
+        }
         assert_eq!(
             config.get("eu").expect("eu").timeout,
             Some(std::time::Duration::from_secs(30))

@@ -735,6 +735,62 @@ fn with_config(config: &Path, args: &[&str]) -> Output {
         .expect("unsctl")
 }
 
+/// `~/` in a context's db is the operator's home, as in a shell, wherever the file is;
+/// without a HOME to read it by, the context says so rather than naming a folder "~".
+#[test]
+fn a_store_under_the_home_folder_is_found_there() {
+    let home = tempfile::tempdir().expect("home");
+    let db = home.path().join("stores").join("lab.db");
+    std::fs::create_dir(db.parent().expect("folder")).expect("folder");
+    let conn = schema::open(&db, OpenMode::Create).expect("store");
+    let id = support::replay_entry(&conn, 1000.0);
+    drop(conn);
+    let elsewhere = tempfile::tempdir().expect("config's folder");
+    let config = elsewhere.path().join("config.toml");
+    std::fs::write(
+        &config,
+        "current_context = \"lab\"\n[contexts.lab]\ndb = \"~/stores/lab.db\"\n",
+    )
+    .expect("config");
+    let run = |home: Option<&Path>, args: &[&str]| {
+        let mut command = support::unsctl();
+        command
+            .args(args)
+            .env("UNSCTL_CONFIG", &config)
+            .env_remove("UNS_DB_FILE")
+            .env_remove("UNS_BASE_URL")
+            .env_remove("UNS_CONTEXT")
+            .stdin(Stdio::null());
+        match home {
+            Some(home) => command.env("HOME", home),
+            None => command.env_remove("HOME"),
+        };
+        command.output().expect("unsctl")
+    };
+    let listed = run(Some(home.path()), &["context", "list"]);
+    assert_eq!(listed.status.code(), Some(0), "{}", text(&listed.stderr));
+    assert!(
+        text(&listed.stdout).contains(&db.display().to_string()),
+        "{}",
+        text(&listed.stdout)
+    );
+    let read = run(Some(home.path()), &["-o", "json", "dlq", "list"]);
+    assert_eq!(read.status.code(), Some(0), "{}", text(&read.stderr));
+    assert!(text(&read.stdout).contains(&id), "{}", text(&read.stdout));
+    let homeless = run(None, &["dlq", "list"]);
+    assert_eq!(
+        homeless.status.code(),
+        Some(2),
+        "{}",
+        text(&homeless.stderr)
+    );
+    assert!(
+        text(&homeless.stderr).contains("HOME is not set"),
+        "{}",
+        text(&homeless.stderr)
+    );
+}
+
 /// A config file someone else could have written is refused with the reason, before any
 /// of it is used; root reads another user's file only when told to.
 #[test]
