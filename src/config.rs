@@ -571,7 +571,18 @@ impl Config {
         let mut doc: toml_edit::DocumentMut = text
             .parse()
             .map_err(|err: toml_edit::TomlError| invalid(&self.path, err.to_string()))?;
-        doc["current_context"] = toml_edit::value(name);
+        // Only the value changes: the comment written beside it stays.
+        match doc
+            .get_mut("current_context")
+            .and_then(toml_edit::Item::as_value_mut)
+        {
+            Some(value) => {
+                let decor = value.decor().clone();
+                *value = toml_edit::Value::from(name);
+                *value.decor_mut() = decor;
+            }
+            None => doc["current_context"] = toml_edit::value(name),
+        }
         replace_contents(&self.path, doc.to_string().as_bytes()).map_err(|source| {
             ConfigError::Io {
                 path: self.path.display().to_string(),
@@ -825,6 +836,33 @@ mod tests {
             })
             .collect();
         assert!(leftovers.is_empty(), "no temporary file is left behind");
+    }
+
+    /// `context use` changes the one value: every comment, the one beside it too, and
+    /// the layout stay as written.
+    #[test]
+    fn choosing_a_context_keeps_the_files_comments() {
+        let dir = tempfile::tempdir().expect("dir");
+        let path = dir.path().join("config.toml");
+        let written = "# my runtimes\ncurrent_context = \"a\"  # the usual one\n\n[contexts.a]\ndb = \"a.db\" # lab\n\n[contexts.b]\ndb = \"b.db\"\n";
+        std::fs::write(&path, written).expect("config");
+        let mut config = parse(&path, written).expect("valid");
+        config.set_current("b").expect("use b");
+        assert_eq!(
+            std::fs::read_to_string(&path).expect("read"),
+            written.replace("= \"a\"  #", "= \"b\"  #")
+        );
+        // A file without the key gets it, before its tables.
+        let bare = "[contexts.a]\ndb = \"a.db\"\n";
+        std::fs::write(&path, bare).expect("config");
+        let mut config = parse(&path, bare).expect("valid");
+        config.set_current("a").expect("use a");
+        let now = std::fs::read_to_string(&path).expect("read");
+        assert_eq!(now, format!("current_context = \"a\"\n{bare}"));
+        assert_eq!(
+            parse(&path, &now).expect("valid").current.as_deref(),
+            Some("a")
+        );
     }
 
     fn parsed(text: &str) -> Result<Config, String> {
