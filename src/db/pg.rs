@@ -507,34 +507,27 @@ fn no_host_of_kind(asked: postgres::config::TargetSessionAttrs) -> String {
 /// does not say which file.
 fn on_sockets(err: &postgres::Error, config: &postgres::Config) -> String {
     let said = said(err);
-    let mut source = std::error::Error::source(err);
-    let unreached = loop {
-        match source {
-            Some(cause) if cause.is::<std::io::Error>() => break true,
-            Some(cause) => source = cause.source(),
-            None => break false,
-        }
-    };
-    let hosts = config.get_hosts();
-    if !unreached {
-        return said;
-    }
-    let sockets: Vec<String> = hosts
+    let unreached = std::iter::successors(std::error::Error::source(err), |cause| cause.source())
+        .any(|cause| cause.is::<std::io::Error>());
+    let ports = config.get_ports();
+    let sockets: Option<Vec<String>> = config
+        .get_hosts()
         .iter()
         .enumerate()
-        .filter_map(|(at, host)| match host {
+        .map(|(at, host)| match host {
             postgres::config::Host::Unix(dir) => {
-                let ports = config.get_ports();
                 let port = ports.get(at).or(ports.first()).copied().unwrap_or(5432);
                 Some(socket_path(dir, port).display().to_string())
             }
             postgres::config::Host::Tcp(_) => None,
         })
         .collect();
-    if sockets.is_empty() || sockets.len() < hosts.len() {
-        return said;
+    match sockets {
+        Some(sockets) if unreached && !sockets.is_empty() => {
+            format!("socket {}: {said}", sockets.join(", "))
+        }
+        _ => said,
     }
-    format!("socket {}: {said}", sockets.join(", "))
 }
 
 impl OpenError {

@@ -47,10 +47,11 @@ fn copy_store(global: &Invocation, args: CopyArgs) -> CliResult {
             crate::render::sanitize::clean(&args.to)
         )));
     };
-    if pg::is_url(&args.from.to_string_lossy()) {
+    let from = args.from.to_string_lossy();
+    if pg::is_url(&from) {
         return Err(CliError::usage(format!(
             "--from {}: a SQLite store file; store copy moves one into PostgreSQL, and a database is copied into another with pg_dump",
-            pg::shown(&args.from.to_string_lossy())
+            pg::shown(&from)
         )));
     }
     let copied = copy::copy(&args.from, &target).map_err(copy_error)?;
