@@ -75,8 +75,8 @@ fn main() -> anyhow::Result<()> {
         support::RUNS
     );
     // The log's first megabyte, in whole lines: what reconcile costs with a log beside the
-    // history, whatever the log's size (the first pass over the histories that finds the
-    // Message-IDs to look for, and the answers drawn from what was found).
+    // history, whatever the log's size (finding what to look for: the window's starts by
+    // the index of kinds by time, and the answers drawn from what was found).
     let head = place.join("mail.head.log");
     {
         let mut bytes = Vec::with_capacity(1 << 20);
@@ -154,7 +154,7 @@ fn main() -> anyhow::Result<()> {
     // log, however fast, takes away.
     let fixed = secs(with_head) - secs(history);
     println!(
-        "    of which with the log's first MB alone {:.2} s = {:.1}x grep (the first pass over the histories and the answers); reading the rest {:.2} s = {:.1}x grep",
+        "    of which with the log's first MB alone {:.2} s = {:.1}x grep (the window's starts and the answers); reading the rest {:.2} s = {:.1}x grep",
         fixed,
         fixed / secs(grep),
         share - fixed,

@@ -440,6 +440,23 @@ impl MessageId {
         matched().is_some()
     }
 
+    /// The notification `text` is the Message-ID of an attempt of, when it is exactly one
+    /// as [`fmt::Display`] writes it (angle brackets, numbers as written), without
+    /// building it: what a relay log is searched for when every attempt of a notification
+    /// is asked about.
+    pub fn notification_of(text: &str) -> Option<&str> {
+        let rest = text.strip_prefix('<')?.strip_suffix('>')?;
+        let rest = rest.strip_suffix(Self::DOMAIN)?.strip_suffix('@')?;
+        let (rest, attempt) = rest.rsplit_once('.')?;
+        let (id, cycle) = rest.rsplit_once('.')?;
+        let as_written = |digits: &str| {
+            digits
+                .parse::<i64>()
+                .is_ok_and(|n| n.to_string().len() == digits.len())
+        };
+        (!id.is_empty() && as_written(cycle) && as_written(attempt)).then_some(id)
+    }
+
     /// Reads `<id.cycle.attempt@uns.local>` (the angle brackets are optional).
     pub fn parse(text: &str) -> Option<Self> {
         let inner = text.trim();
@@ -802,6 +819,29 @@ mod tests {
             "<n-1.+2.13@uns.local>",
         ] {
             assert!(!MessageId::is(other, "n-1", 2, 13), "{other}");
+        }
+    }
+
+    #[test]
+    fn the_notification_of_a_message_id_is_read_only_from_one_as_written() {
+        for (id, cycle, attempt) in [("n-1", 2, 13), ("n-abc.def", 0, 0), ("n.1.2", -1, 7)] {
+            let written = MessageId::new(id, cycle, attempt).to_string();
+            assert_eq!(MessageId::notification_of(&written), Some(id), "{written}");
+        }
+        for other in [
+            "<n-1.2.13@uns.local",
+            "n-1.2.13@uns.local>",
+            "n-1.2.13@uns.local",
+            "<n-1.2.013@uns.local>",
+            "<n-1.2.13@uns.localx>",
+            "<n-1.2.13@xuns.local>",
+            "<n-1.+2.13@uns.local>",
+            "<n-1.2.13 @uns.local>",
+            "<.2.13@uns.local>",
+            "<n-1.13@uns.local>",
+            "<n-1.2.99999999999999999999@uns.local>",
+        ] {
+            assert_eq!(MessageId::notification_of(other), None, "{other}");
         }
     }
 

@@ -804,9 +804,11 @@ pub struct Asked {
     pub limit: Option<usize>,
 }
 
-/// The providers' records, gathered in a first pass over the histories; reconcile each
-/// notification with [`Reconciliation::each`], which reads them again one at a time, so
-/// a window of any size is held in memory only as what the records found.
+/// The providers' records, gathered before the histories are reconciled: from the
+/// window's starts when the relay logs are all there is to read, else in a first pass over
+/// the histories. Reconcile each notification with [`Reconciliation::each`], which reads
+/// the histories one at a time, so a window of any size is held in memory only as what
+/// the records found.
 pub struct Reconciliation {
     pub window: crate::store::Window,
     pub records: Records,
@@ -823,7 +825,17 @@ impl Reconciliation {
         sources: crate::verify::Sources,
         now: f64,
     ) -> crate::store::Result<Self> {
-        let records = if records::Needs::wanted(&sources) {
+        // A window's relay logs are searched for every attempt of the notifications
+        // that made its starts, read by the index of kinds by time: the histories are
+        // read once, after, not twice.
+        let window_starts = if records::Needs::relay_logs_alone(&sources) && asked.ids.is_none() {
+            store.window_starts(asked.window)?
+        } else {
+            None
+        };
+        let records = if let Some(starts) = window_starts {
+            Records::gather_for_window(starts, sources)
+        } else if records::Needs::wanted(&sources) {
             let mut needs = records::Needs::default();
             let mut reader = Reader::default();
             // Only the attempts are asked about: the events they are read from suffice.

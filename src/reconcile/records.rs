@@ -19,8 +19,9 @@ pub struct Records {
     slack: Option<Result<slack::Window, String>>,
     incidents: HashMap<String, Result<Vec<pagerduty::Incident>, String>>,
     secrets: crate::redact::Secrets,
-    /// Whether the records were read for a first pass over the histories: an attempt
-    /// that pass did not see started after it.
+    /// Whether the records were read before the histories were walked (for a first
+    /// pass over them, or the window's starts): an attempt that reading did not see
+    /// started after it.
     searched: bool,
 }
 
@@ -39,6 +40,14 @@ impl Needs {
     /// Whether `sources` name any record at all: without one, nothing is collected.
     pub fn wanted(sources: &Sources) -> bool {
         !sources.relay_logs.is_empty() || sources.slack.is_some() || sources.pagerduty.is_some()
+    }
+
+    /// Whether the relay logs are the only records `sources` name: those can be asked
+    /// about every attempt of the window's notifications before a history is read
+    /// ([`Records::gather_for_window`]), where Slack's span needs the leases and
+    /// PagerDuty is asked per notification with an attempt on it.
+    pub fn relay_logs_alone(sources: &Sources) -> bool {
+        !sources.relay_logs.is_empty() && sources.slack.is_none() && sources.pagerduty.is_none()
     }
 
     /// The events a history must be read with for [`Needs::add`]: the attempts', and
@@ -139,6 +148,15 @@ impl Records {
         records
     }
 
+    /// Reads the relay logs, the only records `sources` name, for every attempt of the
+    /// notifications that made the window's `starts`: no history need be read first.
+    pub fn gather_for_window(starts: crate::store::WindowStarts, sources: Sources) -> Self {
+        let mut records = Self::none(sources);
+        records.logs = Logs::read_for_window(starts.notifications, starts.at, &records.sources);
+        records.searched = true;
+        records
+    }
+
     /// Records already read: Slack's window and PagerDuty's incidents by key (tests).
     #[cfg(test)]
     pub fn read_already(
@@ -164,13 +182,15 @@ impl Records {
 
     /// The relay log's word on `message_id`, sent by `attempt`; None without a log.
     pub fn relay(&self, message_id: &str, attempt: &Attempt, now: f64) -> Option<RelayWord> {
-        let Some(findings) = self.logs.as_ref()?.for_message(message_id) else {
-            return Some(RelayWord {
-                committed: Vec::new(),
-                outcome: verify::Delivery::CannotTell,
-                text: "the attempt started after the relay log was searched: reconcile again"
-                    .into(),
-            });
+        let findings = match self.logs.as_ref()?.for_message(message_id, attempt.started) {
+            Ok(findings) => findings,
+            Err(unsearched) => {
+                return Some(RelayWord {
+                    committed: Vec::new(),
+                    outcome: verify::Delivery::CannotTell,
+                    text: unsearched.to_string(),
+                });
+            }
         };
         let window = (
             attempt.started - self.sources.skew,

@@ -680,3 +680,226 @@ fn the_first_walk_reads_the_attempts_events_alone_and_asks_the_same() {
         stores.len()
     );
 }
+
+/// The notifications a walk of `window` reads from `store`, with each EMAIL attempt:
+/// when it started and its Message-ID.
+fn walked(
+    store: &dyn crate::store::Store,
+    window: crate::store::Window,
+) -> Vec<(String, Vec<(f64, String)>)> {
+    let asked = super::Asked {
+        window,
+        ..super::Asked::default()
+    };
+    let mut reader = crate::history::Reader::default();
+    let mut walked = Vec::new();
+    super::walk(
+        store,
+        &asked,
+        crate::store::Events::All,
+        &mut |row, stored| {
+            let observed = stored.iter().map(crate::store::StoredEvent::observed);
+            let history = reader.read_history(row, observed);
+            let email = history
+                .by_channel
+                .get(&Channel::Email)
+                .map(|part| {
+                    part.attempts
+                        .iter()
+                        .filter(|a| a.attempt >= 0)
+                        .map(|a| {
+                            let id = crate::model::MessageId::new(&history.id, a.cycle, a.attempt);
+                            (a.started, id.to_string())
+                        })
+                        .collect()
+                })
+                .unwrap_or_default();
+            walked.push((history.id.clone(), email));
+            Ok(())
+        },
+    )
+    .expect("walk");
+    walked
+}
+
+/// The starts of a window, read by the index of kinds by time, name every notification
+/// the walk of that window reads, so the relay logs searched for their attempts before
+/// any history is read hold every attempt the walk then asks about: on every case of the
+/// fixture, each hostile store, and events whose kind only looks like a start's, over the
+/// whole history and over its later half.
+#[test]
+fn the_starts_of_a_window_name_every_notification_its_walk_reads() {
+    let mut compared = 0;
+    for (name, sql) in &stores_of_every_shape() {
+        let dir = tempfile::tempdir().expect("dir");
+        let db = dir.path().join("uns.db");
+        rusqlite::Connection::open(&db)
+            .expect("store")
+            .execute_batch(sql)
+            .unwrap_or_else(|err| panic!("{name}: {err}"));
+        let store = crate::store::direct::DirectStore::open_read_only(&db)
+            .unwrap_or_else(|err| panic!("{name}: {err}"));
+        let whole = crate::store::Store::window_starts(&store, crate::store::Window::default())
+            .expect("starts")
+            .expect("a store on disk reads them");
+        let mut times = whole.at.clone();
+        times.sort_by(f64::total_cmp);
+        let later = crate::store::Window {
+            since: times.get(times.len() / 2).copied(),
+            until: None,
+        };
+        for window in [crate::store::Window::default(), later] {
+            let starts = crate::store::Store::window_starts(&store, window)
+                .expect("starts")
+                .expect("starts");
+            let wanted = crate::verify::relay_log::Wanted::Notifications(std::sync::Arc::new(
+                starts.notifications.clone(),
+            ));
+            for (id, email) in walked(&store, window) {
+                assert!(starts.notifications.contains(&id), "{name}: {id}");
+                for (_, message_id) in email {
+                    assert!(wanted.contains(&message_id), "{name}: {message_id}");
+                }
+                compared += 1;
+            }
+        }
+    }
+    assert!(compared >= 20, "{compared}");
+}
+
+/// A relay log for every EMAIL attempt of `walked`: the relay's lines a minute apart
+/// over all of them, and the message of every other attempt committed a second after it
+/// started.
+fn relay_log_of(walked: &[(String, Vec<(f64, String)>)], path: &std::path::Path) {
+    let line = |at: f64, program: &str, text: &str| {
+        format!(
+            "{} relay postfix/{program}: {text}\n",
+            crate::clock::rfc3339(at).replace('Z', "+00:00")
+        )
+    };
+    let attempts: Vec<&(f64, String)> = walked.iter().flat_map(|(_, email)| email).collect();
+    let first = attempts.iter().map(|a| a.0).fold(f64::INFINITY, f64::min);
+    let last = attempts
+        .iter()
+        .map(|a| a.0)
+        .fold(f64::NEG_INFINITY, f64::max);
+    let mut lines = Vec::new();
+    let mut at = first - 600.0;
+    while at < last + 7200.0 {
+        lines.push((
+            at,
+            line(at, "anvil[9]", "statistics: max cache size 1 at x"),
+        ));
+        at += 60.0;
+    }
+    for (n, (started, message_id)) in attempts.iter().enumerate().step_by(2) {
+        let (at, queue) = (started + 1.0, format!("4A1B2C3D{n:02X}"));
+        lines.push((at, line(at, "smtpd[1]", "connect from uns[127.0.0.1]")));
+        lines.push((
+            at,
+            line(at, "smtpd[1]", &format!("{queue}: client=uns[127.0.0.1]")),
+        ));
+        lines.push((
+            at,
+            line(
+                at,
+                "cleanup[2]",
+                &format!("{queue}: message-id={message_id}"),
+            ),
+        ));
+        lines.push((
+            at,
+            line(
+                at,
+                "qmgr[3]",
+                &format!("{queue}: from=<uns@uns.local>, size=400, nrcpt=1 (queue active)"),
+            ),
+        ));
+    }
+    lines.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let text: String = lines.into_iter().map(|(_, line)| line).collect();
+    std::fs::write(path, text).expect("log");
+}
+
+/// A window's relay log searched for every attempt of the notifications that made its
+/// starts, before any history is read, answers every notification as the search for the
+/// Message-IDs a first walk collected does, evidence and all.
+#[test]
+fn a_window_searched_before_its_histories_are_read_answers_as_a_first_walk_does() {
+    let dir = tempfile::tempdir().expect("dir");
+    let store = every_case_store(dir.path());
+    let walked = walked(&store, crate::store::Window::default());
+    let log = dir.path().join("maillog");
+    relay_log_of(&walked, &log);
+    let now = walked
+        .iter()
+        .flat_map(|(_, email)| email)
+        .map(|a| a.0)
+        .fold(0.0, f64::max)
+        + 86_400.0;
+    let sources = Sources {
+        relay_logs: vec![log],
+        smtp_from: vec!["uns@uns.local".into()],
+        zone: crate::verify::relay_log::Zone::Fixed(0),
+        ..sources()
+    };
+    let asked = super::Asked::default();
+    let searched_first = super::Reconciliation::read(&store, &asked, sources.clone(), now)
+        .expect("read")
+        .all(&store)
+        .expect("all");
+    let (needs, _) = needs_read_with(&store, &sources, crate::store::Events::All);
+    let walked_first = super::Reconciliation {
+        window: asked.window,
+        records: Records::gather(needs.expect("needs"), sources, now),
+        asked,
+        now,
+    }
+    .all(&store)
+    .expect("all");
+    assert_eq!(searched_first, walked_first);
+    // The log was read, and settled copies: the comparison is not of two empty answers.
+    let by_log = searched_first
+        .iter()
+        .flat_map(|item| &item.evidence)
+        .filter(|e| e.sources.contains(&"relay-log") && !e.queue_ids.is_empty())
+        .count();
+    assert!(by_log >= 1, "{searched_first:#?}");
+}
+
+/// A notification of the window with an attempt far from the window's starts: the log's
+/// stamps without a year were read by the window's time, so that attempt is not answered
+/// from them, and says why; one of a notification the search did not look for says so.
+#[test]
+fn an_attempt_far_from_the_windows_starts_is_not_answered_from_the_log() {
+    let dir = tempfile::tempdir().expect("dir");
+    let log = dir.path().join("maillog");
+    std::fs::write(&log, "").expect("log");
+    let starts = crate::store::WindowStarts {
+        notifications: [ID.to_string()].into_iter().collect(),
+        at: vec![T0],
+    };
+    let sources = Sources {
+        relay_logs: vec![log],
+        ..sources()
+    };
+    let records = Records::gather_for_window(starts, sources);
+    let word = |id: &str, started: f64| {
+        let message_id = crate::model::MessageId::new(id, 0, 1).to_string();
+        let attempt = attempt(0, 1, started, ProviderOutcome::Unknown);
+        records.relay(&message_id, &attempt, NOW).expect("a log")
+    };
+    let far = word(ID, T0 - 40.0 * 86_400.0);
+    assert_eq!(far.outcome, crate::verify::Delivery::CannotTell);
+    assert!(far.text.contains("more than 30 days"), "{}", far.text);
+    let near = word(ID, T0 - 20.0 * 86_400.0);
+    assert!(!near.text.contains("30 days"), "{}", near.text);
+    assert!(!near.text.contains("searched"), "{}", near.text);
+    let other = word("n-0002", T0);
+    assert_eq!(other.outcome, crate::verify::Delivery::CannotTell);
+    assert!(
+        other.text.contains("after the relay log was searched"),
+        "{}",
+        other.text
+    );
+}

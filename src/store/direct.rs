@@ -348,6 +348,10 @@ impl Store for DirectStore {
         )
     }
 
+    fn window_starts(&self, window: super::Window) -> Result<Option<super::WindowStarts>> {
+        super::walk::window_starts(&self.db(), window).map(Some)
+    }
+
     fn each_triaged(&self, selection: &Selection, visit: &mut super::Visit<'_>) -> Result<()> {
         super::walk::each_triaged(&self.db(), selection, &mut super::keeping(selection, visit))
     }

@@ -8,7 +8,7 @@ pub mod selection;
 mod walk;
 
 pub use selection::{Events, Rows, Selection, Window};
-pub use walk::postgres_reads;
+pub use walk::{WindowStarts, postgres_reads};
 
 use crate::api::{ActionRequest, ActionResponse, DlqPage, EventsResponse, NotificationDoc};
 use crate::model::{Kind, Notification};
@@ -288,6 +288,15 @@ pub trait Store {
         events: Events<'_>,
         visit: &mut EntryVisit<'_>,
     ) -> Result<()>;
+
+    /// Every attempt started in `window`, by the index of kinds by time: the notifications
+    /// that made one (all that [`Store::each_attempted`] may walk in it, before its
+    /// selection narrows them) and when each started. None from a backend that cannot
+    /// read them apart from the histories (the API).
+    fn window_starts(&self, window: Window) -> Result<Option<WindowStarts>> {
+        let _ = window;
+        Ok(None)
+    }
 
     /// Asks the providers' own records about the UNCERTAIN attempts of these entries
     /// (DESIGN §7), here, with `sources`, over the history the backend supplies.

@@ -418,6 +418,24 @@ pub struct Window {
 }
 
 impl Window {
+    /// The condition on `uns_events a` that keeps the starts of attempts made in the
+    /// window, after a condition on its kind, and its parameters: one rule for the walk
+    /// of [`Rows::Attempted`] and for [`crate::store::Store::window_starts`].
+    pub fn starts_sql(&self) -> (String, Vec<rusqlite::types::Value>) {
+        use rusqlite::types::Value;
+        let mut sql = String::new();
+        let mut params = Vec::new();
+        if let Some(since) = self.since {
+            sql.push_str(" AND a.at >= ?");
+            params.push(Value::Real(since));
+        }
+        if let Some(until) = self.until {
+            sql.push_str(" AND a.at < ?");
+            params.push(Value::Real(until));
+        }
+        (sql, params)
+    }
+
     /// An open end keeps no rule; two ends keep [`crate::clock::ordered`].
     pub fn check(&self) -> Result<(), String> {
         match (self.since, self.until) {
@@ -534,7 +552,6 @@ impl Rows<'_> {
         dialect: Dialect,
         attempts: Attempts,
     ) -> (String, Vec<rusqlite::types::Value>) {
-        use rusqlite::types::Value;
         match self {
             Rows::Dlq(selection) => {
                 let (filter, params) = selection.dlq_sql(dialect);
@@ -542,7 +559,6 @@ impl Rows<'_> {
             }
             Rows::Attempted { selection, window } => {
                 let (filter, filter_params) = selection.dlq_sql(dialect);
-                let mut params = Vec::new();
                 let mut sql = String::from(match attempts {
                     Attempts::AllAtOnce => {
                         "n.id IN (SELECT a.notification_id FROM uns_events a
@@ -556,14 +572,8 @@ impl Rows<'_> {
                           WHERE a.notification_id = n.id AND +a.kind = 'CHANNEL_ATTEMPT_STARTED'"
                     }
                 });
-                if let Some(since) = window.since {
-                    sql.push_str(" AND a.at >= ?");
-                    params.push(Value::Real(since));
-                }
-                if let Some(until) = window.until {
-                    sql.push_str(" AND a.at < ?");
-                    params.push(Value::Real(until));
-                }
+                let (within, mut params) = window.starts_sql();
+                sql.push_str(&within);
                 sql.push_str(match attempts {
                     Attempts::AllAtOnce => ")",
                     Attempts::RowByRow => " LIMIT 1) IS NOT NULL",

@@ -52,6 +52,38 @@ pub fn each_entry(
     })
 }
 
+/// The attempts started in a window, read apart from the histories that made them.
+#[derive(Debug, Default, PartialEq)]
+pub struct WindowStarts {
+    /// The notifications that made one, their ids read as the walk reads them.
+    pub notifications: std::collections::HashSet<String, foldhash::fast::RandomState>,
+    /// When each started (a start whose time cannot be read is left out).
+    pub at: Vec<f64>,
+}
+
+/// Every attempt started in `window`, as [`Rows::Attempted`] finds them (the same
+/// condition), by the index of kinds by time: a cost of the window's starts alone.
+pub fn window_starts(conn: &Db<'_>, window: super::Window) -> Result<WindowStarts> {
+    let (within, params) = window.starts_sql();
+    let mut starts = WindowStarts::default();
+    conn.each(
+        &format!(
+            "SELECT a.notification_id, a.at FROM uns_events a
+             WHERE a.kind = 'CHANNEL_ATTEMPT_STARTED'{within}"
+        ),
+        &params,
+        &mut |row| {
+            let mut cells = crate::db::value::Cells::new(row);
+            if let Some(id) = cells.text(0, "notification_id") {
+                starts.notifications.insert(id);
+            }
+            starts.at.extend(cells.real(1, "at"));
+            Ok(())
+        },
+    )?;
+    Ok(starts)
+}
+
 /// Reads `rows` with `events` on this thread and hands each batch to `decode` on another.
 fn walk(
     conn: &Db<'_>,

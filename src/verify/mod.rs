@@ -244,7 +244,52 @@ const YEAR_CLUSTER: f64 = 30.0 * 86_400.0;
 
 /// The relay logs read once per cluster of attempts close in time.
 pub(crate) struct Logs {
-    passes: Vec<(HashSet<String>, relay_log::Findings)>,
+    passes: Vec<Pass>,
+}
+
+/// One reading of the relay logs: what it looked for, the instant its yearless stamps
+/// were read nearest, and what it found.
+struct Pass {
+    wanted: relay_log::Wanted,
+    near: f64,
+    findings: relay_log::Findings,
+}
+
+/// Why the logs hold no findings for a Message-ID.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Unsearched {
+    /// No pass looked for it: its notification's attempts began after the search.
+    After,
+    /// Passes looked for it, each reading yearless stamps nearest an instant more than
+    /// [`YEAR_CLUSTER`] from when the attempt started.
+    FarFromTheWindow,
+}
+
+impl std::fmt::Display for Unsearched {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::After => "the attempt started after the relay log was searched: reconcile again",
+            Self::FarFromTheWindow => {
+                "the attempt started more than 30 days from the window's attempts, whose time the relay log's stamps without a year were read by: reconcile a window that holds it (--since, --until)"
+            }
+        })
+    }
+}
+
+/// `items` in order of when each started, cut where one starts more than
+/// [`YEAR_CLUSTER`] after the first of its cluster.
+fn clusters<T>(mut items: Vec<T>, started: impl Fn(&T) -> f64) -> Vec<Vec<T>> {
+    items.sort_by(|a, b| started(a).total_cmp(&started(b)));
+    let mut clusters: Vec<Vec<T>> = Vec::new();
+    for item in items {
+        match clusters.last_mut() {
+            Some(cluster) if started(&item) - started(&cluster[0]) <= YEAR_CLUSTER => {
+                cluster.push(item);
+            }
+            _ => clusters.push(vec![item]),
+        }
+    }
+    clusters
 }
 
 impl Logs {
@@ -260,34 +305,55 @@ impl Logs {
 
     /// One pass over the logs per cluster of `attempts` (when each started, and its
     /// Message-ID); None without logs or attempts.
-    pub(crate) fn read_for(mut attempts: Vec<(f64, &str)>, sources: &Sources) -> Option<Self> {
+    pub(crate) fn read_for(attempts: Vec<(f64, &str)>, sources: &Sources) -> Option<Self> {
         if attempts.is_empty() || sources.relay_logs.is_empty() {
             return None;
         }
-        attempts.sort_by(|a, b| a.0.total_cmp(&b.0));
-        let mut clusters: Vec<Vec<(f64, &str)>> = Vec::new();
-        for attempt in attempts {
-            match clusters.last_mut() {
-                Some(cluster) if attempt.0 - cluster[0].0 <= YEAR_CLUSTER => cluster.push(attempt),
-                _ => clusters.push(vec![attempt]),
-            }
-        }
-        let passes = clusters
+        let passes = clusters(attempts, |a| a.0)
             .into_iter()
             .map(|cluster| {
                 let near = cluster[cluster.len() / 2].0;
                 let wanted: HashSet<String> = cluster.iter().map(|a| a.1.to_string()).collect();
-                let options = relay_log::Options {
-                    zone: sources.zone.clone(),
-                    near,
-                    max_gap: sources.max_log_gap,
-                    names: sources.syslog_names.clone(),
-                };
-                let findings = relay_log::search(&sources.relay_logs, &wanted, options);
-                (wanted, findings)
+                Self::pass((&wanted).into(), near, sources)
             })
             .collect();
         Some(Self { passes })
+    }
+
+    /// One pass over the logs per cluster of the attempts started in a window (`starts`),
+    /// each for every Message-ID of an attempt of the `notifications` that made them:
+    /// what a reconciliation asks before it reads their histories, so that it reads them
+    /// once. None without logs or starts.
+    pub(crate) fn read_for_window(
+        notifications: HashSet<String, foldhash::fast::RandomState>,
+        starts: Vec<f64>,
+        sources: &Sources,
+    ) -> Option<Self> {
+        let starts: Vec<f64> = starts.into_iter().filter(|at| at.is_finite()).collect();
+        if starts.is_empty() || sources.relay_logs.is_empty() {
+            return None;
+        }
+        let wanted = relay_log::Wanted::Notifications(std::sync::Arc::new(notifications));
+        let passes = clusters(starts, |at| *at)
+            .into_iter()
+            .map(|cluster| Self::pass(wanted.clone(), cluster[cluster.len() / 2], sources))
+            .collect();
+        Some(Self { passes })
+    }
+
+    fn pass(wanted: relay_log::Wanted, near: f64, sources: &Sources) -> Pass {
+        let options = relay_log::Options {
+            zone: sources.zone.clone(),
+            near,
+            max_gap: sources.max_log_gap,
+            names: sources.syslog_names.clone(),
+        };
+        let findings = relay_log::search(&sources.relay_logs, wanted.clone(), options);
+        Pass {
+            wanted,
+            near,
+            findings,
+        }
     }
 
     /// Every file a pass could not read to its end, and why, once each in the order
@@ -295,7 +361,7 @@ impl Logs {
     /// front, where a mistyped path is seen.
     pub fn problems(&self) -> Vec<String> {
         let mut all: Vec<String> = Vec::new();
-        for problem in self.passes.iter().flat_map(|(_, found)| &found.problems) {
+        for problem in self.passes.iter().flat_map(|pass| &pass.findings.problems) {
             if !all.contains(problem) {
                 all.push(problem.clone());
             }
@@ -303,11 +369,32 @@ impl Logs {
         all
     }
 
-    pub(crate) fn for_message(&self, message_id: &str) -> Option<&relay_log::Findings> {
-        self.passes
+    /// The findings of the pass that looked for `message_id`, sent by an attempt that
+    /// started at `started`: of those that did, the one whose stamps were read nearest
+    /// that time, if within [`YEAR_CLUSTER`] of it.
+    pub(crate) fn for_message(
+        &self,
+        message_id: &str,
+        started: f64,
+    ) -> Result<&relay_log::Findings, Unsearched> {
+        let mut looked = self
+            .passes
             .iter()
-            .find(|(wanted, _)| wanted.contains(message_id))
-            .map(|(_, findings)| findings)
+            .filter(|pass| pass.wanted.contains(message_id))
+            .peekable();
+        looked.peek().ok_or(Unsearched::After)?;
+        looked
+            .filter(|pass| match pass.wanted {
+                relay_log::Wanted::Ids(_) => true,
+                relay_log::Wanted::Notifications(_) => (started - pass.near).abs() <= YEAR_CLUSTER,
+            })
+            .min_by(|a, b| {
+                (started - a.near)
+                    .abs()
+                    .total_cmp(&(started - b.near).abs())
+            })
+            .map(|pass| &pass.findings)
+            .ok_or(Unsearched::FarFromTheWindow)
     }
 }
 
@@ -504,7 +591,8 @@ fn email(
     now: f64,
 ) -> Answer {
     let message_id = attempt.message_id.clone().unwrap_or_default();
-    let (answer, evidence) = match logs.and_then(|l| l.for_message(&message_id)) {
+    let found = logs.and_then(|l| l.for_message(&message_id, attempt.started).ok());
+    let (answer, evidence) = match found {
         None => (
             Delivery::CannotTell,
             "no relay log to read (give one with --relay-log PATH)".to_string(),

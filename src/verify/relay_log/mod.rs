@@ -378,7 +378,7 @@ impl Findings {
 
 /// Reads every file once, in the order of their first lines, looking for the `wanted`
 /// Message-IDs, with the blocks of each file taken apart on every core.
-pub fn search(paths: &[PathBuf], wanted: &HashSet<String>, options: Options) -> Findings {
+pub fn search(paths: &[PathBuf], wanted: impl Into<Wanted>, options: Options) -> Findings {
     search_with(paths, wanted, options, Reading::default())
 }
 
@@ -416,12 +416,11 @@ pub(crate) fn first_line_read_otherwise_after_the_others(
 /// the same however the reading is cut.
 pub fn search_with(
     paths: &[PathBuf],
-    wanted: &HashSet<String>,
+    wanted: impl Into<Wanted>,
     options: Options,
     reading: Reading,
 ) -> Findings {
-    // Asked once per message-id line: hashed the fast way, with a seed of its own.
-    let wanted: Wanted = wanted.iter().cloned().collect();
+    let wanted: Wanted = wanted.into();
     let mut scan = Scan::new(&wanted, options, reading);
     let clock = clock::Clock::new(&scan.zone, scan.near);
     let mut files: Vec<(f64, &PathBuf)> = Vec::new();
@@ -502,8 +501,39 @@ fn first_stamp(path: &Path, clock: &clock::Clock) -> std::io::Result<Option<f64>
     Ok(None)
 }
 
-/// The Message-IDs asked about, as a pass looks them up.
-pub(super) type Wanted = HashSet<String, foldhash::fast::RandomState>;
+/// The Message-IDs a pass looks for. Asked once per message-id line and per mention:
+/// hashed the fast way, with a seed of its own.
+#[derive(Debug, Clone)]
+pub enum Wanted {
+    /// These, exactly.
+    Ids(HashSet<String, foldhash::fast::RandomState>),
+    /// Every one unsctl writes for an attempt of these notifications, whatever its cycle
+    /// and number ([`crate::model::MessageId::notification_of`]): what a reconciliation
+    /// asks before it has read their histories.
+    Notifications(std::sync::Arc<HashSet<String, foldhash::fast::RandomState>>),
+}
+
+impl Default for Wanted {
+    fn default() -> Self {
+        Self::Ids(HashSet::default())
+    }
+}
+
+impl Wanted {
+    pub fn contains(&self, message_id: &str) -> bool {
+        match self {
+            Self::Ids(ids) => ids.contains(message_id),
+            Self::Notifications(ids) => crate::model::MessageId::notification_of(message_id)
+                .is_some_and(|id| ids.contains(id)),
+        }
+    }
+}
+
+impl<S> From<&HashSet<String, S>> for Wanted {
+    fn from(ids: &HashSet<String, S>) -> Self {
+        Self::Ids(ids.iter().cloned().collect())
+    }
+}
 
 /// The maps of a pass, keyed by [`Key`]s whose hash the parsers made (with a seed of
 /// the search's own, so bytes from the log cannot be chosen to collide).
@@ -1117,7 +1147,7 @@ impl<'w> Scan<'w> {
         self.mentions_finder
             .in_line(line)
             .filter_map(|id| std::str::from_utf8(id).ok())
-            .filter(|id| self.wanted.contains(*id))
+            .filter(|id| self.wanted.contains(id))
             .map(str::to_string)
             .collect()
     }
