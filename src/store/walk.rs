@@ -74,8 +74,12 @@ pub fn window_starts(conn: &Db<'_>, window: super::Window) -> Result<WindowStart
         &params,
         &mut |row| {
             let mut cells = crate::db::value::Cells::new(row);
-            if let Some(id) = cells.text(0, "notification_id") {
-                starts.notifications.insert(id);
+            // Most notifications start several attempts: each id is copied once.
+            if !matches!(row.cell(0), Ok(ValueRef::Null)) {
+                let id = cells.text_ref(0, "notification_id");
+                if !starts.notifications.contains(&*id) {
+                    starts.notifications.insert(id.into_owned());
+                }
             }
             starts.at.extend(cells.real(1, "at"));
             Ok(())

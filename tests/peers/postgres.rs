@@ -286,6 +286,21 @@ fn every_runbook_case_reads_the_same_bytes_from_the_file_the_database_and_either
         }
         same_everywhere(&ways, &args, &env);
     }
+    // The relay log alone: the file and the database search it for the window's starts
+    // before a history is read, each API after a first walk over the histories; all four
+    // print the same bytes, the relay log's own word among them.
+    let mut alone = vec!["reconcile", "-o", "json"];
+    alone.extend(window);
+    alone.extend(records);
+    let alone: Value = serde_json::from_slice(&same_everywhere(&ways, &alone, &[])).expect("json");
+    let by_log = alone["notifications"]
+        .as_array()
+        .expect("notifications")
+        .iter()
+        .flat_map(|n| n["evidence"].as_array().cloned().unwrap_or_default())
+        .filter(|e| e["sources"].to_string().contains("relay-log"))
+        .count();
+    assert!(by_log >= 1, "{alone:#}");
     // The database's copy is the file's history, unchanged: every event id and time.
     let dump = |way: &Way| {
         let out = run(&mut way.command(&["events", "--limit", "1000", "-o", "json"]));
