@@ -767,15 +767,14 @@ fn the_starts_of_a_window_name_every_notification_its_walk_reads() {
     assert!(compared >= 20, "{compared}");
 }
 
-/// A relay log for every EMAIL attempt of `walked`: the relay's lines a minute apart
-/// over all of them, and the message of every other attempt committed a second after it
-/// started.
+/// A relay log for every EMAIL attempt of `walked`, in syslog's layout: the relay's lines
+/// a minute apart over all of them, and the message of every other attempt committed a
+/// second after it started.
 fn relay_log_of(walked: &[(String, Vec<(f64, String)>)], path: &std::path::Path) {
+    // Syslog's stamps, which carry no year: each takes the one nearest its pass's time.
     let line = |at: f64, program: &str, text: &str| {
-        format!(
-            "{} relay postfix/{program}: {text}\n",
-            crate::clock::rfc3339(at).replace('Z', "+00:00")
-        )
+        let layout = crate::verify::relay_log::layouts::Layout::CLASSIC;
+        layout.line(at, "relay", &format!("postfix/{program}"), text) + "\n"
     };
     let attempts: Vec<&(f64, String)> = walked.iter().flat_map(|(_, email)| email).collect();
     let first = attempts.iter().map(|a| a.0).fold(f64::INFINITY, f64::min);
@@ -823,12 +822,41 @@ fn relay_log_of(walked: &[(String, Vec<(f64, String)>)], path: &std::path::Path)
 
 /// A window's relay log searched for every attempt of the notifications that made its
 /// starts, before any history is read, answers every notification as the search for the
-/// Message-IDs a first walk collected does, evidence and all.
+/// Message-IDs a first walk collected does, evidence and all: an attempt of one of them
+/// made 100 days before the window too, whose syslog stamps the first walk's search read
+/// in a pass of its own.
 #[test]
 fn a_window_searched_before_its_histories_are_read_answers_as_a_first_walk_does() {
     let dir = tempfile::tempdir().expect("dir");
     let store = every_case_store(dir.path());
-    let walked = walked(&store, crate::store::Window::default());
+    let whole = walked(&store, crate::store::Window::default());
+    let first = whole
+        .iter()
+        .flat_map(|(_, email)| email)
+        .map(|a| a.0)
+        .fold(f64::INFINITY, f64::min);
+    let (early, far) = (&whole[0].0, first - 100.0 * 86_400.0);
+    rusqlite::Connection::open(dir.path().join("uns.db"))
+        .expect("store")
+        .execute(
+            "INSERT INTO uns_events (notification_id, at, kind, payload) VALUES (?1, ?2,
+             'CHANNEL_ATTEMPT_STARTED', json_object('attempt', 1, 'channel', 'EMAIL',
+             'cycle', 0, 'lease_token', 'early', 'smtp_from', 'uns@uns.local'))",
+            rusqlite::params![early, far],
+        )
+        .expect("an early attempt");
+    let window = crate::store::Window {
+        since: Some(first - 1.0),
+        until: None,
+    };
+    let walked = walked(&store, window);
+    assert!(
+        walked
+            .iter()
+            .flat_map(|(_, email)| email)
+            .any(|a| a.0 == far),
+        "{walked:?}"
+    );
     let log = dir.path().join("maillog");
     relay_log_of(&walked, &log);
     let now = walked
@@ -843,7 +871,10 @@ fn a_window_searched_before_its_histories_are_read_answers_as_a_first_walk_does(
         zone: crate::verify::relay_log::Zone::Fixed(0),
         ..sources()
     };
-    let asked = super::Asked::default();
+    let asked = super::Asked {
+        window,
+        ..super::Asked::default()
+    };
     let searched_first = super::Reconciliation::read(&store, &asked, sources.clone(), now)
         .expect("read")
         .all(&store)
@@ -865,6 +896,19 @@ fn a_window_searched_before_its_histories_are_read_answers_as_a_first_walk_does(
         .filter(|e| e.sources.contains(&"relay-log") && !e.queue_ids.is_empty())
         .count();
     assert!(by_log >= 1, "{searched_first:#?}");
+    // The early attempt was answered from the log, whose stamps took their own year.
+    let early_word: Vec<&str> = searched_first
+        .iter()
+        .filter(|item| &item.id == early)
+        .flat_map(|item| &item.evidence)
+        .filter(|e| e.cycle == Some(0))
+        .map(|e| e.text.as_str())
+        .collect();
+    assert!(!early_word.is_empty(), "{searched_first:#?}");
+    assert!(
+        early_word.iter().all(|text| !text.contains("150 days")),
+        "{early_word:?}"
+    );
 }
 
 /// A notification of the window with an attempt far from the window's starts: the log's
@@ -889,11 +933,11 @@ fn an_attempt_far_from_the_windows_starts_is_not_answered_from_the_log() {
         let attempt = attempt(0, 1, started, ProviderOutcome::Unknown);
         records.relay(&message_id, &attempt, NOW).expect("a log")
     };
-    let far = word(ID, T0 - 40.0 * 86_400.0);
+    let far = word(ID, T0 - 160.0 * 86_400.0);
     assert_eq!(far.outcome, crate::verify::Delivery::CannotTell);
-    assert!(far.text.contains("more than 30 days"), "{}", far.text);
-    let near = word(ID, T0 - 20.0 * 86_400.0);
-    assert!(!near.text.contains("30 days"), "{}", near.text);
+    assert!(far.text.contains("more than 150 days"), "{}", far.text);
+    let near = word(ID, T0 - 140.0 * 86_400.0);
+    assert!(!near.text.contains("150 days"), "{}", near.text);
     assert!(!near.text.contains("searched"), "{}", near.text);
     let other = word("n-0002", T0);
     assert_eq!(other.outcome, crate::verify::Delivery::CannotTell);

@@ -242,6 +242,11 @@ pub const DEFAULT_MAX_LOG_GAP: f64 = 300.0;
 /// that each syslog stamp takes the year nearest its own attempts.
 const YEAR_CLUSTER: f64 = 30.0 * 86_400.0;
 
+/// How far from the instant a pass read yearless stamps nearest an attempt may have
+/// started and still be answered from that pass: a stamp takes the year that puts it
+/// nearest that instant, which is its own for any line less than half a year from it.
+const YEAR_SAFE: f64 = 150.0 * 86_400.0;
+
 /// The relay logs read once per cluster of attempts close in time.
 pub(crate) struct Logs {
     passes: Vec<Pass>,
@@ -261,7 +266,7 @@ pub(crate) enum Unsearched {
     /// No pass looked for it: its notification's attempts began after the search.
     After,
     /// Passes looked for it, each reading yearless stamps nearest an instant more than
-    /// [`YEAR_CLUSTER`] from when the attempt started.
+    /// [`YEAR_SAFE`] from when the attempt started.
     FarFromTheWindow,
 }
 
@@ -270,7 +275,7 @@ impl std::fmt::Display for Unsearched {
         f.write_str(match self {
             Self::After => "the attempt started after the relay log was searched: reconcile again",
             Self::FarFromTheWindow => {
-                "the attempt started more than 30 days from the window's attempts, whose time the relay log's stamps without a year were read by: reconcile a window that holds it (--since, --until)"
+                "the attempt started more than 150 days from the window's attempts, whose time the relay log's stamps without a year were read by: reconcile a window that holds it (--since, --until)"
             }
         })
     }
@@ -371,7 +376,8 @@ impl Logs {
 
     /// The findings of the pass that looked for `message_id`, sent by an attempt that
     /// started at `started`: of those that did, the one whose stamps were read nearest
-    /// that time, if within [`YEAR_CLUSTER`] of it.
+    /// that time, if within [`YEAR_SAFE`] of it (a pass for exact Message-IDs looked for
+    /// the attempt's own, by its own time).
     pub(crate) fn for_message(
         &self,
         message_id: &str,
@@ -386,7 +392,7 @@ impl Logs {
         looked
             .filter(|pass| match pass.wanted {
                 relay_log::Wanted::Ids(_) => true,
-                relay_log::Wanted::Notifications(_) => (started - pass.near).abs() <= YEAR_CLUSTER,
+                relay_log::Wanted::Notifications(_) => (started - pass.near).abs() <= YEAR_SAFE,
             })
             .min_by(|a, b| {
                 (started - a.near)
