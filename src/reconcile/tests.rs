@@ -615,6 +615,17 @@ fn stores_of_every_shape() -> Vec<(String, String)> {
     stores
 }
 
+/// The store `sql` makes (`name` says which, when it cannot be made), in `dir`.
+fn store_of(name: &str, sql: &str, dir: &std::path::Path) -> crate::store::direct::DirectStore {
+    let db = dir.join("uns.db");
+    rusqlite::Connection::open(&db)
+        .expect("store")
+        .execute_batch(sql)
+        .unwrap_or_else(|err| panic!("{name}: {err}"));
+    crate::store::direct::DirectStore::open_read_only(&db)
+        .unwrap_or_else(|err| panic!("{name}: {err}"))
+}
+
 /// The first walk reads only the events the attempts are read from, and asks the
 /// records exactly what a reading of every event would: on every case of the fixture,
 /// on each hostile store, and with events whose kind only looks like an attempt's.
@@ -643,13 +654,7 @@ fn the_first_walk_reads_the_attempts_events_alone_and_asks_the_same() {
     let mut compared = 0;
     for (name, sql) in &stores {
         let dir = tempfile::tempdir().expect("dir");
-        let db = dir.path().join("uns.db");
-        rusqlite::Connection::open(&db)
-            .expect("store")
-            .execute_batch(sql)
-            .unwrap_or_else(|err| panic!("{name}: {err}"));
-        let store = crate::store::direct::DirectStore::open_read_only(&db)
-            .unwrap_or_else(|err| panic!("{name}: {err}"));
+        let store = store_of(name, sql, dir.path());
         for sources in [&relay_only, &every_record] {
             let crate::store::Events::Kinds(asked) = super::records::Needs::events(sources) else {
                 panic!("the first walk asks for every event");
@@ -732,13 +737,7 @@ fn the_starts_of_a_window_name_every_notification_its_walk_reads() {
     let mut compared = 0;
     for (name, sql) in &stores_of_every_shape() {
         let dir = tempfile::tempdir().expect("dir");
-        let db = dir.path().join("uns.db");
-        rusqlite::Connection::open(&db)
-            .expect("store")
-            .execute_batch(sql)
-            .unwrap_or_else(|err| panic!("{name}: {err}"));
-        let store = crate::store::direct::DirectStore::open_read_only(&db)
-            .unwrap_or_else(|err| panic!("{name}: {err}"));
+        let store = store_of(name, sql, dir.path());
         let whole = crate::store::Store::window_starts(&store, crate::store::Window::default())
             .expect("starts")
             .expect("a store on disk reads them");
