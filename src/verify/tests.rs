@@ -1832,12 +1832,17 @@ mod evidence_holds {
 
     /// Everything a search found, in one order, for comparing two readings of a log.
     fn canonical(found: &relay_log::Findings) -> String {
+        canonical_of(found, |_| true)
+    }
+
+    /// [`canonical`], of the Message-IDs `asked` keeps alone.
+    fn canonical_of(found: &relay_log::Findings, asked: impl Fn(&str) -> bool) -> String {
         let sorted = |map: &std::collections::HashMap<String, Vec<String>>| {
-            let mut all: Vec<_> = map.iter().collect();
+            let mut all: Vec<_> = map.iter().filter(|(id, _)| asked(id)).collect();
             all.sort();
             format!("{all:?}")
         };
-        let mut messages: Vec<_> = found.messages.iter().collect();
+        let mut messages: Vec<_> = found.messages.iter().filter(|(id, _)| asked(id)).collect();
         messages.sort_by(|a, b| a.0.cmp(b.0));
         format!(
             "messages {messages:?}\ncovered {:?}\nlosses {:?}\nmentions {}\nunread {:?}\nholes {:?}\ndamaged {}\nproblems {:?}\norphans {:?} {}\nlines {} bytes {}",
@@ -1853,6 +1858,47 @@ mod evidence_holds {
             found.lines,
             found.bytes
         )
+    }
+
+    /// `files` written in `layout` (damaged lines and all) into `dir`, each gzipped where
+    /// its bit of `zipped` is set.
+    fn written(files: &[Lines], layout: Layout, zipped: u8, dir: &std::path::Path) -> Vec<PathBuf> {
+        files
+            .iter()
+            .enumerate()
+            .map(|(n, lines)| {
+                let path = dir.join(format!("maillog.{n}"));
+                let bytes = damaged(lines, layout);
+                if zipped >> (n % 8) & 1 == 1 {
+                    let file = std::fs::File::create(&path).expect("file");
+                    let mut gz = flate2::write::GzEncoder::new(file, flate2::Compression::fast());
+                    std::io::Write::write_all(&mut gz, &bytes).expect("gzip");
+                    gz.finish().expect("gzip");
+                } else {
+                    std::fs::write(&path, bytes).expect("write");
+                }
+                path
+            })
+            .collect()
+    }
+
+    /// The base logs in the classic layout: the search for every Message-ID of the
+    /// notifications finds the message a search for its Message-ID finds, where there is
+    /// one, so the property above compares what was found, not two empty findings.
+    #[test]
+    fn a_search_for_a_notifications_every_message_finds_its_message() {
+        for kind in [Base::Delivered, Base::Lost] {
+            let dir = tempfile::tempdir().expect("dir");
+            let paths = written(&[base(kind)], CLASSIC, 0, dir.path());
+            let ids: HashSet<String> = [ID.to_string()].into();
+            let notifications = relay_log::Wanted::Notifications(std::sync::Arc::new(
+                ["n-1".to_string()].into_iter().collect(),
+            ));
+            let exact = relay_log::search(&paths, &ids, options(&[]));
+            let every = relay_log::search(&paths, notifications, options(&[]));
+            assert!(!exact.seen(ID).is_empty(), "{kind:?}");
+            assert_eq!(exact.seen(ID), every.seen(ID), "{kind:?}");
+        }
     }
 
     /// How the generated logs are read: in UTC near [`T0`], gaps of five minutes, under
@@ -1882,31 +1928,39 @@ mod evidence_holds {
             threads in 2usize..5,
             zipped in any::<u8>(),
         ) {
-            let files = mutate(kind, family, &seeds);
             let layout = layout(&seeds);
             let dir = tempfile::tempdir().expect("dir");
-            let paths: Vec<PathBuf> = files
-                .iter()
-                .enumerate()
-                .map(|(n, lines)| {
-                    let path = dir.path().join(format!("maillog.{n}"));
-                    let bytes = damaged(lines, layout);
-                    if zipped >> (n % 8) & 1 == 1 {
-                        let file = std::fs::File::create(&path).expect("file");
-                        let mut gz = flate2::write::GzEncoder::new(file, flate2::Compression::fast());
-                        std::io::Write::write_all(&mut gz, &bytes).expect("gzip");
-                        gz.finish().expect("gzip");
-                    } else {
-                        std::fs::write(&path, bytes).expect("write");
-                    }
-                    path
-                })
-                .collect();
+            let paths = written(&mutate(kind, family, &seeds), layout, zipped, dir.path());
             let wanted: HashSet<String> = [ID.to_string(), "<n-9.1.1@uns.local>".to_string()].into();
             let options = options(&[layout.name]);
             let one = relay_log::search_with(&paths, &wanted, options.clone(), relay_log::Reading { threads: 1, block: 1 << 20 });
             let many = relay_log::search_with(&paths, &wanted, options, relay_log::Reading { threads, block });
             prop_assert_eq!(canonical(&one), canonical(&many));
+        }
+
+        /// A search for every Message-ID of a notification's attempts (what reconcile
+        /// reads a window's log with, before its histories) finds, of each Message-ID a
+        /// search for exactly it finds, the same, and the same of the log itself: every
+        /// layout, holes, damaged and cut lines, rotated files, gzip.
+        #[test]
+        fn a_search_for_a_notifications_every_message_finds_what_one_for_its_ids_finds(
+            kind in prop_oneof![Just(Base::Delivered), Just(Base::Lost), Just(Base::Absent)],
+            family in 0u8..9,
+            seeds in prop::collection::vec(any::<u32>(), 1..64),
+            zipped in any::<u8>(),
+        ) {
+            let layout = layout(&seeds);
+            let dir = tempfile::tempdir().expect("dir");
+            let paths = written(&mutate(kind, family, &seeds), layout, zipped, dir.path());
+            let ids: HashSet<String> = [ID.to_string(), "<n-9.1.1@uns.local>".to_string()].into();
+            let notifications = relay_log::Wanted::Notifications(std::sync::Arc::new(
+                ["n-1".to_string(), "n-9".to_string()].into_iter().collect(),
+            ));
+            let options = options(&[layout.name]);
+            let exact = relay_log::search(&paths, &ids, options.clone());
+            let every = relay_log::search(&paths, notifications, options);
+            let asked = |id: &str| ids.contains(id);
+            prop_assert_eq!(canonical_of(&exact, asked), canonical_of(&every, asked));
         }
 
         /// What a parser remembers of the lines before (the last stamp of each layout, the
