@@ -272,12 +272,16 @@ pub(crate) enum Unsearched {
 
 impl std::fmt::Display for Unsearched {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Self::After => "the attempt started after the relay log was searched: reconcile again",
-            Self::FarFromTheWindow => {
-                "the attempt started more than 150 days from the window's attempts, whose time the relay log's stamps without a year were read by: reconcile a window that holds it (--since, --until)"
+        match self {
+            Self::After => {
+                f.write_str("the attempt started after the relay log was searched: reconcile again")
             }
-        })
+            Self::FarFromTheWindow => write!(
+                f,
+                "the attempt started more than {} days from the window's attempts, whose time the relay log's stamps without a year were read by: reconcile a window that holds it (--since, --until)",
+                YEAR_SAFE / 86_400.0
+            ),
+        }
     }
 }
 
