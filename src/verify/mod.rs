@@ -322,8 +322,8 @@ impl Logs {
             .into_iter()
             .map(|cluster| {
                 let near = cluster[cluster.len() / 2].0;
-                let wanted: HashSet<String> = cluster.iter().map(|a| a.1.to_string()).collect();
-                Self::pass((&wanted).into(), near, sources)
+                let wanted = cluster.iter().map(|a| a.1.to_string()).collect();
+                Self::pass(relay_log::Wanted::Ids(wanted), near, sources)
             })
             .collect();
         Some(Self { passes })
@@ -357,7 +357,7 @@ impl Logs {
             max_gap: sources.max_log_gap,
             names: sources.syslog_names.clone(),
         };
-        let findings = relay_log::search(&sources.relay_logs, wanted.clone(), options);
+        let findings = relay_log::search_for(&sources.relay_logs, &wanted, options);
         Pass {
             wanted,
             near,

@@ -420,8 +420,17 @@ pub fn search_with(
     options: Options,
     reading: Reading,
 ) -> Findings {
-    let wanted: Wanted = wanted.into();
-    let mut scan = Scan::new(&wanted, options, reading);
+    search_in(paths, &wanted.into(), options, reading)
+}
+
+/// [`search`] for `wanted` as it is, with no copy of it made: what a caller that keeps
+/// it to look up by afterwards searches with.
+pub(crate) fn search_for(paths: &[PathBuf], wanted: &Wanted, options: Options) -> Findings {
+    search_in(paths, wanted, options, Reading::default())
+}
+
+fn search_in(paths: &[PathBuf], wanted: &Wanted, options: Options, reading: Reading) -> Findings {
+    let mut scan = Scan::new(wanted, options, reading);
     let clock = clock::Clock::new(&scan.zone, scan.near);
     let mut files: Vec<(f64, &PathBuf)> = Vec::new();
     // A file named twice (the same path, or a link to it) is read once: read again, each
