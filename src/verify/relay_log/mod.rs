@@ -962,6 +962,10 @@ impl<'w> Scan<'w> {
     /// followed here in the file's order. While the next block in that order is still
     /// being taken apart, this thread takes apart one waiting its turn instead of sitting
     /// idle: a core left idle here was a fifth of the log's time on two cores.
+    ///
+    /// This thread is one of the `threads` that take blocks apart, so one fewer is
+    /// started: a parser for every core beside it had the cores take turns between three
+    /// busy threads, and the 1 GB benchmark log read in a median 2.3 s against 1.75 s.
     fn read_on_every_core(
         &mut self,
         path: &Path,
@@ -974,7 +978,7 @@ impl<'w> Scan<'w> {
         let blocks = Mutex::new(blocks);
         let (to_follow, parsed) = mpsc::sync_channel::<Parsed>(threads * 2);
         let size = self.reading.block;
-        let parsers: Vec<read::Parser<'w>> = (0..threads).map(|_| self.parser()).collect();
+        let parsers: Vec<read::Parser<'w>> = (1..threads).map(|_| self.parser()).collect();
         let mine = self.parser();
         std::thread::scope(|scope| {
             let reader_out = to_follow.clone();

@@ -20,7 +20,8 @@ pub(super) const MAX_LINE: usize = 64 << 10;
 /// How a search reads its files.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Reading {
-    /// Threads that take blocks apart (1: all of it on the caller's thread).
+    /// Threads that take blocks apart, the caller's among them (1: all of it on the
+    /// caller's thread, which also follows what they find).
     pub threads: usize,
     /// The bytes of a block, about: a block ends at a line end.
     pub block: usize,
