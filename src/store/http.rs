@@ -79,6 +79,15 @@ impl std::io::Read for Answer {
     }
 }
 
+/// Whether `url`'s host is this machine (`localhost` or a loopback address), where no one
+/// on a path between reads what is sent to it: the rule the SMTP login follows.
+fn on_this_machine(url: &reqwest::Url) -> bool {
+    let (Some(host), Some(port)) = (url.host_str(), url.port_or_known_default()) else {
+        return false;
+    };
+    crate::runtime::adapters::email::on_loopback(&format!("{host}:{port}"))
+}
+
 impl HttpStore {
     pub fn new(base_url: &str, key: Option<String>) -> Result<Self> {
         crate::runtime::adapters::init_tls();
@@ -101,10 +110,20 @@ impl HttpStore {
                 crate::redact::origin(trimmed)
             )));
         }
-        let note = (!url.username().is_empty() || url.password().is_some()).then(|| {
-            "note: the user:password part of the API URL is ignored; the key comes from UNS_API_KEY"
-                .to_string()
-        });
+        let mut notes = Vec::new();
+        if !url.username().is_empty() || url.password().is_some() {
+            notes.push(
+                "note: the user:password part of the API URL is ignored; the key comes from UNS_API_KEY"
+                    .to_string(),
+            );
+        }
+        if key.is_some() && url.scheme() == "http" && !on_this_machine(&url) {
+            notes.push(format!(
+                "warning: the API key goes to {} in clear text: anyone on the path can read it and act with it; use https://",
+                crate::redact::origin(url.as_str())
+            ));
+        }
+        let note = (!notes.is_empty()).then(|| notes.join("\n"));
         let _ = url.set_username("");
         let _ = url.set_password(None);
         let base = url.as_str().trim_end_matches('/').to_string();
@@ -940,4 +959,54 @@ fn read_capped(url: &str, mut response: Answer, buffer: &mut Vec<u8>) -> Result<
 
 fn malformed(url: &str, err: &serde_json::Error) -> StoreError {
     StoreError::Other(format!("malformed answer from {url}: {err}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::HttpStore;
+
+    fn warned(url: &str, key: Option<&str>) -> bool {
+        let store = HttpStore::new(url, key.map(str::to_string)).expect("a valid URL");
+        store
+            .note
+            .is_some_and(|note| note.contains("warning: the API key goes to"))
+    }
+
+    #[test]
+    fn a_key_sent_in_clear_text_off_this_machine_is_warned_of() {
+        for url in [
+            "http://10.1.2.3:8080",
+            "http://uns.internal",
+            "http://[2001:db8::1]:8080/",
+            "HTTP://Uns.Internal:80",
+        ] {
+            assert!(warned(url, Some("k-1")), "{url}");
+        }
+        let store = HttpStore::new("http://ops:pw@uns.internal:8080", Some("k-1".into()))
+            .expect("a valid URL");
+        let note = store.note.expect("both notes");
+        assert!(
+            note.contains("user:password part of the API URL is ignored"),
+            "{note}"
+        );
+        assert!(
+            note.contains("goes to http://uns.internal:8080 in clear text") && !note.contains("pw"),
+            "{note}"
+        );
+    }
+
+    #[test]
+    fn no_warning_over_https_on_this_machine_or_without_a_key() {
+        for url in [
+            "https://uns.internal",
+            "http://127.0.0.1:8080",
+            "http://127.8.9.10:1",
+            "http://localhost:8080",
+            "http://[::1]:8080",
+            "http://[::ffff:127.0.0.1]:8080",
+        ] {
+            assert!(!warned(url, Some("k-1")), "{url}");
+        }
+        assert!(!warned("http://10.1.2.3:8080", None));
+    }
 }

@@ -87,7 +87,7 @@ pub fn login_allowed(encrypted: bool, relay: &str) -> Result<(), String> {
 }
 
 /// Whether `relay`'s host is `localhost` or a loopback address, written as an address.
-fn on_loopback(relay: &str) -> bool {
+pub(crate) fn on_loopback(relay: &str) -> bool {
     let host = relay.rsplit_once(':').map_or(relay, |(host, _)| host);
     let host = host
         .strip_prefix('[')
