@@ -38,7 +38,8 @@ pub struct HttpStore {
     client: Client,
     /// Whether a UNS API answered at `base` (checked once, before the first call).
     identified: std::sync::OnceLock<std::result::Result<(), String>>,
-    /// Said once to the operator: credentials found in the URL, and ignored.
+    /// Said once to the operator: credentials found in the URL, and ignored; a key about
+    /// to go to another machine in clear text.
     pub note: Option<String>,
     /// The config context it was opened for, named in every prompt and summary.
     pub context: Option<String>,
