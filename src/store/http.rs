@@ -80,15 +80,6 @@ impl std::io::Read for Answer {
     }
 }
 
-/// Whether `url`'s host is this machine (`localhost` or a loopback address), where no one
-/// on a path between reads what is sent to it: the rule the SMTP login follows.
-fn on_this_machine(url: &reqwest::Url) -> bool {
-    let (Some(host), Some(port)) = (url.host_str(), url.port_or_known_default()) else {
-        return false;
-    };
-    crate::runtime::adapters::email::on_loopback(&format!("{host}:{port}"))
-}
-
 impl HttpStore {
     pub fn new(base_url: &str, key: Option<String>) -> Result<Self> {
         crate::runtime::adapters::init_tls();
@@ -118,7 +109,11 @@ impl HttpStore {
                     .to_string(),
             );
         }
-        if key.is_some() && url.scheme() == "http" && !on_this_machine(&url) {
+        // The rule the SMTP login follows.
+        let on_this_machine = url
+            .host_str()
+            .is_some_and(crate::runtime::adapters::email::is_this_machine);
+        if key.is_some() && url.scheme() == "http" && !on_this_machine {
             notes.push(format!(
                 "warning: the API key goes to {} in clear text: anyone on the path can read it and act with it; use https://",
                 crate::redact::origin(url.as_str())

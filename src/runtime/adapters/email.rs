@@ -86,9 +86,14 @@ pub fn login_allowed(encrypted: bool, relay: &str) -> Result<(), String> {
     ))
 }
 
-/// Whether `relay`'s host is `localhost` or a loopback address, written as an address.
-pub(crate) fn on_loopback(relay: &str) -> bool {
-    let host = relay.rsplit_once(':').map_or(relay, |(host, _)| host);
+/// Whether `relay`'s host (`host:port`) is this machine.
+fn on_loopback(relay: &str) -> bool {
+    is_this_machine(relay.rsplit_once(':').map_or(relay, |(host, _)| host))
+}
+
+/// Whether `host` is `localhost` or a loopback address, written as an address (an IPv6
+/// one in brackets or not): where no one on a path between reads what is sent to it.
+pub(crate) fn is_this_machine(host: &str) -> bool {
     let host = host
         .strip_prefix('[')
         .and_then(|host| host.strip_suffix(']'))
