@@ -1,7 +1,8 @@
 //! The HTTP backend: the runtime's API through reqwest's blocking client.
 //!
-//! GETs are retried on transport errors and 5xx; resolve and replay never are, since a
-//! retried mutation could act twice. The API key is sent, never printed.
+//! GETs are retried on transport errors and 5xx, within one deadline and never after a
+//! server said nothing at all; resolve and replay never are, since a retried mutation
+//! could act twice. The API key is sent, never printed.
 
 use super::{EventQuery, Result, Selection, Store, StoreError, Triaged};
 use crate::api::{
@@ -20,9 +21,13 @@ use std::time::{Duration, Instant};
 const GET_ATTEMPTS: u32 = 3;
 const PAGE_SIZE: usize = 500;
 
-/// How long a request may take, its whole answer read, before the answer is "no answer"
+/// How long a request may take, its tries and its whole answer read, before the answer is
+/// "no answer"
 /// (`--api-timeout`, or a context's `timeout`).
 pub const DEFAULT_DEADLINE: Duration = Duration::from_secs(60);
+
+/// How long a connection to the server may take to open.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The largest answer read from a server; past it the answer is refused, so a server that
 /// streams without end cannot exhaust memory.
@@ -125,7 +130,7 @@ impl HttpStore {
         let base = url.as_str().trim_end_matches('/').to_string();
         let origin = url.origin();
         let client = Client::builder()
-            .connect_timeout(Duration::from_secs(5))
+            .connect_timeout(CONNECT_TIMEOUT)
             .timeout(DEFAULT_DEADLINE)
             .redirect(reqwest::redirect::Policy::custom(move |attempt| {
                 // Another origin's entries would be shown as this store's: never followed.
@@ -166,9 +171,13 @@ impl HttpStore {
 
     /// Sends `request` with the deadline; its answer is read against the same deadline.
     fn send(&self, request: RequestBuilder) -> reqwest::Result<Answer> {
-        let until = Instant::now() + self.deadline;
+        self.send_until(request, Instant::now() + self.deadline)
+    }
+
+    /// Sends `request` to be answered, the answer read, by `until`.
+    fn send_until(&self, request: RequestBuilder, until: Instant) -> reqwest::Result<Answer> {
         request
-            .timeout(self.deadline)
+            .timeout(until.saturating_duration_since(Instant::now()))
             .send()
             .map(|response| Answer {
                 response,
@@ -177,44 +186,62 @@ impl HttpStore {
             })
     }
 
+    /// Sends the GET `request` makes, and again after a pause while the server fails
+    /// (5xx) or cannot be reached; the last answer or failure. One deadline covers every
+    /// try: a server that said nothing within it is not asked again, so a hung server
+    /// costs the operator the deadline they set, not that many times over.
+    fn send_tried(
+        &self,
+        request: impl Fn() -> RequestBuilder,
+    ) -> std::result::Result<Answer, reqwest::Error> {
+        let until = Instant::now() + self.deadline;
+        let mut attempt = 0;
+        loop {
+            let answer = self.send_until(request(), until);
+            attempt += 1;
+            let again = match &answer {
+                Ok(response) => response.status().is_server_error(),
+                Err(err) => !err.is_timeout(),
+            };
+            let pause = Duration::from_millis(200 * u64::from(attempt));
+            if !again || attempt == GET_ATTEMPTS || Instant::now() + pause >= until {
+                return answer;
+            }
+            std::thread::sleep(pause);
+        }
+    }
+
+    /// A transport failure of a request to `url`, in the operator's words.
+    fn unreachable(&self, url: &str, err: &reqwest::Error) -> StoreError {
+        unreachable(url, err, self.deadline)
+    }
+
     /// Asks `/healthz` once whether a UNS API answers here, so a wrong URL is reported
     /// as that and not as "not found".
     fn identify(&self) -> Result<()> {
         let answer = self.identified.get_or_init(|| {
             let url = self.url(api::HEALTHZ);
-            let mut last = String::new();
-            for attempt in 0..GET_ATTEMPTS {
-                if attempt > 0 {
-                    std::thread::sleep(Duration::from_millis(200 * u64::from(attempt)));
-                }
-                match self.send(self.client.get(&url)) {
-                    Err(err) => last = unreachable(&url, &err).to_string(),
-                    Ok(response) => {
-                        let status = response.status();
-                        let text = crate::bounded::text_at_most(response, MAX_ERROR_BYTES);
-                        let body: Option<serde_json::Value> = serde_json::from_str(&text).ok();
-                        let service = body.as_ref().and_then(|b| b["service"].as_str());
-                        if service == Some(api::SERVICE) {
-                            return Ok(());
-                        }
-                        last = format!(
-                            "no UNS API at {}: GET {} answered {}{}",
-                            self.base,
-                            api::HEALTHZ,
-                            status.as_u16(),
-                            if body.is_some() {
-                                " with another service's answer"
-                            } else {
-                                ", not a UNS health document"
-                            }
-                        );
-                        if !status.is_server_error() {
-                            break;
-                        }
-                    }
-                }
+            let response = self
+                .send_tried(|| self.client.get(&url))
+                .map_err(|err| self.unreachable(&url, &err).to_string())?;
+            let status = response.status();
+            let text = crate::bounded::text_at_most(response, MAX_ERROR_BYTES);
+            let body: Option<serde_json::Value> = serde_json::from_str(&text).ok();
+            let service = body.as_ref().and_then(|b| b["service"].as_str());
+            if service == Some(api::SERVICE) {
+                return Ok(());
             }
-            Err(last)
+            Err(format!(
+                "no UNS API at {}: GET {} answered {}{}",
+                self.base,
+                api::HEALTHZ,
+                status.as_u16(),
+                if body.is_some() {
+                    " with another service's answer"
+                } else {
+                    ", not a UNS health document"
+                }
+            ))
         });
         answer.clone().map_err(StoreError::Unavailable)
     }
@@ -225,7 +252,7 @@ impl HttpStore {
         let url = self.url(api::NOTIFICATIONS);
         match self.send(self.authorized(self.client.post(&url).json(request))) {
             Ok(response) => self.decode(&url, response),
-            Err(err) => Err(unreachable(&url, &err)),
+            Err(err) => Err(self.unreachable(&url, &err)),
         }
     }
 
@@ -250,20 +277,13 @@ impl HttpStore {
     fn send_get(&self, path: &str, query: &[(&str, String)]) -> Result<(String, Answer)> {
         self.identify()?;
         let url = self.url(path);
-        let mut last_error = None;
-        for attempt in 0..GET_ATTEMPTS {
-            if attempt > 0 {
-                std::thread::sleep(Duration::from_millis(200 * u64::from(attempt)));
+        match self.send_tried(|| self.authorized(self.client.get(&url).query(query))) {
+            Ok(response) if response.status().is_server_error() => {
+                Err(self.failure(&url, response))
             }
-            match self.send(self.authorized(self.client.get(&url).query(query))) {
-                Ok(response) if response.status().is_server_error() => {
-                    last_error = Some(self.failure(&url, response));
-                }
-                Ok(response) => return Ok((url, response)),
-                Err(err) => last_error = Some(unreachable(&url, &err)),
-            }
+            Ok(response) => Ok((url, response)),
+            Err(err) => Err(self.unreachable(&url, &err)),
         }
-        Err(last_error.unwrap_or_else(|| StoreError::Unavailable(format!("cannot reach {url}"))))
     }
 
     /// Every page of `path` (a route in the DLQ page's shape) with `query`, the next page
@@ -396,7 +416,7 @@ impl HttpStore {
         self.identify()?;
         match self.send(self.authorized(request)) {
             Ok(response) => self.decode(url, response),
-            Err(err) => Err(unreachable(url, &err)),
+            Err(err) => Err(self.unreachable(url, &err)),
         }
     }
 
@@ -552,8 +572,9 @@ fn at_once<T: Sync, R: Send + Sync>(
         .collect()
 }
 
-/// A transport failure, explained by its cause rather than by the HTTP client's words.
-fn unreachable(url: &str, err: &reqwest::Error) -> StoreError {
+/// A transport failure, explained by its cause rather than by the HTTP client's words;
+/// `deadline` is what a request was given.
+fn unreachable(url: &str, err: &reqwest::Error, deadline: Duration) -> StoreError {
     let mut chain = err.to_string();
     let mut source = std::error::Error::source(err);
     while let Some(cause) = source {
@@ -591,8 +612,16 @@ fn unreachable(url: &str, err: &reqwest::Error) -> StoreError {
             "{place}: the server's TLS certificate is not trusted ({})",
             last_cause(&chain)
         )
+    } else if err.is_timeout() && err.is_connect() {
+        format!(
+            "cannot connect to {place}: no answer to the connection within {} s",
+            CONNECT_TIMEOUT.as_secs_f64().min(deadline.as_secs_f64())
+        )
     } else if err.is_timeout() {
-        format!("no answer from {url} within its deadline")
+        format!(
+            "no answer from {url} within the {} s deadline (--api-timeout), so it was not asked again",
+            deadline.as_secs_f64()
+        )
     } else if lower.contains("connection refused") {
         format!(
             "cannot connect to {place}: connection refused; is `unsctl runtime serve` running there?"

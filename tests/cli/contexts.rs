@@ -724,6 +724,70 @@ fn a_server_that_repeats_its_page_is_not_paged_for_ever() {
     );
 }
 
+/// A server that takes every request and never answers it, counting them; a UNS API as
+/// far as `/healthz` goes when `healthy`, so the requests counted are those past it.
+fn silent_api(healthy: bool) -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let asked = std::sync::Arc::new(AtomicUsize::new(0));
+    let counted = asked.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            let counted = counted.clone();
+            std::thread::spawn(move || {
+                use std::io::{Read, Write};
+                let mut stream = stream;
+                let mut buffer = [0u8; 4096];
+                let n = stream.read(&mut buffer).unwrap_or(0);
+                if healthy && buffer[..n].starts_with(b"GET /healthz") {
+                    let body = r#"{"service":"uns-runtime","status":"ok"}"#;
+                    let _ = write!(
+                        stream,
+                        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                        body.len()
+                    );
+                    return;
+                }
+                counted.fetch_add(1, Ordering::SeqCst);
+                // Held open, unanswered, until the client gives up.
+                while stream.read(&mut buffer).is_ok_and(|n| n > 0) {}
+            });
+        }
+    });
+    (format!("http://{addr}"), asked)
+}
+
+/// A server that takes a request and never answers costs the deadline the operator set,
+/// once: the request is not sent again (each try would wait as long), and the error says
+/// which deadline ran out and how to set another. Before, a hung server held a command
+/// for three deadlines at its health check alone (three minutes by default).
+#[test]
+fn a_server_that_never_answers_is_asked_once_within_the_deadline() {
+    for healthy in [false, true] {
+        let (url, asked) = silent_api(healthy);
+        let out = support::unsctl()
+            .args(["--api", &url, "--api-timeout", "1s", "dlq", "list"])
+            .env("UNS_API_KEY", "key-of-nobody-0123456789")
+            .stdin(Stdio::null())
+            .output()
+            .expect("unsctl");
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{stderr}");
+        assert!(
+            stderr.contains("within the 1 s deadline (--api-timeout), so it was not asked again"),
+            "{stderr}"
+        );
+        let route = if healthy { "/api/v1/dlq" } else { "/healthz" };
+        assert!(stderr.contains(route), "{stderr}");
+        assert_eq!(
+            asked.load(std::sync::atomic::Ordering::SeqCst),
+            1,
+            "healthy {healthy}: {stderr}"
+        );
+    }
+}
+
 /// unsctl with `config` as its config file and no store named by the environment.
 fn with_config(config: &Path, args: &[&str]) -> Output {
     support::unsctl()
