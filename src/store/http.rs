@@ -22,8 +22,7 @@ const GET_ATTEMPTS: u32 = 3;
 const PAGE_SIZE: usize = 500;
 
 /// How long a request may take, its tries and its whole answer read, before the answer is
-/// "no answer"
-/// (`--api-timeout`, or a context's `timeout`).
+/// "no answer" (`--api-timeout`, or a context's `timeout`).
 pub const DEFAULT_DEADLINE: Duration = Duration::from_secs(60);
 
 /// How long a connection to the server may take to open.
