@@ -419,6 +419,25 @@ fn without_password(url: &str) -> String {
     }
 }
 
+/// What `connect` made, if it made it within `limit`; None past it. The driver bounds
+/// only the opening of the socket by the connect timeout, not the handshake after it
+/// (TLS, the startup message, authentication), so a server that takes the connection and
+/// never answers would hold the caller for ever: the handshake runs on a thread of its
+/// own, which is left to the server when it gives no answer (the thread holds only that
+/// connection, and a process that gives up on the store soon exits).
+fn within<T: Send + 'static>(
+    limit: std::time::Duration,
+    connect: impl FnOnce() -> T + Send + 'static,
+) -> std::io::Result<Option<T>> {
+    let (made, arrived) = std::sync::mpsc::sync_channel(1);
+    std::thread::Builder::new()
+        .name("pg-connect".into())
+        .spawn(move || {
+            let _ = made.send(connect());
+        })?;
+    Ok(arrived.recv_timeout(limit).ok())
+}
+
 /// Why a database cannot be used as a store.
 #[derive(Debug, thiserror::Error)]
 pub enum OpenError {
@@ -646,10 +665,29 @@ impl PgConn {
         };
         let (config, tls) = target.client_config()?;
         let config = postgres::Config::from(config);
-        let client = match tls {
-            None => config.connect(postgres::NoTls),
-            Some(tls) => config.connect(tls),
-        }
+        let hosts = config.get_hosts().len().max(1) as u32;
+        let limit = config
+            .get_connect_timeout()
+            .copied()
+            .unwrap_or(CONNECT_TIMEOUT)
+            * hosts;
+        // A moment past it, so a socket the driver gave up on is told as the driver tells it.
+        let wait = limit + std::time::Duration::from_millis(500);
+        let connecting = config.clone();
+        let client = within(wait, move || match tls {
+            None => connecting.connect(postgres::NoTls),
+            Some(tls) => connecting.connect(tls),
+        })
+        .map_err(|err| connect(format!("cannot start a thread to connect on: {err}"), false))?
+        .ok_or_else(|| {
+            connect(
+                format!(
+                    "no session opened within {} s: the server took the connection and never finished PostgreSQL's handshake (is it PostgreSQL, and is it answering?); connect_timeout in the URL, or PGCONNECT_TIMEOUT, sets another limit",
+                    limit.as_secs_f64()
+                ),
+                false,
+            )
+        })?
         .map_err(|err| {
             if no_host_of_the_kind_asked(&err) {
                 OpenError::NoHostOfKind {

@@ -531,6 +531,59 @@ fn submit(database: &postgres::Database, n: usize, channels: &str) -> Vec<String
         .collect()
 }
 
+/// A server that takes the connection and never says a word (a hung server, a port that
+/// is not PostgreSQL's): a command and the runtime give up on it once the connect timeout
+/// has passed, with exit 1 and what to check. The driver bounds only the socket's opening
+/// by that timeout, so before, both waited for ever on the handshake.
+#[test]
+fn a_server_that_takes_the_connection_and_never_answers_is_given_up_on() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for stream in listener.incoming().flatten() {
+            held.push(stream);
+        }
+    });
+    let url = format!("postgres://uns@127.0.0.1:{port}/uns?connect_timeout=1");
+    for args in [
+        &["dlq", "list"][..],
+        &[
+            "runtime",
+            "serve",
+            "--no-worker",
+            "--insecure-no-auth",
+            "--listen",
+            "127.0.0.1:0",
+        ],
+    ] {
+        let mut child = support::unsctl()
+            .args(["--db", &url])
+            .args(args)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("unsctl");
+        // Far past the second it was given: a run still going then waits for ever.
+        let stopped = support::wait_for(std::time::Duration::from_secs(60), || {
+            matches!(child.try_wait(), Ok(Some(_)))
+        });
+        if !stopped {
+            let _ = child.kill();
+        }
+        let out = child.wait_with_output().expect("output");
+        let said = String::from_utf8_lossy(&out.stderr);
+        assert!(stopped, "{args:?}: still waiting on the handshake: {said}");
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {said}");
+        assert!(
+            said.contains("no session opened within 1 s")
+                && said.contains("never finished PostgreSQL's handshake"),
+            "{args:?}: {said}"
+        );
+    }
+}
+
 #[test]
 fn bad_databases_are_refused_with_their_exit_code_and_nothing_is_written() {
     let cluster = postgres::cluster();
