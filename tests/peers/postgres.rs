@@ -1184,7 +1184,7 @@ fn two_processes_on_one_database_fence_a_paused_workers_late_writes() {
     let until = support::wall_clock();
     let since = until - 600.0;
     for path in [
-        format!("{}?include_events=true", unsctl::api::DLQ),
+        format!("{}?include=events", unsctl::api::DLQ),
         format!("{}/{victim}", unsctl::api::RUNTIME_NOTIFICATION),
         format!("{}?id_prefix=n-", unsctl::api::RUNTIME_NOTIFICATION),
         format!("{}?limit=1000", unsctl::api::RUNTIME_EVENTS),

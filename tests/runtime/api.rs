@@ -316,6 +316,42 @@ fn the_dlq_pages_with_an_opaque_cursor() {
     let (status, body) = api.get("/api/v1/dlq?error=nothing-like-it&error=HTTP");
     assert_eq!(status, StatusCode::OK, "{body}");
     assert!(!body["entries"].as_array().expect("entries").is_empty());
+    // A filter under a key the route does not read is refused, never left out: the
+    // answer would hold every entry, and a caller acting on each would reach them all.
+    let (status, body) = api.get("/api/v1/dlq?channel=PAGERDUTY");
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["entries"].as_array().map(Vec::len), Some(0), "{body}");
+    for (path, key) in [
+        ("/api/v1/dlq?chanel=PAGERDUTY", "chanel"),
+        ("/api/v1/dlq?limit=5&not_chanel=SLACK", "not_chanel"),
+        ("/api/v1/runtime/events?kind=LEASE_LOST&ids=n-x", "ids"),
+        ("/api/v1/runtime/reconcile?sinse=1h", "sinse"),
+        (
+            "/api/v1/runtime/notifications?id_prefix=n-&channel=EMAIL",
+            "channel",
+        ),
+        ("/api/v1/runtime/stats?windows=60", "windows"),
+        (
+            "/api/v1/runtime/pulse?since=0&until=60&step=60&channel=EMAIL",
+            "channel",
+        ),
+        ("/api/v1/runtime/notes?from=0", "from"),
+    ] {
+        let (status, body) = api.get(path);
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{path}: {body}");
+        let error = body["error"].as_str().unwrap_or_default();
+        assert!(
+            error.contains(&format!("{key:?} is not a query key of this route")),
+            "{path}: {body}"
+        );
+    }
+    let (_, body) = api.get("/api/v1/dlq?chanel=PAGERDUTY");
+    assert!(
+        body["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("channel") && e.contains("not_channel")),
+        "the keys it takes are named: {body}"
+    );
 }
 
 #[test]

@@ -38,7 +38,7 @@ pub(crate) async fn list(
     State(state): State<Arc<AppState>>,
     RawQuery(query): RawQuery,
 ) -> ApiResult<NotesResponse> {
-    let query = Query::parse(&query);
+    let query = Query::parse_for(&query, &[super::query::NOTES])?;
     let time = |name: &str| -> Result<Option<f64>, ApiError> {
         match query.one(name)? {
             None => Ok(None),

@@ -88,7 +88,7 @@ pub(crate) async fn ids_with_prefix(
     State(state): State<Arc<AppState>>,
     RawQuery(query): RawQuery,
 ) -> ApiResult<api::IdsResponse> {
-    let asked: PrefixQuery = Query::parse(&query).typed()?;
+    let asked: PrefixQuery = Query::parse_for(&query, &[super::query::PREFIX])?.typed()?;
     let prefix = asked.id_prefix.filter(|p| !p.is_empty()).ok_or_else(|| {
         ApiError::invalid(format!(
             "id_prefix is required: 1 to {} bytes of the id's start",
@@ -117,7 +117,7 @@ pub(crate) async fn events(
     State(state): State<Arc<AppState>>,
     RawQuery(query): RawQuery,
 ) -> ApiResult<api::EventsResponse> {
-    let query = Query::parse(&query);
+    let query = Query::parse_for(&query, &[super::query::EVENTS, super::query::SELECTION])?;
     let asked: EventsQuery = query.typed()?;
     let kinds = kinds(&query)?;
     let after = match &asked.after {

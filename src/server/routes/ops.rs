@@ -66,7 +66,7 @@ pub(crate) async fn stats(
     State(state): State<Arc<AppState>>,
     RawQuery(query): RawQuery,
 ) -> ApiResult<crate::runtime::queries::Health> {
-    let asked: StatsQuery = Query::parse(&query).typed()?;
+    let asked: StatsQuery = Query::parse_for(&query, &[super::query::STATS])?.typed()?;
     let window = match asked.window {
         None => 900.0,
         Some(value) => value
@@ -105,7 +105,7 @@ pub(crate) async fn pulse(
     State(state): State<Arc<AppState>>,
     RawQuery(query): RawQuery,
 ) -> ApiResult<crate::pulse::Pulse> {
-    let query = Query::parse(&query);
+    let query = Query::parse_for(&query, &[super::query::PULSE])?;
     let number = |name: &str, what: &str| -> Result<f64, ApiError> {
         query
             .one(name)?

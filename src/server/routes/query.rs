@@ -1,5 +1,6 @@
-//! Query strings, read into each route's own struct by serde: unknown keys ignored,
-//! every value a string that the route parses with its own words of refusal. A key a
+//! Query strings, read into each route's own struct by serde: a key the route does not
+//! read is refused ([`Query::parse_for`]), and every value is a string that the route
+//! parses with its own words of refusal. A key a
 //! route takes more than once (`kind`, `include`, the selection's texts and ids) is read
 //! with [`Query::all`]; any other key given twice is refused, as the CLI refuses its flag
 //! twice: `channel=EMAIL&channel=SLACK` says two things, and reading one of them would
@@ -22,6 +23,30 @@ impl Query {
                 .into_owned()
                 .collect(),
         }
+    }
+
+    /// The query of a route that reads only `keys`; any other key is refused. A filter
+    /// whose key is misspelled (`chanel=SLACK`) or unknown to this server would otherwise
+    /// be left out, and the answer would hold more than was asked: a caller that acts on
+    /// every entry of it (a `curl` loop resolving each) would reach entries it never meant.
+    pub(crate) fn parse_for(raw: &Option<String>, keys: &[&[&str]]) -> Result<Self, ApiError> {
+        let query = Self::parse(raw);
+        let known = |key: &str| keys.iter().any(|set| set.contains(&key));
+        if let Some((key, _)) = query.pairs.iter().find(|(key, _)| !known(key)) {
+            let mut taken: Vec<&str> = keys.iter().flat_map(|set| set.iter().copied()).collect();
+            taken.sort_unstable();
+            taken.dedup();
+            return Err(ApiError::invalid(format!(
+                "{:?} is not a query key of this route, which takes {}",
+                crate::render::sanitize::clean(key),
+                if taken.is_empty() {
+                    "none".to_string()
+                } else {
+                    taken.join(", ")
+                }
+            )));
+        }
+        Ok(query)
     }
 
     /// The route's struct, from the keys that take one value; a key that repeats is read
@@ -81,6 +106,40 @@ fn twice(key: &str) -> ApiError {
         crate::render::sanitize::clean(key)
     ))
 }
+
+/// The keys of a selection (DESIGN §5), read by every route that takes one.
+pub(crate) const SELECTION: &[&str] = &[
+    "channel",
+    "error",
+    "since",
+    "until",
+    "not_channel",
+    "not_error",
+    "exclude",
+    "subject",
+    "to",
+];
+
+/// The keys of `GET /api/v1/dlq` beside the selection.
+pub(crate) const DLQ: &[&str] = &["cursor", "limit", "include"];
+
+/// The keys of `GET /api/v1/runtime/reconcile` beside the selection.
+pub(crate) const RECONCILE: &[&str] = &["cursor", "limit", "include", "kind"];
+
+/// The keys of `GET /api/v1/runtime/events` beside the selection.
+pub(crate) const EVENTS: &[&str] = &["after", "limit", "kind"];
+
+/// The keys of `GET /api/v1/runtime/notifications`.
+pub(crate) const PREFIX: &[&str] = &["id_prefix", "dlq", "limit"];
+
+/// The keys of `GET /api/v1/runtime/stats`.
+pub(crate) const STATS: &[&str] = &["window", "until"];
+
+/// The keys of `GET /api/v1/runtime/pulse`.
+pub(crate) const PULSE: &[&str] = &["since", "until", "step"];
+
+/// The keys of `GET /api/v1/runtime/notes`.
+pub(crate) const NOTES: &[&str] = &["since", "until"];
 
 /// Every `kind` given (none: every kind); a name this build does not know is refused.
 pub(crate) fn kinds(query: &Query) -> Result<Vec<crate::model::Kind>, ApiError> {
@@ -150,6 +209,44 @@ pub(crate) struct StatsQuery {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_key_the_route_does_not_read_is_refused_and_its_own_are_taken() {
+        let keys: &[&[&str]] = &[DLQ, SELECTION];
+        let taken = Query::parse_for(&Some("limit=5&channel=email&error=a&error=b".into()), keys)
+            .expect("its own keys");
+        assert_eq!(taken.all("error").collect::<Vec<_>>(), ["a", "b"]);
+        assert!(Query::parse_for(&None, keys).is_ok());
+        for (raw, key) in [
+            ("chanel=email", "\"chanel\""),
+            ("limit=5&Channel=email", "\"Channel\""),
+            ("limit=5&kind=LEASE_LOST", "\"kind\""),
+            ("%1b%5b31m=x", "[31m"),
+        ] {
+            let refused = Query::parse_for(&Some(raw.into()), keys).err().expect(raw);
+            assert_eq!(refused.0, axum::http::StatusCode::BAD_REQUEST, "{raw}");
+            assert!(
+                refused.1.error.contains("is not a query key of this route")
+                    && refused.1.error.contains("not_channel"),
+                "{raw}: {}",
+                refused.1.error
+            );
+            assert!(refused.1.error.contains(key), "{raw}: {}", refused.1.error);
+            assert!(
+                !refused.1.error.contains('\u{1b}'),
+                "{raw}: {}",
+                refused.1.error
+            );
+        }
+        let none = Query::parse_for(&Some("x=1".into()), &[])
+            .err()
+            .expect("no keys");
+        assert!(
+            none.1.error.ends_with("which takes none"),
+            "{}",
+            none.1.error
+        );
+    }
 
     #[test]
     fn a_key_of_one_value_given_twice_is_refused_and_repeated_keys_are_read_whole() {

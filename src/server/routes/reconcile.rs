@@ -16,7 +16,7 @@ pub(crate) async fn page(
     State(state): State<Arc<AppState>>,
     RawQuery(query): RawQuery,
 ) -> Result<Response, ApiError> {
-    let query = Query::parse(&query);
+    let query = Query::parse_for(&query, &[super::query::RECONCILE, super::query::SELECTION])?;
     let asked: DlqQuery = query.typed()?;
     let limit = limit(asked.limit.as_deref(), 100, 1000)?;
     let cursor = asked.cursor;
