@@ -2,6 +2,7 @@
 //! for the ids a command names and for the ones `--exclude` leaves out alike.
 
 use crate::exit::{ExitKind, Failure as CliError, Result as CliResult};
+use crate::store::selection::Excluded;
 use crate::store::{Selection, Store};
 
 /// The shortest id prefix accepted.
@@ -142,36 +143,32 @@ fn exclusions(
         let found = answers.next().ok_or_else(|| {
             crate::store::StoreError::Other(format!("no answer came for --exclude {typed:?}"))
         })??;
-        let id = if found.iter().any(|id| id == typed) {
-            typed.clone()
-        } else {
-            match found.as_slice() {
-                [one] => one.clone(),
-                [] if !every_one_matches => continue,
-                [] => {
-                    return Err(CliError::usage(format!(
-                        "--exclude {}: no {} id starts with it",
-                        clean(typed),
-                        if dlq_only {
-                            "DLQ entry's"
-                        } else {
-                            "notification's"
-                        }
-                    ))
-                    .hint("an exclusion that leaves out nothing is a mistake: check the id"));
-                }
-                many => {
-                    return Err(CliError::usage(format!(
-                        "--exclude {} is ambiguous: it starts {}",
-                        clean(typed),
-                        many.iter()
-                            .take(SHOWN)
-                            .map(|id| clean(id).into_owned())
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    ))
-                    .hint("type more of the id"));
-                }
+        let id = match Excluded::among(typed, &found) {
+            Excluded::Id(id) => id,
+            Excluded::Nothing if !every_one_matches => continue,
+            Excluded::Nothing => {
+                return Err(CliError::usage(format!(
+                    "--exclude {}: no {} id starts with it",
+                    clean(typed),
+                    if dlq_only {
+                        "DLQ entry's"
+                    } else {
+                        "notification's"
+                    }
+                ))
+                .hint("an exclusion that leaves out nothing is a mistake: check the id"));
+            }
+            Excluded::Several(many) => {
+                return Err(CliError::usage(format!(
+                    "--exclude {} is ambiguous: it starts {}",
+                    clean(typed),
+                    many.iter()
+                        .take(SHOWN)
+                        .map(|id| clean(id).into_owned())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ))
+                .hint("type more of the id"));
             }
         };
         if !expanded.contains(&id) {

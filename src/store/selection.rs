@@ -86,6 +86,31 @@ pub const MAX_TEXTS: usize = 32;
 /// The most ids one selection excludes.
 pub const MAX_EXCLUDED: usize = 1000;
 
+/// What an id typed to be left out names, among `found`, the ids that start with it (a
+/// few past one suffice): a whole id names itself, a prefix the one id it starts. The
+/// CLI's `--exclude` and the API's `exclude` read it alike.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Excluded {
+    Id(String),
+    /// No id starts with it: an exclusion that leaves out nothing is a mistake.
+    Nothing,
+    /// Several do.
+    Several(Vec<String>),
+}
+
+impl Excluded {
+    pub fn among(typed: &str, found: &[String]) -> Self {
+        if found.iter().any(|id| id == typed) {
+            return Excluded::Id(typed.to_string());
+        }
+        match found {
+            [one] => Excluded::Id(one.clone()),
+            [] => Excluded::Nothing,
+            many => Excluded::Several(many.to_vec()),
+        }
+    }
+}
+
 impl Selection {
     /// The notifications of `channel` (any, without one) whose error holds one of
     /// `error`'s texts; an empty text selects nothing by itself and is dropped.
@@ -594,5 +619,28 @@ impl Rows<'_> {
                 .replace("n.payload", recipient_only(dialect))
                 .into(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Excluded;
+
+    #[test]
+    fn an_excluded_id_is_itself_or_the_one_it_starts_and_never_none_or_several() {
+        let ids = |list: &[&str]| list.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            Excluded::among("n-ab", &ids(&["n-ab", "n-abc"])),
+            Excluded::Id("n-ab".into())
+        );
+        assert_eq!(
+            Excluded::among("n-a", &ids(&["n-abc"])),
+            Excluded::Id("n-abc".into())
+        );
+        assert_eq!(Excluded::among("n-a", &[]), Excluded::Nothing);
+        assert_eq!(
+            Excluded::among("n-a", &ids(&["n-ab", "n-ac"])),
+            Excluded::Several(ids(&["n-ab", "n-ac"]))
+        );
     }
 }

@@ -345,6 +345,44 @@ fn the_dlq_pages_with_an_opaque_cursor() {
             "{path}: {body}"
         );
     }
+    // `exclude` takes a unique prefix, as --exclude does; one that names no notification,
+    // or several, is refused rather than leaving out nothing.
+    let first = expected[0].clone();
+    let (status, body) = api.get(&format!("/api/v1/dlq?limit=1000&exclude={}", &first[..20]));
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let left: Vec<&str> = body["entries"]
+        .as_array()
+        .expect("entries")
+        .iter()
+        .filter_map(|e| e["id"].as_str())
+        .collect();
+    assert_eq!(left.len(), expected.len() - 1, "{body}");
+    assert!(!left.contains(&first.as_str()), "{body}");
+    for (path, said) in [
+        (
+            "/api/v1/dlq?exclude=n-zzzz".to_string(),
+            "no notification's id starts with it",
+        ),
+        (
+            "/api/v1/dlq?exclude=n-".to_string(),
+            "is ambiguous: it starts n-",
+        ),
+        (
+            "/api/v1/runtime/events?exclude=n-zzzz".to_string(),
+            "no notification's id",
+        ),
+        (
+            "/api/v1/runtime/reconcile?exclude=n-zzzz".to_string(),
+            "no notification's id",
+        ),
+    ] {
+        let (status, body) = api.get(&path);
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{path}: {body}");
+        assert!(
+            body["error"].as_str().is_some_and(|e| e.contains(said)),
+            "{path}: {body}"
+        );
+    }
     let (_, body) = api.get("/api/v1/dlq?chanel=PAGERDUTY");
     assert!(
         body["error"]

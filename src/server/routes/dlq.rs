@@ -31,6 +31,7 @@ pub(crate) async fn page(
     let selection = selection(&state, &asked.selection, &query)?;
     let (json, next) = blocking(&state, move |state| {
         state.read(|conn| {
+            let selection = super::with_exclusions(conn, selection)?;
             crate::store::page::dlq_page_json(
                 conn,
                 &selection,

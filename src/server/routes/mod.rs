@@ -132,6 +132,49 @@ pub(crate) fn selection(
     crate::store::Selection::from_query(&asked, state.clock.now()).map_err(ApiError::invalid)
 }
 
+/// `selection` with each `exclude` expanded from its prefix among the notifications, as
+/// the CLI's `--exclude` is: one that names no notification, or several, is refused,
+/// never passed over. Any notification counts, in the DLQ or not: one that left the DLQ
+/// between a client's pages (notifications are never deleted) must not end its reading.
+pub(crate) fn with_exclusions(
+    db: &crate::db::Db<'_>,
+    mut selection: crate::store::Selection,
+) -> Result<crate::store::Selection, crate::store::StoreError> {
+    use crate::render::sanitize::clean;
+    use crate::store::selection::Excluded;
+    /// The candidates an ambiguous one names.
+    const SHOWN: usize = 10;
+    let mut ids: Vec<String> = Vec::with_capacity(selection.exclude.len());
+    for typed in &selection.exclude {
+        let found = crate::runtime::queries::ids_with_prefix(db, typed, false, SHOWN + 1)?;
+        let id = match Excluded::among(typed, &found) {
+            Excluded::Id(id) => id,
+            Excluded::Nothing => {
+                return Err(crate::store::StoreError::Invalid(format!(
+                    "exclude {}: no notification's id starts with it, and an exclusion that leaves out nothing is a mistake",
+                    clean(typed)
+                )));
+            }
+            Excluded::Several(many) => {
+                return Err(crate::store::StoreError::Invalid(format!(
+                    "exclude {} is ambiguous: it starts {}",
+                    clean(typed),
+                    many.iter()
+                        .take(SHOWN)
+                        .map(|id| clean(id).into_owned())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )));
+            }
+        };
+        if !ids.contains(&id) {
+            ids.push(id);
+        }
+    }
+    selection.exclude = ids;
+    Ok(selection)
+}
+
 /// Answers 408 when a request (its body included) takes longer than the limit.
 pub(crate) async fn request_timeout(
     State(state): State<Arc<AppState>>,

@@ -136,7 +136,13 @@ pub(crate) async fn events(
     };
     Ok(Json(
         blocking(&state, move |state| {
-            state.read(|conn| direct::search_events(conn, &query))
+            state.read(|conn| {
+                let query = crate::store::EventQuery {
+                    selection: super::with_exclusions(conn, query.selection)?,
+                    ..query
+                };
+                direct::search_events(conn, &query)
+            })
         })
         .await?,
     ))

@@ -35,6 +35,7 @@ pub(crate) async fn page(
     };
     let (json, next) = blocking(&state, move |state| {
         state.read(|conn| {
+            let selection = super::with_exclusions(conn, selection)?;
             crate::store::page::page_json(
                 conn,
                 Rows::Attempted {
