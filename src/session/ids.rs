@@ -132,7 +132,6 @@ fn exclusions(
     dlq_only: bool,
     every_one_matches: bool,
 ) -> CliResult<Selection> {
-    use crate::render::sanitize::clean;
     let mut expanded: Vec<String> = Vec::with_capacity(selection.exclude.len());
     let asked: Vec<&str> = selection.exclude.iter().map(String::as_str).collect();
     let mut answers = store
@@ -146,29 +145,20 @@ fn exclusions(
         let id = match Excluded::among(typed, &found) {
             Excluded::Id(id) => id,
             Excluded::Nothing if !every_one_matches => continue,
-            Excluded::Nothing => {
-                return Err(CliError::usage(format!(
-                    "--exclude {}: no {} id starts with it",
-                    clean(typed),
-                    if dlq_only {
-                        "DLQ entry's"
-                    } else {
-                        "notification's"
-                    }
-                ))
-                .hint("an exclusion that leaves out nothing is a mistake: check the id"));
-            }
-            Excluded::Several(many) => {
-                return Err(CliError::usage(format!(
-                    "--exclude {} is ambiguous: it starts {}",
-                    clean(typed),
-                    many.iter()
-                        .take(SHOWN)
-                        .map(|id| clean(id).into_owned())
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                ))
-                .hint("type more of the id"));
+            refused => {
+                let what = if dlq_only {
+                    "DLQ entry's"
+                } else {
+                    "notification's"
+                };
+                let why = refused
+                    .refusal("--exclude", typed, what)
+                    .unwrap_or_default();
+                let hint = match refused {
+                    Excluded::Several(_) => "type more of the id",
+                    _ => "an exclusion that leaves out nothing is a mistake: check the id",
+                };
+                return Err(CliError::usage(why).hint(hint));
             }
         };
         if !expanded.contains(&id) {

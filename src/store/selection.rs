@@ -98,7 +98,32 @@ pub enum Excluded {
     Several(Vec<String>),
 }
 
+/// The candidates a refusal of an ambiguous exclusion names.
+pub const EXCLUDED_SHOWN: usize = 10;
+
 impl Excluded {
+    /// Why `typed`, given as `given` (`--exclude`, `exclude`), leaves nothing out or
+    /// cannot tell what, among the ids `what` names (`DLQ entry's`); None for an id.
+    pub fn refusal(&self, given: &str, typed: &str, what: &str) -> Option<String> {
+        use crate::render::sanitize::clean;
+        match self {
+            Excluded::Id(_) => None,
+            Excluded::Nothing => Some(format!(
+                "{given} {}: no {what} id starts with it",
+                clean(typed)
+            )),
+            Excluded::Several(many) => Some(format!(
+                "{given} {} is ambiguous: it starts {}",
+                clean(typed),
+                many.iter()
+                    .take(EXCLUDED_SHOWN)
+                    .map(|id| clean(id).into_owned())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )),
+        }
+    }
+
     pub fn among(typed: &str, found: &[String]) -> Self {
         if found.iter().any(|id| id == typed) {
             return Excluded::Id(typed.to_string());

@@ -140,30 +140,18 @@ pub(crate) fn with_exclusions(
     db: &crate::db::Db<'_>,
     mut selection: crate::store::Selection,
 ) -> Result<crate::store::Selection, crate::store::StoreError> {
-    use crate::render::sanitize::clean;
-    use crate::store::selection::Excluded;
-    /// The candidates an ambiguous one names.
-    const SHOWN: usize = 10;
+    use crate::store::selection::{EXCLUDED_SHOWN, Excluded};
     let mut ids: Vec<String> = Vec::with_capacity(selection.exclude.len());
     for typed in &selection.exclude {
-        let found = crate::runtime::queries::ids_with_prefix(db, typed, false, SHOWN + 1)?;
+        let found = crate::runtime::queries::ids_with_prefix(db, typed, false, EXCLUDED_SHOWN + 1)?;
         let id = match Excluded::among(typed, &found) {
             Excluded::Id(id) => id,
-            Excluded::Nothing => {
+            refused => {
+                let why = refused
+                    .refusal("exclude", typed, "notification's")
+                    .unwrap_or_default();
                 return Err(crate::store::StoreError::Invalid(format!(
-                    "exclude {}: no notification's id starts with it, and an exclusion that leaves out nothing is a mistake",
-                    clean(typed)
-                )));
-            }
-            Excluded::Several(many) => {
-                return Err(crate::store::StoreError::Invalid(format!(
-                    "exclude {} is ambiguous: it starts {}",
-                    clean(typed),
-                    many.iter()
-                        .take(SHOWN)
-                        .map(|id| clean(id).into_owned())
-                        .collect::<Vec<_>>()
-                        .join(", ")
+                    "{why}: an exclusion must name the one notification it leaves out"
                 )));
             }
         };
