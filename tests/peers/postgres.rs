@@ -531,6 +531,17 @@ fn submit(database: &postgres::Database, n: usize, channels: &str) -> Vec<String
         .collect()
 }
 
+/// `runtime serve` with no worker, open on a port of the kernel's choosing: a start that
+/// must be refused before it serves anything.
+const SERVE_ON_ANY_PORT: &[&str] = &[
+    "runtime",
+    "serve",
+    "--no-worker",
+    "--insecure-no-auth",
+    "--listen",
+    "127.0.0.1:0",
+];
+
 /// A server that takes the connection and never says a word (a hung server, a port that
 /// is not PostgreSQL's): a command and the runtime give up on it once the connect timeout
 /// has passed, with exit 1 and what to check. The driver bounds only the socket's opening
@@ -546,17 +557,7 @@ fn a_server_that_takes_the_connection_and_never_answers_is_given_up_on() {
         }
     });
     let url = format!("postgres://uns@127.0.0.1:{port}/uns?connect_timeout=1");
-    for args in [
-        &["dlq", "list"][..],
-        &[
-            "runtime",
-            "serve",
-            "--no-worker",
-            "--insecure-no-auth",
-            "--listen",
-            "127.0.0.1:0",
-        ],
-    ] {
+    for args in [&["dlq", "list"][..], SERVE_ON_ANY_PORT] {
         let mut child = support::unsctl()
             .args(["--db", &url])
             .args(args)
@@ -593,18 +594,8 @@ fn bad_databases_are_refused_with_their_exit_code_and_nothing_is_written() {
         .client()
         .batch_execute("CREATE TABLE invoices (id BIGINT PRIMARY KEY, total NUMERIC)")
         .expect("another application's table");
-    for args in [
-        vec!["dlq", "triage"],
-        vec![
-            "runtime",
-            "serve",
-            "--no-worker",
-            "--insecure-no-auth",
-            "--listen",
-            "127.0.0.1:0",
-        ],
-    ] {
-        let out = run(&mut other.unsctl(&args));
+    for args in [&["dlq", "triage"][..], SERVE_ON_ANY_PORT] {
+        let out = run(&mut other.unsctl(args));
         let said = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(1), "{args:?}: {said}");
         assert!(said.contains("not a UNS store"), "{args:?}: {said}");
