@@ -2,7 +2,7 @@
 //! for the ids a command names and for the ones `--exclude` leaves out alike.
 
 use crate::exit::{ExitKind, Failure as CliError, Result as CliResult};
-use crate::store::selection::Excluded;
+use crate::store::selection::{NotExcluded, excluded_id};
 use crate::store::{Selection, Store};
 
 /// The shortest id prefix accepted.
@@ -142,23 +142,22 @@ fn exclusions(
         let found = answers.next().ok_or_else(|| {
             crate::store::StoreError::Other(format!("no answer came for --exclude {typed:?}"))
         })??;
-        let id = match Excluded::among(typed, &found) {
-            Excluded::Id(id) => id,
-            Excluded::Nothing if !every_one_matches => continue,
-            refused => {
+        let id = match excluded_id(typed, &found) {
+            Ok(id) => id,
+            Err(NotExcluded::Nothing) if !every_one_matches => continue,
+            Err(not) => {
                 let what = if dlq_only {
                     "DLQ entry's"
                 } else {
                     "notification's"
                 };
-                let why = refused
-                    .refusal("--exclude", typed, what)
-                    .unwrap_or_default();
-                let hint = match refused {
-                    Excluded::Several(_) => "type more of the id",
-                    _ => "an exclusion that leaves out nothing is a mistake: check the id",
+                let hint = match not {
+                    NotExcluded::Several(_) => "type more of the id",
+                    NotExcluded::Nothing => {
+                        "an exclusion that leaves out nothing is a mistake: check the id"
+                    }
                 };
-                return Err(CliError::usage(why).hint(hint));
+                return Err(CliError::usage(not.refusal("--exclude", typed, what)).hint(hint));
             }
         };
         if !expanded.contains(&id) {

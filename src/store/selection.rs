@@ -86,12 +86,10 @@ pub const MAX_TEXTS: usize = 32;
 /// The most ids one selection excludes.
 pub const MAX_EXCLUDED: usize = 1000;
 
-/// What an id typed to be left out names, among `found`, the ids that start with it (a
-/// few past one suffice): a whole id names itself, a prefix the one id it starts. The
-/// CLI's `--exclude` and the API's `exclude` read it alike.
+/// Why an id typed to be left out names no one notification. The CLI's `--exclude` and
+/// the API's `exclude` refuse it alike, never passing it over.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Excluded {
-    Id(String),
+pub enum NotExcluded {
     /// No id starts with it: an exclusion that leaves out nothing is a mistake.
     Nothing,
     /// Several do.
@@ -101,18 +99,16 @@ pub enum Excluded {
 /// The candidates a refusal of an ambiguous exclusion names.
 pub const EXCLUDED_SHOWN: usize = 10;
 
-impl Excluded {
-    /// Why `typed`, given as `given` (`--exclude`, `exclude`), leaves nothing out or
-    /// cannot tell what, among the ids `what` names (`DLQ entry's`); None for an id.
-    pub fn refusal(&self, given: &str, typed: &str, what: &str) -> Option<String> {
+impl NotExcluded {
+    /// The refusal of `typed`, given as `given` (`--exclude`, `exclude`), among the ids
+    /// `what` names (`DLQ entry's`).
+    pub fn refusal(&self, given: &str, typed: &str, what: &str) -> String {
         use crate::render::sanitize::clean;
         match self {
-            Excluded::Id(_) => None,
-            Excluded::Nothing => Some(format!(
-                "{given} {}: no {what} id starts with it",
-                clean(typed)
-            )),
-            Excluded::Several(many) => Some(format!(
+            NotExcluded::Nothing => {
+                format!("{given} {}: no {what} id starts with it", clean(typed))
+            }
+            NotExcluded::Several(many) => format!(
                 "{given} {} is ambiguous: it starts {}",
                 clean(typed),
                 many.iter()
@@ -120,19 +116,22 @@ impl Excluded {
                     .map(|id| clean(id).into_owned())
                     .collect::<Vec<_>>()
                     .join(", ")
-            )),
+            ),
         }
     }
+}
 
-    pub fn among(typed: &str, found: &[String]) -> Self {
-        if found.iter().any(|id| id == typed) {
-            return Excluded::Id(typed.to_string());
-        }
-        match found {
-            [one] => Excluded::Id(one.clone()),
-            [] => Excluded::Nothing,
-            many => Excluded::Several(many.to_vec()),
-        }
+/// The id an exclusion typed as `typed` leaves out, among `found`, the ids that start
+/// with it (a few past one suffice): a whole id names itself, a prefix the one id it
+/// starts.
+pub fn excluded_id(typed: &str, found: &[String]) -> Result<String, NotExcluded> {
+    if found.iter().any(|id| id == typed) {
+        return Ok(typed.to_string());
+    }
+    match found {
+        [one] => Ok(one.clone()),
+        [] => Err(NotExcluded::Nothing),
+        many => Err(NotExcluded::Several(many.to_vec())),
     }
 }
 
@@ -649,23 +648,20 @@ impl Rows<'_> {
 
 #[cfg(test)]
 mod tests {
-    use super::Excluded;
+    use super::{NotExcluded, excluded_id};
 
     #[test]
     fn an_excluded_id_is_itself_or_the_one_it_starts_and_never_none_or_several() {
         let ids = |list: &[&str]| list.iter().map(|s| s.to_string()).collect::<Vec<_>>();
         assert_eq!(
-            Excluded::among("n-ab", &ids(&["n-ab", "n-abc"])),
-            Excluded::Id("n-ab".into())
+            excluded_id("n-ab", &ids(&["n-ab", "n-abc"])),
+            Ok("n-ab".into())
         );
+        assert_eq!(excluded_id("n-a", &ids(&["n-abc"])), Ok("n-abc".into()));
+        assert_eq!(excluded_id("n-a", &[]), Err(NotExcluded::Nothing));
         assert_eq!(
-            Excluded::among("n-a", &ids(&["n-abc"])),
-            Excluded::Id("n-abc".into())
-        );
-        assert_eq!(Excluded::among("n-a", &[]), Excluded::Nothing);
-        assert_eq!(
-            Excluded::among("n-a", &ids(&["n-ab", "n-ac"])),
-            Excluded::Several(ids(&["n-ab", "n-ac"]))
+            excluded_id("n-a", &ids(&["n-ab", "n-ac"])),
+            Err(NotExcluded::Several(ids(&["n-ab", "n-ac"])))
         );
     }
 }

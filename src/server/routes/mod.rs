@@ -140,21 +140,16 @@ pub(crate) fn with_exclusions(
     db: &crate::db::Db<'_>,
     mut selection: crate::store::Selection,
 ) -> Result<crate::store::Selection, crate::store::StoreError> {
-    use crate::store::selection::{EXCLUDED_SHOWN, Excluded};
+    use crate::store::selection::{EXCLUDED_SHOWN, excluded_id};
     let mut ids: Vec<String> = Vec::with_capacity(selection.exclude.len());
     for typed in &selection.exclude {
         let found = crate::runtime::queries::ids_with_prefix(db, typed, false, EXCLUDED_SHOWN + 1)?;
-        let id = match Excluded::among(typed, &found) {
-            Excluded::Id(id) => id,
-            refused => {
-                let why = refused
-                    .refusal("exclude", typed, "notification's")
-                    .unwrap_or_default();
-                return Err(crate::store::StoreError::Invalid(format!(
-                    "{why}: an exclusion must name the one notification it leaves out"
-                )));
-            }
-        };
+        let id = excluded_id(typed, &found).map_err(|not| {
+            crate::store::StoreError::Invalid(format!(
+                "{}: an exclusion must name the one notification it leaves out",
+                not.refusal("exclude", typed, "notification's")
+            ))
+        })?;
         if !ids.contains(&id) {
             ids.push(id);
         }

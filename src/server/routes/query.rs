@@ -1,10 +1,9 @@
 //! Query strings, read into each route's own struct by serde: a key the route does not
 //! read is refused ([`Query::parse_for`]), and every value is a string that the route
-//! parses with its own words of refusal. A key a
-//! route takes more than once (`kind`, `include`, the selection's texts and ids) is read
-//! with [`Query::all`]; any other key given twice is refused, as the CLI refuses its flag
-//! twice: `channel=EMAIL&channel=SLACK` says two things, and reading one of them would
-//! answer a question nobody asked.
+//! parses with its own words of refusal. A key a route takes more than once (`kind`,
+//! `include`, the selection's texts and ids) is read with [`Query::all`]; any other key
+//! given twice is refused, as the CLI refuses its flag twice: `channel=EMAIL&channel=SLACK`
+//! says two things, and reading one of them would answer a question nobody asked.
 
 use crate::server::errors::ApiError;
 use serde::Deserialize;
