@@ -129,7 +129,7 @@ pub fn said(err: &postgres::Error) -> String {
 }
 
 /// What an operator can do about an error of `code` that says nothing of its cause.
-fn hint(code: &postgres::error::SqlState) -> Option<&'static str> {
+pub(super) fn hint(code: &postgres::error::SqlState) -> Option<&'static str> {
     use postgres::error::SqlState;
     Some(match code {
         c if *c == SqlState::READ_ONLY_SQL_TRANSACTION => {
@@ -142,6 +142,9 @@ fn hint(code: &postgres::error::SqlState) -> Option<&'static str> {
         }
         c if *c == SqlState::CHARACTER_NOT_IN_REPERTOIRE => {
             "a row holds bytes that are not text (a database whose encoding is SQL_ASCII lets them in), and PostgreSQL will not send it: find it with psql and correct it, and keep the store in a UTF8 database"
+        }
+        c if *c == SqlState::LOCK_NOT_AVAILABLE => {
+            "another session held a lock this needed for longer than unsctl waits for one (5 s, unless lock_timeout is set for the role, the database or in the URL's options): a transaction left open (\"idle in transaction\" in pg_stat_activity), a migration or a VACUUM FULL. The transaction was rolled back; find that session in pg_stat_activity, let it finish or end it, and run this again"
         }
         c if *c == SqlState::QUERY_CANCELED => {
             "the server cancelled it: a statement_timeout (set for this role or database, or in the URL's options) or an administrator; reading fewer entries at once (--limit, --since) asks less of it"

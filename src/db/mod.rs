@@ -8,6 +8,7 @@
 //! what one value cannot be read as is named the same way.
 
 pub mod error;
+pub mod locks;
 pub mod pg;
 pub mod snapshot;
 pub mod tls;
@@ -242,7 +243,7 @@ impl<'c> Db<'c> {
             Db::Sqlite(conn) if !conn.is_autocommit() => return work(self),
             Db::Postgres(conn) if conn.in_transaction() => return work(self),
             Db::Sqlite(_) => "BEGIN",
-            Db::Postgres(_) => "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY",
+            Db::Postgres(_) => pg::BEGIN_READ,
         };
         self.batch(begin)?;
         let done = work(self);

@@ -4,6 +4,7 @@
 //! a walk's two reads (`snapshot`).
 
 use super::error::{DbError, DbResult, no_host_of_the_kind_asked, refused_credentials, said};
+use super::locks::bound_lock_waits;
 use super::snapshot::Merged;
 use super::value::Source;
 use super::wire::values;
@@ -562,8 +563,19 @@ impl OpenError {
 /// which READ COMMITTED checks against the newest version of the row. Under a site default
 /// of REPEATABLE READ or SERIALIZABLE the same writes fail with 40001 when two workers
 /// meet, and a worker that loses its write leaves its lease to run out: a reclaim, and
-/// an attempt whose outcome no one recorded, caused by a setting.
-pub const BEGIN_WRITE: &str = "BEGIN ISOLATION LEVEL READ COMMITTED";
+/// an attempt whose outcome no one recorded, caused by a setting. Its waits for a lock
+/// are bounded ([`bound_lock_waits`]).
+pub const BEGIN_WRITE: &str = concat!(
+    "BEGIN ISOLATION LEVEL READ COMMITTED; ",
+    bound_lock_waits!()
+);
+
+/// How every transaction that only reads begins: one snapshot for all its statements,
+/// no write let through, and its waits for a lock bounded.
+pub const BEGIN_READ: &str = concat!(
+    "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; ",
+    bound_lock_waits!()
+);
 
 /// Whether the session's role may change the store, as SQL: what resolve, replay, notes
 /// and the worker write.
@@ -1117,6 +1129,13 @@ FOR EACH STATEMENT EXECUTE FUNCTION uns_refuse('notifications are never deleted'
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Each way a transaction begins bounds its waits for a lock.
+    #[test]
+    fn every_transaction_bounds_its_waits_for_a_lock() {
+        use super::super::locks::BOUND_LOCK_WAITS;
+        assert!(BEGIN_WRITE.ends_with(BOUND_LOCK_WAITS) && BEGIN_READ.ends_with(BOUND_LOCK_WAITS));
+    }
 
     /// A socket that is not there is named; a configuration the client refuses is said
     /// as it is, with no socket, since none was tried.

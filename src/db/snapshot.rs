@@ -13,6 +13,7 @@
 //! are read where they arrive, without entering a runtime once per row.
 
 use super::error::{DbError, DbResult};
+use super::locks::BOUND_LOCK_WAITS;
 use super::value::Source;
 use super::wire::{PgRow, Raw, numbered, values};
 use futures_util::StreamExt;
@@ -126,7 +127,9 @@ async fn merge(
     // A walk reads a store that workers go on writing: one snapshot for both reads.
     // Streaming scans gain nothing from compiling their expressions first.
     let begin = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; SET LOCAL jit = off";
-    head_client.batch_execute(begin).await?;
+    head_client
+        .batch_execute(&format!("{begin}; {BOUND_LOCK_WAITS}"))
+        .await?;
     let exported = head_client
         .query_one("SELECT pg_export_snapshot()", &[])
         .await?;
@@ -138,7 +141,9 @@ async fn merge(
         )));
     }
     line_client
-        .batch_execute(&format!("{begin}; SET TRANSACTION SNAPSHOT '{snapshot}'"))
+        .batch_execute(&format!(
+            "{begin}; SET TRANSACTION SNAPSHOT '{snapshot}'; {BOUND_LOCK_WAITS}"
+        ))
         .await?;
     let (heads, lines) = (numbered(heads), numbered(lines));
     let (head_statement, line_statement) =

@@ -5,7 +5,6 @@
 
 use rusqlite::{Connection, OpenFlags};
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 /// The schema version this build creates, and migrates older stores to when the
 /// runtime opens them (`PRAGMA user_version`).
@@ -13,9 +12,6 @@ pub const SCHEMA_VERSION: i64 = 3;
 
 /// The oldest version this build reads and changes as it is, without migrating.
 pub const OLDEST_VERSION: i64 = 1;
-
-/// How long a writer waits for another process's write lock before giving up.
-pub const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
 const SCHEMA_V1: &str = r#"
 CREATE TABLE uns_notifications (
@@ -259,7 +255,8 @@ pub fn open_read_only(path: &Path) -> Result<(Connection, Access), OpenError> {
         path: path.to_path_buf(),
         source,
     };
-    conn.busy_timeout(BUSY_TIMEOUT).map_err(sqlite)?;
+    conn.busy_timeout(crate::db::locks::LOCK_WAIT)
+        .map_err(sqlite)?;
     // 16 MiB of page cache keeps the hot index pages in memory without letting a long
     // scan (a triage of the whole DLQ) grow the process.
     conn.pragma_update(None, "cache_size", -16_384)
@@ -375,7 +372,8 @@ fn open_writable(path: &Path, mode: OpenMode) -> Result<Connection, OpenError> {
             path: path.to_path_buf(),
         });
     }
-    conn.busy_timeout(BUSY_TIMEOUT).map_err(sqlite)?;
+    conn.busy_timeout(crate::db::locks::LOCK_WAIT)
+        .map_err(sqlite)?;
     conn.pragma_update(None, "foreign_keys", true)
         .map_err(sqlite)?;
     conn.pragma_update(None, "cache_size", -16_384)

@@ -29,6 +29,17 @@ impl ApiError {
         Self::new(StatusCode::BAD_REQUEST, ErrorKind::Invalid, message)
     }
 
+    /// The store could not do it just now and kept nothing of it: a lock another session
+    /// held past the bound, the database out of reach for a moment. Worth asking again,
+    /// and not the server's fault; what the store said is in the server log.
+    pub(crate) fn busy() -> Self {
+        Self::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            ErrorKind::Unavailable,
+            "the store could not do this just now (a lock another session held, or the database out of reach for a moment) and nothing was changed: ask again; the server log says more",
+        )
+    }
+
     pub(crate) fn internal() -> Self {
         Self::new(
             StatusCode::INTERNAL_SERVER_ERROR,
@@ -47,6 +58,10 @@ impl From<StoreError> for ApiError {
                 format!("{what} not found"),
             ),
             StoreError::Invalid(message) => ApiError::invalid(message),
+            StoreError::Unavailable(why) => {
+                tracing::warn!(error = %why, "request not answered: the store was unavailable");
+                ApiError::busy()
+            }
             other => {
                 tracing::error!(error = %other, "request failed");
                 ApiError::internal()
@@ -88,6 +103,10 @@ impl From<Rejection> for ApiError {
             // What the request asked was out of bounds: the client's to fix.
             Rejection::Store(crate::runtime::engine::EngineError::Invalid(why)) => {
                 ApiError::invalid(why)
+            }
+            Rejection::Store(err) if err.passing() && !err.may_have_committed() => {
+                tracing::warn!(error = %err, "request not carried out: the store was unavailable");
+                ApiError::busy()
             }
             Rejection::Store(err) => {
                 tracing::error!(error = %err, "request failed");

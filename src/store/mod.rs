@@ -72,6 +72,12 @@ impl From<crate::db::DbError> for StoreError {
             err if err.unreachable() => {
                 StoreError::Unavailable(format!("the database went away: {err}"))
             }
+            // Kept nothing, and may well work in a moment (a lock another session held
+            // past the bound, a deadlock, a serialization failure): asked again, not given
+            // up on, where a caller waits ([`StoreError::Unavailable`]).
+            err if err.passing() && !err.may_have_committed() => {
+                StoreError::Unavailable(format!("store error: {err}"))
+            }
             err => StoreError::Other(format!("store error: {err}")),
         }
     }

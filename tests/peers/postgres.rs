@@ -94,6 +94,24 @@ fn run(command: &mut Command) -> Output {
     command.output().expect("unsctl runs")
 }
 
+/// Runs `command` with nothing on its stdin, and stops it if it is still running a minute
+/// on, far past any limit a test gives it: whether it stopped by itself, and its output.
+fn run_or_stop(command: &mut Command) -> (bool, Output) {
+    let mut child = command
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("unsctl");
+    let stopped = support::wait_for(std::time::Duration::from_secs(60), || {
+        matches!(child.try_wait(), Ok(Some(_)))
+    });
+    if !stopped {
+        let _ = child.kill();
+    }
+    (stopped, child.wait_with_output().expect("output"))
+}
+
 fn succeeded(out: &Output) {
     support::succeeded(out);
 }
@@ -558,22 +576,7 @@ fn a_server_that_takes_the_connection_and_never_answers_is_given_up_on() {
     });
     let url = format!("postgres://uns@127.0.0.1:{port}/uns?connect_timeout=1");
     for args in [&["dlq", "list"][..], SERVE_ON_ANY_PORT] {
-        let mut child = support::unsctl()
-            .args(["--db", &url])
-            .args(args)
-            .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .expect("unsctl");
-        // Far past the second it was given: a run still going then waits for ever.
-        let stopped = support::wait_for(std::time::Duration::from_secs(60), || {
-            matches!(child.try_wait(), Ok(Some(_)))
-        });
-        if !stopped {
-            let _ = child.kill();
-        }
-        let out = child.wait_with_output().expect("output");
+        let (stopped, out) = run_or_stop(support::unsctl().args(["--db", &url]).args(args));
         let said = String::from_utf8_lossy(&out.stderr);
         assert!(stopped, "{args:?}: still waiting on the handshake: {said}");
         assert_eq!(out.status.code(), Some(1), "{args:?}: {said}");
@@ -2132,6 +2135,119 @@ fn a_lost_statement_and_a_timeout_say_what_to_do() {
         let said = conn.batch(sql).expect_err(sql).to_string();
         assert!(said.contains(code) && said.contains(says), "{sql}: {said}");
     }
+}
+
+/// A session that holds the store's locks (a transaction left open in psql, a
+/// migration) keeps no command waiting without end: each transaction bounds its waits
+/// for a lock (5 s, as SQLite's busy timeout, unless the role, the database or the URL
+/// set a lock_timeout of their own, which is kept), so a read and a change each give up,
+/// say what to look for, and change nothing; once the lock is let go the change is made.
+#[test]
+fn a_lock_another_session_holds_is_waited_for_within_a_bound() {
+    use unsctl::db::{Db, DbError};
+    let database = every_case_database();
+    let setting = |database: &postgres::Database| -> Vec<String> {
+        let conn = unsctl::db::pg::PgConn::open(&database.target(), false).expect("open");
+        let db = Db::Postgres(&conn);
+        let shown = |db: &Db<'_>| -> Result<String, DbError> {
+            let text = db.row("SELECT current_setting('lock_timeout')", &[], |row| {
+                Ok(match row.cell(0)? {
+                    rusqlite::types::ValueRef::Text(text) => String::from_utf8_lossy(text).into(),
+                    _ => String::new(),
+                })
+            })?;
+            Ok(text.unwrap_or_default())
+        };
+        let read = db.read_tx(shown).expect("read");
+        let write = db.write_tx(shown).expect("write");
+        vec![read, write, shown(&db).expect("outside")]
+    };
+    assert_eq!(
+        setting(&database),
+        ["5s", "5s", "0"],
+        "bounded in each transaction only"
+    );
+    let plan = run(&mut database.unsctl(&["dlq", "triage", "-o", "json"]));
+    succeeded(&plan);
+    let plan: Value = serde_json::from_slice(&plan.stdout).expect("plan");
+    let id = support::entry_of_branch(&plan, "RESOLVE");
+    let before = history(&database);
+    let mut holder = database.client();
+    let server = serve(Place::Postgres(database.target()), None);
+    let resolve = [
+        "dlq",
+        "resolve",
+        &id,
+        "--confirm",
+        "--yes",
+        "--reason",
+        "held",
+    ];
+    let mut over_the_api = support::over_the_api(server.addr);
+    over_the_api.args(resolve);
+    for (held, mut command, says) in [
+        (
+            "LOCK TABLE uns_notifications IN ACCESS EXCLUSIVE MODE",
+            database.unsctl(&["dlq", "list"]),
+            "(55P03)",
+        ),
+        (
+            "SELECT 1 FROM uns_notifications FOR UPDATE",
+            database.unsctl(&resolve),
+            "(55P03)",
+        ),
+        // The API's client is told to ask again, not that the server failed.
+        (
+            "SELECT 1 FROM uns_notifications FOR UPDATE",
+            over_the_api,
+            "answered 503: the store could not do this just now",
+        ),
+    ] {
+        holder.batch_execute(&format!("BEGIN; {held}")).expect(held);
+        let (stopped, out) = run_or_stop(&mut command);
+        holder.batch_execute("ROLLBACK").expect("let go");
+        let args: Vec<_> = command.get_args().collect();
+        // A bulk change names each entry's failure beside it, on stdout.
+        let said = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(stopped, "{args:?} still waiting for the lock: {said}");
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {said}");
+        let what_to_do = match says {
+            "(55P03)" => "idle in transaction",
+            _ => "nothing was changed: ask again",
+        };
+        assert!(
+            said.contains(says) && said.contains(what_to_do),
+            "{args:?}: {said}"
+        );
+        assert_eq!(history(&database), before, "{args:?} changed nothing");
+    }
+    let out = run(&mut database.unsctl(&[
+        "dlq",
+        "resolve",
+        &id,
+        "--confirm",
+        "--yes",
+        "--reason",
+        "let go",
+    ]));
+    succeeded(&out);
+    assert!(
+        history(&database).len() > before.len(),
+        "resolved once the lock was let go"
+    );
+    // A limit the database sets is its own.
+    database
+        .client()
+        .batch_execute(&format!(
+            "ALTER DATABASE \"{}\" SET lock_timeout = '1min'",
+            database.name
+        ))
+        .expect("set");
+    assert_eq!(setting(&database), ["1min", "1min", "1min"]);
 }
 
 /// A role the server knows by a client certificate alone (`cert` in pg_hba.conf, as
