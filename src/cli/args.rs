@@ -91,12 +91,12 @@ pub struct SelectArgs {
     pub channel: Option<Channel>,
     /// Only entries whose error, their own or any channel's, contains TEXT, in any letter
     /// case (repeat: any of them)
-    #[arg(long, value_name = "TEXT")]
+    #[arg(long, value_name = "TEXT", value_parser = crate::cli::values::parse_text)]
     pub error: Vec<String>,
     /// Only entries with a channel whose reply code, as triage classes it, is CODE: an
     /// enhanced status code (5.1.1), an SMTP code (550) or an HTTP status (HTTP 400);
     /// repeat: any of them
-    #[arg(long, value_name = "CODE")]
+    #[arg(long, value_name = "CODE", value_parser = crate::cli::values::parse_text)]
     pub error_code: Vec<String>,
     /// Only entries dead-lettered since TIME: RFC 3339, or a duration back from now (2h, 30m, 1d)
     #[arg(long, value_name = "TIME")]
@@ -112,19 +112,19 @@ pub struct SelectArgs {
     pub not_channel: Option<Channel>,
     /// Leave out entries whose error, their own or any channel's, contains TEXT, in any
     /// letter case (repeat: each is left out)
-    #[arg(long, value_name = "TEXT")]
+    #[arg(long, value_name = "TEXT", value_parser = crate::cli::values::parse_text)]
     pub not_error: Vec<String>,
     /// Leave out entries with a channel whose reply code is CODE (as --error-code reads
     /// it; repeat: each is left out)
-    #[arg(long, value_name = "CODE")]
+    #[arg(long, value_name = "CODE", value_parser = crate::cli::values::parse_text)]
     pub not_error_code: Vec<String>,
     /// Only entries whose message's subject contains TEXT, in any letter case (repeat:
     /// any of them)
-    #[arg(long, value_name = "TEXT")]
+    #[arg(long, value_name = "TEXT", value_parser = crate::cli::values::parse_text)]
     pub subject: Vec<String>,
     /// Only entries whose message's recipient contains TEXT, in any letter case (repeat:
     /// any of them)
-    #[arg(long, value_name = "TEXT")]
+    #[arg(long, value_name = "TEXT", value_parser = crate::cli::values::parse_text)]
     pub to: Vec<String>,
     /// Leave out these entries, by id or a unique prefix of one (repeat, or separate with
     /// commas); one that matches no entry is a usage error

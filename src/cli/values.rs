@@ -13,6 +13,12 @@ pub fn parse_id(text: &str) -> Result<String, String> {
         .map_err(|err| err.to_string())
 }
 
+/// A text to filter by, refused when empty or only spaces
+/// ([`crate::store::selection::blank_text`]).
+pub fn parse_text(text: &str) -> Result<String, String> {
+    crate::store::selection::filter_text(text)
+}
+
 /// A channel name as typed: any case, surrounding whitespace trimmed.
 pub fn parse_channel(text: &str) -> Result<crate::model::Channel, String> {
     text.parse()

@@ -37,30 +37,22 @@ pub fn window(since: Option<&str>, until: Option<&str>, now: f64) -> Result<Wind
     })
 }
 
-/// The texts that select something: an empty one selects nothing by itself.
-fn texts(list: &[String]) -> Vec<String> {
-    list.iter()
-        .filter(|t| !t.trim().is_empty())
-        .cloned()
-        .collect()
-}
-
 impl Parts {
     /// The typed selection; times are resolved against `now`.
     pub fn selection(&self, now: f64) -> Result<Selection> {
         let window = window(self.since.as_deref(), self.until.as_deref(), now)?;
         let selection = Selection {
             channel: self.channel,
-            error: texts(&self.error),
+            error: self.error.clone(),
             since: window.since,
             until: window.until,
             not_channel: self.not_channel,
-            not_error: texts(&self.not_error),
+            not_error: self.not_error.clone(),
             exclude: self.exclude.clone(),
-            error_code: texts(&self.error_code),
-            not_error_code: texts(&self.not_error_code),
-            subject: texts(&self.subject),
-            recipient: texts(&self.recipient),
+            error_code: self.error_code.clone(),
+            not_error_code: self.not_error_code.clone(),
+            subject: self.subject.clone(),
+            recipient: self.recipient.clone(),
         };
         selection.check().map_err(Failure::usage)?;
         Ok(selection)
@@ -99,6 +91,19 @@ impl Filter {
                     ));
                 }
                 once.push((negated, key.clone(), value.clone()));
+            }
+            let text_word = matches!(
+                (negated, key.as_str()),
+                (_, "error" | "" | "code") | (false, "subject" | "to")
+            );
+            if text_word && let Some(why) = crate::store::selection::blank_text(&value) {
+                let word = format!("{}{key}", if negated { "!" } else { "" });
+                let word = if key.is_empty() {
+                    format!("{word}\"\"")
+                } else {
+                    format!("{word}:\"\"")
+                };
+                return Err(format!("{word}: {why}"));
             }
             match (negated, key.as_str()) {
                 (false, "channel") => parts.channel = Some(channel(&value)?),
@@ -250,6 +255,21 @@ mod tests {
             "since:1h since:2h",
         ] {
             assert!(Filter::parse(bad, 0.0).is_err(), "{bad}");
+        }
+        // A text word that names nothing would pick every entry, or leave every one out.
+        for (blank, word) in [
+            ("error:", "error:\"\""),
+            ("!error:\" \"", "!error:\"\""),
+            ("code:", "code:\"\""),
+            ("channel:email subject:\"\"", "subject:\"\""),
+            ("to:", "to:\"\""),
+            ("\"\"", "\"\""),
+        ] {
+            let refused = Filter::parse(blank, 0.0).expect_err(blank);
+            assert!(
+                refused.starts_with(&format!("{word}: an empty text")),
+                "{blank}: {refused}"
+            );
         }
     }
 }

@@ -135,13 +135,32 @@ pub fn excluded_id(typed: &str, found: &[String]) -> Result<String, NotExcluded>
     }
 }
 
+/// Why a text filter as given cannot stand: empty, or only spaces. Every text holds it,
+/// so such a filter (a variable left unset in `--error "$TEXT"`) would pick every entry,
+/// or leave every one out, where the operator meant to name some: refused on the
+/// command line, the screen and the API alike, never dropped.
+pub fn blank_text(text: &str) -> Option<&'static str> {
+    text.trim().is_empty().then_some(
+        "an empty text (or one of spaces) is in every text, so it would pick every entry or leave out every one; leave the filter out to mean every entry",
+    )
+}
+
+/// A text filter as given on the command line: itself, or why it is refused
+/// ([`blank_text`]).
+pub fn filter_text(text: &str) -> Result<String, String> {
+    match blank_text(text) {
+        Some(why) => Err(why.to_string()),
+        None => Ok(text.to_string()),
+    }
+}
+
 impl Selection {
     /// The notifications of `channel` (any, without one) whose error holds one of
-    /// `error`'s texts; an empty text selects nothing by itself and is dropped.
+    /// `error`'s texts (each refused at the edge when blank: [`blank_text`]).
     pub fn of_channel_and_error(channel: Option<Channel>, error: &[String]) -> Self {
         Selection {
             channel,
-            error: error.iter().filter(|e| !e.is_empty()).cloned().collect(),
+            error: error.to_vec(),
             ..Selection::default()
         }
     }
@@ -214,6 +233,16 @@ impl Selection {
                 .transpose()
                 .map_err(|err| format!("{flag}: {err}"))
         };
+        for (key, texts) in [
+            ("error", &query.error),
+            ("not_error", &query.not_error),
+            ("subject", &query.subject),
+            ("to", &query.to),
+        ] {
+            if let Some(why) = texts.iter().find_map(|text| blank_text(text)) {
+                return Err(format!("{key}: {why}"));
+            }
+        }
         let selection = Selection {
             channel: query
                 .channel
@@ -221,12 +250,7 @@ impl Selection {
                 .map(str::parse::<Channel>)
                 .transpose()
                 .map_err(|err| format!("channel: {err}"))?,
-            error: query
-                .error
-                .iter()
-                .filter(|e| !e.is_empty())
-                .cloned()
-                .collect(),
+            error: query.error.clone(),
             since: instant("since", &query.since)?,
             until: instant("until", &query.until)?,
             not_channel: query
@@ -235,22 +259,12 @@ impl Selection {
                 .map(str::parse::<Channel>)
                 .transpose()
                 .map_err(|err| format!("not_channel: {err}"))?,
-            not_error: query
-                .not_error
-                .iter()
-                .filter(|e| !e.is_empty())
-                .cloned()
-                .collect(),
+            not_error: query.not_error.clone(),
             exclude: query.exclude.clone(),
             error_code: Vec::new(),
             not_error_code: Vec::new(),
-            subject: query
-                .subject
-                .iter()
-                .filter(|e| !e.is_empty())
-                .cloned()
-                .collect(),
-            recipient: query.to.iter().filter(|e| !e.is_empty()).cloned().collect(),
+            subject: query.subject.clone(),
+            recipient: query.to.clone(),
         };
         selection.check()?;
         Ok(selection)

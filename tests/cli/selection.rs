@@ -688,3 +688,64 @@ fn a_window_that_ends_before_it_starts_is_refused_alike_everywhere() {
         }
     }
 }
+
+/// A text filter that names nothing (`--error "$TEXT"` with the variable unset) would
+/// pick every entry, or leave every one out: it is refused as a usage error, on either
+/// backend, before anything is read or changed; a bulk change given one changes nothing.
+#[test]
+fn an_empty_text_filter_is_refused_never_taken_for_every_entry() {
+    let dir = tempfile::tempdir().expect("dir");
+    let seeded = seed(dir.path(), "uns.db");
+    let server = support::server(&seeded.db);
+    let before = std::fs::read(&seeded.db).expect("store");
+    let commands: [&[&str]; 6] = [
+        &["dlq", "list", "--error", ""],
+        &["dlq", "triage", "--not-error", "  "],
+        &["events", "--kind", "DEAD_LETTERED", "--subject", ""],
+        &["replay", "--error", "", "--confirm", "--yes"],
+        &["dlq", "resolve", "--to", " ", "--confirm", "--yes"],
+        &["reconcile", "--error", ""],
+    ];
+    for target in targets(&seeded.db, &server) {
+        for args in commands {
+            let out = unsctl(&target.1, args);
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(
+                out.status.code(),
+                Some(2),
+                "{} {args:?}: {stderr}",
+                target.0
+            );
+            let blank = args
+                .iter()
+                .position(|a| a.trim().is_empty())
+                .expect("blank");
+            let flag = args[blank - 1];
+            assert!(
+                stderr.contains(&format!("for '{flag} <TEXT>'"))
+                    && stderr.contains("is in every text"),
+                "{} {args:?}: {stderr}",
+                target.0
+            );
+            assert!(out.stdout.is_empty(), "{} {args:?}", target.0);
+        }
+    }
+    assert_eq!(
+        std::fs::read(&seeded.db).expect("store"),
+        before,
+        "nothing changed"
+    );
+    // The API refuses it too, for a caller other than unsctl.
+    unsctl::runtime::adapters::init_tls();
+    for query in ["error=", "not_error=%20", "subject=", "to="] {
+        let url = format!("http://{}/api/v1/dlq?{query}", server.addr);
+        let answer = reqwest::blocking::Client::new()
+            .get(&url)
+            .bearer_auth(support::KEY)
+            .send()
+            .expect("answer");
+        assert_eq!(answer.status().as_u16(), 400, "{query}");
+        let body = answer.text().expect("body");
+        assert!(body.contains("is in every text"), "{query}: {body}");
+    }
+}

@@ -49,7 +49,7 @@ pub struct Args {
     pub channel: Option<Channel>,
     /// Only notifications whose error message contains TEXT, in any letter case (repeat:
     /// any of them)
-    #[arg(long, value_name = "TEXT")]
+    #[arg(long, value_name = "TEXT", value_parser = crate::cli::values::parse_text)]
     pub error: Vec<String>,
     /// At most N notifications (the first by id)
     #[arg(long, value_name = "N")]

@@ -36,7 +36,7 @@ pub struct Args {
     #[arg(long, value_parser = crate::cli::values::channel())]
     pub channel: Option<crate::model::Channel>,
     /// Only notifications whose error message contains TEXT (repeat: any of them)
-    #[arg(long, value_name = "TEXT")]
+    #[arg(long, value_name = "TEXT", value_parser = crate::cli::values::parse_text)]
     pub error: Vec<String>,
     /// When the fix went in (RFC 3339, or a duration back from now): it stands in the
     /// summary
