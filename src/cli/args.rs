@@ -55,13 +55,13 @@ impl GlobalArgs {
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct AuditArgs {
     /// Who is acting (default: UNS_OPERATOR, then the account name)
-    #[arg(long)]
+    #[arg(long, value_parser = crate::cli::values::parse_said)]
     pub operator: Option<String>,
     /// Why; required with --force
-    #[arg(long)]
+    #[arg(long, value_parser = crate::cli::values::parse_said)]
     pub reason: Option<String>,
     /// Incident or ticket reference
-    #[arg(long)]
+    #[arg(long, value_parser = crate::cli::values::parse_said)]
     pub ticket: Option<String>,
     /// Override a guardrail (needs --reason)
     #[arg(long)]

@@ -19,6 +19,16 @@ pub fn parse_text(text: &str) -> Result<String, String> {
     crate::store::selection::filter_text(text)
 }
 
+/// What an operator says for the record (a reason, a ticket, who they are), refused when
+/// empty or only spaces: the record would say nothing where they meant it to say
+/// something (a variable left unset in `--reason "$WHY"`).
+pub fn parse_said(text: &str) -> Result<String, String> {
+    if text.trim().is_empty() {
+        return Err("empty: the record would say nothing; say it, or leave the flag out".into());
+    }
+    Ok(text.to_string())
+}
+
 /// A channel name as typed: any case, surrounding whitespace trimmed.
 pub fn parse_channel(text: &str) -> Result<crate::model::Channel, String> {
     text.parse()

@@ -296,7 +296,8 @@ const REFUSED: &[Refused] = &[
             "--reason",
             "  ",
         ],
-        cli_exit: 4,
+        // A reason that says nothing is refused as typed, before any guardrail is asked.
+        cli_exit: 2,
         api: Some((
             "POST",
             REPLAY,
@@ -718,6 +719,40 @@ fn the_operator_is_the_flag_then_the_environment_then_the_account() {
         assert_eq!(operator, expected);
         assert_ne!(operator, "unknown");
     }
+}
+
+/// What is said for the record is refused when it says nothing (`--reason "$WHY"` with
+/// the variable unset), on every act that records it, before anything changes: the record
+/// would otherwise say nothing where the operator meant it to say something.
+#[test]
+fn a_reason_a_ticket_or_an_operator_that_says_nothing_is_refused() {
+    let f = Fixture::new();
+    let id = f.replay_entry();
+    let acts: [&[&str]; 4] = [
+        &["replay", &id, "--confirm", "--yes"],
+        &["dlq", "resolve", &id, "--confirm", "--yes"],
+        &["verify", &id, "--record", "--confirm", "--yes"],
+        &["note", "the relay is back"],
+    ];
+    for act in acts {
+        for flag in ["--reason", "--ticket", "--operator"] {
+            if act[0] == "note" && flag == "--reason" {
+                continue;
+            }
+            for blank in ["", "  "] {
+                let mut args = act.to_vec();
+                args.extend([flag, blank]);
+                let out = f.command(Backend::Sqlite, &args).output().expect("run");
+                let said = text(&out);
+                assert_eq!(out.status.code(), Some(2), "{args:?}: {said}");
+                assert!(
+                    said.contains(&format!("for '{flag} <")) && said.contains("would say nothing"),
+                    "{args:?}: {said}"
+                );
+            }
+        }
+    }
+    assert!(f.audit(&id, "REPLAYED").is_empty(), "nothing was replayed");
 }
 
 #[test]

@@ -30,10 +30,10 @@ pub struct Args {
     #[arg(long, value_name = "TIME")]
     pub fixed_at: Option<String>,
     /// Incident or ticket reference
-    #[arg(long)]
+    #[arg(long, value_parser = crate::cli::values::parse_said)]
     pub ticket: Option<String>,
     /// Who is writing (default: UNS_OPERATOR, then the account name)
-    #[arg(long)]
+    #[arg(long, value_parser = crate::cli::values::parse_said)]
     pub operator: Option<String>,
 }
 

@@ -49,7 +49,7 @@ pub struct Args {
     #[arg(long, value_name = "DURATION", default_value = "1h", value_parser = crate::cli::values::parse_duration)]
     pub pulse: f64,
     /// Who is acting (default: UNS_OPERATOR, then the account name)
-    #[arg(long)]
+    #[arg(long, value_parser = crate::cli::values::parse_said)]
     pub operator: Option<String>,
     #[command(flatten)]
     pub sources: crate::cli::args::SourceArgs,

@@ -42,13 +42,13 @@ pub struct Args {
     #[command(flatten)]
     pub confirm: ConfirmArgs,
     /// Why, recorded with each answer
-    #[arg(long)]
+    #[arg(long, value_parser = crate::cli::values::parse_said)]
     pub reason: Option<String>,
     /// Incident or ticket reference, recorded with each answer
-    #[arg(long)]
+    #[arg(long, value_parser = crate::cli::values::parse_said)]
     pub ticket: Option<String>,
     /// Who is acting (default: UNS_OPERATOR, then the account name)
-    #[arg(long)]
+    #[arg(long, value_parser = crate::cli::values::parse_said)]
     pub operator: Option<String>,
 }
 
