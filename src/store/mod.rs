@@ -67,7 +67,6 @@ impl From<crate::db::DbError> for StoreError {
     fn from(err: crate::db::DbError) -> Self {
         use crate::db::DbError;
         match err {
-            DbError::Sqlite(err) => err.into(),
             err if err.refused_credentials() => StoreError::DatabaseAuth(err.to_string()),
             err if err.unreachable() => {
                 StoreError::Unavailable(format!("the database went away: {err}"))
@@ -75,9 +74,11 @@ impl From<crate::db::DbError> for StoreError {
             // Kept nothing, and may well work in a moment (a lock another session held
             // past the bound, a deadlock, a serialization failure): asked again, not given
             // up on, where a caller waits ([`StoreError::Unavailable`]).
+            // SQLite's file held by another process past the busy timeout as well.
             err if err.passing() && !err.may_have_committed() => {
                 StoreError::Unavailable(format!("store error: {err}"))
             }
+            DbError::Sqlite(err) => err.into(),
             err => StoreError::Other(format!("store error: {err}")),
         }
     }
@@ -456,4 +457,40 @@ pub(crate) fn through_first_failure<T>(
         }
     }
     taken
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::db::{Db, DbError};
+
+    /// A store held by another for longer than a statement waits kept nothing of the
+    /// statement and may well take it in a moment: it is unavailable (asked again where
+    /// a caller waits, a 503 from the API), not a failure; a statement that cannot run
+    /// is a failure.
+    #[test]
+    fn a_store_held_by_another_is_unavailable_and_a_broken_statement_is_not() {
+        let dir = tempfile::tempdir().expect("dir");
+        let path = dir.path().join("held.db");
+        let holder = rusqlite::Connection::open(&path).expect("open");
+        holder.execute_batch("BEGIN EXCLUSIVE").expect("hold");
+        let waiter = rusqlite::Connection::open(&path).expect("open");
+        waiter
+            .busy_timeout(std::time::Duration::ZERO)
+            .expect("no wait");
+        let db = Db::Sqlite(&waiter);
+        let held = db
+            .write_tx(|_| Ok::<(), DbError>(()))
+            .expect_err("the file is held");
+        assert!(
+            matches!(StoreError::from(held), StoreError::Unavailable(_)),
+            "held"
+        );
+        holder.execute_batch("COMMIT").expect("let go");
+        let broken = db.write_tx(|tx| tx.batch("SELEC 1")).expect_err("not SQL");
+        assert!(
+            matches!(StoreError::from(broken), StoreError::Other(_)),
+            "broken"
+        );
+    }
 }
