@@ -380,6 +380,28 @@ fn pg_path(path: &str) -> String {
     format!("{{{}}}", keys.join(","))
 }
 
+/// What a write transaction on a SQLite file meets when another process holds the file
+/// (waiting for it not at all), and when its statement cannot run: for the tests of
+/// what each error is taken for.
+#[cfg(test)]
+pub(crate) fn held_and_broken() -> (DbError, DbError) {
+    let dir = tempfile::tempdir().expect("dir");
+    let path = dir.path().join("held.db");
+    let holder = rusqlite::Connection::open(&path).expect("open");
+    holder.execute_batch("BEGIN EXCLUSIVE").expect("hold");
+    let waiter = rusqlite::Connection::open(&path).expect("open");
+    waiter
+        .busy_timeout(std::time::Duration::ZERO)
+        .expect("no wait");
+    let db = Db::Sqlite(&waiter);
+    let held = db
+        .write_tx(|_| Ok::<(), DbError>(()))
+        .expect_err("the file is held");
+    holder.execute_batch("COMMIT").expect("let go");
+    let broken = db.write_tx(|tx| tx.batch("SELEC 1")).expect_err("not SQL");
+    (held, broken)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -397,22 +419,9 @@ mod tests {
     /// is not; neither kept anything.
     #[test]
     fn a_file_held_by_another_passes_and_a_broken_statement_does_not() {
-        let dir = tempfile::tempdir().expect("dir");
-        let path = dir.path().join("held.db");
-        let holder = rusqlite::Connection::open(&path).expect("open");
-        holder.execute_batch("BEGIN EXCLUSIVE").expect("hold");
-        let waiter = rusqlite::Connection::open(&path).expect("open");
-        waiter
-            .busy_timeout(std::time::Duration::ZERO)
-            .expect("no wait");
-        let db = Db::Sqlite(&waiter);
-        let held = db
-            .write_tx(|_| Ok::<(), DbError>(()))
-            .expect_err("the file is held");
+        let (held, broken) = held_and_broken();
         assert!(held.passing(), "{held}");
         assert!(!held.may_have_committed());
-        holder.execute_batch("COMMIT").expect("let go");
-        let broken = db.write_tx(|tx| tx.batch("SELEC 1")).expect_err("not SQL");
         assert!(!broken.passing(), "{broken}");
         assert!(!broken.may_have_committed());
     }

@@ -462,7 +462,6 @@ pub(crate) fn through_first_failure<T>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::db::{Db, DbError};
 
     /// A store held by another for longer than a statement waits kept nothing of the
     /// statement and may well take it in a moment: it is unavailable (asked again where
@@ -470,24 +469,11 @@ mod tests {
     /// is a failure.
     #[test]
     fn a_store_held_by_another_is_unavailable_and_a_broken_statement_is_not() {
-        let dir = tempfile::tempdir().expect("dir");
-        let path = dir.path().join("held.db");
-        let holder = rusqlite::Connection::open(&path).expect("open");
-        holder.execute_batch("BEGIN EXCLUSIVE").expect("hold");
-        let waiter = rusqlite::Connection::open(&path).expect("open");
-        waiter
-            .busy_timeout(std::time::Duration::ZERO)
-            .expect("no wait");
-        let db = Db::Sqlite(&waiter);
-        let held = db
-            .write_tx(|_| Ok::<(), DbError>(()))
-            .expect_err("the file is held");
+        let (held, broken) = crate::db::held_and_broken();
         assert!(
             matches!(StoreError::from(held), StoreError::Unavailable(_)),
             "held"
         );
-        holder.execute_batch("COMMIT").expect("let go");
-        let broken = db.write_tx(|tx| tx.batch("SELEC 1")).expect_err("not SQL");
         assert!(
             matches!(StoreError::from(broken), StoreError::Other(_)),
             "broken"

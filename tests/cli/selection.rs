@@ -654,6 +654,25 @@ fn a_version_1_store_is_read_as_it_is_and_only_the_runtime_migrates_it() {
 
 /// A window that ends before it starts is refused the same way by every command that
 /// takes one, over both backends: a usage error in the same words, never an empty answer.
+/// Runs `args` against `target` and checks it was refused as a usage error (exit 2, on
+/// stderr, saying each of `says`) with nothing on stdout.
+fn refused_as_usage(target: &(String, Vec<String>), args: &[&str], says: &[&str]) {
+    let out = unsctl(&target.1, args);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "{} {args:?}: {stderr}",
+        target.0
+    );
+    assert!(
+        says.iter().all(|text| stderr.contains(text)),
+        "{} {args:?}: {stderr}",
+        target.0
+    );
+    assert!(out.stdout.is_empty(), "{} {args:?}", target.0);
+}
+
 #[test]
 fn a_window_that_ends_before_it_starts_is_refused_alike_everywhere() {
     let dir = tempfile::tempdir().expect("dir");
@@ -671,20 +690,7 @@ fn a_window_that_ends_before_it_starts_is_refused_alike_everywhere() {
         for command in commands {
             let mut args = command.to_vec();
             args.extend(["--since", "1h", "--until", "2h"]);
-            let out = unsctl(&target.1, &args);
-            let stderr = String::from_utf8_lossy(&out.stderr);
-            assert_eq!(
-                out.status.code(),
-                Some(2),
-                "{} {args:?}: {stderr}",
-                target.0
-            );
-            assert!(
-                stderr.contains("since must come before until"),
-                "{} {args:?}: {stderr}",
-                target.0
-            );
-            assert!(out.stdout.is_empty(), "{} {args:?}", target.0);
+            refused_as_usage(&target, &args, &["since must come before until"]);
         }
     }
 }
@@ -708,26 +714,12 @@ fn an_empty_text_filter_is_refused_never_taken_for_every_entry() {
     ];
     for target in targets(&seeded.db, &server) {
         for args in commands {
-            let out = unsctl(&target.1, args);
-            let stderr = String::from_utf8_lossy(&out.stderr);
-            assert_eq!(
-                out.status.code(),
-                Some(2),
-                "{} {args:?}: {stderr}",
-                target.0
-            );
             let blank = args
                 .iter()
                 .position(|a| a.trim().is_empty())
                 .expect("blank");
-            let flag = args[blank - 1];
-            assert!(
-                stderr.contains(&format!("for '{flag} <TEXT>'"))
-                    && stderr.contains("is in every text"),
-                "{} {args:?}: {stderr}",
-                target.0
-            );
-            assert!(out.stdout.is_empty(), "{} {args:?}", target.0);
+            let flag = format!("for '{} <TEXT>'", args[blank - 1]);
+            refused_as_usage(&target, args, &[&flag, "is in every text"]);
         }
     }
     assert_eq!(

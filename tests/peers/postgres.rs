@@ -2174,17 +2174,9 @@ fn a_lock_another_session_holds_is_waited_for_within_a_bound() {
     let before = history(&database);
     let mut holder = database.client();
     let server = serve(Place::Postgres(database.target()), None);
-    let resolve = [
-        "dlq",
-        "resolve",
-        &id,
-        "--confirm",
-        "--yes",
-        "--reason",
-        "held",
-    ];
+    let resolve = |why| ["dlq", "resolve", &id, "--confirm", "--yes", "--reason", why];
     let mut over_the_api = support::over_the_api(server.addr);
-    over_the_api.args(resolve);
+    over_the_api.args(resolve("held"));
     for (held, mut command, says) in [
         (
             "LOCK TABLE uns_notifications IN ACCESS EXCLUSIVE MODE",
@@ -2193,7 +2185,7 @@ fn a_lock_another_session_holds_is_waited_for_within_a_bound() {
         ),
         (
             "SELECT 1 FROM uns_notifications FOR UPDATE",
-            database.unsctl(&resolve),
+            database.unsctl(&resolve("held")),
             "(55P03)",
         ),
         // The API's client is told to ask again, not that the server failed.
@@ -2225,15 +2217,7 @@ fn a_lock_another_session_holds_is_waited_for_within_a_bound() {
         );
         assert_eq!(history(&database), before, "{args:?} changed nothing");
     }
-    let out = run(&mut database.unsctl(&[
-        "dlq",
-        "resolve",
-        &id,
-        "--confirm",
-        "--yes",
-        "--reason",
-        "let go",
-    ]));
+    let out = run(&mut database.unsctl(&resolve("let go")));
     succeeded(&out);
     assert!(
         history(&database).len() > before.len(),
