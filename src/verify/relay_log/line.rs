@@ -392,9 +392,14 @@ pub const LOSS_NEEDLES: [&[u8]; 3] = [b"essage", b"suspended", b"full"];
 
 /// [`reports_loss`] on a line already lowered.
 pub fn loss_words(lower: &[u8]) -> bool {
-    let messaging = find(lower, b"essage").is_some();
-    let suspended = find(lower, b"suspended").is_some();
-    let full = find(lower, b"full").is_some();
+    let held = LOSS_NEEDLES.map(|needle| find(lower, needle).is_some());
+    loss_words_holding(lower, held)
+}
+
+/// [`loss_words`] where which of [`LOSS_NEEDLES`] the line holds is known already (a
+/// search of its whole block found them): each is looked for once, not again per line.
+pub fn loss_words_holding(lower: &[u8], held: [bool; 3]) -> bool {
+    let [messaging, suspended, full] = held;
     if !messaging && !suspended && !full {
         return false;
     }
@@ -414,11 +419,7 @@ pub fn loss_words(lower: &[u8]) -> bool {
     }
     // Every reading below needs one of these words as well: cleanup's `message-id=`,
     // the commonest line with the needle, goes no further.
-    if !messaging
-        || [&b"lost"[..], b"drop", b"suppressed", b"missed"]
-            .iter()
-            .all(|word| find(lower, word).is_none())
-    {
+    if !messaging || !names_a_loss(lower) {
         return false;
     }
     let messages = |w: &[u8]| w == b"messages" || w == b"message";
@@ -439,6 +440,22 @@ pub fn loss_words(lower: &[u8]) -> bool {
         (before, last) = (last, word);
     }
     false
+}
+
+/// Whether `lower` holds `lost`, `drop`, `suppressed` or `missed` anywhere: one pass
+/// over its bytes, where a search for each word took four (cleanup's `message-id=` line,
+/// a seventh of a relay's, asks this of every line it writes).
+fn names_a_loss(lower: &[u8]) -> bool {
+    (0..lower.len()).any(|at| {
+        let rest = &lower[at..];
+        match rest[0] {
+            b'l' => rest.starts_with(b"lost"),
+            b'd' => rest.starts_with(b"drop"),
+            b's' => rest.starts_with(b"suppressed"),
+            b'm' => rest.starts_with(b"missed"),
+            _ => false,
+        }
+    })
 }
 
 /// Finds the Message-IDs of the shape unsctl writes (`<...@uns.local>`) wherever they

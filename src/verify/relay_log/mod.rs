@@ -412,6 +412,37 @@ pub(crate) fn first_line_read_otherwise_after_the_others(
     })
 }
 
+/// Whether each line of `text`, taken apart in one block, reports lost lines in its
+/// words (tests: the block's search for the loss needles finds what a line's own would).
+#[cfg(test)]
+pub(crate) fn lines_reporting_loss(text: &[u8], options: &Options) -> Vec<bool> {
+    let wanted = Wanted::default();
+    let parser = read::Parser::new(
+        &wanted,
+        &options.zone,
+        options.near,
+        options.names.clone(),
+        foldhash::fast::RandomState::default(),
+    );
+    let block = read::Block {
+        data: text.to_vec(),
+        long: Vec::new(),
+    };
+    parser
+        .parse(&block)
+        .iter()
+        .map(|record| {
+            matches!(
+                record.kind,
+                read::Kind::Read {
+                    loss: Some(Lost::Said),
+                    ..
+                }
+            )
+        })
+        .collect()
+}
+
 /// As [`search`], read as `reading` says (one thread, the size of a block): the answer is
 /// the same however the reading is cut.
 pub fn search_with(

@@ -422,8 +422,8 @@ struct Prefix {
 /// the loss rule's needles in the lowered block, and Message-IDs of the shape unsctl
 /// writes.
 struct Hits {
-    /// Starts of needle matches, in order.
-    loss: Vec<usize>,
+    /// Starts of the loss needles' matches, in order, each with which needle it is.
+    loss: Vec<(usize, usize)>,
     mention: Vec<usize>,
     /// The block is text with no NUL byte: no line of it is damaged but by its end.
     clean: bool,
@@ -457,13 +457,13 @@ impl<'w> Parser<'w> {
         lowered.clear();
         lowered.extend_from_slice(data);
         lowered.make_ascii_lowercase();
-        let mut loss: Vec<usize> = Vec::new();
-        for needle in &self.loss_needles {
+        let mut loss: Vec<(usize, usize)> = Vec::new();
+        for (which, needle) in self.loss_needles.iter().enumerate() {
             // Overlapping matches too: a match that runs from a line cut short into the
             // next must not hide one that starts in the next ("essag" + "essage").
             let mut at = 0;
             while let Some(found) = needle.find(&lowered[at..]) {
-                loss.push(at + found);
+                loss.push((at + found, which));
                 at += found + 1;
             }
         }
@@ -524,8 +524,12 @@ impl<'w> Parser<'w> {
             let kind = match damaged {
                 Some(why) => Kind::Damaged { why },
                 None => {
-                    let said = within(&mut loss, from, to)
-                        && line::loss_words(&self.lowered.borrow()[from..to]);
+                    let said = match needles_within(&mut loss, from, to) {
+                        Some(held) => {
+                            line::loss_words_holding(&self.lowered.borrow()[from..to], held)
+                        }
+                        None => false,
+                    };
                     let loss = if said {
                         Some(super::Lost::Said)
                     } else if line::marks_a_reboot(kept) {
@@ -677,6 +681,25 @@ fn within(
 ) -> bool {
     while hits.next_if(|at| **at < from).is_some() {}
     hits.peek().is_some_and(|at| **at < to)
+}
+
+/// Which of the loss needles stand whole in `from..to`, passing the hits that start
+/// before its end; None when none does. A match that runs on past `to` (into the next
+/// line) is not the line's.
+fn needles_within(
+    hits: &mut std::iter::Peekable<std::slice::Iter<'_, (usize, usize)>>,
+    from: usize,
+    to: usize,
+) -> Option<[bool; 3]> {
+    let mut held = [false; 3];
+    let mut any = false;
+    while let Some((at, which)) = hits.next_if(|(at, _)| *at < to) {
+        if *at >= from && at + line::LOSS_NEEDLES[*which].len() <= to {
+            held[*which] = true;
+            any = true;
+        }
+    }
+    any.then_some(held)
 }
 
 /// A line's bytes without the whitespace at its end, as `str::trim_end` takes it.

@@ -1238,6 +1238,28 @@ fn the_loss_rule_reads_every_line_as_it_was_written() {
             String::from_utf8_lossy(line)
         );
     }
+    assert_a_block_reads_loss_as_written(&lines);
+}
+
+/// The loss rule as a parser reads it, each line in one block of them all (where the
+/// needles are searched for once, and a match may run from one line into the next),
+/// held to the oracle line by line.
+fn assert_a_block_reads_loss_as_written(lines: &[Vec<u8>]) {
+    let mut text = Vec::new();
+    for line in lines {
+        text.extend_from_slice(line);
+        text.push(b'\n');
+    }
+    let said = lines_reporting_loss(&text, &options());
+    assert_eq!(said.len(), lines.len());
+    for (line, said) in lines.iter().zip(said) {
+        assert_eq!(
+            said,
+            reports_loss_as_written(line),
+            "{:?}",
+            String::from_utf8_lossy(line)
+        );
+    }
 }
 
 /// Lines of words the loss rule reads, in every order and every case: the oracle's
@@ -1265,6 +1287,7 @@ fn the_loss_rule_reads_every_mix_of_its_words_as_it_was_written() {
         "suspended",
         "-",
     ];
+    let mut lines = Vec::new();
     let checked = each_triple(&words, |a, b, c| {
         let line = format!("relay rsyslogd[1]: {a} {b} {c}");
         assert_eq!(
@@ -1272,8 +1295,10 @@ fn the_loss_rule_reads_every_mix_of_its_words_as_it_was_written() {
             reports_loss_as_written(line.as_bytes()),
             "{line}"
         );
+        lines.push(line.into_bytes());
     });
     assert_eq!(checked, words.len().pow(3));
+    assert_a_block_reads_loss_as_written(&lines);
 }
 
 /// Calls `check` with every ordered triple of `words`, repeats included; how many.
