@@ -366,6 +366,9 @@ impl<T> Default for ListView<T> {
 pub struct Message {
     pub text: String,
     pub error: bool,
+    /// It tells that this read (a job's label) failed: it goes once that read answers,
+    /// so a store back after an outage is not shown as failing beside fresh data.
+    pub failed_read: Option<&'static str>,
 }
 
 /// A request in flight.
@@ -373,6 +376,8 @@ pub struct Message {
 pub struct Pending {
     pub label: &'static str,
     pub since: Instant,
+    /// A read the screen makes again at each refresh ([`Job::reads`]).
+    pub reads: bool,
 }
 
 /// The whole screen.
@@ -462,6 +467,7 @@ impl App {
             Pending {
                 label: job.label(),
                 since: now,
+                reads: job.reads(),
             },
         );
         jobs.push((self.next_seq, job));
@@ -579,6 +585,7 @@ impl App {
         self.message = Some(Message {
             text: text.into(),
             error,
+            failed_read: None,
         });
     }
 
@@ -588,9 +595,10 @@ impl App {
             self.progress(seq, text, lines);
             return;
         }
-        if self.pending.remove(&seq).is_none() {
+        let Some(pending) = self.pending.remove(&seq) else {
             return;
-        }
+        };
+        self.read_answered(&pending, &reply);
         match reply {
             Reply::Dlq {
                 filter,
@@ -660,7 +668,20 @@ impl App {
                 self.providers.read = Some(read);
                 self.providers.loaded = Some(now);
             }
-            reply => self.absorb_action(reply, now),
+            reply => self.absorb_action(reply, pending.reads, now),
+        }
+    }
+
+    /// A read answered: a failure of it said before is over (the store answers again).
+    fn read_answered(&mut self, pending: &Pending, reply: &Reply) {
+        if pending.reads
+            && !matches!(reply, Reply::Failed { .. })
+            && self
+                .message
+                .as_ref()
+                .is_some_and(|m| m.failed_read == Some(pending.label))
+        {
+            self.message = None;
         }
     }
 
@@ -717,7 +738,8 @@ impl App {
         }
     }
 
-    fn absorb_action(&mut self, reply: Reply, now: Instant) {
+    /// `reads`: the reply is to a read the screen makes again at each refresh.
+    fn absorb_action(&mut self, reply: Reply, reads: bool, now: Instant) {
         match reply {
             Reply::Preview {
                 action,
@@ -783,6 +805,9 @@ impl App {
                     return;
                 }
                 self.say(format!("{what} failed: {error}"), true);
+                if reads && let Some(message) = self.message.as_mut() {
+                    message.failed_read = Some(what);
+                }
                 self.retry_later(now);
             }
             _ => {}

@@ -109,6 +109,22 @@ pub enum Job {
 }
 
 impl Job {
+    /// A read the screen makes by itself, again at each refresh: not an act, nor a
+    /// question someone asked (a preview, the providers' records, a report).
+    pub fn reads(&self) -> bool {
+        matches!(
+            self,
+            Job::Dlq { .. }
+                | Job::Counts { .. }
+                | Job::Inspect { .. }
+                | Job::Reconcile
+                | Job::Pulse { .. }
+                | Job::Audit
+                | Job::Contexts
+                | Job::Providers
+        )
+    }
+
     /// What the header calls it while it runs.
     pub fn label(&self) -> &'static str {
         match self {

@@ -830,6 +830,38 @@ fn a_cancelled_read_is_asked_again_at_the_next_refresh_not_at_once() {
     );
 }
 
+/// A read that failed says so until it answers again, and no longer: a store back after
+/// an outage is not shown as failing beside its fresh rows (it was, until someone acted).
+#[test]
+fn a_read_that_failed_stops_saying_so_once_it_answers_again() {
+    let (dir, db, ids) = replay_store();
+    let mut screen = Screen::open(&db, false, false);
+    screen.view(ViewKind::Dlq, None);
+    let refresh = |screen: &mut Screen| {
+        screen.later(Duration::from_secs(3));
+        let jobs = screen.app.tick(screen.now);
+        assert!(!jobs.is_empty(), "the view is read again");
+        screen.run(jobs);
+    };
+    // The store goes away, and the screen's connection with it.
+    let away = dir.path().join("away.db");
+    std::fs::rename(&db, &away).expect("move the store away");
+    screen.reader = jobs::Reader::default();
+    refresh(&mut screen);
+    let text = screen.text(120, 40);
+    assert!(text.contains("failed: "), "{text}");
+    // It is back: the next refresh reads it, and the failure is no longer said.
+    std::fs::rename(&away, &db).expect("bring the store back");
+    refresh(&mut screen);
+    let text = screen.text(120, 40);
+    assert!(!text.contains("failed"), "{text}");
+    assert!(text.contains(&ids[0][..12]), "{text}");
+    // An act's failure is not a read's: it stays until something else is said.
+    screen.app.say("resolve failed: conflict", true);
+    refresh(&mut screen);
+    assert!(screen.text(120, 40).contains("resolve failed: conflict"));
+}
+
 #[test]
 fn the_audit_view_lists_the_notes_beside_the_acts() {
     let (_dir, db) = fixture("every-case");
