@@ -17,6 +17,17 @@ pub enum DbError {
     /// standby is cut short.
     #[error("{0} (at COMMIT: whether the change was kept is not known)")]
     CommitUncertain(Box<DbError>),
+    /// The server ended the session, and a new one could not be made (or reached
+    /// another store): what was said, and whether it may pass.
+    #[error("the session the server ended could not be made again: {said}")]
+    Reopen {
+        said: String,
+        /// The server could not be reached, or did not let a session begin: it may be
+        /// back in a moment.
+        passing: bool,
+        /// It refused the credentials.
+        credentials: bool,
+    },
 }
 
 impl DbError {
@@ -25,6 +36,7 @@ impl DbError {
         match self {
             DbError::Postgres(err) => refused_credentials(err),
             DbError::CommitUncertain(err) => err.refused_credentials(),
+            DbError::Reopen { credentials, .. } => *credentials,
             _ => false,
         }
     }
@@ -34,6 +46,7 @@ impl DbError {
         match self {
             DbError::Postgres(err) => unreachable(err),
             DbError::CommitUncertain(err) => err.unreachable(),
+            DbError::Reopen { passing, .. } => *passing,
             _ => false,
         }
     }
@@ -65,6 +78,7 @@ impl DbError {
                     })
             }
             DbError::CommitUncertain(err) => err.passing(),
+            DbError::Reopen { passing, .. } => *passing,
             _ => false,
         }
     }

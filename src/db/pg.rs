@@ -600,6 +600,15 @@ pub struct PgConn {
     in_transaction: std::cell::Cell<bool>,
     /// The server refused a write on it for taking none ([`PgConn::took_no_writes`]).
     took_no_writes: std::cell::Cell<bool>,
+    /// An answer said the server ended the session (FATAL or PANIC: a restart, an
+    /// administrator's `pg_terminate_backend`), which the client learns only at the
+    /// statement after: the next one outside a transaction is made on a new session.
+    ended: std::cell::Cell<bool>,
+    /// Its session refuses every write ([`PgConn::read_only`]): so does one made again.
+    read_only: std::cell::Cell<bool>,
+    /// The store it reached, once asked ([`PgConn::identity_place`]): a session made
+    /// again must reach the same.
+    store: RefCell<Option<String>>,
     /// The URL, as it may be printed.
     pub place: String,
     /// What it was made with, for the connections a walk reads on.
@@ -715,6 +724,9 @@ impl PgConn {
             statements: RefCell::new(HashMap::new()),
             in_transaction: std::cell::Cell::new(false),
             took_no_writes: std::cell::Cell::new(false),
+            ended: std::cell::Cell::new(false),
+            read_only: std::cell::Cell::new(false),
+            store: RefCell::new(None),
             place,
             target: target.clone(),
         })
@@ -842,7 +854,57 @@ impl PgConn {
 
     /// Makes this session refuse every write: read commands read through it.
     pub fn read_only(&self) -> DbResult<()> {
-        self.batch("SET SESSION CHARACTERISTICS AS TRANSACTION READ ONLY")
+        self.batch("SET SESSION CHARACTERISTICS AS TRANSACTION READ ONLY")?;
+        self.read_only.set(true);
+        Ok(())
+    }
+
+    /// Makes the session again where the server ended it (a restart, a failover, an
+    /// administrator's `pg_terminate_backend`) and no transaction of this connection was
+    /// open in it: a command that polls (a follow, a wait, the screen) reads on once the
+    /// database is back, where it failed on the dead session for ever. The new session
+    /// is made and checked as [`PgConn::open`] makes one, refuses writes when the old
+    /// one did, and is refused when the URL now reaches another store. Inside a
+    /// transaction nothing is made again: the transaction is gone with its session, and
+    /// its statements fail until it ends.
+    fn revived(&self) -> DbResult<()> {
+        if self.in_transaction.get() || !(self.ended.get() || self.client.borrow().is_closed()) {
+            return Ok(());
+        }
+        let failed = |err: OpenError| DbError::Reopen {
+            said: err.to_string(),
+            passing: matches!(
+                err,
+                OpenError::Connect { refused: false, .. }
+                    | OpenError::Database { .. }
+                    | OpenError::ReadOnly { .. }
+                    | OpenError::NoHostOfKind { .. }
+            ),
+            credentials: err.refused_credentials(),
+        };
+        let fresh = Self::open(&self.target, false).map_err(failed)?;
+        if self.read_only.get() {
+            fresh.read_only()?;
+        }
+        if let Some(store) = self.store.borrow().as_deref() {
+            let reached = fresh.identity_place()?;
+            if reached != store {
+                return Err(DbError::Reopen {
+                    said: format!(
+                        "{} now reaches another store ({reached}, not {store}): start again to read it",
+                        self.place
+                    ),
+                    passing: false,
+                    credentials: false,
+                });
+            }
+        }
+        let PgConn { client, .. } = fresh;
+        *self.client.borrow_mut() = client.into_inner();
+        self.statements.borrow_mut().clear();
+        self.took_no_writes.set(false);
+        self.ended.set(false);
+        Ok(())
     }
 
     /// Refuses a database that would refuse every change (a hot standby, a database or
@@ -893,7 +955,9 @@ impl PgConn {
             .borrow_mut()
             .query("SELECT store FROM uns_schema", &[])?;
         let store: String = rows.first().map(|r| r.get(0)).unwrap_or_default();
-        Ok(format!("postgres:{store}"))
+        let place = format!("postgres:{store}");
+        *self.store.borrow_mut() = Some(place.clone());
+        Ok(place)
     }
 
     /// The database's clock, in unix seconds.
@@ -906,6 +970,7 @@ impl PgConn {
     }
 
     pub fn batch(&self, sql: &str) -> DbResult<()> {
+        self.revived()?;
         let first = sql
             .split_whitespace()
             .next()
@@ -929,12 +994,19 @@ impl PgConn {
         self.took_no_writes.get()
     }
 
-    /// `result`, its error noted when it says this session takes no writes.
+    /// `result`, its error noted when it says this session takes no writes, or that the
+    /// session is over.
     fn noted<T>(&self, result: Result<T, postgres::Error>) -> DbResult<T> {
-        if let Err(err) = &result
-            && err.code() == Some(&postgres::error::SqlState::READ_ONLY_SQL_TRANSACTION)
-        {
-            self.took_no_writes.set(true);
+        if let Err(err) = &result {
+            if err.code() == Some(&postgres::error::SqlState::READ_ONLY_SQL_TRANSACTION) {
+                self.took_no_writes.set(true);
+            }
+            let fatal = err
+                .as_db_error()
+                .is_some_and(|db| matches!(db.severity(), "FATAL" | "PANIC"));
+            if fatal || err.is_closed() {
+                self.ended.set(true);
+            }
         }
         Ok(result?)
     }
@@ -946,10 +1018,11 @@ impl PgConn {
 
     /// `sql` (written with `?N` or `?`) prepared once for this connection.
     fn statement(&self, sql: &str) -> DbResult<postgres::Statement> {
+        self.revived()?;
         if let Some(statement) = self.statements.borrow().get(sql) {
             return Ok(statement.clone());
         }
-        let statement = self.client.borrow_mut().prepare(&numbered(sql))?;
+        let statement = self.noted(self.client.borrow_mut().prepare(&numbered(sql)))?;
         self.statements
             .borrow_mut()
             .insert(sql.to_string(), statement.clone());
@@ -986,8 +1059,8 @@ impl PgConn {
         let values = values(&statement, params)?;
         let refs: Vec<&(dyn ToSql + Sync)> = values.iter().map(|v| v.as_ref()).collect();
         let mut client = self.client.borrow_mut();
-        let mut rows = client.query_raw(&statement, refs)?;
-        while let Some(row) = rows.next()? {
+        let mut rows = self.noted(client.query_raw(&statement, refs))?;
+        while let Some(row) = self.noted(rows.next())? {
             if !each(&PgRow(&row))? {
                 break;
             }

@@ -2495,6 +2495,105 @@ fn a_pooled_session_the_server_ended_is_never_lent() {
     support::succeeded(&out);
 }
 
+/// Ends every session unsctl holds on `database` (as a restart or a failover does); how
+/// many.
+fn end_unsctls_sessions(database: &postgres::Database) -> i64 {
+    database
+        .client()
+        .query_one(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+             WHERE datname = $1 AND application_name = 'unsctl' AND pid <> pg_backend_pid()",
+            &[&database.name],
+        )
+        .expect("terminate")
+        .get(0)
+}
+
+/// A command that polls reads on once the server is back: after a restart (here, the
+/// server ending its session) `events --follow` said "trying again" once a second for
+/// ever on the dead session and never showed another event.
+#[test]
+fn a_follow_reads_on_after_the_server_ended_its_session() {
+    let database = every_case_database();
+    let dir = tempfile::tempdir().expect("dir");
+    let (out, err) = (dir.path().join("out"), dir.path().join("err"));
+    let mut follow = database
+        .unsctl(&[
+            "events",
+            "--follow",
+            "--kind",
+            "DLQ_RESOLVED",
+            "--interval",
+            "0.1",
+        ])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::fs::File::create(&out).expect("out"))
+        .stderr(std::fs::File::create(&err).expect("err"))
+        .spawn()
+        .expect("unsctl");
+    let read = |path: &Path| std::fs::read_to_string(path).unwrap_or_default();
+    let wait = std::time::Duration::from_secs(30);
+    assert!(
+        support::wait_for(wait, || read(&err).contains("following")),
+        "{}",
+        read(&err)
+    );
+    assert!(
+        end_unsctls_sessions(&database) >= 1,
+        "the follow's session ended"
+    );
+    let plan = run(&mut database.unsctl(&["dlq", "triage", "-o", "json"]));
+    succeeded(&plan);
+    let plan: Value = serde_json::from_slice(&plan.stdout).expect("plan");
+    let id = support::entry_of_branch(&plan, "RESOLVE");
+    succeeded(&run(&mut database.unsctl(&[
+        "dlq",
+        "resolve",
+        &id,
+        "--confirm",
+        "--yes",
+        "--reason",
+        "x",
+    ])));
+    let shown = support::wait_for(wait, || {
+        read(&out)
+            .lines()
+            .any(|line| line.contains("DLQ_RESOLVED") && line.contains(&id))
+    });
+    let _ = follow.kill();
+    let _ = follow.wait();
+    assert!(shown, "stdout:\n{}\nstderr:\n{}", read(&out), read(&err));
+}
+
+/// The session made again for a reader refuses writes as the first did, and reads as it
+/// did once the server ended the first.
+#[test]
+fn a_readers_session_made_again_still_refuses_every_write() {
+    let database = every_case_database();
+    let store = unsctl::store::direct::DirectStore::open_postgres(&database.target(), false)
+        .expect("the store opens");
+    let count = || {
+        store
+            .db()
+            .row("SELECT COUNT(*) FROM uns_notifications", &[], |row| {
+                Ok(unsctl::db::value::Cells::new(row).integer(0, "count"))
+            })
+    };
+    let before = count().expect("read").expect("a count");
+    assert!(end_unsctls_sessions(&database) >= 1);
+    // The statement that finds the session gone fails; the next reads on a new one.
+    let _ = count();
+    assert_eq!(count().expect("read again"), Some(before));
+    let write = store.db().execute(
+        "UPDATE uns_notifications SET status = status WHERE id = ?1",
+        &[rusqlite::types::Value::Text("n".into())],
+    );
+    let refused = write
+        .expect_err("a reader's session takes no write")
+        .to_string();
+    assert!(refused.contains("read-only"), "{refused}");
+}
+
 /// Sites set `default_transaction_isolation` to REPEATABLE READ or SERIALIZABLE for their
 /// own applications. The store's writes begin at READ COMMITTED whatever it says: two
 /// processes of four workers each claim and record every notification once, with no
