@@ -143,15 +143,17 @@ pub fn follow_events(
         views::shown(&store.describe())
     ));
     let mut identity = store.identity().ok().flatten();
+    let mut outage = Outage::default();
     while pause(every) {
         let (rows, next) = match events_after(store, &query, cursor) {
             Ok(read) => read,
             Err(err) if transient(&err) => {
-                status(&format!("cannot read: {err}; trying again"));
+                outage.failed(&format!("cannot read: {err}"));
                 continue;
             }
             Err(err) => return Err(err),
         };
+        outage.answered();
         for row in &rows {
             emit_event(store, row, out)?;
         }
@@ -211,6 +213,35 @@ fn transient(err: &CliError) -> bool {
     err.kind == super::error::ExitKind::Error
 }
 
+/// What a poll says of a store it cannot read: the failure once, not at every poll (a
+/// poll every second through a restart wrote a line a second), again only when it says
+/// something else, and once the store answers, for how long it did not.
+#[derive(Default)]
+struct Outage {
+    since: Option<Instant>,
+    said: Option<String>,
+}
+
+impl Outage {
+    fn failed(&mut self, why: &str) {
+        self.since.get_or_insert_with(Instant::now);
+        if self.said.as_deref() != Some(why) {
+            status(&format!("{why}; trying again"));
+            self.said = Some(why.to_string());
+        }
+    }
+
+    fn answered(&mut self) {
+        if let Some(since) = self.since.take() {
+            self.said = None;
+            status(&format!(
+                "reading again, after {} without",
+                time::duration(since.elapsed().as_secs_f64())
+            ));
+        }
+    }
+}
+
 /// `inspect ID --follow`: the notification's new events as they are written, until it
 /// settles. A settled notification is reported at once.
 pub fn follow_notification(
@@ -229,6 +260,7 @@ pub fn follow_notification(
             views::shown(&id)
         ));
     }
+    let mut outage = Outage::default();
     while !settled(&doc) {
         if !pause(every) {
             status(&format!(
@@ -243,11 +275,12 @@ pub fn follow_notification(
         doc = match store.notification(&id) {
             Ok(doc) => doc,
             Err(err @ StoreError::Unavailable(_)) => {
-                status(&format!("cannot read: {err}; trying again"));
+                outage.failed(&format!("cannot read: {err}"));
                 continue;
             }
             Err(err) => return Err(err.into()),
         };
+        outage.answered();
         let fresh: Vec<Event> = doc.events.iter().filter(|e| e.id > last).cloned().collect();
         if let Some(newest) = fresh.iter().map(|e| e.id).max() {
             last = newest;
@@ -398,10 +431,16 @@ pub fn wait_settled(
     ));
     let mut stopped = false;
     let mut told_unclaimed = false;
+    let mut outage = Outage::default();
     loop {
         let look = watch.look(store, crate::clock::Clock::now(&crate::clock::SystemClock))?;
-        for why in &look.unread {
-            status(why);
+        match look.unread.as_slice() {
+            [] => outage.answered(),
+            [why] => outage.failed(why),
+            [why, more @ ..] => outage.failed(&format!(
+                "{why} (and {} more)",
+                counted(more.len() as i64, "notification")
+            )),
         }
         for settlement in &look.settled {
             out.progress(|| print(&settlement.line(out)))?;
@@ -530,6 +569,7 @@ pub fn watch_dlq(
     ));
     let mut said = Instant::now();
     let mut stillness = say_stillness(store, None);
+    let mut outage = Outage::default();
     while pause(every) {
         if said.elapsed() >= progress_every(every) {
             said = Instant::now();
@@ -539,11 +579,12 @@ pub fn watch_dlq(
         let moved = match events_after(store, &any, cursor) {
             Ok((_, next)) => next,
             Err(err) if transient(&err) => {
-                status(&format!("cannot read: {err}; trying again"));
+                outage.failed(&format!("cannot read: {err}"));
                 continue;
             }
             Err(err) => return Err(err),
         };
+        outage.answered();
         if moved == cursor {
             continue;
         }

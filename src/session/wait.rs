@@ -188,7 +188,7 @@ fn read_settlement(
         Ok(doc) => doc,
         Err(err @ StoreError::Unavailable(_)) => {
             return Ok(Waiting::Unread(format!(
-                "cannot read {}: {err}; trying again",
+                "cannot read {}: {err}",
                 views::shown(id)
             )));
         }

@@ -2498,8 +2498,8 @@ fn a_pooled_session_the_server_ended_is_never_lent() {
 /// Ends every session unsctl holds on `database` (as a restart or a failover does); how
 /// many.
 fn end_unsctls_sessions(database: &postgres::Database) -> i64 {
-    database
-        .client()
+    postgres::cluster()
+        .admin()
         .query_one(
             "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
              WHERE datname = $1 AND application_name = 'unsctl' AND pid <> pg_backend_pid()",
@@ -2509,11 +2509,12 @@ fn end_unsctls_sessions(database: &postgres::Database) -> i64 {
         .get(0)
 }
 
-/// A command that polls reads on once the server is back: after a restart (here, the
-/// server ending its session) `events --follow` said "trying again" once a second for
-/// ever on the dead session and never showed another event.
+/// A command that polls reads on once the server is back, and says so once: through a
+/// restart (here, the server ending its session and refusing new ones for a while)
+/// `events --follow` said "trying again" at every poll, for ever on the dead session, and
+/// never showed another event.
 #[test]
-fn a_follow_reads_on_after_the_server_ended_its_session() {
+fn a_follow_reads_on_after_an_outage_saying_each_failure_once() {
     let database = every_case_database();
     let dir = tempfile::tempdir().expect("dir");
     let (out, err) = (dir.path().join("out"), dir.path().join("err"));
@@ -2524,7 +2525,7 @@ fn a_follow_reads_on_after_the_server_ended_its_session() {
             "--kind",
             "DLQ_RESOLVED",
             "--interval",
-            "0.1",
+            "0.05",
         ])
         .stdin(std::process::Stdio::null())
         .stdout(std::fs::File::create(&out).expect("out"))
@@ -2538,10 +2539,29 @@ fn a_follow_reads_on_after_the_server_ended_its_session() {
         "{}",
         read(&err)
     );
+    let allow = |allowed: bool| {
+        postgres::cluster()
+            .admin()
+            .batch_execute(&format!(
+                "ALTER DATABASE {} ALLOW_CONNECTIONS {allowed}",
+                database.name
+            ))
+            .expect("alter the database");
+    };
+    allow(false);
     assert!(
         end_unsctls_sessions(&database) >= 1,
         "the follow's session ended"
     );
+    // Refused while it is down: polled again and again, said once.
+    assert!(
+        support::wait_for(wait, || read(&err)
+            .contains("not currently accepting connections")),
+        "{}",
+        read(&err)
+    );
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    allow(true);
     let plan = run(&mut database.unsctl(&["dlq", "triage", "-o", "json"]));
     succeeded(&plan);
     let plan: Value = serde_json::from_slice(&plan.stdout).expect("plan");
@@ -2562,7 +2582,17 @@ fn a_follow_reads_on_after_the_server_ended_its_session() {
     });
     let _ = follow.kill();
     let _ = follow.wait();
-    assert!(shown, "stdout:\n{}\nstderr:\n{}", read(&out), read(&err));
+    let said = read(&err);
+    assert!(shown, "stdout:\n{}\nstderr:\n{said}", read(&out));
+    let failures: Vec<&str> = said
+        .lines()
+        .filter(|l| l.contains("trying again"))
+        .collect();
+    assert!(
+        (1..=2).contains(&failures.len()) && failures.windows(2).all(|pair| pair[0] != pair[1]),
+        "each failure once: {said}"
+    );
+    assert_eq!(said.matches("reading again, after ").count(), 1, "{said}");
 }
 
 /// The session made again for a reader refuses writes as the first did, and reads as it
