@@ -145,6 +145,7 @@ pub fn follow_events(
     let mut identity = store.identity().ok().flatten();
     let mut outage = Outage::default();
     while pause(every) {
+        still_there(store)?;
         let (rows, next) = match events_after(store, &query, cursor) {
             Ok(read) => read,
             Err(err) if transient(&err) => {
@@ -213,6 +214,16 @@ fn transient(err: &CliError) -> bool {
     err.kind == super::error::ExitKind::Error
 }
 
+/// Stops a poll whose store is no longer the one its name reaches (a file replaced or
+/// removed under it): read on, the old file's history would be shown as the store's, and
+/// nothing written to the new one ever would be.
+fn still_there(store: &dyn Store) -> CliResult {
+    match store.replaced() {
+        Some(why) => Err(CliError::error(why)),
+        None => Ok(()),
+    }
+}
+
 /// What a poll says of a store it cannot read: the failure once, not at every poll (a
 /// poll every second through a restart wrote a line a second), again only when it says
 /// something else, and once the store answers, for how long it did not.
@@ -272,6 +283,7 @@ pub fn follow_notification(
             ));
             return Err(prompt::interrupted_quietly());
         }
+        still_there(store)?;
         doc = match store.notification(&id) {
             Ok(doc) => doc,
             Err(err @ StoreError::Unavailable(_)) => {
@@ -433,6 +445,7 @@ pub fn wait_settled(
     let mut told_unclaimed = false;
     let mut outage = Outage::default();
     loop {
+        still_there(store)?;
         let look = watch.look(store, crate::clock::Clock::now(&crate::clock::SystemClock))?;
         match look.unread.as_slice() {
             [] => outage.answered(),
@@ -571,6 +584,7 @@ pub fn watch_dlq(
     let mut stillness = say_stillness(store, None);
     let mut outage = Outage::default();
     while pause(every) {
+        still_there(store)?;
         if said.elapsed() >= progress_every(every) {
             said = Instant::now();
             say_backlog(store);

@@ -206,6 +206,42 @@ pub struct DirectStore {
     /// How a file was opened; kept while the connection is, since it may own the
     /// private copy the connection reads.
     _access: schema::Access,
+    /// The SQLite file the connection opened, as its path named it then.
+    file: Option<FileSeen>,
+}
+
+/// A file as a path named it: its device and inode.
+struct FileSeen {
+    path: std::path::PathBuf,
+    dev: u64,
+    ino: u64,
+}
+
+impl FileSeen {
+    fn of(path: &Path) -> Option<Self> {
+        use std::os::unix::fs::MetadataExt;
+        let meta = std::fs::metadata(path).ok()?;
+        Some(Self {
+            path: path.to_path_buf(),
+            dev: meta.dev(),
+            ino: meta.ino(),
+        })
+    }
+
+    /// Why the path no longer names this file, if it does not.
+    fn gone(&self) -> Option<String> {
+        use std::os::unix::fs::MetadataExt;
+        let path = self.path.display();
+        match std::fs::metadata(&self.path) {
+            Ok(meta) if (meta.dev(), meta.ino()) == (self.dev, self.ino) => None,
+            Ok(_) => Some(format!(
+                "{path} is another file now (replaced while it was read, as a restore or a move leaves it): what was read so far was the old file's; run the command again to read the new one"
+            )),
+            Err(err) => Some(format!(
+                "{path} is no longer there ({err}): what was read so far was the file that was there"
+            )),
+        }
+    }
 }
 
 impl DirectStore {
@@ -253,11 +289,13 @@ impl DirectStore {
             note: None,
             context: None,
             _access: schema::Access::Shared,
+            file: None,
         })
     }
 
     fn of_file(path: &Path, conn: rusqlite::Connection) -> Self {
         Self {
+            file: FileSeen::of(path),
             place: path.display().to_string(),
             identity_place: queries::file_place(path),
             conn: Conn::Sqlite(conn),
@@ -309,6 +347,10 @@ impl Store for DirectStore {
 
     fn describe(&self) -> String {
         crate::store::in_context(self.context.as_deref(), &self.place)
+    }
+
+    fn replaced(&self) -> Option<String> {
+        self.file.as_ref()?.gone()
     }
 
     fn operator(&self, claimed: &str) -> Result<String> {

@@ -255,6 +255,13 @@ pub trait Store {
     /// A short name for messages: the file path or the base URL.
     fn describe(&self) -> String;
 
+    /// Why this store is no longer the one its name reaches: a SQLite file replaced or
+    /// removed under the open connection, which goes on reading the old file for ever.
+    /// None while it is, and for a store reached afresh at each request.
+    fn replaced(&self) -> Option<String> {
+        None
+    }
+
     /// Who the store will record as acting for an action claimed by `claimed`, as a
     /// prompt names them ([`crate::model::payload::person`]).
     fn operator(&self, claimed: &str) -> Result<String>;

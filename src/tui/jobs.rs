@@ -452,6 +452,13 @@ pub fn run(source: &Source, reader: &mut Reader, job: Job) -> Reply {
 }
 
 fn opened<'r>(source: &Source, reader: &'r mut Option<Box<dyn Store>>) -> Opened<&'r dyn Store> {
+    // A file replaced under the connection is read from the path again, not the old file.
+    if reader
+        .as_ref()
+        .is_some_and(|store| store.replaced().is_some())
+    {
+        *reader = None;
+    }
     if reader.is_none() {
         *reader = Some((source.open)(false)?);
     }

@@ -595,6 +595,35 @@ fn events_follow_notices_a_store_replaced_by_an_older_copy() {
     assert_eq!(code, Some(0), "{stderr}");
 }
 
+/// A store file replaced under a follow (a restore moved into place) is not followed in
+/// its old file for ever: the connection kept reading the old inode, so nothing written
+/// to the new store was ever shown, and the follow looked live. It stops, saying so.
+#[test]
+fn a_follow_stops_when_its_file_is_replaced_rather_than_read_the_old_one_for_ever() {
+    use unsctl::clock::{Clock, SystemClock};
+    let dir = tempfile::tempdir().expect("dir");
+    let db = dir.path().join("uns.db");
+    {
+        let conn = schema::open(&db, OpenMode::Create).expect("store");
+        support::replay_entry(&conn, SystemClock.now());
+    }
+    let mut command = support::unsctl();
+    command
+        .arg("--db")
+        .arg(&db)
+        .args(["events", "--follow", "--interval", "0.05"])
+        .env("UNSCTL_CONFIG", dir.path().join("none.toml"))
+        .stdin(Stdio::null());
+    let mut follow = Streaming::spawn(command, dir.path());
+    follow.expect_stderr("following");
+    let restored = dir.path().join("restored.db");
+    std::fs::copy(&db, &restored).expect("copy");
+    std::fs::rename(&restored, &db).expect("move the restore into place");
+    let (code, stderr) = follow.finish();
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(stderr.contains("is another file now"), "{stderr}");
+}
+
 #[test]
 fn a_paced_replay_is_followed_against_its_pace_by_wait_and_by_the_watch() {
     let runtime = Runtime::start(30.0);

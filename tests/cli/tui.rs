@@ -862,6 +862,32 @@ fn a_read_that_failed_stops_saying_so_once_it_answers_again() {
     assert!(screen.text(120, 40).contains("resolve failed: conflict"));
 }
 
+/// A store file replaced under the screen (a restore moved into place) is read from its
+/// path again: the screen went on showing the old file's entries as live.
+#[test]
+fn the_screen_reads_a_store_file_replaced_under_it_from_its_path() {
+    let (dir, db, ids) = replay_store();
+    let mut screen = Screen::open(&db, false, false);
+    screen.view(ViewKind::Dlq, None);
+    let restored = dir.path().join("restored.db");
+    std::fs::copy(&db, &restored).expect("copy");
+    let added = {
+        let conn = schema::open(&restored, OpenMode::ReadWrite).expect("store");
+        support::replay_entry(&conn, 3_000.0)
+    };
+    assert!(!ids.contains(&added));
+    std::fs::rename(&restored, &db).expect("move the restore into place");
+    screen.later(Duration::from_secs(11));
+    let jobs = screen.app.tick(screen.now);
+    screen.run(jobs);
+    let text = screen.text(120, 40);
+    assert!(text.contains(&added[..12]), "{text}");
+    assert!(
+        text.contains("total 5"),
+        "the counts are the new file's: {text}"
+    );
+}
+
 #[test]
 fn the_audit_view_lists_the_notes_beside_the_acts() {
     let (_dir, db) = fixture("every-case");

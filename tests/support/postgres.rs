@@ -195,6 +195,11 @@ rm -rf "$dir""#;
         cluster
     }
 
+    /// What the server has logged so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.socket_dir.join("server.log")).unwrap_or_default()
+    }
+
     /// The URL of database `name`, as an operator writes it (no password in it).
     pub fn url(&self, name: &str) -> String {
         format!("postgres://{USER}@127.0.0.1:{}/{name}", self.port)
