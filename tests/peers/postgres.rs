@@ -2462,15 +2462,7 @@ fn a_pooled_session_the_server_ended_is_never_lent() {
             scope.spawn(|| assert!(list().status.success()));
         }
     });
-    let ended: i64 = database
-        .client()
-        .query_one(
-            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
-             WHERE datname = $1 AND application_name = 'unsctl' AND pid <> pg_backend_pid()",
-            &[&database.name],
-        )
-        .expect("terminate")
-        .get(0);
+    let ended = end_unsctls_sessions(&database);
     assert!(ended >= 2, "the pools' sessions ended: {ended}");
     let since = std::time::Instant::now();
     support::wait_until(
