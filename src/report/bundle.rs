@@ -59,8 +59,9 @@ fn write_reconciliation(
     Ok(())
 }
 
-/// Writes the evidence bundle to `dir` (created; an existing file is refused), and the
-/// report it holds.
+/// Writes the evidence bundle to `dir` (made, or found empty), and the report it holds.
+/// A bundle is all of its files or none: one that could not be finished is taken away
+/// again, so nothing half-written stands where a bundle is looked for.
 pub fn write(store: &dyn Store, asked: &super::Asked, dir: &Path) -> CliResult<Report> {
     // A bundle certifies its window: one still filling is refused, never certified.
     if let Some(open) = asked.open_until() {
@@ -69,16 +70,12 @@ pub fn write(store: &dyn Store, asked: &super::Asked, dir: &Path) -> CliResult<R
             crate::render::time::rfc3339(open)
         )));
     }
-    std::fs::create_dir_all(dir)?;
-    refuse_written_over(dir)?;
-    let file = |name: &str| -> CliResult<std::io::BufWriter<std::fs::File>> {
-        let file = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(dir.join(name))?;
-        Ok(std::io::BufWriter::with_capacity(1 << 16, file))
-    };
-    let mut events = file("events.jsonl")?;
+    Files::within(dir, |files| fill(store, asked, files))
+}
+
+/// Every file of the bundle, written into `files`' directory.
+fn fill(store: &dyn Store, asked: &super::Asked, files: &mut Files) -> CliResult<Report> {
+    let mut events = files.create("events.jsonl")?;
     let mut failed: Option<std::io::Error> = None;
     let report = super::gather(store, asked, &mut |id, stored| {
         for event in stored {
@@ -103,31 +100,154 @@ pub fn write(store: &dyn Store, asked: &super::Asked, dir: &Path) -> CliResult<R
         return Err(err.into());
     }
     let report = report?;
-    events.flush()?;
+    finish(events)?;
     write_all(
-        file("report.md")?,
+        files.create("report.md")?,
         super::markdown::render(&report).as_bytes(),
     )?;
     write_all(
-        file("report.html")?,
+        files.create("report.html")?,
         super::html::render(&report).as_bytes(),
     )?;
-    write_all(file("report.json")?, json(&report)?.as_bytes())?;
+    write_all(files.create("report.json")?, json(&report)?.as_bytes())?;
     // Every act one by one, and the notes written beside them.
     let audit = serde_json::to_string_pretty(&serde_json::json!({
         "actions": report.actions,
         "notes": report.notes,
     }))
     .map_err(|err| CliError::error(err.to_string()))?;
-    write_all(file("audit.json")?, format!("{audit}\n").as_bytes())?;
-    crate::documents::write_triage(store, &asked.selection, file("triage.json")?)?;
-    write_reconciliation(store, asked, file("reconcile.json")?)?;
+    write_all(files.create("audit.json")?, format!("{audit}\n").as_bytes())?;
+    let mut triage = files.create("triage.json")?;
+    crate::documents::write_triage(store, &asked.selection, &mut triage)?;
+    finish(triage)?;
+    let mut reconcile = files.create("reconcile.json")?;
+    write_reconciliation(store, asked, &mut reconcile)?;
+    finish(reconcile)?;
     let mut sums = String::new();
     for name in FILES {
-        sums.push_str(&format!("{}  {name}\n", sha256_of(&dir.join(name))?));
+        sums.push_str(&format!("{}  {name}\n", sha256_of(&files.dir.join(name))?));
     }
-    write_all(file("SHA256SUMS")?, sums.as_bytes())?;
+    write_all(files.create("SHA256SUMS")?, sums.as_bytes())?;
     Ok(report)
+}
+
+/// The files a bundle is writing, so that a bundle that fails is taken away again.
+struct Files<'d> {
+    dir: &'d Path,
+    /// Made for this bundle, not found.
+    made: bool,
+    created: Vec<std::path::PathBuf>,
+}
+
+impl<'d> Files<'d> {
+    /// Runs `fill` on `dir`, made for it or found empty; when `fill` fails, every file it
+    /// created goes, and the directory too when it was made here.
+    fn within<T>(dir: &'d Path, fill: impl FnOnce(&mut Self) -> CliResult<T>) -> CliResult<T> {
+        let made = match std::fs::metadata(dir) {
+            Ok(meta) if meta.is_dir() => {
+                refuse_beside_others(dir)?;
+                false
+            }
+            Ok(_) => {
+                return Err(CliError::new(
+                    crate::exit::ExitKind::Refused,
+                    format!(
+                        "{} is not a directory: a bundle is written into a new or empty directory",
+                        shown(dir)
+                    ),
+                ));
+            }
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
+                std::fs::create_dir_all(dir)?;
+                true
+            }
+            Err(err) => return Err(err.into()),
+        };
+        let mut files = Files {
+            dir,
+            made,
+            created: Vec::new(),
+        };
+        match fill(&mut files).and_then(|value| files.synced().map(|()| value)) {
+            Ok(value) => Ok(value),
+            Err(err) => {
+                files.undo();
+                Err(err)
+            }
+        }
+    }
+
+    /// `name` in the directory, new: an existing one is never written over.
+    fn create(&mut self, name: &str) -> CliResult<std::io::BufWriter<std::fs::File>> {
+        let path = self.dir.join(name);
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&path)?;
+        self.created.push(path);
+        Ok(std::io::BufWriter::with_capacity(1 << 16, file))
+    }
+
+    /// Every file on the disk, and their names in the directory: a bundle that was
+    /// said to be written survives a crash of the machine after.
+    fn synced(&self) -> CliResult {
+        for path in &self.created {
+            std::fs::File::open(path)?.sync_all()?;
+        }
+        std::fs::File::open(self.dir)?.sync_all()?;
+        Ok(())
+    }
+
+    /// Takes away what was created (only that: a file someone else put there stays).
+    fn undo(self) {
+        for path in &self.created {
+            let _ = std::fs::remove_file(path);
+        }
+        if self.made {
+            let _ = std::fs::remove_dir(self.dir);
+        }
+    }
+}
+
+/// Refuses a directory that holds anything: a bundle is never written over, and never
+/// beside files it did not write (its own check would then name them added).
+fn refuse_beside_others(dir: &Path) -> CliResult {
+    let mut names: Vec<String> = std::fs::read_dir(dir)?
+        .map(|entry| entry.map(|e| e.file_name().to_string_lossy().into_owned()))
+        .collect::<std::io::Result<_>>()?;
+    if names.is_empty() {
+        return Ok(());
+    }
+    names.sort();
+    let holds = match FILES
+        .iter()
+        .chain(["SHA256SUMS"].iter())
+        .find(|name| names.iter().any(|n| n == *name))
+    {
+        Some(name) => format!("{name}: a bundle is never written over"),
+        None => format!(
+            "{} ({} in all): a bundle is written into a new or empty directory, never beside other files",
+            crate::render::sanitize::clean(&names[0]),
+            names.len()
+        ),
+    };
+    Err(CliError::new(
+        crate::exit::ExitKind::Refused,
+        format!(
+            "{} already holds {holds}; choose a new directory",
+            shown(dir)
+        ),
+    ))
+}
+
+fn shown(dir: &Path) -> String {
+    crate::render::sanitize::clean(&dir.display().to_string()).into_owned()
+}
+
+/// A writer's last bytes out.
+fn finish(mut file: impl Write) -> CliResult {
+    file.flush()?;
+    Ok(())
 }
 
 /// What is said once a bundle is written to `dir`: where, and how to check it.
@@ -146,22 +266,6 @@ pub fn check_command(dir: &Path) -> String {
         crate::model::command::word("the folder", &dir.display().to_string())
             .unwrap_or_else(|err| format!("<{err}>"))
     )
-}
-
-/// Refuses a directory that already holds a file of a bundle: one is never written over.
-fn refuse_written_over(dir: &Path) -> CliResult {
-    for name in FILES.iter().chain(["SHA256SUMS"].iter()) {
-        if dir.join(name).exists() {
-            return Err(CliError::new(
-                crate::exit::ExitKind::Refused,
-                format!(
-                    "{} already holds {name}: a bundle is never written over; choose a new directory",
-                    dir.display()
-                ),
-            ));
-        }
-    }
-    Ok(())
 }
 
 fn write_all(mut file: impl Write, bytes: &[u8]) -> CliResult {
@@ -291,4 +395,49 @@ fn digest_of_written(path: &Path) -> Result<String, String> {
         Err(err) => return Err(format!("cannot be read: {err}")),
     }
     sha256_hex(&mut file).map_err(|err| format!("cannot be read: {err}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn failing(files: &mut Files<'_>) -> CliResult<()> {
+        write_all(files.create("events.jsonl")?, b"{}\n")?;
+        write_all(files.create("report.md")?, b"# half\n")?;
+        Err(CliError::error("the store went away"))
+    }
+
+    #[test]
+    fn a_bundle_that_fails_leaves_nothing_it_wrote() {
+        let root = tempfile::tempdir().expect("dir");
+        // Made for it: the directory goes too.
+        let made = root.path().join("incident-7");
+        let err = Files::within(&made, failing).expect_err("failed");
+        assert!(err.to_string().contains("store went away"), "{err}");
+        assert!(!made.exists(), "a half bundle stayed");
+        // Found empty: it stays, empty but for what someone else put there meanwhile.
+        let found = root.path().join("found");
+        std::fs::create_dir(&found).expect("mkdir");
+        let err = Files::within(&found, |files| {
+            std::fs::write(found.join("theirs.txt"), "not ours").expect("theirs");
+            failing(files)
+        })
+        .expect_err("failed");
+        assert!(err.to_string().contains("store went away"), "{err}");
+        let left: Vec<_> = std::fs::read_dir(&found)
+            .expect("read")
+            .map(|e| e.expect("entry").file_name())
+            .collect();
+        assert_eq!(left, ["theirs.txt"]);
+        // And one that is finished stays whole.
+        let whole = root.path().join("whole");
+        Files::within(&whole, |files| {
+            write_all(files.create("report.md")?, b"# all\n")
+        })
+        .expect("written");
+        assert_eq!(
+            std::fs::read_to_string(whole.join("report.md")).expect("read"),
+            "# all\n"
+        );
+    }
 }

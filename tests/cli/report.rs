@@ -449,6 +449,63 @@ fn a_bundle_is_checked_file_by_file() {
 }
 
 #[test]
+fn a_bundle_is_written_only_into_a_new_or_empty_directory() {
+    let incident = incident();
+    let dir = tempfile::tempdir().expect("dir");
+    let bundle = |place: &Path| {
+        support::unsctl()
+            .arg("--db")
+            .arg(&incident.db)
+            .args(incident.report_args())
+            .arg("--bundle")
+            .arg(place)
+            .output()
+            .expect("bundle")
+    };
+    // Beside someone's files: refused before anything is written, theirs untouched, so
+    // the bundle's own check never names files it did not write.
+    let shared = dir.path().join("shared");
+    std::fs::create_dir(&shared).expect("mkdir");
+    std::fs::write(shared.join("timeline.txt"), "mine").expect("theirs");
+    let out = bundle(&shared);
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(4), "{said}");
+    assert!(said.contains("already holds timeline.txt"), "{said}");
+    let left: Vec<_> = std::fs::read_dir(&shared)
+        .expect("read")
+        .map(|e| e.expect("entry").file_name())
+        .collect();
+    assert_eq!(left, ["timeline.txt"]);
+    // A file where the directory should be.
+    let file = dir.path().join("a-file");
+    std::fs::write(&file, "x").expect("file");
+    let out = bundle(&file);
+    assert_eq!(out.status.code(), Some(4));
+    assert_eq!(std::fs::read_to_string(&file).expect("read"), "x");
+    // An empty directory, reached through a link, takes it whole.
+    let empty = dir.path().join("empty");
+    std::fs::create_dir(&empty).expect("mkdir");
+    let link = dir.path().join("latest");
+    std::os::unix::fs::symlink(&empty, &link).expect("link");
+    let out = bundle(&link);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let checked = support::unsctl()
+        .args(["report", "check"])
+        .arg(&empty)
+        .output()
+        .expect("check");
+    assert!(
+        checked.status.success(),
+        "{}",
+        String::from_utf8_lossy(&checked.stdout)
+    );
+}
+
+#[test]
 fn across_contexts_each_has_its_section_and_one_unread_is_named() {
     let incident = incident();
     let dir = tempfile::tempdir().expect("dir");

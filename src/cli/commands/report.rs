@@ -46,8 +46,9 @@ pub struct Args {
     pub sources: SourceArgs,
     #[command(flatten)]
     pub senders: SenderArgs,
-    /// Also write the evidence to DIR: the three reports, events.jsonl, triage.json,
-    /// reconcile.json, audit.json and SHA256SUMS
+    /// Also write the evidence to DIR (new, or empty): the three reports, events.jsonl,
+    /// triage.json, reconcile.json, audit.json and SHA256SUMS; all of them or, when the
+    /// run fails, none
     #[arg(long, value_name = "DIR")]
     pub bundle: Option<PathBuf>,
 }
