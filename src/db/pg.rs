@@ -171,8 +171,37 @@ impl Target {
         if config.get_connect_timeout().is_none() {
             config.connect_timeout(CONNECT_TIMEOUT);
         }
+        bound_silence(&mut config, &self.url);
         config.application_name("unsctl");
         Ok((config, tls))
+    }
+}
+
+/// How long a session may hear nothing from a server that has stopped answering (its
+/// machine gone, or the network between cut) before it is given up, where the URL says
+/// nothing of it: without a bound, a read waited on the system's keepalive, two hours,
+/// and a follow or a worker sat silent through a failover. A server busy with a long
+/// statement still answers these probes from its kernel, so no slow answer is cut.
+const KEEPALIVE_IDLE: std::time::Duration = std::time::Duration::from_secs(10);
+const KEEPALIVE_INTERVAL: std::time::Duration = std::time::Duration::from_secs(5);
+const KEEPALIVE_RETRIES: u32 = 3;
+/// And how long bytes sent may go unacknowledged (a cut while a statement is on its way).
+const TCP_USER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Bounds of [`KEEPALIVE_IDLE`] and its kin on `config`, each where `url` does not name
+/// its own (`keepalives=0` turns the probes off, as in libpq).
+fn bound_silence(config: &mut tokio_postgres::Config, url: &str) {
+    if !url_names(url, "keepalives_idle") {
+        config.keepalives_idle(KEEPALIVE_IDLE);
+    }
+    if !url_names(url, "keepalives_interval") {
+        config.keepalives_interval(KEEPALIVE_INTERVAL);
+    }
+    if !url_names(url, "keepalives_retries") {
+        config.keepalives_retries(KEEPALIVE_RETRIES);
+    }
+    if !url_names(url, "tcp_user_timeout") {
+        config.tcp_user_timeout(TCP_USER_TIMEOUT);
     }
 }
 
@@ -1295,6 +1324,49 @@ mod tests {
             "postgres:///uns"
         );
         assert_eq!(with_environment("postgres://[", &env), "postgres://[");
+    }
+
+    #[test]
+    fn a_server_that_stops_answering_is_given_up_within_a_minute_unless_the_url_says_otherwise() {
+        let (config, _) = Target::new("postgres://uns@db1/uns", None, None)
+            .client_config()
+            .expect("a URL");
+        assert!(config.get_keepalives());
+        let probes = config.get_keepalives_idle()
+            + config.get_keepalives_interval().expect("an interval")
+                * config.get_keepalives_retries().expect("retries");
+        assert!(probes <= std::time::Duration::from_secs(30), "{probes:?}");
+        assert!(
+            config
+                .get_tcp_user_timeout()
+                .is_some_and(|t| *t <= std::time::Duration::from_secs(60)),
+            "{config:?}"
+        );
+        // A site's own settings stand.
+        let (config, _) = Target::new(
+            "postgres://uns@db1/uns?keepalives_idle=120&keepalives_interval=30&keepalives_retries=9&tcp_user_timeout=600",
+            None,
+            None,
+        )
+        .client_config()
+        .expect("a URL");
+        assert_eq!(
+            config.get_keepalives_idle(),
+            std::time::Duration::from_secs(120)
+        );
+        assert_eq!(
+            config.get_keepalives_interval(),
+            Some(std::time::Duration::from_secs(30))
+        );
+        assert_eq!(config.get_keepalives_retries(), Some(9));
+        assert_eq!(
+            config.get_tcp_user_timeout(),
+            Some(&std::time::Duration::from_secs(600))
+        );
+        let (config, _) = Target::new("postgres://uns@db1/uns?keepalives=0", None, None)
+            .client_config()
+            .expect("a URL");
+        assert!(!config.get_keepalives());
     }
 
     #[test]
