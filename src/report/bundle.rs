@@ -170,8 +170,15 @@ impl<'d> Files<'d> {
         };
         match fill(&mut files).and_then(|value| files.synced().map(|()| value)) {
             Ok(value) => Ok(value),
-            Err(err) => {
+            Err(mut err) => {
+                let dir = shown(files.dir);
                 files.undo();
+                // What was asked comes first, then why it could not be: "No space left on
+                // device" alone does not say which file, or what became of the rest.
+                err.causes.insert(0, std::mem::take(&mut err.message));
+                err.message = format!(
+                    "the evidence bundle could not be written to {dir}; what was written of it was taken away"
+                );
                 Err(err)
             }
         }
@@ -413,7 +420,8 @@ mod tests {
         // Made for it: the directory goes too.
         let made = root.path().join("incident-7");
         let err = Files::within(&made, failing).expect_err("failed");
-        assert!(err.to_string().contains("store went away"), "{err}");
+        assert!(err.to_string().contains("could not be written"), "{err}");
+        assert_eq!(err.causes, ["the store went away"]);
         assert!(!made.exists(), "a half bundle stayed");
         // Found empty: it stays, empty but for what someone else put there meanwhile.
         let found = root.path().join("found");
@@ -423,7 +431,7 @@ mod tests {
             failing(files)
         })
         .expect_err("failed");
-        assert!(err.to_string().contains("store went away"), "{err}");
+        assert_eq!(err.causes, ["the store went away"]);
         let left: Vec<_> = std::fs::read_dir(&found)
             .expect("read")
             .map(|e| e.expect("entry").file_name())
