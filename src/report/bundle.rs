@@ -158,10 +158,10 @@ impl<'d> Files<'d> {
                 ));
             }
             Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
-                std::fs::create_dir_all(dir)?;
+                std::fs::create_dir_all(dir).map_err(|err| unmade(dir, &err))?;
                 true
             }
-            Err(err) => return Err(err.into()),
+            Err(err) => return Err(unmade(dir, &err)),
         };
         let mut files = Files {
             dir,
@@ -244,6 +244,15 @@ fn refuse_beside_others(dir: &Path) -> CliResult {
             "{} already holds {holds}; choose a new directory",
             shown(dir)
         ),
+    ))
+}
+
+/// Why there is no directory to write the bundle into (a link to nowhere, a parent that
+/// is a file, no permission), naming it.
+fn unmade(dir: &Path, err: &std::io::Error) -> CliError {
+    CliError::error(format!(
+        "no directory to write the evidence bundle into at {}: {err}",
+        shown(dir)
     ))
 }
 

@@ -482,6 +482,17 @@ fn a_bundle_is_written_only_into_a_new_or_empty_directory() {
     let out = bundle(&file);
     assert_eq!(out.status.code(), Some(4));
     assert_eq!(std::fs::read_to_string(&file).expect("read"), "x");
+    // A link to nowhere is named, not followed into a directory of its making.
+    let dangling = dir.path().join("dangling");
+    std::os::unix::fs::symlink(dir.path().join("gone"), &dangling).expect("link");
+    let out = bundle(&dangling);
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    assert!(
+        said.contains("no directory to write the evidence bundle into at"),
+        "{said}"
+    );
+    assert!(!dir.path().join("gone").exists());
     // An empty directory, reached through a link, takes it whole.
     let empty = dir.path().join("empty");
     std::fs::create_dir(&empty).expect("mkdir");
