@@ -64,7 +64,9 @@ impl Invocation {
     /// Who an action is recorded as: `--operator`, then UNS_OPERATOR, then the config
     /// file's operator, then the account (`identity::operator`). The config file is read
     /// only when the first two are not given.
-    pub fn operator(&self, flag: Option<&str>) -> String {
+    /// A name that cannot be recorded ([`crate::model::payload::operator_name_problem`])
+    /// is a usage error, before anything is asked of the store.
+    pub fn operator(&self, flag: Option<&str>) -> CliResult<String> {
         let given = flag.is_some_and(|f| !f.trim().is_empty()) || env("UNS_OPERATOR").is_some();
         let configured = if given {
             None
@@ -74,7 +76,14 @@ impl Invocation {
                 .flatten()
                 .and_then(|config| config.operator)
         };
-        crate::identity::operator(flag, configured.as_deref())
+        let operator = crate::identity::operator(flag, configured.as_deref());
+        match crate::model::payload::operator_name_problem(&operator) {
+            Some(why) => Err(CliError::usage(format!(
+                "the operator \"{}\" cannot be recorded: it {why}; give the name people know you by (--operator, UNS_OPERATOR or the config file's operator)",
+                crate::render::sanitize::clean(&operator)
+            ))),
+            None => Ok(operator),
+        }
     }
 }
 

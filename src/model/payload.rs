@@ -211,6 +211,29 @@ pub fn person(operator: Option<&str>, claimed: Option<&str>) -> String {
     }
 }
 
+/// The most characters of a name an operator gives.
+pub const MAX_OPERATOR_CHARS: usize = 200;
+
+/// Why `name` cannot be recorded as the person acting; None when it can. The audit says
+/// a person once, on one line, and over the API beside the key it came through
+/// ([`person`]): a name holding a line break or another control character, or the words
+/// that name a key, would make the record say someone else acted.
+pub fn operator_name_problem(name: &str) -> Option<String> {
+    let name = name.trim();
+    if name.chars().any(char::is_control) {
+        return Some("holds a control character (a line break, a tab, an escape)".into());
+    }
+    if name.chars().count() > MAX_OPERATOR_CHARS {
+        return Some(format!("is longer than {MAX_OPERATOR_CHARS} characters"));
+    }
+    if name.to_ascii_lowercase().contains("(key ") {
+        return Some(
+            "holds \"(key \", which the record uses to name the API key an act came through".into(),
+        );
+    }
+    None
+}
+
 /// A front end other than the command line, named in the audit of what it changed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]

@@ -1182,6 +1182,45 @@ fn over_the_api_the_claimed_operator_shows_beside_the_key() {
     );
 }
 
+/// The same rule on the command line, wherever the name comes from, before anything is
+/// asked of the store: exit 2, the name shown without its control bytes.
+#[test]
+fn a_name_that_would_make_the_record_name_someone_else_is_refused() {
+    let f = Fixture::new();
+    let id = f.replay_entry();
+    for backend in BACKENDS {
+        for (flag, env) in [
+            (Some("mallory (Key admin)"), None),
+            (None, Some("\u{1b}[2Jeve")),
+            (Some("eve\nroot"), None),
+        ] {
+            for act in [
+                &["replay", &id, "--confirm", "--yes"][..],
+                &["note", "relay restarted"],
+            ] {
+                let mut command = f.command(backend, act);
+                if let Some(flag) = flag {
+                    command.args(["--operator", flag]);
+                }
+                if let Some(env) = env {
+                    command.env("UNS_OPERATOR", env);
+                }
+                let out = command.output().expect("run");
+                let said = text(&out);
+                assert_eq!(
+                    out.status.code(),
+                    Some(2),
+                    "{act:?} {flag:?} {env:?}: {said}"
+                );
+                assert!(said.contains("cannot be recorded"), "{said}");
+                assert!(!said.contains('\u{1b}'), "{said}");
+            }
+        }
+    }
+    assert_eq!(f.status(&id), "DEAD");
+    assert!(f.audit(&id, "REPLAYED").is_empty());
+}
+
 /// Over the API, the ids typed on a bulk command are looked up several at once (each
 /// lookup a round trip), and name the same entries, or meet the same refusal, as on the
 /// store: the first id refused, in the order typed, is the one said.

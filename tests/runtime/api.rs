@@ -578,6 +578,58 @@ fn resolve_then_a_second_resolve_conflicts_with_state_and_time() {
     assert_eq!(status, StatusCode::NOT_FOUND);
 }
 
+/// A claimed operator the record could not say as the person who acted is a 400 on every
+/// route that records one, and nothing is written: one that names a key would read as
+/// that key's act ("mallory (key admin) (key intern)"), a line break as two lines.
+#[test]
+fn a_claim_that_would_make_the_record_name_someone_else_is_refused() {
+    let api = Api::new();
+    let id = replay_entry(&api.conn, 1000.0);
+    let long = "o".repeat(201);
+    for claim in [
+        "mallory (key admin)",
+        "eve\nroot",
+        "\u{1b}[2Jeve",
+        long.as_str(),
+    ] {
+        let asked = [
+            api.client
+                .post(api.url(&format!("/api/v1/runtime/notifications/{id}/replay"))),
+            api.client.delete(api.url(&format!("/api/v1/dlq/{id}"))),
+            api.client.post(api.url(unsctl::api::RUNTIME_NOTES)),
+        ];
+        for (request, body) in asked.into_iter().zip([
+            json!({"operator": claim}),
+            json!({"operator": claim, "force": true, "reason": "x"}),
+            json!({"operator": claim, "text": "relay restarted"}),
+        ]) {
+            let route = format!("{request:?}");
+            let (status, said) = api.send(request.bearer_auth(KEY).json(&body));
+            assert_eq!(status, StatusCode::BAD_REQUEST, "{route} {claim:?}: {said}");
+            assert!(
+                said["error"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .contains("operator cannot be recorded"),
+                "{said}"
+            );
+        }
+    }
+    assert_eq!(api.count(&id, "REPLAYED"), 0);
+    assert_eq!(api.count(&id, "DLQ_RESOLVED"), 0);
+    let notes: i64 = api
+        .conn
+        .query_row("SELECT COUNT(*) FROM uns_notes", [], |r| r.get(0))
+        .expect("notes");
+    assert_eq!(notes, 0);
+    // A name with parentheses of its own, or beyond ASCII, is a name.
+    let (status, said) = api.post(
+        &format!("/api/v1/runtime/notifications/{id}/replay"),
+        json!({"operator": "José (SRE)"}),
+    );
+    assert_eq!(status, StatusCode::OK, "{said}");
+}
+
 #[test]
 fn replay_records_the_audit_and_guardrails_refuse_unsafe_calls() {
     let api = Api::new();

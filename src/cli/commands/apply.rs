@@ -246,7 +246,7 @@ fn apply_in(
     global: &Invocation,
 ) -> CliResult {
     let out = global.output();
-    let operator = global.operator(args.action.audit.operator.as_deref());
+    let operator = global.operator(args.action.audit.operator.as_deref())?;
     let entries = once_each(entries);
     // The entries are read as the store reads a list: several at once over the API.
     let ids: Vec<String> = entries

@@ -55,7 +55,7 @@ pub fn run(global: &Invocation, args: Args) -> CliResult {
         None => None,
     };
     let request = NoteRequest {
-        operator: Some(global.operator(args.operator.as_deref())),
+        operator: Some(global.operator(args.operator.as_deref())?),
         text: args.text,
         ticket: args.ticket,
         fixed: args.fixed,

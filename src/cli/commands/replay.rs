@@ -61,7 +61,7 @@ pub fn run(global: &Invocation, args: Args) -> CliResult {
     } else {
         (None, None)
     };
-    let operator = global.operator(args.action.audit.operator.as_deref());
+    let operator = global.operator(args.action.audit.operator.as_deref())?;
     let mut request = act::base_request(&operator, &args.action.audit, attestation, verified);
     if !args.channels.is_empty() {
         request.channels = Some(args.channels.iter().copied().collect::<ChannelSet>());

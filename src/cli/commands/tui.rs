@@ -78,7 +78,7 @@ pub fn run(global: &Invocation, args: Args) -> CliResult<Box<Settings>> {
 /// Everything the screen needs, resolved; nothing is opened for a change.
 pub fn settings(global: &Invocation, args: &Args) -> CliResult<Settings> {
     let (view, id) = first_view(args)?;
-    let operator = global.operator(args.operator.as_deref());
+    let operator = global.operator(args.operator.as_deref())?;
     let contexts = match backend::config()? {
         Some(config) => config
             .contexts

@@ -111,7 +111,7 @@ pub fn run(global: &Invocation, args: Args) -> CliResult {
             store.as_ref(),
             &asked,
             &args,
-            &global.operator(args.operator.as_deref()),
+            &global.operator(args.operator.as_deref())?,
             recordable,
             &out,
         )?)

@@ -68,7 +68,7 @@ pub(crate) async fn act(
 ) -> ApiResult<remediation::Done> {
     checked_id(&id)?;
     let request: ActionRequest = object_body(body, true)?;
-    let actor = actor(principal, request.operator.as_deref());
+    let actor = actor(principal, request.operator.as_deref())?;
     Ok(Json(
         blocking(&state, move |state| {
             let clock = state.clock.clone();
@@ -86,17 +86,19 @@ pub(crate) async fn act(
 /// Who acts: the key's name is recorded; what the client claims is kept beside it, and
 /// said to be missing when it claims no one, so the key's name never stands alone for a
 /// person (DESIGN §5).
-pub(crate) fn actor(principal: Principal, claimed: Option<&str>) -> Actor {
-    Actor {
-        operator: principal.0,
-        claimed_operator: Some(
-            claimed
-                .map(str::trim)
-                .filter(|o| !o.is_empty())
-                .unwrap_or(NO_OPERATOR)
-                .to_string(),
-        ),
+/// A claim that cannot be recorded ([`crate::model::payload::operator_name_problem`]) is a
+/// 400: the record would say someone else acted.
+pub(crate) fn actor(principal: Principal, claimed: Option<&str>) -> Result<Actor, ApiError> {
+    let claimed = claimed.map(str::trim).filter(|o| !o.is_empty());
+    if let Some(why) = claimed.and_then(crate::model::payload::operator_name_problem) {
+        return Err(ApiError::from(StoreError::Invalid(format!(
+            "operator cannot be recorded: it {why}"
+        ))));
     }
+    Ok(Actor {
+        operator: principal.0,
+        claimed_operator: Some(claimed.unwrap_or(NO_OPERATOR).to_string()),
+    })
 }
 
 /// What stands for the operator when a client names none.
@@ -130,7 +132,7 @@ pub(crate) async fn verify(
 ) -> ApiResult<api::VerifyResponse> {
     checked_id(&id)?;
     let request: api::VerifyRequest = object_body(body, true)?;
-    let actor = actor(principal, request.operator.as_deref());
+    let actor = actor(principal, request.operator.as_deref())?;
     Ok(Json(
         blocking(&state, move |state| {
             verify_here(state, id, &request, &actor)
@@ -205,7 +207,7 @@ pub(crate) async fn verified(
             "no findings to record".into(),
         )));
     }
-    let actor = actor(principal, request.operator.as_deref());
+    let actor = actor(principal, request.operator.as_deref())?;
     Ok(Json(
         blocking(&state, move |state| {
             let clock = state.clock.clone();

@@ -20,7 +20,7 @@ pub(crate) async fn write(
     body: Result<Bytes, BytesRejection>,
 ) -> ApiResult<NoteRow> {
     let request: NoteRequest = object_body(body, false)?;
-    let actor = super::dlq::actor(principal, request.operator.as_deref());
+    let actor = super::dlq::actor(principal, request.operator.as_deref())?;
     Ok(Json(
         blocking(&state, move |state| {
             let clock = state.clock.clone();

@@ -44,7 +44,7 @@ pub fn run(
     }
     let total = verdicts.len();
     prompt::install_interrupt_handler();
-    let operator = global.operator(audit.operator.as_deref());
+    let operator = global.operator(audit.operator.as_deref())?;
     let decisions = walk(
         store.as_ref(),
         verdicts,

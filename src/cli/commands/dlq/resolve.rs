@@ -37,7 +37,7 @@ pub fn run(global: &Invocation, args: Args) -> CliResult {
     act::check_force(&args.audit)?;
     let out = global.output();
     let store = backend::for_action(global, args.confirm.confirm)?;
-    let operator = global.operator(args.audit.operator.as_deref());
+    let operator = global.operator(args.audit.operator.as_deref())?;
     let request = match args.verified_delivered {
         true => act::base_request(
             &operator,
